@@ -1,0 +1,162 @@
+// The elector core: a pure, deterministic state machine.
+//
+// Inputs are method calls (start, stop, receive, timer_fired, peer_up, peer_down,
+// transfer_leadership), each carrying `now`; each returns the ordered list of actions the driver
+// must perform (see actions.hpp for the ordering contract). Nothing in here reads a clock, a global
+// random generator, a socket or a file: randomness comes from the injected RandomSource.
+//
+// Every handler is named after the TLA+ action that mirrors it (tla/Elector.tla); the table in
+// tla/README.md links the two. Protocol decisions depend only on `ElectorState` (never on `now`),
+// which is what lets the explorer hash states and the spec leave time out.
+#pragma once
+
+#include <array>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "conclave/elector/actions.hpp"
+#include "conclave/elector/config.hpp"
+#include "conclave/elector/messages.hpp"
+
+namespace conclave {
+
+/// Returns uniformly distributed 64-bit values. Injected so that runs are reproducible.
+using RandomSource = std::function<std::uint64_t()>;
+
+/// The scouting (PreVote) round a leaderless follower runs before it proposes an election.
+struct ScoutingRound {
+    std::uint64_t id = 0;  // 0: no round in progress
+    Term term{};           // the term the round asks about: own term + 1
+    NodeSet yes;           // includes self
+    NodeSet no;
+    bool operator==(const ScoutingRound&) const = default;
+};
+
+/// Everything the protocol's decisions depend on. Plain data: the explorer copies and hashes it,
+/// the simulator checks invariants on it, the TLA+ spec has one variable per field.
+struct ElectorState {
+    Role role = Role::Stopped;
+    Term term{};                           // durable
+    std::optional<NodeId> voted_for;       // durable: vote cast in `term`
+    std::optional<NodeId> leader;          // confirmed leader (self when leader)
+    std::optional<NodeId> tentative_leader;  // follower: candidate voted for, no heartbeat yet
+    NodeSet supporters;                    // candidate: votes; leader: supporting followers (+self)
+    NodeSet refusals;                      // candidate: explicit refusals in this election
+    NodeSet heard_since_check;             // leader: followers heard from since the last check
+    NodeSet peers_up;                      // connection state reported by the driver
+    std::uint32_t missed_checks = 0;       // follower: heartbeat checks since the last heartbeat
+    ScoutingRound round;                   // follower: current scouting round
+    std::uint64_t last_round_id = 0;       // id of the most recent scouting round
+    Lsn lsn{};                             // leader: last issued; others: highest seen
+    std::uint8_t armed_timers = 0;         // bit per TimerId
+
+    bool timer_armed(TimerId t) const { return (armed_timers >> static_cast<unsigned>(t)) & 1U; }
+    DurableState durable() const { return DurableState{term, voted_for}; }
+    bool operator==(const ElectorState&) const = default;
+};
+
+/// Counters for metrics. Not part of the protocol state.
+struct ElectorCounters {
+    std::uint64_t scouting_rounds_started = 0;
+    std::uint64_t elections_started = 0;
+    std::uint64_t elections_won = 0;
+    std::uint64_t prevotes_granted = 0;
+    std::uint64_t prevotes_refused = 0;
+    std::uint64_t votes_granted = 0;
+    std::array<std::uint64_t, 5> votes_refused_by_reason{};  // indexed by Refusal
+    std::uint64_t leader_changes = 0;  // snapshots whose leader differs from the previous one
+    std::uint64_t two_leader_alarms = 0;
+};
+
+class Elector {
+public:
+    /// `config` must validate (throws std::invalid_argument naming the field otherwise).
+    /// `restored` is the durable state read back by the driver (default: a brand-new node).
+    Elector(Config config, DurableState restored, RandomSource random);
+
+    // ---- Inputs -------------------------------------------------------------------------------
+    Actions start(Millis now);
+    Actions stop(Millis now);
+    Actions receive(Millis now, const Message& message);
+    /// The driver reports a timer that fired. Firings of timers that are not armed are ignored
+    /// (the driver is expected to filter out firings of replaced instances itself).
+    Actions timer_fired(Millis now, TimerId timer);
+    Actions peer_up(Millis now, NodeId peer);
+    Actions peer_down(Millis now, NodeId peer);
+    /// Leader only: hand leadership to `target`. See transfer_error() for when it is refused; a
+    /// refused transfer returns no actions.
+    Actions transfer_leadership(Millis now, NodeId target);
+    /// Why transfer_leadership(target) would be refused, or nullopt if it would be accepted.
+    std::optional<std::string> transfer_error(NodeId target) const;
+
+    /// Leader only: issue the next Leader Sequence Number (term, counter+1).
+    std::optional<Lsn> issue_lsn();
+
+    // ---- Observation --------------------------------------------------------------------------
+    const ElectorState& state() const { return state_; }
+    const Config& config() const { return config_; }
+    const LeadershipSnapshot& snapshot() const { return snapshot_; }
+    const ElectorCounters& counters() const { return counters_; }
+    std::size_t quorum() const { return quorum_; }
+
+    // ---- Handlers (one per event; names match tla/Elector.tla) ---------------------------------
+    // Public so that tests can read like transcripts; drivers use the inputs above.
+    void HandleScoutingRequest(const Message& m, const ScoutingRequest& body);
+    void HandleScoutingResponse(const Message& m, const ScoutingResponse& body);
+    void HandleElectionProposal(const Message& m, const ElectionProposal& body);
+    void HandleElectionResponse(const Message& m, const ElectionResponse& body);
+    void HandleLeaderHeartbeat(const Message& m, const LeaderHeartbeat& body);
+    void HandleHeartbeatAck(const Message& m, const HeartbeatAck& body);
+    void HandleHeartbeatResponse(const Message& m, const HeartbeatResponse& body);
+    void HandleLeadershipCession(const Message& m, const LeadershipCession& body);
+    void InitialWaitFired();
+    void RandomWaitFired();
+    void ScoutingResultFired();
+    void ElectionResultFired();
+    void HeartbeatBroadcastFired();
+    void HeartbeatCheckFired();
+    void CheckQuorumFired();
+    void PeerUp(NodeId peer);
+    void PeerDown(NodeId peer);
+    void TransferLeadership(NodeId target);
+
+private:
+    // Transitions shared by several handlers (etcd-raft's becomeX).
+    void StartScouting();
+    void BecomeCandidate(bool transfer);
+    void BecomeLeader();
+    /// Leaves the current role for FOLLOWER following `leader` (or voting for `tentative`, or
+    /// neither). A leader that leaves broadcasts a LeadershipCession for the term it led (its LSN's
+    /// term, which AdoptTerm leaves alone) naming `successor` if any. Arms HeartbeatCheck
+    /// when there is a leader or tentative leader, else RandomWait after `extra_wait` + backoff.
+    void BecomeFollower(Reason reason, std::optional<NodeId> leader,
+                        std::optional<NodeId> tentative, std::optional<NodeId> successor = {},
+                        Millis extra_wait = Millis{0});
+    void AdoptTerm(Term term, std::optional<NodeId> vote);
+    void EndScoutingRound();
+
+    // Primitive outputs.
+    void Send(NodeId to, Term term, MessageBody body);
+    void SendToAll(Term term, MessageBody body);
+    void Arm(TimerId timer, Millis delay);
+    void Cancel(TimerId timer);
+    void CancelAllTimers();
+    void Persist();
+    void NotifyIfChanged(Reason reason);
+    Millis RandomBackoff();
+    bool IsPeer(NodeId n) const;
+
+    Actions Finish();
+
+    Config config_;
+    std::size_t quorum_;
+    RandomSource random_;
+    ElectorState state_;
+    LeadershipSnapshot snapshot_;
+    ElectorCounters counters_;
+    Millis now_{};
+    Actions out_;
+};
+
+}  // namespace conclave

@@ -1,0 +1,28 @@
+// Fencing tokens (departure 7): a downstream store accepts a write only if its token is not older
+// than the newest token it has seen. Tokens come from LeadershipSnapshot::fencing_token.
+#pragma once
+
+#include <cstdint>
+
+namespace conclave {
+
+/// Tracks the highest fencing token seen by a downstream resource. Not thread-safe: guard it with
+/// the resource's own lock.
+class FencingGate {
+public:
+    /// Accepts (and remembers) `token` if it is at least the highest seen so far; token 0 means
+    /// "no leader" and is always rejected.
+    bool admit(std::uint64_t token) {
+        if (token == 0 || token < highest_) {
+            return false;
+        }
+        highest_ = token;
+        return true;
+    }
+    std::uint64_t highest() const { return highest_; }
+
+private:
+    std::uint64_t highest_ = 0;
+};
+
+}  // namespace conclave

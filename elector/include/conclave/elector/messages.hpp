@@ -1,0 +1,99 @@
+// The elector's message model: one envelope (sender, term) around a variant of bodies.
+//
+// This is the only message model in Conclave: the core consumes and produces it, the codec puts it
+// on the wire (CBOR) and in logs/traces (JSON), the simulator routes it, and the TLA+ spec has one
+// record type per body with the same field names.
+#pragma once
+
+#include <optional>
+#include <string_view>
+#include <variant>
+
+#include "conclave/elector/types.hpp"
+
+namespace conclave {
+
+/// "If I proposed an election for `term` (= my term + 1), would you support me?" (PreVote).
+/// Does not change anybody's term. `round` identifies the sender's scouting round so that a late
+/// reply to an older round is not counted (departure 2).
+struct ScoutingRequest {
+    std::uint64_t round = 0;
+    bool operator==(const ScoutingRequest&) const = default;
+};
+
+/// Reply to a ScoutingRequest. The envelope term echoes the proposed term of the request.
+struct ScoutingResponse {
+    std::uint64_t round = 0;
+    bool will_vote = false;
+    bool operator==(const ScoutingResponse&) const = default;
+};
+
+/// A candidate asks for votes in the envelope term. `transfer` is set when the candidate was named
+/// successor by the leader (leadership transfer): followers then vote even though they know a leader.
+struct ElectionProposal {
+    bool transfer = false;
+    bool operator==(const ElectionProposal&) const = default;
+};
+
+/// Why a vote was refused (departure 4: refusals are explicit).
+enum class Refusal : std::uint8_t {
+    None = 0,         // the vote was granted
+    StaleTerm,        // proposal term <= my term and I did not vote for you in it
+    AlreadyVoted,     // I voted for another node in this term
+    HasLeader,        // I follow a live leader (sticky leader)
+    IAmLeader,        // I am the leader
+};
+
+/// A vote (granted) or an explicit refusal. The envelope term echoes the proposal's term, so that a
+/// candidate counts only answers to its current election; `voter_term` is the voter's own term
+/// (higher than the proposal's when the voter has moved on). A granted response is also sent
+/// unsolicited by a follower that discovers a leader, so that the leader counts it as a supporter.
+struct ElectionResponse {
+    bool granted = false;
+    Refusal refusal = Refusal::None;
+    Term voter_term{};
+    bool operator==(const ElectionResponse&) const = default;
+};
+
+/// Periodic leader heartbeat. Carries the leader's latest issued Leader Sequence Number.
+struct LeaderHeartbeat {
+    Lsn lsn{};
+    bool operator==(const LeaderHeartbeat&) const = default;
+};
+
+/// A follower's acknowledgement of a heartbeat in the envelope term; lets the leader run
+/// check-quorum on what it hears rather than on TCP connection state (departure 3).
+struct HeartbeatAck {
+    bool operator==(const HeartbeatAck&) const = default;
+};
+
+/// The article's "InvalidHeartbeat": your heartbeat is stale, here is my (higher) term.
+struct HeartbeatResponse {
+    bool operator==(const HeartbeatResponse&) const = default;
+};
+
+/// The sender gives up its leadership of the envelope term. `successor`, when set, is the node the
+/// leader hands over to (leadership transfer): that node starts an election at once.
+struct LeadershipCession {
+    std::optional<NodeId> successor;
+    bool operator==(const LeadershipCession&) const = default;
+};
+
+using MessageBody = std::variant<ScoutingRequest, ScoutingResponse, ElectionProposal,
+                                 ElectionResponse, LeaderHeartbeat, HeartbeatAck, HeartbeatResponse,
+                                 LeadershipCession>;
+
+/// Every message carries its sender and a term.
+struct Message {
+    NodeId from{};
+    Term term{};
+    MessageBody body;
+    bool operator==(const Message&) const = default;
+};
+
+/// The name of a message body, as used in traces, metrics and the TLA+ spec.
+std::string_view message_name(const MessageBody& body);
+std::string_view to_string(Refusal r);
+std::string to_string(const Message& m);
+
+}  // namespace conclave

@@ -1,0 +1,129 @@
+#include "conclave/elector/config.hpp"
+
+namespace conclave {
+namespace {
+
+Config with_cluster(Config c, std::size_t cluster_size, NodeId self) {
+    c.cluster_size = cluster_size;
+    c.self = self;
+    return c;
+}
+
+std::string ms(Millis m) { return std::to_string(m.count()) + " ms"; }
+
+}  // namespace
+
+Config Config::reference(std::size_t cluster_size, NodeId self) {
+    return with_cluster(Config{}, cluster_size, self);  // the member defaults are the reference
+}
+
+Config Config::defaults(std::size_t cluster_size, NodeId self) {
+    Config c;
+    c.initial_wait = Millis{2000};
+    c.max_random_wait = Millis{1000};
+    c.scouting_result_timeout = Millis{1000};
+    c.election_result_timeout = Millis{1000};
+    c.heartbeat_period = Millis{500};
+    c.heartbeat_check_period = Millis{250};
+    c.heartbeat_miss_count = 6;
+    return with_cluster(c, cluster_size, self);
+}
+
+Config Config::fast(std::size_t cluster_size, NodeId self) {
+    Config c;
+    c.initial_wait = Millis{300};
+    c.max_random_wait = Millis{300};
+    c.scouting_result_timeout = Millis{200};
+    c.election_result_timeout = Millis{200};
+    c.heartbeat_period = Millis{100};
+    c.heartbeat_check_period = Millis{50};
+    c.heartbeat_miss_count = 3;
+    return with_cluster(c, cluster_size, self);
+}
+
+std::optional<Config> Config::profile(std::string_view name, std::size_t cluster_size,
+                                      NodeId self) {
+    if (name == "reference") {
+        return reference(cluster_size, self);
+    }
+    if (name == "default") {
+        return defaults(cluster_size, self);
+    }
+    if (name == "fast") {
+        return fast(cluster_size, self);
+    }
+    return std::nullopt;
+}
+
+std::size_t Config::effective_quorum() const {
+    return quorum != 0 ? quorum : cluster_size / 2 + 1;
+}
+
+std::uint32_t Config::heartbeat_check_misses() const {
+    const auto period = heartbeat_check_period.count();
+    const auto inactivity = inactivity_interval().count();
+    return static_cast<std::uint32_t>((inactivity + period - 1) / period);
+}
+
+std::optional<std::string> Config::validate() const {
+    if (cluster_size == 0 || cluster_size > kMaxClusterSize) {
+        return "cluster_size: must be between 1 and " + std::to_string(kMaxClusterSize) +
+               ", got " + std::to_string(cluster_size);
+    }
+    if (self.value >= cluster_size) {
+        return "self: node index " + std::to_string(self.value) + " is not below cluster_size " +
+               std::to_string(cluster_size);
+    }
+    if (quorum != 0 && (quorum <= cluster_size / 2 || quorum > cluster_size)) {
+        return "quorum: must be a majority (" + std::to_string(cluster_size / 2 + 1) + ".." +
+               std::to_string(cluster_size) + ") or 0 for a majority, got " +
+               std::to_string(quorum);
+    }
+    auto positive = [](Millis m) { return m.count() > 0; };
+    if (initial_wait.count() < 0) {
+        return "initial_wait: must not be negative, got " + ms(initial_wait);
+    }
+    if (max_random_wait.count() < 0) {
+        return "max_random_wait: must not be negative, got " + ms(max_random_wait);
+    }
+    if (!positive(scouting_result_timeout)) {
+        return "scouting_result_timeout: must be positive, got " + ms(scouting_result_timeout);
+    }
+    if (!positive(election_result_timeout)) {
+        return "election_result_timeout: must be positive, got " + ms(election_result_timeout);
+    }
+    if (!positive(heartbeat_period)) {
+        return "heartbeat_period: must be positive, got " + ms(heartbeat_period);
+    }
+    if (!positive(heartbeat_check_period)) {
+        return "heartbeat_check_period: must be positive, got " + ms(heartbeat_check_period);
+    }
+    if (heartbeat_miss_count < 2) {
+        return "heartbeat_miss_count: must be at least 2 (the inactivity interval must exceed the "
+               "heartbeat period), got " + std::to_string(heartbeat_miss_count);
+    }
+    if (heartbeat_check_period > inactivity_interval()) {
+        return "heartbeat_check_period: must not exceed the inactivity interval "
+               "(heartbeat_period * heartbeat_miss_count = " + ms(inactivity_interval()) +
+               "), got " + ms(heartbeat_check_period);
+    }
+    if (heartbeat_period.count() > 3'600'000 || max_random_wait.count() > 3'600'000 ||
+        initial_wait.count() > 3'600'000 || scouting_result_timeout.count() > 3'600'000 ||
+        election_result_timeout.count() > 3'600'000 || heartbeat_miss_count > 1000) {
+        return "timing: values above one hour (or a miss count above 1000) are not supported";
+    }
+    return std::nullopt;
+}
+
+std::string_view to_string(PlantedBug b) {
+    switch (b) {
+        case PlantedBug::None: return "none";
+        case PlantedBug::DoubleVote: return "double-vote";
+        case PlantedBug::MinorityQuorum: return "minority-quorum";
+        case PlantedBug::CountStaleScoutingReplies: return "count-stale-scouting-replies";
+        case PlantedBug::SkipStickyLeader: return "skip-sticky-leader";
+    }
+    return "?";
+}
+
+}  // namespace conclave

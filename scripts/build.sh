@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Configures and builds one flavour of Conclave.
+#   scripts/build.sh [release|asan|tsan]   -> build/<flavour>
+set -euo pipefail
+cd "$(dirname "$0")/.."
+flavour=${1:-release}
+case "$flavour" in
+  release) sanitize="" ; type=RelWithDebInfo ;;
+  asan)    sanitize="address,undefined" ; type=Debug ;;
+  tsan)    sanitize="thread" ; type=RelWithDebInfo ;;
+  *) echo "build.sh: unknown flavour '$flavour' (expected release, asan or tsan)" >&2; exit 2 ;;
+esac
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+cmake -S . -B "build/$flavour" "${generator[@]}" -DCMAKE_BUILD_TYPE="$type" \
+  -DCONCLAVE_SANITIZE="$sanitize" -DCONCLAVE_WERROR=ON >/dev/null
+cmake --build "build/$flavour" -j "$(nproc)"
