@@ -9,7 +9,9 @@ Config with_cluster(Config c, std::size_t cluster_size, NodeId self) {
     return c;
 }
 
-std::string ms(Millis m) { return std::to_string(m.count()) + " ms"; }
+std::string ms(Millis m) {
+    return std::to_string(m.count()) + " ms";
+}
 
 }  // namespace
 
@@ -67,8 +69,8 @@ std::uint32_t Config::heartbeat_check_misses() const {
 
 std::optional<std::string> Config::validate() const {
     if (cluster_size == 0 || cluster_size > kMaxClusterSize) {
-        return "cluster_size: must be between 1 and " + std::to_string(kMaxClusterSize) +
-               ", got " + std::to_string(cluster_size);
+        return "cluster_size: must be between 1 and " + std::to_string(kMaxClusterSize) + ", got " +
+               std::to_string(cluster_size);
     }
     if (self.value >= cluster_size) {
         return "self: node index " + std::to_string(self.value) + " is not below cluster_size " +
@@ -100,12 +102,13 @@ std::optional<std::string> Config::validate() const {
     }
     if (heartbeat_miss_count < 2) {
         return "heartbeat_miss_count: must be at least 2 (the inactivity interval must exceed the "
-               "heartbeat period), got " + std::to_string(heartbeat_miss_count);
+               "heartbeat period), got " +
+               std::to_string(heartbeat_miss_count);
     }
     if (heartbeat_check_period > inactivity_interval()) {
         return "heartbeat_check_period: must not exceed the inactivity interval "
-               "(heartbeat_period * heartbeat_miss_count = " + ms(inactivity_interval()) +
-               "), got " + ms(heartbeat_check_period);
+               "(heartbeat_period * heartbeat_miss_count = " +
+               ms(inactivity_interval()) + "), got " + ms(heartbeat_check_period);
     }
     if (heartbeat_period.count() > 3'600'000 || max_random_wait.count() > 3'600'000 ||
         initial_wait.count() > 3'600'000 || scouting_result_timeout.count() > 3'600'000 ||
@@ -117,11 +120,16 @@ std::optional<std::string> Config::validate() const {
 
 std::string_view to_string(PlantedBug b) {
     switch (b) {
-        case PlantedBug::None: return "none";
-        case PlantedBug::DoubleVote: return "double-vote";
-        case PlantedBug::MinorityQuorum: return "minority-quorum";
-        case PlantedBug::CountStaleScoutingReplies: return "count-stale-scouting-replies";
-        case PlantedBug::SkipStickyLeader: return "skip-sticky-leader";
+        case PlantedBug::None:
+            return "none";
+        case PlantedBug::DoubleVote:
+            return "double-vote";
+        case PlantedBug::MinorityQuorum:
+            return "minority-quorum";
+        case PlantedBug::CountStaleScoutingReplies:
+            return "count-stale-scouting-replies";
+        case PlantedBug::SkipStickyLeader:
+            return "skip-sticky-leader";
     }
     return "?";
 }

@@ -21,7 +21,8 @@ Elector::Elector(Config config, DurableState restored, RandomSource random)
         throw std::invalid_argument("invalid elector config: a random source is required");
     }
     if (restored.voted_for && restored.voted_for->value >= config_.cluster_size) {
-        throw std::invalid_argument("invalid durable state: voted_for is not a node of the cluster");
+        throw std::invalid_argument(
+            "invalid durable state: voted_for is not a node of the cluster");
     }
     quorum_ = config_.effective_quorum();
     if (config_.planted_bug == PlantedBug::MinorityQuorum) {
@@ -29,8 +30,8 @@ Elector::Elector(Config config, DurableState restored, RandomSource random)
     }
     state_.term = restored.term;
     state_.voted_for = restored.voted_for;
-    snapshot_ = LeadershipSnapshot{Role::Stopped, state_.term, std::nullopt, 0, Reason::Stopped,
-                                   Millis{0}};
+    snapshot_ =
+        LeadershipSnapshot{Role::Stopped, state_.term, std::nullopt, 0, Reason::Stopped, Millis{0}};
 }
 
 // ---- Inputs ------------------------------------------------------------------------------------
@@ -109,13 +110,27 @@ Actions Elector::timer_fired(Millis now, TimerId timer) {
     }
     state_.armed_timers &= static_cast<std::uint8_t>(~timer_bit(timer));
     switch (timer) {
-        case TimerId::InitialWait: InitialWaitFired(); break;
-        case TimerId::RandomWait: RandomWaitFired(); break;
-        case TimerId::ScoutingResult: ScoutingResultFired(); break;
-        case TimerId::ElectionResult: ElectionResultFired(); break;
-        case TimerId::HeartbeatBroadcast: HeartbeatBroadcastFired(); break;
-        case TimerId::HeartbeatCheck: HeartbeatCheckFired(); break;
-        case TimerId::CheckQuorum: CheckQuorumFired(); break;
+        case TimerId::InitialWait:
+            InitialWaitFired();
+            break;
+        case TimerId::RandomWait:
+            RandomWaitFired();
+            break;
+        case TimerId::ScoutingResult:
+            ScoutingResultFired();
+            break;
+        case TimerId::ElectionResult:
+            ElectionResultFired();
+            break;
+        case TimerId::HeartbeatBroadcast:
+            HeartbeatBroadcastFired();
+            break;
+        case TimerId::HeartbeatCheck:
+            HeartbeatCheckFired();
+            break;
+        case TimerId::CheckQuorum:
+            CheckQuorumFired();
+            break;
     }
     return Finish();
 }
@@ -173,9 +188,9 @@ std::optional<Lsn> Elector::issue_lsn() {
 // Any state: answer whether we would vote for the sender in the proposed term. Changes no state.
 // Sticky leader: a node that knows a leader (a leader knows itself) says no.
 void Elector::HandleScoutingRequest(const Message& m, const ScoutingRequest& body) {
-    const bool knows_leader = state_.leader.has_value() &&
-                              !(config_.planted_bug == PlantedBug::SkipStickyLeader &&
-                                state_.role == Role::Follower);
+    const bool knows_leader =
+        state_.leader.has_value() &&
+        !(config_.planted_bug == PlantedBug::SkipStickyLeader && state_.role == Role::Follower);
     const bool will_vote = !knows_leader && m.term > state_.term;
     if (will_vote) {
         ++counters_.prevotes_granted;
@@ -224,8 +239,8 @@ void Elector::HandleElectionProposal(const Message& m, const ElectionProposal& b
     if (m.term < t) {
         return refuse(Refusal::StaleTerm);
     }
-    const bool sticky = config_.scouting && !body.transfer &&
-                        config_.planted_bug != PlantedBug::SkipStickyLeader;
+    const bool sticky =
+        config_.scouting && !body.transfer && config_.planted_bug != PlantedBug::SkipStickyLeader;
     if (sticky && state_.role == Role::Leader) {
         return refuse(Refusal::IAmLeader);
     }

@@ -7,8 +7,12 @@
 
 namespace conclave {
 
-std::string to_string(NodeId n) { return "#" + std::to_string(n.value); }
-std::string to_string(Term t) { return std::to_string(t.value); }
+std::string to_string(NodeId n) {
+    return "#" + std::to_string(n.value);
+}
+std::string to_string(Term t) {
+    return std::to_string(t.value);
+}
 std::string to_string(const Lsn& l) {
     return std::to_string(l.term.value) + "." + std::to_string(l.counter);
 }
@@ -23,11 +27,16 @@ std::string_view message_name(const MessageBody& body) {
 
 std::string_view to_string(Refusal r) {
     switch (r) {
-        case Refusal::None: return "none";
-        case Refusal::StaleTerm: return "stale-term";
-        case Refusal::AlreadyVoted: return "already-voted";
-        case Refusal::HasLeader: return "has-leader";
-        case Refusal::IAmLeader: return "i-am-leader";
+        case Refusal::None:
+            return "none";
+        case Refusal::StaleTerm:
+            return "stale-term";
+        case Refusal::AlreadyVoted:
+            return "already-voted";
+        case Refusal::HasLeader:
+            return "has-leader";
+        case Refusal::IAmLeader:
+            return "i-am-leader";
     }
     return "?";
 }
@@ -62,50 +71,76 @@ std::string to_string(const Message& m) {
 
 std::string_view to_string(Role r) {
     switch (r) {
-        case Role::Stopped: return "stopped";
-        case Role::Follower: return "follower";
-        case Role::Candidate: return "candidate";
-        case Role::Leader: return "leader";
+        case Role::Stopped:
+            return "stopped";
+        case Role::Follower:
+            return "follower";
+        case Role::Candidate:
+            return "candidate";
+        case Role::Leader:
+            return "leader";
     }
     return "?";
 }
 
 std::string_view to_string(Reason r) {
     switch (r) {
-        case Reason::Started: return "STARTED";
-        case Reason::Stopped: return "STOPPED";
-        case Reason::LeaderDiscovered: return "LEADER_DISCOVERED";
-        case Reason::ElectionStarted: return "ELECTION_STARTED";
-        case Reason::ElectionWon: return "ELECTION_WON";
-        case Reason::ElectionPreempted: return "ELECTION_PREEMPTED";
-        case Reason::QuorumNotAchieved: return "QUORUM_NOT_ACHIEVED";
-        case Reason::ElectionRefused: return "ELECTION_REFUSED";
-        case Reason::LeaderNoHeartbeat: return "LEADER_NO_HEARTBEAT";
-        case Reason::LeaderUnavailable: return "LEADER_UNAVAILABLE";
-        case Reason::LeaderPreempted: return "LEADER_PREEMPTED";
-        case Reason::LeaderCeded: return "LEADER_CEDED";
-        case Reason::CheckQuorumFailed: return "CHECK_QUORUM_FAILED";
-        case Reason::LeadershipTransferred: return "LEADERSHIP_TRANSFERRED";
+        case Reason::Started:
+            return "STARTED";
+        case Reason::Stopped:
+            return "STOPPED";
+        case Reason::LeaderDiscovered:
+            return "LEADER_DISCOVERED";
+        case Reason::ElectionStarted:
+            return "ELECTION_STARTED";
+        case Reason::ElectionWon:
+            return "ELECTION_WON";
+        case Reason::ElectionPreempted:
+            return "ELECTION_PREEMPTED";
+        case Reason::QuorumNotAchieved:
+            return "QUORUM_NOT_ACHIEVED";
+        case Reason::ElectionRefused:
+            return "ELECTION_REFUSED";
+        case Reason::LeaderNoHeartbeat:
+            return "LEADER_NO_HEARTBEAT";
+        case Reason::LeaderUnavailable:
+            return "LEADER_UNAVAILABLE";
+        case Reason::LeaderPreempted:
+            return "LEADER_PREEMPTED";
+        case Reason::LeaderCeded:
+            return "LEADER_CEDED";
+        case Reason::CheckQuorumFailed:
+            return "CHECK_QUORUM_FAILED";
+        case Reason::LeadershipTransferred:
+            return "LEADERSHIP_TRANSFERRED";
     }
     return "?";
 }
 
 std::string_view to_string(TimerId t) {
     switch (t) {
-        case TimerId::InitialWait: return "InitialWait";
-        case TimerId::RandomWait: return "RandomWait";
-        case TimerId::ScoutingResult: return "ScoutingResult";
-        case TimerId::ElectionResult: return "ElectionResult";
-        case TimerId::HeartbeatBroadcast: return "HeartbeatBroadcast";
-        case TimerId::HeartbeatCheck: return "HeartbeatCheck";
-        case TimerId::CheckQuorum: return "CheckQuorum";
+        case TimerId::InitialWait:
+            return "InitialWait";
+        case TimerId::RandomWait:
+            return "RandomWait";
+        case TimerId::ScoutingResult:
+            return "ScoutingResult";
+        case TimerId::ElectionResult:
+            return "ElectionResult";
+        case TimerId::HeartbeatBroadcast:
+            return "HeartbeatBroadcast";
+        case TimerId::HeartbeatCheck:
+            return "HeartbeatCheck";
+        case TimerId::CheckQuorum:
+            return "CheckQuorum";
     }
     return "?";
 }
 
 std::string_view to_string(AlarmKind k) {
     switch (k) {
-        case AlarmKind::TwoLeadersInTerm: return "TWO_LEADERS_IN_TERM";
+        case AlarmKind::TwoLeadersInTerm:
+            return "TWO_LEADERS_IN_TERM";
     }
     return "?";
 }
@@ -128,10 +163,10 @@ std::string to_string(const Action& a) {
                        (x.state.voted_for ? to_string(*x.state.voted_for) : "none") + ")";
             } else if constexpr (std::is_same_v<T, NotifyLeadership>) {
                 const auto& s = x.snapshot;
-                return "Notify(" + std::string(to_string(s.role)) + " term=" +
-                       to_string(s.term) + " leader=" + (s.leader ? to_string(*s.leader) : "none") +
-                       " token=" + std::to_string(s.fencing_token) + " reason=" +
-                       std::string(to_string(s.reason)) + ")";
+                return "Notify(" + std::string(to_string(s.role)) + " term=" + to_string(s.term) +
+                       " leader=" + (s.leader ? to_string(*s.leader) : "none") +
+                       " token=" + std::to_string(s.fencing_token) +
+                       " reason=" + std::string(to_string(s.reason)) + ")";
             } else {
                 return "Alarm(" + std::string(to_string(x.kind)) + " peer=" + to_string(x.peer) +
                        " term=" + to_string(x.term) + ")";

@@ -50,13 +50,13 @@ struct LeadershipSnapshot {
 /// The elector's timers. A driver keeps at most one pending instance of each: arming an armed
 /// timer replaces it. Recurring timers are re-armed explicitly by the core.
 enum class TimerId : std::uint8_t {
-    InitialWait,       // look for an existing leader after start
-    RandomWait,        // backoff before scouting
-    ScoutingResult,    // end of a scouting round
-    ElectionResult,    // end of an election
+    InitialWait,         // look for an existing leader after start
+    RandomWait,          // backoff before scouting
+    ScoutingResult,      // end of a scouting round
+    ElectionResult,      // end of an election
     HeartbeatBroadcast,  // leader: send heartbeats (recurring)
-    HeartbeatCheck,    // follower: count missed heartbeats (recurring)
-    CheckQuorum,       // leader: count followers heard from (recurring)
+    HeartbeatCheck,      // follower: count missed heartbeats (recurring)
+    CheckQuorum,         // leader: count followers heard from (recurring)
 };
 inline constexpr std::size_t kTimerCount = 7;
 
@@ -105,8 +105,8 @@ struct RaiseAlarm {
     bool operator==(const RaiseAlarm&) const = default;
 };
 
-using Action =
-    std::variant<SendTo, Broadcast, ArmTimer, CancelTimer, PersistState, NotifyLeadership, RaiseAlarm>;
+using Action = std::variant<SendTo, Broadcast, ArmTimer, CancelTimer, PersistState,
+                            NotifyLeadership, RaiseAlarm>;
 using Actions = std::vector<Action>;
 
 std::string_view to_string(Role r);

@@ -10,13 +10,13 @@
 
 namespace conclave {
 
-/// Deliberately wrong behaviours, switched on only by tests, the simulator and the explorer to prove
-/// that their invariant checks can fail. `None` in every real configuration; the daemon refuses any
-/// other value.
+/// Deliberately wrong behaviours, switched on only by tests, the simulator and the explorer to
+/// prove that their invariant checks can fail. `None` in every real configuration; the daemon
+/// refuses any other value.
 enum class PlantedBug : std::uint8_t {
     None = 0,
-    DoubleVote,                 // grant a proposal in the current term even after voting for another
-    MinorityQuorum,             // count N/2 supporters as a quorum
+    DoubleVote,      // grant a proposal in the current term even after voting for another
+    MinorityQuorum,  // count N/2 supporters as a quorum
     CountStaleScoutingReplies,  // count scouting replies from older rounds (reference behaviour)
     SkipStickyLeader,           // say yes to scouting and proposals while following a live leader
 };
@@ -40,7 +40,8 @@ struct Config {
     Millis heartbeat_period{2000};
     /// Follower liveness check period.
     Millis heartbeat_check_period{1000};
-    /// The leader is presumed gone after heartbeat_miss_count * heartbeat_period without a heartbeat.
+    /// The leader is presumed gone after heartbeat_miss_count * heartbeat_period without a
+    /// heartbeat.
     std::uint32_t heartbeat_miss_count = 10;
 
     /// ElectionScouting (PreVote). Switched off only to demonstrate what it prevents.

@@ -37,19 +37,19 @@ struct ScoutingRound {
 /// the simulator checks invariants on it, the TLA+ spec has one variable per field.
 struct ElectorState {
     Role role = Role::Stopped;
-    Term term{};                           // durable
-    std::optional<NodeId> voted_for;       // durable: vote cast in `term`
-    std::optional<NodeId> leader;          // confirmed leader (self when leader)
+    Term term{};                             // durable
+    std::optional<NodeId> voted_for;         // durable: vote cast in `term`
+    std::optional<NodeId> leader;            // confirmed leader (self when leader)
     std::optional<NodeId> tentative_leader;  // follower: candidate voted for, no heartbeat yet
-    NodeSet supporters;                    // candidate: votes; leader: supporting followers (+self)
-    NodeSet refusals;                      // candidate: explicit refusals in this election
-    NodeSet heard_since_check;             // leader: followers heard from since the last check
-    NodeSet peers_up;                      // connection state reported by the driver
-    std::uint32_t missed_checks = 0;       // follower: heartbeat checks since the last heartbeat
-    ScoutingRound round;                   // follower: current scouting round
-    std::uint64_t last_round_id = 0;       // id of the most recent scouting round
-    Lsn lsn{};                             // leader: last issued; others: highest seen
-    std::uint8_t armed_timers = 0;         // bit per TimerId
+    NodeSet supporters;               // candidate: votes; leader: supporting followers (+self)
+    NodeSet refusals;                 // candidate: explicit refusals in this election
+    NodeSet heard_since_check;        // leader: followers heard from since the last check
+    NodeSet peers_up;                 // connection state reported by the driver
+    std::uint32_t missed_checks = 0;  // follower: heartbeat checks since the last heartbeat
+    ScoutingRound round;              // follower: current scouting round
+    std::uint64_t last_round_id = 0;  // id of the most recent scouting round
+    Lsn lsn{};                        // leader: last issued; others: highest seen
+    std::uint8_t armed_timers = 0;    // bit per TimerId
 
     bool timer_armed(TimerId t) const { return (armed_timers >> static_cast<unsigned>(t)) & 1U; }
     DurableState durable() const { return DurableState{term, voted_for}; }
@@ -70,7 +70,7 @@ struct ElectorCounters {
 };
 
 class Elector {
-public:
+  public:
     /// `config` must validate (throws std::invalid_argument naming the field otherwise).
     /// `restored` is the durable state read back by the driver (default: a brand-new node).
     Elector(Config config, DurableState restored, RandomSource random);
@@ -121,7 +121,7 @@ public:
     void PeerDown(NodeId peer);
     void TransferLeadership(NodeId target);
 
-private:
+  private:
     // Transitions shared by several handlers (etcd-raft's becomeX).
     void StartScouting();
     void BecomeCandidate(bool transfer);

@@ -9,7 +9,7 @@ namespace conclave {
 /// Tracks the highest fencing token seen by a downstream resource. Not thread-safe: guard it with
 /// the resource's own lock.
 class FencingGate {
-public:
+  public:
     /// Accepts (and remembers) `token` if it is at least the highest seen so far; token 0 means
     /// "no leader" and is always rejected.
     bool admit(std::uint64_t token) {
@@ -21,7 +21,7 @@ public:
     }
     std::uint64_t highest() const { return highest_; }
 
-private:
+  private:
     std::uint64_t highest_ = 0;
 };
 

@@ -29,7 +29,8 @@ struct ScoutingResponse {
 };
 
 /// A candidate asks for votes in the envelope term. `transfer` is set when the candidate was named
-/// successor by the leader (leadership transfer): followers then vote even though they know a leader.
+/// successor by the leader (leadership transfer): followers then vote even though they know a
+/// leader.
 struct ElectionProposal {
     bool transfer = false;
     bool operator==(const ElectionProposal&) const = default;
@@ -37,11 +38,11 @@ struct ElectionProposal {
 
 /// Why a vote was refused (departure 4: refusals are explicit).
 enum class Refusal : std::uint8_t {
-    None = 0,         // the vote was granted
-    StaleTerm,        // proposal term <= my term and I did not vote for you in it
-    AlreadyVoted,     // I voted for another node in this term
-    HasLeader,        // I follow a live leader (sticky leader)
-    IAmLeader,        // I am the leader
+    None = 0,      // the vote was granted
+    StaleTerm,     // proposal term <= my term and I did not vote for you in it
+    AlreadyVoted,  // I voted for another node in this term
+    HasLeader,     // I follow a live leader (sticky leader)
+    IAmLeader,     // I am the leader
 };
 
 /// A vote (granted) or an explicit refusal. The envelope term echoes the proposal's term, so that a
@@ -79,9 +80,9 @@ struct LeadershipCession {
     bool operator==(const LeadershipCession&) const = default;
 };
 
-using MessageBody = std::variant<ScoutingRequest, ScoutingResponse, ElectionProposal,
-                                 ElectionResponse, LeaderHeartbeat, HeartbeatAck, HeartbeatResponse,
-                                 LeadershipCession>;
+using MessageBody =
+    std::variant<ScoutingRequest, ScoutingResponse, ElectionProposal, ElectionResponse,
+                 LeaderHeartbeat, HeartbeatAck, HeartbeatResponse, LeadershipCession>;
 
 /// Every message carries its sender and a term.
 struct Message {

@@ -1,0 +1,63 @@
+// JSON (logs, traces, HTTP) and CBOR (wire) forms of the elector's message model and state.
+//
+// One message model everywhere: these functions are the only place that knows how a Message looks
+// outside the process. Decoding validates every field and throws DecodeError with a message naming
+// the offending field; it never trusts its input.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "conclave/elector/actions.hpp"
+#include "conclave/elector/elector.hpp"
+#include "conclave/elector/messages.hpp"
+
+namespace conclave {
+
+/// Thrown for input that is not a valid encoding; what() names the field.
+class DecodeError : public std::runtime_error {
+  public:
+    using std::runtime_error::runtime_error;
+};
+
+/// Version of the message encoding; carried in every encoded message as "v".
+inline constexpr std::uint64_t kMessageFormatVersion = 1;
+
+void to_json(nlohmann::json& j, NodeId n);
+void to_json(nlohmann::json& j, Term t);
+void to_json(nlohmann::json& j, const Lsn& l);
+void to_json(nlohmann::json& j, const NodeSet& s);
+void to_json(nlohmann::json& j, const Message& m);
+void to_json(nlohmann::json& j, const ElectorState& s);
+void to_json(nlohmann::json& j, const LeadershipSnapshot& s);
+void to_json(nlohmann::json& j, const DurableState& s);
+
+/// Message <-> JSON. `to` is included when given (traces record the destination).
+nlohmann::json message_to_json(const Message& m, std::optional<NodeId> to = std::nullopt);
+/// Throws DecodeError. Does not check node ids against a cluster size; callers do.
+Message message_from_json(const nlohmann::json& j);
+
+Lsn lsn_from_json(const nlohmann::json& j);
+DurableState durable_state_from_json(const nlohmann::json& j);
+
+/// Deepest nesting of arrays/maps accepted in a CBOR message: messages are flat records, and the
+/// bound keeps a hostile frame from exhausting the stack of the recursive parser.
+inline constexpr std::size_t kMaxCborDepth = 16;
+
+/// CBOR wire form of a message (a JSON object with "v" = kMessageFormatVersion).
+std::vector<std::uint8_t> encode_cbor(const Message& m);
+/// Throws DecodeError on malformed CBOR, an unknown version or type, or a bad field.
+Message decode_cbor(std::span<const std::uint8_t> bytes);
+
+/// Field helpers for decoders of other message families (replication/, net handshake): each throws
+/// DecodeError naming `field` when it is missing or of the wrong type.
+std::uint64_t get_u64(const nlohmann::json& j, const char* field);
+bool get_bool(const nlohmann::json& j, const char* field);
+std::string get_string(const nlohmann::json& j, const char* field);
+const nlohmann::json& get_field(const nlohmann::json& j, const char* field);
+
+}  // namespace conclave

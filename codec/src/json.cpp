@@ -1,0 +1,313 @@
+#include "conclave/codec/json.hpp"
+
+#include <array>
+#include <limits>
+
+namespace conclave {
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void fail(const std::string& what) {
+    throw DecodeError(what);
+}
+
+NodeId node_from(const json& j, const char* field) {
+    const std::uint64_t v = get_u64(j, field);
+    if (v >= kMaxClusterSize) {
+        fail(std::string(field) + ": node index " + std::to_string(v) + " out of range");
+    }
+    return NodeId{static_cast<std::uint16_t>(v)};
+}
+
+std::optional<NodeId> optional_node_from(const json& j, const char* field) {
+    const json& f = get_field(j, field);
+    if (f.is_null()) {
+        return std::nullopt;
+    }
+    return node_from(j, field);
+}
+
+json optional_node(const std::optional<NodeId>& n) {
+    return n ? json(n->value) : json(nullptr);
+}
+
+constexpr std::array<Refusal, 5> kRefusals = {Refusal::None, Refusal::StaleTerm,
+                                              Refusal::AlreadyVoted, Refusal::HasLeader,
+                                              Refusal::IAmLeader};
+
+Refusal refusal_from(const json& j) {
+    const std::string name = get_string(j, "refusal");
+    for (Refusal r : kRefusals) {
+        if (to_string(r) == name) {
+            return r;
+        }
+    }
+    fail("refusal: unknown value '" + name + "'");
+}
+
+// nlohmann's CBOR reader recurses once per nesting level, so a hostile frame of a million nested
+// arrays would overflow the stack. This iterative walk bounds the nesting depth before parsing.
+// Returns false for too-deep or structurally broken input (the parser would reject the latter).
+bool cbor_depth_ok(std::span<const std::uint8_t> in, std::size_t max_depth) {
+    constexpr std::uint64_t kIndefinite = std::numeric_limits<std::uint64_t>::max();
+    std::vector<std::uint64_t> open;  // items still expected by each open array/map/tag
+    std::size_t pos = 0;
+    auto read_arg = [&](std::uint8_t info, std::uint64_t& value) {
+        if (info < 24) {
+            value = info;
+            return true;
+        }
+        if (info == 31) {
+            value = kIndefinite;
+            return true;
+        }
+        if (info > 27) {
+            return false;
+        }
+        const std::size_t len = std::size_t{1} << (info - 24);
+        if (in.size() - pos < len) {
+            return false;
+        }
+        value = 0;
+        for (std::size_t i = 0; i < len; ++i) {
+            value = (value << 8) | in[pos++];
+        }
+        return true;
+    };
+    do {
+        if (pos >= in.size()) {
+            return false;
+        }
+        const std::uint8_t initial = in[pos++];
+        if (initial == 0xff) {  // break: closes an indefinite container
+            if (open.empty() || open.back() != kIndefinite) {
+                return false;
+            }
+            open.pop_back();
+        } else {
+            const auto major = static_cast<std::uint8_t>(initial >> 5);
+            std::uint64_t arg = 0;
+            if (!read_arg(static_cast<std::uint8_t>(initial & 0x1f), arg)) {
+                return false;
+            }
+            if (major == 2 || major == 3) {  // byte/text string: skip its bytes
+                if (arg == kIndefinite) {
+                    open.push_back(kIndefinite);  // chunks follow, then a break
+                } else if (arg > in.size() - pos) {
+                    return false;
+                } else {
+                    pos += static_cast<std::size_t>(arg);
+                }
+            } else if (major == 4 || major == 5 || major == 6) {
+                std::uint64_t items = major == 6 ? 1 : arg;
+                if (major == 5 && arg != kIndefinite) {
+                    if (arg > in.size()) {
+                        return false;
+                    }
+                    items = arg * 2;
+                }
+                if (items != 0) {
+                    open.push_back(items);
+                    if (open.size() > max_depth) {
+                        return false;
+                    }
+                    continue;  // the container's items follow; nothing completed yet
+                }
+            }
+        }
+        // One item completed: count it against the enclosing definite containers.
+        while (!open.empty() && open.back() != kIndefinite && --open.back() == 0) {
+            open.pop_back();
+        }
+    } while (!open.empty());
+    return true;
+}
+
+}  // namespace
+
+const json& get_field(const json& j, const char* field) {
+    if (!j.is_object()) {
+        fail(std::string(field) + ": expected an object around this field");
+    }
+    auto it = j.find(field);
+    if (it == j.end()) {
+        fail(std::string(field) + ": missing");
+    }
+    return *it;
+}
+
+std::uint64_t get_u64(const json& j, const char* field) {
+    const json& f = get_field(j, field);
+    if (!f.is_number_unsigned()) {
+        fail(std::string(field) + ": expected a non-negative integer");
+    }
+    return f.get<std::uint64_t>();
+}
+
+bool get_bool(const json& j, const char* field) {
+    const json& f = get_field(j, field);
+    if (!f.is_boolean()) {
+        fail(std::string(field) + ": expected a boolean");
+    }
+    return f.get<bool>();
+}
+
+std::string get_string(const json& j, const char* field) {
+    const json& f = get_field(j, field);
+    if (!f.is_string()) {
+        fail(std::string(field) + ": expected a string");
+    }
+    return f.get<std::string>();
+}
+
+void to_json(json& j, NodeId n) {
+    j = n.value;
+}
+void to_json(json& j, Term t) {
+    j = t.value;
+}
+void to_json(json& j, const Lsn& l) {
+    j = json{{"term", l.term.value}, {"counter", l.counter}};
+}
+
+void to_json(json& j, const NodeSet& s) {
+    j = json::array();
+    for (std::uint16_t i = 0; i < kMaxClusterSize; ++i) {
+        if (s.contains(NodeId{i})) {
+            j.push_back(i);
+        }
+    }
+}
+
+Lsn lsn_from_json(const json& j) {
+    const json& l = j;
+    return Lsn{Term{get_u64(l, "term")}, get_u64(l, "counter")};
+}
+
+json message_to_json(const Message& m, std::optional<NodeId> to) {
+    json j{{"type", message_name(m.body)}, {"from", m.from.value}, {"term", m.term.value}};
+    if (to) {
+        j["to"] = to->value;
+    }
+    std::visit(
+        [&](const auto& b) {
+            using T = std::decay_t<decltype(b)>;
+            if constexpr (std::is_same_v<T, ScoutingRequest>) {
+                j["round"] = b.round;
+            } else if constexpr (std::is_same_v<T, ScoutingResponse>) {
+                j["round"] = b.round;
+                j["will_vote"] = b.will_vote;
+            } else if constexpr (std::is_same_v<T, ElectionProposal>) {
+                j["transfer"] = b.transfer;
+            } else if constexpr (std::is_same_v<T, ElectionResponse>) {
+                j["granted"] = b.granted;
+                j["refusal"] = to_string(b.refusal);
+                j["voter_term"] = b.voter_term.value;
+            } else if constexpr (std::is_same_v<T, LeaderHeartbeat>) {
+                j["lsn"] = b.lsn;
+            } else if constexpr (std::is_same_v<T, LeadershipCession>) {
+                j["successor"] = optional_node(b.successor);
+            }
+        },
+        m.body);
+    return j;
+}
+
+void to_json(json& j, const Message& m) {
+    j = message_to_json(m);
+}
+
+Message message_from_json(const json& j) {
+    Message m;
+    m.from = node_from(j, "from");
+    m.term = Term{get_u64(j, "term")};
+    const std::string type = get_string(j, "type");
+    if (type == "ScoutingRequest") {
+        m.body = ScoutingRequest{get_u64(j, "round")};
+    } else if (type == "ScoutingResponse") {
+        m.body = ScoutingResponse{get_u64(j, "round"), get_bool(j, "will_vote")};
+    } else if (type == "ElectionProposal") {
+        m.body = ElectionProposal{get_bool(j, "transfer")};
+    } else if (type == "ElectionResponse") {
+        m.body = ElectionResponse{get_bool(j, "granted"), refusal_from(j),
+                                  Term{get_u64(j, "voter_term")}};
+    } else if (type == "LeaderHeartbeat") {
+        m.body = LeaderHeartbeat{lsn_from_json(get_field(j, "lsn"))};
+    } else if (type == "HeartbeatAck") {
+        m.body = HeartbeatAck{};
+    } else if (type == "HeartbeatResponse") {
+        m.body = HeartbeatResponse{};
+    } else if (type == "LeadershipCession") {
+        m.body = LeadershipCession{optional_node_from(j, "successor")};
+    } else {
+        fail("type: unknown message type '" + type + "'");
+    }
+    return m;
+}
+
+void to_json(json& j, const ElectorState& s) {
+    json timers = json::array();
+    for (std::size_t i = 0; i < kTimerCount; ++i) {
+        const auto t = static_cast<TimerId>(i);
+        if (s.timer_armed(t)) {
+            timers.push_back(to_string(t));
+        }
+    }
+    j = json{{"role", to_string(s.role)},
+             {"term", s.term.value},
+             {"voted_for", optional_node(s.voted_for)},
+             {"leader", optional_node(s.leader)},
+             {"tentative_leader", optional_node(s.tentative_leader)},
+             {"supporters", s.supporters},
+             {"refusals", s.refusals},
+             {"heard_since_check", s.heard_since_check},
+             {"peers_up", s.peers_up},
+             {"missed_checks", s.missed_checks},
+             {"round",
+              {{"id", s.round.id},
+               {"term", s.round.term.value},
+               {"yes", s.round.yes},
+               {"no", s.round.no}}},
+             {"last_round_id", s.last_round_id},
+             {"lsn", s.lsn},
+             {"armed_timers", timers}};
+}
+
+void to_json(json& j, const LeadershipSnapshot& s) {
+    j = json{{"role", to_string(s.role)},         {"term", s.term.value},
+             {"leader", optional_node(s.leader)}, {"fencing_token", s.fencing_token},
+             {"reason", to_string(s.reason)},     {"changed_at_ms", s.changed_at.count()}};
+}
+
+void to_json(json& j, const DurableState& s) {
+    j = json{{"term", s.term.value}, {"voted_for", optional_node(s.voted_for)}};
+}
+
+DurableState durable_state_from_json(const json& j) {
+    return DurableState{Term{get_u64(j, "term")}, optional_node_from(j, "voted_for")};
+}
+
+std::vector<std::uint8_t> encode_cbor(const Message& m) {
+    json j = message_to_json(m);
+    j["v"] = kMessageFormatVersion;
+    return json::to_cbor(j);
+}
+
+Message decode_cbor(std::span<const std::uint8_t> bytes) {
+    if (!cbor_depth_ok(bytes, kMaxCborDepth)) {
+        fail("cbor: malformed or nested deeper than " + std::to_string(kMaxCborDepth));
+    }
+    json j =
+        json::from_cbor(bytes.begin(), bytes.end(), /*strict=*/true, /*allow_exceptions=*/false);
+    if (j.is_discarded()) {
+        fail("cbor: malformed");
+    }
+    const std::uint64_t version = get_u64(j, "v");
+    if (version != kMessageFormatVersion) {
+        fail("v: unsupported message format version " + std::to_string(version));
+    }
+    return message_from_json(j);
+}
+
+}  // namespace conclave

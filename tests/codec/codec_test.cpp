@@ -1,0 +1,80 @@
+#include <catch2/catch.hpp>
+
+#include "conclave/codec/json.hpp"
+
+using namespace conclave;
+
+namespace {
+
+std::vector<Message> samples() {
+    return {
+        Message{NodeId{1}, Term{4}, ScoutingRequest{7}},
+        Message{NodeId{2}, Term{4}, ScoutingResponse{7, true}},
+        Message{NodeId{0}, Term{5}, ElectionProposal{true}},
+        Message{NodeId{3}, Term{5}, ElectionResponse{false, Refusal::HasLeader, Term{6}}},
+        Message{NodeId{0}, Term{5}, LeaderHeartbeat{Lsn{Term{5}, 42}}},
+        Message{NodeId{1}, Term{5}, HeartbeatAck{}},
+        Message{NodeId{1}, Term{9}, HeartbeatResponse{}},
+        Message{NodeId{0}, Term{5}, LeadershipCession{NodeId{2}}},
+        Message{NodeId{0}, Term{5}, LeadershipCession{}},
+    };
+}
+
+}  // namespace
+
+TEST_CASE("every message survives a JSON and a CBOR round trip") {
+    for (const Message& m : samples()) {
+        INFO(to_string(m));
+        CHECK(message_from_json(message_to_json(m)) == m);
+        CHECK(decode_cbor(encode_cbor(m)) == m);
+    }
+}
+
+TEST_CASE("decoding names the offending field") {
+    auto j = message_to_json(Message{NodeId{1}, Term{4}, ScoutingResponse{7, true}});
+    SECTION("missing field") {
+        j.erase("will_vote");
+        CHECK_THROWS_WITH(message_from_json(j), Catch::Contains("will_vote"));
+    }
+    SECTION("wrong type") {
+        j["term"] = "four";
+        CHECK_THROWS_WITH(message_from_json(j), Catch::Contains("term"));
+    }
+    SECTION("negative number") {
+        j["round"] = -1;
+        CHECK_THROWS_WITH(message_from_json(j), Catch::Contains("round"));
+    }
+    SECTION("unknown type") {
+        j["type"] = "Nonsense";
+        CHECK_THROWS_WITH(message_from_json(j), Catch::Contains("type"));
+    }
+    SECTION("node out of range") {
+        j["from"] = 100000;
+        CHECK_THROWS_WITH(message_from_json(j), Catch::Contains("from"));
+    }
+    SECTION("not an object") {
+        CHECK_THROWS_AS(message_from_json(nlohmann::json::array()), DecodeError);
+    }
+}
+
+TEST_CASE("CBOR decoding rejects garbage, truncation and other versions") {
+    const auto good = encode_cbor(Message{NodeId{0}, Term{5}, LeaderHeartbeat{Lsn{Term{5}, 1}}});
+    for (std::size_t n = 0; n < good.size(); ++n) {
+        std::vector<std::uint8_t> truncated(good.begin(),
+                                            good.begin() + static_cast<std::ptrdiff_t>(n));
+        CHECK_THROWS_AS(decode_cbor(truncated), DecodeError);
+    }
+    std::vector<std::uint8_t> garbage{0xff, 0x00, 0x13, 0x37};
+    CHECK_THROWS_AS(decode_cbor(garbage), DecodeError);
+    auto j = message_to_json(Message{NodeId{0}, Term{5}, HeartbeatAck{}});
+    j["v"] = 99;
+    CHECK_THROWS_WITH(decode_cbor(nlohmann::json::to_cbor(j)), Catch::Contains("version"));
+}
+
+TEST_CASE("CBOR decoding rejects deep nesting without recursing") {
+    std::vector<std::uint8_t> deep(1'000'000, 0x81);  // [[[[...]]]]
+    deep.push_back(0x00);
+    CHECK_THROWS_WITH(decode_cbor(deep), Catch::Contains("nested"));
+    std::vector<std::uint8_t> indefinite(100'000, 0x9f);  // indefinite arrays, never closed
+    CHECK_THROWS_AS(decode_cbor(indefinite), DecodeError);
+}
