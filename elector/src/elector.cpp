@@ -324,10 +324,15 @@ void Elector::HandleLeaderHeartbeat(const Message& m, const LeaderHeartbeat& bod
         out_.push_back(RaiseAlarm{AlarmKind::TwoLeadersInTerm, src, t});
         return;
     }
-    if (body.lsn > state_.lsn) {
-        state_.lsn = body.lsn;
-    }
+    // Recorded only once this node is a follower: a leader that steps down below cedes the term
+    // it led, which BecomeFollower reads from the leader's own LSN.
+    auto note_lsn = [&] {
+        if (body.lsn > state_.lsn) {
+            state_.lsn = body.lsn;
+        }
+    };
     if (m.term == t && state_.role == Role::Follower && state_.leader == src) {
+        note_lsn();
         state_.missed_checks = 0;  // the common case: our leader is alive
         Send(src, t, HeartbeatAck{});
         return;
@@ -344,6 +349,7 @@ void Elector::HandleLeaderHeartbeat(const Message& m, const LeaderHeartbeat& bod
         AdoptTerm(m.term, std::nullopt);
     }
     BecomeFollower(reason, src, std::nullopt);
+    note_lsn();
     if (was_tentative && state_.term == t) {
         Send(src, state_.term, HeartbeatAck{});  // we already voted for it
     } else {

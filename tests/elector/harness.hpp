@@ -1,0 +1,281 @@
+// Test harness for the elector core: a node under test driven through its public inputs, builders
+// for the actions it is expected to emit, and builders that put a node into each state of the
+// transition table (tests/elector/README.md).
+//
+// Conventions used by every cell test:
+//   - a 3-node cluster with the fast profile; the node under test is A (#0), its peers B and C;
+//   - the random source always returns 7, so every random backoff is 7 ms;
+//   - the state builders restore the durable term 5, so "lower / equal / higher" terms are 4/5/6
+//     for a follower at term 5 and 5/6/7 for a node at term 6;
+//   - after a builder returns, `now` is 1000 ms, so notifications emitted by the cell under test
+//     carry changed_at = 1000 ms.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "conclave/elector/elector.hpp"
+
+namespace conclave::test {
+
+inline constexpr NodeId A{0};
+inline constexpr NodeId B{1};
+inline constexpr NodeId C{2};
+inline constexpr std::optional<NodeId> kNone = std::nullopt;
+inline constexpr std::uint64_t kRandomValue = 7;  // every backoff is 7 ms with the fast profile
+inline constexpr Millis kBackoff{7};
+inline constexpr Millis kNow{1000};
+
+inline Config fast3() {
+    return Config::fast(3, A);
+}
+
+// ---- Expected actions --------------------------------------------------------------------------
+
+inline Action send(NodeId to, std::uint64_t term, MessageBody body) {
+    return SendTo{to, Message{A, Term{term}, std::move(body)}};
+}
+inline Action bcast(std::uint64_t term, MessageBody body) {
+    return Broadcast{Message{A, Term{term}, std::move(body)}};
+}
+inline Action arm(TimerId timer, Millis delay) {
+    return ArmTimer{timer, delay};
+}
+inline Action cancel(TimerId timer) {
+    return CancelTimer{timer};
+}
+inline Action persist(std::uint64_t term, std::optional<NodeId> vote) {
+    return PersistState{DurableState{Term{term}, vote}};
+}
+inline Action notify(Role role, std::uint64_t term, std::optional<NodeId> leader, Reason reason,
+                     Millis at = kNow) {
+    const std::uint64_t token = leader ? term : 0;
+    return NotifyLeadership{LeadershipSnapshot{role, Term{term}, leader, token, reason, at}};
+}
+inline Action alarm(NodeId peer, std::uint64_t term) {
+    return RaiseAlarm{AlarmKind::TwoLeadersInTerm, peer, Term{term}};
+}
+inline ElectionResponse grant(std::uint64_t term) {
+    return ElectionResponse{true, Refusal::None, Term{term}};
+}
+inline ElectionResponse refuse(Refusal why, std::uint64_t voter_term) {
+    return ElectionResponse{false, why, Term{voter_term}};
+}
+inline LeaderHeartbeat heartbeat(std::uint64_t term, std::uint64_t counter = 0) {
+    return LeaderHeartbeat{Lsn{Term{term}, counter}};
+}
+inline LeadershipCession cession(std::optional<NodeId> successor = std::nullopt) {
+    return LeadershipCession{successor};
+}
+
+// ---- Observed state ----------------------------------------------------------------------------
+
+/// What a cell test asserts about the node after the input, compared as a whole.
+struct View {
+    Role role = Role::Stopped;
+    std::uint64_t term = 0;
+    std::optional<NodeId> voted_for;
+    std::optional<NodeId> leader;
+    std::optional<NodeId> tentative;
+    Reason reason = Reason::Stopped;  // of the last leadership snapshot
+    std::vector<TimerId> armed;       // timers the core believes armed, in TimerId order
+    bool operator==(const View&) const = default;
+};
+
+inline View view(const Elector& e) {
+    View v{e.state().role,
+           e.state().term.value,
+           e.state().voted_for,
+           e.state().leader,
+           e.state().tentative_leader,
+           e.snapshot().reason,
+           {}};
+    for (std::size_t i = 0; i < kTimerCount; ++i) {
+        if (e.state().timer_armed(static_cast<TimerId>(i))) {
+            v.armed.push_back(static_cast<TimerId>(i));
+        }
+    }
+    return v;
+}
+
+inline std::string render(const std::optional<NodeId>& n) {
+    return n ? to_string(*n) : "none";
+}
+
+inline std::string render(const Action& a) {
+    std::string s = to_string(a);
+    if (const auto* n = std::get_if<NotifyLeadership>(&a)) {
+        s += " at=" + std::to_string(n->snapshot.changed_at.count()) + "ms";
+    }
+    return s;
+}
+
+// ---- The node under test -----------------------------------------------------------------------
+
+/// One elector driven through its public inputs at a test-controlled `now`.
+struct Node {
+    Elector e;
+    Millis now{0};
+
+    explicit Node(Config config = fast3(), DurableState restored = DurableState{})
+        : e(config, restored, [] { return kRandomValue; }) {}
+
+    Actions start() { return e.start(now); }
+    Actions stop() { return e.stop(now); }
+    Actions recv(NodeId from, std::uint64_t term, MessageBody body) {
+        return e.receive(now, Message{from, Term{term}, std::move(body)});
+    }
+    Actions fire(TimerId timer) { return e.timer_fired(now, timer); }
+    Actions up(NodeId peer) { return e.peer_up(now, peer); }
+    Actions down(NodeId peer) { return e.peer_down(now, peer); }
+    Actions transfer(NodeId target) { return e.transfer_leadership(now, target); }
+    View view() const { return test::view(e); }
+};
+
+// ---- State builders ----------------------------------------------------------------------------
+// Each reaches its state through public inputs only; builders_test.cpp checks every step.
+
+/// Stopped: constructed with durable term 5, never started.
+inline Node stopped_node(Config config = fast3()) {
+    Node n(config, DurableState{Term{5}, std::nullopt});
+    n.now = kNow;
+    return n;
+}
+
+/// Follower, no leader, term 5, InitialWait armed, peers B and C connected.
+inline Node follower_no_leader(Config config = fast3()) {
+    Node n(config, DurableState{Term{5}, std::nullopt});
+    n.start();
+    n.up(B);
+    n.up(C);
+    n.now = kNow;
+    return n;
+}
+
+/// Follower following B in term 5 (learnt from B's heartbeat), HeartbeatCheck armed.
+inline Node follower_with_leader(Config config = fast3()) {
+    Node n = follower_no_leader(config);
+    n.now = Millis{500};
+    n.recv(B, 5, heartbeat(5, 3));
+    n.now = kNow;
+    return n;
+}
+
+/// Follower with no leader after losing B (RandomWait armed), term 5.
+inline Node follower_leader_lost(Config config = fast3()) {
+    Node n = follower_with_leader(config);
+    n.now = Millis{600};
+    n.down(B);
+    n.up(B);
+    n.now = kNow;
+    return n;
+}
+
+/// Follower that voted for B in term 6 and has not heard B's heartbeat yet (tentative leader B).
+inline Node follower_tentative(Config config = fast3()) {
+    Node n = follower_no_leader(config);
+    n.now = Millis{500};
+    n.recv(B, 6, ElectionProposal{});
+    n.now = kNow;
+    return n;
+}
+
+/// Follower in scouting round 1 for term 6 (own term 5), ScoutingResult armed.
+inline Node follower_scouting(Config config = fast3()) {
+    Node n = follower_no_leader(config);
+    n.now = Millis{300};
+    n.fire(TimerId::InitialWait);
+    n.now = kNow;
+    return n;
+}
+
+/// Candidate in term 6 (B said yes to scouting round 1), ElectionResult armed, supporters {A}.
+inline Node candidate(Config config = fast3()) {
+    Node n = follower_scouting(config);
+    n.now = Millis{400};
+    n.recv(B, 6, ScoutingResponse{1, true});
+    n.now = kNow;
+    return n;
+}
+
+/// Leader in term 6 elected with B's vote (supporters {A, B}); HeartbeatBroadcast and CheckQuorum
+/// armed; LSN 6.0.
+inline Node leader(Config config = fast3()) {
+    Node n = candidate(config);
+    n.now = Millis{450};
+    n.recv(B, 6, grant(6));
+    n.now = kNow;
+    return n;
+}
+
+/// The states of the transition table, by the names README.md uses.
+struct NamedState {
+    const char* name;
+    Node (*build)(Config);
+};
+inline const std::vector<NamedState>& started_states() {
+    static const std::vector<NamedState> states = {
+        {"F-none", follower_no_leader},
+        {"F-leader", follower_with_leader},
+        {"F-tentative", follower_tentative},
+        {"F-scouting", follower_scouting},
+        {"Candidate", candidate},
+        {"Leader", leader},
+    };
+    return states;
+}
+
+/// Asserts that `input` emits nothing and changes neither the protocol state nor the snapshot.
+template <class Input>
+void check_ignored(Node& n, Input&& input) {
+    const ElectorState before = n.e.state();
+    const LeadershipSnapshot snapshot = n.e.snapshot();
+    CHECK(input(n) == Actions{});
+    CHECK(n.e.state() == before);
+    CHECK(n.e.snapshot() == snapshot);
+}
+
+/// Asserts that `input` emits exactly `expected` and changes neither the state nor the snapshot.
+template <class Input>
+void check_reply_only(Node& n, Input&& input, const Actions& expected) {
+    const ElectorState before = n.e.state();
+    const LeadershipSnapshot snapshot = n.e.snapshot();
+    CHECK(input(n) == expected);
+    CHECK(n.e.state() == before);
+    CHECK(n.e.snapshot() == snapshot);
+}
+
+}  // namespace conclave::test
+
+// Readable failure messages: one action per line.
+namespace Catch {
+template <>
+struct StringMaker<conclave::Actions> {
+    static std::string convert(const conclave::Actions& actions) {
+        std::string s = "[";
+        for (const auto& a : actions) {
+            s += "\n    " + conclave::test::render(a);
+        }
+        return s + (actions.empty() ? "]" : "\n]");
+    }
+};
+template <>
+struct StringMaker<conclave::test::View> {
+    static std::string convert(const conclave::test::View& v) {
+        std::string s = "{" + std::string(conclave::to_string(v.role)) +
+                        " term=" + std::to_string(v.term) +
+                        " voted_for=" + conclave::test::render(v.voted_for) +
+                        " leader=" + conclave::test::render(v.leader) +
+                        " tentative=" + conclave::test::render(v.tentative) +
+                        " reason=" + std::string(conclave::to_string(v.reason)) + " armed=[";
+        for (auto t : v.armed) {
+            s += " " + std::string(conclave::to_string(t));
+        }
+        return s + " ]}";
+    }
+};
+}  // namespace Catch

@@ -1,0 +1,215 @@
+// Restart: the durable state a driver persisted (PersistState actions) is reloaded into a new
+// Elector. The node never votes twice in a term, never goes back in term, and a PersistState always
+// precedes the send that depends on it (departure 1).
+#include "harness.hpp"
+
+#include <map>
+#include <random>
+
+using namespace conclave;
+using namespace conclave::test;
+
+namespace {
+
+/// What a driver does with PersistState: keep the last one (it is durable before later sends).
+std::optional<DurableState> last_persisted(const Actions& actions) {
+    std::optional<DurableState> last;
+    for (const auto& a : actions) {
+        if (const auto* p = std::get_if<PersistState>(&a)) {
+            last = p->state;
+        }
+    }
+    return last;
+}
+
+/// A node brought back from `disk` after a crash, started, its peers connected again.
+Node restarted(const DurableState& disk, Config config = fast3()) {
+    Node n(config, disk);
+    n.now = Millis{5000};
+    CHECK(n.start() ==
+          Actions{arm(TimerId::InitialWait, Millis{300}),
+                  notify(Role::Follower, disk.term.value, kNone, Reason::Started, Millis{5000})});
+    n.up(B);
+    n.up(C);
+    CHECK(n.e.state().durable() == disk);
+    return n;
+}
+
+}  // namespace
+
+TEST_CASE("restart after voting: no second vote in the term, no going back in term", "[restart]") {
+    Node n = follower_no_leader();
+    const Actions voted = n.recv(B, 6, ElectionProposal{});
+    // The vote is persisted before the grant leaves.
+    REQUIRE(voted.front() == persist(6, B));
+    REQUIRE(voted.back() == send(B, 6, grant(6)));
+    const DurableState disk = *last_persisted(voted);
+
+    Node r = restarted(disk);
+    CHECK(r.view() ==
+          View{Role::Follower, 6, B, kNone, kNone, Reason::Started, {TimerId::InitialWait}});
+    // Another candidate of term 6: refused; the same candidate's duplicate: granted again.
+    CHECK(r.recv(C, 6, ElectionProposal{}) ==
+          Actions{send(C, 6, refuse(Refusal::AlreadyVoted, 6))});
+    CHECK(r.recv(B, 6, ElectionProposal{}) == Actions{send(B, 6, grant(6))});
+    // Older terms stay older.
+    CHECK(r.recv(C, 5, heartbeat(5)) == Actions{send(C, 6, HeartbeatResponse{})});
+    CHECK(r.recv(C, 6, ScoutingRequest{4}) == Actions{send(C, 6, ScoutingResponse{4, false})});
+    // Its own scouting asks about term 7.
+    CHECK(r.fire(TimerId::InitialWait) ==
+          Actions{bcast(7, ScoutingRequest{1}), arm(TimerId::ScoutingResult, Millis{200})});
+}
+
+TEST_CASE("restart after standing for election: the self-vote holds, next election is higher",
+          "[restart]") {
+    Node n = candidate();
+    REQUIRE(n.e.state().durable() == DurableState{Term{6}, A});
+    Node r = restarted(n.e.state().durable());
+    CHECK(r.recv(B, 6, ElectionProposal{}) ==
+          Actions{send(B, 6, refuse(Refusal::AlreadyVoted, 6))});
+    r.fire(TimerId::InitialWait);
+    CHECK(r.recv(B, 7, ScoutingResponse{1, true}) ==
+          Actions{cancel(TimerId::ScoutingResult), persist(7, A),
+                  notify(Role::Candidate, 7, kNone, Reason::ElectionStarted, Millis{5000}),
+                  bcast(7, ElectionProposal{false}), arm(TimerId::ElectionResult, Millis{200})});
+}
+
+TEST_CASE("restart after a term adopted from a heartbeat: term kept, no vote", "[restart]") {
+    Node n = follower_no_leader();
+    const Actions adopted = n.recv(B, 8, heartbeat(8));
+    REQUIRE(adopted.front() == persist(8, kNone));
+    Node r = restarted(*last_persisted(adopted));
+    // Voted for nobody in term 8, but a proposal of term 8 is still refused: only higher terms win
+    // a vote from a node that has seen term 8's leader.
+    CHECK(r.recv(C, 8, ElectionProposal{}) == Actions{send(C, 8, refuse(Refusal::StaleTerm, 8))});
+    CHECK(r.recv(C, 7, heartbeat(7)) == Actions{send(C, 8, HeartbeatResponse{})});
+}
+
+// A long deterministic run of random inputs against one node, crashing and restoring it from what
+// its driver persisted. After every batch: the in-memory durable state equals the persisted one;
+// persisted terms never decrease; a term never holds two different votes; every message carrying
+// the node's own term leaves only once that term is durable, a proposal only once the self-vote
+// is, and a vote only once it is.
+TEST_CASE("random inputs with crashes: durable state is always persisted before it is used",
+          "[restart]") {
+    const Config config = Config::fast(5, A);
+    std::mt19937_64 rng(20240601);
+    auto pick = [&](std::uint64_t n) { return rng() % n; };
+    DurableState disk{};
+    std::map<std::uint64_t, NodeId> vote_in_term;
+    std::uint64_t crashes = 0;
+    std::uint64_t votes = 0;
+
+    std::optional<Node> node;
+    node.emplace(config, disk);
+    node->start();
+    for (std::uint16_t p = 1; p < 5; ++p) {
+        node->up(NodeId{p});
+    }
+
+    for (int step = 0; step < 20000; ++step) {
+        Node& n = *node;
+        n.now += Millis{1 + static_cast<Millis::rep>(pick(20))};
+        const NodeId peer{static_cast<std::uint16_t>(1 + pick(4))};
+        const std::uint64_t t = n.e.state().term.value;
+        const std::uint64_t term = t == 0 ? pick(3) : t - 1 + pick(4);
+        std::optional<NodeId> proposer;  // set when the input is a proposal
+        Actions out;
+        switch (pick(14)) {
+            case 0:
+                out = n.recv(peer, term, ScoutingRequest{pick(3)});
+                break;
+            case 1:
+                out = n.recv(peer, n.e.state().round.term.value,
+                             ScoutingResponse{n.e.state().round.id, pick(3) != 0});
+                break;
+            case 2:
+            case 3:
+                proposer = peer;
+                out = n.recv(peer, term, ElectionProposal{pick(8) == 0});
+                break;
+            case 4:
+                out = n.recv(
+                    peer, term,
+                    ElectionResponse{pick(3) != 0, Refusal::StaleTerm, Term{term + pick(2)}});
+                break;
+            case 5:
+                out = n.recv(peer, term, heartbeat(term, pick(5)));
+                break;
+            case 6:
+                out = n.recv(peer, term, HeartbeatAck{});
+                break;
+            case 7:
+                out = n.recv(peer, term, HeartbeatResponse{});
+                break;
+            case 8:
+                out = n.recv(peer, term, cession(pick(3) == 0 ? std::optional{A} : std::nullopt));
+                break;
+            case 9:
+            case 10:
+                out = n.fire(static_cast<TimerId>(pick(kTimerCount)));
+                break;
+            case 11:
+                out = pick(2) ? n.down(peer) : n.up(peer);
+                break;
+            case 12:
+                out = n.transfer(peer);
+                break;
+            default:
+                // Crash: everything not persisted is lost; the driver restores from disk.
+                ++crashes;
+                const Millis crashed_at = n.now;
+                node.emplace(config, disk);  // `n` now names the restored node
+                node->now = crashed_at;
+                node->start();
+                for (std::uint16_t p = 1; p < 5; ++p) {
+                    node->up(NodeId{p});
+                }
+                CHECK(node->e.state().durable() == disk);
+                continue;
+        }
+        for (const Action& a : out) {
+            if (const auto* p = std::get_if<PersistState>(&a)) {
+                REQUIRE(p->state.term >= disk.term);
+                if (p->state.term == disk.term && disk.voted_for) {
+                    REQUIRE(p->state.voted_for == disk.voted_for);  // a vote is never changed
+                }
+                disk = p->state;
+                if (disk.voted_for) {
+                    auto [it, fresh] = vote_in_term.emplace(disk.term.value, *disk.voted_for);
+                    REQUIRE(it->second == *disk.voted_for);  // one vote per term, across crashes
+                    votes += fresh ? 1 : 0;
+                }
+                continue;
+            }
+            const Message* m = nullptr;
+            std::optional<NodeId> to;
+            if (const auto* s = std::get_if<SendTo>(&a)) {
+                m = &s->message;
+                to = s->to;
+            } else if (const auto* b = std::get_if<Broadcast>(&a)) {
+                m = &b->message;
+            }
+            if (m == nullptr) {
+                continue;
+            }
+            CAPTURE(step, render(a));
+            const auto* response = std::get_if<ElectionResponse>(&m->body);
+            if (std::holds_alternative<ElectionProposal>(m->body)) {
+                REQUIRE(disk == DurableState{m->term, A});
+            } else if (response && response->granted && proposer && to == proposer) {
+                REQUIRE(disk == DurableState{m->term, proposer});  // a vote
+            } else if (std::holds_alternative<LeaderHeartbeat>(m->body) ||
+                       std::holds_alternative<HeartbeatAck>(m->body) ||
+                       std::holds_alternative<HeartbeatResponse>(m->body) ||
+                       (response && response->granted)) {
+                REQUIRE(m->term == disk.term);
+            } else if (std::holds_alternative<LeadershipCession>(m->body)) {
+                REQUIRE(m->term <= disk.term);
+            }
+        }
+        REQUIRE(n.e.state().durable() == disk);
+    }
+    CHECK(crashes > 100);
+    CHECK(votes > 100);
+}
