@@ -36,6 +36,8 @@ CONSTANTS
     MaxLsn,         \* largest LSN counter explored
     MaxMsgs,        \* largest number of messages in flight explored
     MaxFaults,      \* Crash + Stop + PeerDown events allowed in a behaviour
+    FaultKinds,     \* which of "Crash", "Stop", "PeerDown" a model allows
+    Transfers,      \* the operator may call transfer_leadership
     Duplication,    \* the network may deliver a message more than once
     Loss,           \* the network may drop a message
     DurableLost     \* NEGATIVE MODEL ONLY: a restart forgets term and vote
@@ -472,9 +474,9 @@ TimerFired(n) ==
 \* events report changes only.
 Fault(n) ==
     /\ faults < MaxFaults
-    /\ \/ Crash(n)
-       \/ Stop(n)
-       \/ \E p \in node[n].peers_up : PeerDown(n, p)
+    /\ \/ "Crash" \in FaultKinds /\ Crash(n)
+       \/ "Stop" \in FaultKinds /\ Stop(n)
+       \/ "PeerDown" \in FaultKinds /\ \E p \in node[n].peers_up : PeerDown(n, p)
 
 Next ==
     \/ \E m \in msgs : \E keep \in (IF Duplication THEN BOOLEAN ELSE {FALSE}) : Deliver(m, keep)
@@ -482,7 +484,7 @@ Next ==
     \/ \E n \in Node :
         \/ TimerFired(n)
         \/ \E p \in Node \ node[n].peers_up : p # n /\ PeerUp(n, p)
-        \/ \E p \in Node : TransferLeadership(n, p)
+        \/ Transfers /\ \E p \in Node : TransferLeadership(n, p)
         \/ node[n].lsn.counter < MaxLsn /\ IssueLsn(n)
         \/ Start(n)
         \/ Restart(n)

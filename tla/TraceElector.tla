@@ -31,6 +31,7 @@ E == INSTANCE Elector WITH
         CheckQuorum <- TraceCheckQuorum,
         CheckMisses <- TraceCheckMisses,
         MaxTerm <- 0, MaxRound <- 0, MaxLsn <- 0, MaxMsgs <- 0, MaxFaults <- 0,
+        FaultKinds <- {}, Transfers <- FALSE,
         Duplication <- TRUE, Loss <- FALSE, DurableLost <- FALSE
 
 specVars == <<node, msgs, faults, votes, elected>>
