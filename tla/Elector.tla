@@ -1,0 +1,578 @@
+------------------------------- MODULE Elector -------------------------------
+(***************************************************************************)
+(* Conclave's elector, one TLA+ action per C++ handler of                  *)
+(* elector/src/elector.cpp, with the same name.                            *)
+(*                                                                         *)
+(* The state of one node is one record whose fields are the fields of the  *)
+(* C++ ElectorState, spelt as in the simulator's JSON traces, so that a    *)
+(* trace step can be compared with the spec state field by field:          *)
+(*   role, term, voted_for, leader, tentative_leader, supporters,          *)
+(*   refusals, heard_since_check, peers_up, missed_checks, round,          *)
+(*   last_round_id, lsn, armed_timers.                                     *)
+(*                                                                         *)
+(* Each C++ handler is written as an operator from the node's state (the   *)
+(* C++ `state_`) to a record [st |-> new state, out |-> messages sent]     *)
+(* and the shared transitions (BecomeFollower, BecomeCandidate,            *)
+(* BecomeLeader, AdoptTerm, StartScouting) are composed exactly as the C++ *)
+(* calls them. Time is left out: the core decides on state only, so a      *)
+(* timer is an action enabled while it is armed, and any armed timer may   *)
+(* fire at any moment (random backoff values do not matter).               *)
+(*                                                                         *)
+(* The network is a set of messages: a receive may consume the message or  *)
+(* keep it (duplication), and any message may be dropped (loss).           *)
+(***************************************************************************)
+EXTENDS Naturals, FiniteSets
+
+CONSTANTS
+    Node,           \* the nodes of the cluster
+    Nil,            \* "no node" (std::nullopt)
+    Quorum,         \* Elector::quorum()
+    Scouting,       \* Config::scouting (ElectionScouting / PreVote)
+    CheckQuorum,    \* Config::check_quorum
+    CheckMisses,    \* Config::heartbeat_check_misses()
+    \* Model bounds (used by the models' constraints and by Next below).
+    MaxTerm,        \* largest term explored
+    MaxRound,       \* largest scouting round id explored
+    MaxLsn,         \* largest LSN counter explored
+    MaxMsgs,        \* largest number of messages in flight explored
+    MaxFaults,      \* Crash + Stop + PeerDown events allowed in a behaviour
+    FaultKinds,     \* which of "Crash", "Stop", "PeerDown" a model allows
+    Transfers,      \* the operator may call transfer_leadership
+    Duplication,    \* the network may deliver a message more than once
+    Loss,           \* the network may drop a message
+    DurableLost     \* NEGATIVE MODEL ONLY: a restart forgets term and vote
+
+VARIABLES
+    node,       \* node[n]: the ElectorState of n (a record, see Fresh)
+    msgs,       \* messages in flight
+    faults,     \* number of Crash/Stop/PeerDown events so far (model bound)
+    \* History variables, written by Step only, read only by the invariants.
+    votes,      \* <<voter, term, candidate>> for every vote ever cast
+    elected     \* <<term, leader>> for every node that ever became leader
+
+vars == <<node, msgs, faults, votes, elected>>
+
+-----------------------------------------------------------------------------
+(* Values                                                                   *)
+
+Roles == {"stopped", "follower", "candidate", "leader"}
+Timers == {"InitialWait", "RandomWait", "ScoutingResult", "ElectionResult",
+           "HeartbeatBroadcast", "HeartbeatCheck", "CheckQuorum"}
+Refusals == {"none", "stale-term", "already-voted", "has-leader", "i-am-leader"}
+MsgTypes == {"ScoutingRequest", "ScoutingResponse", "ElectionProposal",
+             "ElectionResponse", "LeaderHeartbeat", "HeartbeatAck",
+             "HeartbeatResponse", "LeadershipCession"}
+
+N == Cardinality(Node)
+NoLsn == [term |-> 0, counter |-> 0]
+NoRound == [id |-> 0, term |-> 0, yes |-> {}, no |-> {}]
+
+\* Lsn's operator<=>: term first, then counter.
+LsnLess(a, b) == a.term < b.term \/ (a.term = b.term /\ a.counter < b.counter)
+LsnLeq(a, b) == LsnLess(a, b) \/ a = b
+
+\* A freshly constructed core: Elector(config, DurableState{t, v}, random).
+Fresh(t, v) ==
+    [role |-> "stopped", term |-> t, voted_for |-> v, leader |-> Nil,
+     tentative_leader |-> Nil, supporters |-> {}, refusals |-> {},
+     heard_since_check |-> {}, peers_up |-> {}, missed_checks |-> 0,
+     round |-> NoRound, last_round_id |-> 0, lsn |-> NoLsn,
+     armed_timers |-> {}]
+
+(* Messages: one record type with every body field; fields a body does not  *)
+(* have keep a default value. Field names as in messages.hpp.               *)
+Msg(type, from, to, t) ==
+    [type |-> type, from |-> from, to |-> to, term |-> t, round |-> 0,
+     will_vote |-> FALSE, transfer |-> FALSE, granted |-> FALSE,
+     refusal |-> "none", voter_term |-> 0, lsn |-> NoLsn, successor |-> Nil]
+
+ScoutingRequestMsg(f, to, t, r) ==
+    [Msg("ScoutingRequest", f, to, t) EXCEPT !.round = r]
+ScoutingResponseMsg(f, to, t, r, wv) ==
+    [Msg("ScoutingResponse", f, to, t) EXCEPT !.round = r, !.will_vote = wv]
+ElectionProposalMsg(f, to, t, tr) ==
+    [Msg("ElectionProposal", f, to, t) EXCEPT !.transfer = tr]
+ElectionResponseMsg(f, to, t, g, why, vt) ==
+    [Msg("ElectionResponse", f, to, t) EXCEPT !.granted = g, !.refusal = why,
+                                              !.voter_term = vt]
+LeaderHeartbeatMsg(f, to, t, l) == [Msg("LeaderHeartbeat", f, to, t) EXCEPT !.lsn = l]
+HeartbeatAckMsg(f, to, t) == Msg("HeartbeatAck", f, to, t)
+HeartbeatResponseMsg(f, to, t) == Msg("HeartbeatResponse", f, to, t)
+LeadershipCessionMsg(f, to, t, s) == [Msg("LeadershipCession", f, to, t) EXCEPT !.successor = s]
+
+\* Elector::SendToAll: one message per other node of the cluster (connected or not).
+ToAll(n, MkMsg(_)) == {MkMsg(p) : p \in Node \ {n}}
+
+\* The result of a handler: the new state and the messages it sent.
+R(s, out) == [st |-> s, out |-> out]
+Same(s) == R(s, {})
+
+-----------------------------------------------------------------------------
+(* Shared transitions (elector.cpp, "Shared transitions")                   *)
+
+AdoptTerm(s, t, vote) == [s EXCEPT !.term = t, !.voted_for = vote]   \* + Persist
+
+BecomeLeader(n, s) ==
+    LET s1 == [s EXCEPT !.role = "leader", !.leader = n, !.tentative_leader = Nil,
+                        !.refusals = {}, !.heard_since_check = {},
+                        !.lsn = [term |-> s.term, counter |-> 0],
+                        !.armed_timers = IF CheckQuorum
+                                         THEN {"HeartbeatBroadcast", "CheckQuorum"}
+                                         ELSE {"HeartbeatBroadcast"}]
+    IN R(s1, ToAll(n, LAMBDA p : LeaderHeartbeatMsg(n, p, s1.term, s1.lsn)))
+
+BecomeCandidate(n, s, transfer) ==
+    LET s1 == [s EXCEPT !.armed_timers = {}, !.role = "candidate", !.leader = Nil,
+                        !.tentative_leader = Nil, !.round = NoRound, !.refusals = {},
+                        !.heard_since_check = {}, !.supporters = {n},
+                        !.term = s.term + 1, !.voted_for = n]
+    IN IF Cardinality(s1.supporters) >= Quorum
+       THEN BecomeLeader(n, s1)
+       ELSE R([s1 EXCEPT !.armed_timers = {"ElectionResult"}],
+              ToAll(n, LAMBDA p : ElectionProposalMsg(n, p, s1.term, transfer)))
+
+\* A leader that leaves broadcasts a cession for the term it led (its LSN's term).
+BecomeFollower(n, s, ldr, tentative, successor) ==
+    LET cession == IF s.role = "leader"
+                   THEN ToAll(n, LAMBDA p : LeadershipCessionMsg(n, p, s.lsn.term, successor))
+                   ELSE {}
+        s1 == [s EXCEPT !.role = "follower", !.leader = ldr, !.tentative_leader = tentative,
+                        !.supporters = {}, !.refusals = {}, !.heard_since_check = {},
+                        !.missed_checks = 0, !.round = NoRound,
+                        !.armed_timers = IF ldr # Nil \/ tentative # Nil
+                                         THEN {"HeartbeatCheck"} ELSE {"RandomWait"}]
+    IN R(s1, cession)
+
+EndScoutingRound(s) ==
+    [s EXCEPT !.round = NoRound, !.armed_timers = @ \ {"ScoutingResult"}]
+
+StartScouting(n, s) ==
+    IF ~Scouting THEN BecomeCandidate(n, s, FALSE)
+    ELSE LET id == s.last_round_id + 1
+             s1 == [s EXCEPT !.last_round_id = id,
+                             !.round = [id |-> id, term |-> s.term + 1, yes |-> {n}, no |-> {}]]
+         IN IF Cardinality(s1.round.yes) >= Quorum
+            THEN BecomeCandidate(n, s1, FALSE)
+            ELSE R([s1 EXCEPT !.armed_timers = @ \cup {"ScoutingResult"}],
+                   ToAll(n, LAMBDA p : ScoutingRequestMsg(n, p, s1.round.term, id)))
+
+-----------------------------------------------------------------------------
+(* Message handlers                                                         *)
+
+HandleScoutingRequestR(n, s, m) ==
+    LET knows_leader == s.leader # Nil
+        will_vote == ~knows_leader /\ m.term > s.term
+    IN R(s, {ScoutingResponseMsg(n, m.from, m.term, m.round, will_vote)})
+
+HandleScoutingResponseR(n, s, m) ==
+    IF s.role # "follower" \/ s.round.id = 0 \/ m.term # s.round.term
+       \/ m.round # s.round.id
+    THEN Same(s)
+    ELSE LET r == s.round
+             r1 == IF m.will_vote
+                   THEN [r EXCEPT !.yes = @ \cup {m.from}, !.no = @ \ {m.from}]
+                   ELSE IF m.from \notin r.yes THEN [r EXCEPT !.no = @ \cup {m.from}]
+                   ELSE r
+             s1 == [s EXCEPT !.round = r1]
+         IN IF Cardinality(r1.yes) >= Quorum THEN BecomeCandidate(n, s1, FALSE)
+            ELSE IF Cardinality(r1.no) > N - Quorum
+                 THEN Same([EndScoutingRound(s1) EXCEPT !.armed_timers = @ \cup {"RandomWait"}])
+            ELSE Same(s1)
+
+HandleElectionProposalR(n, s, m) ==
+    LET t == s.term
+        Refuse(why) == R(s, {ElectionResponseMsg(n, m.from, m.term, FALSE, why, t)})
+        grant == ElectionResponseMsg(n, m.from, m.term, TRUE, "none", m.term)
+        sticky == Scouting /\ ~m.transfer
+    IN IF m.term < t THEN Refuse("stale-term")
+       ELSE IF sticky /\ s.role = "leader" THEN Refuse("i-am-leader")
+       ELSE IF sticky /\ s.role = "follower" /\ s.leader # Nil THEN Refuse("has-leader")
+       ELSE IF m.term = t
+            THEN IF s.voted_for = m.from THEN R(s, {grant})
+                 ELSE Refuse(IF s.voted_for # Nil THEN "already-voted" ELSE "stale-term")
+       ELSE LET f == BecomeFollower(n, AdoptTerm(s, m.term, m.from), Nil, m.from, Nil)
+            IN R(f.st, f.out \cup {grant})
+
+HandleElectionResponseR(n, s, m) ==
+    IF m.term # s.term THEN Same(s)
+    ELSE IF s.role = "leader"
+         THEN IF m.granted
+              THEN Same([s EXCEPT !.supporters = @ \cup {m.from},
+                                  !.heard_since_check = @ \cup {m.from}])
+              ELSE Same(s)
+    ELSE IF s.role # "candidate" THEN Same(s)
+    ELSE IF m.granted
+         THEN LET s1 == [s EXCEPT !.supporters = @ \cup {m.from}]
+              IN IF Cardinality(s1.supporters) >= Quorum THEN BecomeLeader(n, s1)
+                 ELSE Same(s1)
+    ELSE IF m.voter_term > s.term
+         THEN BecomeFollower(n, AdoptTerm(s, m.voter_term, Nil), Nil, Nil, Nil)
+    ELSE LET s1 == [s EXCEPT !.refusals = @ \cup {m.from}]
+         IN IF Cardinality(s1.refusals) > N - Quorum
+            THEN BecomeFollower(n, s1, Nil, Nil, Nil)
+            ELSE Same(s1)
+
+HandleLeaderHeartbeatR(n, s, m) ==
+    LET t == s.term
+        src == m.from
+    IN IF m.term < t
+       THEN IF s.role = "leader"
+            THEN R(s, {LeaderHeartbeatMsg(n, src, t, s.lsn)})   \* a stale leader: follow us
+            ELSE R(s, {HeartbeatResponseMsg(n, src, t)})        \* InvalidHeartbeat
+       ELSE IF m.term = t /\ s.role = "leader"
+            THEN R(s, {LeaderHeartbeatMsg(n, src, t, s.lsn)})   \* RaiseAlarm(TwoLeadersInTerm)
+       ELSE IF m.term = t /\ s.role = "follower" /\ s.leader # Nil /\ s.leader # src
+            THEN Same(s)                                        \* RaiseAlarm(TwoLeadersInTerm)
+       ELSE LET s1 == IF LsnLess(s.lsn, m.lsn) THEN [s EXCEPT !.lsn = m.lsn] ELSE s
+            IN IF m.term = t /\ s.role = "follower" /\ s.leader = src
+               THEN R([s1 EXCEPT !.missed_checks = 0], {HeartbeatAckMsg(n, src, t)})
+               ELSE LET was_tentative == s.role = "follower" /\ s.tentative_leader = src
+                        s2 == IF m.term > t THEN AdoptTerm(s1, m.term, Nil) ELSE s1
+                        f == BecomeFollower(n, s2, src, Nil, Nil)
+                        reply == IF was_tentative /\ f.st.term = t
+                                 THEN HeartbeatAckMsg(n, src, f.st.term)
+                                 ELSE ElectionResponseMsg(n, src, f.st.term, TRUE, "none",
+                                                          f.st.term)
+                    IN R(f.st, f.out \cup {reply})
+
+HandleHeartbeatAckR(n, s, m) ==
+    IF s.role = "leader" /\ m.term = s.term
+    THEN Same([s EXCEPT !.supporters = @ \cup {m.from}, !.heard_since_check = @ \cup {m.from}])
+    ELSE Same(s)
+
+HandleHeartbeatResponseR(n, s, m) ==
+    IF s.role # "leader" \/ m.term <= s.term THEN Same(s)
+    ELSE BecomeFollower(n, AdoptTerm(s, m.term, Nil), Nil, Nil, Nil)
+
+HandleLeadershipCessionR(n, s, m) ==
+    IF s.role # "follower" \/ m.term # s.term THEN Same(s)
+    ELSE IF s.leader # m.from /\ s.tentative_leader # m.from THEN Same(s)
+    ELSE IF m.successor = n THEN BecomeCandidate(n, s, TRUE)
+    ELSE BecomeFollower(n, s, Nil, Nil, Nil)
+
+-----------------------------------------------------------------------------
+(* Timer handlers (called after timer_fired cleared the timer's bit)        *)
+
+RandomWaitFiredR(n, s) ==
+    IF s.role = "follower" /\ s.leader = Nil /\ s.tentative_leader = Nil
+    THEN StartScouting(n, s) ELSE Same(s)
+
+InitialWaitFiredR(n, s) == RandomWaitFiredR(n, s)
+
+ScoutingResultFiredR(n, s) ==
+    IF s.round.id # 0
+    THEN Same([EndScoutingRound(s) EXCEPT !.armed_timers = @ \cup {"RandomWait"}])
+    ELSE Same(s)
+
+ElectionResultFiredR(n, s) ==
+    IF s.role = "candidate" THEN BecomeFollower(n, s, Nil, Nil, Nil) ELSE Same(s)
+
+HeartbeatBroadcastFiredR(n, s) ==
+    IF s.role # "leader" THEN Same(s)
+    ELSE R([s EXCEPT !.armed_timers = @ \cup {"HeartbeatBroadcast"}],
+           ToAll(n, LAMBDA p : LeaderHeartbeatMsg(n, p, s.term, s.lsn)))
+
+HeartbeatCheckFiredR(n, s) ==
+    IF s.role # "follower" \/ (s.leader = Nil /\ s.tentative_leader = Nil) THEN Same(s)
+    ELSE LET s1 == [s EXCEPT !.missed_checks = @ + 1]
+         IN IF s1.missed_checks < CheckMisses
+            THEN Same([s1 EXCEPT !.armed_timers = @ \cup {"HeartbeatCheck"}])
+            ELSE BecomeFollower(n, s1, Nil, Nil, Nil)
+
+CheckQuorumFiredR(n, s) ==
+    IF s.role # "leader" THEN Same(s)
+    ELSE IF Cardinality(s.heard_since_check \cup {n}) < Quorum
+         THEN BecomeFollower(n, s, Nil, Nil, Nil)
+         ELSE Same([s EXCEPT !.heard_since_check = {},
+                             !.armed_timers = @ \cup {"CheckQuorum"}])
+
+-----------------------------------------------------------------------------
+(* Connection events and commands                                           *)
+
+PeerUpR(n, s, p) ==
+    LET s1 == [s EXCEPT !.peers_up = @ \cup {p}]
+    IN IF s.role = "leader" THEN R(s1, {LeaderHeartbeatMsg(n, p, s.term, s.lsn)})
+       ELSE Same(s1)
+
+PeerDownR(n, s, p) ==
+    LET s1 == [s EXCEPT !.peers_up = @ \ {p}]
+    IN IF s.role = "follower" /\ (s.leader = p \/ s.tentative_leader = p)
+       THEN BecomeFollower(n, s1, Nil, Nil, Nil)
+       ELSE IF s.role = "leader"
+            THEN LET s2 == [s1 EXCEPT !.supporters = @ \ {p}]
+                 IN IF Cardinality(s2.supporters) < Quorum
+                    THEN BecomeFollower(n, s2, Nil, Nil, Nil)
+                    ELSE Same(s2)
+       ELSE Same(s1)
+
+\* Elector::transfer_error(target) is empty.
+TransferAllowed(n, s, target) ==
+    s.role = "leader" /\ target \in Node /\ target # n /\ target \in s.peers_up
+
+TransferLeadershipR(n, s, target) == BecomeFollower(n, s, Nil, Nil, target)
+
+StartR(s) ==
+    [s EXCEPT !.role = "follower", !.leader = Nil, !.tentative_leader = Nil,
+              !.missed_checks = 0, !.round = NoRound,
+              !.armed_timers = @ \cup {"InitialWait"}]
+
+\* stop(): a leader cedes; only term, vote, last round id, LSN and peers_up are kept.
+StopR(n, s) ==
+    LET cession == IF s.role = "leader"
+                   THEN ToAll(n, LAMBDA p : LeadershipCessionMsg(n, p, s.lsn.term, Nil))
+                   ELSE {}
+        kept == [Fresh(s.term, s.voted_for) EXCEPT !.last_round_id = s.last_round_id,
+                                                   !.lsn = s.lsn, !.peers_up = s.peers_up]
+    IN R(kept, cession)
+
+\* What a restarted process reads back: DurableState{term, voted_for}.
+Restored(s) == IF DurableLost THEN Fresh(0, Nil) ELSE Fresh(s.term, s.voted_for)
+
+-----------------------------------------------------------------------------
+(* Steps. Step(n, r, consumed) installs the result r of a handler run by n, *)
+(* removes the consumed messages and adds the sent ones, and records the   *)
+(* history (votes cast, leaders elected).                                  *)
+
+Step(n, r, consumed) ==
+    /\ node' = [node EXCEPT ![n] = r.st]
+    /\ msgs' = (msgs \ consumed) \cup r.out
+    /\ votes' = IF r.st.voted_for # Nil
+                THEN votes \cup {<<n, r.st.term, r.st.voted_for>>} ELSE votes
+    /\ elected' = IF r.st.role = "leader" /\ node[n].role # "leader"
+                  THEN elected \cup {<<r.st.term, n>>} ELSE elected
+
+\* receive(): ignored while stopped; dispatch on the body (std::visit).
+\* `keep` leaves the message in flight, so that it can be delivered again (duplication).
+Handler(n, s, m) ==
+    CASE m.type = "ScoutingRequest" -> HandleScoutingRequestR(n, s, m)
+      [] m.type = "ScoutingResponse" -> HandleScoutingResponseR(n, s, m)
+      [] m.type = "ElectionProposal" -> HandleElectionProposalR(n, s, m)
+      [] m.type = "ElectionResponse" -> HandleElectionResponseR(n, s, m)
+      [] m.type = "LeaderHeartbeat" -> HandleLeaderHeartbeatR(n, s, m)
+      [] m.type = "HeartbeatAck" -> HandleHeartbeatAckR(n, s, m)
+      [] m.type = "HeartbeatResponse" -> HandleHeartbeatResponseR(n, s, m)
+      [] m.type = "LeadershipCession" -> HandleLeadershipCessionR(n, s, m)
+
+Receive(m, keep) ==
+    LET n == m.to IN
+    /\ m.from # n
+    /\ node[n].role # "stopped"
+    /\ Step(n, Handler(n, node[n], m), IF keep THEN {} ELSE {m})
+    /\ UNCHANGED faults
+
+HandleScoutingRequest(m, keep) == m.type = "ScoutingRequest" /\ Receive(m, keep)
+HandleScoutingResponse(m, keep) == m.type = "ScoutingResponse" /\ Receive(m, keep)
+HandleElectionProposal(m, keep) == m.type = "ElectionProposal" /\ Receive(m, keep)
+HandleElectionResponse(m, keep) == m.type = "ElectionResponse" /\ Receive(m, keep)
+HandleLeaderHeartbeat(m, keep) == m.type = "LeaderHeartbeat" /\ Receive(m, keep)
+HandleHeartbeatAck(m, keep) == m.type = "HeartbeatAck" /\ Receive(m, keep)
+HandleHeartbeatResponse(m, keep) == m.type = "HeartbeatResponse" /\ Receive(m, keep)
+HandleLeadershipCession(m, keep) == m.type = "LeadershipCession" /\ Receive(m, keep)
+
+\* timer_fired(): ignored while stopped or when the timer is not armed; clears its bit.
+TimerHandler(n, timer, s) ==
+    CASE timer = "InitialWait" -> InitialWaitFiredR(n, s)
+      [] timer = "RandomWait" -> RandomWaitFiredR(n, s)
+      [] timer = "ScoutingResult" -> ScoutingResultFiredR(n, s)
+      [] timer = "ElectionResult" -> ElectionResultFiredR(n, s)
+      [] timer = "HeartbeatBroadcast" -> HeartbeatBroadcastFiredR(n, s)
+      [] timer = "HeartbeatCheck" -> HeartbeatCheckFiredR(n, s)
+      [] timer = "CheckQuorum" -> CheckQuorumFiredR(n, s)
+
+Fired(n, timer) ==
+    /\ node[n].role # "stopped"
+    /\ timer \in node[n].armed_timers
+    /\ Step(n, TimerHandler(n, timer, [node[n] EXCEPT !.armed_timers = @ \ {timer}]), {})
+    /\ UNCHANGED faults
+
+InitialWaitFired(n) == Fired(n, "InitialWait")
+RandomWaitFired(n) == Fired(n, "RandomWait")
+ScoutingResultFired(n) == Fired(n, "ScoutingResult")
+ElectionResultFired(n) == Fired(n, "ElectionResult")
+HeartbeatBroadcastFired(n) == Fired(n, "HeartbeatBroadcast")
+HeartbeatCheckFired(n) == Fired(n, "HeartbeatCheck")
+CheckQuorumFired(n) == Fired(n, "CheckQuorum")
+
+PeerUp(n, p) == p # n /\ Step(n, PeerUpR(n, node[n], p), {}) /\ UNCHANGED faults
+
+PeerDown(n, p) == p # n /\ Step(n, PeerDownR(n, node[n], p), {}) /\ faults' = faults + 1
+
+TransferLeadership(n, target) ==
+    /\ TransferAllowed(n, node[n], target)
+    /\ Step(n, TransferLeadershipR(n, node[n], target), {})
+    /\ UNCHANGED faults
+
+IssueLsn(n) ==
+    /\ node[n].role = "leader"
+    /\ Step(n, Same([node[n] EXCEPT !.lsn.counter = @ + 1]), {})
+    /\ UNCHANGED faults
+
+Start(n) ==
+    /\ node[n].role = "stopped"
+    /\ Step(n, Same(StartR(node[n])), {})
+    /\ UNCHANGED faults
+
+Stop(n) ==
+    /\ node[n].role # "stopped"
+    /\ Step(n, StopR(n, node[n]), {})
+    /\ faults' = faults + 1
+
+\* The process dies: everything but the durable state is lost, nothing is sent.
+Crash(n) ==
+    /\ Step(n, Same(Restored(node[n])), {})
+    /\ faults' = faults + 1
+
+\* A new process: a core constructed from the durable state, then start().
+Restart(n) ==
+    /\ node[n].role = "stopped"
+    /\ Step(n, Same(StartR(Restored(node[n]))), {})
+    /\ UNCHANGED faults
+
+Drop(m) ==
+    /\ msgs' = msgs \ {m}
+    /\ UNCHANGED <<node, faults, votes, elected>>
+
+-----------------------------------------------------------------------------
+(* Specification                                                            *)
+
+\* Every node started (follower, initial wait armed) and connected to every peer.
+Init ==
+    /\ node = [n \in Node |-> [StartR(Fresh(0, Nil)) EXCEPT !.peers_up = Node \ {n}]]
+    /\ msgs = {}
+    /\ faults = 0
+    /\ votes = {}
+    /\ elected = {}
+
+\* Freshly constructed cores, not started, no connection reported yet (trace validation).
+InitFresh ==
+    /\ node = [n \in Node |-> Fresh(0, Nil)]
+    /\ msgs = {}
+    /\ faults = 0
+    /\ votes = {}
+    /\ elected = {}
+
+Deliver(m, keep) ==
+    \/ HandleScoutingRequest(m, keep)
+    \/ HandleScoutingResponse(m, keep)
+    \/ HandleElectionProposal(m, keep)
+    \/ HandleElectionResponse(m, keep)
+    \/ HandleLeaderHeartbeat(m, keep)
+    \/ HandleHeartbeatAck(m, keep)
+    \/ HandleHeartbeatResponse(m, keep)
+    \/ HandleLeadershipCession(m, keep)
+
+TimerFired(n) ==
+    \/ InitialWaitFired(n)
+    \/ RandomWaitFired(n)
+    \/ ScoutingResultFired(n)
+    \/ ElectionResultFired(n)
+    \/ HeartbeatBroadcastFired(n)
+    \/ HeartbeatCheckFired(n)
+    \/ CheckQuorumFired(n)
+
+\* Environment events a model allows: faults are budgeted, the connection
+\* events report changes only.
+Fault(n) ==
+    /\ faults < MaxFaults
+    /\ \/ "Crash" \in FaultKinds /\ Crash(n)
+       \/ "Stop" \in FaultKinds /\ Stop(n)
+       \/ "PeerDown" \in FaultKinds /\ \E p \in node[n].peers_up : PeerDown(n, p)
+
+Next ==
+    \/ \E m \in msgs : \E keep \in (IF Duplication THEN BOOLEAN ELSE {FALSE}) : Deliver(m, keep)
+    \/ Loss /\ \E m \in msgs : Drop(m)
+    \/ \E n \in Node :
+        \/ TimerFired(n)
+        \/ \E p \in Node \ node[n].peers_up : p # n /\ PeerUp(n, p)
+        \/ Transfers /\ \E p \in Node : TransferLeadership(n, p)
+        \/ node[n].lsn.counter < MaxLsn /\ IssueLsn(n)
+        \/ Start(n)
+        \/ Restart(n)
+        \/ Fault(n)
+
+Spec == Init /\ [][Next]_vars
+
+\* Model bounds.
+Bounds ==
+    /\ \A n \in Node : node[n].term <= MaxTerm /\ node[n].last_round_id <= MaxRound
+    /\ Cardinality(msgs) <= MaxMsgs
+
+-----------------------------------------------------------------------------
+(* Invariants                                                               *)
+
+NodeOrNil == Node \cup {Nil}
+LsnType == [term : Nat, counter : Nat]
+
+TypeOK ==
+    /\ \A n \in Node :
+        LET s == node[n] IN
+        /\ s.role \in Roles
+        /\ s.term \in Nat
+        /\ s.voted_for \in NodeOrNil
+        /\ s.leader \in NodeOrNil
+        /\ s.tentative_leader \in NodeOrNil
+        /\ s.supporters \subseteq Node
+        /\ s.refusals \subseteq Node
+        /\ s.heard_since_check \subseteq Node
+        /\ s.peers_up \subseteq Node \ {n}
+        /\ s.missed_checks \in 0..CheckMisses
+        /\ s.round.id \in Nat
+        /\ s.round.term \in Nat
+        /\ s.round.yes \subseteq Node /\ s.round.no \subseteq Node
+        /\ s.last_round_id \in Nat
+        /\ s.lsn \in LsnType
+        /\ s.armed_timers \subseteq Timers
+        \* role-specific shape
+        /\ s.role = "stopped" => s.armed_timers = {}
+        /\ s.role = "leader" => s.leader = n /\ s.lsn.term = s.term
+        /\ s.tentative_leader # Nil => s.role = "follower" /\ s.leader = Nil
+        /\ s.lsn.term <= s.term
+    /\ \A m \in msgs :
+        /\ m.type \in MsgTypes
+        /\ m.from \in Node /\ m.to \in Node /\ m.from # m.to
+        /\ m.term \in Nat
+        /\ m.refusal \in Refusals
+        /\ m.lsn \in LsnType
+        /\ m.successor \in NodeOrNil
+    /\ faults \in Nat
+
+\* At most one leader per term, over the whole history.
+OneLeaderPerTerm ==
+    \A e1, e2 \in elected : e1[1] = e2[1] => e1[2] = e2[2]
+
+\* At most one vote per node per term, over the whole history.
+OneVotePerTerm ==
+    \A v1, v2 \in votes : (v1[1] = v2[1] /\ v1[2] = v2[2]) => v1[3] = v2[3]
+
+\* Every leader was voted for by a quorum in its term (it counted only votes).
+LeaderHadQuorum ==
+    \A e \in elected :
+        Cardinality({v \in Node : <<v, e[1], e[2]>> \in votes}) >= Quorum
+
+\* A current leader is one that was elected (and so had a quorum).
+LeaderWasElected ==
+    \A n \in Node : node[n].role = "leader" => <<node[n].term, n>> \in elected
+
+-----------------------------------------------------------------------------
+(* Action properties                                                        *)
+
+\* Terms never decrease, also across Stop, Crash and Restart.
+TermsNeverDecrease ==
+    [][\A n \in Node : node'[n].term >= node[n].term]_vars
+
+\* A node's LSN never goes back while its process lives. The LSN is volatile
+\* state in the C++ core (a restarted core starts from LSN (0, 0)), so Crash
+\* and Restart are excluded.
+LsnNeverGoesBack ==
+    [][\A n \in Node : Crash(n) \/ Restart(n) \/ LsnLeq(node[n].lsn, node'[n].lsn)]_vars
+
+-----------------------------------------------------------------------------
+(* Liveness                                                                 *)
+
+\* Some node leads and every node follows it.
+AllFollowOneLeader ==
+    \E l \in Node : \A n \in Node : node[n].role # "stopped" /\ node[n].leader = l
+
+EventuallyOneLeader == <>AllFollowOneLeader
+
+=============================================================================

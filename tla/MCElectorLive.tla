@@ -1,0 +1,53 @@
+---------------------------- MODULE MCElectorLive ----------------------------
+(***************************************************************************)
+(* Liveness model: after the faults are over, does some node become leader *)
+(* and every node follow it? Up to MaxFaults crashes may happen at any     *)
+(* time (a crashed node restarts eventually); there is no loss and no      *)
+(* duplication.                                                            *)
+(*                                                                         *)
+(* The spec leaves time out, so the liveness model states the timing       *)
+(* assumptions of a stable period as guards on the timers:                 *)
+(*  - Timely: no timer fires while a message is in flight (timeouts are    *)
+(*    longer than message delays).                                         *)
+(*  - Backoff: a random or initial wait fires only when no other node is   *)
+(*    scouting or campaigning (random backoffs eventually separate         *)
+(*    contenders).                                                         *)
+(*  - A follower's heartbeat check does not expire while a leader is alive *)
+(*    (its heartbeats arrive within the inactivity interval), and a        *)
+(*    leader's check-quorum does not fail while its followers answer.      *)
+(* Every timer and message delivery is weakly fair.                        *)
+(***************************************************************************)
+EXTENDS Elector, TLC
+
+Quiet == msgs = {}
+
+NobodyElse(n) ==
+    \A p \in Node \ {n} : node[p].round.id = 0 /\ node[p].role # "candidate"
+
+NoLeader == \A l \in Node : node[l].role # "leader"
+
+Timely(n, timer) ==
+    /\ Quiet
+    /\ timer \in {"InitialWait", "RandomWait"} => NobodyElse(n)
+    /\ timer = "HeartbeatCheck" => NoLeader
+    /\ timer = "CheckQuorum" =>
+           Cardinality(node[n].heard_since_check \cup {n}) >= Quorum
+
+LiveFired(n, timer) == Timely(n, timer) /\ Fired(n, timer)
+
+LiveDeliver == \E m \in msgs : Deliver(m, FALSE)
+
+LiveNext ==
+    \/ LiveDeliver
+    \/ \E n \in Node, timer \in Timers : LiveFired(n, timer)
+    \/ \E n \in Node : Fault(n) \/ Restart(n)
+
+LiveSpec ==
+    /\ Init
+    /\ [][LiveNext]_vars
+    /\ WF_vars(LiveDeliver)
+    /\ \A n \in Node, timer \in Timers : WF_vars(LiveFired(n, timer))
+    /\ \A n \in Node : WF_vars(Restart(n))
+
+Constraint == Bounds
+=============================================================================
