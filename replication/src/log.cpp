@@ -187,7 +187,11 @@ LogActions ReplicatedLog::peer_up(Millis, NodeId peer) {
         return Finish();
     }
     if (IsLeader() && sync_.done) {
-        Rewind(peer, progress_[peer.value].match_len);
+        // A reconnected follower may have restarted; under fsync "never" it may even have lost
+        // what it acknowledged. Count nothing as matched until it acknowledges again.
+        const std::size_t guess = progress_[peer.value].match_len;
+        progress_[peer.value].match_len = 0;
+        Rewind(peer, guess);
         if (!Replicate(peer)) {
             SendHeartbeat(peer);
         }
@@ -235,7 +239,7 @@ void ReplicatedLog::HandleAppend(const LogMessage& m, const Append& body) {
     auto start_len = length_through(body.prev_lsn);
     if (!start_len) {
         ++counters_.appends_rejected;
-        Send(m.from, AppendAck{false, last_lsn(), commit_lsn()});
+        Send(m.from, AppendAck{false, body.prev_lsn, last_lsn(), commit_lsn()});
         return;
     }
     if (!ValidBatch(body.prev_lsn, body.entries)) {
@@ -271,24 +275,29 @@ void ReplicatedLog::HandleAppendAck(const LogMessage& m, const AppendAck& body) 
         }
         p.match_len = std::max(p.match_len, *len);
         p.next_len = std::max(p.next_len, p.match_len);
+        p.probing = false;
         auto acked = std::upper_bound(p.inflight_ends.begin(), p.inflight_ends.end(), p.match_len);
         p.inflight_ends.erase(p.inflight_ends.begin(), acked);
         AdvanceCommit();
         Replicate(m.from);
         return;
     }
-    // The follower lacked prev_lsn. Resume after its last entry if we hold it (then its whole log
-    // is a prefix of ours), else after its commit point (committed entries are in our log).
+    // The follower lacked prev_lsn. A refusal of an append that is no longer the last probe, or
+    // of a position already acknowledged, is stale (reordered): acting on it would only re-send.
+    auto refused_len = length_through(body.prev_lsn);
+    if (!refused_len || *refused_len <= p.match_len ||
+        (p.probing && body.prev_lsn != p.probe_prev)) {
+        return;
+    }
+    // Resume after its last entry if we hold it (then its whole log is a prefix of ours), else
+    // after its commit point (committed entries are in our log), else from the start.
     std::size_t resume = 0;
     if (auto l = length_through(body.last_lsn)) {
         resume = *l;
     } else if (auto c = length_through(body.commit_lsn)) {
         resume = *c;
     }
-    // A follower can report less than it acknowledged only after losing durable writes
-    // (fsync "never") or on a reordered old reply; either way re-send from there.
-    p.match_len = std::min(p.match_len, resume);
-    Rewind(m.from, resume);
+    Rewind(m.from, std::max(std::min(resume, *refused_len - 1), p.match_len));
     Replicate(m.from);
 }
 
@@ -431,7 +440,7 @@ void ReplicatedLog::RejectStale(const LogMessage& m) {
     if (std::holds_alternative<SyncRequest>(m.body)) {
         Send(m.from, SyncResponse{last_lsn(), commit_lsn()});
     } else if (std::holds_alternative<Append>(m.body)) {
-        Send(m.from, AppendAck{false, last_lsn(), commit_lsn()});
+        Send(m.from, AppendAck{false, std::get<Append>(m.body).prev_lsn, last_lsn(), commit_lsn()});
     } else {
         Send(m.from, FetchResponse{std::get<FetchRequest>(m.body).after_lsn, {}, last_lsn()});
     }
@@ -559,8 +568,9 @@ bool ReplicatedLog::Replicate(NodeId peer) {
         return false;
     }
     PeerProgress& p = progress_[peer.value];
+    const std::size_t window = p.probing ? 1 : config_.max_inflight_batches;
     bool sent = false;
-    while (p.inflight_ends.size() < config_.max_inflight_batches && p.next_len < entries_.size()) {
+    while (p.inflight_ends.size() < window && p.next_len < entries_.size()) {
         std::size_t end = p.next_len;
         std::size_t bytes = 0;
         while (
@@ -570,6 +580,7 @@ bool ReplicatedLog::Replicate(NodeId peer) {
             ++end;
         }
         Append append{lsn_at(p.next_len), {}, commit_lsn()};
+        p.probe_prev = append.prev_lsn;
         append.entries.assign(entries_.begin() + static_cast<std::ptrdiff_t>(p.next_len),
                               entries_.begin() + static_cast<std::ptrdiff_t>(end));
         Send(peer, std::move(append));
@@ -589,6 +600,7 @@ void ReplicatedLog::Rewind(NodeId peer, std::size_t next_len) {
     PeerProgress& p = progress_[peer.value];
     p.next_len = std::min(next_len, entries_.size());
     p.inflight_ends.clear();
+    p.probing = true;
 }
 
 // Committed = durable on a quorum (self included) in this term, at or after our sync point.
@@ -645,7 +657,7 @@ void ReplicatedLog::MaybeAck(bool force) {
     }
     const std::size_t ack_len = std::min(state_.durable_len, state_.matched_len);
     if (force || ack_len > state_.acked_len) {
-        Send(*state_.leader, AppendAck{true, lsn_at(ack_len), commit_lsn()});
+        Send(*state_.leader, AppendAck{true, {}, lsn_at(ack_len), commit_lsn()});
         state_.acked_len = std::max(state_.acked_len, ack_len);
     }
 }

@@ -45,6 +45,9 @@ struct PeerProgress {
     std::size_t next_len = 0;   // entries before this position have been sent (or need not be)
     std::vector<std::size_t> inflight_ends;  // end positions of unacknowledged batches, ascending
     std::size_t match_at_last_tick = 0;      // to detect a follower that made no progress
+    bool probing =
+        true;          // position unsure: one batch at a time until an ok ack (etcd-raft's probe)
+    Lsn probe_prev{};  // prev_lsn of the last batch sent while probing
     bool operator==(const PeerProgress&) const = default;
 };
 

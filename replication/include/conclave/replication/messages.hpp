@@ -38,10 +38,12 @@ struct Append {
 };
 
 /// ok: the receiver's log matches the leader's up to `last_lsn` and that prefix is durable.
-/// !ok: `prev_lsn` was missing; `last_lsn` / `commit_lsn` are the receiver's, as hints where to
-/// resume (or a refusal in a higher term).
+/// !ok: the append's `prev_lsn` was missing; `last_lsn` / `commit_lsn` are the receiver's, as
+/// hints where to resume (or a refusal in a higher term).
 struct AppendAck {
     bool ok = false;
+    Lsn prev_lsn{};  // !ok: the prev_lsn of the refused append (lets the leader spot stale
+                     // refusals)
     Lsn last_lsn{};
     Lsn commit_lsn{};
     bool operator==(const AppendAck&) const = default;
