@@ -3,6 +3,8 @@
 #include "conclave/replication/log.hpp"
 
 #include <algorithm>
+#include <array>
+#include <functional>
 #include <stdexcept>
 #include <type_traits>
 #include <utility>
@@ -609,17 +611,17 @@ void ReplicatedLog::AdvanceCommit() {
     if (!IsLeader() || !sync_.done) {
         return;
     }
-    std::vector<std::size_t> lens;
-    lens.reserve(config_.cluster_size);
+    std::array<std::size_t, kMaxClusterSize> lens{};  // no allocation on the hot path
     for (std::size_t n = 0; n < config_.cluster_size; ++n) {
-        lens.push_back(n == config_.self.value ? state_.durable_len : progress_[n].match_len);
+        lens[n] = n == config_.self.value ? state_.durable_len : progress_[n].match_len;
     }
     std::size_t quorum = quorum_;
     if (config_.planted_bug == PlantedLogBug::CommitWithoutQuorum && quorum > 1) {
         --quorum;
     }
-    std::nth_element(lens.begin(), lens.begin() + static_cast<std::ptrdiff_t>(quorum - 1),
-                     lens.end(), std::greater<>());
+    const auto end = lens.begin() + static_cast<std::ptrdiff_t>(config_.cluster_size);
+    std::nth_element(lens.begin(), lens.begin() + static_cast<std::ptrdiff_t>(quorum - 1), end,
+                     std::greater<>());
     const std::size_t stored_on_quorum = lens[quorum - 1];
     if (stored_on_quorum > state_.sync_index && stored_on_quorum > state_.commit_len) {
         SetCommit(stored_on_quorum);
