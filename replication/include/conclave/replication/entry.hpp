@@ -1,0 +1,53 @@
+// Entries of the replicated metadata log and the small durable state that goes with them.
+//
+// Plain data: copyable, comparable, free of I/O. Shared by the log core, its storage, and (later)
+// the codec, the simulator and the daemon.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "conclave/elector/types.hpp"
+
+namespace conclave::replication {
+
+/// "No entry": the LSN before the first entry of every log. Real entries have term >= 1.
+inline constexpr Lsn kNoLsn{};
+
+/// One log entry. `lsn` is its identity: two entries with the same LSN anywhere in the cluster are
+/// the same entry (one leader per term, and a leader never reuses a counter). `key` names the
+/// metadata item; `value` is JSON text or opaque bytes. Sync points (see is_sync_point) have an
+/// empty key and value; application entries always have a non-empty key.
+struct Entry {
+    Lsn lsn{};
+    std::string key;
+    std::string value;
+    bool operator==(const Entry&) const = default;
+};
+
+/// A new leader of term T re-commits the log it adopted by appending the sync point (T, 0). The
+/// elector issues proposal LSNs from (T, 1) on, so counter 0 is free for it.
+inline constexpr bool is_sync_point(const Lsn& lsn) {
+    return lsn.counter == 0 && lsn.term.value > 0;
+}
+inline bool is_sync_point(const Entry& e) {
+    return is_sync_point(e.lsn);
+}
+
+/// Bytes an entry costs in batches (payload, not wire framing).
+inline std::size_t entry_bytes(const Entry& e) {
+    return 16 + e.key.size() + e.value.size();
+}
+
+/// What the log core must find again after a crash, besides the entries.
+/// `term` is a promise: once durable, this node never accepts log messages of a lower term (that
+/// promise is what a new leader's sync relies on). `commit_lsn` is a lower bound of the commit
+/// point (written with the term; commit is re-learnt from the leader).
+struct LogMeta {
+    Term term{};
+    Lsn commit_lsn{};
+    bool operator==(const LogMeta&) const = default;
+};
+
+}  // namespace conclave::replication

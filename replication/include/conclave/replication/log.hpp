@@ -1,0 +1,198 @@
+// The replicated metadata log core: a pure, deterministic state machine beside the elector.
+//
+// Inputs are method calls (start, on_leadership, propose, receive, timer_fired, persisted,
+// peer_up, peer_down), each carrying `now`; each returns the ordered actions the driver performs
+// (see actions.hpp for the contract). No clock, socket, file or thread in here: the log lives in
+// memory (`entries()`), storage mirrors it through PersistEntries / TruncateEntries / PersistMeta
+// and gives it back at construction after a restart.
+//
+// Protocol (details and proofs in replication/README.md):
+// - The elector decides who leads; the log follows the LeadershipSnapshot. Any node may win an
+//   election whatever its log, so a new leader of term T is PASSIVE: it collects (last, commit)
+//   from a quorum including itself (SyncRequest/SyncResponse, each answer a durable promise to
+//   refuse lower terms), adopts the most advanced of those logs (FetchRequest/FetchResponse),
+//   appends the sync point (T, 0) and replicates it. Once the sync point is committed the leader
+//   is ACTIVE and accepts proposals.
+// - Followers accept appends of their term whose prev_lsn they hold, truncate a conflicting
+//   (never committed) suffix, and acknowledge only what is durable.
+// - Committed = durable on a quorum in the leader's term, at or after its sync point.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "conclave/elector/actions.hpp"
+#include "conclave/replication/actions.hpp"
+#include "conclave/replication/config.hpp"
+#include "conclave/replication/entry.hpp"
+#include "conclave/replication/messages.hpp"
+
+namespace conclave::replication {
+
+/// What storage hands back after a restart (see storage.hpp).
+struct RecoveredLog {
+    std::vector<Entry> entries;
+    LogMeta meta;
+};
+
+/// Leader: what it knows about one follower. Lengths count entries from the start of the log.
+struct PeerProgress {
+    std::size_t match_len = 0;  // the follower holds (durably, matching ours) this prefix
+    std::size_t next_len = 0;   // entries before this position have been sent (or need not be)
+    std::vector<std::size_t> inflight_ends;  // end positions of unacknowledged batches, ascending
+    std::size_t match_at_last_tick = 0;      // to detect a follower that made no progress
+    bool probing =
+        true;          // position unsure: one batch at a time until an ok ack (etcd-raft's probe)
+    Lsn probe_prev{};  // prev_lsn of the last batch sent while probing
+    bool operator==(const PeerProgress&) const = default;
+};
+
+/// PASSIVE leader: the sync round.
+struct SyncProgress {
+    NodeSet responded;          // includes self
+    std::vector<Lsn> last_lsn;  // per node, from its SyncResponse
+    std::vector<Lsn> commit_lsn;
+    std::optional<NodeId> source;  // node whose log is being fetched
+    Lsn target{};                  // its last LSN: the log to adopt ends there
+    Lsn fetch_after{};             // the outstanding FetchRequest's after_lsn
+    bool done = false;             // sync point appended
+    bool operator==(const SyncProgress&) const = default;
+};
+
+/// Everything the protocol's decisions depend on, besides the entries.
+struct LogState {
+    LogRole role = LogRole::Follower;
+    Term term{};                   // durable promise (LogMeta::term)
+    std::optional<NodeId> leader;  // leader of `term`, as far as the log knows
+    std::size_t commit_len = 0;    // committed prefix
+    std::size_t applied_len = 0;   // prefix handed to ApplyCommitted in this run
+    std::size_t durable_len = 0;   // prefix reported durable by storage
+    std::size_t matched_len = 0;   // follower: prefix known to match the leader of `term`
+    std::size_t acked_len = 0;     // follower: prefix acknowledged to the leader of `term`
+    std::size_t sync_index = 0;    // leader: position of the sync point (term, 0), once done
+    std::uint64_t tick = 0;        // leader: heartbeat ticks in this term
+    bool operator==(const LogState&) const = default;
+};
+
+struct LogCounters {
+    std::uint64_t entries_committed = 0;
+    std::uint64_t proposals_committed = 0;
+    std::uint64_t proposals_failed = 0;
+    std::uint64_t syncs_completed = 0;
+    std::uint64_t entries_fetched = 0;
+    std::uint64_t entries_truncated = 0;
+    std::uint64_t appends_rejected = 0;   // follower: prev_lsn missing
+    std::uint64_t retransmissions = 0;    // leader: batches re-sent after no progress
+    std::uint64_t messages_dropped = 0;   // malformed or from an unknown sender
+    std::uint64_t two_leader_alarms = 0;  // a second node claimed leadership of one term
+    std::uint64_t stale_completions = 0;  // persisted() for an LSN no longer in the log
+};
+
+class ReplicatedLog {
+  public:
+    /// `config` must validate and `recovered.entries` must be strictly increasing (throws
+    /// std::invalid_argument naming the problem otherwise).
+    ReplicatedLog(LogConfig config, RecoveredLog recovered);
+
+    // ---- Inputs -------------------------------------------------------------------------------
+    /// Hands the committed prefix recovered from storage to the subscribers.
+    LogActions start(Millis now);
+    /// The elector's snapshot changed. A snapshot naming this node leader of a new term starts
+    /// leader sync; any other snapshot makes this node a follower (failing pending proposals).
+    LogActions on_leadership(Millis now, const LeadershipSnapshot& snapshot);
+    /// ACTIVE leader only. `lsn` comes from Elector::issue_lsn(). The outcome is reported by a
+    /// ProposeResult action (at once for a refusal).
+    LogActions propose(Millis now, Lsn lsn, std::string key, std::string value);
+    LogActions receive(Millis now, const LogMessage& message);
+    /// Firings of timers that are not armed are ignored.
+    LogActions timer_fired(Millis now, LogTimer timer);
+    /// Storage reports that every entry handed over up to and including `lsn` is durable.
+    LogActions persisted(Millis now, Lsn lsn);
+    LogActions peer_up(Millis now, NodeId peer);
+    LogActions peer_down(Millis now, NodeId peer);
+
+    // ---- Observation --------------------------------------------------------------------------
+    const LogState& state() const { return state_; }
+    const LogConfig& config() const { return config_; }
+    const LogCounters& counters() const { return counters_; }
+    const std::vector<Entry>& entries() const { return entries_; }
+    const std::vector<PeerProgress>& progress() const { return progress_; }
+    const SyncProgress& sync() const { return sync_; }
+    LogRole role() const { return state_.role; }
+    bool can_propose() const { return state_.role == LogRole::LeaderActive; }
+    Lsn last_lsn() const { return lsn_at(entries_.size()); }
+    Lsn commit_lsn() const { return lsn_at(state_.commit_len); }
+    /// Committed entries after `after` (exclusive), at most `max_entries` (GET /metadata?from=).
+    std::vector<Entry> committed_after(Lsn after, std::size_t max_entries) const;
+    /// Empty when every local invariant holds; otherwise a description of the first violation.
+    std::string check_invariants() const;
+
+    /// LSN of the last entry of the prefix of length `len` (kNoLsn for 0).
+    Lsn lsn_at(std::size_t len) const { return len == 0 ? kNoLsn : entries_[len - 1].lsn; }
+    /// Length of the prefix ending at `lsn` (0 for kNoLsn), or nullopt if `lsn` is not in the log.
+    std::optional<std::size_t> length_through(Lsn lsn) const;
+
+    // ---- Handlers (one per event; names mirror the spec's actions) -----------------------------
+    void HandleSyncRequest(const LogMessage& m);
+    void HandleSyncResponse(const LogMessage& m, const SyncResponse& body);
+    void HandleAppend(const LogMessage& m, const Append& body);
+    void HandleAppendAck(const LogMessage& m, const AppendAck& body);
+    void HandleFetchRequest(const LogMessage& m, const FetchRequest& body);
+    void HandleFetchResponse(const LogMessage& m, const FetchResponse& body);
+    void HeartbeatFired();
+    void SyncRetryFired();
+
+  private:
+    bool IsLeader() const { return state_.role != LogRole::Follower; }
+    bool IsPeer(NodeId n) const;
+    void BecomeLeader(Term term);
+    void StepDown(ProposeError reason);
+    void AdoptTerm(Term term, std::optional<NodeId> leader);
+    void RejectStale(const LogMessage& m);
+    void EvaluateSync();
+    void SendFetch();
+    void AbandonSource();
+    void FinishSync();
+    /// Appends `entries` (which follow position `pos`), skipping those already held and
+    /// truncating a conflicting suffix. Returns the position after the last of them.
+    std::size_t Merge(std::size_t pos, const std::vector<Entry>& entries);
+    void Truncate(std::size_t len);
+    bool Replicate(NodeId peer);
+    void SendHeartbeat(NodeId peer);
+    void Rewind(NodeId peer, std::size_t next_len);
+    void AdvanceCommit();
+    void SetCommit(std::size_t len);
+    void MaybeAck(bool force);
+    void FailPending(ProposeError error);
+    bool ValidBatch(Lsn after, const std::vector<Entry>& entries) const;
+
+    void Send(NodeId to, LogMessageBody body);
+    void SendToAll(LogMessageBody body);
+    void Arm(LogTimer timer, Millis delay);
+    void Cancel(LogTimer timer);
+    void SetRole(LogRole role);
+    LogActions Finish();
+
+    struct Pending {
+        Lsn lsn{};
+        Millis proposed_at{};
+        std::uint64_t deadline_tick = 0;
+    };
+
+    LogConfig config_;
+    std::size_t quorum_;
+    LogState state_;
+    std::vector<Entry> entries_;
+    std::vector<PeerProgress> progress_;
+    SyncProgress sync_;
+    std::deque<Pending> pending_;
+    std::uint8_t armed_timers_ = 0;
+    LogCounters counters_;
+    LogActions out_;
+};
+
+}  // namespace conclave::replication

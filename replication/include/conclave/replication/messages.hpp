@@ -1,0 +1,83 @@
+// The log's message model: one envelope (sender, term) around a variant of bodies. Separate from
+// the elector's messages; a driver multiplexes both over the same mesh.
+//
+// Requests (SyncRequest, Append, FetchRequest) are sent only by the leader of the envelope term.
+// Every receiver answers a request of a lower term with the matching response in its own (higher)
+// term, which deposes the stale leader's log.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "conclave/replication/entry.hpp"
+
+namespace conclave::replication {
+
+/// A new (PASSIVE) leader asks for the receiver's log position. Answering it in term T is a durable
+/// promise never to accept log messages of a term below T.
+struct SyncRequest {
+    bool operator==(const SyncRequest&) const = default;
+};
+
+/// The receiver's last and commit LSN (in the request's term), or a refusal (in a higher term).
+struct SyncResponse {
+    Lsn last_lsn{};
+    Lsn commit_lsn{};
+    bool operator==(const SyncResponse&) const = default;
+};
+
+/// Replicate `entries` (possibly none: a heartbeat) that follow `prev_lsn` in the leader's log, and
+/// tell the leader's commit point.
+struct Append {
+    Lsn prev_lsn{};
+    std::vector<Entry> entries;
+    Lsn commit_lsn{};
+    bool operator==(const Append&) const = default;
+};
+
+/// ok: the receiver's log matches the leader's up to `last_lsn` and that prefix is durable.
+/// !ok: the append's `prev_lsn` was missing; `last_lsn` / `commit_lsn` are the receiver's, as
+/// hints where to resume (or a refusal in a higher term).
+struct AppendAck {
+    bool ok = false;
+    Lsn prev_lsn{};  // !ok: the prev_lsn of the refused append (lets the leader spot stale
+                     // refusals)
+    Lsn last_lsn{};
+    Lsn commit_lsn{};
+    bool operator==(const AppendAck&) const = default;
+};
+
+/// A PASSIVE leader pulls the entries after `after_lsn`, up to `up_to_lsn`, at most `max_entries`
+/// of them, from the node that has the most advanced log.
+struct FetchRequest {
+    Lsn after_lsn{};
+    Lsn up_to_lsn{};
+    std::uint32_t max_entries = 0;
+    bool operator==(const FetchRequest&) const = default;
+};
+
+/// One batch of a fetch. Empty `entries` means the responder does not have `after_lsn` (or has
+/// nothing more); `last_lsn` is the responder's last LSN.
+struct FetchResponse {
+    Lsn after_lsn{};
+    std::vector<Entry> entries;
+    Lsn last_lsn{};
+    bool operator==(const FetchResponse&) const = default;
+};
+
+using LogMessageBody =
+    std::variant<SyncRequest, SyncResponse, Append, AppendAck, FetchRequest, FetchResponse>;
+
+struct LogMessage {
+    NodeId from{};
+    Term term{};
+    LogMessageBody body;
+    bool operator==(const LogMessage&) const = default;
+};
+
+std::string_view message_name(const LogMessageBody& body);
+std::string to_string(const LogMessage& m);
+
+}  // namespace conclave::replication

@@ -1,0 +1,159 @@
+// Storage for the log: the durable mirror of the core's in-memory log.
+//
+// The core never touches storage; a driver performs the core's PersistEntries / TruncateEntries /
+// PersistMeta actions on a LogStorage, calls flush() once per batch of actions (group commit), and
+// reports the result with ReplicatedLog::persisted(). After a restart, recover() gives back the
+// log and its meta, plus a report of anything it had to cut off.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "conclave/replication/actions.hpp"
+#include "conclave/replication/entry.hpp"
+#include "conclave/replication/log.hpp"
+
+namespace conclave::replication {
+
+/// When appended entries become durable.
+enum class FsyncPolicy : std::uint8_t {
+    EveryEntry,  // fsync inside every append(): each PersistEntries is durable when performed
+    Batched,     // group commit: one fsync in flush() covers every append since the last one
+    Never,       // no fsync for entries (the OS decides). flush() still reports them "durable":
+                 // a machine crash can lose acknowledged entries. For tests and benchmarks only.
+};
+
+/// What was wrong with the end of the log file, if anything.
+enum class TailProblem : std::uint8_t {
+    None = 0,
+    TornHeader,  // the file (or its magic) ends inside a record header
+    TornRecord,  // the file ends inside a record's payload
+    BadLength,   // a record length of zero or above the record limit
+    BadCrc,      // a record's checksum does not match (corruption or torn write)
+    Malformed,   // checksum fine but the payload does not decode (e.g. key longer than payload)
+    OutOfOrder,  // a record's LSN is not above the previous one
+};
+
+/// Returned by recover(): what was kept and what was cut off. Nothing after the first bad record
+/// is ever handed to the core.
+struct RecoveryReport {
+    std::size_t records = 0;        // entries recovered
+    std::uint64_t file_bytes = 0;   // size of the log file found
+    std::uint64_t valid_bytes = 0;  // prefix kept (the file is truncated to this)
+    TailProblem problem = TailProblem::None;
+    std::uint64_t problem_offset = 0;  // where the first bad record starts
+    bool meta_found = false;
+
+    bool truncated() const { return valid_bytes < file_bytes; }
+    std::string describe() const;
+};
+
+struct Recovery {
+    RecoveredLog log;
+    RecoveryReport report;
+};
+
+class LogStorage {
+  public:
+    virtual ~LogStorage() = default;
+    /// Reads back the durable log. Called once, before any other method.
+    virtual Recovery recover() = 0;
+    /// Appends entries after the last stored one (durable per the fsync policy).
+    virtual void append(const std::vector<Entry>& entries) = 0;
+    /// Drops every entry after `after_lsn` (which is stored, or kNoLsn). Durable on return.
+    virtual void truncate_after(Lsn after_lsn) = 0;
+    /// Replaces the meta record. Durable on return (whatever the policy: it is a promise).
+    virtual void write_meta(const LogMeta& meta) = 0;
+    /// Group commit point: makes appended entries durable per the policy. Returns durable_lsn().
+    virtual Lsn flush() = 0;
+    /// The last entry known durable (kNoLsn if none).
+    virtual Lsn durable_lsn() const = 0;
+};
+
+/// Performs `action` if it is a storage action (PersistEntries, TruncateEntries, PersistMeta);
+/// returns whether it was one.
+bool perform_storage_action(LogStorage& storage, const LogAction& action);
+
+std::string_view to_string(FsyncPolicy p);
+std::string_view to_string(TailProblem p);
+
+/// In-memory storage for tests and the simulator. crash() loses what a machine crash would.
+class MemoryStorage final : public LogStorage {
+  public:
+    explicit MemoryStorage(FsyncPolicy policy = FsyncPolicy::Batched) : policy_(policy) {}
+
+    Recovery recover() override;
+    void append(const std::vector<Entry>& entries) override;
+    void truncate_after(Lsn after_lsn) override;
+    void write_meta(const LogMeta& meta) override;
+    Lsn flush() override;
+    Lsn durable_lsn() const override;
+
+    /// Drops every entry not yet durable, as a power loss would.
+    void crash();
+    const std::vector<Entry>& entries() const { return entries_; }
+    const LogMeta& meta() const { return meta_; }
+    std::size_t synced_count() const { return synced_; }
+
+  private:
+    FsyncPolicy policy_;
+    std::vector<Entry> entries_;
+    std::size_t synced_ = 0;    // really durable (survives crash())
+    std::size_t reported_ = 0;  // reported durable (differs from synced_ only with Never)
+    LogMeta meta_;
+};
+
+/// Append-only file of length-prefixed, CRC32-checked records in `dir`:
+///   log.dat   "CNCLLOG1" then records: u32 length, u32 crc32(length bytes + payload), payload =
+///             u64 term, u64 counter, u32 key length, key, value (all little-endian)
+///   log.meta  "CNCLMET1", u64 term, u64 commit term, u64 commit counter, u32 crc32 (replaced
+///             atomically: write log.meta.tmp, fsync, rename, fsync the directory)
+/// I/O errors throw std::system_error naming the file; a foreign file throws std::runtime_error.
+class FileStorage final : public LogStorage {
+  public:
+    static constexpr std::string_view kLogFileName = "log.dat";
+    static constexpr std::string_view kMetaFileName = "log.meta";
+    /// Largest record payload accepted on recovery (anything larger is a corrupt length).
+    static constexpr std::uint32_t kMaxRecordBytes = (std::uint32_t{64} << 20) + (1U << 17);
+
+    /// Creates `dir` if needed. Call recover() before anything else.
+    FileStorage(std::filesystem::path dir, FsyncPolicy policy);
+    ~FileStorage() override;
+    FileStorage(const FileStorage&) = delete;
+    FileStorage& operator=(const FileStorage&) = delete;
+
+    Recovery recover() override;
+    void append(const std::vector<Entry>& entries) override;
+    void truncate_after(Lsn after_lsn) override;
+    void write_meta(const LogMeta& meta) override;
+    Lsn flush() override;
+    Lsn durable_lsn() const override;
+
+    std::uint64_t fsync_count() const { return fsync_count_; }
+    std::filesystem::path log_path() const { return dir_ / kLogFileName; }
+    std::filesystem::path meta_path() const { return dir_ / kMetaFileName; }
+
+  private:
+    struct Indexed {
+        Lsn lsn{};
+        std::uint64_t end_offset = 0;
+    };
+    void SyncLog();
+    void Write(const std::string& bytes, std::uint64_t offset);
+
+    std::filesystem::path dir_;
+    FsyncPolicy policy_;
+    int fd_ = -1;
+    bool recovered_ = false;
+    std::uint64_t size_ = 0;      // bytes of valid records (and header) in the file
+    std::vector<Indexed> index_;  // one per stored record
+    std::size_t synced_ = 0;      // records durable (or reported durable under Never)
+    std::uint64_t fsync_count_ = 0;
+    std::string buffer_;  // reused encoding buffer
+};
+
+}  // namespace conclave::replication

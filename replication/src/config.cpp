@@ -1,0 +1,57 @@
+#include "conclave/replication/config.hpp"
+
+namespace conclave::replication {
+
+std::optional<std::string> LogConfig::validate() const {
+    if (cluster_size == 0 || cluster_size > kMaxClusterSize) {
+        return "cluster_size must be in 1.." + std::to_string(kMaxClusterSize) + ", got " +
+               std::to_string(cluster_size);
+    }
+    if (self.value >= cluster_size) {
+        return "self (" + std::to_string(self.value) + ") must be below cluster_size (" +
+               std::to_string(cluster_size) + ")";
+    }
+    if (quorum != 0 && (quorum > cluster_size || quorum <= cluster_size / 2)) {
+        return "quorum must be 0 (majority) or a majority of cluster_size, got " +
+               std::to_string(quorum);
+    }
+    if (heartbeat_period.count() <= 0) {
+        return "heartbeat_period must be positive";
+    }
+    if (sync_retry_period.count() <= 0) {
+        return "sync_retry_period must be positive";
+    }
+    if (propose_timeout_ticks == 0) {
+        return "propose_timeout_ticks must be positive";
+    }
+    if (max_batch_entries == 0) {
+        return "max_batch_entries must be positive";
+    }
+    if (max_batch_bytes == 0) {
+        return "max_batch_bytes must be positive";
+    }
+    if (max_inflight_batches == 0 || max_inflight_batches > 1024) {
+        return "max_inflight_batches must be in 1..1024";
+    }
+    if (max_key_bytes == 0 || max_key_bytes > (std::size_t{1} << 16)) {
+        return "max_key_bytes must be in 1..65536";
+    }
+    if (max_value_bytes > (std::size_t{64} << 20)) {
+        return "max_value_bytes must be at most 64 MiB";
+    }
+    return std::nullopt;
+}
+
+std::string_view to_string(PlantedLogBug b) {
+    switch (b) {
+        case PlantedLogBug::None:
+            return "none";
+        case PlantedLogBug::SkipSync:
+            return "skip_sync";
+        case PlantedLogBug::CommitWithoutQuorum:
+            return "commit_without_quorum";
+    }
+    return "?";
+}
+
+}  // namespace conclave::replication

@@ -1,0 +1,319 @@
+// FileStorage: append-only record file plus an atomically replaced meta file. POSIX only.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+
+#include "conclave/replication/check.hpp"
+#include "conclave/replication/storage.hpp"
+#include "crc32.hpp"
+#include "record.hpp"
+
+namespace conclave::replication {
+
+namespace {
+
+constexpr std::string_view kLogMagic = "CNCLLOG1";
+constexpr std::string_view kMetaMagic = "CNCLMET1";
+constexpr std::size_t kMetaBytes = 8 + 24 + 4;
+
+[[noreturn]] void ThrowErrno(const std::string& what, const std::filesystem::path& path) {
+    throw std::system_error(errno, std::generic_category(), what + " " + path.string());
+}
+
+void FsyncOrThrow(int fd, const std::filesystem::path& path) {
+    while (::fsync(fd) != 0) {
+        if (errno != EINTR) {
+            ThrowErrno("fsync", path);
+        }
+    }
+}
+
+void FsyncDirectory(const std::filesystem::path& dir) {
+    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        ThrowErrno("open directory", dir);
+    }
+    while (::fsync(fd) != 0) {
+        if (errno != EINTR) {
+            const int saved = errno;
+            ::close(fd);
+            errno = saved;
+            ThrowErrno("fsync directory", dir);
+        }
+    }
+    ::close(fd);
+}
+
+void WriteAll(int fd, const char* data, std::size_t size, std::uint64_t offset,
+              const std::filesystem::path& path) {
+    while (size > 0) {
+        const ssize_t n = ::pwrite(fd, data, size, static_cast<off_t>(offset));
+        if (n < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            ThrowErrno("write", path);
+        }
+        data += n;
+        size -= static_cast<std::size_t>(n);
+        offset += static_cast<std::uint64_t>(n);
+    }
+}
+
+std::string ReadAll(int fd, const std::filesystem::path& path) {
+    std::string data;
+    char chunk[1 << 16];
+    std::uint64_t offset = 0;
+    for (;;) {
+        const ssize_t n = ::pread(fd, chunk, sizeof chunk, static_cast<off_t>(offset));
+        if (n < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            ThrowErrno("read", path);
+        }
+        if (n == 0) {
+            return data;
+        }
+        data.append(chunk, static_cast<std::size_t>(n));
+        offset += static_cast<std::uint64_t>(n);
+    }
+}
+
+// Reads log.meta; nullopt when it does not exist. A damaged meta file is not guessed around: it is
+// replaced atomically, so damage means the disk lies, and the node must not start on a guess.
+std::optional<LogMeta> ReadMeta(const std::filesystem::path& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT) {
+            return std::nullopt;
+        }
+        ThrowErrno("open", path);
+    }
+    std::string data;
+    try {
+        data = ReadAll(fd, path);
+    } catch (...) {
+        ::close(fd);
+        throw;
+    }
+    ::close(fd);
+    if (data.size() != kMetaBytes || std::string_view(data).substr(0, 8) != kMetaMagic ||
+        crc32(data.data(), kMetaBytes - 4) != get_u32(data.data() + kMetaBytes - 4)) {
+        throw std::runtime_error("corrupt meta file " + path.string() + " (" +
+                                 std::to_string(data.size()) +
+                                 " bytes, bad magic, size or checksum)");
+    }
+    LogMeta meta;
+    meta.term = Term{get_u64(data.data() + 8)};
+    meta.commit_lsn = Lsn{Term{get_u64(data.data() + 16)}, get_u64(data.data() + 24)};
+    return meta;
+}
+
+}  // namespace
+
+FileStorage::FileStorage(std::filesystem::path dir, FsyncPolicy policy)
+    : dir_(std::move(dir)), policy_(policy) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir_, ec);
+    if (ec) {
+        throw std::system_error(ec, "create directory " + dir_.string());
+    }
+    const auto path = log_path();
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) {
+        ThrowErrno("open", path);
+    }
+}
+
+FileStorage::~FileStorage() {
+    if (fd_ >= 0) {
+        ::close(fd_);
+    }
+}
+
+Recovery FileStorage::recover() {
+    CONCLAVE_CHECK(!recovered_, "recover() is called once");
+    recovered_ = true;
+    const auto path = log_path();
+    Recovery result;
+    RecoveryReport& report = result.report;
+    const std::string data = ReadAll(fd_, path);
+    report.file_bytes = data.size();
+
+    std::size_t offset = 0;
+    if (data.size() < kLogMagic.size()) {
+        if (kLogMagic.substr(0, data.size()) != data) {
+            throw std::runtime_error("not a Conclave log file: " + path.string());
+        }
+        if (!data.empty()) {  // torn while writing the magic of a fresh file
+            report.problem = TailProblem::TornHeader;
+        }
+    } else if (std::string_view(data).substr(0, kLogMagic.size()) != kLogMagic) {
+        throw std::runtime_error("not a Conclave log file (bad magic): " + path.string());
+    } else {
+        offset = kLogMagic.size();
+        Lsn prev = kNoLsn;
+        while (offset < data.size()) {
+            DecodedRecord r = decode_record(std::string_view(data).substr(offset), kMaxRecordBytes);
+            if (r.problem == TailProblem::None && !(r.entry.lsn > prev)) {
+                r.problem = TailProblem::OutOfOrder;
+            }
+            if (r.problem != TailProblem::None) {
+                report.problem = r.problem;
+                report.problem_offset = offset;
+                break;
+            }
+            offset += r.bytes;
+            prev = r.entry.lsn;
+            index_.push_back(Indexed{prev, offset});
+            result.log.entries.push_back(std::move(r.entry));
+        }
+    }
+    report.records = result.log.entries.size();
+    if (offset == 0) {
+        // Fresh (or torn-at-birth) file: write the magic durably.
+        std::string magic(kLogMagic);
+        WriteAll(fd_, magic.data(), magic.size(), 0, path);
+        if (::ftruncate(fd_, static_cast<off_t>(magic.size())) != 0) {
+            ThrowErrno("truncate", path);
+        }
+        FsyncOrThrow(fd_, path);
+        FsyncDirectory(dir_);
+        size_ = magic.size();
+        report.valid_bytes = 0;
+    } else {
+        size_ = offset;
+        report.valid_bytes = offset;
+        if (offset < data.size()) {  // cut the bad tail off, durably, before anything is appended
+            if (::ftruncate(fd_, static_cast<off_t>(offset)) != 0) {
+                ThrowErrno("truncate", path);
+            }
+            FsyncOrThrow(fd_, path);
+        }
+    }
+    synced_ = index_.size();
+
+    std::error_code ignored;
+    std::filesystem::remove(dir_ / (std::string(kMetaFileName) + ".tmp"), ignored);
+    if (auto meta = ReadMeta(meta_path())) {
+        result.log.meta = *meta;
+        report.meta_found = true;
+    }
+    return result;
+}
+
+void FileStorage::append(const std::vector<Entry>& entries) {
+    CONCLAVE_CHECK(recovered_, "recover() before append()");
+    if (entries.empty()) {
+        return;
+    }
+    buffer_.clear();
+    std::uint64_t end = size_;
+    const std::size_t first = index_.size();
+    for (const Entry& e : entries) {
+        CONCLAVE_CHECK(index_.empty() || index_.back().lsn < e.lsn,
+                       "stored entries are strictly increasing");
+        const std::size_t before = buffer_.size();
+        encode_record(e, buffer_);
+        end += buffer_.size() - before;
+        index_.push_back(Indexed{e.lsn, end});
+    }
+    try {
+        Write(buffer_, size_);
+    } catch (...) {
+        index_.resize(first);
+        throw;
+    }
+    size_ = end;
+    if (policy_ == FsyncPolicy::EveryEntry) {
+        SyncLog();
+    }
+}
+
+void FileStorage::truncate_after(Lsn after_lsn) {
+    CONCLAVE_CHECK(recovered_, "recover() before truncate_after()");
+    auto keep = std::upper_bound(index_.begin(), index_.end(), after_lsn,
+                                 [](Lsn l, const Indexed& i) { return l < i.lsn; });
+    const std::uint64_t new_size =
+        keep == index_.begin() ? kLogMagic.size() : (keep - 1)->end_offset;
+    index_.erase(keep, index_.end());
+    synced_ = std::min(synced_, index_.size());
+    if (new_size == size_) {
+        return;
+    }
+    if (::ftruncate(fd_, static_cast<off_t>(new_size)) != 0) {
+        ThrowErrno("truncate", log_path());
+    }
+    size_ = new_size;
+    // Durable before anything is appended in its place, so that recovery never sees old records
+    // after new ones.
+    FsyncOrThrow(fd_, log_path());
+    ++fsync_count_;
+}
+
+void FileStorage::write_meta(const LogMeta& meta) {
+    std::string data(kMetaMagic);
+    put_u64(data, meta.term.value);
+    put_u64(data, meta.commit_lsn.term.value);
+    put_u64(data, meta.commit_lsn.counter);
+    put_u32(data, crc32(data.data(), data.size()));
+    const auto final_path = meta_path();
+    const auto temp_path = dir_ / (std::string(kMetaFileName) + ".tmp");
+    const int fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        ThrowErrno("open", temp_path);
+    }
+    try {
+        WriteAll(fd, data.data(), data.size(), 0, temp_path);
+        FsyncOrThrow(fd, temp_path);
+    } catch (...) {
+        ::close(fd);
+        throw;
+    }
+    ::close(fd);
+    if (::rename(temp_path.c_str(), final_path.c_str()) != 0) {
+        ThrowErrno("rename to " + final_path.string() + " from", temp_path);
+    }
+    FsyncDirectory(dir_);
+    fsync_count_ += 2;
+}
+
+Lsn FileStorage::flush() {
+    if (synced_ < index_.size()) {
+        if (policy_ == FsyncPolicy::Never) {
+            synced_ = index_.size();
+        } else {
+            SyncLog();
+        }
+    }
+    return durable_lsn();
+}
+
+Lsn FileStorage::durable_lsn() const {
+    return synced_ == 0 ? kNoLsn : index_[synced_ - 1].lsn;
+}
+
+void FileStorage::SyncLog() {
+    // fdatasync is enough: the file size is data for it, and no other metadata matters.
+    while (::fdatasync(fd_) != 0) {
+        if (errno != EINTR) {
+            ThrowErrno("fdatasync", log_path());
+        }
+    }
+    ++fsync_count_;
+    synced_ = index_.size();
+}
+
+void FileStorage::Write(const std::string& bytes, std::uint64_t offset) {
+    WriteAll(fd_, bytes.data(), bytes.size(), offset, log_path());
+}
+
+}  // namespace conclave::replication

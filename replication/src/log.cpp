@@ -1,0 +1,785 @@
+// The replicated log core. Read replication/README.md first: it states the protocol and the
+// invariants that the CONCLAVE_CHECKs below enforce.
+#include "conclave/replication/log.hpp"
+
+#include <algorithm>
+#include <array>
+#include <functional>
+#include <stdexcept>
+#include <type_traits>
+#include <utility>
+
+#include "conclave/replication/check.hpp"
+
+namespace conclave::replication {
+
+namespace {
+
+bool StrictlyIncreasing(Lsn after, const std::vector<Entry>& entries) {
+    Lsn prev = after;
+    for (const Entry& e : entries) {
+        if (!(e.lsn > prev)) {
+            return false;
+        }
+        prev = e.lsn;
+    }
+    return true;
+}
+
+}  // namespace
+
+ReplicatedLog::ReplicatedLog(LogConfig config, RecoveredLog recovered)
+    : config_(config), quorum_(config.effective_quorum()), entries_(std::move(recovered.entries)) {
+    if (auto error = config_.validate()) {
+        throw std::invalid_argument("replication config: " + *error);
+    }
+    if (!StrictlyIncreasing(kNoLsn, entries_)) {
+        throw std::invalid_argument("recovered log: entry LSNs are not strictly increasing");
+    }
+    state_.term = recovered.meta.term;
+    if (!entries_.empty() && entries_.back().lsn.term > state_.term) {
+        // The meta file lags the entries only if it was lost; the entries prove the term existed.
+        state_.term = entries_.back().lsn.term;
+    }
+    // The recorded commit point is a lower bound; the recovered log may be shorter (torn tail).
+    auto commit_end = std::upper_bound(entries_.begin(), entries_.end(), recovered.meta.commit_lsn,
+                                       [](Lsn l, const Entry& e) { return l < e.lsn; });
+    state_.commit_len = static_cast<std::size_t>(commit_end - entries_.begin());
+    state_.durable_len = entries_.size();
+    progress_.resize(config_.cluster_size);
+    sync_.last_lsn.resize(config_.cluster_size);
+    sync_.commit_lsn.resize(config_.cluster_size);
+}
+
+// ---- Inputs ------------------------------------------------------------------------------------
+
+LogActions ReplicatedLog::start(Millis) {
+    SetCommit(state_.commit_len);  // applies the recovered committed prefix
+    out_.push_back(NotifyLogRole{state_.role, state_.term});
+    return Finish();
+}
+
+LogActions ReplicatedLog::on_leadership(Millis, const LeadershipSnapshot& snapshot) {
+    const bool self_leads = snapshot.role == Role::Leader && snapshot.leader == config_.self;
+    if (self_leads) {
+        const bool already = IsLeader() && state_.term == snapshot.term;
+        // A leadership of a term this log has already promised away (or seen another leader of)
+        // is stale: the elector will catch up. Stay a follower.
+        const bool stale = snapshot.term <= state_.term && !already;
+        if (!already && !stale) {
+            BecomeLeader(snapshot.term);
+        }
+    } else if (IsLeader()) {
+        StepDown(ProposeError::LeadershipLost);
+    }
+    return Finish();
+}
+
+LogActions ReplicatedLog::propose(Millis now, Lsn lsn, std::string key, std::string value) {
+    ProposeError error = ProposeError::None;
+    if (!IsLeader() || lsn.term != state_.term) {
+        error = ProposeError::NotLeader;
+    } else if (state_.role != LogRole::LeaderActive) {
+        error = ProposeError::NotActive;
+    } else if (key.empty() || key.size() > config_.max_key_bytes ||
+               value.size() > config_.max_value_bytes || lsn.counter == 0 || !(lsn > last_lsn())) {
+        error = ProposeError::InvalidEntry;
+    }
+    if (error != ProposeError::None) {
+        ++counters_.proposals_failed;
+        out_.push_back(ProposeResult{lsn, error, now});
+        return Finish();
+    }
+    entries_.push_back(Entry{lsn, std::move(key), std::move(value)});
+    out_.push_back(PersistEntries{{entries_.back()}});
+    pending_.push_back(Pending{lsn, now, state_.tick + config_.propose_timeout_ticks});
+    for (std::size_t n = 0; n < config_.cluster_size; ++n) {
+        if (IsPeer(NodeId{static_cast<std::uint16_t>(n)})) {
+            Replicate(NodeId{static_cast<std::uint16_t>(n)});
+        }
+    }
+    return Finish();
+}
+
+LogActions ReplicatedLog::receive(Millis, const LogMessage& m) {
+    if (!IsPeer(m.from)) {
+        ++counters_.messages_dropped;
+        return Finish();
+    }
+    const bool request = std::holds_alternative<SyncRequest>(m.body) ||
+                         std::holds_alternative<Append>(m.body) ||
+                         std::holds_alternative<FetchRequest>(m.body);
+    if (m.term < state_.term) {
+        if (request) {
+            RejectStale(m);
+        }
+        return Finish();  // a stale response: its sender has moved on, or it is a late duplicate
+    }
+    if (m.term > state_.term) {
+        // A request comes from the (unique) leader of its term; a response in a higher term only
+        // says that such a leader exists.
+        if (IsLeader()) {
+            StepDown(ProposeError::LeadershipLost);
+        }
+        AdoptTerm(m.term, request ? std::optional<NodeId>(m.from) : std::nullopt);
+    } else if (request) {
+        if (IsLeader() || (state_.leader && *state_.leader != m.from)) {
+            ++counters_.two_leader_alarms;  // impossible with a correct elector; never obey it
+            return Finish();
+        }
+        state_.leader = m.from;
+    }
+    std::visit(
+        [&](const auto& body) {
+            using T = std::decay_t<decltype(body)>;
+            if constexpr (std::is_same_v<T, SyncRequest>) {
+                HandleSyncRequest(m);
+            } else if constexpr (std::is_same_v<T, SyncResponse>) {
+                HandleSyncResponse(m, body);
+            } else if constexpr (std::is_same_v<T, Append>) {
+                HandleAppend(m, body);
+            } else if constexpr (std::is_same_v<T, AppendAck>) {
+                HandleAppendAck(m, body);
+            } else if constexpr (std::is_same_v<T, FetchRequest>) {
+                HandleFetchRequest(m, body);
+            } else {
+                static_assert(std::is_same_v<T, FetchResponse>);
+                HandleFetchResponse(m, body);
+            }
+        },
+        m.body);
+    return Finish();
+}
+
+LogActions ReplicatedLog::timer_fired(Millis, LogTimer timer) {
+    const auto bit = static_cast<std::uint8_t>(1U << static_cast<unsigned>(timer));
+    if ((armed_timers_ & bit) == 0) {
+        return Finish();
+    }
+    armed_timers_ = static_cast<std::uint8_t>(armed_timers_ & ~bit);
+    switch (timer) {
+        case LogTimer::Heartbeat:
+            HeartbeatFired();
+            break;
+        case LogTimer::SyncRetry:
+            SyncRetryFired();
+            break;
+    }
+    return Finish();
+}
+
+LogActions ReplicatedLog::persisted(Millis, Lsn lsn) {
+    auto len = length_through(lsn);
+    if (!len) {
+        // Written before a truncation removed it: says nothing about the current suffix.
+        ++counters_.stale_completions;
+        return Finish();
+    }
+    state_.durable_len = std::max(state_.durable_len, *len);
+    if (IsLeader()) {
+        AdvanceCommit();
+    } else {
+        MaybeAck(false);
+    }
+    return Finish();
+}
+
+LogActions ReplicatedLog::peer_up(Millis, NodeId peer) {
+    if (!IsPeer(peer)) {
+        return Finish();
+    }
+    if (IsLeader() && sync_.done) {
+        // A reconnected follower may have restarted; under fsync "never" it may even have lost
+        // what it acknowledged. Count nothing as matched until it acknowledges again.
+        const std::size_t guess = progress_[peer.value].match_len;
+        progress_[peer.value].match_len = 0;
+        Rewind(peer, guess);
+        if (!Replicate(peer)) {
+            SendHeartbeat(peer);
+        }
+    } else if (IsLeader()) {
+        if (!sync_.responded.contains(peer)) {
+            Send(peer, SyncRequest{});
+        } else if (sync_.source == peer) {
+            SendFetch();
+        }
+    }
+    return Finish();
+}
+
+LogActions ReplicatedLog::peer_down(Millis, NodeId peer) {
+    if (!IsPeer(peer) || !IsLeader()) {
+        return Finish();
+    }
+    if (sync_.done) {
+        Rewind(peer, progress_[peer.value].match_len);
+    } else if (sync_.source == peer) {
+        AbandonSource();
+    }
+    return Finish();
+}
+
+// ---- Message handlers --------------------------------------------------------------------------
+
+// Follower: report our position. The promise (term) was made durable by AdoptTerm before this
+// answer leaves (PersistMeta precedes the send in the same batch).
+void ReplicatedLog::HandleSyncRequest(const LogMessage&) {
+    Send(*state_.leader, SyncResponse{last_lsn(), commit_lsn()});
+}
+
+void ReplicatedLog::HandleSyncResponse(const LogMessage& m, const SyncResponse& body) {
+    if (state_.role != LogRole::LeaderPassive || sync_.done) {
+        return;  // late: sync is over
+    }
+    sync_.responded.insert(m.from);
+    sync_.last_lsn[m.from.value] = body.last_lsn;
+    sync_.commit_lsn[m.from.value] = body.commit_lsn;
+    EvaluateSync();
+}
+
+void ReplicatedLog::HandleAppend(const LogMessage& m, const Append& body) {
+    auto start_len = length_through(body.prev_lsn);
+    if (!start_len) {
+        ++counters_.appends_rejected;
+        Send(m.from, AppendAck{false, body.prev_lsn, last_lsn(), commit_lsn()});
+        return;
+    }
+    if (!ValidBatch(body.prev_lsn, body.entries)) {
+        ++counters_.messages_dropped;
+        return;
+    }
+    const std::size_t end = Merge(*start_len, body.entries);
+    // Everything up to `end` now equals the leader's log (Log Matching: same LSN, same prefix).
+    state_.matched_len = std::max(state_.matched_len, end);
+    if (body.commit_lsn > commit_lsn()) {
+        // Commit only what is known to match the leader: its commit point may lie beyond.
+        const Lsn matched = lsn_at(state_.matched_len);
+        const Lsn upto = std::min(body.commit_lsn, matched);
+        auto len = length_through(upto);
+        CONCLAVE_CHECK(len.has_value(), "the leader's commit point lies in the matched prefix");
+        if (*len > state_.commit_len) {
+            SetCommit(*len);
+        }
+    }
+    MaybeAck(body.entries.empty());
+}
+
+void ReplicatedLog::HandleAppendAck(const LogMessage& m, const AppendAck& body) {
+    if (!IsLeader() || !sync_.done) {
+        return;
+    }
+    PeerProgress& p = progress_[m.from.value];
+    if (body.ok) {
+        auto len = length_through(body.last_lsn);
+        if (!len) {
+            ++counters_.messages_dropped;  // we never sent that LSN in this term
+            return;
+        }
+        p.match_len = std::max(p.match_len, *len);
+        p.next_len = std::max(p.next_len, p.match_len);
+        p.probing = false;
+        auto acked = std::upper_bound(p.inflight_ends.begin(), p.inflight_ends.end(), p.match_len);
+        p.inflight_ends.erase(p.inflight_ends.begin(), acked);
+        AdvanceCommit();
+        Replicate(m.from);
+        return;
+    }
+    // The follower lacked prev_lsn. A refusal of an append that is no longer the last probe, or
+    // of a position already acknowledged, is stale (reordered): acting on it would only re-send.
+    auto refused_len = length_through(body.prev_lsn);
+    if (!refused_len || *refused_len <= p.match_len ||
+        (p.probing && body.prev_lsn != p.probe_prev)) {
+        return;
+    }
+    // Resume after its last entry if we hold it (then its whole log is a prefix of ours), else
+    // after its commit point (committed entries are in our log), else from the start.
+    std::size_t resume = 0;
+    if (auto l = length_through(body.last_lsn)) {
+        resume = *l;
+    } else if (auto c = length_through(body.commit_lsn)) {
+        resume = *c;
+    }
+    Rewind(m.from, std::max(std::min(resume, *refused_len - 1), p.match_len));
+    Replicate(m.from);
+}
+
+void ReplicatedLog::HandleFetchRequest(const LogMessage& m, const FetchRequest& body) {
+    FetchResponse response{body.after_lsn, {}, last_lsn()};
+    if (auto start_len = length_through(body.after_lsn)) {
+        const std::size_t max_entries = std::min<std::size_t>(
+            std::max<std::uint32_t>(body.max_entries, 1), config_.max_batch_entries);
+        std::size_t bytes = 0;
+        for (std::size_t i = *start_len; i < entries_.size(); ++i) {
+            const Entry& e = entries_[i];
+            if (e.lsn > body.up_to_lsn || response.entries.size() >= max_entries ||
+                (!response.entries.empty() && bytes + entry_bytes(e) > config_.max_batch_bytes)) {
+                break;
+            }
+            bytes += entry_bytes(e);
+            response.entries.push_back(e);
+        }
+    }
+    Send(m.from, std::move(response));
+}
+
+void ReplicatedLog::HandleFetchResponse(const LogMessage& m, const FetchResponse& body) {
+    if (state_.role != LogRole::LeaderPassive || sync_.done || sync_.source != m.from ||
+        body.after_lsn != sync_.fetch_after) {
+        return;  // duplicate or late
+    }
+    auto start_len = length_through(body.after_lsn);
+    if (body.entries.empty() || !start_len || !ValidBatch(body.after_lsn, body.entries) ||
+        body.entries.back().lsn > sync_.target) {
+        // The source no longer has what it reported (it restarted and lost a suffix that was not
+        // durable): ask it again and choose anew.
+        AbandonSource();
+        return;
+    }
+    counters_.entries_fetched += body.entries.size();
+    Merge(*start_len, body.entries);
+    sync_.fetch_after = body.entries.back().lsn;
+    if (sync_.fetch_after == sync_.target) {
+        CONCLAVE_CHECK(last_lsn() == sync_.target, "the adopted log ends at the sync target");
+        FinishSync();
+    } else {
+        SendFetch();
+    }
+}
+
+void ReplicatedLog::HeartbeatFired() {
+    if (!IsLeader() || !sync_.done) {
+        return;
+    }
+    ++state_.tick;
+    for (std::size_t n = 0; n < config_.cluster_size; ++n) {
+        const NodeId peer{static_cast<std::uint16_t>(n)};
+        if (!IsPeer(peer)) {
+            continue;
+        }
+        PeerProgress& p = progress_[n];
+        if (!p.inflight_ends.empty() && p.match_len == p.match_at_last_tick) {
+            ++counters_.retransmissions;  // a whole period without progress: presume loss
+            Rewind(peer, p.match_len);
+        }
+        p.match_at_last_tick = p.match_len;
+        if (!Replicate(peer)) {
+            SendHeartbeat(peer);
+        }
+    }
+    while (!pending_.empty() && pending_.front().deadline_tick <= state_.tick) {
+        ++counters_.proposals_failed;
+        out_.push_back(ProposeResult{pending_.front().lsn, ProposeError::TimedOut,
+                                     pending_.front().proposed_at});
+        pending_.pop_front();
+    }
+    Arm(LogTimer::Heartbeat, config_.heartbeat_period);
+}
+
+void ReplicatedLog::SyncRetryFired() {
+    if (state_.role != LogRole::LeaderPassive || sync_.done) {
+        return;
+    }
+    for (std::size_t n = 0; n < config_.cluster_size; ++n) {
+        const NodeId peer{static_cast<std::uint16_t>(n)};
+        if (IsPeer(peer) && !sync_.responded.contains(peer)) {
+            Send(peer, SyncRequest{});
+        }
+    }
+    if (sync_.source) {
+        SendFetch();
+    }
+    Arm(LogTimer::SyncRetry, config_.sync_retry_period);
+}
+
+// ---- Transitions -------------------------------------------------------------------------------
+
+void ReplicatedLog::BecomeLeader(Term term) {
+    CONCLAVE_CHECK(term > state_.term, "a new leadership is of a term above every promise");
+    if (IsLeader()) {
+        StepDown(ProposeError::LeadershipLost);
+    }
+    AdoptTerm(term, config_.self);
+    SetRole(LogRole::LeaderPassive);
+    sync_ = SyncProgress{};
+    sync_.last_lsn.assign(config_.cluster_size, kNoLsn);
+    sync_.commit_lsn.assign(config_.cluster_size, kNoLsn);
+    sync_.responded.insert(config_.self);
+    sync_.last_lsn[config_.self.value] = last_lsn();
+    sync_.commit_lsn[config_.self.value] = commit_lsn();
+    for (PeerProgress& p : progress_) {
+        p = PeerProgress{};
+    }
+    state_.tick = 0;
+    SendToAll(SyncRequest{});
+    Arm(LogTimer::SyncRetry, config_.sync_retry_period);
+    EvaluateSync();
+}
+
+void ReplicatedLog::StepDown(ProposeError reason) {
+    CONCLAVE_CHECK(IsLeader(), "only a leader steps down");
+    FailPending(reason);
+    Cancel(LogTimer::Heartbeat);
+    Cancel(LogTimer::SyncRetry);
+    sync_.done = false;
+    sync_.source.reset();
+    state_.leader.reset();
+    SetRole(LogRole::Follower);
+}
+
+// Raises the promised term (durably, before anything that depends on it leaves the node) and
+// forgets what was matched against the previous term's leader.
+void ReplicatedLog::AdoptTerm(Term term, std::optional<NodeId> leader) {
+    CONCLAVE_CHECK(term > state_.term, "terms only grow");
+    state_.term = term;
+    state_.leader = leader;
+    state_.matched_len = 0;
+    state_.acked_len = 0;
+    out_.push_back(PersistMeta{LogMeta{state_.term, commit_lsn()}});
+}
+
+// A request from a leader of an older term: answer in our term so that it learns it is deposed.
+void ReplicatedLog::RejectStale(const LogMessage& m) {
+    if (std::holds_alternative<SyncRequest>(m.body)) {
+        Send(m.from, SyncResponse{last_lsn(), commit_lsn()});
+    } else if (std::holds_alternative<Append>(m.body)) {
+        Send(m.from, AppendAck{false, std::get<Append>(m.body).prev_lsn, last_lsn(), commit_lsn()});
+    } else {
+        Send(m.from, FetchResponse{std::get<FetchRequest>(m.body).after_lsn, {}, last_lsn()});
+    }
+}
+
+// With answers from a quorum (self included), adopt the most advanced log among them. That log
+// holds every committed entry (README, "Why sync is safe").
+void ReplicatedLog::EvaluateSync() {
+    if (sync_.done || sync_.source) {
+        return;
+    }
+    if (config_.planted_bug == PlantedLogBug::SkipSync) {
+        FinishSync();
+        return;
+    }
+    if (sync_.responded.size() < quorum_) {
+        return;
+    }
+    // Our own log may have grown from a source abandoned half-way: it is still a prefix of a log
+    // that held every committed entry, plus our own committed entries (README, "Sync").
+    sync_.last_lsn[config_.self.value] = last_lsn();
+    NodeId best = config_.self;
+    for (std::size_t n = 0; n < config_.cluster_size; ++n) {
+        const NodeId node{static_cast<std::uint16_t>(n)};
+        if (sync_.responded.contains(node) && sync_.last_lsn[n] > sync_.last_lsn[best.value]) {
+            best = node;
+        }
+    }
+    if (sync_.last_lsn[best.value] <= last_lsn()) {
+        FinishSync();  // equal last LSNs mean equal logs
+        return;
+    }
+    sync_.source = best;
+    sync_.target = sync_.last_lsn[best.value];
+    // Our committed prefix is committed, hence in the source's log at the same place.
+    sync_.fetch_after = commit_lsn();
+    SendFetch();
+}
+
+void ReplicatedLog::SendFetch() {
+    Send(*sync_.source, FetchRequest{sync_.fetch_after, sync_.target, config_.max_batch_entries});
+}
+
+void ReplicatedLog::AbandonSource() {
+    const NodeId source = *sync_.source;
+    sync_.responded.erase(source);
+    sync_.source.reset();
+    Send(source, SyncRequest{});
+    EvaluateSync();
+}
+
+void ReplicatedLog::FinishSync() {
+    CONCLAVE_CHECK(state_.role == LogRole::LeaderPassive && !sync_.done, "sync finishes once");
+    const Lsn sync_point{state_.term, 0};
+    CONCLAVE_CHECK(last_lsn() < sync_point, "no entry of a term above the leader's");
+    entries_.push_back(Entry{sync_point, {}, {}});
+    out_.push_back(PersistEntries{{entries_.back()}});
+    state_.sync_index = entries_.size() - 1;
+    sync_.done = true;
+    sync_.source.reset();
+    ++counters_.syncs_completed;
+    Cancel(LogTimer::SyncRetry);
+    for (std::size_t n = 0; n < config_.cluster_size; ++n) {
+        const NodeId peer{static_cast<std::uint16_t>(n)};
+        if (!IsPeer(peer)) {
+            continue;
+        }
+        // Start where the follower's log (as reported) still matches ours; the first reply
+        // corrects a wrong guess. Nothing counts as matched before an ack in this term.
+        std::size_t next = state_.sync_index;
+        if (sync_.responded.contains(peer)) {
+            if (auto l = length_through(sync_.last_lsn[n])) {
+                next = *l;
+            } else if (auto c = length_through(sync_.commit_lsn[n])) {
+                next = *c;
+            }
+        }
+        progress_[n] = PeerProgress{};
+        progress_[n].next_len = next;
+        if (!Replicate(peer)) {
+            SendHeartbeat(peer);
+        }
+    }
+    Arm(LogTimer::Heartbeat, config_.heartbeat_period);
+    AdvanceCommit();
+}
+
+std::size_t ReplicatedLog::Merge(std::size_t pos, const std::vector<Entry>& entries) {
+    std::size_t first_new = entries.size();
+    for (std::size_t i = 0; i < entries.size(); ++i, ++pos) {
+        if (pos < entries_.size()) {
+            if (entries_[pos].lsn == entries[i].lsn) {
+                CONCLAVE_CHECK(entries_[pos] == entries[i], "one LSN names one entry");
+                continue;
+            }
+            Truncate(pos);
+        }
+        first_new = i;
+        break;
+    }
+    if (first_new == entries.size()) {
+        return pos;
+    }
+    PersistEntries persist;
+    persist.entries.assign(entries.begin() + static_cast<std::ptrdiff_t>(first_new), entries.end());
+    entries_.insert(entries_.end(), persist.entries.begin(), persist.entries.end());
+    out_.push_back(std::move(persist));
+    return entries_.size();
+}
+
+void ReplicatedLog::Truncate(std::size_t len) {
+    CONCLAVE_CHECK(len >= state_.commit_len, "a committed entry is never truncated");
+    CONCLAVE_CHECK(!(IsLeader() && sync_.done), "a leader's log is append-only once it serves");
+    counters_.entries_truncated += entries_.size() - len;
+    out_.push_back(TruncateEntries{lsn_at(len)});
+    entries_.resize(len);
+    state_.durable_len = std::min(state_.durable_len, len);
+    state_.matched_len = std::min(state_.matched_len, len);
+    state_.acked_len = std::min(state_.acked_len, len);
+}
+
+// Sends batches to `peer` while its window allows. Returns whether anything was sent.
+bool ReplicatedLog::Replicate(NodeId peer) {
+    if (!IsLeader() || !sync_.done) {
+        return false;
+    }
+    PeerProgress& p = progress_[peer.value];
+    const std::size_t window = p.probing ? 1 : config_.max_inflight_batches;
+    bool sent = false;
+    while (p.inflight_ends.size() < window && p.next_len < entries_.size()) {
+        std::size_t end = p.next_len;
+        std::size_t bytes = 0;
+        while (
+            end < entries_.size() && end - p.next_len < config_.max_batch_entries &&
+            (end == p.next_len || bytes + entry_bytes(entries_[end]) <= config_.max_batch_bytes)) {
+            bytes += entry_bytes(entries_[end]);
+            ++end;
+        }
+        Append append{lsn_at(p.next_len), {}, commit_lsn()};
+        p.probe_prev = append.prev_lsn;
+        append.entries.assign(entries_.begin() + static_cast<std::ptrdiff_t>(p.next_len),
+                              entries_.begin() + static_cast<std::ptrdiff_t>(end));
+        Send(peer, std::move(append));
+        p.inflight_ends.push_back(end);
+        p.next_len = end;
+        sent = true;
+    }
+    return sent;
+}
+
+// An empty append: carries the commit point, and its reply tells whether the follower diverged.
+void ReplicatedLog::SendHeartbeat(NodeId peer) {
+    Send(peer, Append{lsn_at(progress_[peer.value].match_len), {}, commit_lsn()});
+}
+
+void ReplicatedLog::Rewind(NodeId peer, std::size_t next_len) {
+    PeerProgress& p = progress_[peer.value];
+    p.next_len = std::min(next_len, entries_.size());
+    p.inflight_ends.clear();
+    p.probing = true;
+}
+
+// Committed = durable on a quorum (self included) in this term, at or after our sync point.
+// Entries before the sync point commit with it (they are a prefix of it).
+void ReplicatedLog::AdvanceCommit() {
+    if (!IsLeader() || !sync_.done) {
+        return;
+    }
+    std::array<std::size_t, kMaxClusterSize> lens{};  // no allocation on the hot path
+    for (std::size_t n = 0; n < config_.cluster_size; ++n) {
+        lens[n] = n == config_.self.value ? state_.durable_len : progress_[n].match_len;
+    }
+    std::size_t quorum = quorum_;
+    if (config_.planted_bug == PlantedLogBug::CommitWithoutQuorum && quorum > 1) {
+        --quorum;
+    }
+    const auto end = lens.begin() + static_cast<std::ptrdiff_t>(config_.cluster_size);
+    std::nth_element(lens.begin(), lens.begin() + static_cast<std::ptrdiff_t>(quorum - 1), end,
+                     std::greater<>());
+    const std::size_t stored_on_quorum = lens[quorum - 1];
+    if (stored_on_quorum > state_.sync_index && stored_on_quorum > state_.commit_len) {
+        SetCommit(stored_on_quorum);
+    }
+    if (state_.role == LogRole::LeaderPassive && state_.commit_len > state_.sync_index) {
+        SetRole(LogRole::LeaderActive);
+    }
+}
+
+void ReplicatedLog::SetCommit(std::size_t len) {
+    CONCLAVE_CHECK(len >= state_.commit_len, "the commit point never moves back");
+    CONCLAVE_CHECK(len <= entries_.size(), "only held entries commit");
+    counters_.entries_committed += len - state_.commit_len;
+    state_.commit_len = len;
+    if (state_.applied_len < len) {
+        ApplyCommitted apply;
+        apply.entries.assign(entries_.begin() + static_cast<std::ptrdiff_t>(state_.applied_len),
+                             entries_.begin() + static_cast<std::ptrdiff_t>(len));
+        out_.push_back(std::move(apply));
+        state_.applied_len = len;
+    }
+    const Lsn committed = commit_lsn();
+    while (!pending_.empty() && pending_.front().lsn <= committed) {
+        ++counters_.proposals_committed;
+        out_.push_back(
+            ProposeResult{pending_.front().lsn, ProposeError::None, pending_.front().proposed_at});
+        pending_.pop_front();
+    }
+}
+
+// Follower: acknowledge the durable part of what matches the leader.
+void ReplicatedLog::MaybeAck(bool force) {
+    if (IsLeader() || !state_.leader) {
+        return;
+    }
+    const std::size_t ack_len = std::min(state_.durable_len, state_.matched_len);
+    if (force || ack_len > state_.acked_len) {
+        Send(*state_.leader, AppendAck{true, {}, lsn_at(ack_len), commit_lsn()});
+        state_.acked_len = std::max(state_.acked_len, ack_len);
+    }
+}
+
+void ReplicatedLog::FailPending(ProposeError error) {
+    for (const Pending& p : pending_) {
+        ++counters_.proposals_failed;
+        out_.push_back(ProposeResult{p.lsn, error, p.proposed_at});
+    }
+    pending_.clear();
+}
+
+bool ReplicatedLog::ValidBatch(Lsn after, const std::vector<Entry>& entries) const {
+    if (!StrictlyIncreasing(after, entries)) {
+        return false;
+    }
+    return std::all_of(entries.begin(), entries.end(), [&](const Entry& e) {
+        return e.lsn.term <= state_.term && is_sync_point(e) == e.key.empty() &&
+               !(is_sync_point(e) && !e.value.empty());
+    });
+}
+
+// ---- Observation -------------------------------------------------------------------------------
+
+std::optional<std::size_t> ReplicatedLog::length_through(Lsn lsn) const {
+    if (lsn == kNoLsn) {
+        return 0;
+    }
+    auto it = std::lower_bound(entries_.begin(), entries_.end(), lsn,
+                               [](const Entry& e, Lsn l) { return e.lsn < l; });
+    if (it == entries_.end() || it->lsn != lsn) {
+        return std::nullopt;
+    }
+    return static_cast<std::size_t>(it - entries_.begin()) + 1;
+}
+
+std::vector<Entry> ReplicatedLog::committed_after(Lsn after, std::size_t max_entries) const {
+    auto first = std::upper_bound(entries_.begin(),
+                                  entries_.begin() + static_cast<std::ptrdiff_t>(state_.commit_len),
+                                  after, [](Lsn l, const Entry& e) { return l < e.lsn; });
+    const auto available = static_cast<std::size_t>(
+        entries_.begin() + static_cast<std::ptrdiff_t>(state_.commit_len) - first);
+    const auto count = std::min(available, max_entries);
+    return std::vector<Entry>(first, first + static_cast<std::ptrdiff_t>(count));
+}
+
+std::string ReplicatedLog::check_invariants() const {
+    if (!StrictlyIncreasing(kNoLsn, entries_)) {
+        return "entry LSNs are not strictly increasing";
+    }
+    for (const Entry& e : entries_) {
+        if (e.lsn.term > state_.term) {
+            return "entry " + to_string(e.lsn) + " is of a term above the promised term";
+        }
+        if (is_sync_point(e) != e.key.empty()) {
+            return "entry " + to_string(e.lsn) + ": only sync points have an empty key";
+        }
+    }
+    if (state_.commit_len > entries_.size() || state_.applied_len != state_.commit_len ||
+        state_.durable_len > entries_.size() || state_.matched_len > entries_.size()) {
+        return "a prefix length exceeds the log";
+    }
+    if (state_.role == LogRole::LeaderActive) {
+        if (!sync_.done || state_.sync_index >= state_.commit_len ||
+            entries_[state_.sync_index].lsn != Lsn{state_.term, 0}) {
+            return "an ACTIVE leader's sync point is not committed";
+        }
+    }
+    if (IsLeader() && state_.leader != config_.self) {
+        return "a leader does not name itself leader";
+    }
+    for (const Pending& p : pending_) {
+        if (state_.role != LogRole::LeaderActive || !length_through(p.lsn) ||
+            p.lsn <= commit_lsn()) {
+            return "pending proposal " + to_string(p.lsn) + " is not an uncommitted entry";
+        }
+    }
+    return {};
+}
+
+// ---- Primitive outputs -------------------------------------------------------------------------
+
+bool ReplicatedLog::IsPeer(NodeId n) const {
+    return n.value < config_.cluster_size && n != config_.self;
+}
+
+void ReplicatedLog::Send(NodeId to, LogMessageBody body) {
+    out_.push_back(SendLog{to, LogMessage{config_.self, state_.term, std::move(body)}});
+}
+
+void ReplicatedLog::SendToAll(LogMessageBody body) {
+    if (config_.cluster_size > 1) {
+        out_.push_back(BroadcastLog{LogMessage{config_.self, state_.term, std::move(body)}});
+    }
+}
+
+void ReplicatedLog::Arm(LogTimer timer, Millis delay) {
+    armed_timers_ = static_cast<std::uint8_t>(armed_timers_ | (1U << static_cast<unsigned>(timer)));
+    out_.push_back(ArmLogTimer{timer, delay});
+}
+
+void ReplicatedLog::Cancel(LogTimer timer) {
+    const auto bit = static_cast<std::uint8_t>(1U << static_cast<unsigned>(timer));
+    if ((armed_timers_ & bit) != 0) {
+        armed_timers_ = static_cast<std::uint8_t>(armed_timers_ & ~bit);
+        out_.push_back(CancelLogTimer{timer});
+    }
+}
+
+void ReplicatedLog::SetRole(LogRole role) {
+    if (state_.role != role) {
+        state_.role = role;
+        out_.push_back(NotifyLogRole{role, state_.term});
+    }
+}
+
+LogActions ReplicatedLog::Finish() {
+    LogActions out;
+    out.swap(out_);
+    return out;
+}
+
+}  // namespace conclave::replication

@@ -1,0 +1,121 @@
+#include <algorithm>
+#include <stdexcept>
+#include <type_traits>
+
+#include "conclave/replication/check.hpp"
+#include "conclave/replication/storage.hpp"
+
+namespace conclave::replication {
+
+bool perform_storage_action(LogStorage& storage, const LogAction& action) {
+    if (const auto* p = std::get_if<PersistEntries>(&action)) {
+        storage.append(p->entries);
+        return true;
+    }
+    if (const auto* t = std::get_if<TruncateEntries>(&action)) {
+        storage.truncate_after(t->after_lsn);
+        return true;
+    }
+    if (const auto* m = std::get_if<PersistMeta>(&action)) {
+        storage.write_meta(m->meta);
+        return true;
+    }
+    return false;
+}
+
+Recovery MemoryStorage::recover() {
+    Recovery r;
+    r.log.entries = entries_;
+    r.log.meta = meta_;
+    r.report.records = entries_.size();
+    r.report.meta_found = true;
+    return r;
+}
+
+void MemoryStorage::append(const std::vector<Entry>& entries) {
+    for (const Entry& e : entries) {
+        CONCLAVE_CHECK(entries_.empty() || entries_.back().lsn < e.lsn,
+                       "stored entries are strictly increasing");
+        entries_.push_back(e);
+    }
+    if (policy_ == FsyncPolicy::EveryEntry) {
+        synced_ = reported_ = entries_.size();
+    }
+}
+
+void MemoryStorage::truncate_after(Lsn after_lsn) {
+    auto keep = std::upper_bound(entries_.begin(), entries_.end(), after_lsn,
+                                 [](Lsn l, const Entry& e) { return l < e.lsn; });
+    entries_.erase(keep, entries_.end());
+    synced_ = std::min(synced_, entries_.size());
+    reported_ = std::min(reported_, entries_.size());
+}
+
+void MemoryStorage::write_meta(const LogMeta& meta) {
+    meta_ = meta;
+}
+
+Lsn MemoryStorage::flush() {
+    if (policy_ != FsyncPolicy::Never) {
+        synced_ = entries_.size();
+    }
+    reported_ = entries_.size();
+    return durable_lsn();
+}
+
+Lsn MemoryStorage::durable_lsn() const {
+    return reported_ == 0 ? kNoLsn : entries_[reported_ - 1].lsn;
+}
+
+void MemoryStorage::crash() {
+    entries_.resize(synced_);
+    reported_ = synced_;
+}
+
+std::string_view to_string(FsyncPolicy p) {
+    switch (p) {
+        case FsyncPolicy::EveryEntry:
+            return "every_entry";
+        case FsyncPolicy::Batched:
+            return "batched";
+        case FsyncPolicy::Never:
+            return "never";
+    }
+    return "?";
+}
+
+std::string_view to_string(TailProblem p) {
+    switch (p) {
+        case TailProblem::None:
+            return "none";
+        case TailProblem::TornHeader:
+            return "torn_header";
+        case TailProblem::TornRecord:
+            return "torn_record";
+        case TailProblem::BadLength:
+            return "bad_length";
+        case TailProblem::BadCrc:
+            return "bad_crc";
+        case TailProblem::Malformed:
+            return "malformed";
+        case TailProblem::OutOfOrder:
+            return "out_of_order";
+    }
+    return "?";
+}
+
+std::string RecoveryReport::describe() const {
+    std::string s = "recovered " + std::to_string(records) + " entries (" +
+                    std::to_string(valid_bytes) + " of " + std::to_string(file_bytes) + " bytes)";
+    if (problem != TailProblem::None) {
+        s += "; " + std::string(to_string(problem)) + " at offset " +
+             std::to_string(problem_offset) + ", " + std::to_string(file_bytes - valid_bytes) +
+             " bytes truncated";
+    }
+    if (!meta_found) {
+        s += "; no meta file (fresh node)";
+    }
+    return s;
+}
+
+}  // namespace conclave::replication

@@ -1,0 +1,94 @@
+#include "record.hpp"
+
+#include <cstring>
+
+#include "crc32.hpp"
+
+namespace conclave::replication {
+
+void put_u32(std::string& out, std::uint32_t v) {
+    for (int i = 0; i < 4; ++i) {
+        out.push_back(static_cast<char>((v >> (8 * i)) & 0xFFU));
+    }
+}
+
+void put_u64(std::string& out, std::uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+        out.push_back(static_cast<char>((v >> (8 * i)) & 0xFFU));
+    }
+}
+
+std::uint32_t get_u32(const char* p) {
+    std::uint32_t v = 0;
+    for (int i = 3; i >= 0; --i) {
+        v = (v << 8) | static_cast<unsigned char>(p[i]);
+    }
+    return v;
+}
+
+std::uint64_t get_u64(const char* p) {
+    std::uint64_t v = 0;
+    for (int i = 7; i >= 0; --i) {
+        v = (v << 8) | static_cast<unsigned char>(p[i]);
+    }
+    return v;
+}
+
+void encode_record(const Entry& entry, std::string& out) {
+    const std::size_t start = out.size();
+    const auto payload_bytes =
+        static_cast<std::uint32_t>(kRecordFixedPayload + entry.key.size() + entry.value.size());
+    put_u32(out, payload_bytes);
+    put_u32(out, 0);  // crc, filled below
+    put_u64(out, entry.lsn.term.value);
+    put_u64(out, entry.lsn.counter);
+    put_u32(out, static_cast<std::uint32_t>(entry.key.size()));
+    out += entry.key;
+    out += entry.value;
+    std::uint32_t crc = crc32(out.data() + start, 4);
+    crc = crc32(out.data() + start + kRecordHeaderBytes, payload_bytes, crc);
+    std::string crc_bytes;
+    put_u32(crc_bytes, crc);
+    std::memcpy(out.data() + start + 4, crc_bytes.data(), 4);
+}
+
+DecodedRecord decode_record(std::string_view data, std::uint32_t max_payload) {
+    DecodedRecord r;
+    if (data.size() < kRecordHeaderBytes) {
+        r.problem = TailProblem::TornHeader;
+        return r;
+    }
+    const std::uint32_t payload_bytes = get_u32(data.data());
+    if (payload_bytes < kRecordFixedPayload || payload_bytes > max_payload) {
+        r.problem = TailProblem::BadLength;
+        return r;
+    }
+    if (data.size() - kRecordHeaderBytes < payload_bytes) {
+        r.problem = TailProblem::TornRecord;
+        return r;
+    }
+    const char* payload = data.data() + kRecordHeaderBytes;
+    std::uint32_t crc = crc32(data.data(), 4);
+    crc = crc32(payload, payload_bytes, crc);
+    if (crc != get_u32(data.data() + 4)) {
+        r.problem = TailProblem::BadCrc;
+        return r;
+    }
+    const std::uint32_t key_bytes = get_u32(payload + 16);
+    if (key_bytes > payload_bytes - kRecordFixedPayload) {
+        r.problem = TailProblem::Malformed;
+        return r;
+    }
+    r.entry.lsn = Lsn{Term{get_u64(payload)}, get_u64(payload + 8)};
+    r.entry.key.assign(payload + kRecordFixedPayload, key_bytes);
+    r.entry.value.assign(payload + kRecordFixedPayload + key_bytes,
+                         payload_bytes - kRecordFixedPayload - key_bytes);
+    if (r.entry.lsn.term.value == 0 || is_sync_point(r.entry) != r.entry.key.empty()) {
+        r.problem = TailProblem::Malformed;
+        return r;
+    }
+    r.bytes = kRecordHeaderBytes + payload_bytes;
+    return r;
+}
+
+}  // namespace conclave::replication

@@ -1,0 +1,300 @@
+// FileStorage and MemoryStorage: round trips, fsync policies, and recovery from torn or corrupt
+// files (detected, reported, truncated, never handed to the core).
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "conclave/replication/storage.hpp"
+#include "record.hpp"
+
+using namespace conclave;
+using namespace conclave::replication;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+    TempDir() {
+        static int counter = 0;
+        path =
+            fs::temp_directory_path() / ("conclave-replication-test-" + std::to_string(::getpid()) +
+                                         "-" + std::to_string(counter++));
+        fs::remove_all(path);
+    }
+    ~TempDir() {
+        std::error_code ignored;
+        fs::remove_all(path, ignored);
+    }
+    fs::path path;
+};
+
+Entry E(std::uint64_t term, std::uint64_t counter, std::string value = "v") {
+    if (counter == 0) {
+        return Entry{Lsn{Term{term}, 0}, {}, {}};
+    }
+    return Entry{Lsn{Term{term}, counter}, "key/" + std::to_string(counter), std::move(value)};
+}
+
+std::vector<Entry> Sample() {
+    return {E(1, 0), E(1, 1, "{\"owner\":\"n1\"}"), E(1, 2, std::string("\0binary\xff", 8)),
+            E(2, 0), E(2, 1)};
+}
+
+std::string ReadFile(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void WriteFile(const fs::path& p, const std::string& data) {
+    std::ofstream out(p, std::ios::binary | std::ios::trunc);
+    out << data;
+}
+
+std::uint64_t RecordEnd(std::size_t records) {  // file offset after `records` Sample() records
+    std::string bytes = "CNCLLOG1";
+    auto entries = Sample();
+    for (std::size_t i = 0; i < records; ++i) {
+        encode_record(entries[i], bytes);
+    }
+    return bytes.size();
+}
+
+}  // namespace
+
+TEST_CASE("file storage: a fresh directory recovers empty, then round-trips entries and meta") {
+    TempDir dir;
+    {
+        FileStorage s(dir.path, FsyncPolicy::Batched);
+        Recovery r = s.recover();
+        CHECK(r.log.entries.empty());
+        CHECK(r.log.meta == LogMeta{});
+        CHECK_FALSE(r.report.meta_found);
+        CHECK(r.report.problem == TailProblem::None);
+        s.append(Sample());
+        CHECK(s.flush() == Lsn{Term{2}, 1});
+        s.write_meta(LogMeta{Term{3}, Lsn{Term{2}, 0}});
+    }
+    CHECK(ReadFile(dir.path / "log.dat").substr(0, 8) == "CNCLLOG1");
+    FileStorage s(dir.path, FsyncPolicy::Batched);
+    Recovery r = s.recover();
+    CHECK(r.log.entries == Sample());
+    CHECK(r.log.meta == LogMeta{Term{3}, Lsn{Term{2}, 0}});
+    CHECK(r.report.meta_found);
+    CHECK_FALSE(r.report.truncated());
+    CHECK(r.report.records == 5);
+    CHECK(s.durable_lsn() == Lsn{Term{2}, 1});
+}
+
+TEST_CASE("file storage: truncate_after is durable and appends continue after it") {
+    TempDir dir;
+    {
+        FileStorage s(dir.path, FsyncPolicy::EveryEntry);
+        s.recover();
+        s.append(Sample());
+        s.truncate_after(Lsn{Term{1}, 2});
+        CHECK(s.durable_lsn() == Lsn{Term{1}, 2});
+        s.append({E(3, 0), E(3, 1)});
+        s.truncate_after(kNoLsn);
+        s.append({E(4, 0)});
+    }
+    FileStorage s(dir.path, FsyncPolicy::EveryEntry);
+    Recovery r = s.recover();
+    CHECK(r.log.entries == std::vector<Entry>{E(4, 0)});
+    CHECK(r.report.problem == TailProblem::None);
+}
+
+TEST_CASE("file storage: fsync policies") {
+    TempDir dir;
+    SECTION("every entry: durable at once, one fsync per append") {
+        FileStorage s(dir.path, FsyncPolicy::EveryEntry);
+        s.recover();
+        const auto before = s.fsync_count();
+        s.append({E(1, 0)});
+        s.append({E(1, 1)});
+        CHECK(s.durable_lsn() == Lsn{Term{1}, 1});
+        CHECK(s.fsync_count() == before + 2);
+        CHECK(s.flush() == Lsn{Term{1}, 1});
+        CHECK(s.fsync_count() == before + 2);
+    }
+    SECTION("batched: nothing durable before flush, one fsync for the group") {
+        FileStorage s(dir.path, FsyncPolicy::Batched);
+        s.recover();
+        const auto before = s.fsync_count();
+        s.append({E(1, 0)});
+        s.append({E(1, 1), E(1, 2)});
+        CHECK(s.durable_lsn() == kNoLsn);
+        CHECK(s.flush() == Lsn{Term{1}, 2});
+        CHECK(s.fsync_count() == before + 1);
+        CHECK(s.flush() == Lsn{Term{1}, 2});
+        CHECK(s.fsync_count() == before + 1);  // nothing new: no fsync
+    }
+    SECTION("never: flush reports durability without fsync") {
+        FileStorage s(dir.path, FsyncPolicy::Never);
+        s.recover();
+        const auto before = s.fsync_count();
+        s.append({E(1, 0), E(1, 1)});
+        CHECK(s.flush() == Lsn{Term{1}, 1});
+        CHECK(s.fsync_count() == before);
+    }
+}
+
+TEST_CASE("file storage: a torn or corrupt tail is reported and truncated, never applied") {
+    TempDir dir;
+    {
+        FileStorage s(dir.path, FsyncPolicy::Batched);
+        s.recover();
+        s.append(Sample());
+        s.flush();
+    }
+    const fs::path log = dir.path / "log.dat";
+    std::string bytes = ReadFile(log);
+    REQUIRE(bytes.size() == RecordEnd(5));
+
+    std::size_t expect_records = 0;
+    TailProblem expect_problem = TailProblem::None;
+    std::uint64_t expect_offset = 0;
+    SECTION("torn inside the last record's payload") {
+        bytes.resize(bytes.size() - 3);
+        expect_records = 4;
+        expect_problem = TailProblem::TornRecord;
+        expect_offset = RecordEnd(4);
+    }
+    SECTION("torn inside a record header") {
+        bytes.resize(RecordEnd(3) + 5);
+        expect_records = 3;
+        expect_problem = TailProblem::TornHeader;
+        expect_offset = RecordEnd(3);
+    }
+    SECTION("corrupt checksum in the middle: everything from there on is dropped") {
+        bytes[RecordEnd(1) + 12] ^= 0x01;  // a payload byte of the second record
+        expect_records = 1;
+        expect_problem = TailProblem::BadCrc;
+        expect_offset = RecordEnd(1);
+    }
+    SECTION("corrupt checksum in the last record") {
+        bytes[bytes.size() - 1] ^= 0x40;
+        expect_records = 4;
+        expect_problem = TailProblem::BadCrc;
+        expect_offset = RecordEnd(4);
+    }
+    SECTION("an absurd length") {
+        bytes[RecordEnd(2) + 3] = '\x7f';
+        expect_records = 2;
+        expect_problem = TailProblem::BadLength;
+        expect_offset = RecordEnd(2);
+    }
+    SECTION("zeroes after the last record (preallocated or torn write)") {
+        bytes += std::string(64, '\0');
+        expect_records = 5;
+        expect_problem = TailProblem::BadLength;
+        expect_offset = RecordEnd(5);
+    }
+    SECTION("a valid record out of LSN order") {
+        encode_record(E(1, 7), bytes);
+        expect_records = 5;
+        expect_problem = TailProblem::OutOfOrder;
+        expect_offset = RecordEnd(5);
+    }
+    WriteFile(log, bytes);
+    {
+        FileStorage s(dir.path, FsyncPolicy::Batched);
+        Recovery r = s.recover();
+        const auto all = Sample();
+        CHECK(r.log.entries ==
+              std::vector<Entry>(all.begin(),
+                                 all.begin() + static_cast<std::ptrdiff_t>(expect_records)));
+        CHECK(r.report.problem == expect_problem);
+        CHECK(r.report.problem_offset == expect_offset);
+        CHECK(r.report.valid_bytes == expect_offset);
+        CHECK(r.report.file_bytes == bytes.size());
+        CHECK(r.report.truncated());
+        CHECK(r.report.describe().find(std::string(to_string(expect_problem))) !=
+              std::string::npos);
+        CHECK(fs::file_size(log) == expect_offset);
+        s.append({E(9, 0)});  // appends continue cleanly after the cut
+        s.flush();
+    }
+    FileStorage s(dir.path, FsyncPolicy::Batched);
+    Recovery r = s.recover();
+    CHECK(r.report.problem == TailProblem::None);
+    CHECK(r.log.entries.size() == expect_records + 1);
+    CHECK(r.log.entries.back() == E(9, 0));
+}
+
+TEST_CASE("file storage: empty, torn-at-birth and foreign files") {
+    TempDir dir;
+    fs::create_directories(dir.path);
+    const fs::path log = dir.path / "log.dat";
+    SECTION("an empty file is a fresh log") {
+        WriteFile(log, "");
+        FileStorage s(dir.path, FsyncPolicy::Batched);
+        Recovery r = s.recover();
+        CHECK(r.log.entries.empty());
+        CHECK(r.report.problem == TailProblem::None);
+        CHECK(ReadFile(log) == "CNCLLOG1");
+    }
+    SECTION("a file torn inside its magic is a fresh log, reported") {
+        WriteFile(log, "CNCL");
+        FileStorage s(dir.path, FsyncPolicy::Batched);
+        Recovery r = s.recover();
+        CHECK(r.log.entries.empty());
+        CHECK(r.report.problem == TailProblem::TornHeader);
+        CHECK(r.report.truncated());
+        CHECK(ReadFile(log) == "CNCLLOG1");
+    }
+    SECTION("a foreign file is refused and left alone") {
+        WriteFile(log, "hello, world\n");
+        FileStorage s(dir.path, FsyncPolicy::Batched);
+        CHECK_THROWS_WITH(s.recover(), Catch::Contains("not a Conclave log file"));
+        CHECK(ReadFile(log) == "hello, world\n");
+    }
+}
+
+TEST_CASE("file storage: meta is replaced atomically; a damaged one is refused") {
+    TempDir dir;
+    {
+        FileStorage s(dir.path, FsyncPolicy::Batched);
+        s.recover();
+        s.write_meta(LogMeta{Term{5}, Lsn{Term{4}, 2}});
+        s.write_meta(LogMeta{Term{6}, Lsn{Term{4}, 3}});
+        CHECK_FALSE(fs::exists(dir.path / "log.meta.tmp"));
+    }
+    WriteFile(dir.path / "log.meta.tmp", "half-written");  // a crash between write and rename
+    {
+        FileStorage s(dir.path, FsyncPolicy::Batched);
+        CHECK(s.recover().log.meta == LogMeta{Term{6}, Lsn{Term{4}, 3}});
+        CHECK_FALSE(fs::exists(dir.path / "log.meta.tmp"));
+    }
+    std::string meta = ReadFile(dir.path / "log.meta");
+    meta[10] ^= 0x01;
+    WriteFile(dir.path / "log.meta", meta);
+    FileStorage s(dir.path, FsyncPolicy::Batched);
+    CHECK_THROWS_WITH(s.recover(), Catch::Contains("corrupt meta file"));
+}
+
+TEST_CASE("memory storage: a crash loses exactly what was not flushed") {
+    MemoryStorage s(FsyncPolicy::Batched);
+    s.append({E(1, 0), E(1, 1)});
+    CHECK(s.flush() == Lsn{Term{1}, 1});
+    s.append({E(1, 2)});
+    CHECK(s.durable_lsn() == Lsn{Term{1}, 1});
+    s.write_meta(LogMeta{Term{2}, Lsn{Term{1}, 1}});
+    s.crash();
+    Recovery r = s.recover();
+    CHECK(r.log.entries == std::vector<Entry>{E(1, 0), E(1, 1)});
+    CHECK(r.log.meta.term == Term{2});
+
+    MemoryStorage every(FsyncPolicy::EveryEntry);
+    every.append({E(1, 0)});
+    every.crash();
+    CHECK(every.recover().log.entries.size() == 1);
+
+    MemoryStorage never(FsyncPolicy::Never);
+    never.append({E(1, 0)});
+    CHECK(never.flush() == Lsn{Term{1}, 0});  // reported durable...
+    never.crash();
+    CHECK(never.recover().log.entries.empty());  // ...but lost by a power cut
+}
