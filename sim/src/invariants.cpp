@@ -157,10 +157,10 @@ std::optional<Violation> History::after_step(NodeId node, StepAction action,
     assert(node.value < nodes_);
     std::uint64_t& highest = highest_term_[node.value];
     if (after.term.value < highest && options_.check_term_monotonic) {
-        return Violation{ViolationKind::TermDecreased,
-                         node_name(node) + " went from term " + std::to_string(highest) +
-                             " to term " + std::to_string(after.term.value) + " in " +
-                             std::string(to_string(action))};
+        return Violation{ViolationKind::TermDecreased, node_name(node) + " went from term " +
+                                                           std::to_string(highest) + " to term " +
+                                                           std::to_string(after.term.value) +
+                                                           " in " + std::string(to_string(action))};
     }
     if (after.term.value > highest) {
         highest = after.term.value;
@@ -180,10 +180,10 @@ std::optional<Violation> History::after_step(NodeId node, StepAction action,
                 }
             }
         } else if (const auto* alarm = std::get_if<RaiseAlarm>(&a)) {
-            return Violation{ViolationKind::Alarm,
-                             node_name(node) + " raised the two-leaders alarm about " +
-                                 node_name(alarm->peer) + " in term " +
-                                 std::to_string(alarm->term.value)};
+            return Violation{ViolationKind::Alarm, node_name(node) +
+                                                       " raised the two-leaders alarm about " +
+                                                       node_name(alarm->peer) + " in term " +
+                                                       std::to_string(alarm->term.value)};
         }
     }
     if (after.role == Role::Leader) {

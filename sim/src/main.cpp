@@ -45,11 +45,11 @@ Random schedules:
 
 Exhaustive exploration (3 nodes by default):
   --explore            explore every interleaving within the bounds below instead
-  --max-term T         (default 2)
-  --max-in-flight M    messages in flight (default 3)
+  --max-term T         (default 1)
+  --max-in-flight M    messages in flight (default 2)
   --max-crashes C      (default 1)
   --max-rounds R       scouting rounds per node incarnation (default 1)
-  --max-dups D         duplications (default 1)
+  --max-dups D         duplications (default 0)
   --max-states S       stop after S distinct states (default 0 = no limit)
   (--nodes, --no-scouting, --planted-bug, --lose-durable-state, --no-term-check apply too)
 
@@ -138,10 +138,12 @@ int main(int argc, char** argv) {
             std::cout << kUsage;
             return 0;
         } else if (arg == "--seeds") {
-            if (!number(seeds) || seeds == 0) return bad();
+            if (!number(seeds) || seeds == 0)
+                return bad();
             seeds_given = true;
         } else if (arg == "--seed") {
-            if (!number(run.seed)) return bad();
+            if (!number(run.seed))
+                return bad();
             seed_given = true;
         } else if (arg == "--nodes") {
             if (!number(run.nodes) || run.nodes == 0 || run.nodes > 32) {
@@ -150,27 +152,35 @@ int main(int argc, char** argv) {
             ex.nodes = run.nodes;
         } else if (arg == "--faults") {
             std::string error;
-            if (!value(text)) return bad();
+            if (!value(text))
+                return bad();
             auto mix = FaultMix::parse(text, &error);
-            if (!mix) return usage_error(error);
+            if (!mix)
+                return usage_error(error);
             run.faults = *mix;
         } else if (arg == "--episodes") {
-            if (!number(run.episodes) || run.episodes > 1000) return bad();
+            if (!number(run.episodes) || run.episodes > 1000)
+                return bad();
         } else if (arg == "--duration") {
-            if (!number(ms) || ms < 0 || ms > 86'400'000) return bad();
+            if (!number(ms) || ms < 0 || ms > 86'400'000)
+                return bad();
             run.fault_window = Millis{ms};
         } else if (arg == "--tail") {
-            if (!number(ms) || ms <= 0 || ms > 86'400'000) return bad();
+            if (!number(ms) || ms <= 0 || ms > 86'400'000)
+                return bad();
             run.tail = Millis{ms};
         } else if (arg == "--steps") {
-            if (!number(run.max_steps) || run.max_steps == 0) return bad();
+            if (!number(run.max_steps) || run.max_steps == 0)
+                return bad();
         } else if (arg == "--trace") {
-            if (!value(text)) return bad();
+            if (!value(text))
+                return bad();
             trace_path = text;
         } else if (arg == "--no-scouting") {
             run.scouting = ex.scouting = false;
         } else if (arg == "--planted-bug") {
-            if (!value(text)) return bad();
+            if (!value(text))
+                return bad();
             auto bug = parse_bug(text);
             if (!bug) {
                 return usage_error("--planted-bug: unknown bug '" + std::string(text) +
@@ -189,17 +199,23 @@ int main(int argc, char** argv) {
         } else if (arg == "--explore") {
             explore_mode = true;
         } else if (arg == "--max-term") {
-            if (!number(ex.max_term) || ex.max_term > 200) return bad();
+            if (!number(ex.max_term) || ex.max_term > 200)
+                return bad();
         } else if (arg == "--max-in-flight") {
-            if (!number(ex.max_in_flight) || ex.max_in_flight > 64) return bad();
+            if (!number(ex.max_in_flight) || ex.max_in_flight > 64)
+                return bad();
         } else if (arg == "--max-crashes") {
-            if (!number(ex.max_crashes) || ex.max_crashes > 200) return bad();
+            if (!number(ex.max_crashes) || ex.max_crashes > 200)
+                return bad();
         } else if (arg == "--max-rounds") {
-            if (!number(ex.max_rounds)) return bad();
+            if (!number(ex.max_rounds))
+                return bad();
         } else if (arg == "--max-dups") {
-            if (!number(ex.max_duplications) || ex.max_duplications > 200) return bad();
+            if (!number(ex.max_duplications) || ex.max_duplications > 200)
+                return bad();
         } else if (arg == "--max-states") {
-            if (!number(ex.max_states)) return bad();
+            if (!number(ex.max_states))
+                return bad();
         } else {
             return usage_error("unknown option '" + std::string(arg) + "'");
         }
@@ -241,8 +257,8 @@ int main(int argc, char** argv) {
             ++violations;
             std::cout << "VIOLATION seed=" << r.seed << " at " << r.violation_at.count()
                       << " ms: " << to_string(r.violation->kind) << ": " << r.violation->detail
-                      << "\n  replay: " << replay_command(program, run)
-                      << " --trace seed-" << r.seed << ".ndjson\n";
+                      << "\n  replay: " << replay_command(program, run) << " --trace seed-"
+                      << r.seed << ".ndjson\n";
         } else if (!quiet && seeds <= 20) {
             std::cout << "seed " << r.seed << ": ok  events " << r.stats.events << "  steps "
                       << r.stats.steps << "  sim " << r.end.count() << " ms  converged after "

@@ -10,10 +10,10 @@ struct Named {
     bool FaultMix::*flag;
 };
 constexpr Named kFaultNames[] = {
-    {"loss", &FaultMix::loss},         {"dup", &FaultMix::duplication},
-    {"reorder", &FaultMix::reorder},   {"latency", &FaultMix::latency},
-    {"cut", &FaultMix::cut},           {"partition", &FaultMix::partition},
-    {"asym", &FaultMix::asymmetric},   {"crash", &FaultMix::crash},
+    {"loss", &FaultMix::loss},       {"dup", &FaultMix::duplication},
+    {"reorder", &FaultMix::reorder}, {"latency", &FaultMix::latency},
+    {"cut", &FaultMix::cut},         {"partition", &FaultMix::partition},
+    {"asym", &FaultMix::asymmetric}, {"crash", &FaultMix::crash},
     {"pause", &FaultMix::pause},
 };
 
@@ -53,10 +53,12 @@ void schedule_faults(Simulator& sim, const RunOptions& options) {
         };
         if (kind == &FaultMix::loss) {
             both(FaultKind::BeginLoss, FaultKind::EndLoss,
-                 FaultAction{{}, {}, {}, 0, static_cast<std::uint32_t>(rng.between(20'000, 300'000))});
+                 FaultAction{
+                     {}, {}, {}, 0, static_cast<std::uint32_t>(rng.between(20'000, 300'000))});
         } else if (kind == &FaultMix::duplication) {
             both(FaultKind::BeginDuplication, FaultKind::EndDuplication,
-                 FaultAction{{}, {}, {}, 0, static_cast<std::uint32_t>(rng.between(20'000, 200'000))});
+                 FaultAction{
+                     {}, {}, {}, 0, static_cast<std::uint32_t>(rng.between(20'000, 200'000))});
         } else if (kind == &FaultMix::reorder) {
             both(FaultKind::BeginReorder, FaultKind::EndReorder, FaultAction{});
         } else if (kind == &FaultMix::latency) {
@@ -167,8 +169,8 @@ Config run_config(const RunOptions& options) {
 }
 
 Millis liveness_bound(const Config& c, std::int64_t max_one_way_latency_ms) {
-    const Millis round = c.max_random_wait + c.scouting_result_timeout +
-                         c.election_result_timeout + Millis{4 * max_one_way_latency_ms};
+    const Millis round = c.max_random_wait + c.scouting_result_timeout + c.election_result_timeout +
+                         Millis{4 * max_one_way_latency_ms};
     return c.initial_wait + 2 * c.inactivity_interval() + c.heartbeat_check_period +
            kLivenessRounds * round;
 }
@@ -220,11 +222,11 @@ RunResult run_seed(const RunOptions& options) {
             result.converged_after = *converged_at - faults_end;
         }
         if (!converged_at || *result.converged_after > result.liveness_bound) {
-            result.violation = Violation{
-                ViolationKind::Liveness,
-                "the nodes did not agree on a leader within " +
-                    std::to_string(result.liveness_bound.count()) + " ms after the faults ended at " +
-                    std::to_string(faults_end.count()) + " ms"};
+            result.violation = Violation{ViolationKind::Liveness,
+                                         "the nodes did not agree on a leader within " +
+                                             std::to_string(result.liveness_bound.count()) +
+                                             " ms after the faults ended at " +
+                                             std::to_string(faults_end.count()) + " ms"};
         }
     }
     result.stats = sim.stats();

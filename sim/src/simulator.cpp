@@ -76,15 +76,18 @@ std::string describe(const FaultAction& f) {
 }
 
 Simulator::Simulator(SimOptions options)
-    : options_(std::move(options)), rng_(options_.seed), history_(options_.nodes, options_.history) {
+    : options_(std::move(options)),
+      rng_(options_.seed),
+      history_(options_.nodes, options_.history) {
     const std::size_t n = options_.nodes;
     if (n == 0 || n > 32) {
         throw std::invalid_argument("nodes: must be between 1 and 32, got " + std::to_string(n));
     }
     if (options_.latency_min_ms < 0 || options_.latency_max_ms < options_.latency_min_ms ||
         options_.jitter_ms < 0 || options_.peer_event_delay_ms < 0) {
-        throw std::invalid_argument("latency: need 0 <= latency_min_ms <= latency_max_ms, jitter_ms "
-                                    ">= 0 and peer_event_delay_ms >= 0");
+        throw std::invalid_argument(
+            "latency: need 0 <= latency_min_ms <= latency_max_ms, jitter_ms "
+            ">= 0 and peer_event_delay_ms >= 0");
     }
     if (auto error = config_for(0).validate()) {
         throw std::invalid_argument("elector config: " + *error);
@@ -263,8 +266,7 @@ void Simulator::dispatch(const Event& e) {
             }
             break;
         case EventKind::Timer:
-            if (timer_generation_[n * kTimerCount + static_cast<std::size_t>(e.timer)] !=
-                e.stamp) {
+            if (timer_generation_[n * kTimerCount + static_cast<std::size_t>(e.timer)] != e.stamp) {
                 return;  // replaced or cancelled
             }
             break;
@@ -307,9 +309,9 @@ void Simulator::perform(std::size_t node, StepAction action, Actions&& actions,
                         std::optional<TimerId> timer) {
     ++stats_.steps;
     const ElectorState& state = cores_[node]->state();
-    fingerprint_ = hash_mix(fingerprint_, static_cast<std::uint64_t>(now_ms_) ^
-                                              (std::uint64_t{node} << 48) ^
-                                              (static_cast<std::uint64_t>(action) << 56));
+    fingerprint_ =
+        hash_mix(fingerprint_, static_cast<std::uint64_t>(now_ms_) ^ (std::uint64_t{node} << 48) ^
+                                   (static_cast<std::uint64_t>(action) << 56));
     fingerprint_ = hash_mix(fingerprint_, hash_state(state));
     if (options_.trace) {
         trace_step(node, action, actions, state, received, peer, timer);
@@ -376,8 +378,8 @@ void Simulator::send(std::size_t from, std::size_t to, const Message& m) {
     }
     const int copies = (duplication_ppm_ != 0 && rng_.chance(duplication_ppm_)) ? 2 : 1;
     for (int copy = 0; copy < copies; ++copy) {
-        std::int64_t at = now_ms_ + base_latency_ms_[l] + slow_ms_[l] +
-                          rng_.between(0, options_.jitter_ms);
+        std::int64_t at =
+            now_ms_ + base_latency_ms_[l] + slow_ms_[l] + rng_.between(0, options_.jitter_ms);
         if (copy == 0 && reorder_depth_ == 0) {
             at = std::max(at, last_arrival_ms_[l]);  // TCP: FIFO per direction
             last_arrival_ms_[l] = at;
@@ -530,7 +532,8 @@ void Simulator::apply(const FaultAction& f) {
         case FaultKind::SlowLink:
         case FaultKind::UnslowLink:
             if (pair_ok) {
-                const std::int64_t delta = f.kind == FaultKind::SlowLink ? f.value : -std::int64_t{f.value};
+                const std::int64_t delta =
+                    f.kind == FaultKind::SlowLink ? f.value : -std::int64_t{f.value};
                 for (std::size_t l : {link(a, b), link(b, a)}) {
                     slow_ms_[l] = std::max<std::int64_t>(0, slow_ms_[l] + delta);
                 }
@@ -629,8 +632,7 @@ void Simulator::trace_step(std::size_t node, StepAction action, const Actions& a
     *options_.trace << line.dump() << '\n';
 }
 
-void Simulator::trace_net(const char* event, const Message* m, std::size_t to,
-                          const char* detail) {
+void Simulator::trace_net(const char* event, const Message* m, std::size_t to, const char* detail) {
     nlohmann::json line{{"kind", "net"}, {"event", event}, {"detail", detail}};
     if (m) {
         line["msg"] = message_to_json(*m, node_id(to));

@@ -27,11 +27,13 @@ namespace conclave::sim {
 
 struct ExploreOptions {
     std::size_t nodes = 3;
-    std::uint64_t max_term = 2;
-    std::size_t max_in_flight = 3;
+    // Defaults: the bounded configuration CI runs (about 480,000 states, seconds in a release
+    // build).
+    std::uint64_t max_term = 1;
+    std::size_t max_in_flight = 2;
     std::size_t max_crashes = 1;
     std::uint64_t max_rounds = 1;  // scouting rounds per node incarnation
-    std::size_t max_duplications = 1;
+    std::size_t max_duplications = 0;
     bool scouting = true;
     bool check_quorum = true;
     PlantedBug planted_bug = PlantedBug::None;

@@ -86,8 +86,8 @@ class History {
 
     /// Records the step `action` that `node` just took (its state after it and the actions it
     /// returned) and checks every invariant. Returns the first violation, if any.
-    std::optional<Violation> after_step(NodeId node, StepAction action,
-                                        const ElectorState& after, const Actions& actions);
+    std::optional<Violation> after_step(NodeId node, StepAction action, const ElectorState& after,
+                                        const Actions& actions);
     /// Records an LSN issued by `node` (whose state is `after`).
     std::optional<Violation> after_issue(NodeId node, Lsn issued, const ElectorState& after);
 
@@ -105,10 +105,10 @@ class History {
     std::size_t nodes_;
     std::size_t majority_;
     HistoryOptions options_;
-    std::vector<std::uint8_t> leader_of_term_;  // [term] -> leader + 1, 0 for none
-    std::vector<std::uint8_t> vote_;            // [term * nodes + voter] -> candidate + 1
-    std::vector<std::uint64_t> highest_term_;   // [node]
-    std::vector<Lsn> last_lsn_of_node_;         // [node]
+    std::vector<std::uint8_t> leader_of_term_;         // [term] -> leader + 1, 0 for none
+    std::vector<std::uint8_t> vote_;                   // [term * nodes + voter] -> candidate + 1
+    std::vector<std::uint64_t> highest_term_;          // [node]
+    std::vector<Lsn> last_lsn_of_node_;                // [node]
     std::vector<std::uint64_t> last_counter_of_term_;  // [term]
 };
 

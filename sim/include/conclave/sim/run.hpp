@@ -18,12 +18,12 @@ struct FaultMix {
     bool loss = false;
     bool duplication = false;
     bool reorder = false;
-    bool latency = false;    // slowed links
-    bool cut = false;        // single-link cuts (the article's "A-B cut only")
-    bool partition = false;  // symmetric two-group partitions
-    bool asymmetric = false; // one-way blackholes
-    bool crash = false;      // crash + restart
-    bool pause = false;      // stalled processes
+    bool latency = false;     // slowed links
+    bool cut = false;         // single-link cuts (the article's "A-B cut only")
+    bool partition = false;   // symmetric two-group partitions
+    bool asymmetric = false;  // one-way blackholes
+    bool crash = false;       // crash + restart
+    bool pause = false;       // stalled processes
 
     static FaultMix all();
     bool any() const;

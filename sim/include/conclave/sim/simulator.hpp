@@ -64,7 +64,7 @@ enum class FaultKind : std::uint8_t {
     Unpartition,  // undo one Partition of `mask`
     Blackhole,    // messages a -> b silently lost; connection stays up
     Unblackhole,
-    SlowLink,     // add `value` ms to a <-> b latency
+    SlowLink,  // add `value` ms to a <-> b latency
     UnslowLink,
     BeginLoss,  // lose each message with probability value / 1e6
     EndLoss,
@@ -98,7 +98,7 @@ struct StepRecord {
 };
 
 struct SimStats {
-    std::uint64_t steps = 0;  // inputs given to cores
+    std::uint64_t steps = 0;   // inputs given to cores
     std::uint64_t events = 0;  // events taken off the queue
     std::uint64_t messages_sent = 0;
     std::uint64_t messages_delivered = 0;
