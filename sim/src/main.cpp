@@ -1,6 +1,7 @@
 // conclave-sim: runs seeded random schedules (or the exhaustive explorer) against the real elector
 // core and reports speed and any invariant violation. Exit status: 0 no violation, 1 a violation
 // (or, with --expect-violation, none), 2 bad command line.
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -246,6 +247,8 @@ int main(int argc, char** argv) {
     std::uint64_t steps = 0;
     std::uint64_t violations = 0;
     std::uint64_t sim_ms = 0;
+    std::int64_t slowest_convergence_ms = 0;
+    std::int64_t bound_ms = 0;
     const auto started = std::chrono::steady_clock::now();
     for (std::uint64_t k = 0; k < seeds; ++k) {
         run.seed = first + k;
@@ -253,6 +256,10 @@ int main(int argc, char** argv) {
         events += r.stats.events;
         steps += r.stats.steps;
         sim_ms += static_cast<std::uint64_t>(r.end.count());
+        bound_ms = r.liveness_bound.count();
+        if (r.converged_after) {
+            slowest_convergence_ms = std::max(slowest_convergence_ms, r.converged_after->count());
+        }
         if (r.violation) {
             ++violations;
             std::cout << "VIOLATION seed=" << r.seed << " at " << r.violation_at.count()
@@ -282,6 +289,10 @@ int main(int argc, char** argv) {
         seconds > 0 ? static_cast<double>(seeds) / seconds : 0.0,
         seconds > 0 ? static_cast<double>(events) / seconds : 0.0,
         static_cast<unsigned long long>(violations));
+    std::printf(
+        "slowest agreement on a leader after the faults ended: %lld ms (liveness bound %lld "
+        "ms)\n",
+        static_cast<long long>(slowest_convergence_ms), static_cast<long long>(bound_ms));
     if (expect_violation) {
         return violations > 0 ? 0 : 1;
     }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <ostream>
+#include <stdexcept>
 
 #include "conclave/codec/json.hpp"
 #include "conclave/sim/state_hash.hpp"
@@ -75,23 +76,36 @@ std::string describe(const FaultAction& f) {
     return "?";
 }
 
+namespace {
+
+/// Throws std::invalid_argument naming the field of the first bad option.
+SimOptions validated(SimOptions o) {
+    if (o.nodes == 0 || o.nodes > 32) {
+        throw std::invalid_argument("nodes: must be between 1 and 32, got " +
+                                    std::to_string(o.nodes));
+    }
+    if (o.latency_min_ms < 0 || o.latency_max_ms < o.latency_min_ms || o.jitter_ms < 0 ||
+        o.peer_event_delay_ms < 0 || o.lsn_period_ms < 0) {
+        throw std::invalid_argument(
+            "latency: need 0 <= latency_min_ms <= latency_max_ms, jitter_ms >= 0, "
+            "peer_event_delay_ms >= 0 and lsn_period_ms >= 0");
+    }
+    Config c = o.elector;
+    c.cluster_size = o.nodes;
+    c.self = NodeId{0};
+    if (auto error = c.validate()) {
+        throw std::invalid_argument("elector config: " + *error);
+    }
+    return o;
+}
+
+}  // namespace
+
 Simulator::Simulator(SimOptions options)
-    : options_(std::move(options)),
+    : options_(validated(std::move(options))),
       rng_(options_.seed),
       history_(options_.nodes, options_.history) {
     const std::size_t n = options_.nodes;
-    if (n == 0 || n > 32) {
-        throw std::invalid_argument("nodes: must be between 1 and 32, got " + std::to_string(n));
-    }
-    if (options_.latency_min_ms < 0 || options_.latency_max_ms < options_.latency_min_ms ||
-        options_.jitter_ms < 0 || options_.peer_event_delay_ms < 0) {
-        throw std::invalid_argument(
-            "latency: need 0 <= latency_min_ms <= latency_max_ms, jitter_ms "
-            ">= 0 and peer_event_delay_ms >= 0");
-    }
-    if (auto error = config_for(0).validate()) {
-        throw std::invalid_argument("elector config: " + *error);
-    }
     cores_.resize(n);
     durable_.resize(n);
     incarnation_.assign(n, 0);
@@ -255,6 +269,9 @@ void Simulator::dispatch(const Event& e) {
     if (!cores_[n]) {
         if (e.kind == EventKind::Deliver) {
             ++stats_.messages_dropped;
+            if (options_.trace) {
+                trace_net("Drop", &e.message, n, "receiver crashed");
+            }
         }
         return;
     }
@@ -262,6 +279,9 @@ void Simulator::dispatch(const Event& e) {
         case EventKind::Deliver:
             if (epoch_[link(e.peer, n)] != e.stamp) {
                 ++stats_.messages_dropped;  // the connection it travelled on was reset
+                if (options_.trace) {
+                    trace_net("Drop", &e.message, n, "connection reset");
+                }
                 return;
             }
             break;
