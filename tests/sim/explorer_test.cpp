@@ -27,10 +27,14 @@ TEST_CASE("exploration without scouting and with duplication finds no violation"
     o.scouting = false;
     o.max_crashes = 0;
     o.max_duplications = 1;
+#ifdef SIM_TEST_LIGHT
+    o.max_states = 5'000;
+#else
     o.max_states = 30'000;
+#endif
     const ExploreResult r = explore(o);
     REQUIRE_FALSE(r.violation);
-    CHECK(r.states >= 30'000);
+    CHECK(r.states >= o.max_states);
 }
 
 TEST_CASE("explorer rejects an unsupported cluster size", "[explorer-quick]") {
