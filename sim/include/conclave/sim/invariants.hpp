@@ -1,0 +1,115 @@
+// Safety invariants over the whole history of a run, shared by the simulator and the explorer.
+//
+// Checked after every step of every node:
+//   - at most one leader per term, ever (TwoLeadersInTerm);
+//   - a node's term never decreases, including across crash and restart (TermDecreased);
+//   - at most one vote per node per term (DoubleVote): a vote is a PersistState naming a
+//     candidate, or a granted ElectionResponse sent while handling an ElectionProposal (granted
+//     responses sent on discovering a leader are support, not votes);
+//   - a node that leads term t received votes for t from a majority (LeaderWithoutQuorum);
+//   - Leader Sequence Numbers issued by leaders strictly increase, per node and per term
+//     (LsnNotIncreasing);
+//   - a core never raises its own two-leaders alarm (Alarm).
+// The majority used is the true one (N/2+1), not the core's configured quorum, so that a core
+// with a wrong quorum is caught.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "conclave/elector/actions.hpp"
+#include "conclave/elector/elector.hpp"
+
+namespace conclave::sim {
+
+enum class ViolationKind : std::uint8_t {
+    TwoLeadersInTerm,
+    TermDecreased,
+    DoubleVote,
+    LeaderWithoutQuorum,
+    LsnNotIncreasing,
+    Alarm,
+    Liveness,
+};
+std::string_view to_string(ViolationKind k);
+
+struct Violation {
+    ViolationKind kind{};
+    std::string detail;
+};
+
+/// One input given to one node's core; the names are the trace's `action` values and the TLA+
+/// action names.
+enum class StepAction : std::uint8_t {
+    Start,
+    Stop,
+    Crash,
+    Restart,
+    HandleScoutingRequest,
+    HandleScoutingResponse,
+    HandleElectionProposal,
+    HandleElectionResponse,
+    HandleLeaderHeartbeat,
+    HandleHeartbeatAck,
+    HandleHeartbeatResponse,
+    HandleLeadershipCession,
+    InitialWaitFired,
+    RandomWaitFired,
+    ScoutingResultFired,
+    ElectionResultFired,
+    HeartbeatBroadcastFired,
+    HeartbeatCheckFired,
+    CheckQuorumFired,
+    PeerUp,
+    PeerDown,
+    TransferLeadership,
+    IssueLsn,
+};
+std::string_view to_string(StepAction a);
+StepAction action_for(const MessageBody& body);
+StepAction action_for(TimerId timer);
+
+struct HistoryOptions {
+    /// Off only in the test that shows what losing durable state leads to beyond a term decrease.
+    bool check_term_monotonic = true;
+};
+
+/// History variables (leader of each term, votes of each node in each term, highest term of each
+/// node, last LSNs) and the checks over them. Plain data: the explorer copies and hashes it as part
+/// of its state, like the history variables of a TLA+ spec.
+class History {
+  public:
+    History(std::size_t nodes, HistoryOptions options = {});
+
+    /// Records the step `action` that `node` just took (its state after it and the actions it
+    /// returned) and checks every invariant. Returns the first violation, if any.
+    std::optional<Violation> after_step(NodeId node, StepAction action, const ElectorState& after,
+                                        const Actions& actions);
+    /// Records an LSN issued by `node` (whose state is `after`).
+    std::optional<Violation> after_issue(NodeId node, Lsn issued, const ElectorState& after);
+
+    std::size_t majority() const { return majority_; }
+    /// Node that led `term`, if any.
+    std::optional<NodeId> leader_of(Term term) const;
+    /// Hash of the history variables the explorer needs (leaders, votes, highest terms).
+    std::uint64_t hash() const;
+    bool operator==(const History&) const = default;
+
+  private:
+    std::optional<Violation> record_vote(NodeId voter, Term term, NodeId candidate);
+    std::size_t votes_for(NodeId candidate, Term term) const;
+
+    std::size_t nodes_;
+    std::size_t majority_;
+    HistoryOptions options_;
+    std::vector<std::uint8_t> leader_of_term_;         // [term] -> leader + 1, 0 for none
+    std::vector<std::uint8_t> vote_;                   // [term * nodes + voter] -> candidate + 1
+    std::vector<std::uint64_t> highest_term_;          // [node]
+    std::vector<Lsn> last_lsn_of_node_;                // [node]
+    std::vector<std::uint64_t> last_counter_of_term_;  // [term]
+};
+
+}  // namespace conclave::sim

@@ -1,0 +1,92 @@
+// Seeded random schedules: a fault mix, a fault window, then a fault-free tail in which liveness
+// is checked. One call runs one seed; the runner and the tests call it for many seeds.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "conclave/sim/simulator.hpp"
+#include "conclave/sim/stability.hpp"
+
+namespace conclave::sim {
+
+/// Which faults random schedules may use.
+struct FaultMix {
+    bool loss = false;
+    bool duplication = false;
+    bool reorder = false;
+    bool latency = false;     // slowed links
+    bool cut = false;         // single-link cuts (the article's "A-B cut only")
+    bool partition = false;   // symmetric two-group partitions
+    bool asymmetric = false;  // one-way blackholes
+    bool crash = false;       // crash + restart
+    bool pause = false;       // stalled processes
+
+    static FaultMix all();
+    bool any() const;
+    /// "all", "none" or a comma-separated list of: loss, dup, reorder, latency, cut, partition,
+    /// asym, crash, pause. nullopt (and `error` set) for an unknown name.
+    static std::optional<FaultMix> parse(std::string_view list, std::string* error);
+    std::string to_string() const;
+};
+
+struct RunOptions {
+    std::uint64_t seed = 1;
+    std::size_t nodes = 3;
+    FaultMix faults = FaultMix::all();
+    /// Fault episodes per run, each lasting 100 ms .. 2.5 s inside the fault window.
+    std::size_t episodes = 4;
+    /// Faults happen in [0, fault_window); every fault is over at fault_window.
+    Millis fault_window{6000};
+    /// Fault-free time after the window; 0: liveness_bound + 1 s.
+    Millis tail{0};
+    /// Stop after this many steps (0: no limit). A truncated run skips the liveness check.
+    std::uint64_t max_steps = 0;
+    bool scouting = true;
+    PlantedBug planted_bug = PlantedBug::None;
+    bool lose_durable_state = false;
+    HistoryOptions history;
+    std::ostream* trace = nullptr;
+};
+
+struct RunResult {
+    std::uint64_t seed = 0;
+    std::optional<Violation> violation;
+    Millis violation_at{};
+    SimStats stats;
+    Millis end{};
+    std::uint64_t fingerprint = 0;
+    /// Time from the end of the faults until every node agreed on one leader.
+    std::optional<Millis> converged_after;
+    Millis liveness_bound{};
+    LeadershipSummary leadership;
+};
+
+/// The elector config random runs use: the fast profile with the run's switches.
+Config run_config(const RunOptions& options);
+
+/// Liveness bound: once every fault has ended, every live node knows the same leader within
+///     initial_wait                                  a node restarted when the faults end waits
+///                                                   this long before its first scouting round
+///   + 2 * inactivity_interval + heartbeat_check_period
+///                                                   a leader left without a quorum steps down
+///                                                   within two check-quorum periods; a follower
+///                                                   notices a silent leader within the inactivity
+///                                                   interval rounded up by one check period
+///   + kLivenessRounds * (max_random_wait + scouting_result_timeout + election_result_timeout
+///                        + 4 * max_one_way_latency)
+///                                                   election attempts (back off, scout, propose,
+///                                                   four message delays each); several rounds
+///                                                   allow for split votes
+inline constexpr std::int64_t kLivenessRounds = 8;
+Millis liveness_bound(const Config& config, std::int64_t max_one_way_latency_ms);
+
+RunResult run_seed(const RunOptions& options);
+
+/// The command line that replays `options` exactly (`program` is the runner's path).
+std::string replay_command(std::string_view program, const RunOptions& options);
+
+}  // namespace conclave::sim

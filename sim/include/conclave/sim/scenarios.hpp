@@ -1,0 +1,41 @@
+// The two 4-node scenarios of the BlazingMQ elector article, run in the simulator (fast profile):
+//   non-sticky leader: the leader is A; B is isolated from everybody, then the network heals;
+//   leader ping-pong:  the leader is A; only the A-B link is cut (and healed much later).
+// With ElectionScouting the leader never changes needlessly; without it, B takes over (non-sticky)
+// or the leadership bounces between A and B (ping-pong).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "conclave/sim/stability.hpp"
+
+namespace conclave::sim {
+
+enum class Scenario : std::uint8_t { NonStickyLeader, PingPong };
+std::string_view to_string(Scenario s);
+
+struct ScenarioOptions {
+    Scenario scenario = Scenario::PingPong;
+    bool scouting = true;
+    std::uint64_t seed = 7;
+    PlantedBug planted_bug = PlantedBug::None;
+    Millis settle{1500};  // time for the first leader to be elected and known
+    Millis fault_length{5000};
+    Millis after_heal{3000};  // observed after the fault ends
+};
+
+struct ScenarioResult {
+    std::string name;
+    std::vector<TimelineEntry> timeline;
+    LeadershipSummary summary;
+    Millis end{};
+    std::optional<Violation> violation;
+    std::optional<NodeId> a;  // the leader when the fault started
+    std::optional<NodeId> b;
+};
+
+ScenarioResult run_scenario(const ScenarioOptions& options);
+
+}  // namespace conclave::sim

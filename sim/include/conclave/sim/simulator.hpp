@@ -1,0 +1,229 @@
+// Deterministic cluster simulator: N real elector cores (conclave::Elector) on a simulated network
+// with simulated time. One seeded Rng drives everything (latencies, losses, duplications, the
+// cores' random backoff, the fault schedule built on top), so a seed replays bit for bit.
+//
+// Model
+// - Events sit in one queue ordered by (time, sequence number); the sequence number breaks ties in
+//   insertion order, which keeps runs deterministic.
+// - The network is a TCP-like full mesh. The connection between a and b is up when both are alive
+//   and the link is not cut. A connection going down or up produces peer_down / peer_up at both
+//   live ends (after `peer_event_delay_ms`); messages in flight on a connection that went down are
+//   lost (each connection has an epoch). Per direction, messages are FIFO unless reordering is on.
+// - Faults: per-link latency (base + uniform jitter, slowed links), loss, duplication, reordering,
+//   symmetric cuts (a single link, e.g. the article's "A-B cut only", or a partition into two
+//   groups), one-way blackholes (asymmetric: the connection stays up, one direction silently
+//   drops), crash + restart (durable state = the last PersistState; optionally lost, to prove the
+//   checks bite), pause (a stalled process: connections stay up, nothing is processed, its inputs
+//   and timers are handled late when it resumes; no peer_down anywhere).
+// - Timers: one pending instance per (node, TimerId) with a generation number; arming or
+//   cancelling bumps the generation, so replaced instances never fire.
+// - A batch of actions is performed in order; PersistState updates the durable store at once,
+//   before any later send of the batch is put on the network.
+// - After every step the History invariants are checked; the first violation stops the run.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <optional>
+#include <queue>
+#include <vector>
+
+#include "conclave/elector/elector.hpp"
+#include "conclave/sim/invariants.hpp"
+#include "conclave/sim/rng.hpp"
+
+namespace conclave::sim {
+
+struct SimOptions {
+    std::size_t nodes = 3;
+    std::uint64_t seed = 1;
+    /// Template for every node's config (cluster_size and self are set by the simulator).
+    Config elector = Config::fast(3, NodeId{0});
+    /// Restart a crashed node from an empty durable state (a deliberately broken driver).
+    bool lose_durable_state = false;
+    HistoryOptions history;
+    /// Each direction of each link gets a base latency uniform in [min, max]; every message adds a
+    /// jitter uniform in [0, jitter].
+    std::int64_t latency_min_ms = 1;
+    std::int64_t latency_max_ms = 10;
+    std::int64_t jitter_ms = 5;
+    /// Time for a connection change to reach the node as peer_up / peer_down.
+    std::int64_t peer_event_delay_ms = 2;
+    /// Every this often, each leader issues an LSN (0: never).
+    std::int64_t lsn_period_ms = 97;
+    /// NDJSON trace sink (see TRACE-FORMAT): nullptr for none.
+    std::ostream* trace = nullptr;
+};
+
+/// A change to the simulated world, applied at a given time (see Simulator::schedule).
+enum class FaultKind : std::uint8_t {
+    Cut,          // symmetric cut of link a-b (connection down)
+    Heal,         // undo one Cut of a-b
+    Partition,    // cut every link between `mask` and the rest
+    Unpartition,  // undo one Partition of `mask`
+    Blackhole,    // messages a -> b silently lost; connection stays up
+    Unblackhole,
+    SlowLink,  // add `value` ms to a <-> b latency
+    UnslowLink,
+    BeginLoss,  // lose each message with probability value / 1e6
+    EndLoss,
+    BeginDuplication,  // duplicate each message with probability value / 1e6
+    EndDuplication,
+    BeginReorder,  // no FIFO per direction
+    EndReorder,
+    Crash,
+    Restart,
+    Pause,    // stall node a for `value` ms
+    HealAll,  // end every fault: heal links, restart crashed nodes, stop loss/dup/reorder
+};
+
+struct FaultAction {
+    FaultKind kind{};
+    NodeId a{};
+    NodeId b{};
+    std::uint64_t mask = 0;
+    std::uint32_t value = 0;
+};
+
+std::string describe(const FaultAction& f);
+
+/// Handed to the step observer after every core input.
+struct StepRecord {
+    Millis now{};
+    NodeId node{};
+    StepAction action{};
+    const ElectorState* state = nullptr;  // after the step
+    const Actions* actions = nullptr;
+};
+
+struct SimStats {
+    std::uint64_t steps = 0;   // inputs given to cores
+    std::uint64_t events = 0;  // events taken off the queue
+    std::uint64_t messages_sent = 0;
+    std::uint64_t messages_delivered = 0;
+    std::uint64_t messages_dropped = 0;
+    std::uint64_t messages_duplicated = 0;
+    std::uint64_t crashes = 0;
+    std::uint64_t pauses = 0;
+    std::uint64_t lsns_issued = 0;
+};
+
+class Simulator {
+  public:
+    explicit Simulator(SimOptions options);
+    Simulator(const Simulator&) = delete;
+    Simulator& operator=(const Simulator&) = delete;
+
+    /// Starts every node at the current time and brings the mesh up.
+    void start_all();
+    /// Applies `fault` at time `at` (>= now).
+    void schedule(Millis at, FaultAction fault);
+    /// Applies `fault` now.
+    void apply(const FaultAction& fault);
+
+    /// Processes the next event. False when the queue is empty or a violation was found.
+    bool step();
+    /// Processes every event up to and including `until`, then sets the clock to `until`.
+    /// False if a violation stopped the run.
+    bool run_until(Millis until);
+
+    // ---- Observation ---------------------------------------------------------------------------
+    Millis now() const { return Millis{now_ms_}; }
+    std::size_t size() const { return options_.nodes; }
+    bool alive(NodeId n) const { return cores_[n.value].has_value(); }
+    bool paused(NodeId n) const { return paused_until_ms_[n.value] > now_ms_; }
+    /// State of a live node's core (nullptr when crashed).
+    const ElectorState* state(NodeId n) const;
+    /// True when a and b can talk both ways (connection up, no blackhole either way).
+    bool connected(NodeId a, NodeId b) const;
+    /// Alive, not paused, and connected to a majority (itself included).
+    bool healthy(NodeId n) const;
+    /// True when no fault is in effect.
+    bool fault_free() const;
+    const std::optional<Violation>& violation() const { return violation_; }
+    const SimStats& stats() const { return stats_; }
+    const History& history() const { return history_; }
+    const SimOptions& options() const { return options_; }
+    /// The run's only random generator; schedules built before start_all() draw from it too.
+    Rng& rng() { return rng_; }
+    /// Hash of every step (time, node, action, state after): equal runs have equal fingerprints.
+    std::uint64_t fingerprint() const { return fingerprint_; }
+
+    /// Called after every core input (for timelines, liveness and stability tracking).
+    std::function<void(const Simulator&, const StepRecord&)> on_step;
+
+  private:
+    enum class EventKind : std::uint8_t { Deliver, Timer, PeerUp, PeerDown, Fault, LsnTick };
+    struct Event {
+        std::int64_t time_ms = 0;
+        std::uint64_t seq = 0;
+        EventKind kind{};
+        std::uint16_t node = 0;  // destination / owner
+        std::uint16_t peer = 0;  // sender for Deliver, subject of PeerUp/PeerDown
+        TimerId timer{};
+        std::uint32_t stamp = 0;  // timer generation, connection epoch or node incarnation
+        std::uint32_t fault = 0;  // index into faults_
+        Message message;
+    };
+    struct Later {
+        bool operator()(const Event& x, const Event& y) const {
+            return x.time_ms != y.time_ms ? x.time_ms > y.time_ms : x.seq > y.seq;
+        }
+    };
+
+    std::size_t link(std::size_t a, std::size_t b) const { return a * options_.nodes + b; }
+    void push(Event e);
+    Config config_for(std::size_t node) const;
+    void dispatch(const Event& e);
+    void perform(std::size_t node, StepAction action, Actions&& actions,
+                 const Message* received = nullptr, std::optional<NodeId> peer = std::nullopt,
+                 std::optional<TimerId> timer = std::nullopt);
+    void send(std::size_t from, std::size_t to, const Message& m);
+    void update_connection(std::size_t a, std::size_t b);
+    void crash(std::size_t n);
+    void restart(std::size_t n);
+    void cut_pair(std::size_t a, std::size_t b, int delta);
+    void trace_step(std::size_t node, StepAction action, const Actions& actions,
+                    const ElectorState& state, const Message* received, std::optional<NodeId> peer,
+                    std::optional<TimerId> timer);
+    void trace_net(const char* event, const Message* m, std::size_t to, const char* detail);
+    void check(std::size_t node, StepAction action, const ElectorState& state,
+               const Actions& actions);
+
+    SimOptions options_;
+    Rng rng_;
+    History history_;
+    std::int64_t now_ms_ = 0;
+    std::uint64_t next_seq_ = 0;
+    std::priority_queue<Event, std::vector<Event>, Later> queue_;
+    std::vector<FaultAction> faults_;
+
+    std::vector<std::optional<Elector>> cores_;
+    std::vector<DurableState> durable_;
+    std::vector<std::uint32_t> incarnation_;
+    std::vector<std::int64_t> paused_until_ms_;
+    std::vector<std::uint32_t> timer_generation_;  // [node * kTimerCount + timer]
+
+    // Per ordered pair (a * n + b).
+    std::vector<std::uint16_t> cut_count_;        // symmetric: kept equal for (a,b) and (b,a)
+    std::vector<std::uint16_t> blackhole_count_;  // direction a -> b
+    std::vector<std::int64_t> slow_ms_;           // symmetric extra latency
+    std::vector<std::uint8_t> connection_up_;     // symmetric
+    std::vector<std::uint32_t> epoch_;            // symmetric connection epoch
+    std::vector<std::int64_t> base_latency_ms_;   // direction a -> b
+    std::vector<std::int64_t> last_arrival_ms_;   // direction a -> b (FIFO)
+
+    std::uint32_t loss_ppm_ = 0;
+    std::uint32_t duplication_ppm_ = 0;
+    int loss_depth_ = 0;
+    int duplication_depth_ = 0;
+    int reorder_depth_ = 0;
+
+    std::optional<Violation> violation_;
+    SimStats stats_;
+    std::uint64_t fingerprint_ = 0;
+    bool started_ = false;
+};
+
+}  // namespace conclave::sim

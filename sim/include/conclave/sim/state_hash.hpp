@@ -1,0 +1,72 @@
+// Hashes of the elector's plain-data state and messages (explorer state hashing, run fingerprints).
+#pragma once
+
+#include <cstdint>
+
+#include "conclave/elector/elector.hpp"
+#include "conclave/sim/rng.hpp"
+
+namespace conclave::sim {
+
+inline std::uint64_t optional_node_code(const std::optional<NodeId>& n) {
+    return n ? std::uint64_t{n->value} + 1 : 0;
+}
+
+inline std::uint64_t hash_state(const ElectorState& s) {
+    std::uint64_t h = static_cast<std::uint64_t>(s.role);
+    h = hash_mix(h, s.term.value);
+    h = hash_mix(h, optional_node_code(s.voted_for) | (optional_node_code(s.leader) << 16) |
+                        (optional_node_code(s.tentative_leader) << 32) |
+                        (std::uint64_t{s.armed_timers} << 48));
+    h = hash_mix(h, s.supporters.bits);
+    h = hash_mix(h, s.refusals.bits);
+    h = hash_mix(h, s.heard_since_check.bits);
+    h = hash_mix(h, s.peers_up.bits);
+    h = hash_mix(h, s.missed_checks);
+    h = hash_mix(h, s.round.id);
+    h = hash_mix(h, s.round.term.value);
+    h = hash_mix(h, s.round.yes.bits);
+    h = hash_mix(h, s.round.no.bits);
+    h = hash_mix(h, s.last_round_id);
+    h = hash_mix(h, s.lsn.term.value);
+    h = hash_mix(h, s.lsn.counter);
+    return h;
+}
+
+/// A message packed into two words, unique for the values simulations produce (node ids below
+/// 256, terms and round ids below 2^32). Used to order and hash the explorer's in-flight multiset.
+struct PackedMessage {
+    std::uint64_t head = 0;  // to | from << 8 | type << 16 | term << 24
+    std::uint64_t body = 0;
+    auto operator<=>(const PackedMessage&) const = default;
+};
+
+inline PackedMessage pack(NodeId to, const Message& m) {
+    PackedMessage p;
+    p.head = std::uint64_t{to.value} | (std::uint64_t{m.from.value} << 8) |
+             (static_cast<std::uint64_t>(m.body.index()) << 16) | (m.term.value << 24);
+    std::visit(
+        [&](const auto& b) {
+            using T = std::decay_t<decltype(b)>;
+            if constexpr (std::is_same_v<T, ScoutingRequest>) {
+                p.body = b.round;
+            } else if constexpr (std::is_same_v<T, ScoutingResponse>) {
+                p.body = b.round | (std::uint64_t{b.will_vote} << 63);
+            } else if constexpr (std::is_same_v<T, ElectionProposal>) {
+                p.body = b.transfer ? 1 : 0;
+            } else if constexpr (std::is_same_v<T, ElectionResponse>) {
+                p.body = (b.granted ? 1U : 0U) | (static_cast<std::uint64_t>(b.refusal) << 1) |
+                         (b.voter_term.value << 8);
+            } else if constexpr (std::is_same_v<T, LeaderHeartbeat>) {
+                p.body = (b.lsn.term.value << 32) | b.lsn.counter;
+            } else if constexpr (std::is_same_v<T, LeadershipCession>) {
+                p.body = optional_node_code(b.successor);
+            } else {
+                p.body = 0;
+            }
+        },
+        m.body);
+    return p;
+}
+
+}  // namespace conclave::sim

@@ -1,0 +1,405 @@
+#include "conclave/sim/explorer.hpp"
+
+#include <algorithm>
+#include <cassert>
+#include <chrono>
+
+#include "conclave/elector/elector.hpp"
+#include "conclave/sim/state_hash.hpp"
+
+namespace conclave::sim {
+namespace {
+
+enum class LabelKind : std::uint8_t { Fire, Crash, Restart, Deliver, Drop, Duplicate };
+
+/// One transition out of a state: which node, and which timer or in-flight message (the index in
+/// the state's sorted in-flight vector, which is the same on replay).
+struct Label {
+    LabelKind kind{};
+    std::uint8_t node = 0;
+    std::uint16_t arg = 0;
+
+    std::uint32_t encode() const {
+        return static_cast<std::uint32_t>(kind) | (std::uint32_t{node} << 8) |
+               (std::uint32_t{arg} << 16);
+    }
+    static Label decode(std::uint32_t x) {
+        return Label{static_cast<LabelKind>(x & 0xFFU), static_cast<std::uint8_t>((x >> 8) & 0xFFU),
+                     static_cast<std::uint16_t>(x >> 16)};
+    }
+};
+
+struct InFlight {
+    PackedMessage key;
+    NodeId to{};
+    Message message;
+};
+
+struct XState {
+    std::vector<std::optional<Elector>> cores;  // nullopt: crashed
+    std::vector<DurableState> durable;
+    std::vector<InFlight> in_flight;  // sorted by key: a canonical multiset
+    History history;
+    std::uint8_t crashes = 0;
+    std::uint8_t duplications = 0;
+    std::uint32_t depth = 0;
+    std::uint32_t path = 0;  // index into the path arena
+};
+
+/// Open-addressing set of 64-bit hashes (8 bytes per slot, at most half full).
+class HashSet {
+  public:
+    HashSet() : slots_(std::size_t{1} << 16, 0) {}
+    /// True if `h` was not in the set.
+    bool insert(std::uint64_t h) {
+        h = h == 0 ? 1 : h;
+        if ((size_ + 1) * 2 > slots_.size()) {
+            grow();
+        }
+        return place(slots_, h);
+    }
+
+  private:
+    bool place(std::vector<std::uint64_t>& slots, std::uint64_t h) {
+        const std::size_t mask = slots.size() - 1;
+        for (std::size_t i = h & mask;; i = (i + 1) & mask) {
+            if (slots[i] == h) {
+                return false;
+            }
+            if (slots[i] == 0) {
+                slots[i] = h;
+                ++size_;
+                return true;
+            }
+        }
+    }
+    void grow() {
+        std::vector<std::uint64_t> bigger(slots_.size() * 2, 0);
+        size_ = 0;
+        for (std::uint64_t h : slots_) {
+            if (h != 0) {
+                place(bigger, h);
+            }
+        }
+        slots_.swap(bigger);
+    }
+    std::vector<std::uint64_t> slots_;
+    std::size_t size_ = 0;
+};
+
+std::uint64_t zero_random() {
+    return 0;  // backoff delays do not matter: any armed timer may fire at any time
+}
+
+class Explorer {
+  public:
+    explicit Explorer(const ExploreOptions& o) : o_(o) {
+        for (std::size_t i = 0; i < o.nodes; ++i) {
+            Config c = explorer_config(o);
+            c.self = NodeId{static_cast<std::uint16_t>(i)};
+            configs_.push_back(c);
+        }
+    }
+
+    XState initial() {
+        XState s{{}, std::vector<DurableState>(o_.nodes), {}, History(o_.nodes, o_.history)};
+        for (std::size_t i = 0; i < o_.nodes; ++i) {
+            s.cores.emplace_back(std::in_place, configs_[i], DurableState{}, zero_random);
+        }
+        for (std::size_t i = 0; i < o_.nodes; ++i) {
+            perform(s, i, StepAction::Start, s.cores[i]->start(Millis{0}));
+        }
+        for (std::size_t i = 0; i < o_.nodes; ++i) {
+            for (std::size_t j = 0; j < o_.nodes; ++j) {
+                if (i != j) {
+                    perform(s, i, StepAction::PeerUp, s.cores[i]->peer_up(Millis{0}, node(j)));
+                }
+            }
+        }
+        return s;
+    }
+
+    /// Every transition out of `s`. The depth-first search expands the last label first, so
+    /// crashes and restarts (listed last) are tried early: faults find bugs sooner; the set of
+    /// states explored is the same in any order.
+    std::vector<Label> labels(const XState& s) const {
+        std::vector<Label> out;
+        for (std::size_t k = 0; k < s.in_flight.size(); ++k) {
+            if (k > 0 && s.in_flight[k].key == s.in_flight[k - 1].key) {
+                continue;  // same message: same successors
+            }
+            const auto index = static_cast<std::uint16_t>(k);
+            out.push_back(Label{LabelKind::Deliver, 0, index});
+            out.push_back(Label{LabelKind::Drop, 0, index});
+            if (s.duplications < o_.max_duplications) {
+                out.push_back(Label{LabelKind::Duplicate, 0, index});
+            }
+        }
+        for (std::size_t i = 0; i < o_.nodes; ++i) {
+            if (!s.cores[i]) {
+                continue;
+            }
+            for (std::uint16_t t = 0; t < kTimerCount; ++t) {
+                if (s.cores[i]->state().timer_armed(static_cast<TimerId>(t))) {
+                    out.push_back(Label{LabelKind::Fire, static_cast<std::uint8_t>(i), t});
+                }
+            }
+        }
+        for (std::size_t i = 0; i < o_.nodes; ++i) {
+            const auto n = static_cast<std::uint8_t>(i);
+            if (!s.cores[i]) {
+                out.push_back(Label{LabelKind::Restart, n, 0});
+            } else if (s.crashes < o_.max_crashes) {
+                out.push_back(Label{LabelKind::Crash, n, 0});
+            }
+        }
+        return out;
+    }
+
+    /// Applies `label` to `s`; a violation it causes is left in violation_.
+    void apply(XState& s, Label label) {
+        const std::size_t n = label.node;
+        switch (label.kind) {
+            case LabelKind::Fire: {
+                const auto timer = static_cast<TimerId>(label.arg);
+                perform(s, n, action_for(timer), s.cores[n]->timer_fired(Millis{0}, timer));
+                break;
+            }
+            case LabelKind::Crash: {
+                ++s.crashes;
+                s.cores[n].reset();
+                std::erase_if(s.in_flight, [&](const InFlight& f) {
+                    return f.to.value == n || f.message.from.value == n;
+                });
+                perform(s, n, StepAction::Crash, Actions{});
+                for (std::size_t j = 0; j < o_.nodes; ++j) {
+                    if (s.cores[j]) {
+                        perform(s, j, StepAction::PeerDown,
+                                s.cores[j]->peer_down(Millis{0}, node(n)));
+                    }
+                }
+                break;
+            }
+            case LabelKind::Restart: {
+                if (o_.lose_durable_state) {
+                    s.durable[n] = DurableState{};
+                }
+                s.cores[n].emplace(configs_[n], s.durable[n], zero_random);
+                perform(s, n, StepAction::Restart, s.cores[n]->start(Millis{0}));
+                for (std::size_t j = 0; j < o_.nodes; ++j) {
+                    if (j != n && s.cores[j]) {
+                        perform(s, n, StepAction::PeerUp, s.cores[n]->peer_up(Millis{0}, node(j)));
+                        perform(s, j, StepAction::PeerUp, s.cores[j]->peer_up(Millis{0}, node(n)));
+                    }
+                }
+                break;
+            }
+            case LabelKind::Deliver: {
+                const InFlight f = s.in_flight[label.arg];
+                s.in_flight.erase(s.in_flight.begin() + label.arg);
+                const std::size_t to = f.to.value;
+                assert(s.cores[to]);
+                perform(s, to, action_for(f.message.body),
+                        s.cores[to]->receive(Millis{0}, f.message));
+                break;
+            }
+            case LabelKind::Drop:
+                s.in_flight.erase(s.in_flight.begin() + label.arg);
+                break;
+            case LabelKind::Duplicate: {
+                ++s.duplications;
+                const InFlight f = s.in_flight[label.arg];
+                insert(s, f.to, f.message);
+                break;
+            }
+        }
+    }
+
+    std::string describe(const XState& s, Label label) const {
+        const std::string n = "n" + std::to_string(label.node);
+        switch (label.kind) {
+            case LabelKind::Fire:
+                return n + ": " + std::string(to_string(static_cast<TimerId>(label.arg))) +
+                       " fires";
+            case LabelKind::Crash:
+                return n + " crashes";
+            case LabelKind::Restart:
+                return n + " restarts";
+            case LabelKind::Deliver:
+            case LabelKind::Drop:
+            case LabelKind::Duplicate: {
+                const InFlight& f = s.in_flight[label.arg];
+                const char* verb = label.kind == LabelKind::Deliver ? " receives "
+                                   : label.kind == LabelKind::Drop  ? ": network drops "
+                                                                    : ": network duplicates ";
+                return "n" + std::to_string(f.to.value) + verb + to_string(f.message);
+            }
+        }
+        return "?";
+    }
+
+    bool within_bounds(const XState& s) const {
+        if (s.in_flight.size() > o_.max_in_flight) {
+            return false;
+        }
+        for (std::size_t i = 0; i < o_.nodes; ++i) {
+            const Term t = s.cores[i] ? s.cores[i]->state().term : s.durable[i].term;
+            if (t.value > o_.max_term) {
+                return false;
+            }
+            if (s.cores[i] && s.cores[i]->state().last_round_id > o_.max_rounds) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    static std::uint64_t hash(const XState& s) {
+        std::uint64_t h = hash_mix(0x4558, s.crashes | (std::uint64_t{s.duplications} << 8));
+        for (std::size_t i = 0; i < s.cores.size(); ++i) {
+            if (s.cores[i]) {
+                h = hash_mix(h, hash_state(s.cores[i]->state()));
+            } else {
+                h = hash_mix(h, 0xDEAD0000ULL ^ (s.durable[i].term.value << 20) ^
+                                    optional_node_code(s.durable[i].voted_for));
+            }
+        }
+        for (const InFlight& f : s.in_flight) {
+            h = hash_mix(hash_mix(h, f.key.head), f.key.body);
+        }
+        return hash_mix(h, s.history.hash());
+    }
+
+    std::optional<Violation> violation_;
+
+  private:
+    static NodeId node(std::size_t i) { return NodeId{static_cast<std::uint16_t>(i)}; }
+
+    static void insert(XState& s, NodeId to, const Message& m) {
+        InFlight f{pack(to, m), to, m};
+        auto at = std::upper_bound(
+            s.in_flight.begin(), s.in_flight.end(), f.key,
+            [](const PackedMessage& key, const InFlight& other) { return key < other.key; });
+        s.in_flight.insert(at, std::move(f));
+    }
+
+    void perform(XState& s, std::size_t n, StepAction action, const Actions& actions) {
+        for (const Action& a : actions) {
+            if (const auto* to = std::get_if<SendTo>(&a)) {
+                if (s.cores[to->to.value]) {
+                    insert(s, to->to, to->message);
+                }
+            } else if (const auto* all = std::get_if<Broadcast>(&a)) {
+                for (std::size_t j = 0; j < o_.nodes; ++j) {
+                    if (j != n && s.cores[j]) {
+                        insert(s, node(j), all->message);
+                    }
+                }
+            } else if (const auto* persist = std::get_if<PersistState>(&a)) {
+                s.durable[n] = persist->state;
+            }
+        }
+        if (violation_) {
+            return;
+        }
+        ElectorState remains;
+        if (!s.cores[n]) {
+            remains.term = s.durable[n].term;
+            remains.voted_for = s.durable[n].voted_for;
+        }
+        const ElectorState& state = s.cores[n] ? s.cores[n]->state() : remains;
+        violation_ = s.history.after_step(node(n), action, state, actions);
+    }
+
+    ExploreOptions o_;
+    std::vector<Config> configs_;
+};
+
+}  // namespace
+
+Config explorer_config(const ExploreOptions& options) {
+    Config c = Config::fast(options.nodes, NodeId{0});
+    c.heartbeat_check_period = c.inactivity_interval();  // one missed check = leader gone
+    c.scouting = options.scouting;
+    c.check_quorum = options.check_quorum;
+    c.planted_bug = options.planted_bug;
+    return c;
+}
+
+ExploreResult explore(const ExploreOptions& options) {
+    if (options.nodes < 1 || options.nodes > 5) {
+        throw std::invalid_argument("explore nodes: must be between 1 and 5, got " +
+                                    std::to_string(options.nodes));
+    }
+    const auto started = std::chrono::steady_clock::now();
+    Explorer x(options);
+    ExploreResult result;
+    struct PathNode {
+        std::uint32_t parent;
+        std::uint32_t label;
+    };
+    std::vector<PathNode> arena{{0, 0}};
+    HashSet visited;
+    std::vector<XState> stack;
+    stack.push_back(x.initial());
+    visited.insert(Explorer::hash(stack.back()));
+    result.states = 1;
+
+    std::optional<std::pair<std::uint32_t, Label>> failure;  // (path of the state, last label)
+    if (x.violation_) {
+        failure = std::pair{0U, Label{}};
+    }
+    while (!stack.empty() && !failure) {
+        XState s = std::move(stack.back());
+        stack.pop_back();
+        result.max_depth = std::max<std::uint64_t>(result.max_depth, s.depth);
+        for (const Label& label : x.labels(s)) {
+            ++result.transitions;
+            XState next = s;
+            next.depth = s.depth + 1;
+            x.apply(next, label);
+            if (x.violation_) {
+                failure = std::pair{s.path, label};
+                result.max_depth = std::max<std::uint64_t>(result.max_depth, next.depth);
+                break;
+            }
+            if (!x.within_bounds(next) || !visited.insert(Explorer::hash(next))) {
+                continue;
+            }
+            ++result.states;
+            next.path = static_cast<std::uint32_t>(arena.size());
+            arena.push_back(PathNode{s.path, label.encode()});
+            stack.push_back(std::move(next));
+        }
+        if (options.max_states != 0 && result.states >= options.max_states) {
+            result.complete = !stack.empty() ? false : result.complete;
+            break;
+        }
+    }
+    if (failure) {
+        result.violation = x.violation_;
+        std::vector<Label> path;
+        for (std::uint32_t p = failure->first; p != 0; p = arena[p].parent) {
+            path.push_back(Label::decode(arena[p].label));
+        }
+        std::reverse(path.begin(), path.end());
+        path.push_back(failure->second);
+        Explorer replay(options);
+        XState s = replay.initial();
+        std::size_t step = 0;
+        for (const Label& label : path) {
+            if (failure->first == 0 && x.violation_ && path.size() == 1 &&
+                result.transitions == 0) {
+                break;  // the initial state itself violates
+            }
+            result.counterexample.push_back(std::to_string(++step) + ". " +
+                                            replay.describe(s, label));
+            replay.apply(s, label);
+        }
+    }
+    result.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    return result;
+}
+
+}  // namespace conclave::sim

@@ -1,0 +1,254 @@
+#include "conclave/sim/invariants.hpp"
+
+#include <cassert>
+
+#include "conclave/sim/rng.hpp"
+
+namespace conclave::sim {
+namespace {
+
+std::string node_name(NodeId n) {
+    return "n" + std::to_string(n.value);
+}
+
+template <typename T>
+void grow(std::vector<T>& v, std::size_t size) {
+    if (v.size() < size) {
+        v.resize(size, T{});
+    }
+}
+
+}  // namespace
+
+std::string_view to_string(ViolationKind k) {
+    switch (k) {
+        case ViolationKind::TwoLeadersInTerm:
+            return "two-leaders-in-term";
+        case ViolationKind::TermDecreased:
+            return "term-decreased";
+        case ViolationKind::DoubleVote:
+            return "double-vote";
+        case ViolationKind::LeaderWithoutQuorum:
+            return "leader-without-quorum";
+        case ViolationKind::LsnNotIncreasing:
+            return "lsn-not-increasing";
+        case ViolationKind::Alarm:
+            return "core-alarm";
+        case ViolationKind::Liveness:
+            return "liveness";
+    }
+    return "?";
+}
+
+std::string_view to_string(StepAction a) {
+    switch (a) {
+        case StepAction::Start:
+            return "Start";
+        case StepAction::Stop:
+            return "Stop";
+        case StepAction::Crash:
+            return "Crash";
+        case StepAction::Restart:
+            return "Restart";
+        case StepAction::HandleScoutingRequest:
+            return "HandleScoutingRequest";
+        case StepAction::HandleScoutingResponse:
+            return "HandleScoutingResponse";
+        case StepAction::HandleElectionProposal:
+            return "HandleElectionProposal";
+        case StepAction::HandleElectionResponse:
+            return "HandleElectionResponse";
+        case StepAction::HandleLeaderHeartbeat:
+            return "HandleLeaderHeartbeat";
+        case StepAction::HandleHeartbeatAck:
+            return "HandleHeartbeatAck";
+        case StepAction::HandleHeartbeatResponse:
+            return "HandleHeartbeatResponse";
+        case StepAction::HandleLeadershipCession:
+            return "HandleLeadershipCession";
+        case StepAction::InitialWaitFired:
+            return "InitialWaitFired";
+        case StepAction::RandomWaitFired:
+            return "RandomWaitFired";
+        case StepAction::ScoutingResultFired:
+            return "ScoutingResultFired";
+        case StepAction::ElectionResultFired:
+            return "ElectionResultFired";
+        case StepAction::HeartbeatBroadcastFired:
+            return "HeartbeatBroadcastFired";
+        case StepAction::HeartbeatCheckFired:
+            return "HeartbeatCheckFired";
+        case StepAction::CheckQuorumFired:
+            return "CheckQuorumFired";
+        case StepAction::PeerUp:
+            return "PeerUp";
+        case StepAction::PeerDown:
+            return "PeerDown";
+        case StepAction::TransferLeadership:
+            return "TransferLeadership";
+        case StepAction::IssueLsn:
+            return "IssueLsn";
+    }
+    return "?";
+}
+
+StepAction action_for(const MessageBody& body) {
+    // The variant's alternatives are in the same order as the Handle* actions.
+    return static_cast<StepAction>(static_cast<std::size_t>(StepAction::HandleScoutingRequest) +
+                                   body.index());
+}
+
+StepAction action_for(TimerId timer) {
+    return static_cast<StepAction>(static_cast<std::size_t>(StepAction::InitialWaitFired) +
+                                   static_cast<std::size_t>(timer));
+}
+
+static_assert(std::variant_size_v<MessageBody> == 8);
+static_assert(static_cast<int>(StepAction::HandleLeadershipCession) -
+                  static_cast<int>(StepAction::HandleScoutingRequest) ==
+              7);
+static_assert(static_cast<int>(StepAction::CheckQuorumFired) -
+                  static_cast<int>(StepAction::InitialWaitFired) ==
+              static_cast<int>(TimerId::CheckQuorum));
+
+History::History(std::size_t nodes, HistoryOptions options)
+    : nodes_(nodes),
+      majority_(nodes / 2 + 1),
+      options_(options),
+      highest_term_(nodes, 0),
+      last_lsn_of_node_(nodes) {
+    assert(nodes > 0 && nodes < 255);
+}
+
+std::optional<NodeId> History::leader_of(Term term) const {
+    if (term.value >= leader_of_term_.size() || leader_of_term_[term.value] == 0) {
+        return std::nullopt;
+    }
+    return NodeId{static_cast<std::uint16_t>(leader_of_term_[term.value] - 1)};
+}
+
+std::size_t History::votes_for(NodeId candidate, Term term) const {
+    std::size_t count = 0;
+    const std::size_t base = term.value * nodes_;
+    for (std::size_t voter = 0; voter < nodes_; ++voter) {
+        if (base + voter < vote_.size() && vote_[base + voter] == candidate.value + 1) {
+            ++count;
+        }
+    }
+    return count;
+}
+
+std::optional<Violation> History::record_vote(NodeId voter, Term term, NodeId candidate) {
+    const std::size_t index = term.value * nodes_ + voter.value;
+    grow(vote_, index + 1);
+    const auto wanted = static_cast<std::uint8_t>(candidate.value + 1);
+    if (vote_[index] != 0 && vote_[index] != wanted) {
+        return Violation{ViolationKind::DoubleVote,
+                         node_name(voter) + " voted for " + node_name(candidate) + " in term " +
+                             std::to_string(term.value) + " after voting for n" +
+                             std::to_string(vote_[index] - 1)};
+    }
+    vote_[index] = wanted;
+    return std::nullopt;
+}
+
+std::optional<Violation> History::after_step(NodeId node, StepAction action,
+                                             const ElectorState& after, const Actions& actions) {
+    assert(node.value < nodes_);
+    std::uint64_t& highest = highest_term_[node.value];
+    if (after.term.value < highest && options_.check_term_monotonic) {
+        return Violation{ViolationKind::TermDecreased, node_name(node) + " went from term " +
+                                                           std::to_string(highest) + " to term " +
+                                                           std::to_string(after.term.value) +
+                                                           " in " + std::string(to_string(action))};
+    }
+    if (after.term.value > highest) {
+        highest = after.term.value;
+    }
+    for (const Action& a : actions) {
+        if (const auto* persist = std::get_if<PersistState>(&a)) {
+            if (persist->state.voted_for) {
+                if (auto v = record_vote(node, persist->state.term, *persist->state.voted_for)) {
+                    return v;
+                }
+            }
+        } else if (const auto* send = std::get_if<SendTo>(&a)) {
+            const auto* response = std::get_if<ElectionResponse>(&send->message.body);
+            if (response && response->granted && action == StepAction::HandleElectionProposal) {
+                if (auto v = record_vote(node, send->message.term, send->to)) {
+                    return v;
+                }
+            }
+        } else if (const auto* alarm = std::get_if<RaiseAlarm>(&a)) {
+            return Violation{ViolationKind::Alarm, node_name(node) +
+                                                       " raised the two-leaders alarm about " +
+                                                       node_name(alarm->peer) + " in term " +
+                                                       std::to_string(alarm->term.value)};
+        }
+    }
+    if (after.role == Role::Leader) {
+        const Term t = after.term;
+        grow(leader_of_term_, t.value + 1);
+        std::uint8_t& leader = leader_of_term_[t.value];
+        const auto me = static_cast<std::uint8_t>(node.value + 1);
+        if (leader != 0 && leader != me) {
+            return Violation{ViolationKind::TwoLeadersInTerm,
+                             node_name(node) + " and n" + std::to_string(leader - 1) +
+                                 " both led term " + std::to_string(t.value)};
+        }
+        if (leader == 0) {
+            leader = me;
+            const std::size_t votes = votes_for(node, t);
+            if (votes < majority_) {
+                return Violation{ViolationKind::LeaderWithoutQuorum,
+                                 node_name(node) + " leads term " + std::to_string(t.value) +
+                                     " with " + std::to_string(votes) + " vote(s), majority is " +
+                                     std::to_string(majority_)};
+            }
+        }
+    }
+    return std::nullopt;
+}
+
+std::optional<Violation> History::after_issue(NodeId node, Lsn issued, const ElectorState& after) {
+    auto fail = [&](const std::string& why) {
+        return Violation{ViolationKind::LsnNotIncreasing,
+                         node_name(node) + " issued LSN " + to_string(issued) + ": " + why};
+    };
+    if (after.role != Role::Leader || issued.term != after.term) {
+        return fail("not a leader in that term");
+    }
+    Lsn& last_of_node = last_lsn_of_node_[node.value];
+    if (!(issued > last_of_node)) {
+        return fail("not above its previous LSN " + to_string(last_of_node));
+    }
+    last_of_node = issued;
+    grow(last_counter_of_term_, issued.term.value + 1);
+    std::uint64_t& last_counter = last_counter_of_term_[issued.term.value];
+    if (issued.counter <= last_counter) {
+        return fail("counter not above " + std::to_string(last_counter) +
+                    " already issued in this term");
+    }
+    last_counter = issued.counter;
+    return std::nullopt;
+}
+
+std::uint64_t History::hash() const {
+    std::uint64_t h = 0x5151;
+    for (std::size_t i = 0; i < leader_of_term_.size(); ++i) {
+        if (leader_of_term_[i] != 0) {
+            h = hash_mix(h, (i << 8) | leader_of_term_[i]);
+        }
+    }
+    for (std::size_t i = 0; i < vote_.size(); ++i) {
+        if (vote_[i] != 0) {
+            h = hash_mix(h, (i << 8) | vote_[i] | (1ULL << 40));
+        }
+    }
+    for (std::uint64_t t : highest_term_) {
+        h = hash_mix(h, t);
+    }
+    return h;
+}
+
+}  // namespace conclave::sim

@@ -1,0 +1,300 @@
+// conclave-sim: runs seeded random schedules (or the exhaustive explorer) against the real elector
+// core and reports speed and any invariant violation. Exit status: 0 no violation, 1 a violation
+// (or, with --expect-violation, none), 2 bad command line.
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <string_view>
+
+#include "conclave/sim/explorer.hpp"
+#include "conclave/sim/run.hpp"
+
+namespace {
+
+using namespace conclave;
+using namespace conclave::sim;
+
+constexpr const char* kUsage = R"(usage: conclave-sim [options]
+
+Runs seeded random fault schedules against N real elector cores on a simulated network and checks
+the safety invariants after every step (one leader per term, terms never decrease, one vote per
+node per term, leaders elected by a majority, strictly increasing LSNs) and liveness after the
+faults stop (every node agrees on one leader within a bound derived from the config).
+
+Random schedules:
+  --seeds K            number of seeds to run (default 100; 1 when --seed is given alone)
+  --seed S             first seed (default 1); seeds S, S+1, ..., S+K-1 are run
+  --nodes N            cluster size, 1..32 (default 3)
+  --faults LIST        all | none | comma list of loss,dup,reorder,latency,cut,partition,asym,
+                       crash,pause (default all)
+  --episodes E         fault episodes per seed (default 4)
+  --duration MS        fault window in simulated ms (default 6000); a fault-free tail follows
+  --tail MS            length of the fault-free tail (default: liveness bound + 1000)
+  --steps K            stop each seed after K core steps (skips the liveness check)
+  --trace FILE         write the run as NDJSON (trace format v1); needs a single seed
+  --no-scouting        switch ElectionScouting (PreVote) off
+  --planted-bug NAME   double-vote | minority-quorum | count-stale-scouting-replies |
+                       skip-sticky-leader (a deliberately broken core)
+  --lose-durable-state restart crashed nodes with empty durable state (a broken driver)
+  --no-term-check      do not check that terms never decrease (to see what lost state leads to)
+  --expect-violation   exit 0 if a violation is found, 1 if none (for planted-bug tests)
+  --quiet              print only violations and the summary
+
+Exhaustive exploration (3 nodes by default):
+  --explore            explore every interleaving within the bounds below instead
+  --max-term T         (default 1)
+  --max-in-flight M    messages in flight (default 2)
+  --max-crashes C      (default 1)
+  --max-rounds R       scouting rounds per node incarnation (default 1)
+  --max-dups D         duplications (default 0)
+  --max-states S       stop after S distinct states (default 0 = no limit)
+  (--nodes, --no-scouting, --planted-bug, --lose-durable-state, --no-term-check apply too)
+
+  --help               this text
+)";
+
+template <typename T>
+bool parse_number(std::string_view text, T& out) {
+    const char* end = text.data() + text.size();
+    auto [ptr, ec] = std::from_chars(text.data(), end, out);
+    return ec == std::errc{} && ptr == end;
+}
+
+std::optional<PlantedBug> parse_bug(std::string_view name) {
+    for (PlantedBug b : {PlantedBug::None, PlantedBug::DoubleVote, PlantedBug::MinorityQuorum,
+                         PlantedBug::CountStaleScoutingReplies, PlantedBug::SkipStickyLeader}) {
+        if (name == to_string(b)) {
+            return b;
+        }
+    }
+    return std::nullopt;
+}
+
+int usage_error(const std::string& message) {
+    std::cerr << "conclave-sim: " << message << "\n(see conclave-sim --help)\n";
+    return 2;
+}
+
+int run_explorer(const ExploreOptions& o, bool expect_violation) {
+    std::cout << "exploring: nodes=" << o.nodes << " max-term=" << o.max_term
+              << " max-in-flight=" << o.max_in_flight << " max-crashes=" << o.max_crashes
+              << " max-rounds=" << o.max_rounds << " max-dups=" << o.max_duplications
+              << " scouting=" << (o.scouting ? "on" : "off")
+              << " planted-bug=" << to_string(o.planted_bug)
+              << (o.lose_durable_state ? " lose-durable-state" : "") << "\n";
+    const ExploreResult r = explore(o);
+    std::printf("states %llu  transitions %llu  max depth %llu  time %.2f s  (%.0f states/s)%s\n",
+                static_cast<unsigned long long>(r.states),
+                static_cast<unsigned long long>(r.transitions),
+                static_cast<unsigned long long>(r.max_depth), r.seconds,
+                r.seconds > 0 ? static_cast<double>(r.states) / r.seconds : 0.0,
+                r.complete ? "" : "  INCOMPLETE (--max-states reached)");
+    if (r.violation) {
+        std::cout << "VIOLATION " << to_string(r.violation->kind) << ": " << r.violation->detail
+                  << "\ncounterexample (" << r.counterexample.size() << " steps):\n";
+        for (const std::string& line : r.counterexample) {
+            std::cout << "  " << line << "\n";
+        }
+    } else {
+        std::cout << "violations: 0\n";
+    }
+    return (r.violation.has_value() == expect_violation) ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    RunOptions run;
+    ExploreOptions ex;
+    std::uint64_t seeds = 100;
+    bool seeds_given = false;
+    bool seed_given = false;
+    bool explore_mode = false;
+    bool expect_violation = false;
+    bool quiet = false;
+    std::string trace_path;
+    const std::string program = argc > 0 ? argv[0] : "conclave-sim";
+
+    for (int i = 1; i < argc; ++i) {
+        const std::string_view arg = argv[i];
+        auto value = [&](std::string_view& out) {
+            if (i + 1 >= argc) {
+                return false;
+            }
+            out = argv[++i];
+            return true;
+        };
+        auto number = [&](auto& out) {
+            std::string_view text;
+            return value(text) && parse_number(text, out);
+        };
+        auto bad = [&]() { return usage_error(std::string(arg) + ": missing or invalid value"); };
+        std::string_view text;
+        std::int64_t ms = 0;
+        if (arg == "--help" || arg == "-h") {
+            std::cout << kUsage;
+            return 0;
+        } else if (arg == "--seeds") {
+            if (!number(seeds) || seeds == 0)
+                return bad();
+            seeds_given = true;
+        } else if (arg == "--seed") {
+            if (!number(run.seed))
+                return bad();
+            seed_given = true;
+        } else if (arg == "--nodes") {
+            if (!number(run.nodes) || run.nodes == 0 || run.nodes > 32) {
+                return usage_error("--nodes: must be between 1 and 32");
+            }
+            ex.nodes = run.nodes;
+        } else if (arg == "--faults") {
+            std::string error;
+            if (!value(text))
+                return bad();
+            auto mix = FaultMix::parse(text, &error);
+            if (!mix)
+                return usage_error(error);
+            run.faults = *mix;
+        } else if (arg == "--episodes") {
+            if (!number(run.episodes) || run.episodes > 1000)
+                return bad();
+        } else if (arg == "--duration") {
+            if (!number(ms) || ms < 0 || ms > 86'400'000)
+                return bad();
+            run.fault_window = Millis{ms};
+        } else if (arg == "--tail") {
+            if (!number(ms) || ms <= 0 || ms > 86'400'000)
+                return bad();
+            run.tail = Millis{ms};
+        } else if (arg == "--steps") {
+            if (!number(run.max_steps) || run.max_steps == 0)
+                return bad();
+        } else if (arg == "--trace") {
+            if (!value(text))
+                return bad();
+            trace_path = text;
+        } else if (arg == "--no-scouting") {
+            run.scouting = ex.scouting = false;
+        } else if (arg == "--planted-bug") {
+            if (!value(text))
+                return bad();
+            auto bug = parse_bug(text);
+            if (!bug) {
+                return usage_error("--planted-bug: unknown bug '" + std::string(text) +
+                                   "' (expected double-vote, minority-quorum, "
+                                   "count-stale-scouting-replies or skip-sticky-leader)");
+            }
+            run.planted_bug = ex.planted_bug = *bug;
+        } else if (arg == "--lose-durable-state") {
+            run.lose_durable_state = ex.lose_durable_state = true;
+        } else if (arg == "--no-term-check") {
+            run.history.check_term_monotonic = ex.history.check_term_monotonic = false;
+        } else if (arg == "--expect-violation") {
+            expect_violation = true;
+        } else if (arg == "--quiet") {
+            quiet = true;
+        } else if (arg == "--explore") {
+            explore_mode = true;
+        } else if (arg == "--max-term") {
+            if (!number(ex.max_term) || ex.max_term > 200)
+                return bad();
+        } else if (arg == "--max-in-flight") {
+            if (!number(ex.max_in_flight) || ex.max_in_flight > 64)
+                return bad();
+        } else if (arg == "--max-crashes") {
+            if (!number(ex.max_crashes) || ex.max_crashes > 200)
+                return bad();
+        } else if (arg == "--max-rounds") {
+            if (!number(ex.max_rounds))
+                return bad();
+        } else if (arg == "--max-dups") {
+            if (!number(ex.max_duplications) || ex.max_duplications > 200)
+                return bad();
+        } else if (arg == "--max-states") {
+            if (!number(ex.max_states))
+                return bad();
+        } else {
+            return usage_error("unknown option '" + std::string(arg) + "'");
+        }
+    }
+    if (explore_mode) {
+        if (ex.nodes > 5) {
+            return usage_error("--nodes: the explorer supports 1..5 nodes");
+        }
+        return run_explorer(ex, expect_violation);
+    }
+    if (seed_given && !seeds_given) {
+        seeds = 1;
+    }
+    std::ofstream trace_file;
+    if (!trace_path.empty()) {
+        if (seeds != 1) {
+            return usage_error("--trace: needs a single seed (use --seed S without --seeds)");
+        }
+        trace_file.open(trace_path);
+        if (!trace_file) {
+            return usage_error("--trace: cannot open '" + trace_path + "' for writing");
+        }
+        run.trace = &trace_file;
+    }
+
+    const std::uint64_t first = run.seed;
+    std::uint64_t events = 0;
+    std::uint64_t steps = 0;
+    std::uint64_t violations = 0;
+    std::uint64_t sim_ms = 0;
+    std::int64_t slowest_convergence_ms = 0;
+    std::int64_t bound_ms = 0;
+    const auto started = std::chrono::steady_clock::now();
+    for (std::uint64_t k = 0; k < seeds; ++k) {
+        run.seed = first + k;
+        const RunResult r = run_seed(run);
+        events += r.stats.events;
+        steps += r.stats.steps;
+        sim_ms += static_cast<std::uint64_t>(r.end.count());
+        bound_ms = r.liveness_bound.count();
+        if (r.converged_after) {
+            slowest_convergence_ms = std::max(slowest_convergence_ms, r.converged_after->count());
+        }
+        if (r.violation) {
+            ++violations;
+            std::cout << "VIOLATION seed=" << r.seed << " at " << r.violation_at.count()
+                      << " ms: " << to_string(r.violation->kind) << ": " << r.violation->detail
+                      << "\n  replay: " << replay_command(program, run) << " --trace seed-"
+                      << r.seed << ".ndjson\n";
+        } else if (!quiet && seeds <= 20) {
+            std::cout << "seed " << r.seed << ": ok  events " << r.stats.events << "  steps "
+                      << r.stats.steps << "  sim " << r.end.count() << " ms  converged after "
+                      << (r.converged_after ? std::to_string(r.converged_after->count()) + " ms"
+                                            : std::string("-"))
+                      << " (bound " << r.liveness_bound.count() << " ms)  leader changes "
+                      << r.leadership.leader_changes << "  highest term "
+                      << r.leadership.highest_term.value << "  crashes " << r.stats.crashes
+                      << "  dropped " << r.stats.messages_dropped << "  fingerprint " << std::hex
+                      << r.fingerprint << std::dec << "\n";
+        }
+    }
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    std::printf(
+        "%llu seeds (faults %s, %zu nodes), %llu events (%llu core steps), %.1f s simulated, "
+        "%.2f s wall: %.0f seeds/s, %.0f events/s; violations: %llu\n",
+        static_cast<unsigned long long>(seeds), run.faults.to_string().c_str(), run.nodes,
+        static_cast<unsigned long long>(events), static_cast<unsigned long long>(steps),
+        static_cast<double>(sim_ms) / 1000.0, seconds,
+        seconds > 0 ? static_cast<double>(seeds) / seconds : 0.0,
+        seconds > 0 ? static_cast<double>(events) / seconds : 0.0,
+        static_cast<unsigned long long>(violations));
+    std::printf(
+        "slowest agreement on a leader after the faults ended: %lld ms (liveness bound %lld "
+        "ms)\n",
+        static_cast<long long>(slowest_convergence_ms), static_cast<long long>(bound_ms));
+    if (expect_violation) {
+        return violations > 0 ? 0 : 1;
+    }
+    return violations > 0 ? 1 : 0;
+}

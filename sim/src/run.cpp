@@ -1,0 +1,265 @@
+#include "conclave/sim/run.hpp"
+
+#include <vector>
+
+namespace conclave::sim {
+namespace {
+
+struct Named {
+    const char* name;
+    bool FaultMix::*flag;
+};
+constexpr Named kFaultNames[] = {
+    {"loss", &FaultMix::loss},       {"dup", &FaultMix::duplication},
+    {"reorder", &FaultMix::reorder}, {"latency", &FaultMix::latency},
+    {"cut", &FaultMix::cut},         {"partition", &FaultMix::partition},
+    {"asym", &FaultMix::asymmetric}, {"crash", &FaultMix::crash},
+    {"pause", &FaultMix::pause},
+};
+
+NodeId random_node(Rng& rng, std::size_t nodes) {
+    return NodeId{static_cast<std::uint16_t>(rng.below(nodes))};
+}
+
+std::pair<NodeId, NodeId> random_pair(Rng& rng, std::size_t nodes) {
+    const NodeId a = random_node(rng, nodes);
+    auto b = static_cast<std::uint16_t>((a.value + 1 + rng.below(nodes - 1)) % nodes);
+    return {a, NodeId{b}};
+}
+
+/// Schedules `options.episodes` random fault episodes and the final HealAll.
+void schedule_faults(Simulator& sim, const RunOptions& options) {
+    std::vector<bool FaultMix::*> enabled;
+    for (const Named& n : kFaultNames) {
+        if (options.faults.*n.flag) {
+            enabled.push_back(n.flag);
+        }
+    }
+    Rng& rng = sim.rng();
+    const std::int64_t window = options.fault_window.count();
+    const std::size_t n = options.nodes;
+    for (std::size_t e = 0; e < options.episodes && !enabled.empty() && window > 400 && n > 1;
+         ++e) {
+        bool FaultMix::*kind = enabled[rng.below(enabled.size())];
+        const std::int64_t start = rng.between(100, window - 200);
+        const std::int64_t end = std::min(start + rng.between(100, 2500), window - 50);
+        const auto length = static_cast<std::uint32_t>(end - start);
+        auto at = [](std::int64_t ms) { return Millis{ms}; };
+        auto both = [&](FaultKind begin, FaultKind finish, FaultAction f) {
+            f.kind = begin;
+            sim.schedule(at(start), f);
+            f.kind = finish;
+            sim.schedule(at(end), f);
+        };
+        if (kind == &FaultMix::loss) {
+            both(FaultKind::BeginLoss, FaultKind::EndLoss,
+                 FaultAction{
+                     {}, {}, {}, 0, static_cast<std::uint32_t>(rng.between(20'000, 300'000))});
+        } else if (kind == &FaultMix::duplication) {
+            both(FaultKind::BeginDuplication, FaultKind::EndDuplication,
+                 FaultAction{
+                     {}, {}, {}, 0, static_cast<std::uint32_t>(rng.between(20'000, 200'000))});
+        } else if (kind == &FaultMix::reorder) {
+            both(FaultKind::BeginReorder, FaultKind::EndReorder, FaultAction{});
+        } else if (kind == &FaultMix::latency) {
+            const auto [a, b] = random_pair(rng, n);
+            both(FaultKind::SlowLink, FaultKind::UnslowLink,
+                 FaultAction{{}, a, b, 0, static_cast<std::uint32_t>(rng.between(20, 300))});
+        } else if (kind == &FaultMix::cut) {
+            const auto [a, b] = random_pair(rng, n);
+            both(FaultKind::Cut, FaultKind::Heal, FaultAction{{}, a, b, 0, 0});
+        } else if (kind == &FaultMix::partition) {
+            const std::uint64_t full = (std::uint64_t{1} << n) - 1;
+            const std::uint64_t mask = 1 + rng.below(full - 1);  // non-empty, not everyone
+            both(FaultKind::Partition, FaultKind::Unpartition, FaultAction{{}, {}, {}, mask, 0});
+        } else if (kind == &FaultMix::asymmetric) {
+            const auto [a, b] = random_pair(rng, n);
+            if (rng.below(2) == 0) {
+                both(FaultKind::Blackhole, FaultKind::Unblackhole, FaultAction{{}, a, b, 0, 0});
+            } else {  // a deaf node: hears nobody, everybody hears it
+                for (std::uint16_t j = 0; j < n; ++j) {
+                    if (j != a.value) {
+                        both(FaultKind::Blackhole, FaultKind::Unblackhole,
+                             FaultAction{{}, NodeId{j}, a, 0, 0});
+                    }
+                }
+            }
+        } else if (kind == &FaultMix::crash) {
+            both(FaultKind::Crash, FaultKind::Restart,
+                 FaultAction{{}, random_node(rng, n), {}, 0, 0});
+        } else if (kind == &FaultMix::pause) {
+            sim.schedule(at(start),
+                         FaultAction{FaultKind::Pause, random_node(rng, n), {}, 0, length});
+        }
+    }
+    sim.schedule(options.fault_window, FaultAction{FaultKind::HealAll, {}, {}, 0, 0});
+}
+
+}  // namespace
+
+FaultMix FaultMix::all() {
+    FaultMix m;
+    for (const Named& n : kFaultNames) {
+        m.*n.flag = true;
+    }
+    return m;
+}
+
+bool FaultMix::any() const {
+    for (const Named& n : kFaultNames) {
+        if (this->*n.flag) {
+            return true;
+        }
+    }
+    return false;
+}
+
+std::optional<FaultMix> FaultMix::parse(std::string_view list, std::string* error) {
+    if (list == "all") {
+        return all();
+    }
+    FaultMix m;
+    if (list == "none") {
+        return m;
+    }
+    while (!list.empty()) {
+        const std::size_t comma = list.find(',');
+        const std::string_view item = list.substr(0, comma);
+        bool found = false;
+        for (const Named& n : kFaultNames) {
+            if (item == n.name) {
+                m.*n.flag = true;
+                found = true;
+            }
+        }
+        if (!found) {
+            if (error) {
+                *error = "faults: unknown fault '" + std::string(item) +
+                         "' (expected all, none, or a list of loss, dup, reorder, latency, cut, "
+                         "partition, asym, crash, pause)";
+            }
+            return std::nullopt;
+        }
+        list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
+    }
+    return m;
+}
+
+std::string FaultMix::to_string() const {
+    std::string out;
+    bool every = true;
+    for (const Named& n : kFaultNames) {
+        if (this->*n.flag) {
+            out += (out.empty() ? "" : ",") + std::string(n.name);
+        } else {
+            every = false;
+        }
+    }
+    if (every) {
+        return "all";
+    }
+    return out.empty() ? "none" : out;
+}
+
+Config run_config(const RunOptions& options) {
+    Config c = Config::fast(options.nodes, NodeId{0});
+    c.scouting = options.scouting;
+    c.planted_bug = options.planted_bug;
+    return c;
+}
+
+Millis liveness_bound(const Config& c, std::int64_t max_one_way_latency_ms) {
+    const Millis round = c.max_random_wait + c.scouting_result_timeout + c.election_result_timeout +
+                         Millis{4 * max_one_way_latency_ms};
+    return c.initial_wait + 2 * c.inactivity_interval() + c.heartbeat_check_period +
+           kLivenessRounds * round;
+}
+
+RunResult run_seed(const RunOptions& options) {
+    SimOptions so;
+    so.nodes = options.nodes;
+    so.seed = options.seed;
+    so.elector = run_config(options);
+    so.lose_durable_state = options.lose_durable_state;
+    so.history = options.history;
+    so.trace = options.trace;
+    Simulator sim(so);
+
+    RunResult result;
+    result.seed = options.seed;
+    result.liveness_bound = liveness_bound(so.elector, so.latency_max_ms + so.jitter_ms);
+    const Millis faults_end = options.fault_window;
+    const Millis tail =
+        options.tail.count() > 0 ? options.tail : result.liveness_bound + Millis{1000};
+    const Millis end = faults_end + tail;
+
+    LeadershipTracker tracker(options.nodes);
+    std::optional<Millis> converged_at;
+    sim.on_step = [&](const Simulator& s, const StepRecord& step) {
+        tracker.observe(s, step);
+        if (!converged_at && step.now >= faults_end && s.fault_free() && agreed_leader(s)) {
+            converged_at = step.now;
+        }
+    };
+    schedule_faults(sim, options);
+    sim.start_all();
+    bool truncated = false;
+    if (options.max_steps == 0) {
+        sim.run_until(end);
+    } else {
+        while (sim.stats().steps < options.max_steps && sim.step()) {
+            if (sim.now() > end) {
+                break;
+            }
+        }
+        truncated = sim.stats().steps >= options.max_steps;
+    }
+    tracker.finish(sim.now());
+    result.violation = sim.violation();
+    result.violation_at = sim.now();
+    if (!result.violation && !truncated) {
+        if (converged_at) {
+            result.converged_after = *converged_at - faults_end;
+        }
+        if (!converged_at || *result.converged_after > result.liveness_bound) {
+            result.violation = Violation{ViolationKind::Liveness,
+                                         "the nodes did not agree on a leader within " +
+                                             std::to_string(result.liveness_bound.count()) +
+                                             " ms after the faults ended at " +
+                                             std::to_string(faults_end.count()) + " ms"};
+        }
+    }
+    result.stats = sim.stats();
+    result.end = sim.now();
+    result.fingerprint = sim.fingerprint();
+    result.leadership = tracker.summary();
+    return result;
+}
+
+std::string replay_command(std::string_view program, const RunOptions& o) {
+    std::string cmd = std::string(program) + " --seed " + std::to_string(o.seed) + " --nodes " +
+                      std::to_string(o.nodes) + " --faults " + o.faults.to_string() +
+                      " --episodes " + std::to_string(o.episodes) + " --duration " +
+                      std::to_string(o.fault_window.count());
+    if (o.tail.count() > 0) {
+        cmd += " --tail " + std::to_string(o.tail.count());
+    }
+    if (o.max_steps > 0) {
+        cmd += " --steps " + std::to_string(o.max_steps);
+    }
+    if (!o.scouting) {
+        cmd += " --no-scouting";
+    }
+    if (o.planted_bug != PlantedBug::None) {
+        cmd += " --planted-bug " + std::string(conclave::to_string(o.planted_bug));
+    }
+    if (o.lose_durable_state) {
+        cmd += " --lose-durable-state";
+    }
+    if (!o.history.check_term_monotonic) {
+        cmd += " --no-term-check";
+    }
+    return cmd;
+}
+
+}  // namespace conclave::sim

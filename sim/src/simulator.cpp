@@ -1,0 +1,663 @@
+#include "conclave/sim/simulator.hpp"
+
+#include <algorithm>
+#include <cassert>
+#include <ostream>
+#include <stdexcept>
+
+#include "conclave/codec/json.hpp"
+#include "conclave/sim/state_hash.hpp"
+
+namespace conclave::sim {
+namespace {
+
+NodeId node_id(std::size_t n) {
+    return NodeId{static_cast<std::uint16_t>(n)};
+}
+
+std::string node_name(NodeId n) {
+    return "n" + std::to_string(n.value);
+}
+
+std::string mask_names(std::uint64_t mask) {
+    std::string out = "{";
+    for (std::uint16_t i = 0; i < 64; ++i) {
+        if ((mask >> i) & 1U) {
+            out += (out.size() > 1 ? "," : "") + node_name(NodeId{i});
+        }
+    }
+    return out + "}";
+}
+
+}  // namespace
+
+std::string describe(const FaultAction& f) {
+    const std::string a = node_name(f.a);
+    const std::string b = node_name(f.b);
+    const std::string v = std::to_string(f.value);
+    switch (f.kind) {
+        case FaultKind::Cut:
+            return "cut " + a + "-" + b;
+        case FaultKind::Heal:
+            return "heal " + a + "-" + b;
+        case FaultKind::Partition:
+            return "partition " + mask_names(f.mask) + " from the rest";
+        case FaultKind::Unpartition:
+            return "heal partition " + mask_names(f.mask);
+        case FaultKind::Blackhole:
+            return "blackhole " + a + "->" + b;
+        case FaultKind::Unblackhole:
+            return "end blackhole " + a + "->" + b;
+        case FaultKind::SlowLink:
+            return "slow " + a + "-" + b + " by " + v + " ms";
+        case FaultKind::UnslowLink:
+            return "end slow " + a + "-" + b;
+        case FaultKind::BeginLoss:
+            return "loss " + v + " ppm";
+        case FaultKind::EndLoss:
+            return "end loss";
+        case FaultKind::BeginDuplication:
+            return "duplication " + v + " ppm";
+        case FaultKind::EndDuplication:
+            return "end duplication";
+        case FaultKind::BeginReorder:
+            return "reordering";
+        case FaultKind::EndReorder:
+            return "end reordering";
+        case FaultKind::Crash:
+            return "crash " + a;
+        case FaultKind::Restart:
+            return "restart " + a;
+        case FaultKind::Pause:
+            return "pause " + a + " for " + v + " ms";
+        case FaultKind::HealAll:
+            return "heal everything";
+    }
+    return "?";
+}
+
+namespace {
+
+/// Throws std::invalid_argument naming the field of the first bad option.
+SimOptions validated(SimOptions o) {
+    if (o.nodes == 0 || o.nodes > 32) {
+        throw std::invalid_argument("nodes: must be between 1 and 32, got " +
+                                    std::to_string(o.nodes));
+    }
+    if (o.latency_min_ms < 0 || o.latency_max_ms < o.latency_min_ms || o.jitter_ms < 0 ||
+        o.peer_event_delay_ms < 0 || o.lsn_period_ms < 0) {
+        throw std::invalid_argument(
+            "latency: need 0 <= latency_min_ms <= latency_max_ms, jitter_ms >= 0, "
+            "peer_event_delay_ms >= 0 and lsn_period_ms >= 0");
+    }
+    Config c = o.elector;
+    c.cluster_size = o.nodes;
+    c.self = NodeId{0};
+    if (auto error = c.validate()) {
+        throw std::invalid_argument("elector config: " + *error);
+    }
+    return o;
+}
+
+}  // namespace
+
+Simulator::Simulator(SimOptions options)
+    : options_(validated(std::move(options))),
+      rng_(options_.seed),
+      history_(options_.nodes, options_.history) {
+    const std::size_t n = options_.nodes;
+    cores_.resize(n);
+    durable_.resize(n);
+    incarnation_.assign(n, 0);
+    paused_until_ms_.assign(n, 0);
+    timer_generation_.assign(n * kTimerCount, 0);
+    cut_count_.assign(n * n, 0);
+    blackhole_count_.assign(n * n, 0);
+    slow_ms_.assign(n * n, 0);
+    connection_up_.assign(n * n, 0);
+    epoch_.assign(n * n, 0);
+    last_arrival_ms_.assign(n * n, 0);
+    base_latency_ms_.assign(n * n, 0);
+    for (auto& latency : base_latency_ms_) {
+        latency = rng_.between(options_.latency_min_ms, options_.latency_max_ms);
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+        cores_[i].emplace(config_for(i), DurableState{}, [this] { return rng_.next(); });
+    }
+    if (options_.trace) {
+        nlohmann::json header{{"kind", "header"},
+                              {"version", 1},
+                              {"nodes", n},
+                              {"quorum", config_for(0).effective_quorum()},
+                              {"scouting", options_.elector.scouting},
+                              {"check_quorum", options_.elector.check_quorum},
+                              {"seed", options_.seed}};
+        *options_.trace << header.dump() << '\n';
+    }
+}
+
+Config Simulator::config_for(std::size_t node) const {
+    Config c = options_.elector;
+    c.cluster_size = options_.nodes;
+    c.self = node_id(node);
+    return c;
+}
+
+const ElectorState* Simulator::state(NodeId n) const {
+    return cores_[n.value] ? &cores_[n.value]->state() : nullptr;
+}
+
+bool Simulator::connected(NodeId a, NodeId b) const {
+    const std::size_t ab = link(a.value, b.value);
+    const std::size_t ba = link(b.value, a.value);
+    return connection_up_[ab] != 0 && blackhole_count_[ab] == 0 && blackhole_count_[ba] == 0;
+}
+
+bool Simulator::healthy(NodeId n) const {
+    if (!alive(n) || paused(n)) {
+        return false;
+    }
+    std::size_t reachable = 1;
+    for (std::size_t j = 0; j < options_.nodes; ++j) {
+        if (j != n.value && connected(n, node_id(j))) {
+            ++reachable;
+        }
+    }
+    return reachable >= history_.majority();
+}
+
+bool Simulator::fault_free() const {
+    for (std::size_t i = 0; i < options_.nodes; ++i) {
+        if (!cores_[i] || paused_until_ms_[i] > now_ms_) {
+            return false;
+        }
+    }
+    auto zero = [](const auto& v) {
+        return std::all_of(v.begin(), v.end(), [](auto x) { return x == 0; });
+    };
+    return zero(cut_count_) && zero(blackhole_count_) && zero(slow_ms_) && loss_depth_ == 0 &&
+           duplication_depth_ == 0 && reorder_depth_ == 0;
+}
+
+void Simulator::push(Event e) {
+    e.seq = next_seq_++;
+    queue_.push(std::move(e));
+}
+
+void Simulator::start_all() {
+    assert(!started_);
+    started_ = true;
+    for (std::size_t i = 0; i < options_.nodes; ++i) {
+        perform(i, StepAction::Start, cores_[i]->start(now()));
+        if (violation_) {
+            return;
+        }
+    }
+    for (std::size_t a = 0; a < options_.nodes; ++a) {
+        for (std::size_t b = a + 1; b < options_.nodes; ++b) {
+            update_connection(a, b);
+        }
+    }
+    if (options_.lsn_period_ms > 0) {
+        Event tick;
+        tick.time_ms = now_ms_ + options_.lsn_period_ms;
+        tick.kind = EventKind::LsnTick;
+        push(tick);
+    }
+}
+
+void Simulator::schedule(Millis at, FaultAction fault) {
+    assert(at.count() >= now_ms_);
+    Event e;
+    e.time_ms = at.count();
+    e.kind = EventKind::Fault;
+    e.fault = static_cast<std::uint32_t>(faults_.size());
+    faults_.push_back(fault);
+    push(e);
+}
+
+bool Simulator::step() {
+    if (violation_ || queue_.empty()) {
+        return false;
+    }
+    const Event e = queue_.top();
+    queue_.pop();
+    assert(e.time_ms >= now_ms_);
+    now_ms_ = e.time_ms;
+    ++stats_.events;
+    dispatch(e);
+    return !violation_;
+}
+
+bool Simulator::run_until(Millis until) {
+    while (!violation_ && !queue_.empty() && queue_.top().time_ms <= until.count()) {
+        step();
+    }
+    if (!violation_ && now_ms_ < until.count()) {
+        now_ms_ = until.count();
+    }
+    return !violation_;
+}
+
+void Simulator::dispatch(const Event& e) {
+    if (e.kind == EventKind::Fault) {
+        apply(faults_[e.fault]);
+        return;
+    }
+    if (e.kind == EventKind::LsnTick) {
+        for (std::size_t i = 0; i < options_.nodes && !violation_; ++i) {
+            if (!cores_[i] || paused_until_ms_[i] > now_ms_ ||
+                cores_[i]->state().role != Role::Leader) {
+                continue;
+            }
+            const std::optional<Lsn> issued = cores_[i]->issue_lsn();
+            assert(issued);
+            ++stats_.lsns_issued;
+            perform(i, StepAction::IssueLsn, Actions{});
+            if (!violation_) {
+                if (auto v = history_.after_issue(node_id(i), *issued, cores_[i]->state())) {
+                    violation_ = std::move(v);
+                }
+            }
+        }
+        Event tick = e;
+        tick.time_ms = now_ms_ + options_.lsn_period_ms;
+        push(tick);
+        return;
+    }
+    const std::size_t n = e.node;
+    if (!cores_[n]) {
+        if (e.kind == EventKind::Deliver) {
+            ++stats_.messages_dropped;
+            if (options_.trace) {
+                trace_net("Drop", &e.message, n, "receiver crashed");
+            }
+        }
+        return;
+    }
+    switch (e.kind) {
+        case EventKind::Deliver:
+            if (epoch_[link(e.peer, n)] != e.stamp) {
+                ++stats_.messages_dropped;  // the connection it travelled on was reset
+                if (options_.trace) {
+                    trace_net("Drop", &e.message, n, "connection reset");
+                }
+                return;
+            }
+            break;
+        case EventKind::Timer:
+            if (timer_generation_[n * kTimerCount + static_cast<std::size_t>(e.timer)] != e.stamp) {
+                return;  // replaced or cancelled
+            }
+            break;
+        default:
+            if (incarnation_[n] != e.stamp) {
+                return;  // addressed to a previous incarnation of the process
+            }
+            break;
+    }
+    if (paused_until_ms_[n] > now_ms_) {
+        Event later = e;  // a stalled process handles it when it resumes
+        later.time_ms = paused_until_ms_[n];
+        push(later);
+        return;
+    }
+    Elector& core = *cores_[n];
+    const NodeId peer = node_id(e.peer);
+    switch (e.kind) {
+        case EventKind::Deliver:
+            ++stats_.messages_delivered;
+            perform(n, action_for(e.message.body), core.receive(now(), e.message), &e.message);
+            break;
+        case EventKind::Timer:
+            perform(n, action_for(e.timer), core.timer_fired(now(), e.timer), nullptr, std::nullopt,
+                    e.timer);
+            break;
+        case EventKind::PeerUp:
+            perform(n, StepAction::PeerUp, core.peer_up(now(), peer), nullptr, peer);
+            break;
+        case EventKind::PeerDown:
+            perform(n, StepAction::PeerDown, core.peer_down(now(), peer), nullptr, peer);
+            break;
+        default:
+            assert(false);
+    }
+}
+
+void Simulator::perform(std::size_t node, StepAction action, Actions&& actions,
+                        const Message* received, std::optional<NodeId> peer,
+                        std::optional<TimerId> timer) {
+    ++stats_.steps;
+    const ElectorState& state = cores_[node]->state();
+    fingerprint_ =
+        hash_mix(fingerprint_, static_cast<std::uint64_t>(now_ms_) ^ (std::uint64_t{node} << 48) ^
+                                   (static_cast<std::uint64_t>(action) << 56));
+    fingerprint_ = hash_mix(fingerprint_, hash_state(state));
+    if (options_.trace) {
+        trace_step(node, action, actions, state, received, peer, timer);
+    }
+    for (const Action& a : actions) {
+        if (const auto* to = std::get_if<SendTo>(&a)) {
+            send(node, to->to.value, to->message);
+        } else if (const auto* all = std::get_if<Broadcast>(&a)) {
+            for (std::size_t j = 0; j < options_.nodes; ++j) {
+                if (j != node) {
+                    send(node, j, all->message);
+                }
+            }
+        } else if (const auto* arm = std::get_if<ArmTimer>(&a)) {
+            std::uint32_t& generation =
+                timer_generation_[node * kTimerCount + static_cast<std::size_t>(arm->timer)];
+            ++generation;
+            Event e;
+            e.time_ms = now_ms_ + arm->delay.count();
+            e.kind = EventKind::Timer;
+            e.node = static_cast<std::uint16_t>(node);
+            e.timer = arm->timer;
+            e.stamp = generation;
+            push(e);
+        } else if (const auto* cancel = std::get_if<CancelTimer>(&a)) {
+            ++timer_generation_[node * kTimerCount + static_cast<std::size_t>(cancel->timer)];
+        } else if (const auto* persist = std::get_if<PersistState>(&a)) {
+            durable_[node] = persist->state;  // durable before any later send of the batch
+        }
+    }
+    check(node, action, state, actions);
+    if (on_step) {
+        on_step(*this, StepRecord{now(), node_id(node), action, &state, &actions});
+    }
+}
+
+void Simulator::check(std::size_t node, StepAction action, const ElectorState& state,
+                      const Actions& actions) {
+    if (violation_) {
+        return;
+    }
+    if (auto v = history_.after_step(node_id(node), action, state, actions)) {
+        violation_ = std::move(v);
+    }
+}
+
+void Simulator::send(std::size_t from, std::size_t to, const Message& m) {
+    ++stats_.messages_sent;
+    const std::size_t l = link(from, to);
+    const char* drop = nullptr;
+    if (connection_up_[l] == 0) {
+        drop = "no connection";
+    } else if (blackhole_count_[l] != 0) {
+        drop = "blackhole";
+    } else if (loss_ppm_ != 0 && rng_.chance(loss_ppm_)) {
+        drop = "loss";
+    }
+    if (drop) {
+        ++stats_.messages_dropped;
+        if (options_.trace) {
+            trace_net("Drop", &m, to, drop);
+        }
+        return;
+    }
+    const int copies = (duplication_ppm_ != 0 && rng_.chance(duplication_ppm_)) ? 2 : 1;
+    for (int copy = 0; copy < copies; ++copy) {
+        std::int64_t at =
+            now_ms_ + base_latency_ms_[l] + slow_ms_[l] + rng_.between(0, options_.jitter_ms);
+        if (copy == 0 && reorder_depth_ == 0) {
+            at = std::max(at, last_arrival_ms_[l]);  // TCP: FIFO per direction
+            last_arrival_ms_[l] = at;
+        }
+        if (copy == 1) {
+            ++stats_.messages_duplicated;
+            if (options_.trace) {
+                trace_net("Duplicate", &m, to, "duplicated");
+            }
+        }
+        Event e;
+        e.time_ms = at;
+        e.kind = EventKind::Deliver;
+        e.node = static_cast<std::uint16_t>(to);
+        e.peer = static_cast<std::uint16_t>(from);
+        e.stamp = epoch_[l];
+        e.message = m;
+        push(e);
+    }
+}
+
+void Simulator::update_connection(std::size_t a, std::size_t b) {
+    assert(a != b);
+    const std::size_t ab = link(a, b);
+    const std::size_t ba = link(b, a);
+    const bool want = started_ && cores_[a] && cores_[b] && cut_count_[ab] == 0;
+    if (want == (connection_up_[ab] != 0)) {
+        return;
+    }
+    connection_up_[ab] = connection_up_[ba] = want ? 1 : 0;
+    ++epoch_[ab];
+    epoch_[ba] = epoch_[ab];
+    last_arrival_ms_[ab] = last_arrival_ms_[ba] = 0;
+    for (const auto& [self, other] : {std::pair{a, b}, std::pair{b, a}}) {
+        if (!cores_[self]) {
+            continue;
+        }
+        Event e;
+        e.time_ms = now_ms_ + options_.peer_event_delay_ms;
+        e.kind = want ? EventKind::PeerUp : EventKind::PeerDown;
+        e.node = static_cast<std::uint16_t>(self);
+        e.peer = static_cast<std::uint16_t>(other);
+        e.stamp = incarnation_[self];
+        push(e);
+    }
+}
+
+void Simulator::cut_pair(std::size_t a, std::size_t b, int delta) {
+    std::uint16_t& count = cut_count_[link(a, b)];
+    if (delta < 0 && count == 0) {
+        return;
+    }
+    count = static_cast<std::uint16_t>(count + delta);
+    cut_count_[link(b, a)] = count;
+    update_connection(a, b);
+}
+
+void Simulator::crash(std::size_t n) {
+    if (!cores_[n]) {
+        return;
+    }
+    ++stats_.crashes;
+    cores_[n].reset();
+    ++incarnation_[n];
+    paused_until_ms_[n] = 0;
+    for (std::size_t t = 0; t < kTimerCount; ++t) {
+        ++timer_generation_[n * kTimerCount + t];
+    }
+    // What the process leaves behind: its durable state, nothing else.
+    ElectorState remains;
+    remains.term = durable_[n].term;
+    remains.voted_for = durable_[n].voted_for;
+    const Actions none;
+    ++stats_.steps;
+    fingerprint_ = hash_mix(fingerprint_, static_cast<std::uint64_t>(now_ms_) ^ (n << 48) ^
+                                              (std::uint64_t{0xC0} << 56));
+    if (options_.trace) {
+        trace_step(n, StepAction::Crash, none, remains, nullptr, std::nullopt, std::nullopt);
+    }
+    check(n, StepAction::Crash, remains, none);
+    if (on_step) {
+        on_step(*this, StepRecord{now(), node_id(n), StepAction::Crash, &remains, &none});
+    }
+    for (std::size_t j = 0; j < options_.nodes; ++j) {
+        if (j != n) {
+            update_connection(n, j);
+        }
+    }
+}
+
+void Simulator::restart(std::size_t n) {
+    if (cores_[n]) {
+        return;
+    }
+    if (options_.lose_durable_state) {
+        durable_[n] = DurableState{};
+    }
+    cores_[n].emplace(config_for(n), durable_[n], [this] { return rng_.next(); });
+    perform(n, StepAction::Restart, cores_[n]->start(now()));
+    for (std::size_t j = 0; j < options_.nodes; ++j) {
+        if (j != n) {
+            update_connection(n, j);
+        }
+    }
+}
+
+void Simulator::apply(const FaultAction& f) {
+    const std::size_t n = options_.nodes;
+    const std::size_t a = f.a.value;
+    const std::size_t b = f.b.value;
+    const bool pair_ok = a < n && b < n && a != b;
+    if (options_.trace && f.kind != FaultKind::Crash && f.kind != FaultKind::Restart) {
+        const bool ends = f.kind == FaultKind::Heal || f.kind == FaultKind::Unpartition ||
+                          f.kind == FaultKind::Unblackhole || f.kind == FaultKind::UnslowLink ||
+                          f.kind == FaultKind::EndLoss || f.kind == FaultKind::EndDuplication ||
+                          f.kind == FaultKind::EndReorder || f.kind == FaultKind::HealAll;
+        *options_.trace << nlohmann::json{{"kind", "net"},
+                                          {"event", ends ? "Heal" : "Partition"},
+                                          {"fault", describe(f)}}
+                               .dump()
+                        << '\n';
+    }
+    switch (f.kind) {
+        case FaultKind::Cut:
+        case FaultKind::Heal:
+            if (pair_ok) {
+                cut_pair(a, b, f.kind == FaultKind::Cut ? 1 : -1);
+            }
+            break;
+        case FaultKind::Partition:
+        case FaultKind::Unpartition:
+            for (std::size_t i = 0; i < n; ++i) {
+                for (std::size_t j = 0; j < n; ++j) {
+                    if (((f.mask >> i) & 1U) != 0 && ((f.mask >> j) & 1U) == 0) {
+                        cut_pair(i, j, f.kind == FaultKind::Partition ? 1 : -1);
+                    }
+                }
+            }
+            break;
+        case FaultKind::Blackhole:
+            if (pair_ok) {
+                ++blackhole_count_[link(a, b)];
+            }
+            break;
+        case FaultKind::Unblackhole:
+            if (pair_ok && blackhole_count_[link(a, b)] > 0) {
+                --blackhole_count_[link(a, b)];
+            }
+            break;
+        case FaultKind::SlowLink:
+        case FaultKind::UnslowLink:
+            if (pair_ok) {
+                const std::int64_t delta =
+                    f.kind == FaultKind::SlowLink ? f.value : -std::int64_t{f.value};
+                for (std::size_t l : {link(a, b), link(b, a)}) {
+                    slow_ms_[l] = std::max<std::int64_t>(0, slow_ms_[l] + delta);
+                }
+            }
+            break;
+        case FaultKind::BeginLoss:
+            ++loss_depth_;
+            loss_ppm_ = std::max(loss_ppm_, f.value);
+            break;
+        case FaultKind::EndLoss:
+            if (loss_depth_ > 0 && --loss_depth_ == 0) {
+                loss_ppm_ = 0;
+            }
+            break;
+        case FaultKind::BeginDuplication:
+            ++duplication_depth_;
+            duplication_ppm_ = std::max(duplication_ppm_, f.value);
+            break;
+        case FaultKind::EndDuplication:
+            if (duplication_depth_ > 0 && --duplication_depth_ == 0) {
+                duplication_ppm_ = 0;
+            }
+            break;
+        case FaultKind::BeginReorder:
+            ++reorder_depth_;
+            break;
+        case FaultKind::EndReorder:
+            if (reorder_depth_ > 0) {
+                --reorder_depth_;
+            }
+            break;
+        case FaultKind::Crash:
+            if (a < n) {
+                crash(a);
+            }
+            break;
+        case FaultKind::Restart:
+            if (a < n) {
+                restart(a);
+            }
+            break;
+        case FaultKind::Pause:
+            if (a < n && cores_[a]) {
+                ++stats_.pauses;
+                paused_until_ms_[a] = std::max(paused_until_ms_[a], now_ms_ + f.value);
+            }
+            break;
+        case FaultKind::HealAll:
+            std::fill(blackhole_count_.begin(), blackhole_count_.end(), 0);
+            std::fill(slow_ms_.begin(), slow_ms_.end(), 0);
+            loss_ppm_ = duplication_ppm_ = 0;
+            loss_depth_ = duplication_depth_ = reorder_depth_ = 0;
+            std::fill(cut_count_.begin(), cut_count_.end(), 0);
+            for (std::size_t i = 0; i < n; ++i) {
+                restart(i);  // no-op for live nodes; brings the mesh back up
+            }
+            for (std::size_t i = 0; i < n; ++i) {
+                for (std::size_t j = i + 1; j < n; ++j) {
+                    update_connection(i, j);
+                }
+            }
+            break;
+    }
+}
+
+void Simulator::trace_step(std::size_t node, StepAction action, const Actions& actions,
+                           const ElectorState& state, const Message* received,
+                           std::optional<NodeId> peer, std::optional<TimerId> timer) {
+    nlohmann::json sent = nlohmann::json::array();
+    for (const Action& a : actions) {
+        if (const auto* to = std::get_if<SendTo>(&a)) {
+            sent.push_back(message_to_json(to->message, to->to));
+        } else if (const auto* all = std::get_if<Broadcast>(&a)) {
+            for (std::size_t j = 0; j < options_.nodes; ++j) {
+                if (j != node) {
+                    sent.push_back(message_to_json(all->message, node_id(j)));
+                }
+            }
+        }
+    }
+    nlohmann::json line{{"kind", "step"},
+                        {"step", stats_.steps},
+                        {"node", node},
+                        {"action", to_string(action)},
+                        {"sent", std::move(sent)},
+                        {"state", state}};
+    if (received) {
+        line["msg"] = message_to_json(*received, node_id(node));
+    }
+    if (peer) {
+        line["peer"] = peer->value;
+    }
+    if (timer) {
+        line["timer"] = to_string(*timer);
+    }
+    *options_.trace << line.dump() << '\n';
+}
+
+void Simulator::trace_net(const char* event, const Message* m, std::size_t to, const char* detail) {
+    nlohmann::json line{{"kind", "net"}, {"event", event}, {"detail", detail}};
+    if (m) {
+        line["msg"] = message_to_json(*m, node_id(to));
+    }
+    *options_.trace << line.dump() << '\n';
+}
+
+}  // namespace conclave::sim

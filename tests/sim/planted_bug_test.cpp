@@ -1,0 +1,129 @@
+// Proof that the checks can fail: deliberately broken cores (Config::planted_bug) and a broken
+// driver (durable state lost on restart) must be caught by the simulator and the explorer.
+#include <catch2/catch.hpp>
+
+#include "conclave/sim/explorer.hpp"
+#include "conclave/sim/run.hpp"
+#include "conclave/sim/scenarios.hpp"
+
+using namespace conclave;
+using namespace conclave::sim;
+
+namespace {
+
+/// Runs seeds 1.. until one violates; returns its violation.
+std::optional<Violation> first_violation(RunOptions o, std::uint64_t max_seeds) {
+    for (std::uint64_t seed = 1; seed <= max_seeds; ++seed) {
+        o.seed = seed;
+        const RunResult r = run_seed(o);
+        if (r.violation) {
+            INFO("caught by seed " << seed << ": " << r.violation->detail);
+            return r.violation;
+        }
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
+TEST_CASE("simulator catches a core that votes twice in a term", "[planted]") {
+    RunOptions o;
+    o.planted_bug = PlantedBug::DoubleVote;
+    const auto v = first_violation(o, 500);
+    REQUIRE(v);
+    CHECK(v->kind == ViolationKind::DoubleVote);
+}
+
+TEST_CASE("simulator catches a core that counts a minority as a quorum", "[planted]") {
+    RunOptions o;
+    o.planted_bug = PlantedBug::MinorityQuorum;
+    const auto v = first_violation(o, 50);
+    REQUIRE(v);
+    CHECK(v->kind == ViolationKind::LeaderWithoutQuorum);
+}
+
+TEST_CASE("simulator catches a driver that loses durable state on restart", "[planted]") {
+    RunOptions o;
+    o.lose_durable_state = true;
+    std::string error;
+    o.faults = *FaultMix::parse("crash,loss,reorder,dup", &error);
+    o.episodes = 8;
+    SECTION("the restarted node's term goes back") {
+        const auto v = first_violation(o, 200);
+        REQUIRE(v);
+        CHECK(v->kind == ViolationKind::TermDecreased);
+    }
+    SECTION("and, without that check, it votes twice or a term gets two leaders") {
+        o.history.check_term_monotonic = false;
+        const auto v = first_violation(o, 2000);
+        REQUIRE(v);
+        CHECK((v->kind == ViolationKind::DoubleVote || v->kind == ViolationKind::TwoLeadersInTerm));
+    }
+}
+
+TEST_CASE("explorer catches the safety-breaking planted bugs", "[planted]") {
+    ExploreOptions o;
+    SECTION("double vote") {
+        o.planted_bug = PlantedBug::DoubleVote;
+        const ExploreResult r = explore(o);
+        REQUIRE(r.violation);
+        CHECK(r.violation->kind == ViolationKind::DoubleVote);
+        CHECK_FALSE(r.counterexample.empty());
+    }
+    SECTION("minority quorum") {
+        o.planted_bug = PlantedBug::MinorityQuorum;
+        const ExploreResult r = explore(o);
+        REQUIRE(r.violation);
+        CHECK(r.violation->kind == ViolationKind::LeaderWithoutQuorum);
+    }
+#ifndef SIM_TEST_LIGHT  // ~125,000 states each: seconds in release, minutes under sanitizers
+    SECTION("lost durable state") {
+        o.lose_durable_state = true;
+        o.history.check_term_monotonic = false;
+        const ExploreResult r = explore(o);
+        REQUIRE(r.violation);
+        CHECK(r.violation->kind == ViolationKind::DoubleVote);
+    }
+    SECTION("lost durable state, term check on") {
+        o.lose_durable_state = true;
+        const ExploreResult r = explore(o);
+        REQUIRE(r.violation);
+        CHECK(r.violation->kind == ViolationKind::TermDecreased);
+    }
+#endif
+}
+
+TEST_CASE("stability check catches a core that skips the sticky-leader rule", "[planted]") {
+    // Leader ping-pong (4 nodes, only A-B cut): with scouting and a sticky leader, the leader
+    // never changes; a core that answers yes while following a live leader bounces it.
+    ScenarioOptions o;
+    o.scenario = Scenario::PingPong;
+    const ScenarioResult good = run_scenario(o);
+    REQUIRE_FALSE(good.violation);
+    REQUIRE(good.a);
+    CHECK(good.summary.needless_leader_changes == 0);
+    o.planted_bug = PlantedBug::SkipStickyLeader;
+    const ScenarioResult bad = run_scenario(o);
+    REQUIRE_FALSE(bad.violation);  // it is a stability bug, not a safety bug
+    CHECK(bad.summary.needless_leader_changes > 0);
+}
+
+TEST_CASE("article scenarios: scouting prevents needless leader changes", "[scenario]") {
+    for (Scenario s : {Scenario::NonStickyLeader, Scenario::PingPong}) {
+        ScenarioOptions o;
+        o.scenario = s;
+        o.scouting = true;
+        const ScenarioResult on = run_scenario(o);
+        REQUIRE_FALSE(on.violation);
+        REQUIRE(on.a);
+        CHECK(on.summary.leader_changes == 0);
+        CHECK(on.summary.highest_term.value <= 2);
+        o.scouting = false;
+        const ScenarioResult off = run_scenario(o);
+        REQUIRE_FALSE(off.violation);
+        CHECK(off.summary.needless_leader_changes >= 1);
+        if (s == Scenario::PingPong) {
+            CHECK(off.summary.needless_leader_changes >= 5);  // it bounces, again and again
+        }
+    }
+}

@@ -1,0 +1,71 @@
+// Seeded random schedules of realistic length (about 1,400 events and 4-8 fault episodes each)
+// with zero violations, safety and liveness. 2,200 seeds in the release build, split into
+// batches that ctest runs in parallel.
+#include <catch2/catch.hpp>
+
+#include "conclave/sim/run.hpp"
+
+using namespace conclave;
+using namespace conclave::sim;
+
+namespace {
+
+#ifdef SIM_TEST_LIGHT
+constexpr std::uint64_t kScale = 20;  // sanitizer builds: memory safety, not volume
+#else
+constexpr std::uint64_t kScale = 1;
+#endif
+
+void run_batch(RunOptions options, std::uint64_t first, std::uint64_t count) {
+    count = std::max<std::uint64_t>(1, count / kScale);
+    std::uint64_t events = 0;
+    std::uint64_t crashes = 0;
+    std::uint64_t dropped = 0;
+    for (std::uint64_t seed = first; seed < first + count; ++seed) {
+        options.seed = seed;
+        const RunResult r = run_seed(options);
+        events += r.stats.events;
+        crashes += r.stats.crashes;
+        dropped += r.stats.messages_dropped;
+        if (r.violation) {
+            FAIL("seed " << seed << ": " << to_string(r.violation->kind) << ": "
+                         << r.violation->detail << "\nreplay: "
+                         << replay_command("build/release/sim/conclave-sim", options)
+                         << " --trace seed-" << seed << ".ndjson");
+        }
+        REQUIRE(r.converged_after);
+        REQUIRE(*r.converged_after <= r.liveness_bound);
+    }
+    // The schedules are realistic: hundreds of events per seed, faults that actually bite.
+    CHECK(events / count > 500);
+    if (options.faults.crash) {
+        CHECK(crashes > 0);
+    }
+    CHECK(dropped > 0);
+}
+
+}  // namespace
+
+TEST_CASE("800 seeds, every fault, scouting on", "[.][all-scouting]") {
+    run_batch(RunOptions{}, 1, 800);
+}
+
+TEST_CASE("600 seeds, every fault, scouting off", "[.][all-no-scouting]") {
+    RunOptions o;
+    o.scouting = false;
+    run_batch(o, 10'001, 600);
+}
+
+TEST_CASE("400 seeds, five nodes, every fault", "[.][five-nodes]") {
+    RunOptions o;
+    o.nodes = 5;
+    run_batch(o, 20'001, 400);
+}
+
+TEST_CASE("400 seeds, crashes, pauses and partitions, 8 episodes", "[.][crash-pause-heavy]") {
+    RunOptions o;
+    std::string error;
+    o.faults = *FaultMix::parse("crash,pause,partition,asym,cut", &error);
+    o.episodes = 8;
+    run_batch(o, 30'001, 400);
+}
