@@ -235,7 +235,7 @@ std::string MetricsRegistry::render() {
             switch (family.type) {
                 case MetricType::Counter:
                     out += name + RenderLabels(series.labels) + " " +
-                           std::to_string(series.counter->value()) + "\n";
+                           format_metric_value(series.counter->value()) + "\n";
                     break;
                 case MetricType::Gauge:
                     out += name + RenderLabels(series.labels) + " " +

@@ -12,6 +12,7 @@
 // (std::invalid_argument).
 #pragma once
 
+#include <cassert>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -27,14 +28,23 @@ namespace conclave::node {
 /// Label name/value pairs, in the order they are rendered.
 using Labels = std::vector<std::pair<std::string, std::string>>;
 
-/// Monotonic count. Prometheus convention: the name ends in "_total".
+/// Monotonic count (a double, as in Prometheus: exact for integers up to 2^53, and able to
+/// count seconds). Prometheus convention: the name ends in "_total".
 class Counter {
   public:
-    void inc(std::uint64_t n = 1) { value_ += n; }
-    std::uint64_t value() const { return value_; }
+    void inc(double n = 1) {
+        assert(n >= 0);
+        value_ += n;
+    }
+    /// For counters mirrored from a monotonic source (e.g. ElectorCounters) in a collector.
+    void set_total(double total) {
+        assert(total >= value_);
+        value_ = total;
+    }
+    double value() const { return value_; }
 
   private:
-    std::uint64_t value_ = 0;
+    double value_ = 0;
 };
 
 class Gauge {
