@@ -189,7 +189,7 @@ Endpoint ParseEndpointField(const json& value, const std::string& path) {
 }
 
 bool IsWildcard(const std::string& host) {
-    return host == "0.0.0.0" || host == "::" || host == "*";
+    return host == "0.0.0.0" || host == "::";
 }
 
 /// Two endpoints clash when they could be the same socket on one machine.
@@ -530,7 +530,7 @@ std::optional<Endpoint> parse_endpoint(std::string_view text) {
     const bool host_ok =
         !host.empty() && host.size() <= 253 && std::all_of(host.begin(), host.end(), [](char c) {
             return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                   c == '.' || c == '-' || c == ':' || c == '_' || c == '*';
+                   c == '.' || c == '-' || c == ':' || c == '_';
         });
     if (!host_ok || port.empty() || port.size() > 5 ||
         !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; })) {

@@ -151,7 +151,7 @@ TEST_CASE("endpoint parsing", "[config]") {
     CHECK(parse_endpoint("[fe80::1]:1") == Endpoint{"fe80::1", 1});
     for (const char* bad :
          {"abc", ":80", "host:", "host:0", "host:65536", "host:8x", "::1:80", "[::1]80", "[::1]",
-          "ho st:80", "host:+80", "host:-1", "[1.2.3.4]:80", "host:123456"}) {
+          "ho st:80", "host:+80", "host:-1", "[1.2.3.4]:80", "host:123456", "*:80"}) {
         INFO(bad);
         CHECK_FALSE(parse_endpoint(bad));
     }
