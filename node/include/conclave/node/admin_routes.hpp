@@ -1,0 +1,53 @@
+// The admin endpoints of a node, on top of AdminServer:
+//   GET  /status                    -> 200 status JSON (status.hpp)
+//   GET  /metrics                   -> 200 Prometheus text
+//   GET  /healthz                   -> 200 {"status":"ok"} or 503 {"error":"unhealthy",...}
+//   POST /transfer-leadership?to=ID -> 202 accepted | 400 bad id | 409 refused (e.g. not leader)
+//   POST /step-down                 -> 202 accepted | 409 refused
+// Query parameters are validated: unknown ones are refused with 400 naming them.
+//
+// The handlers get their data through AdminSource, which the Node implements (and tests fake).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "conclave/node/admin_server.hpp"
+#include "conclave/node/status.hpp"
+
+namespace conclave::node {
+
+struct HealthReport {
+    bool healthy = true;
+    std::string detail;  // why not healthy
+};
+
+/// Outcome of an admin command (transfer, step-down).
+struct CommandResult {
+    enum class Outcome : std::uint8_t {
+        Accepted,     // 202: under way (the outcome shows in /status)
+        Refused,      // 409: not possible in the current state (not the leader, target down, ...)
+        Unavailable,  // 503: the node is stopping or not started
+    };
+    Outcome outcome = Outcome::Accepted;
+    std::string detail;
+};
+
+class AdminSource {
+  public:
+    virtual ~AdminSource() = default;
+    virtual StatusReport status() = 0;
+    virtual std::string metrics_text() = 0;
+    virtual HealthReport health() = 0;
+    /// `to` is a configured node id (already checked against node_ids()).
+    virtual CommandResult transfer_leadership(const std::string& to) = 0;
+    virtual CommandResult step_down() = 0;
+    /// The configured node ids (to validate ?to=).
+    virtual std::vector<std::string> node_ids() = 0;
+};
+
+/// Registers the five endpoints; `source` must outlive `server`.
+void register_admin_routes(AdminServer& server, AdminSource& source);
+
+}  // namespace conclave::node

@@ -1,0 +1,107 @@
+// A small HTTP/1.1 server for the admin interface (Boost.Beast), on a caller-supplied io_context.
+//
+// Routes are (method, exact path) -> handler; a handler gets the decoded request and returns a
+// status, content type and body. The server owns everything else, with limits that make it safe to
+// expose to a hostile client on the admin port:
+//   - header and body size limits (431 / 413), a cap on concurrent connections (503 beyond it),
+//   - a deadline per request (from the moment the server waits for it until it is fully read, so
+//     a slowloris client that trickles bytes is cut off) and per response write,
+//   - keep-alive with a bounded number of requests per connection,
+//   - malformed requests get 400; unknown paths 404; wrong methods 405 with an Allow header. Every
+//     error body is JSON: {"error": "<kind>", "detail": "<what>"}.
+// A handler that throws produces a 500 (the server keeps running).
+//
+// Threading: everything runs on the io_context's thread(s) without locks; run the io_context on
+// one thread (the node's design) or call every member from inside it.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace conclave::node {
+
+struct AdminRequest {
+    std::string method;                        // "GET", "POST", ...
+    std::string path;                          // target up to '?', not decoded
+    std::map<std::string, std::string> query;  // percent-decoded; keys unique
+    std::string body;
+    std::string remote;  // peer address, "127.0.0.1:54321"
+};
+
+struct AdminResponse {
+    unsigned status = 200;
+    std::string content_type = "application/json";
+    std::string body;
+    std::vector<std::pair<std::string, std::string>> headers;  // extra headers
+};
+
+/// `value` serialised as the body, status as given.
+AdminResponse json_response(unsigned status, const nlohmann::json& value);
+/// {"error": error, "detail": detail}
+AdminResponse json_error(unsigned status, std::string_view error, std::string_view detail);
+
+using AdminHandler = std::function<AdminResponse(const AdminRequest&)>;
+
+struct AdminServerLimits {
+    /// Request line plus headers.
+    std::size_t max_header_bytes = 16 * 1024;
+    std::size_t max_body_bytes = 64 * 1024;
+    /// Connections being served at once; one more is answered 503 and closed, beyond twice this
+    /// number new connections are closed at once.
+    std::size_t max_connections = 64;
+    /// Deadline for reading one whole request, counted from when the server starts waiting for
+    /// it (so it also bounds keep-alive idleness), and for writing one response.
+    std::chrono::milliseconds request_timeout{10'000};
+    std::size_t max_requests_per_connection = 1000;
+};
+
+struct AdminServerStats {
+    std::uint64_t connections_accepted = 0;
+    std::uint64_t connections_refused = 0;  // over max_connections
+    std::uint64_t requests = 0;             // requests read (served or refused with 4xx)
+    std::uint64_t bad_requests = 0;         // malformed, oversize (400, 413, 431)
+    std::uint64_t timeouts = 0;             // connections cut off by request_timeout
+    std::size_t connections_active = 0;
+};
+
+class AdminServer {
+  public:
+    explicit AdminServer(boost::asio::io_context& io, AdminServerLimits limits = {});
+    /// Stops (closes the listener and every connection).
+    ~AdminServer();
+    AdminServer(const AdminServer&) = delete;
+    AdminServer& operator=(const AdminServer&) = delete;
+
+    /// Registers the handler for `method` (upper case, e.g. "GET") on the exact `path`.
+    void route(const std::string& method, const std::string& path, AdminHandler handler);
+
+    /// Binds host:port (port 0: any free port) and starts accepting. Returns an error message
+    /// naming the endpoint on failure ("127.0.0.1:8101: Address already in use").
+    std::optional<std::string> listen(const std::string& host, std::uint16_t port);
+
+    /// The bound port (after a successful listen).
+    std::uint16_t port() const;
+
+    /// Closes the listener and every open connection. Idempotent.
+    void stop();
+
+    const AdminServerStats& stats() const;
+    const AdminServerLimits& limits() const;
+
+    struct Shared;  // state shared with the connections (outlives the server if needed)
+
+  private:
+    std::shared_ptr<Shared> shared_;
+};
+
+}  // namespace conclave::node

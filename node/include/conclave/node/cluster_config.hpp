@@ -1,0 +1,113 @@
+// The cluster config file of `conclaved` (JSON; shape fixed in shared/notes/interfaces.md).
+//
+// Parsing is strict: every field is type- and range-checked, unknown fields are rejected (a typo
+// such as "heartbeat_msec" must not silently fall back to a default), and every error message
+// starts with the path of the offending field, e.g.
+//   nodes[2].peer: expected "host:port", got "abc"
+// The result is plain data: the membership table (string ids <-> NodeId indices), this node's
+// index, the elector Config (profile plus overrides, validated), and the resolved paths.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "conclave/elector/config.hpp"
+#include "conclave/elector/types.hpp"
+
+namespace conclave::node {
+
+/// A "host:port" (or "[v6-address]:port") endpoint as written in the config. The host is not
+/// resolved here; the mesh and the HTTP server resolve it when they bind or connect.
+struct Endpoint {
+    std::string host;
+    std::uint16_t port = 0;
+    bool operator==(const Endpoint&) const = default;
+};
+
+/// "host:port", with brackets around IPv6 literals.
+std::string to_string(const Endpoint& e);
+/// Parses "host:port" / "[v6]:port" with a port in 1..65535; nullopt otherwise.
+std::optional<Endpoint> parse_endpoint(std::string_view text);
+
+struct NodeEntry {
+    std::string id;  // "n1": [A-Za-z0-9][A-Za-z0-9_.-]{0,63}
+    Endpoint peer;   // elector mesh (TCP)
+    Endpoint http;   // admin HTTP
+    bool operator==(const NodeEntry&) const = default;
+};
+
+enum class LogFormat : std::uint8_t { Text, Json };
+std::string_view to_string(LogFormat f);
+
+struct LogSettings {
+    LogFormat format = LogFormat::Text;
+    /// spdlog level name: trace, debug, info, warn, error, critical, off.
+    std::string level = "info";
+    bool operator==(const LogSettings&) const = default;
+};
+
+/// Paths of the PEM files for mutual TLS on the mesh. Not opened by the parser.
+struct TlsFiles {
+    std::string ca_path;
+    std::string cert_path;
+    std::string key_path;
+    bool operator==(const TlsFiles&) const = default;
+};
+
+struct ClusterConfig {
+    std::string cluster;
+    /// Membership table: nodes[i] has NodeId{i}. Ids and endpoints are unique.
+    std::vector<NodeEntry> nodes;
+    /// This node (the --node-id) as an index into `nodes`.
+    NodeId self{};
+    /// "default", "fast" or "reference".
+    std::string profile = "default";
+    /// Elector configuration: the profile, then the timing overrides, scouting and check_quorum;
+    /// cluster_size and self filled in. Always validates.
+    Config elector;
+    /// data_dir as written (may contain "{id}"), and with "{id}" replaced by this node's id.
+    std::string data_dir_template;
+    std::filesystem::path data_dir;
+    std::optional<TlsFiles> tls;
+    LogSettings log;
+
+    const NodeEntry& self_entry() const { return nodes.at(self.value); }
+    /// The NodeId of a configured string id.
+    std::optional<NodeId> find_node(std::string_view id) const;
+    /// The string id of a NodeId (asserts it is in range).
+    const std::string& node_name(NodeId n) const;
+};
+
+/// A config that could not be used. `message` names the field (or the file) at fault.
+struct ConfigError {
+    std::string message;
+};
+
+using ConfigResult = std::variant<ClusterConfig, ConfigError>;
+
+/// Parses and validates config text for node `node_id`. Invalid JSON is reported with its line and
+/// column; duplicate keys in a JSON object are refused.
+ConfigResult parse_cluster_config(std::string_view json_text, std::string_view node_id);
+
+/// Parses an already-decoded JSON document (same checks as above, minus the JSON syntax).
+ConfigResult cluster_config_from_json(const nlohmann::json& document, std::string_view node_id);
+
+/// Reads `path` and parses it. A missing or unreadable file is a ConfigError naming the path.
+/// Config files larger than kMaxConfigFileBytes are refused.
+ConfigResult load_cluster_config(const std::filesystem::path& path, std::string_view node_id);
+
+/// A config is a small hand-written file; anything bigger is a mistake (wrong file).
+inline constexpr std::size_t kMaxConfigFileBytes = 1024 * 1024;
+
+/// The effective config for this node, in the config file's own shape: every timing value
+/// explicit (profile plus overrides), scouting/check_quorum/tls/log spelled out, and "data_dir"
+/// with "{id}" already replaced. Feeding it back with the same node id yields the same config.
+nlohmann::ordered_json effective_config_json(const ClusterConfig& config);
+
+}  // namespace conclave::node

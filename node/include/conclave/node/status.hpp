@@ -1,0 +1,52 @@
+// The node's status as plain data, and its JSON form served at GET /status.
+//
+// The JSON shape is a contract (shared/notes/interfaces.md): the leader-bounce tool, benchmarks and
+// operators' scripts read it. Extensions made here:
+//   - "peers[].last_contact_ms" is null for a peer never heard from since start;
+//   - "leader_status" and "commit_lsn" appear only when a metadata log is present.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "conclave/elector/actions.hpp"
+#include "conclave/elector/types.hpp"
+
+namespace conclave::node {
+
+struct PeerStatus {
+    std::string id;
+    bool up = false;
+    /// Milliseconds since the last message from this peer; nullopt when never heard from.
+    std::optional<std::int64_t> last_contact_ms;
+};
+
+/// State of the metadata log, when the node runs one.
+struct LogStatus {
+    /// "passive" (leader not yet allowed to write) or "active".
+    std::string leader_status;
+    Lsn commit_lsn{};
+};
+
+struct StatusReport {
+    std::string id;
+    std::string cluster;
+    Role role = Role::Stopped;
+    Term term{};
+    /// String id of the known leader; nullopt when none is known.
+    std::optional<std::string> leader;
+    std::uint64_t fencing_token = 0;
+    Lsn lsn{};
+    std::optional<LogStatus> log;
+    std::vector<PeerStatus> peers;  // every other node, in config order
+    Reason last_transition_reason = Reason::Stopped;
+    std::int64_t last_transition_age_ms = 0;
+};
+
+nlohmann::json lsn_to_json(const Lsn& lsn);
+nlohmann::json status_to_json(const StatusReport& status);
+
+}  // namespace conclave::node

@@ -1,0 +1,480 @@
+#include "conclave/node/admin_server.hpp"
+
+#include <algorithm>
+#include <array>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <cassert>
+#include <exception>
+#include <set>
+
+namespace conclave::node {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+constexpr std::string_view kServerName = "conclaved";
+/// The 503 sent to a connection over the limit must not hold a slot for long.
+constexpr std::chrono::milliseconds kRefusalWriteTimeout{1000};
+/// After a failed accept (e.g. out of file descriptors), wait before trying again.
+constexpr std::chrono::milliseconds kAcceptRetryDelay{100};
+/// Lingering close after a final response: how long and how much to discard.
+constexpr std::chrono::milliseconds kDrainTimeout{1000};
+constexpr std::size_t kMaxDrainBytes = 1024 * 1024;
+
+class Session;
+
+}  // namespace
+
+struct AdminServer::Shared {
+    explicit Shared(asio::io_context& io_context, AdminServerLimits server_limits)
+        : io(io_context), limits(server_limits), acceptor(io_context), retry_timer(io_context) {}
+
+    asio::io_context& io;
+    AdminServerLimits limits;
+    std::map<std::string, std::map<std::string, AdminHandler>> routes;  // path -> method -> handler
+    AdminServerStats stats;
+    tcp::acceptor acceptor;
+    asio::steady_timer retry_timer;
+    std::set<Session*> sessions;  // live connections (served and refused)
+    std::size_t refusing = 0;     // connections being answered 503
+    bool stopped = false;
+};
+
+namespace {
+
+using Shared = AdminServer::Shared;
+
+int HexValue(char c) {
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+    if (c >= 'a' && c <= 'f') {
+        return c - 'a' + 10;
+    }
+    if (c >= 'A' && c <= 'F') {
+        return c - 'A' + 10;
+    }
+    return -1;
+}
+
+/// Percent-decoding of a query component ('+' is a space). nullopt on a bad escape.
+std::optional<std::string> PercentDecode(std::string_view text) {
+    std::string out;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (c == '+') {
+            out += ' ';
+        } else if (c == '%') {
+            if (i + 2 >= text.size()) {
+                return std::nullopt;
+            }
+            const int high = HexValue(text[i + 1]);
+            const int low = HexValue(text[i + 2]);
+            if (high < 0 || low < 0) {
+                return std::nullopt;
+            }
+            out += static_cast<char>(high * 16 + low);
+            i += 2;
+        } else {
+            out += c;
+        }
+    }
+    return out;
+}
+
+/// Splits the target into path and decoded query; an error message on failure.
+std::optional<std::string> ParseTarget(std::string_view target, AdminRequest& request) {
+    if (target.empty() || target.front() != '/') {
+        return "request target must be an absolute path, got \"" +
+               std::string(target.substr(0, 100)) + "\"";
+    }
+    const std::size_t question = target.find('?');
+    request.path = std::string(target.substr(0, question));
+    if (question == std::string_view::npos) {
+        return std::nullopt;
+    }
+    std::string_view query = target.substr(question + 1);
+    while (!query.empty()) {
+        const std::size_t amp = query.find('&');
+        const std::string_view part = query.substr(0, amp);
+        query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+        if (part.empty()) {
+            continue;
+        }
+        const std::size_t eq = part.find('=');
+        const auto key = PercentDecode(part.substr(0, eq));
+        const auto value =
+            PercentDecode(eq == std::string_view::npos ? std::string_view{} : part.substr(eq + 1));
+        if (!key || !value) {
+            return "query: invalid percent-encoding in \"" + std::string(part.substr(0, 100)) +
+                   "\"";
+        }
+        if (key->empty()) {
+            return std::string("query: empty parameter name");
+        }
+        if (!request.query.emplace(*key, *value).second) {
+            return "query: parameter \"" + *key + "\" given more than once";
+        }
+    }
+    return std::nullopt;
+}
+
+class Session : public std::enable_shared_from_this<Session> {
+  public:
+    Session(std::shared_ptr<Shared> shared, tcp::socket socket, bool refuse)
+        : shared_(std::move(shared)),
+          stream_(std::move(socket)),
+          buffer_(shared_->limits.max_header_bytes + shared_->limits.max_body_bytes + 4096),
+          refuse_(refuse) {
+        shared_->sessions.insert(this);
+        if (refuse_) {
+            shared_->refusing += 1;
+        } else {
+            shared_->stats.connections_active += 1;
+        }
+        boost::system::error_code ec;
+        const auto endpoint = stream_.socket().remote_endpoint(ec);
+        if (!ec) {
+            remote_ = endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
+        }
+    }
+
+    ~Session() {
+        shared_->sessions.erase(this);
+        if (refuse_) {
+            shared_->refusing -= 1;
+        } else {
+            assert(shared_->stats.connections_active > 0);
+            shared_->stats.connections_active -= 1;
+        }
+    }
+
+    void Start() {
+        if (refuse_) {
+            Respond(json_error(503, "overloaded",
+                               "too many connections (limit " +
+                                   std::to_string(shared_->limits.max_connections) + ")"),
+                    /*keep_alive=*/false, kRefusalWriteTimeout);
+            return;
+        }
+        Read();
+    }
+
+    void Close() {
+        boost::system::error_code ec;
+        stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+        stream_.close();
+    }
+
+  private:
+    void Read() {
+        parser_.emplace();
+        parser_->header_limit(static_cast<std::uint32_t>(shared_->limits.max_header_bytes));
+        parser_->body_limit(shared_->limits.max_body_bytes);
+        stream_.expires_after(shared_->limits.request_timeout);
+        http::async_read(
+            stream_, buffer_, *parser_,
+            [self = shared_from_this()](beast::error_code ec, std::size_t) { self->OnRead(ec); });
+    }
+
+    void OnRead(beast::error_code ec) {
+        if (shared_->stopped || ec == asio::error::operation_aborted) {
+            return;
+        }
+        if (ec == http::error::end_of_stream) {
+            Close();  // client closed between requests
+            return;
+        }
+        if (ec == beast::error::timeout) {
+            shared_->stats.timeouts += 1;
+            Close();
+            return;
+        }
+        if (ec) {
+            if (ec.category() != http::make_error_code(http::error::end_of_stream).category() &&
+                ec != http::error::buffer_overflow) {
+                Close();  // connection reset and the like: nobody to answer
+                return;
+            }
+            shared_->stats.requests += 1;
+            shared_->stats.bad_requests += 1;
+            if (ec == http::error::body_limit) {
+                Respond(json_error(413, "payload_too_large",
+                                   "request body exceeds " +
+                                       std::to_string(shared_->limits.max_body_bytes) + " bytes"),
+                        false, shared_->limits.request_timeout);
+            } else if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
+                Respond(json_error(431, "headers_too_large",
+                                   "request line and headers exceed " +
+                                       std::to_string(shared_->limits.max_header_bytes) + " bytes"),
+                        false, shared_->limits.request_timeout);
+            } else {
+                Respond(json_error(400, "bad_request", "malformed HTTP request: " + ec.message()),
+                        false, shared_->limits.request_timeout);
+            }
+            return;
+        }
+        shared_->stats.requests += 1;
+        served_ += 1;
+        const auto& request = parser_->get();
+        const bool keep_alive =
+            request.keep_alive() && served_ < shared_->limits.max_requests_per_connection;
+        version_ = request.version();
+        Respond(Dispatch(request), keep_alive, shared_->limits.request_timeout);
+    }
+
+    AdminResponse Dispatch(const http::request<http::string_body>& request) {
+        AdminRequest admin;
+        admin.method = std::string(request.method_string());
+        admin.body = request.body();
+        admin.remote = remote_;
+        if (auto error = ParseTarget(request.target(), admin)) {
+            shared_->stats.bad_requests += 1;
+            return json_error(400, "bad_request", *error);
+        }
+        const auto path = shared_->routes.find(admin.path);
+        if (path == shared_->routes.end()) {
+            return json_error(404, "not_found", "no such endpoint: " + admin.path.substr(0, 200));
+        }
+        const auto handler = path->second.find(admin.method);
+        if (handler == path->second.end()) {
+            std::string allow;
+            for (const auto& [method, unused] : path->second) {
+                (void)unused;
+                allow += (allow.empty() ? "" : ", ") + method;
+            }
+            AdminResponse response =
+                json_error(405, "method_not_allowed",
+                           admin.path + " does not support " + admin.method.substr(0, 20) +
+                               " (allowed: " + allow + ")");
+            response.headers.emplace_back("Allow", allow);
+            return response;
+        }
+        try {
+            return handler->second(admin);
+        } catch (const std::exception& e) {
+            return json_error(500, "internal", e.what());
+        } catch (...) {
+            return json_error(500, "internal", "unknown exception in handler");
+        }
+    }
+
+    void Respond(AdminResponse admin, bool keep_alive, std::chrono::milliseconds timeout) {
+        response_ = {};
+        response_.version(version_);
+        response_.result(admin.status);
+        response_.set(http::field::server, kServerName);
+        response_.set(http::field::content_type, admin.content_type);
+        response_.set(http::field::cache_control, "no-store");
+        for (const auto& [name, value] : admin.headers) {
+            response_.set(name, value);
+        }
+        response_.body() = std::move(admin.body);
+        response_.keep_alive(keep_alive);
+        response_.prepare_payload();
+        stream_.expires_after(timeout);
+        http::async_write(
+            stream_, response_,
+            [self = shared_from_this(), keep_alive](beast::error_code ec, std::size_t) {
+                self->OnWrite(ec, keep_alive);
+            });
+    }
+
+    void OnWrite(beast::error_code ec, bool keep_alive) {
+        if (shared_->stopped || ec == asio::error::operation_aborted) {
+            return;
+        }
+        if (ec == beast::error::timeout) {
+            shared_->stats.timeouts += 1;
+        }
+        if (ec) {
+            Close();
+            return;
+        }
+        if (!keep_alive) {
+            Drain();
+            return;
+        }
+        Read();
+    }
+
+    /// Lingering close: stop sending, then discard what the client still sends (for a bounded
+    /// time and size) so that closing does not reset the connection before it reads the answer.
+    void Drain() {
+        boost::system::error_code ec;
+        stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+        if (ec) {
+            Close();
+            return;
+        }
+        stream_.expires_after(std::min(shared_->limits.request_timeout, kDrainTimeout));
+        DrainSome();
+    }
+
+    void DrainSome() {
+        stream_.async_read_some(
+            asio::buffer(drain_buffer_),
+            [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+                self->drained_bytes_ += n;
+                if (ec || self->shared_->stopped || self->drained_bytes_ > kMaxDrainBytes) {
+                    self->Close();
+                    return;
+                }
+                self->DrainSome();
+            });
+    }
+
+    std::shared_ptr<Shared> shared_;
+    beast::tcp_stream stream_;
+    beast::flat_buffer buffer_;
+    std::optional<http::request_parser<http::string_body>> parser_;
+    http::response<http::string_body> response_;
+    std::string remote_;
+    unsigned version_ = 11;
+    std::size_t served_ = 0;
+    std::array<char, 4096> drain_buffer_{};
+    std::size_t drained_bytes_ = 0;
+    bool refuse_;
+};
+
+void Accept(const std::shared_ptr<Shared>& shared);
+
+void OnAccept(const std::shared_ptr<Shared>& shared, boost::system::error_code ec,
+              tcp::socket socket) {
+    if (shared->stopped || ec == asio::error::operation_aborted) {
+        return;
+    }
+    if (ec) {
+        // Typically EMFILE/ENFILE: back off instead of spinning on the error.
+        shared->retry_timer.expires_after(kAcceptRetryDelay);
+        shared->retry_timer.async_wait([shared](boost::system::error_code wait_ec) {
+            if (!wait_ec && !shared->stopped) {
+                Accept(shared);
+            }
+        });
+        return;
+    }
+    shared->stats.connections_accepted += 1;
+    const std::size_t limit = shared->limits.max_connections;
+    if (shared->stats.connections_active < limit) {
+        std::make_shared<Session>(shared, std::move(socket), false)->Start();
+    } else {
+        shared->stats.connections_refused += 1;
+        if (shared->refusing < limit) {
+            std::make_shared<Session>(shared, std::move(socket), true)->Start();
+        } else {
+            boost::system::error_code close_ec;
+            socket.close(close_ec);
+        }
+    }
+    Accept(shared);
+}
+
+void Accept(const std::shared_ptr<Shared>& shared) {
+    shared->acceptor.async_accept(shared->io,
+                                  [shared](boost::system::error_code ec, tcp::socket socket) {
+                                      OnAccept(shared, ec, std::move(socket));
+                                  });
+}
+
+}  // namespace
+
+AdminResponse json_response(unsigned status, const nlohmann::json& value) {
+    AdminResponse response;
+    response.status = status;
+    response.body = value.dump() + "\n";
+    return response;
+}
+
+AdminResponse json_error(unsigned status, std::string_view error, std::string_view detail) {
+    // dump() with replacement: a detail quoting client bytes must not throw on invalid UTF-8.
+    nlohmann::json body = {{"error", error}, {"detail", detail}};
+    AdminResponse response;
+    response.status = status;
+    response.body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    return response;
+}
+
+AdminServer::AdminServer(boost::asio::io_context& io, AdminServerLimits limits)
+    : shared_(std::make_shared<Shared>(io, limits)) {
+    assert(limits.max_connections > 0);
+    assert(limits.max_requests_per_connection > 0);
+    assert(limits.request_timeout.count() > 0);
+}
+
+AdminServer::~AdminServer() {
+    stop();
+}
+
+void AdminServer::route(const std::string& method, const std::string& path, AdminHandler handler) {
+    assert(!path.empty() && path.front() == '/');
+    assert(handler);
+    shared_->routes[path][method] = std::move(handler);
+}
+
+std::optional<std::string> AdminServer::listen(const std::string& host, std::uint16_t port) {
+    const std::string name = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
+                             std::to_string(port);
+    boost::system::error_code ec;
+    tcp::endpoint endpoint;
+    const auto address = asio::ip::make_address(host, ec);
+    if (!ec) {
+        endpoint = tcp::endpoint(address, port);
+    } else {
+        tcp::resolver resolver(shared_->io);
+        const auto results = resolver.resolve(host, std::to_string(port), ec);
+        if (ec || results.empty()) {
+            return name + ": cannot resolve host: " + (ec ? ec.message() : "no address");
+        }
+        endpoint = results.begin()->endpoint();
+    }
+    tcp::acceptor& acceptor = shared_->acceptor;
+    if (acceptor.open(endpoint.protocol(), ec) ||
+        acceptor.set_option(asio::socket_base::reuse_address(true), ec) ||
+        acceptor.bind(endpoint, ec) ||
+        acceptor.listen(asio::socket_base::max_listen_connections, ec)) {
+        boost::system::error_code close_ec;
+        acceptor.close(close_ec);
+        return name + ": " + ec.message();
+    }
+    shared_->stopped = false;
+    Accept(shared_);
+    return std::nullopt;
+}
+
+std::uint16_t AdminServer::port() const {
+    boost::system::error_code ec;
+    const auto endpoint = shared_->acceptor.local_endpoint(ec);
+    return ec ? 0 : endpoint.port();
+}
+
+void AdminServer::stop() {
+    if (shared_->stopped) {
+        return;
+    }
+    shared_->stopped = true;
+    boost::system::error_code ec;
+    shared_->acceptor.close(ec);
+    shared_->retry_timer.cancel();
+    const std::set<Session*> sessions = shared_->sessions;  // closing does not destroy them yet
+    for (Session* session : sessions) {
+        session->Close();
+    }
+}
+
+const AdminServerStats& AdminServer::stats() const {
+    return shared_->stats;
+}
+
+const AdminServerLimits& AdminServer::limits() const {
+    return shared_->limits;
+}
+
+}  // namespace conclave::node

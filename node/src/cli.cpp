@@ -1,0 +1,155 @@
+#include "conclave/node/cli.hpp"
+
+#include <ostream>
+
+#ifndef CONCLAVE_VERSION
+#define CONCLAVE_VERSION "unknown"
+#endif
+
+namespace conclave::node {
+
+std::string_view conclave_version() {
+    return CONCLAVE_VERSION;
+}
+
+std::string version_text() {
+    return "conclaved " + std::string(conclave_version()) + "\n";
+}
+
+std::string usage_text() {
+    return R"(Usage: conclaved --config FILE --node-id ID [--print-config]
+       conclaved --help | --version
+
+Runs one node of a Conclave cluster: leader election among the nodes listed in the
+cluster config, with an HTTP admin interface on the node's "http" endpoint.
+
+Options:
+  --config FILE     cluster config (JSON): cluster name, nodes (id, peer, http),
+                    profile and timing overrides, data_dir, tls, log
+  --node-id ID      which of the configured nodes this process is
+  --print-config    print the effective config for this node as JSON and exit
+                    (profile and overrides resolved, {id} substituted)
+  --help            print this help and exit
+  --version         print the version and exit
+Options also accept the --option=VALUE form.
+
+Admin HTTP endpoints:
+  GET /status, GET /metrics (Prometheus text), GET /healthz,
+  POST /transfer-leadership?to=ID, POST /step-down
+
+Signals:
+  SIGTERM, SIGINT   graceful stop: a leader hands leadership over to another
+                    node before it exits; then exit status 0
+  SIGKILL           no handover; the other nodes elect a new leader after the
+                    heartbeat timeout
+
+Exit status:
+  0  clean stop (also after --help, --version, --print-config)
+  1  runtime failure (data directory locked by another process, port in use, ...)
+  2  bad command line or bad config (the message names the option or field)
+)";
+}
+
+std::variant<CliOptions, std::string> parse_command_line(const std::vector<std::string>& args) {
+    CliOptions options;
+    bool have_config = false;
+    bool have_node = false;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        std::string arg = args[i];
+        std::string value;
+        bool inline_value = false;
+        if (arg.rfind("--", 0) == 0) {
+            const std::size_t eq = arg.find('=');
+            if (eq != std::string::npos) {
+                value = arg.substr(eq + 1);
+                arg = arg.substr(0, eq);
+                inline_value = true;
+            }
+        }
+        const auto take_value = [&](bool& seen) -> std::optional<std::string> {
+            if (seen) {
+                return arg + " given more than once";
+            }
+            seen = true;
+            if (!inline_value) {
+                if (i + 1 >= args.size()) {
+                    return arg + " needs a value";
+                }
+                value = args[++i];
+            }
+            if (value.empty()) {
+                return arg + " needs a non-empty value";
+            }
+            return std::nullopt;
+        };
+        const auto flag = [&](bool& target) -> std::optional<std::string> {
+            if (inline_value) {
+                return arg + " takes no value";
+            }
+            target = true;
+            return std::nullopt;
+        };
+        std::optional<std::string> error;
+        if (arg == "--config") {
+            error = take_value(have_config);
+            options.config_path = value;
+        } else if (arg == "--node-id") {
+            error = take_value(have_node);
+            options.node_id = value;
+        } else if (arg == "--print-config") {
+            error = flag(options.print_config);
+        } else if (arg == "--help" || arg == "-h") {
+            error = flag(options.help);
+        } else if (arg == "--version") {
+            error = flag(options.version);
+        } else if (arg.rfind("-", 0) == 0) {
+            error = "unknown option " + arg;
+        } else {
+            error = "unexpected argument \"" + arg + "\"";
+        }
+        if (error) {
+            return *error;
+        }
+    }
+    if (options.help || options.version) {
+        return options;
+    }
+    if (!have_config) {
+        return std::string("missing --config FILE");
+    }
+    if (!have_node) {
+        return std::string("missing --node-id ID");
+    }
+    return options;
+}
+
+std::variant<StartupExit, StartupReady> prepare_daemon(const std::vector<std::string>& args,
+                                                       std::ostream& out, std::ostream& err) {
+    auto parsed = parse_command_line(args);
+    if (auto* error = std::get_if<std::string>(&parsed)) {
+        err << "conclaved: " << *error << "\nTry 'conclaved --help' for more information.\n";
+        return StartupExit{kExitUsage};
+    }
+    CliOptions options = std::get<CliOptions>(std::move(parsed));
+    if (options.help) {
+        out << usage_text();
+        return StartupExit{kExitOk};
+    }
+    if (options.version) {
+        out << version_text();
+        return StartupExit{kExitOk};
+    }
+    auto loaded = load_cluster_config(options.config_path, options.node_id);
+    if (auto* error = std::get_if<ConfigError>(&loaded)) {
+        err << "conclaved: bad config: " << error->message << "\n";
+        return StartupExit{kExitUsage};
+    }
+    ClusterConfig config = std::get<ClusterConfig>(std::move(loaded));
+    if (options.print_config) {
+        out << effective_config_json(config).dump(2) << "\n";
+        return StartupExit{kExitOk};
+    }
+    return StartupReady{std::move(options), std::move(config)};
+}
+
+}  // namespace conclave::node

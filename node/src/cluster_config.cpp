@@ -1,0 +1,658 @@
+#include "conclave/node/cluster_config.hpp"
+
+#include <algorithm>
+#include <cassert>
+#include <cctype>
+#include <charconv>
+#include <fstream>
+#include <initializer_list>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <system_error>
+
+namespace conclave::node {
+namespace {
+
+using nlohmann::json;
+
+/// Thrown inside the parser, turned into a ConfigError at the boundary.
+struct FieldError {
+    std::string message;
+};
+
+[[noreturn]] void Fail(const std::string& path, const std::string& problem) {
+    throw FieldError{path + ": " + problem};
+}
+
+/// A short description of a JSON value for error messages: `string "abc"`, `number -1.5`, ...
+std::string Describe(const json& value) {
+    switch (value.type()) {
+        case json::value_t::null:
+            return "null";
+        case json::value_t::boolean:
+            return std::string("boolean ") + (value.get<bool>() ? "true" : "false");
+        case json::value_t::string: {
+            std::string text = value.dump();
+            if (text.size() > 80) {
+                text = text.substr(0, 77) + "...";
+            }
+            return "string " + text;
+        }
+        case json::value_t::number_integer:
+        case json::value_t::number_unsigned:
+        case json::value_t::number_float:
+            return "number " + value.dump();
+        case json::value_t::object:
+            return "an object";
+        case json::value_t::array:
+            return "an array";
+        default:
+            return "an unsupported value";
+    }
+}
+
+std::size_t EditDistance(std::string_view a, std::string_view b) {
+    std::vector<std::size_t> row(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) {
+        row[j] = j;
+    }
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+        std::size_t diagonal = row[0];
+        row[0] = i;
+        for (std::size_t j = 1; j <= b.size(); ++j) {
+            const std::size_t above = row[j];
+            const std::size_t substitution = diagonal + (a[i - 1] == b[j - 1] ? 0 : 1);
+            row[j] = std::min({above + 1, row[j - 1] + 1, substitution});
+            diagonal = above;
+        }
+    }
+    return row[b.size()];
+}
+
+/// Rejects any key of `object` not in `known`, suggesting the closest known key for typos.
+void RejectUnknownFields(const json& object, const std::string& path,
+                         std::initializer_list<std::string_view> known) {
+    for (const auto& [key, value] : object.items()) {
+        if (std::find(known.begin(), known.end(), key) != known.end()) {
+            continue;
+        }
+        std::string problem = "unknown field \"" + key + "\"";
+        std::string_view best;
+        std::size_t best_distance = 3;  // suggest only close matches
+        for (std::string_view candidate : known) {
+            const std::size_t distance = EditDistance(key, candidate);
+            if (distance < best_distance) {
+                best = candidate;
+                best_distance = distance;
+            }
+        }
+        if (!best.empty()) {
+            problem += " (did you mean \"" + std::string(best) + "\"?)";
+        } else {
+            problem += " (known fields:";
+            for (std::string_view candidate : known) {
+                problem += " " + std::string(candidate);
+            }
+            problem += ")";
+        }
+        Fail(path.empty() ? key : path + "." + key, problem);
+    }
+}
+
+std::string Join(const std::string& path, std::string_view key) {
+    return path.empty() ? std::string(key) : path + "." + std::string(key);
+}
+
+const json* Find(const json& object, std::string_view key) {
+    const auto it = object.find(key);
+    return it == object.end() ? nullptr : &*it;
+}
+
+const json& Require(const json& object, const std::string& path, std::string_view key) {
+    const json* value = Find(object, key);
+    if (value == nullptr) {
+        Fail(Join(path, key), "missing (required field)");
+    }
+    return *value;
+}
+
+void ExpectObject(const json& value, const std::string& path) {
+    if (!value.is_object()) {
+        Fail(path, "expected an object, got " + Describe(value));
+    }
+}
+
+const std::string& ExpectString(const json& value, const std::string& path) {
+    if (!value.is_string()) {
+        Fail(path, "expected a string, got " + Describe(value));
+    }
+    return value.get_ref<const std::string&>();
+}
+
+bool ExpectBool(const json& value, const std::string& path) {
+    if (!value.is_boolean()) {
+        Fail(path, "expected true or false, got " + Describe(value));
+    }
+    return value.get<bool>();
+}
+
+/// An integer in [min, max]. Floats (even 2.0), strings and booleans are refused.
+std::int64_t ExpectInteger(const json& value, const std::string& path, std::int64_t min,
+                           std::int64_t max) {
+    const auto out_of_range = [&] {
+        Fail(path, "must be an integer between " + std::to_string(min) + " and " +
+                       std::to_string(max) + ", got " + Describe(value));
+    };
+    if (value.is_number_unsigned()) {
+        const auto v = value.get<std::uint64_t>();
+        if (v > static_cast<std::uint64_t>(max)) {
+            out_of_range();
+        }
+        return static_cast<std::int64_t>(v);
+    }
+    if (value.is_number_integer()) {
+        const auto v = value.get<std::int64_t>();
+        if (v < min || v > max) {
+            out_of_range();
+        }
+        return v;
+    }
+    Fail(path, "expected an integer, got " + Describe(value));
+}
+
+/// Ids are used in file paths ({id} in data_dir) and logs: keep them boring.
+bool ValidName(std::string_view s) {
+    if (s.empty() || s.size() > 64) {
+        return false;
+    }
+    const auto alnum = [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+    };
+    if (!alnum(s.front())) {
+        return false;
+    }
+    return std::all_of(s.begin(), s.end(),
+                       [&](char c) { return alnum(c) || c == '_' || c == '.' || c == '-'; });
+}
+
+const char* const kNameRule =
+    "1 to 64 characters from [A-Za-z0-9_.-], starting with a letter or digit";
+
+Endpoint ParseEndpointField(const json& value, const std::string& path) {
+    const std::string& text = ExpectString(value, path);
+    auto endpoint = parse_endpoint(text);
+    if (!endpoint) {
+        Fail(path, "expected \"host:port\" with a port in 1..65535, got " + Describe(value));
+    }
+    return *endpoint;
+}
+
+bool IsWildcard(const std::string& host) {
+    return host == "0.0.0.0" || host == "::";
+}
+
+/// Two endpoints clash when they could be the same socket on one machine.
+bool Clash(const Endpoint& a, const Endpoint& b) {
+    return a.port == b.port && (a.host == b.host || IsWildcard(a.host) || IsWildcard(b.host));
+}
+
+/// The timing overrides: config name, elector field, allowed range.
+struct TimingField {
+    std::string_view name;          // in the config file, under "timing"
+    std::string_view elector_name;  // Config member name, as used by Config::validate()
+};
+constexpr TimingField kTimingFields[] = {
+    {"heartbeat_ms", "heartbeat_period"},
+    {"miss_count", "heartbeat_miss_count"},
+    {"max_random_wait_ms", "max_random_wait"},
+    {"initial_wait_ms", "initial_wait"},
+    {"scouting_result_ms", "scouting_result_timeout"},
+    {"election_result_ms", "election_result_timeout"},
+    {"heartbeat_check_ms", "heartbeat_check_period"},
+};
+
+constexpr std::int64_t kMaxTimingMs = 3'600'000;  // one hour, as Config::validate() allows
+constexpr std::int64_t kMaxMissCount = 1000;
+
+void ApplyTiming(const json& timing, Config& config) {
+    ExpectObject(timing, "timing");
+    RejectUnknownFields(timing, "timing",
+                        {"heartbeat_ms", "miss_count", "max_random_wait_ms", "initial_wait_ms",
+                         "scouting_result_ms", "election_result_ms", "heartbeat_check_ms"});
+    const auto ms = [&](std::string_view key, Millis& out) {
+        if (const json* v = Find(timing, key)) {
+            out = Millis{ExpectInteger(*v, Join("timing", key), 0, kMaxTimingMs)};
+        }
+    };
+    ms("heartbeat_ms", config.heartbeat_period);
+    ms("max_random_wait_ms", config.max_random_wait);
+    ms("initial_wait_ms", config.initial_wait);
+    ms("scouting_result_ms", config.scouting_result_timeout);
+    ms("election_result_ms", config.election_result_timeout);
+    ms("heartbeat_check_ms", config.heartbeat_check_period);
+    if (const json* v = Find(timing, "miss_count")) {
+        config.heartbeat_miss_count =
+            static_cast<std::uint32_t>(ExpectInteger(*v, "timing.miss_count", 0, kMaxMissCount));
+    }
+}
+
+/// Config::validate() speaks in elector member names; the operator wrote timing.* names. Replaces
+/// whole identifiers only.
+std::string ToConfigFieldNames(const std::string& message) {
+    const auto ident = [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+    };
+    std::string out;
+    for (std::size_t i = 0; i < message.size();) {
+        if (!ident(message[i])) {
+            out += message[i++];
+            continue;
+        }
+        std::size_t end = i;
+        while (end < message.size() && ident(message[end])) {
+            ++end;
+        }
+        const std::string_view word(message.data() + i, end - i);
+        std::string replacement(word);
+        for (const TimingField& field : kTimingFields) {
+            if (word == field.elector_name) {
+                replacement = "timing." + std::string(field.name);
+            }
+        }
+        out += replacement;
+        i = end;
+    }
+    return out;
+}
+
+std::string SubstituteId(const std::string& text, const std::string& id) {
+    std::string out;
+    for (std::size_t i = 0; i < text.size();) {
+        if (text.compare(i, 4, "{id}") == 0) {
+            out += id;
+            i += 4;
+        } else {
+            out += text[i];
+            ++i;
+        }
+    }
+    return out;
+}
+
+std::string ParseDataDir(const json& value, const std::string& path) {
+    const std::string& text = ExpectString(value, path);
+    if (text.empty()) {
+        Fail(path, "must not be empty");
+    }
+    for (std::size_t at = text.find('{'); at != std::string::npos; at = text.find('{', at + 1)) {
+        if (text.compare(at, 4, "{id}") != 0) {
+            const std::size_t close = text.find('}', at);
+            const std::string placeholder =
+                text.substr(at, close == std::string::npos ? 1 : close - at + 1);
+            Fail(path, "unknown placeholder \"" + placeholder + "\" (only {id} is supported)");
+        }
+    }
+    return text;
+}
+
+LogSettings ParseLog(const json& value) {
+    ExpectObject(value, "log");
+    RejectUnknownFields(value, "log", {"format", "level"});
+    LogSettings log;
+    if (const json* format = Find(value, "format")) {
+        const std::string& text = ExpectString(*format, "log.format");
+        if (text == "text") {
+            log.format = LogFormat::Text;
+        } else if (text == "json") {
+            log.format = LogFormat::Json;
+        } else {
+            Fail("log.format", "expected \"text\" or \"json\", got " + Describe(*format));
+        }
+    }
+    if (const json* level = Find(value, "level")) {
+        const std::string& text = ExpectString(*level, "log.level");
+        static const std::set<std::string, std::less<>> kLevels = {
+            "trace", "debug", "info", "warn", "error", "critical", "off"};
+        if (kLevels.find(text) == kLevels.end()) {
+            Fail("log.level",
+                 "expected one of trace, debug, info, warn, error, critical, off, got " +
+                     Describe(*level));
+        }
+        log.level = text;
+    }
+    return log;
+}
+
+std::optional<TlsFiles> ParseTls(const json& value) {
+    if (value.is_null()) {
+        return std::nullopt;
+    }
+    if (!value.is_object()) {
+        Fail("tls", "expected null or an object {ca, cert, key}, got " + Describe(value));
+    }
+    RejectUnknownFields(value, "tls", {"ca", "cert", "key"});
+    const auto file = [&](std::string_view key) {
+        const std::string path = Join("tls", key);
+        const std::string& text = ExpectString(Require(value, "tls", key), path);
+        if (text.empty()) {
+            Fail(path, "must be a file path, got an empty string");
+        }
+        return text;
+    };
+    return TlsFiles{file("ca"), file("cert"), file("key")};
+}
+
+std::vector<NodeEntry> ParseNodes(const json& value) {
+    if (!value.is_array()) {
+        Fail("nodes", "expected an array of {id, peer, http}, got " + Describe(value));
+    }
+    if (value.empty() || value.size() > kMaxClusterSize) {
+        Fail("nodes", "must list between 1 and " + std::to_string(kMaxClusterSize) +
+                          " nodes, got " + std::to_string(value.size()));
+    }
+    std::vector<NodeEntry> nodes;
+    for (std::size_t i = 0; i < value.size(); ++i) {
+        const std::string path = "nodes[" + std::to_string(i) + "]";
+        const json& item = value[i];
+        ExpectObject(item, path);
+        RejectUnknownFields(item, path, {"id", "peer", "http"});
+        NodeEntry entry;
+        const json& id = Require(item, path, "id");
+        entry.id = ExpectString(id, path + ".id");
+        if (!ValidName(entry.id)) {
+            Fail(path + ".id", std::string("expected ") + kNameRule + ", got " + Describe(id));
+        }
+        entry.peer = ParseEndpointField(Require(item, path, "peer"), path + ".peer");
+        entry.http = ParseEndpointField(Require(item, path, "http"), path + ".http");
+        nodes.push_back(std::move(entry));
+    }
+    // Duplicate ids, then endpoint clashes (both sockets of every node against all earlier ones).
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+        for (std::size_t j = 0; j < i; ++j) {
+            if (nodes[i].id == nodes[j].id) {
+                Fail("nodes[" + std::to_string(i) + "].id", "duplicate id \"" + nodes[i].id +
+                                                                "\" (also nodes[" +
+                                                                std::to_string(j) + "].id)");
+            }
+        }
+    }
+    struct Socket {
+        std::string path;
+        const Endpoint* endpoint;
+    };
+    std::vector<Socket> sockets;
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+        const std::string path = "nodes[" + std::to_string(i) + "]";
+        for (const Socket& candidate :
+             {Socket{path + ".peer", &nodes[i].peer}, Socket{path + ".http", &nodes[i].http}}) {
+            for (const Socket& earlier : sockets) {
+                if (Clash(*candidate.endpoint, *earlier.endpoint)) {
+                    Fail(candidate.path, "endpoint " + to_string(*candidate.endpoint) +
+                                             " clashes with " + earlier.path + " (" +
+                                             to_string(*earlier.endpoint) + ")");
+                }
+            }
+            sockets.push_back(candidate);
+        }
+    }
+    return nodes;
+}
+
+ClusterConfig ParseDocument(const json& document, std::string_view node_id) {
+    if (!document.is_object()) {
+        Fail("(top level)", "expected a JSON object, got " + Describe(document));
+    }
+    RejectUnknownFields(document, "",
+                        {"cluster", "nodes", "profile", "timing", "scouting", "check_quorum",
+                         "data_dir", "tls", "log"});
+    ClusterConfig config;
+    const json& cluster = Require(document, "", "cluster");
+    config.cluster = ExpectString(cluster, "cluster");
+    if (!ValidName(config.cluster)) {
+        Fail("cluster", std::string("expected ") + kNameRule + ", got " + Describe(cluster));
+    }
+    config.nodes = ParseNodes(Require(document, "", "nodes"));
+
+    const auto self = config.find_node(node_id);
+    if (!self) {
+        std::string known;
+        for (const NodeEntry& n : config.nodes) {
+            known += (known.empty() ? "" : ", ") + n.id;
+        }
+        Fail("--node-id",
+             "\"" + std::string(node_id) + "\" is not one of the configured nodes (" + known + ")");
+    }
+    config.self = *self;
+
+    if (const json* profile = Find(document, "profile")) {
+        config.profile = ExpectString(*profile, "profile");
+    }
+    auto elector = Config::profile(config.profile, config.nodes.size(), config.self);
+    if (!elector) {
+        Fail("profile", "expected \"default\", \"fast\" or \"reference\", got " +
+                            Describe(*Find(document, "profile")));
+    }
+    config.elector = *elector;
+    if (const json* timing = Find(document, "timing")) {
+        ApplyTiming(*timing, config.elector);
+    }
+    if (const json* scouting = Find(document, "scouting")) {
+        config.elector.scouting = ExpectBool(*scouting, "scouting");
+    }
+    if (const json* check_quorum = Find(document, "check_quorum")) {
+        config.elector.check_quorum = ExpectBool(*check_quorum, "check_quorum");
+    }
+    if (auto error = config.elector.validate()) {
+        // Timing errors name the override; anything else (cluster size) is a nodes problem.
+        std::string message = ToConfigFieldNames(*error);
+        if (message.rfind("timing", 0) != 0) {
+            message = "nodes: " + message;
+        }
+        throw FieldError{message};
+    }
+
+    config.data_dir_template = ParseDataDir(Require(document, "", "data_dir"), "data_dir");
+    config.data_dir = SubstituteId(config.data_dir_template, config.self_entry().id);
+    if (const json* tls = Find(document, "tls")) {
+        config.tls = ParseTls(*tls);
+    }
+    if (const json* log = Find(document, "log")) {
+        config.log = ParseLog(*log);
+    }
+    return config;
+}
+
+/// Refuses duplicate keys in any JSON object while parsing (nlohmann keeps the last one silently).
+class DuplicateKeyCheck {
+  public:
+    bool operator()(int depth, json::parse_event_t event, json& parsed) {
+        (void)depth;
+        switch (event) {
+            case json::parse_event_t::object_start:
+                keys_.emplace_back();
+                break;
+            case json::parse_event_t::object_end:
+                if (!keys_.empty()) {
+                    keys_.pop_back();
+                }
+                break;
+            case json::parse_event_t::key: {
+                assert(!keys_.empty());
+                const auto& key = parsed.get_ref<const std::string&>();
+                if (!keys_.back().insert(key).second) {
+                    throw FieldError{"invalid JSON: duplicate key \"" + key +
+                                     "\" in the same object"};
+                }
+                break;
+            }
+            default:
+                break;
+        }
+        return true;
+    }
+
+  private:
+    std::vector<std::set<std::string>> keys_;
+};
+
+}  // namespace
+
+std::string to_string(const Endpoint& e) {
+    const bool v6 = e.host.find(':') != std::string::npos;
+    return (v6 ? "[" + e.host + "]" : e.host) + ":" + std::to_string(e.port);
+}
+
+std::optional<Endpoint> parse_endpoint(std::string_view text) {
+    std::string_view host;
+    std::string_view port;
+    if (!text.empty() && text.front() == '[') {
+        const std::size_t close = text.find(']');
+        if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':') {
+            return std::nullopt;
+        }
+        host = text.substr(1, close - 1);
+        port = text.substr(close + 2);
+        if (host.find(':') == std::string_view::npos) {
+            return std::nullopt;  // brackets only for IPv6 literals
+        }
+    } else {
+        const std::size_t colon = text.rfind(':');
+        if (colon == std::string_view::npos) {
+            return std::nullopt;
+        }
+        host = text.substr(0, colon);
+        port = text.substr(colon + 1);
+        if (host.find(':') != std::string_view::npos) {
+            return std::nullopt;  // unbracketed IPv6 is ambiguous
+        }
+    }
+    const bool host_ok =
+        !host.empty() && host.size() <= 253 && std::all_of(host.begin(), host.end(), [](char c) {
+            return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                   c == '.' || c == '-' || c == ':' || c == '_';
+        });
+    if (!host_ok || port.empty() || port.size() > 5 ||
+        !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+        return std::nullopt;
+    }
+    unsigned value = 0;
+    std::from_chars(port.data(), port.data() + port.size(), value);
+    if (value == 0 || value > 65535) {
+        return std::nullopt;
+    }
+    return Endpoint{std::string(host), static_cast<std::uint16_t>(value)};
+}
+
+std::string_view to_string(LogFormat f) {
+    return f == LogFormat::Json ? "json" : "text";
+}
+
+std::optional<NodeId> ClusterConfig::find_node(std::string_view id) const {
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+        if (nodes[i].id == id) {
+            return NodeId{static_cast<std::uint16_t>(i)};
+        }
+    }
+    return std::nullopt;
+}
+
+const std::string& ClusterConfig::node_name(NodeId n) const {
+    assert(n.value < nodes.size());
+    return nodes[n.value].id;
+}
+
+ConfigResult cluster_config_from_json(const nlohmann::json& document, std::string_view node_id) {
+    try {
+        return ParseDocument(document, node_id);
+    } catch (const FieldError& e) {
+        return ConfigError{e.message};
+    }
+}
+
+ConfigResult parse_cluster_config(std::string_view json_text, std::string_view node_id) {
+    json document;
+    try {
+        document = json::parse(json_text, DuplicateKeyCheck{});
+    } catch (const FieldError& e) {
+        return ConfigError{e.message};
+    } catch (const json::exception& e) {
+        // "[json.exception.parse_error.101] parse error at line 3, column 7: ..." -> keep the tail.
+        std::string what = e.what();
+        const std::size_t bracket = what.find("] ");
+        if (bracket != std::string::npos) {
+            what = what.substr(bracket + 2);
+        }
+        return ConfigError{"invalid JSON: " + what};
+    }
+    return cluster_config_from_json(document, node_id);
+}
+
+ConfigResult load_cluster_config(const std::filesystem::path& path, std::string_view node_id) {
+    const std::string name = path.string();
+    std::error_code ec;
+    const auto status = std::filesystem::status(path, ec);
+    if (ec || !std::filesystem::exists(status)) {
+        return ConfigError{name + ": cannot read config file: " +
+                           (ec ? ec.message() : std::string("no such file"))};
+    }
+    if (std::filesystem::is_directory(status)) {
+        return ConfigError{name + ": cannot read config file: it is a directory"};
+    }
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        return ConfigError{name + ": cannot read config file: " +
+                           std::error_code(errno, std::generic_category()).message()};
+    }
+    std::string text;
+    char buffer[4096];
+    while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
+        text.append(buffer, static_cast<std::size_t>(in.gcount()));
+        if (text.size() > kMaxConfigFileBytes) {
+            return ConfigError{name + ": config file is larger than " +
+                               std::to_string(kMaxConfigFileBytes) + " bytes"};
+        }
+    }
+    if (in.bad()) {
+        return ConfigError{name + ": cannot read config file: read error"};
+    }
+    ConfigResult result = parse_cluster_config(text, node_id);
+    if (auto* error = std::get_if<ConfigError>(&result)) {
+        error->message = name + ": " + error->message;
+    }
+    return result;
+}
+
+nlohmann::ordered_json effective_config_json(const ClusterConfig& config) {
+    nlohmann::ordered_json nodes = nlohmann::ordered_json::array();
+    for (const NodeEntry& n : config.nodes) {
+        nodes.push_back({{"id", n.id}, {"peer", to_string(n.peer)}, {"http", to_string(n.http)}});
+    }
+    const Config& e = config.elector;
+    nlohmann::ordered_json tls = nullptr;
+    if (config.tls) {
+        tls = {{"ca", config.tls->ca_path},
+               {"cert", config.tls->cert_path},
+               {"key", config.tls->key_path}};
+    }
+    return nlohmann::ordered_json{
+        {"cluster", config.cluster},
+        {"nodes", std::move(nodes)},
+        {"profile", config.profile},
+        {"timing",
+         {{"heartbeat_ms", e.heartbeat_period.count()},
+          {"miss_count", e.heartbeat_miss_count},
+          {"max_random_wait_ms", e.max_random_wait.count()},
+          {"initial_wait_ms", e.initial_wait.count()},
+          {"scouting_result_ms", e.scouting_result_timeout.count()},
+          {"election_result_ms", e.election_result_timeout.count()},
+          {"heartbeat_check_ms", e.heartbeat_check_period.count()}}},
+        {"scouting", e.scouting},
+        {"check_quorum", e.check_quorum},
+        {"data_dir", config.data_dir.string()},
+        {"tls", std::move(tls)},
+        {"log", {{"format", to_string(config.log.format)}, {"level", config.log.level}}},
+    };
+}
+
+}  // namespace conclave::node

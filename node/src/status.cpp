@@ -1,0 +1,43 @@
+#include "conclave/node/status.hpp"
+
+namespace conclave::node {
+
+nlohmann::json lsn_to_json(const Lsn& lsn) {
+    return {{"term", lsn.term.value}, {"counter", lsn.counter}};
+}
+
+nlohmann::json status_to_json(const StatusReport& status) {
+    nlohmann::json peers = nlohmann::json::array();
+    for (const PeerStatus& peer : status.peers) {
+        nlohmann::json contact = nullptr;
+        if (peer.last_contact_ms) {
+            contact = *peer.last_contact_ms;
+        }
+        peers.push_back({{"id", peer.id}, {"up", peer.up}, {"last_contact_ms", contact}});
+    }
+    nlohmann::json leader = nullptr;
+    if (status.leader) {
+        leader = *status.leader;
+    }
+    // nlohmann::json objects keep keys sorted; the contract is about names and types, not order.
+    nlohmann::json out = {
+        {"id", status.id},
+        {"cluster", status.cluster},
+        {"role", std::string(to_string(status.role))},
+        {"term", status.term.value},
+        {"leader", std::move(leader)},
+        {"fencing_token", status.fencing_token},
+        {"lsn", lsn_to_json(status.lsn)},
+        {"peers", std::move(peers)},
+        {"last_transition",
+         {{"reason", std::string(to_string(status.last_transition_reason))},
+          {"age_ms", status.last_transition_age_ms}}},
+    };
+    if (status.log) {
+        out["leader_status"] = status.log->leader_status;
+        out["commit_lsn"] = lsn_to_json(status.log->commit_lsn);
+    }
+    return out;
+}
+
+}  // namespace conclave::node

@@ -1,0 +1,395 @@
+// The admin HTTP server over real loopback sockets (127.0.0.1, port 0), driven by an async Beast
+// client on the same io_context. Every wait is bounded (RunUntil); timeouts are configured short.
+#include <catch2/catch.hpp>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <chrono>
+
+#include "conclave/node/admin_routes.hpp"
+#include "conclave/node/admin_server.hpp"
+#include "conclave/node/prometheus_text.hpp"
+#include "fake_admin_source.hpp"
+
+using namespace conclave::node;
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using nlohmann::json;
+using Response = http::response<http::string_body>;
+
+namespace {
+
+/// Upper bound for any single wait in these tests; never reached when the code is right.
+constexpr std::chrono::seconds kBound{5};
+
+/// Runs the io_context until `done()` or the bound; returns done().
+template <typename Predicate>
+bool RunUntil(asio::io_context& io, Predicate done) {
+    const auto deadline = std::chrono::steady_clock::now() + kBound;
+    while (!done() && std::chrono::steady_clock::now() < deadline) {
+        if (io.stopped()) {
+            io.restart();
+        }
+        io.run_one_for(std::chrono::milliseconds(20));
+    }
+    return done();
+}
+
+class Client {
+  public:
+    Client(asio::io_context& io, std::uint16_t port) : io_(io), socket_(io) {
+        bool done = false;
+        socket_.async_connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port),
+                              [&](beast::error_code ec) {
+                                  connect_error_ = ec;
+                                  done = true;
+                              });
+        REQUIRE(RunUntil(io_, [&] { return done; }));
+        REQUIRE_FALSE(connect_error_);
+    }
+
+    void Send(const std::string& raw) {
+        bool done = false;
+        beast::error_code error;
+        asio::async_write(socket_, asio::buffer(raw), [&](beast::error_code ec, std::size_t) {
+            error = ec;
+            done = true;
+        });
+        REQUIRE(RunUntil(io_, [&] { return done; }));
+        REQUIRE_FALSE(error);
+    }
+
+    /// Reads one response; nullopt when the connection ends without one.
+    std::optional<Response> Read() {
+        bool done = false;
+        beast::error_code error;
+        Response response;
+        http::async_read(socket_, buffer_, response, [&](beast::error_code ec, std::size_t) {
+            error = ec;
+            done = true;
+        });
+        REQUIRE(RunUntil(io_, [&] { return done; }));
+        if (error) {
+            return std::nullopt;
+        }
+        return response;
+    }
+
+    std::optional<Response> Request(const std::string& raw) {
+        Send(raw);
+        return Read();
+    }
+
+    /// True when the server closes the connection (EOF or reset) within the bound.
+    bool WaitClosed() {
+        bool done = false;
+        beast::error_code error;
+        socket_.async_read_some(asio::buffer(scratch_), [&](beast::error_code ec, std::size_t) {
+            error = ec;
+            done = true;
+        });
+        if (!RunUntil(io_, [&] { return done; })) {
+            socket_.cancel();
+            RunUntil(io_, [&] { return done; });
+            return false;
+        }
+        return error == asio::error::eof || error == asio::error::connection_reset;
+    }
+
+    void Close() { socket_.close(); }
+
+  private:
+    asio::io_context& io_;
+    tcp::socket socket_;
+    beast::flat_buffer buffer_;
+    std::array<char, 256> scratch_{};
+    beast::error_code connect_error_;
+};
+
+std::string Get(const std::string& target) {
+    return "GET " + target + " HTTP/1.1\r\nHost: localhost\r\n\r\n";
+}
+
+std::string Post(const std::string& target) {
+    return "POST " + target + " HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n";
+}
+
+json JsonBody(const Response& response) {
+    CHECK(response[http::field::content_type] == "application/json");
+    return json::parse(response.body());
+}
+
+/// A server with the standard routes on a fake source, on 127.0.0.1 port 0.
+struct Fixture {
+    explicit Fixture(AdminServerLimits limits = {}) : server(io, limits) {
+        register_admin_routes(server, source);
+        const auto error = server.listen("127.0.0.1", 0);
+        REQUIRE_FALSE(error);
+        REQUIRE(server.port() != 0);
+    }
+    asio::io_context io;
+    testing::FakeAdminSource source;
+    AdminServer server;
+};
+
+}  // namespace
+
+TEST_CASE("admin routes over loopback", "[admin]") {
+    Fixture f;
+    Client client(f.io, f.server.port());
+
+    SECTION("GET /status is the status JSON") {
+        auto response = client.Request(Get("/status"));
+        REQUIRE(response);
+        CHECK(response->result_int() == 200);
+        const json body = JsonBody(*response);
+        CHECK(body == status_to_json(f.source.report));
+        CHECK(body["role"] == "leader");
+    }
+    SECTION("GET /metrics is Prometheus text that parses") {
+        auto response = client.Request(Get("/metrics"));
+        REQUIRE(response);
+        CHECK(response->result_int() == 200);
+        CHECK((*response)[http::field::content_type] == MetricsRegistry::kContentType);
+        auto parsed = parse_prometheus_text(response->body());
+        REQUIRE(std::holds_alternative<PrometheusExposition>(parsed));
+        CHECK(std::get<PrometheusExposition>(parsed).value("conclave_elections_started_total") ==
+              3);
+    }
+    SECTION("GET /healthz: ok, then unhealthy") {
+        auto ok = client.Request(Get("/healthz"));
+        REQUIRE(ok);
+        CHECK(ok->result_int() == 200);
+        CHECK(JsonBody(*ok) == json{{"status", "ok"}});
+        f.source.health_report = {false, "mesh not listening"};
+        auto bad = client.Request(Get("/healthz"));
+        REQUIRE(bad);
+        CHECK(bad->result_int() == 503);
+        CHECK(JsonBody(*bad) == json{{"error", "unhealthy"}, {"detail", "mesh not listening"}});
+    }
+    SECTION("POST /transfer-leadership validates ?to=") {
+        f.source.transfer_result = {CommandResult::Outcome::Accepted, "transferring to n2"};
+        auto accepted = client.Request(Post("/transfer-leadership?to=n2"));
+        REQUIRE(accepted);
+        CHECK(accepted->result_int() == 202);
+        CHECK(JsonBody(*accepted)["status"] == "accepted");
+        CHECK(f.source.transfers == std::vector<std::string>{"n2"});
+
+        auto unknown = client.Request(Post("/transfer-leadership?to=n9"));
+        REQUIRE(unknown);
+        CHECK(unknown->result_int() == 400);
+        CHECK(JsonBody(*unknown)["detail"] == "to: \"n9\" is not a configured node (n1, n2, n3)");
+
+        auto missing = client.Request(Post("/transfer-leadership"));
+        REQUIRE(missing);
+        CHECK(missing->result_int() == 400);
+        CHECK(JsonBody(*missing)["error"] == "bad_request");
+
+        auto extra = client.Request(Post("/transfer-leadership?to=n2&force=1"));
+        REQUIRE(extra);
+        CHECK(extra->result_int() == 400);
+        CHECK(JsonBody(*extra)["detail"] == "query: unknown parameter \"force\" (allowed: to)");
+
+        auto twice = client.Request(Post("/transfer-leadership?to=n2&to=n3"));
+        REQUIRE(twice);
+        CHECK(twice->result_int() == 400);
+
+        auto bad_escape = client.Request(Post("/transfer-leadership?to=%zz"));
+        REQUIRE(bad_escape);
+        CHECK(bad_escape->result_int() == 400);
+        // A bad query is still a well-formed HTTP request: the connection stays open.
+        f.source.transfer_result = {CommandResult::Outcome::Refused, "not the leader"};
+        auto refused = client.Request(Post("/transfer-leadership?to=n%33"));  // %33 = '3'
+        REQUIRE(refused);
+        CHECK(refused->result_int() == 409);
+        CHECK(JsonBody(*refused) == json{{"error", "refused"}, {"detail", "not the leader"}});
+        CHECK(f.source.transfers == std::vector<std::string>{"n2", "n3"});
+    }
+    SECTION("POST /step-down") {
+        auto accepted = client.Request(Post("/step-down"));
+        REQUIRE(accepted);
+        CHECK(accepted->result_int() == 202);
+        f.source.step_down_result = {CommandResult::Outcome::Unavailable, "stopping"};
+        auto unavailable = client.Request(Post("/step-down"));
+        REQUIRE(unavailable);
+        CHECK(unavailable->result_int() == 503);
+        CHECK(f.source.step_downs == 2);
+    }
+    SECTION("unknown path 404, wrong method 405 with Allow") {
+        auto missing = client.Request(Get("/nope"));
+        REQUIRE(missing);
+        CHECK(missing->result_int() == 404);
+        CHECK(JsonBody(*missing) ==
+              json{{"error", "not_found"}, {"detail", "no such endpoint: /nope"}});
+        auto wrong = client.Request(Post("/status"));
+        REQUIRE(wrong);
+        CHECK(wrong->result_int() == 405);
+        CHECK((*wrong)[http::field::allow] == "GET");
+        CHECK(JsonBody(*wrong)["error"] == "method_not_allowed");
+        auto get_step_down = client.Request(Get("/step-down"));
+        REQUIRE(get_step_down);
+        CHECK(get_step_down->result_int() == 405);
+        CHECK((*get_step_down)[http::field::allow] == "POST");
+    }
+    SECTION("keep-alive: many requests on one connection, then Connection: close") {
+        for (int i = 0; i < 5; ++i) {
+            auto response = client.Request(Get("/healthz"));
+            REQUIRE(response);
+            CHECK(response->result_int() == 200);
+            CHECK(response->keep_alive());
+        }
+        auto last = client.Request("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        REQUIRE(last);
+        CHECK_FALSE(last->keep_alive());
+        CHECK(client.WaitClosed());
+    }
+}
+
+TEST_CASE("malformed requests get 400 with a JSON error and the server carries on", "[admin]") {
+    Fixture f;
+    const std::vector<std::string> garbage = {
+        "GARBAGE\r\n\r\n",
+        "GET /status HTTP/9.9\r\n\r\n",
+        "GET /status HTTP/1.1\r\nHost x\r\n\r\n",                   // header without colon
+        "POST /step-down HTTP/1.1\r\nContent-Length: abc\r\n\r\n",  // bad length
+        "POST /step-down HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",  // bad chunk
+        "GET http://example.com/status HTTP/1.1\r\nHost: x\r\n\r\n",  // absolute-form target
+        std::string("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", 11) + "\r\n\r\n",  // TLS hello
+    };
+    for (const std::string& raw : garbage) {
+        INFO(raw);
+        Client client(f.io, f.server.port());
+        auto response = client.Request(raw);
+        REQUIRE(response);
+        CHECK(response->result_int() == 400);
+        const json body = JsonBody(*response);
+        CHECK(body["error"] == "bad_request");
+        CHECK(body["detail"].is_string());
+    }
+    Client after(f.io, f.server.port());
+    auto ok = after.Request(Get("/healthz"));
+    REQUIRE(ok);
+    CHECK(ok->result_int() == 200);
+    CHECK(f.server.stats().bad_requests == garbage.size());
+}
+
+TEST_CASE("oversize bodies get 413 and oversize headers 431", "[admin]") {
+    AdminServerLimits limits;
+    limits.max_body_bytes = 1024;
+    limits.max_header_bytes = 2048;
+    Fixture f(limits);
+    {
+        // Refused on the Content-Length alone, before the body is sent.
+        Client client(f.io, f.server.port());
+        auto response =
+            client.Request("POST /step-down HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n");
+        REQUIRE(response);
+        CHECK(response->result_int() == 413);
+        CHECK(JsonBody(*response) ==
+              json{{"error", "payload_too_large"}, {"detail", "request body exceeds 1024 bytes"}});
+        CHECK_FALSE(response->keep_alive());
+        CHECK(client.WaitClosed());
+    }
+    {
+        // A body that is sent in full is drained, so the client still reads the answer.
+        Client client(f.io, f.server.port());
+        auto response =
+            client.Request("POST /step-down HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n" +
+                           std::string(5000, 'x'));
+        REQUIRE(response);
+        CHECK(response->result_int() == 413);
+    }
+    {
+        Client client(f.io, f.server.port());
+        auto response = client.Request(
+            "GET /status HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(4096, 'a') + "\r\n\r\n");
+        REQUIRE(response);
+        CHECK(response->result_int() == 431);
+        CHECK(JsonBody(*response)["error"] == "headers_too_large");
+    }
+    CHECK(f.source.step_downs == 0);
+}
+
+TEST_CASE("connections beyond the limit get 503; a freed slot is reused", "[admin]") {
+    AdminServerLimits limits;
+    limits.max_connections = 2;
+    Fixture f(limits);
+    Client first(f.io, f.server.port());
+    Client second(f.io, f.server.port());
+    REQUIRE(RunUntil(f.io, [&] { return f.server.stats().connections_active == 2; }));
+
+    Client third(f.io, f.server.port());
+    auto refused = third.Read();
+    REQUIRE(refused);
+    CHECK(refused->result_int() == 503);
+    CHECK(JsonBody(*refused)["error"] == "overloaded");
+    CHECK(third.WaitClosed());
+    CHECK(f.server.stats().connections_refused == 1);
+
+    // The first two are still served.
+    auto ok = second.Request(Get("/healthz"));
+    REQUIRE(ok);
+    CHECK(ok->result_int() == 200);
+
+    first.Close();
+    REQUIRE(RunUntil(f.io, [&] { return f.server.stats().connections_active == 1; }));
+    Client fourth(f.io, f.server.port());
+    auto served = fourth.Request(Get("/healthz"));
+    REQUIRE(served);
+    CHECK(served->result_int() == 200);
+}
+
+TEST_CASE("slow and idle clients are cut off by the request timeout", "[admin]") {
+    AdminServerLimits limits;
+    limits.request_timeout = std::chrono::milliseconds(200);
+    Fixture f(limits);
+
+    Client slow(f.io, f.server.port());
+    slow.Send("GET /status HTTP/1.1\r\nHost: x\r\n");  // headers never finished
+    CHECK(slow.WaitClosed());
+
+    Client idle(f.io, f.server.port());
+    auto response = idle.Request(Get("/healthz"));
+    REQUIRE(response);
+    CHECK(response->keep_alive());
+    CHECK(idle.WaitClosed());  // keep-alive idleness is bounded too
+
+    CHECK(f.server.stats().timeouts == 2);
+    CHECK(f.server.stats().connections_active == 0);
+}
+
+TEST_CASE("a throwing handler gives 500; stop() closes every connection", "[admin]") {
+    asio::io_context io;
+    AdminServer server(io);
+    server.route("GET", "/boom",
+                 [](const AdminRequest&) -> AdminResponse { throw std::runtime_error("kaboom"); });
+    server.route("GET", "/echo", [](const AdminRequest& request) {
+        return json_response(200, {{"query", request.query}, {"remote", request.remote}});
+    });
+    REQUIRE_FALSE(server.listen("127.0.0.1", 0));
+    Client client(io, server.port());
+    auto boom = client.Request(Get("/boom"));
+    REQUIRE(boom);
+    CHECK(boom->result_int() == 500);
+    CHECK(JsonBody(*boom) == json{{"error", "internal"}, {"detail", "kaboom"}});
+
+    auto echo = client.Request(Get("/echo?a=1&b=x+y%2Fz&&c"));
+    REQUIRE(echo);
+    const json body = JsonBody(*echo);
+    CHECK(body["query"] == json{{"a", "1"}, {"b", "x y/z"}, {"c", ""}});
+    CHECK(body["remote"].get<std::string>().rfind("127.0.0.1:", 0) == 0);
+
+    // Another server cannot take the same port; the error names the endpoint.
+    AdminServer other(io);
+    const auto error = other.listen("127.0.0.1", server.port());
+    REQUIRE(error);
+    CHECK(error->rfind("127.0.0.1:" + std::to_string(server.port()) + ": ", 0) == 0);
+
+    server.stop();
+    CHECK(client.WaitClosed());
+    CHECK(RunUntil(io, [&] { return server.stats().connections_active == 0; }));
+}

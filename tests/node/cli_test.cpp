@@ -1,0 +1,128 @@
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "conclave/node/cli.hpp"
+
+using namespace conclave::node;
+
+namespace {
+
+std::string ErrorOf(const std::vector<std::string>& args) {
+    auto result = parse_command_line(args);
+    REQUIRE(std::holds_alternative<std::string>(result));
+    return std::get<std::string>(result);
+}
+
+struct Run {
+    int status = -1;
+    std::string out;
+    std::string err;
+    std::optional<StartupReady> ready;
+};
+
+Run Prepare(const std::vector<std::string>& args) {
+    std::ostringstream out;
+    std::ostringstream err;
+    auto result = prepare_daemon(args, out, err);
+    Run run;
+    run.out = out.str();
+    run.err = err.str();
+    if (auto* exit = std::get_if<StartupExit>(&result)) {
+        run.status = exit->status;
+    } else {
+        run.ready = std::get<StartupReady>(std::move(result));
+    }
+    return run;
+}
+
+}  // namespace
+
+TEST_CASE("command line: both forms, flags, and mistakes", "[cli]") {
+    auto ok = parse_command_line({"--config", "c.json", "--node-id=n2", "--print-config"});
+    REQUIRE(std::holds_alternative<CliOptions>(ok));
+    const auto& options = std::get<CliOptions>(ok);
+    CHECK(options.config_path == "c.json");
+    CHECK(options.node_id == "n2");
+    CHECK(options.print_config);
+
+    CHECK(std::get<CliOptions>(parse_command_line({"--help"})).help);
+    CHECK(std::get<CliOptions>(parse_command_line({"-h"})).help);
+    CHECK(std::get<CliOptions>(parse_command_line({"--version"})).version);
+
+    CHECK(ErrorOf({}) == "missing --config FILE");
+    CHECK(ErrorOf({"--config", "c.json"}) == "missing --node-id ID");
+    CHECK(ErrorOf({"--config"}) == "--config needs a value");
+    CHECK(ErrorOf({"--config="}) == "--config needs a non-empty value");
+    CHECK(ErrorOf({"--config", "a", "--config", "b"}) == "--config given more than once");
+    CHECK(ErrorOf({"--verbose"}) == "unknown option --verbose");
+    CHECK(ErrorOf({"extra"}) == "unexpected argument \"extra\"");
+    CHECK(ErrorOf({"--help=yes"}) == "--help takes no value");
+}
+
+TEST_CASE("help and version tell the truth", "[cli]") {
+    const Run help = Prepare({"--help"});
+    CHECK(help.status == kExitOk);
+    for (const char* needle : {"--config FILE", "--node-id ID", "--print-config", "--version",
+                               "SIGTERM", "Exit status", "  0 ", "  1 ", "  2 "}) {
+        INFO(needle);
+        CHECK(help.out.find(needle) != std::string::npos);
+    }
+    const Run version = Prepare({"--version"});
+    CHECK(version.status == kExitOk);
+    CHECK(version.out == "conclaved " + std::string(conclave_version()) + "\n");
+    CHECK(conclave_version() != "unknown");
+}
+
+TEST_CASE("startup: bad command line and bad config exit 2 with the reason", "[cli]") {
+    const Run usage = Prepare({"--node-id", "n1"});
+    CHECK(usage.status == kExitUsage);
+    CHECK(usage.err ==
+          "conclaved: missing --config FILE\nTry 'conclaved --help' for more information.\n");
+
+    const auto dir = std::filesystem::temp_directory_path() /
+                     ("conclave-cli-test-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const auto path = (dir / "cluster.json").string();
+    const auto write = [&](const std::string& text) {
+        std::ofstream out(path);
+        out << text;
+    };
+
+    const Run missing = Prepare({"--config", path, "--node-id", "n1"});
+    CHECK(missing.status == kExitUsage);
+    CHECK(missing.err.rfind("conclaved: bad config: " + path + ": cannot read config file", 0) ==
+          0);
+
+    write("{\"cluster\": \"demo\",\n \"nodes\": [}\n");
+    const Run syntax = Prepare({"--config", path, "--node-id", "n1"});
+    CHECK(syntax.status == kExitUsage);
+    CHECK(syntax.err.find("invalid JSON: parse error at line 2, column") != std::string::npos);
+
+    const std::string good = R"({"cluster": "demo", "profile": "fast", "data_dir": "/tmp/x/{id}",
+      "nodes": [{"id": "n1", "peer": "127.0.0.1:7101", "http": "127.0.0.1:8101"},
+                {"id": "n2", "peer": "127.0.0.1:7102", "http": "127.0.0.1:8102"}]})";
+    write(good);
+    const Run wrong_node = Prepare({"--config", path, "--node-id", "n7"});
+    CHECK(wrong_node.status == kExitUsage);
+    CHECK(wrong_node.err ==
+          "conclaved: bad config: " + path +
+              ": --node-id: \"n7\" is not one of the configured nodes (n1, n2)\n");
+
+    const Run print = Prepare({"--config", path, "--node-id", "n2", "--print-config"});
+    CHECK(print.status == kExitOk);
+    const auto effective = nlohmann::json::parse(print.out);
+    CHECK(effective["data_dir"] == "/tmp/x/n2");
+    CHECK(effective["profile"] == "fast");
+
+    const Run ready = Prepare({"--config", path, "--node-id", "n2"});
+    REQUIRE(ready.ready);
+    CHECK(ready.ready->config.self_entry().id == "n2");
+    CHECK(ready.out.empty());
+    CHECK(ready.err.empty());
+    std::filesystem::remove_all(dir);
+}

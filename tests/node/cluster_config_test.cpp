@@ -1,0 +1,355 @@
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
+#include "conclave/node/cluster_config.hpp"
+
+using conclave::Millis;
+using conclave::NodeId;
+using nlohmann::json;
+using namespace conclave::node;
+
+namespace {
+
+json GoodConfig() {
+    return json::parse(R"({
+      "cluster": "demo",
+      "nodes": [
+        {"id": "n1", "peer": "127.0.0.1:7101", "http": "127.0.0.1:8101"},
+        {"id": "n2", "peer": "127.0.0.1:7102", "http": "127.0.0.1:8102"},
+        {"id": "n3", "peer": "127.0.0.1:7103", "http": "127.0.0.1:8103"}
+      ],
+      "profile": "default",
+      "timing": {"heartbeat_ms": 2000, "miss_count": 10, "max_random_wait_ms": 3000},
+      "scouting": true,
+      "data_dir": "/var/lib/conclave/{id}",
+      "tls": null,
+      "log": {"format": "text", "level": "info"}
+    })");
+}
+
+ClusterConfig Parse(const json& document, const std::string& node = "n1") {
+    auto result = parse_cluster_config(document.dump(), node);
+    if (auto* error = std::get_if<ConfigError>(&result)) {
+        FAIL("unexpected config error: " << error->message);
+    }
+    return std::get<ClusterConfig>(result);
+}
+
+/// The error message for a config that must be refused.
+std::string ErrorOf(const json& document, const std::string& node = "n1") {
+    auto result = parse_cluster_config(document.dump(), node);
+    REQUIRE(std::holds_alternative<ConfigError>(result));
+    return std::get<ConfigError>(result).message;
+}
+
+std::string ErrorOfText(const std::string& text, const std::string& node = "n1") {
+    auto result = parse_cluster_config(text, node);
+    REQUIRE(std::holds_alternative<ConfigError>(result));
+    return std::get<ConfigError>(result).message;
+}
+
+}  // namespace
+
+TEST_CASE("the example config of interfaces.md parses", "[config]") {
+    const ClusterConfig c = Parse(GoodConfig(), "n2");
+    CHECK(c.cluster == "demo");
+    REQUIRE(c.nodes.size() == 3);
+    CHECK(c.nodes[0] == NodeEntry{"n1", {"127.0.0.1", 7101}, {"127.0.0.1", 8101}});
+    CHECK(c.self == NodeId{1});
+    CHECK(c.self_entry().id == "n2");
+    CHECK(c.find_node("n3") == NodeId{2});
+    CHECK_FALSE(c.find_node("n4"));
+    CHECK(c.node_name(NodeId{2}) == "n3");
+    CHECK(c.data_dir_template == "/var/lib/conclave/{id}");
+    CHECK(c.data_dir == "/var/lib/conclave/n2");
+    CHECK_FALSE(c.tls);
+    CHECK(c.log == LogSettings{LogFormat::Text, "info"});
+
+    // Elector config: the default profile with the three overrides applied.
+    const auto profile = conclave::Config::defaults(3, NodeId{1});
+    CHECK(c.elector.cluster_size == 3);
+    CHECK(c.elector.self == NodeId{1});
+    CHECK(c.elector.heartbeat_period == Millis{2000});
+    CHECK(c.elector.heartbeat_miss_count == 10);
+    CHECK(c.elector.max_random_wait == Millis{3000});
+    CHECK(c.elector.initial_wait == profile.initial_wait);
+    CHECK(c.elector.heartbeat_check_period == profile.heartbeat_check_period);
+    CHECK(c.elector.scouting);
+    CHECK(c.elector.check_quorum);
+    CHECK_FALSE(c.elector.validate());
+}
+
+TEST_CASE("a minimal config takes the defaults", "[config]") {
+    const json minimal = {{"cluster", "c"},
+                          {"nodes", {{{"id", "a"}, {"peer", "h:1"}, {"http", "h:2"}}}},
+                          {"data_dir", "d"}};
+    const ClusterConfig c = Parse(minimal, "a");
+    CHECK(c.profile == "default");
+    const auto defaults = conclave::Config::defaults(1, NodeId{0});
+    CHECK(c.elector.heartbeat_period == defaults.heartbeat_period);
+    CHECK(c.elector.heartbeat_miss_count == defaults.heartbeat_miss_count);
+    CHECK(c.elector.scouting);
+    CHECK(c.elector.check_quorum);
+    CHECK(c.data_dir == "d");
+    CHECK(c.log == LogSettings{});
+}
+
+TEST_CASE("profiles and every timing override", "[config]") {
+    json doc = GoodConfig();
+    doc.erase("timing");
+    SECTION("fast and reference profiles") {
+        doc["profile"] = "fast";
+        CHECK(Parse(doc).elector.heartbeat_period ==
+              conclave::Config::fast(3, NodeId{0}).heartbeat_period);
+        doc["profile"] = "reference";
+        const auto reference = conclave::Config::reference(3, NodeId{0});
+        const auto c = Parse(doc).elector;
+        CHECK(c.heartbeat_period == reference.heartbeat_period);
+        CHECK(c.initial_wait == reference.initial_wait);
+    }
+    SECTION("all overrides, scouting and check_quorum off") {
+        doc["profile"] = "fast";
+        doc["timing"] = {{"heartbeat_ms", 150},      {"miss_count", 4},
+                         {"max_random_wait_ms", 0},  {"initial_wait_ms", 50},
+                         {"scouting_result_ms", 70}, {"election_result_ms", 80},
+                         {"heartbeat_check_ms", 60}};
+        doc["scouting"] = false;
+        doc["check_quorum"] = false;
+        const auto c = Parse(doc).elector;
+        CHECK(c.heartbeat_period == Millis{150});
+        CHECK(c.heartbeat_miss_count == 4);
+        CHECK(c.max_random_wait == Millis{0});
+        CHECK(c.initial_wait == Millis{50});
+        CHECK(c.scouting_result_timeout == Millis{70});
+        CHECK(c.election_result_timeout == Millis{80});
+        CHECK(c.heartbeat_check_period == Millis{60});
+        CHECK_FALSE(c.scouting);
+        CHECK_FALSE(c.check_quorum);
+    }
+}
+
+TEST_CASE("tls, log and IPv6 endpoints", "[config]") {
+    json doc = GoodConfig();
+    doc["tls"] = {{"ca", "/etc/c/ca.pem"}, {"cert", "/etc/c/n1.pem"}, {"key", "/etc/c/n1.key"}};
+    doc["log"] = {{"format", "json"}, {"level", "debug"}};
+    doc["nodes"][0]["peer"] = "[::1]:7101";
+    const ClusterConfig c = Parse(doc);
+    REQUIRE(c.tls);
+    CHECK(*c.tls == TlsFiles{"/etc/c/ca.pem", "/etc/c/n1.pem", "/etc/c/n1.key"});
+    CHECK(c.log == LogSettings{LogFormat::Json, "debug"});
+    CHECK(c.nodes[0].peer == Endpoint{"::1", 7101});
+    CHECK(to_string(c.nodes[0].peer) == "[::1]:7101");
+}
+
+TEST_CASE("endpoint parsing", "[config]") {
+    CHECK(parse_endpoint("localhost:80") == Endpoint{"localhost", 80});
+    CHECK(parse_endpoint("10.0.0.1:65535") == Endpoint{"10.0.0.1", 65535});
+    CHECK(parse_endpoint("[fe80::1]:1") == Endpoint{"fe80::1", 1});
+    for (const char* bad :
+         {"abc", ":80", "host:", "host:0", "host:65536", "host:8x", "::1:80", "[::1]80", "[::1]",
+          "ho st:80", "host:+80", "host:-1", "[1.2.3.4]:80", "host:123456", "*:80"}) {
+        INFO(bad);
+        CHECK_FALSE(parse_endpoint(bad));
+    }
+}
+
+TEST_CASE("every bad field is named in the error", "[config]") {
+    json doc = GoodConfig();
+    struct Case {
+        std::function<void(json&)> mutate;
+        std::string expected;  // substring of the message
+    };
+    const std::vector<Case> cases = {
+        {[](json& d) { d.erase("cluster"); }, "cluster: missing (required field)"},
+        {[](json& d) { d["cluster"] = 5; }, "cluster: expected a string, got number 5"},
+        {[](json& d) { d["cluster"] = "a b"; }, "cluster: expected 1 to 64 characters"},
+        {[](json& d) { d.erase("nodes"); }, "nodes: missing"},
+        {[](json& d) { d["nodes"] = json::object(); }, "nodes: expected an array"},
+        {[](json& d) { d["nodes"] = json::array(); }, "nodes: must list between 1 and 64 nodes"},
+        {[](json& d) { d["nodes"][1] = "n2"; }, "nodes[1]: expected an object, got string \"n2\""},
+        {[](json& d) { d["nodes"][2].erase("id"); }, "nodes[2].id: missing"},
+        {[](json& d) { d["nodes"][2]["id"] = "../etc"; }, "nodes[2].id: expected 1 to 64"},
+        {[](json& d) { d["nodes"][2]["id"] = 3; }, "nodes[2].id: expected a string, got number 3"},
+        {[](json& d) { d["nodes"][2]["peer"] = "abc"; },
+         "nodes[2].peer: expected \"host:port\" with a port in 1..65535, got string \"abc\""},
+        {[](json& d) { d["nodes"][1]["http"] = "127.0.0.1:70000"; }, "nodes[1].http: expected"},
+        {[](json& d) { d["nodes"][1].erase("http"); }, "nodes[1].http: missing"},
+        {[](json& d) { d["profile"] = "turbo"; },
+         "profile: expected \"default\", \"fast\" or \"reference\", got string \"turbo\""},
+        {[](json& d) { d["profile"] = nullptr; }, "profile: expected a string, got null"},
+        {[](json& d) { d["timing"] = 5; }, "timing: expected an object"},
+        {[](json& d) { d["timing"]["heartbeat_ms"] = "2000"; },
+         "timing.heartbeat_ms: expected an integer, got string \"2000\""},
+        {[](json& d) { d["timing"]["heartbeat_ms"] = 2.5; },
+         "timing.heartbeat_ms: expected an integer, got number 2.5"},
+        {[](json& d) { d["timing"]["heartbeat_ms"] = -1; },
+         "timing.heartbeat_ms: must be an integer between 0 and 3600000, got number -1"},
+        {[](json& d) { d["timing"]["initial_wait_ms"] = 18446744073709551615ULL; },
+         "timing.initial_wait_ms: must be an integer between 0 and 3600000"},
+        {[](json& d) { d["timing"]["miss_count"] = 5000; },
+         "timing.miss_count: must be an integer"},
+        // Config::validate() errors come back under the config's own names.
+        {[](json& d) { d["timing"]["miss_count"] = 1; }, "timing.miss_count: must be at least 2"},
+        {[](json& d) { d["timing"]["heartbeat_ms"] = 0; }, "timing.heartbeat_ms: must be positive"},
+        {[](json& d) { d["timing"]["scouting_result_ms"] = 0; },
+         "timing.scouting_result_ms: must be positive"},
+        {[](json& d) { d["timing"]["election_result_ms"] = 0; },
+         "timing.election_result_ms: must be positive"},
+        {[](json& d) { d["timing"]["heartbeat_check_ms"] = 0; },
+         "timing.heartbeat_check_ms: must be positive"},
+        {[](json& d) { d["timing"]["heartbeat_check_ms"] = 3'000'000; },
+         "timing.heartbeat_check_ms: must not exceed the inactivity interval "
+         "(timing.heartbeat_ms * timing.miss_count = 20000 ms)"},
+        {[](json& d) { d["scouting"] = "yes"; }, "scouting: expected true or false, got string"},
+        {[](json& d) { d["check_quorum"] = 1; }, "check_quorum: expected true or false"},
+        {[](json& d) { d.erase("data_dir"); }, "data_dir: missing"},
+        {[](json& d) { d["data_dir"] = ""; }, "data_dir: must not be empty"},
+        {[](json& d) { d["data_dir"] = "/x/{node}"; },
+         "data_dir: unknown placeholder \"{node}\" (only {id} is supported)"},
+        {[](json& d) { d["tls"] = "yes"; }, "tls: expected null or an object"},
+        {[](json& d) {
+             d["tls"] = {{"ca", "a"}, {"cert", "b"}};
+         },
+         "tls.key: missing"},
+        {[](json& d) {
+             d["tls"] = {{"ca", "a"}, {"cert", ""}, {"key", "c"}};
+         },
+         "tls.cert: must be a file path"},
+        {[](json& d) { d["log"]["format"] = "xml"; }, "log.format: expected \"text\" or \"json\""},
+        {[](json& d) { d["log"]["level"] = "loud"; }, "log.level: expected one of trace"},
+        {[](json& d) { d["log"] = "info"; }, "log: expected an object"},
+    };
+    for (const Case& c : cases) {
+        json mutated = doc;
+        c.mutate(mutated);
+        const std::string message = ErrorOf(mutated);
+        INFO("config: " << mutated.dump());
+        INFO("message: " << message);
+        CHECK(message.find(c.expected) != std::string::npos);
+    }
+}
+
+TEST_CASE("unknown fields are refused, with a suggestion for typos", "[config]") {
+    json doc = GoodConfig();
+    json typo = doc;
+    typo["timing"]["heartbeat_msec"] = 100;
+    CHECK(
+        ErrorOf(typo) ==
+        "timing.heartbeat_msec: unknown field \"heartbeat_msec\" (did you mean \"heartbeat_ms\"?)");
+    json top = doc;
+    top["scoutng"] = true;
+    CHECK(ErrorOf(top) == "scoutng: unknown field \"scoutng\" (did you mean \"scouting\"?)");
+    json node = doc;
+    node["nodes"][1]["weight"] = 3;
+    CHECK(ErrorOf(node).rfind(
+              "nodes[1].weight: unknown field \"weight\" (known fields: id peer http)", 0) == 0);
+    json tls = doc;
+    tls["tls"] = {{"ca", "a"}, {"cert", "b"}, {"key", "c"}, {"password", "x"}};
+    CHECK(ErrorOf(tls).rfind("tls.password: unknown field", 0) == 0);
+    json log = doc;
+    log["log"]["colour"] = true;
+    CHECK(ErrorOf(log).rfind("log.colour: unknown field", 0) == 0);
+}
+
+TEST_CASE("duplicate ids and clashing endpoints are refused", "[config]") {
+    json doc = GoodConfig();
+    json dup = doc;
+    dup["nodes"][2]["id"] = "n1";
+    CHECK(ErrorOf(dup) == "nodes[2].id: duplicate id \"n1\" (also nodes[0].id)");
+
+    json same_peer = doc;
+    same_peer["nodes"][1]["peer"] = "127.0.0.1:7101";
+    CHECK(ErrorOf(same_peer) ==
+          "nodes[1].peer: endpoint 127.0.0.1:7101 clashes with "
+          "nodes[0].peer (127.0.0.1:7101)");
+    json peer_vs_http = doc;
+    peer_vs_http["nodes"][2]["http"] = "127.0.0.1:7102";
+    CHECK(ErrorOf(peer_vs_http) ==
+          "nodes[2].http: endpoint 127.0.0.1:7102 clashes with "
+          "nodes[1].peer (127.0.0.1:7102)");
+    json own = doc;
+    own["nodes"][0]["http"] = "127.0.0.1:7101";
+    CHECK(ErrorOf(own).rfind("nodes[0].http: endpoint 127.0.0.1:7101 clashes with nodes[0].peer",
+                             0) == 0);
+    json wildcard = doc;
+    wildcard["nodes"][2]["http"] = "0.0.0.0:8101";
+    CHECK(ErrorOf(wildcard).rfind("nodes[2].http: endpoint 0.0.0.0:8101 clashes with nodes[0].http",
+                                  0) == 0);
+    // The same port on two different hosts is fine (a real multi-machine cluster).
+    json hosts = doc;
+    hosts["nodes"][0]["peer"] = "10.0.0.1:7100";
+    hosts["nodes"][1]["peer"] = "10.0.0.2:7100";
+    CHECK_NOTHROW(Parse(hosts));
+}
+
+TEST_CASE("the node id must be configured", "[config]") {
+    CHECK(ErrorOf(GoodConfig(), "n9") ==
+          "--node-id: \"n9\" is not one of the configured nodes (n1, n2, n3)");
+}
+
+TEST_CASE("invalid JSON is reported with line and column", "[config]") {
+    const std::string message = ErrorOfText("{\n  \"cluster\": \"demo\",\n  \"nodes\": [,]\n}");
+    CHECK(message.rfind("invalid JSON: parse error at line 3, column", 0) == 0);
+    CHECK(ErrorOfText("").rfind("invalid JSON:", 0) == 0);
+    CHECK(ErrorOfText("[1, 2]") == "(top level): expected a JSON object, got an array");
+    CHECK(ErrorOfText(R"({"cluster": "a", "cluster": "b"})") ==
+          "invalid JSON: duplicate key \"cluster\" in the same object");
+}
+
+TEST_CASE("the effective config round-trips", "[config]") {
+    json doc = GoodConfig();
+    doc["profile"] = "fast";
+    doc["tls"] = {{"ca", "ca.pem"}, {"cert", "c.pem"}, {"key", "k.pem"}};
+    const ClusterConfig c = Parse(doc, "n3");
+    const auto effective = effective_config_json(c);
+    CHECK(effective["data_dir"] == "/var/lib/conclave/n3");
+    CHECK(effective["timing"]["heartbeat_ms"] == 2000);
+    CHECK(effective["timing"]["heartbeat_check_ms"] ==
+          conclave::Config::fast(3, NodeId{2}).heartbeat_check_period.count());
+    CHECK(effective["check_quorum"] == true);
+    const ClusterConfig again = Parse(json::parse(effective.dump()), "n3");
+    CHECK(again.nodes == c.nodes);
+    CHECK(again.data_dir == c.data_dir);
+    CHECK(again.tls == c.tls);
+    CHECK(again.log == c.log);
+    CHECK(again.elector.heartbeat_period == c.elector.heartbeat_period);
+    CHECK(again.elector.heartbeat_check_period == c.elector.heartbeat_check_period);
+    CHECK(again.elector.initial_wait == c.elector.initial_wait);
+    CHECK(effective_config_json(again) == effective);
+}
+
+TEST_CASE("loading from a file", "[config]") {
+    const auto dir = std::filesystem::temp_directory_path() /
+                     ("conclave-config-test-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const auto path = dir / "cluster.json";
+    {
+        std::ofstream out(path);
+        out << GoodConfig().dump(2);
+    }
+    auto good = load_cluster_config(path, "n1");
+    CHECK(std::holds_alternative<ClusterConfig>(good));
+
+    auto missing = load_cluster_config(dir / "nope.json", "n1");
+    REQUIRE(std::holds_alternative<ConfigError>(missing));
+    CHECK(std::get<ConfigError>(missing).message ==
+          (dir / "nope.json").string() + ": cannot read config file: No such file or directory");
+
+    auto directory = load_cluster_config(dir, "n1");
+    REQUIRE(std::holds_alternative<ConfigError>(directory));
+    CHECK(std::get<ConfigError>(directory).message.find("it is a directory") != std::string::npos);
+
+    {
+        std::ofstream out(path);
+        out << "{\"cluster\": \"demo\", \"nodes\": 1}";
+    }
+    auto bad = load_cluster_config(path, "n1");
+    REQUIRE(std::holds_alternative<ConfigError>(bad));
+    CHECK(std::get<ConfigError>(bad).message ==
+          path.string() + ": nodes: expected an array of {id, peer, http}, got number 1");
+    std::filesystem::remove_all(dir);
+}

@@ -1,0 +1,55 @@
+// A scripted AdminSource for admin-route tests: returns what the test put in it and records the
+// commands it received.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "conclave/node/admin_routes.hpp"
+#include "conclave/node/metrics.hpp"
+
+namespace conclave::node::testing {
+
+class FakeAdminSource final : public AdminSource {
+  public:
+    StatusReport report;
+    MetricsRegistry metrics;
+    HealthReport health_report;
+    CommandResult transfer_result;
+    CommandResult step_down_result;
+    std::vector<std::string> ids = {"n1", "n2", "n3"};
+
+    std::vector<std::string> transfers;  // targets received
+    int step_downs = 0;
+
+    FakeAdminSource() {
+        report.id = "n1";
+        report.cluster = "demo";
+        report.role = Role::Leader;
+        report.term = Term{7};
+        report.leader = "n1";
+        report.fencing_token = 7;
+        report.lsn = Lsn{Term{7}, 42};
+        report.peers = {{"n2", true, 12}, {"n3", false, std::nullopt}};
+        report.last_transition_reason = Reason::ElectionWon;
+        report.last_transition_age_ms = 5310;
+        metrics.counter("conclave_elections_started_total", "Elections started.").inc(3);
+        metrics.histogram("conclave_election_duration_seconds", "Election duration.", {0.1, 1})
+            .observe(0.2);
+    }
+
+    StatusReport status() override { return report; }
+    std::string metrics_text() override { return metrics.render(); }
+    HealthReport health() override { return health_report; }
+    CommandResult transfer_leadership(const std::string& to) override {
+        transfers.push_back(to);
+        return transfer_result;
+    }
+    CommandResult step_down() override {
+        step_downs += 1;
+        return step_down_result;
+    }
+    std::vector<std::string> node_ids() override { return ids; }
+};
+
+}  // namespace conclave::node::testing

@@ -1,0 +1,48 @@
+#include <catch2/catch.hpp>
+
+#include "conclave/node/status.hpp"
+
+using namespace conclave;
+using namespace conclave::node;
+using nlohmann::json;
+
+TEST_CASE("/status JSON has exactly the fields of interfaces.md", "[status]") {
+    StatusReport s;
+    s.id = "n1";
+    s.cluster = "demo";
+    s.role = Role::Leader;
+    s.term = Term{7};
+    s.leader = "n1";
+    s.fencing_token = 7;
+    s.lsn = Lsn{Term{7}, 42};
+    s.peers = {{"n2", true, 12}, {"n3", false, std::nullopt}};
+    s.last_transition_reason = Reason::ElectionWon;
+    s.last_transition_age_ms = 5310;
+
+    const json expected = json::parse(R"({
+      "id": "n1", "cluster": "demo", "role": "leader", "term": 7, "leader": "n1",
+      "fencing_token": 7, "lsn": {"term": 7, "counter": 42},
+      "peers": [{"id": "n2", "up": true, "last_contact_ms": 12},
+                {"id": "n3", "up": false, "last_contact_ms": null}],
+      "last_transition": {"reason": "ELECTION_WON", "age_ms": 5310}
+    })");
+    CHECK(status_to_json(s) == expected);
+
+    SECTION("no leader is null; the metadata log adds two fields") {
+        s.role = Role::Follower;
+        s.leader.reset();
+        s.log = LogStatus{"passive", Lsn{Term{7}, 40}};
+        const json j = status_to_json(s);
+        CHECK(j["role"] == "follower");
+        CHECK(j["leader"].is_null());
+        CHECK(j["leader_status"] == "passive");
+        CHECK(j["commit_lsn"] == json{{"term", 7}, {"counter", 40}});
+    }
+    SECTION("every role name") {
+        for (auto [role, name] :
+             {std::pair{Role::Stopped, "stopped"}, std::pair{Role::Candidate, "candidate"}}) {
+            s.role = role;
+            CHECK(status_to_json(s)["role"] == name);
+        }
+    }
+}
