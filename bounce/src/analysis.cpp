@@ -71,6 +71,7 @@ Summary analyze(std::size_t node_count, const std::vector<Observation>& observat
 
     std::optional<LeaderTracker::Leader> current;
     std::optional<LeaderTracker::Leader> last_leader;  // most recent non-empty epoch
+    std::int64_t last_leader_seen_ms = 0;  // last answer of last_leader claiming its leadership
     std::int64_t epoch_begin_ms = 0;
     bool any_leader_yet = false;
 
@@ -113,6 +114,10 @@ Summary analyze(std::size_t node_count, const std::vector<Observation>& observat
             note_leader(*o.leader);
         }
 
+        if (o.role == ObservedRole::Leader && last_leader && o.node == last_leader->node &&
+            o.term == last_leader->term) {
+            last_leader_seen_ms = o.at_ms;
+        }
         tracker.observe(o);
         const auto now = tracker.effective();
         if (now == current) {
@@ -131,17 +136,20 @@ Summary analyze(std::size_t node_count, const std::vector<Observation>& observat
             any_leader_yet = true;
             s.first_leader = now->node;
         } else if (last_leader && !(*last_leader == *now)) {
-            const FaultState f = fault_state_at(node_count, faults, o.at_ms);
             LeaderChange c;
             c.at_ms = o.at_ms;
             c.from = last_leader->node;
             c.from_term = last_leader->term;
             c.to = now->node;
             c.to_term = now->term;
-            c.needless = f.alive(c.from) && f.has_quorum(c.from);
+            c.needless =
+                healthy_throughout(node_count, faults, c.from, last_leader_seen_ms, o.at_ms);
             s.changes.push_back(c);
             s.leader_changes += 1;
             s.needless_leader_changes += c.needless ? 1 : 0;
+        }
+        if (!(last_leader == now)) {
+            last_leader_seen_ms = o.at_ms;
         }
         last_leader = now;
     }

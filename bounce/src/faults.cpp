@@ -138,6 +138,29 @@ FaultState fault_state_at(std::size_t node_count, const std::vector<FaultEvent>&
     return s;
 }
 
+bool healthy_throughout(std::size_t node_count, const std::vector<FaultEvent>& events,
+                        NodeIndex node, std::int64_t from_ms, std::int64_t to_ms) {
+    FaultState s(node_count);
+    std::size_t k = 0;
+    for (; k < events.size() && events[k].at_ms <= from_ms; ++k) {
+        s.apply(events[k]);
+    }
+    if (!s.alive(node) || !s.has_quorum(node)) {
+        return false;
+    }
+    for (; k < events.size() && events[k].at_ms <= to_ms; ++k) {
+        s.apply(events[k]);
+        // Events at one instant form one step (e.g. both directions of a cut): judge the result.
+        if (k + 1 < events.size() && events[k + 1].at_ms == events[k].at_ms) {
+            continue;
+        }
+        if (!s.alive(node) || !s.has_quorum(node)) {
+            return false;
+        }
+    }
+    return true;
+}
+
 std::vector<FaultInterval> fault_intervals(std::size_t node_count,
                                            const std::vector<FaultEvent>& events,
                                            std::int64_t end_ms) {

@@ -40,11 +40,13 @@ void Recorder::observe(const Observation& o) {
     print_if_changed();
 }
 
-void Recorder::fault(FaultEvent e) {
+void Recorder::fault(FaultEvent e, bool batch) {
     e.at_ms = now_ms();
     faults_.push_back(e);
     fault_state_.apply(e);
-    print_if_changed();
+    if (!batch) {
+        print_if_changed();
+    }
 }
 
 void Recorder::note(const std::string& text) {

@@ -104,8 +104,15 @@ std::string summary_table(const std::vector<RunResult>& runs) {
         }
         out += "\n";
     }
+    constexpr std::size_t kMaxListed = 3;  // the picture and --json have them all
     for (const RunResult& r : runs) {
+        std::size_t listed = 0;
         for (const LeaderChange& c : r.summary.changes) {
+            if (c.needless && ++listed > kMaxListed) {
+                out += fmt::format("  [{}] ... and {} more needless changes\n", run_title(r),
+                                   r.summary.needless_leader_changes - kMaxListed);
+                break;
+            }
             if (c.needless) {
                 out += fmt::format(
                     "  [{}] needless change at {:.2f}s: {} (term {}) -> {} (term "

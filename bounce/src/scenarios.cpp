@@ -62,18 +62,25 @@ struct Run {
         e.kind = FaultKind::SetLink;
         e.link = l;
         e.mode = m;
-        rec.fault(e);
+        rec.fault(e, /*batch=*/true);
     }
     void set_pair(NodeIndex a, NodeIndex b, LinkMode m) {
         set_link({a, b}, m);
         set_link({b, a}, m);
+        rec.flush();
+    }
+    void set_one_way(DirectedLink l, LinkMode m) {
+        set_link(l, m);
+        rec.flush();
     }
     void isolate(NodeIndex b, LinkMode m) {
         for (NodeIndex other = 0; other < size(); ++other) {
             if (other != b) {
-                set_pair(b, other, m);
+                set_link({b, other}, m);
+                set_link({other, b}, m);
             }
         }
+        rec.flush();
     }
     void heal_links() {
         for (NodeIndex a = 0; a < size(); ++a) {
@@ -83,6 +90,7 @@ struct Run {
                 }
             }
         }
+        rec.flush();
     }
     void process_event(FaultKind kind, NodeIndex i) {
         FaultEvent e;
@@ -273,7 +281,7 @@ asio::awaitable<void> chaos(Run& r) {
             if (kind == 0) {
                 r.set_pair(a, b, Cut{});
             } else if (kind == 1) {
-                r.set_link({a, b}, Blackhole{});
+                r.set_one_way({a, b}, Blackhole{});
             } else {
                 const auto latency = static_cast<std::uint32_t>(r.random_ms(20, 200));
                 const auto jitter = static_cast<std::uint32_t>(r.random_ms(0, 50));

@@ -191,3 +191,28 @@ TEST_CASE("fault state: quorum reachability and text") {
     CHECK(intervals[1].label == "blackhole n3>n4");
     CHECK(intervals[2].label == "n4 paused");
 }
+
+TEST_CASE(
+    "a leader stopped and restarted before its successor appears was not deposed needlessly") {
+    std::vector<FaultEvent> f{process(1000, FaultKind::Stop, A),
+                              process(1100, FaultKind::Start, A)};
+    std::vector<Observation> obs{leader(100, A, 1), leader(950, A, 1), unreachable(1000, A),
+                                 follower(1200, A, 1, std::nullopt), leader(1400, B, 2)};
+    const Summary s = analyze(kNodes, obs, f, 2000);
+    REQUIRE(s.changes.size() == 1);
+    CHECK_FALSE(s.changes[0].needless);
+}
+
+TEST_CASE("a leader that lost its quorum for a moment was not deposed needlessly") {
+    std::vector<FaultEvent> f;
+    for (NodeIndex other : {B, C, D}) {
+        cut_pair(f, 1000, A, other, Cut{});
+    }
+    for (NodeIndex other : {B, C, D}) {
+        cut_pair(f, 1300, A, other, Pass{});
+    }
+    std::vector<Observation> obs{leader(100, A, 1), leader(1250, A, 1), leader(1500, B, 2)};
+    const Summary s = analyze(kNodes, obs, f, 2000);
+    REQUIRE(s.changes.size() == 1);
+    CHECK_FALSE(s.changes[0].needless);
+}

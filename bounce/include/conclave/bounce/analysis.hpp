@@ -5,8 +5,10 @@
 //   the one with the highest term (a deposed leader that has not heard the news yet is ignored).
 //   A node that did not answer its latest poll claims nothing.
 // - A leader change is a new (leader, term) pair after the first leader of the run.
-// - A change is needless when the previous leader was alive at that instant and had a quorum of
-//   alive nodes reachable through the proxy (both directions passing), i.e. nothing forced it out.
+// - A change is needless when the previous leader was alive and had a quorum of alive nodes
+//   reachable through the proxy (both directions passing) throughout, from the last time it was
+//   seen leading until the change: nothing forced it out. (A leader that was killed and restarted
+//   before its successor showed up was forced out.)
 // - Leaderless time counts from the first leader on; a failover is a leaderless gap between two
 //   leaderships.
 // - Safety: no term may have two leaders, counting both leader claims and followers' "leader"

@@ -52,6 +52,10 @@ struct FaultState {
 FaultState fault_state_at(std::size_t node_count, const std::vector<FaultEvent>& events,
                           std::int64_t t_ms);
 
+/// True when `node` was alive with a quorum reachable at every instant of [from_ms, to_ms].
+bool healthy_throughout(std::size_t node_count, const std::vector<FaultEvent>& events,
+                        NodeIndex node, std::int64_t from_ms, std::int64_t to_ms);
+
 /// An interval during which a fault was in force, for the picture.
 struct FaultInterval {
     std::int64_t begin_ms = 0;

@@ -21,8 +21,10 @@ class Recorder {
     std::int64_t now_ms() const;
 
     void observe(const Observation& o);
-    /// Records a fault at now_ms() and prints it.
-    void fault(FaultEvent e);
+    /// Records a fault at now_ms() and prints the timeline line, unless `batch` is set: then the
+    /// line waits for the next event or flush(), so that a multi-link fault prints once.
+    void fault(FaultEvent e, bool batch = false);
+    void flush() { print_if_changed(); }
     /// Prints a free-text line of the timeline ("n2 exited with status 1").
     void note(const std::string& text);
 
