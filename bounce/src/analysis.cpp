@@ -124,7 +124,8 @@ Summary analyze(std::size_t node_count, const std::vector<Observation>& observat
             continue;
         }
         close_epoch(o.at_ms);
-        if (!current && any_leader_yet && now && last_leader) {
+        // A gap no poll could see (two answers at the same instant) is not a failover.
+        if (!current && any_leader_yet && now && last_leader && o.at_ms > epoch_begin_ms) {
             s.failover_ms.push_back(o.at_ms - epoch_begin_ms);
         }
         current = now;

@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
         return kExitOk;
     }
     if (const auto* error = std::get_if<std::string>(&parsed)) {
-        fmt::print(stderr, "leader-bounce: {}\n\n{}", *error, usage());
+        fmt::print(stderr, "leader-bounce: {}\n(leader-bounce --help for usage)\n", *error);
         return kExitUsage;
     }
     const Options options = std::get<Options>(parsed);

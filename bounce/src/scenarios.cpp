@@ -41,6 +41,8 @@ struct Run {
     std::mt19937_64 random;
     std::set<NodeIndex> expecting_exit;  // nodes we asked to stop
     bool stopped = false;
+    bool starting = true;         // before the first leader: a daemon exit is fatal
+    std::string startup_failure;  // why the cluster could not start
 
     std::size_t size() const { return cluster.size(); }
     std::int64_t hold_ms() const {
@@ -143,7 +145,7 @@ struct Run {
     asio::awaitable<std::optional<NodeIndex>> wait_for_leader(
         std::int64_t timeout_ms, std::optional<NodeIndex> other_than = std::nullopt) {
         const std::int64_t deadline = rec.now_ms() + timeout_ms;
-        while (rec.now_ms() < deadline) {
+        while (rec.now_ms() < deadline && startup_failure.empty()) {
             const auto leader = stable_leader();
             if (leader && leader != other_than) {
                 co_return leader;
@@ -171,6 +173,9 @@ struct Run {
                 }
                 const std::string text = node_name(e.node) + " exited by itself: " + e.description;
                 rec.note(text);
+                if (starting && startup_failure.empty()) {
+                    startup_failure = text + "; log tail:\n" + cluster.log_tail(e.node, 8);
+                }
                 result.warnings.push_back(text + "; log tail:\n" + cluster.log_tail(e.node, 8));
                 process_event(FaultKind::Stop, e.node);
             }
@@ -330,6 +335,10 @@ asio::awaitable<void> scenario_main(Run& r) {
         r.cluster.start(i);
     }
     const auto first = co_await r.wait_for_leader(kStartupLeaderTimeoutMs);
+    if (!r.startup_failure.empty()) {
+        throw std::runtime_error("a daemon failed during start-up: " + r.startup_failure);
+    }
+    r.starting = false;
     if (!first) {
         std::string logs;
         for (NodeIndex i = 0; i < r.size(); ++i) {
@@ -421,7 +430,7 @@ RunResult run_scenario(const Options& options, bool scouting,
         }
     });
 
-    Run run{io, cluster, rec, options, result, std::mt19937_64(options.seed), {}, false};
+    Run run{io, cluster, rec, options, result, std::mt19937_64(options.seed), {}, false, true, {}};
     std::exception_ptr failure;
     bool finished = false;
     poller.start();

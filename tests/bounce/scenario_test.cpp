@@ -17,13 +17,13 @@ struct Outcome {
 };
 
 /// Runs leader-bounce with `args` and returns its exit status and JSON summary.
-Outcome run_tool(const std::string& args) {
+Outcome run_tool(const std::string& args, const std::string& daemon = BOUNCE_DAEMON) {
     const std::string json_path = (std::filesystem::temp_directory_path() /
                                    ("bounce-test-" + std::to_string(::getpid()) + ".json"))
                                       .string();
     std::filesystem::remove(json_path);
     const std::string command = std::string(BOUNCE_TOOL) + " " + args + " --quiet --conclaved " +
-                                BOUNCE_DAEMON + " --json " + json_path + " > /dev/null";
+                                daemon + " --json " + json_path + " > /dev/null";
     const int raw = std::system(command.c_str());
     Outcome o;
     o.exit_status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
@@ -93,4 +93,10 @@ TEST_CASE("bad command lines exit with status 2", "[cli]") {
     CHECK(run_tool("no-such-scenario").exit_status == 2);
     CHECK(run_tool("ping-pong --scouting maybe").exit_status == 2);
     CHECK(run_tool("chaos --duration -1").exit_status == 2);
+}
+
+TEST_CASE("a daemon that dies at start-up fails the run fast, leaving nothing behind", "[cli]") {
+    const Outcome o = run_tool("leader-crash", "/bin/false");
+    CHECK(o.exit_status == 1);
+    CHECK(o.runs.is_null());
 }
