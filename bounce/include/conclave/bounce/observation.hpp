@@ -1,0 +1,31 @@
+// What the poller saw: one record per GET /status answer (or failure to answer).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "conclave/bounce/proxy.hpp"
+
+namespace conclave::bounce {
+
+enum class ObservedRole : std::uint8_t { Unreachable, Stopped, Follower, Candidate, Leader };
+
+std::string_view to_string(ObservedRole r);
+/// "leader" -> Leader, ...; nullopt for anything else.
+std::optional<ObservedRole> role_from_string(std::string_view s);
+
+struct Observation {
+    std::int64_t at_ms = 0;  // when the request was sent, since the start of the run
+    NodeIndex node = 0;
+    ObservedRole role = ObservedRole::Unreachable;
+    std::uint64_t term = 0;
+    std::optional<NodeIndex> leader;  // who the node says leads `term`
+};
+
+/// Node ids in configs and /status: "n1".."nN" for indices 0..N-1.
+std::string node_name(NodeIndex i);
+std::optional<NodeIndex> node_index(std::string_view name, std::size_t node_count);
+
+}  // namespace conclave::bounce

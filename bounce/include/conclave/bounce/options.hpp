@@ -1,0 +1,46 @@
+// leader-bounce's command line.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <variant>
+
+namespace conclave::bounce {
+
+enum class Scenario : std::uint8_t {
+    NonSticky,
+    PingPong,
+    LeaderCrash,
+    LeaderPause,
+    RollingRestart,
+    Chaos
+};
+
+std::string_view to_string(Scenario s);
+
+struct Options {
+    Scenario scenario = Scenario::PingPong;
+    std::size_t node_count = 0;  // 0: 4 for non-sticky and ping-pong, 3 otherwise
+    bool scouting = true;
+    bool compare = false;  // run with scouting on and off
+    std::string profile = "fast";
+    std::optional<double> duration_s;  // fault hold time (chaos: total chaos time)
+    std::uint64_t seed = 1;
+    std::optional<std::filesystem::path> html_path;
+    std::optional<std::filesystem::path> svg_path;
+    std::optional<std::filesystem::path> json_path;
+    std::optional<std::filesystem::path> conclaved;
+    bool keep_dir = false;
+    bool quiet = false;  // no live timeline
+
+    std::size_t nodes() const;
+};
+
+struct HelpRequested {};
+/// Options, HelpRequested, or an error message naming the offending argument.
+std::variant<Options, HelpRequested, std::string> parse_options(int argc, const char* const* argv);
+std::string usage();
+
+}  // namespace conclave::bounce

@@ -1,0 +1,21 @@
+// What a run leaves behind: the summary table, a JSON summary, an SVG/HTML timeline picture.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "conclave/bounce/scenarios.hpp"
+
+namespace conclave::bounce {
+
+/// One column per run (with --compare: scouting on and off side by side).
+std::string summary_table(const std::vector<RunResult>& runs);
+nlohmann::json summary_json(const RunResult& run);
+/// One picture for all runs, stacked: a lane per node coloured by role, faults shaded, leader
+/// changes marked (red: needless).
+std::string render_svg(const std::vector<RunResult>& runs);
+/// A self-contained HTML page: the summary table and the picture.
+std::string render_html(const std::vector<RunResult>& runs);
+
+}  // namespace conclave::bounce

@@ -1,0 +1,51 @@
+// The scenarios: each starts a cluster, waits for a leader, injects its faults, heals, and
+// returns everything the run recorded.
+//
+// Default timings are sized for the fast profile (heartbeat 100 ms, miss count 3, random wait
+// 0-300 ms) so that the README's demo (ping-pong --compare, non-sticky --compare, leader-crash)
+// takes about a minute: each run is start-up (~1-2 s) + 1 s settle + the fault (--duration) +
+// a few seconds to watch the aftermath.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "conclave/bounce/analysis.hpp"
+#include "conclave/bounce/options.hpp"
+
+namespace conclave::bounce {
+
+struct RunResult {
+    Scenario scenario = Scenario::PingPong;
+    bool scouting = true;
+    std::size_t node_count = 0;
+    std::int64_t end_ms = 0;
+    Summary summary;
+    std::vector<Observation> observations;
+    std::vector<FaultEvent> faults;
+    std::vector<std::string> notes;
+    /// Expectations of the scenario that did not hold (no leader after a crash, a node that
+    /// exited by itself, ...). Reported, but only safety decides the exit status.
+    std::vector<std::string> warnings;
+    /// leader-crash: a node other than the crashed leader took over.
+    std::optional<bool> new_leader_after_crash;
+    std::optional<std::filesystem::path> kept_dir;
+};
+
+/// Thrown when Ctrl-C (SIGINT) or SIGTERM interrupted the run; everything is cleaned up already.
+struct Interrupted : std::runtime_error {
+    Interrupted() : std::runtime_error("interrupted") {}
+};
+
+/// Default fault duration of a scenario, in seconds.
+double default_duration_s(Scenario s);
+
+/// Runs one scenario with scouting on or off. Throws std::runtime_error on failures of the tool
+/// or the cluster (no leader at start, a daemon that does not start), Interrupted on a signal.
+RunResult run_scenario(const Options& options, bool scouting,
+                       const std::filesystem::path& conclaved);
+
+}  // namespace conclave::bounce

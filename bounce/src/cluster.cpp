@@ -1,0 +1,280 @@
+#include "conclave/bounce/cluster.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <stdexcept>
+#include <thread>
+
+#include "conclave/bounce/observation.hpp"
+
+namespace conclave::bounce {
+
+namespace fs = std::filesystem;
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+namespace {
+
+/// A port the kernel considers free right now. A small race remains (another process may take it
+/// before the daemon binds); the daemon then exits with status 1 and the tool reports it.
+std::uint16_t free_port(asio::io_context& io, std::set<std::uint16_t>& taken) {
+    for (int attempt = 0; attempt < 100; ++attempt) {
+        tcp::acceptor a(io, tcp::endpoint(asio::ip::address_v4::loopback(), 0));
+        const std::uint16_t port = a.local_endpoint().port();
+        if (taken.insert(port).second) {
+            return port;
+        }
+    }
+    throw std::runtime_error("could not find a free port on 127.0.0.1");
+}
+
+std::string address(const tcp::endpoint& e) {
+    return e.address().to_string() + ":" + std::to_string(e.port());
+}
+
+std::string describe_status(int status) {
+    if (WIFEXITED(status)) {
+        return "exited with status " + std::to_string(WEXITSTATUS(status));
+    }
+    if (WIFSIGNALED(status)) {
+        return "killed by signal " + std::to_string(WTERMSIG(status));
+    }
+    return "ended (status " + std::to_string(status) + ")";
+}
+
+fs::path make_temp_dir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string pattern =
+        std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/leader-bounce-XXXXXX";
+    std::vector<char> buf(pattern.begin(), pattern.end());
+    buf.push_back('\0');
+    if (::mkdtemp(buf.data()) == nullptr) {
+        throw std::runtime_error("cannot create a temporary directory from " + pattern + ": " +
+                                 std::strerror(errno));
+    }
+    return fs::path(buf.data());
+}
+
+}  // namespace
+
+Cluster::Cluster(asio::io_context& io, ClusterOptions options)
+    : options_(std::move(options)),
+      dir_(make_temp_dir()),
+      proxy_(io, options_.node_count, options_.seed),
+      nodes_(options_.node_count) {
+    try {
+        const std::size_t n = options_.node_count;
+        std::set<std::uint16_t> taken;
+        for (NodeIndex i = 0; i < n; ++i) {
+            nodes_[i].peer = tcp::endpoint(asio::ip::address_v4::loopback(), free_port(io, taken));
+            nodes_[i].http = tcp::endpoint(asio::ip::address_v4::loopback(), free_port(io, taken));
+        }
+        // proxy_for[i][j]: where node i dials node j.
+        std::vector<std::vector<tcp::endpoint>> proxy_for(n, std::vector<tcp::endpoint>(n));
+        for (NodeIndex i = 0; i < n; ++i) {
+            for (NodeIndex j = 0; j < n; ++j) {
+                if (i != j) {
+                    proxy_for[i][j] = proxy_.add_route({i, j}, nodes_[j].peer);
+                }
+            }
+        }
+        fs::create_directories(dir_ / "data");
+        nlohmann::json real_nodes = nlohmann::json::array();
+        for (NodeIndex i = 0; i < n; ++i) {
+            real_nodes.push_back({{"id", node_name(i)},
+                                  {"peer", address(nodes_[i].peer)},
+                                  {"http", address(nodes_[i].http)}});
+        }
+        auto base = [&](nlohmann::json node_list) {
+            return nlohmann::json{{"cluster", "bounce"},
+                                  {"nodes", std::move(node_list)},
+                                  {"profile", options_.profile},
+                                  {"scouting", options_.scouting},
+                                  {"data_dir", (dir_ / "data" / "{id}").string()},
+                                  {"tls", nullptr},
+                                  {"log", {{"format", "text"}, {"level", "info"}}}};
+        };
+        std::ofstream(dir_ / "cluster.json") << base(real_nodes).dump(2) << "\n";
+        for (NodeIndex i = 0; i < n; ++i) {
+            nlohmann::json list = nlohmann::json::array();
+            for (NodeIndex j = 0; j < n; ++j) {
+                const tcp::endpoint peer = i == j ? nodes_[j].peer : proxy_for[i][j];
+                list.push_back({{"id", node_name(j)},
+                                {"peer", address(peer)},
+                                {"http", address(nodes_[j].http)}});
+            }
+            nodes_[i].config_path = dir_ / (node_name(i) + ".json");
+            nodes_[i].log_path = dir_ / (node_name(i) + ".log");
+            std::ofstream out(nodes_[i].config_path);
+            out << base(list).dump(2) << "\n";
+            if (!out) {
+                throw std::runtime_error("cannot write " + nodes_[i].config_path.string());
+            }
+        }
+    } catch (...) {
+        std::error_code ec;
+        fs::remove_all(dir_, ec);
+        throw;
+    }
+}
+
+Cluster::~Cluster() {
+    kill_all();
+    proxy_.close();
+    if (!options_.keep_dir) {
+        std::error_code ec;
+        fs::remove_all(dir_, ec);
+    }
+}
+
+void Cluster::start(NodeIndex i) {
+    NodeProcess& p = nodes_.at(i);
+    if (p.pid != 0) {
+        throw std::logic_error(node_name(i) + " is already running");
+    }
+    const std::string binary = options_.conclaved.string();
+    const std::string config = p.config_path.string();
+    const std::string id = node_name(i);
+    const std::string log = p.log_path.string();
+    const pid_t parent = ::getpid();
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+        throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
+    }
+    if (pid == 0) {
+        // Child: only async-signal-safe calls until exec.
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (::getppid() != parent) {
+            ::_exit(127);
+        }
+        ::setpgid(0, 0);  // Ctrl-C reaches the tool only; the tool stops the daemons
+        const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            ::dup2(fd, 1);
+            ::dup2(fd, 2);
+        }
+        if (null_fd >= 0) {
+            ::dup2(null_fd, 0);
+        }
+        const char* argv[] = {binary.c_str(), "--config", config.c_str(),
+                              "--node-id",    id.c_str(), nullptr};
+        ::execv(binary.c_str(), const_cast<char* const*>(argv));  // NOLINT: execv's signature
+        const char msg[] = "leader-bounce: exec of conclaved failed\n";
+        [[maybe_unused]] const auto w = ::write(2, msg, sizeof msg - 1);
+        ::_exit(127);
+    }
+    p.pid = pid;
+    p.paused = false;
+}
+
+void Cluster::kill(NodeIndex i) {
+    NodeProcess& p = nodes_.at(i);
+    if (p.pid == 0) {
+        return;
+    }
+    ::kill(p.pid, SIGKILL);
+    int status = 0;
+    while (::waitpid(p.pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    p.last_exit_status = status;
+    p.pid = 0;
+    p.paused = false;
+}
+
+void Cluster::terminate(NodeIndex i) {
+    NodeProcess& p = nodes_.at(i);
+    if (p.pid == 0) {
+        return;
+    }
+    if (p.paused) {
+        ::kill(p.pid, SIGCONT);
+        p.paused = false;
+    }
+    ::kill(p.pid, SIGTERM);
+}
+
+void Cluster::pause(NodeIndex i) {
+    NodeProcess& p = nodes_.at(i);
+    if (p.pid != 0 && !p.paused) {
+        ::kill(p.pid, SIGSTOP);
+        p.paused = true;
+    }
+}
+
+void Cluster::resume(NodeIndex i) {
+    NodeProcess& p = nodes_.at(i);
+    if (p.pid != 0 && p.paused) {
+        ::kill(p.pid, SIGCONT);
+        p.paused = false;
+    }
+}
+
+std::vector<ProcessExit> Cluster::reap() {
+    std::vector<ProcessExit> out;
+    for (NodeIndex i = 0; i < nodes_.size(); ++i) {
+        NodeProcess& p = nodes_[i];
+        if (p.pid == 0) {
+            continue;
+        }
+        int status = 0;
+        const pid_t r = ::waitpid(p.pid, &status, WNOHANG);
+        if (r == p.pid) {
+            p.pid = 0;
+            p.paused = false;
+            p.last_exit_status = status;
+            out.push_back(ProcessExit{i, describe_status(status),
+                                      WIFEXITED(status) && WEXITSTATUS(status) == 0});
+        }
+    }
+    return out;
+}
+
+void Cluster::kill_all() {
+    for (NodeIndex i = 0; i < nodes_.size(); ++i) {
+        kill(i);
+    }
+}
+
+std::string Cluster::log_tail(NodeIndex i, std::size_t lines) const {
+    std::ifstream in(nodes_.at(i).log_path);
+    std::deque<std::string> last;
+    std::string line;
+    while (std::getline(in, line)) {
+        last.push_back(line);
+        if (last.size() > lines) {
+            last.pop_front();
+        }
+    }
+    std::string out;
+    for (const auto& l : last) {
+        out += "    " + l + "\n";
+    }
+    return out;
+}
+
+std::optional<fs::path> find_conclaved(const fs::path& self_exe) {
+    const fs::path dir = self_exe.parent_path();
+    for (const fs::path& candidate : {dir / "conclaved", dir / ".." / "tools" / "conclaved",
+                                      fs::path("build") / "release" / "tools" / "conclaved"}) {
+        std::error_code ec;
+        if (fs::is_regular_file(candidate, ec) && ::access(candidate.c_str(), X_OK) == 0) {
+            return fs::weakly_canonical(candidate, ec);
+        }
+    }
+    return std::nullopt;
+}
+
+}  // namespace conclave::bounce

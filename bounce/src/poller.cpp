@@ -1,0 +1,142 @@
+#include "conclave/bounce/poller.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+namespace conclave::bounce {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+
+Observation parse_status(const std::string& body, NodeIndex node, std::size_t node_count) {
+    const auto j = nlohmann::json::parse(body, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) {
+        throw std::runtime_error("/status: body is not a JSON object");
+    }
+    Observation o;
+    o.node = node;
+    if (!j.contains("role") || !j["role"].is_string()) {
+        throw std::runtime_error("/status: field 'role' missing or not a string");
+    }
+    const auto role = role_from_string(j["role"].get<std::string>());
+    if (!role) {
+        throw std::runtime_error("/status: field 'role' has unknown value " + j["role"].dump());
+    }
+    o.role = *role;
+    if (!j.contains("term") || !j["term"].is_number_unsigned()) {
+        throw std::runtime_error("/status: field 'term' missing or not an unsigned integer");
+    }
+    o.term = j["term"].get<std::uint64_t>();
+    if (j.contains("leader") && !j["leader"].is_null()) {
+        if (!j["leader"].is_string()) {
+            throw std::runtime_error("/status: field 'leader' is neither null nor a string");
+        }
+        o.leader = node_index(j["leader"].get<std::string>(), node_count);
+        if (!o.leader) {
+            throw std::runtime_error("/status: field 'leader' names an unknown node " +
+                                     j["leader"].dump());
+        }
+    }
+    return o;
+}
+
+asio::awaitable<Observation> fetch_status(asio::ip::tcp::endpoint endpoint, NodeIndex node,
+                                          std::size_t node_count, std::chrono::milliseconds timeout,
+                                          std::string& error) {
+    Observation unreachable;
+    unreachable.node = node;
+    unreachable.role = ObservedRole::Unreachable;
+    beast::tcp_stream stream(co_await asio::this_coro::executor);
+    stream.expires_after(timeout);
+    beast::error_code ec;
+    co_await stream.async_connect(endpoint, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+        error = "connect: " + ec.message();
+        co_return unreachable;
+    }
+    http::request<http::empty_body> request{http::verb::get, "/status", 11};
+    request.set(http::field::host, endpoint.address().to_string());
+    request.set(http::field::connection, "close");
+    co_await http::async_write(stream, request, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+        error = "write: " + ec.message();
+        co_return unreachable;
+    }
+    beast::flat_buffer buffer;
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(1U << 20);  // a /status body is a few hundred bytes
+    co_await http::async_read(stream, buffer, parser,
+                              asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+        error = "read: " + ec.message();
+        co_return unreachable;
+    }
+    const auto& response = parser.get();
+    if (response.result() != http::status::ok) {
+        error = "HTTP " + std::to_string(response.result_int());
+        co_return unreachable;
+    }
+    try {
+        Observation o = parse_status(response.body(), node, node_count);
+        error.clear();
+        co_return o;
+    } catch (const std::exception& e) {
+        error = e.what();
+        co_return unreachable;
+    }
+}
+
+Poller::Poller(asio::io_context& io, std::vector<asio::ip::tcp::endpoint> endpoints,
+               Recorder& recorder)
+    : io_(io),
+      endpoints_(std::move(endpoints)),
+      recorder_(recorder),
+      stopped_(std::make_shared<bool>(false)),
+      last_error_(endpoints_.size()) {}
+
+void Poller::start() {
+    for (NodeIndex i = 0; i < endpoints_.size(); ++i) {
+        asio::co_spawn(io_, loop(i), asio::detached);
+    }
+}
+
+void Poller::stop() {
+    *stopped_ = true;
+}
+
+asio::awaitable<void> Poller::loop(NodeIndex node) {
+    auto stopped = stopped_;  // outlives the poller if the loop is resumed late
+    asio::steady_timer timer(io_);
+    while (!*stopped) {
+        const auto next = std::chrono::steady_clock::now() + kPeriod;
+        const std::int64_t at_ms = recorder_.now_ms();
+        std::string error;
+        Observation o =
+            co_await fetch_status(endpoints_[node], node, endpoints_.size(), kTimeout, error);
+        if (*stopped) {
+            break;
+        }
+        o.at_ms = at_ms;
+        // Report only errors that say something beyond "the node is down".
+        const bool interesting =
+            !error.empty() && error.rfind("connect:", 0) != 0 && error.rfind("read:", 0) != 0;
+        if (interesting && error != last_error_[node]) {
+            recorder_.note(node_name(node) + ": bad /status answer: " + error);
+        }
+        last_error_[node] = error;
+        recorder_.observe(o);
+        timer.expires_at(next);
+        beast::error_code ec;
+        co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    }
+}
+
+}  // namespace conclave::bounce

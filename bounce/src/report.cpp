@@ -1,0 +1,382 @@
+#include "conclave/bounce/report.hpp"
+
+#include <fmt/core.h>
+#include <algorithm>
+
+namespace conclave::bounce {
+
+namespace {
+
+std::string run_title(const RunResult& r) {
+    return fmt::format("{}, scouting {}", to_string(r.scenario), r.scouting ? "on" : "off");
+}
+
+std::string escape(const std::string& s) {
+    std::string out;
+    for (char c : s) {
+        switch (c) {
+            case '<':
+                out += "&lt;";
+                break;
+            case '>':
+                out += "&gt;";
+                break;
+            case '&':
+                out += "&amp;";
+                break;
+            case '"':
+                out += "&quot;";
+                break;
+            default:
+                out += c;
+        }
+    }
+    return out;
+}
+
+struct Row {
+    std::string name;
+    std::vector<std::string> cells;
+};
+
+std::vector<Row> summary_rows(const std::vector<RunResult>& runs) {
+    std::vector<Row> rows{{"", {}},
+                          {"leader changes", {}},
+                          {"needless leader changes", {}},
+                          {"highest term", {}},
+                          {"leaderless time", {}},
+                          {"failover min/median/max", {}},
+                          {"safety: one leader per term", {}}};
+    for (const RunResult& r : runs) {
+        const Summary& s = r.summary;
+        rows[0].cells.push_back(fmt::format("scouting {}", r.scouting ? "on" : "off"));
+        rows[1].cells.push_back(std::to_string(s.leader_changes));
+        rows[2].cells.push_back(std::to_string(s.needless_leader_changes));
+        rows[3].cells.push_back(std::to_string(s.highest_term));
+        rows[4].cells.push_back(fmt::format("{} ms", s.leaderless_ms));
+        rows[5].cells.push_back(s.failover_ms.empty()
+                                    ? std::string("-")
+                                    : fmt::format("{}/{}/{} ms", *s.failover_min_ms(),
+                                                  *s.failover_median_ms(), *s.failover_max_ms()));
+        std::string safety = s.safe() ? "ok" : "VIOLATED";
+        for (const SafetyViolation& v : s.violations) {
+            std::string who;
+            for (NodeIndex n : v.leaders) {
+                who += (who.empty() ? "" : "+") + node_name(n);
+            }
+            safety += fmt::format(" (term {}: {})", v.term, who);
+        }
+        rows[6].cells.push_back(safety);
+    }
+    if (std::any_of(runs.begin(), runs.end(),
+                    [](const RunResult& r) { return r.new_leader_after_crash.has_value(); })) {
+        Row row{"new leader after the crash", {}};
+        for (const RunResult& r : runs) {
+            row.cells.push_back(
+                r.new_leader_after_crash ? (*r.new_leader_after_crash ? "yes" : "NO") : "-");
+        }
+        rows.push_back(row);
+    }
+    return rows;
+}
+
+}  // namespace
+
+std::string summary_table(const std::vector<RunResult>& runs) {
+    const std::vector<Row> rows = summary_rows(runs);
+    std::size_t name_width = 0;
+    std::vector<std::size_t> widths(runs.size(), 0);
+    for (const Row& row : rows) {
+        name_width = std::max(name_width, row.name.size());
+        for (std::size_t i = 0; i < row.cells.size(); ++i) {
+            widths[i] = std::max(widths[i], row.cells[i].size());
+        }
+    }
+    std::string out;
+    if (!runs.empty()) {
+        out += fmt::format("\nSummary: {} ({} nodes, {:.1f} s)\n", to_string(runs[0].scenario),
+                           runs[0].node_count, static_cast<double>(runs[0].end_ms) / 1000.0);
+    }
+    for (const Row& row : rows) {
+        out += fmt::format("  {:<{}}", row.name, name_width);
+        for (std::size_t i = 0; i < row.cells.size(); ++i) {
+            out += fmt::format("  | {:<{}}", row.cells[i], widths[i]);
+        }
+        out += "\n";
+    }
+    constexpr std::size_t kMaxListed = 3;  // the picture and --json have them all
+    for (const RunResult& r : runs) {
+        std::size_t listed = 0;
+        for (const LeaderChange& c : r.summary.changes) {
+            if (c.needless && ++listed > kMaxListed) {
+                out += fmt::format("  [{}] ... and {} more needless changes\n", run_title(r),
+                                   r.summary.needless_leader_changes - kMaxListed);
+                break;
+            }
+            if (c.needless) {
+                out += fmt::format(
+                    "  [{}] needless change at {:.2f}s: {} (term {}) -> {} (term "
+                    "{}) while {} was alive with a quorum\n",
+                    run_title(r), static_cast<double>(c.at_ms) / 1000.0, node_name(c.from),
+                    c.from_term, node_name(c.to), c.to_term, node_name(c.from));
+            }
+        }
+        for (const std::string& w : r.warnings) {
+            out += fmt::format("  [{}] warning: {}\n", run_title(r), w);
+        }
+    }
+    return out;
+}
+
+nlohmann::json summary_json(const RunResult& r) {
+    const Summary& s = r.summary;
+    auto opt = [](std::optional<std::int64_t> v) {
+        return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+    };
+    nlohmann::json violations = nlohmann::json::array();
+    for (const SafetyViolation& v : s.violations) {
+        nlohmann::json leaders = nlohmann::json::array();
+        for (NodeIndex n : v.leaders) {
+            leaders.push_back(node_name(n));
+        }
+        violations.push_back({{"term", v.term}, {"leaders", leaders}, {"at_ms", v.first_seen_ms}});
+    }
+    nlohmann::json changes = nlohmann::json::array();
+    for (const LeaderChange& c : s.changes) {
+        changes.push_back({{"at_ms", c.at_ms},
+                           {"from", node_name(c.from)},
+                           {"from_term", c.from_term},
+                           {"to", node_name(c.to)},
+                           {"to_term", c.to_term},
+                           {"needless", c.needless}});
+    }
+    return nlohmann::json{
+        {"scenario", std::string(to_string(r.scenario))},
+        {"scouting", r.scouting},
+        {"nodes", r.node_count},
+        {"duration_ms", r.end_ms},
+        {"leader_changes", s.leader_changes},
+        {"needless_leader_changes", s.needless_leader_changes},
+        {"highest_term", s.highest_term},
+        {"leaderless_ms", s.leaderless_ms},
+        {"failover_ms",
+         {{"min", opt(s.failover_min_ms())},
+          {"median", opt(s.failover_median_ms())},
+          {"max", opt(s.failover_max_ms())},
+          {"all", s.failover_ms}}},
+        {"safe", s.safe()},
+        {"violations", violations},
+        {"changes", changes},
+        {"final_leader",
+         s.final_leader ? nlohmann::json(node_name(*s.final_leader)) : nlohmann::json(nullptr)},
+        {"new_leader_after_crash", r.new_leader_after_crash
+                                       ? nlohmann::json(*r.new_leader_after_crash)
+                                       : nlohmann::json(nullptr)},
+        {"warnings", r.warnings},
+        {"observations", r.observations.size()},
+    };
+}
+
+namespace {
+
+constexpr double kLeft = 70;
+constexpr double kWidth = 900;
+constexpr double kLaneHeight = 22;
+constexpr double kLaneGap = 6;
+
+const char* role_colour(ObservedRole r) {
+    switch (r) {
+        case ObservedRole::Leader:
+            return "#2e7d32";
+        case ObservedRole::Follower:
+            return "#90caf9";
+        case ObservedRole::Candidate:
+            return "#ffb300";
+        case ObservedRole::Stopped:
+            return "#616161";
+        case ObservedRole::Unreachable:
+            return "#e0e0e0";
+    }
+    return "#ffffff";
+}
+
+/// Draws one run starting at `top`; returns the height used.
+double draw_run(std::string& svg, const RunResult& r, double top) {
+    const double end = static_cast<double>(std::max<std::int64_t>(r.end_ms, 1));
+    auto x = [&](std::int64_t ms) {
+        return kLeft + kWidth * std::clamp(static_cast<double>(ms), 0.0, end) / end;
+    };
+    const std::size_t n = r.node_count;
+    const double lanes_top = top + 24;
+    auto lane_y = [&](NodeIndex i) {
+        return lanes_top + static_cast<double>(i) * (kLaneHeight + kLaneGap);
+    };
+    const double lanes_bottom = lane_y(n);
+    const Summary& s = r.summary;
+    svg += fmt::format(
+        "<text x=\"{}\" y=\"{}\" font-weight=\"bold\">{} — {} leader changes ({} needless), "
+        "highest term {}, leaderless {} ms, safety {}</text>\n",
+        kLeft, top + 14, escape(run_title(r)), s.leader_changes, s.needless_leader_changes,
+        s.highest_term, s.leaderless_ms, s.safe() ? "ok" : "VIOLATED");
+
+    // Role segments per node lane.
+    for (NodeIndex i = 0; i < n; ++i) {
+        svg += fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", 8, lane_y(i) + 15, node_name(i));
+        std::vector<const Observation*> mine;
+        for (const Observation& o : r.observations) {
+            if (o.node == i) {
+                mine.push_back(&o);
+            }
+        }
+        std::size_t k = 0;
+        while (k < mine.size()) {
+            std::size_t j = k + 1;
+            while (j < mine.size() && mine[j]->role == mine[k]->role &&
+                   mine[j]->term == mine[k]->term) {
+                ++j;
+            }
+            const std::int64_t begin = mine[k]->at_ms;
+            const std::int64_t finish = j < mine.size() ? mine[j]->at_ms : r.end_ms;
+            const double x0 = x(begin);
+            const double w = std::max(0.5, x(finish) - x0);
+            svg += fmt::format(
+                "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\">"
+                "<title>{} {} term {} ({:.2f}s-{:.2f}s)</title></rect>\n",
+                x0, lane_y(i), w, kLaneHeight, role_colour(mine[k]->role), node_name(i),
+                to_string(mine[k]->role), mine[k]->term, static_cast<double>(begin) / 1000.0,
+                static_cast<double>(finish) / 1000.0);
+            if (mine[k]->role == ObservedRole::Leader && w > 26) {
+                svg += fmt::format(
+                    "<text x=\"{:.1f}\" y=\"{:.1f}\" fill=\"white\" font-size=\"11\">t{}</text>\n",
+                    x0 + 3, lane_y(i) + 15, mine[k]->term);
+            }
+            k = j;
+        }
+    }
+
+    // Faults: shade the lanes they touch, and label them in rows below the lanes.
+    const std::vector<FaultInterval> intervals = fault_intervals(n, r.faults, r.end_ms);
+    std::vector<double> row_end;  // greedy rows so that labels do not overlap
+    double labels_height = 0;
+    for (const FaultInterval& f : intervals) {
+        for (NodeIndex node : f.nodes) {
+            svg += fmt::format(
+                "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{}\" fill=\"#d32f2f\" "
+                "fill-opacity=\"0.28\" stroke=\"#b71c1c\" stroke-dasharray=\"3,2\"/>\n",
+                x(f.begin_ms), lane_y(node) - 2, std::max(1.0, x(f.end_ms) - x(f.begin_ms)),
+                kLaneHeight + 4);
+        }
+        const double x0 = x(f.begin_ms);
+        const double label_w = 7.0 * static_cast<double>(f.label.size()) + 8;
+        std::size_t row = 0;
+        while (row < row_end.size() && row_end[row] > x0) {
+            ++row;
+        }
+        if (row == row_end.size()) {
+            row_end.push_back(0);
+        }
+        row_end[row] = std::max(x(f.end_ms), x0 + label_w);
+        const double y = lanes_bottom + 4 + static_cast<double>(row) * 16;
+        svg += fmt::format(
+            "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"12\" fill=\"#d32f2f\" "
+            "fill-opacity=\"0.5\"/><text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\">{}</text>\n",
+            x0, y, std::max(1.0, x(f.end_ms) - x0), x0 + 2, y + 10, escape(f.label));
+        labels_height = std::max(labels_height, static_cast<double>(row + 1) * 16);
+    }
+
+    // Leader changes: a marker above the lanes, red when needless.
+    for (const LeaderChange& c : s.changes) {
+        const double cx = x(c.at_ms);
+        svg += fmt::format(
+            "<path d=\"M{:.1f},{:.1f} l-5,-8 h10 z\" fill=\"{}\"><title>{} (t{}) -> {} (t{}){}"
+            "</title></path>\n",
+            cx, lanes_top - 1, c.needless ? "#d50000" : "#212121", node_name(c.from), c.from_term,
+            node_name(c.to), c.to_term, c.needless ? ", needless" : "");
+    }
+
+    // Time axis.
+    const double axis_y = lanes_bottom + 8 + labels_height;
+    const std::int64_t step_ms = r.end_ms > 60000 ? 10000 : (r.end_ms > 20000 ? 5000 : 1000);
+    svg += fmt::format("<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"#555\"/>\n",
+                       kLeft, axis_y, kLeft + kWidth, axis_y);
+    for (std::int64_t t = 0; t <= r.end_ms; t += step_ms) {
+        svg += fmt::format(
+            "<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" stroke=\"#555\"/>"
+            "<text x=\"{0:.1f}\" y=\"{3:.1f}\" font-size=\"10\" text-anchor=\"middle\">{4}s"
+            "</text>\n",
+            x(t), axis_y, axis_y + 4, axis_y + 15, t / 1000);
+    }
+    return axis_y + 30 - top;
+}
+
+}  // namespace
+
+std::string render_svg(const std::vector<RunResult>& runs) {
+    std::string body;
+    double top = 4;
+    for (const RunResult& r : runs) {
+        top += draw_run(body, r, top);
+    }
+    // Legend.
+    double lx = kLeft;
+    const std::pair<const char*, const char*> legend[] = {
+        {"#2e7d32", "leader (t = term)"},
+        {"#90caf9", "follower"},
+        {"#ffb300", "candidate"},
+        {"#e0e0e0", "no answer (down, paused, slow)"},
+        {"#d32f2f", "fault"},
+        {"#d50000", "needless leader change ▼"}};
+    for (const auto& [colour, text] : legend) {
+        body += fmt::format(
+            "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"12\" height=\"12\" fill=\"{}\"/>"
+            "<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\">{}</text>\n",
+            lx, top, colour, lx + 16, top + 10, text);
+        lx += 16 + 7.0 * static_cast<double>(std::string_view(text).size()) + 14;
+    }
+    top += 24;
+    return fmt::format(
+               "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{:.0f}\" "
+               "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" "
+               "height=\"100%\" fill=\"white\"/>\n",
+               kLeft + kWidth + 20, top) +
+           body + "</svg>\n";
+}
+
+std::string render_html(const std::vector<RunResult>& runs) {
+    std::string html =
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>leader-bounce</title>\n"
+        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:4px 10px;text-align:left}"
+        ".bad{color:#d50000;font-weight:bold}</style></head><body>\n";
+    if (!runs.empty()) {
+        html += fmt::format("<h1>leader-bounce: {}, {} nodes</h1>\n", to_string(runs[0].scenario),
+                            runs[0].node_count);
+    }
+    html += "<table>\n";
+    for (const Row& row : summary_rows(runs)) {
+        html += "<tr><th>" + escape(row.name) + "</th>";
+        for (const std::string& c : row.cells) {
+            const bool bad = c.find("VIOLATED") != std::string::npos || c == "NO";
+            html += std::string("<td") + (bad ? " class=\"bad\"" : "") + ">" + escape(c) + "</td>";
+        }
+        html += "</tr>\n";
+    }
+    html +=
+        "</table>\n<p>A change is <em>needless</em> when the previous leader was alive and "
+        "had a quorum reachable through the proxy.</p>\n";
+    html += render_svg(runs);
+    for (const RunResult& r : runs) {
+        html += "<h3>Timeline notes: " + escape(run_title(r)) + "</h3>\n<pre>";
+        for (const std::string& note : r.notes) {
+            html += escape(note) + "\n";
+        }
+        for (const std::string& w : r.warnings) {
+            html += "warning: " + escape(w) + "\n";
+        }
+        html += "</pre>\n";
+    }
+    html += "</body></html>\n";
+    return html;
+}
+
+}  // namespace conclave::bounce

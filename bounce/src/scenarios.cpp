@@ -1,0 +1,465 @@
+#include "conclave/bounce/scenarios.hpp"
+
+#include <fmt/core.h>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <csignal>
+#include <random>
+#include <set>
+
+#include "conclave/bounce/cluster.hpp"
+#include "conclave/bounce/poller.hpp"
+#include "conclave/bounce/recorder.hpp"
+
+namespace conclave::bounce {
+
+namespace asio = boost::asio;
+
+namespace {
+
+/// How long the cluster may take to elect its first leader (process start-up included).
+constexpr std::int64_t kStartupLeaderTimeoutMs = 15000;
+/// How long a leaderless cluster may take to elect a new leader after a fault ends.
+constexpr std::int64_t kRecoveryTimeoutMs = 10000;
+/// Quiet time before the first fault, so the picture shows a steady state first.
+constexpr std::int64_t kSettleBeforeMs = 1000;
+/// Time to watch what happens after the fault ends.
+constexpr std::int64_t kWatchAfterMs = 3000;
+/// A graceful stop that takes longer than this ends with SIGKILL.
+constexpr std::int64_t kStopTimeoutMs = 5000;
+
+struct Run {
+    asio::io_context& io;
+    Cluster& cluster;
+    Recorder& rec;
+    const Options& options;
+    RunResult& result;
+    std::mt19937_64 random;
+    std::set<NodeIndex> expecting_exit;  // nodes we asked to stop
+    bool stopped = false;
+    bool starting = true;         // before the first leader: a daemon exit is fatal
+    std::string startup_failure;  // why the cluster could not start
+
+    std::size_t size() const { return cluster.size(); }
+    std::int64_t hold_ms() const {
+        const double s = options.duration_s.value_or(default_duration_s(options.scenario));
+        return static_cast<std::int64_t>(s * 1000.0);
+    }
+
+    asio::awaitable<void> sleep(std::int64_t ms) {
+        asio::steady_timer t(io, std::chrono::milliseconds(ms));
+        co_await t.async_wait(asio::use_awaitable);
+    }
+
+    void set_link(DirectedLink l, LinkMode m) {
+        if (cluster.proxy().mode(l) == m) {
+            return;
+        }
+        cluster.proxy().set_mode(l, m);
+        FaultEvent e;
+        e.kind = FaultKind::SetLink;
+        e.link = l;
+        e.mode = m;
+        rec.fault(e, /*batch=*/true);
+    }
+    void set_pair(NodeIndex a, NodeIndex b, LinkMode m) {
+        set_link({a, b}, m);
+        set_link({b, a}, m);
+        rec.flush();
+    }
+    void set_one_way(DirectedLink l, LinkMode m) {
+        set_link(l, m);
+        rec.flush();
+    }
+    void isolate(NodeIndex b, LinkMode m) {
+        for (NodeIndex other = 0; other < size(); ++other) {
+            if (other != b) {
+                set_link({b, other}, m);
+                set_link({other, b}, m);
+            }
+        }
+        rec.flush();
+    }
+    void heal_links() {
+        for (NodeIndex a = 0; a < size(); ++a) {
+            for (NodeIndex b = 0; b < size(); ++b) {
+                if (a != b) {
+                    set_link({a, b}, Pass{});
+                }
+            }
+        }
+        rec.flush();
+    }
+    void process_event(FaultKind kind, NodeIndex i) {
+        FaultEvent e;
+        e.kind = kind;
+        e.node = i;
+        rec.fault(e);
+    }
+    void kill(NodeIndex i) {
+        cluster.kill(i);
+        process_event(FaultKind::Kill, i);
+    }
+    void start(NodeIndex i) {
+        cluster.start(i);
+        process_event(FaultKind::Start, i);
+    }
+    void pause(NodeIndex i) {
+        cluster.pause(i);
+        process_event(FaultKind::Pause, i);
+    }
+    void resume(NodeIndex i) {
+        cluster.resume(i);
+        process_event(FaultKind::Resume, i);
+    }
+    void terminate(NodeIndex i) {
+        expecting_exit.insert(i);
+        cluster.terminate(i);
+        process_event(FaultKind::Stop, i);
+    }
+
+    /// The effective leader, if a quorum (itself included) agrees on it and its term.
+    std::optional<NodeIndex> stable_leader() const {
+        const auto leader = rec.tracker().effective();
+        if (!leader) {
+            return std::nullopt;
+        }
+        std::size_t agree = 0;
+        for (const Observation& o : rec.tracker().latest) {
+            if (o.term == leader->term &&
+                ((o.role == ObservedRole::Leader && o.node == leader->node) ||
+                 (o.role == ObservedRole::Follower && o.leader == leader->node))) {
+                agree += 1;
+            }
+        }
+        if (agree < size() / 2 + 1) {
+            return std::nullopt;
+        }
+        return leader->node;
+    }
+
+    asio::awaitable<std::optional<NodeIndex>> wait_for_leader(
+        std::int64_t timeout_ms, std::optional<NodeIndex> other_than = std::nullopt) {
+        const std::int64_t deadline = rec.now_ms() + timeout_ms;
+        while (rec.now_ms() < deadline && startup_failure.empty()) {
+            const auto leader = stable_leader();
+            if (leader && leader != other_than) {
+                co_return leader;
+            }
+            co_await sleep(Poller::kPeriod.count());
+        }
+        co_return std::nullopt;
+    }
+
+    asio::awaitable<bool> wait_exit(NodeIndex i, std::int64_t timeout_ms) {
+        const std::int64_t deadline = rec.now_ms() + timeout_ms;
+        while (cluster.running(i) && rec.now_ms() < deadline) {
+            co_await sleep(20);
+        }
+        co_return !cluster.running(i);
+    }
+
+    /// Reaps processes that exited by themselves and reports them.
+    asio::awaitable<void> watchdog() {
+        while (!stopped) {
+            for (const ProcessExit& e : cluster.reap()) {
+                if (expecting_exit.erase(e.node) > 0) {
+                    rec.note(node_name(e.node) + " stopped: " + e.description);
+                    continue;
+                }
+                const std::string text = node_name(e.node) + " exited by itself: " + e.description;
+                rec.note(text);
+                if (starting && startup_failure.empty()) {
+                    startup_failure = text + "; log tail:\n" + cluster.log_tail(e.node, 8);
+                }
+                result.warnings.push_back(text + "; log tail:\n" + cluster.log_tail(e.node, 8));
+                process_event(FaultKind::Stop, e.node);
+            }
+            co_await sleep(50);
+        }
+    }
+
+    NodeIndex random_node() {
+        return static_cast<NodeIndex>(
+            std::uniform_int_distribution<std::size_t>(0, size() - 1)(random));
+    }
+    std::int64_t random_ms(std::int64_t low, std::int64_t high) {
+        return std::uniform_int_distribution<std::int64_t>(low, high)(random);
+    }
+};
+
+asio::awaitable<void> ping_pong(Run& r, NodeIndex a) {
+    const NodeIndex b = (a + 1) % r.size();
+    r.rec.note(fmt::format("ping-pong: cutting only {}-{} (leader {}) for {:.1f}s", node_name(a),
+                           node_name(b), node_name(a), static_cast<double>(r.hold_ms()) / 1000));
+    r.set_pair(a, b, Cut{});
+    co_await r.sleep(r.hold_ms());
+    r.heal_links();
+    co_await r.sleep(kWatchAfterMs);
+}
+
+asio::awaitable<void> non_sticky(Run& r, NodeIndex a) {
+    const NodeIndex b = (a + 1) % r.size();
+    r.rec.note(fmt::format("non-sticky: isolating {} (leader {}) for {:.1f}s", node_name(b),
+                           node_name(a), static_cast<double>(r.hold_ms()) / 1000));
+    r.isolate(b, Cut{});
+    co_await r.sleep(r.hold_ms());
+    r.heal_links();
+    co_await r.sleep(kWatchAfterMs);
+}
+
+asio::awaitable<void> leader_crash(Run& r, NodeIndex a) {
+    r.rec.note("leader-crash: SIGKILL " + node_name(a));
+    r.kill(a);
+    const auto next = co_await r.wait_for_leader(kRecoveryTimeoutMs, a);
+    r.result.new_leader_after_crash = next.has_value();
+    if (!next) {
+        r.result.warnings.push_back("no new leader within " + std::to_string(kRecoveryTimeoutMs) +
+                                    " ms of the crash");
+    }
+    co_await r.sleep(r.hold_ms());
+    r.rec.note("leader-crash: restarting " + node_name(a));
+    r.start(a);
+    co_await r.sleep(kWatchAfterMs);
+}
+
+asio::awaitable<void> leader_pause(Run& r, NodeIndex a) {
+    r.rec.note("leader-pause: SIGSTOP " + node_name(a));
+    r.pause(a);
+    co_await r.sleep(r.hold_ms());
+    r.rec.note("leader-pause: SIGCONT " + node_name(a));
+    r.resume(a);
+    co_await r.sleep(kWatchAfterMs);
+}
+
+asio::awaitable<void> rolling_restart(Run& r, NodeIndex leader) {
+    std::vector<NodeIndex> order;
+    for (NodeIndex i = 0; i < r.size(); ++i) {
+        if (i != leader) {
+            order.push_back(i);
+        }
+    }
+    order.push_back(leader);
+    for (NodeIndex i : order) {
+        r.rec.note("rolling-restart: stopping " + node_name(i));
+        r.terminate(i);
+        if (!co_await r.wait_exit(i, kStopTimeoutMs)) {
+            r.result.warnings.push_back(node_name(i) + " did not stop within " +
+                                        std::to_string(kStopTimeoutMs) + " ms of SIGTERM");
+            r.expecting_exit.erase(i);
+            r.cluster.kill(i);
+        }
+        r.start(i);
+        co_await r.sleep(r.hold_ms());
+        if (!co_await r.wait_for_leader(kRecoveryTimeoutMs)) {
+            r.result.warnings.push_back("no leader within " + std::to_string(kRecoveryTimeoutMs) +
+                                        " ms after restarting " + node_name(i));
+        }
+    }
+    co_await r.sleep(kWatchAfterMs);
+}
+
+asio::awaitable<void> chaos(Run& r) {
+    const std::int64_t end_ms = r.rec.now_ms() + r.hold_ms();
+    const std::size_t max_down = (r.size() - 1) / 2;  // keep a quorum of processes alive
+    auto down_count = [&] {
+        std::size_t n = 0;
+        for (NodeIndex i = 0; i < r.size(); ++i) {
+            n += (!r.cluster.running(i) || r.cluster.node(i).paused) ? 1U : 0U;
+        }
+        return n;
+    };
+    while (r.rec.now_ms() < end_ms) {
+        co_await r.sleep(r.random_ms(300, 1500));
+        const std::int64_t dice = r.random_ms(0, 99);
+        const NodeIndex a = r.random_node();
+        NodeIndex b = r.random_node();
+        if (b == a) {
+            b = (a + 1) % r.size();
+        }
+        if (dice < 30) {
+            const std::int64_t kind = r.random_ms(0, 2);
+            if (kind == 0) {
+                r.set_pair(a, b, Cut{});
+            } else if (kind == 1) {
+                r.set_one_way({a, b}, Blackhole{});
+            } else {
+                const auto latency = static_cast<std::uint32_t>(r.random_ms(20, 200));
+                const auto jitter = static_cast<std::uint32_t>(r.random_ms(0, 50));
+                r.set_pair(a, b, Delay{latency, jitter});
+            }
+        } else if (dice < 45) {
+            r.isolate(a, Cut{});
+        } else if (dice < 60) {
+            if (r.cluster.running(a) && down_count() < max_down) {
+                r.kill(a);
+            }
+        } else if (dice < 70) {
+            if (r.cluster.running(a) && !r.cluster.node(a).paused && down_count() < max_down) {
+                r.pause(a);
+            }
+        } else if (dice < 85) {
+            r.heal_links();
+        } else {
+            for (NodeIndex i = 0; i < r.size(); ++i) {
+                if (!r.cluster.running(i)) {
+                    r.start(i);
+                } else if (r.cluster.node(i).paused) {
+                    r.resume(i);
+                }
+            }
+        }
+    }
+    r.rec.note("chaos: healing everything");
+    r.heal_links();
+    for (NodeIndex i = 0; i < r.size(); ++i) {
+        if (!r.cluster.running(i)) {
+            r.start(i);
+        } else if (r.cluster.node(i).paused) {
+            r.resume(i);
+        }
+    }
+    if (!co_await r.wait_for_leader(kRecoveryTimeoutMs)) {
+        r.result.warnings.push_back("no leader within " + std::to_string(kRecoveryTimeoutMs) +
+                                    " ms of healing the chaos");
+    }
+    co_await r.sleep(kWatchAfterMs);
+}
+
+asio::awaitable<void> scenario_main(Run& r) {
+    for (NodeIndex i = 0; i < r.size(); ++i) {
+        r.cluster.start(i);
+    }
+    const auto first = co_await r.wait_for_leader(kStartupLeaderTimeoutMs);
+    if (!r.startup_failure.empty()) {
+        throw std::runtime_error("a daemon failed during start-up: " + r.startup_failure);
+    }
+    r.starting = false;
+    if (!first) {
+        std::string logs;
+        for (NodeIndex i = 0; i < r.size(); ++i) {
+            logs += "  " + node_name(i) + ".log:\n" + r.cluster.log_tail(i, 5);
+        }
+        throw std::runtime_error("no leader within " + std::to_string(kStartupLeaderTimeoutMs) +
+                                 " ms of start-up; last log lines:\n" + logs);
+    }
+    co_await r.sleep(kSettleBeforeMs);
+    const NodeIndex leader = r.stable_leader().value_or(*first);
+    switch (r.options.scenario) {
+        case Scenario::PingPong:
+            co_await ping_pong(r, leader);
+            break;
+        case Scenario::NonSticky:
+            co_await non_sticky(r, leader);
+            break;
+        case Scenario::LeaderCrash:
+            co_await leader_crash(r, leader);
+            break;
+        case Scenario::LeaderPause:
+            co_await leader_pause(r, leader);
+            break;
+        case Scenario::RollingRestart:
+            co_await rolling_restart(r, leader);
+            break;
+        case Scenario::Chaos:
+            co_await chaos(r);
+            break;
+    }
+    if (!r.stable_leader()) {
+        r.result.warnings.push_back("no stable leader at the end of the run");
+    }
+}
+
+}  // namespace
+
+double default_duration_s(Scenario s) {
+    switch (s) {
+        case Scenario::PingPong:
+            return 6;
+        case Scenario::NonSticky:
+            return 5;
+        case Scenario::LeaderCrash:
+            return 2;
+        case Scenario::LeaderPause:
+            return 3;
+        case Scenario::RollingRestart:
+            return 1;
+        case Scenario::Chaos:
+            return 20;
+    }
+    return 5;
+}
+
+RunResult run_scenario(const Options& options, bool scouting,
+                       const std::filesystem::path& conclaved) {
+    RunResult result;
+    result.scenario = options.scenario;
+    result.scouting = scouting;
+    result.node_count = options.nodes();
+    std::FILE* out = options.quiet ? nullptr : stdout;
+
+    asio::io_context io;
+    Recorder rec(result.node_count, out);
+    Cluster cluster(io, ClusterOptions{result.node_count, scouting, options.profile, conclaved,
+                                       options.seed, options.keep_dir});
+    if (options.keep_dir) {
+        result.kept_dir = cluster.dir();
+    }
+    if (out != nullptr) {
+        fmt::print(out, "\n== {} | {} nodes | scouting {} | profile {} | files in {}\n",
+                   to_string(options.scenario), result.node_count, scouting ? "on" : "off",
+                   options.profile, cluster.dir().string());
+        fmt::print(out, "   cells: L<term> leader, F follower, C candidate, -- no answer\n");
+    }
+    std::vector<asio::ip::tcp::endpoint> endpoints;
+    for (NodeIndex i = 0; i < result.node_count; ++i) {
+        endpoints.push_back(cluster.node(i).http);
+    }
+    Poller poller(io, endpoints, rec);
+
+    bool interrupted = false;
+    asio::signal_set signals(io, SIGINT, SIGTERM);
+    signals.async_wait([&](const boost::system::error_code& ec, int) {
+        if (!ec) {
+            interrupted = true;
+            io.stop();
+        }
+    });
+
+    Run run{io, cluster, rec, options, result, std::mt19937_64(options.seed), {}, false, true, {}};
+    std::exception_ptr failure;
+    bool finished = false;
+    poller.start();
+    asio::co_spawn(io, run.watchdog(), asio::detached);
+    asio::co_spawn(io, scenario_main(run), [&](std::exception_ptr e) {
+        failure = e;
+        finished = true;
+        io.stop();
+    });
+    io.run();
+    run.stopped = true;
+    poller.stop();
+    signals.cancel();
+    result.end_ms = rec.now_ms();
+    cluster.kill_all();
+    if (interrupted) {
+        throw Interrupted();
+    }
+    if (failure) {
+        std::rethrow_exception(failure);
+    }
+    if (!finished) {
+        throw std::runtime_error("the scenario stopped before it finished");
+    }
+    result.observations = rec.sorted_observations();
+    result.faults = rec.faults();
+    result.notes = rec.notes();
+    result.summary = analyze(result.node_count, result.observations, result.faults, result.end_ms);
+    return result;
+}
+
+}  // namespace conclave::bounce

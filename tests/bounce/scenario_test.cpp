@@ -1,0 +1,102 @@
+// leader-bounce end to end: real processes, the expectations for each scenario.
+// BOUNCE_TOOL and BOUNCE_DAEMON are set by CMake (the daemon is conclaved, or the test-only
+// fake_conclaved until conclaved exists).
+#include <unistd.h>
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace {
+
+struct Outcome {
+    int exit_status = -1;
+    nlohmann::json runs;
+};
+
+/// Runs leader-bounce with `args` and returns its exit status and JSON summary.
+Outcome run_tool(const std::string& args, const std::string& daemon = BOUNCE_DAEMON) {
+    const std::string json_path = (std::filesystem::temp_directory_path() /
+                                   ("bounce-test-" + std::to_string(::getpid()) + ".json"))
+                                      .string();
+    std::filesystem::remove(json_path);
+    const std::string command = std::string(BOUNCE_TOOL) + " " + args + " --quiet --conclaved " +
+                                daemon + " --json " + json_path + " > /dev/null";
+    const int raw = std::system(command.c_str());
+    Outcome o;
+    o.exit_status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+    std::ifstream in(json_path);
+    if (in) {
+        o.runs = nlohmann::json::parse(in);
+    }
+    std::filesystem::remove(json_path);
+    return o;
+}
+
+const nlohmann::json& with_scouting(const Outcome& o, bool on) {
+    for (const auto& r : o.runs) {
+        if (r.at("scouting").get<bool>() == on) {
+            return r;
+        }
+    }
+    FAIL("no run with scouting " << on);
+    static const nlohmann::json none;
+    return none;
+}
+
+}  // namespace
+
+TEST_CASE("ping-pong: scouting keeps the leader, no scouting bounces it", "[ping-pong]") {
+    const Outcome o = run_tool("ping-pong --compare --duration 3");
+    REQUIRE(o.exit_status == 0);
+    REQUIRE(o.runs.size() == 2);
+    CHECK(with_scouting(o, true).at("needless_leader_changes") == 0);
+    CHECK(with_scouting(o, false).at("needless_leader_changes").get<int>() >= 1);
+    CHECK(with_scouting(o, true).at("safe") == true);
+    CHECK(with_scouting(o, false).at("safe") == true);
+}
+
+TEST_CASE("non-sticky: scouting keeps the leader, no scouting lets the returning node depose it",
+          "[non-sticky]") {
+    const Outcome o = run_tool("non-sticky --compare --duration 3");
+    REQUIRE(o.exit_status == 0);
+    REQUIRE(o.runs.size() == 2);
+    CHECK(with_scouting(o, true).at("needless_leader_changes") == 0);
+    CHECK(with_scouting(o, false).at("needless_leader_changes").get<int>() >= 1);
+}
+
+TEST_CASE("leader-crash elects a new leader", "[leader-crash]") {
+    const Outcome o = run_tool("leader-crash --duration 1");
+    REQUIRE(o.exit_status == 0);
+    REQUIRE(o.runs.size() == 1);
+    CHECK(o.runs[0].at("new_leader_after_crash") == true);
+    CHECK(o.runs[0].at("leader_changes").get<int>() >= 1);
+    CHECK(o.runs[0].at("safe") == true);
+}
+
+TEST_CASE("leader-pause elects a new leader and stays safe", "[leader-pause]") {
+    const Outcome o = run_tool("leader-pause --duration 2");
+    REQUIRE(o.exit_status == 0);
+    CHECK(o.runs[0].at("leader_changes").get<int>() >= 1);
+    CHECK(o.runs[0].at("needless_leader_changes") == 0);
+}
+
+TEST_CASE("chaos with a fixed seed reports no safety violation", "[chaos]") {
+    const Outcome o = run_tool("chaos --duration 6 --seed 7 --nodes 5");
+    REQUIRE(o.exit_status == 0);
+    CHECK(o.runs[0].at("safe") == true);
+}
+
+TEST_CASE("bad command lines exit with status 2", "[cli]") {
+    CHECK(run_tool("no-such-scenario").exit_status == 2);
+    CHECK(run_tool("ping-pong --scouting maybe").exit_status == 2);
+    CHECK(run_tool("chaos --duration -1").exit_status == 2);
+}
+
+TEST_CASE("a daemon that dies at start-up fails the run fast, leaving nothing behind", "[cli]") {
+    const Outcome o = run_tool("leader-crash", "/bin/false");
+    CHECK(o.exit_status == 1);
+    CHECK(o.runs.is_null());
+}
