@@ -13,18 +13,19 @@ mkdir -p "$out"
 traces=()
 # Seeds and extra options: fault-free, then with faults. Adjust the options to conclave-sim's
 # command line (`conclave-sim --help`) if they change.
+# 600 core steps each; seed 5 with all faults includes a crash and a restart.
 runs=(
-  "1:"
-  "2:"
-  "3:--faults"
-  "4:--faults"
+  "1:--faults none --steps 300"
+  "3:--faults all --steps 600"
+  "5:--faults all --steps 600"
+  "6:--faults crash,cut,loss --steps 600"
 )
 for run in "${runs[@]}"; do
   seed=${run%%:*}
   extra=${run#*:}
   trace="$out/seed-$seed.ndjson"
   # shellcheck disable=SC2086
-  "$sim" --seed "$seed" $extra --trace "$trace" >"$out/seed-$seed.log" 2>&1 || {
+  "$sim" --seed "$seed" --quiet $extra --trace "$trace" >"$out/seed-$seed.log" 2>&1 || {
     echo "conclave-sim failed for seed $seed (see $out/seed-$seed.log)"
     tail -5 "$out/seed-$seed.log"
     exit 1
