@@ -228,6 +228,28 @@ void Connection::handle_frame(Frame& frame) {
         return;
     }
     if (!established_) {
+        if (awaiting_confirmation_) {
+            // Inbound: the dialer accepted our Hello and confirms with a ping (handshake.hpp).
+            bool is_ping = false;
+            if (frame.channel == Channel::Control) {
+                try {
+                    is_ping = decode_control_kind(frame.payload) == ControlKind::Ping;
+                } catch (const DecodeError&) {
+                    is_ping = false;
+                }
+            }
+            if (!is_ping) {
+                close_bad_frame(BadFrameKind::BadHandshake,
+                                "expected the dialer's confirmation after the hello");
+                return;
+            }
+            if (auto refusal = owner->on_confirmation(*this)) {
+                close_refused(refusal->first, refusal->second);
+                return;
+            }
+            establish();
+            return;
+        }
         if (frame.channel != Channel::Control) {
             close_bad_frame(BadFrameKind::BadHandshake,
                             "frame on channel " +
@@ -261,13 +283,27 @@ void Connection::handle_hello(std::span<const std::uint8_t> payload) {
         return;
     }
     peer_ = check.peer;
+    if (dialed_) {
+        // Outbound: the acceptor's hello checks out; confirm, and the peer is up on our side.
+        enqueue(Channel::Control, encode_ping());
+        establish();
+        return;
+    }
+    // Inbound: answer with our hello; the peer is up once the dialer confirms it.
+    hello_sent_ = true;
+    awaiting_confirmation_ = true;
+    enqueue(Channel::Control, encode_hello(owner->own_hello()));
+}
+
+void Connection::establish() {
+    auto owner = owner_.lock();
+    if (!owner) {
+        return;
+    }
     established_ = true;
+    awaiting_confirmation_ = false;
     deadline_.cancel();
     decoder_.set_max_frame_bytes(owner->options_.max_frame_bytes);
-    if (!hello_sent_) {
-        hello_sent_ = true;
-        enqueue(Channel::Control, encode_hello(owner->own_hello()));
-    }
     owner->on_established(shared_from_this());
 }
 

@@ -238,6 +238,16 @@ HelloCheck Mesh::Impl::on_hello(Connection& c, const Hello& hello) {
     return check;
 }
 
+std::optional<std::pair<HandshakeRefusal, std::string>> Mesh::Impl::on_confirmation(Connection& c) {
+    const NodeId peer = *c.peer();
+    if (peers_[peer.value]->up) {
+        return std::make_pair(
+            HandshakeRefusal::DuplicateNode,
+            "node '" + membership_.at(peer).id + "' got another connection established first");
+    }
+    return std::nullopt;
+}
+
 void Mesh::Impl::on_established(const std::shared_ptr<Connection>& c) {
     const NodeId peer = *c->peer();
     auto& slot = *peers_[peer.value];

@@ -54,6 +54,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     void on_read(const boost::system::error_code& ec, std::size_t n);
     void handle_frame(Frame& frame);
     void handle_hello(std::span<const std::uint8_t> payload);
+    void establish();
     void do_write();
     void set_socket_options();
     std::string describe() const;
@@ -69,6 +70,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     bool established_ = false;
     bool closed_ = false;
     bool hello_sent_ = false;
+    bool awaiting_confirmation_ = false;  // inbound: our hello sent, waiting for the dialer's ping
     FrameDecoder decoder_;
     std::array<std::uint8_t, 16384> read_buffer_{};
     std::deque<std::vector<std::uint8_t>> queue_;
@@ -98,6 +100,8 @@ struct Mesh::Impl : std::enable_shared_from_this<Mesh::Impl> {
     // ---- Called by connections ----
     /// Checks a received Hello (membership, direction, TLS name, duplicates). Counts refusals.
     HelloCheck on_hello(Connection& c, const Hello& hello);
+    /// Inbound: the dialer confirmed; re-checks duplicates (two connections may claim one id).
+    std::optional<std::pair<HandshakeRefusal, std::string>> on_confirmation(Connection& c);
     void on_established(const std::shared_ptr<Connection>& c);
     std::optional<FrameRejection> on_frame(Connection& c, Frame& frame);
     void on_closed(const std::shared_ptr<Connection>& c);

@@ -1,10 +1,14 @@
 // The mesh handshake: the first frame each side sends on a new connection (channel Control).
 //
-// The dialer (always the node with the lower index) sends its Hello first; the acceptor checks it
-// and answers with its own Hello; the dialer checks that the answer comes from the node it dialed.
-// Only then is the peer reported up. Hello payload (CBOR map):
+// Three steps, all on channel Control:
+//   1. the dialer (always the node with the lower index) sends its Hello;
+//   2. the acceptor checks it and answers with its own Hello;
+//   3. the dialer checks that the answer comes from the node it dialed, reports the peer up and
+//      confirms with a Ping; the acceptor reports the peer up when the Ping arrives.
+// So neither side reports a peer up that the other side refused. Hello payload (CBOR map):
 //   {"kind": "hello", "v": <protocol version>, "cluster": "<name>", "node": "<string id>"}
-// After the handshake the only control frame is {"kind": "ping"}, which receivers ignore.
+// Ping payload: {"kind": "ping"}. After the handshake a Ping is ignored by its receiver (the mesh
+// sends one to probe a connection that may be dead); any other control frame is a bad frame.
 #pragma once
 
 #include <cstdint>
