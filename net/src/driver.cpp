@@ -57,7 +57,8 @@ ElectorDriver::ElectorDriver(asio::io_context& io, Mesh& mesh, Config config, Dr
       options_(std::move(options)),
       epoch_(std::chrono::steady_clock::now()),
       rng_(options_.seed ? *options_.seed : std::random_device{}()),
-      elector_(checked(config, mesh), restore(options_, config, mesh), [this] { return rng_(); }) {
+      elector_(checked(config, mesh), restore(options_, config, mesh), [this] { return rng_(); }),
+      snapshot_(elector_.snapshot()) {
     for (auto& t : timers_) {
         t = std::make_unique<asio::steady_timer>(io_);
     }
@@ -255,11 +256,19 @@ void ElectorDriver::persist(const DurableState& state) {
             "{} driver: cannot persist term {}: {}; this node stops taking part "
             "in elections (messages that depend on it are not sent)",
             log_prefix(), state.term.value, e.what());
+        // Tell the application it must not act on any leadership any more.
+        LeadershipSnapshot stopped;
+        stopped.role = Role::Stopped;
+        stopped.term = snapshot_.term;
+        stopped.reason = Reason::Stopped;
+        stopped.changed_at = now();
+        notify(stopped);
     }
 }
 
 void ElectorDriver::notify(const LeadershipSnapshot& snapshot) {
     ++counters_.leadership_notifications;
+    snapshot_ = snapshot;
     spdlog::info("{} leadership: role {} term {} leader {} reason {}", log_prefix(),
                  to_string(snapshot.role), snapshot.term.value,
                  snapshot.leader ? mesh_.membership().at(*snapshot.leader).id : "none",

@@ -107,3 +107,23 @@ TEST_CASE("a single-node cluster persists its term before it leads") {
     REQUIRE(stored.has_value());
     CHECK(stored->term == driver.snapshot().term);
 }
+
+TEST_CASE("a failed state write stops the driver before anything depending on it is sent") {
+    TempDir dir;
+    { std::ofstream(dir.path / "not-a-dir") << "x"; }
+    asio::io_context io;
+    const auto membership = make_membership(free_ports(1));
+    Mesh mesh(io, membership, NodeId{0});
+    // The data directory lies below a regular file: creating it fails at the first write.
+    ElectorDriver driver(io, mesh, test_config(1, NodeId{0}),
+                         DriverOptions{dir.path / "not-a-dir" / "data", 1});
+    mesh.start();
+    driver.start();
+    REQUIRE(run_until(
+        io, [&] { return driver.failed(); }, 3000ms));
+    run_for(io, 200ms);
+    CHECK(driver.counters().state_write_failures == 1);
+    CHECK(driver.counters().state_writes == 0);
+    CHECK(driver.snapshot().role != Role::Leader);
+    CHECK(driver.transfer_leadership(NodeId{0}).has_value());
+}

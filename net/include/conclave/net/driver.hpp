@@ -85,7 +85,10 @@ class ElectorDriver {
     std::optional<std::string> transfer_leadership(NodeId target);
 
     const Elector& elector() const { return elector_; }
-    const LeadershipSnapshot& snapshot() const { return elector_.snapshot(); }
+    /// The last snapshot delivered to subscribers: what the application may act on. After a
+    /// failed state write it is Stopped (the core's in-memory state may have moved further in
+    /// the failed batch; none of that took effect).
+    const LeadershipSnapshot& snapshot() const { return snapshot_; }
     const DriverCounters& counters() const { return counters_; }
     /// True after a state write failed: the node no longer takes part (restart it).
     bool failed() const { return failed_; }
@@ -112,6 +115,7 @@ class ElectorDriver {
     std::array<std::unique_ptr<boost::asio::steady_timer>, kTimerCount> timers_;
     std::array<std::uint64_t, kTimerCount> generations_{};
     std::vector<LeadershipCallback> subscribers_;
+    LeadershipSnapshot snapshot_;
     DriverCounters counters_;
     bool failed_ = false;
     /// Callbacks registered with the mesh and the timers hold a weak_ptr to this: a callback
