@@ -137,6 +137,9 @@ std::optional<FrameRejection> ElectorDriver::on_frame(NodeId from,
         message = decode_cbor(payload);
     } catch (const DecodeError& e) {
         return FrameRejection{BadFrameKind::Undecodable, e.what()};
+    } catch (const std::exception& e) {
+        // Defence in depth: no parser exception may escape into the io_context.
+        return FrameRejection{BadFrameKind::Undecodable, std::string("cbor: ") + e.what()};
     }
     if (message.from != from) {
         return FrameRejection{BadFrameKind::WrongSender,

@@ -11,10 +11,20 @@ using nlohmann::json;
 namespace {
 
 json parse_control(std::span<const std::uint8_t> payload) {
-    // strict, no exceptions: garbage yields a discarded value. Payloads here are bounded by
-    // kMaxHandshakeFrameBytes before the handshake, and by the frame maximum after it.
-    json j = json::from_cbor(payload.begin(), payload.end(), /*strict=*/true,
-                             /*allow_exceptions=*/false);
+    // The size bound also bounds the nesting depth the recursive CBOR parser can reach.
+    if (payload.size() > kMaxControlPayloadBytes) {
+        throw DecodeError("control: payload of " + std::to_string(payload.size()) +
+                          " bytes, above the maximum " + std::to_string(kMaxControlPayloadBytes));
+    }
+    json j;
+    try {
+        // allow_exceptions=false covers syntax errors only: a declared array or map size beyond
+        // max_size() still throws json::out_of_range (found by fuzz/frame_fuzzer).
+        j = json::from_cbor(payload.begin(), payload.end(), /*strict=*/true,
+                            /*allow_exceptions=*/false);
+    } catch (const json::exception& e) {
+        throw DecodeError(std::string("control: malformed CBOR: ") + e.what());
+    }
     if (j.is_discarded() || !j.is_object()) {
         throw DecodeError("control: not a CBOR map");
     }

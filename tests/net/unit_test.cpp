@@ -82,6 +82,12 @@ TEST_CASE("hello round-trips and is checked against the membership") {
     CHECK(decode_control_kind(encode_ping()) == ControlKind::Ping);
     CHECK_THROWS_AS(decode_hello(bytes({0xff, 0x00})), DecodeError);
     CHECK_THROWS_AS(decode_hello(encode_ping()), DecodeError);
+    // Regression (fuzz/frame_fuzzer): an array whose declared size exceeds max_size() made
+    // nlohmann throw out_of_range despite allow_exceptions=false, escaping the decoder.
+    CHECK_THROWS_AS(decode_control_kind(bytes(
+                        {0xa1, 0x61, 0x6b, 0x9b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})),
+                    DecodeError);
+    CHECK_THROWS_AS(decode_control_kind(std::vector<std::uint8_t>(600, 0x81)), DecodeError);
 
     const auto m = three();
     CHECK(check_hello(h, m, NodeId{1}, std::nullopt).peer == NodeId{0});

@@ -30,6 +30,10 @@ inline constexpr std::uint64_t kProtocolVersion = 1;
 /// length prefix cannot make an unauthenticated connection buffer more than this.
 inline constexpr std::size_t kMaxHandshakeFrameBytes = 4096;
 
+/// Largest control payload (hello, ping) decoded; anything longer is a bad frame. Keeps the
+/// recursive CBOR parser's depth small even after the handshake, when frames may be 1 MiB.
+inline constexpr std::size_t kMaxControlPayloadBytes = 512;
+
 struct Hello {
     std::uint64_t version = kProtocolVersion;
     std::string cluster;
