@@ -1,0 +1,126 @@
+// ElectorDriver: runs the pure elector core on an io_context, over a Mesh.
+//
+// It turns the core's Actions into effects, in order:
+//   SendTo / Broadcast  -> CBOR-encode (codec/json.hpp) and Mesh::send on Channel::Elector
+//   ArmTimer/CancelTimer-> one steady_timer per TimerId with a generation number: a replaced or
+//                          cancelled instance that still completes never reaches the core
+//   PersistState        -> <data_dir>/elector-state.json, durable (fsync + rename + fsync dir)
+//                          before the next action of the batch runs; if that fails the driver
+//                          stops feeding the core (failed() turns true) and nothing more is sent
+//   NotifyLeadership    -> subscriber callbacks
+//   RaiseAlarm          -> spdlog error + counter
+// and turns mesh events into core inputs: Elector-channel frames (decoded; the decoded sender
+// must equal the handshaken peer, else the frame is rejected and the connection closed) and
+// peer up/down. `now` is steady-clock milliseconds since the driver was constructed. Randomness
+// comes from a std::mt19937_64 seeded from DriverOptions::seed or std::random_device.
+//
+// Threading: one io_context, one thread; call everything from the thread that runs it.
+// The driver and its mesh may be destroyed in either order: the callbacks the driver registers
+// with the mesh check that it is still alive.
+#pragma once
+
+#include <array>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "conclave/elector/elector.hpp"
+#include "conclave/net/mesh.hpp"
+
+namespace conclave::net {
+
+inline constexpr std::size_t kMessageTypeCount = std::variant_size_v<MessageBody>;
+
+struct DriverOptions {
+    /// Where elector-state.json lives; created if missing.
+    std::filesystem::path data_dir;
+    /// RNG seed (backoff of the core); std::random_device when unset.
+    std::optional<std::uint64_t> seed;
+};
+
+/// Counters for the /metrics layer. Monotonic. Message arrays are indexed by MessageBody index
+/// (ScoutingRequest = 0 ... LeadershipCession = 7, see message_type_name()).
+struct DriverCounters {
+    std::array<std::uint64_t, kMessageTypeCount> messages_in{};
+    std::array<std::uint64_t, kMessageTypeCount> messages_out{};  // accepted by the mesh
+    std::uint64_t messages_dropped = 0;     // the mesh refused: peer down or queue overflow
+    std::uint64_t timer_firings = 0;        // delivered to the core
+    std::uint64_t stale_timer_firings = 0;  // replaced/cancelled instances filtered out
+    std::uint64_t state_writes = 0;
+    std::uint64_t state_write_failures = 0;
+    std::uint64_t leadership_notifications = 0;
+    std::uint64_t alarms = 0;
+};
+
+/// "ScoutingRequest", ... for an index of DriverCounters::messages_in/out.
+std::string_view message_type_name(std::size_t index);
+
+class ElectorDriver {
+  public:
+    using LeadershipCallback = std::function<void(const LeadershipSnapshot&)>;
+
+    /// Loads the durable state from options.data_dir (missing file: new node). Throws
+    /// StateFileError for a corrupt state file and std::invalid_argument for a config that does
+    /// not validate or does not match the mesh (cluster size, self).
+    ElectorDriver(boost::asio::io_context& io, Mesh& mesh, Config config, DriverOptions options);
+    ~ElectorDriver();
+    ElectorDriver(const ElectorDriver&) = delete;
+    ElectorDriver& operator=(const ElectorDriver&) = delete;
+
+    /// Starts the elector (the mesh is started separately, before or after).
+    void start();
+    /// Stops the elector: a leader sends its cession; timers are cancelled.
+    void stop();
+
+    /// Called on every leadership change, on the io_context thread.
+    void subscribe(LeadershipCallback callback);
+    /// Leader only: hand over to `target`. Returns the reason when refused.
+    std::optional<std::string> transfer_leadership(NodeId target);
+
+    const Elector& elector() const { return elector_; }
+    /// The last snapshot delivered to subscribers: what the application may act on. After a
+    /// failed state write it is Stopped (the core's in-memory state may have moved further in
+    /// the failed batch; none of that took effect).
+    const LeadershipSnapshot& snapshot() const { return snapshot_; }
+    const DriverCounters& counters() const { return counters_; }
+    /// True after a state write failed: the node no longer takes part (restart it).
+    bool failed() const { return failed_; }
+    /// The driver's clock, as given to the core.
+    Millis now() const;
+
+  private:
+    std::optional<FrameRejection> on_frame(NodeId from, std::span<const std::uint8_t> payload);
+    void on_peer(NodeId peer, bool up);
+    void execute(const Actions& actions);
+    void send(NodeId to, const Message& message, const std::vector<std::uint8_t>& bytes);
+    void arm(TimerId timer, Millis delay);
+    void cancel(TimerId timer);
+    void persist(const DurableState& state);
+    void notify(const LeadershipSnapshot& snapshot);
+    std::string log_prefix() const;
+
+    boost::asio::io_context& io_;
+    Mesh& mesh_;
+    DriverOptions options_;
+    std::chrono::steady_clock::time_point epoch_;
+    std::mt19937_64 rng_;
+    Elector elector_;
+    std::array<std::unique_ptr<boost::asio::steady_timer>, kTimerCount> timers_;
+    std::array<std::uint64_t, kTimerCount> generations_{};
+    std::vector<LeadershipCallback> subscribers_;
+    LeadershipSnapshot snapshot_;
+    DriverCounters counters_;
+    bool failed_ = false;
+    /// Callbacks registered with the mesh and the timers hold a weak_ptr to this: a callback
+    /// that outlives the driver sees it expired and does nothing.
+    std::shared_ptr<int> alive_ = std::make_shared<int>(0);
+};
+
+}  // namespace conclave::net

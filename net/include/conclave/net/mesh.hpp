@@ -1,0 +1,151 @@
+// The TCP full mesh: one connection per pair of nodes, carrying typed frames.
+//
+// The mesh knows nothing about elections. It
+//   - listens on this node's endpoint and dials every peer with a higher index (the lower index
+//     of a pair dials, so each pair has exactly one connection), redialing with exponential
+//     backoff plus jitter while the peer is down;
+//   - runs the handshake (optional mutual TLS, then Hello, see handshake.hpp) under a deadline;
+//   - reports peer up (after the handshake) and peer down (connection lost) to its listeners;
+//   - hands each received frame to the handler registered for its channel; a handler returns a
+//     rejection to have the connection closed as a bad frame;
+//   - keeps a bounded send queue per peer: when it overflows the connection is reset (see
+//     net/README.md), never blocking the other peers.
+// Every bad input closes only the connection it came on, is logged once with the peer address
+// and is counted in MeshCounters.
+//
+// Threading: everything runs on the io_context passed in; all methods must be called from the
+// thread running it. Callbacks are invoked on it, possibly from inside send() or stop().
+#pragma once
+
+#include <array>
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "conclave/elector/types.hpp"
+#include "conclave/net/frame.hpp"
+#include "conclave/net/handshake.hpp"
+#include "conclave/net/membership.hpp"
+
+namespace conclave::net {
+
+/// Mutual TLS with a cluster CA. Every node presents a certificate signed by the CA and
+/// requires one from its peer.
+struct TlsOptions {
+    std::string ca_file;    // PEM: the cluster CA
+    std::string cert_file;  // PEM: this node's certificate (chain)
+    std::string key_file;   // PEM: this node's private key
+    /// Require the peer certificate's common name to equal the node id it claims in its Hello.
+    bool check_common_name = true;
+};
+
+struct MeshOptions {
+    std::size_t max_frame_bytes = kDefaultMaxFrameBytes;
+    /// Per peer: frames and bytes waiting to be written. Overflow resets that peer's connection.
+    std::size_t max_queue_frames = 1024;
+    std::size_t max_queue_bytes = std::size_t{8} << 20;
+    /// A connection must finish connect + TLS + Hello within this time (slowloris bound).
+    Millis handshake_timeout{2000};
+    /// Inbound connections allowed in their handshake at once; more are closed on accept.
+    std::size_t max_pending_inbound = 64;
+    /// Redial backoff: first delay, doubled per failed attempt up to the maximum; each delay is
+    /// drawn uniformly from [delay/2, delay] (jitter).
+    Millis reconnect_initial{50};
+    Millis reconnect_max{2000};
+    /// TCP keepalive: idle time before probing, probe interval, probes before the kernel drops
+    /// the connection (detects a vanished host whose connection never closed).
+    std::chrono::seconds keepalive_idle{10};
+    std::chrono::seconds keepalive_interval{2};
+    int keepalive_probes = 3;
+    std::optional<TlsOptions> tls;
+    /// Seed of the jitter RNG; std::random_device when unset.
+    std::optional<std::uint64_t> seed;
+};
+
+/// Counters for the /metrics layer. Monotonic.
+struct MeshCounters {
+    std::array<std::uint64_t, kChannelCount> frames_in{};  // by channel
+    std::array<std::uint64_t, kChannelCount> frames_out{};
+    std::uint64_t bytes_in = 0;
+    std::uint64_t bytes_out = 0;
+    std::array<std::uint64_t, kBadFrameKindCount> bad_frames{};     // by BadFrameKind
+    std::array<std::uint64_t, kRefusalCount> handshake_refusals{};  // by HandshakeRefusal
+    std::uint64_t connections_accepted = 0;
+    std::uint64_t connections_dialed = 0;  // connect attempts, first ones included
+    std::uint64_t reconnects = 0;          // dial attempts after a failure or a loss
+    std::uint64_t connect_failures = 0;
+    std::uint64_t handshakes_completed = 0;
+    std::uint64_t peer_ups = 0;
+    std::uint64_t peer_downs = 0;
+    std::uint64_t queue_overflows = 0;  // connections reset because their queue was full
+    std::uint64_t sends_dropped = 0;    // send() to a peer that is not up
+
+    std::uint64_t bad_frame(BadFrameKind k) const {
+        return bad_frames[static_cast<std::size_t>(k)];
+    }
+    std::uint64_t refusal(HandshakeRefusal r) const {
+        return handshake_refusals[static_cast<std::size_t>(r)];
+    }
+};
+
+/// Per-peer view for /status.
+struct PeerStatus {
+    bool up = false;
+    /// Last time a frame arrived from the peer (steady clock); nullopt if never.
+    std::optional<std::chrono::steady_clock::time_point> last_contact;
+    std::optional<std::chrono::steady_clock::time_point> up_since;
+    std::string remote_address;  // "ip:port" of the current connection, empty when down
+};
+
+/// Returned by a frame handler to reject a frame: the connection is closed and counted.
+struct FrameRejection {
+    BadFrameKind kind = BadFrameKind::Undecodable;
+    std::string detail;
+};
+using FrameHandler =
+    std::function<std::optional<FrameRejection>(NodeId from, std::span<const std::uint8_t>)>;
+using PeerHandler = std::function<void(NodeId peer, bool up)>;
+
+class Mesh {
+  public:
+    /// `membership` must validate; `self` indexes it. Throws std::invalid_argument otherwise,
+    /// and std::runtime_error when the TLS files cannot be loaded.
+    Mesh(boost::asio::io_context& io, Membership membership, NodeId self, MeshOptions options = {});
+    ~Mesh();
+    Mesh(const Mesh&) = delete;
+    Mesh& operator=(const Mesh&) = delete;
+
+    /// Register before start(). One handler per channel (Control is reserved).
+    void set_frame_handler(Channel channel, FrameHandler handler);
+    void add_peer_handler(PeerHandler handler);
+
+    /// Binds the listening socket and dials the peers. Throws boost::system::system_error if
+    /// the endpoint cannot be bound (e.g. port in use).
+    void start();
+    /// Closes the listener and every connection; each up peer is reported down. Idempotent.
+    void stop();
+
+    /// Queues one frame for `to`. Returns false (and counts it) when the peer is not up, or when
+    /// the queue overflowed and the connection was reset.
+    bool send(NodeId to, Channel channel, std::span<const std::uint8_t> payload);
+
+    bool is_up(NodeId peer) const;
+    PeerStatus peer_status(NodeId peer) const;
+    const MeshCounters& counters() const;
+    const Membership& membership() const;
+    NodeId self() const;
+    /// The bound listening port (useful when configured with port 0). 0 before start().
+    std::uint16_t local_port() const;
+
+    struct Impl;
+
+  private:
+    std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace conclave::net

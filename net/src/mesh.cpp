@@ -1,0 +1,405 @@
+// The mesh: listener, dialing with backoff, peer slots, frame dispatch.
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/ip/address.hpp>
+#include <stdexcept>
+
+#include "conclave/codec/json.hpp"
+#include "mesh_impl.hpp"
+
+namespace conclave::net {
+
+namespace asio = boost::asio;
+using boost::system::error_code;
+
+namespace {
+
+std::unique_ptr<ssl::context> make_tls_context(const TlsOptions& tls) {
+    auto ctx = std::make_unique<ssl::context>(ssl::context::tls);
+    ctx->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
+                     ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1);
+    const auto load = [](const char* field, const std::string& file, auto&& fn) {
+        error_code ec;
+        fn(ec);
+        if (ec) {
+            throw std::runtime_error(std::string("tls.") + field + ": cannot load '" + file +
+                                     "': " + ec.message());
+        }
+    };
+    load("ca_file", tls.ca_file, [&](error_code& ec) { ctx->load_verify_file(tls.ca_file, ec); });
+    load("cert_file", tls.cert_file,
+         [&](error_code& ec) { ctx->use_certificate_chain_file(tls.cert_file, ec); });
+    load("key_file", tls.key_file,
+         [&](error_code& ec) { ctx->use_private_key_file(tls.key_file, ssl::context::pem, ec); });
+    ctx->set_verify_mode(ssl::verify_peer | ssl::verify_fail_if_no_peer_cert);
+    return ctx;
+}
+
+}  // namespace
+
+Mesh::Impl::Impl(asio::io_context& io, Membership membership, NodeId self, MeshOptions options)
+    : io_(io),
+      membership_(std::move(membership)),
+      self_(self),
+      options_(std::move(options)),
+      acceptor_(io),
+      accept_retry_timer_(io),
+      rng_(options_.seed ? *options_.seed : std::random_device{}()) {
+    if (auto error = membership_.validate()) {
+        throw std::invalid_argument("membership: " + *error);
+    }
+    if (self_.value >= membership_.size()) {
+        throw std::invalid_argument("self: index " + std::to_string(self_.value) +
+                                    " is not in the membership table");
+    }
+    if (options_.max_frame_bytes < kMaxHandshakeFrameBytes ||
+        options_.max_frame_bytes > (std::size_t{1} << 31)) {
+        throw std::invalid_argument("max_frame_bytes: must be between " +
+                                    std::to_string(kMaxHandshakeFrameBytes) + " and 2^31");
+    }
+    if (options_.max_queue_frames == 0 || options_.max_queue_bytes < options_.max_frame_bytes) {
+        throw std::invalid_argument(
+            "max_queue_frames / max_queue_bytes: must hold at least one maximal frame");
+    }
+    if (options_.handshake_timeout <= Millis{0} || options_.reconnect_initial <= Millis{0} ||
+        options_.reconnect_max < options_.reconnect_initial) {
+        throw std::invalid_argument(
+            "handshake_timeout / reconnect_initial / reconnect_max: must be positive and "
+            "reconnect_max >= reconnect_initial");
+    }
+    if (options_.tls) {
+        tls_context_ = make_tls_context(*options_.tls);
+    }
+    for (std::size_t i = 0; i < membership_.size(); ++i) {
+        peers_.push_back(std::make_unique<PeerSlot>(io_));
+        peers_.back()->backoff = options_.reconnect_initial;
+    }
+}
+
+std::string Mesh::Impl::log_prefix() const {
+    return "[" + membership_.at(self_).id + "]";
+}
+
+Hello Mesh::Impl::own_hello() const {
+    return Hello{kProtocolVersion, membership_.cluster, membership_.at(self_).id};
+}
+
+void Mesh::Impl::start() {
+    assert(!started_);
+    started_ = true;
+    const auto& me = membership_.at(self_);
+    error_code ec;
+    const auto address = asio::ip::make_address(me.host, ec);
+    tcp::endpoint endpoint;
+    if (ec) {
+        tcp::resolver resolver(io_);
+        endpoint = *resolver.resolve(me.host, std::to_string(me.port)).begin();
+    } else {
+        endpoint = tcp::endpoint(address, me.port);
+    }
+    acceptor_.open(endpoint.protocol());
+    acceptor_.set_option(tcp::acceptor::reuse_address(true));
+    acceptor_.bind(endpoint);
+    acceptor_.listen();
+    local_port_ = acceptor_.local_endpoint().port();
+    spdlog::info("{} net: listening on {}:{} (cluster '{}', {} nodes, tls {})", log_prefix(),
+                 endpoint.address().to_string(), local_port_, membership_.cluster,
+                 membership_.size(), tls_enabled() ? "on" : "off");
+    do_accept();
+    for (std::size_t i = self_.value + 1U; i < membership_.size(); ++i) {
+        dial(NodeId{static_cast<std::uint16_t>(i)});
+    }
+}
+
+void Mesh::Impl::stop() {
+    if (stopped_) {
+        return;
+    }
+    stopped_ = true;
+    error_code ignored;
+    acceptor_.close(ignored);
+    accept_retry_timer_.cancel();
+    for (auto& slot : peers_) {
+        slot->redial_timer.cancel();
+    }
+    const auto open = connections_;  // close() removes from the set
+    for (const auto& c : open) {
+        c->close(spdlog::level::info, "mesh stopped");
+    }
+}
+
+void Mesh::Impl::do_accept() {
+    acceptor_.async_accept([weak = weak_from_this()](const error_code& ec, tcp::socket socket) {
+        auto self = weak.lock();
+        if (!self || self->stopped_ || ec == asio::error::operation_aborted) {
+            return;
+        }
+        if (ec) {
+            // e.g. out of file descriptors: retry shortly instead of spinning.
+            spdlog::warn("{} net: accept failed: {}", self->log_prefix(), ec.message());
+            self->accept_retry_timer_.expires_after(Millis{100});
+            self->accept_retry_timer_.async_wait([weak](const error_code& ec2) {
+                auto s = weak.lock();
+                if (s && !ec2 && !s->stopped_) {
+                    s->do_accept();
+                }
+            });
+            return;
+        }
+        ++self->counters_.connections_accepted;
+        if (self->pending_inbound_ >= self->options_.max_pending_inbound) {
+            ++self->counters_
+                  .handshake_refusals[static_cast<std::size_t>(HandshakeRefusal::TooManyPending)];
+            error_code ep_ec;
+            const auto ep = socket.remote_endpoint(ep_ec);
+            spdlog::warn(
+                "{} net: refusing connection from {}: {} connections already in their "
+                "handshake",
+                self->log_prefix(), ep_ec ? "?" : ep.address().to_string(), self->pending_inbound_);
+            socket.close(ep_ec);
+        } else {
+            auto c = std::make_shared<Connection>(weak, std::move(socket), self->tls_context_.get(),
+                                                  std::nullopt);
+            self->connections_.insert(c);
+            ++self->pending_inbound_;
+            c->start_inbound();
+        }
+        self->do_accept();
+    });
+}
+
+void Mesh::Impl::dial(NodeId peer) {
+    if (stopped_) {
+        return;
+    }
+    auto& slot = *peers_[peer.value];
+    assert(!slot.connection);
+    ++counters_.connections_dialed;
+    if (slot.ever_dialed) {
+        ++counters_.reconnects;
+    }
+    slot.ever_dialed = true;
+    auto c =
+        std::make_shared<Connection>(weak_from_this(), tcp::socket(io_), tls_context_.get(), peer);
+    slot.connection = c;
+    connections_.insert(c);
+    const auto& address = membership_.at(peer);
+    c->start_outbound(address.host, address.port);
+}
+
+void Mesh::Impl::schedule_redial(NodeId peer) {
+    if (stopped_) {
+        return;
+    }
+    auto& slot = *peers_[peer.value];
+    const auto backoff = slot.backoff;
+    std::uniform_int_distribution<Millis::rep> jitter(backoff.count() / 2, backoff.count());
+    const Millis delay{jitter(rng_)};
+    slot.backoff = std::min(backoff * 2, options_.reconnect_max);
+    slot.redial_timer.expires_after(delay);
+    slot.redial_timer.async_wait([weak = weak_from_this(), peer](const error_code& ec) {
+        auto self = weak.lock();
+        if (!self || ec || self->stopped_ || self->peers_[peer.value]->connection) {
+            return;
+        }
+        self->dial(peer);
+    });
+}
+
+HelloCheck Mesh::Impl::on_hello(Connection& c, const Hello& hello) {
+    HelloCheck check = check_hello(hello, membership_, self_, c.dialed());
+    if (check.refusal) {
+        return check;
+    }
+    const NodeId peer = *check.peer;
+    if (tls_enabled() && options_.tls->check_common_name) {
+        const std::string cn = c.peer_common_name();
+        if (cn != hello.node) {
+            check.peer.reset();
+            check.refusal = HandshakeRefusal::CertificateMismatch;
+            check.detail =
+                "hello claims '" + hello.node + "' but the certificate names '" + cn + "'";
+            return check;
+        }
+    }
+    if (!c.dialed()) {
+        auto& slot = *peers_[peer.value];
+        if (slot.up) {
+            check.peer.reset();
+            check.refusal = HandshakeRefusal::DuplicateNode;
+            check.detail = "node '" + hello.node + "' already has an established connection";
+            // The peer may have restarted without the old connection noticing: probe it, so that
+            // a dead connection fails (RST) and the peer's next redial succeeds.
+            if (slot.connection) {
+                slot.connection->enqueue(Channel::Control, encode_ping());
+            }
+        }
+    }
+    return check;
+}
+
+std::optional<std::pair<HandshakeRefusal, std::string>> Mesh::Impl::on_confirmation(Connection& c) {
+    const NodeId peer = *c.peer();
+    if (peers_[peer.value]->up) {
+        return std::make_pair(
+            HandshakeRefusal::DuplicateNode,
+            "node '" + membership_.at(peer).id + "' got another connection established first");
+    }
+    return std::nullopt;
+}
+
+void Mesh::Impl::on_established(const std::shared_ptr<Connection>& c) {
+    const NodeId peer = *c->peer();
+    auto& slot = *peers_[peer.value];
+    assert(!slot.up);
+    if (!c->dialed()) {
+        assert(pending_inbound_ > 0);
+        --pending_inbound_;
+    } else {
+        assert(slot.connection == c);
+        slot.backoff = options_.reconnect_initial;
+    }
+    slot.connection = c;
+    slot.up = true;
+    const auto now = std::chrono::steady_clock::now();
+    slot.up_since = now;
+    slot.last_contact = now;
+    ++counters_.handshakes_completed;
+    ++counters_.peer_ups;
+    spdlog::info("{} net: peer {} up ({} {})", log_prefix(), membership_.at(peer).id,
+                 c->dialed() ? "dialed" : "accepted from", c->remote());
+    const auto handlers = peer_handlers_;
+    for (const auto& h : handlers) {
+        h(peer, true);
+    }
+}
+
+std::optional<FrameRejection> Mesh::Impl::on_frame(Connection& c, Frame& frame) {
+    const NodeId peer = *c.peer();
+    const auto channel_index = static_cast<std::size_t>(frame.channel);
+    if (channel_index >= kChannelCount ||
+        (frame.channel != Channel::Control && !handlers_[channel_index])) {
+        return FrameRejection{BadFrameKind::UnknownChannel,
+                              "channel " + std::to_string(channel_index) + " is not served"};
+    }
+    ++counters_.frames_in[channel_index];
+    peers_[peer.value]->last_contact = std::chrono::steady_clock::now();
+    if (frame.channel == Channel::Control) {
+        try {
+            if (decode_control_kind(frame.payload) == ControlKind::Ping) {
+                return std::nullopt;
+            }
+            return FrameRejection{BadFrameKind::UnexpectedControl, "hello after the handshake"};
+        } catch (const DecodeError& e) {
+            return FrameRejection{BadFrameKind::UnexpectedControl, e.what()};
+        }
+    }
+    // Copy: the handler may stop the mesh or replace handlers while it runs.
+    const FrameHandler handler = handlers_[channel_index];
+    return handler(peer, frame.payload);
+}
+
+void Mesh::Impl::on_closed(const std::shared_ptr<Connection>& c) {
+    connections_.erase(c);
+    if (!c->dialed() && !c->established()) {
+        assert(pending_inbound_ > 0);
+        --pending_inbound_;
+    }
+    const auto who = c->established() ? c->peer() : c->dialed();
+    if (!who) {
+        return;
+    }
+    auto& slot = *peers_[who->value];
+    if (slot.connection != c) {
+        return;  // a refused duplicate, or a connection that never owned the slot
+    }
+    slot.connection.reset();
+    if (slot.up) {
+        slot.up = false;
+        slot.up_since.reset();
+        ++counters_.peer_downs;
+        spdlog::info("{} net: peer {} down", log_prefix(), membership_.at(*who).id);
+        const auto handlers = peer_handlers_;
+        for (const auto& h : handlers) {
+            h(*who, false);
+        }
+    }
+    if (c->dialed()) {
+        schedule_redial(*c->dialed());
+    }
+}
+
+bool Mesh::Impl::send(NodeId to, Channel channel, std::span<const std::uint8_t> payload) {
+    assert(to.value < peers_.size() && to != self_);
+    auto& slot = *peers_[to.value];
+    if (stopped_ || !slot.up || !slot.connection) {
+        ++counters_.sends_dropped;
+        return false;
+    }
+    return slot.connection->enqueue(channel, payload);
+}
+
+// ---- Mesh (handle) -----------------------------------------------------------------------------
+
+Mesh::Mesh(asio::io_context& io, Membership membership, NodeId self, MeshOptions options)
+    : impl_(std::make_shared<Impl>(io, std::move(membership), self, std::move(options))) {}
+
+Mesh::~Mesh() {
+    impl_->stop();
+}
+
+void Mesh::set_frame_handler(Channel channel, FrameHandler handler) {
+    if (channel == Channel::Control || static_cast<std::size_t>(channel) >= kChannelCount) {
+        throw std::invalid_argument("channel: control is reserved for the mesh");
+    }
+    impl_->handlers_[static_cast<std::size_t>(channel)] = std::move(handler);
+}
+
+void Mesh::add_peer_handler(PeerHandler handler) {
+    impl_->peer_handlers_.push_back(std::move(handler));
+}
+
+void Mesh::start() {
+    impl_->start();
+}
+void Mesh::stop() {
+    impl_->stop();
+}
+
+bool Mesh::send(NodeId to, Channel channel, std::span<const std::uint8_t> payload) {
+    return impl_->send(to, channel, payload);
+}
+
+bool Mesh::is_up(NodeId peer) const {
+    return peer.value < impl_->peers_.size() && impl_->peers_[peer.value]->up;
+}
+
+PeerStatus Mesh::peer_status(NodeId peer) const {
+    PeerStatus s;
+    if (peer.value >= impl_->peers_.size() || peer == impl_->self_) {
+        return s;
+    }
+    const auto& slot = *impl_->peers_[peer.value];
+    s.up = slot.up;
+    s.last_contact = slot.last_contact;
+    s.up_since = slot.up_since;
+    if (slot.up && slot.connection) {
+        s.remote_address = slot.connection->remote();
+    }
+    return s;
+}
+
+const MeshCounters& Mesh::counters() const {
+    return impl_->counters_;
+}
+const Membership& Mesh::membership() const {
+    return impl_->membership_;
+}
+NodeId Mesh::self() const {
+    return impl_->self_;
+}
+std::uint16_t Mesh::local_port() const {
+    return impl_->local_port_;
+}
+
+}  // namespace conclave::net

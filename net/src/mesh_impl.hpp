@@ -1,0 +1,136 @@
+// Internal to net/: the mesh's state and its connections. Not installed.
+#pragma once
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <deque>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "conclave/net/mesh.hpp"
+
+namespace conclave::net {
+
+using tcp = boost::asio::ip::tcp;
+namespace ssl = boost::asio::ssl;
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+/// One TCP (or TLS) connection, inbound or outbound, from connect to close.
+/// Owned by shared_ptr: pending asynchronous operations keep it alive; `owner_` is the mesh,
+/// which may be gone by the time a cancelled operation completes (then nothing is reported).
+class Connection : public std::enable_shared_from_this<Connection> {
+  public:
+    /// `dialed`: the peer this node dialed (outbound), nullopt for an accepted connection.
+    Connection(std::weak_ptr<Mesh::Impl> owner, tcp::socket socket, ssl::context* tls,
+               std::optional<NodeId> dialed);
+
+    void start_inbound();
+    void start_outbound(const std::string& host, std::uint16_t port);
+
+    /// Queues a frame. Returns false when the queue overflowed (the connection is then closed).
+    bool enqueue(Channel channel, std::span<const std::uint8_t> payload);
+    /// Closes once; logs `why` at `level` and reports the close to the owner.
+    void close(int level, const std::string& why);
+    void close_bad_frame(BadFrameKind kind, const std::string& detail);
+    void close_refused(HandshakeRefusal refusal, const std::string& detail);
+
+    std::optional<NodeId> peer() const { return peer_; }
+    std::optional<NodeId> dialed() const { return dialed_; }
+    bool established() const { return established_; }
+    bool closed() const { return closed_; }
+    const std::string& remote() const { return remote_; }
+    /// TLS: the common name of the peer certificate ("" without TLS or without a CN).
+    std::string peer_common_name();
+
+  private:
+    void on_connected();
+    void start_handshake_deadline();
+    void begin_hello_exchange();
+    void do_read();
+    void on_read(const boost::system::error_code& ec, std::size_t n);
+    void handle_frame(Frame& frame);
+    void handle_hello(std::span<const std::uint8_t> payload);
+    void establish();
+    void do_write();
+    void set_socket_options();
+    std::string describe() const;
+
+    std::weak_ptr<Mesh::Impl> owner_;
+    tcp::socket socket_;
+    std::optional<ssl::stream<tcp::socket&>> tls_;
+    tcp::resolver resolver_;
+    boost::asio::steady_timer deadline_;
+    std::optional<NodeId> dialed_;
+    std::optional<NodeId> peer_;
+    std::string remote_;
+    bool established_ = false;
+    bool closed_ = false;
+    bool hello_sent_ = false;
+    bool awaiting_confirmation_ = false;  // inbound: our hello sent, waiting for the dialer's ping
+    FrameDecoder decoder_;
+    std::array<std::uint8_t, 16384> read_buffer_{};
+    std::deque<std::vector<std::uint8_t>> queue_;
+    std::size_t queued_bytes_ = 0;
+    bool writing_ = false;
+};
+
+struct PeerSlot {
+    explicit PeerSlot(boost::asio::io_context& io) : redial_timer(io) {}
+    /// The established connection, or (for a peer this node dials) the dial in progress.
+    std::shared_ptr<Connection> connection;
+    bool up = false;
+    std::optional<SteadyTime> last_contact;
+    std::optional<SteadyTime> up_since;
+    boost::asio::steady_timer redial_timer;
+    Millis backoff{0};
+    bool ever_dialed = false;
+};
+
+struct Mesh::Impl : std::enable_shared_from_this<Mesh::Impl> {
+    Impl(boost::asio::io_context& io, Membership membership, NodeId self, MeshOptions options);
+
+    void start();
+    void stop();
+    bool send(NodeId to, Channel channel, std::span<const std::uint8_t> payload);
+
+    // ---- Called by connections ----
+    /// Checks a received Hello (membership, direction, TLS name, duplicates). Counts refusals.
+    HelloCheck on_hello(Connection& c, const Hello& hello);
+    /// Inbound: the dialer confirmed; re-checks duplicates (two connections may claim one id).
+    std::optional<std::pair<HandshakeRefusal, std::string>> on_confirmation(Connection& c);
+    void on_established(const std::shared_ptr<Connection>& c);
+    std::optional<FrameRejection> on_frame(Connection& c, Frame& frame);
+    void on_closed(const std::shared_ptr<Connection>& c);
+    bool tls_enabled() const { return tls_context_ != nullptr; }
+
+    // ---- Internal ----
+    void do_accept();
+    void dial(NodeId peer);
+    void schedule_redial(NodeId peer);
+    Hello own_hello() const;
+    std::string log_prefix() const;
+
+    boost::asio::io_context& io_;
+    Membership membership_;
+    NodeId self_;
+    MeshOptions options_;
+    std::unique_ptr<ssl::context> tls_context_;
+    tcp::acceptor acceptor_;
+    boost::asio::steady_timer accept_retry_timer_;
+    std::vector<std::unique_ptr<PeerSlot>> peers_;       // indexed by NodeId; self's slot unused
+    std::set<std::shared_ptr<Connection>> connections_;  // every open connection
+    std::size_t pending_inbound_ = 0;
+    std::array<FrameHandler, kChannelCount> handlers_;
+    std::vector<PeerHandler> peer_handlers_;
+    MeshCounters counters_;
+    std::mt19937_64 rng_;
+    bool started_ = false;
+    bool stopped_ = false;
+    std::uint16_t local_port_ = 0;
+};
+
+}  // namespace conclave::net

@@ -1,0 +1,129 @@
+// Loopback clusters over real TCP: election, failover through connection loss, rejoin.
+#include "fixture.hpp"
+
+using namespace conclave;
+using namespace conclave::net;
+using namespace conclave::net::test;
+
+TEST_CASE("a 3-node loopback cluster elects exactly one leader") {
+    TestCluster cluster(3);
+    cluster.start_all();
+    REQUIRE(cluster.wait_for_leader());
+    CHECK(cluster.leader_count() == 1);
+    for (const auto& n : cluster.nodes) {
+        CHECK(n->driver->counters().state_writes >= 1);
+        CHECK(n->driver->counters().alarms == 0);
+        for (std::uint16_t p = 0; p < 3; ++p) {
+            if (NodeId{p} != n->self) {
+                CHECK(n->mesh->peer_status(NodeId{p}).up);
+                CHECK(n->mesh->peer_status(NodeId{p}).last_contact.has_value());
+            }
+        }
+    }
+    const auto leader = *cluster.agreed_leader();
+    const auto& lc = cluster.nodes[leader.value]->driver->counters();
+    CHECK(lc.messages_out[4] > 0);  // LeaderHeartbeat
+}
+
+TEST_CASE("a 5-node loopback cluster elects exactly one leader") {
+    TestCluster cluster(5);
+    cluster.start_all();
+    REQUIRE(cluster.wait_for_leader());
+    CHECK(cluster.leader_count() == 1);
+    // The mesh is full: every node sees its 4 peers.
+    for (const auto& n : cluster.nodes) {
+        CHECK(n->mesh->counters().peer_ups == 4);
+        CHECK(n->mesh->counters().handshake_refusals == std::array<std::uint64_t, kRefusalCount>{});
+    }
+}
+
+TEST_CASE("losing the leader's node fails over through connection loss; it rejoins as follower") {
+    TestCluster cluster(3);
+    cluster.start_all();
+    REQUIRE(cluster.wait_for_leader());
+    const NodeId old_leader = *cluster.agreed_leader();
+    const Term old_term = cluster.nodes[old_leader.value]->driver->snapshot().term;
+
+    cluster.nodes[old_leader.value]->kill();
+    REQUIRE(cluster.wait_for_leader());
+    const NodeId new_leader = *cluster.agreed_leader();
+    CHECK(new_leader != old_leader);
+    // The followers dropped the old leader because its connection closed, not because its
+    // heartbeats stopped (the inactivity interval is 2 s here).
+    for (const auto& n : cluster.nodes) {
+        if (n->alive()) {
+            CHECK(n->saw_reason(Reason::LeaderUnavailable));
+            CHECK_FALSE(n->saw_reason(Reason::LeaderNoHeartbeat));
+        }
+    }
+    const Term new_term = cluster.nodes[new_leader.value]->driver->snapshot().term;
+    CHECK(new_term > old_term);
+
+    // Restart the old leader on the same port and data directory.
+    auto& restarted = *cluster.nodes[old_leader.value];
+    restarted.history.clear();
+    restarted.start();
+    CHECK(restarted.driver->elector().state().term >= old_term);  // restored from disk
+    REQUIRE(run_until(
+        cluster.io, [&] { return restarted.leader() == new_leader; }, 5000ms));
+    // It follows without deposing the current leader.
+    run_for(cluster.io, 300ms);
+    CHECK(cluster.agreed_leader() == new_leader);
+    CHECK(cluster.nodes[new_leader.value]->driver->snapshot().term == new_term);
+    CHECK(cluster.leader_count() == 1);
+}
+
+TEST_CASE("a corrupt state file stops the node from starting; a missing one is a new node") {
+    TempDir dir;
+    asio::io_context io;
+    const auto ports = free_ports(1);
+    const auto membership = make_membership(ports);
+    Mesh mesh(io, membership, NodeId{0});
+    {
+        ElectorDriver fresh(io, mesh, test_config(1, NodeId{0}), DriverOptions{dir.path, 1});
+        CHECK(fresh.elector().state().term == Term{0});
+    }
+    std::filesystem::create_directories(dir.path);
+    { std::ofstream(dir.path / kStateFileName) << "{\"format\": 1, \"term\": \"seven\"}"; }
+    try {
+        ElectorDriver broken(io, mesh, test_config(1, NodeId{0}), DriverOptions{dir.path, 1});
+        FAIL("a corrupt state file was accepted");
+    } catch (const StateFileError& e) {
+        CHECK(std::string(e.what()).find("term") != std::string::npos);
+    }
+}
+
+TEST_CASE("a single-node cluster persists its term before it leads") {
+    TempDir dir;
+    asio::io_context io;
+    const auto membership = make_membership(free_ports(1));
+    Mesh mesh(io, membership, NodeId{0});
+    ElectorDriver driver(io, mesh, test_config(1, NodeId{0}), DriverOptions{dir.path, 1});
+    mesh.start();
+    driver.start();
+    REQUIRE(run_until(
+        io, [&] { return driver.snapshot().role == Role::Leader; }, 3000ms));
+    const auto stored = load_durable_state(dir.path, 1);
+    REQUIRE(stored.has_value());
+    CHECK(stored->term == driver.snapshot().term);
+}
+
+TEST_CASE("a failed state write stops the driver before anything depending on it is sent") {
+    TempDir dir;
+    { std::ofstream(dir.path / "not-a-dir") << "x"; }
+    asio::io_context io;
+    const auto membership = make_membership(free_ports(1));
+    Mesh mesh(io, membership, NodeId{0});
+    // The data directory lies below a regular file: creating it fails at the first write.
+    ElectorDriver driver(io, mesh, test_config(1, NodeId{0}),
+                         DriverOptions{dir.path / "not-a-dir" / "data", 1});
+    mesh.start();
+    driver.start();
+    REQUIRE(run_until(
+        io, [&] { return driver.failed(); }, 3000ms));
+    run_for(io, 200ms);
+    CHECK(driver.counters().state_write_failures == 1);
+    CHECK(driver.counters().state_writes == 0);
+    CHECK(driver.snapshot().role != Role::Leader);
+    CHECK(driver.transfer_leadership(NodeId{0}).has_value());
+}

@@ -1,0 +1,207 @@
+// Helpers for the loopback tests: free ports, temp dirs, in-process nodes, bounded run loops.
+#pragma once
+
+#include <stdlib.h>
+#include <catch2/catch.hpp>
+
+#include <boost/asio.hpp>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "conclave/net/driver.hpp"
+#include "conclave/net/mesh.hpp"
+#include "conclave/net/state_file.hpp"
+
+namespace conclave::net::test {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using namespace std::chrono_literals;
+
+/// Runs `io` until `done()` or the deadline; returns done(). Never sleeps: waits on the io.
+inline bool run_until(asio::io_context& io, const std::function<bool()>& done,
+                      std::chrono::milliseconds deadline) {
+    const auto end = std::chrono::steady_clock::now() + deadline;
+    while (!done()) {
+        if (std::chrono::steady_clock::now() >= end) {
+            return false;
+        }
+        if (io.stopped()) {
+            io.restart();
+        }
+        io.run_for(5ms);
+    }
+    return true;
+}
+
+/// Runs `io` for a fixed time (to observe that something does NOT happen).
+inline void run_for(asio::io_context& io, std::chrono::milliseconds duration) {
+    run_until(
+        io, [] { return false; }, duration);
+}
+
+/// N distinct free ports on 127.0.0.1 (bound together with port 0, then released).
+inline std::vector<std::uint16_t> free_ports(std::size_t n) {
+    asio::io_context io;
+    std::vector<std::unique_ptr<tcp::acceptor>> holders;
+    std::vector<std::uint16_t> ports;
+    for (std::size_t i = 0; i < n; ++i) {
+        auto a = std::make_unique<tcp::acceptor>(
+            io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+        ports.push_back(a->local_endpoint().port());
+        holders.push_back(std::move(a));
+    }
+    return ports;
+}
+
+/// A temporary directory removed at scope exit.
+struct TempDir {
+    TempDir() {
+        std::string pattern =
+            (std::filesystem::temp_directory_path() / "conclave-net-XXXXXX").string();
+        REQUIRE(::mkdtemp(pattern.data()) != nullptr);
+        path = pattern;
+    }
+    ~TempDir() {
+        std::error_code ignored;
+        std::filesystem::remove_all(path, ignored);
+    }
+    std::filesystem::path path;
+};
+
+inline Membership make_membership(const std::vector<std::uint16_t>& ports,
+                                  std::string cluster = "test") {
+    Membership m;
+    m.cluster = std::move(cluster);
+    for (std::size_t i = 0; i < ports.size(); ++i) {
+        m.nodes.push_back(NodeAddress{"n" + std::to_string(i + 1), "127.0.0.1", ports[i]});
+    }
+    return m;
+}
+
+/// Test timing: the fast profile, but with a long heartbeat inactivity interval (2 s), so that
+/// a failover within it can only come from connection loss.
+inline Config test_config(std::size_t n, NodeId self) {
+    Config c = Config::fast(n, self);
+    c.heartbeat_miss_count = 20;
+    return c;
+}
+
+inline MeshOptions test_mesh_options() {
+    MeshOptions o;
+    o.reconnect_initial = 20ms;
+    o.reconnect_max = 200ms;
+    o.handshake_timeout = 1000ms;
+    return o;
+}
+
+/// One in-process node: a mesh and an elector driver on a shared io_context.
+struct TestNode {
+    TestNode(asio::io_context& io_, Membership membership_, NodeId self_,
+             std::filesystem::path data_dir_, MeshOptions mesh_options_ = test_mesh_options())
+        : io(io_),
+          membership(std::move(membership_)),
+          self(self_),
+          data_dir(std::move(data_dir_)),
+          mesh_options(std::move(mesh_options_)) {}
+
+    void start() {
+        mesh_options.seed = 1000 + self.value;
+        mesh = std::make_unique<Mesh>(io, membership, self, mesh_options);
+        driver = std::make_unique<ElectorDriver>(io, *mesh, test_config(membership.size(), self),
+                                                 DriverOptions{data_dir, 7 + self.value});
+        driver->subscribe([this](const LeadershipSnapshot& s) { history.push_back(s); });
+        mesh->start();
+        driver->start();
+    }
+    /// Abrupt loss: sockets close without a LeadershipCession (like a crashed process).
+    void kill() {
+        driver.reset();
+        mesh.reset();
+    }
+    bool alive() const { return driver != nullptr; }
+    bool is_leader() const { return alive() && driver->snapshot().role == Role::Leader; }
+    std::optional<NodeId> leader() const {
+        return alive() ? driver->snapshot().leader : std::nullopt;
+    }
+    bool saw_reason(Reason r) const {
+        for (const auto& s : history) {
+            if (s.reason == r) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    asio::io_context& io;
+    Membership membership;
+    NodeId self;
+    std::filesystem::path data_dir;
+    MeshOptions mesh_options;
+    std::unique_ptr<Mesh> mesh;
+    std::unique_ptr<ElectorDriver> driver;
+    std::vector<LeadershipSnapshot> history;
+};
+
+struct TestCluster {
+    TestCluster(std::size_t n, std::function<MeshOptions(NodeId)> options = {}) {
+        const auto ports = free_ports(n);
+        membership = make_membership(ports);
+        for (std::uint16_t i = 0; i < n; ++i) {
+            auto opts = options ? options(NodeId{i}) : test_mesh_options();
+            nodes.push_back(std::make_unique<TestNode>(
+                io, membership, NodeId{i}, dir.path / ("n" + std::to_string(i + 1)), opts));
+        }
+    }
+    ~TestCluster() {
+        for (auto& n : nodes) {
+            n->kill();
+        }
+    }
+    void start_all() {
+        for (auto& n : nodes) {
+            n->start();
+        }
+    }
+    /// The leader every live node agrees on, if any.
+    std::optional<NodeId> agreed_leader() const {
+        std::optional<NodeId> leader;
+        for (const auto& n : nodes) {
+            if (!n->alive()) {
+                continue;
+            }
+            const auto l = n->leader();
+            if (!l || (leader && *leader != *l)) {
+                return std::nullopt;
+            }
+            leader = l;
+        }
+        if (!leader || !nodes[leader->value]->is_leader()) {
+            return std::nullopt;
+        }
+        return leader;
+    }
+    std::size_t leader_count() const {
+        std::size_t count = 0;
+        for (const auto& n : nodes) {
+            count += n->is_leader() ? 1U : 0U;
+        }
+        return count;
+    }
+    bool wait_for_leader(std::chrono::milliseconds deadline = 5000ms) {
+        return run_until(
+            io, [this] { return agreed_leader().has_value(); }, deadline);
+    }
+
+    asio::io_context io;
+    TempDir dir;
+    Membership membership;
+    std::vector<std::unique_ptr<TestNode>> nodes;
+};
+
+}  // namespace conclave::net::test

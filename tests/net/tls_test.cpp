@@ -1,0 +1,99 @@
+// Mutual TLS with a cluster CA. Certificates are generated at run time with the openssl command.
+#include <cstdlib>
+
+#include "fixture.hpp"
+
+using namespace conclave;
+using namespace conclave::net;
+using namespace conclave::net::test;
+
+namespace {
+
+void run(const std::string& command) {
+    INFO(command);
+    REQUIRE(std::system((command + " >/dev/null 2>&1").c_str()) == 0);
+}
+
+/// A CA (`ca_name`.pem) and one certificate per common name, signed by it, in `dir`.
+void make_pki(const std::filesystem::path& dir, const std::string& ca_name,
+              const std::vector<std::string>& common_names) {
+    const std::string d = dir.string() + "/";
+    const std::string ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+    run("openssl req -x509 " + ec + " -keyout " + d + ca_name + ".key -out " + d + ca_name +
+        ".pem -subj /CN=" + ca_name + " -days 2");
+    for (const auto& cn : common_names) {
+        const std::string base = d + ca_name + "-" + cn;
+        run("openssl req " + ec + " -keyout " + base + ".key -out " + base +
+            ".csr -subj /CN=" + cn);
+        run("openssl x509 -req -in " + base + ".csr -CA " + d + ca_name + ".pem -CAkey " + d +
+            ca_name + ".key -CAcreateserial -out " + base + ".pem -days 2");
+    }
+}
+
+TlsOptions tls(const std::filesystem::path& dir, const std::string& ca, const std::string& cert) {
+    const std::string d = dir.string() + "/";
+    return TlsOptions{d + ca + ".pem", d + cert + ".pem", d + cert + ".key", true};
+}
+
+}  // namespace
+
+TEST_CASE("TLS: a 3-node cluster elects; a foreign CA and a borrowed certificate are refused") {
+    TempDir pki;
+    make_pki(pki.path, "ca", {"n1", "n2", "n3"});
+    make_pki(pki.path, "rogue", {"n3"});
+
+    SECTION("all nodes with certificates from the cluster CA") {
+        TestCluster cluster(3, [&](NodeId n) {
+            auto o = test_mesh_options();
+            o.tls = tls(pki.path, "ca", "ca-n" + std::to_string(n.value + 1));
+            return o;
+        });
+        cluster.start_all();
+        REQUIRE(cluster.wait_for_leader());
+        CHECK(cluster.leader_count() == 1);
+        for (const auto& n : cluster.nodes) {
+            CHECK(n->mesh->counters().peer_ups == 2);
+        }
+    }
+
+    SECTION("n3 presents a certificate from another CA") {
+        TestCluster cluster(3, [&](NodeId n) {
+            auto o = test_mesh_options();
+            o.tls = n.value == 2 ? tls(pki.path, "ca", "rogue-n3")
+                                 : tls(pki.path, "ca", "ca-n" + std::to_string(n.value + 1));
+            return o;
+        });
+        cluster.start_all();
+        // n1 and n2 elect among themselves; n3 never gets a connection up.
+        REQUIRE(run_until(
+            cluster.io,
+            [&] {
+                return cluster.nodes[0]->leader() &&
+                       cluster.nodes[0]->leader() == cluster.nodes[1]->leader() &&
+                       cluster.nodes[2]->mesh->counters().refusal(HandshakeRefusal::TlsFailed) >= 1;
+            },
+            5000ms));
+        CHECK(cluster.nodes[2]->mesh->counters().peer_ups == 0);
+        CHECK_FALSE(cluster.nodes[0]->mesh->is_up(NodeId{2}));
+        CHECK_FALSE(cluster.nodes[1]->mesh->is_up(NodeId{2}));
+    }
+
+    SECTION("n3 presents n2's certificate (right CA, wrong name)") {
+        TestCluster cluster(3, [&](NodeId n) {
+            auto o = test_mesh_options();
+            o.tls =
+                tls(pki.path, "ca", n.value == 2 ? "ca-n2" : "ca-n" + std::to_string(n.value + 1));
+            return o;
+        });
+        cluster.start_all();
+        REQUIRE(run_until(
+            cluster.io,
+            [&] {
+                return cluster.nodes[0]->mesh->counters().refusal(
+                           HandshakeRefusal::CertificateMismatch) >= 1;
+            },
+            5000ms));
+        CHECK_FALSE(cluster.nodes[0]->mesh->is_up(NodeId{2}));
+        CHECK(cluster.nodes[2]->mesh->counters().peer_ups == 0);
+    }
+}
