@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Configures and builds one flavour of Conclave.
-#   scripts/build.sh [release|asan|tsan]   -> build/<flavour>
+#   scripts/build.sh [release|asan|tsan] [TARGET...]   -> build/<flavour> (all targets by default)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 flavour=${1:-release}
+shift || true
 case "$flavour" in
   release) sanitize="" ; type=RelWithDebInfo ;;
   asan)    sanitize="address,undefined" ; type=Debug ;;
@@ -14,4 +15,6 @@ generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 cmake -S . -B "build/$flavour" "${generator[@]}" -DCMAKE_BUILD_TYPE="$type" \
   -DCONCLAVE_SANITIZE="$sanitize" -DCONCLAVE_WERROR=ON >/dev/null
-cmake --build "build/$flavour" -j "$(nproc)"
+targets=()
+[ $# -gt 0 ] && targets=(--target "$@")
+cmake --build "build/$flavour" -j "$(nproc)" "${targets[@]}"
