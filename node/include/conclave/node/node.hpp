@@ -1,0 +1,141 @@
+// Node: one Conclave cluster member in a process — the mesh, the elector driver, the metrics and
+// (optionally) the HTTP admin server, all on one io_context. This is the embedding API; the
+// `conclaved` daemon is a thin main() around it.
+//
+//   conclave::node::Node node(config);              // config from load_cluster_config()
+//   node.subscribe([](const conclave::node::Leadership& l) { ... });
+//   if (auto error = node.start()) { ... }          // binds the ports
+//   node.run();                                     // until stop() completes
+//
+// Leadership is reported with the config's string ids. subscribe() is level-triggered: the
+// callback gets the current snapshot at once, then every change in order ("no leader" included).
+// Leader-only work must carry `fencing_token` to downstream resources guarded by a FencingGate.
+//
+// Threading: everything (callbacks included) runs on the io_context thread; call the methods
+// from it (before run(), or from handlers/posted functions).
+#pragma once
+
+#include <spdlog/logger.h>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "conclave/elector/fencing.hpp"
+#include "conclave/node/admin_routes.hpp"
+#include "conclave/node/cluster_config.hpp"
+#include "conclave/node/metrics.hpp"
+
+namespace conclave::net {
+class Mesh;
+class ElectorDriver;
+}  // namespace conclave::net
+
+namespace conclave::node {
+
+using conclave::FencingGate;
+
+class LeadershipMetrics;
+
+/// What the application may act on, with string node ids.
+struct Leadership {
+    Role role = Role::Stopped;
+    std::uint64_t term = 0;
+    std::optional<std::string> leader;  // nullopt: no leader known
+    std::uint64_t fencing_token = 0;    // 0 when no leader is known
+    Reason reason = Reason::Stopped;
+    bool is_leader() const { return role == Role::Leader; }
+    bool operator==(const Leadership&) const = default;
+};
+
+struct NodeOptions {
+    /// Serve /status, /metrics, ... on the config's `http` endpoint.
+    bool admin_http = true;
+    /// Seeds the elector's and the mesh's RNGs (tests); random when unset.
+    std::optional<std::uint64_t> seed;
+    /// Logger to use; by default make_logger(node id, config.log).
+    std::shared_ptr<spdlog::logger> logger;
+};
+
+class Node {
+  public:
+    using LeadershipCallback = std::function<void(const Leadership&)>;
+
+    /// Owns its io_context (drive it with run()).
+    explicit Node(ClusterConfig config, NodeOptions options = {});
+    /// Borrows the caller's io_context, which must outlive the Node.
+    Node(boost::asio::io_context& io, ClusterConfig config, NodeOptions options = {});
+    ~Node();
+    Node(const Node&) = delete;
+    Node& operator=(const Node&) = delete;
+
+    /// Binds the mesh and admin ports and starts the elector. Returns an error message (e.g.
+    /// "127.0.0.1:7101: address already in use") when it could not start; nothing is left running.
+    std::optional<std::string> start();
+
+    /// Graceful stop: a leader hands over first (transfer to an up peer and wait until a new
+    /// leader is known or the election timeout passes; with no peer up it cedes), then the elector
+    /// stops, queued frames get a moment to leave, and the ports are closed. `done` runs when it
+    /// is over. Idempotent.
+    void stop(std::function<void()> done = {});
+    bool stopped() const { return stopped_; }
+
+    /// Runs the io_context until stop() completes (owned io_context), or like io.run().
+    void run();
+
+    void subscribe(LeadershipCallback callback);
+    Leadership current() const;
+    /// Leader only. nullopt when accepted (the outcome shows in the next snapshots).
+    std::optional<std::string> transfer_leadership(const std::string& node_id);
+    /// Leader only: hands over to an up peer. nullopt when accepted.
+    std::optional<std::string> step_down();
+
+    const ClusterConfig& config() const { return config_; }
+    boost::asio::io_context& io() { return *io_; }
+    /// Bound ports (after start()).
+    std::uint16_t peer_port() const;
+    std::uint16_t http_port() const;
+    spdlog::logger& logger() { return *logger_; }
+
+    /// The admin view (what /status, /metrics and /healthz serve).
+    StatusReport status();
+    std::string metrics_text();
+    HealthReport health();
+    /// The AdminSource the HTTP routes use (for embedding in another server).
+    AdminSource& admin_source();
+
+  private:
+    class Admin;
+    Node(std::unique_ptr<boost::asio::io_context> owned_io, boost::asio::io_context* io,
+         ClusterConfig config, NodeOptions options);
+    Leadership to_leadership(const LeadershipSnapshot& s) const;
+    void on_snapshot(const LeadershipSnapshot& snapshot);
+    void finish_stop();
+    void register_metrics();
+    std::optional<NodeId> pick_successor() const;
+
+    std::unique_ptr<boost::asio::io_context> owned_io_;
+    boost::asio::io_context* io_;
+    ClusterConfig config_;
+    NodeOptions options_;
+    std::shared_ptr<spdlog::logger> logger_;
+    std::unique_ptr<net::Mesh> mesh_;
+    std::unique_ptr<net::ElectorDriver> driver_;
+    MetricsRegistry metrics_;
+    std::unique_ptr<LeadershipMetrics> leadership_metrics_;
+    std::unique_ptr<Admin> admin_source_;
+    std::unique_ptr<AdminServer> admin_;
+    std::vector<LeadershipCallback> subscribers_;
+    std::optional<Leadership> last_;
+    boost::asio::steady_timer stop_timer_;
+    std::vector<std::function<void()>> stop_waiters_;
+    bool started_ = false;
+    bool stopping_ = false;
+    bool handing_over_ = false;
+    bool stopped_ = false;
+};
+
+}  // namespace conclave::node

@@ -1,0 +1,402 @@
+#include "conclave/node/node.hpp"
+
+#include <boost/system/system_error.hpp>
+#include <cassert>
+#include <chrono>
+#include <utility>
+
+#include "conclave/net/driver.hpp"
+#include "conclave/net/mesh.hpp"
+#include "conclave/node/leadership_metrics.hpp"
+#include "conclave/node/logging.hpp"
+
+namespace conclave::node {
+
+namespace {
+
+/// After the elector stopped, queued frames (the cession, votes) get this long to leave before the
+/// connections close.
+constexpr std::chrono::milliseconds kDrainTime{100};
+
+net::Membership membership_of(const ClusterConfig& config) {
+    net::Membership m;
+    m.cluster = config.cluster;
+    for (const NodeEntry& entry : config.nodes) {
+        m.nodes.push_back(net::NodeAddress{entry.id, entry.peer.host, entry.peer.port});
+    }
+    return m;
+}
+
+net::MeshOptions mesh_options_of(const ClusterConfig& config, const NodeOptions& options) {
+    net::MeshOptions m;
+    if (config.tls) {
+        m.tls =
+            net::TlsOptions{config.tls->ca_path, config.tls->cert_path, config.tls->key_path, true};
+    }
+    m.seed = options.seed;
+    return m;
+}
+
+}  // namespace
+
+class Node::Admin final : public AdminSource {
+  public:
+    explicit Admin(Node& node) : node_(node) {}
+    StatusReport status() override { return node_.status(); }
+    std::string metrics_text() override { return node_.metrics_text(); }
+    HealthReport health() override { return node_.health(); }
+    CommandResult transfer_leadership(const std::string& to) override {
+        if (node_.stopping_ || !node_.started_) {
+            return {CommandResult::Outcome::Unavailable, "the node is not running"};
+        }
+        if (auto error = node_.transfer_leadership(to)) {
+            return {CommandResult::Outcome::Refused, *error};
+        }
+        return {CommandResult::Outcome::Accepted, "leadership transfer to " + to + " started"};
+    }
+    CommandResult step_down() override {
+        if (node_.stopping_ || !node_.started_) {
+            return {CommandResult::Outcome::Unavailable, "the node is not running"};
+        }
+        if (auto error = node_.step_down()) {
+            return {CommandResult::Outcome::Refused, *error};
+        }
+        return {CommandResult::Outcome::Accepted, "stepping down"};
+    }
+    std::vector<std::string> node_ids() override {
+        std::vector<std::string> ids;
+        for (const NodeEntry& e : node_.config_.nodes) {
+            ids.push_back(e.id);
+        }
+        return ids;
+    }
+
+  private:
+    Node& node_;
+};
+
+Node::Node(ClusterConfig config, NodeOptions options)
+    : Node(std::make_unique<boost::asio::io_context>(), nullptr, std::move(config),
+           std::move(options)) {}
+
+Node::Node(boost::asio::io_context& io, ClusterConfig config, NodeOptions options)
+    : Node(nullptr, &io, std::move(config), std::move(options)) {}
+
+Node::Node(std::unique_ptr<boost::asio::io_context> owned_io, boost::asio::io_context* io,
+           ClusterConfig config, NodeOptions options)
+    : owned_io_(std::move(owned_io)),
+      io_(owned_io_ ? owned_io_.get() : io),
+      config_(std::move(config)),
+      options_(std::move(options)),
+      stop_timer_(*io_) {
+    logger_ = options_.logger ? options_.logger : make_logger(config_.self_entry().id, config_.log);
+    mesh_ = std::make_unique<net::Mesh>(*io_, membership_of(config_), config_.self,
+                                        mesh_options_of(config_, options_));
+    driver_ = std::make_unique<net::ElectorDriver>(
+        *io_, *mesh_, config_.elector, net::DriverOptions{config_.data_dir, options_.seed});
+    leadership_metrics_ = std::make_unique<LeadershipMetrics>(metrics_);
+    register_metrics();
+    admin_source_ = std::make_unique<Admin>(*this);
+    driver_->subscribe([this](const LeadershipSnapshot& s) { on_snapshot(s); });
+}
+
+Node::~Node() {
+    // Tear down in dependency order: the server and driver reference the mesh and this.
+    admin_.reset();
+    driver_.reset();
+    if (mesh_) {
+        mesh_->stop();
+    }
+    mesh_.reset();
+}
+
+std::optional<std::string> Node::start() {
+    assert(!started_);
+    if (options_.admin_http) {
+        admin_ = std::make_unique<AdminServer>(*io_);
+        register_admin_routes(*admin_, *admin_source_);
+        const Endpoint& http = config_.self_entry().http;
+        if (auto error = admin_->listen(http.host, http.port)) {
+            admin_.reset();
+            return "http " + to_string(http) + ": " + *error;
+        }
+    }
+    try {
+        mesh_->start();
+    } catch (const boost::system::system_error& e) {
+        if (admin_) {
+            admin_->stop();
+        }
+        return "peer " + to_string(config_.self_entry().peer) + ": " + e.code().message();
+    }
+    started_ = true;
+    driver_->start();
+    log_event(*logger_, spdlog::level::info, "node started",
+              {{"cluster", config_.cluster},
+               {"peer", to_string(config_.self_entry().peer)},
+               {"http", to_string(config_.self_entry().http)},
+               {"profile", config_.profile},
+               {"data_dir", config_.data_dir.string()}});
+    return std::nullopt;
+}
+
+Leadership Node::to_leadership(const LeadershipSnapshot& s) const {
+    Leadership l;
+    l.role = s.role;
+    l.term = s.term.value;
+    if (s.leader) {
+        l.leader = config_.node_name(*s.leader);
+    }
+    l.fencing_token = s.fencing_token;
+    l.reason = s.reason;
+    return l;
+}
+
+void Node::on_snapshot(const LeadershipSnapshot& snapshot) {
+    leadership_metrics_->on_leadership(snapshot, driver_->now());
+    const Leadership l = to_leadership(snapshot);
+    if (last_ && *last_ == l) {
+        return;
+    }
+    last_ = l;
+    log_event(*logger_, spdlog::level::info, "leadership changed",
+              {{"role", std::string(to_string(l.role))},
+               {"term", l.term},
+               {"leader", l.leader ? nlohmann::json(*l.leader) : nlohmann::json(nullptr)},
+               {"fencing_token", l.fencing_token},
+               {"reason", std::string(to_string(l.reason))}});
+    // Copy: a subscriber may subscribe another one.
+    const auto subscribers = subscribers_;
+    for (const auto& callback : subscribers) {
+        callback(l);
+    }
+    if (handing_over_ && l.leader && *l.leader != config_.self_entry().id) {
+        // The successor won: the hand-over is done.
+        handing_over_ = false;
+        stop_timer_.cancel();
+    }
+}
+
+void Node::subscribe(LeadershipCallback callback) {
+    callback(current());
+    subscribers_.push_back(std::move(callback));
+}
+
+Leadership Node::current() const {
+    return to_leadership(driver_->snapshot());
+}
+
+std::optional<std::string> Node::transfer_leadership(const std::string& node_id) {
+    const std::optional<NodeId> target = config_.find_node(node_id);
+    if (!target) {
+        return "unknown node id \"" + node_id + "\"";
+    }
+    if (stopping_) {
+        return std::string("the node is stopping");
+    }
+    auto error = driver_->transfer_leadership(*target);
+    if (!error) {
+        log_event(*logger_, spdlog::level::info, "leadership transfer requested",
+                  {{"to", node_id}});
+    }
+    return error;
+}
+
+std::optional<NodeId> Node::pick_successor() const {
+    for (std::uint16_t i = 0; i < config_.nodes.size(); ++i) {
+        const NodeId peer{i};
+        if (peer != config_.self && !driver_->elector().transfer_error(peer)) {
+            return peer;
+        }
+    }
+    return std::nullopt;
+}
+
+std::optional<std::string> Node::step_down() {
+    if (stopping_) {
+        return std::string("the node is stopping");
+    }
+    if (driver_->snapshot().role != Role::Leader) {
+        return std::string("not the leader");
+    }
+    const std::optional<NodeId> successor = pick_successor();
+    if (!successor) {
+        return std::string("no peer is up to take over");
+    }
+    return transfer_leadership(config_.node_name(*successor));
+}
+
+void Node::stop(std::function<void()> done) {
+    if (stopped_) {
+        if (done) {
+            done();
+        }
+        return;
+    }
+    if (done) {
+        stop_waiters_.push_back(std::move(done));
+    }
+    if (stopping_) {
+        return;
+    }
+    stopping_ = true;
+    if (!started_) {
+        finish_stop();
+        return;
+    }
+    const auto successor =
+        driver_->snapshot().role == Role::Leader ? pick_successor() : std::nullopt;
+    if (successor && !driver_->transfer_leadership(*successor)) {
+        log_event(*logger_, spdlog::level::info, "stopping: handing leadership over",
+                  {{"to", config_.node_name(*successor)}});
+        handing_over_ = true;
+        // Wait for the successor to win, at most one election round.
+        stop_timer_.expires_after(std::chrono::milliseconds(
+            config_.elector.election_result_timeout.count() + kDrainTime.count()));
+        stop_timer_.async_wait([this](const boost::system::error_code&) {
+            handing_over_ = false;
+            finish_stop();
+        });
+        return;
+    }
+    finish_stop();
+}
+
+void Node::finish_stop() {
+    // A node that is still leader sends its cession here.
+    driver_->stop();
+    stop_timer_.expires_after(kDrainTime);
+    stop_timer_.async_wait([this](const boost::system::error_code&) {
+        if (admin_) {
+            admin_->stop();
+        }
+        mesh_->stop();
+        stopped_ = true;
+        log_event(*logger_, spdlog::level::info, "node stopped");
+        auto waiters = std::move(stop_waiters_);
+        for (auto& w : waiters) {
+            w();
+        }
+        if (owned_io_) {
+            owned_io_->stop();
+        }
+    });
+}
+
+void Node::run() {
+    if (owned_io_) {
+        auto guard = boost::asio::make_work_guard(*owned_io_);
+        owned_io_->run();
+        return;
+    }
+    io_->run();
+}
+
+std::uint16_t Node::peer_port() const {
+    return mesh_->local_port();
+}
+std::uint16_t Node::http_port() const {
+    return admin_ ? admin_->port() : 0;
+}
+
+AdminSource& Node::admin_source() {
+    return *admin_source_;
+}
+
+StatusReport Node::status() {
+    const LeadershipSnapshot& s = driver_->snapshot();
+    StatusReport r;
+    r.id = config_.self_entry().id;
+    r.cluster = config_.cluster;
+    r.role = s.role;
+    r.term = s.term;
+    if (s.leader) {
+        r.leader = config_.node_name(*s.leader);
+    }
+    r.fencing_token = s.fencing_token;
+    r.lsn = driver_->elector().state().lsn;
+    const auto now = std::chrono::steady_clock::now();
+    for (std::uint16_t i = 0; i < config_.nodes.size(); ++i) {
+        const NodeId peer{i};
+        if (peer == config_.self) {
+            continue;
+        }
+        const net::PeerStatus ps = mesh_->peer_status(peer);
+        PeerStatus p;
+        p.id = config_.nodes[i].id;
+        p.up = ps.up;
+        if (ps.last_contact) {
+            p.last_contact_ms =
+                std::chrono::duration_cast<std::chrono::milliseconds>(now - *ps.last_contact)
+                    .count();
+        }
+        r.peers.push_back(std::move(p));
+    }
+    r.last_transition_reason = s.reason;
+    r.last_transition_age_ms = (driver_->now() - s.changed_at).count();
+    return r;
+}
+
+std::string Node::metrics_text() {
+    return metrics_.render();
+}
+
+HealthReport Node::health() {
+    if (driver_->failed()) {
+        return {false, "the elector stopped after a state write failure; restart the node"};
+    }
+    if (!started_ || stopped_) {
+        return {false, "the node is not running"};
+    }
+    return {true, ""};
+}
+
+void Node::register_metrics() {
+    auto messages_in = std::make_shared<std::vector<Counter*>>();
+    auto messages_out = std::make_shared<std::vector<Counter*>>();
+    for (std::size_t i = 0; i < net::kMessageTypeCount; ++i) {
+        const std::string type(net::message_type_name(i));
+        messages_in->push_back(&metrics_.counter("conclave_messages_received_total",
+                                                 "Elector messages received, by type",
+                                                 {{"type", type}}));
+        messages_out->push_back(&metrics_.counter(
+            "conclave_messages_sent_total", "Elector messages sent, by type", {{"type", type}}));
+    }
+    auto bad_frames = std::make_shared<std::vector<Counter*>>();
+    for (std::size_t i = 0; i < net::kBadFrameKindCount; ++i) {
+        const std::string kind(net::to_string(static_cast<net::BadFrameKind>(i)));
+        bad_frames->push_back(&metrics_.counter("conclave_bad_frames_total",
+                                                "Connections closed on a bad frame, by kind",
+                                                {{"kind", kind}}));
+    }
+    Counter& dropped = metrics_.counter("conclave_messages_dropped_total",
+                                        "Elector messages the mesh refused (peer down, overflow)");
+    Counter& reconnects =
+        metrics_.counter("conclave_reconnects_total", "Mesh dial attempts after a failure");
+    Gauge& peers_up = metrics_.gauge("conclave_peers_up", "Peers connected now");
+    metrics_.on_collect(
+        [this, messages_in, messages_out, bad_frames, &dropped, &reconnects, &peers_up] {
+            leadership_metrics_->update_counters(driver_->elector().counters());
+            leadership_metrics_->refresh(driver_->now());
+            const net::DriverCounters& d = driver_->counters();
+            for (std::size_t i = 0; i < net::kMessageTypeCount; ++i) {
+                (*messages_in)[i]->set_total(static_cast<double>(d.messages_in[i]));
+                (*messages_out)[i]->set_total(static_cast<double>(d.messages_out[i]));
+            }
+            dropped.set_total(static_cast<double>(d.messages_dropped));
+            const net::MeshCounters& m = mesh_->counters();
+            for (std::size_t i = 0; i < net::kBadFrameKindCount; ++i) {
+                (*bad_frames)[i]->set_total(static_cast<double>(m.bad_frames[i]));
+            }
+            reconnects.set_total(static_cast<double>(m.reconnects));
+            int up = 0;
+            for (std::uint16_t i = 0; i < config_.nodes.size(); ++i) {
+                if (NodeId{i} != config_.self && mesh_->is_up(NodeId{i})) {
+                    ++up;
+                }
+            }
+            peers_up.set(up);
+        });
+}
+
+}  // namespace conclave::node

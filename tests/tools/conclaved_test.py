@@ -1,0 +1,319 @@
+#!/usr/bin/env python3
+"""Process-level tests of conclaved (python3 stdlib only).
+
+    conclaved_test.py /path/to/conclaved
+
+Runs real daemons on 127.0.0.1 (free ports picked by the OS) with temporary data directories,
+the "fast" profile, JSON logs. Every wait is bounded; assertions are about behaviour (who leads,
+why, exit statuses, messages), never about how fast something happened.
+"""
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+DAEMON = sys.argv[1] if len(sys.argv) > 1 else "build/release/tools/conclaved"
+WAIT_S = 15.0
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what, flush=True)
+    else:
+        print("ok:", what, flush=True)
+    return cond
+
+
+def free_ports(n):
+    socks = []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def wait_for(pred, timeout_s=WAIT_S, step_s=0.05):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = pred()
+        if value:
+            return value
+        time.sleep(step_s)
+    return None
+
+
+def request(port, method, path, timeout_s=2.0):
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout_s)
+        c.request(method, path)
+        r = c.getresponse()
+        body = r.read().decode()
+        c.close()
+        return r.status, body
+    except (OSError, http.client.HTTPException):
+        return None, None
+
+
+class Cluster:
+    def __init__(self, root, size=3, timing=None):
+        self.root = root
+        ports = free_ports(2 * size)
+        self.ids = ["n%d" % (i + 1) for i in range(size)]
+        self.http_ports = {nid: ports[size + i] for i, nid in enumerate(self.ids)}
+        doc = {
+            "cluster": "test",
+            "nodes": [{
+        "id" : nid, "peer" : "127.0.0.1:%d" % ports[i], "http" : "127.0.0.1:%d" % ports[size + i]}
+                      for i, nid in enumerate(self.ids)],
+            "profile": "fast",
+            "data_dir": os.path.join(root, "{id}"),
+            "log": {"format": "json", "level": "info"},
+        }
+        if timing:
+            doc["timing"] = timing
+        self.config = os.path.join(root, "cluster.json")
+        with open(self.config, "w") as f:
+            json.dump(doc, f)
+        self.procs = {}
+        self.logs = {}
+
+    def start(self, nid):
+        log = open(os.path.join(self.root, nid + ".log"), "ab")
+        self.logs[nid] = log.name
+        self.procs[nid] = subprocess.Popen(
+            [DAEMON, "--config", self.config, "--node-id", nid],
+            stdout=log, stderr=log)
+
+    def status(self, nid):
+        code, body = request(self.http_ports[nid], "GET", "/status")
+        return json.loads(body) if code == 200 else None
+
+    def agreed_leader(self, nids=None):
+        """The leader every listed node reports (and which reports itself leader), else None."""
+        nids = nids or [n for n in self.ids if n in self.procs and self.procs[n].poll() is None]
+        statuses = [self.status(n) for n in nids]
+        if any(s is None for s in statuses):
+            return None
+        leaders = {s["leader"] for s in statuses}
+        if len(leaders) != 1 or None in leaders:
+            return None
+        leader = leaders.pop()
+        roles = [s["role"] for s in statuses]
+        if roles.count("leader") != 1 or statuses[nids.index(leader)]["role"] != "leader":
+            return None
+        return leader, statuses[nids.index(leader)]["term"]
+
+    def log_records(self, nid):
+        records = []
+        with open(self.logs[nid]) as f:
+            for line in f:
+                try:
+                    records.append(json.loads(line))
+                except ValueError:
+                    pass
+        return records
+
+    def stop_all(self):
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+PROM_LINE = re.compile(
+    r'^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*",?)*\})?'
+    r' (-?[0-9.eE+-]+|NaN|\+Inf|-Inf)$')
+
+
+def prometheus_ok(text):
+    names = set()
+    for line in text.splitlines():
+        if line.startswith("# HELP ") or line.startswith("# TYPE "):
+            names.add(line.split()[2])
+            continue
+        if not line or not PROM_LINE.match(line):
+            print("bad metrics line:", repr(line))
+            return False
+    return "conclave_term" in names
+
+
+def test_cluster(root):
+    c = Cluster(root)
+    try:
+        for nid in c.ids:
+            c.start(nid)
+        first = wait_for(c.agreed_leader)
+        check(first is not None, "3 daemons agree on exactly one leader")
+        if not first:
+            return
+        leader, term = first
+        code, text = request(c.http_ports[leader], "GET", "/metrics")
+        check(code == 200 and prometheus_ok(text), "/metrics parses as Prometheus text")
+        code, body = request(c.http_ports[leader], "GET", "/healthz")
+        check(code == 200, "/healthz answers 200")
+        follower = next(n for n in c.ids if n != leader)
+        code, body = request(c.http_ports[follower], "POST", "/step-down")
+        check(code == 409, "/step-down on a follower is refused with 409")
+        code, body = request(c.http_ports[leader], "POST", "/transfer-leadership?to=nope")
+        check(code == 400, "/transfer-leadership to an unknown id is 400")
+
+        # Malformed HTTP is refused and the server keeps serving.
+        s = socket.create_connection(("127.0.0.1", c.http_ports[leader]), timeout=2)
+        s.sendall(b"\x00\x01garbage\r\n\r\n")
+        try:
+            answer = s.recv(4096)
+        except OSError:
+            answer = b""
+        s.close()
+        check(answer == b"" or answer.startswith(b"HTTP/1.1 400"), "malformed HTTP is refused")
+        check(c.status(leader) is not None, "the server still serves after malformed HTTP")
+
+        # Explicit transfer through the admin API.
+        code, body = request(c.http_ports[leader], "POST", "/transfer-leadership?to=" + follower)
+        check(code == 202, "/transfer-leadership on the leader is accepted (202)")
+        moved = wait_for(lambda: (lambda r: r if r and r[0] == follower else None)(
+            c.agreed_leader()))
+        check(moved is not None, "leadership moved to the requested node")
+        leader, term = moved or (leader, term)
+
+        # A second daemon on the same data directory is refused with 1.
+        other = subprocess.run([DAEMON, "--config", c.config, "--node-id", leader],
+                               capture_output=True, text=True, timeout=WAIT_S)
+        check(other.returncode == 1 and "in use" in other.stderr,
+              "a second daemon on the same data dir exits 1 (%r)" % other.stderr.strip())
+
+        # SIGKILL the leader: the two others elect a new one.
+        c.procs[leader].kill()
+        c.procs[leader].wait()
+        after = wait_for(lambda: (lambda r: r if r and r[0] != leader else None)(
+            c.agreed_leader()))
+        check(after is not None and after[1] > term, "SIGKILL of the leader: a new leader")
+        # Restart it (same data dir): it rejoins as a follower.
+        c.start(leader)
+        rejoined = wait_for(lambda: c.agreed_leader(c.ids))
+        check(rejoined is not None, "the killed node restarts and rejoins")
+    finally:
+        c.stop_all()
+
+
+def test_graceful_handover(root):
+    # A long heartbeat timeout (100 ms x 100): a new leader appearing before it is a hand-over.
+    c = Cluster(root, timing={"miss_count": 100})
+    try:
+        for nid in c.ids:
+            c.start(nid)
+        first = wait_for(c.agreed_leader)
+        check(first is not None, "handover cluster: one leader")
+        if not first:
+            return
+        leader, term = first
+        c.procs[leader].send_signal(signal.SIGTERM)
+        try:
+            status = c.procs[leader].wait(timeout=WAIT_S)
+        except subprocess.TimeoutExpired:
+            status = None
+        check(status == 0, "SIGTERM: the leader exits 0 (got %r)" % status)
+        others = [n for n in c.ids if n != leader]
+        after = wait_for(lambda: c.agreed_leader(others))
+        check(after is not None and after[0] != leader, "SIGTERM: a new leader")
+        reasons = [r.get("reason") for r in c.log_records(leader)
+                   if r.get("msg") == "leadership changed"]
+        check("LEADERSHIP_TRANSFERRED" in reasons,
+              "the old leader handed over (reasons logged: %s)" % reasons)
+        timeouts = [r for n in others for r in c.log_records(n)
+                    if r.get("reason") in ("LEADER_NO_HEARTBEAT", "LEADER_UNAVAILABLE")]
+        check(not timeouts, "no follower had to detect the leader's loss")
+    finally:
+        c.stop_all()
+
+
+def run_bad(args, config_text=None, root=None):
+    if config_text is not None:
+        path = os.path.join(root, "bad.json")
+        with open(path, "w") as f:
+            f.write(config_text)
+        args = ["--config", path] + args
+    return subprocess.run([DAEMON] + args, capture_output=True, text=True, timeout=WAIT_S)
+
+
+def test_bad_configs(root):
+    p1, p2, h1, h2 = free_ports(4)
+    base = {
+        "cluster": "bad",
+        "nodes": [{"id": "n1", "peer": "127.0.0.1:%d" % p1, "http": "127.0.0.1:%d" % h1},
+                  {"id": "n2", "peer": "127.0.0.1:%d" % p2, "http": "127.0.0.1:%d" % h2}],
+        "profile": "fast",
+        "data_dir": os.path.join(root, "bad-{id}"),
+    }
+
+    def variant(mutate):
+        doc = json.loads(json.dumps(base))
+        mutate(doc)
+        return json.dumps(doc)
+
+    cases = [
+        ("missing field", variant(lambda d: d.pop("cluster")), "cluster"),
+        ("wrong type", variant(lambda d: d.update(profile=7)), "profile"),
+        ("duplicate id", variant(lambda d: d["nodes"][1].update(id="n1")), "nodes[1].id"),
+        ("port clash", variant(lambda d: d["nodes"][1].update(http=d["nodes"][0]["peer"])),
+         "nodes[1].http"),
+        ("bad timing", variant(lambda d: d.update(timing={"heartbeat_msec": 5})),
+         "timing.heartbeat_msec"),
+        ("invalid JSON", "{\"cluster\": ", "line"),
+    ]
+    for name, text, field in cases:
+        r = run_bad(["--node-id", "n1"], text, root)
+        check(r.returncode == 2 and field in r.stderr,
+              "bad config (%s): exit 2 naming %s (%d, %r)" % (name, field, r.returncode,
+                                                              r.stderr.strip()))
+    r = run_bad(["--node-id", "n1", "--bogus"], json.dumps(base), root)
+    check(r.returncode == 2, "unknown option: exit 2")
+    r = run_bad(["--help"])
+    check(r.returncode == 0 and "--config" in r.stdout, "--help: exit 0")
+    r = run_bad(["--node-id", "n1", "--print-config"], json.dumps(base), root)
+    check(r.returncode == 0 and json.loads(r.stdout)["cluster"] == "bad", "--print-config")
+
+    # Port in use: exit 1 with the endpoint named.
+    blocker = socket.socket()
+    blocker.bind(("127.0.0.1", p1))
+    blocker.listen()
+    try:
+        r = run_bad(["--node-id", "n1"], json.dumps(base), root)
+        check(r.returncode == 1 and str(p1) in r.stderr,
+              "peer port in use: exit 1 naming it (%d, %r)" % (r.returncode, r.stderr.strip()))
+    finally:
+        blocker.close()
+
+
+def main():
+    with tempfile.TemporaryDirectory(prefix="conclaved-test-") as root:
+        for test in (test_bad_configs, test_cluster, test_graceful_handover):
+            sub = os.path.join(root, test.__name__)
+            os.mkdir(sub)
+            print("==", test.__name__, flush=True)
+            test(sub)
+            if failures:
+                for nid_log in sorted(os.listdir(sub)):
+                    if nid_log.endswith(".log"):
+                        print("--- %s ---" % nid_log)
+                        with open(os.path.join(sub, nid_log)) as f:
+                            print(f.read()[-4000:])
+                break
+    print("%d failure(s)" % len(failures))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+// conclaved: one Conclave node as a daemon. See node/README.md and shared/notes/interfaces.md.
+//   conclaved --config FILE --node-id ID [--print-config] [--help] [--version]
+// Exit status: 0 clean stop (SIGTERM/SIGINT, after a leadership hand-over), 1 runtime failure
+// (data directory locked, port in use, state file unreadable), 2 bad command line or config.
+#include <boost/asio/signal_set.hpp>
+#include <csignal>
+#include <exception>
+#include <iostream>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "conclave/node/cli.hpp"
+#include "conclave/node/data_dir_lock.hpp"
+#include "conclave/node/node.hpp"
+
+namespace cn = conclave::node;
+
+int main(int argc, char** argv) {
+    std::vector<std::string> args(argv + 1, argv + argc);
+    auto prepared = cn::prepare_daemon(args, std::cout, std::cerr);
+    if (auto* exit = std::get_if<cn::StartupExit>(&prepared)) {
+        return exit->status;
+    }
+    auto& ready = std::get<cn::StartupReady>(prepared);
+    auto lock = cn::DataDirLock::acquire(ready.config.data_dir);
+    if (auto* error = std::get_if<cn::DataDirLock::Error>(&lock)) {
+        std::cerr << "conclaved: " << error->message << "\n";
+        return cn::kExitFailure;
+    }
+    try {
+        cn::Node node(ready.config);
+        if (auto error = node.start()) {
+            std::cerr << "conclaved: cannot start: " << *error << "\n";
+            return cn::kExitFailure;
+        }
+        boost::asio::signal_set signals(node.io(), SIGTERM, SIGINT);
+        signals.async_wait([&node](const boost::system::error_code& ec, int signal_number) {
+            if (ec) {
+                return;
+            }
+            node.logger().info("signal {} received: stopping", signal_number);
+            node.stop();
+        });
+        node.run();
+        signals.cancel();
+        return cn::kExitOk;
+    } catch (const std::exception& e) {
+        std::cerr << "conclaved: " << e.what() << "\n";
+        return cn::kExitFailure;
+    }
+}
