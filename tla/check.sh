@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every TLC model of the elector spec and checks each gives the expected result.
+# Runs every TLC model of the elector and log specs and checks each gives the expected result.
 #   tla/check.sh [MODEL.cfg...]     (default: every model below)
 # Prints distinct states, depth and time per model. Exit 0 when every result is the expected
 # one, 1 otherwise, 77 when TLC is not installed (CTest reports the test as skipped).
@@ -13,6 +13,9 @@ models=(
   "ElectorTransfer.cfg:MCElector:ok"
   "ElectorLiveness.cfg:MCElectorLive:ok"
   "ElectorDurableLost.cfg:MCElector:OneLeaderPerTerm"
+  "LogSafety.cfg:MCReplicatedLog:ok"
+  "LogCommitWithoutQuorum.cfg:MCReplicatedLog:LeaderCompleteness"
+  "LogSkipSync.cfg:MCReplicatedLog:LeaderCompleteness"
 )
 if [[ $# -gt 0 ]]; then
   selected=()

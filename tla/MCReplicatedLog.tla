@@ -1,0 +1,9 @@
+--------------------------- MODULE MCReplicatedLog ---------------------------
+(* Model-checking wrapper for ReplicatedLog: symmetry and the state         *)
+(* constraint.                                                               *)
+EXTENDS ReplicatedLog, TLC
+
+Symmetry == Permutations(Node)
+
+Constraint == Bounds
+=============================================================================

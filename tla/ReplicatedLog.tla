@@ -1,0 +1,607 @@
+---------------------------- MODULE ReplicatedLog ----------------------------
+(***************************************************************************)
+(* Conclave's replicated metadata log with leader sync, one TLA+ action    *)
+(* per handler of replication/src/log.cpp, with the same name.             *)
+(*                                                                         *)
+(* Leadership is abstracted: the elector's guarantee (at most one leader   *)
+(* per term, proved by Elector.tla) is taken as given. Any node may be     *)
+(* told at any moment that it leads a term no node has led yet             *)
+(* (OnLeadership, the C++ on_leadership with a snapshot naming it), and a  *)
+(* leader may be told at any moment that it no longer leads                *)
+(* (OnLeadershipLost). An old leader may also stay unaware and keep        *)
+(* serving until a message of a higher term reaches it.                    *)
+(*                                                                         *)
+(* The state of one node is one record whose fields are those of the C++  *)
+(* LogState, entries_, sync_ and progress_[].match_len, plus the durable   *)
+(* meta (LogMeta::commit_lsn; LogMeta::term is `term`, which AdoptTerm     *)
+(* persists on every change). Each handler is an operator from the node's *)
+(* state to a SET of results [st |-> new state, out |-> messages sent]:    *)
+(* a singleton except where the C++ breaks a tie by node index            *)
+(* (EvaluateSync), where the spec allows every tied node.                  *)
+(*                                                                         *)
+(* An entry is its LSN [term, counter]: one LSN names one entry (one      *)
+(* leader per term, counters never reused), which the C++ checks in       *)
+(* Merge. Sync points are [T, 0]; proposals [T, k > 0].                    *)
+(*                                                                         *)
+(* Flow control is abstracted: which slice of its log a leader sends, and  *)
+(* when, is decided in the C++ by PeerProgress (next_len, inflight_ends,   *)
+(* probing, Rewind) from FinishSync, propose, HandleAppendAck,             *)
+(* HeartbeatFired and peer_up. The spec lets a synced leader send any      *)
+(* slice of at most MaxBatch entries at any moment (action Replicate),     *)
+(* a superset of what Replicate()/SendHeartbeat() choose. Message fields   *)
+(* that only flow control reads are left out (AppendAck's prev/last/commit *)
+(* when refused, SyncResponse.commit_lsn, FetchResponse.last_lsn).         *)
+(*                                                                         *)
+(* Storage: PersistEntries is not durable until Persisted (the driver's    *)
+(* persisted(storage.flush())); PersistMeta and TruncateEntries are        *)
+(* durable when performed, so a step is atomic with them. A crash keeps    *)
+(* any prefix of the log between what the core knows durable and all of    *)
+(* it (OS-buffered writes may survive; a torn or corrupt tail is cut).     *)
+(*                                                                         *)
+(* The network is a set of messages: a receive may consume the message or *)
+(* keep it (duplication), and any message may be dropped (loss).           *)
+(* CONCLAVE_CHECKs become Check(...): a failed one is recorded in the      *)
+(* node's `failed` set, which the invariant ChecksHold requires empty.     *)
+(***************************************************************************)
+EXTENDS Integers, Sequences, FiniteSets
+
+CONSTANTS
+    Node,           \* the nodes of the cluster
+    Nil,            \* "no node" (std::nullopt)
+    Quorum,         \* LogConfig::effective_quorum()
+    MaxBatch,       \* LogConfig::max_batch_entries (appends and fetches)
+    PlantedBug,     \* LogConfig::planted_bug: "None", "SkipSync", "CommitWithoutQuorum"
+    \* Model bounds.
+    MaxTerm,        \* largest term a leader is given
+    MaxProposals,   \* proposals accepted in a behaviour
+    MaxMsgs,        \* largest number of messages in flight explored
+    MaxCrashes,     \* crashes (restart from storage) in a behaviour
+    Duplication,    \* the network may deliver a message more than once
+    Loss,           \* the network may drop a message
+    StepDowns       \* the elector may depose a leader without a higher term (OnLeadershipLost)
+
+VARIABLES
+    node,       \* node[n]: the log core of n (a record, see Fresh)
+    msgs,       \* messages in flight
+    lastTerm,   \* the last term whose leader has been named (one leader each)
+    proposed,   \* proposals accepted so far (model bound)
+    crashes,    \* crashes so far (model bound)
+    \* History variable, written by Step only, read only by the invariants:
+    \* <<index, entry, term>> for every entry a leader counted committed
+    \* (SetCommit in AdvanceCommit), with the lowest term it was committed in.
+    \* The entries acknowledged with ProposeResult::None are a subset.
+    acked
+
+vars == <<node, msgs, lastTerm, proposed, crashes, acked>>
+
+-----------------------------------------------------------------------------
+(* Values                                                                   *)
+
+Roles == {"follower", "passive", "active"}   \* LogRole: Follower, LeaderPassive, LeaderActive
+MsgTypes == {"SyncRequest", "SyncResponse", "Append", "AppendAck",
+             "FetchRequest", "FetchResponse"}
+Requests == {"SyncRequest", "Append", "FetchRequest"}
+
+NoLsn == [term |-> 0, counter |-> 0]         \* kNoLsn
+LsnLess(a, b) == a.term < b.term \/ (a.term = b.term /\ a.counter < b.counter)
+LsnLeq(a, b) == LsnLess(a, b) \/ a = b
+LsnMin(a, b) == IF LsnLess(a, b) THEN a ELSE b
+SetMax(S) == CHOOSE x \in S : \A y \in S : y <= x
+Min(a, b) == IF a < b THEN a ELSE b
+Max(a, b) == IF a > b THEN a ELSE b
+
+NoMatch == [p \in Node |-> 0]
+\* SyncProgress (commit_lsn[] is left out: only FinishSync's choice of next_len reads it).
+NoSync == [responded |-> {}, last_lsn |-> [p \in Node |-> NoLsn], source |-> Nil,
+           target |-> NoLsn, fetch_after |-> NoLsn, done |-> FALSE]
+
+\* A freshly constructed core with an empty store.
+Fresh == [role |-> "follower", term |-> 0, leader |-> Nil, entries |-> <<>>,
+          commit_len |-> 0, durable_len |-> 0, matched_len |-> 0,
+          sync_index |-> 0, sync |-> NoSync, match_len |-> NoMatch,
+          meta_commit |-> NoLsn, failed |-> {}]
+
+(* Messages: one record type with every body field; unused fields keep a    *)
+(* default. Field names as in messages.hpp.                                 *)
+Msg(type, f, to, t) ==
+    [type |-> type, from |-> f, to |-> to, term |-> t, last_lsn |-> NoLsn,
+     commit_lsn |-> NoLsn, prev_lsn |-> NoLsn, entries |-> <<>>, ok |-> FALSE,
+     after_lsn |-> NoLsn, up_to_lsn |-> NoLsn]
+
+SyncRequestMsg(f, to, t) == Msg("SyncRequest", f, to, t)
+SyncResponseMsg(f, to, t, last) == [Msg("SyncResponse", f, to, t) EXCEPT !.last_lsn = last]
+AppendMsg(f, to, t, prev, es, commit) ==
+    [Msg("Append", f, to, t) EXCEPT !.prev_lsn = prev, !.entries = es, !.commit_lsn = commit]
+AppendAckMsg(f, to, t, ok, last) == [Msg("AppendAck", f, to, t) EXCEPT !.ok = ok, !.last_lsn = last]
+FetchRequestMsg(f, to, t, after, upto) ==
+    [Msg("FetchRequest", f, to, t) EXCEPT !.after_lsn = after, !.up_to_lsn = upto]
+FetchResponseMsg(f, to, t, after, es) ==
+    [Msg("FetchResponse", f, to, t) EXCEPT !.after_lsn = after, !.entries = es]
+
+\* The result of a handler: the new state and the messages it sent.
+R(s, out) == [st |-> s, out |-> out]
+Same(s) == R(s, {})
+Send(r, m) == [r EXCEPT !.out = @ \cup {m}]
+
+-----------------------------------------------------------------------------
+(* Observation (log.hpp)                                                    *)
+
+LsnAt(s, len) == IF len = 0 THEN NoLsn ELSE s.entries[len]   \* lsn_at
+LastLsn(s) == LsnAt(s, Len(s.entries))                          \* last_lsn()
+CommitLsn(s) == LsnAt(s, s.commit_len)                          \* commit_lsn()
+\* length_through: -1 stands for std::nullopt.
+LenThrough(s, lsn) ==
+    IF lsn = NoLsn THEN 0
+    ELSE IF \E i \in 1..Len(s.entries) : s.entries[i] = lsn
+         THEN CHOOSE i \in 1..Len(s.entries) : s.entries[i] = lsn
+         ELSE -1
+IsLeader(s) == s.role # "follower"
+
+\* CONCLAVE_CHECK(cond, what).
+Check(s, cond, what) == IF cond THEN s ELSE [s EXCEPT !.failed = @ \cup {what}]
+
+StrictlyIncreasing(after, es) ==
+    \A i \in 1..Len(es) : LsnLess(IF i = 1 THEN after ELSE es[i - 1], es[i])
+
+\* ValidBatch (sync-point shape holds by construction: an entry is its LSN).
+ValidBatch(s, after, es) ==
+    StrictlyIncreasing(after, es) /\ \A i \in 1..Len(es) : es[i].term <= s.term
+
+-----------------------------------------------------------------------------
+(* Transitions (log.cpp, "Transitions")                                     *)
+
+\* PersistMeta{term, commit_lsn()} is part of the step (durable before the sends).
+AdoptTerm(s, t, ldr) ==
+    Check([s EXCEPT !.term = t, !.leader = ldr, !.matched_len = 0,
+                    !.meta_commit = CommitLsn(s)],
+          t > s.term, "terms only grow")
+
+\* FailPending and the timer cancels have no state here. Fields a follower
+\* never reads (sync_, progress_, sync_index) are reset to fixed values.
+StepDown(s) ==
+    [s EXCEPT !.role = "follower", !.leader = Nil, !.sync = NoSync,
+              !.match_len = NoMatch, !.sync_index = 0]
+
+SetCommit(s, len) ==
+    Check(Check([s EXCEPT !.commit_len = len],
+                len >= s.commit_len, "the commit point never moves back"),
+          len <= Len(s.entries), "only held entries commit")
+
+Truncate(s, len) ==
+    Check(Check([s EXCEPT !.entries = SubSeq(@, 1, len),
+                          !.durable_len = Min(@, len),
+                          !.matched_len = Min(@, len)],
+                len >= s.commit_len, "a committed entry is never truncated"),
+          ~(IsLeader(s) /\ s.sync.done), "a leader's log is append-only once it serves")
+
+\* Merge(pos, es): skip entries already held, truncate the first conflicting
+\* suffix, append the rest. Returns [st, end]: end = position after the last
+\* of `es` (entries_.size() once something was appended).
+RECURSIVE MergeFrom(_, _, _, _)
+MergeFrom(s, pos, es, i) ==
+    IF i > Len(es) THEN [st |-> s, end |-> pos]
+    ELSE IF pos < Len(s.entries) /\ s.entries[pos + 1] = es[i]
+         THEN MergeFrom(s, pos + 1, es, i + 1)
+    ELSE LET s1 == IF pos < Len(s.entries) THEN Truncate(s, pos) ELSE s
+             s2 == [s1 EXCEPT !.entries = @ \o SubSeq(es, i, Len(es))]
+         IN [st |-> s2, end |-> Len(s2.entries)]
+Merge(s, pos, es) == MergeFrom(s, pos, es, 1)
+
+\* Largest prefix durable on `q` nodes: the leader's durable_len, the
+\* followers' match_len (nth_element in AdvanceCommit).
+StoredOn(n, s, q) ==
+    LET lens == [p \in Node |-> IF p = n THEN s.durable_len ELSE s.match_len[p]]
+    IN SetMax({k \in 0..Len(s.entries) : Cardinality({p \in Node : lens[p] >= k}) >= q})
+
+AdvanceCommit(n, s) ==
+    IF ~IsLeader(s) \/ ~s.sync.done THEN s
+    ELSE LET q == IF PlantedBug = "CommitWithoutQuorum" /\ Quorum > 1 THEN Quorum - 1
+                  ELSE Quorum
+             stored == StoredOn(n, s, q)
+             s1 == IF stored > s.sync_index /\ stored > s.commit_len
+                   THEN SetCommit(s, stored) ELSE s
+         IN IF s1.role = "passive" /\ s1.commit_len > s1.sync_index
+            THEN [s1 EXCEPT !.role = "active"] ELSE s1
+
+\* Appends the sync point (T, 0). The Appends FinishSync sends are the
+\* Replicate steps that may follow it at once (see Replicate).
+FinishSync(n, r) ==
+    LET s == r.st
+        sp == [term |-> s.term, counter |-> 0]
+        s1 == Check(Check(s, s.role = "passive" /\ ~s.sync.done, "sync finishes once"),
+                    LsnLess(LastLsn(s), sp), "no entry of a term above the leader's")
+        \* sync_ is not read once done: its other fields are reset to fixed values.
+        s2 == [s1 EXCEPT !.entries = Append(@, sp), !.sync_index = Len(s.entries),
+                         !.sync = [NoSync EXCEPT !.done = TRUE], !.match_len = NoMatch]
+    IN [r EXCEPT !.st = AdvanceCommit(n, s2)]
+
+SendFetch(n, r) ==
+    Send(r, FetchRequestMsg(n, r.st.sync.source, r.st.term, r.st.sync.fetch_after,
+                            r.st.sync.target))
+
+\* With answers from a quorum (self included), adopt the most advanced log.
+\* The C++ keeps itself on a tie with its own last LSN and otherwise takes
+\* the lowest node index among the tied; the spec allows any tied node.
+EvaluateSync(n, r) ==
+    LET s == r.st IN
+    IF s.sync.done \/ s.sync.source # Nil THEN {r}
+    ELSE IF PlantedBug = "SkipSync" THEN {FinishSync(n, r)}
+    ELSE IF Cardinality(s.sync.responded) < Quorum THEN {r}
+    ELSE LET s1 == [s EXCEPT !.sync.last_lsn[n] = LastLsn(s)]
+             lasts == {s1.sync.last_lsn[p] : p \in s1.sync.responded}
+             best == CHOOSE l \in lasts : \A l2 \in lasts : LsnLeq(l2, l)
+         IN IF LsnLeq(best, LastLsn(s1))
+            THEN {FinishSync(n, [r EXCEPT !.st = s1])}   \* equal last LSNs mean equal logs
+            ELSE {SendFetch(n, [r EXCEPT !.st = [s1 EXCEPT !.sync.source = b,
+                                                           !.sync.target = best,
+                                                           !.sync.fetch_after = CommitLsn(s1)]])
+                  : b \in {p \in s1.sync.responded : s1.sync.last_lsn[p] = best}}
+
+AbandonSource(n, r) ==
+    LET src == r.st.sync.source
+        s1 == [r.st EXCEPT !.sync.responded = @ \ {src}, !.sync.source = Nil]
+    IN EvaluateSync(n, Send([r EXCEPT !.st = s1], SyncRequestMsg(n, src, s1.term)))
+
+BecomeLeader(n, s, t) ==
+    LET s0 == IF IsLeader(s) THEN StepDown(s) ELSE s
+        s1 == AdoptTerm(s0, t, n)
+        s2 == [s1 EXCEPT !.role = "passive", !.match_len = NoMatch,
+                         !.sync = [NoSync EXCEPT !.responded = {n},
+                                                 !.last_lsn[n] = LastLsn(s1)]]
+    IN EvaluateSync(n, R(s2, {SyncRequestMsg(n, p, t) : p \in Node \ {n}}))
+
+\* Follower: acknowledge the durable part of what matches the leader. The C++
+\* skips the ack when it would repeat the last one (acked_len) unless
+\* `force`d; the spec always sends it (a repeat is a duplicate), so acked_len
+\* is left out.
+MaybeAck(n, r, force) ==
+    LET s == r.st
+        ack_len == Min(s.durable_len, s.matched_len)
+    IN IF IsLeader(s) \/ s.leader = Nil THEN r
+       ELSE Send(r, AppendAckMsg(n, s.leader, s.term, TRUE, LsnAt(s, ack_len)))
+
+\* A request from a leader of an older term: answer in our term.
+RejectStale(n, s, m) ==
+    CASE m.type = "SyncRequest" -> R(s, {SyncResponseMsg(n, m.from, s.term, LastLsn(s))})
+      [] m.type = "Append" -> R(s, {AppendAckMsg(n, m.from, s.term, FALSE, NoLsn)})
+      [] m.type = "FetchRequest" -> R(s, {FetchResponseMsg(n, m.from, s.term, m.after_lsn, <<>>)})
+
+-----------------------------------------------------------------------------
+(* Message handlers (log.cpp, "Message handlers")                          *)
+
+\* The promise (term) was made durable by AdoptTerm before this answer leaves.
+HandleSyncRequestR(n, s, m) ==
+    {R(s, {SyncResponseMsg(n, s.leader, s.term, LastLsn(s))})}
+
+HandleSyncResponseR(n, s, m) ==
+    IF s.role # "passive" \/ s.sync.done THEN {Same(s)}
+    ELSE EvaluateSync(n, Same([s EXCEPT !.sync.responded = @ \cup {m.from},
+                                        !.sync.last_lsn[m.from] = m.last_lsn]))
+
+HandleAppendR(n, s, m) ==
+    LET start == LenThrough(s, m.prev_lsn) IN
+    IF start < 0
+    THEN {R(s, {AppendAckMsg(n, m.from, s.term, FALSE, NoLsn)})}   \* appends_rejected
+    ELSE IF ~ValidBatch(s, m.prev_lsn, m.entries) THEN {Same(s)}  \* messages_dropped
+    ELSE LET mg == Merge(s, start, m.entries)
+             s1 == [mg.st EXCEPT !.matched_len = Max(@, mg.end)]
+             \* Commit only what is known to match the leader.
+             upto == LsnMin(m.commit_lsn, LsnAt(s1, s1.matched_len))
+             len == LenThrough(s1, upto)
+             s2 == IF ~LsnLess(CommitLsn(s1), m.commit_lsn) THEN s1
+                   ELSE LET s1c == Check(s1, len >= 0,
+                                         "the leader's commit point lies in the matched prefix")
+                        IN IF len > s1.commit_len THEN SetCommit(s1c, len) ELSE s1c
+         IN {MaybeAck(n, Same(s2), m.entries = <<>>)}
+
+\* A refusal only moves next_len (Rewind) and re-sends: flow control, which
+\* the spec's Replicate covers. It is consumed and changes nothing here.
+HandleAppendAckR(n, s, m) ==
+    IF ~IsLeader(s) \/ ~s.sync.done \/ ~m.ok THEN {Same(s)}
+    ELSE LET len == LenThrough(s, m.last_lsn) IN
+         IF len < 0 THEN {Same(s)}   \* never sent in this term: messages_dropped
+         ELSE {Same(AdvanceCommit(n, [s EXCEPT !.match_len[m.from] = Max(@, len)]))}
+
+HandleFetchRequestR(n, s, m) ==
+    LET start == LenThrough(s, m.after_lsn)
+        count == IF start < 0 THEN 0
+                 ELSE Cardinality({i \in start + 1 .. Min(Len(s.entries), start + MaxBatch) :
+                                     LsnLeq(s.entries[i], m.up_to_lsn)})
+        es == IF start < 0 THEN <<>> ELSE SubSeq(s.entries, start + 1, start + count)
+    IN {R(s, {FetchResponseMsg(n, m.from, s.term, m.after_lsn, es)})}
+
+HandleFetchResponseR(n, s, m) ==
+    IF s.role # "passive" \/ s.sync.done \/ s.sync.source # m.from
+       \/ m.after_lsn # s.sync.fetch_after
+    THEN {Same(s)}   \* duplicate or late
+    ELSE LET start == LenThrough(s, m.after_lsn) IN
+         IF m.entries = <<>> \/ start < 0 \/ ~ValidBatch(s, m.after_lsn, m.entries)
+            \/ LsnLess(s.sync.target, m.entries[Len(m.entries)])
+         THEN AbandonSource(n, Same(s))   \* the source lost what it reported
+         ELSE LET s1 == [Merge(s, start, m.entries).st
+                             EXCEPT !.sync.fetch_after = m.entries[Len(m.entries)]]
+              IN IF s1.sync.fetch_after = s1.sync.target
+                 THEN {FinishSync(n, Same(Check(s1, LastLsn(s1) = s1.sync.target,
+                                                "the adopted log ends at the sync target")))}
+                 ELSE {SendFetch(n, Same(s1))}
+
+-----------------------------------------------------------------------------
+(* receive(): the common rules, then dispatch on the body (std::visit).    *)
+
+Dispatch(n, s, m) ==
+    CASE m.type = "SyncRequest" -> HandleSyncRequestR(n, s, m)
+      [] m.type = "SyncResponse" -> HandleSyncResponseR(n, s, m)
+      [] m.type = "Append" -> HandleAppendR(n, s, m)
+      [] m.type = "AppendAck" -> HandleAppendAckR(n, s, m)
+      [] m.type = "FetchRequest" -> HandleFetchRequestR(n, s, m)
+      [] m.type = "FetchResponse" -> HandleFetchResponseR(n, s, m)
+
+ReceiveR(n, s, m) ==
+    LET request == m.type \in Requests IN
+    IF m.term < s.term
+    THEN IF request THEN {RejectStale(n, s, m)} ELSE {Same(s)}
+    ELSE IF m.term > s.term
+         THEN Dispatch(n, AdoptTerm(IF IsLeader(s) THEN StepDown(s) ELSE s, m.term,
+                                    IF request THEN m.from ELSE Nil), m)
+    ELSE IF request
+         THEN IF IsLeader(s) \/ (s.leader # Nil /\ s.leader # m.from)
+              THEN {Same(s)}   \* two_leader_alarms: never obey it
+              ELSE Dispatch(n, [s EXCEPT !.leader = m.from], m)
+    ELSE Dispatch(n, s, m)
+
+-----------------------------------------------------------------------------
+(* Steps. Step(n, r, consumed) installs the result r of a handler run by n, *)
+(* removes the consumed messages, adds the sent ones, and records in       *)
+(* `acked` what a leader newly counted committed.                          *)
+
+RecordCommits(old, new) ==
+    IF new.role = "follower" \/ new.commit_len <= old.commit_len THEN acked
+    ELSE LET t == new.term
+             fresh == {<<i, new.entries[i]>> : i \in old.commit_len + 1 .. new.commit_len}
+             known(p) == \E x \in acked : x[1] = p[1] /\ x[2] = p[2] /\ x[3] <= t
+         IN {x \in acked : <<x[1], x[2]>> \notin fresh \/ x[3] <= t}
+            \cup {<<p[1], p[2], t>> : p \in {q \in fresh : ~known(q)}}
+
+Step(n, r, consumed) ==
+    /\ node' = [node EXCEPT ![n] = r.st]
+    /\ msgs' = (msgs \ consumed) \cup r.out
+    /\ acked' = RecordCommits(node[n], r.st)
+
+Receive(m, keep) ==
+    LET n == m.to IN
+    /\ \E r \in ReceiveR(n, node[n], m) : Step(n, r, IF keep THEN {} ELSE {m})
+    /\ UNCHANGED <<lastTerm, proposed, crashes>>
+
+HandleSyncRequest(m, keep) == m.type = "SyncRequest" /\ Receive(m, keep)
+HandleSyncResponse(m, keep) == m.type = "SyncResponse" /\ Receive(m, keep)
+HandleAppend(m, keep) == m.type = "Append" /\ Receive(m, keep)
+HandleAppendAck(m, keep) == m.type = "AppendAck" /\ Receive(m, keep)
+HandleFetchRequest(m, keep) == m.type = "FetchRequest" /\ Receive(m, keep)
+HandleFetchResponse(m, keep) == m.type = "FetchResponse" /\ Receive(m, keep)
+
+\* on_leadership(snapshot naming n leader of t), t the next term: no node has
+\* led t. Terms are named in increasing order: a node told late that it
+\* leads an older term t (elections of t and t+1 overlapping) has received
+\* nothing of a term >= t (else the snapshot is stale, a no-op), so nothing
+\* it did depends on the later steps, and the same behaviour with its
+\* OnLeadership moved before them is one of these.
+OnLeadership(n) ==
+    LET t == lastTerm + 1 IN
+    /\ t <= MaxTerm
+    /\ \E r \in BecomeLeader(n, node[n], t) : Step(n, r, {})
+    /\ lastTerm' = t
+    /\ UNCHANGED <<proposed, crashes>>
+
+\* on_leadership(snapshot not naming n) while n leads: StepDown(LeadershipLost).
+OnLeadershipLost(n) ==
+    /\ IsLeader(node[n])
+    /\ Step(n, Same(StepDown(node[n])), {})
+    /\ UNCHANGED <<lastTerm, proposed, crashes>>
+
+\* propose(lsn from Elector::issue_lsn()): ACTIVE leader only (refusals
+\* change nothing). The Appends it sends are Replicate steps.
+Propose(n) ==
+    LET s == node[n]
+        lsn == [term |-> s.term, counter |-> LastLsn(s).counter + 1]
+    IN /\ s.role = "active"
+       /\ proposed < MaxProposals
+       /\ Step(n, Same([s EXCEPT !.entries = Append(@, lsn)]), {})
+       /\ proposed' = proposed + 1
+       /\ UNCHANGED <<lastTerm, crashes>>
+
+\* Replicate() / SendHeartbeat(): a synced leader sends the entries after
+\* position `from` up to position `to` (1 to MaxBatch of them), or an empty
+\* heartbeat after the follower's match_len, with its commit point. Any
+\* slice starting at or after match_len (the C++ keeps next_len >= match_len),
+\* at any moment: every choice flow control makes (FinishSync, propose,
+\* HandleAppendAck, HeartbeatFired, peer_up, Rewind) is one of these.
+Replicate(n, p, from, to) ==
+    LET s == node[n] IN
+    /\ IsLeader(s) /\ s.sync.done
+    /\ p # n
+    /\ 0 <= from /\ from <= to /\ to <= Len(s.entries) /\ to - from <= MaxBatch
+    /\ from >= s.match_len[p]              \* next_len >= match_len
+    /\ to = from => from = s.match_len[p]   \* SendHeartbeat
+    /\ Step(n, R(s, {AppendMsg(n, p, s.term, LsnAt(s, from), SubSeq(s.entries, from + 1, to),
+                               CommitLsn(s))}), {})
+    /\ UNCHANGED <<lastTerm, proposed, crashes>>
+
+\* SyncRetry timer (armed while PASSIVE and not synced): ask again.
+SyncRetryFired(n) ==
+    LET s == node[n]
+        r0 == R(s, {SyncRequestMsg(n, p, s.term) : p \in Node \ (s.sync.responded \cup {n})})
+    IN /\ s.role = "passive" /\ ~s.sync.done
+       /\ Step(n, IF s.sync.source # Nil THEN SendFetch(n, r0) ELSE r0, {})
+       /\ UNCHANGED <<lastTerm, proposed, crashes>>
+
+\* persisted(storage.flush()): everything handed over is now durable.
+Persisted(n) ==
+    LET s == node[n]
+        s1 == [s EXCEPT !.durable_len = Len(s.entries)]
+    IN /\ s.durable_len < Len(s.entries)
+       /\ Step(n, IF IsLeader(s) THEN Same(AdvanceCommit(n, s1)) ELSE MaybeAck(n, Same(s1), FALSE),
+               {})
+       /\ UNCHANGED <<lastTerm, proposed, crashes>>
+
+\* peer_down(source) while fetching: AbandonSource. (Other peer_up/peer_down
+\* effects move flow-control state only.)
+PeerDown(n, p) ==
+    LET s == node[n] IN
+    /\ s.role = "passive" /\ ~s.sync.done /\ s.sync.source = p
+    /\ \E r \in AbandonSource(n, Same(s)) : Step(n, r, {})
+    /\ UNCHANGED <<lastTerm, proposed, crashes>>
+
+\* The process dies; a new core is built from storage.recover() (a prefix of
+\* the log of at least durable_len entries, and the meta) and started.
+Crash(n) ==
+    LET s == node[n] IN
+    /\ crashes < MaxCrashes
+    /\ \E k \in s.durable_len .. Len(s.entries) :
+        LET es == SubSeq(s.entries, 1, k)
+            t == IF k = 0 THEN s.term ELSE Max(s.term, es[k].term)
+            c == Cardinality({i \in 1..k : LsnLeq(es[i], s.meta_commit)})
+        IN Step(n, Same([Fresh EXCEPT !.term = t, !.entries = es, !.commit_len = c,
+                                      !.durable_len = k, !.meta_commit = s.meta_commit,
+                                      !.failed = s.failed]), {})
+    /\ crashes' = crashes + 1
+    /\ UNCHANGED <<lastTerm, proposed>>
+
+Drop(m) ==
+    /\ msgs' = msgs \ {m}
+    /\ UNCHANGED <<node, lastTerm, proposed, crashes, acked>>
+
+-----------------------------------------------------------------------------
+(* Specification                                                            *)
+
+Init ==
+    /\ node = [n \in Node |-> Fresh]
+    /\ msgs = {}
+    /\ lastTerm = 0
+    /\ proposed = 0
+    /\ crashes = 0
+    /\ acked = {}
+
+Deliver(m, keep) ==
+    \/ HandleSyncRequest(m, keep)
+    \/ HandleSyncResponse(m, keep)
+    \/ HandleAppend(m, keep)
+    \/ HandleAppendAck(m, keep)
+    \/ HandleFetchRequest(m, keep)
+    \/ HandleFetchResponse(m, keep)
+
+Next ==
+    \/ \E m \in msgs : \E keep \in (IF Duplication THEN BOOLEAN ELSE {FALSE}) : Deliver(m, keep)
+    \/ Loss /\ \E m \in msgs : Drop(m)
+    \/ \E n \in Node :
+        \/ OnLeadership(n)
+        \/ StepDowns /\ OnLeadershipLost(n)
+        \/ Propose(n)
+        \/ \E p \in Node : \E from, to \in 0..Len(node[n].entries) : Replicate(n, p, from, to)
+        \/ SyncRetryFired(n)
+        \/ Persisted(n)
+        \/ \E p \in Node : PeerDown(n, p)
+        \/ Crash(n)
+
+Spec == Init /\ [][Next]_vars
+
+\* Model bound (state constraint).
+Bounds == Cardinality(msgs) <= MaxMsgs
+
+-----------------------------------------------------------------------------
+(* Invariants                                                               *)
+
+NodeOrNil == Node \cup {Nil}
+LsnType == [term : 0..MaxTerm, counter : Nat]
+IsLsn(l) == l \in LsnType
+
+TypeOK ==
+    /\ \A n \in Node :
+        LET s == node[n] IN
+        /\ s.role \in Roles
+        /\ s.term \in 0..MaxTerm
+        /\ s.leader \in NodeOrNil
+        /\ \A i \in 1..Len(s.entries) : IsLsn(s.entries[i]) /\ s.entries[i].term <= s.term
+        /\ StrictlyIncreasing(NoLsn, s.entries)
+        /\ s.commit_len \in 0..Len(s.entries)
+        /\ s.durable_len \in 0..Len(s.entries)
+        /\ s.matched_len \in 0..Len(s.entries)
+        /\ s.sync.responded \subseteq Node
+        /\ s.sync.source \in NodeOrNil
+        /\ \A p \in Node : s.match_len[p] \in 0..Len(s.entries)
+        /\ IsLsn(s.meta_commit)
+        /\ IsLeader(s) => s.leader = n
+        /\ s.sync.done => IsLeader(s) /\ s.sync_index < Len(s.entries)
+    /\ \A m \in msgs :
+        /\ m.type \in MsgTypes
+        /\ m.from \in Node /\ m.to \in Node /\ m.from # m.to
+        /\ m.term \in 1..MaxTerm
+    /\ lastTerm \in 0..MaxTerm
+    /\ proposed \in 0..MaxProposals
+    /\ crashes \in 0..MaxCrashes
+
+\* The CONCLAVE_CHECKs mirrored above never fail.
+ChecksHold == \A n \in Node : node[n].failed = {}
+
+\* Log Matching: two logs holding one LSN hold it at the same index, after
+\* the same prefix.
+LogMatching ==
+    \A a, b \in Node :
+        \A i \in 1..Len(node[a].entries) : \A j \in 1..Len(node[b].entries) :
+            node[a].entries[i] = node[b].entries[j] =>
+                /\ i = j
+                /\ SubSeq(node[a].entries, 1, i) = SubSeq(node[b].entries, 1, j)
+
+\* Logs match up to the commit point: the committed prefixes of any two
+\* nodes are prefixes of one history.
+CommittedPrefixesAgree ==
+    \A a, b \in Node :
+        \A i \in 1..Min(node[a].commit_len, node[b].commit_len) :
+            node[a].entries[i] = node[b].entries[i]
+
+\* Everything ever committed is one history: one entry per index.
+AckedIsOneHistory ==
+    \A x, y \in acked : x[1] = y[1] => x[2] = y[2]
+
+\* A committed entry is never lost or changed: any node whose commit point
+\* reaches it holds it there.
+AckedNeverLost ==
+    \A x \in acked : \A n \in Node :
+        node[n].commit_len >= x[1] =>
+            x[1] <= Len(node[n].entries) /\ node[n].entries[x[1]] = x[2]
+
+\* Leader Completeness: an ACTIVE leader's log holds every entry committed
+\* in its term or before. (An ACTIVE leader of an older term, deposed
+\* without knowing it, lacks what its successors commit.)
+LeaderCompleteness ==
+    \A x \in acked : \A n \in Node :
+        node[n].role = "active" /\ node[n].term >= x[3] =>
+            x[1] <= Len(node[n].entries) /\ node[n].entries[x[1]] = x[2]
+
+\* check_invariants(): an ACTIVE leader's sync point is committed.
+ActiveSyncPointCommitted ==
+    \A n \in Node :
+        LET s == node[n] IN
+        s.role = "active" =>
+            /\ s.sync.done
+            /\ s.sync_index < s.commit_len
+            /\ s.entries[s.sync_index + 1] = [term |-> s.term, counter |-> 0]
+
+-----------------------------------------------------------------------------
+(* Action properties                                                        *)
+
+TermsNeverDecrease == [][\A n \in Node : node'[n].term >= node[n].term]_vars
+
+\* The commit point never moves back while the process lives (a restarted
+\* core starts from the meta's lower bound).
+CommitNeverGoesBack ==
+    [][crashes' = crashes => \A n \in Node : node'[n].commit_len >= node[n].commit_len]_vars
+
+\* A leader's log is append-only once it has started replicating in its term.
+LeaderAppendOnly ==
+    [][\A n \in Node :
+        LET s == node[n]  s1 == node'[n] IN
+        (IsLeader(s) /\ s.sync.done /\ IsLeader(s1) /\ s1.term = s.term) =>
+            /\ Len(s.entries) <= Len(s1.entries)
+            /\ SubSeq(s1.entries, 1, Len(s.entries)) = s.entries]_vars
+
+=============================================================================
