@@ -11,6 +11,7 @@ source "$here/tlc-env.sh"
 models=(
   "ElectorSafety.cfg:MCElector:ok"
   "ElectorTransfer.cfg:MCElector:ok"
+  "ElectorLoss.cfg:MCElector:ok"
   "ElectorLiveness.cfg:MCElectorLive:ok"
   "ElectorDurableLost.cfg:MCElector:OneLeaderPerTerm"
 )
