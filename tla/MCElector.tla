@@ -1,8 +1,103 @@
 ------------------------------ MODULE MCElector ------------------------------
-(* Model-checking wrapper for Elector: symmetry and the state constraint.  *)
+(***************************************************************************)
+(* Model-checking wrapper for Elector: symmetry, state constraints, a      *)
+(* schedule that restarts crashed nodes at once, and a VIEW that forgets   *)
+(* what can no longer matter. Elector.tla itself is unchanged: every step  *)
+(* of ModelSpec is a step of Elector's Next, with the same action names.  *)
+(* The reductions and why each is sound are in tla/README.md ("Keeping     *)
+(* the state space small"); in short:                                      *)
+(*                                                                         *)
+(*  - EagerRestart: a stopped node is started again before anything else   *)
+(*    happens. A stopped node takes no step and nobody reads its state,    *)
+(*    its (term, voted_for) cannot change while it is down, and the        *)
+(*    messages it would not have received are covered by Drop (all the     *)
+(*    models using it have Loss = TRUE). So every behaviour with a longer  *)
+(*    outage is the same as one with an immediate restart in which the     *)
+(*    other nodes' steps come after the restart.                           *)
+(*  - EagerReconnect (models without PeerDown faults): the driver reports  *)
+(*    the connections of a restarted process before anything else.        *)
+(*    Without transfers and PeerDown, peers_up is read only by PeerUp, to  *)
+(*    send a leader's heartbeat to the new peer, which is the same message *)
+(*    that HeartbeatBroadcastFired sends to it.                            *)
+(*  - Dead messages: a message whose delivery can no longer change         *)
+(*    anything (Dead(m), e.g. a reply from an older term) is left out of   *)
+(*    the VIEW and is not counted against MaxMsgs. Deadness is permanent   *)
+(*    because terms never decrease (TermsNeverDecrease is checked).        *)
+(*  - Dead history: votes and elections of terms below every node's term   *)
+(*    can never be compared with a later vote or election (same-term       *)
+(*    comparisons only), so the VIEW leaves them out.                      *)
+(*  - Leader bookkeeping: without PeerDown faults a leader's supporters    *)
+(*    set is never read; heard_since_check is read only as "a quorum was   *)
+(*    heard", which stays true until the set is cleared.                   *)
+(* The VIEW is only for models where terms never decrease (not the        *)
+(* negative DurableLost model, which uses Constraint and Next).            *)
+(***************************************************************************)
 EXTENDS Elector, TLC
 
 Symmetry == Permutations(Node)
 
+\* The plain bounds, for models without the VIEW (the negative model).
 Constraint == Bounds
+
+-----------------------------------------------------------------------------
+(* Schedule                                                                 *)
+
+Down == {n \in Node : node[n].role = "stopped"}
+Unreported == {np \in Node \X Node : np[1] # np[2] /\ np[2] \notin node[np[1]].peers_up}
+
+ModelNext ==
+    IF Down # {}
+    THEN \E n \in Down : Start(n) \/ Restart(n)
+    ELSE IF Unreported # {} /\ "PeerDown" \notin FaultKinds
+         THEN \E np \in Unreported : PeerUp(np[1], np[2])
+         ELSE Next
+
+ModelSpec == Init /\ [][ModelNext]_vars
+
+-----------------------------------------------------------------------------
+(* Dead messages: delivering m changes no state and sends only dead        *)
+(* messages, now and in every later state (the conditions only get truer   *)
+(* as terms grow; a follower at term t never becomes candidate or leader   *)
+(* at term t, because BecomeCandidate increments the term).                *)
+
+Dead(m) ==
+    LET r == node[m.to]      \* the receiver
+        f == node[m.from]    \* the sender, who gets any reply
+    IN CASE m.type = "ScoutingRequest" -> m.term <= f.term    \* reply dead at f
+         [] m.type = "ScoutingResponse" -> m.term <= r.term   \* a round asks for term + 1
+         [] m.type = "ElectionProposal" -> m.term < r.term /\ m.term < f.term
+         [] m.type \in {"ElectionResponse", "HeartbeatAck"} ->
+                \/ m.term < r.term
+                \/ m.term = r.term /\ r.role \in {"follower", "stopped"}
+         [] m.type = "HeartbeatResponse" -> m.term <= r.term
+         [] m.type = "LeadershipCession" -> m.term < r.term
+         [] OTHER -> FALSE    \* LeaderHeartbeat: always answered
+
+LiveMsgs == {m \in msgs : ~Dead(m)}
+
+\* Bounds for the models with the VIEW: dead messages take no slot.
+ViewConstraint ==
+    /\ \A n \in Node : node[n].term <= MaxTerm /\ node[n].last_round_id <= MaxRound
+    /\ Cardinality(LiveMsgs) <= MaxMsgs
+
+-----------------------------------------------------------------------------
+(* View                                                                     *)
+
+MinTerm == CHOOSE t \in {node[n].term : n \in Node} : \A n \in Node : t <= node[n].term
+
+NodeView(n) ==
+    LET s == node[n] IN
+    IF s.role # "leader" THEN s
+    ELSE [s EXCEPT
+            !.supporters = IF "PeerDown" \in FaultKinds THEN @ ELSE {},
+            \* Node (which contains n, unlike any heard set) stands for "enough".
+            !.heard_since_check = IF Cardinality(@ \cup {n}) >= Quorum THEN Node ELSE @]
+
+View ==
+    <<[n \in Node |-> NodeView(n)], LiveMsgs, faults,
+      {v \in votes : v[2] >= MinTerm}, {e \in elected : e[1] >= MinTerm}>>
+
+\* TLC checks invariants only on states whose view is new; this action
+\* property checks TypeOK on every state reached, whatever its view.
+TypeOKEveryStep == [][TypeOK']_vars
 =============================================================================
