@@ -33,7 +33,8 @@
 (* when refused, SyncResponse.commit_lsn, FetchResponse.last_lsn).         *)
 (*                                                                         *)
 (* Storage: PersistEntries is not durable until Persisted (the driver's    *)
-(* persisted(storage.flush())); PersistMeta and TruncateEntries are        *)
+(* persisted(storage.flush()), a step of its own, or the end of every step *)
+(* with FlushEachStep); PersistMeta and TruncateEntries are                *)
 (* durable when performed, so a step is atomic with them. A crash keeps    *)
 (* any prefix of the log between what the core knows durable and all of    *)
 (* it (OS-buffered writes may survive; a torn or corrupt tail is cut).     *)
@@ -58,7 +59,8 @@ CONSTANTS
     MaxCrashes,     \* crashes (restart from storage) in a behaviour
     Duplication,    \* the network may deliver a message more than once
     Loss,           \* the network may drop a message
-    StepDowns       \* the elector may depose a leader without a higher term (OnLeadershipLost)
+    StepDowns,      \* the elector may depose a leader without a higher term (OnLeadershipLost)
+    FlushEachStep   \* the driver's persisted(storage.flush()) ends every step (no Persisted step)
 
 VARIABLES
     node,       \* node[n]: the log core of n (a record, see Fresh)
@@ -362,7 +364,19 @@ RecordCommits(old, new) ==
          IN {x \in acked : <<x[1], x[2]>> \notin fresh \/ x[3] <= t}
             \cup {<<p[1], p[2], t>> : p \in {q \in fresh : ~known(q)}}
 
-Step(n, r, consumed) ==
+\* persisted(lsn) -> AdvanceCommit (leader) / MaybeAck (follower).
+PersistedR(n, r) ==
+    LET s1 == [r.st EXCEPT !.durable_len = Len(r.st.entries)]
+    IN IF IsLeader(s1) THEN [r EXCEPT !.st = AdvanceCommit(n, s1)]
+       ELSE MaybeAck(n, [r EXCEPT !.st = s1], FALSE)
+
+\* With FlushEachStep, the driver calls persisted(storage.flush()) after
+\* performing the actions of every input, as replication/README.md asks.
+Flushed(n, r) ==
+    IF FlushEachStep /\ r.st.durable_len < Len(r.st.entries) THEN PersistedR(n, r) ELSE r
+
+Step(n, r0, consumed) ==
+    LET r == Flushed(n, r0) IN
     /\ node' = [node EXCEPT ![n] = r.st]
     /\ msgs' = (msgs \ consumed) \cup r.out
     /\ acked' = RecordCommits(node[n], r.st)
@@ -434,13 +448,12 @@ SyncRetryFired(n) ==
        /\ Step(n, IF s.sync.source # Nil THEN SendFetch(n, r0) ELSE r0, {})
        /\ UNCHANGED <<lastTerm, proposed, crashes>>
 
-\* persisted(storage.flush()): everything handed over is now durable.
+\* persisted(storage.flush()) as a step of its own: a flush may lag the
+\* sends of the batch before it (and a crash may fall in between).
 Persisted(n) ==
-    LET s == node[n]
-        s1 == [s EXCEPT !.durable_len = Len(s.entries)]
-    IN /\ s.durable_len < Len(s.entries)
-       /\ Step(n, IF IsLeader(s) THEN Same(AdvanceCommit(n, s1)) ELSE MaybeAck(n, Same(s1), FALSE),
-               {})
+    /\ ~FlushEachStep
+    /\ node[n].durable_len < Len(node[n].entries)
+    /\ Step(n, PersistedR(n, Same(node[n])), {})
        /\ UNCHANGED <<lastTerm, proposed, crashes>>
 
 \* peer_down(source) while fetching: AbandonSource. (Other peer_up/peer_down
