@@ -13,7 +13,13 @@ case "$flavour" in
 esac
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
-cmake -S . -B "build/$flavour" "${generator[@]}" -DCMAKE_BUILD_TYPE="$type" \
+# ccache, when installed, is used; its base dir makes objects shareable between checkouts.
+launcher=()
+if command -v ccache >/dev/null; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}" CCACHE_NOHASHDIR=1
+fi
+cmake -S . -B "build/$flavour" "${generator[@]}" "${launcher[@]}" -DCMAKE_BUILD_TYPE="$type" \
   -DCONCLAVE_SANITIZE="$sanitize" -DCONCLAVE_WERROR=ON >/dev/null
 targets=()
 [ $# -gt 0 ] && targets=(--target "$@")
