@@ -37,7 +37,8 @@ int run_jitter(const BenchOptions& options) {
     const auto config = *Config::profile(profile, 3, NodeId{0});
     const auto period = static_cast<std::uint32_t>(config.heartbeat_period.count());
     // Each chunk waits uniform [latency - jitter, latency + jitter]; bytes are never reordered.
-    const bounce::Delay settings[] = {{period / 2, period / 2}, {period, period}};
+    const bounce::Delay settings[] = {
+        {period / 2, period / 2}, {period, period}, {period * 3 / 2, period * 3 / 2}};
     fmt::print(
         "\n== stability under jitter, profile {} (heartbeat {} ms, leader presumed gone after {} "
         "ms of silence), 3 nodes, {:.0f} s per case; every directed peer link delayed in "
