@@ -38,7 +38,7 @@ int run_jitter(const BenchOptions& options) {
     const auto period = static_cast<std::uint32_t>(config.heartbeat_period.count());
     // Each chunk waits uniform [latency - jitter, latency + jitter]; bytes are never reordered.
     const bounce::Delay settings[] = {
-        {period / 2, period / 2}, {period, period}, {period * 3 / 2, period * 3 / 2}};
+        {period, period}, {period * 3 / 2, period * 3 / 2}, {period * 2, period * 2}};
     fmt::print(
         "\n== stability under jitter, profile {} (heartbeat {} ms, leader presumed gone after {} "
         "ms of silence), 3 nodes, {:.0f} s per case; every directed peer link delayed in "
@@ -67,10 +67,12 @@ int run_jitter(const BenchOptions& options) {
                     }
                 }
             });
-            sleep_ms(1000);  // let the delay settle in
+            sleep_ms(1000);  // let the delay settle in, then start the window on an agreed leader
+            h.wait_agreement(all_nodes(3), 30'000, 5);
             const Totals before = read_totals(h);
             const auto start = Clock::now();
             sleep_ms(options.duration_s * 1000);
+            h.wait_agreement(all_nodes(3), 30'000, 5);  // end on an agreed leader too
             const double window_s = ms_since(start) / 1000;
             const Totals after = read_totals(h);
             if (!before.complete || !after.complete) {

@@ -45,6 +45,7 @@ double number(const std::string& flag, const std::string& text, double low, doub
 }  // namespace
 
 int main(int argc, char** argv) {
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);  // figures appear as they are measured
     std::vector<std::string> args(argv + 1, argv + argc);
     if (args.empty() || args[0] == "--help" || args[0] == "-h") {
         fmt::print("{}", kUsage);
