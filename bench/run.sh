@@ -65,11 +65,11 @@ one() {
 case "$figure" in
   failover|cold-start|jitter|cost|sim) one "$figure" "$@" ;;
   all)
-    one sim
-    one cost "$@"
-    one cold-start "$@"
-    one failover "$@"
-    one jitter "$@"
+    status=0
+    for f in sim cost cold-start failover jitter; do
+      if [ "$f" = sim ]; then one sim || status=1; else one "$f" "$@" || status=1; fi
+    done
+    exit $status
     ;;
   *) usage ;;
 esac
