@@ -198,6 +198,18 @@ int run_failover(const BenchOptions& options) {
                                   : std::string());
             fmt::print("    floor (model)    {}  + 2 persists ({:.1f} ms) + 2.5 round trips\n",
                        format_summary(model), 2 * persist_ms);
+            const double check = static_cast<double>(config->heartbeat_check_period.count());
+            const double misses = static_cast<double>(config->heartbeat_check_misses());
+            fmt::print(
+                "    floor parts      detection {}; backoff: the earlier of two draws in 0-{} "
+                "ms{}; 2 round trips + 2 persists\n",
+                silent ? fmt::format("{:.0f}-{:.0f} ms after the signal (missed checks)",
+                                     (misses - 1) * check - period, misses * check)
+                       : std::string("~0 (connection loss)"),
+                config->max_random_wait.count(),
+                silent ? "; a survivor that scouts before the other noticed is refused and retries "
+                         "after the scouting timeout"
+                       : "");
             fmt::print("    polling          mean round over both survivors {:.2f} ms\n",
                        r.poll_round_ms);
             if (etcd) {

@@ -18,6 +18,9 @@ usage() {
 machine() {
   echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), kernel $(uname -r), $(free -g | awk '/^Mem:/{print $2}') GiB RAM"
   echo "load:    $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min) at $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  if awk '{exit !($1 > 1.5)}' /proc/loadavg; then
+    echo "note:    the 1-minute load is above 1.5: other work on this machine disturbs the figures"
+  fi
   if command -v etcd >/dev/null; then
     echo "etcd:    $(etcd --version 2>/dev/null | head -1)"
   fi
