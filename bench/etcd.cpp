@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/beast/http/verb.hpp>
 #include <cerrno>
 #include <cstring>
