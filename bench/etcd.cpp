@@ -29,7 +29,6 @@ using asio::ip::tcp;
 std::optional<fs::path> find_etcd() {
     const char* path = std::getenv("PATH");
     std::string dirs = path != nullptr ? path : "/usr/bin:/bin";
-    dirs += ":/usr/bin:/usr/sbin";
     std::size_t start = 0;
     while (start <= dirs.size()) {
         const std::size_t end = std::min(dirs.find(':', start), dirs.size());

@@ -146,7 +146,9 @@ int run_failover(const BenchOptions& options) {
                         20);
     fmt::print("persist (write + fsync + rename + fsync dir) in {}: median {:.2f} ms\n",
                std::filesystem::temp_directory_path().string(), persist_ms);
-    if (!etcd) {
+    if (!options.etcd) {
+        fmt::print("etcd comparison: skipped (--no-etcd)\n");
+    } else if (!etcd) {
         fmt::print(
             "etcd comparison: skipped (no `etcd` on PATH); to enable: apt-get install -y "
             "etcd-server\n");
