@@ -27,13 +27,17 @@ using asio::ip::tcp;
 
 namespace {
 
-/// A port the kernel considers free right now. A small race remains (another process may take it
-/// before the daemon binds); the daemon then exits with status 1 and the tool reports it.
-std::uint16_t free_port(asio::io_context& io, std::set<std::uint16_t>& taken) {
+/// A port the kernel considers free right now. Its listener stays open in `held` until the
+/// caller drops it, so that the proxy's own listeners (port 0) cannot be given the same port in
+/// the meantime. A small race remains (another process may take it before the daemon binds); the
+/// daemon then exits with status 1 and the tool reports it.
+std::uint16_t free_port(asio::io_context& io, std::set<std::uint16_t>& taken,
+                        std::vector<tcp::acceptor>& held) {
     for (int attempt = 0; attempt < 100; ++attempt) {
         tcp::acceptor a(io, tcp::endpoint(asio::ip::address_v4::loopback(), 0));
         const std::uint16_t port = a.local_endpoint().port();
         if (taken.insert(port).second) {
+            held.push_back(std::move(a));
             return port;
         }
     }
@@ -77,9 +81,12 @@ Cluster::Cluster(asio::io_context& io, ClusterOptions options)
     try {
         const std::size_t n = options_.node_count;
         std::set<std::uint16_t> taken;
+        std::vector<tcp::acceptor> held;  // closed at the end of this block, before any start
         for (NodeIndex i = 0; i < n; ++i) {
-            nodes_[i].peer = tcp::endpoint(asio::ip::address_v4::loopback(), free_port(io, taken));
-            nodes_[i].http = tcp::endpoint(asio::ip::address_v4::loopback(), free_port(io, taken));
+            nodes_[i].peer =
+                tcp::endpoint(asio::ip::address_v4::loopback(), free_port(io, taken, held));
+            nodes_[i].http =
+                tcp::endpoint(asio::ip::address_v4::loopback(), free_port(io, taken, held));
         }
         // proxy_for[i][j]: where node i dials node j.
         std::vector<std::vector<tcp::endpoint>> proxy_for(n, std::vector<tcp::endpoint>(n));

@@ -1,0 +1,190 @@
+// conclave-bench: programs that PRINT figures (failover, cold start, jitter, cost, etcd).
+// Never run by ctest: they time real processes on a real (possibly busy) machine.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/verb.hpp>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "conclave/bounce/cluster.hpp"
+#include "conclave/bounce/observation.hpp"
+#include "conclave/elector/config.hpp"
+
+namespace conclave::bench {
+
+using Clock = std::chrono::steady_clock;
+using bounce::NodeIndex;
+
+double ms_since(Clock::time_point start);
+void sleep_ms(double ms);
+
+// ---- Statistics ----------------------------------------------------------------------------
+
+struct Summary {
+    std::size_t count = 0;
+    double min = 0;
+    double median = 0;
+    double p95 = 0;
+    double max = 0;
+    double mean = 0;
+};
+Summary summarize(std::vector<double> values);
+/// "min 12.3  median 45.6  p95 78.9  max 99.0  (n=20)", values in ms.
+std::string format_summary(const Summary& s);
+
+// ---- HTTP ------------------------------------------------------------------------------------
+
+/// A blocking HTTP/1.1 client with keep-alive and a deadline per request (its own io_context).
+/// Reconnects once when a reused connection turns out closed.
+class HttpClient {
+  public:
+    explicit HttpClient(boost::asio::ip::tcp::endpoint endpoint);
+    /// The body of a 200 answer; nullopt otherwise (error() says why).
+    std::optional<std::string> request(boost::beast::http::verb verb, const std::string& target,
+                                       const std::string& body, std::chrono::milliseconds timeout);
+    std::optional<std::string> get(const std::string& target, std::chrono::milliseconds timeout);
+    const std::string& error() const { return error_; }
+
+  private:
+    void run();
+    void reset();
+
+    boost::asio::ip::tcp::endpoint endpoint_;
+    boost::asio::io_context io_;
+    std::optional<boost::beast::tcp_stream> stream_;
+    boost::beast::flat_buffer buffer_;
+    std::string error_;
+};
+
+/// Sum of every sample of metric `name` (all label sets) in a Prometheus text body.
+double metric_sum(const std::string& text, const std::string& name);
+
+// ---- Processes -------------------------------------------------------------------------------
+
+/// utime + stime of a process, in seconds, from /proc/<pid>/stat. Nullopt if unreadable.
+std::optional<double> cpu_seconds(int pid);
+/// VmRSS of a process in KiB, from /proc/<pid>/status.
+std::optional<std::uint64_t> rss_kib(int pid);
+/// Median cost of persisting a small state file the way net/state_file.cpp does (write temp,
+/// fsync, rename, fsync the directory), over `count` tries in `dir`. Milliseconds.
+double persist_cost_ms(const std::filesystem::path& dir, int count);
+
+// ---- A conclaved cluster through leader-bounce's library --------------------------------------
+
+struct StatusView {
+    bool answered = false;
+    bounce::ObservedRole role = bounce::ObservedRole::Unreachable;
+    std::uint64_t term = 0;
+    std::optional<NodeIndex> leader;
+};
+
+struct Agreement {
+    NodeIndex leader = 0;
+    std::uint64_t term = 0;
+};
+
+/// The leader every view names, in one term, with that leader among the views saying "leader".
+std::optional<Agreement> agreement(const std::vector<NodeIndex>& members,
+                                   const std::vector<StatusView>& views);
+
+/// Cluster (processes + fault proxy) with the proxy's io_context on a thread of its own, and one
+/// keep-alive /status client per node on the caller's thread.
+class Harness {
+  public:
+    explicit Harness(bounce::ClusterOptions options);
+    ~Harness();
+    Harness(const Harness&) = delete;
+    Harness& operator=(const Harness&) = delete;
+
+    bounce::Cluster& cluster() { return *cluster_; }
+    std::size_t size() const { return cluster_->size(); }
+    void start_all();
+    /// Runs `fn` on the proxy's thread and waits for it.
+    void on_proxy_thread(const std::function<void(bounce::FaultProxy&)>& fn);
+    StatusView status(NodeIndex i, std::chrono::milliseconds timeout);
+    std::optional<std::string> metrics(NodeIndex i);
+    /// Polls `members` every `period_ms` until they agree or `timeout_ms` passes.
+    std::optional<Agreement> wait_agreement(const std::vector<NodeIndex>& members,
+                                            double timeout_ms, double period_ms);
+    /// The last log lines of every node, for error messages.
+    std::string log_tails();
+
+  private:
+    boost::asio::io_context io_;
+    std::unique_ptr<bounce::Cluster> cluster_;
+    std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_;
+    std::thread thread_;
+    std::vector<std::unique_ptr<HttpClient>> clients_;
+};
+
+std::vector<NodeIndex> all_nodes(std::size_t n);
+
+// ---- Figures ---------------------------------------------------------------------------------
+
+struct BenchOptions {
+    std::filesystem::path conclaved;
+    int runs = 20;                      // failover runs per case; cold-start runs per N
+    std::vector<std::string> profiles;  // failover: "fast", "default"
+    double duration_s = 60;             // jitter: seconds per case
+    double window_s = 20;               // cost: measuring window
+    double poll_ms = 1;                 // failover: /status polling period
+    bool etcd = true;                   // failover: compare with etcd when installed
+    std::uint64_t seed = 1;
+};
+
+int run_failover(const BenchOptions& options);
+int run_cold_start(const BenchOptions& options);
+int run_jitter(const BenchOptions& options);
+int run_cost(const BenchOptions& options);
+
+// ---- Failover, shared by conclaved and etcd ---------------------------------------------------
+
+/// Something with N members, one leader, /status-like polling, and processes to signal.
+class FailoverTarget {
+  public:
+    virtual ~FailoverTarget() = default;
+    virtual std::size_t size() const = 0;
+    /// Polls `members` once each; the leader they all name now (same term), if any.
+    virtual std::optional<NodeIndex> poll_agreed(const std::vector<NodeIndex>& members) = 0;
+    virtual void send_signal(NodeIndex member, int signal) = 0;  // SIGKILL or SIGSTOP
+    virtual void restore(NodeIndex member) = 0;  // restart a killed member, SIGCONT a stopped one
+    virtual std::string log_tails() = 0;
+};
+
+struct FailoverResult {
+    std::vector<double> samples_ms;
+    std::size_t failures = 0;  // no agreed new leader within the bound
+    double poll_round_ms = 0;  // mean time of one polling round (resolution)
+};
+
+/// `runs` times: wait for a leader all members agree on, a random calm of [1, 2] x `calm_ms`,
+/// the signal, poll the survivors every `poll_ms` until they name the same new leader, restore.
+FailoverResult measure_failover(FailoverTarget& target, int signal, int runs, double calm_ms,
+                                double poll_ms, double bound_ms, std::mt19937_64& random);
+
+/// Idealised failover time of the core alone (no network, no disk), from the profile's timers:
+/// Monte Carlo of the two survivors of a 3-node cluster. `silent`: SIGSTOP (heartbeats stop;
+/// detection by missed checks), else SIGKILL (connection loss: detection at once).
+std::vector<double> floor_model_ms(const Config& config, bool silent, int samples,
+                                   std::mt19937_64& random);
+
+/// etcd (Debian's etcd-server) when an `etcd` binary is on PATH; nullopt otherwise.
+std::optional<std::filesystem::path> find_etcd();
+std::unique_ptr<FailoverTarget> make_etcd_target(const std::filesystem::path& etcd,
+                                                 std::uint32_t heartbeat_ms,
+                                                 std::uint32_t election_ms);
+std::unique_ptr<FailoverTarget> make_conclave_target(const BenchOptions& options,
+                                                     const std::string& profile);
+
+}  // namespace conclave::bench

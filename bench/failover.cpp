@@ -1,0 +1,247 @@
+// Failover: SIGKILL / SIGSTOP of the leader of 3 real conclaved processes on loopback, timed from
+// the signal to the moment every survivor's /status names the same new leader; next to it the
+// floor the core's own timers allow, and etcd measured the same way when it is installed.
+#include <signal.h>
+
+#include <unistd.h>
+
+#include <fmt/core.h>
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+
+#include "bench.hpp"
+
+namespace conclave::bench {
+
+FailoverResult measure_failover(FailoverTarget& target, int signal, int runs, double calm_ms,
+                                double poll_ms, double bound_ms, std::mt19937_64& random) {
+    FailoverResult result;
+    const std::vector<NodeIndex> everyone = all_nodes(target.size());
+    std::uniform_real_distribution<double> calm(calm_ms, 2 * calm_ms);
+    double round_total_ms = 0;
+    std::size_t rounds = 0;
+    for (int run = 0; run < runs; ++run) {
+        // A leader all members agree on (after a restart the restored member must have joined).
+        std::optional<NodeIndex> leader;
+        const auto wait_start = Clock::now();
+        while (!leader && ms_since(wait_start) < 30'000) {
+            leader = target.poll_agreed(everyone);
+            if (!leader) {
+                sleep_ms(5);
+            }
+        }
+        if (!leader) {
+            throw std::runtime_error("no leader agreed by all members within 30 s\n" +
+                                     target.log_tails());
+        }
+        // A random calm so that the signal lands at a random phase of the heartbeat period.
+        sleep_ms(calm(random));
+        leader = target.poll_agreed(everyone);
+        if (!leader) {
+            --run;  // the cluster moved during the calm; try again (does not count as a run)
+            continue;
+        }
+        std::vector<NodeIndex> survivors;
+        for (NodeIndex m : everyone) {
+            if (m != *leader) {
+                survivors.push_back(m);
+            }
+        }
+        const auto signalled = Clock::now();
+        target.send_signal(*leader, signal);
+        std::optional<double> elapsed_ms;
+        while (ms_since(signalled) < bound_ms) {
+            const auto round = Clock::now();
+            const auto next = target.poll_agreed(survivors);
+            round_total_ms += ms_since(round);
+            ++rounds;
+            if (next && *next != *leader) {
+                elapsed_ms = ms_since(signalled);  // when the last survivor's answer arrived
+                break;
+            }
+            sleep_ms(poll_ms - ms_since(round));
+        }
+        if (elapsed_ms) {
+            result.samples_ms.push_back(*elapsed_ms);
+        } else {
+            ++result.failures;
+        }
+        target.restore(*leader);
+    }
+    result.poll_round_ms = rounds == 0 ? 0 : round_total_ms / static_cast<double>(rounds);
+    return result;
+}
+
+// The model follows elector.cpp for the two survivors A and B of a 3-node cluster (quorum 2):
+//  - detection. SIGKILL: the leader's connections close, PeerDown -> BecomeFollower(no leader)
+//    at once (D = 0). SIGSTOP: nothing closes; HeartbeatCheck fires every heartbeat_check_period
+//    and counts misses, reset by each heartbeat; at heartbeat_check_misses() misses the follower
+//    drops the leader. With the last heartbeat h before the signal s (s - h uniform in
+//    [0, heartbeat_period)) and the check phase phi uniform in [0, check period):
+//    D = phi + (misses - 1) * check - (s - h), independently for A and B.
+//  - backoff: BecomeFollower arms RandomWait uniform in [0, max_random_wait] (integer ms).
+//  - scouting: when A's RandomWait fires, A asks B. B says yes only if it no longer knows a leader
+//    (sticky leader), i.e. D_B has passed; then A wins: two round trips (scouting, proposal) and
+//    two persists (A's term and vote, B's vote), which the model leaves out. If B still knows the
+//    leader, B says no; one "no" of two is not yet a lost round, so A waits
+//    scouting_result_timeout, then backs off again.
+std::vector<double> floor_model_ms(const Config& c, bool silent, int samples,
+                                   std::mt19937_64& random) {
+    const double period = static_cast<double>(c.heartbeat_period.count());
+    const double check = static_cast<double>(c.heartbeat_check_period.count());
+    const double misses = static_cast<double>(c.heartbeat_check_misses());
+    const double scouting_timeout = static_cast<double>(c.scouting_result_timeout.count());
+    std::uniform_int_distribution<std::int64_t> backoff(0, c.max_random_wait.count());
+    std::uniform_real_distribution<double> unit(0, 1);
+    std::vector<double> out;
+    out.reserve(static_cast<std::size_t>(samples));
+    for (int k = 0; k < samples; ++k) {
+        double detect[2] = {0, 0};
+        if (silent) {
+            const double since_heartbeat = unit(random) * period;
+            for (double& d : detect) {
+                d = std::max(0.0, unit(random) * check + (misses - 1) * check - since_heartbeat);
+            }
+        }
+        double attempt[2] = {detect[0] + static_cast<double>(backoff(random)),
+                             detect[1] + static_cast<double>(backoff(random))};
+        for (int step = 0; step < 10'000; ++step) {
+            const int a = attempt[0] <= attempt[1] ? 0 : 1;
+            const int b = 1 - a;
+            if (detect[b] <= attempt[a]) {
+                out.push_back(attempt[a]);
+                break;
+            }
+            attempt[a] += scouting_timeout + static_cast<double>(backoff(random));
+        }
+    }
+    return out;
+}
+
+namespace {
+
+struct Case {
+    const char* name;
+    int signal;
+};
+
+std::string describe_profile(const Config& c) {
+    return fmt::format(
+        "heartbeat {} ms, check every {} ms, {} missed checks = inactivity {} ms, backoff 0-{} "
+        "ms, scouting timeout {} ms",
+        c.heartbeat_period.count(), c.heartbeat_check_period.count(), c.heartbeat_check_misses(),
+        c.inactivity_interval().count(), c.max_random_wait.count(),
+        c.scouting_result_timeout.count());
+}
+
+}  // namespace
+
+int run_failover(const BenchOptions& options) {
+    std::mt19937_64 random(options.seed);
+    const auto etcd = options.etcd ? find_etcd() : std::nullopt;
+    const double persist_ms =
+        persist_cost_ms(std::filesystem::temp_directory_path() /
+                            ("conclave-bench-probe-" + std::to_string(::getpid())),
+                        20);
+    fmt::print("persist (write + fsync + rename + fsync dir) in {}: median {:.2f} ms\n",
+               std::filesystem::temp_directory_path().string(), persist_ms);
+    if (!options.etcd) {
+        fmt::print("etcd comparison: skipped (--no-etcd)\n");
+    } else if (!etcd) {
+        fmt::print(
+            "etcd comparison: skipped (no `etcd` on PATH); to enable: apt-get install -y "
+            "etcd-server\n");
+    }
+    const Case cases[] = {{"SIGKILL", SIGKILL}, {"SIGSTOP", SIGSTOP}};
+    for (const std::string& profile : options.profiles) {
+        const auto config = Config::profile(profile, 3, NodeId{0});
+        if (!config) {
+            throw std::runtime_error("--profile: unknown profile " + profile);
+        }
+        const double period = static_cast<double>(config->heartbeat_period.count());
+        const double inactivity = static_cast<double>(config->inactivity_interval().count());
+        const double bound_ms =
+            10 * (inactivity + static_cast<double>(config->max_random_wait.count())) + 5000;
+        fmt::print("\n== failover, profile {} ({})\n", profile, describe_profile(*config));
+        fmt::print(
+            "   3 conclaved on 127.0.0.1 through leader-bounce's proxy, {} runs per case; time "
+            "from "
+            "the signal to the answer that completes agreement of both survivors; /status of the "
+            "survivors polled every {} ms (keep-alive)\n",
+            options.runs, options.poll_ms);
+        std::map<std::string, FailoverResult> conclave_results;
+        {
+            auto target = make_conclave_target(options, profile);
+            for (const Case& c : cases) {
+                conclave_results[c.name] = measure_failover(*target, c.signal, options.runs, period,
+                                                            options.poll_ms, bound_ms, random);
+            }
+        }
+        std::map<std::string, FailoverResult> etcd_results;
+        const auto etcd_heartbeat =
+            static_cast<std::uint32_t>(std::min(period, inactivity / 5));  // etcd: election >= 5 hb
+        const auto etcd_election = static_cast<std::uint32_t>(inactivity);
+        if (etcd) {
+            auto target = make_etcd_target(*etcd, etcd_heartbeat, etcd_election);
+            for (const Case& c : cases) {
+                etcd_results[c.name] = measure_failover(*target, c.signal, options.runs, period,
+                                                        options.poll_ms, bound_ms, random);
+            }
+        }
+        for (const Case& c : cases) {
+            const bool silent = c.signal == SIGSTOP;
+            const FailoverResult& r = conclave_results[c.name];
+            const Summary measured = summarize(r.samples_ms);
+            const Summary model = summarize(floor_model_ms(*config, silent, 200'000, random));
+            fmt::print("  {} of the leader (ms):\n", c.name);
+            fmt::print("    conclave         {}{}\n", format_summary(measured),
+                       r.failures ? fmt::format("  {} runs without a new leader", r.failures)
+                                  : std::string());
+            fmt::print("    floor (model)    {}  + 2 persists ({:.1f} ms) + 2.5 round trips\n",
+                       format_summary(model), 2 * persist_ms);
+            const double check = static_cast<double>(config->heartbeat_check_period.count());
+            const double misses = static_cast<double>(config->heartbeat_check_misses());
+            fmt::print(
+                "    floor parts      detection {}; backoff: the earlier of two draws in 0-{} "
+                "ms{}; 2 round trips + 2 persists\n",
+                silent ? fmt::format("{:.0f}-{:.0f} ms after the signal (missed checks)",
+                                     (misses - 1) * check - period, misses * check)
+                       : std::string("~0 (connection loss)"),
+                config->max_random_wait.count(),
+                silent ? "; a survivor that scouts before the other noticed is refused and retries "
+                         "after the scouting timeout"
+                       : "");
+            fmt::print("    polling          mean round over both survivors {:.2f} ms\n",
+                       r.poll_round_ms);
+            if (etcd) {
+                const FailoverResult& e = etcd_results[c.name];
+                const Summary es = summarize(e.samples_ms);
+                fmt::print("    etcd             {}{}\n", format_summary(es),
+                           e.failures ? fmt::format("  {} runs without a new leader", e.failures)
+                                      : std::string());
+                fmt::print(
+                    "    etcd / conclave  median x{:.2f}, p95 x{:.2f}  (etcd heartbeat {} ms, "
+                    "election timeout {} ms, pre-vote on)\n",
+                    measured.median > 0 ? es.median / measured.median : 0.0,
+                    measured.p95 > 0 ? es.p95 / measured.p95 : 0.0, etcd_heartbeat, etcd_election);
+            }
+            if (profile == "fast" && !silent) {
+                fmt::print("    target           median <= 200 ms: {}\n",
+                           measured.median <= 200 ? "met" : "MISSED");
+            }
+            if (silent) {
+                const double target =
+                    inactivity + static_cast<double>(config->max_random_wait.count()) / 2 + 50;
+                fmt::print(
+                    "    target           inactivity + mean backoff + 50 = {:.0f} ms: median {}, "
+                    "p95 {}\n",
+                    target, measured.median <= target ? "met" : "MISSED",
+                    measured.p95 <= target ? "met" : "MISSED");
+            }
+        }
+    }
+    return 0;
+}
+
+}  // namespace conclave::bench
