@@ -276,6 +276,16 @@ void Simulator::log_input(std::size_t node, LogInput input,
     try {
         actions = call(*logs_[node]);
     } catch (const LogCheckFailed& failure) {
+        if (options_.trace) {
+            nlohmann::json line{{"kind", "log"},
+                                {"node", node},
+                                {"input", input_name(static_cast<int>(input))},
+                                {"failed", failure.what()}};
+            if (received) {
+                line["msg"] = to_string(*received);
+            }
+            *options_.trace << line.dump() << '\n';
+        }
         if (!violation_) {
             violation_ = Violation{ViolationKind::LogCoreCheck,
                                    "log of n" + std::to_string(node) + " in " +
