@@ -261,7 +261,10 @@ void ReplicatedLog::HandleAppend(const LogMessage& m, const Append& body) {
             SetCommit(*len);
         }
     }
-    MaybeAck(body.entries.empty());
+    // Answer now if the leader would otherwise hear nothing: a heartbeat, or an append whose
+    // entries are all durable already (a re-sent batch whose ack was lost, or that the leader
+    // forgot on peer_up). persisted() acknowledges the others once they are durable.
+    MaybeAck(body.entries.empty() || end <= state_.durable_len);
 }
 
 void ReplicatedLog::HandleAppendAck(const LogMessage& m, const AppendAck& body) {

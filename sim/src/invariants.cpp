@@ -36,6 +36,20 @@ std::string_view to_string(ViolationKind k) {
             return "core-alarm";
         case ViolationKind::Liveness:
             return "liveness";
+        case ViolationKind::LogDivergence:
+            return "log-divergence";
+        case ViolationKind::LogAckLost:
+            return "log-ack-lost";
+        case ViolationKind::LogLeaderIncomplete:
+            return "log-leader-incomplete";
+        case ViolationKind::LogNotDurable:
+            return "log-not-durable";
+        case ViolationKind::LogCoreCheck:
+            return "log-core-check";
+        case ViolationKind::LogDriver:
+            return "log-driver";
+        case ViolationKind::LogLiveness:
+            return "log-liveness";
     }
     return "?";
 }

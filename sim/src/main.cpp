@@ -20,10 +20,11 @@ using namespace conclave::sim;
 
 constexpr const char* kUsage = R"(usage: conclave-sim [options]
 
-Runs seeded random fault schedules against N real elector cores on a simulated network and checks
-the safety invariants after every step (one leader per term, terms never decrease, one vote per
-node per term, leaders elected by a majority, strictly increasing LSNs) and liveness after the
-faults stop (every node agrees on one leader within a bound derived from the config).
+Runs seeded random fault schedules against N real elector cores (and, with --log, the replicated
+log beside them) on a simulated network and checks the safety invariants after every step (one
+leader per term, terms never decrease, one vote per node per term, leaders elected by a majority,
+strictly increasing LSNs) and liveness after the faults stop (every node agrees on one leader
+within a bound derived from the config).
 
 Random schedules:
   --seeds K            number of seeds to run (default 100; 1 when --seed is given alone)
@@ -41,6 +42,14 @@ Random schedules:
                        skip-sticky-leader (a deliberately broken core)
   --lose-durable-state restart crashed nodes with empty durable state (a broken driver)
   --no-term-check      do not check that terms never decrease (to see what lost state leads to)
+  --log                run the replicated log beside every elector: a client workload proposes
+                       entries (to leaders, deposed leaders and followers); checked after every
+                       step: acknowledged entries never lost, committed prefixes one history,
+                       ACTIVE leaders complete, the core's own invariants; at the end a fresh
+                       proposal must commit and every log converge (within a bound)
+  --log-bug NAME       skip-sync | commit-without-quorum (a deliberately broken log; implies --log)
+  --no-durable-check   do not check that committed entries are durable on a majority (to see
+                       what the other log checks catch through the consequences)
   --expect-violation   exit 0 if a violation is found, 1 if none (for planted-bug tests)
   --quiet              print only violations and the summary
 
@@ -193,6 +202,20 @@ int main(int argc, char** argv) {
             run.lose_durable_state = ex.lose_durable_state = true;
         } else if (arg == "--no-term-check") {
             run.history.check_term_monotonic = ex.history.check_term_monotonic = false;
+        } else if (arg == "--log") {
+            run.log = true;
+        } else if (arg == "--log-bug") {
+            if (!value(text))
+                return bad();
+            auto bug = parse_log_bug(text);
+            if (!bug) {
+                return usage_error("--log-bug: unknown bug '" + std::string(text) +
+                                   "' (expected skip-sync or commit-without-quorum)");
+            }
+            run.log_bug = *bug;
+            run.log = true;
+        } else if (arg == "--no-durable-check") {
+            run.log_history.check_durable_quorum = false;
         } else if (arg == "--expect-violation") {
             expect_violation = true;
         } else if (arg == "--quiet") {
@@ -222,6 +245,9 @@ int main(int argc, char** argv) {
         }
     }
     if (explore_mode) {
+        if (run.log) {
+            return usage_error("--log: not supported by the explorer (random schedules only)");
+        }
         if (ex.nodes > 5) {
             return usage_error("--nodes: the explorer supports 1..5 nodes");
         }
@@ -249,6 +275,13 @@ int main(int argc, char** argv) {
     std::uint64_t sim_ms = 0;
     std::int64_t slowest_convergence_ms = 0;
     std::int64_t bound_ms = 0;
+    std::uint64_t log_steps = 0;
+    std::uint64_t committed = 0;
+    std::uint64_t acked = 0;
+    std::uint64_t refused = 0;
+    std::uint64_t unknown = 0;
+    std::int64_t slowest_log_ms = 0;
+    std::int64_t log_bound_ms = 0;
     const auto started = std::chrono::steady_clock::now();
     for (std::uint64_t k = 0; k < seeds; ++k) {
         run.seed = first + k;
@@ -257,6 +290,15 @@ int main(int argc, char** argv) {
         steps += r.stats.steps;
         sim_ms += static_cast<std::uint64_t>(r.end.count());
         bound_ms = r.liveness_bound.count();
+        log_steps += r.stats.log_steps;
+        committed += r.log_committed;
+        acked += r.log_acked;
+        refused += r.stats.proposals_refused;
+        unknown += r.stats.proposals_unknown;
+        if (r.log_converged_after) {
+            slowest_log_ms = std::max(slowest_log_ms, r.log_converged_after->count());
+            log_bound_ms = std::max(log_bound_ms, r.log_bound.count());
+        }
         if (r.converged_after) {
             slowest_convergence_ms = std::max(slowest_convergence_ms, r.converged_after->count());
         }
@@ -274,8 +316,17 @@ int main(int argc, char** argv) {
                       << " (bound " << r.liveness_bound.count() << " ms)  leader changes "
                       << r.leadership.leader_changes << "  highest term "
                       << r.leadership.highest_term.value << "  crashes " << r.stats.crashes
-                      << "  dropped " << r.stats.messages_dropped << "  fingerprint " << std::hex
-                      << r.fingerprint << std::dec << "\n";
+                      << "  dropped " << r.stats.messages_dropped;
+            if (run.log) {
+                std::cout << "  log: committed " << r.log_committed << " acked " << r.log_acked
+                          << " refused " << r.stats.proposals_refused << " unknown "
+                          << r.stats.proposals_unknown << " fresh commit + convergence "
+                          << (r.log_converged_after
+                                  ? std::to_string(r.log_converged_after->count()) + " ms"
+                                  : std::string("-"))
+                          << " (bound " << r.log_bound.count() << " ms)";
+            }
+            std::cout << "  fingerprint " << std::hex << r.fingerprint << std::dec << "\n";
         }
     }
     const double seconds =
@@ -293,6 +344,19 @@ int main(int argc, char** argv) {
         "slowest agreement on a leader after the faults ended: %lld ms (liveness bound %lld "
         "ms)\n",
         static_cast<long long>(slowest_convergence_ms), static_cast<long long>(bound_ms));
+    if (run.log) {
+        std::printf(
+            "log%s: %llu log core steps, %llu entries committed, %llu proposals acknowledged, "
+            "%llu refused, %llu outcome unknown; slowest fresh commit + convergence after the "
+            "tail: %lld ms (bound up to %lld ms)\n",
+            run.log_bug == replication::PlantedLogBug::None
+                ? ""
+                : (" (planted bug " + std::string(log_bug_name(run.log_bug)) + ")").c_str(),
+            static_cast<unsigned long long>(log_steps), static_cast<unsigned long long>(committed),
+            static_cast<unsigned long long>(acked), static_cast<unsigned long long>(refused),
+            static_cast<unsigned long long>(unknown), static_cast<long long>(slowest_log_ms),
+            static_cast<long long>(log_bound_ms));
+    }
     if (expect_violation) {
         return violations > 0 ? 0 : 1;
     }

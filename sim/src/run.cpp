@@ -1,5 +1,6 @@
 #include "conclave/sim/run.hpp"
 
+#include <algorithm>
 #include <vector>
 
 namespace conclave::sim {
@@ -175,6 +176,93 @@ Millis liveness_bound(const Config& c, std::int64_t max_one_way_latency_ms) {
            kLivenessRounds * round;
 }
 
+Millis log_liveness_bound(const LogSimOptions& o, std::int64_t max_one_way_latency_ms,
+                          std::size_t log_len) {
+    const replication::LogConfig& c = o.config;
+    const auto round_trips = static_cast<std::int64_t>(log_len / c.max_batch_entries + 4);
+    return 2 * c.sync_retry_period + 2 * c.heartbeat_period +
+           Millis{round_trips * (2 * max_one_way_latency_ms + o.flush_delay_max_ms)};
+}
+
+std::string_view log_bug_name(replication::PlantedLogBug bug) {
+    switch (bug) {
+        case replication::PlantedLogBug::None:
+            return "none";
+        case replication::PlantedLogBug::SkipSync:
+            return "skip-sync";
+        case replication::PlantedLogBug::CommitWithoutQuorum:
+            return "commit-without-quorum";
+    }
+    return "?";
+}
+
+std::optional<replication::PlantedLogBug> parse_log_bug(std::string_view name) {
+    for (auto bug : {replication::PlantedLogBug::None, replication::PlantedLogBug::SkipSync,
+                     replication::PlantedLogBug::CommitWithoutQuorum}) {
+        if (name == log_bug_name(bug)) {
+            return bug;
+        }
+    }
+    return std::nullopt;
+}
+
+namespace {
+
+/// End of a log run: the workload stops, a fresh proposal is made at the agreed leader (retried
+/// until its log is ACTIVE), and the run continues until it is acknowledged and every log equals
+/// the committed history, within log_liveness_bound.
+void check_log_liveness(Simulator& sim, RunResult& result) {
+    sim.set_workload(false);
+    std::size_t longest = 0;
+    for (const replication::ReplicatedLog* log : sim.logs()) {
+        longest = std::max(longest, log ? log->entries().size() : 0);
+    }
+    const SimOptions& so = sim.options();
+    result.log_bound =
+        log_liveness_bound(so.log_options, so.latency_max_ms + so.jitter_ms, longest);
+    const Millis start = sim.now();
+    const Millis deadline = start + result.log_bound;
+    const Millis tick{5};
+    std::optional<Lsn> fresh;
+    while (!fresh && sim.now() < deadline) {
+        if (auto leader = agreed_leader(sim)) {
+            fresh = sim.propose_now(*leader);
+        }
+        if (!fresh && !sim.run_until(sim.now() + tick)) {
+            return;  // a violation
+        }
+    }
+    while (fresh && !sim.log_history().acknowledged(*fresh) && sim.now() < deadline) {
+        if (!sim.run_until(sim.now() + tick)) {
+            return;
+        }
+    }
+    std::optional<Violation> diverged = sim.log_history().converged(sim.logs());
+    while (diverged && sim.now() < deadline) {
+        if (!sim.run_until(sim.now() + tick)) {
+            return;
+        }
+        diverged = sim.log_history().converged(sim.logs());
+    }
+    if (!fresh || !sim.log_history().acknowledged(*fresh)) {
+        result.violation =
+            Violation{ViolationKind::LogLiveness,
+                      "the healed cluster did not commit a fresh proposal within " +
+                          std::to_string(result.log_bound.count()) + " ms (from " +
+                          std::to_string(start.count()) + " ms; " +
+                          (fresh ? "proposed " + to_string(*fresh) + ", not acknowledged"
+                                 : std::string("no agreed ACTIVE leader took it")) +
+                          ")"};
+    } else if (diverged) {
+        diverged->detail += " within " + std::to_string(result.log_bound.count()) + " ms";
+        result.violation = diverged;
+    } else {
+        result.log_converged_after = sim.now() - start;
+    }
+}
+
+}  // namespace
+
 RunResult run_seed(const RunOptions& options) {
     SimOptions so;
     so.nodes = options.nodes;
@@ -183,6 +271,9 @@ RunResult run_seed(const RunOptions& options) {
     so.lose_durable_state = options.lose_durable_state;
     so.history = options.history;
     so.trace = options.trace;
+    so.log = options.log;
+    so.log_options.config.planted_bug = options.log_bug;
+    so.log_options.history = options.log_history;
     Simulator sim(so);
 
     RunResult result;
@@ -229,6 +320,15 @@ RunResult run_seed(const RunOptions& options) {
                                              std::to_string(faults_end.count()) + " ms"};
         }
     }
+    if (options.log && !result.violation && !truncated) {
+        check_log_liveness(sim, result);
+        if (!result.violation && sim.violation()) {
+            result.violation = sim.violation();
+        }
+        result.violation_at = sim.now();
+    }
+    result.log_committed = sim.log_history().history().size();
+    result.log_acked = sim.log_history().acked();
     result.stats = sim.stats();
     result.end = sim.now();
     result.fingerprint = sim.fingerprint();
@@ -258,6 +358,15 @@ std::string replay_command(std::string_view program, const RunOptions& o) {
     }
     if (!o.history.check_term_monotonic) {
         cmd += " --no-term-check";
+    }
+    if (o.log) {
+        cmd += " --log";
+    }
+    if (o.log_bug != replication::PlantedLogBug::None) {
+        cmd += " --log-bug " + std::string(log_bug_name(o.log_bug));
+    }
+    if (o.log && !o.log_history.check_durable_quorum) {
+        cmd += " --no-durable-check";
     }
     return cmd;
 }

@@ -96,6 +96,21 @@ SimOptions validated(SimOptions o) {
     if (auto error = c.validate()) {
         throw std::invalid_argument("elector config: " + *error);
     }
+    if (o.log) {
+        replication::LogConfig lc = o.log_options.config;
+        lc.cluster_size = o.nodes;
+        lc.self = NodeId{0};
+        if (auto error = lc.validate()) {
+            throw std::invalid_argument("log config: " + *error);
+        }
+        const LogSimOptions& l = o.log_options;
+        if (l.flush_delay_max_ms < 0 || l.propose_interval_max_ms < 0 ||
+            l.client_latency_max_ms < 1) {
+            throw std::invalid_argument(
+                "log options: need flush_delay_max_ms >= 0, propose_interval_max_ms >= 0 and "
+                "client_latency_max_ms >= 1");
+        }
+    }
     return o;
 }
 
@@ -104,7 +119,8 @@ SimOptions validated(SimOptions o) {
 Simulator::Simulator(SimOptions options)
     : options_(validated(std::move(options))),
       rng_(options_.seed),
-      history_(options_.nodes, options_.history) {
+      history_(options_.nodes, options_.history),
+      log_history_(options_.nodes, options_.log_options.history) {
     const std::size_t n = options_.nodes;
     cores_.resize(n);
     durable_.resize(n);
@@ -124,6 +140,15 @@ Simulator::Simulator(SimOptions options)
     for (std::size_t i = 0; i < n; ++i) {
         cores_[i].emplace(config_for(i), DurableState{}, [this] { return rng_.next(); });
     }
+    logs_.resize(n);
+    log_storage_.resize(n, replication::MemoryStorage(replication::FsyncPolicy::Batched));
+    log_timer_generation_.assign(n * replication::kLogTimerCount, 0);
+    flush_pending_.assign(n, 0);
+    log_views_.assign(n, nullptr);
+    if (options_.log) {
+        install_log_check_handler();
+        workload_ = options_.log_options.propose_interval_max_ms > 0;
+    }
     if (options_.trace) {
         nlohmann::json header{{"kind", "header"},
                               {"version", 1},
@@ -133,6 +158,12 @@ Simulator::Simulator(SimOptions options)
                               {"check_quorum", options_.elector.check_quorum},
                               {"seed", options_.seed}};
         *options_.trace << header.dump() << '\n';
+    }
+}
+
+Simulator::~Simulator() {
+    if (options_.log) {
+        replication::set_invariant_failure_handler(previous_check_handler_);
     }
 }
 
@@ -188,6 +219,9 @@ void Simulator::start_all() {
     assert(!started_);
     started_ = true;
     for (std::size_t i = 0; i < options_.nodes; ++i) {
+        if (options_.log) {
+            log_start(i);  // before the elector, whose start may already notify leadership
+        }
         perform(i, StepAction::Start, cores_[i]->start(now()));
         if (violation_) {
             return;
@@ -204,6 +238,7 @@ void Simulator::start_all() {
         tick.kind = EventKind::LsnTick;
         push(tick);
     }
+    set_workload(workload_);
 }
 
 void Simulator::schedule(Millis at, FaultAction fault) {
@@ -265,6 +300,10 @@ void Simulator::dispatch(const Event& e) {
         push(tick);
         return;
     }
+    if (e.kind == EventKind::ClientTick) {
+        client_tick();
+        return;
+    }
     const std::size_t n = e.node;
     if (!cores_[n]) {
         if (e.kind == EventKind::Deliver) {
@@ -272,6 +311,11 @@ void Simulator::dispatch(const Event& e) {
             if (options_.trace) {
                 trace_net("Drop", &e.message, n, "receiver crashed");
             }
+        } else if (e.kind == EventKind::LogDeliver) {
+            ++stats_.log_messages_dropped;
+            take_payload(e.payload);
+        } else if (e.kind == EventKind::ClientRequest) {
+            dispatch_log(e);  // refused: connection refused
         }
         return;
     }
@@ -290,6 +334,21 @@ void Simulator::dispatch(const Event& e) {
                 return;  // replaced or cancelled
             }
             break;
+        case EventKind::LogDeliver:
+            if (epoch_[link(e.peer, n)] != e.stamp) {
+                ++stats_.log_messages_dropped;  // the connection it travelled on was reset
+                take_payload(e.payload);
+                return;
+            }
+            break;
+        case EventKind::LogTimerFired:
+            if (log_timer_generation_[n * replication::kLogTimerCount +
+                                      static_cast<std::size_t>(e.log_timer)] != e.stamp) {
+                return;  // replaced or cancelled
+            }
+            break;
+        case EventKind::ClientRequest:
+            break;  // a request reaches whichever incarnation is running
         default:
             if (incarnation_[n] != e.stamp) {
                 return;  // addressed to a previous incarnation of the process
@@ -315,9 +374,22 @@ void Simulator::dispatch(const Event& e) {
             break;
         case EventKind::PeerUp:
             perform(n, StepAction::PeerUp, core.peer_up(now(), peer), nullptr, peer);
+            if (logs_[n] && !violation_) {
+                log_input(n, LogInput::PeerUp, [&](auto& log) { return log.peer_up(now(), peer); });
+            }
             break;
         case EventKind::PeerDown:
             perform(n, StepAction::PeerDown, core.peer_down(now(), peer), nullptr, peer);
+            if (logs_[n] && !violation_) {
+                log_input(n, LogInput::PeerDown,
+                          [&](auto& log) { return log.peer_down(now(), peer); });
+            }
+            break;
+        case EventKind::LogDeliver:
+        case EventKind::LogTimerFired:
+        case EventKind::LogFlush:
+        case EventKind::ClientRequest:
+            dispatch_log(e);
             break;
         default:
             assert(false);
@@ -360,6 +432,12 @@ void Simulator::perform(std::size_t node, StepAction action, Actions&& actions,
             ++timer_generation_[node * kTimerCount + static_cast<std::size_t>(cancel->timer)];
         } else if (const auto* persist = std::get_if<PersistState>(&a)) {
             durable_[node] = persist->state;  // durable before any later send of the batch
+        } else if (const auto* notify = std::get_if<NotifyLeadership>(&a)) {
+            if (logs_[node] && !violation_) {
+                const LeadershipSnapshot snapshot = notify->snapshot;
+                log_input(node, LogInput::OnLeadership,
+                          [&](auto& log) { return log.on_leadership(now(), snapshot); });
+            }
         }
     }
     check(node, action, state, actions);
@@ -379,7 +457,14 @@ void Simulator::check(std::size_t node, StepAction action, const ElectorState& s
 }
 
 void Simulator::send(std::size_t from, std::size_t to, const Message& m) {
-    ++stats_.messages_sent;
+    transmit(from, to, &m, nullptr);
+}
+
+// One message on the mesh: an elector message (`m`) or a log message (`log_message`), on the same
+// connections with the same faults.
+void Simulator::transmit(std::size_t from, std::size_t to, const Message* m,
+                         const replication::LogMessage* log_message) {
+    ++(m ? stats_.messages_sent : stats_.log_messages_sent);
     const std::size_t l = link(from, to);
     const char* drop = nullptr;
     if (connection_up_[l] == 0) {
@@ -390,9 +475,9 @@ void Simulator::send(std::size_t from, std::size_t to, const Message& m) {
         drop = "loss";
     }
     if (drop) {
-        ++stats_.messages_dropped;
+        ++(m ? stats_.messages_dropped : stats_.log_messages_dropped);
         if (options_.trace) {
-            trace_net("Drop", &m, to, drop);
+            trace_net("Drop", m, to, drop, log_message);
         }
         return;
     }
@@ -407,16 +492,20 @@ void Simulator::send(std::size_t from, std::size_t to, const Message& m) {
         if (copy == 1) {
             ++stats_.messages_duplicated;
             if (options_.trace) {
-                trace_net("Duplicate", &m, to, "duplicated");
+                trace_net("Duplicate", m, to, "duplicated", log_message);
             }
         }
         Event e;
         e.time_ms = at;
-        e.kind = EventKind::Deliver;
+        e.kind = m ? EventKind::Deliver : EventKind::LogDeliver;
         e.node = static_cast<std::uint16_t>(to);
         e.peer = static_cast<std::uint16_t>(from);
         e.stamp = epoch_[l];
-        e.message = m;
+        if (m) {
+            e.message = *m;
+        } else {
+            e.payload = store_payload(*log_message);
+        }
         push(e);
     }
 }
@@ -463,6 +552,7 @@ void Simulator::crash(std::size_t n) {
     }
     ++stats_.crashes;
     cores_[n].reset();
+    log_crash(n);
     ++incarnation_[n];
     paused_until_ms_[n] = 0;
     for (std::size_t t = 0; t < kTimerCount; ++t) {
@@ -498,6 +588,9 @@ void Simulator::restart(std::size_t n) {
         durable_[n] = DurableState{};
     }
     cores_[n].emplace(config_for(n), durable_[n], [this] { return rng_.next(); });
+    if (options_.log) {
+        log_start(n);  // before the elector, whose start may already notify leadership
+    }
     perform(n, StepAction::Restart, cores_[n]->start(now()));
     for (std::size_t j = 0; j < options_.nodes; ++j) {
         if (j != n) {
@@ -652,10 +745,15 @@ void Simulator::trace_step(std::size_t node, StepAction action, const Actions& a
     *options_.trace << line.dump() << '\n';
 }
 
-void Simulator::trace_net(const char* event, const Message* m, std::size_t to, const char* detail) {
+void Simulator::trace_net(const char* event, const Message* m, std::size_t to, const char* detail,
+                          const replication::LogMessage* log_message) {
     nlohmann::json line{{"kind", "net"}, {"event", event}, {"detail", detail}};
     if (m) {
         line["msg"] = message_to_json(*m, node_id(to));
+    }
+    if (log_message) {
+        line["log_msg"] = to_string(*log_message);
+        line["to"] = to;
     }
     *options_.trace << line.dump() << '\n';
 }

@@ -251,6 +251,28 @@ TEST_CASE("a follower appends, truncates a conflicting suffix, and acks only dur
     CHECK(f.check_invariants().empty());
 }
 
+TEST_CASE("a follower answers a re-sent batch it has already acknowledged") {
+    // Found by the simulator (conclave-sim --log, seed 43): the follower's ack of a batch was lost
+    // (or the leader forgot it on peer_up); the leader re-sends the batch on every heartbeat. The
+    // follower holds it durably and had acknowledged it, so it used to stay silent: the leader
+    // never heard, re-sent forever and the follower never caught up in that term.
+    ReplicatedLog f = Make(Config3(N1));
+    f.on_leadership(T0, Follows(N0, 1));
+    const Append batch{kNoLsn, {E(1, 0), E(1, 1)}, kNoLsn};
+    f.receive(T0, Msg(N0, 1, batch));
+    auto a = f.persisted(T0, L(1, 1));
+    CHECK(a == LogActions{SendLog{N0, Msg(N1, 1, AppendAck{true, {}, L(1, 1), kNoLsn})}});
+    // The ack is lost; the same batch comes again: it must be answered.
+    a = f.receive(T0, Msg(N0, 1, batch));
+    CHECK(a == LogActions{SendLog{N0, Msg(N1, 1, AppendAck{true, {}, L(1, 1), kNoLsn})}});
+    // A re-sent batch whose entries are not all durable yet is answered once they are.
+    f.receive(T0, Msg(N0, 1, Append{L(1, 1), {E(1, 2)}, kNoLsn}));
+    a = f.receive(T0, Msg(N0, 1, Append{L(1, 1), {E(1, 2)}, kNoLsn}));
+    CHECK(Sent<AppendAck>(a, N0).empty());
+    a = f.persisted(T0, L(1, 2));
+    CHECK(a == LogActions{SendLog{N0, Msg(N1, 1, AppendAck{true, {}, L(1, 2), kNoLsn})}});
+}
+
 TEST_CASE("a follower does not commit beyond what matches the leader") {
     ReplicatedLog f = Make(Config3(N1), {E(1, 0), E(1, 1), E(1, 2)}, LogMeta{Term{1}, L(1, 0)});
     f.persisted(T0, L(1, 2));

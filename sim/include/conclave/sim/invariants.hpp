@@ -33,6 +33,14 @@ enum class ViolationKind : std::uint8_t {
     LsnNotIncreasing,
     Alarm,
     Liveness,
+    // The replicated log (SimOptions::log; see log_invariants.hpp).
+    LogDivergence,        // committed prefixes are not prefixes of one history
+    LogAckLost,           // an acknowledged entry is not where (or what) it was acknowledged
+    LogLeaderIncomplete,  // an ACTIVE leader lacks an entry committed in its term or before
+    LogNotDurable,        // a committed entry is durable in the storage of less than a majority
+    LogCoreCheck,         // check_invariants() or a CONCLAVE_CHECK of the log core failed
+    LogDriver,            // promise not durable, storage differs from the core, bad outcome
+    LogLiveness,          // the healed cluster did not commit a fresh proposal or converge
 };
 std::string_view to_string(ViolationKind k);
 

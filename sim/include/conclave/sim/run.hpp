@@ -50,6 +50,11 @@ struct RunOptions {
     bool lose_durable_state = false;
     HistoryOptions history;
     std::ostream* trace = nullptr;
+    /// Run the replicated log beside every elector, with a client workload, its invariants after
+    /// every step, and at the end a fresh proposal that must commit and logs that must converge.
+    bool log = false;
+    replication::PlantedLogBug log_bug = replication::PlantedLogBug::None;
+    LogHistoryOptions log_history;
 };
 
 struct RunResult {
@@ -63,6 +68,12 @@ struct RunResult {
     std::optional<Millis> converged_after;
     Millis liveness_bound{};
     LeadershipSummary leadership;
+    /// With the log: the committed history's length, the acknowledged proposals, and how long the
+    /// healed cluster took (after the tail) to commit a fresh proposal and converge, and the bound.
+    std::size_t log_committed = 0;
+    std::size_t log_acked = 0;
+    std::optional<Millis> log_converged_after;
+    Millis log_bound{};
 };
 
 /// The elector config random runs use: the fast profile with the run's switches.
@@ -83,6 +94,21 @@ Config run_config(const RunOptions& options);
 ///                                                   allow for split votes
 inline constexpr std::int64_t kLivenessRounds = 8;
 Millis liveness_bound(const Config& config, std::int64_t max_one_way_latency_ms);
+
+/// Log liveness bound, from the end of the tail (the elector agreed long before, every fault is
+/// over): a fresh proposal at the agreed leader commits and every log converges within
+///     2 * sync_retry_period                  the leader, if still PASSIVE, re-asks once
+///   + 2 * heartbeat_period                   a follower learns the commit point with the next
+///                                            heartbeat; a stalled batch is re-sent after one
+///   + (log_len / max_batch_entries + 4) * (2 * max_one_way_latency + flush_delay_max)
+///                                            catch-up one batch per round trip (probing), plus
+///                                            the round trips of the fresh proposal itself
+Millis log_liveness_bound(const LogSimOptions& options, std::int64_t max_one_way_latency_ms,
+                          std::size_t log_len);
+
+/// "skip-sync" / "commit-without-quorum" / "none" (the runner's spelling).
+std::string_view log_bug_name(replication::PlantedLogBug bug);
+std::optional<replication::PlantedLogBug> parse_log_bug(std::string_view name);
 
 RunResult run_seed(const RunOptions& options);
 

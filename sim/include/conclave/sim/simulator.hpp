@@ -20,6 +20,11 @@
 // - A batch of actions is performed in order; PersistState updates the durable store at once,
 //   before any later send of the batch is put on the network.
 // - After every step the History invariants are checked; the first violation stops the run.
+// - Optionally (SimOptions::log) each node runs a replication::ReplicatedLog beside its elector
+//   (see LogSimOptions and sim/README.md, "The replicated log"): fed by the elector's
+//   NotifyLeadership, its messages on the same faulty mesh, its timers in simulated time, a
+//   MemoryStorage whose non-flushed tail a crash loses (group commit at random moments), and a
+//   client workload; LogHistory checks its invariants after every step of every log.
 #pragma once
 
 #include <cstdint>
@@ -30,10 +35,33 @@
 #include <vector>
 
 #include "conclave/elector/elector.hpp"
+#include "conclave/replication/check.hpp"
+#include "conclave/replication/log.hpp"
+#include "conclave/replication/storage.hpp"
 #include "conclave/sim/invariants.hpp"
+#include "conclave/sim/log_invariants.hpp"
 #include "conclave/sim/rng.hpp"
 
 namespace conclave::sim {
+
+/// The log configuration random runs use: short periods (simulated time is cheap) and small
+/// batches, so that flow control, pipelining and catch-up in several batches are exercised.
+replication::LogConfig sim_log_config();
+
+/// The replicated log in the simulator (used when SimOptions::log is set).
+struct LogSimOptions {
+    /// Template for every node's log (cluster_size and self are set by the simulator).
+    replication::LogConfig config = sim_log_config();
+    /// Group commit: after an append, the node's storage is flushed (and the core told with
+    /// persisted()) at a random moment within [0, flush_delay_max_ms]; a crash before that loses
+    /// the tail.
+    std::int64_t flush_delay_max_ms = 4;
+    /// Clients send a request every [1, propose_interval_max_ms] ms (0: no workload).
+    std::int64_t propose_interval_max_ms = 60;
+    /// Client -> node latency, uniform in [1, client_latency_max_ms].
+    std::int64_t client_latency_max_ms = 5;
+    LogHistoryOptions history;
+};
 
 struct SimOptions {
     std::size_t nodes = 3;
@@ -54,6 +82,9 @@ struct SimOptions {
     std::int64_t lsn_period_ms = 97;
     /// NDJSON trace sink (see TRACE-FORMAT): nullptr for none.
     std::ostream* trace = nullptr;
+    /// Run a replicated log beside every elector, with a client workload.
+    bool log = false;
+    LogSimOptions log_options;
 };
 
 /// A change to the simulated world, applied at a given time (see Simulator::schedule).
@@ -107,11 +138,23 @@ struct SimStats {
     std::uint64_t crashes = 0;
     std::uint64_t pauses = 0;
     std::uint64_t lsns_issued = 0;
+    // The replicated log (zero without SimOptions::log).
+    std::uint64_t log_steps = 0;  // inputs given to log cores
+    std::uint64_t log_messages_sent = 0;
+    std::uint64_t log_messages_delivered = 0;
+    std::uint64_t log_messages_dropped = 0;
+    std::uint64_t log_flushes = 0;
+    std::uint64_t proposals = 0;           // client requests that reached a live node
+    std::uint64_t proposals_appended = 0;  // accepted by an ACTIVE leader
+    std::uint64_t proposals_acked = 0;     // ProposeResult::None
+    std::uint64_t proposals_refused = 0;   // NotLeader, NotActive, or the node was down
+    std::uint64_t proposals_unknown = 0;   // TimedOut, LeadershipLost
 };
 
 class Simulator {
   public:
     explicit Simulator(SimOptions options);
+    ~Simulator();
     Simulator(const Simulator&) = delete;
     Simulator& operator=(const Simulator&) = delete;
 
@@ -153,8 +196,43 @@ class Simulator {
     /// Called after every core input (for timelines, liveness and stability tracking).
     std::function<void(const Simulator&, const StepRecord&)> on_step;
 
+    // ---- The replicated log (SimOptions::log) --------------------------------------------------
+    bool log_enabled() const { return options_.log; }
+    /// A live node's log core (nullptr when crashed or without SimOptions::log).
+    const replication::ReplicatedLog* log(NodeId n) const;
+    /// Every node's log core, nullptr for crashed nodes.
+    std::vector<const replication::ReplicatedLog*> logs() const;
+    const LogHistory& log_history() const { return log_history_; }
+    /// Starts or stops the client workload (on by default with SimOptions::log).
+    void set_workload(bool on);
+    /// A client request handled by `n` now: proposes a fresh entry. The LSN if n's log appended
+    /// it (its outcome is reported later), nullopt if refused (or n is down or paused).
+    std::optional<Lsn> propose_now(NodeId n);
+
   private:
-    enum class EventKind : std::uint8_t { Deliver, Timer, PeerUp, PeerDown, Fault, LsnTick };
+    enum class LogInput : std::uint8_t {
+        Start,
+        OnLeadership,
+        Propose,
+        Receive,
+        TimerFired,
+        Persisted,
+        PeerUp,
+        PeerDown
+    };
+    enum class EventKind : std::uint8_t {
+        Deliver,
+        Timer,
+        PeerUp,
+        PeerDown,
+        Fault,
+        LsnTick,
+        LogDeliver,     // a LogMessage (in log_payloads_[payload]) arrives
+        LogTimerFired,  // log timer `log_timer` of `node`
+        LogFlush,       // group commit point of `node`'s storage
+        ClientTick,     // the workload sends its next request
+        ClientRequest,  // a client request arrives at `node`
+    };
     struct Event {
         std::int64_t time_ms = 0;
         std::uint64_t seq = 0;
@@ -162,8 +240,10 @@ class Simulator {
         std::uint16_t node = 0;  // destination / owner
         std::uint16_t peer = 0;  // sender for Deliver, subject of PeerUp/PeerDown
         TimerId timer{};
-        std::uint32_t stamp = 0;  // timer generation, connection epoch or node incarnation
-        std::uint32_t fault = 0;  // index into faults_
+        replication::LogTimer log_timer{};
+        std::uint32_t stamp = 0;    // timer generation, connection epoch or node incarnation
+        std::uint32_t fault = 0;    // index into faults_
+        std::uint32_t payload = 0;  // LogDeliver: index into log_payloads_
         Message message;
     };
     struct Later {
@@ -187,9 +267,33 @@ class Simulator {
     void trace_step(std::size_t node, StepAction action, const Actions& actions,
                     const ElectorState& state, const Message* received, std::optional<NodeId> peer,
                     std::optional<TimerId> timer);
-    void trace_net(const char* event, const Message* m, std::size_t to, const char* detail);
+    void trace_net(const char* event, const Message* m, std::size_t to, const char* detail,
+                   const replication::LogMessage* log_message = nullptr);
+    void trace_log(std::size_t node, LogInput input, const replication::LogActions& actions,
+                   const replication::LogMessage* received);
+    void install_log_check_handler();
     void check(std::size_t node, StepAction action, const ElectorState& state,
                const Actions& actions);
+
+    // The replicated log (simulator_log.cpp).
+    replication::LogConfig log_config_for(std::size_t node) const;
+    void transmit(std::size_t from, std::size_t to, const Message* m,
+                  const replication::LogMessage* log_message);
+    void send_log(std::size_t from, std::size_t to, const replication::LogMessage& m);
+    std::uint32_t store_payload(const replication::LogMessage& m);
+    replication::LogMessage take_payload(std::uint32_t index);
+    void log_start(std::size_t node);
+    void log_crash(std::size_t node);
+    void dispatch_log(const Event& e);
+    void client_tick();
+    void client_request(std::size_t node);
+    /// Gives one input to `node`'s log core and performs what it returns; a failed CONCLAVE_CHECK
+    /// inside the core becomes a LogCoreCheck violation.
+    void log_input(std::size_t node, LogInput input,
+                   const std::function<replication::LogActions(replication::ReplicatedLog&)>& call,
+                   const replication::LogMessage* received = nullptr);
+    void perform_log(std::size_t node, LogInput input, replication::LogActions&& actions,
+                     const replication::LogMessage* received);
 
     SimOptions options_;
     Rng rng_;
@@ -219,6 +323,21 @@ class Simulator {
     int loss_depth_ = 0;
     int duplication_depth_ = 0;
     int reorder_depth_ = 0;
+
+    // The replicated log: cores (empty when crashed or disabled), storage that survives crashes.
+    std::vector<std::optional<replication::ReplicatedLog>> logs_;
+    std::vector<replication::MemoryStorage> log_storage_;
+    std::vector<std::uint32_t> log_timer_generation_;  // [node * kLogTimerCount + timer]
+    std::vector<std::uint8_t> flush_pending_;
+    std::vector<const replication::ReplicatedLog*> log_views_;  // &*logs_[n] or nullptr
+    std::vector<replication::LogMessage> log_payloads_;
+    std::vector<std::uint32_t> free_payloads_;
+    LogHistory log_history_;
+    replication::InvariantFailureHandler previous_check_handler_ = nullptr;
+    bool workload_ = false;
+    bool workload_ticking_ = false;
+    std::uint16_t client_belief_ = 0;  // the node clients think leads
+    std::uint64_t client_sequence_ = 0;
 
     std::optional<Violation> violation_;
     SimStats stats_;

@@ -1,0 +1,88 @@
+// Safety invariants of the replicated log in the simulator, checked after every step of every
+// node's log core (history variables, like those of tla/ReplicatedLog.tla):
+//   - check_invariants() of the core holds (LogCoreCheck), and no CONCLAVE_CHECK fired;
+//   - committed prefixes are prefixes of one history: every node's committed prefix equals the
+//     history's prefix of the same length, LSN and content (LogDivergence, CommittedPrefixesAgree);
+//   - an acknowledged (ProposeResult::None) entry is in that history, with the LSN and content the
+//     client proposed; it therefore stays at its index in every committed prefix, forever
+//     (LogAckLost, AckedNeverLost);
+//   - Leader Completeness: an ACTIVE leader of term T holds, at the same index, every entry
+//     committed in a term <= T (LogLeaderIncomplete);
+//   - a newly committed entry is durable (flushed, at its index) in the storage of a majority
+//     (LogNotDurable): the definition of "committed", checked against storage, not the cores;
+//   - applied == committed: ApplyCommitted hands out the committed prefix, each entry once, in
+//     order, since the node's last restart (LogDivergence);
+//   - the driver's side: the promised term is durable in storage after every step, storage mirrors
+//     the core's log, and only well-formed refusals come back (LogDriver).
+// Liveness (a healed cluster converges and commits a fresh proposal) is checked by run_seed.
+//
+// Cost: the checks are incremental (each index of each log is compared with the history once per
+// incarnation, term and role), relying on two facts that are themselves checked: a log changes
+// below its end only through a TruncateEntries action (storage must mirror the core after every
+// step, and the core's Merge checks that one LSN names one entry), and a committed entry is never
+// truncated (the core's CONCLAVE_CHECK, which the simulator turns into a violation).
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "conclave/replication/log.hpp"
+#include "conclave/replication/storage.hpp"
+#include "conclave/sim/invariants.hpp"
+
+namespace conclave::sim {
+
+struct LogHistoryOptions {
+    /// Off only to measure how often the other checks catch a commit without a quorum through
+    /// its consequences (an acknowledged entry lost, a divergence).
+    bool check_durable_quorum = true;
+};
+
+class LogHistory {
+  public:
+    explicit LogHistory(std::size_t nodes, LogHistoryOptions options = {});
+
+    /// A client proposal was appended by a leader's log (its outcome comes later).
+    void on_proposed(const replication::Entry& entry);
+    /// A node's process restarted (its applied count starts again from zero).
+    void on_restart(NodeId node);
+
+    /// Checks everything after `node`'s log core took one step that returned `actions`. `logs` has
+    /// one entry per node (nullptr for a crashed node). Returns the first violation, if any.
+    std::optional<Violation> after_step(NodeId node, const replication::LogActions& actions,
+                                        const std::vector<const replication::ReplicatedLog*>& logs,
+                                        const std::vector<replication::MemoryStorage>& storage);
+
+    /// End of a run: every node alive, its log equal to the whole history, all of it committed.
+    std::optional<Violation> converged(
+        const std::vector<const replication::ReplicatedLog*>& logs) const;
+
+    /// Whether the proposal `lsn` was acknowledged (ProposeResult::None).
+    bool acknowledged(Lsn lsn) const;
+
+    const std::vector<replication::Entry>& history() const { return history_; }
+    std::size_t acked() const { return acked_.size(); }
+
+  private:
+    std::optional<Violation> check_prefix(NodeId node, const replication::ReplicatedLog& log);
+    std::optional<Violation> check_durable(std::size_t from,
+                                           const std::vector<replication::MemoryStorage>& storage);
+    std::optional<Violation> check_complete(NodeId node, const replication::ReplicatedLog& log);
+
+    std::size_t nodes_;
+    std::size_t majority_;
+    LogHistoryOptions options_;
+    std::vector<std::size_t> verified_len_;    // per node: committed prefix compared with history_
+    std::vector<std::size_t> complete_len_;    // per ACTIVE node: history_ prefix found in its log
+    std::vector<Term> complete_term_;          // the term complete_len_ was established in
+    std::vector<replication::Entry> history_;  // the one committed history
+    std::vector<Term> commit_term_;            // term in which history_[k] was first committed
+    std::vector<std::size_t> applied_;         // per node, entries applied since its restart
+    std::map<Lsn, std::size_t> acked_;         // acknowledged LSN -> its index in history_
+    std::map<Lsn, replication::Entry> proposed_;  // appended proposals not yet answered
+};
+
+}  // namespace conclave::sim

@@ -1,0 +1,263 @@
+#include "conclave/sim/log_invariants.hpp"
+
+#include <algorithm>
+#include <cassert>
+
+namespace conclave::sim {
+namespace {
+
+using replication::ApplyCommitted;
+using replication::Entry;
+using replication::LogAction;
+using replication::LogActions;
+using replication::LogRole;
+using replication::MemoryStorage;
+using replication::ProposeError;
+using replication::ProposeResult;
+using replication::ReplicatedLog;
+
+std::string node_name(NodeId n) {
+    return "n" + std::to_string(n.value);
+}
+
+std::string entry_text(const Entry& e) {
+    return to_string(e.lsn) + " '" + e.key + "'";
+}
+
+Violation violation(ViolationKind kind, NodeId node, std::string what) {
+    return Violation{kind, "log of " + node_name(node) + ": " + std::move(what)};
+}
+
+}  // namespace
+
+LogHistory::LogHistory(std::size_t nodes, LogHistoryOptions options)
+    : nodes_(nodes),
+      majority_(nodes / 2 + 1),
+      options_(options),
+      verified_len_(nodes, 0),
+      complete_len_(nodes, 0),
+      complete_term_(nodes),
+      applied_(nodes, 0) {
+    assert(nodes > 0);
+}
+
+void LogHistory::on_proposed(const Entry& entry) {
+    proposed_[entry.lsn] = entry;
+}
+
+void LogHistory::on_restart(NodeId node) {
+    applied_[node.value] = 0;
+    verified_len_[node.value] = 0;
+    complete_len_[node.value] = 0;
+}
+
+bool LogHistory::acknowledged(Lsn lsn) const {
+    return acked_.count(lsn) != 0;
+}
+
+// The node's committed prefix against the one history, each index once (see the header for why
+// once is enough); where the prefix goes beyond the history, it extends the history.
+std::optional<Violation> LogHistory::check_prefix(NodeId node, const ReplicatedLog& log) {
+    const std::vector<Entry>& entries = log.entries();
+    const std::size_t commit_len = log.state().commit_len;
+    std::size_t& verified = verified_len_[node.value];
+    verified = std::min(verified, commit_len);
+    const std::size_t common = std::min(commit_len, history_.size());
+    for (std::size_t k = verified; k < common; ++k) {
+        if (entries[k] != history_[k]) {
+            return violation(ViolationKind::LogDivergence, node,
+                             "committed " + entry_text(entries[k]) + " at index " +
+                                 std::to_string(k) + " where " + entry_text(history_[k]) +
+                                 " was committed (commit point " + to_string(log.commit_lsn()) +
+                                 ", term " + to_string(log.state().term) + ")");
+        }
+    }
+    for (std::size_t k = history_.size(); k < commit_len; ++k) {
+        history_.push_back(entries[k]);
+        commit_term_.push_back(log.state().term);
+    }
+    verified = commit_len;
+    return std::nullopt;
+}
+
+// Committed means durable on a majority: each newly committed entry must be flushed, at its index,
+// in the storage of a majority of the nodes (crashed ones included: storage survives).
+std::optional<Violation> LogHistory::check_durable(std::size_t from,
+                                                   const std::vector<MemoryStorage>& storage) {
+    for (std::size_t k = from; k < history_.size(); ++k) {
+        std::size_t holders = 0;
+        for (const MemoryStorage& s : storage) {
+            if (s.synced_count() > k && s.entries()[k].lsn == history_[k].lsn) {
+                ++holders;
+            }
+        }
+        if (holders < majority_) {
+            return Violation{
+                ViolationKind::LogNotDurable,
+                "committed " + entry_text(history_[k]) + " (index " + std::to_string(k) +
+                    ", committed in term " + to_string(commit_term_[k]) + ") is durable on " +
+                    std::to_string(holders) + " node(s), majority is " + std::to_string(majority_)};
+        }
+    }
+    return std::nullopt;
+}
+
+// Leader Completeness (tla/ReplicatedLog.tla): an ACTIVE leader of term T holds every entry
+// committed in a term <= T, at its index. (A deposed leader that has not heard yet lacks what its
+// successors commit: those entries were committed in higher terms.) Each history index is checked
+// once per ACTIVE term: an ACTIVE leader's log is append-only.
+std::optional<Violation> LogHistory::check_complete(NodeId node, const ReplicatedLog& log) {
+    std::size_t& done = complete_len_[node.value];
+    const Term term = log.state().term;
+    if (log.role() != LogRole::LeaderActive || complete_term_[node.value] != term) {
+        done = 0;
+        complete_term_[node.value] = term;
+    }
+    if (log.role() != LogRole::LeaderActive) {
+        return std::nullopt;
+    }
+    const std::vector<Entry>& entries = log.entries();
+    for (std::size_t k = done; k < history_.size(); ++k) {
+        if (commit_term_[k] > term) {
+            continue;
+        }
+        if (k >= entries.size() || entries[k].lsn != history_[k].lsn) {
+            return violation(ViolationKind::LogLeaderIncomplete, node,
+                             "ACTIVE leader of term " + to_string(term) + " lacks " +
+                                 entry_text(history_[k]) + " at index " + std::to_string(k) +
+                                 ", committed in term " + to_string(commit_term_[k]) +
+                                 (k < entries.size() ? "; it holds " + entry_text(entries[k])
+                                                     : "; its log ends at index " +
+                                                           std::to_string(entries.size())));
+        }
+    }
+    done = history_.size();
+    return std::nullopt;
+}
+
+std::optional<Violation> LogHistory::after_step(NodeId node, const LogActions& actions,
+                                                const std::vector<const ReplicatedLog*>& logs,
+                                                const std::vector<MemoryStorage>& all_storage) {
+    assert(node.value < nodes_ && logs.size() == nodes_ && logs[node.value]);
+    const ReplicatedLog& log = *logs[node.value];
+    const MemoryStorage& storage = all_storage[node.value];
+    for (const LogAction& a : actions) {
+        if (const auto* truncate = std::get_if<replication::TruncateEntries>(&a)) {
+            // Compare again from the cut (it must not reach the committed prefix).
+            const std::size_t cut = log.length_through(truncate->after_lsn).value_or(0);
+            verified_len_[node.value] = std::min(verified_len_[node.value], cut);
+            complete_len_[node.value] = std::min(complete_len_[node.value], cut);
+        }
+    }
+    if (std::string v = log.check_invariants(); !v.empty()) {
+        return violation(ViolationKind::LogCoreCheck, node, "check_invariants: " + v);
+    }
+    // The driver: promises durable, storage a mirror of the core's log.
+    if (storage.meta().term != log.state().term) {
+        return violation(ViolationKind::LogDriver, node,
+                         "promised term " + to_string(log.state().term) +
+                             " is not durable (storage has " + to_string(storage.meta().term) +
+                             ")");
+    }
+    if (storage.entries().size() != log.entries().size() ||
+        (!log.entries().empty() && storage.entries().back().lsn != log.last_lsn())) {
+        return violation(ViolationKind::LogDriver, node,
+                         "storage holds " + std::to_string(storage.entries().size()) +
+                             " entries, the core " + std::to_string(log.entries().size()));
+    }
+    const std::size_t history_before = history_.size();
+    if (auto v = check_prefix(node, log)) {
+        return v;
+    }
+    if (options_.check_durable_quorum) {
+        if (auto v = check_durable(history_before, all_storage)) {
+            return v;
+        }
+    }
+    for (const LogAction& a : actions) {
+        if (const auto* apply = std::get_if<ApplyCommitted>(&a)) {
+            for (const Entry& e : apply->entries) {
+                const std::size_t k = applied_[node.value]++;
+                if (k >= history_.size() || history_[k] != e) {
+                    return violation(ViolationKind::LogDivergence, node,
+                                     "applied " + entry_text(e) + " as entry " + std::to_string(k) +
+                                         ", which is not the committed one");
+                }
+            }
+        } else if (const auto* result = std::get_if<ProposeResult>(&a)) {
+            auto proposed = proposed_.find(result->lsn);
+            const bool appended = proposed != proposed_.end();
+            if (result->error == ProposeError::InvalidEntry) {
+                return violation(
+                    ViolationKind::LogDriver, node,
+                    "a well-formed proposal " + to_string(result->lsn) + " was refused as invalid");
+            }
+            if (result->error != ProposeError::None) {
+                if (appended) {
+                    proposed_.erase(proposed);  // outcome unknown: it may still commit
+                }
+                continue;
+            }
+            if (!appended) {
+                return violation(ViolationKind::LogDriver, node,
+                                 "acknowledged " + to_string(result->lsn) +
+                                     ", which no client proposal appended");
+            }
+            const auto len = log.length_through(result->lsn);
+            if (!len || *len > log.state().commit_len || *len > history_.size() ||
+                history_[*len - 1] != proposed->second) {
+                return violation(ViolationKind::LogAckLost, node,
+                                 "acknowledged " + entry_text(proposed->second) +
+                                     " is not committed as proposed");
+            }
+            acked_[result->lsn] = *len - 1;
+            proposed_.erase(proposed);
+        }
+    }
+    if (applied_[node.value] != log.state().commit_len) {
+        return violation(ViolationKind::LogDivergence, node,
+                         "applied " + std::to_string(applied_[node.value]) +
+                             " entries since its restart, but " +
+                             std::to_string(log.state().commit_len) + " are committed");
+    }
+    if (auto v = check_complete(node, log)) {
+        return v;
+    }
+    if (history_.size() > history_before) {
+        for (std::size_t n = 0; n < nodes_; ++n) {
+            if (n != node.value && logs[n]) {
+                if (auto v = check_complete(NodeId{static_cast<std::uint16_t>(n)}, *logs[n])) {
+                    return v;
+                }
+            }
+        }
+    }
+    return std::nullopt;
+}
+
+std::optional<Violation> LogHistory::converged(
+    const std::vector<const ReplicatedLog*>& logs) const {
+    for (std::size_t n = 0; n < nodes_; ++n) {
+        const NodeId node{static_cast<std::uint16_t>(n)};
+        if (!logs[n]) {
+            return violation(ViolationKind::LogLiveness, node, "not running at the end");
+        }
+        const ReplicatedLog& log = *logs[n];
+        if (log.state().commit_len != history_.size() || log.entries() != history_) {
+            return violation(ViolationKind::LogLiveness, node,
+                             "did not converge: " + std::to_string(log.state().commit_len) +
+                                 " committed and " + std::to_string(log.entries().size()) +
+                                 " held of the " + std::to_string(history_.size()) +
+                                 " committed entries");
+        }
+    }
+    for (const auto& [lsn, index] : acked_) {
+        if (index >= history_.size() || history_[index].lsn != lsn) {
+            return Violation{ViolationKind::LogAckLost,
+                             "acknowledged " + to_string(lsn) + " missing from the final history"};
+        }
+    }
+    return std::nullopt;
+}
+
+}  // namespace conclave::sim

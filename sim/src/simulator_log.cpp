@@ -1,0 +1,406 @@
+// The replicated log in the simulator: each node's ReplicatedLog beside its elector, its storage,
+// timers, messages on the shared mesh, and the client workload. See simulator.hpp and
+// sim/README.md ("The replicated log").
+#include <cassert>
+#include <ostream>
+#include <stdexcept>
+#include <type_traits>
+
+#include "conclave/codec/json.hpp"
+#include "conclave/replication/check.hpp"
+#include "conclave/sim/simulator.hpp"
+#include "conclave/sim/state_hash.hpp"
+
+namespace conclave::sim {
+namespace {
+
+using replication::ApplyCommitted;
+using replication::ArmLogTimer;
+using replication::BroadcastLog;
+using replication::CancelLogTimer;
+using replication::Entry;
+using replication::LogAction;
+using replication::LogActions;
+using replication::LogMessage;
+using replication::NotifyLogRole;
+using replication::PersistEntries;
+using replication::ProposeError;
+using replication::ProposeResult;
+using replication::ReplicatedLog;
+using replication::SendLog;
+
+/// A CONCLAVE_CHECK of the log core failed inside a call made by the simulator.
+struct LogCheckFailed : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+[[noreturn]] void throw_check_failure(const char* what) {
+    throw LogCheckFailed(what);
+}
+
+NodeId node_id(std::size_t n) {
+    return NodeId{static_cast<std::uint16_t>(n)};
+}
+
+const char* input_name(int input) {
+    static constexpr const char* kNames[] = {"Start",      "OnLeadership", "Propose", "Receive",
+                                             "TimerFired", "Persisted",    "PeerUp",  "PeerDown"};
+    return kNames[input];
+}
+
+/// A small client value; now and then a larger one, so that byte-limited batches occur.
+std::string client_value(Rng& rng, std::uint64_t sequence) {
+    std::string value = "{\"client\":" + std::to_string(sequence) +
+                        ",\"r\":" + std::to_string(rng.below(1'000'000'000)) + "}";
+    if (rng.below(40) == 0) {
+        value.append(static_cast<std::size_t>(rng.between(500, 2000)), 'x');
+    }
+    return value;
+}
+
+}  // namespace
+
+replication::LogConfig sim_log_config() {
+    replication::LogConfig c;
+    c.heartbeat_period = Millis{50};
+    c.sync_retry_period = Millis{100};
+    c.propose_timeout_ticks = 20;  // 1 s of simulated time
+    c.max_batch_entries = 16;
+    c.max_batch_bytes = 4096;
+    c.max_inflight_batches = 4;
+    c.max_value_bytes = 4096;
+    return c;
+}
+
+void Simulator::install_log_check_handler() {
+    previous_check_handler_ = replication::set_invariant_failure_handler(&throw_check_failure);
+}
+
+replication::LogConfig Simulator::log_config_for(std::size_t node) const {
+    replication::LogConfig c = options_.log_options.config;
+    c.cluster_size = options_.nodes;
+    c.self = node_id(node);
+    return c;
+}
+
+const ReplicatedLog* Simulator::log(NodeId n) const {
+    return n.value < logs_.size() && logs_[n.value] ? &*logs_[n.value] : nullptr;
+}
+
+std::vector<const ReplicatedLog*> Simulator::logs() const {
+    return log_views_;
+}
+
+void Simulator::set_workload(bool on) {
+    workload_ = on && options_.log && options_.log_options.propose_interval_max_ms > 0;
+    if (workload_ && started_ && !workload_ticking_) {
+        workload_ticking_ = true;
+        Event tick;
+        tick.time_ms = now_ms_ + rng_.between(1, options_.log_options.propose_interval_max_ms);
+        tick.kind = EventKind::ClientTick;
+        push(tick);
+    }
+}
+
+std::uint32_t Simulator::store_payload(const LogMessage& m) {
+    if (free_payloads_.empty()) {
+        log_payloads_.push_back(m);
+        return static_cast<std::uint32_t>(log_payloads_.size() - 1);
+    }
+    const std::uint32_t index = free_payloads_.back();
+    free_payloads_.pop_back();
+    log_payloads_[index] = m;
+    return index;
+}
+
+LogMessage Simulator::take_payload(std::uint32_t index) {
+    assert(index < log_payloads_.size());
+    LogMessage m = std::move(log_payloads_[index]);
+    log_payloads_[index] = LogMessage{};
+    free_payloads_.push_back(index);
+    return m;
+}
+
+void Simulator::send_log(std::size_t from, std::size_t to, const LogMessage& m) {
+    transmit(from, to, nullptr, &m);
+}
+
+void Simulator::log_start(std::size_t n) {
+    logs_[n].emplace(log_config_for(n), log_storage_[n].recover().log);
+    log_views_[n] = &*logs_[n];
+    log_history_.on_restart(node_id(n));
+    log_input(n, LogInput::Start, [&](ReplicatedLog& log) { return log.start(now()); });
+}
+
+void Simulator::log_crash(std::size_t n) {
+    if (!options_.log) {
+        return;
+    }
+    log_storage_[n].crash();  // what was not flushed is lost
+    logs_[n].reset();
+    log_views_[n] = nullptr;
+    flush_pending_[n] = 0;
+    for (std::size_t t = 0; t < replication::kLogTimerCount; ++t) {
+        ++log_timer_generation_[n * replication::kLogTimerCount + t];
+    }
+}
+
+void Simulator::dispatch_log(const Event& e) {
+    const std::size_t n = e.node;
+    switch (e.kind) {
+        case EventKind::LogDeliver: {
+            const LogMessage m = take_payload(e.payload);
+            ++stats_.log_messages_delivered;
+            log_input(
+                n, LogInput::Receive, [&](ReplicatedLog& log) { return log.receive(now(), m); },
+                &m);
+            break;
+        }
+        case EventKind::LogTimerFired:
+            log_input(n, LogInput::TimerFired,
+                      [&](ReplicatedLog& log) { return log.timer_fired(now(), e.log_timer); });
+            break;
+        case EventKind::LogFlush: {
+            flush_pending_[n] = 0;
+            ++stats_.log_flushes;
+            const Lsn durable = log_storage_[n].flush();
+            log_input(n, LogInput::Persisted,
+                      [&](ReplicatedLog& log) { return log.persisted(now(), durable); });
+            break;
+        }
+        case EventKind::ClientRequest:
+            client_request(n);
+            break;
+        default:
+            assert(false);
+    }
+}
+
+// The workload: a request every [1, propose_interval_max_ms] ms, mostly to the node the clients
+// believe leads (which may be a deposed leader that has not heard yet), sometimes to a random node,
+// sometimes to the leader a random node names (a redirect).
+void Simulator::client_tick() {
+    if (!workload_) {
+        workload_ticking_ = false;
+        return;
+    }
+    const std::size_t n = options_.nodes;
+    std::size_t target = client_belief_;
+    const std::uint64_t dice = rng_.below(100);
+    if (dice >= 70 && dice < 85) {
+        target = static_cast<std::size_t>(rng_.below(n));
+    } else if (dice >= 85) {
+        const auto asked = static_cast<std::size_t>(rng_.below(n));
+        target = asked;
+        if (cores_[asked] && cores_[asked]->state().leader) {
+            target = cores_[asked]->state().leader->value;
+        }
+    }
+    const LogSimOptions& lo = options_.log_options;
+    Event request;
+    request.time_ms = now_ms_ + rng_.between(1, lo.client_latency_max_ms);
+    request.kind = EventKind::ClientRequest;
+    request.node = static_cast<std::uint16_t>(target);
+    push(request);
+    Event next;
+    next.time_ms = now_ms_ + rng_.between(1, lo.propose_interval_max_ms);
+    next.kind = EventKind::ClientTick;
+    push(next);
+}
+
+void Simulator::client_request(std::size_t n) {
+    ++stats_.proposals;
+    if (!cores_[n]) {
+        ++stats_.proposals_refused;  // connection refused: try another node next time
+        client_belief_ = static_cast<std::uint16_t>(rng_.below(options_.nodes));
+        return;
+    }
+    propose_now(node_id(n));
+}
+
+std::optional<Lsn> Simulator::propose_now(NodeId node) {
+    const std::size_t n = node.value;
+    if (!options_.log || n >= options_.nodes || !logs_[n] || paused(node) || violation_) {
+        return std::nullopt;
+    }
+    ReplicatedLog& log = *logs_[n];
+    Entry entry;
+    entry.key = "c" + std::to_string(++client_sequence_);
+    entry.value = client_value(rng_, client_sequence_);
+    const std::size_t size_before = log.entries().size();
+    const bool can = log.can_propose();
+    if (can) {
+        // As a driver does: the LSN comes from the elector, only once the log can take it.
+        const std::optional<Lsn> issued = cores_[n]->issue_lsn();
+        if (!issued) {
+            violation_ =
+                Violation{ViolationKind::LogDriver, "log of n" + std::to_string(n) +
+                                                        " is ACTIVE but its elector does not lead"};
+            return std::nullopt;
+        }
+        ++stats_.lsns_issued;
+        if (auto v = history_.after_issue(node, *issued, cores_[n]->state())) {
+            violation_ = std::move(v);
+            return std::nullopt;
+        }
+        entry.lsn = *issued;
+        log_history_.on_proposed(entry);
+        ++stats_.proposals_appended;
+    } else {
+        // Not an ACTIVE leader: the request is refused without burning an LSN.
+        entry.lsn = Lsn{log.state().term, 0};
+    }
+    const Lsn lsn = entry.lsn;
+    log_input(n, LogInput::Propose, [&](ReplicatedLog& l) {
+        return l.propose(now(), lsn, std::move(entry.key), std::move(entry.value));
+    });
+    if (violation_ || !logs_[n]) {
+        return std::nullopt;
+    }
+    const std::size_t grown = logs_[n]->entries().size() - size_before;
+    if (grown != (can ? 1U : 0U)) {
+        violation_ = Violation{ViolationKind::LogDriver,
+                               "log of n" + std::to_string(n) +
+                                   ": a proposal with can_propose()=" + (can ? "true" : "false") +
+                                   " appended " + std::to_string(grown) + " entries"};
+        return std::nullopt;
+    }
+    return can ? std::optional<Lsn>(lsn) : std::nullopt;
+}
+
+void Simulator::log_input(std::size_t node, LogInput input,
+                          const std::function<LogActions(ReplicatedLog&)>& call,
+                          const LogMessage* received) {
+    assert(logs_[node]);
+    LogActions actions;
+    try {
+        actions = call(*logs_[node]);
+    } catch (const LogCheckFailed& failure) {
+        if (options_.trace) {
+            nlohmann::json line{{"kind", "log"},
+                                {"node", node},
+                                {"input", input_name(static_cast<int>(input))},
+                                {"failed", failure.what()}};
+            if (received) {
+                line["msg"] = to_string(*received);
+            }
+            *options_.trace << line.dump() << '\n';
+        }
+        if (!violation_) {
+            violation_ = Violation{ViolationKind::LogCoreCheck,
+                                   "log of n" + std::to_string(node) + " in " +
+                                       input_name(static_cast<int>(input)) + ": " + failure.what()};
+        }
+        return;
+    }
+    perform_log(node, input, std::move(actions), received);
+}
+
+void Simulator::perform_log(std::size_t node, LogInput input, LogActions&& actions,
+                            const LogMessage* received) {
+    ++stats_.log_steps;
+    const ReplicatedLog& log = *logs_[node];
+    fingerprint_ =
+        hash_mix(fingerprint_, static_cast<std::uint64_t>(now_ms_) ^ (std::uint64_t{node} << 48) ^
+                                   ((0x40 + static_cast<std::uint64_t>(input)) << 56));
+    fingerprint_ = hash_mix(fingerprint_, static_cast<std::uint64_t>(log.role()) ^
+                                              (log.state().term.value << 8) ^
+                                              (std::uint64_t{log.state().commit_len} << 32));
+    fingerprint_ = hash_mix(fingerprint_, log.entries().size() ^ (log.last_lsn().counter << 24));
+    if (options_.trace) {
+        trace_log(node, input, actions, received);
+    }
+    bool appended = false;
+    for (LogAction& a : actions) {
+        if (replication::perform_storage_action(log_storage_[node], a)) {
+            appended = appended || std::holds_alternative<PersistEntries>(a);
+            continue;
+        }
+        if (const auto* to = std::get_if<SendLog>(&a)) {
+            send_log(node, to->to.value, to->message);
+        } else if (const auto* all = std::get_if<BroadcastLog>(&a)) {
+            for (std::size_t j = 0; j < options_.nodes; ++j) {
+                if (j != node) {
+                    send_log(node, j, all->message);
+                }
+            }
+        } else if (const auto* arm = std::get_if<ArmLogTimer>(&a)) {
+            std::uint32_t& generation = log_timer_generation_[node * replication::kLogTimerCount +
+                                                              static_cast<std::size_t>(arm->timer)];
+            ++generation;
+            Event e;
+            e.time_ms = now_ms_ + arm->delay.count();
+            e.kind = EventKind::LogTimerFired;
+            e.node = static_cast<std::uint16_t>(node);
+            e.log_timer = arm->timer;
+            e.stamp = generation;
+            push(e);
+        } else if (const auto* cancel = std::get_if<CancelLogTimer>(&a)) {
+            ++log_timer_generation_[node * replication::kLogTimerCount +
+                                    static_cast<std::size_t>(cancel->timer)];
+        } else if (const auto* result = std::get_if<ProposeResult>(&a)) {
+            switch (result->error) {
+                case ProposeError::None:
+                    ++stats_.proposals_acked;
+                    break;
+                case ProposeError::TimedOut:
+                case ProposeError::LeadershipLost:
+                    ++stats_.proposals_unknown;
+                    break;
+                case ProposeError::NotLeader:
+                    ++stats_.proposals_refused;
+                    // The refusal names the leader the node knows (a 307), if any.
+                    if (cores_[node] && cores_[node]->state().leader) {
+                        client_belief_ = cores_[node]->state().leader->value;
+                    } else {
+                        client_belief_ = static_cast<std::uint16_t>(rng_.below(options_.nodes));
+                    }
+                    break;
+                case ProposeError::NotActive:
+                case ProposeError::InvalidEntry:
+                    ++stats_.proposals_refused;
+                    break;
+            }
+        }
+        // ApplyCommitted and NotifyLogRole: observed by the checker below.
+    }
+    if (appended && !flush_pending_[node]) {
+        // Group commit: one flush, at a random moment, covers everything appended until then.
+        flush_pending_[node] = 1;
+        Event e;
+        e.time_ms = now_ms_ + rng_.between(0, options_.log_options.flush_delay_max_ms);
+        e.kind = EventKind::LogFlush;
+        e.node = static_cast<std::uint16_t>(node);
+        e.stamp = incarnation_[node];
+        push(e);
+    }
+    if (!violation_) {
+        if (auto v = log_history_.after_step(node_id(node), actions, log_views_, log_storage_)) {
+            violation_ = std::move(v);
+        }
+    }
+}
+
+void Simulator::trace_log(std::size_t node, LogInput input, const LogActions& actions,
+                          const LogMessage* received) {
+    const ReplicatedLog& log = *logs_[node];
+    nlohmann::json out = nlohmann::json::array();
+    for (const LogAction& a : actions) {
+        out.push_back(to_string(a));
+    }
+    nlohmann::json line{{"kind", "log"},
+                        {"node", node},
+                        {"input", input_name(static_cast<int>(input))},
+                        {"role", to_string(log.role())},
+                        {"term", log.state().term.value},
+                        {"commit", to_string(log.commit_lsn())},
+                        {"last", to_string(log.last_lsn())},
+                        {"entries", log.entries().size()},
+                        {"actions", std::move(out)}};
+    if (received) {
+        line["msg"] = to_string(*received);
+    }
+    *options_.trace << line.dump() << '\n';
+}
+
+}  // namespace conclave::sim
