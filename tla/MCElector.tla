@@ -9,11 +9,11 @@
 (*                                                                         *)
 (*  - EagerRestart: a stopped node is started again before anything else   *)
 (*    happens. A stopped node takes no step and nobody reads its state,    *)
-(*    its (term, voted_for) cannot change while it is down, and the        *)
-(*    messages it would not have received are covered by Drop (all the     *)
-(*    models using it have Loss = TRUE). So every behaviour with a longer  *)
-(*    outage is the same as one with an immediate restart in which the     *)
-(*    other nodes' steps come after the restart.                           *)
+(*    and its (term, voted_for) cannot change while it is down. Messages   *)
+(*    sent to it during the outage are, after the reordering, sent after   *)
+(*    its restart, where they may still never be delivered (lost). So      *)
+(*    every behaviour with a longer outage is the same as one with an      *)
+(*    immediate restart in which the other nodes' steps come after it.     *)
 (*  - EagerReconnect (models without PeerDown faults): the driver reports  *)
 (*    the connections of a restarted process before anything else.        *)
 (*    Without transfers and PeerDown, peers_up is read only by PeerUp, to  *)
@@ -30,7 +30,7 @@
 (*    set is never read; heard_since_check is read only as "a quorum was   *)
 (*    heard", which stays true until the set is cleared.                   *)
 (* The VIEW is only for models where terms never decrease (not the        *)
-(* negative DurableLost model, which uses Constraint and Next).            *)
+(* negative DurableLost model, which uses ModelSpec with Constraint).      *)
 (***************************************************************************)
 EXTENDS Elector, TLC
 
@@ -94,7 +94,7 @@ NodeView(n) ==
             !.heard_since_check = IF Cardinality(@ \cup {n}) >= Quorum THEN Node ELSE @]
 
 View ==
-    <<[n \in Node |-> NodeView(n)], LiveMsgs, faults,
+    <<[n \in Node |-> NodeView(n)], LiveMsgs, faults, lost,
       {v \in votes : v[2] >= MinTerm}, {e \in elected : e[1] >= MinTerm}>>
 
 \* TLC checks invariants only on states whose view is new; this action
