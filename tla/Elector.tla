@@ -21,7 +21,7 @@
 (* The network is a set of messages: a receive may consume the message or  *)
 (* keep it (duplication). A message is lost by never being delivered, or,  *)
 (* for the types in LossyTypes, by being lost as it is sent (it never      *)
-(* enters the network; at most MaxLost such losses in a behaviour).        *)
+(* enters the network, so it takes no slot of the models' MaxMsgs bound).  *)
 (*                                                                         *)
 (* PlantedBug mirrors Config::planted_bug: the deliberately wrong          *)
 (* behaviours the mutation models switch on to prove the checks can fail.  *)
@@ -45,7 +45,6 @@ CONSTANTS
     Transfers,      \* the operator may call transfer_leadership
     Duplication,    \* the network may deliver a message more than once
     LossyTypes,     \* message types that may be lost as they are sent
-    MaxLost,        \* at most this many messages lost at send in a behaviour
     DurableLost,    \* NEGATIVE MODEL ONLY: a restart forgets term and vote
     PlantedBug      \* "None" or a PlantedBug of config.hpp (mutation models)
 
@@ -55,10 +54,9 @@ VARIABLES
     faults,     \* number of Crash/Stop/PeerDown events so far (model bound)
     \* History variables, written by Step only, read only by the invariants.
     votes,      \* <<voter, term, candidate>> for every vote ever cast
-    elected,    \* <<term, leader>> for every node that ever became leader
-    lost        \* number of messages lost at send so far (model bound)
+    elected     \* <<term, leader>> for every node that ever became leader
 
-vars == <<node, msgs, faults, votes, elected, lost>>
+vars == <<node, msgs, faults, votes, elected>>
 
 -----------------------------------------------------------------------------
 (* Values                                                                   *)
@@ -352,21 +350,20 @@ Restored(s) == IF DurableLost THEN Fresh(0, Nil) ELSE Fresh(s.term, s.voted_for)
 (* history (votes cast, leaders elected).                                  *)
 (*                                                                         *)
 (* Loss at send: the messages of r.out whose type is in LossyTypes may be  *)
-(* lost as they leave (e.g. a broadcast reaches any subset of the peers),  *)
-(* while the budget MaxLost lasts. A message that is sent but never        *)
-(* delivered is lost too, whatever its type; what losing it at send adds  *)
-(* is that it takes no slot of the models' MaxMsgs bound.                 *)
+(* lost as they leave (e.g. a broadcast reaches any subset of the peers). *)
+(* A message that is sent but never delivered is lost too, whatever its    *)
+(* type; what losing it at send adds is that it takes no slot of the       *)
+(* models' MaxMsgs bound. Dropping a message later instead is covered: see *)
+(* tla/README.md, "Loss at send".                                          *)
 
 \* The subsets of out that may reach the network.
 Kept(out) ==
     LET lossy == {m \in out : m.type \in LossyTypes}
-    IN {(out \ lossy) \cup k : k \in {k \in SUBSET lossy : lost + Cardinality(lossy \ k) <= MaxLost}}
+    IN {(out \ lossy) \cup k : k \in SUBSET lossy}
 
 Step(n, r, consumed) ==
     /\ node' = [node EXCEPT ![n] = r.st]
-    /\ \E kept \in Kept(r.out) :
-           /\ msgs' = (msgs \ consumed) \cup kept
-           /\ lost' = lost + Cardinality(r.out \ kept)
+    /\ \E kept \in Kept(r.out) : msgs' = (msgs \ consumed) \cup kept
     /\ votes' = IF r.st.voted_for # Nil
                 THEN votes \cup {<<n, r.st.term, r.st.voted_for>>} ELSE votes
     /\ elected' = IF r.st.role = "leader" /\ node[n].role # "leader"
@@ -469,7 +466,6 @@ Init ==
     /\ faults = 0
     /\ votes = {}
     /\ elected = {}
-    /\ lost = 0
 
 \* Freshly constructed cores, not started, no connection reported yet (trace validation).
 InitFresh ==
@@ -478,7 +474,6 @@ InitFresh ==
     /\ faults = 0
     /\ votes = {}
     /\ elected = {}
-    /\ lost = 0
 
 Deliver(m, keep) ==
     \/ HandleScoutingRequest(m, keep)
@@ -563,7 +558,6 @@ TypeOK ==
         /\ m.lsn \in LsnType
         /\ m.successor \in NodeOrNil
     /\ faults \in Nat
-    /\ lost \in 0..MaxLost
     /\ PlantedBug \in PlantedBugs
 
 \* At most one leader per term, over the whole history.

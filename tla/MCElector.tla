@@ -94,7 +94,7 @@ NodeView(n) ==
             !.heard_since_check = IF Cardinality(@ \cup {n}) >= Quorum THEN Node ELSE @]
 
 View ==
-    <<[n \in Node |-> NodeView(n)], LiveMsgs, faults, lost,
+    <<[n \in Node |-> NodeView(n)], LiveMsgs, faults,
       {v \in votes : v[2] >= MinTerm}, {e \in elected : e[1] >= MinTerm}>>
 
 \* TLC checks invariants only on states whose view is new; this action

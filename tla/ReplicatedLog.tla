@@ -42,8 +42,8 @@
 (*                                                                         *)
 (* The network is a set of messages: a receive may consume the message or *)
 (* keep it (duplication). A message is lost by never being delivered, or,  *)
-(* for the types in LossyTypes, by being lost as it is sent (at most       *)
-(* MaxLost such losses in a behaviour).                                    *)
+(* for the types in LossyTypes, by being lost as it is sent (it takes no  *)
+(* slot of MaxMsgs).                                                        *)
 (* CONCLAVE_CHECKs become Check(...): a failed one is recorded in the      *)
 (* node's `failed` set, which the invariant ChecksHold requires empty.     *)
 (***************************************************************************)
@@ -62,7 +62,6 @@ CONSTANTS
     MaxCrashes,     \* crashes (restart from storage) in a behaviour
     Duplication,    \* the network may deliver a message more than once
     LossyTypes,     \* message types that may be lost as they are sent
-    MaxLost,        \* at most this many messages lost at send in a behaviour
     CrashLosesTail, \* a crash keeps exactly the durable prefix (else any longer prefix too)
     StepDowns,      \* the elector may depose a leader without a higher term (OnLeadershipLost)
     FlushEachStep   \* the driver's persisted(storage.flush()) ends every step (no Persisted step)
@@ -73,14 +72,13 @@ VARIABLES
     lastTerm,   \* the last term whose leader has been named (one leader each)
     proposed,   \* proposals accepted so far (model bound)
     crashes,    \* crashes so far (model bound)
-    lost,       \* messages lost at send so far (model bound)
     \* History variable, written by Step only, read only by the invariants:
     \* <<index, entry, term>> for every entry a leader counted committed
     \* (SetCommit in AdvanceCommit), with the lowest term it was committed in.
     \* The entries acknowledged with ProposeResult::None are a subset.
     acked
 
-vars == <<node, msgs, lastTerm, proposed, crashes, lost, acked>>
+vars == <<node, msgs, lastTerm, proposed, crashes, acked>>
 
 -----------------------------------------------------------------------------
 (* Values                                                                   *)
@@ -384,14 +382,12 @@ Flushed(n, r) ==
 \* Loss at send: the subsets of out that may reach the network.
 Kept(out) ==
     LET lossy == {m \in out : m.type \in LossyTypes}
-    IN {(out \ lossy) \cup k : k \in {k \in SUBSET lossy : lost + Cardinality(lossy \ k) <= MaxLost}}
+    IN {(out \ lossy) \cup k : k \in SUBSET lossy}
 
 Step(n, r0, consumed) ==
     LET r == Flushed(n, r0) IN
     /\ node' = [node EXCEPT ![n] = r.st]
-    /\ \E kept \in Kept(r.out) :
-           /\ msgs' = (msgs \ consumed) \cup kept
-           /\ lost' = lost + Cardinality(r.out \ kept)
+    /\ \E kept \in Kept(r.out) : msgs' = (msgs \ consumed) \cup kept
     /\ acked' = RecordCommits(node[n], r.st)
 
 Receive(m, keep) ==
@@ -501,7 +497,6 @@ Init ==
     /\ lastTerm = 0
     /\ proposed = 0
     /\ crashes = 0
-    /\ lost = 0
     /\ acked = {}
 
 Deliver(m, keep) ==
@@ -560,7 +555,6 @@ TypeOK ==
     /\ lastTerm \in 0..MaxTerm
     /\ proposed \in 0..MaxProposals
     /\ crashes \in 0..MaxCrashes
-    /\ lost \in 0..MaxLost
 
 \* The CONCLAVE_CHECKs mirrored above never fail.
 ChecksHold == \A n \in Node : node[n].failed = {}

@@ -22,7 +22,7 @@
 (***************************************************************************)
 EXTENDS TraceData, Naturals, Sequences, FiniteSets, TLC
 
-VARIABLES node, msgs, faults, votes, elected, lost, i
+VARIABLES node, msgs, faults, votes, elected, i
 
 E == INSTANCE Elector WITH
         Node <- 0..(TraceNodes - 1),
@@ -32,10 +32,10 @@ E == INSTANCE Elector WITH
         CheckMisses <- TraceCheckMisses,
         MaxTerm <- 0, MaxRound <- 0, MaxLsn <- 0, MaxMsgs <- 0, MaxFaults <- 0,
         FaultKinds <- {}, Transfers <- FALSE,
-        Duplication <- TRUE, LossyTypes <- {}, MaxLost <- 0, DurableLost <- FALSE,
+        Duplication <- TRUE, LossyTypes <- {}, DurableLost <- FALSE,
         PlantedBug <- "None"
 
-specVars == <<node, msgs, faults, votes, elected, lost>>
+specVars == <<node, msgs, faults, votes, elected>>
 
 HandleActions == {"HandleScoutingRequest", "HandleScoutingResponse",
                   "HandleElectionProposal", "HandleElectionResponse",
