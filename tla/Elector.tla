@@ -77,6 +77,7 @@ PlantedBugs == {"None", "DoubleVote", "MinorityQuorum", "CountStaleScoutingRepli
 \* Elector::quorum_: the configured quorum, or N / 2 with the planted MinorityQuorum.
 \* The invariants use Quorum, the true majority.
 ElectorQuorum == IF PlantedBug = "MinorityQuorum" THEN N \div 2 ELSE Quorum
+
 NoLsn == [term |-> 0, counter |-> 0]
 NoRound == [id |-> 0, term |-> 0, yes |-> {}, no |-> {}]
 
@@ -350,7 +351,7 @@ Restored(s) == IF DurableLost THEN Fresh(0, Nil) ELSE Fresh(s.term, s.voted_for)
 (* history (votes cast, leaders elected).                                  *)
 (*                                                                         *)
 (* Loss at send: the messages of r.out whose type is in LossyTypes may be  *)
-(* lost as they leave (e.g. a broadcast reaches any subset of the peers). *)
+(* lost as they leave (e.g. a broadcast reaches any subset of the peers).  *)
 (* A message that is sent but never delivered is lost too, whatever its    *)
 (* type; what losing it at send adds is that it takes no slot of the       *)
 (* models' MaxMsgs bound. Dropping a message later instead is covered: see *)
