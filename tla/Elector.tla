@@ -19,7 +19,12 @@
 (* fire at any moment (random backoff values do not matter).               *)
 (*                                                                         *)
 (* The network is a set of messages: a receive may consume the message or  *)
-(* keep it (duplication), and any message may be dropped (loss).           *)
+(* keep it (duplication). A message is lost by never being delivered, or,  *)
+(* for the types in LossyTypes, by being lost as it is sent (it never      *)
+(* enters the network, so it takes no slot of the models' MaxMsgs bound).  *)
+(*                                                                         *)
+(* PlantedBug mirrors Config::planted_bug: the deliberately wrong          *)
+(* behaviours the mutation models switch on to prove the checks can fail.  *)
 (***************************************************************************)
 EXTENDS Naturals, FiniteSets
 
@@ -39,8 +44,9 @@ CONSTANTS
     FaultKinds,     \* which of "Crash", "Stop", "PeerDown" a model allows
     Transfers,      \* the operator may call transfer_leadership
     Duplication,    \* the network may deliver a message more than once
-    Loss,           \* the network may drop a message
-    DurableLost     \* NEGATIVE MODEL ONLY: a restart forgets term and vote
+    LossyTypes,     \* message types that may be lost as they are sent
+    DurableLost,    \* NEGATIVE MODEL ONLY: a restart forgets term and vote
+    PlantedBug      \* "None" or a PlantedBug of config.hpp (mutation models)
 
 VARIABLES
     node,       \* node[n]: the ElectorState of n (a record, see Fresh)
@@ -64,6 +70,14 @@ MsgTypes == {"ScoutingRequest", "ScoutingResponse", "ElectionProposal",
              "HeartbeatResponse", "LeadershipCession"}
 
 N == Cardinality(Node)
+
+PlantedBugs == {"None", "DoubleVote", "MinorityQuorum", "CountStaleScoutingReplies",
+                "SkipStickyLeader"}
+
+\* Elector::quorum_: the configured quorum, or N / 2 with the planted MinorityQuorum.
+\* The invariants use Quorum, the true majority.
+ElectorQuorum == IF PlantedBug = "MinorityQuorum" THEN N \div 2 ELSE Quorum
+
 NoLsn == [term |-> 0, counter |-> 0]
 NoRound == [id |-> 0, term |-> 0, yes |-> {}, no |-> {}]
 
@@ -126,7 +140,7 @@ BecomeCandidate(n, s, transfer) ==
                         !.tentative_leader = Nil, !.round = NoRound, !.refusals = {},
                         !.heard_since_check = {}, !.supporters = {n},
                         !.term = s.term + 1, !.voted_for = n]
-    IN IF Cardinality(s1.supporters) >= Quorum
+    IN IF Cardinality(s1.supporters) >= ElectorQuorum
        THEN BecomeLeader(n, s1)
        ELSE R([s1 EXCEPT !.armed_timers = {"ElectionResult"}],
               ToAll(n, LAMBDA p : ElectionProposalMsg(n, p, s1.term, transfer)))
@@ -151,7 +165,7 @@ StartScouting(n, s) ==
     ELSE LET id == s.last_round_id + 1
              s1 == [s EXCEPT !.last_round_id = id,
                              !.round = [id |-> id, term |-> s.term + 1, yes |-> {n}, no |-> {}]]
-         IN IF Cardinality(s1.round.yes) >= Quorum
+         IN IF Cardinality(s1.round.yes) >= ElectorQuorum
             THEN BecomeCandidate(n, s1, FALSE)
             ELSE R([s1 EXCEPT !.armed_timers = @ \cup {"ScoutingResult"}],
                    ToAll(n, LAMBDA p : ScoutingRequestMsg(n, p, s1.round.term, id)))
@@ -161,12 +175,13 @@ StartScouting(n, s) ==
 
 HandleScoutingRequestR(n, s, m) ==
     LET knows_leader == s.leader # Nil
+                        /\ ~(PlantedBug = "SkipStickyLeader" /\ s.role = "follower")
         will_vote == ~knows_leader /\ m.term > s.term
     IN R(s, {ScoutingResponseMsg(n, m.from, m.term, m.round, will_vote)})
 
 HandleScoutingResponseR(n, s, m) ==
     IF s.role # "follower" \/ s.round.id = 0 \/ m.term # s.round.term
-       \/ m.round # s.round.id
+       \/ (m.round # s.round.id /\ PlantedBug # "CountStaleScoutingReplies")
     THEN Same(s)
     ELSE LET r == s.round
              r1 == IF m.will_vote
@@ -174,8 +189,8 @@ HandleScoutingResponseR(n, s, m) ==
                    ELSE IF m.from \notin r.yes THEN [r EXCEPT !.no = @ \cup {m.from}]
                    ELSE r
              s1 == [s EXCEPT !.round = r1]
-         IN IF Cardinality(r1.yes) >= Quorum THEN BecomeCandidate(n, s1, FALSE)
-            ELSE IF Cardinality(r1.no) > N - Quorum
+         IN IF Cardinality(r1.yes) >= ElectorQuorum THEN BecomeCandidate(n, s1, FALSE)
+            ELSE IF Cardinality(r1.no) > N - ElectorQuorum
                  THEN Same([EndScoutingRound(s1) EXCEPT !.armed_timers = @ \cup {"RandomWait"}])
             ELSE Same(s1)
 
@@ -183,12 +198,14 @@ HandleElectionProposalR(n, s, m) ==
     LET t == s.term
         Refuse(why) == R(s, {ElectionResponseMsg(n, m.from, m.term, FALSE, why, t)})
         grant == ElectionResponseMsg(n, m.from, m.term, TRUE, "none", m.term)
-        sticky == Scouting /\ ~m.transfer
+        sticky == Scouting /\ ~m.transfer /\ PlantedBug # "SkipStickyLeader"
     IN IF m.term < t THEN Refuse("stale-term")
        ELSE IF sticky /\ s.role = "leader" THEN Refuse("i-am-leader")
        ELSE IF sticky /\ s.role = "follower" /\ s.leader # Nil THEN Refuse("has-leader")
        ELSE IF m.term = t
             THEN IF s.voted_for = m.from THEN R(s, {grant})
+                 ELSE IF PlantedBug = "DoubleVote" /\ s.role = "follower"
+                 THEN R([s EXCEPT !.voted_for = m.from, !.tentative_leader = m.from], {grant})
                  ELSE Refuse(IF s.voted_for # Nil THEN "already-voted" ELSE "stale-term")
        ELSE LET f == BecomeFollower(n, AdoptTerm(s, m.term, m.from), Nil, m.from, Nil)
             IN R(f.st, f.out \cup {grant})
@@ -203,12 +220,12 @@ HandleElectionResponseR(n, s, m) ==
     ELSE IF s.role # "candidate" THEN Same(s)
     ELSE IF m.granted
          THEN LET s1 == [s EXCEPT !.supporters = @ \cup {m.from}]
-              IN IF Cardinality(s1.supporters) >= Quorum THEN BecomeLeader(n, s1)
+              IN IF Cardinality(s1.supporters) >= ElectorQuorum THEN BecomeLeader(n, s1)
                  ELSE Same(s1)
     ELSE IF m.voter_term > s.term
          THEN BecomeFollower(n, AdoptTerm(s, m.voter_term, Nil), Nil, Nil, Nil)
     ELSE LET s1 == [s EXCEPT !.refusals = @ \cup {m.from}]
-         IN IF Cardinality(s1.refusals) > N - Quorum
+         IN IF Cardinality(s1.refusals) > N - ElectorQuorum
             THEN BecomeFollower(n, s1, Nil, Nil, Nil)
             ELSE Same(s1)
 
@@ -281,7 +298,7 @@ HeartbeatCheckFiredR(n, s) ==
 
 CheckQuorumFiredR(n, s) ==
     IF s.role # "leader" THEN Same(s)
-    ELSE IF Cardinality(s.heard_since_check \cup {n}) < Quorum
+    ELSE IF Cardinality(s.heard_since_check \cup {n}) < ElectorQuorum
          THEN BecomeFollower(n, s, Nil, Nil, Nil)
          ELSE Same([s EXCEPT !.heard_since_check = {},
                              !.armed_timers = @ \cup {"CheckQuorum"}])
@@ -300,7 +317,7 @@ PeerDownR(n, s, p) ==
        THEN BecomeFollower(n, s1, Nil, Nil, Nil)
        ELSE IF s.role = "leader"
             THEN LET s2 == [s1 EXCEPT !.supporters = @ \ {p}]
-                 IN IF Cardinality(s2.supporters) < Quorum
+                 IN IF Cardinality(s2.supporters) < ElectorQuorum
                     THEN BecomeFollower(n, s2, Nil, Nil, Nil)
                     ELSE Same(s2)
        ELSE Same(s1)
@@ -332,10 +349,22 @@ Restored(s) == IF DurableLost THEN Fresh(0, Nil) ELSE Fresh(s.term, s.voted_for)
 (* Steps. Step(n, r, consumed) installs the result r of a handler run by n, *)
 (* removes the consumed messages and adds the sent ones, and records the   *)
 (* history (votes cast, leaders elected).                                  *)
+(*                                                                         *)
+(* Loss at send: the messages of r.out whose type is in LossyTypes may be  *)
+(* lost as they leave (e.g. a broadcast reaches any subset of the peers).  *)
+(* A message that is sent but never delivered is lost too, whatever its    *)
+(* type; what losing it at send adds is that it takes no slot of the       *)
+(* models' MaxMsgs bound. Dropping a message later instead is covered: see *)
+(* tla/README.md, "Loss at send".                                          *)
+
+\* The subsets of out that may reach the network.
+Kept(out) ==
+    LET lossy == {m \in out : m.type \in LossyTypes}
+    IN {(out \ lossy) \cup k : k \in SUBSET lossy}
 
 Step(n, r, consumed) ==
     /\ node' = [node EXCEPT ![n] = r.st]
-    /\ msgs' = (msgs \ consumed) \cup r.out
+    /\ \E kept \in Kept(r.out) : msgs' = (msgs \ consumed) \cup kept
     /\ votes' = IF r.st.voted_for # Nil
                 THEN votes \cup {<<n, r.st.term, r.st.voted_for>>} ELSE votes
     /\ elected' = IF r.st.role = "leader" /\ node[n].role # "leader"
@@ -428,10 +457,6 @@ Restart(n) ==
     /\ Step(n, Same(StartR(Restored(node[n]))), {})
     /\ UNCHANGED faults
 
-Drop(m) ==
-    /\ msgs' = msgs \ {m}
-    /\ UNCHANGED <<node, faults, votes, elected>>
-
 -----------------------------------------------------------------------------
 (* Specification                                                            *)
 
@@ -480,7 +505,6 @@ Fault(n) ==
 
 Next ==
     \/ \E m \in msgs : \E keep \in (IF Duplication THEN BOOLEAN ELSE {FALSE}) : Deliver(m, keep)
-    \/ Loss /\ \E m \in msgs : Drop(m)
     \/ \E n \in Node :
         \/ TimerFired(n)
         \/ \E p \in Node \ node[n].peers_up : p # n /\ PeerUp(n, p)
@@ -535,6 +559,7 @@ TypeOK ==
         /\ m.lsn \in LsnType
         /\ m.successor \in NodeOrNil
     /\ faults \in Nat
+    /\ PlantedBug \in PlantedBugs
 
 \* At most one leader per term, over the whole history.
 OneLeaderPerTerm ==

@@ -37,10 +37,13 @@
 (* with FlushEachStep); PersistMeta and TruncateEntries are                *)
 (* durable when performed, so a step is atomic with them. A crash keeps    *)
 (* any prefix of the log between what the core knows durable and all of    *)
-(* it (OS-buffered writes may survive; a torn or corrupt tail is cut).     *)
+(* it (OS-buffered writes may survive; a torn or corrupt tail is cut);    *)
+(* with CrashLosesTail it keeps exactly the durable prefix.                *)
 (*                                                                         *)
 (* The network is a set of messages: a receive may consume the message or *)
-(* keep it (duplication), and any message may be dropped (loss).           *)
+(* keep it (duplication). A message is lost by never being delivered, or,  *)
+(* for the types in LossyTypes, by being lost as it is sent (it takes no  *)
+(* slot of MaxMsgs).                                                        *)
 (* CONCLAVE_CHECKs become Check(...): a failed one is recorded in the      *)
 (* node's `failed` set, which the invariant ChecksHold requires empty.     *)
 (***************************************************************************)
@@ -58,7 +61,8 @@ CONSTANTS
     MaxMsgs,        \* largest number of messages in flight explored
     MaxCrashes,     \* crashes (restart from storage) in a behaviour
     Duplication,    \* the network may deliver a message more than once
-    Loss,           \* the network may drop a message
+    LossyTypes,     \* message types that may be lost as they are sent
+    CrashLosesTail, \* a crash keeps exactly the durable prefix (else any longer prefix too)
     StepDowns,      \* the elector may depose a leader without a higher term (OnLeadershipLost)
     FlushEachStep   \* the driver's persisted(storage.flush()) ends every step (no Persisted step)
 
@@ -375,10 +379,15 @@ PersistedR(n, r) ==
 Flushed(n, r) ==
     IF FlushEachStep /\ r.st.durable_len < Len(r.st.entries) THEN PersistedR(n, r) ELSE r
 
+\* Loss at send: the subsets of out that may reach the network.
+Kept(out) ==
+    LET lossy == {m \in out : m.type \in LossyTypes}
+    IN {(out \ lossy) \cup k : k \in SUBSET lossy}
+
 Step(n, r0, consumed) ==
     LET r == Flushed(n, r0) IN
     /\ node' = [node EXCEPT ![n] = r.st]
-    /\ msgs' = (msgs \ consumed) \cup r.out
+    /\ \E kept \in Kept(r.out) : msgs' = (msgs \ consumed) \cup kept
     /\ acked' = RecordCommits(node[n], r.st)
 
 Receive(m, keep) ==
@@ -469,7 +478,7 @@ PeerDown(n, p) ==
 Crash(n) ==
     LET s == node[n] IN
     /\ crashes < MaxCrashes
-    /\ \E k \in s.durable_len .. Len(s.entries) :
+    /\ \E k \in IF CrashLosesTail THEN {s.durable_len} ELSE s.durable_len .. Len(s.entries) :
         LET es == SubSeq(s.entries, 1, k)
             t == IF k = 0 THEN s.term ELSE Max(s.term, es[k].term)
             c == Cardinality({i \in 1..k : LsnLeq(es[i], s.meta_commit)})
@@ -478,10 +487,6 @@ Crash(n) ==
                                       !.failed = s.failed]), {})
     /\ crashes' = crashes + 1
     /\ UNCHANGED <<lastTerm, proposed>>
-
-Drop(m) ==
-    /\ msgs' = msgs \ {m}
-    /\ UNCHANGED <<node, lastTerm, proposed, crashes, acked>>
 
 -----------------------------------------------------------------------------
 (* Specification                                                            *)
@@ -504,7 +509,6 @@ Deliver(m, keep) ==
 
 Next ==
     \/ \E m \in msgs : \E keep \in (IF Duplication THEN BOOLEAN ELSE {FALSE}) : Deliver(m, keep)
-    \/ Loss /\ \E m \in msgs : Drop(m)
     \/ \E n \in Node :
         \/ OnLeadership(n)
         \/ StepDowns /\ OnLeadershipLost(n)

@@ -32,7 +32,8 @@ E == INSTANCE Elector WITH
         CheckMisses <- TraceCheckMisses,
         MaxTerm <- 0, MaxRound <- 0, MaxLsn <- 0, MaxMsgs <- 0, MaxFaults <- 0,
         FaultKinds <- {}, Transfers <- FALSE,
-        Duplication <- TRUE, Loss <- FALSE, DurableLost <- FALSE
+        Duplication <- TRUE, LossyTypes <- {}, DurableLost <- FALSE,
+        PlantedBug <- "None"
 
 specVars == <<node, msgs, faults, votes, elected>>
 

@@ -14,6 +14,7 @@ models=(
   "ElectorLoss.cfg:MCElector:ok"
   "ElectorLiveness.cfg:MCElectorLive:ok"
   "ElectorDurableLost.cfg:MCElector:OneLeaderPerTerm"
+  "ElectorDoubleVote.cfg:MCElector:OneVotePerTerm"
   "LogSafety.cfg:MCReplicatedLog:ok"
   "LogCommitWithoutQuorum.cfg:MCReplicatedLog:LeaderCompleteness"
   "LogSkipSync.cfg:MCReplicatedLog:LeaderCompleteness"
