@@ -169,6 +169,13 @@ void LogDriver::stop() {
 }
 
 void LogDriver::subscribe_committed(CommittedCallback callback) {
+    // Level-triggered: replay what was delivered to the others so far (committed entries are
+    // never truncated, so they are still at the front of the log), then follow.
+    const std::vector<Entry>& entries = log_.entries();
+    assert(delivered_len_ <= entries.size());
+    for (std::size_t i = 0; i < delivered_len_; ++i) {
+        callback(entries[i]);
+    }
     subscribers_.push_back(std::move(callback));
 }
 
@@ -284,6 +291,7 @@ void LogDriver::perform(const LogAction& action) {
                 deferred_.push_back([this, entries = a.entries] {
                     const auto subscribers = subscribers_;  // a callback may subscribe more
                     for (const Entry& e : entries) {
+                        ++delivered_len_;
                         for (const auto& s : subscribers) {
                             s(e);
                         }

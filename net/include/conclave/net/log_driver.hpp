@@ -110,16 +110,15 @@ class LogDriver {
 
     /// Applies the recovered committed prefix (subscribers see it) and follows the elector.
     void start();
-    /// Stops feeding the core; pending proposals are answered Stopped (outcome unknown for those
-    /// appended: reported as LeadershipLost). Idempotent.
+    /// Stops feeding the core; pending proposals (appended) are answered LeadershipLost (outcome
+    /// unknown). Idempotent.
     void stop();
 
     /// Proposes an entry; `done` is called exactly once, on the io_context thread (possibly
     /// before propose returns, for a refusal).
     void propose(std::string key, std::string value, ProposeCallback done);
-    /// Called for every committed entry, in LSN order, sync points included (is_sync_point).
-    /// Subscribers added before start() see the whole committed prefix; later ones only new
-    /// entries (use committed_after() to replay).
+    /// Level-triggered: the callback gets every committed entry delivered so far, then each new
+    /// one, in LSN order, sync points included (is_sync_point). Runs on the io_context thread.
     void subscribe_committed(CommittedCallback callback);
 
     std::vector<replication::Entry> committed_after(Lsn after, std::size_t max_entries) const {
@@ -160,6 +159,7 @@ class LogDriver {
     std::map<Lsn, ProposeCallback> pending_;
     std::vector<CommittedCallback> subscribers_;
     std::vector<std::function<void()>> deferred_;  // callbacks to run after the current batch
+    std::size_t delivered_len_ = 0;                // entries handed to subscribers (this run)
     int depth_ = 0;                                // nesting of execute()
     bool appended_ = false;                        // entries appended since the last flush
     bool flush_posted_ = false;
