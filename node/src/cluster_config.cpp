@@ -146,7 +146,7 @@ std::int64_t ExpectInteger(const json& value, const std::string& path, std::int6
     };
     if (value.is_number_unsigned()) {
         const auto v = value.get<std::uint64_t>();
-        if (v > static_cast<std::uint64_t>(max)) {
+        if (v > static_cast<std::uint64_t>(max) || static_cast<std::int64_t>(v) < min) {
             out_of_range();
         }
         return static_cast<std::int64_t>(v);
