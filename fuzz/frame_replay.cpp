@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "conclave/codec/json.hpp"
+#include "conclave/codec/log_codec.hpp"
 #include "conclave/net/frame.hpp"
 #include "conclave/net/handshake.hpp"
 #include "frame_target.hpp"
@@ -43,8 +44,27 @@ std::vector<std::pair<std::string, Bytes>> seed_corpus() {
           msg(LeadershipCession{NodeId{2}})}) {
         all.insert(all.end(), f.begin(), f.end());
     }
+    // Replication channel (issue 7): every log message type in one stream.
+    const auto log = [](replication::LogMessageBody body) {
+        return encode_frame(Channel::Replication,
+                            encode_log_cbor(replication::LogMessage{NodeId{0}, Term{3}, body}));
+    };
+    const Lsn a{Term{2}, 7};
+    const Lsn b{Term{3}, 1};
+    const std::vector<replication::Entry> entries = {{Lsn{Term{3}, 0}, "", ""},
+                                                     {b, "topic/a", R"({"owner":"n2"})"}};
+    Bytes log_all;
+    for (const auto& f :
+         {log(replication::SyncRequest{}), log(replication::SyncResponse{a, a}),
+          log(replication::Append{a, entries, a}), log(replication::AppendAck{true, a, b, a}),
+          log(replication::FetchRequest{a, b, 16}),
+          log(replication::FetchResponse{a, entries, b})}) {
+        log_all.insert(log_all.end(), f.begin(), f.end());
+    }
     return {
         {"stream-all-types", with_chunk(255, all)},
+        {"stream-log-types", with_chunk(255, log_all)},
+        {"stream-log-types-bytewise", with_chunk(0, log_all)},
         {"stream-all-types-bytewise", with_chunk(0, all)},
         {"hello", with_chunk(7, encode_frame(Channel::Control,
                                              encode_hello(Hello{kProtocolVersion, "demo", "n2"})))},

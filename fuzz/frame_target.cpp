@@ -5,6 +5,7 @@
 #include <span>
 
 #include "conclave/codec/json.hpp"
+#include "conclave/codec/log_codec.hpp"
 #include "conclave/net/frame.hpp"
 #include "conclave/net/handshake.hpp"
 
@@ -29,6 +30,9 @@ void decode_payload(const Frame& frame) {
             const Message m = decode_cbor(frame.payload);
             // What decodes must re-encode and decode to the same message.
             check(decode_cbor(encode_cbor(m)) == m, "elector message round trip");
+        } else if (frame.channel == Channel::Replication) {
+            const replication::LogMessage m = decode_log_cbor(frame.payload);
+            check(decode_log_cbor(encode_log_cbor(m)) == m, "log message round trip");
         }
     } catch (const DecodeError&) {
         // expected for bad input

@@ -1,4 +1,4 @@
-# Install/export (issue 6): headers and static libraries of elector, codec, net and node, a CMake
+# Install/export (issue 6): headers and static libraries of elector, replication, codec, net and node, a CMake
 # package (find_package(conclave) -> conclave::elector, conclave::codec, conclave::net,
 # conclave::node) and a pkg-config file. Included from tools/CMakeLists.txt, after every library
 # target exists.
@@ -7,19 +7,20 @@ include(CMakePackageConfigHelpers)
 
 set_target_properties(conclave_elector PROPERTIES EXPORT_NAME elector)
 set_target_properties(conclave_codec PROPERTIES EXPORT_NAME codec)
+set_target_properties(conclave_replication PROPERTIES EXPORT_NAME replication)
 set_target_properties(conclave_net PROPERTIES EXPORT_NAME net)
 set_target_properties(conclave_net_frame PROPERTIES EXPORT_NAME net_frame)
 set_target_properties(conclave_node PROPERTIES EXPORT_NAME node)
 # Only referenced as $<LINK_ONLY:...> by the static libraries; carries no usage requirement there.
 set_target_properties(conclave_warnings PROPERTIES EXPORT_NAME private_warnings)
 
-install(TARGETS conclave_elector conclave_codec conclave_net conclave_net_frame conclave_node
+install(TARGETS conclave_elector conclave_replication conclave_codec conclave_net conclave_net_frame conclave_node
                 conclave_warnings
   EXPORT conclaveTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-foreach(area elector codec net node)
+foreach(area elector replication codec net node)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${area}/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 endforeach()
 install(EXPORT conclaveTargets NAMESPACE conclave::

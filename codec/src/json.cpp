@@ -46,6 +46,8 @@ Refusal refusal_from(const json& j) {
     fail("refusal: unknown value '" + name + "'");
 }
 
+}  // namespace
+
 // nlohmann's CBOR reader recurses once per nesting level, so a hostile frame of a million nested
 // arrays would overflow the stack. This iterative walk bounds the nesting depth before parsing.
 // Returns false for too-deep or structurally broken input (the parser would reject the latter).
@@ -123,8 +125,6 @@ bool cbor_depth_ok(std::span<const std::uint8_t> in, std::size_t max_depth) {
     } while (!open.empty());
     return true;
 }
-
-}  // namespace
 
 const json& get_field(const json& j, const char* field) {
     if (!j.is_object()) {

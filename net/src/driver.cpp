@@ -130,6 +130,13 @@ std::optional<std::string> ElectorDriver::transfer_leadership(NodeId target) {
     return std::nullopt;
 }
 
+std::optional<Lsn> ElectorDriver::issue_lsn() {
+    if (failed_) {
+        return std::nullopt;
+    }
+    return elector_.issue_lsn();
+}
+
 std::optional<FrameRejection> ElectorDriver::on_frame(NodeId from,
                                                       std::span<const std::uint8_t> payload) {
     Message message;

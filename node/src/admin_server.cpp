@@ -39,6 +39,8 @@ struct AdminServer::Shared {
     asio::io_context& io;
     AdminServerLimits limits;
     std::map<std::string, std::map<std::string, AdminHandler>> routes;  // path -> method -> handler
+    // Asynchronous handlers; each also has a (never called) entry in `routes` for 404/405.
+    std::map<std::string, std::map<std::string, AsyncAdminHandler>> async_routes;
     AdminServerStats stats;
     tcp::acceptor acceptor;
     asio::steady_timer retry_timer;
@@ -227,10 +229,14 @@ class Session : public std::enable_shared_from_this<Session> {
         const bool keep_alive =
             request.keep_alive() && served_ < shared_->limits.max_requests_per_connection;
         version_ = request.version();
-        Respond(Dispatch(request), keep_alive, shared_->limits.request_timeout);
+        if (auto response = Dispatch(request, keep_alive)) {
+            Respond(std::move(*response), keep_alive, shared_->limits.request_timeout);
+        }
     }
 
-    AdminResponse Dispatch(const http::request<http::string_body>& request) {
+    /// nullopt: an asynchronous handler answers later.
+    std::optional<AdminResponse> Dispatch(const http::request<http::string_body>& request,
+                                          bool keep_alive) {
         AdminRequest admin;
         admin.method = std::string(request.method_string());
         admin.body = request.body();
@@ -256,6 +262,30 @@ class Session : public std::enable_shared_from_this<Session> {
                                " (allowed: " + allow + ")");
             response.headers.emplace_back("Allow", allow);
             return response;
+        }
+        const auto async_path = shared_->async_routes.find(admin.path);
+        if (async_path != shared_->async_routes.end()) {
+            const auto async = async_path->second.find(admin.method);
+            if (async != async_path->second.end()) {
+                auto answered = std::make_shared<bool>(false);
+                AdminResponder responder = [self = shared_from_this(), keep_alive,
+                                            answered](AdminResponse response) {
+                    if (*answered || self->shared_->stopped) {
+                        return;
+                    }
+                    *answered = true;
+                    self->Respond(std::move(response), keep_alive,
+                                  self->shared_->limits.request_timeout);
+                };
+                try {
+                    async->second(admin, responder);
+                } catch (const std::exception& e) {
+                    responder(json_error(500, "internal", e.what()));
+                } catch (...) {
+                    responder(json_error(500, "internal", "unknown exception in handler"));
+                }
+                return std::nullopt;
+            }
         }
         try {
             return handler->second(admin);
@@ -417,6 +447,16 @@ void AdminServer::route(const std::string& method, const std::string& path, Admi
     assert(!path.empty() && path.front() == '/');
     assert(handler);
     shared_->routes[path][method] = std::move(handler);
+}
+
+void AdminServer::route_async(const std::string& method, const std::string& path,
+                              AsyncAdminHandler handler) {
+    assert(!path.empty() && path.front() == '/');
+    assert(handler);
+    shared_->async_routes[path][method] = std::move(handler);
+    shared_->routes[path][method] = [](const AdminRequest&) {
+        return json_error(500, "internal", "asynchronous route called synchronously");
+    };
 }
 
 std::optional<std::string> AdminServer::listen(const std::string& host, std::uint16_t port) {

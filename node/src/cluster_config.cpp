@@ -146,7 +146,7 @@ std::int64_t ExpectInteger(const json& value, const std::string& path, std::int6
     };
     if (value.is_number_unsigned()) {
         const auto v = value.get<std::uint64_t>();
-        if (v > static_cast<std::uint64_t>(max)) {
+        if (v > static_cast<std::uint64_t>(max) || static_cast<std::int64_t>(v) < min) {
             out_of_range();
         }
         return static_cast<std::int64_t>(v);
@@ -324,6 +324,33 @@ LogSettings ParseLog(const json& value) {
     return log;
 }
 
+MetadataSettings ParseMetadata(const json& value) {
+    ExpectObject(value, "metadata");
+    RejectUnknownFields(value, "metadata", {"enabled", "fsync", "propose_timeout_ms"});
+    MetadataSettings metadata;
+    if (const json* enabled = Find(value, "enabled")) {
+        metadata.enabled = ExpectBool(*enabled, "metadata.enabled");
+    }
+    if (const json* fsync = Find(value, "fsync")) {
+        const std::string& text = ExpectString(*fsync, "metadata.fsync");
+        if (text == "batched") {
+            metadata.fsync = replication::FsyncPolicy::Batched;
+        } else if (text == "always") {
+            metadata.fsync = replication::FsyncPolicy::EveryEntry;
+        } else if (text == "never") {
+            metadata.fsync = replication::FsyncPolicy::Never;
+        } else {
+            Fail("metadata.fsync",
+                 "expected \"batched\", \"always\" or \"never\", got " + Describe(*fsync));
+        }
+    }
+    if (const json* timeout = Find(value, "propose_timeout_ms")) {
+        metadata.propose_timeout_ms = static_cast<std::uint32_t>(
+            ExpectInteger(*timeout, "metadata.propose_timeout_ms", 10, 3'600'000));
+    }
+    return metadata;
+}
+
 std::optional<TlsFiles> ParseTls(const json& value) {
     if (value.is_null()) {
         return std::nullopt;
@@ -405,7 +432,7 @@ ClusterConfig ParseDocument(const json& document, std::string_view node_id) {
     }
     RejectUnknownFields(document, "",
                         {"cluster", "nodes", "profile", "timing", "scouting", "check_quorum",
-                         "data_dir", "tls", "log"});
+                         "data_dir", "tls", "log", "metadata"});
     ClusterConfig config;
     const json& cluster = Require(document, "", "cluster");
     config.cluster = ExpectString(cluster, "cluster");
@@ -459,6 +486,9 @@ ClusterConfig ParseDocument(const json& document, std::string_view node_id) {
     }
     if (const json* log = Find(document, "log")) {
         config.log = ParseLog(*log);
+    }
+    if (const json* metadata = Find(document, "metadata")) {
+        config.metadata = ParseMetadata(*metadata);
     }
     return config;
 }
@@ -623,6 +653,18 @@ ConfigResult load_cluster_config(const std::filesystem::path& path, std::string_
     return result;
 }
 
+std::string_view metadata_fsync_name(replication::FsyncPolicy p) {
+    switch (p) {
+        case replication::FsyncPolicy::Batched:
+            return "batched";
+        case replication::FsyncPolicy::EveryEntry:
+            return "always";
+        case replication::FsyncPolicy::Never:
+            return "never";
+    }
+    return "batched";
+}
+
 nlohmann::ordered_json effective_config_json(const ClusterConfig& config) {
     nlohmann::ordered_json nodes = nlohmann::ordered_json::array();
     for (const NodeEntry& n : config.nodes) {
@@ -652,6 +694,10 @@ nlohmann::ordered_json effective_config_json(const ClusterConfig& config) {
         {"data_dir", config.data_dir.string()},
         {"tls", std::move(tls)},
         {"log", {{"format", to_string(config.log.format)}, {"level", config.log.level}}},
+        {"metadata",
+         {{"enabled", config.metadata.enabled},
+          {"fsync", metadata_fsync_name(config.metadata.fsync)},
+          {"propose_timeout_ms", config.metadata.propose_timeout_ms}}},
     };
 }
 

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "conclave/net/driver.hpp"
+#include "conclave/net/log_driver.hpp"
 #include "conclave/net/mesh.hpp"
 #include "conclave/node/leadership_metrics.hpp"
 #include "conclave/node/logging.hpp"
@@ -63,6 +64,16 @@ class Node::Admin final : public AdminSource {
         }
         return {CommandResult::Outcome::Accepted, "stepping down"};
     }
+    void propose_metadata(std::string key, std::string value,
+                          MetadataProposeCallback done) override {
+        node_.propose(std::move(key), std::move(value), std::move(done));
+    }
+    std::optional<MetadataPage> metadata_after(Lsn from, std::size_t max_entries) override {
+        if (!node_.metadata_enabled()) {
+            return std::nullopt;
+        }
+        return MetadataPage{node_.committed_after(from, max_entries), node_.commit_lsn()};
+    }
     std::vector<std::string> node_ids() override {
         std::vector<std::string> ids;
         for (const NodeEntry& e : node_.config_.nodes) {
@@ -94,8 +105,10 @@ Node::Node(std::unique_ptr<boost::asio::io_context> owned_io, boost::asio::io_co
                                         mesh_options_of(config_, options_));
     driver_ = std::make_unique<net::ElectorDriver>(
         *io_, *mesh_, config_.elector, net::DriverOptions{config_.data_dir, options_.seed});
+    create_log_driver();
     leadership_metrics_ = std::make_unique<LeadershipMetrics>(metrics_);
     register_metrics();
+    register_metadata_metrics();
     admin_source_ = std::make_unique<Admin>(*this);
     driver_->subscribe([this](const LeadershipSnapshot& s) { on_snapshot(s); });
 }
@@ -103,6 +116,7 @@ Node::Node(std::unique_ptr<boost::asio::io_context> owned_io, boost::asio::io_co
 Node::~Node() {
     // Tear down in dependency order: the server and driver reference the mesh and this.
     admin_.reset();
+    log_driver_.reset();
     driver_.reset();
     if (mesh_) {
         mesh_->stop();
@@ -130,6 +144,9 @@ std::optional<std::string> Node::start() {
         return "peer " + to_string(config_.self_entry().peer) + ": " + e.code().message();
     }
     started_ = true;
+    if (log_driver_) {
+        log_driver_->start();
+    }
     driver_->start();
     log_event(*logger_, spdlog::level::info, "node started",
               {{"cluster", config_.cluster},
@@ -263,6 +280,9 @@ void Node::stop(std::function<void()> done) {
 }
 
 void Node::finish_stop() {
+    if (log_driver_) {
+        log_driver_->stop();  // pending proposals are answered (outcome unknown)
+    }
     // A node that is still leader sends its cession here.
     driver_->stop();
     stop_timer_.expires_after(kDrainTime);
@@ -315,6 +335,7 @@ StatusReport Node::status() {
     }
     r.fencing_token = s.fencing_token;
     r.lsn = driver_->elector().state().lsn;
+    r.log = log_status();
     const auto now = std::chrono::steady_clock::now();
     for (std::uint16_t i = 0; i < config_.nodes.size(); ++i) {
         const NodeId peer{i};
@@ -344,6 +365,9 @@ std::string Node::metrics_text() {
 HealthReport Node::health() {
     if (driver_->failed()) {
         return {false, "the elector stopped after a state write failure; restart the node"};
+    }
+    if (log_driver_ && log_driver_->failed()) {
+        return {false, "the metadata log stopped after a storage failure; restart the node"};
     }
     if (!started_ || stopped_) {
         return {false, "the node is not running"};

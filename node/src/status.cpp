@@ -34,7 +34,9 @@ nlohmann::json status_to_json(const StatusReport& status) {
           {"age_ms", status.last_transition_age_ms}}},
     };
     if (status.log) {
-        out["leader_status"] = status.log->leader_status;
+        if (!status.log->leader_status.empty()) {  // only on the leader
+            out["leader_status"] = status.log->leader_status;
+        }
         out["commit_lsn"] = lsn_to_json(status.log->commit_lsn);
     }
     return out;

@@ -222,6 +222,23 @@ TEST_CASE("every bad field is named in the error", "[config]") {
         {[](json& d) { d["log"]["format"] = "xml"; }, "log.format: expected \"text\" or \"json\""},
         {[](json& d) { d["log"]["level"] = "loud"; }, "log.level: expected one of trace"},
         {[](json& d) { d["log"] = "info"; }, "log: expected an object"},
+        {[](json& d) { d["metadata"] = true; }, "metadata: expected an object"},
+        {[](json& d) {
+             d["metadata"] = {{"fsync", "sometimes"}};
+         },
+         "metadata.fsync: expected \"batched\", \"always\" or \"never\""},
+        {[](json& d) {
+             d["metadata"] = {{"enabled", "yes"}};
+         },
+         "metadata.enabled: expected true"},
+        {[](json& d) {
+             d["metadata"] = {{"fsnyc", "never"}};
+         },
+         "metadata.fsnyc: unknown field \"fsnyc\" (did you mean \"fsync\"?)"},
+        {[](json& d) {
+             d["metadata"] = {{"propose_timeout_ms", 0}};
+         },
+         "metadata.propose_timeout_ms"},
     };
     for (const Case& c : cases) {
         json mutated = doc;
@@ -304,9 +321,13 @@ TEST_CASE("the effective config round-trips", "[config]") {
     json doc = GoodConfig();
     doc["profile"] = "fast";
     doc["tls"] = {{"ca", "ca.pem"}, {"cert", "c.pem"}, {"key", "k.pem"}};
+    doc["metadata"] = {{"fsync", "never"}, {"propose_timeout_ms", 500}};
     const ClusterConfig c = Parse(doc, "n3");
+    CHECK(c.metadata.enabled);
+    CHECK(c.metadata.fsync == conclave::replication::FsyncPolicy::Never);
     const auto effective = effective_config_json(c);
     CHECK(effective["data_dir"] == "/var/lib/conclave/n3");
+    CHECK(effective["metadata"]["fsync"] == "never");
     CHECK(effective["timing"]["heartbeat_ms"] == 2000);
     CHECK(effective["timing"]["heartbeat_check_ms"] ==
           conclave::Config::fast(3, NodeId{2}).heartbeat_check_period.count());
@@ -316,6 +337,7 @@ TEST_CASE("the effective config round-trips", "[config]") {
     CHECK(again.data_dir == c.data_dir);
     CHECK(again.tls == c.tls);
     CHECK(again.log == c.log);
+    CHECK(again.metadata == c.metadata);
     CHECK(again.elector.heartbeat_period == c.elector.heartbeat_period);
     CHECK(again.elector.heartbeat_check_period == c.elector.heartbeat_check_period);
     CHECK(again.elector.initial_wait == c.elector.initial_wait);

@@ -48,6 +48,10 @@ DurableState durable_state_from_json(const nlohmann::json& j);
 /// bound keeps a hostile frame from exhausting the stack of the recursive parser.
 inline constexpr std::size_t kMaxCborDepth = 16;
 
+/// Iterative pre-check of a CBOR item: false when it is structurally broken or nests arrays/maps
+/// deeper than `max_depth` (nlohmann's recursive reader must not see such input).
+bool cbor_depth_ok(std::span<const std::uint8_t> in, std::size_t max_depth);
+
 /// CBOR wire form of a message (a JSON object with "v" = kMessageFormatVersion).
 std::vector<std::uint8_t> encode_cbor(const Message& m);
 /// Throws DecodeError on malformed CBOR, an unknown version or type, or a bad field.

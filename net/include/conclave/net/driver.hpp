@@ -84,6 +84,10 @@ class ElectorDriver {
     /// Leader only: hand over to `target`. Returns the reason when refused.
     std::optional<std::string> transfer_leadership(NodeId target);
 
+    /// Leader only: the next proposal LSN (Elector::issue_lsn()), for the replicated log.
+    /// nullopt when not the leader or after a failed state write.
+    std::optional<Lsn> issue_lsn();
+
     const Elector& elector() const { return elector_; }
     /// The last snapshot delivered to subscribers: what the application may act on. After a
     /// failed state write it is Stopped (the core's in-memory state may have moved further in

@@ -4,6 +4,7 @@
 //   GET  /healthz                   -> 200 {"status":"ok"} or 503 {"error":"unhealthy",...}
 //   POST /transfer-leadership?to=ID -> 202 accepted | 400 bad id | 409 refused (e.g. not leader)
 //   POST /step-down                 -> 202 accepted | 409 refused
+//   POST /metadata, GET /metadata   -> the metadata log (metadata.hpp, node/README.md)
 // Query parameters are validated: unknown ones are refused with 400 naming them.
 //
 // The handlers get their data through AdminSource, which the Node implements (and tests fake).
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "conclave/node/admin_server.hpp"
+#include "conclave/node/metadata.hpp"
 #include "conclave/node/status.hpp"
 
 namespace conclave::node {
@@ -45,6 +47,22 @@ class AdminSource {
     virtual CommandResult step_down() = 0;
     /// The configured node ids (to validate ?to=).
     virtual std::vector<std::string> node_ids() = 0;
+    /// The metadata log (POST/GET /metadata). Defaults: no metadata log on this node.
+    virtual void propose_metadata(std::string key, std::string value,
+                                  MetadataProposeCallback done) {
+        (void)key;
+        (void)value;
+        MetadataProposeResult r;
+        r.status = MetadataProposeStatus::Disabled;
+        r.detail = "this node runs no metadata log";
+        done(r);
+    }
+    /// nullopt when there is no metadata log.
+    virtual std::optional<MetadataPage> metadata_after(Lsn from, std::size_t max_entries) {
+        (void)from;
+        (void)max_entries;
+        return std::nullopt;
+    }
 };
 
 /// Registers the five endpoints; `source` must outlive `server`.

@@ -51,6 +51,11 @@ AdminResponse json_response(unsigned status, const nlohmann::json& value);
 AdminResponse json_error(unsigned status, std::string_view error, std::string_view detail);
 
 using AdminHandler = std::function<AdminResponse(const AdminRequest&)>;
+/// Asynchronous handlers answer later (e.g. once a proposal commits) by calling the responder
+/// once, on the io_context thread. Calls after the first, or after the server stopped, are
+/// ignored. The request deadline does not run while the handler works; the handler bounds it.
+using AdminResponder = std::function<void(AdminResponse)>;
+using AsyncAdminHandler = std::function<void(const AdminRequest&, AdminResponder)>;
 
 struct AdminServerLimits {
     /// Request line plus headers.
@@ -84,6 +89,8 @@ class AdminServer {
 
     /// Registers the handler for `method` (upper case, e.g. "GET") on the exact `path`.
     void route(const std::string& method, const std::string& path, AdminHandler handler);
+    /// Same, for a handler that answers asynchronously.
+    void route_async(const std::string& method, const std::string& path, AsyncAdminHandler handler);
 
     /// Binds host:port (port 0: any free port) and starts accepting. Returns an error message
     /// naming the endpoint on failure ("127.0.0.1:8101: Address already in use").

@@ -19,6 +19,7 @@
 
 #include "conclave/elector/config.hpp"
 #include "conclave/elector/types.hpp"
+#include "conclave/replication/storage.hpp"
 
 namespace conclave::node {
 
@@ -60,6 +61,17 @@ struct TlsFiles {
     bool operator==(const TlsFiles&) const = default;
 };
 
+/// The replicated metadata log ("metadata" section; "log" is the logging section).
+struct MetadataSettings {
+    bool enabled = true;
+    /// "batched" (group commit, default), "always" (fsync every append), "never" (benchmarks).
+    replication::FsyncPolicy fsync = replication::FsyncPolicy::Batched;
+    /// A proposal not committed within this time is answered "timed out (outcome unknown)".
+    std::uint32_t propose_timeout_ms = 10'000;
+    bool operator==(const MetadataSettings&) const = default;
+};
+std::string_view metadata_fsync_name(replication::FsyncPolicy p);
+
 struct ClusterConfig {
     std::string cluster;
     /// Membership table: nodes[i] has NodeId{i}. Ids and endpoints are unique.
@@ -76,6 +88,7 @@ struct ClusterConfig {
     std::filesystem::path data_dir;
     std::optional<TlsFiles> tls;
     LogSettings log;
+    MetadataSettings metadata;
 
     const NodeEntry& self_entry() const { return nodes.at(self.value); }
     /// The NodeId of a configured string id.

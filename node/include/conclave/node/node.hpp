@@ -27,11 +27,13 @@
 #include "conclave/elector/fencing.hpp"
 #include "conclave/node/admin_routes.hpp"
 #include "conclave/node/cluster_config.hpp"
+#include "conclave/node/metadata.hpp"
 #include "conclave/node/metrics.hpp"
 
 namespace conclave::net {
 class Mesh;
 class ElectorDriver;
+class LogDriver;
 }  // namespace conclave::net
 
 namespace conclave::node {
@@ -93,6 +95,23 @@ class Node {
     /// Leader only: hands over to an up peer. nullopt when accepted.
     std::optional<std::string> step_down();
 
+    // ---- Replicated metadata log (config "metadata"; see metadata.hpp, node/README.md) --------
+    /// Proposes an entry (`value`: JSON text or opaque bytes). `done` runs exactly once on the
+    /// io_context thread: Committed with the LSN once a quorum stored it, or an error (not
+    /// leader, no leader, not active, timed out / leadership lost = outcome unknown, stopped).
+    void propose(std::string key, std::string value, MetadataProposeCallback done);
+    /// Level-triggered: the callback gets every entry committed so far, in LSN order, then each
+    /// new one (sync points of new leaders included: replication::is_sync_point; skip them).
+    /// After a restart the committed prefix is replayed from the start.
+    void subscribe_committed(CommittedCallback callback);
+    /// Committed entries after `after` (exclusive), at most `max_entries`.
+    std::vector<replication::Entry> committed_after(Lsn after, std::size_t max_entries) const;
+    /// The commit point (kNoLsn without a metadata log).
+    Lsn commit_lsn() const;
+    bool metadata_enabled() const { return log_driver_ != nullptr; }
+    /// The log driver (counters, recovery report); nullptr when disabled.
+    const net::LogDriver* log_driver() const { return log_driver_.get(); }
+
     const ClusterConfig& config() const { return config_; }
     boost::asio::io_context& io() { return *io_; }
     /// Bound ports (after start()).
@@ -116,6 +135,10 @@ class Node {
     void finish_stop();
     void register_metrics();
     std::optional<NodeId> pick_successor() const;
+    // metadata.cpp
+    void create_log_driver();
+    void register_metadata_metrics();
+    std::optional<LogStatus> log_status() const;
 
     std::unique_ptr<boost::asio::io_context> owned_io_;
     boost::asio::io_context* io_;
@@ -124,6 +147,7 @@ class Node {
     std::shared_ptr<spdlog::logger> logger_;
     std::unique_ptr<net::Mesh> mesh_;
     std::unique_ptr<net::ElectorDriver> driver_;
+    std::unique_ptr<net::LogDriver> log_driver_;  // nullptr when the metadata log is disabled
     MetricsRegistry metrics_;
     std::unique_ptr<LeadershipMetrics> leadership_metrics_;
     std::unique_ptr<Admin> admin_source_;

@@ -26,7 +26,7 @@ struct PeerStatus {
 
 /// State of the metadata log, when the node runs one.
 struct LogStatus {
-    /// "passive" (leader not yet allowed to write) or "active".
+    /// "passive" (leader not yet allowed to write) or "active"; empty (omitted) on a follower.
     std::string leader_status;
     Lsn commit_lsn{};
 };

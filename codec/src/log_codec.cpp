@@ -1,0 +1,199 @@
+#include "conclave/codec/log_codec.hpp"
+
+#include <limits>
+#include <string>
+#include <type_traits>
+
+namespace conclave {
+namespace {
+
+using nlohmann::json;
+using namespace conclave::replication;
+
+[[noreturn]] void fail(const std::string& what) {
+    throw DecodeError(what);
+}
+
+NodeId node_from(const json& j, const char* field) {
+    const std::uint64_t v = get_u64(j, field);
+    if (v >= kMaxClusterSize) {
+        fail(std::string(field) + ": node index " + std::to_string(v) + " out of range");
+    }
+    return NodeId{static_cast<std::uint16_t>(v)};
+}
+
+Lsn lsn_field(const json& j, const char* field) {
+    const json& f = get_field(j, field);
+    try {
+        return lsn_from_json(f);
+    } catch (const DecodeError& e) {
+        fail(std::string(field) + "." + e.what());
+    }
+}
+
+/// Key or value: a byte string (wire) or a text string (JSON form), at most `max` bytes.
+std::string bytes_field(const json& j, const char* field, std::size_t max, const std::string& at) {
+    const json& f = get_field(j, field);
+    std::string out;
+    if (f.is_binary()) {
+        const auto& b = f.get_binary();
+        if (b.size() > max) {
+            fail(at + field + ": " + std::to_string(b.size()) + " bytes, more than " +
+                 std::to_string(max));
+        }
+        out.assign(b.begin(), b.end());
+    } else if (f.is_string()) {
+        out = f.get<std::string>();
+        if (out.size() > max) {
+            fail(at + field + ": " + std::to_string(out.size()) + " bytes, more than " +
+                 std::to_string(max));
+        }
+    } else {
+        fail(at + field + ": expected a byte string");
+    }
+    return out;
+}
+
+json entries_to_json(const std::vector<Entry>& entries, bool binary) {
+    json out = json::array();
+    for (const Entry& e : entries) {
+        json item{{"lsn", e.lsn}};
+        if (binary) {
+            item["key"] = json::binary(std::vector<std::uint8_t>(e.key.begin(), e.key.end()));
+            item["value"] = json::binary(std::vector<std::uint8_t>(e.value.begin(), e.value.end()));
+        } else {
+            item["key"] = e.key;
+            item["value"] = e.value;
+        }
+        out.push_back(std::move(item));
+    }
+    return out;
+}
+
+std::vector<Entry> entries_from_json(const json& j) {
+    const json& list = get_field(j, "entries");
+    if (!list.is_array()) {
+        fail("entries: expected an array");
+    }
+    if (list.size() > kMaxLogEntriesPerMessage) {
+        fail("entries: " + std::to_string(list.size()) + " entries, more than " +
+             std::to_string(kMaxLogEntriesPerMessage));
+    }
+    std::vector<Entry> out;
+    out.reserve(list.size());
+    for (std::size_t i = 0; i < list.size(); ++i) {
+        const std::string at = "entries[" + std::to_string(i) + "].";
+        const json& item = list[i];
+        if (!item.is_object()) {
+            fail(at.substr(0, at.size() - 1) + ": expected an object");
+        }
+        Entry e;
+        try {
+            e.lsn = lsn_field(item, "lsn");
+        } catch (const DecodeError& error) {
+            fail(at + error.what());
+        }
+        e.key = bytes_field(item, "key", kMaxLogKeyBytes, at);
+        e.value = bytes_field(item, "value", kMaxLogValueBytes, at);
+        out.push_back(std::move(e));
+    }
+    return out;
+}
+
+json to_json_form(const LogMessage& m, bool binary) {
+    json j{{"type", message_name(m.body)}, {"from", m.from.value}, {"term", m.term.value}};
+    std::visit(
+        [&](const auto& b) {
+            using T = std::decay_t<decltype(b)>;
+            if constexpr (std::is_same_v<T, SyncResponse>) {
+                j["last_lsn"] = b.last_lsn;
+                j["commit_lsn"] = b.commit_lsn;
+            } else if constexpr (std::is_same_v<T, Append>) {
+                j["prev_lsn"] = b.prev_lsn;
+                j["entries"] = entries_to_json(b.entries, binary);
+                j["commit_lsn"] = b.commit_lsn;
+            } else if constexpr (std::is_same_v<T, AppendAck>) {
+                j["ok"] = b.ok;
+                j["prev_lsn"] = b.prev_lsn;
+                j["last_lsn"] = b.last_lsn;
+                j["commit_lsn"] = b.commit_lsn;
+            } else if constexpr (std::is_same_v<T, FetchRequest>) {
+                j["after_lsn"] = b.after_lsn;
+                j["up_to_lsn"] = b.up_to_lsn;
+                j["max_entries"] = b.max_entries;
+            } else if constexpr (std::is_same_v<T, FetchResponse>) {
+                j["after_lsn"] = b.after_lsn;
+                j["entries"] = entries_to_json(b.entries, binary);
+                j["last_lsn"] = b.last_lsn;
+            } else {
+                static_assert(std::is_same_v<T, SyncRequest>);
+            }
+        },
+        m.body);
+    return j;
+}
+
+}  // namespace
+
+json log_message_to_json(const LogMessage& m, std::optional<NodeId> to) {
+    json j = to_json_form(m, /*binary=*/false);
+    if (to) {
+        j["to"] = to->value;
+    }
+    return j;
+}
+
+LogMessage log_message_from_json(const json& j) {
+    LogMessage m;
+    m.from = node_from(j, "from");
+    m.term = Term{get_u64(j, "term")};
+    const std::string type = get_string(j, "type");
+    if (type == "SyncRequest") {
+        m.body = SyncRequest{};
+    } else if (type == "SyncResponse") {
+        m.body = SyncResponse{lsn_field(j, "last_lsn"), lsn_field(j, "commit_lsn")};
+    } else if (type == "Append") {
+        m.body = Append{lsn_field(j, "prev_lsn"), entries_from_json(j), lsn_field(j, "commit_lsn")};
+    } else if (type == "AppendAck") {
+        m.body = AppendAck{get_bool(j, "ok"), lsn_field(j, "prev_lsn"), lsn_field(j, "last_lsn"),
+                           lsn_field(j, "commit_lsn")};
+    } else if (type == "FetchRequest") {
+        const std::uint64_t max = get_u64(j, "max_entries");
+        if (max > std::numeric_limits<std::uint32_t>::max()) {
+            fail("max_entries: " + std::to_string(max) + " does not fit in 32 bits");
+        }
+        m.body = FetchRequest{lsn_field(j, "after_lsn"), lsn_field(j, "up_to_lsn"),
+                              static_cast<std::uint32_t>(max)};
+    } else if (type == "FetchResponse") {
+        m.body = FetchResponse{lsn_field(j, "after_lsn"), entries_from_json(j),
+                               lsn_field(j, "last_lsn")};
+    } else {
+        fail("type: unknown log message type '" + type.substr(0, 64) + "'");
+    }
+    return m;
+}
+
+std::vector<std::uint8_t> encode_log_cbor(const LogMessage& m) {
+    json j = to_json_form(m, /*binary=*/true);
+    j["v"] = kLogMessageFormatVersion;
+    return json::to_cbor(j);
+}
+
+LogMessage decode_log_cbor(std::span<const std::uint8_t> bytes) {
+    // Entries add two levels (array, entry map) plus the LSN map: still well within the bound.
+    if (!cbor_depth_ok(bytes, kMaxCborDepth)) {
+        fail("cbor: malformed or nested deeper than " + std::to_string(kMaxCborDepth));
+    }
+    json j =
+        json::from_cbor(bytes.begin(), bytes.end(), /*strict=*/true, /*allow_exceptions=*/false);
+    if (j.is_discarded()) {
+        fail("cbor: malformed");
+    }
+    const std::uint64_t version = get_u64(j, "v");
+    if (version != kLogMessageFormatVersion) {
+        fail("v: unsupported log message format version " + std::to_string(version));
+    }
+    return log_message_from_json(j);
+}
+
+}  // namespace conclave

@@ -1,0 +1,174 @@
+// LogDriver: runs the replicated metadata log core (replication/log.hpp) on the io_context of an
+// ElectorDriver, over the same Mesh (Channel::Replication), with FileStorage on disk.
+//
+// Why in net/: it is the log's twin of ElectorDriver (core actions -> mesh sends, timers, durable
+// storage; mesh frames and peer events -> core inputs) and needs nothing from the node layer. The
+// node (Node::propose, /metadata) sits on top of it.
+//
+// It turns the core's LogActions into effects, in order:
+//   SendLog / BroadcastLog        -> CBOR (codec/log_codec.hpp), Mesh::send on Channel::Replication
+//   PersistMeta / TruncateEntries -> FileStorage, durable before the next action
+//   PersistEntries                -> FileStorage::append; made durable by the group commit below
+//   ArmLogTimer / CancelLogTimer  -> one steady_timer per LogTimer with a generation number
+//   ApplyCommitted                -> committed-entry subscribers (after the batch, in order)
+//   ProposeResult                 -> the proposer's callback (after the batch)
+//   NotifyLogRole                 -> role()/leader_status, log line
+// Group commit: after a batch that appended entries, one flush is posted to the io_context, so
+// everything appended by the handlers that run before it (proposals, appends from the leader)
+// shares one fsync ("batched"); its result goes back to the core with persisted(). A storage
+// error stops the log for good (failed(); pending proposals are answered Failed), like the
+// elector driver's failed state write.
+//
+// Inputs: Replication-channel frames (decoded; the decoded sender must be the handshaken peer,
+// else the frame is rejected and the connection closed, counted by the mesh), peer up/down,
+// every leadership snapshot the ElectorDriver delivers (subscribe), and propose().
+// Proposal LSNs come from the elector (ElectorDriver::issue_lsn): (term, counter) with the term
+// of this leadership, so they are unique across restarts (see replication/README.md).
+//
+// Threading: the ElectorDriver's io_context, one thread. The driver must be destroyed before the
+// mesh and the elector driver (callbacks registered with them check that it is alive).
+#pragma once
+
+#include <array>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "conclave/net/driver.hpp"
+#include "conclave/net/mesh.hpp"
+#include "conclave/replication/log.hpp"
+#include "conclave/replication/storage.hpp"
+
+namespace conclave::net {
+
+inline constexpr std::size_t kLogMessageTypeCount =
+    std::variant_size_v<replication::LogMessageBody>;
+
+/// How a proposal ended. Only Committed is a promise; TimedOut, LeadershipLost and Failed mean
+/// the outcome is unknown (the entry may still commit: committed-entry subscribers see it if so).
+enum class ProposeStatus : std::uint8_t {
+    Committed,
+    NotLeader,       // not the leader (nothing appended)
+    NotActive,       // leader, still syncing (nothing appended)
+    InvalidEntry,    // empty/oversized key or value (nothing appended)
+    TimedOut,        // outcome unknown
+    LeadershipLost,  // outcome unknown
+    Stopped,         // the log is not running (not started, stopped; nothing appended)
+    Failed,          // storage failed; outcome unknown
+};
+std::string_view to_string(ProposeStatus s);
+/// Whether an entry with this status may have been appended and may still commit.
+bool outcome_unknown(ProposeStatus s);
+
+struct ProposeOutcome {
+    ProposeStatus status = ProposeStatus::Committed;
+    Lsn lsn{};  // the committed LSN (or the LSN the entry was appended at, when unknown)
+};
+
+struct LogDriverOptions {
+    /// Directory of the log files (<data_dir>/log); created if missing.
+    std::filesystem::path dir;
+    replication::FsyncPolicy fsync = replication::FsyncPolicy::Batched;
+    /// Core configuration; cluster_size and self are taken from the mesh. max_batch_bytes is
+    /// capped so that a batch fits in one frame.
+    replication::LogConfig config;
+};
+
+struct LogDriverCounters {
+    std::array<std::uint64_t, kLogMessageTypeCount> messages_in{};  // by LogMessageBody index
+    std::array<std::uint64_t, kLogMessageTypeCount> messages_out{};
+    std::uint64_t messages_dropped = 0;  // the mesh refused (peer down, queue overflow)
+    std::uint64_t bad_frames = 0;        // undecodable or wrong sender (connection closed)
+    std::uint64_t flushes = 0;           // group commits
+    std::uint64_t storage_failures = 0;
+    std::uint64_t proposals_ok = 0;
+    std::uint64_t proposals_failed = 0;  // every other outcome
+};
+
+std::string_view log_message_type_name(std::size_t index);
+
+class LogDriver {
+  public:
+    using ProposeCallback = std::function<void(const ProposeOutcome&)>;
+    using CommittedCallback = std::function<void(const replication::Entry&)>;
+
+    /// Recovers the log from options.dir (a torn tail is truncated and logged). Throws
+    /// std::runtime_error / std::system_error naming the file when the directory holds a foreign
+    /// or damaged log, std::invalid_argument for a config that does not validate.
+    LogDriver(boost::asio::io_context& io, Mesh& mesh, ElectorDriver& elector,
+              LogDriverOptions options);
+    ~LogDriver();
+    LogDriver(const LogDriver&) = delete;
+    LogDriver& operator=(const LogDriver&) = delete;
+
+    /// Applies the recovered committed prefix (subscribers see it) and follows the elector.
+    void start();
+    /// Stops feeding the core; pending proposals (appended) are answered LeadershipLost (outcome
+    /// unknown). Idempotent.
+    void stop();
+
+    /// Proposes an entry; `done` is called exactly once, on the io_context thread (possibly
+    /// before propose returns, for a refusal).
+    void propose(std::string key, std::string value, ProposeCallback done);
+    /// Level-triggered: the callback gets every committed entry delivered so far, then each new
+    /// one, in LSN order, sync points included (is_sync_point). Runs on the io_context thread.
+    void subscribe_committed(CommittedCallback callback);
+
+    std::vector<replication::Entry> committed_after(Lsn after, std::size_t max_entries) const {
+        return log_.committed_after(after, max_entries);
+    }
+    const replication::ReplicatedLog& log() const { return log_; }
+    const replication::RecoveryReport& recovery() const { return recovered_.report; }
+    const LogDriverCounters& counters() const { return counters_; }
+    std::uint64_t fsyncs() const { return storage_.fsync_count(); }
+    bool running() const { return started_ && !stopped_ && !failed_; }
+    bool failed() const { return failed_; }
+
+  private:
+    std::optional<FrameRejection> on_frame(NodeId from, std::span<const std::uint8_t> payload);
+    void on_peer(NodeId peer, bool up);
+    void on_leadership(const LeadershipSnapshot& snapshot);
+    void execute(const replication::LogActions& actions);
+    void perform(const replication::LogAction& action);
+    void send(NodeId to, const replication::LogMessage& m, const std::vector<std::uint8_t>& bytes);
+    void arm(replication::LogTimer timer, Millis delay);
+    void cancel(replication::LogTimer timer);
+    void schedule_flush();
+    void flush();
+    void fail(const std::string& what);
+    void complete(Lsn lsn, ProposeOutcome outcome);
+    void run_deferred();
+    std::string log_prefix() const;
+
+    boost::asio::io_context& io_;
+    Mesh& mesh_;
+    ElectorDriver& elector_;
+    LogDriverOptions options_;
+    replication::FileStorage storage_;
+    replication::Recovery recovered_;  // the report; the log moved into log_
+    replication::ReplicatedLog log_;
+    std::array<std::unique_ptr<boost::asio::steady_timer>, replication::kLogTimerCount> timers_;
+    std::array<std::uint64_t, replication::kLogTimerCount> generations_{};
+    std::map<Lsn, ProposeCallback> pending_;
+    std::vector<CommittedCallback> subscribers_;
+    std::vector<std::function<void()>> deferred_;  // callbacks to run after the current batch
+    std::size_t delivered_len_ = 0;                // entries handed to subscribers (this run)
+    int depth_ = 0;                                // nesting of execute()
+    bool appended_ = false;                        // entries appended since the last flush
+    bool flush_posted_ = false;
+    Lsn reported_durable_{};
+    LogDriverCounters counters_;
+    bool started_ = false;
+    bool stopped_ = false;
+    bool failed_ = false;
+    std::shared_ptr<int> alive_ = std::make_shared<int>(0);
+};
+
+}  // namespace conclave::net

@@ -1,0 +1,221 @@
+// Node's side of the replicated metadata log: the LogDriver's creation, propose(),
+// subscribe_committed(), /status fields and metrics. Kept apart from node.cpp.
+#include <algorithm>
+
+#include "conclave/net/driver.hpp"
+#include "conclave/net/log_driver.hpp"
+#include "conclave/node/logging.hpp"
+#include "conclave/node/node.hpp"
+
+namespace conclave::node {
+
+namespace {
+
+MetadataProposeStatus status_of(net::ProposeStatus s) {
+    switch (s) {
+        case net::ProposeStatus::Committed:
+            return MetadataProposeStatus::Committed;
+        case net::ProposeStatus::NotLeader:
+            return MetadataProposeStatus::NotLeader;
+        case net::ProposeStatus::NotActive:
+            return MetadataProposeStatus::NotActive;
+        case net::ProposeStatus::InvalidEntry:
+            return MetadataProposeStatus::InvalidEntry;
+        case net::ProposeStatus::TimedOut:
+            return MetadataProposeStatus::TimedOut;
+        case net::ProposeStatus::LeadershipLost:
+            return MetadataProposeStatus::LeadershipLost;
+        case net::ProposeStatus::Stopped:
+            return MetadataProposeStatus::Stopped;
+        case net::ProposeStatus::Failed:
+            return MetadataProposeStatus::Failed;
+    }
+    return MetadataProposeStatus::Failed;
+}
+
+std::string detail_of(MetadataProposeStatus s, const MetadataProposeResult& r, std::size_t max_key,
+                      std::size_t max_value) {
+    switch (s) {
+        case MetadataProposeStatus::Committed:
+            return "committed";
+        case MetadataProposeStatus::NotLeader:
+            return "this node is not the leader" +
+                   (r.leader ? "; the leader is " + *r.leader : std::string("; no leader known"));
+        case MetadataProposeStatus::NoLeader:
+            return "no leader is known right now; retry later";
+        case MetadataProposeStatus::NotActive:
+            return "the leader is still syncing the log (passive); retry shortly";
+        case MetadataProposeStatus::InvalidEntry:
+            return "invalid entry: the key must be 1.." + std::to_string(max_key) +
+                   " bytes and the value at most " + std::to_string(max_value) + " bytes";
+        case MetadataProposeStatus::TimedOut:
+            return "not committed in time: outcome unknown (it may still commit; read "
+                   "GET /metadata to find out)";
+        case MetadataProposeStatus::LeadershipLost:
+            return "the node stopped being leader before the entry committed: outcome unknown";
+        case MetadataProposeStatus::Stopped:
+            return "the node is not running";
+        case MetadataProposeStatus::Disabled:
+            return "the metadata log is disabled in the config (\"metadata\": {\"enabled\": "
+                   "false})";
+        case MetadataProposeStatus::Failed:
+            return "the metadata log stopped after a storage failure on this node: outcome "
+                   "unknown";
+    }
+    return "";
+}
+
+}  // namespace
+
+std::string_view to_string(MetadataProposeStatus s) {
+    switch (s) {
+        case MetadataProposeStatus::Committed:
+            return "committed";
+        case MetadataProposeStatus::NotLeader:
+            return "not_leader";
+        case MetadataProposeStatus::NoLeader:
+            return "no_leader";
+        case MetadataProposeStatus::NotActive:
+            return "not_active";
+        case MetadataProposeStatus::InvalidEntry:
+            return "invalid_entry";
+        case MetadataProposeStatus::TimedOut:
+            return "timed_out";
+        case MetadataProposeStatus::LeadershipLost:
+            return "leadership_lost";
+        case MetadataProposeStatus::Stopped:
+            return "stopped";
+        case MetadataProposeStatus::Disabled:
+            return "disabled";
+        case MetadataProposeStatus::Failed:
+            return "failed";
+    }
+    return "unknown";
+}
+
+bool MetadataProposeResult::outcome_unknown() const {
+    return status == MetadataProposeStatus::TimedOut ||
+           status == MetadataProposeStatus::LeadershipLost ||
+           status == MetadataProposeStatus::Failed;
+}
+
+void Node::create_log_driver() {
+    if (!config_.metadata.enabled) {
+        return;
+    }
+    replication::LogConfig log;
+    // The log's heartbeat carries the commit point to idle followers: follow the elector's pace,
+    // within bounds.
+    log.heartbeat_period = std::clamp(config_.elector.heartbeat_period, Millis{20}, Millis{500});
+    log.sync_retry_period = log.heartbeat_period;
+    const auto period_ms = static_cast<std::uint64_t>(log.heartbeat_period.count());
+    log.propose_timeout_ticks = static_cast<std::uint32_t>(std::max<std::uint64_t>(
+        1, (config_.metadata.propose_timeout_ms + period_ms - 1) / period_ms));
+    log_driver_ = std::make_unique<net::LogDriver>(
+        *io_, *mesh_, *driver_,
+        net::LogDriverOptions{config_.data_dir / "log", config_.metadata.fsync, log});
+}
+
+void Node::propose(std::string key, std::string value, MetadataProposeCallback done) {
+    const auto finish = [this, done = std::move(done)](MetadataProposeStatus status, Lsn lsn) {
+        MetadataProposeResult r;
+        r.status = status;
+        r.lsn = lsn;
+        const LeadershipSnapshot& s = driver_->snapshot();
+        if (s.leader && *s.leader != config_.self) {
+            r.leader = config_.node_name(*s.leader);
+            r.leader_http = to_string(config_.nodes[s.leader->value].http);
+        }
+        if (r.status == MetadataProposeStatus::NotLeader && !r.leader) {
+            r.status = MetadataProposeStatus::NoLeader;
+        }
+        const auto& c = log_driver_ ? log_driver_->log().config() : replication::LogConfig{};
+        r.detail = detail_of(r.status, r, c.max_key_bytes, c.max_value_bytes);
+        done(r);
+    };
+    if (!log_driver_) {
+        return finish(MetadataProposeStatus::Disabled, replication::kNoLsn);
+    }
+    if (stopping_ || !started_) {
+        return finish(MetadataProposeStatus::Stopped, replication::kNoLsn);
+    }
+    log_driver_->propose(std::move(key), std::move(value),
+                         [finish](const net::ProposeOutcome& outcome) {
+                             finish(status_of(outcome.status), outcome.lsn);
+                         });
+}
+
+void Node::subscribe_committed(CommittedCallback callback) {
+    if (log_driver_) {
+        log_driver_->subscribe_committed(std::move(callback));
+    }
+}
+
+std::vector<replication::Entry> Node::committed_after(Lsn after, std::size_t max_entries) const {
+    if (!log_driver_) {
+        return {};
+    }
+    return log_driver_->committed_after(after, max_entries);
+}
+
+Lsn Node::commit_lsn() const {
+    return log_driver_ ? log_driver_->log().commit_lsn() : replication::kNoLsn;
+}
+
+std::optional<LogStatus> Node::log_status() const {
+    if (!log_driver_) {
+        return std::nullopt;
+    }
+    LogStatus s;
+    switch (log_driver_->log().role()) {
+        case replication::LogRole::LeaderPassive:
+            s.leader_status = "passive";
+            break;
+        case replication::LogRole::LeaderActive:
+            s.leader_status = "active";
+            break;
+        case replication::LogRole::Follower:
+            break;
+    }
+    s.commit_lsn = log_driver_->log().commit_lsn();
+    return s;
+}
+
+void Node::register_metadata_metrics() {
+    if (!log_driver_) {
+        return;
+    }
+    Counter& commits = metrics_.counter("conclave_metadata_commits_total",
+                                        "Metadata log entries committed (this run)");
+    Counter& ok = metrics_.counter("conclave_metadata_proposals_total",
+                                   "Metadata proposals answered, by outcome", {{"outcome", "ok"}});
+    Counter& failed =
+        metrics_.counter("conclave_metadata_proposals_total",
+                         "Metadata proposals answered, by outcome", {{"outcome", "failed"}});
+    Counter& fsyncs =
+        metrics_.counter("conclave_metadata_fsyncs_total", "fsync calls on the metadata log");
+    Counter& flushes = metrics_.counter("conclave_metadata_group_commits_total",
+                                        "Group commits (flushes) of the metadata log");
+    Counter& bad = metrics_.counter("conclave_metadata_bad_frames_total",
+                                    "Replication frames rejected (undecodable, wrong sender)");
+    Counter& dropped = metrics_.counter("conclave_metadata_messages_dropped_total",
+                                        "Log messages the mesh refused (peer down, overflow)");
+    Gauge& length = metrics_.gauge("conclave_metadata_log_entries", "Entries in the metadata log");
+    Gauge& commit_index =
+        metrics_.gauge("conclave_metadata_commit_counter", "Counter of the commit LSN");
+    metrics_.on_collect(
+        [this, &commits, &ok, &failed, &fsyncs, &flushes, &bad, &dropped, &length, &commit_index] {
+            const net::LogDriver& d = *log_driver_;
+            commits.set_total(static_cast<double>(d.log().counters().entries_committed));
+            ok.set_total(static_cast<double>(d.counters().proposals_ok));
+            failed.set_total(static_cast<double>(d.counters().proposals_failed));
+            fsyncs.set_total(static_cast<double>(d.fsyncs()));
+            flushes.set_total(static_cast<double>(d.counters().flushes));
+            bad.set_total(static_cast<double>(d.counters().bad_frames));
+            dropped.set_total(static_cast<double>(d.counters().messages_dropped));
+            length.set(static_cast<double>(d.log().entries().size()));
+            commit_index.set(static_cast<double>(d.log().commit_lsn().counter));
+        });
+}
+
+}  // namespace conclave::node

@@ -1,0 +1,187 @@
+// POST /metadata and GET /metadata on the admin server (see node/README.md for the contract).
+#include <charconv>
+#include <limits>
+
+#include "conclave/node/admin_routes.hpp"
+#include "conclave/node/metadata.hpp"
+#include "conclave/node/status.hpp"
+
+namespace conclave::node {
+namespace {
+
+using nlohmann::json;
+
+std::optional<std::uint64_t> ParseU64(std::string_view text) {
+    std::uint64_t value = 0;
+    const char* end = text.data() + text.size();
+    const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+    if (text.empty() || ec != std::errc{} || ptr != end) {
+        return std::nullopt;
+    }
+    return value;
+}
+
+std::optional<AdminResponse> RejectParameters(const AdminRequest& request,
+                                              std::initializer_list<std::string_view> allowed) {
+    for (const auto& [key, value] : request.query) {
+        (void)value;
+        if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+            return json_error(400, "bad_request",
+                              "query: unknown parameter \"" + key.substr(0, 64) + "\"" +
+                                  (allowed.size() == 0 ? " (this endpoint takes none)"
+                                                       : " (allowed: from, max)"));
+        }
+    }
+    return std::nullopt;
+}
+
+AdminResponse ProposeResponse(const MetadataProposeResult& r, const std::string& path) {
+    switch (r.status) {
+        case MetadataProposeStatus::Committed:
+            return json_response(200, {{"lsn", lsn_to_json(r.lsn)}});
+        case MetadataProposeStatus::NotLeader:
+            if (r.leader_http) {
+                json body = {{"error", "not_leader"},
+                             {"detail", "this node is not the leader; send the request to " +
+                                            *r.leader + " at " + *r.leader_http},
+                             {"leader", *r.leader},
+                             {"leader_http", *r.leader_http}};
+                AdminResponse response = json_response(307, body);
+                response.headers.emplace_back("Location", "http://" + *r.leader_http + path);
+                return response;
+            }
+            return json_error(503, "no_leader", r.detail);
+        case MetadataProposeStatus::NoLeader:
+            return json_error(503, "no_leader", r.detail);
+        case MetadataProposeStatus::NotActive:
+            return json_error(503, "not_active", r.detail);
+        case MetadataProposeStatus::InvalidEntry:
+            return json_error(400, "bad_request", r.detail);
+        case MetadataProposeStatus::TimedOut: {
+            AdminResponse response = json_error(504, "timeout", r.detail);
+            return response;
+        }
+        case MetadataProposeStatus::LeadershipLost:
+            return json_error(503, "leadership_lost", r.detail);
+        case MetadataProposeStatus::Stopped:
+            return json_error(503, "unavailable", r.detail);
+        case MetadataProposeStatus::Disabled:
+            return json_error(503, "disabled", r.detail);
+        case MetadataProposeStatus::Failed:
+            return json_error(503, "failed", r.detail);
+    }
+    return json_error(500, "internal", "unknown proposal status");
+}
+
+json ValueToJson(const std::string& value) {
+    json parsed = json::parse(value, nullptr, /*allow_exceptions=*/false);
+    if (parsed.is_discarded()) {
+        return value;  // opaque bytes proposed through the embedding API
+    }
+    return parsed;
+}
+
+}  // namespace
+
+std::optional<Lsn> parse_lsn_text(std::string_view text) {
+    const std::size_t dot = text.find('.');
+    if (dot == std::string_view::npos) {
+        return std::nullopt;
+    }
+    const auto term = ParseU64(text.substr(0, dot));
+    const auto counter = ParseU64(text.substr(dot + 1));
+    if (!term || !counter) {
+        return std::nullopt;
+    }
+    return Lsn{Term{*term}, *counter};
+}
+
+void register_metadata_routes(AdminServer& server, AdminSource& source) {
+    server.route_async(
+        "POST", "/metadata", [&source](const AdminRequest& request, AdminResponder respond) {
+            if (auto error = RejectParameters(request, {})) {
+                return respond(*error);
+            }
+            const json body = json::parse(request.body, nullptr, /*allow_exceptions=*/false);
+            if (body.is_discarded()) {
+                return respond(json_error(400, "bad_request",
+                                          "body: expected a JSON object {\"key\": \"...\", "
+                                          "\"value\": <any JSON>}, got malformed JSON"));
+            }
+            if (!body.is_object()) {
+                return respond(json_error(400, "bad_request",
+                                          "body: expected a JSON object {\"key\": \"...\", "
+                                          "\"value\": <any JSON>}"));
+            }
+            for (const auto& [field, unused] : body.items()) {
+                (void)unused;
+                if (field != "key" && field != "value") {
+                    return respond(json_error(
+                        400, "bad_request",
+                        "body." + field.substr(0, 64) + ": unknown field (expected key, value)"));
+                }
+            }
+            const auto key = body.find("key");
+            if (key == body.end() || !key->is_string() || key->get<std::string>().empty()) {
+                return respond(
+                    json_error(400, "bad_request", "body.key: expected a non-empty string"));
+            }
+            const auto value = body.find("value");
+            if (value == body.end()) {
+                return respond(json_error(400, "bad_request", "body.value: missing"));
+            }
+            source.propose_metadata(key->get<std::string>(), value->dump(),
+                                    [respond, path = request.path](const MetadataProposeResult& r) {
+                                        respond(ProposeResponse(r, path));
+                                    });
+        });
+    server.route("GET", "/metadata", [&source](const AdminRequest& request) {
+        if (auto error = RejectParameters(request, {"from", "max"})) {
+            return *error;
+        }
+        Lsn from{};
+        if (auto it = request.query.find("from"); it != request.query.end()) {
+            auto parsed = parse_lsn_text(it->second);
+            if (!parsed) {
+                return json_error(400, "bad_request",
+                                  "from: expected TERM.COUNTER (e.g. 3.17), got \"" +
+                                      it->second.substr(0, 64) + "\"");
+            }
+            from = *parsed;
+        }
+        std::size_t max = kDefaultMetadataPage;
+        if (auto it = request.query.find("max"); it != request.query.end()) {
+            auto parsed = ParseU64(it->second);
+            if (!parsed || *parsed == 0 || *parsed > kMaxMetadataPage) {
+                return json_error(400, "bad_request",
+                                  "max: expected an integer in 1.." +
+                                      std::to_string(kMaxMetadataPage) + ", got \"" +
+                                      it->second.substr(0, 64) + "\"");
+            }
+            max = static_cast<std::size_t>(*parsed);
+        }
+        const std::optional<MetadataPage> page = source.metadata_after(from, max);
+        if (!page) {
+            return json_error(503, "disabled", "this node runs no metadata log");
+        }
+        json entries = json::array();
+        Lsn last = from;
+        for (const replication::Entry& e : page->entries) {
+            last = e.lsn;
+            if (replication::is_sync_point(e)) {
+                continue;  // the leader's sync points carry no data
+            }
+            entries.push_back(
+                {{"lsn", lsn_to_json(e.lsn)}, {"key", e.key}, {"value", ValueToJson(e.value)}});
+        }
+        json out = {
+            {"entries", std::move(entries)},
+            {"commit_lsn", lsn_to_json(page->commit_lsn)},
+            {"next_from", std::to_string(last.term.value) + "." + std::to_string(last.counter)}};
+        AdminResponse response;
+        response.body = out.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+        return response;
+    });
+}
+
+}  // namespace conclave::node

@@ -1,0 +1,163 @@
+#include <catch2/catch.hpp>
+#include <random>
+
+#include "conclave/codec/log_codec.hpp"
+
+using namespace conclave;
+using namespace conclave::replication;
+using nlohmann::json;
+
+namespace {
+
+Lsn L(std::uint64_t t, std::uint64_t c) {
+    return Lsn{Term{t}, c};
+}
+
+std::vector<LogMessage> log_samples() {
+    const std::vector<Entry> entries = {
+        Entry{L(3, 0), "", ""}, Entry{L(3, 1), "topic/a", R"({"owner":"n2"})"},
+        Entry{L(3, 2), std::string("k\0\xff", 3), "\x80\x81 bytes"}};
+    return {
+        LogMessage{NodeId{0}, Term{3}, SyncRequest{}},
+        LogMessage{NodeId{1}, Term{3}, SyncResponse{L(2, 7), L(2, 5)}},
+        LogMessage{NodeId{0}, Term{3}, Append{L(2, 7), entries, L(2, 5)}},
+        LogMessage{NodeId{0}, Term{3}, Append{L(3, 2), {}, L(3, 2)}},
+        LogMessage{NodeId{2}, Term{3}, AppendAck{true, L(2, 7), L(3, 2), L(3, 1)}},
+        LogMessage{NodeId{2}, Term{4}, AppendAck{false, L(2, 7), L(1, 1), L(1, 0)}},
+        LogMessage{NodeId{0}, Term{3}, FetchRequest{L(1, 0), L(2, 7), 256}},
+        LogMessage{NodeId{1}, Term{3}, FetchResponse{L(1, 0), entries, L(3, 2)}},
+        LogMessage{NodeId{1}, Term{3}, FetchResponse{L(1, 0), {}, L(1, 0)}},
+    };
+}
+
+std::string decode_bytes_error(std::span<const std::uint8_t> bytes) {
+    try {
+        (void)decode_log_cbor(bytes);
+    } catch (const DecodeError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+std::string decode_error(const json& j) {
+    return decode_bytes_error(json::to_cbor(j));
+}
+
+json wire_json(const LogMessage& m) {
+    return json::from_cbor(encode_log_cbor(m));
+}
+
+}  // namespace
+
+TEST_CASE("every log message survives a CBOR and a JSON round trip") {
+    for (const LogMessage& m : log_samples()) {
+        INFO(to_string(m));
+        CHECK(decode_log_cbor(encode_log_cbor(m)) == m);
+        // The JSON form is for logs; it round-trips for messages whose bytes are valid UTF-8.
+        const json j = log_message_to_json(m, NodeId{2});
+        CHECK(j.at("to") == 2);
+        CHECK(j.at("type") == std::string(message_name(m.body)));
+        CHECK_NOTHROW(j.dump(-1, ' ', false, json::error_handler_t::replace));
+    }
+    const LogMessage text = log_samples()[2];
+    LogMessage utf8 = text;
+    std::get<Append>(utf8.body).entries.pop_back();
+    CHECK(log_message_from_json(log_message_to_json(utf8)) == utf8);
+}
+
+TEST_CASE("key and value travel as CBOR byte strings") {
+    const json j = wire_json(log_samples()[2]);
+    CHECK(j.at("entries")[1].at("key").is_binary());
+    CHECK(j.at("entries")[1].at("value").is_binary());
+    CHECK(j.at("v") == kLogMessageFormatVersion);
+}
+
+TEST_CASE("truncated log messages are refused, never crash") {
+    for (const LogMessage& m : log_samples()) {
+        const auto bytes = encode_log_cbor(m);
+        for (std::size_t len = 0; len < bytes.size(); ++len) {
+            INFO(to_string(m) << " cut at " << len);
+            CHECK_THROWS_AS(decode_log_cbor(std::span(bytes.data(), len)), DecodeError);
+        }
+    }
+}
+
+TEST_CASE("garbled log messages decode or fail with DecodeError") {
+    std::mt19937_64 rng(7);
+    std::size_t decoded = 0;
+    for (int round = 0; round < 3000; ++round) {
+        const auto samples = log_samples();
+        auto bytes = encode_log_cbor(samples[rng() % samples.size()]);
+        const int flips = 1 + static_cast<int>(rng() % 3);
+        for (int f = 0; f < flips; ++f) {
+            bytes[rng() % bytes.size()] = static_cast<std::uint8_t>(rng());
+        }
+        try {
+            const LogMessage m = decode_log_cbor(bytes);
+            CHECK(decode_log_cbor(encode_log_cbor(m)) == m);
+            ++decoded;
+        } catch (const DecodeError&) {
+        }
+    }
+    CHECK(decoded < 3000);
+}
+
+TEST_CASE("decode errors name the field") {
+    json base = wire_json(log_samples()[2]);
+    SECTION("version") {
+        base["v"] = 2;
+        CHECK_THAT(decode_error(base), Catch::Contains("v: unsupported"));
+    }
+    SECTION("type") {
+        base["type"] = "Vote";
+        CHECK_THAT(decode_error(base), Catch::Contains("type: unknown log message type 'Vote'"));
+    }
+    SECTION("sender") {
+        base["from"] = 70000;
+        CHECK_THAT(decode_error(base), Catch::Contains("from: node index 70000 out of range"));
+    }
+    SECTION("lsn") {
+        base["prev_lsn"]["counter"] = -1;
+        CHECK_THAT(decode_error(base), Catch::Contains("prev_lsn.counter"));
+    }
+    SECTION("entries not an array") {
+        base["entries"] = 3;
+        CHECK_THAT(decode_error(base), Catch::Contains("entries: expected an array"));
+    }
+    SECTION("entry lsn") {
+        base["entries"][1].erase("lsn");
+        CHECK_THAT(decode_error(base), Catch::Contains("entries[1].lsn: missing"));
+    }
+    SECTION("entry key type") {
+        base["entries"][2]["key"] = 5;
+        CHECK_THAT(decode_error(base), Catch::Contains("entries[2].key: expected a byte string"));
+    }
+    SECTION("oversized value") {
+        base["entries"][0]["value"] =
+            json::binary(std::vector<std::uint8_t>(kMaxLogValueBytes + 1));
+        CHECK_THAT(decode_error(base), Catch::Contains("entries[0].value:"));
+    }
+    SECTION("too many entries") {
+        base["entries"] = json::array();
+        for (std::size_t i = 0; i <= kMaxLogEntriesPerMessage; ++i) {
+            base["entries"].push_back(0);
+        }
+        CHECK_THAT(decode_error(base), Catch::Contains("entries: 65537 entries"));
+    }
+    SECTION("max_entries beyond 32 bits") {
+        json fetch = wire_json(log_samples()[6]);
+        fetch["max_entries"] = std::uint64_t{1} << 40;
+        CHECK_THAT(decode_error(fetch), Catch::Contains("max_entries: "));
+    }
+    SECTION("ack without ok") {
+        json ack = wire_json(log_samples()[4]);
+        ack.erase("ok");
+        CHECK_THAT(decode_error(ack), Catch::Contains("ok: missing"));
+    }
+}
+
+TEST_CASE("deeply nested CBOR is refused before parsing") {
+    std::vector<std::uint8_t> bytes(100000, 0x81);
+    bytes.push_back(0x00);
+    CHECK_THAT(decode_bytes_error(bytes), Catch::Contains("nested deeper"));
+}

@@ -1,0 +1,315 @@
+// The replicated metadata log through the Node API and HTTP, on a real 3-node loopback cluster in
+// one process (one io_context): proposals commit and every node's subscriber sees them in order,
+// followers refuse (and redirect over HTTP), a new leader keeps what was acknowledged, a restarted
+// node catches up from its data dir. Every wait is bounded by a deadline.
+#include <spdlog/sinks/null_sink.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "conclave/net/log_driver.hpp"
+#include "conclave/node/node.hpp"
+
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using conclave::Lsn;
+using conclave::node::ClusterConfig;
+using conclave::node::MetadataProposeResult;
+using conclave::node::MetadataProposeStatus;
+using conclave::node::Node;
+using conclave::replication::Entry;
+using nlohmann::json;
+
+constexpr std::chrono::seconds kBound{15};
+
+bool run_until(asio::io_context& io, const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + kBound;
+    while (!done()) {
+        if (std::chrono::steady_clock::now() > deadline) {
+            return false;
+        }
+        io.run_one_for(std::chrono::milliseconds(20));
+    }
+    return true;
+}
+
+std::uint16_t free_port(asio::io_context& io) {
+    asio::ip::tcp::acceptor a(io, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+    return a.local_endpoint().port();
+}
+
+struct HttpResult {
+    unsigned status = 0;
+    std::string location;
+    json body;
+};
+
+/// One request on a fresh connection, on the nodes' io_context.
+HttpResult request(asio::io_context& io, std::uint16_t port, http::verb verb,
+                   const std::string& target, const std::string& body = "") {
+    auto stream = std::make_shared<beast::tcp_stream>(io);
+    auto req = std::make_shared<http::request<http::string_body>>(verb, target, 11);
+    req->set(http::field::host, "127.0.0.1");
+    req->body() = body;
+    req->prepare_payload();
+    auto buffer = std::make_shared<beast::flat_buffer>();
+    auto res = std::make_shared<http::response<http::string_body>>();
+    bool done = false;
+    stream->async_connect(
+        asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), port),
+        [&, stream, req, buffer, res](beast::error_code ec) {
+            if (ec) {
+                done = true;
+                return;
+            }
+            http::async_write(
+                *stream, *req, [&, stream, buffer, res](beast::error_code wec, std::size_t) {
+                    if (wec) {
+                        done = true;
+                        return;
+                    }
+                    http::async_read(*stream, *buffer, *res,
+                                     [&](beast::error_code, std::size_t) { done = true; });
+                });
+        });
+    REQUIRE(run_until(io, [&] { return done; }));
+    HttpResult out;
+    out.status = res->result_int();
+    out.location = std::string((*res)[http::field::location]);
+    out.body = json::parse(res->body(), nullptr, false);
+    return out;
+}
+
+struct Cluster {
+    asio::io_context io;
+    std::filesystem::path root;
+    std::string config_text;
+    std::vector<std::unique_ptr<Node>> nodes{3};
+    std::vector<std::vector<Entry>> seen{3};  // non-sync-point entries each subscriber got
+
+    Cluster() {
+        root = std::filesystem::temp_directory_path() /
+               ("conclave-metadata-test-" + std::to_string(::getpid()));
+        std::filesystem::remove_all(root);
+        std::string nodes_json;
+        for (int i = 1; i <= 3; ++i) {
+            nodes_json += std::string(i > 1 ? "," : "") + R"({"id": "n)" + std::to_string(i) +
+                          R"(", "peer": "127.0.0.1:)" + std::to_string(free_port(io)) +
+                          R"(", "http": "127.0.0.1:)" + std::to_string(free_port(io)) + R"("})";
+        }
+        config_text = R"({"cluster": "meta", "profile": "fast", "nodes": [)" + nodes_json +
+                      R"(], "data_dir": ")" + root.string() +
+                      R"(/{id}", "metadata": {"fsync": "batched", "propose_timeout_ms": 3000}})";
+    }
+    ~Cluster() {
+        for (auto& n : nodes) {
+            n.reset();
+        }
+        std::filesystem::remove_all(root);
+    }
+
+    void start(std::size_t i) {
+        auto parsed =
+            conclave::node::parse_cluster_config(config_text, "n" + std::to_string(i + 1));
+        REQUIRE(std::holds_alternative<ClusterConfig>(parsed));
+        conclave::node::NodeOptions options;
+        options.logger = std::make_shared<spdlog::logger>(
+            "metadata-test", std::make_shared<spdlog::sinks::null_sink_mt>());
+        options.seed = 100 + i;
+        nodes[i] = std::make_unique<Node>(io, std::get<ClusterConfig>(parsed), options);
+        seen[i].clear();
+        nodes[i]->subscribe_committed([this, i](const Entry& e) {
+            if (!conclave::replication::is_sync_point(e)) {
+                seen[i].push_back(e);
+            }
+        });
+        REQUIRE_FALSE(nodes[i]->start());
+    }
+
+    void stop(std::size_t i) {
+        bool done = false;
+        nodes[i]->stop([&] { done = true; });
+        REQUIRE(run_until(io, [&] { return done; }));
+        nodes[i].reset();
+    }
+
+    /// Index of the node whose log is an ACTIVE leader, once there is one.
+    std::size_t active_leader() {
+        std::optional<std::size_t> leader;
+        REQUIRE(run_until(io, [&] {
+            for (std::size_t i = 0; i < nodes.size(); ++i) {
+                if (nodes[i] && nodes[i]->status().log &&
+                    nodes[i]->status().log->leader_status == "active") {
+                    leader = i;
+                    return true;
+                }
+            }
+            return false;
+        }));
+        return *leader;
+    }
+
+    MetadataProposeResult propose(std::size_t i, const std::string& key, const std::string& value) {
+        std::optional<MetadataProposeResult> result;
+        nodes[i]->propose(key, value, [&](const MetadataProposeResult& r) { result = r; });
+        REQUIRE(run_until(io, [&] { return result.has_value(); }));
+        return *result;
+    }
+
+    std::uint16_t http_port(std::size_t i) const { return nodes[i]->http_port(); }
+};
+
+}  // namespace
+
+TEST_CASE("metadata log: 3 nodes commit, refuse, redirect, fail over and catch up",
+          "[node][metadata]") {
+    Cluster c;
+
+    // Alone, n1 knows no leader: POST answers 503, the embedding API NoLeader.
+    c.start(0);
+    {
+        const HttpResult r = request(c.io, c.http_port(0), http::verb::post, "/metadata",
+                                     R"({"key": "a", "value": 1})");
+        CHECK(r.status == 503);
+        CHECK(r.body.at("error") == "no_leader");
+        CHECK(c.propose(0, "a", "1").status == MetadataProposeStatus::NoLeader);
+    }
+    c.start(1);
+    c.start(2);
+    const std::size_t leader = c.active_leader();
+    const std::size_t follower = (leader + 1) % 3;
+
+    // Proposals on the leader commit in order and reach every subscriber.
+    std::vector<MetadataProposeResult> results;
+    for (int k = 0; k < 20; ++k) {
+        c.nodes[leader]->propose("key" + std::to_string(k), std::to_string(k),
+                                 [&](const MetadataProposeResult& r) { results.push_back(r); });
+    }
+    REQUIRE(run_until(c.io, [&] { return results.size() == 20; }));
+    for (std::size_t k = 0; k < results.size(); ++k) {
+        INFO(k << " " << results[k].detail);
+        REQUIRE(results[k].ok());
+        if (k > 0) {
+            CHECK(results[k - 1].lsn < results[k].lsn);
+        }
+    }
+    REQUIRE(run_until(c.io, [&] {
+        return c.seen[0].size() == 20 && c.seen[1].size() == 20 && c.seen[2].size() == 20;
+    }));
+    for (std::size_t n = 0; n < 3; ++n) {
+        for (std::size_t k = 0; k < 20; ++k) {
+            CHECK(c.seen[n][k].key == "key" + std::to_string(k));
+            CHECK(c.seen[n][k].lsn == results[k].lsn);
+        }
+    }
+    // A late subscriber gets the committed prefix at once (level-triggered).
+    std::size_t late = 0;
+    c.nodes[follower]->subscribe_committed(
+        [&](const Entry& e) { late += conclave::replication::is_sync_point(e) ? 0U : 1U; });
+    CHECK(late == 20);
+
+    // A follower refuses and names the leader.
+    const MetadataProposeResult refused = c.propose(follower, "x", "1");
+    CHECK(refused.status == MetadataProposeStatus::NotLeader);
+    CHECK(refused.leader == "n" + std::to_string(leader + 1));
+
+    // HTTP: 307 from a follower, 200 from the leader, GET pages, 400 on bad input.
+    {
+        const HttpResult r = request(c.io, c.http_port(follower), http::verb::post, "/metadata",
+                                     R"({"key": "http", "value": {"a": [1, 2]}})");
+        CHECK(r.status == 307);
+        CHECK(r.location ==
+              "http://127.0.0.1:" + std::to_string(c.http_port(leader)) + "/metadata");
+        CHECK(r.body.at("leader") == "n" + std::to_string(leader + 1));
+    }
+    Lsn http_lsn{};
+    {
+        const HttpResult r = request(c.io, c.http_port(leader), http::verb::post, "/metadata",
+                                     R"({"key": "http", "value": {"a": [1, 2]}})");
+        REQUIRE(r.status == 200);
+        http_lsn = Lsn{conclave::Term{r.body.at("lsn").at("term").get<std::uint64_t>()},
+                       r.body.at("lsn").at("counter").get<std::uint64_t>()};
+        CHECK(results.back().lsn < http_lsn);
+    }
+    {
+        const HttpResult r =
+            request(c.io, c.http_port(leader), http::verb::get, "/metadata?from=0.0&max=5");
+        REQUIRE(r.status == 200);
+        REQUIRE(r.body.at("entries").size() <= 5);
+        CHECK(r.body.at("entries").at(0).at("key") == "key0");
+        CHECK(r.body.at("entries").at(0).at("value") == 0);
+        const HttpResult all = request(c.io, c.http_port(leader), http::verb::get, "/metadata");
+        REQUIRE(all.status == 200);
+        CHECK(all.body.at("entries").size() == 21);
+        CHECK(all.body.at("entries").back().at("value") == json{{"a", {1, 2}}});
+        CHECK(all.body.at("commit_lsn").at("counter") == http_lsn.counter);
+    }
+    for (const auto& [verb, target, body, needle] :
+         std::vector<std::tuple<http::verb, std::string, std::string, std::string>>{
+             {http::verb::post, "/metadata", "not json", "body: expected a JSON object"},
+             {http::verb::post, "/metadata", R"({"value": 1})", "body.key"},
+             {http::verb::post, "/metadata", R"({"key": "k"})", "body.value: missing"},
+             {http::verb::post, "/metadata", R"({"key": "k", "value": 1, "x": 2})", "body.x"},
+             {http::verb::post, "/metadata?x=1", R"({"key": "k", "value": 1})", "query"},
+             {http::verb::get, "/metadata?from=abc", "", "from: expected TERM.COUNTER"},
+             {http::verb::get, "/metadata?max=0", "", "max: expected an integer"},
+         }) {
+        const HttpResult r = request(c.io, c.http_port(leader), verb, target, body);
+        INFO(target << " " << body);
+        CHECK(r.status == 400);
+        CHECK_THAT(r.body.at("detail").get<std::string>(), Catch::Contains(needle));
+    }
+    {
+        const HttpResult r = request(c.io, c.http_port(leader), http::verb::get, "/status");
+        CHECK(r.body.at("leader_status") == "active");
+        CHECK(r.body.at("commit_lsn").at("counter") == http_lsn.counter);
+        const HttpResult f = request(c.io, c.http_port(follower), http::verb::get, "/status");
+        CHECK_FALSE(f.body.contains("leader_status"));
+        CHECK(f.body.contains("commit_lsn"));
+    }
+
+    // Stop the leader: a new leader syncs, keeps every acknowledged entry, and commits more.
+    c.stop(leader);
+    const std::size_t second = c.active_leader();
+    REQUIRE(second != leader);
+    const auto kept = c.nodes[second]->committed_after(Lsn{}, 1000);
+    std::vector<Entry> kept_data;
+    for (const Entry& e : kept) {
+        if (!conclave::replication::is_sync_point(e)) {
+            kept_data.push_back(e);
+        }
+    }
+    REQUIRE(kept_data.size() == 21);
+    for (std::size_t k = 0; k < 20; ++k) {
+        CHECK(kept_data[k].lsn == results[k].lsn);
+    }
+    CHECK(kept_data[20].lsn == http_lsn);
+    const MetadataProposeResult after = c.propose(second, "after-failover", "\"x\"");
+    REQUIRE(after.ok());
+    CHECK(http_lsn < after.lsn);
+
+    // Restart the old leader from its data dir: it replays its committed prefix and catches up.
+    c.start(leader);
+    REQUIRE(run_until(c.io, [&] { return c.seen[leader].size() == 22; }));
+    CHECK(c.seen[leader][20].lsn == http_lsn);
+    CHECK(c.seen[leader][21].key == "after-failover");
+    CHECK(c.nodes[leader]->log_driver()->recovery().records > 0);
+
+    for (std::size_t i = 0; i < 3; ++i) {
+        c.stop(i);
+    }
+}
