@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 #include <algorithm>
+#include <array>
 
 namespace conclave::bounce {
 
@@ -69,6 +70,45 @@ std::vector<Row> summary_rows(const std::vector<RunResult>& runs) {
         rows[6].cells.push_back(safety);
     }
     if (std::any_of(runs.begin(), runs.end(),
+                    [](const RunResult& r) { return r.metadata.has_value(); })) {
+        Row acknowledged{"entries acknowledged", {}};
+        Row unknown{"outcome unknown", {}};
+        Row refused{"refused", {}};
+        Row lost{"no acknowledged entry lost", {}};
+        for (const RunResult& r : runs) {
+            if (!r.metadata) {
+                for (Row* row : {&acknowledged, &unknown, &refused}) {
+                    row->cells.push_back("-");
+                }
+                lost.cells.push_back(r.metadata_off.empty() ? "-" : r.metadata_off);
+                continue;
+            }
+            const MetadataRun& m = *r.metadata;
+            const LogVerdict& v = m.verdict;
+            acknowledged.cells.push_back(
+                m.first_fault_ms < 0
+                    ? std::to_string(v.acknowledged)
+                    : fmt::format("{} ({} before the faults, {} after)", v.acknowledged,
+                                  m.acknowledged_before_faults, m.acknowledged_after_faults));
+            unknown.cells.push_back(
+                fmt::format("{} ({} committed)", v.unknown, v.unknown_committed));
+            refused.cells.push_back(std::to_string(v.refused));
+            if (v.ok()) {
+                lost.cells.push_back(fmt::format("ok ({} logs checked)", v.nodes_read));
+            } else {
+                std::string cell = "VIOLATED (" + v.violations.at(0);
+                if (v.violation_count > 1) {
+                    cell += fmt::format("; {} more", v.violation_count - 1);
+                }
+                lost.cells.push_back(cell + ")");
+            }
+        }
+        rows.push_back(acknowledged);
+        rows.push_back(unknown);
+        rows.push_back(refused);
+        rows.push_back(lost);
+    }
+    if (std::any_of(runs.begin(), runs.end(),
                     [](const RunResult& r) { return r.new_leader_after_crash.has_value(); })) {
         Row row{"new leader after the crash", {}};
         for (const RunResult& r : runs) {
@@ -124,9 +164,70 @@ std::string summary_table(const std::vector<RunResult>& runs) {
         for (const std::string& w : r.warnings) {
             out += fmt::format("  [{}] warning: {}\n", run_title(r), w);
         }
+        if (r.metadata) {
+            for (const std::string& w : r.metadata->verdict.warnings) {
+                out += fmt::format("  [{}] metadata log: {}\n", run_title(r), w);
+            }
+            for (const std::string& v : r.metadata->verdict.violations) {
+                out += fmt::format("  [{}] LOST OR CHANGED: {}\n", run_title(r), v);
+            }
+            if (r.metadata->verdict.violation_count > r.metadata->verdict.violations.size()) {
+                out += fmt::format("  [{}] ... {} violations in all\n", run_title(r),
+                                   r.metadata->verdict.violation_count);
+            }
+        }
     }
     return out;
 }
+
+namespace {
+
+/// Proposal outcomes per second of the run: [acknowledged, unknown, refused] per second.
+std::vector<std::array<std::size_t, 3>> per_second(const RunResult& r) {
+    std::vector<std::array<std::size_t, 3>> out(
+        static_cast<std::size_t>(std::max<std::int64_t>(r.end_ms, 0) / 1000 + 1));
+    if (!r.metadata) {
+        return out;
+    }
+    for (const ProposalRecord& p : r.metadata->proposals) {
+        const auto second = static_cast<std::size_t>(std::max<std::int64_t>(p.at_ms, 0) / 1000);
+        if (second < out.size()) {
+            out[second][static_cast<std::size_t>(p.outcome)] += 1;
+        }
+    }
+    return out;
+}
+
+nlohmann::json metadata_json(const RunResult& r) {
+    if (!r.metadata) {
+        return nlohmann::json{{"enabled", false}, {"reason", r.metadata_off}};
+    }
+    const MetadataRun& m = *r.metadata;
+    const LogVerdict& v = m.verdict;
+    nlohmann::json seconds = nlohmann::json::array();
+    for (const auto& s : per_second(r)) {
+        seconds.push_back({s[0], s[1], s[2]});
+    }
+    return nlohmann::json{
+        {"enabled", true},
+        {"acknowledged", v.acknowledged},
+        {"unknown", v.unknown},
+        {"unknown_committed", v.unknown_committed},
+        {"refused", v.refused},
+        {"acknowledged_before_faults", m.acknowledged_before_faults},
+        {"acknowledged_after_faults", m.acknowledged_after_faults},
+        {"first_fault_ms", m.first_fault_ms},
+        {"last_fault_ms", m.last_fault_ms},
+        {"nodes_read", v.nodes_read},
+        {"no_acknowledged_entry_lost", v.ok()},
+        {"violation_count", v.violation_count},
+        {"violations", v.violations},
+        {"warnings", v.warnings},
+        {"per_second_acknowledged_unknown_refused", seconds},
+    };
+}
+
+}  // namespace
 
 nlohmann::json summary_json(const RunResult& r) {
     const Summary& s = r.summary;
@@ -165,6 +266,7 @@ nlohmann::json summary_json(const RunResult& r) {
           {"max", opt(s.failover_max_ms())},
           {"all", s.failover_ms}}},
         {"safe", s.safe()},
+        {"safe_all", r.safe()},
         {"violations", violations},
         {"changes", changes},
         {"final_leader",
@@ -174,6 +276,7 @@ nlohmann::json summary_json(const RunResult& r) {
                                        : nlohmann::json(nullptr)},
         {"warnings", r.warnings},
         {"observations", r.observations.size()},
+        {"metadata", metadata_json(r)},
     };
 }
 
