@@ -303,6 +303,45 @@ const char* role_colour(ObservedRole r) {
     return "#ffffff";
 }
 
+/// The proposals lane: a bar per second, its height the acknowledged entries of that second
+/// relative to the busiest second; amber and grey ticks on top for unknown and refused ones.
+template <typename X>
+void draw_proposals(std::string& svg, const RunResult& r, double top, X x) {
+    const auto seconds = per_second(r);
+    std::size_t busiest = 1;
+    for (const auto& s : seconds) {
+        busiest = std::max(busiest, s[0]);
+    }
+    svg += fmt::format("<text x=\"8\" y=\"{:.1f}\" font-size=\"11\">writes</text>\n", top + 15);
+    svg +=
+        fmt::format("<rect x=\"{}\" y=\"{:.1f}\" width=\"{}\" height=\"{}\" fill=\"#f5f5f5\"/>\n",
+                    kLeft, top, kWidth, kLaneHeight);
+    for (std::size_t i = 0; i < seconds.size(); ++i) {
+        const auto begin_ms = static_cast<std::int64_t>(i) * 1000;
+        const double x0 = x(begin_ms);
+        const double w = std::max(0.5, x(begin_ms + 1000) - x0 - 1);
+        const auto& [ok, unknown, refused] = seconds[i];
+        const double h = kLaneHeight * static_cast<double>(ok) / static_cast<double>(busiest);
+        svg += fmt::format(
+            "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" "
+            "fill=\"#66bb6a\"><title>{}s-{}s: {} acknowledged, {} outcome unknown, {} "
+            "refused</title></rect>\n",
+            x0, top + kLaneHeight - h, w, h, i, i + 1, ok, unknown, refused);
+        if (unknown > 0) {
+            svg += fmt::format(
+                "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"4\" "
+                "fill=\"#ff8f00\"/>\n",
+                x0, top, w);
+        }
+        if (refused > 0) {
+            svg += fmt::format(
+                "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"3\" "
+                "fill=\"#757575\"/>\n",
+                x0, top + 5, w);
+        }
+    }
+}
+
 /// Draws one run starting at `top`; returns the height used.
 double draw_run(std::string& svg, const RunResult& r, double top) {
     const double end = static_cast<double>(std::max<std::int64_t>(r.end_ms, 1));
@@ -314,13 +353,17 @@ double draw_run(std::string& svg, const RunResult& r, double top) {
     auto lane_y = [&](NodeIndex i) {
         return lanes_top + static_cast<double>(i) * (kLaneHeight + kLaneGap);
     };
-    const double lanes_bottom = lane_y(n);
+    // With the metadata proposer, one more lane below the nodes: proposals per second.
+    const double lanes_bottom = lane_y(r.metadata ? n + 1 : n);
     const Summary& s = r.summary;
     svg += fmt::format(
         "<text x=\"{}\" y=\"{}\" font-weight=\"bold\">{} — {} leader changes ({} needless), "
-        "highest term {}, leaderless {} ms, safety {}</text>\n",
+        "highest term {}, leaderless {} ms, safety {}{}</text>\n",
         kLeft, top + 14, escape(run_title(r)), s.leader_changes, s.needless_leader_changes,
-        s.highest_term, s.leaderless_ms, s.safe() ? "ok" : "VIOLATED");
+        s.highest_term, s.leaderless_ms, s.safe() ? "ok" : "VIOLATED",
+        r.metadata ? fmt::format(", writes: {} acked, lost {}", r.metadata->verdict.acknowledged,
+                                 r.metadata->verdict.ok() ? "none" : "SOME")
+                   : std::string());
 
     // Role segments per node lane.
     for (NodeIndex i = 0; i < n; ++i) {
@@ -355,6 +398,10 @@ double draw_run(std::string& svg, const RunResult& r, double top) {
             }
             k = j;
         }
+    }
+
+    if (r.metadata) {
+        draw_proposals(svg, r, lane_y(n), x);
     }
 
     // Faults: shade the lanes they touch, and label them in rows below the lanes.
@@ -428,13 +475,20 @@ std::string render_svg(const std::vector<RunResult>& runs) {
         {"#ffb300", "candidate"},
         {"#e0e0e0", "no answer (down, paused, slow)"},
         {"#d32f2f", "fault"},
-        {"#d50000", "needless leader change ▼"}};
+        {"#d50000", "needless leader change ▼"},
+        {"#66bb6a", "writes acknowledged per second"},
+        {"#ff8f00", "outcome unknown"}};
     for (const auto& [colour, text] : legend) {
+        const double item_w = 16 + 7.0 * static_cast<double>(std::string_view(text).size()) + 14;
+        if (lx > kLeft && lx + item_w > kLeft + kWidth) {
+            lx = kLeft;  // next legend row
+            top += 18;
+        }
         body += fmt::format(
             "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"12\" height=\"12\" fill=\"{}\"/>"
             "<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\">{}</text>\n",
             lx, top, colour, lx + 16, top + 10, text);
-        lx += 16 + 7.0 * static_cast<double>(std::string_view(text).size()) + 14;
+        lx += item_w;
     }
     top += 24;
     return fmt::format(
