@@ -140,6 +140,7 @@ asio::awaitable<void> Proposer::propose(std::uint64_t seq) {
             }
             target = *next;
             believed_leader_ = target;
+            redirects_followed_ += 1;
             continue;
         }
         const std::string kind = error_kind(r.body);

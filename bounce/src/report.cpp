@@ -204,6 +204,16 @@ nlohmann::json metadata_json(const RunResult& r) {
     }
     const MetadataRun& m = *r.metadata;
     const LogVerdict& v = m.verdict;
+    // How many unknown and refused outcomes had each reason ("503 no_leader", "connect: ...").
+    nlohmann::json unknown_reasons = nlohmann::json::object();
+    nlohmann::json refused_reasons = nlohmann::json::object();
+    for (const ProposalRecord& p : m.proposals) {
+        if (p.outcome != ProposalOutcome::Acknowledged) {
+            nlohmann::json& reasons =
+                p.outcome == ProposalOutcome::Unknown ? unknown_reasons : refused_reasons;
+            reasons[p.detail] = reasons.value(p.detail, 0) + 1;
+        }
+    }
     nlohmann::json seconds = nlohmann::json::array();
     for (const auto& s : per_second(r)) {
         seconds.push_back({s[0], s[1], s[2]});
@@ -214,6 +224,9 @@ nlohmann::json metadata_json(const RunResult& r) {
         {"unknown", v.unknown},
         {"unknown_committed", v.unknown_committed},
         {"refused", v.refused},
+        {"redirects_followed", m.redirects_followed},
+        {"unknown_reasons", unknown_reasons},
+        {"refused_reasons", refused_reasons},
         {"acknowledged_before_faults", m.acknowledged_before_faults},
         {"acknowledged_after_faults", m.acknowledged_after_faults},
         {"first_fault_ms", m.first_fault_ms},
@@ -266,7 +279,7 @@ nlohmann::json summary_json(const RunResult& r) {
           {"max", opt(s.failover_max_ms())},
           {"all", s.failover_ms}}},
         {"safe", s.safe()},
-        {"safe_all", r.safe()},
+        {"all_safety_checks_ok", r.safe()},
         {"violations", violations},
         {"changes", changes},
         {"final_leader",

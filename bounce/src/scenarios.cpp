@@ -365,6 +365,7 @@ asio::awaitable<void> check_metadata(Run& r) {
     co_await r.proposer->stop();
     MetadataRun m;
     m.proposals = r.proposer->records();
+    m.redirects_followed = r.proposer->redirects_followed();
     std::optional<LogLsn> last_acknowledged;
     for (const ProposalRecord& p : m.proposals) {
         if (p.lsn && (!last_acknowledged || *last_acknowledged < *p.lsn)) {

@@ -45,6 +45,8 @@ class Proposer {
     boost::asio::awaitable<void> stop();
 
     const std::vector<ProposalRecord>& records() const { return records_; }
+    /// 307 answers followed to the leader they named.
+    std::size_t redirects_followed() const { return redirects_followed_; }
 
   private:
     boost::asio::awaitable<void> worker();
@@ -64,6 +66,7 @@ class Proposer {
     std::optional<boost::asio::ip::tcp::endpoint> believed_leader_;
     std::size_t round_robin_ = 0;
     std::vector<ProposalRecord> records_;
+    std::size_t redirects_followed_ = 0;
 };
 
 /// Whether the daemon at `endpoint` serves the metadata log (GET /metadata answers a page).

@@ -27,6 +27,7 @@ struct MetadataRun {
     std::int64_t last_fault_ms = -1;
     std::size_t acknowledged_before_faults = 0;  // before the first fault
     std::size_t acknowledged_after_faults = 0;   // after the last fault event (the heal)
+    std::size_t redirects_followed = 0;          // 307 answers followed
 };
 
 struct RunResult {
