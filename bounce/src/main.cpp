@@ -112,14 +112,26 @@ int main(int argc, char** argv) {
         }
         ok = write_file(*options.json_path, j.dump(2) + "\n") && ok;
     }
+    bool unsafe = false;
     for (const RunResult& r : runs) {
         if (!r.summary.safe()) {
             fmt::print(stderr,
                        "leader-bounce: SAFETY VIOLATION: two leaders in one term ({}, "
                        "scouting {})\n",
                        to_string(r.scenario), r.scouting ? "on" : "off");
-            return kExitUnsafe;
+            unsafe = true;
         }
+        if (r.metadata && !r.metadata->verdict.ok()) {
+            fmt::print(stderr,
+                       "leader-bounce: SAFETY VIOLATION: acknowledged metadata entries lost or "
+                       "changed ({}, scouting {}): {} problem(s), first: {}\n",
+                       to_string(r.scenario), r.scouting ? "on" : "off",
+                       r.metadata->verdict.violation_count, r.metadata->verdict.violations.at(0));
+            unsafe = true;
+        }
+    }
+    if (unsafe) {
+        return kExitUnsafe;
     }
     return ok ? kExitOk : kExitFailure;
 }

@@ -67,6 +67,10 @@ Options:
                       build/release/tools/conclaved)
   --keep              keep the temporary directory (configs, logs) and print its path
   --quiet             no live timeline, summary only
+  --metadata on|off   propose entries to the metadata log during the run and check afterwards
+                      that no acknowledged entry was lost (default: on when the daemon serves
+                      GET /metadata)
+  --rate N            metadata proposals per second (default 100, at most 4 outstanding)
   --help              this text
 
 Exit status: 0 fine, 1 runtime failure, 2 bad command line, 3 a safety check failed,
@@ -102,6 +106,16 @@ std::variant<Options, HelpRequested, std::string> parse_options(int argc, const 
                 return std::string("--scouting expects 'on' or 'off'");
             }
             o.scouting = v == "on";
+        } else if (a == "--metadata") {
+            if (!value(v) || (v != "on" && v != "off")) {
+                return std::string("--metadata expects 'on' or 'off'");
+            }
+            o.metadata = v == "on" ? MetadataMode::On : MetadataMode::Off;
+        } else if (a == "--rate") {
+            if (!value(v) || !parse_number(v, o.rate_per_s) || o.rate_per_s < 1 ||
+                o.rate_per_s > 5000) {
+                return std::string("--rate expects proposals per second, from 1 to 5000");
+            }
         } else if (a == "--nodes") {
             if (!value(v) || !parse_number(v, o.node_count) || o.node_count < 1 ||
                 o.node_count > 9) {

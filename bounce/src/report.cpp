@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 #include <algorithm>
+#include <array>
 
 namespace conclave::bounce {
 
@@ -69,6 +70,45 @@ std::vector<Row> summary_rows(const std::vector<RunResult>& runs) {
         rows[6].cells.push_back(safety);
     }
     if (std::any_of(runs.begin(), runs.end(),
+                    [](const RunResult& r) { return r.metadata.has_value(); })) {
+        Row acknowledged{"entries acknowledged", {}};
+        Row unknown{"outcome unknown", {}};
+        Row refused{"refused", {}};
+        Row lost{"no acknowledged entry lost", {}};
+        for (const RunResult& r : runs) {
+            if (!r.metadata) {
+                for (Row* row : {&acknowledged, &unknown, &refused}) {
+                    row->cells.push_back("-");
+                }
+                lost.cells.push_back(r.metadata_off.empty() ? "-" : r.metadata_off);
+                continue;
+            }
+            const MetadataRun& m = *r.metadata;
+            const LogVerdict& v = m.verdict;
+            acknowledged.cells.push_back(
+                m.first_fault_ms < 0
+                    ? std::to_string(v.acknowledged)
+                    : fmt::format("{} ({} before the faults, {} after)", v.acknowledged,
+                                  m.acknowledged_before_faults, m.acknowledged_after_faults));
+            unknown.cells.push_back(
+                fmt::format("{} ({} committed)", v.unknown, v.unknown_committed));
+            refused.cells.push_back(std::to_string(v.refused));
+            if (v.ok()) {
+                lost.cells.push_back(fmt::format("ok ({} logs checked)", v.nodes_read));
+            } else {
+                std::string cell = "VIOLATED (" + v.violations.at(0);
+                if (v.violation_count > 1) {
+                    cell += fmt::format("; {} more", v.violation_count - 1);
+                }
+                lost.cells.push_back(cell + ")");
+            }
+        }
+        rows.push_back(acknowledged);
+        rows.push_back(unknown);
+        rows.push_back(refused);
+        rows.push_back(lost);
+    }
+    if (std::any_of(runs.begin(), runs.end(),
                     [](const RunResult& r) { return r.new_leader_after_crash.has_value(); })) {
         Row row{"new leader after the crash", {}};
         for (const RunResult& r : runs) {
@@ -124,9 +164,83 @@ std::string summary_table(const std::vector<RunResult>& runs) {
         for (const std::string& w : r.warnings) {
             out += fmt::format("  [{}] warning: {}\n", run_title(r), w);
         }
+        if (r.metadata) {
+            for (const std::string& w : r.metadata->verdict.warnings) {
+                out += fmt::format("  [{}] metadata log: {}\n", run_title(r), w);
+            }
+            for (const std::string& v : r.metadata->verdict.violations) {
+                out += fmt::format("  [{}] LOST OR CHANGED: {}\n", run_title(r), v);
+            }
+            if (r.metadata->verdict.violation_count > r.metadata->verdict.violations.size()) {
+                out += fmt::format("  [{}] ... {} violations in all\n", run_title(r),
+                                   r.metadata->verdict.violation_count);
+            }
+        }
     }
     return out;
 }
+
+namespace {
+
+/// Proposal outcomes per second of the run: [acknowledged, unknown, refused] per second.
+std::vector<std::array<std::size_t, 3>> per_second(const RunResult& r) {
+    std::vector<std::array<std::size_t, 3>> out(
+        static_cast<std::size_t>(std::max<std::int64_t>(r.end_ms, 0) / 1000 + 1));
+    if (!r.metadata) {
+        return out;
+    }
+    for (const ProposalRecord& p : r.metadata->proposals) {
+        const auto second = static_cast<std::size_t>(std::max<std::int64_t>(p.at_ms, 0) / 1000);
+        if (second < out.size()) {
+            out[second][static_cast<std::size_t>(p.outcome)] += 1;
+        }
+    }
+    return out;
+}
+
+nlohmann::json metadata_json(const RunResult& r) {
+    if (!r.metadata) {
+        return nlohmann::json{{"enabled", false}, {"reason", r.metadata_off}};
+    }
+    const MetadataRun& m = *r.metadata;
+    const LogVerdict& v = m.verdict;
+    // How many unknown and refused outcomes had each reason ("503 no_leader", "connect: ...").
+    nlohmann::json unknown_reasons = nlohmann::json::object();
+    nlohmann::json refused_reasons = nlohmann::json::object();
+    for (const ProposalRecord& p : m.proposals) {
+        if (p.outcome != ProposalOutcome::Acknowledged) {
+            nlohmann::json& reasons =
+                p.outcome == ProposalOutcome::Unknown ? unknown_reasons : refused_reasons;
+            reasons[p.detail] = reasons.value(p.detail, 0) + 1;
+        }
+    }
+    nlohmann::json seconds = nlohmann::json::array();
+    for (const auto& s : per_second(r)) {
+        seconds.push_back({s[0], s[1], s[2]});
+    }
+    return nlohmann::json{
+        {"enabled", true},
+        {"acknowledged", v.acknowledged},
+        {"unknown", v.unknown},
+        {"unknown_committed", v.unknown_committed},
+        {"refused", v.refused},
+        {"redirects_followed", m.redirects_followed},
+        {"unknown_reasons", unknown_reasons},
+        {"refused_reasons", refused_reasons},
+        {"acknowledged_before_faults", m.acknowledged_before_faults},
+        {"acknowledged_after_faults", m.acknowledged_after_faults},
+        {"first_fault_ms", m.first_fault_ms},
+        {"last_fault_ms", m.last_fault_ms},
+        {"nodes_read", v.nodes_read},
+        {"no_acknowledged_entry_lost", v.ok()},
+        {"violation_count", v.violation_count},
+        {"violations", v.violations},
+        {"warnings", v.warnings},
+        {"per_second_acknowledged_unknown_refused", seconds},
+    };
+}
+
+}  // namespace
 
 nlohmann::json summary_json(const RunResult& r) {
     const Summary& s = r.summary;
@@ -165,6 +279,7 @@ nlohmann::json summary_json(const RunResult& r) {
           {"max", opt(s.failover_max_ms())},
           {"all", s.failover_ms}}},
         {"safe", s.safe()},
+        {"all_safety_checks_ok", r.safe()},
         {"violations", violations},
         {"changes", changes},
         {"final_leader",
@@ -174,6 +289,7 @@ nlohmann::json summary_json(const RunResult& r) {
                                        : nlohmann::json(nullptr)},
         {"warnings", r.warnings},
         {"observations", r.observations.size()},
+        {"metadata", metadata_json(r)},
     };
 }
 
@@ -200,6 +316,45 @@ const char* role_colour(ObservedRole r) {
     return "#ffffff";
 }
 
+/// The proposals lane: a bar per second, its height the acknowledged entries of that second
+/// relative to the busiest second; amber and grey ticks on top for unknown and refused ones.
+template <typename X>
+void draw_proposals(std::string& svg, const RunResult& r, double top, X x) {
+    const auto seconds = per_second(r);
+    std::size_t busiest = 1;
+    for (const auto& s : seconds) {
+        busiest = std::max(busiest, s[0]);
+    }
+    svg += fmt::format("<text x=\"8\" y=\"{:.1f}\" font-size=\"11\">writes</text>\n", top + 15);
+    svg +=
+        fmt::format("<rect x=\"{}\" y=\"{:.1f}\" width=\"{}\" height=\"{}\" fill=\"#f5f5f5\"/>\n",
+                    kLeft, top, kWidth, kLaneHeight);
+    for (std::size_t i = 0; i < seconds.size(); ++i) {
+        const auto begin_ms = static_cast<std::int64_t>(i) * 1000;
+        const double x0 = x(begin_ms);
+        const double w = std::max(0.5, x(begin_ms + 1000) - x0 - 1);
+        const auto& [ok, unknown, refused] = seconds[i];
+        const double h = kLaneHeight * static_cast<double>(ok) / static_cast<double>(busiest);
+        svg += fmt::format(
+            "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" "
+            "fill=\"#66bb6a\"><title>{}s-{}s: {} acknowledged, {} outcome unknown, {} "
+            "refused</title></rect>\n",
+            x0, top + kLaneHeight - h, w, h, i, i + 1, ok, unknown, refused);
+        if (unknown > 0) {
+            svg += fmt::format(
+                "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"4\" "
+                "fill=\"#ff8f00\"/>\n",
+                x0, top, w);
+        }
+        if (refused > 0) {
+            svg += fmt::format(
+                "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"3\" "
+                "fill=\"#757575\"/>\n",
+                x0, top + 5, w);
+        }
+    }
+}
+
 /// Draws one run starting at `top`; returns the height used.
 double draw_run(std::string& svg, const RunResult& r, double top) {
     const double end = static_cast<double>(std::max<std::int64_t>(r.end_ms, 1));
@@ -211,13 +366,17 @@ double draw_run(std::string& svg, const RunResult& r, double top) {
     auto lane_y = [&](NodeIndex i) {
         return lanes_top + static_cast<double>(i) * (kLaneHeight + kLaneGap);
     };
-    const double lanes_bottom = lane_y(n);
+    // With the metadata proposer, one more lane below the nodes: proposals per second.
+    const double lanes_bottom = lane_y(r.metadata ? n + 1 : n);
     const Summary& s = r.summary;
     svg += fmt::format(
         "<text x=\"{}\" y=\"{}\" font-weight=\"bold\">{} — {} leader changes ({} needless), "
-        "highest term {}, leaderless {} ms, safety {}</text>\n",
+        "highest term {}, leaderless {} ms, safety {}{}</text>\n",
         kLeft, top + 14, escape(run_title(r)), s.leader_changes, s.needless_leader_changes,
-        s.highest_term, s.leaderless_ms, s.safe() ? "ok" : "VIOLATED");
+        s.highest_term, s.leaderless_ms, s.safe() ? "ok" : "VIOLATED",
+        r.metadata ? fmt::format(", writes: {} acked, lost {}", r.metadata->verdict.acknowledged,
+                                 r.metadata->verdict.ok() ? "none" : "SOME")
+                   : std::string());
 
     // Role segments per node lane.
     for (NodeIndex i = 0; i < n; ++i) {
@@ -252,6 +411,10 @@ double draw_run(std::string& svg, const RunResult& r, double top) {
             }
             k = j;
         }
+    }
+
+    if (r.metadata) {
+        draw_proposals(svg, r, lane_y(n), x);
     }
 
     // Faults: shade the lanes they touch, and label them in rows below the lanes.
@@ -325,13 +488,20 @@ std::string render_svg(const std::vector<RunResult>& runs) {
         {"#ffb300", "candidate"},
         {"#e0e0e0", "no answer (down, paused, slow)"},
         {"#d32f2f", "fault"},
-        {"#d50000", "needless leader change ▼"}};
+        {"#d50000", "needless leader change ▼"},
+        {"#66bb6a", "writes acknowledged per second"},
+        {"#ff8f00", "outcome unknown"}};
     for (const auto& [colour, text] : legend) {
+        const double item_w = 16 + 7.0 * static_cast<double>(std::string_view(text).size()) + 14;
+        if (lx > kLeft && lx + item_w > kLeft + kWidth) {
+            lx = kLeft;  // next legend row
+            top += 18;
+        }
         body += fmt::format(
             "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"12\" height=\"12\" fill=\"{}\"/>"
             "<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\">{}</text>\n",
             lx, top, colour, lx + 16, top + 10, text);
-        lx += 16 + 7.0 * static_cast<double>(std::string_view(text).size()) + 14;
+        lx += item_w;
     }
     top += 24;
     return fmt::format(

@@ -13,6 +13,7 @@
 
 #include "conclave/bounce/cluster.hpp"
 #include "conclave/bounce/poller.hpp"
+#include "conclave/bounce/proposer.hpp"
 #include "conclave/bounce/recorder.hpp"
 
 namespace conclave::bounce {
@@ -31,6 +32,9 @@ constexpr std::int64_t kSettleBeforeMs = 1000;
 constexpr std::int64_t kWatchAfterMs = 3000;
 /// A graceful stop that takes longer than this ends with SIGKILL.
 constexpr std::int64_t kStopTimeoutMs = 5000;
+/// After the proposer stops: how long every live node may take to commit up to the last
+/// acknowledged entry before the logs are checked as they are.
+constexpr std::int64_t kCatchUpTimeoutMs = 10000;
 
 struct Run {
     asio::io_context& io;
@@ -41,8 +45,9 @@ struct Run {
     std::mt19937_64 random;
     std::set<NodeIndex> expecting_exit;  // nodes we asked to stop
     bool stopped = false;
-    bool starting = true;         // before the first leader: a daemon exit is fatal
-    std::string startup_failure;  // why the cluster could not start
+    bool starting = true;          // before the first leader: a daemon exit is fatal
+    std::string startup_failure;   // why the cluster could not start
+    Proposer* proposer = nullptr;  // the metadata proposer (it runs only when started)
 
     std::size_t size() const { return cluster.size(); }
     std::int64_t hold_ms() const {
@@ -330,6 +335,85 @@ asio::awaitable<void> chaos(Run& r) {
     co_await r.sleep(kWatchAfterMs);
 }
 
+/// Starts the proposer when the options and the daemon allow it; false if it stays off.
+asio::awaitable<bool> start_proposer(Run& r, NodeIndex leader) {
+    if (r.options.metadata == MetadataMode::Off) {
+        r.result.metadata_off = "off (--metadata off)";
+        co_return false;
+    }
+    std::string why;
+    if (!co_await serves_metadata(r.cluster.node(leader).http, why)) {
+        if (r.options.metadata == MetadataMode::On) {
+            throw std::runtime_error(
+                "--metadata on, but the daemon does not serve the metadata "
+                "log: " +
+                why);
+        }
+        r.result.metadata_off = "off (the daemon does not serve GET /metadata)";
+        r.rec.note("metadata log not served (" + why + "): no proposals");
+        co_return false;
+    }
+    r.rec.note(
+        fmt::format("proposing metadata entries, {}/s, to the leader", r.options.rate_per_s));
+    r.proposer->start();
+    co_return true;
+}
+
+/// Reads the committed log of every running node, waiting (bounded) until each has committed
+/// the last acknowledged entry, then checks it.
+asio::awaitable<void> check_metadata(Run& r) {
+    co_await r.proposer->stop();
+    MetadataRun m;
+    m.proposals = r.proposer->records();
+    m.redirects_followed = r.proposer->redirects_followed();
+    std::optional<LogLsn> last_acknowledged;
+    for (const ProposalRecord& p : m.proposals) {
+        if (p.lsn && (!last_acknowledged || *last_acknowledged < *p.lsn)) {
+            last_acknowledged = p.lsn;
+        }
+    }
+    const std::int64_t deadline = r.rec.now_ms() + kCatchUpTimeoutMs;
+    std::vector<NodeLog> logs;
+    while (true) {
+        logs.clear();
+        bool caught_up = true;
+        for (NodeIndex i = 0; i < r.size(); ++i) {
+            if (!r.cluster.running(i) || r.cluster.node(i).paused) {
+                continue;
+            }
+            logs.push_back(co_await read_committed_log(r.cluster.node(i).http, i));
+            caught_up = caught_up && logs.back().read &&
+                        (!last_acknowledged || !(logs.back().end < *last_acknowledged));
+        }
+        if (caught_up || r.rec.now_ms() >= deadline) {
+            break;
+        }
+        co_await r.sleep(200);
+    }
+    m.verdict = check_log(m.proposals, logs);
+    for (const FaultEvent& f : r.rec.faults()) {
+        m.first_fault_ms = m.first_fault_ms < 0 ? f.at_ms : std::min(m.first_fault_ms, f.at_ms);
+        m.last_fault_ms = std::max(m.last_fault_ms, f.at_ms);
+    }
+    for (const ProposalRecord& p : m.proposals) {
+        if (p.outcome != ProposalOutcome::Acknowledged) {
+            continue;
+        }
+        if (m.first_fault_ms < 0 || p.at_ms < m.first_fault_ms) {
+            m.acknowledged_before_faults += 1;
+        }
+        if (m.last_fault_ms >= 0 && p.at_ms > m.last_fault_ms) {
+            m.acknowledged_after_faults += 1;
+        }
+    }
+    r.rec.note(
+        fmt::format("metadata log: {} acknowledged, {} outcome unknown, {} refused; {} "
+                    "logs read; no acknowledged entry lost: {}",
+                    m.verdict.acknowledged, m.verdict.unknown, m.verdict.refused,
+                    m.verdict.nodes_read, m.verdict.ok() ? "ok" : "VIOLATED"));
+    r.result.metadata = std::move(m);
+}
+
 asio::awaitable<void> scenario_main(Run& r) {
     for (NodeIndex i = 0; i < r.size(); ++i) {
         r.cluster.start(i);
@@ -347,6 +431,7 @@ asio::awaitable<void> scenario_main(Run& r) {
         throw std::runtime_error("no leader within " + std::to_string(kStartupLeaderTimeoutMs) +
                                  " ms of start-up; last log lines:\n" + logs);
     }
+    const bool proposing = co_await start_proposer(r, r.stable_leader().value_or(*first));
     co_await r.sleep(kSettleBeforeMs);
     const NodeIndex leader = r.stable_leader().value_or(*first);
     switch (r.options.scenario) {
@@ -371,6 +456,9 @@ asio::awaitable<void> scenario_main(Run& r) {
     }
     if (!r.stable_leader()) {
         r.result.warnings.push_back("no stable leader at the end of the run");
+    }
+    if (proposing) {
+        co_await check_metadata(r);
     }
 }
 
@@ -420,6 +508,9 @@ RunResult run_scenario(const Options& options, bool scouting,
         endpoints.push_back(cluster.node(i).http);
     }
     Poller poller(io, endpoints, rec);
+    ProposerOptions proposer_options;
+    proposer_options.rate_per_s = options.rate_per_s;
+    Proposer proposer(io, endpoints, rec, proposer_options);
 
     bool interrupted = false;
     asio::signal_set signals(io, SIGINT, SIGTERM);
@@ -430,7 +521,8 @@ RunResult run_scenario(const Options& options, bool scouting,
         }
     });
 
-    Run run{io, cluster, rec, options, result, std::mt19937_64(options.seed), {}, false, true, {}};
+    Run run{io, cluster, rec,  options, result,   std::mt19937_64(options.seed),
+            {}, false,   true, {},      &proposer};
     std::exception_ptr failure;
     bool finished = false;
     poller.start();

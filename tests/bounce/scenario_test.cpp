@@ -46,6 +46,26 @@ const nlohmann::json& with_scouting(const Outcome& o, bool on) {
     return none;
 }
 
+/// With a daemon that serves the metadata log, the tool proposes entries throughout the run:
+/// none acknowledged may be lost, and some must be acknowledged before the first fault and after
+/// the last one (the cluster kept or resumed serving writes). `args` gets the metadata switch.
+std::string metadata_args() {
+    return BOUNCE_METADATA ? " --metadata on" : " --metadata off";
+}
+void check_metadata(const nlohmann::json& run) {
+    const nlohmann::json& m = run.at("metadata");
+    if (!BOUNCE_METADATA) {
+        CHECK(m.at("enabled") == false);
+        return;
+    }
+    INFO(m.dump());
+    REQUIRE(m.at("enabled") == true);
+    CHECK(m.at("no_acknowledged_entry_lost") == true);
+    CHECK(m.at("acknowledged_before_faults").get<int>() > 0);
+    CHECK(m.at("acknowledged_after_faults").get<int>() > 0);
+    CHECK(m.at("nodes_read") == run.at("nodes"));
+}
+
 }  // namespace
 
 TEST_CASE("ping-pong: scouting keeps the leader, no scouting bounces it", "[ping-pong]") {
@@ -67,32 +87,38 @@ TEST_CASE("non-sticky: scouting keeps the leader, no scouting lets the returning
     CHECK(with_scouting(o, false).at("needless_leader_changes").get<int>() >= 1);
 }
 
-TEST_CASE("leader-crash elects a new leader", "[leader-crash]") {
-    const Outcome o = run_tool("leader-crash --duration 1");
+TEST_CASE("leader-crash elects a new leader and loses no acknowledged entry", "[leader-crash]") {
+    const Outcome o = run_tool("leader-crash --duration 1" + metadata_args());
     REQUIRE(o.exit_status == 0);
     REQUIRE(o.runs.size() == 1);
     CHECK(o.runs[0].at("new_leader_after_crash") == true);
     CHECK(o.runs[0].at("leader_changes").get<int>() >= 1);
     CHECK(o.runs[0].at("safe") == true);
+    check_metadata(o.runs[0]);
 }
 
 TEST_CASE("leader-pause elects a new leader and stays safe", "[leader-pause]") {
-    const Outcome o = run_tool("leader-pause --duration 2");
+    const Outcome o = run_tool("leader-pause --duration 2" + metadata_args());
     REQUIRE(o.exit_status == 0);
     CHECK(o.runs[0].at("leader_changes").get<int>() >= 1);
     CHECK(o.runs[0].at("needless_leader_changes") == 0);
+    check_metadata(o.runs[0]);
 }
 
-TEST_CASE("chaos with a fixed seed reports no safety violation", "[chaos]") {
-    const Outcome o = run_tool("chaos --duration 6 --seed 7 --nodes 5");
+TEST_CASE("chaos with a fixed seed reports no safety violation and loses no acknowledged entry",
+          "[chaos]") {
+    const Outcome o = run_tool("chaos --duration 6 --seed 7 --nodes 5" + metadata_args());
     REQUIRE(o.exit_status == 0);
     CHECK(o.runs[0].at("safe") == true);
+    check_metadata(o.runs[0]);
 }
 
 TEST_CASE("bad command lines exit with status 2", "[cli]") {
     CHECK(run_tool("no-such-scenario").exit_status == 2);
     CHECK(run_tool("ping-pong --scouting maybe").exit_status == 2);
     CHECK(run_tool("chaos --duration -1").exit_status == 2);
+    CHECK(run_tool("chaos --metadata maybe").exit_status == 2);
+    CHECK(run_tool("chaos --rate 0").exit_status == 2);
 }
 
 TEST_CASE("a daemon that dies at start-up fails the run fast, leaving nothing behind", "[cli]") {

@@ -20,6 +20,9 @@ enum class Scenario : std::uint8_t {
 
 std::string_view to_string(Scenario s);
 
+/// The metadata proposer: Auto runs it when the daemon serves GET /metadata.
+enum class MetadataMode : std::uint8_t { Auto, On, Off };
+
 struct Options {
     Scenario scenario = Scenario::PingPong;
     std::size_t node_count = 0;  // 0: 4 for non-sticky and ping-pong, 3 otherwise
@@ -34,6 +37,8 @@ struct Options {
     std::optional<std::filesystem::path> conclaved;
     bool keep_dir = false;
     bool quiet = false;  // no live timeline
+    MetadataMode metadata = MetadataMode::Auto;
+    std::uint32_t rate_per_s = 100;  // metadata proposals per second
 
     std::size_t nodes() const;
 };

@@ -14,9 +14,21 @@
 #include <vector>
 
 #include "conclave/bounce/analysis.hpp"
+#include "conclave/bounce/log_check.hpp"
 #include "conclave/bounce/options.hpp"
 
 namespace conclave::bounce {
+
+/// What the metadata proposer did during a run and what the log check found.
+struct MetadataRun {
+    std::vector<ProposalRecord> proposals;  // in the order the outcomes came back
+    LogVerdict verdict;
+    std::int64_t first_fault_ms = -1;  // -1: the run injected no fault
+    std::int64_t last_fault_ms = -1;
+    std::size_t acknowledged_before_faults = 0;  // before the first fault
+    std::size_t acknowledged_after_faults = 0;   // after the last fault event (the heal)
+    std::size_t redirects_followed = 0;          // 307 answers followed
+};
 
 struct RunResult {
     Scenario scenario = Scenario::PingPong;
@@ -33,6 +45,12 @@ struct RunResult {
     /// leader-crash: a node other than the crashed leader took over.
     std::optional<bool> new_leader_after_crash;
     std::optional<std::filesystem::path> kept_dir;
+    /// Set when the proposer ran; `metadata_off` says why it did not.
+    std::optional<MetadataRun> metadata;
+    std::string metadata_off;
+
+    /// Both safety checks: one leader per term, and no acknowledged entry lost.
+    bool safe() const { return summary.safe() && (!metadata || metadata->verdict.ok()); }
 };
 
 /// Thrown when Ctrl-C (SIGINT) or SIGTERM interrupted the run; everything is cleaned up already.
