@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One command per benchmark figure; each prints the command, the machine and the figures.
-#   bench/run.sh failover|cold-start|jitter|cost|sim|all [conclave-bench options...]
+#   bench/run.sh failover|cold-start|jitter|cost|sim|log|all [options...]
 # Binaries come from ${BUILD:-build/release}; build them with
-#   scripts/build.sh release conclaved conclave-bench conclave-sim
+#   scripts/build.sh release conclaved conclave-bench conclave-sim log_throughput
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build/release}
@@ -10,8 +10,9 @@ figure=${1:-}
 shift || true
 
 usage() {
-  echo "usage: bench/run.sh failover|cold-start|jitter|cost|sim|all [options]" >&2
-  echo "  options go to conclave-bench (see: $BUILD/bench/conclave-bench --help)" >&2
+  echo "usage: bench/run.sh failover|cold-start|jitter|cost|sim|log|all [options]" >&2
+  echo "  options go to conclave-bench (see: $BUILD/bench/conclave-bench --help)," >&2
+  echo "  or for log to log_throughput (see: $BUILD/bench/log_throughput --help)" >&2
   exit 2
 }
 
@@ -29,7 +30,7 @@ machine() {
 need() {
   for b in "$@"; do
     if [ ! -x "$BUILD/$b" ]; then
-      echo "bench/run.sh: $BUILD/$b is missing; run: scripts/build.sh release conclaved conclave-bench conclave-sim" >&2
+      echo "bench/run.sh: $BUILD/$b is missing; run: scripts/build.sh release conclaved conclave-bench conclave-sim log_throughput" >&2
       exit 1
     fi
   done
@@ -52,6 +53,21 @@ run_sim() {
   echo " checked after every step; seeds/s: random fault schedules per second; one core)"
 }
 
+run_log() {
+  need bench/log_throughput
+  # fsync never and batched at full size; always with fewer entries (one fsync per entry)
+  if [ $# -gt 0 ]; then
+    echo "\$ $BUILD/bench/log_throughput $*"
+    "$BUILD/bench/log_throughput" "$@"
+    return
+  fi
+  for args in "--fsync never,batched" "--entries 5000 --fsync always"; do
+    echo "\$ $BUILD/bench/log_throughput $args"
+    # shellcheck disable=SC2086
+    "$BUILD/bench/log_throughput" $args
+  done
+}
+
 one() {
   local f=$1
   shift
@@ -60,17 +76,18 @@ one() {
   case "$f" in
     failover|cold-start|jitter|cost) run_bench "$f" "$@" ;;
     sim) run_sim ;;
+    log) run_log "$@" ;;
     *) usage ;;
   esac
   echo
 }
 
 case "$figure" in
-  failover|cold-start|jitter|cost|sim) one "$figure" "$@" ;;
+  failover|cold-start|jitter|cost|sim|log) one "$figure" "$@" ;;
   all)
     status=0
-    for f in sim cost cold-start failover jitter; do
-      if [ "$f" = sim ]; then one sim || status=1; else one "$f" "$@" || status=1; fi
+    for f in sim log cost cold-start failover jitter; do
+      if [ "$f" = sim ] || [ "$f" = log ]; then one "$f" || status=1; else one "$f" "$@" || status=1; fi
     done
     exit $status
     ;;
