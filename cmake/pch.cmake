@@ -1,0 +1,62 @@
+# Precompiled headers for the third-party headers that dominate compile time (Boost.Asio/Beast,
+# nlohmann_json, spdlog/fmt, Catch2). Each is parsed once per build flavour instead of once per
+# translation unit.
+#
+# Two headers are precompiled, each by a stub target, and reused (REUSE_FROM) by the others:
+#   conclave_pch_lib    Asio, Beast, SSL, nlohmann_json, spdlog, fmt, common std headers
+#   conclave_pch_test   the same plus Catch2 (test executables only; Catch2's macros stay out of
+#                       library code)
+# GCC accepts a precompiled header only when the consumer's flags and the macros the headers test
+# match those it was built with. All targets share the flavour's flags (CMAKE_BUILD_TYPE,
+# CONCLAVE_SANITIZE, -std=c++20); conclave_use_pch() also links conclave_pch_deps, so that every
+# consumer sees the same dependency macros (SPDLOG_COMPILED_LIB, SPDLOG_FMT_EXTERNAL, FMT_SHARED,
+# ...). A consumer whose header is rejected still builds (GCC parses the headers instead), only
+# slower; -Winvalid-pch (CONCLAVE_PCH_CHECK=ON) reports it.
+#
+# Consumers are listed in one place, conclave_apply_pch() at the end of the top-level
+# CMakeLists.txt, so that the area folders need no change. -DCONCLAVE_PCH=OFF turns it all off.
+option(CONCLAVE_PCH "Precompile third-party headers (faster builds)" ON)
+option(CONCLAVE_PCH_CHECK "Warn (-Winvalid-pch) when a precompiled header is not used" OFF)
+
+if(NOT CONCLAVE_PCH)
+  function(conclave_use_pch target kind)
+  endfunction()
+  return()
+endif()
+
+find_package(Boost 1.81 REQUIRED)
+find_package(nlohmann_json 3 REQUIRED)
+find_package(spdlog REQUIRED)
+find_package(OpenSSL REQUIRED)
+
+add_library(conclave_pch_deps INTERFACE)
+target_link_libraries(conclave_pch_deps INTERFACE Boost::headers nlohmann_json::nlohmann_json
+  spdlog::spdlog)
+if(CONCLAVE_PCH_CHECK)
+  target_compile_options(conclave_pch_deps INTERFACE -Winvalid-pch)
+endif()
+
+set(conclave_pch_headers
+  <algorithm> <array> <chrono> <cstdint> <filesystem> <functional> <map> <memory> <optional>
+  <random> <set> <span> <sstream> <string> <string_view> <unordered_map> <variant> <vector>
+  <boost/asio.hpp> <boost/asio/ssl.hpp> <boost/beast/core.hpp> <boost/beast/http.hpp>
+  <nlohmann/json.hpp> <spdlog/spdlog.h> <spdlog/logger.h> <fmt/core.h> <fmt/format.h>)
+
+add_library(conclave_pch_lib STATIC ${CMAKE_CURRENT_LIST_DIR}/pch_stub.cpp)
+target_link_libraries(conclave_pch_lib PRIVATE conclave_warnings conclave_pch_deps)
+target_precompile_headers(conclave_pch_lib PRIVATE ${conclave_pch_headers})
+
+if(CONCLAVE_BUILD_TESTS)
+  find_package(Catch2 2 REQUIRED)
+  add_library(conclave_pch_test STATIC ${CMAKE_CURRENT_LIST_DIR}/pch_stub.cpp)
+  target_link_libraries(conclave_pch_test PRIVATE conclave_warnings conclave_pch_deps
+    Catch2::Catch2)
+  target_precompile_headers(conclave_pch_test PRIVATE ${conclave_pch_headers}
+    <catch2/catch.hpp>)
+endif()
+
+# conclave_use_pch(target lib|test): `target` reuses conclave_pch_<kind>.
+function(conclave_use_pch target kind)
+  target_link_libraries(${target} PRIVATE $<BUILD_INTERFACE:conclave_pch_deps>)
+  target_precompile_headers(${target} REUSE_FROM conclave_pch_${kind})
+endfunction()
