@@ -10,13 +10,13 @@
 # match those it was built with. All targets share the flavour's flags (CMAKE_BUILD_TYPE,
 # CONCLAVE_SANITIZE, -std=c++20); conclave_use_pch() also links conclave_pch_deps, so that every
 # consumer sees the same dependency macros (SPDLOG_COMPILED_LIB, SPDLOG_FMT_EXTERNAL, FMT_SHARED,
-# ...). A consumer whose header is rejected still builds (GCC parses the headers instead), only
-# slower; -Winvalid-pch (CONCLAVE_PCH_CHECK=ON) reports it.
+# ...). CMake compiles every consumer with -Winvalid-pch, so under -Werror (conclave_warnings) a
+# precompiled header that GCC rejects fails the build instead of silently costing the time again.
 #
-# Consumers are listed in one place, conclave_apply_pch() at the end of the top-level
-# CMakeLists.txt, so that the area folders need no change. -DCONCLAVE_PCH=OFF turns it all off.
+# Consumers are listed in one place, at the end of the top-level
+# CMakeLists.txt (and conclave_add_test() for tests), so that the area folders need no change.
+# -DCONCLAVE_PCH=OFF turns it all off.
 option(CONCLAVE_PCH "Precompile third-party headers (faster builds)" ON)
-option(CONCLAVE_PCH_CHECK "Warn (-Winvalid-pch) when a precompiled header is not used" OFF)
 
 if(NOT CONCLAVE_PCH)
   function(conclave_use_pch target kind)
@@ -39,9 +39,6 @@ target_link_libraries(conclave_pch_deps INTERFACE Boost::headers nlohmann_json::
 # atomic_thread_fence, and the precompiled header holds Asio.
 if(CONCLAVE_SANITIZE MATCHES "thread" AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
   target_compile_options(conclave_pch_deps INTERFACE -Wno-tsan)
-endif()
-if(CONCLAVE_PCH_CHECK)
-  target_compile_options(conclave_pch_deps INTERFACE -Winvalid-pch)
 endif()
 
 set(conclave_pch_headers
