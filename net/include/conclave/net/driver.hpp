@@ -45,7 +45,7 @@ struct DriverOptions {
     /// RNG seed (backoff of the core); std::random_device when unset.
     std::optional<std::uint64_t> seed;
     /// Where the driver logs; spdlog's default logger when unset.
-    std::shared_ptr<spdlog::logger> logger;
+    std::shared_ptr<spdlog::logger> logger{};
     /// Log every leadership change (info). An owner that logs the changes itself (Node does,
     /// with structured fields) turns this off so that each transition is logged once.
     bool log_leadership = true;

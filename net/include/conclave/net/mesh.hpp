@@ -71,7 +71,7 @@ struct MeshOptions {
     std::optional<std::uint64_t> seed;
     /// Where the mesh logs (listening, peer up/down, closed connections); spdlog's default
     /// logger when unset. A daemon passes its own, so that these lines honour its format/level.
-    std::shared_ptr<spdlog::logger> logger;
+    std::shared_ptr<spdlog::logger> logger{};
 };
 
 /// Counters for the /metrics layer. Monotonic.
