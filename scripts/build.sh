@@ -18,6 +18,9 @@ launcher=()
 if command -v ccache >/dev/null; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
   export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}" CCACHE_NOHASHDIR=1
+  # Precompiled headers (cmake/pch.cmake) are cacheable only with these (ccache manual,
+  # "Precompiled headers"); the .gch is rebuilt just before its users, hence the mtime/ctime ones.
+  export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}"
 fi
 cmake -S . -B "build/$flavour" "${generator[@]}" "${launcher[@]}" -DCMAKE_BUILD_TYPE="$type" \
   -DCONCLAVE_SANITIZE="$sanitize" -DCONCLAVE_WERROR=ON >/dev/null

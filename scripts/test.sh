@@ -4,27 +4,45 @@
 # networking tests (the only multi-threaded-capable code: Asio, TLS) under ThreadSanitizer.
 #   scripts/test.sh            everything (what CI runs)
 #   scripts/test.sh --quick    the optimised build only
+# Each phase prints its wall time ("--> phase: N s") and a summary table at the end, so that CI
+# logs show where the time goes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
 
 start=$SECONDS
+phases=()
+# phase NAME COMMAND...: runs the command, prints and records its wall time.
+phase() {
+  local name=$1
+  shift
+  echo "==> $name"
+  local t0=$SECONDS
+  "$@"
+  local took=$((SECONDS - t0))
+  echo "--> $name: ${took} s"
+  phases+=("$(printf '%-28s %5d s' "$name" "$took")")
+}
+summary() {
+  echo "==> time per phase"
+  printf '  %s\n' "${phases[@]}"
+  echo "  total                        $((SECONDS - start)) s"
+}
+trap summary EXIT
+
+phase "install dependencies" scripts/install-deps.sh
+
 flavours=(release asan)
 [ "${1:-}" = "--quick" ] && flavours=(release)
 
 for flavour in "${flavours[@]}"; do
-  echo "==> build ($flavour)"
-  scripts/build.sh "$flavour"
-  echo "==> test ($flavour)"
-  ctest --test-dir "build/$flavour" --output-on-failure -j "$(nproc)"
+  phase "build ($flavour)" scripts/build.sh "$flavour"
+  phase "test ($flavour)" ctest --test-dir "build/$flavour" --output-on-failure -j "$(nproc)"
 done
 
 if [ "${1:-}" != "--quick" ]; then
   tsan_tests=(net_unit_tests net_cluster_tests net_bad_input_tests net_tls_tests)
-  echo "==> build (tsan: ${tsan_tests[*]})"
-  scripts/build.sh tsan "${tsan_tests[@]}"
-  echo "==> test (tsan)"
+  phase "build (tsan: net tests)" scripts/build.sh tsan "${tsan_tests[@]}"
   regex="^($(IFS='|'; echo "${tsan_tests[*]}"))\$"
-  ctest --test-dir build/tsan --output-on-failure -j "$(nproc)" -R "$regex"
+  phase "test (tsan)" ctest --test-dir build/tsan --output-on-failure -j "$(nproc)" -R "$regex"
 fi
 echo "==> all tests passed in $((SECONDS - start)) s"

@@ -389,8 +389,8 @@ void Connection::close(int level, const std::string& why) {
     closed_ = true;
     auto owner = owner_.lock();
     if (owner) {
-        spdlog::log(static_cast<spdlog::level::level_enum>(level), "{} net: {}: {}",
-                    owner->log_prefix(), describe(), why);
+        owner->log().log(static_cast<spdlog::level::level_enum>(level), "{} net: {}: {}",
+                         owner->log_prefix(), describe(), why);
     }
     error_code ignored;
     deadline_.cancel();

@@ -29,16 +29,23 @@ Config checked(Config config, const Mesh& mesh) {
     return config;
 }
 
+DriverOptions with_logger(DriverOptions options) {
+    if (!options.logger) {
+        options.logger = spdlog::default_logger();
+    }
+    return options;
+}
+
 DurableState restore(const DriverOptions& options, const Config& config, const Mesh& mesh) {
     const std::string& id = mesh.membership().at(config.self).id;
     auto state = load_durable_state(options.data_dir, config.cluster_size);
     if (!state) {
-        spdlog::info("[{}] driver: no {} in '{}': starting as a new node (term 0)", id,
-                     kStateFileName, options.data_dir.string());
+        options.logger->info("[{}] driver: no {} in '{}': starting as a new node (term 0)", id,
+                             kStateFileName, options.data_dir.string());
         return DurableState{};
     }
-    spdlog::info("[{}] driver: restored term {} (voted for {})", id, state->term.value,
-                 state->voted_for ? mesh.membership().at(*state->voted_for).id : "nobody");
+    options.logger->info("[{}] driver: restored term {} (voted for {})", id, state->term.value,
+                         state->voted_for ? mesh.membership().at(*state->voted_for).id : "nobody");
     return *state;
 }
 
@@ -54,7 +61,7 @@ std::string_view message_type_name(std::size_t index) {
 ElectorDriver::ElectorDriver(asio::io_context& io, Mesh& mesh, Config config, DriverOptions options)
     : io_(io),
       mesh_(mesh),
-      options_(std::move(options)),
+      options_(with_logger(std::move(options))),
       epoch_(std::chrono::steady_clock::now()),
       rng_(options_.seed ? *options_.seed : std::random_device{}()),
       elector_(checked(config, mesh), restore(options_, config, mesh), [this] { return rng_(); }),
@@ -203,7 +210,7 @@ void ElectorDriver::execute(const Actions& actions) {
                 } else {
                     static_assert(std::is_same_v<T, RaiseAlarm>);
                     ++counters_.alarms;
-                    spdlog::error(
+                    log().error(
                         "{} ALARM {}: peer {} in term {} — this must never happen; "
                         "investigate (see elector-transitions.md, departure 6)",
                         log_prefix(), to_string(a.kind), mesh_.membership().at(a.peer).id,
@@ -262,7 +269,7 @@ void ElectorDriver::persist(const DurableState& state) {
         for (std::size_t i = 0; i < kTimerCount; ++i) {
             cancel(static_cast<TimerId>(i));
         }
-        spdlog::critical(
+        log().critical(
             "{} driver: cannot persist term {}: {}; this node stops taking part "
             "in elections (messages that depend on it are not sent)",
             log_prefix(), state.term.value, e.what());
@@ -279,10 +286,12 @@ void ElectorDriver::persist(const DurableState& state) {
 void ElectorDriver::notify(const LeadershipSnapshot& snapshot) {
     ++counters_.leadership_notifications;
     snapshot_ = snapshot;
-    spdlog::info("{} leadership: role {} term {} leader {} reason {}", log_prefix(),
-                 to_string(snapshot.role), snapshot.term.value,
-                 snapshot.leader ? mesh_.membership().at(*snapshot.leader).id : "none",
-                 to_string(snapshot.reason));
+    if (options_.log_leadership) {
+        log().info("{} leadership: role {} term {} leader {} fencing token {} reason {}",
+                   log_prefix(), to_string(snapshot.role), snapshot.term.value,
+                   snapshot.leader ? mesh_.membership().at(*snapshot.leader).id : "none",
+                   snapshot.fencing_token, to_string(snapshot.reason));
+    }
     const auto subscribers = subscribers_;  // a callback may subscribe more
     for (const auto& s : subscribers) {
         s(snapshot);

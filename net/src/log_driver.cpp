@@ -16,6 +16,13 @@ using namespace conclave::replication;
 
 namespace {
 
+LogDriverOptions with_default_logger(LogDriverOptions options) {
+    if (!options.logger) {
+        options.logger = spdlog::default_logger();
+    }
+    return options;
+}
+
 /// Batches must fit in one frame: entry payload plus CBOR overhead (< 64 bytes per entry at
 /// max_batch_entries) stays well below the 1 MiB frame limit.
 constexpr std::size_t kMaxBatchBytesOnWire = std::size_t{512} << 10;
@@ -88,16 +95,17 @@ LogDriver::LogDriver(asio::io_context& io, Mesh& mesh, ElectorDriver& elector,
     : io_(io),
       mesh_(mesh),
       elector_(elector),
-      options_(std::move(options)),
+      options_(with_default_logger(std::move(options))),
       storage_(options_.dir, options_.fsync),
       recovered_(storage_.recover()),
       log_(checked(options_.config, mesh), std::move(recovered_.log)) {
     const RecoveryReport& report = recovered_.report;
     if (report.truncated()) {
-        spdlog::warn("{} log: recovery cut the log file: {}", log_prefix(), report.describe());
+        options_.logger->warn("{} log: recovery cut the log file: {}", log_prefix(),
+                              report.describe());
     } else {
-        spdlog::info("{} log: recovered {} entries from '{}' (fsync {})", log_prefix(),
-                     report.records, options_.dir.string(), to_string(options_.fsync));
+        options_.logger->info("{} log: recovered {} entries from '{}' (fsync {})", log_prefix(),
+                              report.records, options_.dir.string(), to_string(options_.fsync));
     }
     reported_durable_ = log_.last_lsn();
     for (auto& t : timers_) {
@@ -301,8 +309,8 @@ void LogDriver::perform(const LogAction& action) {
                 complete(a.lsn, ProposeOutcome{status_of(a.error), a.lsn});
             } else {
                 static_assert(std::is_same_v<T, NotifyLogRole>);
-                spdlog::info("{} log: role {} in term {}", log_prefix(), to_string(a.role),
-                             a.term.value);
+                options_.logger->info("{} log: role {} in term {}", log_prefix(), to_string(a.role),
+                                      a.term.value);
             }
         },
         action);
@@ -403,8 +411,9 @@ void LogDriver::fail(const std::string& what) {
     for (std::size_t i = 0; i < kLogTimerCount; ++i) {
         cancel(static_cast<LogTimer>(i));
     }
-    spdlog::critical("{} log: storage failed: {}; the metadata log stops on this node (restart it)",
-                     log_prefix(), what);
+    options_.logger->critical(
+        "{} log: storage failed: {}; the metadata log stops on this node (restart it)",
+        log_prefix(), what);
     auto pending = std::move(pending_);
     pending_.clear();
     for (auto& [lsn, done] : pending) {

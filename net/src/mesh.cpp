@@ -67,6 +67,9 @@ Mesh::Impl::Impl(asio::io_context& io, Membership membership, NodeId self, MeshO
             "handshake_timeout / reconnect_initial / reconnect_max: must be positive and "
             "reconnect_max >= reconnect_initial");
     }
+    if (!options_.logger) {
+        options_.logger = spdlog::default_logger();
+    }
     if (options_.tls) {
         tls_context_ = make_tls_context(*options_.tls);
     }
@@ -102,9 +105,9 @@ void Mesh::Impl::start() {
     acceptor_.bind(endpoint);
     acceptor_.listen();
     local_port_ = acceptor_.local_endpoint().port();
-    spdlog::info("{} net: listening on {}:{} (cluster '{}', {} nodes, tls {})", log_prefix(),
-                 endpoint.address().to_string(), local_port_, membership_.cluster,
-                 membership_.size(), tls_enabled() ? "on" : "off");
+    log().info("{} net: listening on {}:{} (cluster '{}', {} nodes, tls {})", log_prefix(),
+               endpoint.address().to_string(), local_port_, membership_.cluster, membership_.size(),
+               tls_enabled() ? "on" : "off");
     do_accept();
     for (std::size_t i = self_.value + 1U; i < membership_.size(); ++i) {
         dial(NodeId{static_cast<std::uint16_t>(i)});
@@ -136,7 +139,7 @@ void Mesh::Impl::do_accept() {
         }
         if (ec) {
             // e.g. out of file descriptors: retry shortly instead of spinning.
-            spdlog::warn("{} net: accept failed: {}", self->log_prefix(), ec.message());
+            self->log().warn("{} net: accept failed: {}", self->log_prefix(), ec.message());
             self->accept_retry_timer_.expires_after(Millis{100});
             self->accept_retry_timer_.async_wait([weak](const error_code& ec2) {
                 auto s = weak.lock();
@@ -152,7 +155,7 @@ void Mesh::Impl::do_accept() {
                   .handshake_refusals[static_cast<std::size_t>(HandshakeRefusal::TooManyPending)];
             error_code ep_ec;
             const auto ep = socket.remote_endpoint(ep_ec);
-            spdlog::warn(
+            self->log().warn(
                 "{} net: refusing connection from {}: {} connections already in their "
                 "handshake",
                 self->log_prefix(), ep_ec ? "?" : ep.address().to_string(), self->pending_inbound_);
@@ -266,8 +269,8 @@ void Mesh::Impl::on_established(const std::shared_ptr<Connection>& c) {
     slot.last_contact = now;
     ++counters_.handshakes_completed;
     ++counters_.peer_ups;
-    spdlog::info("{} net: peer {} up ({} {})", log_prefix(), membership_.at(peer).id,
-                 c->dialed() ? "dialed" : "accepted from", c->remote());
+    log().info("{} net: peer {} up ({} {})", log_prefix(), membership_.at(peer).id,
+               c->dialed() ? "dialed" : "accepted from", c->remote());
     const auto handlers = peer_handlers_;
     for (const auto& h : handlers) {
         h(peer, true);
@@ -318,7 +321,7 @@ void Mesh::Impl::on_closed(const std::shared_ptr<Connection>& c) {
         slot.up = false;
         slot.up_since.reset();
         ++counters_.peer_downs;
-        spdlog::info("{} net: peer {} down", log_prefix(), membership_.at(*who).id);
+        log().info("{} net: peer {} down", log_prefix(), membership_.at(*who).id);
         const auto handlers = peer_handlers_;
         for (const auto& h : handlers) {
             h(*who, false);

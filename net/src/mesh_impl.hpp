@@ -1,6 +1,8 @@
 // Internal to net/: the mesh's state and its connections. Not installed.
 #pragma once
 
+#include <spdlog/logger.h>
+
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -113,6 +115,7 @@ struct Mesh::Impl : std::enable_shared_from_this<Mesh::Impl> {
     void schedule_redial(NodeId peer);
     Hello own_hello() const;
     std::string log_prefix() const;
+    spdlog::logger& log() const { return *options_.logger; }
 
     boost::asio::io_context& io_;
     Membership membership_;

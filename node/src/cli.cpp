@@ -25,7 +25,9 @@ cluster config, with an HTTP admin interface on the node's "http" endpoint.
 
 Options:
   --config FILE     cluster config (JSON): cluster name, nodes (id, peer, http),
-                    profile and timing overrides, data_dir, tls, log
+                    profile ("default", "fast", "reference") and timing overrides,
+                    scouting, check_quorum, data_dir, tls, log (format, level);
+                    see node/README.md
   --node-id ID      which of the configured nodes this process is
   --print-config    print the effective config for this node as JSON and exit
                     (profile and overrides resolved, {id} substituted)

@@ -8,6 +8,11 @@
 namespace conclave::node {
 namespace {
 
+constexpr const char* kElectionDurationName = "conclave_election_duration_seconds";
+constexpr const char* kElectionDurationHelp =
+    "Duration of each election this node started, from becoming candidate to the end of the "
+    "candidacy, by outcome.";
+
 double Seconds(Millis m) {
     return static_cast<double>(m.count()) / 1000.0;
 }
@@ -17,6 +22,12 @@ double Seconds(Millis m) {
 const std::vector<double>& LeadershipMetrics::leaderless_buckets() {
     static const std::vector<double> kBuckets = {0.05, 0.1, 0.25, 0.5, 1,  2.5,
                                                  5,    10,  20,   30,  60, 120};
+    return kBuckets;
+}
+
+const std::vector<double>& LeadershipMetrics::election_buckets() {
+    static const std::vector<double> kBuckets = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                                 0.5,   1,    2.5,   5,    10};
     return kBuckets;
 }
 
@@ -44,6 +55,12 @@ LeadershipMetrics::LeadershipMetrics(MetricsRegistry& r)
           "conclave_leaderless_periods_seconds",
           "Length of each period without a known leader (election duration as seen here).",
           leaderless_buckets())),
+      elections_won_duration_(r.histogram(kElectionDurationName, kElectionDurationHelp,
+                                          election_buckets(), {{"outcome", "won"}})),
+      elections_lost_duration_(r.histogram(kElectionDurationName, kElectionDurationHelp,
+                                           election_buckets(), {{"outcome", "lost"}})),
+      elections_no_quorum_duration_(r.histogram(kElectionDurationName, kElectionDurationHelp,
+                                                election_buckets(), {{"outcome", "no-quorum"}})),
       term_(r.gauge("conclave_term", "Current term.")),
       fencing_token_(r.gauge("conclave_fencing_token", "Fencing token of the known leadership.")),
       leader_known_(r.gauge("conclave_leader_known", "1 when this node knows a leader.")) {
@@ -88,6 +105,24 @@ void LeadershipMetrics::on_leadership(const LeadershipSnapshot& s, Millis now) {
         gauge->set(0);
     }
     role_[static_cast<std::size_t>(s.role)]->set(1);
+
+    // A candidacy starts with a Candidate snapshot; the core never goes from candidate to
+    // candidate without another snapshot in between (a failed election returns to follower).
+    if (s.role == Role::Candidate) {
+        if (!candidate_since_) {
+            candidate_since_ = now;
+        }
+    } else if (candidate_since_) {
+        const double seconds = Seconds(now - *candidate_since_);
+        candidate_since_.reset();
+        if (s.role == Role::Leader) {
+            elections_won_duration_.observe(seconds);
+        } else if (s.role == Role::Follower && s.reason == Reason::QuorumNotAchieved) {
+            elections_no_quorum_duration_.observe(seconds);
+        } else if (s.role == Role::Follower) {
+            elections_lost_duration_.observe(seconds);
+        }  // Stopped: the candidacy was interrupted, not decided.
+    }
 
     running_ = s.role != Role::Stopped;
     if (!running_) {

@@ -113,7 +113,7 @@ void Node::create_log_driver() {
         1, (config_.metadata.propose_timeout_ms + period_ms - 1) / period_ms));
     log_driver_ = std::make_unique<net::LogDriver>(
         *io_, *mesh_, *driver_,
-        net::LogDriverOptions{config_.data_dir / "log", config_.metadata.fsync, log});
+        net::LogDriverOptions{config_.data_dir / "log", config_.metadata.fsync, log, logger_});
 }
 
 void Node::propose(std::string key, std::string value, MetadataProposeCallback done) {

@@ -22,13 +22,16 @@ std::string_view TypeName(MetricType t) {
     return "untyped";
 }
 
-std::string EscapeHelp(std::string_view text) {
+/// Prometheus text escaping: backslash and newline always; the double quote in label values only.
+std::string Escape(std::string_view text, bool quote) {
     std::string out;
     for (char c : text) {
         if (c == '\\') {
             out += "\\\\";
         } else if (c == '\n') {
             out += "\\n";
+        } else if (quote && c == '"') {
+            out += "\\\"";
         } else {
             out += c;
         }
@@ -36,20 +39,12 @@ std::string EscapeHelp(std::string_view text) {
     return out;
 }
 
+std::string EscapeHelp(std::string_view text) {
+    return Escape(text, /*quote=*/false);
+}
+
 std::string EscapeLabelValue(std::string_view text) {
-    std::string out;
-    for (char c : text) {
-        if (c == '\\') {
-            out += "\\\\";
-        } else if (c == '\n') {
-            out += "\\n";
-        } else if (c == '"') {
-            out += "\\\"";
-        } else {
-            out += c;
-        }
-    }
-    return out;
+    return Escape(text, /*quote=*/true);
 }
 
 /// `{a="1",b="2"}` plus an optional trailing label (the histogram's "le"); empty when no labels.

@@ -101,10 +101,15 @@ Node::Node(std::unique_ptr<boost::asio::io_context> owned_io, boost::asio::io_co
       options_(std::move(options)),
       stop_timer_(*io_) {
     logger_ = options_.logger ? options_.logger : make_logger(config_.self_entry().id, config_.log);
+    // The mesh and the driver log through the node's logger (its format and level); the driver
+    // leaves leadership changes to on_snapshot(), which logs each once with every field.
+    net::MeshOptions mesh_options = mesh_options_of(config_, options_);
+    mesh_options.logger = logger_;
     mesh_ = std::make_unique<net::Mesh>(*io_, membership_of(config_), config_.self,
-                                        mesh_options_of(config_, options_));
+                                        std::move(mesh_options));
     driver_ = std::make_unique<net::ElectorDriver>(
-        *io_, *mesh_, config_.elector, net::DriverOptions{config_.data_dir, options_.seed});
+        *io_, *mesh_, config_.elector,
+        net::DriverOptions{config_.data_dir, options_.seed, logger_, /*log_leadership=*/false});
     create_log_driver();
     leadership_metrics_ = std::make_unique<LeadershipMetrics>(metrics_);
     register_metrics();

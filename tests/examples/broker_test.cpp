@@ -1,19 +1,15 @@
 // The broker example: 3 brokers (3 Nodes on one io_context, loopback, fast profile) share a store
 // guarded by a FencingGate. Only the leader assigns; a deposed leader's late writes are rejected.
-#include <spdlog/sinks/null_sink.h>
-#include <spdlog/spdlog.h>
-#include <unistd.h>
-#include <boost/asio/ip/tcp.hpp>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
-#include <functional>
 #include <memory>
 #include <string>
 #include <variant>
 #include <vector>
 
 #include "broker.hpp"
+#include "support/loopback.hpp"
 
 namespace {
 
@@ -21,47 +17,17 @@ using conclave::examples::AssignmentStore;
 using conclave::examples::Broker;
 using conclave::node::ClusterConfig;
 using conclave::node::Node;
-
-std::vector<std::uint16_t> free_ports(boost::asio::io_context& io, std::size_t n) {
-    std::vector<std::unique_ptr<boost::asio::ip::tcp::acceptor>> held;
-    std::vector<std::uint16_t> ports;
-    for (std::size_t i = 0; i < n; ++i) {
-        held.push_back(std::make_unique<boost::asio::ip::tcp::acceptor>(
-            io, boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 0)));
-        ports.push_back(held.back()->local_endpoint().port());
-    }
-    return ports;
-}
-
-bool run_until(boost::asio::io_context& io, const std::function<bool()>& done) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (!done()) {
-        if (std::chrono::steady_clock::now() > deadline) {
-            return false;
-        }
-        io.run_one_for(std::chrono::milliseconds(20));
-    }
-    return true;
-}
+using conclave::test::run_until;
 
 }  // namespace
 
 TEST_CASE("a deposed leader's late writes are fenced off", "[examples][broker]") {
     boost::asio::io_context io;
-    const auto ports = free_ports(io, 6);
-    const auto root = std::filesystem::temp_directory_path() /
-                      ("conclave-broker-test-" + std::to_string(::getpid()));
-    std::filesystem::remove_all(root);
-    std::string text = R"({"cluster": "brokers", "profile": "fast", "nodes": [)";
-    for (std::size_t i = 0; i < 3; ++i) {
-        text += (i ? "," : "") + std::string(R"({"id": "b)") + std::to_string(i) +
-                R"(", "peer": "127.0.0.1:)" + std::to_string(ports[i]) +
-                R"(", "http": "127.0.0.1:)" + std::to_string(ports[3 + i]) + R"("})";
-    }
-    text += R"(], "data_dir": ")" + (root / "{id}").string() + R"("})";
-
-    auto quiet = std::make_shared<spdlog::logger>("broker-test",
-                                                  std::make_shared<spdlog::sinks::null_sink_mt>());
+    const auto ports = conclave::test::free_ports(io, 6);
+    const auto root = conclave::test::fresh_temp_dir("conclave-broker-test");
+    const std::string text =
+        conclave::test::loopback_cluster_config("brokers", "b", 3, ports, root);
+    auto quiet = conclave::test::quiet_logger("broker-test");
     AssignmentStore store;
     std::vector<std::unique_ptr<Node>> nodes;
     std::vector<std::unique_ptr<Broker>> brokers;

@@ -64,3 +64,52 @@ TEST_CASE("leadership metrics: counters mirrored, leaderless time and periods", 
     CHECK(stopped.value("conclave_leaderless_periods_seconds_count") == 1);
     CHECK(stopped.value("conclave_leaderless_seconds_total") == Approx(1.75));
 }
+
+TEST_CASE("leadership metrics: election duration by outcome", "[metrics]") {
+    MetricsRegistry registry;
+    LeadershipMetrics metrics(registry);
+    const auto at = [](Role role, std::uint64_t term, std::optional<NodeId> leader, Reason reason,
+                       std::int64_t now_ms) {
+        LeadershipSnapshot s{role, Term{term}, leader, leader ? term : 0, reason, Millis{now_ms}};
+        return std::pair{s, Millis{now_ms}};
+    };
+    const auto feed = [&](std::pair<LeadershipSnapshot, Millis> p) {
+        metrics.on_leadership(p.first, p.second);
+    };
+
+    feed(at(Role::Follower, 0, std::nullopt, Reason::Started, 0));
+    // Term 1: timed out without a quorum after 300 ms.
+    feed(at(Role::Candidate, 1, std::nullopt, Reason::ElectionStarted, 1000));
+    feed(at(Role::Follower, 1, std::nullopt, Reason::QuorumNotAchieved, 1300));
+    // Term 2: preempted by another node's leadership after 20 ms.
+    feed(at(Role::Candidate, 2, std::nullopt, Reason::ElectionStarted, 2000));
+    feed(at(Role::Follower, 3, NodeId{1}, Reason::ElectionPreempted, 2020));
+    // Term 4: won after 40 ms.
+    feed(at(Role::Follower, 3, std::nullopt, Reason::LeaderUnavailable, 3000));
+    feed(at(Role::Candidate, 4, std::nullopt, Reason::ElectionStarted, 3100));
+    feed(at(Role::Leader, 4, NodeId{0}, Reason::ElectionWon, 3140));
+    // A candidacy interrupted by stop() is not an election result.
+    feed(at(Role::Follower, 5, std::nullopt, Reason::LeaderPreempted, 4000));
+    feed(at(Role::Candidate, 6, std::nullopt, Reason::ElectionStarted, 4100));
+    feed(at(Role::Stopped, 6, std::nullopt, Reason::Stopped, 4200));
+
+    auto r = Render(registry);
+    const auto count = [&](const std::string& outcome) {
+        return r.value("conclave_election_duration_seconds_count", {{"outcome", outcome}});
+    };
+    const auto sum = [&](const std::string& outcome) {
+        return r.value("conclave_election_duration_seconds_sum", {{"outcome", outcome}});
+    };
+    CHECK(count("won") == 1);
+    CHECK(sum("won") == Approx(0.04));
+    CHECK(r.value("conclave_election_duration_seconds_bucket",
+                  {{"outcome", "won"}, {"le", "0.025"}}) == 0);
+    CHECK(r.value("conclave_election_duration_seconds_bucket",
+                  {{"outcome", "won"}, {"le", "0.05"}}) == 1);
+    CHECK(count("lost") == 1);
+    CHECK(sum("lost") == Approx(0.02));
+    CHECK(count("no-quorum") == 1);
+    CHECK(sum("no-quorum") == Approx(0.3));
+    // The leaderless periods are a different measure: the whole failover as seen here.
+    CHECK(r.value("conclave_leaderless_periods_seconds_count") == 2);
+}

@@ -125,6 +125,32 @@ class Cluster:
                     pass
         return records
 
+    def check_logs(self):
+        """With "log": {"format": "json"} every line a daemon prints is a JSON record (net/'s
+        lines included), and each leadership change is logged once (by Node, with its fields)."""
+        bad, records = [], []
+        for nid, path in sorted(self.logs.items()):
+            with open(path) as f:
+                for line in f:
+                    try:
+                        record = json.loads(line)
+                    except ValueError:
+                        record = None
+                    if not isinstance(record, dict) or not {"ts", "level", "logger", "msg"} <= set(record):
+                        bad.append("%s: %r" % (nid, line[:200]))
+                    else:
+                        records.append(record)
+        check(not bad, "every daemon log line is a JSON record (not: %s)" % bad[:3])
+        msgs = [r["msg"] for r in records]
+        check(any("net: listening" in m for m in msgs) and any("net: peer" in m for m in msgs),
+              "the mesh's lines go through the daemon's JSON logger")
+        changes = [r for r in records if r["msg"] == "leadership changed"]
+        check(changes and all({"role", "term", "leader", "fencing_token", "reason"} <= set(r)
+                              for r in changes),
+              "leadership changes are logged with role, term, leader, fencing token and reason")
+        check(not any(m.startswith("[") and "leadership: role" in m for m in msgs),
+              "no second (driver) line for the same leadership change")
+
     def stop_all(self):
         for p in self.procs.values():
             if p.poll() is None:
@@ -204,6 +230,7 @@ def test_cluster(root):
         c.start(leader)
         rejoined = wait_for(lambda: c.agreed_leader(c.ids))
         check(rejoined is not None, "the killed node restarts and rejoins")
+        c.check_logs()
     finally:
         c.stop_all()
 

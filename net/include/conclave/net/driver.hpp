@@ -7,8 +7,9 @@
 //   PersistState        -> <data_dir>/elector-state.json, durable (fsync + rename + fsync dir)
 //                          before the next action of the batch runs; if that fails the driver
 //                          stops feeding the core (failed() turns true) and nothing more is sent
-//   NotifyLeadership    -> subscriber callbacks
-//   RaiseAlarm          -> spdlog error + counter
+//   NotifyLeadership    -> subscriber callbacks (and one log line, unless
+//                          DriverOptions::log_leadership is off because the owner logs it)
+//   RaiseAlarm          -> error log line + counter
 // and turns mesh events into core inputs: Elector-channel frames (decoded; the decoded sender
 // must equal the handshaken peer, else the frame is rejected and the connection closed) and
 // peer up/down. `now` is steady-clock milliseconds since the driver was constructed. Randomness
@@ -32,7 +33,7 @@
 #include <vector>
 
 #include "conclave/elector/elector.hpp"
-#include "conclave/net/mesh.hpp"
+#include "conclave/net/mesh.hpp"  // also declares spdlog::logger
 
 namespace conclave::net {
 
@@ -43,6 +44,11 @@ struct DriverOptions {
     std::filesystem::path data_dir;
     /// RNG seed (backoff of the core); std::random_device when unset.
     std::optional<std::uint64_t> seed;
+    /// Where the driver logs; spdlog's default logger when unset.
+    std::shared_ptr<spdlog::logger> logger{};
+    /// Log every leadership change (info). An owner that logs the changes itself (Node does,
+    /// with structured fields) turns this off so that each transition is logged once.
+    bool log_leadership = true;
 };
 
 /// Counters for the /metrics layer. Monotonic. Message arrays are indexed by MessageBody index
@@ -109,6 +115,7 @@ class ElectorDriver {
     void persist(const DurableState& state);
     void notify(const LeadershipSnapshot& snapshot);
     std::string log_prefix() const;
+    spdlog::logger& log() const { return *options_.logger; }
 
     boost::asio::io_context& io_;
     Mesh& mesh_;

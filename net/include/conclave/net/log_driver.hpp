@@ -79,6 +79,8 @@ struct LogDriverOptions {
     /// Core configuration; cluster_size and self are taken from the mesh. max_batch_bytes is
     /// capped so that a batch fits in one frame.
     replication::LogConfig config;
+    /// Where the driver logs; spdlog's default logger when unset.
+    std::shared_ptr<spdlog::logger> logger{};
 };
 
 struct LogDriverCounters {

@@ -32,6 +32,10 @@
 #include "conclave/net/handshake.hpp"
 #include "conclave/net/membership.hpp"
 
+namespace spdlog {
+class logger;
+}  // namespace spdlog
+
 namespace conclave::net {
 
 /// Mutual TLS with a cluster CA. Every node presents a certificate signed by the CA and
@@ -65,6 +69,9 @@ struct MeshOptions {
     std::optional<TlsOptions> tls;
     /// Seed of the jitter RNG; std::random_device when unset.
     std::optional<std::uint64_t> seed;
+    /// Where the mesh logs (listening, peer up/down, closed connections); spdlog's default
+    /// logger when unset. A daemon passes its own, so that these lines honour its format/level.
+    std::shared_ptr<spdlog::logger> logger{};
 };
 
 /// Counters for the /metrics layer. Monotonic.

@@ -10,7 +10,12 @@
 //   leader_changes_total, two_leader_alarms_total,
 //   leaderless_seconds_total (time with no known leader, counted while running),
 //   leaderless_periods_seconds (histogram: length of each period without a known leader, i.e. the
-//     time an election/failover took as this node saw it),
+//     time a failover took as this node saw it, scouting and any failed elections included),
+//   election_duration_seconds{outcome="won|lost|no-quorum"} (histogram: each election this node
+//     started, from becoming candidate to the end of its candidacy: "won" = became leader,
+//     "no-quorum" = the election timed out without a quorum (reason quorum-not-achieved), "lost" =
+//     preempted by a higher term or a leader, or refused by enough nodes; a candidacy ended by
+//     stop() is not observed),
 //   term, fencing_token, leader_known (0/1), role{role="follower|candidate|leader|stopped"} (0/1).
 //
 // Single-threaded, like the registry.
@@ -42,6 +47,8 @@ class LeadershipMetrics {
 
     /// Histogram buckets for leaderless periods, in seconds.
     static const std::vector<double>& leaderless_buckets();
+    /// Histogram buckets for election durations, in seconds.
+    static const std::vector<double>& election_buckets();
 
   private:
     Counter& scouting_rounds_started_;
@@ -55,11 +62,16 @@ class LeadershipMetrics {
     Counter& two_leader_alarms_;
     Counter& leaderless_seconds_;
     Histogram& leaderless_periods_;
+    Histogram& elections_won_duration_;
+    Histogram& elections_lost_duration_;
+    Histogram& elections_no_quorum_duration_;
     Gauge& term_;
     Gauge& fencing_token_;
     Gauge& leader_known_;
     std::array<Gauge*, 4> role_{};  // by Role
 
+    /// When this node became candidate, while it is one.
+    std::optional<Millis> candidate_since_;
     /// Start of the current period without a known leader (while running), if any.
     std::optional<Millis> leaderless_since_;
     /// Up to when leaderless time has been added to leaderless_seconds_.

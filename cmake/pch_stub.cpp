@@ -1,0 +1,1 @@
+// Empty: the target that owns a precompiled header needs one source file (see cmake/pch.cmake).
