@@ -145,6 +145,14 @@ std::uint64_t get_u64(const json& j, const char* field) {
     return f.get<std::uint64_t>();
 }
 
+Term get_term(const json& j, const char* field) {
+    const std::uint64_t v = get_u64(j, field);
+    if (v >= kTermLimit) {
+        fail(std::string(field) + ": term " + std::to_string(v) + " is not below 2^63");
+    }
+    return Term{v};
+}
+
 bool get_bool(const json& j, const char* field) {
     const json& f = get_field(j, field);
     if (!f.is_boolean()) {
@@ -182,7 +190,7 @@ void to_json(json& j, const NodeSet& s) {
 
 Lsn lsn_from_json(const json& j) {
     const json& l = j;
-    return Lsn{Term{get_u64(l, "term")}, get_u64(l, "counter")};
+    return Lsn{get_term(l, "term"), get_u64(l, "counter")};
 }
 
 json message_to_json(const Message& m, std::optional<NodeId> to) {
@@ -221,7 +229,7 @@ void to_json(json& j, const Message& m) {
 Message message_from_json(const json& j) {
     Message m;
     m.from = node_from(j, "from");
-    m.term = Term{get_u64(j, "term")};
+    m.term = get_term(j, "term");
     const std::string type = get_string(j, "type");
     if (type == "ScoutingRequest") {
         m.body = ScoutingRequest{get_u64(j, "round")};
@@ -230,8 +238,13 @@ Message message_from_json(const json& j) {
     } else if (type == "ElectionProposal") {
         m.body = ElectionProposal{get_bool(j, "transfer")};
     } else if (type == "ElectionResponse") {
-        m.body = ElectionResponse{get_bool(j, "granted"), refusal_from(j),
-                                  Term{get_u64(j, "voter_term")}};
+        const ElectionResponse r{get_bool(j, "granted"), refusal_from(j),
+                                 get_term(j, "voter_term")};
+        if (r.granted != (r.refusal == Refusal::None)) {
+            fail("refusal: '" + std::string(to_string(r.refusal)) + "' with granted=" +
+                 (r.granted ? "true" : "false") + " (a vote is granted exactly when not refused)");
+        }
+        m.body = r;
     } else if (type == "LeaderHeartbeat") {
         m.body = LeaderHeartbeat{lsn_from_json(get_field(j, "lsn"))};
     } else if (type == "HeartbeatAck") {
@@ -241,7 +254,7 @@ Message message_from_json(const json& j) {
     } else if (type == "LeadershipCession") {
         m.body = LeadershipCession{optional_node_from(j, "successor")};
     } else {
-        fail("type: unknown message type '" + type + "'");
+        fail("type: unknown message type '" + type.substr(0, 64) + "'");
     }
     return m;
 }
@@ -285,7 +298,7 @@ void to_json(json& j, const DurableState& s) {
 }
 
 DurableState durable_state_from_json(const json& j) {
-    return DurableState{Term{get_u64(j, "term")}, optional_node_from(j, "voted_for")};
+    return DurableState{get_term(j, "term"), optional_node_from(j, "voted_for")};
 }
 
 std::vector<std::uint8_t> encode_cbor(const Message& m) {

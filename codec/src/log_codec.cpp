@@ -54,6 +54,50 @@ std::string bytes_field(const json& j, const char* field, std::size_t max, const
     return out;
 }
 
+// Every LSN a node sends names an entry of a term it has reached: a leader's entries, prev and
+// commit points are of its term or older, and a follower's log and commit point never exceed the
+// term it promised (which the envelope carries). An LSN above the envelope term is a forgery.
+void RequireLsnWithinTerm(const Lsn& l, Term term, const char* field) {
+    if (l.term > term) {
+        fail(std::string(field) + ": LSN term " + std::to_string(l.term.value) +
+             " above the message term " + std::to_string(term.value));
+    }
+}
+
+void RequireLsnsWithinTerm(const LogMessage& m) {
+    const Term t = m.term;
+    std::visit(
+        [&](const auto& b) {
+            using T = std::decay_t<decltype(b)>;
+            if constexpr (std::is_same_v<T, SyncResponse>) {
+                RequireLsnWithinTerm(b.last_lsn, t, "last_lsn");
+                RequireLsnWithinTerm(b.commit_lsn, t, "commit_lsn");
+            } else if constexpr (std::is_same_v<T, Append>) {
+                RequireLsnWithinTerm(b.prev_lsn, t, "prev_lsn");
+                RequireLsnWithinTerm(b.commit_lsn, t, "commit_lsn");
+                for (const Entry& e : b.entries) {
+                    RequireLsnWithinTerm(e.lsn, t, "entries[].lsn");
+                }
+            } else if constexpr (std::is_same_v<T, AppendAck>) {
+                RequireLsnWithinTerm(b.prev_lsn, t, "prev_lsn");
+                RequireLsnWithinTerm(b.last_lsn, t, "last_lsn");
+                RequireLsnWithinTerm(b.commit_lsn, t, "commit_lsn");
+            } else if constexpr (std::is_same_v<T, FetchRequest>) {
+                RequireLsnWithinTerm(b.after_lsn, t, "after_lsn");
+                RequireLsnWithinTerm(b.up_to_lsn, t, "up_to_lsn");
+            } else if constexpr (std::is_same_v<T, FetchResponse>) {
+                RequireLsnWithinTerm(b.after_lsn, t, "after_lsn");
+                RequireLsnWithinTerm(b.last_lsn, t, "last_lsn");
+                for (const Entry& e : b.entries) {
+                    RequireLsnWithinTerm(e.lsn, t, "entries[].lsn");
+                }
+            } else {
+                static_assert(std::is_same_v<T, SyncRequest>);
+            }
+        },
+        m.body);
+}
+
 json entries_to_json(const std::vector<Entry>& entries, bool binary) {
     json out = json::array();
     for (const Entry& e : entries) {
@@ -146,7 +190,7 @@ json log_message_to_json(const LogMessage& m, std::optional<NodeId> to) {
 LogMessage log_message_from_json(const json& j) {
     LogMessage m;
     m.from = node_from(j, "from");
-    m.term = Term{get_u64(j, "term")};
+    m.term = get_term(j, "term");
     const std::string type = get_string(j, "type");
     if (type == "SyncRequest") {
         m.body = SyncRequest{};
@@ -170,6 +214,7 @@ LogMessage log_message_from_json(const json& j) {
     } else {
         fail("type: unknown log message type '" + type.substr(0, 64) + "'");
     }
+    RequireLsnsWithinTerm(m);
     return m;
 }
 

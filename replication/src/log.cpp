@@ -102,7 +102,8 @@ LogActions ReplicatedLog::propose(Millis now, Lsn lsn, std::string key, std::str
 }
 
 LogActions ReplicatedLog::receive(Millis, const LogMessage& m) {
-    if (!IsPeer(m.from)) {
+    // The codec refuses terms >= 2^63; a core fed directly (simulator, tests) refuses them too.
+    if (!IsPeer(m.from) || m.term.value >= kTermLimit) {
         ++counters_.messages_dropped;
         return Finish();
     }
@@ -231,6 +232,11 @@ void ReplicatedLog::HandleSyncResponse(const LogMessage& m, const SyncResponse& 
     if (state_.role != LogRole::LeaderPassive || sync_.done) {
         return;  // late: sync is over
     }
+    // Nobody holds an entry of this term before its leader's sync point exists.
+    if (body.last_lsn.term >= state_.term || body.commit_lsn > body.last_lsn) {
+        Violation(m, "SyncResponse reports entries of the syncing leader's term");
+        return;
+    }
     sync_.responded.insert(m.from);
     sync_.last_lsn[m.from.value] = body.last_lsn;
     sync_.commit_lsn[m.from.value] = body.commit_lsn;
@@ -248,6 +254,10 @@ void ReplicatedLog::HandleAppend(const LogMessage& m, const Append& body) {
         ++counters_.messages_dropped;
         return;
     }
+    if (const char* why = Contradiction(*start_len, body.entries)) {
+        Violation(m, why);
+        return;
+    }
     const std::size_t end = Merge(*start_len, body.entries);
     // Everything up to `end` now equals the leader's log (Log Matching: same LSN, same prefix).
     state_.matched_len = std::max(state_.matched_len, end);
@@ -256,7 +266,12 @@ void ReplicatedLog::HandleAppend(const LogMessage& m, const Append& body) {
         const Lsn matched = lsn_at(state_.matched_len);
         const Lsn upto = std::min(body.commit_lsn, matched);
         auto len = length_through(upto);
-        CONCLAVE_CHECK(len.has_value(), "the leader's commit point lies in the matched prefix");
+        if (!len) {
+            // A leader commits entries it holds: its commit point below our matched prefix
+            // (which equals its log) names an entry in it, never a point between two entries.
+            Violation(m, "Append commits a point between entries of the matched prefix");
+            return;
+        }
         if (*len > state_.commit_len) {
             SetCommit(*len);
         }
@@ -335,6 +350,11 @@ void ReplicatedLog::HandleFetchResponse(const LogMessage& m, const FetchResponse
         body.entries.back().lsn > sync_.target) {
         // The source no longer has what it reported (it restarted and lost a suffix that was not
         // durable): ask it again and choose anew.
+        AbandonSource();
+        return;
+    }
+    if (const char* why = Contradiction(*start_len, body.entries)) {
+        Violation(m, why);
         AbandonSource();
         return;
     }
@@ -673,6 +693,29 @@ void ReplicatedLog::FailPending(ProposeError error) {
         out_.push_back(ProposeResult{p.lsn, error, p.proposed_at});
     }
     pending_.clear();
+}
+
+const char* ReplicatedLog::Contradiction(std::size_t pos, const std::vector<Entry>& entries) const {
+    for (const Entry& e : entries) {
+        if (pos >= entries_.size()) {
+            return nullptr;
+        }
+        if (entries_[pos].lsn != e.lsn) {
+            // Merge truncates here.
+            return pos < state_.commit_len ? "a committed entry would be truncated" : nullptr;
+        }
+        if (!(entries_[pos] == e)) {
+            return pos < state_.commit_len ? "contradicts a committed entry (one LSN, two entries)"
+                                           : "one LSN names two entries";
+        }
+        ++pos;
+    }
+    return nullptr;
+}
+
+void ReplicatedLog::Violation(const LogMessage& m, const char* reason) {
+    ++counters_.protocol_violation_alarms;
+    last_violation_ = LogViolation{reason, m.from, m.term};
 }
 
 bool ReplicatedLog::ValidBatch(Lsn after, const std::vector<Entry>& entries) const {

@@ -12,6 +12,8 @@
 #include <optional>
 #include <string>
 
+#include "conclave/core/check.hpp"
+
 namespace conclave {
 
 /// Monotonic time as supplied by the driver (milliseconds since an arbitrary epoch), and durations.
@@ -26,11 +28,20 @@ struct NodeId {
     constexpr auto operator<=>(const NodeId&) const = default;
 };
 
+/// Terms (and LSN terms) the protocol can produce are below 2^63: a node raises its term by one
+/// per election, so no honest cluster gets near it. Decoders and cores refuse anything at or above
+/// it, the elector starts no election from the last term below it, and next() checks that it
+/// stays below it, so a term can never wrap to 0 (a term regression).
+inline constexpr std::uint64_t kTermLimit = std::uint64_t{1} << 63;
+
 /// Election term. Terms never decrease on a node, including across restarts.
 struct Term {
     std::uint64_t value = 0;
     constexpr auto operator<=>(const Term&) const = default;
-    constexpr Term next() const { return Term{value + 1}; }
+    constexpr Term next() const {
+        CONCLAVE_CHECK(value < kTermLimit - 1, "terms stay below 2^63: next() never wraps");
+        return Term{value + 1};
+    }
 };
 
 /// Leader Sequence Number: (term, counter), ordered term first. A new leader starts its counter
