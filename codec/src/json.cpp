@@ -2,6 +2,8 @@
 
 #include <array>
 #include <limits>
+#include <type_traits>
+#include <utility>
 
 namespace conclave {
 namespace {
@@ -44,6 +46,52 @@ Refusal refusal_from(const json& j) {
         }
     }
     fail("refusal: unknown value '" + name + "'");
+}
+
+// One decoder per body, found by overload resolution: a body without one fails to compile.
+ScoutingRequest body_from_json(std::type_identity<ScoutingRequest>, const json& j) {
+    return ScoutingRequest{get_u64(j, "round")};
+}
+ScoutingResponse body_from_json(std::type_identity<ScoutingResponse>, const json& j) {
+    return ScoutingResponse{get_u64(j, "round"), get_bool(j, "will_vote")};
+}
+ElectionProposal body_from_json(std::type_identity<ElectionProposal>, const json& j) {
+    return ElectionProposal{get_bool(j, "transfer")};
+}
+ElectionResponse body_from_json(std::type_identity<ElectionResponse>, const json& j) {
+    const ElectionResponse r{get_bool(j, "granted"), refusal_from(j), get_term(j, "voter_term")};
+    if (r.granted != (r.refusal == Refusal::None)) {
+        fail("refusal: '" + std::string(to_string(r.refusal)) + "' with granted=" +
+             (r.granted ? "true" : "false") + " (a vote is granted exactly when not refused)");
+    }
+    return r;
+}
+LeaderHeartbeat body_from_json(std::type_identity<LeaderHeartbeat>, const json& j) {
+    return LeaderHeartbeat{lsn_from_json(get_field(j, "lsn"))};
+}
+HeartbeatAck body_from_json(std::type_identity<HeartbeatAck>, const json&) {
+    return HeartbeatAck{};
+}
+HeartbeatResponse body_from_json(std::type_identity<HeartbeatResponse>, const json&) {
+    return HeartbeatResponse{};
+}
+LeadershipCession body_from_json(std::type_identity<LeadershipCession>, const json& j) {
+    return LeadershipCession{optional_node_from(j, "successor")};
+}
+
+// Decodes the body whose kName is `type`; false when no body has that name.
+template <std::size_t... I>
+bool body_by_name(std::string_view type, const json& j, MessageBody& out,
+                  std::index_sequence<I...>) {
+    auto one = [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        if (type != T::kName) {
+            return false;
+        }
+        out = body_from_json(tag, j);
+        return true;
+    };
+    return (one(std::type_identity<std::variant_alternative_t<I, MessageBody>>{}) || ...);
 }
 
 }  // namespace
@@ -216,6 +264,8 @@ json message_to_json(const Message& m, std::optional<NodeId> to) {
                 j["lsn"] = b.lsn;
             } else if constexpr (std::is_same_v<T, LeadershipCession>) {
                 j["successor"] = optional_node(b.successor);
+            } else {
+                static_assert(std::is_empty_v<T>, "message_to_json must encode every field");
             }
         },
         m.body);
@@ -231,29 +281,7 @@ Message message_from_json(const json& j) {
     m.from = node_from(j, "from");
     m.term = get_term(j, "term");
     const std::string type = get_string(j, "type");
-    if (type == "ScoutingRequest") {
-        m.body = ScoutingRequest{get_u64(j, "round")};
-    } else if (type == "ScoutingResponse") {
-        m.body = ScoutingResponse{get_u64(j, "round"), get_bool(j, "will_vote")};
-    } else if (type == "ElectionProposal") {
-        m.body = ElectionProposal{get_bool(j, "transfer")};
-    } else if (type == "ElectionResponse") {
-        const ElectionResponse r{get_bool(j, "granted"), refusal_from(j),
-                                 get_term(j, "voter_term")};
-        if (r.granted != (r.refusal == Refusal::None)) {
-            fail("refusal: '" + std::string(to_string(r.refusal)) + "' with granted=" +
-                 (r.granted ? "true" : "false") + " (a vote is granted exactly when not refused)");
-        }
-        m.body = r;
-    } else if (type == "LeaderHeartbeat") {
-        m.body = LeaderHeartbeat{lsn_from_json(get_field(j, "lsn"))};
-    } else if (type == "HeartbeatAck") {
-        m.body = HeartbeatAck{};
-    } else if (type == "HeartbeatResponse") {
-        m.body = HeartbeatResponse{};
-    } else if (type == "LeadershipCession") {
-        m.body = LeadershipCession{optional_node_from(j, "successor")};
-    } else {
+    if (!body_by_name(type, j, m.body, std::make_index_sequence<kMessageKindCount>{})) {
         fail("type: unknown message type '" + type.substr(0, 64) + "'");
     }
     return m;

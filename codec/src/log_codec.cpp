@@ -3,6 +3,7 @@
 #include <limits>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 namespace conclave {
 namespace {
@@ -177,6 +178,47 @@ json to_json_form(const LogMessage& m, bool binary) {
     return j;
 }
 
+// One decoder per body, found by overload resolution: a body without one fails to compile.
+SyncRequest body_from_json(std::type_identity<SyncRequest>, const json&) {
+    return SyncRequest{};
+}
+SyncResponse body_from_json(std::type_identity<SyncResponse>, const json& j) {
+    return SyncResponse{lsn_field(j, "last_lsn"), lsn_field(j, "commit_lsn")};
+}
+Append body_from_json(std::type_identity<Append>, const json& j) {
+    return Append{lsn_field(j, "prev_lsn"), entries_from_json(j), lsn_field(j, "commit_lsn")};
+}
+AppendAck body_from_json(std::type_identity<AppendAck>, const json& j) {
+    return AppendAck{get_bool(j, "ok"), lsn_field(j, "prev_lsn"), lsn_field(j, "last_lsn"),
+                     lsn_field(j, "commit_lsn")};
+}
+FetchRequest body_from_json(std::type_identity<FetchRequest>, const json& j) {
+    const std::uint64_t max = get_u64(j, "max_entries");
+    if (max > std::numeric_limits<std::uint32_t>::max()) {
+        fail("max_entries: " + std::to_string(max) + " does not fit in 32 bits");
+    }
+    return FetchRequest{lsn_field(j, "after_lsn"), lsn_field(j, "up_to_lsn"),
+                        static_cast<std::uint32_t>(max)};
+}
+FetchResponse body_from_json(std::type_identity<FetchResponse>, const json& j) {
+    return FetchResponse{lsn_field(j, "after_lsn"), entries_from_json(j), lsn_field(j, "last_lsn")};
+}
+
+// Decodes the body whose kName is `type`; false when no body has that name.
+template <std::size_t... I>
+bool body_by_name(std::string_view type, const json& j, LogMessageBody& out,
+                  std::index_sequence<I...>) {
+    auto one = [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        if (type != T::kName) {
+            return false;
+        }
+        out = body_from_json(tag, j);
+        return true;
+    };
+    return (one(std::type_identity<std::variant_alternative_t<I, LogMessageBody>>{}) || ...);
+}
+
 }  // namespace
 
 json log_message_to_json(const LogMessage& m, std::optional<NodeId> to) {
@@ -192,26 +234,8 @@ LogMessage log_message_from_json(const json& j) {
     m.from = node_from(j, "from");
     m.term = get_term(j, "term");
     const std::string type = get_string(j, "type");
-    if (type == "SyncRequest") {
-        m.body = SyncRequest{};
-    } else if (type == "SyncResponse") {
-        m.body = SyncResponse{lsn_field(j, "last_lsn"), lsn_field(j, "commit_lsn")};
-    } else if (type == "Append") {
-        m.body = Append{lsn_field(j, "prev_lsn"), entries_from_json(j), lsn_field(j, "commit_lsn")};
-    } else if (type == "AppendAck") {
-        m.body = AppendAck{get_bool(j, "ok"), lsn_field(j, "prev_lsn"), lsn_field(j, "last_lsn"),
-                           lsn_field(j, "commit_lsn")};
-    } else if (type == "FetchRequest") {
-        const std::uint64_t max = get_u64(j, "max_entries");
-        if (max > std::numeric_limits<std::uint32_t>::max()) {
-            fail("max_entries: " + std::to_string(max) + " does not fit in 32 bits");
-        }
-        m.body = FetchRequest{lsn_field(j, "after_lsn"), lsn_field(j, "up_to_lsn"),
-                              static_cast<std::uint32_t>(max)};
-    } else if (type == "FetchResponse") {
-        m.body = FetchResponse{lsn_field(j, "after_lsn"), entries_from_json(j),
-                               lsn_field(j, "last_lsn")};
-    } else {
+    if (!body_by_name(type, j, m.body,
+                      std::make_index_sequence<std::variant_size_v<LogMessageBody>>{})) {
         fail("type: unknown log message type '" + type.substr(0, 64) + "'");
     }
     RequireLsnsWithinTerm(m);

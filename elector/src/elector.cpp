@@ -1,3 +1,4 @@
+// The elector core. "Departure N" refers to the numbered departures from BlazingMQ in docs/design.md.
 #include "conclave/elector/elector.hpp"
 
 #include <stdexcept>
@@ -35,6 +36,8 @@ Elector::Elector(Config config, DurableState restored, RandomSource random)
             "invalid durable state: voted_for is not a node of the cluster");
     }
     quorum_ = config_.effective_quorum();
+    CONCLAVE_CHECK(quorum_ >= 1 && quorum_ <= config_.cluster_size, "quorum <= cluster size");
+    CONCLAVE_CHECK(config_.self.value < config_.cluster_size, "node index in range");
     if (config_.planted_bug == PlantedBug::MinorityQuorum) {
         quorum_ = config_.cluster_size / 2;
     }
@@ -196,7 +199,9 @@ std::optional<Lsn> Elector::issue_lsn() {
     if (state_.role != Role::Leader) {
         return std::nullopt;
     }
+    const Lsn before = state_.lsn;
     ++state_.lsn.counter;
+    CONCLAVE_CHECK(state_.lsn > before, "LSNs increase");
     return state_.lsn;
 }
 
@@ -555,6 +560,7 @@ void Elector::BecomeCandidate(bool transfer) {
 }
 
 void Elector::BecomeLeader() {
+    CONCLAVE_CHECK(state_.supporters.contains(config_.self), "a leader supports itself");
     ++counters_.elections_won;
     CancelAllTimers();
     state_.role = Role::Leader;
@@ -609,6 +615,7 @@ void Elector::EndScoutingRound() {
 // ---- Primitive outputs -------------------------------------------------------------------------
 
 void Elector::Send(NodeId to, Term term, MessageBody body) {
+    CONCLAVE_CHECK(IsPeer(to), "node index in range: messages go to peers");
     out_.push_back(SendTo{to, Message{config_.self, term, std::move(body)}});
 }
 

@@ -33,6 +33,8 @@ ReplicatedLog::ReplicatedLog(LogConfig config, RecoveredLog recovered)
     if (auto error = config_.validate()) {
         throw std::invalid_argument("replication config: " + *error);
     }
+    CONCLAVE_CHECK(quorum_ >= 1 && quorum_ <= config_.cluster_size, "quorum <= cluster size");
+    CONCLAVE_CHECK(config_.self.value < config_.cluster_size, "node index in range");
     if (!StrictlyIncreasing(kNoLsn, entries_)) {
         throw std::invalid_argument("recovered log: entry LSNs are not strictly increasing");
     }
@@ -90,6 +92,7 @@ LogActions ReplicatedLog::propose(Millis now, Lsn lsn, std::string key, std::str
         out_.push_back(ProposeResult{lsn, error, now});
         return Finish();
     }
+    CONCLAVE_CHECK(lsn > last_lsn(), "LSNs increase");
     entries_.push_back(Entry{lsn, std::move(key), std::move(value)});
     out_.push_back(PersistEntries{{entries_.back()}});
     pending_.push_back(Pending{lsn, now, state_.tick + config_.propose_timeout_ticks});
@@ -570,6 +573,7 @@ std::size_t ReplicatedLog::Merge(std::size_t pos, const std::vector<Entry>& entr
         return pos;
     }
     PersistEntries persist;
+    CONCLAVE_CHECK(entries[first_new].lsn > last_lsn(), "LSNs increase");
     persist.entries.assign(entries.begin() + static_cast<std::ptrdiff_t>(first_new), entries.end());
     entries_.insert(entries_.end(), persist.entries.begin(), persist.entries.end());
     out_.push_back(std::move(persist));
@@ -793,6 +797,7 @@ bool ReplicatedLog::IsPeer(NodeId n) const {
 }
 
 void ReplicatedLog::Send(NodeId to, LogMessageBody body) {
+    CONCLAVE_CHECK(IsPeer(to), "node index in range: messages go to peers");
     out_.push_back(SendLog{to, LogMessage{config_.self, state_.term, std::move(body)}});
 }
 
