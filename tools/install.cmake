@@ -5,6 +5,7 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
+set_target_properties(conclave_core PROPERTIES EXPORT_NAME core)
 set_target_properties(conclave_elector PROPERTIES EXPORT_NAME elector)
 set_target_properties(conclave_codec PROPERTIES EXPORT_NAME codec)
 set_target_properties(conclave_replication PROPERTIES EXPORT_NAME replication)
@@ -14,13 +15,13 @@ set_target_properties(conclave_node PROPERTIES EXPORT_NAME node)
 # Only referenced as $<LINK_ONLY:...> by the static libraries; carries no usage requirement there.
 set_target_properties(conclave_warnings PROPERTIES EXPORT_NAME private_warnings)
 
-install(TARGETS conclave_elector conclave_replication conclave_codec conclave_net conclave_net_frame conclave_node
+install(TARGETS conclave_core conclave_elector conclave_replication conclave_codec conclave_net conclave_net_frame conclave_node
                 conclave_warnings
   EXPORT conclaveTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-foreach(area elector replication codec net node)
+foreach(area core elector replication codec net node)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${area}/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 endforeach()
 install(EXPORT conclaveTargets NAMESPACE conclave::

@@ -2,6 +2,8 @@
 
 #include <array>
 #include <limits>
+#include <type_traits>
+#include <utility>
 
 namespace conclave {
 namespace {
@@ -44,6 +46,52 @@ Refusal refusal_from(const json& j) {
         }
     }
     fail("refusal: unknown value '" + name + "'");
+}
+
+// One decoder per body, found by overload resolution: a body without one fails to compile.
+ScoutingRequest body_from_json(std::type_identity<ScoutingRequest>, const json& j) {
+    return ScoutingRequest{get_u64(j, "round")};
+}
+ScoutingResponse body_from_json(std::type_identity<ScoutingResponse>, const json& j) {
+    return ScoutingResponse{get_u64(j, "round"), get_bool(j, "will_vote")};
+}
+ElectionProposal body_from_json(std::type_identity<ElectionProposal>, const json& j) {
+    return ElectionProposal{get_bool(j, "transfer")};
+}
+ElectionResponse body_from_json(std::type_identity<ElectionResponse>, const json& j) {
+    const ElectionResponse r{get_bool(j, "granted"), refusal_from(j), get_term(j, "voter_term")};
+    if (r.granted != (r.refusal == Refusal::None)) {
+        fail("refusal: '" + std::string(to_string(r.refusal)) + "' with granted=" +
+             (r.granted ? "true" : "false") + " (a vote is granted exactly when not refused)");
+    }
+    return r;
+}
+LeaderHeartbeat body_from_json(std::type_identity<LeaderHeartbeat>, const json& j) {
+    return LeaderHeartbeat{lsn_from_json(get_field(j, "lsn"))};
+}
+HeartbeatAck body_from_json(std::type_identity<HeartbeatAck>, const json&) {
+    return HeartbeatAck{};
+}
+HeartbeatResponse body_from_json(std::type_identity<HeartbeatResponse>, const json&) {
+    return HeartbeatResponse{};
+}
+LeadershipCession body_from_json(std::type_identity<LeadershipCession>, const json& j) {
+    return LeadershipCession{optional_node_from(j, "successor")};
+}
+
+// Decodes the body whose kName is `type`; false when no body has that name.
+template <std::size_t... I>
+bool body_by_name(std::string_view type, const json& j, MessageBody& out,
+                  std::index_sequence<I...>) {
+    auto one = [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        if (type != T::kName) {
+            return false;
+        }
+        out = body_from_json(tag, j);
+        return true;
+    };
+    return (one(std::type_identity<std::variant_alternative_t<I, MessageBody>>{}) || ...);
 }
 
 }  // namespace
@@ -145,6 +193,14 @@ std::uint64_t get_u64(const json& j, const char* field) {
     return f.get<std::uint64_t>();
 }
 
+Term get_term(const json& j, const char* field) {
+    const std::uint64_t v = get_u64(j, field);
+    if (v >= kTermLimit) {
+        fail(std::string(field) + ": term " + std::to_string(v) + " is not below 2^63");
+    }
+    return Term{v};
+}
+
 bool get_bool(const json& j, const char* field) {
     const json& f = get_field(j, field);
     if (!f.is_boolean()) {
@@ -182,7 +238,7 @@ void to_json(json& j, const NodeSet& s) {
 
 Lsn lsn_from_json(const json& j) {
     const json& l = j;
-    return Lsn{Term{get_u64(l, "term")}, get_u64(l, "counter")};
+    return Lsn{get_term(l, "term"), get_u64(l, "counter")};
 }
 
 json message_to_json(const Message& m, std::optional<NodeId> to) {
@@ -208,6 +264,8 @@ json message_to_json(const Message& m, std::optional<NodeId> to) {
                 j["lsn"] = b.lsn;
             } else if constexpr (std::is_same_v<T, LeadershipCession>) {
                 j["successor"] = optional_node(b.successor);
+            } else {
+                static_assert(std::is_empty_v<T>, "message_to_json must encode every field");
             }
         },
         m.body);
@@ -221,27 +279,10 @@ void to_json(json& j, const Message& m) {
 Message message_from_json(const json& j) {
     Message m;
     m.from = node_from(j, "from");
-    m.term = Term{get_u64(j, "term")};
+    m.term = get_term(j, "term");
     const std::string type = get_string(j, "type");
-    if (type == "ScoutingRequest") {
-        m.body = ScoutingRequest{get_u64(j, "round")};
-    } else if (type == "ScoutingResponse") {
-        m.body = ScoutingResponse{get_u64(j, "round"), get_bool(j, "will_vote")};
-    } else if (type == "ElectionProposal") {
-        m.body = ElectionProposal{get_bool(j, "transfer")};
-    } else if (type == "ElectionResponse") {
-        m.body = ElectionResponse{get_bool(j, "granted"), refusal_from(j),
-                                  Term{get_u64(j, "voter_term")}};
-    } else if (type == "LeaderHeartbeat") {
-        m.body = LeaderHeartbeat{lsn_from_json(get_field(j, "lsn"))};
-    } else if (type == "HeartbeatAck") {
-        m.body = HeartbeatAck{};
-    } else if (type == "HeartbeatResponse") {
-        m.body = HeartbeatResponse{};
-    } else if (type == "LeadershipCession") {
-        m.body = LeadershipCession{optional_node_from(j, "successor")};
-    } else {
-        fail("type: unknown message type '" + type + "'");
+    if (!body_by_name(type, j, m.body, std::make_index_sequence<kMessageKindCount>{})) {
+        fail("type: unknown message type '" + type.substr(0, 64) + "'");
     }
     return m;
 }
@@ -285,7 +326,7 @@ void to_json(json& j, const DurableState& s) {
 }
 
 DurableState durable_state_from_json(const json& j) {
-    return DurableState{Term{get_u64(j, "term")}, optional_node_from(j, "voted_for")};
+    return DurableState{get_term(j, "term"), optional_node_from(j, "voted_for")};
 }
 
 std::vector<std::uint8_t> encode_cbor(const Message& m) {

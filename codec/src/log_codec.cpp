@@ -3,6 +3,7 @@
 #include <limits>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 namespace conclave {
 namespace {
@@ -52,6 +53,50 @@ std::string bytes_field(const json& j, const char* field, std::size_t max, const
         fail(at + field + ": expected a byte string");
     }
     return out;
+}
+
+// Every LSN a node sends names an entry of a term it has reached: a leader's entries, prev and
+// commit points are of its term or older, and a follower's log and commit point never exceed the
+// term it promised (which the envelope carries). An LSN above the envelope term is a forgery.
+void RequireLsnWithinTerm(const Lsn& l, Term term, const char* field) {
+    if (l.term > term) {
+        fail(std::string(field) + ": LSN term " + std::to_string(l.term.value) +
+             " above the message term " + std::to_string(term.value));
+    }
+}
+
+void RequireLsnsWithinTerm(const LogMessage& m) {
+    const Term t = m.term;
+    std::visit(
+        [&](const auto& b) {
+            using T = std::decay_t<decltype(b)>;
+            if constexpr (std::is_same_v<T, SyncResponse>) {
+                RequireLsnWithinTerm(b.last_lsn, t, "last_lsn");
+                RequireLsnWithinTerm(b.commit_lsn, t, "commit_lsn");
+            } else if constexpr (std::is_same_v<T, Append>) {
+                RequireLsnWithinTerm(b.prev_lsn, t, "prev_lsn");
+                RequireLsnWithinTerm(b.commit_lsn, t, "commit_lsn");
+                for (const Entry& e : b.entries) {
+                    RequireLsnWithinTerm(e.lsn, t, "entries[].lsn");
+                }
+            } else if constexpr (std::is_same_v<T, AppendAck>) {
+                RequireLsnWithinTerm(b.prev_lsn, t, "prev_lsn");
+                RequireLsnWithinTerm(b.last_lsn, t, "last_lsn");
+                RequireLsnWithinTerm(b.commit_lsn, t, "commit_lsn");
+            } else if constexpr (std::is_same_v<T, FetchRequest>) {
+                RequireLsnWithinTerm(b.after_lsn, t, "after_lsn");
+                RequireLsnWithinTerm(b.up_to_lsn, t, "up_to_lsn");
+            } else if constexpr (std::is_same_v<T, FetchResponse>) {
+                RequireLsnWithinTerm(b.after_lsn, t, "after_lsn");
+                RequireLsnWithinTerm(b.last_lsn, t, "last_lsn");
+                for (const Entry& e : b.entries) {
+                    RequireLsnWithinTerm(e.lsn, t, "entries[].lsn");
+                }
+            } else {
+                static_assert(std::is_same_v<T, SyncRequest>);
+            }
+        },
+        m.body);
 }
 
 json entries_to_json(const std::vector<Entry>& entries, bool binary) {
@@ -133,6 +178,47 @@ json to_json_form(const LogMessage& m, bool binary) {
     return j;
 }
 
+// One decoder per body, found by overload resolution: a body without one fails to compile.
+SyncRequest body_from_json(std::type_identity<SyncRequest>, const json&) {
+    return SyncRequest{};
+}
+SyncResponse body_from_json(std::type_identity<SyncResponse>, const json& j) {
+    return SyncResponse{lsn_field(j, "last_lsn"), lsn_field(j, "commit_lsn")};
+}
+Append body_from_json(std::type_identity<Append>, const json& j) {
+    return Append{lsn_field(j, "prev_lsn"), entries_from_json(j), lsn_field(j, "commit_lsn")};
+}
+AppendAck body_from_json(std::type_identity<AppendAck>, const json& j) {
+    return AppendAck{get_bool(j, "ok"), lsn_field(j, "prev_lsn"), lsn_field(j, "last_lsn"),
+                     lsn_field(j, "commit_lsn")};
+}
+FetchRequest body_from_json(std::type_identity<FetchRequest>, const json& j) {
+    const std::uint64_t max = get_u64(j, "max_entries");
+    if (max > std::numeric_limits<std::uint32_t>::max()) {
+        fail("max_entries: " + std::to_string(max) + " does not fit in 32 bits");
+    }
+    return FetchRequest{lsn_field(j, "after_lsn"), lsn_field(j, "up_to_lsn"),
+                        static_cast<std::uint32_t>(max)};
+}
+FetchResponse body_from_json(std::type_identity<FetchResponse>, const json& j) {
+    return FetchResponse{lsn_field(j, "after_lsn"), entries_from_json(j), lsn_field(j, "last_lsn")};
+}
+
+// Decodes the body whose kName is `type`; false when no body has that name.
+template <std::size_t... I>
+bool body_by_name(std::string_view type, const json& j, LogMessageBody& out,
+                  std::index_sequence<I...>) {
+    auto one = [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        if (type != T::kName) {
+            return false;
+        }
+        out = body_from_json(tag, j);
+        return true;
+    };
+    return (one(std::type_identity<std::variant_alternative_t<I, LogMessageBody>>{}) || ...);
+}
+
 }  // namespace
 
 json log_message_to_json(const LogMessage& m, std::optional<NodeId> to) {
@@ -146,30 +232,13 @@ json log_message_to_json(const LogMessage& m, std::optional<NodeId> to) {
 LogMessage log_message_from_json(const json& j) {
     LogMessage m;
     m.from = node_from(j, "from");
-    m.term = Term{get_u64(j, "term")};
+    m.term = get_term(j, "term");
     const std::string type = get_string(j, "type");
-    if (type == "SyncRequest") {
-        m.body = SyncRequest{};
-    } else if (type == "SyncResponse") {
-        m.body = SyncResponse{lsn_field(j, "last_lsn"), lsn_field(j, "commit_lsn")};
-    } else if (type == "Append") {
-        m.body = Append{lsn_field(j, "prev_lsn"), entries_from_json(j), lsn_field(j, "commit_lsn")};
-    } else if (type == "AppendAck") {
-        m.body = AppendAck{get_bool(j, "ok"), lsn_field(j, "prev_lsn"), lsn_field(j, "last_lsn"),
-                           lsn_field(j, "commit_lsn")};
-    } else if (type == "FetchRequest") {
-        const std::uint64_t max = get_u64(j, "max_entries");
-        if (max > std::numeric_limits<std::uint32_t>::max()) {
-            fail("max_entries: " + std::to_string(max) + " does not fit in 32 bits");
-        }
-        m.body = FetchRequest{lsn_field(j, "after_lsn"), lsn_field(j, "up_to_lsn"),
-                              static_cast<std::uint32_t>(max)};
-    } else if (type == "FetchResponse") {
-        m.body = FetchResponse{lsn_field(j, "after_lsn"), entries_from_json(j),
-                               lsn_field(j, "last_lsn")};
-    } else {
+    if (!body_by_name(type, j, m.body,
+                      std::make_index_sequence<std::variant_size_v<LogMessageBody>>{})) {
         fail("type: unknown log message type '" + type.substr(0, 64) + "'");
     }
+    RequireLsnsWithinTerm(m);
     return m;
 }
 

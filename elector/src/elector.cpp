@@ -1,6 +1,6 @@
+// The elector core. "Departure N" refers to the numbered departures from BlazingMQ in docs/design.md.
 #include "conclave/elector/elector.hpp"
 
-#include <cassert>
 #include <stdexcept>
 
 namespace conclave {
@@ -8,6 +8,17 @@ namespace {
 
 constexpr std::uint8_t timer_bit(TimerId t) {
     return static_cast<std::uint8_t>(1U << static_cast<unsigned>(t));
+}
+
+// The largest term a message body carries besides its envelope (0 when none).
+std::uint64_t LargestBodyTerm(const MessageBody& body) {
+    if (const auto* r = std::get_if<ElectionResponse>(&body)) {
+        return r->voter_term.value;
+    }
+    if (const auto* h = std::get_if<LeaderHeartbeat>(&body)) {
+        return h->lsn.term.value;
+    }
+    return 0;
 }
 
 }  // namespace
@@ -25,6 +36,8 @@ Elector::Elector(Config config, DurableState restored, RandomSource random)
             "invalid durable state: voted_for is not a node of the cluster");
     }
     quorum_ = config_.effective_quorum();
+    CONCLAVE_CHECK(quorum_ >= 1 && quorum_ <= config_.cluster_size, "quorum <= cluster size");
+    CONCLAVE_CHECK(config_.self.value < config_.cluster_size, "node index in range");
     if (config_.planted_bug == PlantedBug::MinorityQuorum) {
         quorum_ = config_.cluster_size / 2;
     }
@@ -74,7 +87,14 @@ Actions Elector::stop(Millis now) {
 
 Actions Elector::receive(Millis now, const Message& message) {
     now_ = now;
-    if (state_.role == Role::Stopped || !IsPeer(message.from)) {
+    if (state_.role == Role::Stopped) {
+        return Finish();
+    }
+    // The codec refuses terms >= 2^63; a core fed directly (simulator, tests) refuses them too,
+    // so that no message can bring a term within reach of wrapping.
+    if (!IsPeer(message.from) || message.term.value >= kTermLimit ||
+        LargestBodyTerm(message.body) >= kTermLimit) {
+        ++counters_.messages_dropped;
         return Finish();
     }
     std::visit(
@@ -179,7 +199,9 @@ std::optional<Lsn> Elector::issue_lsn() {
     if (state_.role != Role::Leader) {
         return std::nullopt;
     }
+    const Lsn before = state_.lsn;
     ++state_.lsn.counter;
+    CONCLAVE_CHECK(state_.lsn > before, "LSNs increase");
     return state_.lsn;
 }
 
@@ -483,7 +505,21 @@ void Elector::TransferLeadership(NodeId target) {
 
 // ---- Shared transitions ------------------------------------------------------------------------
 
+// A node at the last term below 2^63 cannot propose a next one: its messages would be refused
+// by every decoder. Only a forged term can get a cluster there (docs/design.md, "Hostile input");
+// the node stays a follower rather than abort or wrap.
+bool Elector::TermSpaceExhausted() {
+    if (state_.term.value < kTermLimit - 1) {
+        return false;
+    }
+    ++counters_.term_space_exhausted;
+    return true;
+}
+
 void Elector::StartScouting() {
+    if (TermSpaceExhausted()) {
+        return;
+    }
     if (!config_.scouting) {
         BecomeCandidate(/*transfer=*/false);
         return;
@@ -500,6 +536,9 @@ void Elector::StartScouting() {
 }
 
 void Elector::BecomeCandidate(bool transfer) {
+    if (TermSpaceExhausted()) {
+        return;
+    }
     ++counters_.elections_started;
     CancelAllTimers();
     state_.role = Role::Candidate;
@@ -521,6 +560,7 @@ void Elector::BecomeCandidate(bool transfer) {
 }
 
 void Elector::BecomeLeader() {
+    CONCLAVE_CHECK(state_.supporters.contains(config_.self), "a leader supports itself");
     ++counters_.elections_won;
     CancelAllTimers();
     state_.role = Role::Leader;
@@ -561,7 +601,7 @@ void Elector::BecomeFollower(Reason reason, std::optional<NodeId> leader,
 }
 
 void Elector::AdoptTerm(Term term, std::optional<NodeId> vote) {
-    assert(term > state_.term);
+    CONCLAVE_CHECK(term > state_.term, "terms only grow");
     state_.term = term;
     state_.voted_for = vote;
     Persist();
@@ -575,6 +615,7 @@ void Elector::EndScoutingRound() {
 // ---- Primitive outputs -------------------------------------------------------------------------
 
 void Elector::Send(NodeId to, Term term, MessageBody body) {
+    CONCLAVE_CHECK(IsPeer(to), "node index in range: messages go to peers");
     out_.push_back(SendTo{to, Message{config_.self, term, std::move(body)}});
 }
 

@@ -7,22 +7,8 @@
 
 namespace conclave {
 
-std::string to_string(NodeId n) {
-    return "#" + std::to_string(n.value);
-}
-std::string to_string(Term t) {
-    return std::to_string(t.value);
-}
-std::string to_string(const Lsn& l) {
-    return std::to_string(l.term.value) + "." + std::to_string(l.counter);
-}
-
 std::string_view message_name(const MessageBody& body) {
-    static constexpr std::string_view kNames[] = {
-        "ScoutingRequest", "ScoutingResponse", "ElectionProposal",  "ElectionResponse",
-        "LeaderHeartbeat", "HeartbeatAck",     "HeartbeatResponse", "LeadershipCession"};
-    static_assert(std::size(kNames) == std::variant_size_v<MessageBody>);
-    return kNames[body.index()];
+    return kMessageNames[body.index()];
 }
 
 std::string_view to_string(Refusal r) {

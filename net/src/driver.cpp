@@ -52,10 +52,7 @@ DurableState restore(const DriverOptions& options, const Config& config, const M
 }  // namespace
 
 std::string_view message_type_name(std::size_t index) {
-    static constexpr std::array<std::string_view, kMessageTypeCount> kNames = {
-        "ScoutingRequest", "ScoutingResponse", "ElectionProposal",  "ElectionResponse",
-        "LeaderHeartbeat", "HeartbeatAck",     "HeartbeatResponse", "LeadershipCession"};
-    return index < kNames.size() ? kNames[index] : "unknown";
+    return index < kMessageNames.size() ? kMessageNames[index] : "unknown";
 }
 
 ElectorDriver::ElectorDriver(asio::io_context& io, Mesh& mesh, Config config, DriverOptions options)
@@ -212,7 +209,7 @@ void ElectorDriver::execute(const Actions& actions) {
                     ++counters_.alarms;
                     log().error(
                         "{} ALARM {}: peer {} in term {} — this must never happen; "
-                        "investigate (see elector-transitions.md, departure 6)",
+                        "investigate (see docs/design.md, departure 6)",
                         log_prefix(), to_string(a.kind), mesh_.membership().at(a.peer).id,
                         a.term.value);
                 }

@@ -33,6 +33,8 @@ ReplicatedLog::ReplicatedLog(LogConfig config, RecoveredLog recovered)
     if (auto error = config_.validate()) {
         throw std::invalid_argument("replication config: " + *error);
     }
+    CONCLAVE_CHECK(quorum_ >= 1 && quorum_ <= config_.cluster_size, "quorum <= cluster size");
+    CONCLAVE_CHECK(config_.self.value < config_.cluster_size, "node index in range");
     if (!StrictlyIncreasing(kNoLsn, entries_)) {
         throw std::invalid_argument("recovered log: entry LSNs are not strictly increasing");
     }
@@ -90,6 +92,7 @@ LogActions ReplicatedLog::propose(Millis now, Lsn lsn, std::string key, std::str
         out_.push_back(ProposeResult{lsn, error, now});
         return Finish();
     }
+    CONCLAVE_CHECK(lsn > last_lsn(), "LSNs increase");
     entries_.push_back(Entry{lsn, std::move(key), std::move(value)});
     out_.push_back(PersistEntries{{entries_.back()}});
     pending_.push_back(Pending{lsn, now, state_.tick + config_.propose_timeout_ticks});
@@ -102,7 +105,8 @@ LogActions ReplicatedLog::propose(Millis now, Lsn lsn, std::string key, std::str
 }
 
 LogActions ReplicatedLog::receive(Millis, const LogMessage& m) {
-    if (!IsPeer(m.from)) {
+    // The codec refuses terms >= 2^63; a core fed directly (simulator, tests) refuses them too.
+    if (!IsPeer(m.from) || m.term.value >= kTermLimit) {
         ++counters_.messages_dropped;
         return Finish();
     }
@@ -231,6 +235,11 @@ void ReplicatedLog::HandleSyncResponse(const LogMessage& m, const SyncResponse& 
     if (state_.role != LogRole::LeaderPassive || sync_.done) {
         return;  // late: sync is over
     }
+    // Nobody holds an entry of this term before its leader's sync point exists.
+    if (body.last_lsn.term >= state_.term || body.commit_lsn > body.last_lsn) {
+        Violation(m, "SyncResponse reports entries of the syncing leader's term");
+        return;
+    }
     sync_.responded.insert(m.from);
     sync_.last_lsn[m.from.value] = body.last_lsn;
     sync_.commit_lsn[m.from.value] = body.commit_lsn;
@@ -248,6 +257,10 @@ void ReplicatedLog::HandleAppend(const LogMessage& m, const Append& body) {
         ++counters_.messages_dropped;
         return;
     }
+    if (const char* why = Contradiction(*start_len, body.entries)) {
+        Violation(m, why);
+        return;
+    }
     const std::size_t end = Merge(*start_len, body.entries);
     // Everything up to `end` now equals the leader's log (Log Matching: same LSN, same prefix).
     state_.matched_len = std::max(state_.matched_len, end);
@@ -256,7 +269,12 @@ void ReplicatedLog::HandleAppend(const LogMessage& m, const Append& body) {
         const Lsn matched = lsn_at(state_.matched_len);
         const Lsn upto = std::min(body.commit_lsn, matched);
         auto len = length_through(upto);
-        CONCLAVE_CHECK(len.has_value(), "the leader's commit point lies in the matched prefix");
+        if (!len) {
+            // A leader commits entries it holds: its commit point below our matched prefix
+            // (which equals its log) names an entry in it, never a point between two entries.
+            Violation(m, "Append commits a point between entries of the matched prefix");
+            return;
+        }
         if (*len > state_.commit_len) {
             SetCommit(*len);
         }
@@ -335,6 +353,11 @@ void ReplicatedLog::HandleFetchResponse(const LogMessage& m, const FetchResponse
         body.entries.back().lsn > sync_.target) {
         // The source no longer has what it reported (it restarted and lost a suffix that was not
         // durable): ask it again and choose anew.
+        AbandonSource();
+        return;
+    }
+    if (const char* why = Contradiction(*start_len, body.entries)) {
+        Violation(m, why);
         AbandonSource();
         return;
     }
@@ -550,6 +573,7 @@ std::size_t ReplicatedLog::Merge(std::size_t pos, const std::vector<Entry>& entr
         return pos;
     }
     PersistEntries persist;
+    CONCLAVE_CHECK(entries[first_new].lsn > last_lsn(), "LSNs increase");
     persist.entries.assign(entries.begin() + static_cast<std::ptrdiff_t>(first_new), entries.end());
     entries_.insert(entries_.end(), persist.entries.begin(), persist.entries.end());
     out_.push_back(std::move(persist));
@@ -675,6 +699,29 @@ void ReplicatedLog::FailPending(ProposeError error) {
     pending_.clear();
 }
 
+const char* ReplicatedLog::Contradiction(std::size_t pos, const std::vector<Entry>& entries) const {
+    for (const Entry& e : entries) {
+        if (pos >= entries_.size()) {
+            return nullptr;
+        }
+        if (entries_[pos].lsn != e.lsn) {
+            // Merge truncates here.
+            return pos < state_.commit_len ? "a committed entry would be truncated" : nullptr;
+        }
+        if (!(entries_[pos] == e)) {
+            return pos < state_.commit_len ? "contradicts a committed entry (one LSN, two entries)"
+                                           : "one LSN names two entries";
+        }
+        ++pos;
+    }
+    return nullptr;
+}
+
+void ReplicatedLog::Violation(const LogMessage& m, const char* reason) {
+    ++counters_.protocol_violation_alarms;
+    last_violation_ = LogViolation{reason, m.from, m.term};
+}
+
 bool ReplicatedLog::ValidBatch(Lsn after, const std::vector<Entry>& entries) const {
     if (!StrictlyIncreasing(after, entries)) {
         return false;
@@ -750,6 +797,7 @@ bool ReplicatedLog::IsPeer(NodeId n) const {
 }
 
 void ReplicatedLog::Send(NodeId to, LogMessageBody body) {
+    CONCLAVE_CHECK(IsPeer(to), "node index in range: messages go to peers");
     out_.push_back(SendLog{to, LogMessage{config_.self, state_.term, std::move(body)}});
 }
 

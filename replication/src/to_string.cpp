@@ -6,9 +6,7 @@
 namespace conclave::replication {
 
 std::string_view message_name(const LogMessageBody& body) {
-    static constexpr std::string_view kNames[] = {"SyncRequest", "SyncResponse", "Append",
-                                                  "AppendAck",   "FetchRequest", "FetchResponse"};
-    return kNames[body.index()];
+    return kLogMessageNames[body.index()];
 }
 
 std::string to_string(const LogMessage& m) {

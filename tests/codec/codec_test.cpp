@@ -78,3 +78,33 @@ TEST_CASE("CBOR decoding rejects deep nesting without recursing") {
     std::vector<std::uint8_t> indefinite(100'000, 0x9f);  // indefinite arrays, never closed
     CHECK_THROWS_AS(decode_cbor(indefinite), DecodeError);
 }
+
+TEST_CASE("decoding refuses values no node can produce (issue 15)") {
+    auto refused = [](const Message& m, const std::string& field) {
+        try {
+            decode_cbor(encode_cbor(m));
+        } catch (const DecodeError& e) {
+            return std::string(e.what()).rfind(field, 0) == 0;
+        }
+        return false;
+    };
+    // Terms at or above 2^63: in the envelope, as voter_term, as an LSN term.
+    CHECK(refused(Message{NodeId{0}, Term{kTermLimit}, LeaderHeartbeat{}}, "term"));
+    CHECK(refused(Message{NodeId{0}, Term{~std::uint64_t{0}}, HeartbeatAck{}}, "term"));
+    CHECK(refused(
+        Message{NodeId{0}, Term{5}, ElectionResponse{false, Refusal::StaleTerm, Term{kTermLimit}}},
+        "voter_term"));
+    CHECK(refused(Message{NodeId{0}, Term{5}, LeaderHeartbeat{Lsn{Term{kTermLimit}, 1}}}, "term"));
+    // A vote both granted and refused, or neither.
+    CHECK(refused(Message{NodeId{0}, Term{5}, ElectionResponse{true, Refusal::HasLeader, Term{5}}},
+                  "refusal"));
+    CHECK(refused(Message{NodeId{0}, Term{5}, ElectionResponse{false, Refusal::None, Term{5}}},
+                  "refusal"));
+    // The largest term the protocol can reach still decodes.
+    const Message top{NodeId{0}, Term{kTermLimit - 1},
+                      LeaderHeartbeat{Lsn{Term{kTermLimit - 1}, 1}}};
+    CHECK(decode_cbor(encode_cbor(top)) == top);
+    CHECK_THROWS_AS(
+        durable_state_from_json(nlohmann::json{{"term", kTermLimit}, {"voted_for", nullptr}}),
+        DecodeError);
+}

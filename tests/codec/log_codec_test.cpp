@@ -161,3 +161,32 @@ TEST_CASE("deeply nested CBOR is refused before parsing") {
     bytes.push_back(0x00);
     CHECK_THAT(decode_bytes_error(bytes), Catch::Contains("nested deeper"));
 }
+
+TEST_CASE("log decoding refuses terms >= 2^63 and LSNs above the message term (issue 15)") {
+    auto refused = [](const LogMessage& m, const std::string& field) {
+        try {
+            decode_log_cbor(encode_log_cbor(m));
+        } catch (const DecodeError& e) {
+            return std::string(e.what()).rfind(field, 0) == 0;
+        }
+        return false;
+    };
+    // The frame that killed the metadata log forever (issue 15, finding 3).
+    CHECK(refused(LogMessage{NodeId{1}, Term{~std::uint64_t{0}}, AppendAck{true, {}, {}, {}}},
+                  "term"));
+    CHECK(refused(LogMessage{NodeId{1}, Term{kTermLimit}, SyncRequest{}}, "term"));
+    CHECK(refused(LogMessage{NodeId{0}, Term{3}, Append{L(4, 1), {}, {}}}, "prev_lsn"));
+    CHECK(refused(LogMessage{NodeId{0}, Term{3}, Append{L(3, 1), {}, L(5, 0)}}, "commit_lsn"));
+    CHECK(refused(
+        LogMessage{NodeId{0}, Term{3}, Append{L(3, 0), {Entry{L(4, 1), "k", "v"}}, L(3, 0)}},
+        "entries[].lsn"));
+    CHECK(refused(LogMessage{NodeId{1}, Term{3}, SyncResponse{L(4, 0), L(1, 0)}}, "last_lsn"));
+    CHECK(refused(LogMessage{NodeId{1}, Term{3}, AppendAck{true, L(1, 1), L(9, 9), L(1, 1)}},
+                  "last_lsn"));
+    CHECK(refused(LogMessage{NodeId{0}, Term{3}, FetchRequest{L(1, 0), L(4, 0), 1}}, "up_to_lsn"));
+    CHECK(refused(
+        LogMessage{NodeId{1}, Term{3}, FetchResponse{L(1, 0), {Entry{L(7, 1), "k", "v"}}, L(3, 0)}},
+        "entries[].lsn"));
+    CHECK(refused(LogMessage{NodeId{1}, Term{3}, FetchResponse{L(1, 0), {}, L(kTermLimit, 0)}},
+                  "last_lsn"));
+}

@@ -1,3 +1,4 @@
+// "Departure N" refers to the numbered departures from BlazingMQ in docs/design.md.
 // Cells: every state x LeaderHeartbeat, HeartbeatAck, HeartbeatResponse, LeadershipCession.
 #include "harness.hpp"
 
@@ -331,4 +332,47 @@ TEST_CASE("F-none, F-scouting, Candidate, Leader x LeadershipCession: ignored", 
             }
         }
     }
+}
+
+TEST_CASE("a term no node can reach is dropped, never adopted (issue 15, finding 2)") {
+    Node n = follower_no_leader();  // t=5
+    // The frame that wedged elections: a heartbeat of term 2^64-1 (the codec refuses it too).
+    CHECK(n.recv(B, ~std::uint64_t{0}, heartbeat(5)).empty());
+    CHECK(n.recv(B, kTermLimit, heartbeat(5)).empty());
+    CHECK(n.recv(B, 6, ElectionResponse{false, Refusal::StaleTerm, Term{kTermLimit}}).empty());
+    CHECK(n.recv(B, 6, LeaderHeartbeat{Lsn{Term{kTermLimit}, 1}}).empty());
+    CHECK(n.e.state().term == Term{5});
+    CHECK(n.e.counters().messages_dropped == 4);
+}
+
+namespace {
+[[noreturn]] void ThrowCheck(const char* what) {
+    throw std::logic_error(what);
+}
+}  // namespace
+
+TEST_CASE("Term::next() cannot wrap: an always-on check (issue 15, finding 2)") {
+    const ScopedInvariantHandler handler(&ThrowCheck);
+    CHECK(Term{kTermLimit - 2}.next() == Term{kTermLimit - 1});
+    CHECK_THROWS_AS(Term{kTermLimit - 1}.next(), std::logic_error);
+    CHECK_THROWS_AS(Term{~std::uint64_t{0}}.next(), std::logic_error);
+}
+
+TEST_CASE("at the last term below 2^63 no election starts: no abort, no wrap (issue 15)") {
+    Node n = follower_no_leader();
+    n.recv(B, kTermLimit - 1, heartbeat(kTermLimit - 1));  // a forged, decodable term
+    CHECK(n.e.state().leader == B);
+    SECTION("the leader goes silent: the random wait fires, no scouting round starts") {
+        for (int i = 0; i < 10; ++i) {
+            n.fire(TimerId::HeartbeatCheck);
+        }
+        CHECK(n.e.state().timer_armed(TimerId::RandomWait));
+        CHECK(n.fire(TimerId::RandomWait).empty());
+    }
+    SECTION("the leader hands over to this node: no election starts") {
+        n.recv(B, kTermLimit - 1, LeadershipCession{A});
+    }
+    CHECK(n.e.counters().term_space_exhausted == 1);
+    CHECK(n.e.state().term == Term{kTermLimit - 1});
+    CHECK(n.e.state().role == Role::Follower);
 }

@@ -417,3 +417,63 @@ TEST_CASE("malformed input is dropped, not obeyed") {
     CHECK(f.counters().two_leader_alarms == 1);
     CHECK(f.counters().messages_dropped >= 3);
 }
+
+TEST_CASE("a message that contradicts the log is dropped with an alarm, never aborts (issue 15)") {
+    // Committed through (1,1); (1,2) held but not committed.
+    ReplicatedLog f = Make(Config3(N1), {E(1, 0), E(1, 1), E(1, 2)}, LogMeta{Term{1}, L(1, 1)});
+    f.persisted(T0, L(1, 2));
+    f.on_leadership(T0, Follows(N0, 2));
+    Entry forged = E(1, 1);
+    forged.value = "forged";
+    // One LSN, two entries, on a committed entry: dropped, alarmed, nothing sent or changed.
+    auto a = f.receive(T0, Msg(N0, 2, Append{L(1, 0), {forged}, L(1, 1)}));
+    CHECK(All<PersistEntries>(a).empty());
+    CHECK(All<SendLog>(a).empty());
+    CHECK(f.counters().protocol_violation_alarms == 1);
+    CHECK(f.last_violation().from == N0);
+    CHECK(std::string(f.last_violation().reason) ==
+          "contradicts a committed entry (one LSN, two entries)");
+    // Truncating a committed entry: (1,1) is committed, (2,0) would replace it.
+    a = f.receive(T0, Msg(N0, 2, Append{L(1, 0), {E(2, 0)}, L(1, 0)}));
+    CHECK(All<TruncateEntries>(a).empty());
+    CHECK(f.counters().protocol_violation_alarms == 2);
+    // One LSN, two entries, on an uncommitted entry.
+    Entry forged2 = E(1, 2);
+    forged2.value = "forged";
+    f.receive(T0, Msg(N0, 2, Append{L(1, 1), {forged2}, L(1, 1)}));
+    CHECK(f.counters().protocol_violation_alarms == 3);
+    // A commit point between two entries of the matched prefix: (1,1) < (1,1)+ < (1,2).
+    f.receive(T0, Msg(N0, 2, Append{L(1, 2), {}, Lsn{Term{1}, 1} /*ok*/}));
+    CHECK(f.counters().protocol_violation_alarms == 3);
+    a = f.receive(T0, Msg(N0, 2, Append{L(1, 2), {}, L(2, 0)}));  // min((2,0), (1,2)) = (1,2)
+    CHECK(f.commit_lsn() == L(1, 2));
+    ReplicatedLog g = Make(Config3(N1), {E(1, 0), E(1, 1), E(1, 5)}, LogMeta{Term{1}, L(1, 0)});
+    g.receive(T0, Msg(N0, 2, Append{L(1, 5), {}, L(1, 3)}));
+    CHECK(g.counters().protocol_violation_alarms == 1);
+    CHECK(g.commit_lsn() == L(1, 0));
+    CHECK(f.entries() == std::vector<Entry>{E(1, 0), E(1, 1), E(1, 2)});
+    CHECK(f.check_invariants().empty());
+    CHECK(g.check_invariants().empty());
+}
+
+TEST_CASE("a sync response naming entries of the syncing leader's term is dropped with an alarm") {
+    ReplicatedLog l = Make(Config3(N0), {E(1, 0)}, LogMeta{Term{1}, L(1, 0)});
+    l.on_leadership(T0, Leads(N0, 2));
+    // (2,5) cannot exist: term 2's sync point does not exist yet. Obeying it would fetch an entry
+    // above the sync point and fail the "no entry of a term above the leader's" check.
+    auto a = l.receive(T0, Msg(N1, 2, SyncResponse{L(2, 5), L(1, 0)}));
+    CHECK(Sent<FetchRequest>(a, N1).empty());
+    CHECK(l.counters().protocol_violation_alarms == 1);
+    CHECK(l.sync().source == std::nullopt);
+    // An honest answer still completes the sync.
+    a = l.receive(T0, Msg(N2, 2, SyncResponse{L(1, 0), L(1, 0)}));
+    CHECK(All<PersistEntries>(a).at(0).entries == std::vector<Entry>{E(2, 0)});
+}
+
+TEST_CASE("terms at or above 2^63 are dropped by the core") {
+    ReplicatedLog f = Make(Config3(N1));
+    CHECK(f.receive(T0, Msg(N0, kTermLimit, AppendAck{true, {}, kNoLsn, kNoLsn})).empty());
+    CHECK(f.receive(T0, Msg(N0, ~std::uint64_t{0}, SyncRequest{})).empty());
+    CHECK(f.state().term == Term{0});
+    CHECK(f.counters().messages_dropped == 2);
+}

@@ -38,9 +38,12 @@ void to_json(nlohmann::json& j, const DurableState& s);
 
 /// Message <-> JSON. `to` is included when given (traces record the destination).
 nlohmann::json message_to_json(const Message& m, std::optional<NodeId> to = std::nullopt);
-/// Throws DecodeError. Does not check node ids against a cluster size; callers do.
+/// Throws DecodeError. Does not check node ids against a cluster size; callers do. Refuses what
+/// the protocol cannot produce: any term (envelope, voter_term, LSN term) >= 2^63 (kTermLimit),
+/// and an ElectionResponse whose `granted` disagrees with its refusal (granted <=> None).
 Message message_from_json(const nlohmann::json& j);
 
+/// Throws DecodeError for an LSN term >= 2^63.
 Lsn lsn_from_json(const nlohmann::json& j);
 DurableState durable_state_from_json(const nlohmann::json& j);
 
@@ -60,6 +63,8 @@ Message decode_cbor(std::span<const std::uint8_t> bytes);
 /// Field helpers for decoders of other message families (replication/, net handshake): each throws
 /// DecodeError naming `field` when it is missing or of the wrong type.
 std::uint64_t get_u64(const nlohmann::json& j, const char* field);
+/// A term field: get_u64, and below kTermLimit (2^63).
+Term get_term(const nlohmann::json& j, const char* field);
 bool get_bool(const nlohmann::json& j, const char* field);
 std::string get_string(const nlohmann::json& j, const char* field);
 const nlohmann::json& get_field(const nlohmann::json& j, const char* field);

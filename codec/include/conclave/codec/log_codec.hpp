@@ -35,7 +35,9 @@ inline constexpr std::size_t kMaxLogValueBytes = 1024 * 1024;
 /// JSON form for logs and traces. `to` is included when given.
 nlohmann::json log_message_to_json(const replication::LogMessage& m,
                                    std::optional<NodeId> to = std::nullopt);
-/// Accepts the JSON form (key/value as strings) and the wire form (as binary). Throws DecodeError.
+/// Accepts the JSON form (key/value as strings) and the wire form (as binary). Throws DecodeError,
+/// also for what no node can send: a term or LSN term >= 2^63, or an LSN whose term is above the
+/// message term (nodes never hold or name entries of a term they have not reached).
 replication::LogMessage log_message_from_json(const nlohmann::json& j);
 
 std::vector<std::uint8_t> encode_log_cbor(const replication::LogMessage& m);

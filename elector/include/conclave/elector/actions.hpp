@@ -2,6 +2,8 @@
 //
 // Ordering contract for drivers: perform the actions in order; a PersistState must be durable
 // (fsync + atomic rename) before any later Send/Broadcast of the same batch leaves the node.
+//
+// "Departure N" refers to the numbered departures from BlazingMQ in docs/design.md.
 #pragma once
 
 #include <string_view>

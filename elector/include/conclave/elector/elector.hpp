@@ -67,6 +67,8 @@ struct ElectorCounters {
     std::array<std::uint64_t, 5> votes_refused_by_reason{};  // indexed by Refusal
     std::uint64_t leader_changes = 0;  // snapshots whose leader differs from the previous one
     std::uint64_t two_leader_alarms = 0;
+    std::uint64_t messages_dropped = 0;      // from a non-member, or with a term no node can reach
+    std::uint64_t term_space_exhausted = 0;  // elections not started: the term is 2^63 - 1
 };
 
 class Elector {
@@ -123,6 +125,7 @@ class Elector {
 
   private:
     // Transitions shared by several handlers (etcd-raft's becomeX).
+    bool TermSpaceExhausted();
     void StartScouting();
     void BecomeCandidate(bool transfer);
     void BecomeLeader();

@@ -1,5 +1,7 @@
 // Fencing tokens (departure 7): a downstream store accepts a write only if its token is not older
 // than the newest token it has seen. Tokens come from LeadershipSnapshot::fencing_token.
+//
+// "Departure N" refers to the numbered departures from BlazingMQ in docs/design.md.
 #pragma once
 
 #include <cstdint>

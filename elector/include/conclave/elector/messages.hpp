@@ -3,10 +3,14 @@
 // This is the only message model in Conclave: the core consumes and produces it, the codec puts it
 // on the wire (CBOR) and in logs/traces (JSON), the simulator routes it, and the TLA+ spec has one
 // record type per body with the same field names.
+//
+// "Departure N" refers to the numbered departures from BlazingMQ in docs/design.md.
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string_view>
+#include <utility>
 #include <variant>
 
 #include "conclave/elector/types.hpp"
@@ -17,12 +21,14 @@ namespace conclave {
 /// Does not change anybody's term. `round` identifies the sender's scouting round so that a late
 /// reply to an older round is not counted (departure 2).
 struct ScoutingRequest {
+    static constexpr std::string_view kName = "ScoutingRequest";
     std::uint64_t round = 0;
     bool operator==(const ScoutingRequest&) const = default;
 };
 
 /// Reply to a ScoutingRequest. The envelope term echoes the proposed term of the request.
 struct ScoutingResponse {
+    static constexpr std::string_view kName = "ScoutingResponse";
     std::uint64_t round = 0;
     bool will_vote = false;
     bool operator==(const ScoutingResponse&) const = default;
@@ -32,6 +38,7 @@ struct ScoutingResponse {
 /// successor by the leader (leadership transfer): followers then vote even though they know a
 /// leader.
 struct ElectionProposal {
+    static constexpr std::string_view kName = "ElectionProposal";
     bool transfer = false;
     bool operator==(const ElectionProposal&) const = default;
 };
@@ -50,6 +57,7 @@ enum class Refusal : std::uint8_t {
 /// (higher than the proposal's when the voter has moved on). A granted response is also sent
 /// unsolicited by a follower that discovers a leader, so that the leader counts it as a supporter.
 struct ElectionResponse {
+    static constexpr std::string_view kName = "ElectionResponse";
     bool granted = false;
     Refusal refusal = Refusal::None;
     Term voter_term{};
@@ -58,6 +66,7 @@ struct ElectionResponse {
 
 /// Periodic leader heartbeat. Carries the leader's latest issued Leader Sequence Number.
 struct LeaderHeartbeat {
+    static constexpr std::string_view kName = "LeaderHeartbeat";
     Lsn lsn{};
     bool operator==(const LeaderHeartbeat&) const = default;
 };
@@ -65,17 +74,20 @@ struct LeaderHeartbeat {
 /// A follower's acknowledgement of a heartbeat in the envelope term; lets the leader run
 /// check-quorum on what it hears rather than on TCP connection state (departure 3).
 struct HeartbeatAck {
+    static constexpr std::string_view kName = "HeartbeatAck";
     bool operator==(const HeartbeatAck&) const = default;
 };
 
 /// The article's "InvalidHeartbeat": your heartbeat is stale, here is my (higher) term.
 struct HeartbeatResponse {
+    static constexpr std::string_view kName = "HeartbeatResponse";
     bool operator==(const HeartbeatResponse&) const = default;
 };
 
 /// The sender gives up its leadership of the envelope term. `successor`, when set, is the node the
 /// leader hands over to (leadership transfer): that node starts an election at once.
 struct LeadershipCession {
+    static constexpr std::string_view kName = "LeadershipCession";
     std::optional<NodeId> successor;
     bool operator==(const LeadershipCession&) const = default;
 };
@@ -91,6 +103,20 @@ struct Message {
     MessageBody body;
     bool operator==(const Message&) const = default;
 };
+
+/// Every message kind is declared once, above, with its name (`kName`, as used in traces,
+/// metrics, the wire and the TLA+ spec); the tables below are derived from the variant, so a body
+/// without a name fails to compile.
+inline constexpr std::size_t kMessageKindCount = std::variant_size_v<MessageBody>;
+
+template <class Variant, std::size_t... I>
+constexpr std::array<std::string_view, sizeof...(I)> body_names(std::index_sequence<I...>) {
+    return {std::variant_alternative_t<I, Variant>::kName...};
+}
+
+/// Names of MessageBody's alternatives, by index.
+inline constexpr std::array<std::string_view, kMessageKindCount> kMessageNames =
+    body_names<MessageBody>(std::make_index_sequence<kMessageKindCount>{});
 
 /// The name of a message body, as used in traces, metrics and the TLA+ spec.
 std::string_view message_name(const MessageBody& body);

@@ -1,25 +1,11 @@
-// Always-on invariant checks (TigerStyle): a violated invariant stops the node at the line where
-// the assumption broke, in release builds too. Tests may install a handler that throws instead, to
-// prove that planted bugs are caught.
+// Forwarding header: the always-on checks moved to the vocabulary library (core/). Kept so that
+// code including the old path still compiles.
 #pragma once
 
+#include "conclave/core/check.hpp"
+
 namespace conclave::replication {
-
-/// Called with a description of the violated invariant. Must not return normally (abort or throw).
-using InvariantFailureHandler = void (*)(const char* what);
-
-/// Installs `handler` (nullptr restores the default: print to stderr and abort). Returns the old
-/// one.
-InvariantFailureHandler set_invariant_failure_handler(InvariantFailureHandler handler);
-
-[[noreturn]] void invariant_failed(const char* file, int line, const char* condition,
-                                   const char* message);
-
+using ::conclave::invariant_failed;
+using ::conclave::InvariantFailureHandler;
+using ::conclave::set_invariant_failure_handler;
 }  // namespace conclave::replication
-
-#define CONCLAVE_CHECK(condition, message)                                                      \
-    do {                                                                                        \
-        if (!(condition)) {                                                                     \
-            ::conclave::replication::invariant_failed(__FILE__, __LINE__, #condition, message); \
-        }                                                                                       \
-    } while (false)

@@ -90,6 +90,17 @@ struct LogCounters {
     std::uint64_t messages_dropped = 0;   // malformed or from an unknown sender
     std::uint64_t two_leader_alarms = 0;  // a second node claimed leadership of one term
     std::uint64_t stale_completions = 0;  // persisted() for an LSN no longer in the log
+    /// Messages dropped because no correct node could have sent them (they contradict a committed
+    /// entry, name one LSN for two entries, commit between entries, ...): a broken or lying peer.
+    std::uint64_t protocol_violation_alarms = 0;
+};
+
+/// The last protocol violation seen (LogCounters::protocol_violation_alarms), for logs and
+/// /status: what was wrong, who sent it, in which term. `reason` is a static string.
+struct LogViolation {
+    const char* reason = "";
+    NodeId from{};
+    Term term{};
 };
 
 class ReplicatedLog {
@@ -119,6 +130,8 @@ class ReplicatedLog {
     const LogState& state() const { return state_; }
     const LogConfig& config() const { return config_; }
     const LogCounters& counters() const { return counters_; }
+    /// Valid when counters().protocol_violation_alarms > 0.
+    const LogViolation& last_violation() const { return last_violation_; }
     const std::vector<Entry>& entries() const { return entries_; }
     const std::vector<PeerProgress>& progress() const { return progress_; }
     const SyncProgress& sync() const { return sync_; }
@@ -169,6 +182,11 @@ class ReplicatedLog {
     void MaybeAck(bool force);
     void FailPending(ProposeError error);
     bool ValidBatch(Lsn after, const std::vector<Entry>& entries) const;
+    /// Why merging `entries` at `pos` would contradict this log, or nullptr: an LSN we hold named
+    /// for a different entry ("one LSN names one entry"), or a committed entry to be truncated.
+    const char* Contradiction(std::size_t pos, const std::vector<Entry>& entries) const;
+    /// Counts and records a message no correct peer sends; the caller drops it.
+    void Violation(const LogMessage& m, const char* reason);
 
     void Send(NodeId to, LogMessageBody body);
     void SendToAll(LogMessageBody body);
@@ -192,6 +210,7 @@ class ReplicatedLog {
     std::deque<Pending> pending_;
     std::uint8_t armed_timers_ = 0;
     LogCounters counters_;
+    LogViolation last_violation_;
     LogActions out_;
 };
 

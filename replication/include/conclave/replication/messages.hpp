@@ -6,11 +6,14 @@
 // term, which deposes the stale leader's log.
 #pragma once
 
+#include <array>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
+#include "conclave/elector/messages.hpp"
 #include "conclave/replication/entry.hpp"
 
 namespace conclave::replication {
@@ -18,11 +21,13 @@ namespace conclave::replication {
 /// A new (PASSIVE) leader asks for the receiver's log position. Answering it in term T is a durable
 /// promise never to accept log messages of a term below T.
 struct SyncRequest {
+    static constexpr std::string_view kName = "SyncRequest";
     bool operator==(const SyncRequest&) const = default;
 };
 
 /// The receiver's last and commit LSN (in the request's term), or a refusal (in a higher term).
 struct SyncResponse {
+    static constexpr std::string_view kName = "SyncResponse";
     Lsn last_lsn{};
     Lsn commit_lsn{};
     bool operator==(const SyncResponse&) const = default;
@@ -31,6 +36,7 @@ struct SyncResponse {
 /// Replicate `entries` (possibly none: a heartbeat) that follow `prev_lsn` in the leader's log, and
 /// tell the leader's commit point.
 struct Append {
+    static constexpr std::string_view kName = "Append";
     Lsn prev_lsn{};
     std::vector<Entry> entries;
     Lsn commit_lsn{};
@@ -41,6 +47,7 @@ struct Append {
 /// !ok: the append's `prev_lsn` was missing; `last_lsn` / `commit_lsn` are the receiver's, as
 /// hints where to resume (or a refusal in a higher term).
 struct AppendAck {
+    static constexpr std::string_view kName = "AppendAck";
     bool ok = false;
     Lsn prev_lsn{};  // !ok: the prev_lsn of the refused append (lets the leader spot stale
                      // refusals)
@@ -52,6 +59,7 @@ struct AppendAck {
 /// A PASSIVE leader pulls the entries after `after_lsn`, up to `up_to_lsn`, at most `max_entries`
 /// of them, from the node that has the most advanced log.
 struct FetchRequest {
+    static constexpr std::string_view kName = "FetchRequest";
     Lsn after_lsn{};
     Lsn up_to_lsn{};
     std::uint32_t max_entries = 0;
@@ -61,6 +69,7 @@ struct FetchRequest {
 /// One batch of a fetch. Empty `entries` means the responder does not have `after_lsn` (or has
 /// nothing more); `last_lsn` is the responder's last LSN.
 struct FetchResponse {
+    static constexpr std::string_view kName = "FetchResponse";
     Lsn after_lsn{};
     std::vector<Entry> entries;
     Lsn last_lsn{};
@@ -69,6 +78,11 @@ struct FetchResponse {
 
 using LogMessageBody =
     std::variant<SyncRequest, SyncResponse, Append, AppendAck, FetchRequest, FetchResponse>;
+
+/// Names of LogMessageBody's alternatives, by index, derived from each body's `kName`.
+inline constexpr std::array<std::string_view, std::variant_size_v<LogMessageBody>>
+    kLogMessageNames =
+        body_names<LogMessageBody>(std::make_index_sequence<std::variant_size_v<LogMessageBody>>{});
 
 struct LogMessage {
     NodeId from{};

@@ -209,6 +209,14 @@ class Simulator {
     /// it (its outcome is reported later), nullopt if refused (or n is down or paused).
     std::optional<Lsn> propose_now(NodeId n);
 
+    // ---- Hostile input (tests/sim/hostile_test.cpp) --------------------------------------------
+    /// Hands `m` to node `to`'s elector now, as if it had arrived from the network, whatever its
+    /// `from` and field values (a forged frame that passed the decoder). False when `to` is not a
+    /// live, running node or the run has stopped.
+    bool inject(NodeId to, const Message& m);
+    /// The same for `to`'s log core (SimOptions::log).
+    bool inject_log(NodeId to, const replication::LogMessage& m);
+
   private:
     enum class LogInput : std::uint8_t {
         Start,

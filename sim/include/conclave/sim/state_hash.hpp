@@ -62,6 +62,8 @@ inline PackedMessage pack(NodeId to, const Message& m) {
             } else if constexpr (std::is_same_v<T, LeadershipCession>) {
                 p.body = optional_node_code(b.successor);
             } else {
+                // Bodies not listed above carry no field; a new one with fields must be listed.
+                static_assert(std::is_empty_v<T>, "pack() must hash every field of every body");
                 p.body = 0;
             }
         },

@@ -1,0 +1,28 @@
+// Hostile input: messages handed straight to a node's cores, bypassing the simulated network (a
+// forged frame from anywhere). The run's invariants are checked after the step as for any input.
+#include "conclave/sim/simulator.hpp"
+
+namespace conclave::sim {
+
+bool Simulator::inject(NodeId to, const Message& m) {
+    const std::size_t n = to.value;
+    if (!started_ || n >= options_.nodes || !cores_[n] || paused(to) || violation_) {
+        return false;
+    }
+    perform(n, action_for(m.body), cores_[n]->receive(now(), m), &m);
+    return true;
+}
+
+bool Simulator::inject_log(NodeId to, const replication::LogMessage& m) {
+    const std::size_t n = to.value;
+    if (!started_ || !options_.log || n >= options_.nodes || !logs_[n] || paused(to) ||
+        violation_) {
+        return false;
+    }
+    log_input(
+        n, LogInput::Receive,
+        [&](replication::ReplicatedLog& log) { return log.receive(now(), m); }, &m);
+    return true;
+}
+
+}  // namespace conclave::sim
