@@ -183,8 +183,8 @@ bool Connection::certificate_names(const std::string& id, std::string& names) {
         return false;
     }
     bool match = false;
-    auto* sans = static_cast<GENERAL_NAMES*>(
-        X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr));
+    auto* sans =
+        static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr));
     X509_free(cert);
     if (sans == nullptr) {
         // No subjectAltName: the common name is the identity.
@@ -291,8 +291,8 @@ void Connection::handle_frame(Frame& frame) {
             }
             if (owner->has_secret()) {
                 const auto& dialer = owner->membership_.at(*peer_).id;
-                if (!mac_equal(mac, owner->peer_mac(HandshakeRole::Dialer, dialer, peer_nonce_,
-                                                    nonce_))) {
+                if (!mac_equal(
+                        mac, owner->peer_mac(HandshakeRole::Dialer, dialer, peer_nonce_, nonce_))) {
                     close_refused(HandshakeRefusal::AuthFailed,
                                   "the confirmation of '" + dialer +
                                       "' does not prove the cluster secret (wrong or missing MAC)");

@@ -69,7 +69,8 @@ std::span<const std::uint8_t> as_bytes(std::string_view s) {
 }  // namespace
 
 std::vector<std::uint8_t> encode_hello(const Hello& hello) {
-    json j{{"kind", "hello"}, {"v", hello.version}, {"cluster", hello.cluster}, {"node", hello.node}};
+    json j{
+        {"kind", "hello"}, {"v", hello.version}, {"cluster", hello.cluster}, {"node", hello.node}};
     if (!hello.nonce.empty()) {
         j["nonce"] = json::binary(hello.nonce);
     }

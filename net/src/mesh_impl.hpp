@@ -82,7 +82,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     bool closed_ = false;
     bool hello_sent_ = false;
     bool awaiting_confirmation_ = false;  // inbound: our hello sent, waiting for the dialer's ping
-    std::vector<std::uint8_t> nonce_;       // ours (secret handshake)
+    std::vector<std::uint8_t> nonce_;     // ours (secret handshake)
     std::vector<std::uint8_t> peer_nonce_;  // inbound: the dialer's
     std::string channel_mismatch_;          // inbound: why the confirmation will be refused
     std::string source_;

@@ -9,8 +9,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cassert>
-#include <exception>
 #include <cctype>
+#include <exception>
 #include <set>
 
 namespace conclave::node {
@@ -321,7 +321,7 @@ class Session : public std::enable_shared_from_this<Session> {
         if (!security.allowed_hosts.empty()) {
             const auto host = request.find(http::field::host);
             const std::string host_name =
-                host == request.end() ? std::string() : HostOf(host->value());
+                host == request.end() ? std::string() : HostOf(Sv(host->value()));
             if (!HostAllowed(host_name)) {
                 shared_->stats.forbidden += 1;
                 return json_error(403, "forbidden_host",
@@ -330,11 +330,11 @@ class Session : public std::enable_shared_from_this<Session> {
             }
             const auto origin = request.find(http::field::origin);
             if (origin != request.end()) {
-                const std::string_view value = origin->value();
+                const std::string_view value = Sv(origin->value());
                 const std::size_t scheme = value.find("://");
-                const std::string origin_host =
-                    scheme == std::string_view::npos ? std::string()
-                                                     : HostOf(value.substr(scheme + 3));
+                const std::string origin_host = scheme == std::string_view::npos
+                                                    ? std::string()
+                                                    : HostOf(value.substr(scheme + 3));
                 if (!HostAllowed(origin_host)) {
                     shared_->stats.forbidden += 1;
                     return json_error(403, "forbidden_origin",
@@ -349,8 +349,10 @@ class Session : public std::enable_shared_from_this<Session> {
             const auto auth = request.find(http::field::authorization);
             constexpr std::string_view kBearer = "Bearer ";
             bool ok = false;
-            if (auth != request.end() && auth->value().substr(0, kBearer.size()) == kBearer) {
-                const std::string_view given = auth->value().substr(kBearer.size());
+            const std::string_view header =
+                auth == request.end() ? std::string_view() : Sv(auth->value());
+            if (header.substr(0, kBearer.size()) == kBearer) {
+                const std::string_view given = header.substr(kBearer.size());
                 ok = given.size() == security.token->size() &&
                      CRYPTO_memcmp(given.data(), security.token->data(), given.size()) == 0;
             }
@@ -367,9 +369,9 @@ class Session : public std::enable_shared_from_this<Session> {
         if (mutating) {
             const auto type = request.find(http::field::content_type);
             const bool has_type = type != request.end();
+            const std::string_view media = has_type ? Sv(type->value()) : std::string_view();
             const bool json_type =
-                has_type && beast::iequals(type->value().substr(0, type->value().find(';')),
-                                           "application/json");
+                has_type && beast::iequals(media.substr(0, media.find(';')), "application/json");
             if ((has_type && !json_type) || (!has_type && !request.body().empty())) {
                 shared_->stats.unsupported_media += 1;
                 return json_error(415, "unsupported_media_type",
@@ -378,6 +380,8 @@ class Session : public std::enable_shared_from_this<Session> {
         }
         return std::nullopt;
     }
+
+    static std::string_view Sv(beast::string_view v) { return {v.data(), v.size()}; }
 
     /// "host:port", "[v6]:port" or "host" -> lower-case host (brackets kept off).
     static std::string HostOf(std::string_view authority) {

@@ -148,8 +148,7 @@ std::optional<std::string> Node::start() {
             admin_security.allowed_hosts.push_back(host);
         }
         AdminServerLimits admin_limits;
-        admin_limits.max_connections_per_source =
-            config_.security.admin_max_connections_per_source;
+        admin_limits.max_connections_per_source = config_.security.admin_max_connections_per_source;
         admin_ = std::make_unique<AdminServer>(*io_, admin_limits, std::move(admin_security));
         register_admin_routes(*admin_, *admin_source_);
         const Endpoint& http = config_.self_entry().http;

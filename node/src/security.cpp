@@ -39,7 +39,7 @@ std::optional<std::string> check_secure_by_default(const ClusterConfig& config) 
 
 std::optional<std::string> read_secret_file(const std::string& path, const std::string& field,
                                             std::string& secret) {
-    struct stat st{};
+    struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {
         return field + ": cannot read '" + path + "': " + std::strerror(errno);
     }
@@ -111,8 +111,7 @@ std::optional<std::string> insecure_banner(const ClusterConfig& config) {
     if (!config.security.insecure) {
         return std::nullopt;
     }
-    std::string line =
-        "INSECURE MODE (\"insecure\": true): peers are not authenticated";
+    std::string line = "INSECURE MODE (\"insecure\": true): peers are not authenticated";
     if (!config.tls && config.security.secret_file.empty()) {
         line += " (no TLS, no secret_file): anyone who reaches " +
                 to_string(config.self_entry().peer) + " can join as any node";

@@ -43,7 +43,8 @@ bool RunUntil(asio::io_context& io, Predicate done) {
 }
 
 struct Fixture {
-    explicit Fixture(bool open_reads = true) : server(io, AdminServerLimits{}, security(open_reads)) {
+    explicit Fixture(bool open_reads = true)
+        : server(io, AdminServerLimits{}, security(open_reads)) {
         server.route("GET", "/healthz", [](const AdminRequest&) {
             return json_response(200, {{"healthy", true}});
         });
@@ -73,21 +74,21 @@ struct Fixture {
                                      done = true;
                                      return;
                                  }
-                                 asio::async_write(
-                                     socket, asio::buffer(raw),
-                                     [&](beast::error_code ec2, std::size_t) {
-                                         if (ec2) {
-                                             done = true;
-                                             return;
-                                         }
-                                         http::async_read(socket, buffer, response,
-                                                          [&](beast::error_code ec3, std::size_t) {
-                                                              if (!ec3) {
-                                                                  status = response.result_int();
-                                                              }
-                                                              done = true;
-                                                          });
-                                     });
+                                 asio::async_write(socket, asio::buffer(raw),
+                                                   [&](beast::error_code ec2, std::size_t) {
+                                                       if (ec2) {
+                                                           done = true;
+                                                           return;
+                                                       }
+                                                       http::async_read(
+                                                           socket, buffer, response,
+                                                           [&](beast::error_code ec3, std::size_t) {
+                                                               if (!ec3) {
+                                                                   status = response.result_int();
+                                                               }
+                                                               done = true;
+                                                           });
+                                                   });
                              });
         REQUIRE(RunUntil(io, [&] { return done; }));
         return status;
@@ -98,8 +99,9 @@ struct Fixture {
 };
 
 std::string Post(const std::string& headers, const std::string& body = "") {
-    return "POST /step-down HTTP/1.1\r\n" + headers + "Content-Length: " +
-           std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+    return "POST /step-down HTTP/1.1\r\n" + headers +
+           "Content-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" +
+           body;
 }
 
 const std::string kAuth = "Authorization: Bearer " + kToken + "\r\n";
@@ -165,7 +167,8 @@ namespace {
 
 struct TempFiles {
     TempFiles() {
-        std::string pattern = (std::filesystem::temp_directory_path() / "conclave-sec-XXXXXX").string();
+        std::string pattern =
+            (std::filesystem::temp_directory_path() / "conclave-sec-XXXXXX").string();
         REQUIRE(::mkdtemp(pattern.data()) != nullptr);
         dir = pattern;
     }
@@ -190,11 +193,11 @@ struct Prepared {
 Prepared Prepare(const std::string& config_path) {
     std::ostringstream out;
     std::ostringstream err;
-    auto result =
-        prepare_daemon({"--config", config_path, "--node-id", "n1"}, out, err);
+    auto result = prepare_daemon({"--config", config_path, "--node-id", "n1"}, out, err);
     Prepared p;
     p.err = err.str();
-    p.status = std::holds_alternative<StartupReady>(result) ? 0 : std::get<StartupExit>(result).status;
+    p.status =
+        std::holds_alternative<StartupReady>(result) ? 0 : std::get<StartupExit>(result).status;
     return p;
 }
 
@@ -228,8 +231,8 @@ TEST_CASE("conclaved refuses to start unauthenticated unless the config says ins
     CHECK(Prepare(t.write("insecure.json", Config(R"(, "insecure": true)"), 0644)).status == 0);
     CHECK(Prepare(t.write("secure.json", secure(good_secret), 0644)).status == 0);
 
-    const auto readable = Prepare(t.write(
-        "readable.json", secure(t.write("readable-secret", secret, 0644)), 0644));
+    const auto readable =
+        Prepare(t.write("readable.json", secure(t.write("readable-secret", secret, 0644)), 0644));
     CHECK(readable.status == kExitUsage);
     CHECK(readable.err.find("accessible by group or others") != std::string::npos);
 
@@ -238,7 +241,8 @@ TEST_CASE("conclaved refuses to start unauthenticated unless the config says ins
     CHECK(short_secret.status == kExitUsage);
     CHECK(short_secret.err.find("fewer than 32") != std::string::npos);
 
-    const auto empty = Prepare(t.write("empty.json", secure(t.write("empty-secret", "", 0600)), 0644));
+    const auto empty =
+        Prepare(t.write("empty.json", secure(t.write("empty-secret", "", 0600)), 0644));
     CHECK(empty.err.find("is empty") != std::string::npos);
 
     const auto missing = Prepare(t.write("missing.json", secure((t.dir / "nope").string()), 0644));

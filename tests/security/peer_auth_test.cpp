@@ -66,8 +66,8 @@ TEST_CASE("handshake MACs depend on role, ids and both nonces, never equal acros
         mac_equal(mac, handshake_mac(kSecret, HandshakeRole::Dialer, "c", "n2", "n1", nd, na)));
     CHECK_FALSE(mac_equal(
         mac, handshake_mac(kSecret, HandshakeRole::Dialer, "c", "n1", "n2", nd, random_nonce())));
-    CHECK_FALSE(
-        mac_equal(mac, handshake_mac(kSecret + "x", HandshakeRole::Dialer, "c", "n1", "n2", nd, na)));
+    CHECK_FALSE(mac_equal(
+        mac, handshake_mac(kSecret + "x", HandshakeRole::Dialer, "c", "n1", "n2", nd, na)));
     CHECK_FALSE(mac_equal({}, {}));
 }
 
@@ -79,7 +79,9 @@ TEST_CASE("finding 1: without the cluster secret nobody logs in as another node"
     REQUIRE(cluster.wait_for_leader());
     auto& n3 = *cluster.nodes[2];
     const auto port = n3.mesh->local_port();
-    const auto auth_failed = [&] { return n3.mesh->counters().refusal(HandshakeRefusal::AuthFailed); };
+    const auto auth_failed = [&] {
+        return n3.mesh->counters().refusal(HandshakeRefusal::AuthFailed);
+    };
 
     // The attacker runs on a thread of its own; the cluster keeps running on this one.
     std::atomic<int> phase{0};
@@ -116,9 +118,9 @@ TEST_CASE("finding 1: without the cluster secret nobody logs in as another node"
             const auto answer = p.read_frame();
             if (answer) {
                 const Hello theirs = decode_hello(answer->payload);
-                const bool acceptor_proven = mac_equal(
-                    theirs.mac, handshake_mac(kSecret, HandshakeRole::Acceptor, "test", "n3", "n1",
-                                              h.nonce, theirs.nonce));
+                const bool acceptor_proven =
+                    mac_equal(theirs.mac, handshake_mac(kSecret, HandshakeRole::Acceptor, "test",
+                                                        "n3", "n1", h.nonce, theirs.nonce));
                 p.send(encode_confirmation(handshake_mac(kSecret, HandshakeRole::Dialer, "test",
                                                          "n1", "n3", h.nonce, theirs.nonce)));
                 phase = 3;
@@ -133,7 +135,8 @@ TEST_CASE("finding 1: without the cluster secret nobody logs in as another node"
     const bool canary_up = run_until(
         cluster.io, [&] { return phase == 3 && n3.mesh->is_up(NodeId{0}); }, 5000ms);
     phase = 4;
-    REQUIRE(run_until(cluster.io, [&] { return phase == 5; }, 5000ms));
+    REQUIRE(run_until(
+        cluster.io, [&] { return phase == 5; }, 5000ms));
     attacker.join();
     CHECK(attacker_closed_plain);
     CHECK(attacker_closed_forged);
@@ -142,16 +145,16 @@ TEST_CASE("finding 1: without the cluster secret nobody logs in as another node"
     CHECK(canary_established);
 
     // The real n1 joins (the canary connection is gone) and the cluster keeps a leader.
-    REQUIRE(run_until(cluster.io, [&] { return !n3.mesh->is_up(NodeId{0}); }, 3000ms));
+    REQUIRE(run_until(
+        cluster.io, [&] { return !n3.mesh->is_up(NodeId{0}); }, 3000ms));
     cluster.nodes[0]->start();
     REQUIRE(run_until(
         cluster.io, [&] { return n3.mesh->is_up(NodeId{0}) && cluster.agreed_leader(); }, 5000ms));
 }
 
 TEST_CASE("finding 1: a node with a different secret is refused on both sides of the handshake") {
-    TestCluster cluster(3, [](NodeId id) {
-        return secret_options(id.value == 1 ? kSecret + "-wrong" : kSecret);
-    });
+    TestCluster cluster(
+        3, [](NodeId id) { return secret_options(id.value == 1 ? kSecret + "-wrong" : kSecret); });
     cluster.start_all();
     // n1 and n3 elect (2 of 3); n2 never comes up anywhere.
     REQUIRE(cluster.nodes[0]->mesh && cluster.nodes[2]->mesh);
@@ -198,8 +201,8 @@ TEST_CASE("finding 6: idle sockets from one source do not lock a restarted peer 
         return cluster.nodes[i]->mesh->counters().refusal(
             HandshakeRefusal::TooManyPendingFromSource);
     };
-    REQUIRE(run_until(cluster.io, [&] { return from_source(1) == 56 && from_source(2) == 56; },
-                      3000ms));
+    REQUIRE(run_until(
+        cluster.io, [&] { return from_source(1) == 56 && from_source(2) == 56; }, 3000ms));
     cluster.nodes[0]->start();
     REQUIRE(run_until(
         cluster.io,
@@ -244,7 +247,8 @@ TEST_CASE("finding 7: a peer that drops every frame after the handshake is redia
     CHECK(b.counters().bad_frame(BadFrameKind::Undecodable) >= 2);
 }
 
-TEST_CASE("finding 7: a channel mismatch (metadata on/off) is refused at the handshake, both sides") {
+TEST_CASE(
+    "finding 7: a channel mismatch (metadata on/off) is refused at the handshake, both sides") {
     const auto ports = free_ports(2);
     const Membership membership = make_membership(ports);
     asio::io_context io;

@@ -17,8 +17,9 @@
 // CRYPTO_memcmp. Each Hello also carries "channels", the bit mask of the channels its sender
 // serves: a mismatch (metadata log on at one node, off at the other) is refused at the handshake
 // on both sides instead of as a bad frame after it.
-// Ping payload: {"kind": "ping"} (+ "mac" when confirming). After the handshake a Ping is ignored by its receiver (the mesh
-// sends one to probe a connection that may be dead); any other control frame is a bad frame.
+// Ping payload: {"kind": "ping"} (+ "mac" when confirming). After the handshake a Ping is ignored
+// by its receiver (the mesh sends one to probe a connection that may be dead); any other control
+// frame is a bad frame.
 #pragma once
 
 #include <cstdint>
@@ -93,14 +94,14 @@ enum class HandshakeRefusal : std::uint8_t {
     UnknownNode,
     DuplicateNode,  // the id already has an established connection
     UnsupportedVersion,
-    WrongDirection,       // the dialer is not the lower index of the pair (or is this node)
-    WrongPeer,            // the dialed node answered with another id
-    CertificateMismatch,  // TLS: the certificate (SAN, else CN) does not name the claimed id
-    TlsFailed,            // TLS handshake failed (e.g. certificate from another CA)
-    Timeout,              // handshake not completed within the deadline (slowloris)
-    TooManyPending,       // too many connections still in their handshake
-    AuthFailed,           // cluster secret: missing or wrong MAC / nonce
-    ChannelMismatch,      // the peers serve different channels (e.g. metadata on vs off)
+    WrongDirection,            // the dialer is not the lower index of the pair (or is this node)
+    WrongPeer,                 // the dialed node answered with another id
+    CertificateMismatch,       // TLS: the certificate (SAN, else CN) does not name the claimed id
+    TlsFailed,                 // TLS handshake failed (e.g. certificate from another CA)
+    Timeout,                   // handshake not completed within the deadline (slowloris)
+    TooManyPending,            // too many connections still in their handshake
+    AuthFailed,                // cluster secret: missing or wrong MAC / nonce
+    ChannelMismatch,           // the peers serve different channels (e.g. metadata on vs off)
     TooManyPendingFromSource,  // too many handshakes in progress from one source address
 };
 // A hello that cannot be decoded is counted as bad frame "bad_handshake", not as a refusal.
