@@ -111,6 +111,8 @@ Cluster::Cluster(asio::io_context& io, ClusterOptions options)
                                   {"scouting", options_.scouting},
                                   {"data_dir", (dir_ / "data" / "{id}").string()},
                                   {"tls", nullptr},
+                                  // Loopback demo cluster behind the fault proxy (SECURITY.md).
+                                  {"insecure", true},
                                   {"log", {{"format", "text"}, {"level", "info"}}}};
         };
         std::ofstream(dir_ / "cluster.json") << base(real_nodes).dump(2) << "\n";

@@ -3,6 +3,7 @@
 #include <netinet/tcp.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/connect.hpp>
@@ -142,9 +143,13 @@ void Connection::begin_hello_exchange() {
         if (!owner) {
             return;
         }
-        const auto hello = encode_hello(owner->own_hello());
+        Hello hello = owner->own_hello();
+        if (owner->has_secret()) {
+            nonce_ = random_nonce();
+            hello.nonce = nonce_;
+        }
         hello_sent_ = true;
-        enqueue(Channel::Control, hello);
+        enqueue(Channel::Control, encode_hello(hello));
     }
     do_read();
 }
@@ -165,6 +170,43 @@ std::string Connection::peer_common_name() {
         return "";
     }
     return std::string(name.data(), static_cast<std::size_t>(n));
+}
+
+bool Connection::certificate_names(const std::string& id, std::string& names) {
+    if (!tls_) {
+        names = "(no certificate)";
+        return false;
+    }
+    X509* cert = SSL_get1_peer_certificate(tls_->native_handle());
+    if (cert == nullptr) {
+        names = "(no certificate)";
+        return false;
+    }
+    bool match = false;
+    auto* sans =
+        static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr));
+    X509_free(cert);
+    if (sans == nullptr) {
+        // No subjectAltName: the common name is the identity.
+        const std::string cn = peer_common_name();
+        names = "CN '" + cn + "'";
+        return !cn.empty() && cn == id;
+    }
+    names = "SAN {";
+    for (int i = 0; i < sk_GENERAL_NAME_num(sans); ++i) {
+        const GENERAL_NAME* name = sk_GENERAL_NAME_value(sans, i);
+        if (name->type != GEN_DNS) {
+            continue;
+        }
+        const ASN1_STRING* dns = name->d.dNSName;
+        const std::string value(reinterpret_cast<const char*>(ASN1_STRING_get0_data(dns)),
+                                static_cast<std::size_t>(ASN1_STRING_length(dns)));
+        names += " DNS:" + value;
+        match = match || value == id;
+    }
+    names += " }";
+    GENERAL_NAMES_free(sans);
+    return match;
 }
 
 void Connection::do_read() {
@@ -231,9 +273,13 @@ void Connection::handle_frame(Frame& frame) {
         if (awaiting_confirmation_) {
             // Inbound: the dialer accepted our Hello and confirms with a ping (handshake.hpp).
             bool is_ping = false;
+            std::vector<std::uint8_t> mac;
             if (frame.channel == Channel::Control) {
                 try {
                     is_ping = decode_control_kind(frame.payload) == ControlKind::Ping;
+                    if (is_ping) {
+                        mac = decode_ping_mac(frame.payload);
+                    }
                 } catch (const DecodeError&) {
                     is_ping = false;
                 }
@@ -241,6 +287,20 @@ void Connection::handle_frame(Frame& frame) {
             if (!is_ping) {
                 close_bad_frame(BadFrameKind::BadHandshake,
                                 "expected the dialer's confirmation after the hello");
+                return;
+            }
+            if (owner->has_secret()) {
+                const auto& dialer = owner->membership_.at(*peer_).id;
+                if (!mac_equal(
+                        mac, owner->peer_mac(HandshakeRole::Dialer, dialer, peer_nonce_, nonce_))) {
+                    close_refused(HandshakeRefusal::AuthFailed,
+                                  "the confirmation of '" + dialer +
+                                      "' does not prove the cluster secret (wrong or missing MAC)");
+                    return;
+                }
+            }
+            if (!channel_mismatch_.empty()) {
+                close(spdlog::level::warn, "handshake refused (channel_mismatch)");  // counted
                 return;
             }
             if (auto refusal = owner->on_confirmation(*this)) {
@@ -285,14 +345,34 @@ void Connection::handle_hello(std::span<const std::uint8_t> payload) {
     peer_ = check.peer;
     if (dialed_) {
         // Outbound: the acceptor's hello checks out; confirm, and the peer is up on our side.
-        enqueue(Channel::Control, encode_ping());
+        std::vector<std::uint8_t> mac;
+        if (owner->has_secret()) {
+            mac = owner->own_mac(HandshakeRole::Dialer, hello.node, nonce_, hello.nonce);
+        }
+        enqueue(Channel::Control, encode_confirmation(mac));
         establish();
         return;
     }
     // Inbound: answer with our hello; the peer is up once the dialer confirms it.
+    Hello answer = owner->own_hello();
+    if (owner->has_secret()) {
+        peer_nonce_ = hello.nonce;
+        nonce_ = random_nonce();
+        answer.nonce = nonce_;
+        answer.mac = owner->own_mac(HandshakeRole::Acceptor, hello.node, peer_nonce_, nonce_);
+    }
+    // A channel mismatch is refused on both sides: the dialer refuses our hello (it sees our
+    // channels), and we refuse its confirmation should it come anyway. Said here, once, clearly.
+    channel_mismatch_ = owner->channel_mismatch(hello);
+    if (!channel_mismatch_.empty()) {
+        ++owner->counters_
+              .handshake_refusals[static_cast<std::size_t>(HandshakeRefusal::ChannelMismatch)];
+        owner->log().error("{} net: {}: handshake refused (channel_mismatch): {}",
+                           owner->log_prefix(), describe(), channel_mismatch_);
+    }
     hello_sent_ = true;
     awaiting_confirmation_ = true;
-    enqueue(Channel::Control, encode_hello(owner->own_hello()));
+    enqueue(Channel::Control, encode_hello(answer));
 }
 
 void Connection::establish() {

@@ -1,6 +1,12 @@
 #include "conclave/net/handshake.hpp"
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "conclave/codec/json.hpp"
 
@@ -31,11 +37,101 @@ json parse_control(std::span<const std::uint8_t> payload) {
     return j;
 }
 
+/// An optional binary field: empty when absent; DecodeError when not binary or too long.
+std::vector<std::uint8_t> get_binary(const json& j, const char* key, std::size_t max_bytes) {
+    const auto it = j.find(key);
+    if (it == j.end()) {
+        return {};
+    }
+    if (!it->is_binary()) {
+        throw DecodeError(std::string(key) + ": expected a byte string");
+    }
+    const auto& bytes = it->get_binary();
+    if (bytes.size() > max_bytes) {
+        throw DecodeError(std::string(key) + ": longer than " + std::to_string(max_bytes) +
+                          " bytes");
+    }
+    return std::vector<std::uint8_t>(bytes.begin(), bytes.end());
+}
+
+void append_field(std::vector<std::uint8_t>& out, std::span<const std::uint8_t> bytes) {
+    const auto n = static_cast<std::uint32_t>(bytes.size());
+    for (int shift = 24; shift >= 0; shift -= 8) {
+        out.push_back(static_cast<std::uint8_t>((n >> shift) & 0xFFU));
+    }
+    out.insert(out.end(), bytes.begin(), bytes.end());
+}
+
+std::span<const std::uint8_t> as_bytes(std::string_view s) {
+    return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
+}
+
 }  // namespace
 
 std::vector<std::uint8_t> encode_hello(const Hello& hello) {
-    return json::to_cbor(json{
-        {"kind", "hello"}, {"v", hello.version}, {"cluster", hello.cluster}, {"node", hello.node}});
+    json j{
+        {"kind", "hello"}, {"v", hello.version}, {"cluster", hello.cluster}, {"node", hello.node}};
+    if (!hello.nonce.empty()) {
+        j["nonce"] = json::binary(hello.nonce);
+    }
+    if (!hello.mac.empty()) {
+        j["mac"] = json::binary(hello.mac);
+    }
+    if (hello.channels) {
+        j["channels"] = *hello.channels;
+    }
+    return json::to_cbor(j);
+}
+
+std::vector<std::uint8_t> encode_confirmation(std::span<const std::uint8_t> mac) {
+    json j{{"kind", "ping"}};
+    if (!mac.empty()) {
+        j["mac"] = json::binary(std::vector<std::uint8_t>(mac.begin(), mac.end()));
+    }
+    return json::to_cbor(j);
+}
+
+std::vector<std::uint8_t> decode_ping_mac(std::span<const std::uint8_t> payload) {
+    const json j = parse_control(payload);
+    if (get_string(j, "kind") != "ping") {
+        throw DecodeError("kind: expected 'ping'");
+    }
+    return get_binary(j, "mac", kMacBytes);
+}
+
+std::vector<std::uint8_t> handshake_mac(std::string_view secret, HandshakeRole role,
+                                        std::string_view cluster, std::string_view from,
+                                        std::string_view to,
+                                        std::span<const std::uint8_t> nonce_dialer,
+                                        std::span<const std::uint8_t> nonce_acceptor) {
+    std::vector<std::uint8_t> input;
+    append_field(input, as_bytes(role == HandshakeRole::Dialer ? "conclave-dialer-v1"
+                                                               : "conclave-acceptor-v1"));
+    append_field(input, as_bytes(cluster));
+    append_field(input, as_bytes(from));
+    append_field(input, as_bytes(to));
+    append_field(input, nonce_dialer);
+    append_field(input, nonce_acceptor);
+    std::vector<std::uint8_t> mac(EVP_MAX_MD_SIZE);
+    unsigned int length = 0;
+    if (HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()), input.data(),
+             input.size(), mac.data(), &length) == nullptr) {
+        throw std::runtime_error("HMAC-SHA256 failed");
+    }
+    mac.resize(length);
+    return mac;
+}
+
+bool mac_equal(std::span<const std::uint8_t> a, std::span<const std::uint8_t> b) {
+    return a.size() == b.size() && !a.empty() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+std::vector<std::uint8_t> random_nonce() {
+    std::vector<std::uint8_t> nonce(kNonceBytes);
+    if (RAND_bytes(nonce.data(), static_cast<int>(nonce.size())) != 1) {
+        throw std::runtime_error("RAND_bytes failed");
+    }
+    return nonce;
 }
 
 std::vector<std::uint8_t> encode_ping() {
@@ -63,6 +159,11 @@ Hello decode_hello(std::span<const std::uint8_t> payload) {
     h.version = get_u64(j, "v");
     h.cluster = get_string(j, "cluster");
     h.node = get_string(j, "node");
+    h.nonce = get_binary(j, "nonce", kNonceBytes);
+    h.mac = get_binary(j, "mac", kMacBytes);
+    if (j.contains("channels")) {
+        h.channels = get_u64(j, "channels");
+    }
     return h;
 }
 
@@ -88,6 +189,12 @@ std::string_view to_string(HandshakeRefusal r) {
             return "timeout";
         case HandshakeRefusal::TooManyPending:
             return "too_many_pending";
+        case HandshakeRefusal::AuthFailed:
+            return "auth_failed";
+        case HandshakeRefusal::ChannelMismatch:
+            return "channel_mismatch";
+        case HandshakeRefusal::TooManyPendingFromSource:
+            return "too_many_pending_from_source";
     }
     return "unknown";
 }

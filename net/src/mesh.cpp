@@ -67,6 +67,14 @@ Mesh::Impl::Impl(asio::io_context& io, Membership membership, NodeId self, MeshO
             "handshake_timeout / reconnect_initial / reconnect_max: must be positive and "
             "reconnect_max >= reconnect_initial");
     }
+    if (options_.secret && options_.secret->size() < kMinSecretBytes) {
+        throw std::invalid_argument("secret: must be at least " + std::to_string(kMinSecretBytes) +
+                                    " bytes");
+    }
+    if (options_.max_pending_per_source == 0 || options_.backoff_reset_after < Millis{0}) {
+        throw std::invalid_argument(
+            "max_pending_per_source / backoff_reset_after: must be positive");
+    }
     if (!options_.logger) {
         options_.logger = spdlog::default_logger();
     }
@@ -84,7 +92,62 @@ std::string Mesh::Impl::log_prefix() const {
 }
 
 Hello Mesh::Impl::own_hello() const {
-    return Hello{kProtocolVersion, membership_.cluster, membership_.at(self_).id};
+    Hello hello{kProtocolVersion, membership_.cluster, membership_.at(self_).id};
+    hello.channels = served_channels();
+    return hello;
+}
+
+std::uint64_t Mesh::Impl::served_channels() const {
+    std::uint64_t mask = 1;  // Control
+    for (std::size_t i = 1; i < kChannelCount; ++i) {
+        if (handlers_[i]) {
+            mask |= std::uint64_t{1} << i;
+        }
+    }
+    return mask;
+}
+
+std::string Mesh::Impl::channel_mismatch(const Hello& hello) const {
+    if (!hello.channels || *hello.channels == served_channels()) {
+        return "";
+    }
+    std::string detail = "node '" + hello.node + "' serves channels {";
+    std::string mine = "this node serves {";
+    for (std::size_t i = 0; i < kChannelCount; ++i) {
+        const auto bit = std::uint64_t{1} << i;
+        const std::string name(to_string(static_cast<Channel>(i)));
+        if ((*hello.channels & bit) != 0) {
+            detail += " " + name;
+        }
+        if ((served_channels() & bit) != 0) {
+            mine += " " + name;
+        }
+    }
+    return detail + " } but " + mine +
+           " }: check that both have the same config (e.g. metadata.enabled)";
+}
+
+std::vector<std::uint8_t> Mesh::Impl::own_mac(HandshakeRole role, const std::string& peer,
+                                              std::span<const std::uint8_t> nonce_dialer,
+                                              std::span<const std::uint8_t> nonce_acceptor) const {
+    return handshake_mac(*options_.secret, role, membership_.cluster, membership_.at(self_).id,
+                         peer, nonce_dialer, nonce_acceptor);
+}
+
+std::vector<std::uint8_t> Mesh::Impl::peer_mac(HandshakeRole role, const std::string& peer,
+                                               std::span<const std::uint8_t> nonce_dialer,
+                                               std::span<const std::uint8_t> nonce_acceptor) const {
+    return handshake_mac(*options_.secret, role, membership_.cluster, peer,
+                         membership_.at(self_).id, nonce_dialer, nonce_acceptor);
+}
+
+void Mesh::Impl::release_pending(const Connection& c) {
+    assert(pending_inbound_ > 0);
+    --pending_inbound_;
+    const auto it = pending_by_source_.find(c.source());
+    if (it != pending_by_source_.end() && --it->second == 0) {
+        pending_by_source_.erase(it);
+    }
 }
 
 void Mesh::Impl::start() {
@@ -105,9 +168,9 @@ void Mesh::Impl::start() {
     acceptor_.bind(endpoint);
     acceptor_.listen();
     local_port_ = acceptor_.local_endpoint().port();
-    log().info("{} net: listening on {}:{} (cluster '{}', {} nodes, tls {})", log_prefix(),
-               endpoint.address().to_string(), local_port_, membership_.cluster, membership_.size(),
-               tls_enabled() ? "on" : "off");
+    log().info("{} net: listening on {}:{} (cluster '{}', {} nodes, tls {}, secret {})",
+               log_prefix(), endpoint.address().to_string(), local_port_, membership_.cluster,
+               membership_.size(), tls_enabled() ? "on" : "off", has_secret() ? "on" : "off");
     do_accept();
     for (std::size_t i = self_.value + 1U; i < membership_.size(); ++i) {
         dial(NodeId{static_cast<std::uint16_t>(i)});
@@ -150,7 +213,17 @@ void Mesh::Impl::do_accept() {
             return;
         }
         ++self->counters_.connections_accepted;
-        if (self->pending_inbound_ >= self->options_.max_pending_inbound) {
+        error_code source_ec;
+        const auto source_ep = socket.remote_endpoint(source_ec);
+        const std::string source = source_ec ? "?" : source_ep.address().to_string();
+        const auto from_source = self->pending_by_source_.find(source);
+        if (from_source != self->pending_by_source_.end() &&
+            from_source->second >= self->options_.max_pending_per_source) {
+            ++self->counters_.handshake_refusals[static_cast<std::size_t>(
+                HandshakeRefusal::TooManyPendingFromSource)];
+            // Not logged per connection: a flood would flood the log; the counter shows it.
+            socket.close(source_ec);
+        } else if (self->pending_inbound_ >= self->options_.max_pending_inbound) {
             ++self->counters_
                   .handshake_refusals[static_cast<std::size_t>(HandshakeRefusal::TooManyPending)];
             error_code ep_ec;
@@ -165,6 +238,8 @@ void Mesh::Impl::do_accept() {
                                                   std::nullopt);
             self->connections_.insert(c);
             ++self->pending_inbound_;
+            ++self->pending_by_source_[source];
+            c->set_source(source);
             c->start_inbound();
         }
         self->do_accept();
@@ -216,12 +291,41 @@ HelloCheck Mesh::Impl::on_hello(Connection& c, const Hello& hello) {
     }
     const NodeId peer = *check.peer;
     if (tls_enabled() && options_.tls->check_common_name) {
-        const std::string cn = c.peer_common_name();
-        if (cn != hello.node) {
+        std::string names;
+        if (!c.certificate_names(hello.node, names)) {
             check.peer.reset();
             check.refusal = HandshakeRefusal::CertificateMismatch;
-            check.detail =
-                "hello claims '" + hello.node + "' but the certificate names '" + cn + "'";
+            check.detail = "hello claims '" + hello.node + "' but the certificate names " + names;
+            return check;
+        }
+    }
+    if (has_secret()) {
+        bool proven = false;
+        std::string why;
+        if (!c.dialed()) {
+            // Inbound: the dialer proves itself in its confirmation; here it must send a nonce.
+            proven = hello.nonce.size() == kNonceBytes;
+            why = "hello without a " + std::to_string(kNonceBytes) +
+                  "-byte nonce (is the peer configured with the cluster secret?)";
+        } else {
+            proven = hello.nonce.size() == kNonceBytes &&
+                     mac_equal(hello.mac, peer_mac(HandshakeRole::Acceptor, hello.node, c.nonce(),
+                                                   hello.nonce));
+            why = "the answer of '" + hello.node +
+                  "' does not prove the cluster secret (wrong or missing MAC)";
+        }
+        if (!proven) {
+            check.peer.reset();
+            check.refusal = HandshakeRefusal::AuthFailed;
+            check.detail = why;
+            return check;
+        }
+    }
+    if (c.dialed()) {
+        if (auto mismatch = channel_mismatch(hello); !mismatch.empty()) {
+            check.peer.reset();
+            check.refusal = HandshakeRefusal::ChannelMismatch;
+            check.detail = mismatch;
             return check;
         }
     }
@@ -256,11 +360,10 @@ void Mesh::Impl::on_established(const std::shared_ptr<Connection>& c) {
     auto& slot = *peers_[peer.value];
     assert(!slot.up);
     if (!c->dialed()) {
-        assert(pending_inbound_ > 0);
-        --pending_inbound_;
+        release_pending(*c);
     } else {
         assert(slot.connection == c);
-        slot.backoff = options_.reconnect_initial;
+        // The backoff is reset in on_frame, once this connection has proven stable.
     }
     slot.connection = c;
     slot.up = true;
@@ -286,7 +389,13 @@ std::optional<FrameRejection> Mesh::Impl::on_frame(Connection& c, Frame& frame) 
                               "channel " + std::to_string(channel_index) + " is not served"};
     }
     ++counters_.frames_in[channel_index];
-    peers_[peer.value]->last_contact = std::chrono::steady_clock::now();
+    auto& slot = *peers_[peer.value];
+    const auto now = std::chrono::steady_clock::now();
+    slot.last_contact = now;
+    if (c.dialed() && slot.backoff != options_.reconnect_initial && slot.up_since &&
+        now - *slot.up_since >= options_.backoff_reset_after) {
+        slot.backoff = options_.reconnect_initial;
+    }
     if (frame.channel == Channel::Control) {
         try {
             if (decode_control_kind(frame.payload) == ControlKind::Ping) {
@@ -305,8 +414,7 @@ std::optional<FrameRejection> Mesh::Impl::on_frame(Connection& c, Frame& frame) 
 void Mesh::Impl::on_closed(const std::shared_ptr<Connection>& c) {
     connections_.erase(c);
     if (!c->dialed() && !c->established()) {
-        assert(pending_inbound_ > 0);
-        --pending_inbound_;
+        release_pending(*c);
     }
     const auto who = c->established() ? c->peer() : c->dialed();
     if (!who) {

@@ -7,6 +7,7 @@
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <deque>
+#include <map>
 #include <memory>
 #include <random>
 #include <set>
@@ -47,6 +48,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
     const std::string& remote() const { return remote_; }
     /// TLS: the common name of the peer certificate ("" without TLS or without a CN).
     std::string peer_common_name();
+    /// TLS: whether the peer certificate names `id` (SAN DNS entries, else the CN); `names`
+    /// receives what it names, for the log line.
+    bool certificate_names(const std::string& id, std::string& names);
+    /// Secret handshake: this side's nonce (empty without a secret).
+    const std::vector<std::uint8_t>& nonce() const { return nonce_; }
+    /// Inbound: the source address counted against max_pending_per_source.
+    void set_source(std::string source) { source_ = std::move(source); }
+    const std::string& source() const { return source_; }
 
   private:
     void on_connected();
@@ -73,6 +82,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     bool closed_ = false;
     bool hello_sent_ = false;
     bool awaiting_confirmation_ = false;  // inbound: our hello sent, waiting for the dialer's ping
+    std::vector<std::uint8_t> nonce_;     // ours (secret handshake)
+    std::vector<std::uint8_t> peer_nonce_;  // inbound: the dialer's
+    std::string channel_mismatch_;          // inbound: why the confirmation will be refused
+    std::string source_;
     FrameDecoder decoder_;
     std::array<std::uint8_t, 16384> read_buffer_{};
     std::deque<std::vector<std::uint8_t>> queue_;
@@ -108,6 +121,20 @@ struct Mesh::Impl : std::enable_shared_from_this<Mesh::Impl> {
     std::optional<FrameRejection> on_frame(Connection& c, Frame& frame);
     void on_closed(const std::shared_ptr<Connection>& c);
     bool tls_enabled() const { return tls_context_ != nullptr; }
+    bool has_secret() const { return options_.secret.has_value(); }
+    /// MAC computed by this node (`role`) for the handshake with `peer`.
+    std::vector<std::uint8_t> own_mac(HandshakeRole role, const std::string& peer,
+                                      std::span<const std::uint8_t> nonce_dialer,
+                                      std::span<const std::uint8_t> nonce_acceptor) const;
+    /// MAC that `peer` (`role`) must present.
+    std::vector<std::uint8_t> peer_mac(HandshakeRole role, const std::string& peer,
+                                       std::span<const std::uint8_t> nonce_dialer,
+                                       std::span<const std::uint8_t> nonce_acceptor) const;
+    /// Bit mask of the channels this node serves (Hello "channels").
+    std::uint64_t served_channels() const;
+    /// Describes a channel mismatch with `hello`, or "" when they agree (or it is unannounced).
+    std::string channel_mismatch(const Hello& hello) const;
+    void release_pending(const Connection& c);
 
     // ---- Internal ----
     void do_accept();
@@ -127,6 +154,7 @@ struct Mesh::Impl : std::enable_shared_from_this<Mesh::Impl> {
     std::vector<std::unique_ptr<PeerSlot>> peers_;       // indexed by NodeId; self's slot unused
     std::set<std::shared_ptr<Connection>> connections_;  // every open connection
     std::size_t pending_inbound_ = 0;
+    std::map<std::string, std::size_t> pending_by_source_;
     std::array<FrameHandler, kChannelCount> handlers_;
     std::vector<PeerHandler> peer_handlers_;
     MeshCounters counters_;

@@ -1,5 +1,7 @@
 #include "conclave/node/admin_server.hpp"
 
+#include <openssl/crypto.h>
+
 #include <algorithm>
 #include <array>
 #include <boost/asio/ip/tcp.hpp>
@@ -7,6 +9,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cassert>
+#include <cctype>
 #include <exception>
 #include <set>
 
@@ -33,11 +36,18 @@ class Session;
 }  // namespace
 
 struct AdminServer::Shared {
-    explicit Shared(asio::io_context& io_context, AdminServerLimits server_limits)
-        : io(io_context), limits(server_limits), acceptor(io_context), retry_timer(io_context) {}
+    Shared(asio::io_context& io_context, AdminServerLimits server_limits,
+           AdminSecurity server_security)
+        : io(io_context),
+          limits(server_limits),
+          security(std::move(server_security)),
+          acceptor(io_context),
+          retry_timer(io_context) {}
 
     asio::io_context& io;
     AdminServerLimits limits;
+    AdminSecurity security;
+    std::map<std::string, std::size_t> per_source;  // open connections by source address
     std::map<std::string, std::map<std::string, AdminHandler>> routes;  // path -> method -> handler
     // Asynchronous handlers; each also has a (never called) entry in `routes` for 404/405.
     std::map<std::string, std::map<std::string, AsyncAdminHandler>> async_routes;
@@ -145,10 +155,16 @@ class Session : public std::enable_shared_from_this<Session> {
         const auto endpoint = stream_.socket().remote_endpoint(ec);
         if (!ec) {
             remote_ = endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
+            source_ = endpoint.address().to_string();
         }
+        shared_->per_source[source_] += 1;
     }
 
     ~Session() {
+        const auto it = shared_->per_source.find(source_);
+        if (it != shared_->per_source.end() && --it->second == 0) {
+            shared_->per_source.erase(it);
+        }
         shared_->sessions.erase(this);
         if (refuse_) {
             shared_->refusing -= 1;
@@ -245,6 +261,9 @@ class Session : public std::enable_shared_from_this<Session> {
             shared_->stats.bad_requests += 1;
             return json_error(400, "bad_request", *error);
         }
+        if (auto refusal = CheckAccess(request)) {
+            return refusal;
+        }
         const auto path = shared_->routes.find(admin.path);
         if (path == shared_->routes.end()) {
             return json_error(404, "not_found", "no such endpoint: " + admin.path.substr(0, 200));
@@ -294,6 +313,105 @@ class Session : public std::enable_shared_from_this<Session> {
         } catch (...) {
             return json_error(500, "internal", "unknown exception in handler");
         }
+    }
+
+    /// AdminSecurity's checks (header comment there); nullopt when the request may proceed.
+    std::optional<AdminResponse> CheckAccess(const http::request<http::string_body>& request) {
+        const AdminSecurity& security = shared_->security;
+        if (!security.allowed_hosts.empty()) {
+            const auto host = request.find(http::field::host);
+            const std::string host_name =
+                host == request.end() ? std::string() : HostOf(Sv(host->value()));
+            if (!HostAllowed(host_name)) {
+                shared_->stats.forbidden += 1;
+                return json_error(403, "forbidden_host",
+                                  "Host '" + host_name.substr(0, 100) +
+                                      "' is not a name of this node (admin.hosts)");
+            }
+            const auto origin = request.find(http::field::origin);
+            if (origin != request.end()) {
+                const std::string_view value = Sv(origin->value());
+                const std::size_t scheme = value.find("://");
+                const std::string origin_host = scheme == std::string_view::npos
+                                                    ? std::string()
+                                                    : HostOf(value.substr(scheme + 3));
+                if (!HostAllowed(origin_host)) {
+                    shared_->stats.forbidden += 1;
+                    return json_error(403, "forbidden_origin",
+                                      "Origin '" + std::string(value.substr(0, 100)) +
+                                          "' is not this node (cross-site request refused)");
+                }
+            }
+        }
+        const bool mutating =
+            request.method() != http::verb::get && request.method() != http::verb::head;
+        if (security.token && (mutating || !security.open_reads)) {
+            const auto auth = request.find(http::field::authorization);
+            constexpr std::string_view kBearer = "Bearer ";
+            bool ok = false;
+            const std::string_view header =
+                auth == request.end() ? std::string_view() : Sv(auth->value());
+            if (header.substr(0, kBearer.size()) == kBearer) {
+                const std::string_view given = header.substr(kBearer.size());
+                ok = given.size() == security.token->size() &&
+                     CRYPTO_memcmp(given.data(), security.token->data(), given.size()) == 0;
+            }
+            if (!ok) {
+                shared_->stats.unauthorized += 1;
+                AdminResponse response =
+                    json_error(401, "unauthorized",
+                               "this endpoint needs \"Authorization: Bearer <token>\" with the "
+                               "token of admin.token_file");
+                response.headers.emplace_back("WWW-Authenticate", "Bearer");
+                return response;
+            }
+        }
+        if (mutating) {
+            const auto type = request.find(http::field::content_type);
+            const bool has_type = type != request.end();
+            const std::string_view media = has_type ? Sv(type->value()) : std::string_view();
+            const bool json_type =
+                has_type && beast::iequals(media.substr(0, media.find(';')), "application/json");
+            if ((has_type && !json_type) || (!has_type && !request.body().empty())) {
+                shared_->stats.unsupported_media += 1;
+                return json_error(415, "unsupported_media_type",
+                                  "request bodies must be Content-Type: application/json");
+            }
+        }
+        return std::nullopt;
+    }
+
+    static std::string_view Sv(beast::string_view v) { return {v.data(), v.size()}; }
+
+    /// "host:port", "[v6]:port" or "host" -> lower-case host (brackets kept off).
+    static std::string HostOf(std::string_view authority) {
+        std::string_view host = authority;
+        if (!host.empty() && host.front() == '[') {
+            const std::size_t close = host.find(']');
+            host = close == std::string_view::npos ? std::string_view() : host.substr(1, close - 1);
+        } else if (const std::size_t colon = host.find(':'); colon != std::string_view::npos) {
+            host = host.substr(0, colon);
+        }
+        if (const std::size_t slash = host.find('/'); slash != std::string_view::npos) {
+            host = host.substr(0, slash);
+        }
+        std::string lower(host);
+        for (char& c : lower) {
+            c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        }
+        return lower;
+    }
+
+    bool HostAllowed(const std::string& host) const {
+        if (host.empty()) {
+            return false;
+        }
+        for (const std::string& allowed : shared_->security.allowed_hosts) {
+            if (beast::iequals(allowed, host)) {
+                return true;
+            }
+        }
+        return false;
     }
 
     void Respond(AdminResponse admin, bool keep_alive, std::chrono::milliseconds timeout) {
@@ -367,6 +485,7 @@ class Session : public std::enable_shared_from_this<Session> {
     std::optional<http::request_parser<http::string_body>> parser_;
     http::response<http::string_body> response_;
     std::string remote_;
+    std::string source_;  // remote address without the port (per-source limit)
     unsigned version_ = 11;
     std::size_t served_ = 0;
     std::array<char, 4096> drain_buffer_{};
@@ -393,7 +512,16 @@ void OnAccept(const std::shared_ptr<Shared>& shared, boost::system::error_code e
     }
     shared->stats.connections_accepted += 1;
     const std::size_t limit = shared->limits.max_connections;
-    if (shared->stats.connections_active < limit) {
+    boost::system::error_code source_ec;
+    const auto source = socket.remote_endpoint(source_ec);
+    const auto from_source =
+        shared->per_source.find(source_ec ? std::string() : source.address().to_string());
+    if (from_source != shared->per_source.end() &&
+        from_source->second >= shared->limits.max_connections_per_source) {
+        // One host holding its share of slots: close at once, no 503 (that would hold a slot).
+        shared->stats.connections_refused += 1;
+        socket.close(source_ec);
+    } else if (shared->stats.connections_active < limit) {
         std::make_shared<Session>(shared, std::move(socket), false)->Start();
     } else {
         shared->stats.connections_refused += 1;
@@ -432,8 +560,9 @@ AdminResponse json_error(unsigned status, std::string_view error, std::string_vi
     return response;
 }
 
-AdminServer::AdminServer(boost::asio::io_context& io, AdminServerLimits limits)
-    : shared_(std::make_shared<Shared>(io, limits)) {
+AdminServer::AdminServer(boost::asio::io_context& io, AdminServerLimits limits,
+                         AdminSecurity security)
+    : shared_(std::make_shared<Shared>(io, limits, std::move(security))) {
     assert(limits.max_connections > 0);
     assert(limits.max_requests_per_connection > 0);
     assert(limits.request_timeout.count() > 0);

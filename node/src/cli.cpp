@@ -2,6 +2,8 @@
 
 #include <ostream>
 
+#include "conclave/node/security.hpp"
+
 #ifndef CONCLAVE_VERSION
 #define CONCLAVE_VERSION "unknown"
 #endif
@@ -26,8 +28,11 @@ cluster config, with an HTTP admin interface on the node's "http" endpoint.
 Options:
   --config FILE     cluster config (JSON): cluster name, nodes (id, peer, http),
                     profile ("default", "fast", "reference") and timing overrides,
-                    scouting, check_quorum, data_dir, tls, log (format, level);
-                    see node/README.md
+                    scouting, check_quorum, data_dir, tls, log (format, level),
+                    secret_file, admin (token_file, ...), insecure;
+                    see node/README.md. Refused unless peers authenticate (tls
+                    or secret_file) and the admin API has a token_file, or the
+                    config says "insecure": true (loopback demos; see SECURITY.md)
   --node-id ID      which of the configured nodes this process is
   --print-config    print the effective config for this node as JSON and exit
                     (profile and overrides resolved, {id} substituted)
@@ -38,6 +43,9 @@ Options also accept the --option=VALUE form.
 Admin HTTP endpoints:
   GET /status, GET /metrics (Prometheus text), GET /healthz,
   POST /transfer-leadership?to=ID, POST /step-down
+  POST requests need "Authorization: Bearer <token>" (admin.token_file) unless
+  insecure, and a JSON body (Content-Type: application/json); a Host or Origin
+  that is not this node (or localhost) is refused with 403.
 
 Signals:
   SIGTERM, SIGINT   graceful stop: a leader hands leadership over to another
@@ -150,6 +158,18 @@ std::variant<StartupExit, StartupReady> prepare_daemon(const std::vector<std::st
     if (options.print_config) {
         out << effective_config_json(config).dump(2) << "\n";
         return StartupExit{kExitOk};
+    }
+    // Secure by default (SECURITY.md): no unauthenticated peers or admin writes unless the config
+    // says "insecure": true; unreadable or weak secret files are refused before anything starts.
+    if (auto error = check_secure_by_default(config)) {
+        err << "conclaved: bad config: " << *error << "\n";
+        return StartupExit{kExitUsage};
+    }
+    try {
+        (void)load_security_material(config);
+    } catch (const std::runtime_error& e) {
+        err << "conclaved: bad config: " << e.what() << "\n";
+        return StartupExit{kExitUsage};
     }
     return StartupReady{std::move(options), std::move(config)};
 }

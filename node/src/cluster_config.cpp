@@ -370,6 +370,54 @@ std::optional<TlsFiles> ParseTls(const json& value) {
     return TlsFiles{file("ca"), file("cert"), file("key")};
 }
 
+// ---- Security block ("insecure", "secret_file", "admin"): kept together for easy merges. ----
+void ParseSecurity(const json& document, SecuritySettings& security) {
+    if (const json* insecure = Find(document, "insecure")) {
+        security.insecure = ExpectBool(*insecure, "insecure");
+    }
+    const auto path_field = [](const json& value, const std::string& path) -> std::string {
+        if (value.is_null()) {
+            return "";  // as written by effective_config_json for "none"
+        }
+        const std::string& text = ExpectString(value, path);
+        if (text.empty()) {
+            Fail(path, "must be a file path, got an empty string");
+        }
+        return text;
+    };
+    if (const json* secret = Find(document, "secret_file")) {
+        security.secret_file = path_field(*secret, "secret_file");
+    }
+    if (const json* admin = Find(document, "admin")) {
+        ExpectObject(*admin, "admin");
+        RejectUnknownFields(*admin, "admin",
+                            {"token_file", "open_reads", "hosts", "max_connections_per_source"});
+        if (const json* token = Find(*admin, "token_file")) {
+            security.admin_token_file = path_field(*token, "admin.token_file");
+        }
+        if (const json* open = Find(*admin, "open_reads")) {
+            security.admin_open_reads = ExpectBool(*open, "admin.open_reads");
+        }
+        if (const json* hosts = Find(*admin, "hosts")) {
+            if (!hosts->is_array()) {
+                Fail("admin.hosts", "expected an array of host names, got " + Describe(*hosts));
+            }
+            for (std::size_t i = 0; i < hosts->size(); ++i) {
+                const std::string path = "admin.hosts[" + std::to_string(i) + "]";
+                const std::string& host = ExpectString((*hosts)[i], path);
+                if (host.empty() || host.size() > 253) {
+                    Fail(path, "expected a host name, got " + Describe((*hosts)[i]));
+                }
+                security.admin_hosts.push_back(host);
+            }
+        }
+        if (const json* limit = Find(*admin, "max_connections_per_source")) {
+            security.admin_max_connections_per_source = static_cast<std::uint32_t>(
+                ExpectInteger(*limit, "admin.max_connections_per_source", 1, 10'000));
+        }
+    }
+}
+
 std::vector<NodeEntry> ParseNodes(const json& value) {
     if (!value.is_array()) {
         Fail("nodes", "expected an array of {id, peer, http}, got " + Describe(value));
@@ -432,7 +480,7 @@ ClusterConfig ParseDocument(const json& document, std::string_view node_id) {
     }
     RejectUnknownFields(document, "",
                         {"cluster", "nodes", "profile", "timing", "scouting", "check_quorum",
-                         "data_dir", "tls", "log", "metadata"});
+                         "data_dir", "tls", "log", "metadata", "insecure", "secret_file", "admin"});
     ClusterConfig config;
     const json& cluster = Require(document, "", "cluster");
     config.cluster = ExpectString(cluster, "cluster");
@@ -490,6 +538,7 @@ ClusterConfig ParseDocument(const json& document, std::string_view node_id) {
     if (const json* metadata = Find(document, "metadata")) {
         config.metadata = ParseMetadata(*metadata);
     }
+    ParseSecurity(document, config.security);
     return config;
 }
 
@@ -698,6 +747,17 @@ nlohmann::ordered_json effective_config_json(const ClusterConfig& config) {
          {{"enabled", config.metadata.enabled},
           {"fsync", metadata_fsync_name(config.metadata.fsync)},
           {"propose_timeout_ms", config.metadata.propose_timeout_ms}}},
+        {"insecure", config.security.insecure},
+        {"secret_file", config.security.secret_file.empty()
+                            ? nlohmann::ordered_json(nullptr)
+                            : nlohmann::ordered_json(config.security.secret_file)},
+        {"admin",
+         {{"token_file", config.security.admin_token_file.empty()
+                             ? nlohmann::ordered_json(nullptr)
+                             : nlohmann::ordered_json(config.security.admin_token_file)},
+          {"open_reads", config.security.admin_open_reads},
+          {"hosts", config.security.admin_hosts},
+          {"max_connections_per_source", config.security.admin_max_connections_per_source}}},
     };
 }
 

@@ -6,6 +6,7 @@
 #include "conclave/net/log_driver.hpp"
 #include "conclave/node/logging.hpp"
 #include "conclave/node/node.hpp"
+#include "conclave/node/security.hpp"
 
 namespace conclave::node {
 
@@ -111,6 +112,10 @@ void Node::create_log_driver() {
     const auto period_ms = static_cast<std::uint64_t>(log.heartbeat_period.count());
     log.propose_timeout_ticks = static_cast<std::uint32_t>(std::max<std::uint64_t>(
         1, (config_.metadata.propose_timeout_ms + period_ms - 1) / period_ms));
+    if (auto error = check_limits(log.max_key_bytes, log.max_value_bytes,
+                                  net::kDefaultMaxFrameBytes)) {  // the node's mesh limit
+        throw std::invalid_argument(*error);
+    }
     log_driver_ = std::make_unique<net::LogDriver>(
         *io_, *mesh_, *driver_,
         net::LogDriverOptions{config_.data_dir / "log", config_.metadata.fsync, log, logger_});

@@ -10,6 +10,7 @@
 #include "conclave/net/mesh.hpp"
 #include "conclave/node/leadership_metrics.hpp"
 #include "conclave/node/logging.hpp"
+#include "conclave/node/security.hpp"
 
 namespace conclave::node {
 
@@ -28,8 +29,10 @@ net::Membership membership_of(const ClusterConfig& config) {
     return m;
 }
 
-net::MeshOptions mesh_options_of(const ClusterConfig& config, const NodeOptions& options) {
+net::MeshOptions mesh_options_of(const ClusterConfig& config, const NodeOptions& options,
+                                 const SecurityMaterial& security) {
     net::MeshOptions m;
+    m.secret = security.cluster_secret;
     if (config.tls) {
         m.tls =
             net::TlsOptions{config.tls->ca_path, config.tls->cert_path, config.tls->key_path, true};
@@ -103,7 +106,11 @@ Node::Node(std::unique_ptr<boost::asio::io_context> owned_io, boost::asio::io_co
     logger_ = options_.logger ? options_.logger : make_logger(config_.self_entry().id, config_.log);
     // The mesh and the driver log through the node's logger (its format and level); the driver
     // leaves leadership changes to on_snapshot(), which logs each once with every field.
-    net::MeshOptions mesh_options = mesh_options_of(config_, options_);
+    // Secret files are read here, once (conclaved has already refused bad ones with exit 2);
+    // a file that vanished since throws std::runtime_error naming it.
+    const SecurityMaterial security = load_security_material(config_);
+    admin_token_ = security.admin_token;
+    net::MeshOptions mesh_options = mesh_options_of(config_, options_, security);
     mesh_options.logger = logger_;
     mesh_ = std::make_unique<net::Mesh>(*io_, membership_of(config_), config_.self,
                                         std::move(mesh_options));
@@ -132,7 +139,17 @@ Node::~Node() {
 std::optional<std::string> Node::start() {
     assert(!started_);
     if (options_.admin_http) {
-        admin_ = std::make_unique<AdminServer>(*io_);
+        AdminSecurity admin_security;
+        admin_security.token = admin_token_;
+        admin_security.open_reads = config_.security.admin_open_reads;
+        admin_security.allowed_hosts = {config_.self_entry().http.host, "localhost", "127.0.0.1",
+                                        "::1"};
+        for (const std::string& host : config_.security.admin_hosts) {
+            admin_security.allowed_hosts.push_back(host);
+        }
+        AdminServerLimits admin_limits;
+        admin_limits.max_connections_per_source = config_.security.admin_max_connections_per_source;
+        admin_ = std::make_unique<AdminServer>(*io_, admin_limits, std::move(admin_security));
         register_admin_routes(*admin_, *admin_source_);
         const Endpoint& http = config_.self_entry().http;
         if (auto error = admin_->listen(http.host, http.port)) {
@@ -149,6 +166,9 @@ std::optional<std::string> Node::start() {
         return "peer " + to_string(config_.self_entry().peer) + ": " + e.code().message();
     }
     started_ = true;
+    if (auto banner = insecure_banner(config_)) {
+        logger_->warn("{}", *banner);
+    }
     if (log_driver_) {
         log_driver_->start();
     }
@@ -426,6 +446,36 @@ void Node::register_metrics() {
             }
             peers_up.set(up);
         });
+    // Security (issue 15): handshake refusals by reason, admin requests refused by check.
+    auto refusals = std::make_shared<std::vector<Counter*>>();
+    for (std::size_t i = 0; i < net::kRefusalCount; ++i) {
+        const std::string reason(net::to_string(static_cast<net::HandshakeRefusal>(i)));
+        refusals->push_back(&metrics_.counter("conclave_handshake_refusals_total",
+                                              "Mesh handshakes refused, by reason",
+                                              {{"reason", reason}}));
+    }
+    const auto admin_refused = [this](const char* reason) {
+        return &metrics_.counter("conclave_admin_refused_total",
+                                 "Admin requests or connections refused, by reason",
+                                 {{"reason", reason}});
+    };
+    Counter* forbidden = admin_refused("forbidden");
+    Counter* unauthorized = admin_refused("unauthorized");
+    Counter* unsupported = admin_refused("unsupported_media_type");
+    Counter* connections = admin_refused("connection_limit");
+    metrics_.on_collect([this, refusals, forbidden, unauthorized, unsupported, connections] {
+        const net::MeshCounters& m = mesh_->counters();
+        for (std::size_t i = 0; i < net::kRefusalCount; ++i) {
+            (*refusals)[i]->set_total(static_cast<double>(m.handshake_refusals[i]));
+        }
+        if (admin_) {
+            const AdminServerStats& s = admin_->stats();
+            forbidden->set_total(static_cast<double>(s.forbidden));
+            unauthorized->set_total(static_cast<double>(s.unauthorized));
+            unsupported->set_total(static_cast<double>(s.unsupported_media));
+            connections->set_total(static_cast<double>(s.connections_refused));
+        }
+    });
 }
 
 }  // namespace conclave::node

@@ -104,6 +104,7 @@ TEST_CASE("startup: bad command line and bad config exit 2 with the reason", "[c
     CHECK(syntax.err.find("invalid JSON: parse error at line 2, column") != std::string::npos);
 
     const std::string good = R"({"cluster": "demo", "profile": "fast", "data_dir": "/tmp/x/{id}",
+      "insecure": true,
       "nodes": [{"id": "n1", "peer": "127.0.0.1:7101", "http": "127.0.0.1:8101"},
                 {"id": "n2", "peer": "127.0.0.1:7102", "http": "127.0.0.1:8102"}]})";
     write(good);

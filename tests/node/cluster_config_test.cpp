@@ -322,7 +322,18 @@ TEST_CASE("the effective config round-trips", "[config]") {
     doc["profile"] = "fast";
     doc["tls"] = {{"ca", "ca.pem"}, {"cert", "c.pem"}, {"key", "k.pem"}};
     doc["metadata"] = {{"fsync", "never"}, {"propose_timeout_ms", 500}};
+    doc["secret_file"] = "/etc/conclave/secret";
+    doc["admin"] = {{"token_file", "/etc/conclave/token"},
+                    {"open_reads", false},
+                    {"hosts", {"ops.example"}},
+                    {"max_connections_per_source", 4}};
     const ClusterConfig c = Parse(doc, "n3");
+    CHECK(c.security.secret_file == "/etc/conclave/secret");
+    CHECK(c.security.admin_token_file == "/etc/conclave/token");
+    CHECK_FALSE(c.security.admin_open_reads);
+    CHECK(c.security.admin_hosts == std::vector<std::string>{"ops.example"});
+    CHECK(c.security.admin_max_connections_per_source == 4);
+    CHECK_FALSE(c.security.insecure);
     CHECK(c.metadata.enabled);
     CHECK(c.metadata.fsync == conclave::replication::FsyncPolicy::Never);
     const auto effective = effective_config_json(c);
@@ -338,6 +349,7 @@ TEST_CASE("the effective config round-trips", "[config]") {
     CHECK(again.tls == c.tls);
     CHECK(again.log == c.log);
     CHECK(again.metadata == c.metadata);
+    CHECK(again.security == c.security);
     CHECK(again.elector.heartbeat_period == c.elector.heartbeat_period);
     CHECK(again.elector.heartbeat_check_period == c.elector.heartbeat_check_period);
     CHECK(again.elector.initial_wait == c.elector.initial_wait);

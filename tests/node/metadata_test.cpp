@@ -64,6 +64,9 @@ HttpResult request(asio::io_context& io, std::uint16_t port, http::verb verb,
     auto stream = std::make_shared<beast::tcp_stream>(io);
     auto req = std::make_shared<http::request<http::string_body>>(verb, target, 11);
     req->set(http::field::host, "127.0.0.1");
+    if (!body.empty()) {
+        req->set(http::field::content_type, "application/json");
+    }
     req->body() = body;
     req->prepare_payload();
     auto buffer = std::make_shared<beast::flat_buffer>();

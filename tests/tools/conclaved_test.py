@@ -80,6 +80,7 @@ class Cluster:
             "profile": "fast",
             "data_dir": os.path.join(root, "{id}"),
             "log": {"format": "json", "level": "info"},
+            "insecure": True,  # loopback test cluster (see SECURITY.md)
         }
         if timing:
             doc["timing"] = timing
@@ -283,6 +284,7 @@ def test_bad_configs(root):
                   {"id": "n2", "peer": "127.0.0.1:%d" % p2, "http": "127.0.0.1:%d" % h2}],
         "profile": "fast",
         "data_dir": os.path.join(root, "bad-{id}"),
+        "insecure": True,
     }
 
     def variant(mutate):

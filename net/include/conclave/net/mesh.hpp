@@ -44,7 +44,9 @@ struct TlsOptions {
     std::string ca_file;    // PEM: the cluster CA
     std::string cert_file;  // PEM: this node's certificate (chain)
     std::string key_file;   // PEM: this node's private key
-    /// Require the peer certificate's common name to equal the node id it claims in its Hello.
+    /// Require the peer certificate to name the node id it claims in its Hello: a DNS entry of
+    /// its subjectAltName equal to the id or, only for a certificate without subjectAltName,
+    /// its common name (RFC 6125: the SAN takes precedence).
     bool check_common_name = true;
 };
 
@@ -57,10 +59,21 @@ struct MeshOptions {
     Millis handshake_timeout{2000};
     /// Inbound connections allowed in their handshake at once; more are closed on accept.
     std::size_t max_pending_inbound = 64;
+    /// Of those, from one source address: idle sockets from one host cannot fill the global limit
+    /// and lock real peers out (each is also closed by handshake_timeout).
+    std::size_t max_pending_per_source = 8;
+    /// Cluster secret (raw bytes, >= kMinSecretBytes): when set, every handshake is a mutual
+    /// HMAC-SHA256 challenge-response (handshake.hpp); a peer that cannot prove it is refused
+    /// (auth_failed). Usable with or without TLS.
+    std::optional<std::string> secret{};
     /// Redial backoff: first delay, doubled per failed attempt up to the maximum; each delay is
     /// drawn uniformly from [delay/2, delay] (jitter).
     Millis reconnect_initial{50};
     Millis reconnect_max{2000};
+    /// The backoff returns to reconnect_initial only once a dialed connection has been up and
+    /// carrying frames for this long: a peer that accepts the handshake and then drops the
+    /// connection (a frame it rejects) is redialed with a growing delay, not in a storm.
+    Millis backoff_reset_after{1000};
     /// TCP keepalive: idle time before probing, probe interval, probes before the kernel drops
     /// the connection (detects a vanished host whose connection never closed).
     std::chrono::seconds keepalive_idle{10};

@@ -68,6 +68,23 @@ struct AdminServerLimits {
     /// it (so it also bounds keep-alive idleness), and for writing one response.
     std::chrono::milliseconds request_timeout{10'000};
     std::size_t max_requests_per_connection = 1000;
+    /// Connections at once from one source address; more are closed at once (counted refused),
+    /// so idle sockets from one host cannot take the slots of everybody else.
+    std::size_t max_connections_per_source = 16;
+};
+
+/// Who may use the admin API (SECURITY.md). Checked before routing, in this order:
+///   403 forbidden_host   the Host header (port ignored) is not in `allowed_hosts` (DNS rebinding)
+///   403 forbidden_origin an Origin header whose host is not in `allowed_hosts` (CSRF)
+///   401 unauthorized     a mutating request (not GET/HEAD), or any request when !open_reads,
+///                        without "Authorization: Bearer <token>" (constant-time compare)
+///   415 unsupported_media_type  a mutating request with a body (or a Content-Type) that is not
+///                        application/json
+/// An empty `allowed_hosts` disables the Host/Origin checks; no token disables the 401.
+struct AdminSecurity {
+    std::vector<std::string> allowed_hosts;  // compared case-insensitively
+    std::optional<std::string> token;
+    bool open_reads = true;
 };
 
 struct AdminServerStats {
@@ -76,12 +93,16 @@ struct AdminServerStats {
     std::uint64_t requests = 0;             // requests read (served or refused with 4xx)
     std::uint64_t bad_requests = 0;         // malformed, oversize (400, 413, 431)
     std::uint64_t timeouts = 0;             // connections cut off by request_timeout
+    std::uint64_t forbidden = 0;            // 403: foreign Host or Origin
+    std::uint64_t unauthorized = 0;         // 401: missing or wrong bearer token
+    std::uint64_t unsupported_media = 0;    // 415: non-JSON body on a mutating request
     std::size_t connections_active = 0;
 };
 
 class AdminServer {
   public:
-    explicit AdminServer(boost::asio::io_context& io, AdminServerLimits limits = {});
+    explicit AdminServer(boost::asio::io_context& io, AdminServerLimits limits = {},
+                         AdminSecurity security = {});
     /// Stops (closes the listener and every connection).
     ~AdminServer();
     AdminServer(const AdminServer&) = delete;

@@ -72,6 +72,26 @@ struct MetadataSettings {
 };
 std::string_view metadata_fsync_name(replication::FsyncPolicy p);
 
+/// Who may talk to this node ("insecure", "secret_file", "admin" fields; SECURITY.md). Parsed in
+/// its own block; the files are not opened by the parser (load_security_material does).
+struct SecuritySettings {
+    /// Run without peer authentication (no TLS, no secret) and without an admin token. Only for
+    /// loopback demos and tests; conclaved says so loudly at start-up.
+    bool insecure = false;
+    /// File holding the cluster secret (>= 32 bytes, mode 0600 or stricter); "" = none.
+    std::string secret_file;
+    /// File holding the admin bearer token (>= 32 bytes, mode 0600 or stricter); "" = none.
+    std::string admin_token_file;
+    /// GET endpoints (/status, /metrics, /healthz, GET /metadata) answer without the token.
+    bool admin_open_reads = true;
+    /// Host names (besides the node's http host, localhost, 127.0.0.1 and ::1) accepted in the
+    /// Host and Origin headers of admin requests.
+    std::vector<std::string> admin_hosts;
+    /// Concurrent admin connections from one source address.
+    std::uint32_t admin_max_connections_per_source = 16;
+    bool operator==(const SecuritySettings&) const = default;
+};
+
 struct ClusterConfig {
     std::string cluster;
     /// Membership table: nodes[i] has NodeId{i}. Ids and endpoints are unique.
@@ -89,6 +109,7 @@ struct ClusterConfig {
     std::optional<TlsFiles> tls;
     LogSettings log;
     MetadataSettings metadata;
+    SecuritySettings security;
 
     const NodeEntry& self_entry() const { return nodes.at(self.value); }
     /// The NodeId of a configured string id.

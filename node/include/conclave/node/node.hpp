@@ -152,6 +152,8 @@ class Node {
     std::unique_ptr<LeadershipMetrics> leadership_metrics_;
     std::unique_ptr<Admin> admin_source_;
     std::unique_ptr<AdminServer> admin_;
+    /// Bearer token of the admin API (security.admin_token_file), read at construction.
+    std::optional<std::string> admin_token_;
     std::vector<LeadershipCallback> subscribers_;
     std::optional<Leadership> last_;
     boost::asio::steady_timer stop_timer_;

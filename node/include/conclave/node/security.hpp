@@ -1,0 +1,51 @@
+// Secure by default: the checks conclaved runs before it starts, and the secret files.
+//
+//   - Peers must authenticate: TLS ("tls") or a cluster secret ("secret_file"), unless the config
+//     says "insecure": true.
+//   - The admin API's mutating endpoints need the bearer token of "admin.token_file" unless
+//     insecure; an admin endpoint on a wildcard address (0.0.0.0, ::) needs it too.
+//   - A secret or token file must exist, be a regular file, not be readable or writable by group
+//     or others (like ssh's private keys), and hold at least 32 bytes (trailing whitespace, e.g.
+//     the newline of `echo`, is not part of the secret).
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "conclave/node/cluster_config.hpp"
+
+namespace conclave::node {
+
+inline constexpr std::size_t kMinSecretFileBytes = 32;
+inline constexpr std::size_t kMaxSecretFileBytes = 4096;
+
+struct SecurityMaterial {
+    std::optional<std::string> cluster_secret;
+    std::optional<std::string> admin_token;
+};
+
+/// The policy errors of a config, naming the fields ("insecure", "secret_file", "tls",
+/// "admin.token_file"), or nullopt when it may run.
+std::optional<std::string> check_secure_by_default(const ClusterConfig& config);
+
+/// Reads one secret file; `field` names it in the error. Returns the secret or the error.
+std::optional<std::string> read_secret_file(const std::string& path, const std::string& field,
+                                            std::string& secret);
+
+/// Reads the secret and token files named in the config. Throws std::runtime_error naming the
+/// field and the file when one is missing, empty, too short or group/world-accessible.
+SecurityMaterial load_security_material(const ClusterConfig& config);
+
+/// Bytes of a replication frame beyond its key and value (CBOR map, term, LSNs, channel).
+inline constexpr std::size_t kEntryFrameOverheadBytes = 1024;
+
+/// Limits that contradict each other: an entry of max_key_bytes + max_value_bytes must fit in a
+/// mesh frame, or every replication of it is rejected by the receiver (and the connection
+/// reset). The message names both fields; nullopt when consistent.
+std::optional<std::string> check_limits(std::size_t max_key_bytes, std::size_t max_value_bytes,
+                                        std::size_t max_frame_bytes);
+
+/// The one loud start-up line of an insecure node (nullopt when secure).
+std::optional<std::string> insecure_banner(const ClusterConfig& config);
+
+}  // namespace conclave::node
