@@ -1,6 +1,7 @@
 #include "conclave/net/state_file.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -35,6 +36,21 @@ void fsync_path(const fs::path& path, int flags) {
 }
 
 }  // namespace
+
+void create_directories_durably(const fs::path& dir) {
+    std::error_code ec;
+    if (fs::is_directory(dir, ec)) {
+        return;
+    }
+    const fs::path parent = dir.parent_path();
+    if (!parent.empty() && parent != dir) {
+        create_directories_durably(parent);
+    }
+    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+        fail_errno("cannot create directory", dir);
+    }
+    fsync_path(parent.empty() ? fs::path(".") : parent, O_RDONLY | O_DIRECTORY);
+}
 
 std::optional<DurableState> load_durable_state(const fs::path& data_dir, std::size_t cluster_size) {
     const fs::path path = data_dir / kStateFileName;
@@ -75,12 +91,7 @@ std::optional<DurableState> load_durable_state(const fs::path& data_dir, std::si
 }
 
 void store_durable_state(const fs::path& data_dir, const DurableState& state) {
-    std::error_code ec;
-    fs::create_directories(data_dir, ec);
-    if (ec) {
-        throw StateFileError("cannot create data directory '" + data_dir.string() +
-                             "': " + ec.message());
-    }
+    create_directories_durably(data_dir);
     nlohmann::json j = state;
     j["format"] = kStateFileFormat;
     const std::string text = j.dump() + "\n";
