@@ -86,7 +86,8 @@ std::optional<DurableState> load_durable_state(const fs::path& data_dir, std::si
         return state;
     } catch (const DecodeError& e) {
         throw StateFileError("corrupt state file '" + path.string() + "': " + e.what() +
-                             "; refusing to start");
+                             "; refusing to start (restore it or, if this node's vote may be "
+                             "forgotten, remove it)");
     }
 }
 
