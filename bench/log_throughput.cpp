@@ -83,7 +83,8 @@ Result run(const Options& o, const std::string& fsync) {
     const std::string text =
         R"({"cluster": "bench", "profile": "fast", "timing": {"miss_count": 30}, "nodes": [)" +
         nodes_json + R"(], "data_dir": ")" + root.string() + R"(/{id}", "metadata": {"fsync": ")" +
-        fsync + R"(", "propose_timeout_ms": 30000}})";
+        fsync + R"(", "propose_timeout_ms": 30000)" +
+        (fsync == "never" ? R"(, "unsafe_no_fsync": true)" : "") + "}}";
     std::vector<std::unique_ptr<asio::io_context>> ios;
     std::vector<std::unique_ptr<Node>> nodes;
     for (int i = 0; i < 3; ++i) {

@@ -1,7 +1,8 @@
 // conclaved: one Conclave node as a daemon. See node/README.md and shared/notes/interfaces.md.
 //   conclaved --config FILE --node-id ID [--print-config] [--help] [--version]
 // Exit status: 0 clean stop (SIGTERM/SIGINT, after a leadership hand-over), 1 runtime failure
-// (data directory locked, port in use, state file unreadable), 2 bad command line or config.
+// (data directory locked, port in use, state file unreadable, corrupt metadata log, a storage
+// failure while running), 2 bad command line or config.
 #include <boost/asio/signal_set.hpp>
 #include <csignal>
 #include <exception>
@@ -44,6 +45,11 @@ int main(int argc, char** argv) {
         });
         node.run();
         signals.cancel();
+        if (const auto& failure = node.storage_failure()) {
+            std::cerr << "conclaved: stopped on a storage failure: " << *failure
+                      << "; fix the disk, then restart the node\n";
+            return cn::kExitFailure;
+        }
         return cn::kExitOk;
     } catch (const std::exception& e) {
         std::cerr << "conclaved: " << e.what() << "\n";

@@ -422,6 +422,9 @@ void LogDriver::fail(const std::string& what) {
             done(ProposeOutcome{ProposeStatus::Failed, lsn});
         });
     }
+    if (options_.on_storage_failure) {
+        deferred_.push_back([callback = options_.on_storage_failure, what] { callback(what); });
+    }
 }
 
 }  // namespace conclave::net

@@ -1,6 +1,7 @@
 #include "conclave/net/state_file.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -36,6 +37,21 @@ void fsync_path(const fs::path& path, int flags) {
 
 }  // namespace
 
+void create_directories_durably(const fs::path& dir) {
+    std::error_code ec;
+    if (fs::is_directory(dir, ec)) {
+        return;
+    }
+    const fs::path parent = dir.parent_path();
+    if (!parent.empty() && parent != dir) {
+        create_directories_durably(parent);
+    }
+    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+        fail_errno("cannot create directory", dir);
+    }
+    fsync_path(parent.empty() ? fs::path(".") : parent, O_RDONLY | O_DIRECTORY);
+}
+
 std::optional<DurableState> load_durable_state(const fs::path& data_dir, std::size_t cluster_size) {
     const fs::path path = data_dir / kStateFileName;
     std::error_code ec;
@@ -70,17 +86,13 @@ std::optional<DurableState> load_durable_state(const fs::path& data_dir, std::si
         return state;
     } catch (const DecodeError& e) {
         throw StateFileError("corrupt state file '" + path.string() + "': " + e.what() +
-                             "; refusing to start");
+                             "; refusing to start (restore it or, if this node's vote may be "
+                             "forgotten, remove it)");
     }
 }
 
 void store_durable_state(const fs::path& data_dir, const DurableState& state) {
-    std::error_code ec;
-    fs::create_directories(data_dir, ec);
-    if (ec) {
-        throw StateFileError("cannot create data directory '" + data_dir.string() +
-                             "': " + ec.message());
-    }
+    create_directories_durably(data_dir);
     nlohmann::json j = state;
     j["format"] = kStateFileFormat;
     const std::string text = j.dump() + "\n";

@@ -55,7 +55,10 @@ Signals:
 
 Exit status:
   0  clean stop (also after --help, --version, --print-config)
-  1  runtime failure (data directory locked by another process, port in use, ...)
+  1  runtime failure (data directory locked by another process, port in use,
+     corrupt state file or metadata log: the message names the file and offset,
+     or a storage failure while running: ENOSPC/EIO/... on the log or state file;
+     a leader hands over first)
   2  bad command line or bad config (the message names the option or field)
 )";
 }

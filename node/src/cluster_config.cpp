@@ -326,7 +326,8 @@ LogSettings ParseLog(const json& value) {
 
 MetadataSettings ParseMetadata(const json& value) {
     ExpectObject(value, "metadata");
-    RejectUnknownFields(value, "metadata", {"enabled", "fsync", "propose_timeout_ms"});
+    RejectUnknownFields(value, "metadata",
+                        {"enabled", "fsync", "propose_timeout_ms", "unsafe_no_fsync"});
     MetadataSettings metadata;
     if (const json* enabled = Find(value, "enabled")) {
         metadata.enabled = ExpectBool(*enabled, "metadata.enabled");
@@ -347,6 +348,16 @@ MetadataSettings ParseMetadata(const json& value) {
     if (const json* timeout = Find(value, "propose_timeout_ms")) {
         metadata.propose_timeout_ms = static_cast<std::uint32_t>(
             ExpectInteger(*timeout, "metadata.propose_timeout_ms", 10, 3'600'000));
+    }
+    // storage (issue 16): "never" can lose acknowledged entries on a machine crash; it needs an
+    // explicit consent.
+    if (const json* consent = Find(value, "unsafe_no_fsync")) {
+        metadata.unsafe_no_fsync = ExpectBool(*consent, "metadata.unsafe_no_fsync");
+    }
+    if (metadata.fsync == replication::FsyncPolicy::Never && !metadata.unsafe_no_fsync) {
+        Fail("metadata.fsync",
+             "\"never\" can lose acknowledged entries on a machine crash; refused unless "
+             "\"unsafe_no_fsync\": true is set too");
     }
     return metadata;
 }
@@ -746,7 +757,8 @@ nlohmann::ordered_json effective_config_json(const ClusterConfig& config) {
         {"metadata",
          {{"enabled", config.metadata.enabled},
           {"fsync", metadata_fsync_name(config.metadata.fsync)},
-          {"propose_timeout_ms", config.metadata.propose_timeout_ms}}},
+          {"propose_timeout_ms", config.metadata.propose_timeout_ms},
+          {"unsafe_no_fsync", config.metadata.unsafe_no_fsync}}},
         {"insecure", config.security.insecure},
         {"secret_file", config.security.secret_file.empty()
                             ? nlohmann::ordered_json(nullptr)

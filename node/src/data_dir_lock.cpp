@@ -8,6 +8,8 @@
 #include <cstring>
 #include <system_error>
 
+#include "conclave/net/state_file.hpp"
+
 namespace conclave::node {
 namespace {
 
@@ -57,10 +59,10 @@ DataDirLock::~DataDirLock() {
 
 std::variant<DataDirLock, DataDirLock::Error> DataDirLock::acquire(
     const std::filesystem::path& data_dir) {
-    std::error_code ec;
-    std::filesystem::create_directories(data_dir, ec);
-    if (ec) {
-        return Error{"data directory " + data_dir.string() + ": cannot create: " + ec.message()};
+    try {
+        net::create_directories_durably(data_dir);  // the new entries survive a machine crash
+    } catch (const net::StateFileError& e) {
+        return Error{"data directory " + data_dir.string() + ": cannot create: " + e.what()};
     }
     const std::filesystem::path path = data_dir / "LOCK";
     const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);

@@ -118,7 +118,10 @@ void Node::create_log_driver() {
     }
     log_driver_ = std::make_unique<net::LogDriver>(
         *io_, *mesh_, *driver_,
-        net::LogDriverOptions{config_.data_dir / "log", config_.metadata.fsync, log, logger_});
+        net::LogDriverOptions{config_.data_dir / "log", config_.metadata.fsync, log, logger_,
+                              [this](const std::string& what) {
+                                  fail_stop("metadata log storage failed: " + what);
+                              }});
 }
 
 void Node::propose(std::string key, std::string value, MetadataProposeCallback done) {
@@ -187,6 +190,11 @@ std::optional<LogStatus> Node::log_status() const {
 }
 
 void Node::register_metadata_metrics() {
+    Gauge& storage_failed = metrics_.gauge(
+        "conclave_storage_failed",
+        "1 once a storage failure (metadata log, elector state) took this node out of service");
+    metrics_.on_collect(
+        [this, &storage_failed] { storage_failed.set(storage_failure_ ? 1.0 : 0.0); });
     if (!log_driver_) {
         return;
     }

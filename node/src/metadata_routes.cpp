@@ -1,4 +1,5 @@
 // POST /metadata and GET /metadata on the admin server (see node/README.md for the contract).
+#include <algorithm>
 #include <charconv>
 #include <limits>
 
@@ -71,14 +72,6 @@ AdminResponse ProposeResponse(const MetadataProposeResult& r, const std::string&
             return json_error(503, "failed", r.detail);
     }
     return json_error(500, "internal", "unknown proposal status");
-}
-
-json ValueToJson(const std::string& value) {
-    json parsed = json::parse(value, nullptr, /*allow_exceptions=*/false);
-    if (parsed.is_discarded()) {
-        return value;  // opaque bytes proposed through the embedding API
-    }
-    return parsed;
 }
 
 }  // namespace
@@ -160,26 +153,52 @@ void register_metadata_routes(AdminServer& server, AdminSource& source) {
             }
             max = static_cast<std::size_t>(*parsed);
         }
-        const std::optional<MetadataPage> page = source.metadata_after(from, max);
-        if (!page) {
-            return json_error(503, "disabled", "this node runs no metadata log");
-        }
-        json entries = json::array();
+        // Built as text in small chunks, bounded in bytes: stored values are JSON text already
+        // (checked by json::accept, which builds no tree), so none is re-parsed into a tree and
+        // at most one chunk of entries is copied at a time (storage, issue 16).
+        constexpr std::size_t kChunk = 16;
+        std::string body = "{\"entries\":[";
+        bool first = true;
         Lsn last = from;
-        for (const replication::Entry& e : page->entries) {
-            last = e.lsn;
-            if (replication::is_sync_point(e)) {
-                continue;  // the leader's sync points carry no data
+        Lsn commit{};
+        std::size_t remaining = max;
+        while (remaining > 0 && body.size() < kMetadataPageBytes) {
+            const std::optional<MetadataPage> page =
+                source.metadata_after(last, std::min(remaining, kChunk));
+            if (!page) {
+                return json_error(503, "disabled", "this node runs no metadata log");
             }
-            entries.push_back(
-                {{"lsn", lsn_to_json(e.lsn)}, {"key", e.key}, {"value", ValueToJson(e.value)}});
+            commit = page->commit_lsn;
+            if (page->entries.empty()) {
+                break;
+            }
+            for (const replication::Entry& e : page->entries) {
+                if (remaining == 0 || body.size() >= kMetadataPageBytes) {
+                    break;
+                }
+                --remaining;
+                last = e.lsn;
+                if (replication::is_sync_point(e)) {
+                    continue;  // the leader's sync points carry no data
+                }
+                body += first ? "{\"lsn\":" : ",{\"lsn\":";
+                first = false;
+                body += lsn_to_json(e.lsn).dump();
+                body += ",\"key\":";
+                body += json(e.key).dump(-1, ' ', false, json::error_handler_t::replace);
+                body += ",\"value\":";
+                if (json::accept(e.value)) {
+                    body += e.value;
+                } else {  // opaque bytes proposed through the embedding API: served as a string
+                    body += json(e.value).dump(-1, ' ', false, json::error_handler_t::replace);
+                }
+                body += '}';
+            }
         }
-        json out = {
-            {"entries", std::move(entries)},
-            {"commit_lsn", lsn_to_json(page->commit_lsn)},
-            {"next_from", std::to_string(last.term.value) + "." + std::to_string(last.counter)}};
+        body += "],\"commit_lsn\":" + lsn_to_json(commit).dump() + ",\"next_from\":\"" +
+                std::to_string(last.term.value) + "." + std::to_string(last.counter) + "\"}\n";
         AdminResponse response;
-        response.body = out.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+        response.body = std::move(body);
         return response;
     });
 }

@@ -1,5 +1,6 @@
 #include "conclave/node/node.hpp"
 
+#include <boost/asio/post.hpp>
 #include <boost/system/system_error.hpp>
 #include <cassert>
 #include <chrono>
@@ -196,6 +197,9 @@ Leadership Node::to_leadership(const LeadershipSnapshot& s) const {
 
 void Node::on_snapshot(const LeadershipSnapshot& snapshot) {
     leadership_metrics_->on_leadership(snapshot, driver_->now());
+    if (driver_->failed()) {
+        fail_stop("the elector state file could not be written (see the critical line above)");
+    }
     const Leadership l = to_leadership(snapshot);
     if (last_ && *last_ == l) {
         return;
@@ -304,6 +308,23 @@ void Node::stop(std::function<void()> done) {
     finish_stop();
 }
 
+// storage (issue 16): out of service on a storage failure. Exiting is simpler than rejoining when
+// the disk recovers, and safe: the failed log sends no acknowledgement or sync promise any more,
+// the elector persists every vote before sending it, and a restart recovers (and re-checks) the
+// files from scratch. Posted: called from inside a driver's batch of actions.
+void Node::fail_stop(std::string why) {
+    if (storage_failure_) {
+        return;
+    }
+    storage_failure_ = std::move(why);
+    log_event(*logger_, spdlog::level::critical, "storage failure: out of service",
+              {{"reason", *storage_failure_},
+               {"action",
+                "stepping down (handing over when possible) and exiting with status 1; "
+                "fix the disk, then restart the node"}});
+    boost::asio::post(*io_, [this] { stop(); });
+}
+
 void Node::finish_stop() {
     if (log_driver_) {
         log_driver_->stop();  // pending proposals are answered (outcome unknown)
@@ -388,6 +409,10 @@ std::string Node::metrics_text() {
 }
 
 HealthReport Node::health() {
+    if (storage_failure_) {
+        return {false, "storage failure: " + *storage_failure_ +
+                           "; the node steps down and exits (fix the disk, then restart it)"};
+    }
     if (driver_->failed()) {
         return {false, "the elector stopped after a state write failure; restart the node"};
     }

@@ -87,6 +87,15 @@ std::string ReadAll(int fd, const std::filesystem::path& path) {
     }
 }
 
+// The one-line refusal: file, offset, what is wrong, what the operator can do.
+std::string Refusal(const std::filesystem::path& path, std::uint64_t offset,
+                    const std::string& what) {
+    return "corrupt metadata log file " + path.string() + " at offset " + std::to_string(offset) +
+           ": " + what +
+           "; refusing to start, the files are left unchanged (keep a copy of the directory, then "
+           "restore it from a backup or follow \"Corrupt log\" in replication/README.md)";
+}
+
 // Reads log.meta; nullopt when it does not exist. A damaged meta file is not guessed around: it is
 // replaced atomically, so damage means the disk lies, and the node must not start on a guess.
 std::optional<LogMeta> ReadMeta(const std::filesystem::path& path) {
@@ -107,9 +116,9 @@ std::optional<LogMeta> ReadMeta(const std::filesystem::path& path) {
     ::close(fd);
     if (data.size() != kMetaBytes || std::string_view(data).substr(0, 8) != kMetaMagic ||
         crc32(data.data(), kMetaBytes - 4) != get_u32(data.data() + kMetaBytes - 4)) {
-        throw std::runtime_error("corrupt meta file " + path.string() + " (" +
-                                 std::to_string(data.size()) +
-                                 " bytes, bad magic, size or checksum)");
+        throw CorruptLogError(Refusal(path, 0,
+                                      "corrupt meta file (" + std::to_string(data.size()) +
+                                          " bytes: bad magic, size or checksum)"));
     }
     LogMeta meta;
     meta.term = Term{get_u64(data.data() + 8)};
@@ -117,15 +126,68 @@ std::optional<LogMeta> ReadMeta(const std::filesystem::path& path) {
     return meta;
 }
 
+// Whether a record that passes its checksum and follows `prev` starts at `at`. Cheap checks
+// first, so that scanning a garbage tail byte by byte does not checksum at every offset.
+bool ValidRecordAt(std::string_view data, std::size_t at, Lsn prev) {
+    const std::string_view rest = data.substr(at);
+    if (rest.size() < kRecordHeaderBytes + kRecordFixedPayload) {
+        return false;
+    }
+    const std::uint32_t length = get_u32(rest.data());
+    if (length < kRecordFixedPayload || length > rest.size() - kRecordHeaderBytes) {
+        return false;
+    }
+    const std::uint64_t term = get_u64(rest.data() + kRecordHeaderBytes);
+    if (term == 0 || term < prev.term.value) {
+        return false;
+    }
+    const DecodedRecord r = decode_record(rest, FileStorage::kMaxRecordBytes);
+    return r.problem == TailProblem::None;
+}
+
+// A bad record at `offset` is a torn last record only if a crash in the middle of an append can
+// explain it: the checksum never passed (a checksummed but malformed or out-of-order record was
+// written that way: a bug or a lying disk), and no valid record starts anywhere after it.
+// Anything else throws CorruptLogError: cutting there would silently drop valid records.
+void CheckTornTail(const std::filesystem::path& path, std::string_view data, std::size_t offset,
+                   TailProblem problem, Lsn prev) {
+    const std::string what = std::string(to_string(problem));
+    if (problem == TailProblem::Malformed || problem == TailProblem::OutOfOrder) {
+        throw CorruptLogError(
+            Refusal(path, offset, what + " record with a valid checksum (not a torn write)"));
+    }
+    for (std::size_t at = offset + 1; at < data.size(); ++at) {
+        if (ValidRecordAt(data, at, prev)) {
+            throw CorruptLogError(Refusal(
+                path, offset,
+                what + " record followed by a valid record at offset " + std::to_string(at) + " (" +
+                    std::to_string(data.size() - offset) + " bytes would be lost)"));
+        }
+    }
+}
+
+// create_directories, with the parent of every directory created fsynced so that the new entry
+// survives a machine crash.
+void CreateDirectoriesDurably(const std::filesystem::path& dir) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(dir, ec)) {
+        return;
+    }
+    const auto parent = dir.parent_path();
+    if (!parent.empty() && parent != dir) {
+        CreateDirectoriesDurably(parent);
+    }
+    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+        ThrowErrno("create directory", dir);
+    }
+    FsyncDirectory(parent.empty() ? std::filesystem::path(".") : parent);
+}
+
 }  // namespace
 
 FileStorage::FileStorage(std::filesystem::path dir, FsyncPolicy policy)
     : dir_(std::move(dir)), policy_(policy) {
-    std::error_code ec;
-    std::filesystem::create_directories(dir_, ec);
-    if (ec) {
-        throw std::system_error(ec, "create directory " + dir_.string());
-    }
+    CreateDirectoriesDurably(dir_);
     const auto path = log_path();
     fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd_ < 0) {
@@ -147,17 +209,22 @@ Recovery FileStorage::recover() {
     RecoveryReport& report = result.report;
     const std::string data = ReadAll(fd_, path);
     report.file_bytes = data.size();
+    // Everything is checked before anything is changed: a refusal leaves the files as found.
+    if (auto meta = ReadMeta(meta_path())) {
+        result.log.meta = *meta;
+        report.meta_found = true;
+    }
 
     std::size_t offset = 0;
     if (data.size() < kLogMagic.size()) {
         if (kLogMagic.substr(0, data.size()) != data) {
-            throw std::runtime_error("not a Conclave log file: " + path.string());
+            throw CorruptLogError(Refusal(path, 0, "not a Conclave log file (bad magic)"));
         }
         if (!data.empty()) {  // torn while writing the magic of a fresh file
             report.problem = TailProblem::TornHeader;
         }
     } else if (std::string_view(data).substr(0, kLogMagic.size()) != kLogMagic) {
-        throw std::runtime_error("not a Conclave log file (bad magic): " + path.string());
+        throw CorruptLogError(Refusal(path, 0, "not a Conclave log file (bad magic)"));
     } else {
         offset = kLogMagic.size();
         Lsn prev = kNoLsn;
@@ -169,6 +236,7 @@ Recovery FileStorage::recover() {
             if (r.problem != TailProblem::None) {
                 report.problem = r.problem;
                 report.problem_offset = offset;
+                CheckTornTail(path, data, offset, r.problem, prev);
                 break;
             }
             offset += r.bytes;
@@ -185,28 +253,26 @@ Recovery FileStorage::recover() {
         if (::ftruncate(fd_, static_cast<off_t>(magic.size())) != 0) {
             ThrowErrno("truncate", path);
         }
-        FsyncOrThrow(fd_, path);
-        FsyncDirectory(dir_);
         size_ = magic.size();
         report.valid_bytes = 0;
     } else {
         size_ = offset;
         report.valid_bytes = offset;
-        if (offset < data.size()) {  // cut the bad tail off, durably, before anything is appended
+        if (offset < data.size()) {  // cut the torn tail off before anything is appended
             if (::ftruncate(fd_, static_cast<off_t>(offset)) != 0) {
                 ThrowErrno("truncate", path);
             }
-            FsyncOrThrow(fd_, path);
         }
     }
+    // What was read back may never have reached the disk (a crash of this process after write()
+    // but before fsync leaves it in the page cache only): make it durable before reporting it so.
+    FsyncOrThrow(fd_, path);
+    FsyncDirectory(dir_);
+    fsync_count_ += 2;
     synced_ = index_.size();
 
     std::error_code ignored;
     std::filesystem::remove(dir_ / (std::string(kMetaFileName) + ".tmp"), ignored);
-    if (auto meta = ReadMeta(meta_path())) {
-        result.log.meta = *meta;
-        report.meta_found = true;
-    }
     return result;
 }
 

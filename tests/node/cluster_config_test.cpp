@@ -239,6 +239,15 @@ TEST_CASE("every bad field is named in the error", "[config]") {
              d["metadata"] = {{"propose_timeout_ms", 0}};
          },
          "metadata.propose_timeout_ms"},
+        {[](json& d) {
+             d["metadata"] = {{"fsync", "never"}};
+         },
+         "metadata.fsync: \"never\" can lose acknowledged entries on a machine crash; refused "
+         "unless \"unsafe_no_fsync\": true is set too"},
+        {[](json& d) {
+             d["metadata"] = {{"fsync", "never"}, {"unsafe_no_fsync", "yes"}};
+         },
+         "metadata.unsafe_no_fsync: expected true"},
     };
     for (const Case& c : cases) {
         json mutated = doc;
@@ -321,7 +330,7 @@ TEST_CASE("the effective config round-trips", "[config]") {
     json doc = GoodConfig();
     doc["profile"] = "fast";
     doc["tls"] = {{"ca", "ca.pem"}, {"cert", "c.pem"}, {"key", "k.pem"}};
-    doc["metadata"] = {{"fsync", "never"}, {"propose_timeout_ms", 500}};
+    doc["metadata"] = {{"fsync", "never"}, {"propose_timeout_ms", 500}, {"unsafe_no_fsync", true}};
     doc["secret_file"] = "/etc/conclave/secret";
     doc["admin"] = {{"token_file", "/etc/conclave/token"},
                     {"open_reads", false},
@@ -339,6 +348,7 @@ TEST_CASE("the effective config round-trips", "[config]") {
     const auto effective = effective_config_json(c);
     CHECK(effective["data_dir"] == "/var/lib/conclave/n3");
     CHECK(effective["metadata"]["fsync"] == "never");
+    CHECK(effective["metadata"]["unsafe_no_fsync"] == true);
     CHECK(effective["timing"]["heartbeat_ms"] == 2000);
     CHECK(effective["timing"]["heartbeat_check_ms"] ==
           conclave::Config::fast(3, NodeId{2}).heartbeat_check_period.count());

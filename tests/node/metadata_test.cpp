@@ -312,6 +312,32 @@ TEST_CASE("metadata log: 3 nodes commit, refuse, redirect, fail over and catch u
     CHECK(c.seen[leader][21].key == "after-failover");
     CHECK(c.nodes[leader]->log_driver()->recovery().records > 0);
 
+    // GET /metadata pages are bounded in bytes (1 MiB): 20 values of 64 KB take two pages, and
+    // next_from continues where the first stopped (storage, issue 16). An opaque (non-JSON)
+    // value is served as a string.
+    REQUIRE(c.propose(second, "opaque", "not json").ok());
+    const std::string big = "\"" + std::string(64000, 'b') + "\"";
+    for (int k = 0; k < 20; ++k) {
+        REQUIRE(c.propose(second, "big" + std::to_string(k), big).ok());
+    }
+    {
+        const HttpResult first =
+            request(c.io, c.http_port(second), http::verb::get, "/metadata?from=0.0&max=10000");
+        REQUIRE(first.status == 200);
+        const auto& entries = first.body.at("entries");
+        CHECK(entries.at(22).at("key") == "opaque");
+        CHECK(entries.at(22).at("value") == "not json");
+        CHECK(entries.size() < 43);
+        CHECK(entries.back().at("key").get<std::string>().rfind("big", 0) == 0);
+        const std::string next = first.body.at("next_from").get<std::string>();
+        const HttpResult rest =
+            request(c.io, c.http_port(second), http::verb::get, "/metadata?max=10000&from=" + next);
+        REQUIRE(rest.status == 200);
+        CHECK(entries.size() + rest.body.at("entries").size() == 43);
+        CHECK(rest.body.at("entries").back().at("key") == "big19");
+        CHECK(rest.body.at("entries").back().at("value") == std::string(64000, 'b'));
+    }
+
     for (std::size_t i = 0; i < 3; ++i) {
         c.stop(i);
     }

@@ -15,8 +15,10 @@ import signal
 import socket
 import subprocess
 import sys
+import struct
 import tempfile
 import time
+import zlib
 
 DAEMON = sys.argv[1] if len(sys.argv) > 1 else "build/release/tools/conclaved"
 WAIT_S = 15.0
@@ -325,10 +327,145 @@ def test_bad_configs(root):
     finally:
         blocker.close()
 
+    # "fsync": "never" without the explicit consent: exit 2 naming the field.
+    r = run_bad(["--node-id", "n1"], variant(lambda d: d.update(metadata={"fsync": "never"})), root)
+    check(r.returncode == 2 and "metadata.fsync" in r.stderr and "unsafe_no_fsync" in r.stderr,
+          "fsync never without consent: exit 2 (%d, %r)" % (r.returncode, r.stderr.strip()))
+    test_corrupt_storage_refused(root, json.dumps(base))
+
+
+def log_record(term, counter, key=b"", value=b""):
+    """One log.dat record (replication/storage.hpp): u32 length, u32 crc32(length + payload)."""
+    payload = struct.pack("<QQI", term, counter, len(key)) + key + value
+    length = struct.pack("<I", len(payload))
+    return length + struct.pack("<I", zlib.crc32(length + payload)) + payload
+
+
+def test_corrupt_storage_refused(root, config_text):
+    """Damage a crash cannot explain: exit 1, one line naming the file, the offset, what is
+    wrong, and what to do; the file is left as found (issue 16)."""
+    log_dir = os.path.join(root, "bad-n1", "log")
+    os.makedirs(log_dir, exist_ok=True)
+    path = os.path.join(log_dir, "log.dat")
+    first = b"CNCLLOG1" + log_record(1, 0)
+    bad = bytearray(log_record(1, 1, b"order-1", b'{"n":1}'))
+    bad[-2] ^= 0x04  # a flipped bit inside a value, with a valid record after it
+    data = first + bytes(bad) + log_record(1, 2, b"order-2", b'{"n":2}')
+    with open(path, "wb") as f:
+        f.write(data)
+    r = run_bad(["--node-id", "n1"], config_text, root)
+    lines = r.stderr.strip().splitlines()
+    check(r.returncode == 1 and len(lines) == 1 and path in lines[0] and
+          ("at offset %d" % len(first)) in lines[0] and "bad_crc" in lines[0] and
+          "refusing to start" in lines[0],
+          "a bad record followed by valid data: exit 1, one line (%d, %r)" % (r.returncode,
+                                                                           r.stderr.strip()))
+    with open(path, "rb") as f:
+        check(f.read() == data, "the corrupt log is left unchanged")
+    # Only a torn last record is repaired: the node then starts (killed once it is up).
+    with open(path, "wb") as f:
+        f.write(first + log_record(1, 1, b"order-1", b'{"n":1}')[:-3])
+    doc = json.loads(config_text)
+    http_port = int(doc["nodes"][0]["http"].rsplit(":", 1)[1])
+    proc = subprocess.Popen([DAEMON, "--node-id", "n1", "--config", os.path.join(root, "bad.json")],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    up = wait_for(lambda: request(http_port, "GET", "/healthz")[0] is not None or
+                  proc.poll() is not None)
+    check(up and proc.poll() is None, "a torn last record is cut off and the node starts")
+    proc.kill()
+    _, err = proc.communicate(timeout=WAIT_S)
+    check("torn_record" in err, "the cut is logged (%r)" % err[-300:])
+    with open(path, "rb") as f:
+        check(f.read() == first, "only the torn record was cut")
+
+
+def post_json(port, path, doc, timeout_s=5.0):
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout_s)
+        c.request("POST", path, body=json.dumps(doc), headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        body = r.read().decode()
+        c.close()
+        return r.status, body
+    except (OSError, http.client.HTTPException):
+        return None, None
+
+
+def committed_keys(port):
+    keys, start = set(), None
+    for _ in range(1000):
+        code, body = request(port, "GET", "/metadata?max=16" + ("&from=" + start if start else ""))
+        if code != 200:
+            return None
+        page = json.loads(body)
+        if not page["entries"] and page["next_from"] == start:
+            return keys
+        keys.update(e["key"] for e in page["entries"])
+        if page["next_from"] == start:
+            return keys
+        start = page["next_from"]
+    return keys
+
+
+def test_disk_full(root):
+    """The leader's disk fills during writes (a 3 MB tmpfs): it steps down, exits 1 saying why,
+    a new leader takes over, and no acknowledged entry is lost (issue 16)."""
+    mount_point = os.path.join(root, "n1")
+    os.makedirs(mount_point)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", mount_point],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        print("SKIP: test_disk_full: cannot mount a tmpfs (%s)" % r.stderr.strip(), flush=True)
+        return
+    c = Cluster(root)
+    try:
+        for nid in c.ids:
+            c.start(nid)
+        first = wait_for(c.agreed_leader)
+        if not check(first is not None, "disk full: one leader"):
+            return
+        if first[0] != "n1":
+            request(c.http_ports[first[0]], "POST", "/transfer-leadership?to=n1")
+        check(wait_for(lambda: (c.agreed_leader() or ("",))[0] == "n1"), "disk full: n1 leads")
+        acked, answers = [], {}
+        value = "x" * 60000
+        for i in range(200):
+            if c.procs["n1"].poll() is not None:
+                break
+            key = "fill-%d" % i
+            code, _ = post_json(c.http_ports["n1"], "/metadata", {"key": key, "value": value})
+            answers[code] = answers.get(code, 0) + 1
+            if code == 200:
+                acked.append(key)
+            elif code is None:
+                break
+            else:
+                time.sleep(0.05)
+        try:
+            status = c.procs["n1"].wait(timeout=WAIT_S)
+        except subprocess.TimeoutExpired:
+            status = None
+        with open(c.logs["n1"]) as f:
+            text = f.read()
+        check(status == 1 and "stopped on a storage failure" in text and
+              "No space left on device" in text,
+              "disk full: the leader exits 1 saying why (%r; answers %s)" % (status, answers))
+        check(len(acked) > 5, "disk full: writes were acknowledged before (%d)" % len(acked))
+        after = wait_for(lambda: c.agreed_leader(["n2", "n3"]))
+        check(after is not None and after[0] != "n1", "disk full: a new leader")
+        if after:
+            keys = wait_for(lambda: (lambda k: k if k is not None and set(acked) <= k else None)(
+                committed_keys(c.http_ports[after[0]])))
+            check(keys is not None, "disk full: no acknowledged entry lost (%d acknowledged)" %
+                  len(acked))
+    finally:
+        c.stop_all()
+        subprocess.run(["umount", mount_point])
+
 
 def main():
     with tempfile.TemporaryDirectory(prefix="conclaved-test-") as root:
-        for test in (test_bad_configs, test_cluster, test_graceful_handover):
+        for test in (test_bad_configs, test_cluster, test_graceful_handover, test_disk_full):
             sub = os.path.join(root, test.__name__)
             os.mkdir(sub)
             print("==", test.__name__, flush=True)

@@ -81,6 +81,9 @@ struct LogDriverOptions {
     replication::LogConfig config;
     /// Where the driver logs; spdlog's default logger when unset.
     std::shared_ptr<spdlog::logger> logger{};
+    /// Called once (after the current batch of actions) when a storage error stops the log, with
+    /// the error: the owner takes the node out of service (conclaved steps down and exits 1).
+    std::function<void(const std::string&)> on_storage_failure{};
 };
 
 struct LogDriverCounters {

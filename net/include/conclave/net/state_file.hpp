@@ -30,4 +30,8 @@ std::optional<DurableState> load_durable_state(const std::filesystem::path& data
 /// Creates data_dir if needed. Throws StateFileError when any step fails.
 void store_durable_state(const std::filesystem::path& data_dir, const DurableState& state);
 
+/// std::filesystem::create_directories, plus an fsync of the parent of every directory it creates,
+/// so that a new directory's entry survives a machine crash. Throws StateFileError.
+void create_directories_durably(const std::filesystem::path& dir);
+
 }  // namespace conclave::net

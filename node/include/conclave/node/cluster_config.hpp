@@ -68,6 +68,9 @@ struct MetadataSettings {
     replication::FsyncPolicy fsync = replication::FsyncPolicy::Batched;
     /// A proposal not committed within this time is answered "timed out (outcome unknown)".
     std::uint32_t propose_timeout_ms = 10'000;
+    /// Consent to "fsync": "never" (refused without it: a machine crash can lose acknowledged
+    /// entries).
+    bool unsafe_no_fsync = false;
     bool operator==(const MetadataSettings&) const = default;
 };
 std::string_view metadata_fsync_name(replication::FsyncPolicy p);

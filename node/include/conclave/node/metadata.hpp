@@ -59,6 +59,9 @@ struct MetadataPage {
 /// Largest page GET /metadata serves (max=), and its default.
 inline constexpr std::size_t kMaxMetadataPage = 10'000;
 inline constexpr std::size_t kDefaultMetadataPage = 1000;
+/// A GET /metadata page stops after the entry that takes its body to this size (storage, issue
+/// 16: one read must not build a huge response on the io thread); page on with next_from.
+inline constexpr std::size_t kMetadataPageBytes = std::size_t{1} << 20;
 
 /// POST /metadata and GET /metadata (see node/README.md); `source` must outlive `server`.
 void register_metadata_routes(AdminServer& server, AdminSource& source);

@@ -123,6 +123,9 @@ class Node {
     StatusReport status();
     std::string metrics_text();
     HealthReport health();
+    /// Why a storage failure (metadata log, elector state file) took the node out of service, if
+    /// one did: the node then steps down (handing over when it can) and stops; conclaved exits 1.
+    const std::optional<std::string>& storage_failure() const { return storage_failure_; }
     /// The AdminSource the HTTP routes use (for embedding in another server).
     AdminSource& admin_source();
 
@@ -133,6 +136,7 @@ class Node {
     Leadership to_leadership(const LeadershipSnapshot& s) const;
     void on_snapshot(const LeadershipSnapshot& snapshot);
     void finish_stop();
+    void fail_stop(std::string why);
     void register_metrics();
     std::optional<NodeId> pick_successor() const;
     // metadata.cpp
@@ -158,6 +162,9 @@ class Node {
     std::optional<Leadership> last_;
     boost::asio::steady_timer stop_timer_;
     std::vector<std::function<void()>> stop_waiters_;
+    // storage (issue 16): a storage failure takes the node out of service: step down (hand over
+    // when it can), stop, and conclaved exits with status 1.
+    std::optional<std::string> storage_failure_;
     bool started_ = false;
     bool stopping_ = false;
     bool handing_over_ = false;

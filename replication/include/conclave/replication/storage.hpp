@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,8 +39,9 @@ enum class TailProblem : std::uint8_t {
     OutOfOrder,  // a record's LSN is not above the previous one
 };
 
-/// Returned by recover(): what was kept and what was cut off. Nothing after the first bad record
-/// is ever handed to the core.
+/// Returned by recover(): what was kept and what was cut off. Only a torn *last* record (a crash
+/// in the middle of an append: short, zero-filled or failing its checksum, with no valid record
+/// anywhere after it) is ever cut off; any other damage makes recover() throw CorruptLogError.
 struct RecoveryReport {
     std::size_t records = 0;        // entries recovered
     std::uint64_t file_bytes = 0;   // size of the log file found
@@ -50,6 +52,14 @@ struct RecoveryReport {
 
     bool truncated() const { return valid_bytes < file_bytes; }
     std::string describe() const;
+};
+
+/// Thrown by recover() when the log or meta file is damaged in a way a crash cannot explain (a bad
+/// record followed by valid data, a bad magic, a bad meta file). The files are left unchanged.
+/// what() is one line: the file, the offset, what is wrong and what the operator can do.
+class CorruptLogError : public std::runtime_error {
+  public:
+    using std::runtime_error::runtime_error;
 };
 
 struct Recovery {
@@ -112,7 +122,9 @@ class MemoryStorage final : public LogStorage {
 ///             u64 term, u64 counter, u32 key length, key, value (all little-endian)
 ///   log.meta  "CNCLMET1", u64 term, u64 commit term, u64 commit counter, u32 crc32 (replaced
 ///             atomically: write log.meta.tmp, fsync, rename, fsync the directory)
-/// I/O errors throw std::system_error naming the file; a foreign file throws std::runtime_error.
+/// I/O errors throw std::system_error naming the file; damage a crash cannot explain (including a
+/// foreign file) throws CorruptLogError. recover() fsyncs the file and directory before it reports
+/// anything durable; the constructor fsyncs the parent of every directory it creates.
 class FileStorage final : public LogStorage {
   public:
     static constexpr std::string_view kLogFileName = "log.dat";
