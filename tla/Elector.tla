@@ -75,7 +75,9 @@ MsgTypes == {"ScoutingRequest", "ScoutingResponse", "ElectionProposal",
 N == Cardinality(Node)
 
 PlantedBugs == {"None", "DoubleVote", "MinorityQuorum", "CountStaleScoutingReplies",
-                "SkipStickyLeader"}
+                "SkipStickyLeader",
+                \* liveness mutants of the spec only (no C++ counterpart), see MCElectorLive:
+                "NeverDropLeader", "RefuseWhileRemembering", "NoRetry"}
 
 \* Elector::quorum_: the configured quorum, or N / 2 with the planted MinorityQuorum.
 \* The invariants use Quorum, the true majority.
@@ -160,6 +162,12 @@ BecomeFollower(n, s, ldr, tentative, successor) ==
                                          THEN {"HeartbeatCheck"} ELSE {"RandomWait"}]
     IN R(s1, cession)
 
+\* A candidate that lost its election becomes a follower (and retries after a
+\* random wait; the NoRetry mutant arms no timer and never retries).
+LostElection(n, s) ==
+    LET f == BecomeFollower(n, s, Nil, Nil, Nil)
+    IN IF PlantedBug = "NoRetry" THEN R([f.st EXCEPT !.armed_timers = {}], f.out) ELSE f
+
 EndScoutingRound(s) ==
     [s EXCEPT !.round = NoRound, !.armed_timers = @ \ {"ScoutingResult"}]
 
@@ -177,7 +185,7 @@ StartScouting(n, s) ==
 (* Message handlers                                                         *)
 
 HandleScoutingRequestR(n, s, m) ==
-    LET knows_leader == s.leader # Nil
+    LET knows_leader == (s.leader # Nil \/ (PlantedBug = "RefuseWhileRemembering" /\ s.lsn.term > 0))
                         /\ ~(PlantedBug = "SkipStickyLeader" /\ s.role = "follower")
         will_vote == ~knows_leader /\ m.term > s.term
     IN R(s, {ScoutingResponseMsg(n, m.from, m.term, m.round, will_vote)})
@@ -229,7 +237,7 @@ HandleElectionResponseR(n, s, m) ==
          THEN BecomeFollower(n, AdoptTerm(s, m.voter_term, Nil), Nil, Nil, Nil)
     ELSE LET s1 == [s EXCEPT !.refusals = @ \cup {m.from}]
          IN IF Cardinality(s1.refusals) > N - ElectorQuorum
-            THEN BecomeFollower(n, s1, Nil, Nil, Nil)
+            THEN LostElection(n, s1)
             ELSE Same(s1)
 
 HandleLeaderHeartbeatR(n, s, m) ==
@@ -287,7 +295,7 @@ ScoutingResultFiredR(n, s) ==
     ELSE Same(s)
 
 ElectionResultFiredR(n, s) ==
-    IF s.role = "candidate" THEN BecomeFollower(n, s, Nil, Nil, Nil) ELSE Same(s)
+    IF s.role = "candidate" THEN LostElection(n, s) ELSE Same(s)
 
 HeartbeatBroadcastFiredR(n, s) ==
     IF s.role # "leader" THEN Same(s)
@@ -296,6 +304,8 @@ HeartbeatBroadcastFiredR(n, s) ==
 
 HeartbeatCheckFiredR(n, s) ==
     IF s.role # "follower" \/ (s.leader = Nil /\ s.tentative_leader = Nil) THEN Same(s)
+    ELSE IF PlantedBug = "NeverDropLeader" /\ s.leader # Nil   \* liveness mutant
+         THEN Same([s EXCEPT !.armed_timers = @ \cup {"HeartbeatCheck"}])
     ELSE LET s1 == [s EXCEPT !.missed_checks = @ + 1]
          IN IF s1.missed_checks < CheckMisses
             THEN Same([s1 EXCEPT !.armed_timers = @ \cup {"HeartbeatCheck"}])
