@@ -48,7 +48,11 @@ ci_models=(
 extra_models=(
   "ElectorLeader.cfg:MCElector:ok:bfs"
   "ElectorLeaderFaults.cfg:MCElector:ok:bfs"
-  # liveness mutants: a fair behaviour must violate OneLeaderAfterFault
+)
+# OPEN: liveness mutants TLC does not catch yet (README.md, "Liveness"): runnable by name only,
+# expected to be violated; today each reports "no violation" (the model's bounds cut the
+# looping behaviours off, and a cut-off behaviour is not fair, so it is never a counterexample).
+open_models=(
   "ElectorLiveNeverDropLeader.cfg:MCElectorLive:temporal:bfs"
   "ElectorLiveRefuseWhileRemembering.cfg:MCElectorLive:temporal:bfs"
   "ElectorLiveNoRetry.cfg:MCElectorLive:temporal:bfs"
@@ -73,7 +77,7 @@ elif [[ $# -eq 1 && "$1" == --all ]]; then
 else
   for want in "$@"; do
     found=0
-    for entry in "${ci_models[@]}" "${extra_models[@]}"; do
+    for entry in "${ci_models[@]}" "${extra_models[@]}" "${open_models[@]}"; do
       [[ "${entry%%:*}" == "$(basename "$want")" ]] && { models+=("$entry"); found=1; }
     done
     [[ $found -eq 1 ]] || { echo "check.sh: unknown model: $want" >&2; exit 2; }
