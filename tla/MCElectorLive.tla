@@ -28,7 +28,9 @@ NoLeader == \A l \in Node : node[l].role # "leader"
 
 Timely(n, timer) ==
     /\ Quiet
-    /\ timer \in {"InitialWait", "RandomWait"} => NobodyElse(n)
+    \* Initial waits may fire together (split votes at the first election and
+    \* when a restarted node campaigns); random backoffs separate contenders.
+    /\ timer = "RandomWait" => NobodyElse(n)
     /\ timer = "HeartbeatCheck" => NoLeader
     /\ timer = "CheckQuorum" =>
            Cardinality(node[n].heard_since_check \cup {n}) >= Quorum
@@ -37,10 +39,14 @@ LiveFired(n, timer) == Timely(n, timer) /\ Fired(n, timer)
 
 LiveDeliver == \E m \in msgs : Deliver(m, FALSE)
 
+\* The fault (a crash, or a cut connection) hits the leader, after the first election.
+LiveFault == elected # {} /\ \E n \in Node : node[n].role = "leader" /\ Fault(n)
+
 LiveNext ==
     \/ LiveDeliver
     \/ \E n \in Node, timer \in Timers : LiveFired(n, timer)
-    \/ \E n \in Node : Fault(n) \/ Restart(n)
+    \/ LiveFault
+    \/ \E n \in Node : Restart(n)
 
 LiveSpec ==
     /\ Init
@@ -50,4 +56,8 @@ LiveSpec ==
     /\ \A n \in Node : WF_vars(Restart(n))
 
 Constraint == Bounds
+
+\* After the fault, eventually one leader that every node follows. (A property
+\* <>AllFollowOneLeader alone is met by the first election, before the fault.)
+OneLeaderAfterFault == [](faults > 0 => <>AllFollowOneLeader)
 =============================================================================

@@ -22,7 +22,7 @@
 (***************************************************************************)
 EXTENDS TraceData, Naturals, Sequences, FiniteSets, TLC
 
-VARIABLES node, msgs, faults, votes, elected, i
+VARIABLES node, msgs, faults, votes, elected, events, i
 
 E == INSTANCE Elector WITH
         Node <- 0..(TraceNodes - 1),
@@ -35,7 +35,7 @@ E == INSTANCE Elector WITH
         Duplication <- TRUE, LossyTypes <- {}, DurableLost <- FALSE,
         PlantedBug <- "None"
 
-specVars == <<node, msgs, faults, votes, elected>>
+specVars == <<node, msgs, faults, votes, elected, events>>
 
 HandleActions == {"HandleScoutingRequest", "HandleScoutingResponse",
                   "HandleElectionProposal", "HandleElectionResponse",

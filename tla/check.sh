@@ -1,36 +1,87 @@
 #!/usr/bin/env bash
-# Runs every TLC model of the elector and log specs and checks each gives the expected result.
-#   tla/check.sh [MODEL.cfg...]     (default: every model below)
-# Prints distinct states, depth and time per model. Exit 0 when every result is the expected
-# one, 1 otherwise, 77 when TLC is not installed (CTest reports the test as skipped).
+# Runs the TLC models of the elector and log specs and checks each gives the expected result.
+#   tla/check.sh             the CI set (CTest's tla_models), then the action-coverage gate
+#   tla/check.sh --all       the CI set and the bigger models (times in tla/README.md)
+#   tla/check.sh MODEL...    only these entries (no coverage gate)
+# An entry is CFG[+CANARY]; CFG+CANARY runs CFG with the extra invariant CANARY, which TLC must
+# violate. Prints distinct states, depth and time per model, then a coverage table: for every
+# action of Elector.tla and ReplicatedLog.tla, the model that reached the most distinct states
+# through it. Exit 0 when every result is the expected one (and, for the CI set, every action was
+# taken), 1 otherwise, 77 when TLC is not installed (CTest reports the test as skipped).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/tlc-env.sh"
 
-# model config : module : expected result ("ok" or the invariant/property TLC must report violated)
-models=(
-  "ElectorSafety.cfg:MCElector:ok"
-  "ElectorTransfer.cfg:MCElector:ok"
-  "ElectorLoss.cfg:MCElector:ok"
-  "ElectorLiveness.cfg:MCElectorLive:ok"
-  "ElectorDurableLost.cfg:MCElector:OneLeaderPerTerm"
-  "ElectorDoubleVote.cfg:MCElector:OneVotePerTerm"
-  "LogSafety.cfg:MCReplicatedLog:ok"
-  "LogCommitWithoutQuorum.cfg:MCReplicatedLog:LeaderCompleteness"
-  "LogSkipSync.cfg:MCReplicatedLog:LeaderCompleteness"
+# entry : module : expected result : TLC mode
+#   expected: "ok", or the invariant / action property TLC must report violated, or
+#             "temporal" (a liveness property must be violated)
+#   mode:     "bfs" (exhaustive) or "sim:NUM:DEPTH" (TLC -simulate num=NUM -depth DEPTH)
+ci_models=(
+  # safety, exhaustive
+  "ElectorSafety.cfg:MCElector:ok:bfs"
+  "ElectorLoss.cfg:MCElector:ok:bfs"
+  "ElectorTransfer.cfg:MCElector:ok:bfs"
+  # a leader's whole life with faults: random behaviours of a fixed budget (the exhaustive
+  # runs are in --all and do not finish in CI time, see README.md)
+  "ElectorLeaderFaults.cfg:MCElector:ok:sim:1000:60"
+  "ElectorLiveness.cfg:MCElectorLive:ok:bfs"
+  "LogSafety.cfg:MCReplicatedLog:ok:bfs"
+  # the log at 3 terms with crashes, loss, duplication, step-downs and flush lag: random
+  # behaviours of a fixed budget (the exhaustive model does not finish, see README.md)
+  "LogDeep.cfg:MCReplicatedLog:ok:sim:1000:60"
+  # canaries: the leader-life model must reach each of these
+  # (random behaviours with a fixed seed: TLC stops at the first violation)
+  "ElectorLeader.cfg+CanaryNoStaleLeader:MCElector:CanaryNoStaleLeader:bfs"
+  "ElectorLeaderFaults.cfg+CanaryNoTransfer:MCElector:CanaryNoTransfer:sim:1000:60"
+  "ElectorLeaderFaults.cfg+CanaryLsnBelow2:MCElector:CanaryLsnBelow2:sim:1000:60"
+  "ElectorLeaderFaults.cfg+CanaryNoCheckQuorumStepDown:MCElector:CanaryNoCheckQuorumStepDown:sim:1000:60"
+  "ElectorLeaderFaults.cfg+CanaryRestartedNeverLeads:MCElector:CanaryRestartedNeverLeads:sim:1000:60"
+  # negative models and planted bugs: TLC must find each
+  "ElectorDurableLost.cfg:MCElector:OneLeaderPerTerm:bfs"
+  "ElectorDoubleVote.cfg:MCElector:OneVotePerTerm:bfs"
+  "ElectorMinorityQuorum.cfg:MCElector:LeaderHadQuorum:bfs"
+  "ElectorSkipStickyLeader.cfg:MCElector:StickyLeaderHonoured:bfs"
+  "ElectorCountStaleScoutingReplies.cfg:MCElector:ScoutingRepliesFromThisRound:bfs"
+  "LogCommitWithoutQuorum.cfg:MCReplicatedLog:LeaderCompleteness:bfs"
+  "LogSkipSync.cfg:MCReplicatedLog:LeaderCompleteness:bfs"
 )
-if [[ $# -gt 0 ]]; then
-  selected=()
+extra_models=(
+  "ElectorLeader.cfg:MCElector:ok:bfs"
+  "ElectorLeaderFaults.cfg:MCElector:ok:bfs"
+)
+# OPEN: liveness mutants TLC does not catch yet (README.md, "Liveness"): runnable by name only,
+# expected to be violated; today each reports "no violation" (the model's bounds cut the
+# looping behaviours off, and a cut-off behaviour is not fair, so it is never a counterexample).
+open_models=(
+  "ElectorLiveNeverDropLeader.cfg:MCElectorLive:temporal:bfs"
+  "ElectorLiveRefuseWhileRemembering.cfg:MCElectorLive:temporal:bfs"
+  "ElectorLiveNoRetry.cfg:MCElectorLive:temporal:bfs"
+)
+
+# Every action of each spec's Next, by name (the "Any" wrappers are credited to the action).
+elector_actions=(HandleScoutingRequest HandleScoutingResponse HandleElectionProposal
+  HandleElectionResponse HandleLeaderHeartbeat HandleHeartbeatAck HandleHeartbeatResponse
+  HandleLeadershipCession InitialWaitFired RandomWaitFired ScoutingResultFired ElectionResultFired
+  HeartbeatBroadcastFired HeartbeatCheckFired CheckQuorumFired PeerUp TransferLeadership IssueLsn
+  Restart Start Crash Stop PeerDown)
+log_actions=(HandleSyncRequest HandleSyncResponse HandleAppend HandleAppendAck HandleFetchRequest
+  HandleFetchResponse OnLeadership OnLeadershipLost Propose Replicate SyncRetryFired Persisted
+  PeerDown Crash)
+
+gate=0
+models=()
+if [[ $# -eq 0 ]]; then
+  models=("${ci_models[@]}"); gate=1
+elif [[ $# -eq 1 && "$1" == --all ]]; then
+  models=("${ci_models[@]}" "${extra_models[@]}"); gate=1
+else
   for want in "$@"; do
-    for entry in "${models[@]}"; do
-      [[ "${entry%%:*}" == "$(basename "$want")" ]] && selected+=("$entry")
+    found=0
+    for entry in "${ci_models[@]}" "${extra_models[@]}" "${open_models[@]}"; do
+      [[ "${entry%%:*}" == "$(basename "$want")" ]] && { models+=("$entry"); found=1; }
     done
+    [[ $found -eq 1 ]] || { echo "check.sh: unknown model: $want" >&2; exit 2; }
   done
-  if [[ ${#selected[@]} -ne $# ]]; then
-    echo "check.sh: unknown model in: $*" >&2
-    exit 2
-  fi
-  models=("${selected[@]}")
 fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/conclave-tlc.XXXXXX")
@@ -38,41 +89,114 @@ trap 'rm -rf "$work"' EXIT
 cp "$here"/*.tla "$here"/*.cfg "$work/"
 
 failed=0
+total_start=$(date +%s)
 for entry in "${models[@]}"; do
-  IFS=: read -r cfg module expect <<<"$entry"
-  log="$work/${cfg%.cfg}.log"
+  IFS=: read -r name module expect mode num depth_bound <<<"$entry"
+  cfg=${name%%+*}
+  run=${name//+/-}
+  run=${run%.cfg}
+  if [[ "$name" == *+* ]]; then  # a canary: the model plus one invariant that must break
+    canary=${name#*+}
+    { cat "$work/$cfg"; printf '\nINVARIANT %s\n' "$canary"; } >"$work/$run.cfg"
+    cfg="$run.cfg"
+  fi
+  log="$work/$run.log"
+  args=(-workers "$TLC_WORKERS" -noGenerateSpecTE -coverage 60 -metadir "$work/states-$run"
+        -config "$cfg")
+  [[ "$mode" == sim ]] && args+=(-simulate "num=$num" -depth "$depth_bound" -seed 1)
   start=$(date +%s)
-  (cd "$work" && "${TLC_CMD[@]}" -workers "$TLC_WORKERS" -noGenerateSpecTE \
-      -metadir "$work/states-${cfg%.cfg}" -config "$cfg" "$module.tla" >"$log" 2>&1)
+  (cd "$work" && "${TLC_CMD[@]}" "${args[@]}" "$module.tla" >"$log" 2>&1)
   rc=$?
   secs=$(( $(date +%s) - start ))
   distinct=$(grep -o '[0-9,]* distinct states found' "$log" | tail -1 | cut -d' ' -f1)
   depth=$(grep -o 'depth of the complete state graph search is [0-9]*' "$log" | grep -o '[0-9]*$')
-  violated=$(grep -o -m1 '\(Invariant\|Temporal property\|Action property\|Property\) [A-Za-z_]* is violated' "$log" \
+  if [[ "$mode" == sim ]]; then
+    # simulation: states checked (not distinct) and behaviours (traces) generated
+    distinct="$(grep -o '[0-9,]* states checked' "$log" | tail -1 | cut -d' ' -f1)chk"
+    depth="$(grep -o '[0-9,]* traces generated' "$log" | tail -1 | cut -d' ' -f1)beh"
+  fi
+  violated=$(grep -o -m1 '\(Invariant\|Temporal property\|Action property\|Property\) [A-Za-z_0-9]* is violated' "$log" \
              | head -1)
   [[ -z "$violated" ]] && grep -q 'Temporal properties were violated' "$log" \
       && violated="Temporal properties were violated"
   if [[ "$expect" == ok ]]; then
-    if [[ $rc -eq 0 ]] && grep -q 'No error has been found' "$log"; then
+    if [[ $rc -eq 0 ]] && grep -q 'No error has been found\|Finished in' "$log" && [[ -z "$violated" ]] \
+        && ! grep -q '^Error:' "$log"; then
       result="ok"
     else
       result="UNEXPECTED: ${violated:-TLC exit $rc}"
     fi
   else
-    if grep -q "Invariant $expect is violated" "$log"; then
+    want_line="$expect is violated"
+    [[ "$expect" == temporal ]] && want_line="Temporal properties were violated"
+    if [[ "$violated" == *"$want_line"* ]]; then
       result="ok (expected violation: $expect)"
-      depth=$(grep -c '^State [0-9]*:' "$log")  # length of the counterexample
+      depth="trace$(grep -c '^State [0-9]*:' "$log")"  # length of the counterexample
     else
       result="UNEXPECTED: expected $expect to be violated, got ${violated:-no violation (TLC exit $rc)}"
     fi
   fi
-  printf '%-24s distinct=%-9s depth=%-4s time=%4ss  %s\n' "$cfg" "${distinct:-?}" "${depth:-?}" \
+  printf '%-58s distinct=%-9s depth=%-7s time=%4ss  %s\n' "$name" "${distinct:-?}" "${depth:-?}" \
       "$secs" "$result"
   if [[ "$result" != ok* ]]; then
     failed=1
     grep -E 'Error|violated|Exception' "$log" | head -5
-    cp "$log" "${TMPDIR:-/tmp}/conclave-tlc-${cfg%.cfg}.log"
-    echo "  full log: ${TMPDIR:-/tmp}/conclave-tlc-${cfg%.cfg}.log"
+    cp "$log" "${TMPDIR:-/tmp}/conclave-tlc-$run.log"
+    echo "  full log: ${TMPDIR:-/tmp}/conclave-tlc-$run.log"
   fi
+  # The coverage lines of the final report: "<Action line .. of module M>: distinct:generated".
+  awk -v run="$name" '
+    /^The coverage statistics/ { n = 0; delete rows; next }
+    /^<[A-Za-z_0-9]+ line [0-9]+, col 1 to .* of module (Elector|ReplicatedLog)( \([0-9 ]+\))?>: [0-9]+:[0-9]+$/ {
+      act = substr($1, 2); mod = $0; sub(/.* of module /, "", mod); sub(/[ >].*/, "", mod)
+      cnt = $NF; split(cnt, c, ":"); sub(/Any$/, "", act)
+      rows[++n] = mod " " act " " run " " c[2] " " c[1]
+    }
+    END { for (i = 1; i <= n; i++) print rows[i] }' "$log" >>"$work/coverage.txt"
 done
+echo "total time: $(( $(date +%s) - total_start ))s"
+
+# Coverage: per action, the model with the most distinct states reached through it.
+echo
+printf '%-14s %-26s %-52s %10s %9s\n' spec action "model (most distinct states)" taken distinct
+cov_failed=0
+check_spec() {
+  local mod=$1; shift
+  local act best
+  for act in "$@"; do
+    # all models: sum nothing, pick the model where the action reached most distinct states
+    best=$(awk -v m="$mod" -v a="$act" '$1 == m && $2 == a' "$work/coverage.txt" \
+           | sort -k5,5nr -k4,4nr | head -1)
+    if [[ -z "$best" ]]; then
+      printf '%-14s %-26s %-52s %10s %9s  %s\n' "$mod" "$act" "-" 0 0 "NOT IN ANY MODEL RUN"
+      [[ $gate -eq 1 ]] && cov_failed=1
+      continue
+    fi
+    read -r _ _ model taken distinct <<<"$best"
+    note=""
+    if [[ "$distinct" -eq 0 ]]; then
+      note="NEVER TAKEN"
+      [[ $gate -eq 1 ]] && cov_failed=1
+    fi
+    printf '%-14s %-26s %-52s %10s %9s  %s\n' "$mod" "$act" "$model" "$taken" "$distinct" "$note"
+  done
+}
+check_spec Elector "${elector_actions[@]}"
+check_spec ReplicatedLog "${log_actions[@]}"
+# An action the list above does not know (a new one) is a failure too: add it to the list.
+unknown=$(awk '{print $1 " " $2}' "$work/coverage.txt" | sort -u | while read -r mod act; do
+  list="${elector_actions[*]}"; [[ "$mod" == ReplicatedLog ]] && list="${log_actions[*]}"
+  [[ " $list " == *" $act "* ]] || echo "$mod $act"
+done)
+for ignore in Init; do unknown=$(grep -v " $ignore\$" <<<"$unknown"); done
+if [[ -n "$unknown" ]]; then
+  echo "actions not in check.sh's lists (add them): $unknown"
+  [[ $gate -eq 1 ]] && cov_failed=1
+fi
+if [[ $cov_failed -eq 1 ]]; then
+  echo "COVERAGE GATE FAILED: an action of Next was not taken by any model of this run"
+  failed=1
+elif [[ $gate -eq 1 ]]; then
+  echo "coverage gate: every action of Elector.tla and ReplicatedLog.tla taken"
+fi
 exit $failed
