@@ -28,7 +28,7 @@ ci_models=(
   "LogSafety.cfg:MCReplicatedLog:ok:bfs"
   # the log at 3 terms with crashes, loss, duplication, step-downs and flush lag: random
   # behaviours of a fixed budget (the exhaustive model does not finish, see README.md)
-  "LogDeep.cfg:MCReplicatedLog:ok:sim:1000:60"
+  "LogDeep.cfg:MCReplicatedLog:ok:sim:300:60"
   # canaries: the leader-life model must reach each of these
   # (random behaviours with a fixed seed: TLC stops at the first violation)
   "ElectorLeader.cfg+CanaryNoStaleLeader:MCElector:CanaryNoStaleLeader:bfs"
