@@ -23,7 +23,7 @@ ci_models=(
   "ElectorTransfer.cfg:MCElector:ok:bfs"
   # a leader's whole life with faults: random behaviours of a fixed budget (the exhaustive
   # runs are in --all and do not finish in CI time, see README.md)
-  "ElectorLeaderFaults.cfg:MCElector:ok:sim:300:60"
+  "ElectorLeaderFaults.cfg:MCElector:ok:sim:1000:60"
   "ElectorLiveness.cfg:MCElectorLive:ok:bfs"
   "LogSafety.cfg:MCReplicatedLog:ok:bfs"
   # the log at 3 terms with crashes, loss, duplication, step-downs and flush lag: random
