@@ -103,7 +103,8 @@ for entry in "${models[@]}"; do
   log="$work/$run.log"
   args=(-workers "$TLC_WORKERS" -noGenerateSpecTE -coverage 60 -metadir "$work/states-$run"
         -config "$cfg")
-  [[ "$mode" == sim ]] && args+=(-simulate "num=$num" -depth "$depth_bound" -seed 1)
+  # random behaviours: one worker, so that the fixed seed gives the same behaviours every run
+  [[ "$mode" == sim ]] && args=(-workers 1 "${args[@]:2}" -simulate "num=$num" -depth "$depth_bound" -seed 1)
   start=$(date +%s)
   (cd "$work" && "${TLC_CMD[@]}" "${args[@]}" "$module.tla" >"$log" 2>&1)
   rc=$?
