@@ -63,7 +63,8 @@ CONSTANTS
     Duplication,    \* the network may deliver a message more than once
     LossyTypes,     \* message types that may be lost as they are sent
     Paced,          \* random runs (LogDeep.cfg): term t + 1 is led only after t proposals
-                    \* or when no node leads, crash k + 1 only after k + 1 proposals. A random walk would
+                    \* or when no node leads, the leader of term t steps down only after t
+                    \* proposals, crash k + 1 only after k + 1 proposals. A random walk would
                     \* otherwise spend every term and crash in its first steps. It only
                     \* removes behaviours; the exhaustive models run with Paced = FALSE.
     CrashLosesTail, \* a crash keeps exactly the durable prefix (else any longer prefix too)
@@ -423,6 +424,7 @@ OnLeadership(n) ==
 \* on_leadership(snapshot not naming n) while n leads: StepDown(LeadershipLost).
 OnLeadershipLost(n) ==
     /\ IsLeader(node[n])
+    /\ Paced => proposed >= lastTerm
     /\ Step(n, Same(StepDown(node[n])), {})
     /\ UNCHANGED <<lastTerm, proposed, crashes>>
 
