@@ -71,7 +71,7 @@ std::optional<std::string> read_secret_file(const std::string& path, const std::
                " bytes, fewer than " + std::to_string(kMinSecretFileBytes) +
                " (generate one with: openssl rand -hex 32)";
     }
-    secret = std::move(text);
+    secret.swap(text);  // (not operator=: GCC 12 -Warray-bounds false positive on the SSO copy)
     return std::nullopt;
 }
 

@@ -157,7 +157,7 @@ TEST_CASE("finding 1: a node with a different secret is refused on both sides of
         3, [](NodeId id) { return secret_options(id.value == 1 ? kSecret + "-wrong" : kSecret); });
     cluster.start_all();
     // n1 and n3 elect (2 of 3); n2 never comes up anywhere.
-    REQUIRE(cluster.nodes[0]->mesh && cluster.nodes[2]->mesh);
+    REQUIRE((cluster.nodes[0]->mesh && cluster.nodes[2]->mesh));
     REQUIRE(run_until(
         cluster.io,
         [&] {
@@ -167,7 +167,7 @@ TEST_CASE("finding 1: a node with a different secret is refused on both sides of
         },
         5000ms));
     run_for(cluster.io, 300ms);
-    for (std::uint16_t i : {0, 2}) {
+    for (std::size_t i : {std::size_t{0}, std::size_t{2}}) {
         CHECK_FALSE(cluster.nodes[i]->mesh->is_up(NodeId{1}));
         CHECK(cluster.nodes[i]->mesh->counters().handshakes_completed ==
               cluster.nodes[i]->mesh->counters().peer_ups);
@@ -187,7 +187,7 @@ TEST_CASE("finding 6: idle sockets from one source do not lock a restarted peer 
     REQUIRE(cluster.wait_for_leader());
     // 64 idle connections (the old global limit) to each of n2 and n3, from 127.0.0.2.
     std::vector<std::unique_ptr<tcp::socket>> idle;
-    for (std::uint16_t target : {1, 2}) {
+    for (std::size_t target : {std::size_t{1}, std::size_t{2}}) {
         const auto port = cluster.nodes[target]->mesh->local_port();
         for (int i = 0; i < 64; ++i) {
             auto s = std::make_unique<tcp::socket>(cluster.io);
