@@ -116,6 +116,35 @@ def test_cluster(root):
               "long-poll with an old token answers at once")
         code, _ = leadership(cluster, followers[0], "?wait=abc")
         check(code == 400, "GET /leadership?wait=abc: 400")
+        # At most 32 watch streams and long-polls at once; the next one is refused with 503.
+        port = cluster.http_ports[followers[0]]
+        streams = []
+        for _ in range(32):
+            c = ct.http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            c.request("GET", "/leadership?watch=1")
+            r = c.getresponse()
+            streams.append((c, r, r.status == 200 and json.loads(r.readline())["leader"] == leader))
+        check(all(ok for _, _, ok in streams), "32 watch streams each start with the snapshot")
+        code, body = ct.request(port, "GET", "/leadership?watch=1")
+        check(code == 503 and "too_many_watchers" in body, "the 33rd watcher: 503 (%r)" % code)
+        for c, r, _ in streams:
+            r.close()
+            c.close()
+
+        def watch_slot_free():
+            c = ct.http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            try:
+                c.request("GET", "/leadership?watch=1")
+                r = c.getresponse()
+                ok = r.status == 200
+                r.close()
+                return ok
+            finally:
+                c.close()
+
+        check(ct.wait_for(watch_slot_free), "watchers that leave free their slots")
+        check(leadership(cluster, followers[0], "?watch=1&wait=1")[0] == 400,
+              "watch=1 with wait: 400")
 
         # status, table and JSON, from the config file and from --endpoints.
         r = ctl("--config", cluster.config, "status")
