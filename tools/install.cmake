@@ -37,4 +37,4 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/conclaveConfig.cmake
 configure_file(${CMAKE_CURRENT_SOURCE_DIR}/cmake/conclave.pc.in
   ${CMAKE_CURRENT_BINARY_DIR}/conclave.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/conclave.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
-install(TARGETS conclaved RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS conclaved conclavectl RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

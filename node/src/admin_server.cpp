@@ -10,6 +10,7 @@
 #include <boost/beast/http.hpp>
 #include <cassert>
 #include <cctype>
+#include <deque>
 #include <exception>
 #include <set>
 
@@ -138,13 +139,14 @@ std::optional<std::string> ParseTarget(std::string_view target, AdminRequest& re
     return std::nullopt;
 }
 
-class Session : public std::enable_shared_from_this<Session> {
+class Session : public std::enable_shared_from_this<Session>, public AdminStream {
   public:
     Session(std::shared_ptr<Shared> shared, tcp::socket socket, bool refuse)
         : shared_(std::move(shared)),
           stream_(std::move(socket)),
           buffer_(shared_->limits.max_header_bytes + shared_->limits.max_body_bytes + 4096),
-          refuse_(refuse) {
+          refuse_(refuse),
+          write_timer_(stream_.get_executor()) {
         shared_->sessions.insert(this);
         if (refuse_) {
             shared_->refusing += 1;
@@ -415,6 +417,10 @@ class Session : public std::enable_shared_from_this<Session> {
     }
 
     void Respond(AdminResponse admin, bool keep_alive, std::chrono::milliseconds timeout) {
+        if (admin.stream) {
+            StartStream(std::move(admin));
+            return;
+        }
         response_ = {};
         response_.version(version_);
         response_.result(admin.status);
@@ -479,6 +485,150 @@ class Session : public std::enable_shared_from_this<Session> {
             });
     }
 
+  public:
+    // ---- AdminStream: a streamed (chunked) response; the connection ends with it ----
+    bool write(std::string chunk) override {
+        if (stream_state_ != StreamState::Open) {
+            return false;
+        }
+        if (chunk.empty()) {
+            return true;
+        }
+        if (stream_pending_bytes_ + chunk.size() > shared_->limits.max_stream_pending_bytes) {
+            EndStream();  // the client does not keep up: drop it rather than buffer
+            return false;
+        }
+        stream_pending_bytes_ += chunk.size();
+        stream_queue_.push_back(std::move(chunk));
+        if (!stream_writing_) {
+            WriteNextChunk();
+        }
+        return true;
+    }
+
+    void close() override {
+        if (stream_state_ != StreamState::Open) {
+            return;
+        }
+        stream_state_ = StreamState::Ending;
+        if (!stream_writing_) {
+            WriteNextChunk();
+        }
+    }
+
+    bool closed() const override { return stream_state_ != StreamState::Open; }
+
+    void on_close(std::function<void()> callback) override {
+        if (stream_state_ == StreamState::Closed) {
+            callback();
+            return;
+        }
+        stream_on_close_ = std::move(callback);
+    }
+
+  private:
+    enum class StreamState : std::uint8_t { None, Open, Ending, Closed };
+
+    void StartStream(AdminResponse admin) {
+        stream_header_ = {};
+        stream_header_.version(version_);
+        stream_header_.result(admin.status);
+        stream_header_.set(http::field::server, kServerName);
+        stream_header_.set(http::field::content_type, admin.content_type);
+        stream_header_.set(http::field::cache_control, "no-store");
+        for (const auto& [name, value] : admin.headers) {
+            stream_header_.set(name, value);
+        }
+        stream_header_.keep_alive(false);
+        stream_header_.chunked(true);
+        stream_serializer_.emplace(stream_header_);
+        stream_.expires_after(shared_->limits.request_timeout);
+        http::async_write_header(stream_, *stream_serializer_,
+                                 [self = shared_from_this(), start = std::move(admin.stream)](
+                                     beast::error_code ec, std::size_t) {
+                                     if (ec || self->shared_->stopped) {
+                                         self->stream_state_ = StreamState::Closed;
+                                         self->Close();
+                                         return;
+                                     }
+                                     // From here on the socket is used directly with our own write
+                                     // deadline: a pending read (to notice the client leaving) must
+                                     // not be cut by the stream's timer.
+                                     self->stream_.expires_never();
+                                     self->stream_state_ = StreamState::Open;
+                                     self->WatchClient();
+                                     start(self);
+                                 });
+    }
+
+    /// The client sends nothing on a stream; a read completing means it left (or misbehaves).
+    void WatchClient() {
+        stream_.socket().async_read_some(
+            asio::buffer(drain_buffer_),
+            [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+                self->drained_bytes_ += n;
+                if (ec || self->shared_->stopped || self->drained_bytes_ > kMaxDrainBytes) {
+                    self->EndStream();
+                    return;
+                }
+                self->WatchClient();
+            });
+    }
+
+    void WriteNextChunk() {
+        if (stream_state_ == StreamState::Closed) {
+            return;
+        }
+        if (stream_queue_.empty()) {
+            stream_writing_ = false;
+            if (stream_state_ == StreamState::Ending) {
+                stream_writing_ = true;
+                ArmWriteTimer();
+                asio::async_write(stream_.socket(), http::make_chunk_last(),
+                                  [self = shared_from_this()](beast::error_code, std::size_t) {
+                                      self->EndStream();
+                                  });
+            }
+            return;
+        }
+        stream_writing_ = true;
+        ArmWriteTimer();
+        asio::async_write(stream_.socket(), http::make_chunk(asio::buffer(stream_queue_.front())),
+                          [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                              self->write_timer_.cancel();
+                              if (ec || self->stream_state_ == StreamState::Closed) {
+                                  self->EndStream();
+                                  return;
+                              }
+                              self->stream_pending_bytes_ -= self->stream_queue_.front().size();
+                              self->stream_queue_.pop_front();
+                              self->WriteNextChunk();
+                          });
+    }
+
+    void ArmWriteTimer() {
+        write_timer_.expires_after(shared_->limits.request_timeout);
+        write_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+            if (!ec) {
+                self->shared_->stats.timeouts += 1;
+                self->EndStream();  // a chunk not taken within the deadline: drop the client
+            }
+        });
+    }
+
+    void EndStream() {
+        if (stream_state_ == StreamState::Closed) {
+            return;
+        }
+        stream_state_ = StreamState::Closed;
+        write_timer_.cancel();
+        Close();
+        if (auto callback = std::move(stream_on_close_)) {
+            stream_on_close_ = nullptr;
+            callback();
+        }
+    }
+
     std::shared_ptr<Shared> shared_;
     beast::tcp_stream stream_;
     beast::flat_buffer buffer_;
@@ -491,6 +641,15 @@ class Session : public std::enable_shared_from_this<Session> {
     std::array<char, 4096> drain_buffer_{};
     std::size_t drained_bytes_ = 0;
     bool refuse_;
+    // Streamed responses (AdminStream).
+    asio::steady_timer write_timer_;
+    StreamState stream_state_ = StreamState::None;
+    http::response<http::empty_body> stream_header_;
+    std::optional<http::response_serializer<http::empty_body>> stream_serializer_;
+    std::deque<std::string> stream_queue_;
+    std::size_t stream_pending_bytes_ = 0;
+    bool stream_writing_ = false;
+    std::function<void()> stream_on_close_;
 };
 
 void Accept(const std::shared_ptr<Shared>& shared);
@@ -644,6 +803,10 @@ const AdminServerStats& AdminServer::stats() const {
 
 const AdminServerLimits& AdminServer::limits() const {
     return shared_->limits;
+}
+
+boost::asio::io_context& AdminServer::io() {
+    return shared_->io;
 }
 
 }  // namespace conclave::node

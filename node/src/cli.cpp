@@ -40,9 +40,11 @@ Options:
   --version         print the version and exit
 Options also accept the --option=VALUE form.
 
-Admin HTTP endpoints:
+Admin HTTP endpoints (see node/README.md; conclavectl is their command-line client):
   GET /status, GET /metrics (Prometheus text), GET /healthz,
-  POST /transfer-leadership?to=ID, POST /step-down
+  GET /leadership (?watch=1: NDJSON stream of changes; ?wait=S&after=TOKEN: long-poll),
+  POST /transfer-leadership?to=ID, POST /step-down,
+  POST /metadata {"key","value"}, GET /metadata?from=TERM.COUNTER&max=N
   POST requests need "Authorization: Bearer <token>" (admin.token_file) unless
   insecure, and a JSON body (Content-Type: application/json); a Host or Origin
   that is not this node (or localhost) is refused with 403.

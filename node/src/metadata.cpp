@@ -1,6 +1,7 @@
 // Node's side of the replicated metadata log: the LogDriver's creation, propose(),
 // subscribe_committed(), /status fields and metrics. Kept apart from node.cpp.
 #include <algorithm>
+#include <boost/asio/post.hpp>
 
 #include "conclave/net/driver.hpp"
 #include "conclave/net/log_driver.hpp"
@@ -125,6 +126,13 @@ void Node::create_log_driver() {
 }
 
 void Node::propose(std::string key, std::string value, MetadataProposeCallback done) {
+    if (must_post()) {
+        boost::asio::post(*io_, [this, key = std::move(key), value = std::move(value),
+                                 done = std::move(done)]() mutable {
+            propose(std::move(key), std::move(value), std::move(done));
+        });
+        return;
+    }
     const auto finish = [this, done = std::move(done)](MetadataProposeStatus status, Lsn lsn) {
         MetadataProposeResult r;
         r.status = status;

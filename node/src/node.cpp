@@ -4,6 +4,7 @@
 #include <boost/system/system_error.hpp>
 #include <cassert>
 #include <chrono>
+#include <future>
 #include <utility>
 
 #include "conclave/net/driver.hpp"
@@ -78,6 +79,9 @@ class Node::Admin final : public AdminSource {
         }
         return MetadataPage{node_.committed_after(from, max_entries), node_.commit_lsn()};
     }
+    void on_leadership_change(std::function<void()> changed) override {
+        node_.subscribe([changed = std::move(changed)](const Leadership&) { changed(); });
+    }
     std::vector<std::string> node_ids() override {
         std::vector<std::string> ids;
         for (const NodeEntry& e : node_.config_.nodes) {
@@ -123,7 +127,22 @@ Node::Node(std::unique_ptr<boost::asio::io_context> owned_io, boost::asio::io_co
     register_metrics();
     register_metadata_metrics();
     admin_source_ = std::make_unique<Admin>(*this);
+    published_ = to_leadership(driver_->snapshot());
     driver_->subscribe([this](const LeadershipSnapshot& s) { on_snapshot(s); });
+}
+
+bool Node::must_post() const {
+    return run_threads_.load() > 0 && !io_->get_executor().running_in_this_thread();
+}
+
+std::optional<std::string> Node::call_on_io(std::function<std::optional<std::string>()> fn) {
+    auto promise = std::make_shared<std::promise<std::optional<std::string>>>();
+    auto future = promise->get_future();
+    boost::asio::post(*io_, [promise, fn = std::move(fn)] { promise->set_value(fn()); });
+    if (future.wait_for(kCallOnIoTimeout) != std::future_status::ready) {
+        return std::string("the node's io_context did not take the request within 5 s");
+    }
+    return future.get();
 }
 
 Node::~Node() {
@@ -201,6 +220,10 @@ void Node::on_snapshot(const LeadershipSnapshot& snapshot) {
         fail_stop("the elector state file could not be written (see the critical line above)");
     }
     const Leadership l = to_leadership(snapshot);
+    {
+        const std::lock_guard lock(published_mutex_);
+        published_ = l;
+    }
     if (last_ && *last_ == l) {
         return;
     }
@@ -224,15 +247,27 @@ void Node::on_snapshot(const LeadershipSnapshot& snapshot) {
 }
 
 void Node::subscribe(LeadershipCallback callback) {
+    if (must_post()) {
+        boost::asio::post(*io_,
+                          [this, cb = std::move(callback)]() mutable { subscribe(std::move(cb)); });
+        return;
+    }
     callback(current());
     subscribers_.push_back(std::move(callback));
 }
 
 Leadership Node::current() const {
+    if (must_post()) {
+        const std::lock_guard lock(published_mutex_);
+        return published_;  // the last snapshot the io thread published
+    }
     return to_leadership(driver_->snapshot());
 }
 
 std::optional<std::string> Node::transfer_leadership(const std::string& node_id) {
+    if (must_post()) {
+        return call_on_io([this, node_id] { return transfer_leadership(node_id); });
+    }
     const std::optional<NodeId> target = config_.find_node(node_id);
     if (!target) {
         return "unknown node id \"" + node_id + "\"";
@@ -259,6 +294,9 @@ std::optional<NodeId> Node::pick_successor() const {
 }
 
 std::optional<std::string> Node::step_down() {
+    if (must_post()) {
+        return call_on_io([this] { return step_down(); });
+    }
     if (stopping_) {
         return std::string("the node is stopping");
     }
@@ -273,6 +311,11 @@ std::optional<std::string> Node::step_down() {
 }
 
 void Node::stop(std::function<void()> done) {
+    if (must_post()) {
+        boost::asio::post(*io_,
+                          [this, done = std::move(done)]() mutable { stop(std::move(done)); });
+        return;
+    }
     if (stopped_) {
         if (done) {
             done();
@@ -350,6 +393,11 @@ void Node::finish_stop() {
 }
 
 void Node::run() {
+    run_threads_ += 1;
+    struct Leave {
+        std::atomic<int>& count;
+        ~Leave() { count -= 1; }
+    } leave{run_threads_};
     if (owned_io_) {
         auto guard = boost::asio::make_work_guard(*owned_io_);
         owned_io_->run();

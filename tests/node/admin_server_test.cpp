@@ -393,3 +393,74 @@ TEST_CASE("a throwing handler gives 500; stop() closes every connection", "[admi
     CHECK(client.WaitClosed());
     CHECK(RunUntil(io, [&] { return server.stats().connections_active == 0; }));
 }
+
+TEST_CASE("streamed responses: chunks reach the client; a client that does not read is dropped",
+          "[admin][stream]") {
+    AdminServerLimits limits;
+    limits.max_stream_pending_bytes = 4096;
+    limits.request_timeout = std::chrono::milliseconds(500);
+    asio::io_context io;
+    AdminServer server(io, limits);
+    std::shared_ptr<AdminStream> opened;
+    bool closed = false;
+    server.route("GET", "/stream", [&](const AdminRequest&) {
+        AdminResponse response;
+        response.content_type = "application/x-ndjson";
+        response.stream = [&](std::shared_ptr<AdminStream> stream) {
+            opened = stream;
+            stream->on_close([&] { closed = true; });
+        };
+        return response;
+    });
+    REQUIRE_FALSE(server.listen("127.0.0.1", 0));
+
+    // A reading client gets the header, then each chunk, then the end of the body.
+    {
+        Client client(io, server.port());
+        client.Send(Get("/stream"));
+        REQUIRE(RunUntil(io, [&] { return opened != nullptr; }));
+        CHECK(opened->write("{\"n\":1}\n"));
+        CHECK(opened->write("{\"n\":2}\n"));
+        opened->close();
+        CHECK_FALSE(opened->write("late"));
+        auto response = client.Read();
+        REQUIRE(response);
+        CHECK(response->chunked());
+        CHECK((*response)[http::field::content_type] == "application/x-ndjson");
+        CHECK(response->body() == "{\"n\":1}\n{\"n\":2}\n");
+        CHECK(RunUntil(io, [&] { return closed; }));
+    }
+    // A client that never reads: the queue bound (or the write deadline) drops it; it is never
+    // buffered without bound.
+    opened.reset();
+    closed = false;
+    {
+        Client client(io, server.port());
+        client.Send(Get("/stream"));
+        REQUIRE(RunUntil(io, [&] { return opened != nullptr; }));
+        const std::string chunk(1024, 'x');
+        std::size_t accepted = 0;
+        const auto deadline = std::chrono::steady_clock::now() + kBound;
+        while (opened->write(chunk) && std::chrono::steady_clock::now() < deadline) {
+            accepted += chunk.size();
+            io.poll();
+        }
+        CHECK(opened->closed());
+        CHECK(RunUntil(io, [&] { return closed; }));
+        INFO("bytes accepted before the drop: " << accepted);
+        CHECK(accepted < 256 * 1024 * 1024);
+    }
+    // The client leaving closes the stream.
+    opened.reset();
+    closed = false;
+    {
+        Client client(io, server.port());
+        client.Send(Get("/stream"));
+        REQUIRE(RunUntil(io, [&] { return opened != nullptr; }));
+        client.Close();
+        CHECK(RunUntil(io, [&] { return closed; }));
+        CHECK(opened->closed());
+    }
+    opened.reset();  // the last reference to the connection
+    CHECK(RunUntil(io, [&] { return server.stats().connections_active == 0; }));
+}

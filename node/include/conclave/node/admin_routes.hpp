@@ -5,11 +5,14 @@
 //   POST /transfer-leadership?to=ID -> 202 accepted | 400 bad id | 409 refused (e.g. not leader)
 //   POST /step-down                 -> 202 accepted | 409 refused
 //   POST /metadata, GET /metadata   -> the metadata log (metadata.hpp, node/README.md)
+//   GET  /leadership[?watch=1 | ?wait=S&after=TOKEN] -> leadership snapshot, NDJSON stream,
+//   long-poll
 // Query parameters are validated: unknown ones are refused with 400 naming them.
 //
 // The handlers get their data through AdminSource, which the Node implements (and tests fake).
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -57,6 +60,9 @@ class AdminSource {
         r.detail = "this node runs no metadata log";
         done(r);
     }
+    /// Calls `changed` (on the io_context thread) after every leadership change, for the
+    /// /leadership long-poll. Default: never (waiters then time out with the current snapshot).
+    virtual void on_leadership_change(std::function<void()> changed) { (void)changed; }
     /// nullopt when there is no metadata log.
     virtual std::optional<MetadataPage> metadata_after(Lsn from, std::size_t max_entries) {
         (void)from;
@@ -65,7 +71,21 @@ class AdminSource {
     }
 };
 
-/// Registers the five endpoints; `source` must outlive `server`.
+/// Registers the endpoints above; `source` must outlive `server`.
 void register_admin_routes(AdminServer& server, AdminSource& source);
+
+/// Bounds of GET /leadership watches and long-polls.
+struct LeadershipRouteLimits {
+    /// Watch streams plus waiting long-polls at once; one more is answered 503
+    /// "too_many_watchers". Below the server's max_connections, so that watchers cannot take
+    /// every connection of the admin API.
+    std::size_t max_watchers = 32;
+    /// Upper bound of ?wait= (seconds).
+    std::uint32_t max_wait_seconds = 60;
+};
+
+/// GET /leadership (leadership_routes.cpp); part of register_admin_routes with default limits.
+void register_leadership_routes(AdminServer& server, AdminSource& source,
+                                LeadershipRouteLimits limits = {});
 
 }  // namespace conclave::node

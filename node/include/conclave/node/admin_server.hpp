@@ -38,11 +38,34 @@ struct AdminRequest {
     std::string remote;  // peer address, "127.0.0.1:54321"
 };
 
+class AdminStream;
+
 struct AdminResponse {
     unsigned status = 200;
     std::string content_type = "application/json";
     std::string body;
     std::vector<std::pair<std::string, std::string>> headers;  // extra headers
+    /// When set, the response is streamed: the server sends the status and headers with
+    /// "Transfer-Encoding: chunked" (body ignored), then calls this with the stream to write to.
+    /// The connection is not reused afterwards.
+    std::function<void(std::shared_ptr<AdminStream>)> stream;
+};
+
+/// A streamed (chunked) response body, e.g. NDJSON. Every member runs on the io_context thread.
+/// Bounded: at most AdminServerLimits::max_stream_pending_bytes queued for a slow client, and a
+/// chunk not written within request_timeout; beyond either the stream is closed (dropped).
+class AdminStream {
+  public:
+    virtual ~AdminStream() = default;
+    /// Queues one chunk (empty chunks are ignored). false when the stream is closed, or closes it
+    /// now because the client does not keep up.
+    virtual bool write(std::string chunk) = 0;
+    /// Ends the body and closes the connection. Idempotent.
+    virtual void close() = 0;
+    virtual bool closed() const = 0;
+    /// `callback` runs once when the stream closes for any reason (client gone, too slow, server
+    /// stopped, close()); at once if it is already closed. Drop references to the stream there.
+    virtual void on_close(std::function<void()> callback) = 0;
 };
 
 /// `value` serialised as the body, status as given.
@@ -71,6 +94,8 @@ struct AdminServerLimits {
     /// Connections at once from one source address; more are closed at once (counted refused),
     /// so idle sockets from one host cannot take the slots of everybody else.
     std::size_t max_connections_per_source = 16;
+    /// Streamed responses: bytes queued for a client that does not read before it is dropped.
+    std::size_t max_stream_pending_bytes = 64 * 1024;
 };
 
 /// Who may use the admin API (SECURITY.md). Checked before routing, in this order:
@@ -125,6 +150,8 @@ class AdminServer {
 
     const AdminServerStats& stats() const;
     const AdminServerLimits& limits() const;
+    /// The io_context the server runs on (for handlers that need timers).
+    boost::asio::io_context& io();
 
     struct Shared;  // state shared with the connections (outlives the server if needed)
 

@@ -11,15 +11,24 @@
 // callback gets the current snapshot at once, then every change in order ("no leader" included).
 // Leader-only work must carry `fencing_token` to downstream resources guarded by a FencingGate.
 //
-// Threading: everything (callbacks included) runs on the io_context thread; call the methods
-// from it (before run(), or from handlers/posted functions).
+// Threading: everything (callbacks included) runs on the io_context thread. While Node::run()
+// drives the io_context on some thread, current(), subscribe(), propose(), transfer_leadership(),
+// step_down() and stop() may also be called from any other thread: current() then returns the
+// last snapshot the io thread published; subscribe(), propose() and stop() are posted to the io
+// thread (they return at once; their callbacks run there); transfer_leadership() and step_down()
+// are posted and wait for the answer (at most 5 s). Without Node::run() (an io_context driven
+// by the caller, e.g. run_one_for in tests) call every method from the thread that drives it.
+// Everything else (status(), config(), metrics_text(), ...) is io-thread only.
 #pragma once
 
 #include <spdlog/logger.h>
+#include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -131,6 +140,11 @@ class Node {
 
   private:
     class Admin;
+    /// True when another thread runs the io_context through run(): post instead of acting.
+    bool must_post() const;
+    /// Runs `fn` on the io thread and waits for its answer (at most kCallOnIoTimeout).
+    std::optional<std::string> call_on_io(std::function<std::optional<std::string>()> fn);
+    static constexpr std::chrono::seconds kCallOnIoTimeout{5};
     Node(std::unique_ptr<boost::asio::io_context> owned_io, boost::asio::io_context* io,
          ClusterConfig config, NodeOptions options);
     Leadership to_leadership(const LeadershipSnapshot& s) const;
@@ -169,6 +183,9 @@ class Node {
     bool stopping_ = false;
     bool handing_over_ = false;
     bool stopped_ = false;
+    std::atomic<int> run_threads_{0};     // threads inside run()
+    mutable std::mutex published_mutex_;  // guards published_
+    Leadership published_;                // for current() from other threads
 };
 
 }  // namespace conclave::node

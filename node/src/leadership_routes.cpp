@@ -1,0 +1,237 @@
+// GET /leadership on the admin server: the node's leadership snapshot, and a bounded long-poll
+// for sidecars and services in any language (see node/README.md for the contract).
+#include <boost/asio/steady_timer.hpp>
+#include <charconv>
+#include <list>
+#include <memory>
+
+#include "conclave/node/admin_routes.hpp"
+#include "conclave/node/status.hpp"
+
+namespace conclave::node {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::chrono::seconds kKeepaliveInterval{15};
+
+std::optional<std::uint64_t> ParseU64(std::string_view text) {
+    std::uint64_t value = 0;
+    const char* end = text.data() + text.size();
+    const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+    if (text.empty() || ec != std::errc{} || ptr != end) {
+        return std::nullopt;
+    }
+    return value;
+}
+
+json Snapshot(AdminSource& source) {
+    const StatusReport s = source.status();
+    return {{"id", s.id},
+            {"role", std::string(to_string(s.role))},
+            {"term", s.term.value},
+            {"leader", s.leader ? json(*s.leader) : json(nullptr)},
+            {"fencing_token", s.fencing_token},
+            {"reason", std::string(to_string(s.last_transition_reason))}};
+}
+
+struct Waiter {
+    explicit Waiter(boost::asio::io_context& io) : timer(io) {}
+    std::uint64_t after = 0;
+    boost::asio::steady_timer timer;
+    AdminResponder respond;
+};
+
+/// The long-polls waiting for a change. Owned by the routes' handlers (shared_ptr), so that a
+/// timer firing after the server stopped finds it alive; responders are then ignored.
+struct Watchers {
+    Watchers(boost::asio::io_context& io_context, AdminSource& admin_source,
+             LeadershipRouteLimits route_limits)
+        : io(io_context), source(admin_source), limits(route_limits) {}
+    boost::asio::io_context& io;
+    AdminSource& source;
+    LeadershipRouteLimits limits;
+    std::list<std::shared_ptr<Waiter>> waiting;
+    std::list<std::shared_ptr<AdminStream>> streams;  // ?watch=1
+    /// Writes a blank line to every stream now and then: a client gone without a word is found
+    /// out when the write fails (or is not taken within the server's write deadline).
+    std::optional<boost::asio::steady_timer> keepalive;
+    bool subscribed = false;
+    /// The snapshot at the last change or request: what a waiter timing out gets (a timer may
+    /// fire after the source is gone; it must not call it then).
+    json last;
+
+    std::size_t Count() const { return waiting.size() + streams.size(); }
+
+    void Subscribe(const std::shared_ptr<Watchers>& self) {
+        if (subscribed) {
+            return;
+        }
+        subscribed = true;
+        std::weak_ptr<Watchers> weak = self;
+        source.on_leadership_change([weak] {
+            if (auto w = weak.lock()) {
+                w->OnChange();
+            }
+        });
+    }
+
+    void Keepalive(const std::shared_ptr<Watchers>& self) {
+        if (!keepalive) {
+            keepalive.emplace(io);
+        }
+        keepalive->expires_after(kKeepaliveInterval);
+        keepalive->async_wait([self](boost::system::error_code ec) {
+            if (ec || self->streams.empty()) {
+                return;
+            }
+            for (const auto& stream : std::list(self->streams)) {
+                stream->write("\n");
+            }
+            self->Keepalive(self);
+        });
+    }
+
+    /// Writes the snapshot to every stream and answers every long-poll whose token differs.
+    void OnChange() {
+        last = Snapshot(source);
+        const json& snapshot = last;
+        const std::string line = snapshot.dump() + "\n";
+        for (const auto& stream : std::list(streams)) {  // a failed write removes it (on_close)
+            stream->write(line);
+        }
+        const auto token = snapshot["fencing_token"].get<std::uint64_t>();
+        for (auto it = waiting.begin(); it != waiting.end();) {
+            if ((*it)->after != token) {
+                const std::shared_ptr<Waiter> waiter = *it;
+                it = waiting.erase(it);
+                waiter->timer.cancel();
+                waiter->respond(json_response(200, snapshot));
+            } else {
+                ++it;
+            }
+        }
+    }
+};
+
+AdminResponse TooMany(const LeadershipRouteLimits& limits) {
+    return json_error(503, "too_many_watchers",
+                      "too many watches and long-polls at once (limit " +
+                          std::to_string(limits.max_watchers) + "); retry later");
+}
+
+void Watch(const std::shared_ptr<Watchers>& watchers, AdminResponder respond) {
+    if (watchers->Count() >= watchers->limits.max_watchers) {
+        return respond(TooMany(watchers->limits));
+    }
+    watchers->Subscribe(watchers);
+    AdminResponse response;
+    response.content_type = "application/x-ndjson";
+    std::weak_ptr<Watchers> weak = watchers;
+    response.stream = [weak](std::shared_ptr<AdminStream> stream) {
+        auto w = weak.lock();
+        if (!w) {
+            stream->close();
+            return;
+        }
+        // Level-triggered: the current snapshot first, then one line per change.
+        w->last = Snapshot(w->source);
+        if (!stream->write(w->last.dump() + "\n")) {
+            return;
+        }
+        const auto it = w->streams.insert(w->streams.end(), stream);
+        stream->on_close([weak, it] {
+            if (auto alive = weak.lock()) {
+                alive->streams.erase(it);
+            }
+        });
+        if (w->streams.size() == 1) {
+            w->Keepalive(w);
+        }
+    };
+    respond(std::move(response));
+}
+
+void LongPoll(const std::shared_ptr<Watchers>& watchers, std::uint64_t wait_seconds,
+              std::optional<std::uint64_t> after, AdminResponder respond) {
+    const json snapshot = Snapshot(watchers->source);
+    watchers->last = snapshot;
+    if (wait_seconds == 0 || !after || snapshot["fencing_token"].get<std::uint64_t>() != *after) {
+        return respond(json_response(200, snapshot));
+    }
+    if (watchers->Count() >= watchers->limits.max_watchers) {
+        return respond(TooMany(watchers->limits));
+    }
+    watchers->Subscribe(watchers);
+    auto waiter = std::make_shared<Waiter>(watchers->io);
+    waiter->after = *after;
+    waiter->respond = std::move(respond);
+    watchers->waiting.push_back(waiter);
+    waiter->timer.expires_after(std::chrono::seconds(wait_seconds));
+    waiter->timer.async_wait([watchers, waiter](boost::system::error_code ec) {
+        if (ec) {
+            return;  // answered by OnChange
+        }
+        watchers->waiting.remove(waiter);
+        // No change within the wait: the current snapshot (same token); the client asks again.
+        waiter->respond(json_response(200, watchers->last));
+    });
+}
+
+void Handle(const std::shared_ptr<Watchers>& watchers, const AdminRequest& request,
+            AdminResponder respond) {
+    for (const auto& [key, value] : request.query) {
+        (void)value;
+        if (key != "watch" && key != "wait" && key != "after") {
+            return respond(json_error(400, "bad_request",
+                                      "query: unknown parameter \"" + key.substr(0, 64) +
+                                          "\" (allowed: watch, wait, after)"));
+        }
+    }
+    if (auto it = request.query.find("watch"); it != request.query.end()) {
+        if (it->second != "1") {
+            return respond(json_error(
+                400, "bad_request", "watch: expected 1, got \"" + it->second.substr(0, 64) + "\""));
+        }
+        if (request.query.size() != 1) {
+            return respond(json_error(400, "bad_request",
+                                      "watch=1 takes no other parameter (wait and after are for "
+                                      "the long-poll)"));
+        }
+        return Watch(watchers, std::move(respond));
+    }
+    std::uint64_t wait_seconds = 0;
+    if (auto it = request.query.find("wait"); it != request.query.end()) {
+        const auto parsed = ParseU64(it->second);
+        if (!parsed || *parsed > watchers->limits.max_wait_seconds) {
+            return respond(json_error(400, "bad_request",
+                                      "wait: expected seconds in 0.." +
+                                          std::to_string(watchers->limits.max_wait_seconds) +
+                                          ", got \"" + it->second.substr(0, 64) + "\""));
+        }
+        wait_seconds = *parsed;
+    }
+    std::optional<std::uint64_t> after;
+    if (auto it = request.query.find("after"); it != request.query.end()) {
+        after = ParseU64(it->second);
+        if (!after) {
+            return respond(json_error(400, "bad_request",
+                                      "after: expected a fencing token (an integer), got \"" +
+                                          it->second.substr(0, 64) + "\""));
+        }
+    }
+    LongPoll(watchers, wait_seconds, after, std::move(respond));
+}
+
+}  // namespace
+
+void register_leadership_routes(AdminServer& server, AdminSource& source,
+                                LeadershipRouteLimits limits) {
+    auto watchers = std::make_shared<Watchers>(server.io(), source, limits);
+    server.route_async("GET", "/leadership",
+                       [watchers](const AdminRequest& request, AdminResponder respond) {
+                           Handle(watchers, request, std::move(respond));
+                       });
+}
+
+}  // namespace conclave::node
