@@ -273,8 +273,15 @@ void Simulator::log_input(std::size_t node, LogInput input,
                           const LogMessage* received) {
     assert(logs_[node]);
     LogActions actions;
+    const std::uint64_t alarms_before = logs_[node]->counters().protocol_violation_alarms;
     try {
         actions = call(*logs_[node]);
+        // A message no correct peer sends (dropped by the core, with an alarm) is a violation of
+        // the run: the simulator's peers are all honest (planted bugs aside).
+        if (logs_[node]->counters().protocol_violation_alarms != alarms_before) {
+            throw LogCheckFailed(std::string("protocol violation alarm: ") +
+                                 logs_[node]->last_violation().reason);
+        }
     } catch (const LogCheckFailed& failure) {
         if (options_.trace) {
             nlohmann::json line{{"kind", "log"},
