@@ -136,6 +136,7 @@ struct BenchOptions {
     std::filesystem::path conclaved;
     int runs = 20;                      // failover runs per case; cold-start runs per N
     std::vector<std::string> profiles;  // failover: "fast", "default"
+    std::string backoff;                // "uniform" / "ranked"; empty: the profile's default
     double duration_s = 60;             // jitter: seconds per case
     double window_s = 20;               // cost: measuring window
     double poll_ms = 1;                 // failover: /status polling period

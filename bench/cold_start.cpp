@@ -28,6 +28,7 @@ int run_cold_start(const BenchOptions& options) {
                 bounce::ClusterOptions c;
                 c.node_count = n;
                 c.profile = profile;
+                c.backoff = options.backoff;
                 c.conclaved = options.conclaved;
                 c.seed = options.seed + static_cast<std::uint64_t>(run);
                 Harness h(c);

@@ -80,7 +80,9 @@ FailoverResult measure_failover(FailoverTarget& target, int signal, int runs, do
 //    drops the leader. With the last heartbeat h before the signal s (s - h uniform in
 //    [0, heartbeat_period)) and the check phase phi uniform in [0, check period):
 //    D = phi + (misses - 1) * check - (s - h), independently for A and B.
-//  - backoff: BecomeFollower arms RandomWait uniform in [0, max_random_wait] (integer ms).
+//  - backoff: BecomeFollower arms RandomWait uniform in [0, max_random_wait] (integer ms); with
+//    the ranked backoff, the first wait is rank x rank_slot + jitter in [0, rank_slot / 8]
+//    (A rank 0, B rank 1: the order is the same for both survivors), later ones uniform.
 //  - scouting: when A's RandomWait fires, A asks B. B says yes only if it no longer knows a leader
 //    (sticky leader), i.e. D_B has passed; then A wins: two round trips (scouting, proposal) and
 //    two persists (A's term and vote, B's vote), which the model leaves out. If B still knows the
@@ -106,6 +108,12 @@ std::vector<double> floor_model_ms(const Config& c, bool silent, int samples,
         }
         double attempt[2] = {detect[0] + static_cast<double>(backoff(random)),
                              detect[1] + static_cast<double>(backoff(random))};
+        if (c.backoff == Backoff::Ranked) {
+            const std::int64_t slot = c.rank_slot.count();
+            std::uniform_int_distribution<std::int64_t> jitter(0, slot / 8);
+            attempt[0] = detect[0] + static_cast<double>(jitter(random));
+            attempt[1] = detect[1] + static_cast<double>(slot + jitter(random));
+        }
         for (int step = 0; step < 10'000; ++step) {
             const int a = attempt[0] <= attempt[1] ? 0 : 1;
             const int b = 1 - a;
@@ -128,11 +136,12 @@ struct Case {
 
 std::string describe_profile(const Config& c) {
     return fmt::format(
-        "heartbeat {} ms, check every {} ms, {} missed checks = inactivity {} ms, backoff 0-{} "
-        "ms, scouting timeout {} ms",
+        "heartbeat {} ms, check every {} ms, {} missed checks = inactivity {} ms, backoff {}{} "
+        "then 0-{} ms, scouting timeout {} ms",
         c.heartbeat_period.count(), c.heartbeat_check_period.count(), c.heartbeat_check_misses(),
-        c.inactivity_interval().count(), c.max_random_wait.count(),
-        c.scouting_result_timeout.count());
+        c.inactivity_interval().count(), to_string(c.backoff),
+        c.backoff == Backoff::Ranked ? fmt::format(" (slot {} ms)", c.rank_slot.count()) : "",
+        c.max_random_wait.count(), c.scouting_result_timeout.count());
 }
 
 }  // namespace
@@ -155,9 +164,12 @@ int run_failover(const BenchOptions& options) {
     }
     const Case cases[] = {{"SIGKILL", SIGKILL}, {"SIGSTOP", SIGSTOP}};
     for (const std::string& profile : options.profiles) {
-        const auto config = Config::profile(profile, 3, NodeId{0});
+        auto config = Config::profile(profile, 3, NodeId{0});
         if (!config) {
             throw std::runtime_error("--profile: unknown profile " + profile);
+        }
+        if (!options.backoff.empty()) {
+            config->backoff = *parse_backoff(options.backoff);
         }
         const double period = static_cast<double>(config->heartbeat_period.count());
         const double inactivity = static_cast<double>(config->inactivity_interval().count());

@@ -172,6 +172,7 @@ std::unique_ptr<FailoverTarget> make_conclave_target(const BenchOptions& options
     bounce::ClusterOptions c;
     c.node_count = 3;
     c.profile = profile;
+    c.backoff = options.backoff;
     c.conclaved = options.conclaved;
     c.seed = options.seed;
     return std::make_unique<ConclaveTarget>(std::move(c));

@@ -24,6 +24,7 @@ figures:
 options:
   --runs N          failover runs per case (default 20), cold-start runs per N (default 10)
   --profile P       fast, default or both (failover and cold-start; default both)
+  --backoff B       uniform or ranked (failover and cold-start; default: the profile's)
   --duration S      jitter: seconds per case (default 60)
   --window S        cost: measuring window in seconds (default 20)
   --poll-ms MS      failover: polling period of the survivors' /status (default 1)
@@ -83,6 +84,12 @@ int main(int argc, char** argv) {
                         "--profile: expected fast, default or both, got \"" + value + "\"");
                 }
                 profile = value;
+            } else if (flag == "--backoff") {
+                if (value != "uniform" && value != "ranked") {
+                    throw std::invalid_argument("--backoff: expected uniform or ranked, got \"" +
+                                                value + "\"");
+                }
+                options.backoff = value;
             } else if (flag == "--duration") {
                 options.duration_s = number(flag, value, 1, 86400);
             } else if (flag == "--window") {

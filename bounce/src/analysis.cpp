@@ -91,8 +91,67 @@ Summary analyze(std::size_t node_count, const std::vector<Observation>& observat
         }
     };
 
+    // The effective leader may have changed at `at_ms`: close the epoch and record the change.
+    auto step = [&](std::int64_t at_ms) {
+        const auto now = tracker.effective();
+        if (now == current) {
+            return;
+        }
+        close_epoch(at_ms);
+        // A gap no poll could see (two answers at the same instant) is not a failover.
+        if (!current && any_leader_yet && now && last_leader && at_ms > epoch_begin_ms) {
+            s.failover_ms.push_back(at_ms - epoch_begin_ms);
+        }
+        current = now;
+        epoch_begin_ms = at_ms;
+        if (!now) {
+            return;
+        }
+        if (!any_leader_yet) {
+            any_leader_yet = true;
+            s.first_leader = now->node;
+        } else if (last_leader && !(*last_leader == *now)) {
+            LeaderChange c;
+            c.at_ms = at_ms;
+            c.from = last_leader->node;
+            c.from_term = last_leader->term;
+            c.to = now->node;
+            c.to_term = now->term;
+            c.needless = healthy_throughout(node_count, faults, c.from, last_leader_seen_ms, at_ms);
+            s.changes.push_back(c);
+            s.leader_changes += 1;
+            s.needless_leader_changes += c.needless ? 1 : 0;
+        }
+        if (!(last_leader == now)) {
+            last_leader_seen_ms = at_ms;
+        }
+        last_leader = now;
+    };
+
+    // A killed, stopped or paused node claims nothing from the signal on, until it is started or
+    // resumed: its last answer (or one in flight) must not keep it as a live leader, and the
+    // failover it causes is measured from the signal.
+    std::vector<bool> silenced(node_count, false);
+    std::size_t next_fault = 0;
+    auto apply_faults_until = [&](std::int64_t t_ms) {
+        for (; next_fault < faults.size() && faults[next_fault].at_ms <= t_ms; ++next_fault) {
+            const FaultEvent& e = faults[next_fault];
+            if (e.kind == FaultKind::SetLink || e.node >= node_count) {
+                continue;
+            }
+            const bool silence = e.kind == FaultKind::Kill || e.kind == FaultKind::Stop ||
+                                 e.kind == FaultKind::Pause;
+            silenced[e.node] = silence;
+            if (silence) {
+                tracker.observe(Observation{e.at_ms, e.node, ObservedRole::Unreachable, 0, {}});
+                step(e.at_ms);
+            }
+        }
+    };
+
     for (const Observation& o : observations) {
         assert(o.node < node_count);
+        apply_faults_until(o.at_ms);
         s.highest_term = std::max(s.highest_term, o.term);
         auto note_leader = [&](NodeIndex who) {
             auto& set = leaders_by_term[o.term];
@@ -113,47 +172,18 @@ Summary analyze(std::size_t node_count, const std::vector<Observation>& observat
         } else if (o.role == ObservedRole::Follower && o.leader && o.term > 0) {
             note_leader(*o.leader);
         }
+        if (silenced[o.node]) {
+            continue;  // an answer sent before the signal, arriving after it
+        }
 
         if (o.role == ObservedRole::Leader && last_leader && o.node == last_leader->node &&
             o.term == last_leader->term) {
             last_leader_seen_ms = o.at_ms;
         }
         tracker.observe(o);
-        const auto now = tracker.effective();
-        if (now == current) {
-            continue;
-        }
-        close_epoch(o.at_ms);
-        // A gap no poll could see (two answers at the same instant) is not a failover.
-        if (!current && any_leader_yet && now && last_leader && o.at_ms > epoch_begin_ms) {
-            s.failover_ms.push_back(o.at_ms - epoch_begin_ms);
-        }
-        current = now;
-        epoch_begin_ms = o.at_ms;
-        if (!now) {
-            continue;
-        }
-        if (!any_leader_yet) {
-            any_leader_yet = true;
-            s.first_leader = now->node;
-        } else if (last_leader && !(*last_leader == *now)) {
-            LeaderChange c;
-            c.at_ms = o.at_ms;
-            c.from = last_leader->node;
-            c.from_term = last_leader->term;
-            c.to = now->node;
-            c.to_term = now->term;
-            c.needless =
-                healthy_throughout(node_count, faults, c.from, last_leader_seen_ms, o.at_ms);
-            s.changes.push_back(c);
-            s.leader_changes += 1;
-            s.needless_leader_changes += c.needless ? 1 : 0;
-        }
-        if (!(last_leader == now)) {
-            last_leader_seen_ms = o.at_ms;
-        }
-        last_leader = now;
+        step(o.at_ms);
     }
+    apply_faults_until(end_ms);
     close_epoch(std::max(end_ms, epoch_begin_ms));
     if (current) {
         s.final_leader = current->node;

@@ -105,15 +105,19 @@ Cluster::Cluster(asio::io_context& io, ClusterOptions options)
                                   {"http", address(nodes_[i].http)}});
         }
         auto base = [&](nlohmann::json node_list) {
-            return nlohmann::json{{"cluster", "bounce"},
-                                  {"nodes", std::move(node_list)},
-                                  {"profile", options_.profile},
-                                  {"scouting", options_.scouting},
-                                  {"data_dir", (dir_ / "data" / "{id}").string()},
-                                  {"tls", nullptr},
-                                  // Loopback demo cluster behind the fault proxy (SECURITY.md).
-                                  {"insecure", true},
-                                  {"log", {{"format", "text"}, {"level", "info"}}}};
+            nlohmann::json doc{{"cluster", "bounce"},
+                               {"nodes", std::move(node_list)},
+                               {"profile", options_.profile},
+                               {"scouting", options_.scouting},
+                               {"data_dir", (dir_ / "data" / "{id}").string()},
+                               {"tls", nullptr},
+                               // Loopback demo cluster behind the fault proxy (SECURITY.md).
+                               {"insecure", true},
+                               {"log", {{"format", "text"}, {"level", "info"}}}};
+            if (!options_.backoff.empty()) {
+                doc["backoff"] = options_.backoff;
+            }
+            return doc;
         };
         std::ofstream(dir_ / "cluster.json") << base(real_nodes).dump(2) << "\n";
         for (NodeIndex i = 0; i < n; ++i) {

@@ -447,14 +447,15 @@ double draw_run(std::string& svg, const RunResult& r, double top) {
         labels_height = std::max(labels_height, static_cast<double>(row + 1) * 16);
     }
 
-    // Leader changes: a marker above the lanes, red when needless.
+    // Leader changes: a marker above the lanes, a solid red one when needless, hollow when forced.
     for (const LeaderChange& c : s.changes) {
         const double cx = x(c.at_ms);
         svg += fmt::format(
-            "<path d=\"M{:.1f},{:.1f} l-5,-8 h10 z\" fill=\"{}\"><title>{} (t{}) -> {} (t{}){}"
+            "<path d=\"M{:.1f},{:.1f} l-5,-8 h10 z\" {}><title>{} (t{}) -> {} (t{}){}"
             "</title></path>\n",
-            cx, lanes_top - 1, c.needless ? "#d50000" : "#212121", node_name(c.from), c.from_term,
-            node_name(c.to), c.to_term, c.needless ? ", needless" : "");
+            cx, lanes_top - 1, c.needless ? "fill=\"#d50000\"" : "fill=\"none\" stroke=\"#212121\"",
+            node_name(c.from), c.from_term, node_name(c.to), c.to_term,
+            c.needless ? ", needless" : ", forced");
     }
 
     // Time axis.
@@ -489,6 +490,7 @@ std::string render_svg(const std::vector<RunResult>& runs) {
         {"#e0e0e0", "no answer (down, paused, slow)"},
         {"#d32f2f", "fault"},
         {"#d50000", "needless leader change ▼"},
+        {"#212121", "forced leader change ▽"},
         {"#66bb6a", "writes acknowledged per second"},
         {"#ff8f00", "outcome unknown"}};
     for (const auto& [colour, text] : legend) {

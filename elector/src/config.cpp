@@ -28,6 +28,7 @@ Config Config::defaults(std::size_t cluster_size, NodeId self) {
     c.heartbeat_period = Millis{500};
     c.heartbeat_check_period = Millis{250};
     c.heartbeat_miss_count = 6;
+    c.rank_slot = Millis{100};
     return with_cluster(c, cluster_size, self);
 }
 
@@ -40,6 +41,7 @@ Config Config::fast(std::size_t cluster_size, NodeId self) {
     c.heartbeat_period = Millis{100};
     c.heartbeat_check_period = Millis{50};
     c.heartbeat_miss_count = 3;
+    c.rank_slot = Millis{25};
     return with_cluster(c, cluster_size, self);
 }
 
@@ -110,6 +112,13 @@ std::optional<std::string> Config::validate() const {
                "(heartbeat_period * heartbeat_miss_count = " +
                ms(inactivity_interval()) + "), got " + ms(heartbeat_check_period);
     }
+    if (rank_slot < kMinRankSlot || rank_slot > kMaxRankSlot) {
+        return "rank_slot: must be between " + ms(kMinRankSlot) + " and " + ms(kMaxRankSlot) +
+               ", got " + ms(rank_slot);
+    }
+    if (backoff != Backoff::Uniform && backoff != Backoff::Ranked) {
+        return "backoff: must be uniform or ranked";
+    }
     if (heartbeat_period.count() > 3'600'000 || max_random_wait.count() > 3'600'000 ||
         initial_wait.count() > 3'600'000 || scouting_result_timeout.count() > 3'600'000 ||
         election_result_timeout.count() > 3'600'000 || heartbeat_miss_count > 1000) {
@@ -132,6 +141,26 @@ std::string_view to_string(PlantedBug b) {
             return "skip-sticky-leader";
     }
     return "?";
+}
+
+std::string_view to_string(Backoff b) {
+    switch (b) {
+        case Backoff::Uniform:
+            return "uniform";
+        case Backoff::Ranked:
+            return "ranked";
+    }
+    return "?";
+}
+
+std::optional<Backoff> parse_backoff(std::string_view name) {
+    if (name == "uniform") {
+        return Backoff::Uniform;
+    }
+    if (name == "ranked") {
+        return Backoff::Ranked;
+    }
+    return std::nullopt;
 }
 
 }  // namespace conclave

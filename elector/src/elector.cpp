@@ -1,6 +1,8 @@
 // The elector core. "Departure N" refers to the numbered departures from BlazingMQ in docs/design.md.
 #include "conclave/elector/elector.hpp"
 
+#include "conclave/elector/backoff.hpp"
+
 #include <stdexcept>
 
 namespace conclave {
@@ -59,7 +61,11 @@ Actions Elector::start(Millis now) {
     state_.tentative_leader.reset();
     state_.missed_checks = 0;
     state_.round = ScoutingRound{};
-    Arm(TimerId::InitialWait, config_.initial_wait);
+    // Ranked: nodes started together look for a leader as long, then scout one slot apart.
+    const Millis ranked_start = config_.backoff == Backoff::Ranked
+                                    ? ranked_backoff(config_, state_.term, std::nullopt, random_())
+                                    : Millis{0};
+    Arm(TimerId::InitialWait, config_.initial_wait + ranked_start);
     NotifyIfChanged(Reason::Started);
     return Finish();
 }
@@ -580,6 +586,12 @@ void Elector::BecomeLeader() {
 void Elector::BecomeFollower(Reason reason, std::optional<NodeId> leader,
                              std::optional<NodeId> tentative, std::optional<NodeId> successor,
                              Millis extra_wait) {
+    // A follower losing its leader waits by rank (ranked backoff); a failed candidate or leader,
+    // uniformly, so that liveness never depends on the ranking.
+    std::optional<NodeId> lost_leader;
+    if (state_.role == Role::Follower) {
+        lost_leader = state_.leader ? state_.leader : state_.tentative_leader;
+    }
     if (state_.role == Role::Leader) {
         SendToAll(state_.lsn.term, LeadershipCession{successor});
     }
@@ -595,7 +607,10 @@ void Elector::BecomeFollower(Reason reason, std::optional<NodeId> leader,
     if (leader || tentative) {
         Arm(TimerId::HeartbeatCheck, config_.heartbeat_check_period);
     } else {
-        Arm(TimerId::RandomWait, extra_wait + RandomBackoff());
+        const bool ranked = config_.backoff == Backoff::Ranked && lost_leader;
+        Arm(TimerId::RandomWait,
+            extra_wait + (ranked ? ranked_backoff(config_, state_.term, lost_leader, random_())
+                                 : RandomBackoff()));
     }
     NotifyIfChanged(reason);
 }

@@ -210,6 +210,7 @@ constexpr TimingField kTimingFields[] = {
     {"scouting_result_ms", "scouting_result_timeout"},
     {"election_result_ms", "election_result_timeout"},
     {"heartbeat_check_ms", "heartbeat_check_period"},
+    {"rank_slot_ms", "rank_slot"},
 };
 
 constexpr std::int64_t kMaxTimingMs = 3'600'000;  // one hour, as Config::validate() allows
@@ -217,9 +218,10 @@ constexpr std::int64_t kMaxMissCount = 1000;
 
 void ApplyTiming(const json& timing, Config& config) {
     ExpectObject(timing, "timing");
-    RejectUnknownFields(timing, "timing",
-                        {"heartbeat_ms", "miss_count", "max_random_wait_ms", "initial_wait_ms",
-                         "scouting_result_ms", "election_result_ms", "heartbeat_check_ms"});
+    RejectUnknownFields(
+        timing, "timing",
+        {"heartbeat_ms", "miss_count", "max_random_wait_ms", "initial_wait_ms",
+         "scouting_result_ms", "election_result_ms", "heartbeat_check_ms", "rank_slot_ms"});
     const auto ms = [&](std::string_view key, Millis& out) {
         if (const json* v = Find(timing, key)) {
             out = Millis{ExpectInteger(*v, Join("timing", key), 0, kMaxTimingMs)};
@@ -231,6 +233,7 @@ void ApplyTiming(const json& timing, Config& config) {
     ms("scouting_result_ms", config.scouting_result_timeout);
     ms("election_result_ms", config.election_result_timeout);
     ms("heartbeat_check_ms", config.heartbeat_check_period);
+    ms("rank_slot_ms", config.rank_slot);
     if (const json* v = Find(timing, "miss_count")) {
         config.heartbeat_miss_count =
             static_cast<std::uint32_t>(ExpectInteger(*v, "timing.miss_count", 0, kMaxMissCount));
@@ -490,8 +493,9 @@ ClusterConfig ParseDocument(const json& document, std::string_view node_id) {
         Fail("(top level)", "expected a JSON object, got " + Describe(document));
     }
     RejectUnknownFields(document, "",
-                        {"cluster", "nodes", "profile", "timing", "scouting", "check_quorum",
-                         "data_dir", "tls", "log", "metadata", "insecure", "secret_file", "admin"});
+                        {"cluster", "nodes", "profile", "timing", "backoff", "scouting",
+                         "check_quorum", "data_dir", "tls", "log", "metadata", "insecure",
+                         "secret_file", "admin"});
     ClusterConfig config;
     const json& cluster = Require(document, "", "cluster");
     config.cluster = ExpectString(cluster, "cluster");
@@ -522,6 +526,13 @@ ClusterConfig ParseDocument(const json& document, std::string_view node_id) {
     config.elector = *elector;
     if (const json* timing = Find(document, "timing")) {
         ApplyTiming(*timing, config.elector);
+    }
+    if (const json* backoff = Find(document, "backoff")) {
+        const auto parsed = parse_backoff(ExpectString(*backoff, "backoff"));
+        if (!parsed) {
+            Fail("backoff", "expected \"uniform\" or \"ranked\", got " + Describe(*backoff));
+        }
+        config.elector.backoff = *parsed;
     }
     if (const json* scouting = Find(document, "scouting")) {
         config.elector.scouting = ExpectBool(*scouting, "scouting");
@@ -748,7 +759,9 @@ nlohmann::ordered_json effective_config_json(const ClusterConfig& config) {
           {"initial_wait_ms", e.initial_wait.count()},
           {"scouting_result_ms", e.scouting_result_timeout.count()},
           {"election_result_ms", e.election_result_timeout.count()},
-          {"heartbeat_check_ms", e.heartbeat_check_period.count()}}},
+          {"heartbeat_check_ms", e.heartbeat_check_period.count()},
+          {"rank_slot_ms", e.rank_slot.count()}}},
+        {"backoff", to_string(e.backoff)},
         {"scouting", e.scouting},
         {"check_quorum", e.check_quorum},
         {"data_dir", config.data_dir.string()},

@@ -38,6 +38,8 @@ Random schedules:
   --steps K            stop each seed after K core steps (skips the liveness check)
   --trace FILE         write the run as NDJSON (trace format v1); needs a single seed
   --no-scouting        switch ElectionScouting (PreVote) off
+  --backoff NAME       uniform (default) | ranked: the elector's wait after losing a leader and
+                       at start (random runs only)
   --planted-bug NAME   double-vote | minority-quorum | count-stale-scouting-replies |
                        skip-sticky-leader (a deliberately broken core)
   --lose-durable-state restart crashed nodes with empty durable state (a broken driver)
@@ -188,6 +190,15 @@ int main(int argc, char** argv) {
             trace_path = text;
         } else if (arg == "--no-scouting") {
             run.scouting = ex.scouting = false;
+        } else if (arg == "--backoff") {
+            if (!value(text))
+                return bad();
+            auto backoff = parse_backoff(text);
+            if (!backoff) {
+                return usage_error("--backoff: unknown backoff '" + std::string(text) +
+                                   "' (expected uniform or ranked)");
+            }
+            run.backoff = *backoff;
         } else if (arg == "--planted-bug") {
             if (!value(text))
                 return bad();
@@ -275,6 +286,10 @@ int main(int argc, char** argv) {
     std::uint64_t sim_ms = 0;
     std::int64_t slowest_convergence_ms = 0;
     std::int64_t bound_ms = 0;
+    std::uint64_t contested = 0;
+    std::uint64_t split_votes = 0;
+    std::uint64_t seeds_with_split_votes = 0;
+    std::uint64_t elections = 0;
     std::uint64_t log_steps = 0;
     std::uint64_t committed = 0;
     std::uint64_t acked = 0;
@@ -290,6 +305,10 @@ int main(int argc, char** argv) {
         steps += r.stats.steps;
         sim_ms += static_cast<std::uint64_t>(r.end.count());
         bound_ms = r.liveness_bound.count();
+        contested += r.leadership.contested_terms;
+        split_votes += r.leadership.split_votes;
+        seeds_with_split_votes += r.leadership.split_votes > 0 ? 1 : 0;
+        elections += r.leadership.elections_won;
         log_steps += r.stats.log_steps;
         committed += r.log_committed;
         acked += r.log_acked;
@@ -314,9 +333,9 @@ int main(int argc, char** argv) {
                       << (r.converged_after ? std::to_string(r.converged_after->count()) + " ms"
                                             : std::string("-"))
                       << " (bound " << r.liveness_bound.count() << " ms)  leader changes "
-                      << r.leadership.leader_changes << "  highest term "
-                      << r.leadership.highest_term.value << "  crashes " << r.stats.crashes
-                      << "  dropped " << r.stats.messages_dropped;
+                      << r.leadership.leader_changes << "  split votes " << r.leadership.split_votes
+                      << "  highest term " << r.leadership.highest_term.value << "  crashes "
+                      << r.stats.crashes << "  dropped " << r.stats.messages_dropped;
             if (run.log) {
                 std::cout << "  log: committed " << r.log_committed << " acked " << r.log_acked
                           << " refused " << r.stats.proposals_refused << " unknown "
@@ -344,6 +363,13 @@ int main(int argc, char** argv) {
         "slowest agreement on a leader after the faults ended: %lld ms (liveness bound %lld "
         "ms)\n",
         static_cast<long long>(slowest_convergence_ms), static_cast<long long>(bound_ms));
+    std::printf(
+        "backoff %s: %llu elections won, %llu contested terms (two or more candidates), %llu "
+        "split votes (contested, nobody won) in %llu seeds\n",
+        std::string(conclave::to_string(run.backoff)).c_str(),
+        static_cast<unsigned long long>(elections), static_cast<unsigned long long>(contested),
+        static_cast<unsigned long long>(split_votes),
+        static_cast<unsigned long long>(seeds_with_split_votes));
     if (run.log) {
         std::printf(
             "log%s: %llu log core steps, %llu entries committed, %llu proposals acknowledged, "

@@ -165,14 +165,21 @@ std::string FaultMix::to_string() const {
 Config run_config(const RunOptions& options) {
     Config c = Config::fast(options.nodes, NodeId{0});
     c.scouting = options.scouting;
+    c.backoff = options.backoff;
     c.planted_bug = options.planted_bug;
     return c;
 }
 
 Millis liveness_bound(const Config& c, std::int64_t max_one_way_latency_ms) {
-    const Millis round = c.max_random_wait + c.scouting_result_timeout + c.election_result_timeout +
-                         Millis{4 * max_one_way_latency_ms};
-    return c.initial_wait + 2 * c.inactivity_interval() + c.heartbeat_check_period +
+    // Ranked: the longest wait by rank (the last of N, no leader left out), jitter included.
+    const Millis ranked_max =
+        c.backoff == Backoff::Ranked
+            ? Millis{static_cast<Millis::rep>(c.cluster_size - 1) * c.rank_slot.count() +
+                     c.rank_slot.count() / 8}
+            : Millis{0};
+    const Millis round = std::max(c.max_random_wait, ranked_max) + c.scouting_result_timeout +
+                         c.election_result_timeout + Millis{4 * max_one_way_latency_ms};
+    return c.initial_wait + ranked_max + 2 * c.inactivity_interval() + c.heartbeat_check_period +
            kLivenessRounds * round;
 }
 
@@ -349,6 +356,9 @@ std::string replay_command(std::string_view program, const RunOptions& o) {
     }
     if (!o.scouting) {
         cmd += " --no-scouting";
+    }
+    if (o.backoff != Backoff::Uniform) {
+        cmd += " --backoff " + std::string(conclave::to_string(o.backoff));
     }
     if (o.planted_bug != PlantedBug::None) {
         cmd += " --planted-bug " + std::string(conclave::to_string(o.planted_bug));

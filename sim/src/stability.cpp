@@ -55,6 +55,17 @@ void LeadershipTracker::observe(const Simulator& sim, const StepRecord& step) {
     if (s.term > summary_.highest_term) {
         summary_.highest_term = s.term;
     }
+    if (s.role == Role::Candidate || s.role == Role::Leader) {
+        TermRecord& t = terms_[s.term.value];
+        if (s.role == Role::Leader) {
+            t.won = true;
+        } else if (!t.candidates.contains(step.node)) {
+            t.candidates.insert(step.node);
+            if (t.candidates.size() == 2) {
+                ++summary_.contested_terms;
+            }
+        }
+    }
     if (s.role == Role::Leader && led_term_[step.node.value] != s.term.value) {
         led_term_[step.node.value] = s.term.value;
         ++summary_.elections_won;
@@ -85,6 +96,12 @@ void LeadershipTracker::finish(Millis end) {
         summary_.leaderless_time += end - last_at_;
     }
     last_at_ = end;
+    summary_.split_votes = 0;
+    for (const auto& [term, t] : terms_) {
+        if (t.candidates.size() >= 2 && !t.won) {
+            ++summary_.split_votes;
+        }
+    }
 }
 
 }  // namespace conclave::sim

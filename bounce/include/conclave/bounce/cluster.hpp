@@ -33,6 +33,7 @@ struct ClusterOptions {
     std::filesystem::path conclaved;  // the daemon binary
     std::uint64_t seed = 1;           // proxy jitter
     bool keep_dir = false;            // keep the temporary directory (logs) after the run
+    std::string backoff = {};         // "uniform" / "ranked"; empty: the profile's default
 };
 
 struct NodeProcess {

@@ -21,6 +21,13 @@ enum class PlantedBug : std::uint8_t {
     SkipStickyLeader,           // say yes to scouting and proposals while following a live leader
 };
 
+/// How a follower that has no leader chooses when to start scouting (see elector/README.md).
+enum class Backoff : std::uint8_t {
+    Uniform,  // BlazingMQ: uniform in [0, max_random_wait]
+    Ranked,   // rank x rank_slot (+ jitter) after losing a leader or at start; uniform after a
+              // failed round
+};
+
 struct Config {
     /// Number of nodes in the cluster (1..kMaxClusterSize) and this node's index in it.
     std::size_t cluster_size = 1;
@@ -32,6 +39,13 @@ struct Config {
     Millis initial_wait{8000};
     /// Backoff before (re)trying an election: uniform in [0, max_random_wait].
     Millis max_random_wait{3000};
+    /// Wait before scouting after losing the leader (and at start): see Backoff.
+    Backoff backoff = Backoff::Uniform;
+    /// Ranked backoff: the wait between consecutive ranks (validated in [kMinRankSlot,
+    /// kMaxRankSlot]). A fixed value: it does not adapt to the measured round trip.
+    Millis rank_slot{100};
+    static constexpr Millis kMinRankSlot{1};
+    static constexpr Millis kMaxRankSlot{10000};
     /// How long a scouting round waits for replies.
     Millis scouting_result_timeout{4000};
     /// How long a candidate waits for votes.
@@ -75,5 +89,8 @@ struct Config {
 };
 
 std::string_view to_string(PlantedBug b);
+std::string_view to_string(Backoff b);
+/// "uniform" or "ranked".
+std::optional<Backoff> parse_backoff(std::string_view name);
 
 }  // namespace conclave

@@ -46,6 +46,8 @@ struct RunOptions {
     /// Stop after this many steps (0: no limit). A truncated run skips the liveness check.
     std::uint64_t max_steps = 0;
     bool scouting = true;
+    /// The elector's backoff after losing a leader and at start (issue 17).
+    Backoff backoff = Backoff::Uniform;
     PlantedBug planted_bug = PlantedBug::None;
     bool lose_durable_state = false;
     HistoryOptions history;
@@ -87,8 +89,11 @@ Config run_config(const RunOptions& options);
 ///                                                   within two check-quorum periods; a follower
 ///                                                   notices a silent leader within the inactivity
 ///                                                   interval rounded up by one check period
-///   + kLivenessRounds * (max_random_wait + scouting_result_timeout + election_result_timeout
-///                        + 4 * max_one_way_latency)
+///   + ranked_max                                    ranked backoff only: the longest ranked wait,
+///                                                   (N - 1) * rank_slot + rank_slot / 8, added to
+///                                                   the initial wait at start
+///   + kLivenessRounds * (max(max_random_wait, ranked_max) + scouting_result_timeout
+///                        + election_result_timeout + 4 * max_one_way_latency)
 ///                                                   election attempts (back off, scout, propose,
 ///                                                   four message delays each); several rounds
 ///                                                   allow for split votes

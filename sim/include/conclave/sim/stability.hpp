@@ -2,6 +2,8 @@
 // time, and the agreement predicates used by the liveness check.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,6 +31,10 @@ struct LeadershipSummary {
     std::uint64_t needless_leader_changes = 0;
     Term highest_term{};
     Millis leaderless_time{};  // time with no leader followed by a majority
+    /// Terms in which two or more nodes stood as candidates (counted when the second one does).
+    std::uint64_t contested_terms = 0;
+    /// Contested terms that nobody won: split votes (counted by finish()).
+    std::uint64_t split_votes = 0;
 };
 
 /// Feed it every step (Simulator::on_step) and, optionally, fault notes.
@@ -49,6 +55,11 @@ class LeadershipTracker {
     LeadershipSummary summary_;
     std::vector<TimelineEntry> timeline_;
     std::vector<std::uint64_t> led_term_;  // [node] last term observed leading (0: none)
+    struct TermRecord {
+        NodeSet candidates;
+        bool won = false;
+    };
+    std::map<std::uint64_t, TermRecord> terms_;  // terms in which someone stood
     std::optional<NodeId> last_leader_;
     bool had_majority_leader_ = false;
     Millis last_at_{};

@@ -1,0 +1,136 @@
+// Ranked candidacy (issue 17): the order every node computes, and the waits the core arms with
+// `"backoff": "ranked"` (the fast profile's 25 ms slot; the random source returns 7, so the
+// jitter is 7 mod (25 / 8 + 1) = 3 ms).
+#include <set>
+
+#include "conclave/elector/backoff.hpp"
+#include "harness.hpp"
+
+using namespace conclave;
+using namespace conclave::test;
+
+namespace {
+
+Config ranked3(NodeId self = A) {
+    Config c = Config::fast(3, self);
+    c.backoff = Backoff::Ranked;
+    return c;
+}
+
+constexpr Millis kJitter{3};
+constexpr Millis kSlot{25};
+
+}  // namespace
+
+TEST_CASE("candidacy rank: nodes rotated by term, the lost leader left out") {
+    // Term 5, 3 nodes: the order starts at (5 + 1) mod 3 = 0.
+    CHECK(candidacy_rank(3, A, Term{5}, kNone) == 0);
+    CHECK(candidacy_rank(3, B, Term{5}, kNone) == 1);
+    CHECK(candidacy_rank(3, C, Term{5}, kNone) == 2);
+    // Losing the first in the order moves everyone after it up one rank.
+    CHECK(candidacy_rank(3, B, Term{5}, A) == 0);
+    CHECK(candidacy_rank(3, C, Term{5}, A) == 1);
+    // Losing a later one changes nothing before it.
+    CHECK(candidacy_rank(3, A, Term{5}, C) == 0);
+    CHECK(candidacy_rank(3, B, Term{5}, C) == 1);
+
+    // For every term and every lost leader, the survivors' ranks are 0..N-2, all distinct, and
+    // every node is first in turn as the term advances.
+    for (std::size_t n : {3U, 5U, 7U}) {
+        std::set<std::uint16_t> ever_first;
+        for (std::uint64_t term = 0; term < 2 * n; ++term) {
+            for (std::uint16_t lost = 0; lost < n; ++lost) {
+                std::set<std::size_t> ranks;
+                for (std::uint16_t i = 0; i < n; ++i) {
+                    if (i == lost) {
+                        continue;
+                    }
+                    const std::size_t r = candidacy_rank(n, NodeId{i}, Term{term}, NodeId{lost});
+                    ranks.insert(r);
+                    if (r == 0) {
+                        ever_first.insert(i);
+                    }
+                }
+                CHECK(ranks.size() == n - 1);
+                CHECK(*ranks.rbegin() == n - 2);
+            }
+        }
+        CHECK(ever_first.size() == n);
+    }
+}
+
+TEST_CASE("ranked: a follower that loses its leader waits rank x slot + jitter") {
+    SECTION("rank 0 (term 5, leader B lost): scouts after the jitter only") {
+        Node n = follower_with_leader(ranked3());
+        CHECK(n.down(B) == Actions{cancel(TimerId::HeartbeatCheck),
+                                   arm(TimerId::RandomWait, kJitter),
+                                   notify(Role::Follower, 5, kNone, Reason::LeaderUnavailable)});
+    }
+    SECTION("rank 1 (term 5, leader A lost, seen from C): one slot later") {
+        Node n = follower_with_leader(ranked3(C));
+        // C follows B here (the builder's leader); B's order in term 5 is A, B, C: with B lost,
+        // C is rank 1.
+        CHECK(n.down(B) == Actions{cancel(TimerId::HeartbeatCheck),
+                                   arm(TimerId::RandomWait, kSlot + kJitter),
+                                   notify(Role::Follower, 5, kNone, Reason::LeaderUnavailable)});
+    }
+    SECTION("missed heartbeats and a cession rank the same way") {
+        Node n = follower_with_leader(ranked3(C));
+        CHECK(n.recv(B, 5, cession()) ==
+              Actions{cancel(TimerId::HeartbeatCheck), arm(TimerId::RandomWait, kSlot + kJitter),
+                      notify(Role::Follower, 5, kNone, Reason::LeaderCeded)});
+    }
+    SECTION("uniform (the profile's default) keeps the random draw") {
+        Node n = follower_with_leader();
+        CHECK(n.down(B) == Actions{cancel(TimerId::HeartbeatCheck),
+                                   arm(TimerId::RandomWait, kBackoff),
+                                   notify(Role::Follower, 5, kNone, Reason::LeaderUnavailable)});
+    }
+}
+
+TEST_CASE("ranked: after a failed round the node falls back to the uniform backoff") {
+    SECTION("scouting round timed out") {
+        Node n = follower_scouting(ranked3());
+        CHECK(n.fire(TimerId::ScoutingResult) == Actions{arm(TimerId::RandomWait, kBackoff)});
+    }
+    SECTION("election timed out") {
+        Node n = candidate(ranked3());
+        CHECK(n.fire(TimerId::ElectionResult) ==
+              Actions{arm(TimerId::RandomWait, kBackoff),
+                      notify(Role::Follower, 6, kNone, Reason::QuorumNotAchieved)});
+    }
+}
+
+TEST_CASE("ranked: cold start looks for a leader as long, then scouts one slot apart") {
+    // Durable term 0: the order starts at node 1 (B), then C, then A.
+    auto start_wait = [](NodeId self) {
+        Node n(ranked3(self));
+        return n.start();
+    };
+    const Millis initial = Config::fast(3, A).initial_wait;
+    CHECK(start_wait(B) == Actions{arm(TimerId::InitialWait, initial + kJitter),
+                                   notify(Role::Follower, 0, kNone, Reason::Started, Millis{0})});
+    CHECK(start_wait(C) == Actions{arm(TimerId::InitialWait, initial + kSlot + kJitter),
+                                   notify(Role::Follower, 0, kNone, Reason::Started, Millis{0})});
+    CHECK(start_wait(A) == Actions{arm(TimerId::InitialWait, initial + 2 * kSlot + kJitter),
+                                   notify(Role::Follower, 0, kNone, Reason::Started, Millis{0})});
+}
+
+TEST_CASE("config: backoff names and the rank slot's floor and ceiling") {
+    CHECK(parse_backoff("uniform") == Backoff::Uniform);
+    CHECK(parse_backoff("ranked") == Backoff::Ranked);
+    CHECK_FALSE(parse_backoff("Ranked").has_value());
+    CHECK(to_string(Backoff::Ranked) == "ranked");
+    CHECK(Config::reference(3, A).backoff == Backoff::Uniform);
+    CHECK(Config::reference(3, A).max_random_wait == Millis{3000});
+
+    Config c = ranked3();
+    CHECK_FALSE(c.validate().has_value());
+    c.rank_slot = Millis{0};
+    REQUIRE(c.validate().has_value());
+    CHECK(c.validate()->rfind("rank_slot:", 0) == 0);
+    c.rank_slot = Config::kMaxRankSlot + Millis{1};
+    CHECK(c.validate().has_value());
+    c.rank_slot = Config::kMaxRankSlot;
+    CHECK_FALSE(c.validate().has_value());
+}
