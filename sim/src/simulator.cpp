@@ -174,13 +174,17 @@ Simulator::SimNode::SimNode(Simulator& sim, std::size_t node, Config config, Dur
           sim.options_.runtime_bug) {}
 
 void Simulator::ElectorEnv::send(std::span<const NodeId> to, const Message& m) {
-    // The wire must never show state that is not durable: a term above the durable one, or a
-    // granted vote that is not the durable vote (the runtime's persist-before-send rule).
+    // The wire must never show state that is not durable: a term above the durable one (outside
+    // scouting), or a granted vote that is not the durable vote (persist-before-send).
     const DurableState& durable = sim->durable_[node];
     for (const NodeId peer : to) {
         if (!sim->violation_) {
             const auto* response = std::get_if<ElectionResponse>(&m.body);
-            if (m.term > durable.term) {
+            // Scouting (PreVote) messages carry the term asked about (own term + 1), which is
+            // never persisted; every other message carries the sender's current term.
+            const bool scouting = std::holds_alternative<ScoutingRequest>(m.body) ||
+                                  std::holds_alternative<ScoutingResponse>(m.body);
+            if (!scouting && m.term > durable.term) {
                 sim->violation_ = Violation{
                     ViolationKind::NotDurable,
                     node_name(node_id(node)) + " sent " + std::string(message_name(m.body)) +
