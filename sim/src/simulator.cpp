@@ -174,31 +174,20 @@ Simulator::SimNode::SimNode(Simulator& sim, std::size_t node, Config config, Dur
           sim.options_.runtime_bug) {}
 
 void Simulator::ElectorEnv::send(std::span<const NodeId> to, const Message& m) {
-    // The wire must never show state that is not durable: a term above the durable one (outside
-    // scouting), or a granted vote that is not the durable vote (persist-before-send).
+    // The wire must never show state that is not durable: a candidate's ElectionProposal leaves
+    // only once its term and its vote for itself are durable (persist-before-send). Only the
+    // proposal is checked: scouting messages carry the asked-about term and responses may carry
+    // the asker's term, neither of which the sender persists.
     const DurableState& durable = sim->durable_[node];
+    if (!sim->violation_ && std::holds_alternative<ElectionProposal>(m.body) &&
+        (m.term != durable.term || durable.voted_for != node_id(node))) {
+        sim->violation_ =
+            Violation{ViolationKind::NotDurable,
+                      node_name(node_id(node)) + " sent " + std::string(message_name(m.body)) +
+                          " in term " + std::to_string(m.term.value) +
+                          " while its durable term is " + std::to_string(durable.term.value)};
+    }
     for (const NodeId peer : to) {
-        if (!sim->violation_) {
-            const auto* response = std::get_if<ElectionResponse>(&m.body);
-            // Scouting (PreVote) messages carry the term asked about (own term + 1), which is
-            // never persisted; every other message carries the sender's current term.
-            const bool scouting = std::holds_alternative<ScoutingRequest>(m.body) ||
-                                  std::holds_alternative<ScoutingResponse>(m.body);
-            if (!scouting && m.term > durable.term) {
-                sim->violation_ = Violation{
-                    ViolationKind::NotDurable,
-                    node_name(node_id(node)) + " sent " + std::string(message_name(m.body)) +
-                        " in term " + std::to_string(m.term.value) + " while its durable term is " +
-                        std::to_string(durable.term.value)};
-            } else if (response && response->granted &&
-                       (durable.term != m.term || durable.voted_for != peer)) {
-                sim->violation_ =
-                    Violation{ViolationKind::NotDurable,
-                              node_name(node_id(node)) + " granted its vote in term " +
-                                  std::to_string(m.term.value) + " to " + node_name(peer) +
-                                  " before that vote was durable"};
-            }
-        }
         sim->send(node, peer.value, m);
     }
 }
