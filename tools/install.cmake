@@ -12,16 +12,17 @@ set_target_properties(conclave_replication PROPERTIES EXPORT_NAME replication)
 set_target_properties(conclave_net PROPERTIES EXPORT_NAME net)
 set_target_properties(conclave_net_frame PROPERTIES EXPORT_NAME net_frame)
 set_target_properties(conclave_node PROPERTIES EXPORT_NAME node)
+set_target_properties(conclave_runtime PROPERTIES EXPORT_NAME runtime)
 # Only referenced as $<LINK_ONLY:...> by the static libraries; carries no usage requirement there.
 set_target_properties(conclave_warnings PROPERTIES EXPORT_NAME private_warnings)
 
 install(TARGETS conclave_core conclave_elector conclave_replication conclave_codec conclave_net conclave_net_frame conclave_node
-                conclave_warnings
+                conclave_runtime conclave_warnings
   EXPORT conclaveTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-foreach(area core elector replication codec net node)
+foreach(area core elector replication codec runtime net node)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${area}/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 endforeach()
 install(EXPORT conclaveTargets NAMESPACE conclave::

@@ -61,8 +61,9 @@ ElectorDriver::ElectorDriver(asio::io_context& io, Mesh& mesh, Config config, Dr
       options_(with_logger(std::move(options))),
       epoch_(std::chrono::steady_clock::now()),
       rng_(options_.seed ? *options_.seed : std::random_device{}()),
-      elector_(checked(config, mesh), restore(options_, config, mesh), [this] { return rng_(); }),
-      snapshot_(elector_.snapshot()) {
+      runtime_(env_, checked(config, mesh), restore(options_, config, mesh),
+               [this] { return rng_(); }),
+      snapshot_(runtime_.elector().snapshot()) {
     for (auto& t : timers_) {
         t = std::make_unique<asio::steady_timer>(io_);
     }
@@ -91,7 +92,7 @@ ElectorDriver::~ElectorDriver() {
 }
 
 std::string ElectorDriver::log_prefix() const {
-    return "[" + mesh_.membership().at(elector_.config().self).id + "]";
+    return "[" + mesh_.membership().at(elector().config().self).id + "]";
 }
 
 Millis ElectorDriver::now() const {
@@ -99,24 +100,20 @@ Millis ElectorDriver::now() const {
 }
 
 void ElectorDriver::start() {
-    if (failed_) {
+    if (failed()) {
         return;
     }
     // Connection state first (peers may have come up before the elector started).
-    for (std::uint16_t i = 0; i < elector_.config().cluster_size; ++i) {
-        const NodeId peer{i};
-        if (peer != elector_.config().self && mesh_.is_up(peer)) {
-            execute(elector_.peer_up(now(), peer));
+    for (const NodeId peer : runtime_.others()) {
+        if (mesh_.is_up(peer)) {
+            runtime_.peer_up(peer);
         }
     }
-    execute(elector_.start(now()));
+    runtime_.start();
 }
 
 void ElectorDriver::stop() {
-    if (failed_) {
-        return;
-    }
-    execute(elector_.stop(now()));
+    runtime_.stop();
 }
 
 void ElectorDriver::subscribe(LeadershipCallback callback) {
@@ -124,21 +121,11 @@ void ElectorDriver::subscribe(LeadershipCallback callback) {
 }
 
 std::optional<std::string> ElectorDriver::transfer_leadership(NodeId target) {
-    if (failed_) {
-        return "the elector driver failed (state write error); restart the node";
-    }
-    if (auto error = elector_.transfer_error(target)) {
-        return error;
-    }
-    execute(elector_.transfer_leadership(now(), target));
-    return std::nullopt;
+    return runtime_.transfer_leadership(target);
 }
 
 std::optional<Lsn> ElectorDriver::issue_lsn() {
-    if (failed_) {
-        return std::nullopt;
-    }
-    return elector_.issue_lsn();
+    return runtime_.issue_lsn();
 }
 
 std::optional<FrameRejection> ElectorDriver::on_frame(NodeId from,
@@ -158,7 +145,7 @@ std::optional<FrameRejection> ElectorDriver::on_frame(NodeId from,
                                   ", connection belongs to index " + std::to_string(from.value)};
     }
     if (const auto* cession = std::get_if<LeadershipCession>(&message.body)) {
-        if (cession->successor && cession->successor->value >= elector_.config().cluster_size) {
+        if (cession->successor && cession->successor->value >= elector().config().cluster_size) {
             return FrameRejection{BadFrameKind::Undecodable,
                                   "successor: node index " +
                                       std::to_string(cession->successor->value) +
@@ -166,55 +153,15 @@ std::optional<FrameRejection> ElectorDriver::on_frame(NodeId from,
         }
     }
     ++counters_.messages_in[message.body.index()];
-    if (!failed_) {
-        execute(elector_.receive(now(), message));
-    }
+    runtime_.receive(message);  // nothing once the runtime is out of service
     return std::nullopt;
 }
 
 void ElectorDriver::on_peer(NodeId peer, bool up) {
-    if (failed_) {
-        return;
-    }
-    execute(up ? elector_.peer_up(now(), peer) : elector_.peer_down(now(), peer));
-}
-
-void ElectorDriver::execute(const Actions& actions) {
-    for (const Action& action : actions) {
-        if (failed_) {
-            return;  // nothing after a failed PersistState may take effect
-        }
-        std::visit(
-            [&](const auto& a) {
-                using T = std::decay_t<decltype(a)>;
-                if constexpr (std::is_same_v<T, SendTo>) {
-                    send(a.to, a.message, encode_cbor(a.message));
-                } else if constexpr (std::is_same_v<T, Broadcast>) {
-                    const auto bytes = encode_cbor(a.message);
-                    for (std::uint16_t i = 0; i < elector_.config().cluster_size; ++i) {
-                        if (NodeId{i} != elector_.config().self) {
-                            send(NodeId{i}, a.message, bytes);
-                        }
-                    }
-                } else if constexpr (std::is_same_v<T, ArmTimer>) {
-                    arm(a.timer, a.delay);
-                } else if constexpr (std::is_same_v<T, CancelTimer>) {
-                    cancel(a.timer);
-                } else if constexpr (std::is_same_v<T, PersistState>) {
-                    persist(a.state);
-                } else if constexpr (std::is_same_v<T, NotifyLeadership>) {
-                    notify(a.snapshot);
-                } else {
-                    static_assert(std::is_same_v<T, RaiseAlarm>);
-                    ++counters_.alarms;
-                    log().error(
-                        "{} ALARM {}: peer {} in term {} — this must never happen; "
-                        "investigate (see docs/design.md, departure 6)",
-                        log_prefix(), to_string(a.kind), mesh_.membership().at(a.peer).id,
-                        a.term.value);
-                }
-            },
-            action);
+    if (up) {
+        runtime_.peer_up(peer);
+    } else {
+        runtime_.peer_down(peer);
     }
 }
 
@@ -227,57 +174,75 @@ void ElectorDriver::send(NodeId to, const Message& message,
     }
 }
 
-void ElectorDriver::arm(TimerId timer, Millis delay) {
-    const auto index = static_cast<std::size_t>(timer);
-    const std::uint64_t generation = ++generations_[index];
-    auto& t = *timers_[index];
+void ElectorDriver::sync_timer_counters() {
+    counters_.timer_firings = runtime_.timer_firings();
+    counters_.stale_timer_firings = runtime_.stale_timer_firings() + aborted_waits_;
+}
+
+// ---- The runtime's environment ----------------------------------------------------------------
+
+void ElectorDriver::Env::send(std::span<const NodeId> to, const Message& message) {
+    const auto bytes = encode_cbor(message);  // once for every recipient of a broadcast
+    for (const NodeId peer : to) {
+        driver->send(peer, message, bytes);
+    }
+}
+
+void ElectorDriver::Env::arm(TimerId timer, Millis delay, runtime::TimerGeneration generation) {
+    ElectorDriver* d = driver;
+    auto& t = *d->timers_[static_cast<std::size_t>(timer)];
     t.expires_after(delay);
     t.async_wait(
-        [this, alive = std::weak_ptr<int>(alive_), timer, index, generation](const error_code& ec) {
+        [d, alive = std::weak_ptr<int>(d->alive_), timer, generation](const error_code& ec) {
             if (alive.expired()) {
                 return;
             }
-            if (ec || generation != generations_[index]) {
-                ++counters_.stale_timer_firings;
-                return;
+            if (ec) {
+                ++d->aborted_waits_;  // cancelled or replaced: the runtime already moved on
+            } else {
+                d->runtime_.timer_fired(timer, generation);  // filters stale instances itself
             }
-            ++generations_[index];  // this instance is consumed
-            if (failed_) {
-                return;
-            }
-            ++counters_.timer_firings;
-            execute(elector_.timer_fired(now(), timer));
+            d->sync_timer_counters();
         });
 }
 
-void ElectorDriver::cancel(TimerId timer) {
-    const auto index = static_cast<std::size_t>(timer);
-    ++generations_[index];
-    timers_[index]->cancel();
+void ElectorDriver::Env::cancel(TimerId timer) {
+    driver->timers_[static_cast<std::size_t>(timer)]->cancel();
 }
 
-void ElectorDriver::persist(const DurableState& state) {
+bool ElectorDriver::Env::persist(const DurableState& state) {
     try {
-        store_durable_state(options_.data_dir, state);
-        ++counters_.state_writes;
+        store_durable_state(driver->options_.data_dir, state);
+        ++driver->counters_.state_writes;
+        return true;
     } catch (const StateFileError& e) {
-        ++counters_.state_write_failures;
-        failed_ = true;
-        for (std::size_t i = 0; i < kTimerCount; ++i) {
-            cancel(static_cast<TimerId>(i));
-        }
-        log().critical(
+        ++driver->counters_.state_write_failures;
+        driver->log().critical(
             "{} driver: cannot persist term {}: {}; this node stops taking part "
             "in elections (messages that depend on it are not sent)",
-            log_prefix(), state.term.value, e.what());
-        // Tell the application it must not act on any leadership any more.
-        LeadershipSnapshot stopped;
-        stopped.role = Role::Stopped;
-        stopped.term = snapshot_.term;
-        stopped.reason = Reason::Stopped;
-        stopped.changed_at = now();
-        notify(stopped);
+            driver->log_prefix(), state.term.value, e.what());
+        return false;
     }
+}
+
+void ElectorDriver::Env::alarm(const RaiseAlarm& a) {
+    ++driver->counters_.alarms;
+    driver->log().error(
+        "{} ALARM {}: peer {} in term {} — this must never happen; "
+        "investigate (see docs/design.md, departure 6)",
+        driver->log_prefix(), to_string(a.kind), driver->mesh_.membership().at(a.peer).id,
+        a.term.value);
+}
+
+void ElectorDriver::Env::failed(const DurableState&) {
+    // The runtime has cancelled every timer and ignores further inputs. Tell the application it
+    // must not act on any leadership any more.
+    LeadershipSnapshot stopped;
+    stopped.role = Role::Stopped;
+    stopped.term = driver->snapshot_.term;
+    stopped.reason = Reason::Stopped;
+    stopped.changed_at = driver->now();
+    driver->notify(stopped);
 }
 
 void ElectorDriver::notify(const LeadershipSnapshot& snapshot) {

@@ -98,7 +98,7 @@ LogDriver::LogDriver(asio::io_context& io, Mesh& mesh, ElectorDriver& elector,
       options_(with_default_logger(std::move(options))),
       storage_(options_.dir, options_.fsync),
       recovered_(storage_.recover()),
-      log_(checked(options_.config, mesh), std::move(recovered_.log)) {
+      runtime_(env_, checked(options_.config, mesh), std::move(recovered_.log)) {
     const RecoveryReport& report = recovered_.report;
     if (report.truncated()) {
         options_.logger->warn("{} log: recovery cut the log file: {}", log_prefix(),
@@ -107,7 +107,6 @@ LogDriver::LogDriver(asio::io_context& io, Mesh& mesh, ElectorDriver& elector,
         options_.logger->info("{} log: recovered {} entries from '{}' (fsync {})", log_prefix(),
                               report.records, options_.dir.string(), to_string(options_.fsync));
     }
-    reported_durable_ = log_.last_lsn();
     for (auto& t : timers_) {
         t = std::make_unique<asio::steady_timer>(io_);
     }
@@ -145,18 +144,19 @@ std::string LogDriver::log_prefix() const {
 }
 
 void LogDriver::start() {
-    if (started_ || failed_) {
+    if (started_ || failed()) {
         return;
     }
     started_ = true;
-    execute(log_.start(elector_.now()));
+    const Millis now = elector_.now();
+    input([&](ReplicatedLog& log) { return log.start(now); });
     for (std::uint16_t i = 0; i < mesh_.membership().size(); ++i) {
         const NodeId peer{i};
         if (peer != mesh_.self() && mesh_.is_up(peer)) {
-            execute(log_.peer_up(elector_.now(), peer));
+            input([&](ReplicatedLog& log) { return log.peer_up(now, peer); });
         }
     }
-    execute(log_.on_leadership(elector_.now(), elector_.snapshot()));
+    input([&](ReplicatedLog& log) { return log.on_leadership(now, elector_.snapshot()); });
 }
 
 void LogDriver::stop() {
@@ -164,9 +164,7 @@ void LogDriver::stop() {
         return;
     }
     stopped_ = true;
-    for (std::size_t i = 0; i < kLogTimerCount; ++i) {
-        cancel(static_cast<LogTimer>(i));
-    }
+    runtime_.cancel_timers();
     auto pending = std::move(pending_);
     pending_.clear();
     for (auto& [lsn, done] : pending) {
@@ -179,7 +177,7 @@ void LogDriver::stop() {
 void LogDriver::subscribe_committed(CommittedCallback callback) {
     // Level-triggered: replay what was delivered to the others so far (committed entries are
     // never truncated, so they are still at the front of the log), then follow.
-    const std::vector<Entry>& entries = log_.entries();
+    const std::vector<Entry>& entries = log().entries();
     assert(delivered_len_ <= entries.size());
     for (std::size_t i = 0; i < delivered_len_; ++i) {
         callback(entries[i]);
@@ -191,13 +189,13 @@ void LogDriver::propose(std::string key, std::string value, ProposeCallback done
     assert(done);
     if (!running()) {
         ++counters_.proposals_failed;
-        done(ProposeOutcome{failed_ ? ProposeStatus::Failed : ProposeStatus::Stopped, kNoLsn});
+        done(ProposeOutcome{failed() ? ProposeStatus::Failed : ProposeStatus::Stopped, kNoLsn});
         return;
     }
-    if (!log_.can_propose()) {  // refuse before issuing: an LSN is not burnt for nothing
+    if (!log().can_propose()) {  // refuse before issuing: an LSN is not burnt for nothing
         ++counters_.proposals_failed;
-        done(ProposeOutcome{log_.role() == LogRole::LeaderPassive ? ProposeStatus::NotActive
-                                                                  : ProposeStatus::NotLeader,
+        done(ProposeOutcome{log().role() == LogRole::LeaderPassive ? ProposeStatus::NotActive
+                                                                   : ProposeStatus::NotLeader,
                             kNoLsn});
         return;
     }
@@ -208,7 +206,9 @@ void LogDriver::propose(std::string key, std::string value, ProposeCallback done
         return;
     }
     pending_.emplace(*lsn, std::move(done));
-    execute(log_.propose(elector_.now(), *lsn, std::move(key), std::move(value)));
+    input([&](ReplicatedLog& log) {
+        return log.propose(elector_.now(), *lsn, std::move(key), std::move(value));
+    });
 }
 
 std::optional<FrameRejection> LogDriver::on_frame(NodeId from,
@@ -232,88 +232,23 @@ std::optional<FrameRejection> LogDriver::on_frame(NodeId from,
     }
     ++counters_.messages_in[message.body.index()];
     if (running()) {
-        execute(log_.receive(elector_.now(), message));
+        input([&](ReplicatedLog& log) { return log.receive(elector_.now(), message); });
     }
     return std::nullopt;
 }
 
 void LogDriver::on_peer(NodeId peer, bool up) {
     if (running()) {
-        execute(up ? log_.peer_up(elector_.now(), peer) : log_.peer_down(elector_.now(), peer));
+        input([&](ReplicatedLog& log) {
+            return up ? log.peer_up(elector_.now(), peer) : log.peer_down(elector_.now(), peer);
+        });
     }
 }
 
 void LogDriver::on_leadership(const LeadershipSnapshot& snapshot) {
     if (running()) {
-        execute(log_.on_leadership(elector_.now(), snapshot));
+        input([&](ReplicatedLog& log) { return log.on_leadership(elector_.now(), snapshot); });
     }
-}
-
-void LogDriver::execute(const LogActions& actions) {
-    ++depth_;
-    for (const LogAction& action : actions) {
-        if (failed_) {
-            break;  // nothing after a failed storage action may take effect
-        }
-        perform(action);
-    }
-    --depth_;
-    if (depth_ == 0) {
-        if (appended_ && !failed_) {
-            schedule_flush();
-        }
-        run_deferred();
-    }
-}
-
-void LogDriver::perform(const LogAction& action) {
-    std::visit(
-        [&](const auto& a) {
-            using T = std::decay_t<decltype(a)>;
-            if constexpr (std::is_same_v<T, SendLog>) {
-                send(a.to, a.message, encode_log_cbor(a.message));
-            } else if constexpr (std::is_same_v<T, BroadcastLog>) {
-                const auto bytes = encode_log_cbor(a.message);
-                for (std::uint16_t i = 0; i < mesh_.membership().size(); ++i) {
-                    if (NodeId{i} != mesh_.self()) {
-                        send(NodeId{i}, a.message, bytes);
-                    }
-                }
-            } else if constexpr (std::is_same_v<T, PersistMeta> ||
-                                 std::is_same_v<T, PersistEntries> ||
-                                 std::is_same_v<T, TruncateEntries>) {
-                try {
-                    perform_storage_action(storage_, action);
-                } catch (const std::exception& e) {
-                    fail(e.what());
-                    return;
-                }
-                if constexpr (std::is_same_v<T, PersistEntries>) {
-                    appended_ = true;
-                }
-            } else if constexpr (std::is_same_v<T, ArmLogTimer>) {
-                arm(a.timer, a.delay);
-            } else if constexpr (std::is_same_v<T, CancelLogTimer>) {
-                cancel(a.timer);
-            } else if constexpr (std::is_same_v<T, ApplyCommitted>) {
-                deferred_.push_back([this, entries = a.entries] {
-                    const auto subscribers = subscribers_;  // a callback may subscribe more
-                    for (const Entry& e : entries) {
-                        ++delivered_len_;
-                        for (const auto& s : subscribers) {
-                            s(e);
-                        }
-                    }
-                });
-            } else if constexpr (std::is_same_v<T, ProposeResult>) {
-                complete(a.lsn, ProposeOutcome{status_of(a.error), a.lsn});
-            } else {
-                static_assert(std::is_same_v<T, NotifyLogRole>);
-                options_.logger->info("{} log: role {} in term {}", log_prefix(), to_string(a.role),
-                                      a.term.value);
-            }
-        },
-        action);
 }
 
 void LogDriver::complete(Lsn lsn, ProposeOutcome outcome) {
@@ -349,76 +284,76 @@ void LogDriver::send(NodeId to, const LogMessage& m, const std::vector<std::uint
     }
 }
 
-void LogDriver::arm(LogTimer timer, Millis delay) {
-    const auto index = static_cast<std::size_t>(timer);
-    const std::uint64_t generation = ++generations_[index];
-    auto& t = *timers_[index];
+// ---- The runtime's environment ----------------------------------------------------------------
+
+void LogDriver::Env::send(std::span<const NodeId> to, const LogMessage& m) {
+    const auto bytes = encode_log_cbor(m);  // once for every recipient of a broadcast
+    for (const NodeId peer : to) {
+        driver->send(peer, m, bytes);
+    }
+}
+
+void LogDriver::Env::arm(LogTimer timer, Millis delay, runtime::TimerGeneration generation) {
+    LogDriver* d = driver;
+    auto& t = *d->timers_[static_cast<std::size_t>(timer)];
     t.expires_after(delay);
     t.async_wait(
-        [this, alive = std::weak_ptr<int>(alive_), timer, index, generation](const error_code& ec) {
-            if (alive.expired() || ec || generation != generations_[index]) {
+        [d, alive = std::weak_ptr<int>(d->alive_), timer, generation](const error_code& ec) {
+            if (alive.expired() || ec || !d->running()) {
                 return;
             }
-            ++generations_[index];
-            if (running()) {
-                execute(log_.timer_fired(elector_.now(), timer));
-            }
+            d->runtime_.timer_fired(timer, generation);  // filters replaced instances itself
         });
 }
 
-void LogDriver::cancel(LogTimer timer) {
-    const auto index = static_cast<std::size_t>(timer);
-    ++generations_[index];
-    timers_[index]->cancel();
+void LogDriver::Env::cancel(LogTimer timer) {
+    driver->timers_[static_cast<std::size_t>(timer)]->cancel();
 }
 
-void LogDriver::schedule_flush() {
-    if (flush_posted_) {
-        return;
-    }
-    flush_posted_ = true;
-    asio::post(io_, [this, alive = std::weak_ptr<int>(alive_)] {
+void LogDriver::Env::schedule_flush() {
+    LogDriver* d = driver;
+    asio::post(d->io_, [d, alive = std::weak_ptr<int>(d->alive_)] {
         if (!alive.expired()) {
-            flush();
+            d->runtime_.flush(d->running());  // appends become durable even after stop()
+            d->counters_.flushes = d->runtime_.flushes();
         }
     });
 }
 
-void LogDriver::flush() {
-    flush_posted_ = false;
-    if (failed_ || !appended_) {
-        return;
-    }
-    appended_ = false;
-    Lsn durable{};
-    try {
-        durable = storage_.flush();
-    } catch (const std::exception& e) {
-        fail(e.what());
-        run_deferred();
-        return;
-    }
-    ++counters_.flushes;
-    if (durable != reported_durable_ && durable != kNoLsn && running()) {
-        reported_durable_ = durable;
-        execute(log_.persisted(elector_.now(), durable));
-    }
+void LogDriver::Env::apply(const std::vector<Entry>& entries) {
+    LogDriver* d = driver;
+    d->deferred_.push_back([d, entries] {
+        const auto subscribers = d->subscribers_;  // a callback may subscribe more
+        for (const Entry& e : entries) {
+            ++d->delivered_len_;
+            for (const auto& s : subscribers) {
+                s(e);
+            }
+        }
+    });
 }
 
-void LogDriver::fail(const std::string& what) {
-    ++counters_.storage_failures;
-    failed_ = true;
-    for (std::size_t i = 0; i < kLogTimerCount; ++i) {
-        cancel(static_cast<LogTimer>(i));
-    }
-    options_.logger->critical(
+void LogDriver::Env::propose_result(const ProposeResult& result) {
+    driver->complete(result.lsn, ProposeOutcome{status_of(result.error), result.lsn});
+}
+
+void LogDriver::Env::role(const NotifyLogRole& role) {
+    driver->options_.logger->info("{} log: role {} in term {}", driver->log_prefix(),
+                                  to_string(role.role), role.term.value);
+}
+
+void LogDriver::Env::failed(const std::string& what) {
+    // The runtime has cancelled every timer and ignores further inputs.
+    LogDriver* d = driver;
+    ++d->counters_.storage_failures;
+    d->options_.logger->critical(
         "{} log: storage failed: {}; the metadata log stops on this node (restart it)",
-        log_prefix(), what);
-    auto pending = std::move(pending_);
-    pending_.clear();
+        d->log_prefix(), what);
+    auto pending = std::move(d->pending_);
+    d->pending_.clear();
     for (auto& [lsn, done] : pending) {
-        ++counters_.proposals_failed;
-        deferred_.push_back([done = std::move(done), lsn = lsn] {
+        ++d->counters_.proposals_failed;
+        d->deferred_.push_back([done = std::move(done), lsn = lsn] {
             done(ProposeOutcome{ProposeStatus::Failed, lsn});
         });
     }

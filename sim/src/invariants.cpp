@@ -50,6 +50,8 @@ std::string_view to_string(ViolationKind k) {
             return "log-driver";
         case ViolationKind::LogLiveness:
             return "log-liveness";
+        case ViolationKind::NotDurable:
+            return "not-durable";
     }
     return "?";
 }

@@ -43,6 +43,8 @@ Random schedules:
   --planted-bug NAME   double-vote | minority-quorum | count-stale-scouting-replies |
                        skip-sticky-leader (a deliberately broken core)
   --lose-durable-state restart crashed nodes with empty durable state (a broken driver)
+  --runtime-bug NAME   send-before-persist (a deliberately broken runtime/: a batch's state
+                       write happens after its sends; caught as not-durable)
   --no-term-check      do not check that terms never decrease (to see what lost state leads to)
   --log                run the replicated log beside every elector: a client workload proposes
                        entries (to leaders, deposed leaders and followers); checked after every
@@ -209,6 +211,14 @@ int main(int argc, char** argv) {
                                    "count-stale-scouting-replies or skip-sticky-leader)");
             }
             run.planted_bug = ex.planted_bug = *bug;
+        } else if (arg == "--runtime-bug") {
+            if (!value(text))
+                return bad();
+            if (std::string_view(text) != "send-before-persist") {
+                return usage_error("--runtime-bug: unknown bug '" + std::string(text) +
+                                   "' (expected send-before-persist)");
+            }
+            run.runtime_bug = runtime::RuntimeBug::SendBeforePersist;
         } else if (arg == "--lose-durable-state") {
             run.lose_durable_state = ex.lose_durable_state = true;
         } else if (arg == "--no-term-check") {

@@ -276,6 +276,7 @@ RunResult run_seed(const RunOptions& options) {
     so.seed = options.seed;
     so.elector = run_config(options);
     so.lose_durable_state = options.lose_durable_state;
+    so.runtime_bug = options.runtime_bug;
     so.history = options.history;
     so.trace = options.trace;
     so.log = options.log;
@@ -365,6 +366,9 @@ std::string replay_command(std::string_view program, const RunOptions& o) {
     }
     if (o.lose_durable_state) {
         cmd += " --lose-durable-state";
+    }
+    if (o.runtime_bug == runtime::RuntimeBug::SendBeforePersist) {
+        cmd += " --runtime-bug send-before-persist";
     }
     if (!o.history.check_term_monotonic) {
         cmd += " --no-term-check";

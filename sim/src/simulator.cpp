@@ -72,6 +72,8 @@ std::string describe(const FaultAction& f) {
             return "pause " + a + " for " + v + " ms";
         case FaultKind::HealAll:
             return "heal everything";
+        case FaultKind::FailPersist:
+            return "fail the next " + v + " state write(s) of " + a;
     }
     return "?";
 }
@@ -124,9 +126,9 @@ Simulator::Simulator(SimOptions options)
     const std::size_t n = options_.nodes;
     cores_.resize(n);
     durable_.resize(n);
+    persist_failures_.assign(n, 0);
     incarnation_.assign(n, 0);
     paused_until_ms_.assign(n, 0);
-    timer_generation_.assign(n * kTimerCount, 0);
     cut_count_.assign(n * n, 0);
     blackhole_count_.assign(n * n, 0);
     slow_ms_.assign(n * n, 0);
@@ -138,12 +140,10 @@ Simulator::Simulator(SimOptions options)
         latency = rng_.between(options_.latency_min_ms, options_.latency_max_ms);
     }
     for (std::size_t i = 0; i < n; ++i) {
-        cores_[i].emplace(config_for(i), DurableState{}, [this] { return rng_.next(); });
+        cores_[i] = std::make_unique<SimNode>(*this, i, config_for(i), DurableState{});
     }
     logs_.resize(n);
     log_storage_.resize(n, replication::MemoryStorage(replication::FsyncPolicy::Batched));
-    log_timer_generation_.assign(n * replication::kLogTimerCount, 0);
-    flush_pending_.assign(n, 0);
     log_views_.assign(n, nullptr);
     if (options_.log) {
         install_log_check_handler();
@@ -164,6 +164,87 @@ Simulator::Simulator(SimOptions options)
 Simulator::~Simulator() {
     if (options_.log) {
         replication::set_invariant_failure_handler(previous_check_handler_);
+    }
+}
+
+Simulator::SimNode::SimNode(Simulator& sim, std::size_t node, Config config, DurableState restored)
+    : env{&sim, node},
+      rt(
+          env, std::move(config), restored, [&sim] { return sim.rng_.next(); },
+          sim.options_.runtime_bug) {}
+
+void Simulator::ElectorEnv::send(std::span<const NodeId> to, const Message& m) {
+    // The wire must never show state that is not durable: a candidate's ElectionProposal leaves
+    // only once its term and its vote for itself are durable (persist-before-send). Only the
+    // proposal is checked: scouting messages carry the asked-about term and responses may carry
+    // the asker's term, neither of which the sender persists.
+    const DurableState& durable = sim->durable_[node];
+    if (!sim->violation_ && std::holds_alternative<ElectionProposal>(m.body) &&
+        (m.term != durable.term || durable.voted_for != node_id(node))) {
+        sim->violation_ =
+            Violation{ViolationKind::NotDurable,
+                      node_name(node_id(node)) + " sent " + std::string(message_name(m.body)) +
+                          " in term " + std::to_string(m.term.value) +
+                          " while its durable term is " + std::to_string(durable.term.value)};
+    }
+    for (const NodeId peer : to) {
+        sim->send(node, peer.value, m);
+    }
+}
+
+void Simulator::ElectorEnv::arm(TimerId timer, Millis delay, runtime::TimerGeneration generation) {
+    Event e;
+    e.time_ms = sim->now_ms_ + delay.count();
+    e.kind = EventKind::Timer;
+    e.node = static_cast<std::uint16_t>(node);
+    e.timer = timer;
+    e.stamp = static_cast<std::uint32_t>(generation);
+    e.payload = sim->incarnation_[node];
+    sim->push(e);
+}
+
+bool Simulator::ElectorEnv::persist(const DurableState& state) {
+    if (sim->persist_failures_[node] > 0) {
+        --sim->persist_failures_[node];
+        ++sim->stats_.persist_failures;
+        return false;  // EIO / ENOSPC: nothing written
+    }
+    sim->durable_[node] = state;
+    return true;
+}
+
+void Simulator::ElectorEnv::notify(const LeadershipSnapshot& snapshot) {
+    if (sim->logs_[node] && !sim->violation_) {
+        const LeadershipSnapshot copy = snapshot;
+        sim->log_input(node, LogInput::OnLeadership,
+                       [&](auto& log) { return log.on_leadership(sim->now(), copy); });
+    }
+}
+
+void Simulator::ElectorEnv::failed(const DurableState&) {
+    // Out of service: the runtime ignores every input from now on. The process then exits (a
+    // crash at once); the schedule restarts it like any crashed node.
+    Event e;
+    e.time_ms = sim->now_ms_;
+    e.kind = EventKind::Fault;
+    e.fault = static_cast<std::uint32_t>(sim->faults_.size());
+    sim->faults_.push_back(FaultAction{FaultKind::Crash, node_id(node), {}, 0, 0});
+    sim->push(e);
+}
+
+void Simulator::ElectorEnv::before_actions(const Actions& actions) {
+    const PendingStep& p = sim->pending_;
+    sim->begin_step(node, p.action, actions, p.received, p.peer, p.timer);
+    sim->pending_.begun = true;
+}
+
+template <class Call>
+void Simulator::input(std::size_t node, StepAction action, Call&& call, const Message* received,
+                      std::optional<NodeId> peer, std::optional<TimerId> timer) {
+    pending_ = PendingStep{action, received, peer, timer, false};
+    const Actions& actions = call(cores_[node]->rt);
+    if (pending_.begun) {  // else the runtime is out of service and gave the core nothing
+        finish_step(node, action, actions);
     }
 }
 
@@ -222,7 +303,7 @@ void Simulator::start_all() {
         if (options_.log) {
             log_start(i);  // before the elector, whose start may already notify leadership
         }
-        perform(i, StepAction::Start, cores_[i]->start(now()));
+        input(i, StepAction::Start, [](auto& rt) -> const Actions& { return rt.start(); });
         if (violation_) {
             return;
         }
@@ -330,8 +411,9 @@ void Simulator::dispatch(const Event& e) {
             }
             break;
         case EventKind::Timer:
-            if (timer_generation_[n * kTimerCount + static_cast<std::size_t>(e.timer)] != e.stamp) {
-                return;  // replaced or cancelled
+            if (incarnation_[n] != e.payload ||
+                static_cast<std::uint32_t>(cores_[n]->rt.generation(e.timer)) != e.stamp) {
+                return;  // a previous incarnation's, replaced or cancelled
             }
             break;
         case EventKind::LogDeliver:
@@ -342,9 +424,9 @@ void Simulator::dispatch(const Event& e) {
             }
             break;
         case EventKind::LogTimerFired:
-            if (log_timer_generation_[n * replication::kLogTimerCount +
-                                      static_cast<std::size_t>(e.log_timer)] != e.stamp) {
-                return;  // replaced or cancelled
+            if (!logs_[n] || incarnation_[n] != e.payload ||
+                static_cast<std::uint32_t>(logs_[n]->rt.generation(e.log_timer)) != e.stamp) {
+                return;  // a previous incarnation's, replaced or cancelled
             }
             break;
         case EventKind::ClientRequest:
@@ -361,25 +443,34 @@ void Simulator::dispatch(const Event& e) {
         push(later);
         return;
     }
-    Elector& core = *cores_[n];
     const NodeId peer = node_id(e.peer);
     switch (e.kind) {
         case EventKind::Deliver:
             ++stats_.messages_delivered;
-            perform(n, action_for(e.message.body), core.receive(now(), e.message), &e.message);
+            input(
+                n, action_for(e.message.body),
+                [&](auto& rt) -> const Actions& { return rt.receive(e.message); }, &e.message);
             break;
         case EventKind::Timer:
-            perform(n, action_for(e.timer), core.timer_fired(now(), e.timer), nullptr, std::nullopt,
-                    e.timer);
+            input(
+                n, action_for(e.timer),
+                [&](auto& rt) -> const Actions& {
+                    return rt.timer_fired(e.timer, rt.generation(e.timer));
+                },
+                nullptr, std::nullopt, e.timer);
             break;
         case EventKind::PeerUp:
-            perform(n, StepAction::PeerUp, core.peer_up(now(), peer), nullptr, peer);
+            input(
+                n, StepAction::PeerUp, [&](auto& rt) -> const Actions& { return rt.peer_up(peer); },
+                nullptr, peer);
             if (logs_[n] && !violation_) {
                 log_input(n, LogInput::PeerUp, [&](auto& log) { return log.peer_up(now(), peer); });
             }
             break;
         case EventKind::PeerDown:
-            perform(n, StepAction::PeerDown, core.peer_down(now(), peer), nullptr, peer);
+            input(
+                n, StepAction::PeerDown,
+                [&](auto& rt) -> const Actions& { return rt.peer_down(peer); }, nullptr, peer);
             if (logs_[n] && !violation_) {
                 log_input(n, LogInput::PeerDown,
                           [&](auto& log) { return log.peer_down(now(), peer); });
@@ -396,9 +487,15 @@ void Simulator::dispatch(const Event& e) {
     }
 }
 
-void Simulator::perform(std::size_t node, StepAction action, Actions&& actions,
-                        const Message* received, std::optional<NodeId> peer,
-                        std::optional<TimerId> timer) {
+void Simulator::perform(std::size_t node, StepAction action, const Actions& actions) {
+    begin_step(node, action, actions, nullptr, std::nullopt, std::nullopt);
+    finish_step(node, action, actions);
+}
+
+// Before the runtime performs the actions of a step: count, fingerprint, trace.
+void Simulator::begin_step(std::size_t node, StepAction action, const Actions& actions,
+                           const Message* received, std::optional<NodeId> peer,
+                           std::optional<TimerId> timer) {
     ++stats_.steps;
     const ElectorState& state = cores_[node]->state();
     fingerprint_ =
@@ -408,38 +505,11 @@ void Simulator::perform(std::size_t node, StepAction action, Actions&& actions,
     if (options_.trace) {
         trace_step(node, action, actions, state, received, peer, timer);
     }
-    for (const Action& a : actions) {
-        if (const auto* to = std::get_if<SendTo>(&a)) {
-            send(node, to->to.value, to->message);
-        } else if (const auto* all = std::get_if<Broadcast>(&a)) {
-            for (std::size_t j = 0; j < options_.nodes; ++j) {
-                if (j != node) {
-                    send(node, j, all->message);
-                }
-            }
-        } else if (const auto* arm = std::get_if<ArmTimer>(&a)) {
-            std::uint32_t& generation =
-                timer_generation_[node * kTimerCount + static_cast<std::size_t>(arm->timer)];
-            ++generation;
-            Event e;
-            e.time_ms = now_ms_ + arm->delay.count();
-            e.kind = EventKind::Timer;
-            e.node = static_cast<std::uint16_t>(node);
-            e.timer = arm->timer;
-            e.stamp = generation;
-            push(e);
-        } else if (const auto* cancel = std::get_if<CancelTimer>(&a)) {
-            ++timer_generation_[node * kTimerCount + static_cast<std::size_t>(cancel->timer)];
-        } else if (const auto* persist = std::get_if<PersistState>(&a)) {
-            durable_[node] = persist->state;  // durable before any later send of the batch
-        } else if (const auto* notify = std::get_if<NotifyLeadership>(&a)) {
-            if (logs_[node] && !violation_) {
-                const LeadershipSnapshot snapshot = notify->snapshot;
-                log_input(node, LogInput::OnLeadership,
-                          [&](auto& log) { return log.on_leadership(now(), snapshot); });
-            }
-        }
-    }
+}
+
+// After the runtime performed them: invariants, then the observer.
+void Simulator::finish_step(std::size_t node, StepAction action, const Actions& actions) {
+    const ElectorState& state = cores_[node]->state();
     check(node, action, state, actions);
     if (on_step) {
         on_step(*this, StepRecord{now(), node_id(node), action, &state, &actions});
@@ -555,9 +625,6 @@ void Simulator::crash(std::size_t n) {
     log_crash(n);
     ++incarnation_[n];
     paused_until_ms_[n] = 0;
-    for (std::size_t t = 0; t < kTimerCount; ++t) {
-        ++timer_generation_[n * kTimerCount + t];
-    }
     // What the process leaves behind: its durable state, nothing else.
     ElectorState remains;
     remains.term = durable_[n].term;
@@ -587,11 +654,11 @@ void Simulator::restart(std::size_t n) {
     if (options_.lose_durable_state) {
         durable_[n] = DurableState{};
     }
-    cores_[n].emplace(config_for(n), durable_[n], [this] { return rng_.next(); });
+    cores_[n] = std::make_unique<SimNode>(*this, n, config_for(n), durable_[n]);
     if (options_.log) {
         log_start(n);  // before the elector, whose start may already notify leadership
     }
-    perform(n, StepAction::Restart, cores_[n]->start(now()));
+    input(n, StepAction::Restart, [](auto& rt) -> const Actions& { return rt.start(); });
     for (std::size_t j = 0; j < options_.nodes; ++j) {
         if (j != n) {
             update_connection(n, j);
@@ -694,7 +761,13 @@ void Simulator::apply(const FaultAction& f) {
                 paused_until_ms_[a] = std::max(paused_until_ms_[a], now_ms_ + f.value);
             }
             break;
+        case FaultKind::FailPersist:
+            if (a < n) {
+                persist_failures_[a] += std::max<std::uint32_t>(1, f.value);
+            }
+            break;
         case FaultKind::HealAll:
+            std::fill(persist_failures_.begin(), persist_failures_.end(), 0);
             std::fill(blackhole_count_.begin(), blackhole_count_.end(), 0);
             std::fill(slow_ms_.begin(), slow_ms_.end(), 0);
             loss_ppm_ = duplication_ppm_ = 0;

@@ -84,7 +84,7 @@ replication::LogConfig Simulator::log_config_for(std::size_t node) const {
 }
 
 const ReplicatedLog* Simulator::log(NodeId n) const {
-    return n.value < logs_.size() && logs_[n.value] ? &*logs_[n.value] : nullptr;
+    return n.value < logs_.size() && logs_[n.value] ? &logs_[n.value]->rt.log() : nullptr;
 }
 
 std::vector<const ReplicatedLog*> Simulator::logs() const {
@@ -126,8 +126,9 @@ void Simulator::send_log(std::size_t from, std::size_t to, const LogMessage& m) 
 }
 
 void Simulator::log_start(std::size_t n) {
-    logs_[n].emplace(log_config_for(n), log_storage_[n].recover().log);
-    log_views_[n] = &*logs_[n];
+    logs_[n] =
+        std::make_unique<LogNode>(*this, n, log_config_for(n), log_storage_[n].recover().log);
+    log_views_[n] = &logs_[n]->rt.log();
     log_history_.on_restart(node_id(n));
     log_input(n, LogInput::Start, [&](ReplicatedLog& log) { return log.start(now()); });
 }
@@ -139,10 +140,6 @@ void Simulator::log_crash(std::size_t n) {
     log_storage_[n].crash();  // what was not flushed is lost
     logs_[n].reset();
     log_views_[n] = nullptr;
-    flush_pending_[n] = 0;
-    for (std::size_t t = 0; t < replication::kLogTimerCount; ++t) {
-        ++log_timer_generation_[n * replication::kLogTimerCount + t];
-    }
 }
 
 void Simulator::dispatch_log(const Event& e) {
@@ -157,17 +154,18 @@ void Simulator::dispatch_log(const Event& e) {
             break;
         }
         case EventKind::LogTimerFired:
-            log_input(n, LogInput::TimerFired,
-                      [&](ReplicatedLog& log) { return log.timer_fired(now(), e.log_timer); });
+            log_step(n, LogInput::TimerFired, [&](LogRt& rt) -> const LogActions& {
+                return rt.timer_fired(e.log_timer, rt.generation(e.log_timer));
+            });
             break;
-        case EventKind::LogFlush: {
-            flush_pending_[n] = 0;
-            ++stats_.log_flushes;
-            const Lsn durable = log_storage_[n].flush();
-            log_input(n, LogInput::Persisted,
-                      [&](ReplicatedLog& log) { return log.persisted(now(), durable); });
+        case EventKind::LogFlush:
+            // The group commit point: the runtime flushes the storage and tells the core.
+            if (logs_[n]) {
+                ++stats_.log_flushes;
+                log_step(n, LogInput::Persisted,
+                         [&](LogRt& rt) -> const LogActions& { return rt.flush(); });
+            }
             break;
-        }
         case EventKind::ClientRequest:
             client_request(n);
             break;
@@ -223,7 +221,7 @@ std::optional<Lsn> Simulator::propose_now(NodeId node) {
     if (!options_.log || n >= options_.nodes || !logs_[n] || paused(node) || violation_) {
         return std::nullopt;
     }
-    ReplicatedLog& log = *logs_[n];
+    const ReplicatedLog& log = logs_[n]->rt.log();
     Entry entry;
     entry.key = "c" + std::to_string(++client_sequence_);
     entry.value = client_value(rng_, client_sequence_);
@@ -257,7 +255,7 @@ std::optional<Lsn> Simulator::propose_now(NodeId node) {
     if (violation_ || !logs_[n]) {
         return std::nullopt;
     }
-    const std::size_t grown = logs_[n]->entries().size() - size_before;
+    const std::size_t grown = logs_[n]->rt.log().entries().size() - size_before;
     if (grown != (can ? 1U : 0U)) {
         violation_ = Violation{ViolationKind::LogDriver,
                                "log of n" + std::to_string(n) +
@@ -268,19 +266,98 @@ std::optional<Lsn> Simulator::propose_now(NodeId node) {
     return can ? std::optional<Lsn>(lsn) : std::nullopt;
 }
 
+Simulator::LogNode::LogNode(Simulator& sim, std::size_t node, replication::LogConfig config,
+                            replication::RecoveredLog recovered)
+    : env{&sim, node}, rt(env, std::move(config), std::move(recovered)) {}
+
+void Simulator::LogEnv::send(std::span<const NodeId> to, const LogMessage& m) {
+    for (const NodeId peer : to) {
+        sim->send_log(node, peer.value, m);
+    }
+}
+
+void Simulator::LogEnv::arm(replication::LogTimer timer, Millis delay,
+                            runtime::TimerGeneration generation) {
+    Event e;
+    e.time_ms = sim->now_ms_ + delay.count();
+    e.kind = EventKind::LogTimerFired;
+    e.node = static_cast<std::uint16_t>(node);
+    e.log_timer = timer;
+    e.stamp = static_cast<std::uint32_t>(generation);
+    e.payload = sim->incarnation_[node];
+    sim->push(e);
+}
+
+void Simulator::LogEnv::schedule_flush() {
+    // Group commit: one flush, at a random moment, covers everything appended until then.
+    Event e;
+    e.time_ms = sim->now_ms_ + sim->rng_.between(0, sim->options_.log_options.flush_delay_max_ms);
+    e.kind = EventKind::LogFlush;
+    e.node = static_cast<std::uint16_t>(node);
+    e.stamp = sim->incarnation_[node];
+    sim->push(e);
+}
+
+void Simulator::LogEnv::propose_result(const ProposeResult& result) {
+    Simulator& s = *sim;
+    switch (result.error) {
+        case ProposeError::None:
+            ++s.stats_.proposals_acked;
+            break;
+        case ProposeError::TimedOut:
+        case ProposeError::LeadershipLost:
+            ++s.stats_.proposals_unknown;
+            break;
+        case ProposeError::NotLeader:
+            ++s.stats_.proposals_refused;
+            // The refusal names the leader the node knows (a 307), if any.
+            if (s.cores_[node] && s.cores_[node]->state().leader) {
+                s.client_belief_ = s.cores_[node]->state().leader->value;
+            } else {
+                s.client_belief_ = static_cast<std::uint16_t>(s.rng_.below(s.options_.nodes));
+            }
+            break;
+        case ProposeError::NotActive:
+        case ProposeError::InvalidEntry:
+            ++s.stats_.proposals_refused;
+            break;
+    }
+}
+
+void Simulator::LogEnv::failed(const std::string& what) {
+    // MemoryStorage does not fail today; if it does, the log stopped on this node for good.
+    if (!sim->violation_) {
+        sim->violation_ = Violation{ViolationKind::LogDriver, "log of n" + std::to_string(node) +
+                                                                  ": storage failed: " + what};
+    }
+}
+
+void Simulator::LogEnv::before_actions(const LogActions& actions) {
+    sim->begin_log_step(node, sim->pending_log_.input, actions, sim->pending_log_.received);
+}
+
 void Simulator::log_input(std::size_t node, LogInput input,
                           const std::function<LogActions(ReplicatedLog&)>& call,
                           const LogMessage* received) {
+    log_step(
+        node, input, [&](LogRt& rt) -> const LogActions& { return rt.run(call); }, received);
+}
+
+void Simulator::log_step(std::size_t node, LogInput input,
+                         const std::function<const LogActions&(LogRt&)>& call,
+                         const LogMessage* received) {
     assert(logs_[node]);
-    LogActions actions;
-    const std::uint64_t alarms_before = logs_[node]->counters().protocol_violation_alarms;
+    pending_log_ = PendingLogStep{input, received};
+    const std::uint64_t steps_before = stats_.log_steps;
+    const LogActions* actions = nullptr;
+    const std::uint64_t alarms_before = logs_[node]->rt.log().counters().protocol_violation_alarms;
     try {
-        actions = call(*logs_[node]);
+        actions = &call(logs_[node]->rt);
         // A message no correct peer sends (dropped by the core, with an alarm) is a violation of
         // the run: the simulator's peers are all honest (planted bugs aside).
-        if (logs_[node]->counters().protocol_violation_alarms != alarms_before) {
+        if (logs_[node]->rt.log().counters().protocol_violation_alarms != alarms_before) {
             throw LogCheckFailed(std::string("protocol violation alarm: ") +
-                                 logs_[node]->last_violation().reason);
+                                 logs_[node]->rt.log().last_violation().reason);
         }
     } catch (const LogCheckFailed& failure) {
         if (options_.trace) {
@@ -300,13 +377,21 @@ void Simulator::log_input(std::size_t node, LogInput input,
         }
         return;
     }
-    perform_log(node, input, std::move(actions), received);
+    if (stats_.log_steps == steps_before) {
+        return;  // the runtime gave the core no input (stale timer, nothing to flush, failed)
+    }
+    if (!violation_) {
+        if (auto v = log_history_.after_step(node_id(node), *actions, log_views_, log_storage_)) {
+            violation_ = std::move(v);
+        }
+    }
 }
 
-void Simulator::perform_log(std::size_t node, LogInput input, LogActions&& actions,
-                            const LogMessage* received) {
+// Before the runtime performs a log step's actions: count, fingerprint, trace.
+void Simulator::begin_log_step(std::size_t node, LogInput input, const LogActions& actions,
+                               const LogMessage* received) {
     ++stats_.log_steps;
-    const ReplicatedLog& log = *logs_[node];
+    const ReplicatedLog& log = logs_[node]->rt.log();
     fingerprint_ =
         hash_mix(fingerprint_, static_cast<std::uint64_t>(now_ms_) ^ (std::uint64_t{node} << 48) ^
                                    ((0x40 + static_cast<std::uint64_t>(input)) << 56));
@@ -317,80 +402,11 @@ void Simulator::perform_log(std::size_t node, LogInput input, LogActions&& actio
     if (options_.trace) {
         trace_log(node, input, actions, received);
     }
-    bool appended = false;
-    for (LogAction& a : actions) {
-        if (replication::perform_storage_action(log_storage_[node], a)) {
-            appended = appended || std::holds_alternative<PersistEntries>(a);
-            continue;
-        }
-        if (const auto* to = std::get_if<SendLog>(&a)) {
-            send_log(node, to->to.value, to->message);
-        } else if (const auto* all = std::get_if<BroadcastLog>(&a)) {
-            for (std::size_t j = 0; j < options_.nodes; ++j) {
-                if (j != node) {
-                    send_log(node, j, all->message);
-                }
-            }
-        } else if (const auto* arm = std::get_if<ArmLogTimer>(&a)) {
-            std::uint32_t& generation = log_timer_generation_[node * replication::kLogTimerCount +
-                                                              static_cast<std::size_t>(arm->timer)];
-            ++generation;
-            Event e;
-            e.time_ms = now_ms_ + arm->delay.count();
-            e.kind = EventKind::LogTimerFired;
-            e.node = static_cast<std::uint16_t>(node);
-            e.log_timer = arm->timer;
-            e.stamp = generation;
-            push(e);
-        } else if (const auto* cancel = std::get_if<CancelLogTimer>(&a)) {
-            ++log_timer_generation_[node * replication::kLogTimerCount +
-                                    static_cast<std::size_t>(cancel->timer)];
-        } else if (const auto* result = std::get_if<ProposeResult>(&a)) {
-            switch (result->error) {
-                case ProposeError::None:
-                    ++stats_.proposals_acked;
-                    break;
-                case ProposeError::TimedOut:
-                case ProposeError::LeadershipLost:
-                    ++stats_.proposals_unknown;
-                    break;
-                case ProposeError::NotLeader:
-                    ++stats_.proposals_refused;
-                    // The refusal names the leader the node knows (a 307), if any.
-                    if (cores_[node] && cores_[node]->state().leader) {
-                        client_belief_ = cores_[node]->state().leader->value;
-                    } else {
-                        client_belief_ = static_cast<std::uint16_t>(rng_.below(options_.nodes));
-                    }
-                    break;
-                case ProposeError::NotActive:
-                case ProposeError::InvalidEntry:
-                    ++stats_.proposals_refused;
-                    break;
-            }
-        }
-        // ApplyCommitted and NotifyLogRole: observed by the checker below.
-    }
-    if (appended && !flush_pending_[node]) {
-        // Group commit: one flush, at a random moment, covers everything appended until then.
-        flush_pending_[node] = 1;
-        Event e;
-        e.time_ms = now_ms_ + rng_.between(0, options_.log_options.flush_delay_max_ms);
-        e.kind = EventKind::LogFlush;
-        e.node = static_cast<std::uint16_t>(node);
-        e.stamp = incarnation_[node];
-        push(e);
-    }
-    if (!violation_) {
-        if (auto v = log_history_.after_step(node_id(node), actions, log_views_, log_storage_)) {
-            violation_ = std::move(v);
-        }
-    }
 }
 
 void Simulator::trace_log(std::size_t node, LogInput input, const LogActions& actions,
                           const LogMessage* received) {
-    const ReplicatedLog& log = *logs_[node];
+    const ReplicatedLog& log = logs_[node]->rt.log();
     nlohmann::json out = nlohmann::json::array();
     for (const LogAction& a : actions) {
         out.push_back(to_string(a));

@@ -1,6 +1,8 @@
 // ElectorDriver: runs the pure elector core on an io_context, over a Mesh.
 //
-// It turns the core's Actions into effects, in order:
+// The core's Actions are interpreted by the shared runtime (runtime/elector_runtime.hpp, the same
+// code the simulator runs: timer generations, fan-out, persist before send, stop after a failed
+// persist); this driver is its production environment. The effects, in order:
 //   SendTo / Broadcast  -> CBOR-encode (codec/json.hpp) and Mesh::send on Channel::Elector
 //   ArmTimer/CancelTimer-> one steady_timer per TimerId with a generation number: a replaced or
 //                          cancelled instance that still completes never reaches the core
@@ -34,6 +36,7 @@
 
 #include "conclave/elector/elector.hpp"
 #include "conclave/net/mesh.hpp"  // also declares spdlog::logger
+#include "conclave/runtime/elector_runtime.hpp"
 
 namespace conclave::net {
 
@@ -94,25 +97,36 @@ class ElectorDriver {
     /// nullopt when not the leader or after a failed state write.
     std::optional<Lsn> issue_lsn();
 
-    const Elector& elector() const { return elector_; }
+    const Elector& elector() const { return runtime_.elector(); }
     /// The last snapshot delivered to subscribers: what the application may act on. After a
     /// failed state write it is Stopped (the core's in-memory state may have moved further in
     /// the failed batch; none of that took effect).
     const LeadershipSnapshot& snapshot() const { return snapshot_; }
     const DriverCounters& counters() const { return counters_; }
     /// True after a state write failed: the node no longer takes part (restart it).
-    bool failed() const { return failed_; }
+    bool failed() const { return runtime_.failed(); }
     /// The driver's clock, as given to the core.
     Millis now() const;
 
   private:
+    /// The runtime's production environment: Asio timers, the mesh, the state file.
+    struct Env {
+        ElectorDriver* driver = nullptr;
+        static constexpr bool kPlantedBugs = false;  // planted bugs cannot be enabled here
+        Millis now() const { return driver->now(); }
+        void send(std::span<const NodeId> to, const Message& message);
+        void arm(TimerId timer, Millis delay, runtime::TimerGeneration generation);
+        void cancel(TimerId timer);
+        bool persist(const DurableState& state);
+        void notify(const LeadershipSnapshot& snapshot) { driver->notify(snapshot); }
+        void alarm(const RaiseAlarm& alarm);
+        void failed(const DurableState& state);
+    };
+
     std::optional<FrameRejection> on_frame(NodeId from, std::span<const std::uint8_t> payload);
     void on_peer(NodeId peer, bool up);
-    void execute(const Actions& actions);
     void send(NodeId to, const Message& message, const std::vector<std::uint8_t>& bytes);
-    void arm(TimerId timer, Millis delay);
-    void cancel(TimerId timer);
-    void persist(const DurableState& state);
+    void sync_timer_counters();
     void notify(const LeadershipSnapshot& snapshot);
     std::string log_prefix() const;
     spdlog::logger& log() const { return *options_.logger; }
@@ -122,13 +136,13 @@ class ElectorDriver {
     DriverOptions options_;
     std::chrono::steady_clock::time_point epoch_;
     std::mt19937_64 rng_;
-    Elector elector_;
+    Env env_{this};
+    runtime::ElectorRuntime<Env> runtime_;
     std::array<std::unique_ptr<boost::asio::steady_timer>, kTimerCount> timers_;
-    std::array<std::uint64_t, kTimerCount> generations_{};
+    std::uint64_t aborted_waits_ = 0;  // timer waits cancelled (always of a stale instance)
     std::vector<LeadershipCallback> subscribers_;
     LeadershipSnapshot snapshot_;
     DriverCounters counters_;
-    bool failed_ = false;
     /// Callbacks registered with the mesh and the timers hold a weak_ptr to this: a callback
     /// that outlives the driver sees it expired and does nothing.
     std::shared_ptr<int> alive_ = std::make_shared<int>(0);

@@ -5,7 +5,10 @@
 // storage; mesh frames and peer events -> core inputs) and needs nothing from the node layer. The
 // node (Node::propose, /metadata) sits on top of it.
 //
-// It turns the core's LogActions into effects, in order:
+// The core's LogActions are interpreted by the shared runtime (runtime/log_runtime.hpp, the code
+// the simulator runs too: fan-out, timer generations, storage before the next action, group
+// commit, stop after a storage failure); this driver is its production environment. The effects,
+// in order:
 //   SendLog / BroadcastLog        -> CBOR (codec/log_codec.hpp), Mesh::send on Channel::Replication
 //   PersistMeta / TruncateEntries -> FileStorage, durable before the next action
 //   PersistEntries                -> FileStorage::append; made durable by the group commit below
@@ -45,6 +48,7 @@
 #include "conclave/net/mesh.hpp"
 #include "conclave/replication/log.hpp"
 #include "conclave/replication/storage.hpp"
+#include "conclave/runtime/log_runtime.hpp"
 
 namespace conclave::net {
 
@@ -127,27 +131,41 @@ class LogDriver {
     void subscribe_committed(CommittedCallback callback);
 
     std::vector<replication::Entry> committed_after(Lsn after, std::size_t max_entries) const {
-        return log_.committed_after(after, max_entries);
+        return runtime_.log().committed_after(after, max_entries);
     }
-    const replication::ReplicatedLog& log() const { return log_; }
+    const replication::ReplicatedLog& log() const { return runtime_.log(); }
     const replication::RecoveryReport& recovery() const { return recovered_.report; }
     const LogDriverCounters& counters() const { return counters_; }
     std::uint64_t fsyncs() const { return storage_.fsync_count(); }
-    bool running() const { return started_ && !stopped_ && !failed_; }
-    bool failed() const { return failed_; }
+    bool running() const { return started_ && !stopped_ && !failed(); }
+    bool failed() const { return runtime_.failed(); }
 
   private:
+    /// The runtime's production environment: Asio timers and posts, the mesh, FileStorage.
+    struct Env {
+        LogDriver* driver = nullptr;
+        static constexpr bool kPlantedBugs = false;
+        Millis now() const { return driver->elector_.now(); }
+        replication::LogStorage& storage() { return driver->storage_; }
+        void send(std::span<const NodeId> to, const replication::LogMessage& m);
+        void arm(replication::LogTimer timer, Millis delay, runtime::TimerGeneration generation);
+        void cancel(replication::LogTimer timer);
+        void schedule_flush();
+        void apply(const std::vector<replication::Entry>& entries);
+        void propose_result(const replication::ProposeResult& result);
+        void role(const replication::NotifyLogRole& role);
+        void failed(const std::string& what);
+        void after_batch() { driver->run_deferred(); }
+    };
+
     std::optional<FrameRejection> on_frame(NodeId from, std::span<const std::uint8_t> payload);
     void on_peer(NodeId peer, bool up);
     void on_leadership(const LeadershipSnapshot& snapshot);
-    void execute(const replication::LogActions& actions);
-    void perform(const replication::LogAction& action);
+    template <class Input>
+    void input(Input&& call) {
+        runtime_.run(std::forward<Input>(call));
+    }
     void send(NodeId to, const replication::LogMessage& m, const std::vector<std::uint8_t>& bytes);
-    void arm(replication::LogTimer timer, Millis delay);
-    void cancel(replication::LogTimer timer);
-    void schedule_flush();
-    void flush();
-    void fail(const std::string& what);
     void complete(Lsn lsn, ProposeOutcome outcome);
     void run_deferred();
     std::string log_prefix() const;
@@ -157,22 +175,17 @@ class LogDriver {
     ElectorDriver& elector_;
     LogDriverOptions options_;
     replication::FileStorage storage_;
-    replication::Recovery recovered_;  // the report; the log moved into log_
-    replication::ReplicatedLog log_;
+    replication::Recovery recovered_;  // the report; the log moved into runtime_
+    Env env_{this};
+    runtime::LogRuntime<Env> runtime_;
     std::array<std::unique_ptr<boost::asio::steady_timer>, replication::kLogTimerCount> timers_;
-    std::array<std::uint64_t, replication::kLogTimerCount> generations_{};
     std::map<Lsn, ProposeCallback> pending_;
     std::vector<CommittedCallback> subscribers_;
     std::vector<std::function<void()>> deferred_;  // callbacks to run after the current batch
     std::size_t delivered_len_ = 0;                // entries handed to subscribers (this run)
-    int depth_ = 0;                                // nesting of execute()
-    bool appended_ = false;                        // entries appended since the last flush
-    bool flush_posted_ = false;
-    Lsn reported_durable_{};
     LogDriverCounters counters_;
     bool started_ = false;
     bool stopped_ = false;
-    bool failed_ = false;
     std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 };
 

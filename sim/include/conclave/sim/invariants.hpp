@@ -41,6 +41,7 @@ enum class ViolationKind : std::uint8_t {
     LogCoreCheck,         // check_invariants() or a CONCLAVE_CHECK of the log core failed
     LogDriver,            // promise not durable, storage differs from the core, bad outcome
     LogLiveness,          // the healed cluster did not commit a fresh proposal or converge
+    NotDurable,           // the runtime sent a term or a vote before it was durable (runtime/)
 };
 std::string_view to_string(ViolationKind k);
 

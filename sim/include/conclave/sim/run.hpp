@@ -50,6 +50,8 @@ struct RunOptions {
     Backoff backoff = Backoff::Uniform;
     PlantedBug planted_bug = PlantedBug::None;
     bool lose_durable_state = false;
+    /// A bug planted in the shared runtime (runtime/elector_runtime.hpp).
+    runtime::RuntimeBug runtime_bug = runtime::RuntimeBug::None;
     HistoryOptions history;
     std::ostream* trace = nullptr;
     /// Run the replicated log beside every elector, with a client workload, its invariants after

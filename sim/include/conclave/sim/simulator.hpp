@@ -30,14 +30,18 @@
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
+#include <memory>
 #include <optional>
 #include <queue>
+#include <span>
 #include <vector>
 
 #include "conclave/elector/elector.hpp"
 #include "conclave/replication/check.hpp"
 #include "conclave/replication/log.hpp"
 #include "conclave/replication/storage.hpp"
+#include "conclave/runtime/elector_runtime.hpp"
+#include "conclave/runtime/log_runtime.hpp"
 #include "conclave/sim/invariants.hpp"
 #include "conclave/sim/log_invariants.hpp"
 #include "conclave/sim/rng.hpp"
@@ -70,6 +74,8 @@ struct SimOptions {
     Config elector = Config::fast(3, NodeId{0});
     /// Restart a crashed node from an empty durable state (a deliberately broken driver).
     bool lose_durable_state = false;
+    /// A bug planted in the shared runtime (runtime/), to prove the simulator exercises it.
+    runtime::RuntimeBug runtime_bug = runtime::RuntimeBug::None;
     HistoryOptions history;
     /// Each direction of each link gets a base latency uniform in [min, max]; every message adds a
     /// jitter uniform in [0, jitter].
@@ -105,8 +111,9 @@ enum class FaultKind : std::uint8_t {
     EndReorder,
     Crash,
     Restart,
-    Pause,    // stall node a for `value` ms
-    HealAll,  // end every fault: heal links, restart crashed nodes, stop loss/dup/reorder
+    Pause,        // stall node a for `value` ms
+    HealAll,      // end every fault: heal links, restart crashed nodes, stop loss/dup/reorder
+    FailPersist,  // node a's next `value` (>= 1) elector state writes fail (EIO / ENOSPC)
 };
 
 struct FaultAction {
@@ -138,6 +145,7 @@ struct SimStats {
     std::uint64_t crashes = 0;
     std::uint64_t pauses = 0;
     std::uint64_t lsns_issued = 0;
+    std::uint64_t persist_failures = 0;  // injected state-write failures (node then crashes)
     // The replicated log (zero without SimOptions::log).
     std::uint64_t log_steps = 0;  // inputs given to log cores
     std::uint64_t log_messages_sent = 0;
@@ -174,7 +182,7 @@ class Simulator {
     // ---- Observation ---------------------------------------------------------------------------
     Millis now() const { return Millis{now_ms_}; }
     std::size_t size() const { return options_.nodes; }
-    bool alive(NodeId n) const { return cores_[n.value].has_value(); }
+    bool alive(NodeId n) const { return cores_[n.value] != nullptr; }
     bool paused(NodeId n) const { return paused_until_ms_[n.value] > now_ms_; }
     /// State of a live node's core (nullptr when crashed).
     const ElectorState* state(NodeId n) const;
@@ -260,13 +268,85 @@ class Simulator {
         }
     };
 
+    // The environment the shared runtime (runtime/elector_runtime.hpp) runs each elector in:
+    // simulated time, network and durable storage.
+    struct ElectorEnv {
+        Simulator* sim = nullptr;
+        std::size_t node = 0;
+        static constexpr bool kPlantedBugs = true;
+        Millis now() const { return sim->now(); }
+        void send(std::span<const NodeId> to, const Message& m);
+        void arm(TimerId timer, Millis delay, runtime::TimerGeneration generation);
+        void cancel(TimerId) {}
+        bool persist(const DurableState& state);
+        void notify(const LeadershipSnapshot& snapshot);
+        void alarm(const RaiseAlarm&) {}  // History checks the actions themselves
+        void failed(const DurableState& state);
+        void before_actions(const Actions& actions);
+    };
+    /// One live elector process: its core inside the shared runtime.
+    struct SimNode {
+        SimNode(Simulator& sim, std::size_t node, Config config, DurableState restored);
+        ElectorEnv env;
+        runtime::ElectorRuntime<ElectorEnv> rt;
+        const ElectorState& state() const { return rt.elector().state(); }
+        std::optional<Lsn> issue_lsn() { return rt.issue_lsn(); }
+    };
+    // The environment of each node's log runtime (runtime/log_runtime.hpp): simulated network,
+    // time, MemoryStorage, and the group commit at a random moment.
+    struct LogEnv {
+        Simulator* sim = nullptr;
+        std::size_t node = 0;
+        static constexpr bool kPlantedBugs = true;
+        Millis now() const { return sim->now(); }
+        replication::LogStorage& storage() { return sim->log_storage_[node]; }
+        void send(std::span<const NodeId> to, const replication::LogMessage& m);
+        void arm(replication::LogTimer timer, Millis delay, runtime::TimerGeneration generation);
+        void cancel(replication::LogTimer) {}
+        void schedule_flush();
+        void apply(const std::vector<replication::Entry>&) {}  // LogHistory checks the actions
+        void propose_result(const replication::ProposeResult& result);
+        void role(const replication::NotifyLogRole&) {}
+        void failed(const std::string& what);
+        void after_batch() {}
+        void before_actions(const replication::LogActions& actions);
+    };
+    struct LogNode {
+        LogNode(Simulator& sim, std::size_t node, replication::LogConfig config,
+                replication::RecoveredLog recovered);
+        LogEnv env;
+        runtime::LogRuntime<LogEnv> rt;
+    };
+    /// The log input being given (for tracing).
+    struct PendingLogStep {
+        LogInput input{};
+        const replication::LogMessage* received = nullptr;
+    };
+
+    /// The input being given to a node (for tracing and the step hooks).
+    struct PendingStep {
+        StepAction action{};
+        const Message* received = nullptr;
+        std::optional<NodeId> peer;
+        std::optional<TimerId> timer;
+        bool begun = false;
+    };
+    /// Gives one input to `node`'s runtime (`call`), which performs the core's actions.
+    template <class Call>
+    void input(std::size_t node, StepAction action, Call&& call, const Message* received = nullptr,
+               std::optional<NodeId> peer = std::nullopt,
+               std::optional<TimerId> timer = std::nullopt);
+    void begin_step(std::size_t node, StepAction action, const Actions& actions,
+                    const Message* received, std::optional<NodeId> peer,
+                    std::optional<TimerId> timer);
+    void finish_step(std::size_t node, StepAction action, const Actions& actions);
+
     std::size_t link(std::size_t a, std::size_t b) const { return a * options_.nodes + b; }
     void push(Event e);
     Config config_for(std::size_t node) const;
     void dispatch(const Event& e);
-    void perform(std::size_t node, StepAction action, Actions&& actions,
-                 const Message* received = nullptr, std::optional<NodeId> peer = std::nullopt,
-                 std::optional<TimerId> timer = std::nullopt);
+    /// A step that gives the core no input through the runtime (IssueLsn): hooks only.
+    void perform(std::size_t node, StepAction action, const Actions& actions);
     void send(std::size_t from, std::size_t to, const Message& m);
     void update_connection(std::size_t a, std::size_t b);
     void crash(std::size_t n);
@@ -300,8 +380,13 @@ class Simulator {
     void log_input(std::size_t node, LogInput input,
                    const std::function<replication::LogActions(replication::ReplicatedLog&)>& call,
                    const replication::LogMessage* received = nullptr);
-    void perform_log(std::size_t node, LogInput input, replication::LogActions&& actions,
-                     const replication::LogMessage* received);
+    using LogRt = runtime::LogRuntime<LogEnv>;
+    /// Gives one input to `node`'s log runtime and checks LogHistory after it.
+    void log_step(std::size_t node, LogInput input,
+                  const std::function<const replication::LogActions&(LogRt&)>& call,
+                  const replication::LogMessage* received = nullptr);
+    void begin_log_step(std::size_t node, LogInput input, const replication::LogActions& actions,
+                        const replication::LogMessage* received);
 
     SimOptions options_;
     Rng rng_;
@@ -311,11 +396,12 @@ class Simulator {
     std::priority_queue<Event, std::vector<Event>, Later> queue_;
     std::vector<FaultAction> faults_;
 
-    std::vector<std::optional<Elector>> cores_;
+    std::vector<std::unique_ptr<SimNode>> cores_;  // nullptr when crashed
     std::vector<DurableState> durable_;
+    std::vector<std::uint32_t> persist_failures_;  // pending injected state-write failures
     std::vector<std::uint32_t> incarnation_;
     std::vector<std::int64_t> paused_until_ms_;
-    std::vector<std::uint32_t> timer_generation_;  // [node * kTimerCount + timer]
+    PendingStep pending_;
 
     // Per ordered pair (a * n + b).
     std::vector<std::uint16_t> cut_count_;        // symmetric: kept equal for (a,b) and (b,a)
@@ -333,10 +419,9 @@ class Simulator {
     int reorder_depth_ = 0;
 
     // The replicated log: cores (empty when crashed or disabled), storage that survives crashes.
-    std::vector<std::optional<replication::ReplicatedLog>> logs_;
+    std::vector<std::unique_ptr<LogNode>> logs_;  // nullptr when crashed or disabled
     std::vector<replication::MemoryStorage> log_storage_;
-    std::vector<std::uint32_t> log_timer_generation_;  // [node * kLogTimerCount + timer]
-    std::vector<std::uint8_t> flush_pending_;
+    PendingLogStep pending_log_;
     std::vector<const replication::ReplicatedLog*> log_views_;  // &*logs_[n] or nullptr
     std::vector<replication::LogMessage> log_payloads_;
     std::vector<std::uint32_t> free_payloads_;

@@ -1,0 +1,234 @@
+// ElectorRuntime<Env>: the one place where the elector core's Actions are interpreted.
+//
+// Production (net/src/driver.cpp: Asio timers, the TCP mesh, the state file) and the simulator
+// (sim/src/simulator.cpp: simulated time, network and storage) both run the elector through this
+// class, so the simulator's seeds exercise the very rules the daemon ships with:
+//   - fan-out: a Broadcast goes to every other node of the cluster (the runtime picks the
+//     recipients, the environment encodes and sends once per batch of recipients);
+//   - timers: at most one live instance per TimerId, each arming gets a new generation; a firing
+//     whose generation is not the current one (replaced, cancelled, consumed) never reaches the
+//     core;
+//   - persist before send: actions run in order, and PersistState must return durable before the
+//     next action of the batch runs;
+//   - failed persist: if PersistState fails, nothing later in the batch takes effect, every timer
+//     is cancelled, the environment is told (Env::failed), and the runtime ignores every further
+//     input: the node is out of service until restarted.
+//
+// The environment is a template parameter (no virtual calls on the simulator's hot path). It must
+// provide:
+//   Millis now();
+//   void send(std::span<const NodeId> to, const Message& m);   // best effort, in order
+//   void arm(TimerId t, Millis delay, TimerGeneration g);      // later: runtime.timer_fired(t, g)
+//   void cancel(TimerId t);                                    // may be a no-op
+//   bool persist(const DurableState& s);                       // true once durable
+//   void notify(const LeadershipSnapshot& s);
+//   void alarm(const RaiseAlarm& a);
+//   void failed(const DurableState& s);                        // persist of `s` failed
+//   static constexpr bool kPlantedBugs;   // true only in test/simulation environments
+// and optionally `void before_actions(const Actions&)` (tracing; runs before any action).
+//
+// Planted bugs (RuntimeBug) take effect only when Env::kPlantedBugs is true; the production
+// environment sets it to false, so `conclaved` cannot enable them.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "conclave/elector/elector.hpp"
+
+namespace conclave::runtime {
+
+using TimerGeneration = std::uint64_t;
+
+/// Bugs planted in the runtime to prove that the simulator exercises it (see tests/sim).
+enum class RuntimeBug : std::uint8_t {
+    None = 0,
+    SendBeforePersist,  // perform a batch's PersistState after the batch's sends
+};
+
+template <class Env>
+class ElectorRuntime {
+  public:
+    /// `config` must validate (Elector throws std::invalid_argument otherwise).
+    ElectorRuntime(Env& env, Config config, DurableState restored, RandomSource random,
+                   RuntimeBug bug = RuntimeBug::None)
+        : env_(env), elector_(std::move(config), restored, std::move(random)), bug_(bug) {
+        const Config& c = elector_.config();
+        others_.reserve(c.cluster_size);
+        for (std::size_t i = 0; i < c.cluster_size; ++i) {
+            const NodeId n{static_cast<std::uint16_t>(i)};
+            if (n != c.self) {
+                others_.push_back(n);
+            }
+        }
+    }
+    ElectorRuntime(const ElectorRuntime&) = delete;
+    ElectorRuntime& operator=(const ElectorRuntime&) = delete;
+
+    // ---- Inputs: each gives the core one input and performs what it returns. They return the
+    // core's actions (empty when the runtime is out of service or the input was filtered out).
+    const Actions& start() {
+        return run([&] { return elector_.start(env_.now()); });
+    }
+    const Actions& stop() {
+        return run([&] { return elector_.stop(env_.now()); });
+    }
+    const Actions& receive(const Message& m) {
+        return run([&] { return elector_.receive(env_.now(), m); });
+    }
+    const Actions& peer_up(NodeId peer) {
+        return run([&] { return elector_.peer_up(env_.now(), peer); });
+    }
+    const Actions& peer_down(NodeId peer) {
+        return run([&] { return elector_.peer_down(env_.now(), peer); });
+    }
+    /// True when a firing of (timer, generation) would reach the core now.
+    bool timer_current(TimerId timer, TimerGeneration generation) const {
+        return !failed_ && generations_[index(timer)] == generation;
+    }
+    /// A timer armed with `generation` fired. Stale firings are counted and dropped; a current
+    /// one consumes the instance and is given to the core.
+    const Actions& timer_fired(TimerId timer, TimerGeneration generation) {
+        if (generations_[index(timer)] != generation) {
+            ++stale_timer_firings_;
+            return nothing();
+        }
+        ++generations_[index(timer)];  // this instance is consumed
+        if (failed_) {
+            return nothing();
+        }
+        ++timer_firings_;
+        return run([&] { return elector_.timer_fired(env_.now(), timer); });
+    }
+    /// Leader only: hand over to `target`. Returns the reason when refused.
+    std::optional<std::string> transfer_leadership(NodeId target) {
+        if (failed_) {
+            return "the elector runtime failed (state write error); restart the node";
+        }
+        if (auto error = elector_.transfer_error(target)) {
+            return error;
+        }
+        run([&] { return elector_.transfer_leadership(env_.now(), target); });
+        return std::nullopt;
+    }
+    /// Leader only: the next LSN; nullopt when not the leader or out of service.
+    std::optional<Lsn> issue_lsn() {
+        if (failed_) {
+            return std::nullopt;
+        }
+        return elector_.issue_lsn();
+    }
+
+    // ---- Observation ---------------------------------------------------------------------------
+    const Elector& elector() const { return elector_; }
+    /// True after a failed persist: the node takes no further part.
+    bool failed() const { return failed_; }
+    TimerGeneration generation(TimerId timer) const { return generations_[index(timer)]; }
+    std::uint64_t timer_firings() const { return timer_firings_; }
+    std::uint64_t stale_timer_firings() const { return stale_timer_firings_; }
+    std::span<const NodeId> others() const { return others_; }
+
+  private:
+    static std::size_t index(TimerId t) { return static_cast<std::size_t>(t); }
+    const Actions& nothing() {
+        last_.clear();
+        return last_;
+    }
+
+    template <class Input>
+    const Actions& run(Input&& input) {
+        if (failed_) {
+            return nothing();
+        }
+        // A local list: an environment callback may give this runtime another input (a
+        // subscriber reacting to a leadership change), which must not overwrite it mid-batch.
+        Actions actions = input();
+        if constexpr (requires(Env & e, const Actions& a) { e.before_actions(a); }) {
+            env_.before_actions(actions);
+        }
+        execute(actions);
+        last_ = std::move(actions);
+        return last_;
+    }
+
+    bool planted(RuntimeBug bug) const {
+        if constexpr (Env::kPlantedBugs) {
+            return bug_ == bug;
+        } else {
+            return false;
+        }
+    }
+
+    void execute(const Actions& actions) {
+        const PersistState* deferred = nullptr;  // RuntimeBug::SendBeforePersist only
+        for (const Action& action : actions) {
+            if (failed_) {
+                return;  // nothing after a failed PersistState may take effect
+            }
+            if (const auto* p = std::get_if<PersistState>(&action);
+                p && planted(RuntimeBug::SendBeforePersist)) {
+                deferred = p;
+                continue;
+            }
+            perform(action);
+        }
+        if (deferred && !failed_) {
+            perform(Action{*deferred});
+        }
+    }
+
+    void perform(const Action& action) {
+        std::visit(
+            [&](const auto& a) {
+                using T = std::decay_t<decltype(a)>;
+                if constexpr (std::is_same_v<T, SendTo>) {
+                    env_.send(std::span<const NodeId>(&a.to, 1), a.message);
+                } else if constexpr (std::is_same_v<T, Broadcast>) {
+                    env_.send(std::span<const NodeId>(others_), a.message);
+                } else if constexpr (std::is_same_v<T, ArmTimer>) {
+                    const TimerGeneration g = ++generations_[index(a.timer)];
+                    env_.arm(a.timer, a.delay, g);
+                } else if constexpr (std::is_same_v<T, CancelTimer>) {
+                    cancel(a.timer);
+                } else if constexpr (std::is_same_v<T, PersistState>) {
+                    if (!env_.persist(a.state)) {
+                        failed_ = true;
+                        for (std::size_t i = 0; i < kTimerCount; ++i) {
+                            cancel(static_cast<TimerId>(i));
+                        }
+                        env_.failed(a.state);
+                    }
+                } else if constexpr (std::is_same_v<T, NotifyLeadership>) {
+                    env_.notify(a.snapshot);
+                } else {
+                    static_assert(std::is_same_v<T, RaiseAlarm>);
+                    env_.alarm(a);
+                }
+            },
+            action);
+    }
+
+    void cancel(TimerId timer) {
+        ++generations_[index(timer)];
+        env_.cancel(timer);
+    }
+
+    Env& env_;
+    Elector elector_;
+    RuntimeBug bug_;
+    std::vector<NodeId> others_;
+    std::array<TimerGeneration, kTimerCount> generations_{};
+    Actions last_;
+    bool failed_ = false;
+    std::uint64_t timer_firings_ = 0;
+    std::uint64_t stale_timer_firings_ = 0;
+};
+
+}  // namespace conclave::runtime

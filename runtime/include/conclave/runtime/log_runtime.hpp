@@ -1,0 +1,218 @@
+// LogRuntime<Env>: the one place where the replicated log core's LogActions are interpreted, for
+// production (net/src/log_driver.cpp: Asio, the mesh, FileStorage) and the simulator
+// (sim/src/simulator_log.cpp: simulated time and network, MemoryStorage). Its rules:
+//   - fan-out: a BroadcastLog goes to every other node (the environment encodes once);
+//   - timers: one live instance per LogTimer, generations as in ElectorRuntime;
+//   - storage actions (PersistMeta, TruncateEntries, PersistEntries) run on Env::storage() in
+//     order, before any later action of the batch; PersistMeta/TruncateEntries are durable when
+//     they return, PersistEntries is made durable by the group commit below;
+//   - group commit: after the outermost batch that appended entries, one flush is scheduled
+//     (Env::schedule_flush); when the environment calls flush(), one storage flush covers every
+//     append since the last one, and the core hears persisted(durable) if the durable LSN moved;
+//   - failed storage: an exception from the storage (EIO, ENOSPC, ...) stops the log for good:
+//     nothing later in the batch takes effect, every timer is cancelled, Env::failed(what) runs,
+//     and every later input is ignored.
+//
+// Env must provide:
+//   Millis now();
+//   replication::LogStorage& storage();
+//   void send(std::span<const NodeId> to, const replication::LogMessage& m);
+//   void arm(replication::LogTimer t, Millis delay, TimerGeneration g);  // -> timer_fired(t, g)
+//   void cancel(replication::LogTimer t);
+//   void schedule_flush();                       // later: flush()
+//   void apply(const std::vector<replication::Entry>& committed);
+//   void propose_result(const replication::ProposeResult& r);
+//   void role(const replication::NotifyLogRole& r);
+//   void failed(const std::string& what);
+//   void after_batch();                          // the outermost batch is done
+//   static constexpr bool kPlantedBugs;
+// and optionally `void before_actions(const replication::LogActions&)`.
+#pragma once
+
+#include <array>
+#include <exception>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "conclave/replication/log.hpp"
+#include "conclave/replication/storage.hpp"
+#include "conclave/runtime/elector_runtime.hpp"
+
+namespace conclave::runtime {
+
+template <class Env>
+class LogRuntime {
+  public:
+    LogRuntime(Env& env, replication::LogConfig config, replication::RecoveredLog recovered)
+        : env_(env),
+          log_(std::move(config), std::move(recovered)),
+          reported_durable_(log_.last_lsn()) {
+        const replication::LogConfig& c = log_.config();
+        for (std::size_t i = 0; i < c.cluster_size; ++i) {
+            const NodeId n{static_cast<std::uint16_t>(i)};
+            if (n != c.self) {
+                others_.push_back(n);
+            }
+        }
+    }
+    LogRuntime(const LogRuntime&) = delete;
+    LogRuntime& operator=(const LogRuntime&) = delete;
+
+    template <class Input>
+    const replication::LogActions& run(Input&& input) {
+        if (failed_) {
+            last_.clear();
+            return last_;
+        }
+        replication::LogActions actions = input(log_);  // local: see ElectorRuntime::run
+        if constexpr (requires(Env & e, const replication::LogActions& a) {
+                          e.before_actions(a);
+                      }) {
+            env_.before_actions(actions);
+        }
+        execute(actions);
+        last_ = std::move(actions);
+        return last_;
+    }
+
+    bool timer_current(replication::LogTimer timer, TimerGeneration generation) const {
+        return !failed_ && generations_[index(timer)] == generation;
+    }
+    const replication::LogActions& timer_fired(replication::LogTimer timer,
+                                               TimerGeneration generation) {
+        if (generations_[index(timer)] != generation) {
+            last_.clear();
+            return last_;
+        }
+        ++generations_[index(timer)];
+        return run([&](auto& log) { return log.timer_fired(env_.now(), timer); });
+    }
+
+    /// The group commit point (after Env::schedule_flush). Returns the core's actions for
+    /// persisted() (empty when nothing new became durable, or `tell_core` is false: the owner
+    /// stopped feeding the core but still makes its appends durable).
+    const replication::LogActions& flush(bool tell_core = true) {
+        flush_scheduled_ = false;
+        last_.clear();
+        if (failed_ || !appended_) {
+            return last_;
+        }
+        appended_ = false;
+        Lsn durable{};
+        try {
+            durable = env_.storage().flush();
+        } catch (const std::exception& e) {
+            fail(e.what());
+            env_.after_batch();
+            return last_;
+        }
+        ++flushes_;
+        if (!tell_core || durable == reported_durable_ || durable == replication::kNoLsn) {
+            return last_;
+        }
+        reported_durable_ = durable;
+        return run([&](auto& log) { return log.persisted(env_.now(), durable); });
+    }
+
+    /// Stops timers and ignores later inputs (used by an orderly stop; not a failure).
+    void cancel_timers() {
+        for (std::size_t i = 0; i < replication::kLogTimerCount; ++i) {
+            cancel(static_cast<replication::LogTimer>(i));
+        }
+    }
+
+    const replication::ReplicatedLog& log() const { return log_; }
+    replication::ReplicatedLog& log() { return log_; }
+    bool failed() const { return failed_; }
+    bool flush_scheduled() const { return flush_scheduled_; }
+    std::uint64_t flushes() const { return flushes_; }
+    TimerGeneration generation(replication::LogTimer t) const { return generations_[index(t)]; }
+
+  private:
+    static std::size_t index(replication::LogTimer t) { return static_cast<std::size_t>(t); }
+
+    void execute(const replication::LogActions& actions) {
+        ++depth_;
+        for (const replication::LogAction& action : actions) {
+            if (failed_) {
+                break;  // nothing after a failed storage action may take effect
+            }
+            perform(action);
+        }
+        --depth_;
+        if (depth_ == 0) {
+            if (appended_ && !failed_ && !flush_scheduled_) {
+                flush_scheduled_ = true;
+                env_.schedule_flush();
+            }
+            env_.after_batch();
+        }
+    }
+
+    void perform(const replication::LogAction& action) {
+        using namespace replication;
+        std::visit(
+            [&](const auto& a) {
+                using T = std::decay_t<decltype(a)>;
+                if constexpr (std::is_same_v<T, SendLog>) {
+                    env_.send(std::span<const NodeId>(&a.to, 1), a.message);
+                } else if constexpr (std::is_same_v<T, BroadcastLog>) {
+                    env_.send(std::span<const NodeId>(others_), a.message);
+                } else if constexpr (std::is_same_v<T, PersistMeta> ||
+                                     std::is_same_v<T, PersistEntries> ||
+                                     std::is_same_v<T, TruncateEntries>) {
+                    try {
+                        perform_storage_action(env_.storage(), action);
+                    } catch (const std::exception& e) {
+                        fail(e.what());
+                        return;
+                    }
+                    if constexpr (std::is_same_v<T, PersistEntries>) {
+                        appended_ = true;
+                    }
+                } else if constexpr (std::is_same_v<T, ArmLogTimer>) {
+                    const TimerGeneration g = ++generations_[index(a.timer)];
+                    env_.arm(a.timer, a.delay, g);
+                } else if constexpr (std::is_same_v<T, CancelLogTimer>) {
+                    cancel(a.timer);
+                } else if constexpr (std::is_same_v<T, ApplyCommitted>) {
+                    env_.apply(a.entries);
+                } else if constexpr (std::is_same_v<T, ProposeResult>) {
+                    env_.propose_result(a);
+                } else {
+                    static_assert(std::is_same_v<T, NotifyLogRole>);
+                    env_.role(a);
+                }
+            },
+            action);
+    }
+
+    void cancel(replication::LogTimer timer) {
+        ++generations_[index(timer)];
+        env_.cancel(timer);
+    }
+
+    void fail(const std::string& what) {
+        failed_ = true;
+        cancel_timers();
+        env_.failed(what);
+    }
+
+    Env& env_;
+    replication::ReplicatedLog log_;
+    std::vector<NodeId> others_;
+    std::array<TimerGeneration, replication::kLogTimerCount> generations_{};
+    Lsn reported_durable_{};  // what recovery found is durable
+    replication::LogActions last_;
+    int depth_ = 0;
+    bool appended_ = false;
+    bool flush_scheduled_ = false;
+    bool failed_ = false;
+    std::uint64_t flushes_ = 0;
+};
+
+}  // namespace conclave::runtime
