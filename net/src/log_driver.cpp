@@ -357,8 +357,9 @@ void LogDriver::Env::failed(const std::string& what) {
             done(ProposeOutcome{ProposeStatus::Failed, lsn});
         });
     }
-    if (options_.on_storage_failure) {
-        deferred_.push_back([callback = options_.on_storage_failure, what] { callback(what); });
+    if (d->options_.on_storage_failure) {
+        d->deferred_.push_back(
+            [callback = d->options_.on_storage_failure, what] { callback(what); });
     }
 }
 
