@@ -58,20 +58,20 @@ std::optional<std::string> read_secret_file(const std::string& path, const std::
     if (!in) {
         return field + ": cannot read '" + path + "': " + std::strerror(errno);
     }
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ' ||
-                             text.back() == '\t')) {
-        text.pop_back();
-    }
-    if (text.empty()) {
+    // Read and trim in place (GCC 12 reports a false -Warray-bounds on copying or swapping a
+    // short std::string out of a local here).
+    secret.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    const std::size_t last = secret.find_last_not_of("\r\n \t");
+    secret.erase(last == std::string::npos ? 0 : last + 1);
+    if (secret.empty()) {
         return field + ": '" + path + "' is empty";
     }
-    if (text.size() < kMinSecretFileBytes) {
-        return field + ": '" + path + "' holds " + std::to_string(text.size()) +
-               " bytes, fewer than " + std::to_string(kMinSecretFileBytes) +
-               " (generate one with: openssl rand -hex 32)";
+    if (secret.size() < kMinSecretFileBytes) {
+        const std::size_t size = secret.size();
+        secret.clear();
+        return field + ": '" + path + "' holds " + std::to_string(size) + " bytes, fewer than " +
+               std::to_string(kMinSecretFileBytes) + " (generate one with: openssl rand -hex 32)";
     }
-    secret.swap(text);  // (not operator=: GCC 12 -Warray-bounds false positive on the SSO copy)
     return std::nullopt;
 }
 

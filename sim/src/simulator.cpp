@@ -831,4 +831,17 @@ void Simulator::trace_net(const char* event, const Message* m, std::size_t to, c
     *options_.trace << line.dump() << '\n';
 }
 
+// Hostile input (simulator_inject.cpp has the log side): a forged message handed straight to a
+// node's elector runtime, bypassing the simulated network; the invariants are checked as after any
+// input.
+bool Simulator::inject(NodeId to, const Message& m) {
+    const std::size_t n = to.value;
+    if (!started_ || n >= options_.nodes || !cores_[n] || paused(to) || violation_) {
+        return false;
+    }
+    input(
+        n, action_for(m.body), [&](auto& rt) -> const Actions& { return rt.receive(m); }, &m);
+    return true;
+}
+
 }  // namespace conclave::sim

@@ -4,14 +4,7 @@
 
 namespace conclave::sim {
 
-bool Simulator::inject(NodeId to, const Message& m) {
-    const std::size_t n = to.value;
-    if (!started_ || n >= options_.nodes || !cores_[n] || paused(to) || violation_) {
-        return false;
-    }
-    perform(n, action_for(m.body), cores_[n]->receive(now(), m), &m);
-    return true;
-}
+// Simulator::inject (the elector side) lives in simulator.cpp, beside the input() template it uses.
 
 bool Simulator::inject_log(NodeId to, const replication::LogMessage& m) {
     const std::size_t n = to.value;
