@@ -119,8 +119,11 @@ def test_cluster(root):
         # At most 32 watch streams and long-polls at once; the next one is refused with 503.
         port = cluster.http_ports[followers[0]]
         streams = []
-        for _ in range(32):
-            c = ct.http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        # From four source addresses: the admin server admits at most 16 connections per source
+        # (admin.max_connections_per_source), below the watcher limit.
+        for i in range(32):
+            c = ct.http.client.HTTPConnection("127.0.0.1", port, timeout=10,
+                                              source_address=("127.0.0.%d" % (10 + i % 4), 0))
             c.request("GET", "/leadership?watch=1")
             r = c.getresponse()
             streams.append((c, r, r.status == 200 and json.loads(r.readline())["leader"] == leader))
