@@ -1,4 +1,5 @@
-// The elector core. "Departure N" refers to the numbered departures from BlazingMQ in docs/design.md.
+// The elector core. "Departure N" refers to the numbered departures from BlazingMQ in
+// docs/design.md.
 #include "conclave/elector/elector.hpp"
 
 #include "conclave/elector/backoff.hpp"

@@ -492,10 +492,10 @@ ClusterConfig ParseDocument(const json& document, std::string_view node_id) {
     if (!document.is_object()) {
         Fail("(top level)", "expected a JSON object, got " + Describe(document));
     }
-    RejectUnknownFields(document, "",
-                        {"cluster", "nodes", "profile", "timing", "backoff", "scouting",
-                         "check_quorum", "data_dir", "tls", "log", "metadata", "insecure",
-                         "secret_file", "admin"});
+    RejectUnknownFields(
+        document, "",
+        {"cluster", "nodes", "profile", "timing", "backoff", "scouting", "check_quorum", "data_dir",
+         "tls", "log", "metadata", "insecure", "secret_file", "admin"});
     ClusterConfig config;
     const json& cluster = Require(document, "", "cluster");
     config.cluster = ExpectString(cluster, "cluster");
