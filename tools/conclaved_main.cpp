@@ -1,4 +1,4 @@
-// conclaved: one Conclave node as a daemon. See node/README.md and shared/notes/interfaces.md.
+// conclaved: one Conclave node as a daemon. See node/README.md and docs/interfaces.md.
 //   conclaved --config FILE --node-id ID [--print-config] [--help] [--version]
 // Exit status: 0 clean stop (SIGTERM/SIGINT, after a leadership hand-over), 1 runtime failure
 // (data directory locked, port in use, state file unreadable, corrupt metadata log, a storage

@@ -1,5 +1,5 @@
 // A stand-in for `conclaved`, for leader-bounce's own end-to-end tests until the real daemon
-// lands. It speaks the command line, config and GET /status of shared/notes/interfaces.md, runs
+// lands. It speaks the command line, config and GET /status of docs/interfaces.md, runs
 // the real elector core, and uses a deliberately simple mesh: newline-delimited JSON messages over
 // TCP, the lower index dials, a one-line hello naming the dialer. Not a daemon for anything else.
 #include <unistd.h>

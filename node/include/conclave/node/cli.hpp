@@ -1,4 +1,4 @@
-// The command line of `conclaved` (contract: shared/notes/interfaces.md):
+// The command line of `conclaved` (contract: docs/interfaces.md):
 //   conclaved --config FILE --node-id ID [--print-config] [--help] [--version]
 // Options also accept the "--option=value" form. Exit statuses: 0 clean stop, 1 runtime failure,
 // 2 bad command line or bad config.

@@ -1,4 +1,4 @@
-// The cluster config file of `conclaved` (JSON; shape fixed in shared/notes/interfaces.md).
+// The cluster config file of `conclaved` (JSON; shape fixed in docs/interfaces.md).
 //
 // Parsing is strict: every field is type- and range-checked, unknown fields are rejected (a typo
 // such as "heartbeat_msec" must not silently fall back to a default), and every error message

@@ -1,6 +1,6 @@
 // The node's status as plain data, and its JSON form served at GET /status.
 //
-// The JSON shape is a contract (shared/notes/interfaces.md): the leader-bounce tool, benchmarks and
+// The JSON shape is a contract (docs/interfaces.md): the leader-bounce tool, benchmarks and
 // operators' scripts read it. Extensions made here:
 //   - "peers[].last_contact_ms" is null for a peer never heard from since start;
 //   - "leader_status" and "commit_lsn" appear only when a metadata log is present.
