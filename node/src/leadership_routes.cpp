@@ -8,22 +8,14 @@
 #include "conclave/node/admin_routes.hpp"
 #include "conclave/node/status.hpp"
 
+#include "query_params.hpp"
+
 namespace conclave::node {
 namespace {
 
 using nlohmann::json;
 
 constexpr std::chrono::seconds kKeepaliveInterval{15};
-
-std::optional<std::uint64_t> ParseU64(std::string_view text) {
-    std::uint64_t value = 0;
-    const char* end = text.data() + text.size();
-    const auto [ptr, ec] = std::from_chars(text.data(), end, value);
-    if (text.empty() || ec != std::errc{} || ptr != end) {
-        return std::nullopt;
-    }
-    return value;
-}
 
 json Snapshot(AdminSource& source) {
     const StatusReport s = source.status();

@@ -7,20 +7,12 @@
 #include "conclave/node/metadata.hpp"
 #include "conclave/node/status.hpp"
 
+#include "query_params.hpp"
+
 namespace conclave::node {
 namespace {
 
 using nlohmann::json;
-
-std::optional<std::uint64_t> ParseU64(std::string_view text) {
-    std::uint64_t value = 0;
-    const char* end = text.data() + text.size();
-    const auto [ptr, ec] = std::from_chars(text.data(), end, value);
-    if (text.empty() || ec != std::errc{} || ptr != end) {
-        return std::nullopt;
-    }
-    return value;
-}
 
 std::optional<AdminResponse> RejectParameters(const AdminRequest& request,
                                               std::initializer_list<std::string_view> allowed) {
