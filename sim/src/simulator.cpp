@@ -210,6 +210,7 @@ bool Simulator::ElectorEnv::persist(const DurableState& state) {
         return false;  // EIO / ENOSPC: nothing written
     }
     sim->durable_[node] = state;
+    ++sim->pending_.persisted;
     return true;
 }
 
@@ -241,9 +242,14 @@ void Simulator::ElectorEnv::before_actions(const Actions& actions) {
 template <class Call>
 void Simulator::input(std::size_t node, StepAction action, Call&& call, const Message* received,
                       std::optional<NodeId> peer, std::optional<TimerId> timer) {
-    pending_ = PendingStep{action, received, peer, timer, false};
+    pending_ = PendingStep{action, received, peer, timer, false, 0};
     const Actions& actions = call(cores_[node]->rt);
-    if (pending_.begun) {  // else the runtime is out of service and gave the core nothing
+    if (!pending_.begun) {
+        return;  // the runtime is out of service and gave the core nothing
+    }
+    if (cores_[node]->rt.failed()) {
+        finish_failed_step(node, action, actions);  // this step's state write failed
+    } else {
         finish_step(node, action, actions);
     }
 }
@@ -513,6 +519,32 @@ void Simulator::finish_step(std::size_t node, StepAction action, const Actions& 
     check(node, action, state, actions);
     if (on_step) {
         on_step(*this, StepRecord{now(), node_id(node), action, &state, &actions});
+    }
+}
+
+// A step whose PersistState failed did not happen as the core returned it: the runtime performed
+// the actions before the failed write and nothing from it on (no send, no timer), and the process
+// leaves service (ElectorEnv::failed queued its crash). The term or vote the core now holds in
+// memory was never written nor shown to anyone, so the history must not record it: a restart
+// from the durable state legitimately "forgets" it (checking the in-memory state reported a false
+// TermDecreased at the crash, and would have reported a false double vote if the restarted node
+// voted otherwise in that term). The step is checked as what took effect: the durable term and
+// vote, and the actions performed.
+void Simulator::finish_failed_step(std::size_t node, StepAction action, const Actions& actions) {
+    Actions performed;
+    std::size_t persists = 0;
+    for (const Action& a : actions) {
+        if (std::holds_alternative<PersistState>(a) && persists++ == pending_.persisted) {
+            break;  // the write that failed
+        }
+        performed.push_back(a);
+    }
+    ElectorState remains;
+    remains.term = durable_[node].term;
+    remains.voted_for = durable_[node].voted_for;
+    check(node, action, remains, performed);
+    if (on_step) {
+        on_step(*this, StepRecord{now(), node_id(node), action, &remains, &performed});
     }
 }
 

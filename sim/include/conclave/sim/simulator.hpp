@@ -330,6 +330,7 @@ class Simulator {
         std::optional<NodeId> peer;
         std::optional<TimerId> timer;
         bool begun = false;
+        std::size_t persisted = 0;  // PersistState actions of this step that were written
     };
     /// Gives one input to `node`'s runtime (`call`), which performs the core's actions.
     template <class Call>
@@ -340,6 +341,9 @@ class Simulator {
                     const Message* received, std::optional<NodeId> peer,
                     std::optional<TimerId> timer);
     void finish_step(std::size_t node, StepAction action, const Actions& actions);
+    /// finish_step for a step whose state write failed: checks what took effect, not what the
+    /// core holds in memory (see the definition).
+    void finish_failed_step(std::size_t node, StepAction action, const Actions& actions);
 
     std::size_t link(std::size_t a, std::size_t b) const { return a * options_.nodes + b; }
     void push(Event e);
