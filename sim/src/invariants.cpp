@@ -11,13 +11,6 @@ std::string node_name(NodeId n) {
     return "n" + std::to_string(n.value);
 }
 
-template <typename T>
-void grow(std::vector<T>& v, std::size_t size) {
-    if (v.size() < size) {
-        v.resize(size, T{});
-    }
-}
-
 }  // namespace
 
 std::string_view to_string(ViolationKind k) {
@@ -52,6 +45,8 @@ std::string_view to_string(ViolationKind k) {
             return "log-liveness";
         case ViolationKind::NotDurable:
             return "not-durable";
+        case ViolationKind::LogAlarm:
+            return "log-alarm";
     }
     return "?";
 }
@@ -137,17 +132,18 @@ History::History(std::size_t nodes, HistoryOptions options)
 }
 
 std::optional<NodeId> History::leader_of(Term term) const {
-    if (term.value >= leader_of_term_.size() || leader_of_term_[term.value] == 0) {
+    const auto it = leader_of_term_.find(term.value);
+    if (it == leader_of_term_.end()) {
         return std::nullopt;
     }
-    return NodeId{static_cast<std::uint16_t>(leader_of_term_[term.value] - 1)};
+    return NodeId{static_cast<std::uint16_t>(it->second - 1)};
 }
 
 std::size_t History::votes_for(NodeId candidate, Term term) const {
     std::size_t count = 0;
-    const std::size_t base = term.value * nodes_;
     for (std::size_t voter = 0; voter < nodes_; ++voter) {
-        if (base + voter < vote_.size() && vote_[base + voter] == candidate.value + 1) {
+        const auto it = vote_.find({term.value, voter});
+        if (it != vote_.end() && it->second == candidate.value + 1) {
             ++count;
         }
     }
@@ -155,16 +151,15 @@ std::size_t History::votes_for(NodeId candidate, Term term) const {
 }
 
 std::optional<Violation> History::record_vote(NodeId voter, Term term, NodeId candidate) {
-    const std::size_t index = term.value * nodes_ + voter.value;
-    grow(vote_, index + 1);
+    std::uint8_t& vote = vote_[{term.value, voter.value}];
     const auto wanted = static_cast<std::uint8_t>(candidate.value + 1);
-    if (vote_[index] != 0 && vote_[index] != wanted) {
+    if (vote != 0 && vote != wanted) {
         return Violation{ViolationKind::DoubleVote,
                          node_name(voter) + " voted for " + node_name(candidate) + " in term " +
                              std::to_string(term.value) + " after voting for n" +
-                             std::to_string(vote_[index] - 1)};
+                             std::to_string(vote - 1)};
     }
-    vote_[index] = wanted;
+    vote = wanted;
     return std::nullopt;
 }
 
@@ -204,7 +199,6 @@ std::optional<Violation> History::after_step(NodeId node, StepAction action,
     }
     if (after.role == Role::Leader) {
         const Term t = after.term;
-        grow(leader_of_term_, t.value + 1);
         std::uint8_t& leader = leader_of_term_[t.value];
         const auto me = static_cast<std::uint8_t>(node.value + 1);
         if (leader != 0 && leader != me) {
@@ -239,7 +233,6 @@ std::optional<Violation> History::after_issue(NodeId node, Lsn issued, const Ele
         return fail("not above its previous LSN " + to_string(last_of_node));
     }
     last_of_node = issued;
-    grow(last_counter_of_term_, issued.term.value + 1);
     std::uint64_t& last_counter = last_counter_of_term_[issued.term.value];
     if (issued.counter <= last_counter) {
         return fail("counter not above " + std::to_string(last_counter) +
@@ -251,15 +244,12 @@ std::optional<Violation> History::after_issue(NodeId node, Lsn issued, const Ele
 
 std::uint64_t History::hash() const {
     std::uint64_t h = 0x5151;
-    for (std::size_t i = 0; i < leader_of_term_.size(); ++i) {
-        if (leader_of_term_[i] != 0) {
-            h = hash_mix(h, (i << 8) | leader_of_term_[i]);
-        }
+    for (const auto& [term, leader] : leader_of_term_) {
+        h = hash_mix(h, (term << 8) | leader);
     }
-    for (std::size_t i = 0; i < vote_.size(); ++i) {
-        if (vote_[i] != 0) {
-            h = hash_mix(h, (i << 8) | vote_[i] | (1ULL << 40));
-        }
+    for (const auto& [key, candidate] : vote_) {
+        const std::uint64_t i = key.first * nodes_ + key.second;
+        h = hash_mix(h, (i << 8) | candidate | (1ULL << 40));
     }
     for (std::uint64_t t : highest_term_) {
         h = hash_mix(h, t);

@@ -351,11 +351,14 @@ void Simulator::log_step(std::size_t node, LogInput input,
     const std::uint64_t steps_before = stats_.log_steps;
     const LogActions* actions = nullptr;
     const std::uint64_t alarms_before = logs_[node]->rt.log().counters().protocol_violation_alarms;
+    ViolationKind kind = ViolationKind::LogCoreCheck;
     try {
         actions = &call(logs_[node]->rt);
         // A message no correct peer sends (dropped by the core, with an alarm) is a violation of
-        // the run: the simulator's peers are all honest (planted bugs aside).
+        // the run: the simulator's peers are all honest (planted bugs aside). It is its own kind:
+        // the core did its job (detected and dropped); a lying peer broke the run.
         if (logs_[node]->rt.log().counters().protocol_violation_alarms != alarms_before) {
+            kind = ViolationKind::LogAlarm;
             throw LogCheckFailed(std::string("protocol violation alarm: ") +
                                  logs_[node]->rt.log().last_violation().reason);
         }
@@ -371,9 +374,9 @@ void Simulator::log_step(std::size_t node, LogInput input,
             *options_.trace << line.dump() << '\n';
         }
         if (!violation_) {
-            violation_ = Violation{ViolationKind::LogCoreCheck,
-                                   "log of n" + std::to_string(node) + " in " +
-                                       input_name(static_cast<int>(input)) + ": " + failure.what()};
+            violation_ =
+                Violation{kind, "log of n" + std::to_string(node) + " in " +
+                                    input_name(static_cast<int>(input)) + ": " + failure.what()};
         }
         return;
     }

@@ -172,7 +172,8 @@ TEST_CASE("simulator catches a log that commits without a quorum", "[planted][lo
         CHECK((v->first.kind == ViolationKind::LogDivergence ||
                v->first.kind == ViolationKind::LogAckLost ||
                v->first.kind == ViolationKind::LogLeaderIncomplete ||
-               v->first.kind == ViolationKind::LogCoreCheck));
+               v->first.kind == ViolationKind::LogCoreCheck ||
+               v->first.kind == ViolationKind::LogAlarm));
     }
 }
 
@@ -187,6 +188,7 @@ TEST_CASE("simulator catches a leader that serves without syncing", "[planted][l
     // A stale leader's sync point makes a follower truncate committed entries (the core's own
     // check fires), or the stale leader's log diverges from the committed history.
     CHECK((v->first.kind == ViolationKind::LogCoreCheck ||
+           v->first.kind == ViolationKind::LogAlarm ||
            v->first.kind == ViolationKind::LogDivergence ||
            v->first.kind == ViolationKind::LogLeaderIncomplete ||
            v->first.kind == ViolationKind::LogNotDurable));

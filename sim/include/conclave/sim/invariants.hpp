@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -42,6 +43,7 @@ enum class ViolationKind : std::uint8_t {
     LogDriver,            // promise not durable, storage differs from the core, bad outcome
     LogLiveness,          // the healed cluster did not commit a fresh proposal or converge
     NotDurable,           // the runtime sent a term or a vote before it was durable (runtime/)
+    LogAlarm,  // a log core detected (and dropped) a message no correct peer sends: a lying peer
 };
 std::string_view to_string(ViolationKind k);
 
@@ -114,11 +116,14 @@ class History {
     std::size_t nodes_;
     std::size_t majority_;
     HistoryOptions options_;
-    std::vector<std::uint8_t> leader_of_term_;         // [term] -> leader + 1, 0 for none
-    std::vector<std::uint8_t> vote_;                   // [term * nodes + voter] -> candidate + 1
-    std::vector<std::uint64_t> highest_term_;          // [node]
-    std::vector<Lsn> last_lsn_of_node_;                // [node]
-    std::vector<std::uint64_t> last_counter_of_term_;  // [term]
+    // Keyed by term, sparse: a term is any value below 2^63 (a lying member can make a node adopt
+    // one), so nothing here may be sized by a term.
+    std::map<std::uint64_t, std::uint8_t> leader_of_term_;  // term -> leader + 1
+    std::map<std::pair<std::uint64_t, std::size_t>, std::uint8_t>
+        vote_;                                                     // (term, voter) -> candidate + 1
+    std::vector<std::uint64_t> highest_term_;                      // [node]
+    std::vector<Lsn> last_lsn_of_node_;                            // [node]
+    std::map<std::uint64_t, std::uint64_t> last_counter_of_term_;  // term -> last counter
 };
 
 }  // namespace conclave::sim
