@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "conclave/codec/json.hpp"
+#include "conclave/core/check.hpp"
 #include "mesh_impl.hpp"
 
 namespace conclave::net {
@@ -142,7 +143,7 @@ std::vector<std::uint8_t> Mesh::Impl::peer_mac(HandshakeRole role, const std::st
 }
 
 void Mesh::Impl::release_pending(const Connection& c) {
-    assert(pending_inbound_ > 0);
+    CONCLAVE_CHECK(pending_inbound_ > 0, "a pending inbound connection is released once");
     --pending_inbound_;
     const auto it = pending_by_source_.find(c.source());
     if (it != pending_by_source_.end() && --it->second == 0) {
@@ -151,7 +152,7 @@ void Mesh::Impl::release_pending(const Connection& c) {
 }
 
 void Mesh::Impl::start() {
-    assert(!started_);
+    CONCLAVE_CHECK(!started_, "the mesh starts once");
     started_ = true;
     const auto& me = membership_.at(self_);
     error_code ec;
@@ -251,7 +252,7 @@ void Mesh::Impl::dial(NodeId peer) {
         return;
     }
     auto& slot = *peers_[peer.value];
-    assert(!slot.connection);
+    CONCLAVE_CHECK(!slot.connection, "one connection per peer slot");
     ++counters_.connections_dialed;
     if (slot.ever_dialed) {
         ++counters_.reconnects;
@@ -358,11 +359,12 @@ std::optional<std::pair<HandshakeRefusal, std::string>> Mesh::Impl::on_confirmat
 void Mesh::Impl::on_established(const std::shared_ptr<Connection>& c) {
     const NodeId peer = *c->peer();
     auto& slot = *peers_[peer.value];
-    assert(!slot.up);
+    CONCLAVE_CHECK(!slot.up, "a peer comes up once per connection");
     if (!c->dialed()) {
         release_pending(*c);
     } else {
-        assert(slot.connection == c);
+        CONCLAVE_CHECK(slot.connection == c,
+                       "a dialed connection that comes up is the slot's current one");
         // The backoff is reset in on_frame, once this connection has proven stable.
     }
     slot.connection = c;
@@ -441,7 +443,7 @@ void Mesh::Impl::on_closed(const std::shared_ptr<Connection>& c) {
 }
 
 bool Mesh::Impl::send(NodeId to, Channel channel, std::span<const std::uint8_t> payload) {
-    assert(to.value < peers_.size() && to != self_);
+    CONCLAVE_CHECK(to.value < peers_.size() && to != self_, "a send names another member");
     auto& slot = *peers_[to.value];
     if (stopped_ || !slot.up || !slot.connection) {
         ++counters_.sends_dropped;
