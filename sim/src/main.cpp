@@ -31,7 +31,9 @@ Random schedules:
   --seed S             first seed (default 1); seeds S, S+1, ..., S+K-1 are run
   --nodes N            cluster size, 1..32 (default 3)
   --faults LIST        all | none | comma list of loss,dup,reorder,latency,cut,partition,asym,
-                       crash,pause (default all)
+                       crash,pause,blackhole,transfer (default all); blackhole: a link drops
+                       both ways with the connection still up; transfer: the operator's
+                       transfer_leadership to a random node, 1-3 times in an episode
   --episodes E         fault episodes per seed (default 4)
   --duration MS        fault window in simulated ms (default 6000); a fault-free tail follows
   --tail MS            length of the fault-free tail (default: liveness bound + 1000)
@@ -345,7 +347,8 @@ int main(int argc, char** argv) {
                       << " (bound " << r.liveness_bound.count() << " ms)  leader changes "
                       << r.leadership.leader_changes << "  split votes " << r.leadership.split_votes
                       << "  highest term " << r.leadership.highest_term.value << "  crashes "
-                      << r.stats.crashes << "  dropped " << r.stats.messages_dropped;
+                      << r.stats.crashes << "  transfers " << r.stats.transfers << "  dropped "
+                      << r.stats.messages_dropped;
             if (run.log) {
                 std::cout << "  log: committed " << r.log_committed << " acked " << r.log_acked
                           << " refused " << r.stats.proposals_refused << " unknown "

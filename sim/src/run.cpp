@@ -11,11 +11,12 @@ struct Named {
     bool FaultMix::*flag;
 };
 constexpr Named kFaultNames[] = {
-    {"loss", &FaultMix::loss},       {"dup", &FaultMix::duplication},
-    {"reorder", &FaultMix::reorder}, {"latency", &FaultMix::latency},
-    {"cut", &FaultMix::cut},         {"partition", &FaultMix::partition},
-    {"asym", &FaultMix::asymmetric}, {"crash", &FaultMix::crash},
-    {"pause", &FaultMix::pause},
+    {"loss", &FaultMix::loss},         {"dup", &FaultMix::duplication},
+    {"reorder", &FaultMix::reorder},   {"latency", &FaultMix::latency},
+    {"cut", &FaultMix::cut},           {"partition", &FaultMix::partition},
+    {"asym", &FaultMix::asymmetric},   {"crash", &FaultMix::crash},
+    {"pause", &FaultMix::pause},       {"blackhole", &FaultMix::blackhole},
+    {"transfer", &FaultMix::transfer},
 };
 
 NodeId random_node(Rng& rng, std::size_t nodes) {
@@ -88,6 +89,20 @@ void schedule_faults(Simulator& sim, const RunOptions& options) {
         } else if (kind == &FaultMix::crash) {
             both(FaultKind::Crash, FaultKind::Restart,
                  FaultAction{{}, random_node(rng, n), {}, 0, 0});
+        } else if (kind == &FaultMix::blackhole) {
+            // An open-connection blackhole: a-b drops every message both ways, and neither end
+            // is told (no peer_down): only heartbeat checks and check-quorum can notice.
+            const auto [a, b] = random_pair(rng, n);
+            both(FaultKind::Blackhole, FaultKind::Unblackhole, FaultAction{{}, a, b, 0, 0});
+            both(FaultKind::Blackhole, FaultKind::Unblackhole, FaultAction{{}, b, a, 0, 0});
+        } else if (kind == &FaultMix::transfer) {
+            // The operator hands leadership over, one to three times in the episode, to a
+            // random node (refused when it is not connected to the leader).
+            const std::int64_t count = rng.between(1, 3);
+            for (std::int64_t k = 0; k < count; ++k) {
+                sim.schedule(at(rng.between(start, end)),
+                             FaultAction{FaultKind::Transfer, {}, random_node(rng, n), 0, 0});
+            }
         } else if (kind == &FaultMix::pause) {
             sim.schedule(at(start),
                          FaultAction{FaultKind::Pause, random_node(rng, n), {}, 0, length});
@@ -137,7 +152,7 @@ std::optional<FaultMix> FaultMix::parse(std::string_view list, std::string* erro
             if (error) {
                 *error = "faults: unknown fault '" + std::string(item) +
                          "' (expected all, none, or a list of loss, dup, reorder, latency, cut, "
-                         "partition, asym, crash, pause)";
+                         "partition, asym, crash, pause, blackhole, transfer)";
             }
             return std::nullopt;
         }

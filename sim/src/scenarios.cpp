@@ -3,8 +3,15 @@
 namespace conclave::sim {
 
 std::string_view to_string(Scenario s) {
-    return s == Scenario::PingPong ? "leader ping-pong (only A-B cut)"
-                                   : "non-sticky leader (B isolated, then healed)";
+    switch (s) {
+        case Scenario::PingPong:
+            return "leader ping-pong (only A-B cut)";
+        case Scenario::NonStickyLeader:
+            return "non-sticky leader (B isolated, then healed)";
+        case Scenario::Transfer:
+            return "leadership transfer (A hands over to B)";
+    }
+    return "?";
 }
 
 ScenarioResult run_scenario(const ScenarioOptions& o) {
@@ -36,6 +43,9 @@ ScenarioResult run_scenario(const ScenarioOptions& o) {
         if (o.scenario == Scenario::PingPong) {
             start = FaultAction{FaultKind::Cut, *a, b, 0, 0};
             stop = FaultAction{FaultKind::Heal, *a, b, 0, 0};
+        } else if (o.scenario == Scenario::Transfer) {
+            start = FaultAction{FaultKind::Transfer, {}, b, 0, 0};
+            stop = FaultAction{FaultKind::HealAll, {}, {}, 0, 0};  // nothing to heal: a no-op
         } else {
             const std::uint64_t mask = std::uint64_t{1} << b.value;
             start = FaultAction{FaultKind::Partition, {}, {}, mask, 0};
@@ -49,6 +59,7 @@ ScenarioResult run_scenario(const ScenarioOptions& o) {
         sim.run_until(o.settle + o.fault_length + o.after_heal);
     }
     tracker.finish(sim.now());
+    result.leader_at_end = majority_leader(sim);
     result.timeline = tracker.timeline();
     result.summary = tracker.summary();
     result.end = sim.now();

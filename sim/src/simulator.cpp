@@ -68,6 +68,8 @@ std::string describe(const FaultAction& f) {
             return "crash " + a;
         case FaultKind::Restart:
             return "restart " + a;
+        case FaultKind::Transfer:
+            return "transfer leadership to " + b;
         case FaultKind::Pause:
             return "pause " + a + " for " + v + " ms";
         case FaultKind::HealAll:
@@ -698,12 +700,35 @@ void Simulator::restart(std::size_t n) {
     }
 }
 
+// The operator's transfer_leadership, given to every node that believes it leads (a stale leader
+// of an older term too): through the runtime, as the node daemon does, so the step is traced and
+// checked like any other input. A refused transfer is no step of the core.
+void Simulator::transfer(std::size_t target) {
+    for (std::size_t i = 0; i < options_.nodes && !violation_; ++i) {
+        if (!cores_[i] || paused_until_ms_[i] > now_ms_ ||
+            cores_[i]->state().role != Role::Leader) {
+            continue;
+        }
+        const std::size_t to = target == i ? (i + 1) % options_.nodes : target;
+        bool refused = false;
+        input(
+            i, StepAction::TransferLeadership,
+            [&](auto& rt) -> const Actions& {
+                refused = rt.transfer_leadership(node_id(to)).has_value();
+                return rt.last_actions();
+            },
+            nullptr, node_id(to));
+        ++(refused ? stats_.transfers_refused : stats_.transfers);
+    }
+}
+
 void Simulator::apply(const FaultAction& f) {
     const std::size_t n = options_.nodes;
     const std::size_t a = f.a.value;
     const std::size_t b = f.b.value;
     const bool pair_ok = a < n && b < n && a != b;
-    if (options_.trace && f.kind != FaultKind::Crash && f.kind != FaultKind::Restart) {
+    if (options_.trace && f.kind != FaultKind::Crash && f.kind != FaultKind::Restart &&
+        f.kind != FaultKind::Transfer) {  // these are traced as the steps they cause
         const bool ends = f.kind == FaultKind::Heal || f.kind == FaultKind::Unpartition ||
                           f.kind == FaultKind::Unblackhole || f.kind == FaultKind::UnslowLink ||
                           f.kind == FaultKind::EndLoss || f.kind == FaultKind::EndDuplication ||
@@ -796,6 +821,11 @@ void Simulator::apply(const FaultAction& f) {
         case FaultKind::FailPersist:
             if (a < n) {
                 persist_failures_[a] += std::max<std::uint32_t>(1, f.value);
+            }
+            break;
+        case FaultKind::Transfer:
+            if (b < n) {
+                transfer(b);
             }
             break;
         case FaultKind::HealAll:

@@ -127,3 +127,29 @@ TEST_CASE("article scenarios: scouting prevents needless leader changes", "[scen
         }
     }
 }
+
+TEST_CASE("transfer scenario: the named successor leads and everyone follows", "[scenario]") {
+    ScenarioOptions o;
+    o.scenario = Scenario::Transfer;
+    const ScenarioResult r = run_scenario(o);
+    REQUIRE_FALSE(r.violation);
+    REQUIRE(r.a);
+    REQUIRE(r.b);
+    CHECK(r.summary.leader_changes == 1);  // A -> B, and no other change
+    REQUIRE(r.leader_at_end);
+    CHECK(*r.leader_at_end == *r.b);
+}
+
+TEST_CASE("planted bugs are still caught with transfers and open-connection blackholes",
+          "[planted]") {
+    // Only the new faults: the operator's transfers and links that drop both ways with the
+    // connection up (no peer_down), so heartbeat checks and check-quorum are the only way out.
+    RunOptions o;
+    std::string error;
+    o.faults = *FaultMix::parse("transfer,blackhole", &error);
+    o.episodes = 8;
+    o.planted_bug = PlantedBug::DoubleVote;
+    const auto v = first_violation(o, 500);
+    REQUIRE(v);
+    CHECK(v->kind == ViolationKind::DoubleVote);
+}

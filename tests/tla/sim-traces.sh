@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Runs conclave-sim for a few seeds (fault-free and faulty schedules), writes their NDJSON traces
-# and validates each against tla/Elector.tla.
+# and validates each against tla/Elector.tla. The faulty seeds together must take the leader
+# half of the protocol (tla/trace_leader_steps.py --require): a leader preempted by a
+# higher-term heartbeat, an accepted transfer, a check-quorum step-down and a cession; and a
+# copy of a trace whose transfer was corrupted must be rejected.
 #   tests/tla/sim-traces.sh CONCLAVE_SIM OUT_DIR
 # Exit 77 (skipped) when TLC is not installed.
 set -euo pipefail
@@ -13,12 +16,15 @@ mkdir -p "$out"
 traces=()
 # Seeds and extra options: fault-free, then with faults. Adjust the options to conclave-sim's
 # command line (`conclave-sim --help`) if they change.
-# 600 core steps each; seed 5 with all faults includes a crash and a restart.
+# seed 5 with all faults includes a crash and a restart; seed 7 with transfers, open-connection
+# blackholes and pauses takes the leader-half steps (a paused leader resumes to a newer leader's
+# heartbeat; checked below).
 runs=(
   "1:--faults none --steps 300"
   "3:--faults all --steps 600"
   "5:--faults all --steps 600"
   "6:--faults crash,cut,loss --steps 600"
+  "7:--faults transfer,blackhole,pause --episodes 6 --steps 700"
 )
 for run in "${runs[@]}"; do
   seed=${run%%:*}
@@ -32,4 +38,24 @@ for run in "${runs[@]}"; do
   }
   traces+=("$trace")
 done
-exec "$tla/validate-trace.sh" "${traces[@]}"
+python3 "$tla/trace_leader_steps.py" --require "${traces[@]}"
+# A corrupted copy of the first trace with an accepted transfer: the leader's cession names no
+# successor. TLC must reject it.
+corrupt="$out/corrupt-transfer.ndjson"
+python3 - "$corrupt" "${traces[@]}" <<'PY'
+import json, sys
+out = sys.argv[1]
+for path in sys.argv[2:]:
+    lines = open(path).read().splitlines()
+    for i, line in enumerate(lines):
+        obj = json.loads(line)
+        if obj.get("kind") == "step" and obj["action"] == "TransferLeadership" and obj["sent"]:
+            for m in obj["sent"]:
+                m["successor"] = None
+            lines[i] = json.dumps(obj)
+            open(out, "w").write("\n".join(lines[: i + 1]) + "\n")
+            sys.exit(0)
+sys.exit("no transfer with a cession to corrupt")
+PY
+"$tla/validate-trace.sh" "${traces[@]}"
+exec "$tla/validate-trace.sh" --expect-fail "$corrupt"

@@ -128,6 +128,8 @@ class ElectorRuntime {
 
     // ---- Observation ---------------------------------------------------------------------------
     const Elector& elector() const { return elector_; }
+    /// The actions of the last input (empty when it was refused or the runtime is out of service).
+    const Actions& last_actions() const { return last_; }
     /// True after a failed persist: the node takes no further part.
     bool failed() const { return failed_; }
     TimerGeneration generation(TimerId timer) const { return generations_[index(timer)]; }

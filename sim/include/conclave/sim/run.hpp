@@ -24,11 +24,13 @@ struct FaultMix {
     bool asymmetric = false;  // one-way blackholes
     bool crash = false;       // crash + restart
     bool pause = false;       // stalled processes
+    bool blackhole = false;   // both directions of a link drop silently; the connection stays up
+    bool transfer = false;    // the operator's transfer_leadership at random moments
 
     static FaultMix all();
     bool any() const;
     /// "all", "none" or a comma-separated list of: loss, dup, reorder, latency, cut, partition,
-    /// asym, crash, pause. nullopt (and `error` set) for an unknown name.
+    /// asym, crash, pause, blackhole, transfer. nullopt (and `error` set) for an unknown name.
     static std::optional<FaultMix> parse(std::string_view list, std::string* error);
     std::string to_string() const;
 };

@@ -3,6 +3,8 @@
 //   leader ping-pong:  the leader is A; only the A-B link is cut (and healed much later).
 // With ElectionScouting the leader never changes needlessly; without it, B takes over (non-sticky)
 // or the leadership bounces between A and B (ping-pong).
+// A third scenario is not from the article: leadership transfer, the operator asks the leader A
+// to hand over to B (transfer_leadership); B must lead the next term and everyone follow it.
 #pragma once
 
 #include <optional>
@@ -13,7 +15,7 @@
 
 namespace conclave::sim {
 
-enum class Scenario : std::uint8_t { NonStickyLeader, PingPong };
+enum class Scenario : std::uint8_t { NonStickyLeader, PingPong, Transfer };
 std::string_view to_string(Scenario s);
 
 struct ScenarioOptions {
@@ -34,6 +36,7 @@ struct ScenarioResult {
     std::optional<Violation> violation;
     std::optional<NodeId> a;  // the leader when the fault started
     std::optional<NodeId> b;
+    std::optional<NodeId> leader_at_end;  // the leader a majority follows at the end, if any
 };
 
 ScenarioResult run_scenario(const ScenarioOptions& options);

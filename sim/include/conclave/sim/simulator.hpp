@@ -114,6 +114,8 @@ enum class FaultKind : std::uint8_t {
     Pause,        // stall node a for `value` ms
     HealAll,      // end every fault: heal links, restart crashed nodes, stop loss/dup/reorder
     FailPersist,  // node a's next `value` (>= 1) elector state writes fail (EIO / ENOSPC)
+    Transfer,     // the operator asks every node that believes it leads (alive, not paused) to
+                  // transfer_leadership to b (to the node after b when it is b itself)
 };
 
 struct FaultAction {
@@ -145,7 +147,9 @@ struct SimStats {
     std::uint64_t crashes = 0;
     std::uint64_t pauses = 0;
     std::uint64_t lsns_issued = 0;
-    std::uint64_t persist_failures = 0;  // injected state-write failures (node then crashes)
+    std::uint64_t persist_failures = 0;   // injected state-write failures (node then crashes)
+    std::uint64_t transfers = 0;          // transfer_leadership calls the leader accepted
+    std::uint64_t transfers_refused = 0;  // refused (target not connected, ...)
     // The replicated log (zero without SimOptions::log).
     std::uint64_t log_steps = 0;  // inputs given to log cores
     std::uint64_t log_messages_sent = 0;
@@ -355,6 +359,7 @@ class Simulator {
     void update_connection(std::size_t a, std::size_t b);
     void crash(std::size_t n);
     void restart(std::size_t n);
+    void transfer(std::size_t target);
     void cut_pair(std::size_t a, std::size_t b, int delta);
     void trace_step(std::size_t node, StepAction action, const Actions& actions,
                     const ElectorState& state, const Message* received, std::optional<NodeId> peer,
