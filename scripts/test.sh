@@ -11,21 +11,37 @@ cd "$(dirname "$0")/.."
 
 start=$SECONDS
 phases=()
-# phase NAME COMMAND...: runs the command, prints and records its wall time.
+# cpu_seconds VAR: sets VAR to the CPU time (user + system, whole seconds) used so far by this
+# script's finished children. `times` runs in this shell (a command substitution would fork a
+# fresh process whose children's times start at zero), its output goes through a file.
+times_file=$(mktemp)
+cpu_seconds() {
+  times >"$times_file"
+  # Last line: "XmY.YYYs XmY.YYYs" (user, system).
+  printf -v "$1" '%s' "$(awk 'END { s = 0; for (i = 1; i <= 2; i++) { split($i, a, "m"); sub("s", "", a[2]);
+                                      s += a[1] * 60 + a[2] } printf "%d", s }' "$times_file")"
+}
+# phase NAME COMMAND...: runs the command, prints and records its wall time and the CPU time it
+# used (CPU time hardly depends on what else the machine runs, so it shows the real cost).
 phase() {
   local name=$1
   shift
   echo "==> $name"
-  local t0=$SECONDS
+  local t0=$SECONDS c0 c1
+  cpu_seconds c0
   "$@"
-  local took=$((SECONDS - t0))
-  echo "--> $name: ${took} s"
-  phases+=("$(printf '%-28s %5d s' "$name" "$took")")
+  cpu_seconds c1
+  local took=$((SECONDS - t0)) cpu=$((c1 - c0))
+  echo "--> $name: ${took} s wall, ${cpu} s CPU"
+  phases+=("$(printf '%-28s %5d s wall %6d s CPU' "$name" "$took" "$cpu")")
 }
 summary() {
   echo "==> time per phase"
   printf '  %s\n' "${phases[@]}"
-  echo "  total                        $((SECONDS - start)) s"
+  local c
+  cpu_seconds c
+  echo "  total                        $((SECONDS - start)) s wall, $c s CPU"
+  rm -f "$times_file"
 }
 trap summary EXIT
 
