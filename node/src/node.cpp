@@ -170,7 +170,9 @@ std::optional<std::string> Node::start() {
         AdminServerLimits admin_limits;
         admin_limits.max_connections_per_source = config_.security.admin_max_connections_per_source;
         admin_ = std::make_unique<AdminServer>(*io_, admin_limits, std::move(admin_security));
-        register_admin_routes(*admin_, *admin_source_);
+        LeadershipRouteLimits leadership_limits;
+        leadership_limits.max_watchers = config_.security.admin_max_watchers;
+        register_admin_routes(*admin_, *admin_source_, leadership_limits);
         const Endpoint& http = config_.self_entry().http;
         if (auto error = admin_->listen(http.host, http.port)) {
             admin_.reset();
