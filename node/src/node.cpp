@@ -126,6 +126,7 @@ Node::Node(std::unique_ptr<boost::asio::io_context> owned_io, boost::asio::io_co
     leadership_metrics_ = std::make_unique<LeadershipMetrics>(metrics_);
     register_metrics();
     register_metadata_metrics();
+    register_peer_metrics();
     admin_source_ = std::make_unique<Admin>(*this);
     published_ = to_leadership(driver_->snapshot());
     driver_->subscribe([this](const LeadershipSnapshot& s) { on_snapshot(s); });
