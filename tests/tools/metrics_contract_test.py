@@ -73,12 +73,19 @@ def live_metrics(root):
         if not check(agreed, "3 nodes agree on a leader"):
             return None, None
         leader = agreed[0]
-        c = http.client.HTTPConnection("127.0.0.1", cluster.http_ports[leader], timeout=10)
-        c.request("POST", "/metadata", body=json.dumps({"key": "k", "value": "v"}),
-                  headers={"Content-Type": "application/json"})
-        r = c.getresponse()
-        body = r.read().decode()
-        check(r.status == 200 and "lsn" in body, "a metadata entry commits (%r)" % body)
+        answers = []
+
+        def put():
+            # A new leader answers 503 not_active while it syncs the log: ask again.
+            c = http.client.HTTPConnection("127.0.0.1", cluster.http_ports[leader], timeout=10)
+            c.request("POST", "/metadata", body=json.dumps({"key": "k", "value": "v"}),
+                      headers={"Content-Type": "application/json"})
+            r = c.getresponse()
+            answers.append(r.read().decode())
+            c.close()
+            return r.status == 200 and "lsn" in answers[-1]
+
+        check(ct.wait_for(put, step_s=0.1), "a metadata entry commits (%r)" % answers[-1:])
 
         def all_peers_up():
             texts = {}
