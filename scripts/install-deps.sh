@@ -15,10 +15,28 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
-
 if [ "$(id -u)" -eq 0 ]; then sudo=(); else sudo=(sudo); fi
-echo "install-deps: installing ${missing[*]}" >&2
-"${sudo[@]}" apt-get update -qq
-DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends \
-  "${missing[@]}" >/dev/null
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}" >&2
+  "${sudo[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null
+fi
+
+# promtool (ctest metrics_promtool_test) comes from Debian's prometheus package (19 MB download).
+# Only its promtool is taken, into /usr/local/bin: installing the package would also install the
+# Prometheus server, whose postinst starts it through its init script where systemd does not run
+# (a CI container), listening on port 9090. Without it the test is skipped, loudly.
+if ! command -v promtool >/dev/null; then
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  echo "install-deps: extracting promtool from Debian's prometheus package" >&2
+  if (cd "$tmp" && apt-get download -qq prometheus 2>/dev/null ||
+      { "${sudo[@]}" apt-get update -qq && apt-get download -qq prometheus 2>/dev/null; }) &&
+     dpkg-deb --fsys-tarfile "$tmp"/prometheus_*.deb | tar -x -C "$tmp" ./usr/bin/promtool; then
+    "${sudo[@]}" install -m 0755 "$tmp/usr/bin/promtool" /usr/local/bin/promtool
+  else
+    echo "install-deps: WARNING: could not get promtool; metrics_promtool_test will be skipped" >&2
+  fi
+fi

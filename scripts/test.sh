@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs the dependencies, builds Conclave, and runs every test: first the optimised build,
 # then the whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer, then the
-# networking tests (the only multi-threaded-capable code: Asio, TLS) under ThreadSanitizer.
+# networking tests (the only multi-threaded-capable code: Asio, TLS) and the Node API called from
+# several threads (node_thread_tests) under ThreadSanitizer. Run as root (CI's container), the
+# release suite also builds, installs and purges the Debian package (conclave_deb_test).
 #   scripts/test.sh            everything (what CI runs)
 #   scripts/test.sh --quick    the optimised build only
 # Each phase prints its wall time ("--> phase: N s") and a summary table at the end, so that CI
@@ -71,8 +73,9 @@ for flavour in "${flavours[@]}"; do
 done
 
 if [ "${1:-}" != "--quick" ]; then
-  tsan_tests=(net_unit_tests net_cluster_tests net_bad_input_tests net_tls_tests)
-  phase "build (tsan: net tests)" scripts/build.sh tsan "${tsan_tests[@]}"
+  # node_thread_tests: the Node API called from several threads while the node runs (issue 19).
+  tsan_tests=(net_unit_tests net_cluster_tests net_bad_input_tests net_tls_tests node_thread_tests)
+  phase "build (tsan: net + node thread tests)" scripts/build.sh tsan "${tsan_tests[@]}"
   regex="^($(IFS='|'; echo "${tsan_tests[*]}"))\$"
   phase "test (tsan)" ctest --test-dir build/tsan --output-on-failure -j "$(nproc)" -R "$regex"
 fi

@@ -1,5 +1,6 @@
 # Install/export (issue 6): headers and static libraries of elector, replication, codec, net and node, a CMake
-# package (find_package(conclave) -> conclave::elector, conclave::codec, conclave::net,
+# package (find_package(conclave), or find_package(Conclave): the lower-case file names serve both
+# spellings -> conclave::elector, conclave::codec, conclave::net,
 # conclave::node) and a pkg-config file. Included from tools/CMakeLists.txt, after every library
 # target exists.
 include(GNUInstallDirs)
@@ -28,14 +29,15 @@ endforeach()
 install(EXPORT conclaveTargets NAMESPACE conclave::
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/conclave)
 configure_package_config_file(${CMAKE_CURRENT_SOURCE_DIR}/cmake/conclaveConfig.cmake.in
-  ${CMAKE_CURRENT_BINARY_DIR}/conclaveConfig.cmake
+  ${CMAKE_CURRENT_BINARY_DIR}/conclave-config.cmake
   INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/conclave)
-write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/conclaveConfigVersion.cmake
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/conclave-config-version.cmake
   VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
-install(FILES ${CMAKE_CURRENT_BINARY_DIR}/conclaveConfig.cmake
-              ${CMAKE_CURRENT_BINARY_DIR}/conclaveConfigVersion.cmake
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/conclave-config.cmake
+              ${CMAKE_CURRENT_BINARY_DIR}/conclave-config-version.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/conclave)
 configure_file(${CMAKE_CURRENT_SOURCE_DIR}/cmake/conclave.pc.in
   ${CMAKE_CURRENT_BINARY_DIR}/conclave.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/conclave.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
-install(TARGETS conclaved conclavectl RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS conclaved conclavectl conclave-certs RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+include(${CMAKE_CURRENT_SOURCE_DIR}/packaging/cpack.cmake)

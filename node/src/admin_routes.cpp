@@ -40,7 +40,8 @@ AdminResponse CommandResponse(const CommandResult& result) {
 
 }  // namespace
 
-void register_admin_routes(AdminServer& server, AdminSource& source) {
+void register_admin_routes(AdminServer& server, AdminSource& source,
+                           LeadershipRouteLimits leadership_limits) {
     server.route("GET", "/status", [&source](const AdminRequest& request) {
         if (auto error = RejectUnknownParameters(request, {})) {
             return *error;
@@ -95,7 +96,7 @@ void register_admin_routes(AdminServer& server, AdminSource& source) {
         return CommandResponse(source.step_down());
     });
     register_metadata_routes(server, source);
-    register_leadership_routes(server, source);
+    register_leadership_routes(server, source, leadership_limits);
 }
 
 }  // namespace conclave::node

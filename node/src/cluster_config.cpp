@@ -404,8 +404,9 @@ void ParseSecurity(const json& document, SecuritySettings& security) {
     }
     if (const json* admin = Find(document, "admin")) {
         ExpectObject(*admin, "admin");
-        RejectUnknownFields(*admin, "admin",
-                            {"token_file", "open_reads", "hosts", "max_connections_per_source"});
+        RejectUnknownFields(
+            *admin, "admin",
+            {"token_file", "open_reads", "hosts", "max_connections_per_source", "max_watchers"});
         if (const json* token = Find(*admin, "token_file")) {
             security.admin_token_file = path_field(*token, "admin.token_file");
         }
@@ -428,6 +429,11 @@ void ParseSecurity(const json& document, SecuritySettings& security) {
         if (const json* limit = Find(*admin, "max_connections_per_source")) {
             security.admin_max_connections_per_source = static_cast<std::uint32_t>(
                 ExpectInteger(*limit, "admin.max_connections_per_source", 1, 10'000));
+        }
+        if (const json* watchers = Find(*admin, "max_watchers")) {
+            // The admin server holds at most 64 connections; at least 16 stay for other requests.
+            security.admin_max_watchers = static_cast<std::uint32_t>(
+                ExpectInteger(*watchers, "admin.max_watchers", 1, kMaxAdminWatchers));
         }
     }
 }
@@ -782,7 +788,8 @@ nlohmann::ordered_json effective_config_json(const ClusterConfig& config) {
                              : nlohmann::ordered_json(config.security.admin_token_file)},
           {"open_reads", config.security.admin_open_reads},
           {"hosts", config.security.admin_hosts},
-          {"max_connections_per_source", config.security.admin_max_connections_per_source}}},
+          {"max_connections_per_source", config.security.admin_max_connections_per_source},
+          {"max_watchers", config.security.admin_max_watchers}}},
     };
 }
 

@@ -2,6 +2,7 @@
 // subscribe_committed(), /status fields and metrics. Kept apart from node.cpp.
 #include <algorithm>
 #include <boost/asio/post.hpp>
+#include <chrono>
 
 #include "conclave/net/driver.hpp"
 #include "conclave/net/log_driver.hpp"
@@ -155,10 +156,18 @@ void Node::propose(std::string key, std::string value, MetadataProposeCallback d
     if (stopping_ || !started_) {
         return finish(MetadataProposeStatus::Stopped, replication::kNoLsn);
     }
-    log_driver_->propose(std::move(key), std::move(value),
-                         [finish](const net::ProposeOutcome& outcome) {
-                             finish(status_of(outcome.status), outcome.lsn);
-                         });
+    const auto proposed_at = std::chrono::steady_clock::now();
+    log_driver_->propose(
+        std::move(key), std::move(value),
+        [this, finish, proposed_at](const net::ProposeOutcome& outcome) {
+            const MetadataProposeStatus status = status_of(outcome.status);
+            if (status == MetadataProposeStatus::Committed && commit_latency_ != nullptr) {
+                commit_latency_->observe(
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - proposed_at)
+                        .count());
+            }
+            finish(status, outcome.lsn);
+        });
 }
 
 void Node::subscribe_committed(CommittedCallback callback) {
@@ -222,8 +231,12 @@ void Node::register_metadata_metrics() {
     Counter& dropped = metrics_.counter("conclave_metadata_messages_dropped_total",
                                         "Log messages the mesh refused (peer down, overflow)");
     Gauge& length = metrics_.gauge("conclave_metadata_log_entries", "Entries in the metadata log");
-    Gauge& commit_index =
-        metrics_.gauge("conclave_metadata_commit_counter", "Counter of the commit LSN");
+    Gauge& commit_index = metrics_.gauge("conclave_metadata_commit_lsn",
+                                         "Counter part of the commit LSN (term.counter)");
+    commit_latency_ = &metrics_.histogram(
+        "conclave_metadata_commit_latency_seconds",
+        "Time from a metadata proposal reaching the leader to its commit (successful ones)",
+        {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10});
     metrics_.on_collect(
         [this, &commits, &ok, &failed, &fsyncs, &flushes, &bad, &dropped, &length, &commit_index] {
             const net::LogDriver& d = *log_driver_;

@@ -126,6 +126,7 @@ Node::Node(std::unique_ptr<boost::asio::io_context> owned_io, boost::asio::io_co
     leadership_metrics_ = std::make_unique<LeadershipMetrics>(metrics_);
     register_metrics();
     register_metadata_metrics();
+    register_peer_metrics();
     admin_source_ = std::make_unique<Admin>(*this);
     published_ = to_leadership(driver_->snapshot());
     driver_->subscribe([this](const LeadershipSnapshot& s) { on_snapshot(s); });
@@ -170,7 +171,9 @@ std::optional<std::string> Node::start() {
         AdminServerLimits admin_limits;
         admin_limits.max_connections_per_source = config_.security.admin_max_connections_per_source;
         admin_ = std::make_unique<AdminServer>(*io_, admin_limits, std::move(admin_security));
-        register_admin_routes(*admin_, *admin_source_);
+        LeadershipRouteLimits leadership_limits;
+        leadership_limits.max_watchers = config_.security.admin_max_watchers;
+        register_admin_routes(*admin_, *admin_source_, leadership_limits);
         const Endpoint& http = config_.self_entry().http;
         if (auto error = admin_->listen(http.host, http.port)) {
             admin_.reset();

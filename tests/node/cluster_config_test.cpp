@@ -222,6 +222,14 @@ TEST_CASE("every bad field is named in the error", "[config]") {
         {[](json& d) { d["log"]["format"] = "xml"; }, "log.format: expected \"text\" or \"json\""},
         {[](json& d) { d["log"]["level"] = "loud"; }, "log.level: expected one of trace"},
         {[](json& d) { d["log"] = "info"; }, "log: expected an object"},
+        {[](json& d) {
+             d["admin"] = {{"max_watchers", 0}};
+         },
+         "admin.max_watchers: must be an integer between 1 and 48, got number 0"},
+        {[](json& d) {
+             d["admin"] = {{"max_watchers", 49}};
+         },
+         "admin.max_watchers: must be an integer between 1 and 48, got number 49"},
         {[](json& d) { d["metadata"] = true; }, "metadata: expected an object"},
         {[](json& d) {
              d["metadata"] = {{"fsync", "sometimes"}};
@@ -335,13 +343,15 @@ TEST_CASE("the effective config round-trips", "[config]") {
     doc["admin"] = {{"token_file", "/etc/conclave/token"},
                     {"open_reads", false},
                     {"hosts", {"ops.example"}},
-                    {"max_connections_per_source", 4}};
+                    {"max_connections_per_source", 4},
+                    {"max_watchers", 7}};
     const ClusterConfig c = Parse(doc, "n3");
     CHECK(c.security.secret_file == "/etc/conclave/secret");
     CHECK(c.security.admin_token_file == "/etc/conclave/token");
     CHECK_FALSE(c.security.admin_open_reads);
     CHECK(c.security.admin_hosts == std::vector<std::string>{"ops.example"});
     CHECK(c.security.admin_max_connections_per_source == 4);
+    CHECK(c.security.admin_max_watchers == 7);
     CHECK_FALSE(c.security.insecure);
     CHECK(c.metadata.enabled);
     CHECK(c.metadata.fsync == conclave::replication::FsyncPolicy::Never);

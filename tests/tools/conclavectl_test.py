@@ -90,6 +90,38 @@ def leadership(cluster, nid, query=""):
     return code, (json.loads(body) if body else None)
 
 
+def test_watcher_limit(root):
+    """admin.max_watchers is the config's limit of watch streams plus long-polls."""
+    cluster = ct.Cluster(root, size=1)
+    with open(cluster.config) as f:
+        doc = json.load(f)
+    doc["admin"] = {"max_watchers": 2}
+    with open(cluster.config, "w") as f:
+        json.dump(doc, f)
+    try:
+        cluster.start("n1")
+        check(ct.wait_for(cluster.agreed_leader), "one node with admin.max_watchers=2 leads")
+        port = cluster.http_ports["n1"]
+        streams = []
+        for _ in range(2):
+            c = ct.http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            c.request("GET", "/leadership?watch=1")
+            r = c.getresponse()
+            streams.append((c, r, r.status == 200))
+        check(all(ok for _, _, ok in streams), "admin.max_watchers=2: two watch streams")
+        code, body = ct.request(port, "GET", "/leadership?wait=1&after=0")
+        check(code == 200, "a long-poll answered at once does not wait, so it is not refused")
+        code, body = ct.request(port, "GET", "/leadership?watch=1")
+        check(code == 503 and "too_many_watchers" in body and "(limit 2)" in body,
+              "admin.max_watchers=2: the third watcher gets 503 naming the limit (%r, %r)" %
+              (code, body))
+        for c, r, _ in streams:
+            r.close()
+            c.close()
+    finally:
+        cluster.stop_all()
+
+
 def test_cluster(root):
     cluster = ct.Cluster(root)
     try:
@@ -282,6 +314,10 @@ def main():
         os.mkdir(sub)
         print("== test_cluster", flush=True)
         test_cluster(sub)
+        limited = os.path.join(root, "limited")
+        os.mkdir(limited)
+        print("== test_watcher_limit", flush=True)
+        test_watcher_limit(limited)
         if ct.failures:
             for name in sorted(os.listdir(sub)):
                 if name.endswith(".log"):

@@ -71,21 +71,22 @@ class AdminSource {
     }
 };
 
-/// Registers the endpoints above; `source` must outlive `server`.
-void register_admin_routes(AdminServer& server, AdminSource& source);
-
 /// Bounds of GET /leadership watches and long-polls.
 struct LeadershipRouteLimits {
     /// Watch streams plus waiting long-polls at once; one more is answered 503
     /// "too_many_watchers". Below the server's max_connections, so that watchers cannot take
     /// every connection of the admin API.
-    std::size_t max_watchers = 32;
+    std::size_t max_watchers = 32;  // the config's admin.max_watchers
     /// Upper bound of ?wait= (seconds).
     std::uint32_t max_wait_seconds = 60;
 };
 
-/// GET /leadership (leadership_routes.cpp); part of register_admin_routes with default limits.
+/// GET /leadership (leadership_routes.cpp); part of register_admin_routes.
 void register_leadership_routes(AdminServer& server, AdminSource& source,
                                 LeadershipRouteLimits limits = {});
+
+/// Registers the endpoints above; `source` must outlive `server`.
+void register_admin_routes(AdminServer& server, AdminSource& source,
+                           LeadershipRouteLimits leadership_limits = {});
 
 }  // namespace conclave::node

@@ -75,6 +75,10 @@ struct MetadataSettings {
 };
 std::string_view metadata_fsync_name(replication::FsyncPolicy p);
 
+/// Upper bound of `admin.max_watchers`: the admin server serves at most 64 connections
+/// (AdminServerLimits::max_connections) and keeps at least 16 of them for other requests.
+inline constexpr std::int64_t kMaxAdminWatchers = 48;
+
 /// Who may talk to this node ("insecure", "secret_file", "admin" fields; SECURITY.md). Parsed in
 /// its own block; the files are not opened by the parser (load_security_material does).
 struct SecuritySettings {
@@ -92,6 +96,9 @@ struct SecuritySettings {
     std::vector<std::string> admin_hosts;
     /// Concurrent admin connections from one source address.
     std::uint32_t admin_max_connections_per_source = 16;
+    /// GET /leadership watch streams plus waiting long-polls at once (1..kMaxAdminWatchers); one
+    /// more is answered 503 "too_many_watchers".
+    std::uint32_t admin_max_watchers = 32;
     bool operator==(const SecuritySettings&) const = default;
 };
 

@@ -156,6 +156,8 @@ class Node {
     // metadata.cpp
     void create_log_driver();
     void register_metadata_metrics();
+    // peer_metrics.cpp
+    void register_peer_metrics();
     std::optional<LogStatus> log_status() const;
 
     std::unique_ptr<boost::asio::io_context> owned_io_;
@@ -168,6 +170,7 @@ class Node {
     std::unique_ptr<net::LogDriver> log_driver_;  // nullptr when the metadata log is disabled
     MetricsRegistry metrics_;
     std::unique_ptr<LeadershipMetrics> leadership_metrics_;
+    Histogram* commit_latency_ = nullptr;  // conclave_metadata_commit_latency_seconds
     std::unique_ptr<Admin> admin_source_;
     std::unique_ptr<AdminServer> admin_;
     /// Bearer token of the admin API (security.admin_token_file), read at construction.

@@ -1,0 +1,45 @@
+// Peer health in /metrics (issue 19): one series per other node of the membership, so that a
+// dashboard shows which peer is down and how long ago it was last heard from.
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "conclave/net/mesh.hpp"
+#include "conclave/node/node.hpp"
+
+namespace conclave::node {
+
+void Node::register_peer_metrics() {
+    struct PeerSeries {
+        NodeId id;
+        Gauge* up;
+        Gauge* last_contact_age;
+    };
+    auto series = std::make_shared<std::vector<PeerSeries>>();
+    for (std::uint16_t i = 0; i < config_.nodes.size(); ++i) {
+        if (NodeId{i} == config_.self) {
+            continue;
+        }
+        const Labels labels = {{"peer", config_.nodes[i].id}};
+        series->push_back(
+            {NodeId{i},
+             &metrics_.gauge("conclave_peer_up", "1 while the mesh connection to the peer is up",
+                             labels),
+             &metrics_.gauge("conclave_peer_last_contact_age_seconds",
+                             "Time since the last frame from the peer (NaN: never heard from)",
+                             labels)});
+    }
+    metrics_.on_collect([this, series] {
+        const auto now = std::chrono::steady_clock::now();
+        for (const PeerSeries& s : *series) {
+            const net::PeerStatus ps = mesh_->peer_status(s.id);
+            s.up->set(ps.up ? 1 : 0);
+            s.last_contact_age->set(
+                ps.last_contact ? std::chrono::duration<double>(now - *ps.last_contact).count()
+                                : std::nan(""));
+        }
+    });
+}
+
+}  // namespace conclave::node

@@ -1,0 +1,327 @@
+#!/usr/bin/env python3
+"""The Debian package, end to end (python3 stdlib; issue 19).
+
+    deb_test.py BUILD_DIR CONSUMER_SOURCE_DIR
+
+Builds the package with `cpack -G DEB` from BUILD_DIR (already built), checks its name and
+contents, installs it with `dpkg -i`, runs `systemd-analyze verify` on the installed unit (when
+systemd-analyze exists), starts three conclaved processes from the INSTALLED binaries with the
+unit's own ExecStart line (%i = the node id) as the unit's User=, checks that exactly one of them
+leads with the installed `conclavectl status`, builds a find_package(Conclave) consumer against
+/usr, stops the nodes, then `dpkg -r` (binaries gone, data kept) and `dpkg --purge` (data, configs
+and the system user gone).
+
+It changes the machine (a package, a system user, /etc/conclave, /var/lib/conclave), so it runs
+only as root on a machine where none of those exist (CI's container); otherwise it prints why and
+exits 77, which ctest reports as skipped. Loopback only, free ports, every wait bounded.
+"""
+import glob
+import json
+import os
+import pwd
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+SKIP = 77
+UNIT = "/usr/lib/systemd/system/conclaved@.service"
+IDS = ["n1", "n2", "n3"]
+failures = []
+
+
+def check(cond, what):
+    print(("ok    " if cond else "FAIL  ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+    return cond
+
+
+def skip(why):
+    print("SKIPPED: deb_test: " + why, flush=True)
+    sys.exit(SKIP)
+
+
+def run(*args, timeout_s=120, **kw):
+    return subprocess.run(list(args), capture_output=True, text=True, timeout=timeout_s, **kw)
+
+
+def installed(package):
+    r = run("dpkg-query", "-W", "-f=${Status}", package)
+    return r.returncode == 0 and "install ok installed" in r.stdout
+
+
+def known(package):
+    """Installed, or removed with its configuration left (dpkg still knows it)."""
+    r = run("dpkg-query", "-W", "-f=${Status}", package)
+    return r.returncode == 0 and "not-installed" not in r.stdout
+
+
+def free_ports(n):
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def exec_start():
+    """The unit's ExecStart= line, as an argument list with %i left in."""
+    with open(UNIT) as f:
+        lines = [line.strip() for line in f if line.strip().startswith("ExecStart=")]
+    if not check(len(lines) == 1, "the unit has one ExecStart= line (%r)" % lines):
+        return None
+    return shlex.split(lines[0][len("ExecStart="):])
+
+
+def unit_value(key):
+    with open(UNIT) as f:
+        for line in f:
+            if line.strip().startswith(key + "="):
+                return line.strip()[len(key) + 1:]
+    return None
+
+
+def package(build, out):
+    t0 = time.monotonic()
+    r = run("cpack", "-G", "DEB", "-B", out, cwd=build, timeout_s=300)
+    if not check(r.returncode == 0, "cpack -G DEB (%.1f s)" % (time.monotonic() - t0)):
+        print(r.stdout + r.stderr)
+        return None
+    arch = run("dpkg", "--print-architecture").stdout.strip()
+    debs = glob.glob(os.path.join(out, "*.deb"))
+    names = [os.path.basename(d) for d in debs]
+    ok = len(debs) == 1 and names[0].startswith("conclave_") and names[0].endswith("_%s.deb" % arch)
+    if not check(ok, "one package named conclave_<version>_%s.deb (%r)" % (arch, names)):
+        return None
+    listing = run("dpkg-deb", "-c", debs[0]).stdout
+    for path in ["./usr/bin/conclaved", "./usr/bin/conclavectl", "./usr/bin/conclave-certs",
+                 "./usr/include/conclave/node/node.hpp",
+                 "./usr/lib/cmake/conclave/conclave-config.cmake",
+                 "./usr/lib/cmake/conclave/conclave-config-version.cmake",
+                 "./usr/lib/libconclave_node.a", "./usr/lib/systemd/system/conclaved@.service",
+                 "./usr/share/doc/conclave/examples/cluster.json"]:
+        check(" " + path + "\n" in listing + "\n" or (" " + path + " ") in listing,
+              "the package holds " + path[1:])
+    control = run("dpkg-deb", "-I", debs[0]).stdout
+    check("postinst" in control and "postrm" in control and "prerm" in control,
+          "the package has postinst, prerm and postrm")
+    return debs[0]
+
+
+def verify_unit():
+    analyze = shutil.which("systemd-analyze")
+    if not analyze:
+        print("note: systemd-analyze not found; the unit is not verified", flush=True)
+        return
+    # The template, instantiated: warnings (unknown keys, bad values) fail the test too.
+    with tempfile.TemporaryDirectory() as d:
+        shutil.copy(UNIT, d)
+        r = run(analyze, "verify", "--man=no", os.path.join(d, "conclaved@n1.service"))
+    check(r.returncode == 0 and not (r.stdout + r.stderr).strip(),
+          "systemd-analyze verify conclaved@n1.service: clean (%d, %r)" %
+          (r.returncode, (r.stdout + r.stderr).strip()))
+
+
+def write_configs(tmp):
+    """The package's example config with free ports, as /etc/conclave/<id>.json for each node."""
+    with open("/usr/share/doc/conclave/examples/cluster.json") as f:
+        config = json.load(f)
+    check(config["data_dir"] == "/var/lib/conclave/{id}" and
+          config["secret_file"].startswith("/etc/conclave/") and
+          config["admin"]["token_file"].startswith("/etc/conclave/"),
+          "the example config keeps data in /var/lib/conclave/{id} and secrets in /etc/conclave")
+    ports = free_ports(2 * len(IDS))
+    config["nodes"] = [{"id": nid, "peer": "127.0.0.1:%d" % ports[2 * i],
+                        "http": "127.0.0.1:%d" % ports[2 * i + 1]} for i, nid in enumerate(IDS)]
+    config["profile"] = "fast"
+    user = pwd.getpwnam("conclave")
+    for path, text in [(config["secret_file"], os.urandom(32).hex() + "\n"),
+                       (config["admin"]["token_file"], os.urandom(16).hex() + "\n")]:
+        with open(path, "w") as f:
+            f.write(text)
+        os.chown(path, user.pw_uid, user.pw_gid)
+        os.chmod(path, 0o600)
+    for nid in IDS:
+        path = "/etc/conclave/%s.json" % nid
+        with open(path, "w") as f:
+            json.dump(config, f, indent=2)
+        os.chown(path, 0, user.pw_gid)  # root:conclave 0640, as the README says
+        os.chmod(path, 0o640)
+    return config
+
+
+def start_nodes(argv_template, tmp):
+    """One conclaved per id, as the unit would start it: ExecStart with %i, as User=."""
+    user = unit_value("User")
+    check(user == "conclave", "the unit runs as User=conclave (%r)" % user)
+    procs = {}
+    for nid in IDS:
+        argv = [a.replace("%i", nid) for a in argv_template]
+        # setpriv (util-linux) drops to the unit's user and group, as systemd would.
+        cmd = ["setpriv", "--reuid=conclave", "--regid=conclave", "--init-groups", *argv]
+        log = open(os.path.join(tmp, nid + ".log"), "w")
+        procs[nid] = (subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), log)
+    return procs
+
+
+def one_leader(config):
+    """Polls the installed conclavectl status until exactly one node leads (bounded)."""
+    deadline = time.monotonic() + 30
+    rows = None
+    while time.monotonic() < deadline:
+        r = run("/usr/bin/conclavectl", "--config", "/etc/conclave/n1.json", "-o", "json",
+                "status", timeout_s=30)
+        if r.returncode == 0:
+            rows = json.loads(r.stdout)
+            leaders = [row["id"] for row in rows if row.get("role") == "leader"]
+            agreed = {row.get("leader") for row in rows}
+            if len(leaders) == 1 and agreed == {leaders[0]}:
+                return leaders[0]
+        time.sleep(0.2)
+    check(False, "conclavectl status: one leader within 30 s (last: %r)" % rows)
+    return None
+
+
+def stop_nodes(procs):
+    for proc, _ in procs.values():
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    codes = {}
+    for nid, (proc, log) in procs.items():
+        try:
+            codes[nid] = proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            codes[nid] = proc.wait()
+        log.close()
+    return codes
+
+
+def build_consumer(consumer, tmp):
+    t0 = time.monotonic()
+    generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+    b = os.path.join(tmp, "consumer")
+    r = run("cmake", "-S", consumer, "-B", b, *generator, "-DCONSUMER_PACKAGE_NAME=Conclave")
+    if r.returncode == 0:
+        r = run("cmake", "--build", b, timeout_s=300)
+    if r.returncode == 0:
+        r = run(os.path.join(b, "consumer"))
+    check(r.returncode == 0 and "consumer ok" in r.stdout,
+          "find_package(Conclave) against the installed package: configure, build, run (%.1f s)"
+          % (time.monotonic() - t0))
+    if r.returncode != 0:
+        print(r.stdout + r.stderr)
+
+
+def main():
+    if len(sys.argv) != 3:
+        print(__doc__)
+        return 2
+    build, consumer = sys.argv[1], sys.argv[2]
+    if os.geteuid() != 0:
+        skip("needs root (dpkg -i, a system user); run it as root in a throw-away container")
+    for tool in ["dpkg", "dpkg-deb", "cpack", "cmake", "setpriv"]:
+        if not shutil.which(tool):
+            skip(tool + " not found")
+    if known("conclave"):
+        skip("a conclave package is already on this machine; not touching it")
+    for path in ["/etc/conclave", "/var/lib/conclave"]:
+        if os.path.exists(path):
+            skip(path + " exists; not touching it")
+    try:
+        pwd.getpwnam("conclave")
+        skip("a user named conclave exists; not touching it")
+    except KeyError:
+        pass
+
+    t0 = time.monotonic()
+    tmp = tempfile.mkdtemp(prefix="conclave-deb-")
+    procs = {}
+    try:
+        deb = package(build, os.path.join(tmp, "out"))
+        if deb is None:
+            return 1
+        r = run("dpkg", "-i", deb)
+        if not check(r.returncode == 0 and installed("conclave"), "dpkg -i: installed"):
+            print(r.stdout + r.stderr)
+            return 1
+        try:
+            user = pwd.getpwnam("conclave")
+            check(user.pw_uid < 1000 and user.pw_shell.endswith("nologin"),
+                  "postinst: system user conclave without a login shell")
+        except KeyError:
+            check(False, "postinst: system user conclave")
+        for path, owner, mode in [("/var/lib/conclave", "conclave", 0o750),
+                                  ("/etc/conclave", "root", 0o750)]:
+            st = os.stat(path) if os.path.isdir(path) else None
+            check(st is not None and pwd.getpwuid(st.st_uid).pw_name == owner and
+                  (st.st_mode & 0o777) == mode,
+                  "postinst: %s owned by %s, mode %o" % (path, owner, mode))
+        unit = open(UNIT).read()
+        for line in ["Restart=on-failure", "User=conclave", "NoNewPrivileges=yes",
+                     "ProtectSystem=strict", "ReadWritePaths=/var/lib/conclave/%i"]:
+            check(line in unit.splitlines(), "the unit says " + line)
+        verify_unit()
+
+        argv = exec_start()
+        check(argv is not None and argv[0] == "/usr/bin/conclaved" and
+              "/etc/conclave/%i.json" in argv, "ExecStart runs /usr/bin/conclaved with "
+              "/etc/conclave/%%i.json (%r)" % argv)
+        config = write_configs(tmp)
+        procs = start_nodes(argv, tmp)
+        leader = one_leader(config)
+        check(leader in IDS, "installed conclavectl status: exactly one leader (%r)" % leader)
+        for nid in IDS:
+            st = os.stat("/var/lib/conclave/" + nid) if os.path.isdir(
+                "/var/lib/conclave/" + nid) else None
+            check(st is not None and pwd.getpwuid(st.st_uid).pw_name == "conclave",
+                  "node %s keeps its data in /var/lib/conclave/%s, owned by conclave" % (nid, nid))
+        codes = stop_nodes(procs)
+        procs = {}
+        check(all(c == 0 for c in codes.values()), "SIGTERM: every node exits 0 (%r)" % codes)
+        if failures:
+            for nid in IDS:
+                print("--- %s.log" % nid)
+                print(open(os.path.join(tmp, nid + ".log")).read()[-3000:])
+
+        build_consumer(consumer, tmp)
+
+        r = run("dpkg", "-r", "conclave")
+        check(r.returncode == 0 and not installed("conclave"), "dpkg -r: removed")
+        check(not any(os.path.exists(p) for p in
+                      ["/usr/bin/conclaved", "/usr/bin/conclavectl", "/usr/bin/conclave-certs",
+                       UNIT, "/usr/include/conclave", "/usr/lib/cmake/conclave"]),
+              "dpkg -r: binaries, unit, headers and CMake files gone")
+        check(os.path.isdir("/var/lib/conclave/n1") and os.path.isfile("/etc/conclave/n1.json"),
+              "dpkg -r: data and configs kept")
+        r = run("dpkg", "--purge", "conclave")
+        check(r.returncode == 0 and not known("conclave"), "dpkg --purge: purged")
+        gone = not os.path.exists("/var/lib/conclave") and not os.path.exists("/etc/conclave")
+        check(gone, "dpkg --purge: /var/lib/conclave and /etc/conclave gone")
+        try:
+            pwd.getpwnam("conclave")
+            check(False, "dpkg --purge: user conclave gone")
+        except KeyError:
+            check(True, "dpkg --purge: user conclave gone")
+    finally:
+        if procs:
+            stop_nodes(procs)
+        if known("conclave"):
+            run("dpkg", "--purge", "conclave")
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("deb test: %s in %.1f s" % ("FAILED" if failures else "ok", time.monotonic() - t0))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
