@@ -203,11 +203,6 @@ int run_failover(const BenchOptions& options) {
             10 * (inactivity + static_cast<double>(config->max_random_wait.count())) + 5000;
         const PeerSettings ps = peer_settings(*config);
         fmt::print("\n== failover, profile {} ({})\n", profile, describe_profile(*config));
-        fmt::print(
-            "   3 members each on 127.0.0.1 (conclaved through leader-bounce's proxy), {} runs per "
-            "case, interleaved run by run (conclave, etcd, ZooKeeper); time from the signal to "
-            "the answer that completes agreement of both survivors, polled every {} ms\n",
-            options.runs, options.poll_ms);
         std::vector<Contender> contenders;
         contenders.push_back({"conclave", make_conclave_target(options, profile), {}, 0, 0});
         if (peers.etcd) {
@@ -226,6 +221,15 @@ int run_failover(const BenchOptions& options) {
                  0,
                  0});
         }
+        std::string names;
+        for (const Contender& who : contenders) {
+            names += (names.empty() ? "" : ", ") + who.name;
+        }
+        fmt::print(
+            "   3 members each on 127.0.0.1 (conclaved through leader-bounce's proxy), {} runs per "
+            "case, interleaved run by run ({}); time from the signal to the answer that completes "
+            "agreement of both survivors, polled every {} ms\n",
+            options.runs, names, options.poll_ms);
         for (int run = 0; run < options.runs; ++run) {
             for (const Case& c : cases) {
                 for (Contender& who : contenders) {
