@@ -211,11 +211,13 @@ TEST_CASE("ranked: the slot follows the measured round trip; slow links give a b
         CHECK(sim.rank_slot(NodeId{i}) == adaptive_rank_slot(o.elector, *rtt));
         CHECK(*sim.rank_slot(NodeId{i}) < Millis{200});
     }
-    // Slow every link of node 2 by 150 ms each way: its round trips exceed 300 ms, so its slot
-    // reaches the ceiling; safety holds and, the leader crashed, the others still elect.
+    // Slow every link of node 2 by 60 ms each way: its round trips exceed 125 ms (x4 > 500), so
+    // its slot reaches the ceiling; safety holds and, the leader crashed, the others still
+    // elect. (Not slower: the fast profile's 200 ms scouting and election timeouts must exceed
+    // the round trip, or no round can complete.)
     const Millis at = sim.now() + Millis{1};
     for (std::uint16_t i = 0; i < 2; ++i) {
-        sim.schedule(at, FaultAction{FaultKind::SlowLink, NodeId{2}, NodeId{i}, 0, 150});
+        sim.schedule(at, FaultAction{FaultKind::SlowLink, NodeId{2}, NodeId{i}, 0, 60});
     }
     REQUIRE(sim.run_until(at + Millis{400}));  // node 2 handles a message: the slot is updated
     CHECK(sim.rank_slot(NodeId{2}) == Millis{500});
