@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -140,7 +141,8 @@ struct BenchOptions {
     double duration_s = 60;             // jitter: seconds per case
     double window_s = 20;               // cost: measuring window
     double poll_ms = 1;                 // failover: /status polling period
-    bool etcd = true;                   // failover: compare with etcd when installed
+    bool etcd = true;                   // failover, cold start: compare with etcd when installed
+    bool zookeeper = true;              // failover, cold start: compare with ZooKeeper likewise
     std::uint64_t seed = 1;
 };
 
@@ -160,6 +162,8 @@ class FailoverTarget {
     virtual std::optional<NodeIndex> poll_agreed(const std::vector<NodeIndex>& members) = 0;
     virtual void send_signal(NodeIndex member, int signal) = 0;  // SIGKILL or SIGSTOP
     virtual void restore(NodeIndex member) = 0;  // restart a killed member, SIGCONT a stopped one
+    /// The term (etcd: raft term; ZooKeeper: epoch) of the last agreement poll_agreed returned.
+    virtual std::uint64_t last_term() const = 0;
     virtual std::string log_tails() = 0;
 };
 
@@ -169,10 +173,13 @@ struct FailoverResult {
     double poll_round_ms = 0;  // mean time of one polling round (resolution)
 };
 
-/// `runs` times: wait for a leader all members agree on, a random calm of [1, 2] x `calm_ms`,
-/// the signal, poll the survivors every `poll_ms` until they name the same new leader, restore.
-FailoverResult measure_failover(FailoverTarget& target, int signal, int runs, double calm_ms,
-                                double poll_ms, double bound_ms, std::mt19937_64& random);
+/// One run: wait for a leader all members agree on, a random calm of [1, 2] x `calm_ms`, the
+/// signal, poll the survivors every `poll_ms` until they name the same new leader, restore.
+/// Returns the time from the signal to agreement (nullopt: none within `bound_ms`); adds the
+/// polling rounds to `result`'s resolution figures. Throws when no leader is agreed in 30 s.
+std::optional<double> failover_once(FailoverTarget& target, int signal, double calm_ms,
+                                    double poll_ms, double bound_ms, std::mt19937_64& random,
+                                    double& round_total_ms, std::size_t& rounds);
 
 /// Idealised failover time of the core alone (no network, no disk), from the profile's timers:
 /// Monte Carlo of the two survivors of a 3-node cluster. `silent`: SIGSTOP (heartbeats stop;
@@ -182,9 +189,56 @@ std::vector<double> floor_model_ms(const Config& config, bool silent, int sample
 
 /// etcd (Debian's etcd-server) when an `etcd` binary is on PATH; nullopt otherwise.
 std::optional<std::filesystem::path> find_etcd();
+/// `members` etcd members; heartbeat and election timeout as etcd's flags.
 std::unique_ptr<FailoverTarget> make_etcd_target(const std::filesystem::path& etcd,
-                                                 std::uint32_t heartbeat_ms,
+                                                 std::size_t members, std::uint32_t heartbeat_ms,
                                                  std::uint32_t election_ms);
+
+/// ZooKeeper (Debian's zookeeper package) when java and /usr/share/java/zookeeper.jar exist.
+struct ZooKeeperInstall {
+    std::filesystem::path java;
+    std::string classpath;
+};
+std::optional<ZooKeeperInstall> find_zookeeper();
+/// `members` servers (one JVM each) with tickTime `tick_ms` and syncLimit `sync_limit`: a
+/// follower gives up on a silent leader after tick x syncLimit.
+std::unique_ptr<FailoverTarget> make_zookeeper_target(const ZooKeeperInstall& install,
+                                                      std::size_t members, std::uint32_t tick_ms,
+                                                      std::uint32_t sync_limit);
+
+/// The peers' settings at the same tolerance of a silent leader as a Conclave profile (see
+/// bench/README.md): etcd heartbeat = min(heartbeat, inactivity / 5) (etcd refuses an election
+/// timeout below 5 heartbeats), election timeout = inactivity; ZooKeeper syncLimit 3, tickTime =
+/// inactivity / 3.
+struct PeerSettings {
+    std::uint32_t etcd_heartbeat_ms = 0;
+    std::uint32_t etcd_election_ms = 0;
+    std::uint32_t zk_tick_ms = 0;
+    std::uint32_t zk_sync_limit = 3;
+};
+PeerSettings peer_settings(const Config& profile);
+
+/// Every peer of the comparison, in order: conclave first, then etcd and ZooKeeper when enabled
+/// and installed. Prints one line per peer that is skipped and how to enable it.
+struct Peers {
+    std::optional<std::filesystem::path> etcd;
+    std::optional<ZooKeeperInstall> zookeeper;
+};
+Peers find_peers(const BenchOptions& options);
+
+// ---- Peer processes (peers.cpp) ---------------------------------------------------------------
+
+std::optional<std::filesystem::path> find_on_path(const std::string& name);
+std::uint16_t free_port(std::set<std::uint16_t>& taken);
+std::filesystem::path make_temp_dir(const std::string& prefix);
+/// fork + exec `args` in a process group of its own (killed with this process), stdout and stderr
+/// appended to `log`. Returns the pid (= the process group).
+int spawn_logged(std::vector<std::string> args, const std::filesystem::path& log);
+void signal_group(int pid, int signal);
+/// SIGKILL to the process group, then waitpid.
+void kill_and_reap(int pid);
+/// The last `lines` lines of a file, indented.
+std::string file_tail(const std::filesystem::path& file, std::size_t lines);
 std::unique_ptr<FailoverTarget> make_conclave_target(const BenchOptions& options,
                                                      const std::string& profile);
 

@@ -14,14 +14,12 @@
 
 namespace conclave::bench {
 
-FailoverResult measure_failover(FailoverTarget& target, int signal, int runs, double calm_ms,
-                                double poll_ms, double bound_ms, std::mt19937_64& random) {
-    FailoverResult result;
+std::optional<double> failover_once(FailoverTarget& target, int signal, double calm_ms,
+                                    double poll_ms, double bound_ms, std::mt19937_64& random,
+                                    double& round_total_ms, std::size_t& rounds) {
     const std::vector<NodeIndex> everyone = all_nodes(target.size());
     std::uniform_real_distribution<double> calm(calm_ms, 2 * calm_ms);
-    double round_total_ms = 0;
-    std::size_t rounds = 0;
-    for (int run = 0; run < runs; ++run) {
+    for (;;) {
         // A leader all members agree on (after a restart the restored member must have joined).
         std::optional<NodeIndex> leader;
         const auto wait_start = Clock::now();
@@ -39,8 +37,7 @@ FailoverResult measure_failover(FailoverTarget& target, int signal, int runs, do
         sleep_ms(calm(random));
         leader = target.poll_agreed(everyone);
         if (!leader) {
-            --run;  // the cluster moved during the calm; try again (does not count as a run)
-            continue;
+            continue;  // the cluster moved during the calm; try again (does not count as a run)
         }
         std::vector<NodeIndex> survivors;
         for (NodeIndex m : everyone) {
@@ -62,15 +59,9 @@ FailoverResult measure_failover(FailoverTarget& target, int signal, int runs, do
             }
             sleep_ms(poll_ms - ms_since(round));
         }
-        if (elapsed_ms) {
-            result.samples_ms.push_back(*elapsed_ms);
-        } else {
-            ++result.failures;
-        }
         target.restore(*leader);
+        return elapsed_ms;
     }
-    result.poll_round_ms = rounds == 0 ? 0 : round_total_ms / static_cast<double>(rounds);
-    return result;
 }
 
 // The model follows elector.cpp for the two survivors A and B of a 3-node cluster (quorum 2):
@@ -146,22 +137,57 @@ std::string describe_profile(const Config& c) {
 
 }  // namespace
 
+PeerSettings peer_settings(const Config& c) {
+    const double period = static_cast<double>(c.heartbeat_period.count());
+    const double inactivity = static_cast<double>(c.inactivity_interval().count());
+    PeerSettings p;
+    p.etcd_heartbeat_ms = static_cast<std::uint32_t>(std::min(period, inactivity / 5));
+    p.etcd_election_ms = static_cast<std::uint32_t>(inactivity);
+    p.zk_sync_limit = 3;
+    p.zk_tick_ms = static_cast<std::uint32_t>(inactivity / p.zk_sync_limit);
+    return p;
+}
+
+Peers find_peers(const BenchOptions& options) {
+    Peers peers;
+    if (!options.etcd) {
+        fmt::print("etcd comparison: skipped (--no-etcd)\n");
+    } else if (!(peers.etcd = find_etcd())) {
+        fmt::print(
+            "etcd comparison: SKIPPED (no `etcd` on PATH); to enable: apt-get install -y "
+            "etcd-server\n");
+    }
+    if (!options.zookeeper) {
+        fmt::print("ZooKeeper comparison: skipped (--no-zookeeper)\n");
+    } else if (!(peers.zookeeper = find_zookeeper())) {
+        fmt::print(
+            "ZooKeeper comparison: SKIPPED (needs `java` on PATH and "
+            "/usr/share/java/zookeeper.jar); to enable: apt-get install -y zookeeper\n");
+    }
+    return peers;
+}
+
+namespace {
+
+struct Contender {
+    std::string name;
+    std::unique_ptr<FailoverTarget> target;
+    std::map<std::string, FailoverResult> results;  // by case
+    double round_total_ms = 0;
+    std::size_t rounds = 0;
+};
+
+}  // namespace
+
 int run_failover(const BenchOptions& options) {
     std::mt19937_64 random(options.seed);
-    const auto etcd = options.etcd ? find_etcd() : std::nullopt;
+    const Peers peers = find_peers(options);
     const double persist_ms =
         persist_cost_ms(std::filesystem::temp_directory_path() /
                             ("conclave-bench-probe-" + std::to_string(::getpid())),
                         20);
     fmt::print("persist (write + fsync + rename + fsync dir) in {}: median {:.2f} ms\n",
                std::filesystem::temp_directory_path().string(), persist_ms);
-    if (!options.etcd) {
-        fmt::print("etcd comparison: skipped (--no-etcd)\n");
-    } else if (!etcd) {
-        fmt::print(
-            "etcd comparison: skipped (no `etcd` on PATH); to enable: apt-get install -y "
-            "etcd-server\n");
-    }
     const Case cases[] = {{"SIGKILL", SIGKILL}, {"SIGSTOP", SIGSTOP}};
     for (const std::string& profile : options.profiles) {
         auto config = Config::profile(profile, 3, NodeId{0});
@@ -175,35 +201,56 @@ int run_failover(const BenchOptions& options) {
         const double inactivity = static_cast<double>(config->inactivity_interval().count());
         const double bound_ms =
             10 * (inactivity + static_cast<double>(config->max_random_wait.count())) + 5000;
+        const PeerSettings ps = peer_settings(*config);
         fmt::print("\n== failover, profile {} ({})\n", profile, describe_profile(*config));
+        std::vector<Contender> contenders;
+        contenders.push_back({"conclave", make_conclave_target(options, profile), {}, 0, 0});
+        if (peers.etcd) {
+            contenders.push_back(
+                {"etcd",
+                 make_etcd_target(*peers.etcd, 3, ps.etcd_heartbeat_ms, ps.etcd_election_ms),
+                 {},
+                 0,
+                 0});
+        }
+        if (peers.zookeeper) {
+            contenders.push_back(
+                {"zookeeper",
+                 make_zookeeper_target(*peers.zookeeper, 3, ps.zk_tick_ms, ps.zk_sync_limit),
+                 {},
+                 0,
+                 0});
+        }
+        std::string names;
+        for (const Contender& who : contenders) {
+            names += (names.empty() ? "" : ", ") + who.name;
+        }
         fmt::print(
-            "   3 conclaved on 127.0.0.1 through leader-bounce's proxy, {} runs per case; time "
-            "from "
-            "the signal to the answer that completes agreement of both survivors; /status of the "
-            "survivors polled every {} ms (keep-alive)\n",
-            options.runs, options.poll_ms);
-        std::map<std::string, FailoverResult> conclave_results;
-        {
-            auto target = make_conclave_target(options, profile);
+            "   3 members each on 127.0.0.1 (conclaved through leader-bounce's proxy), {} runs per "
+            "case, interleaved run by run ({}); time from the signal to the answer that completes "
+            "agreement of both survivors, polled every {} ms\n",
+            options.runs, names, options.poll_ms);
+        for (int run = 0; run < options.runs; ++run) {
             for (const Case& c : cases) {
-                conclave_results[c.name] = measure_failover(*target, c.signal, options.runs, period,
-                                                            options.poll_ms, bound_ms, random);
+                for (Contender& who : contenders) {
+                    const auto elapsed =
+                        failover_once(*who.target, c.signal, period, options.poll_ms, bound_ms,
+                                      random, who.round_total_ms, who.rounds);
+                    FailoverResult& r = who.results[c.name];
+                    if (elapsed) {
+                        r.samples_ms.push_back(*elapsed);
+                    } else {
+                        ++r.failures;
+                    }
+                }
             }
         }
-        std::map<std::string, FailoverResult> etcd_results;
-        const auto etcd_heartbeat =
-            static_cast<std::uint32_t>(std::min(period, inactivity / 5));  // etcd: election >= 5 hb
-        const auto etcd_election = static_cast<std::uint32_t>(inactivity);
-        if (etcd) {
-            auto target = make_etcd_target(*etcd, etcd_heartbeat, etcd_election);
-            for (const Case& c : cases) {
-                etcd_results[c.name] = measure_failover(*target, c.signal, options.runs, period,
-                                                        options.poll_ms, bound_ms, random);
-            }
+        for (Contender& who : contenders) {
+            who.target.reset();  // stop the processes before printing (and before the next case)
         }
         for (const Case& c : cases) {
             const bool silent = c.signal == SIGSTOP;
-            const FailoverResult& r = conclave_results[c.name];
+            const FailoverResult& r = contenders[0].results[c.name];
             const Summary measured = summarize(r.samples_ms);
             const Summary model = summarize(floor_model_ms(*config, silent, 200'000, random));
             fmt::print("  {} of the leader (ms):\n", c.name);
@@ -215,34 +262,62 @@ int run_failover(const BenchOptions& options) {
             const double check = static_cast<double>(config->heartbeat_check_period.count());
             const double misses = static_cast<double>(config->heartbeat_check_misses());
             fmt::print(
-                "    floor parts      detection {}; backoff: the earlier of two draws in 0-{} "
-                "ms{}; 2 round trips + 2 persists\n",
+                "    floor parts      detection {}; backoff: {}{}; 2 round trips + 2 persists\n",
                 silent ? fmt::format("{:.0f}-{:.0f} ms after the signal (missed checks)",
                                      (misses - 1) * check - period, misses * check)
                        : std::string("~0 (connection loss)"),
-                config->max_random_wait.count(),
-                silent ? "; a survivor that scouts before the other noticed is refused and retries "
-                         "after the scouting timeout"
+                config->backoff == Backoff::Ranked
+                    ? fmt::format("rank x {} ms + jitter 0-{} ms (ranks 0 and 1)",
+                                  config->rank_slot.count(), config->rank_slot.count() / 8)
+                    : fmt::format("the earlier of two draws in 0-{} ms",
+                                  config->max_random_wait.count()),
+                silent ? "; a survivor that scouts before the other noticed is refused and "
+                         "retries after the scouting timeout"
                        : "");
-            fmt::print("    polling          mean round over both survivors {:.2f} ms\n",
-                       r.poll_round_ms);
-            if (etcd) {
-                const FailoverResult& e = etcd_results[c.name];
+            for (const Contender& who : contenders) {
+                const double mean_round =
+                    who.rounds == 0 ? 0 : who.round_total_ms / static_cast<double>(who.rounds);
+                if (who.name == "conclave") {
+                    fmt::print("    polling          mean round over both survivors {:.2f} ms\n",
+                               mean_round);
+                    continue;
+                }
+                const FailoverResult& e = who.results.at(c.name);
                 const Summary es = summarize(e.samples_ms);
-                fmt::print("    etcd             {}{}\n", format_summary(es),
+                fmt::print("    {:<16} {}{}\n", who.name, format_summary(es),
                            e.failures ? fmt::format("  {} runs without a new leader", e.failures)
                                       : std::string());
                 fmt::print(
-                    "    etcd / conclave  median x{:.2f}, p95 x{:.2f}  (etcd heartbeat {} ms, "
-                    "election timeout {} ms, pre-vote on)\n",
+                    "    {:<16} median x{:.2f}, p95 x{:.2f}  ({}; mean polling round {:.2f} ms)\n",
+                    who.name + " / conclave",
                     measured.median > 0 ? es.median / measured.median : 0.0,
-                    measured.p95 > 0 ? es.p95 / measured.p95 : 0.0, etcd_heartbeat, etcd_election);
+                    measured.p95 > 0 ? es.p95 / measured.p95 : 0.0,
+                    who.name == "etcd"
+                        ? fmt::format("heartbeat {} ms, election timeout {} ms, pre-vote on",
+                                      ps.etcd_heartbeat_ms, ps.etcd_election_ms)
+                        : fmt::format("tickTime {} ms, syncLimit {}", ps.zk_tick_ms,
+                                      ps.zk_sync_limit),
+                    mean_round);
             }
             if (profile == "fast" && !silent) {
-                fmt::print("    target           median <= 200 ms: {}\n",
-                           measured.median <= 200 ? "met" : "MISSED");
+                fmt::print("    target           median <= 30 ms: {}; p95 <= 60 ms: {}\n",
+                           measured.median <= 30 ? "met" : "MISSED",
+                           measured.p95 <= 60 ? "met" : "MISSED");
             }
-            if (silent) {
+            if (profile == "fast" && silent) {
+                std::string vs_etcd = "no etcd in this run";
+                for (const Contender& who : contenders) {
+                    if (who.name == "etcd") {
+                        const double em = summarize(who.results.at(c.name).samples_ms).median;
+                        vs_etcd = fmt::format("{:.2f} x etcd's median: {}",
+                                              em > 0 ? measured.median / em : 0.0,
+                                              measured.median <= 0.8 * em ? "met" : "MISSED");
+                    }
+                }
+                fmt::print("    target           median <= 260 ms: {}; <= 0.8 x etcd: {}\n",
+                           measured.median <= 260 ? "met" : "MISSED", vs_etcd);
+            }
+            if (silent && profile != "fast") {
                 const double target =
                     inactivity + static_cast<double>(config->max_random_wait.count()) / 2 + 50;
                 fmt::print(

@@ -143,8 +143,13 @@ class ConclaveTarget final : public FailoverTarget {
             views[m] = harness_.status(m, std::chrono::milliseconds(300));
         }
         const auto a = agreement(members, views);
-        return a ? std::optional<NodeIndex>(a->leader) : std::nullopt;
+        if (!a) {
+            return std::nullopt;
+        }
+        last_term_ = a->term;
+        return a->leader;
     }
+    std::uint64_t last_term() const override { return last_term_; }
     void send_signal(NodeIndex member, int signal) override {
         if (signal == SIGKILL) {
             harness_.cluster().kill(member);
@@ -163,6 +168,7 @@ class ConclaveTarget final : public FailoverTarget {
 
   private:
     Harness harness_;
+    std::uint64_t last_term_ = 0;
 };
 
 }  // namespace

@@ -17,8 +17,9 @@ namespace {
 
 constexpr const char* kUsage = R"(usage: conclave-bench FIGURE [options]
 figures:
-  failover     SIGKILL and SIGSTOP of the leader of 3 conclaved (and etcd when installed)
-  cold-start   launch N = 3, 5, 7 nodes -> one leader known by all
+  failover     SIGKILL and SIGSTOP of the leader of 3 conclaved (and of 3 etcd members and 3
+               ZooKeeper servers when installed, interleaved run by run)
+  cold-start   launch N = 3, 5, 7 nodes -> one leader known by all (etcd, ZooKeeper likewise)
   jitter       leader changes per hour with jittered peer links, scouting on and off
   cost         idle CPU and RSS per node, N = 3, 5, 9, fast profile
 options:
@@ -28,7 +29,8 @@ options:
   --duration S      jitter: seconds per case (default 60)
   --window S        cost: measuring window in seconds (default 20)
   --poll-ms MS      failover: polling period of the survivors' /status (default 1)
-  --no-etcd         failover: skip the etcd comparison
+  --no-etcd         failover, cold-start: skip the etcd comparison
+  --no-zookeeper    failover, cold-start: skip the ZooKeeper comparison
   --seed K          randomness of calm periods, proxy jitter and the floor model (default 1)
   --conclaved PATH  the daemon (default: ../tools/conclaved next to this program)
 )";
@@ -70,6 +72,10 @@ int main(int argc, char** argv) {
             const std::string& flag = args[i];
             if (flag == "--no-etcd") {
                 options.etcd = false;
+                continue;
+            }
+            if (flag == "--no-zookeeper") {
+                options.zookeeper = false;
                 continue;
             }
             if (i + 1 >= args.size()) {

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # One command per benchmark figure; each prints the command, the machine and the figures.
+# failover and cold-start compare with etcd and ZooKeeper when installed (interleaved run by run;
+# each missing peer is skipped with a line saying how to install it).
 #   bench/run.sh failover|cold-start|jitter|cost|sim|log|all [options...]
 # Binaries come from ${BUILD:-build/release}; build them with
 #   scripts/build.sh release conclaved conclave-bench conclave-sim log_throughput
@@ -24,6 +26,9 @@ machine() {
   fi
   if command -v etcd >/dev/null; then
     echo "etcd:    $(etcd --version 2>/dev/null | head -1)"
+  fi
+  if [ -f /usr/share/java/zookeeper.jar ] && command -v java >/dev/null; then
+    echo "zookeeper: $(dpkg-query -W -f='${Version}' zookeeper 2>/dev/null || echo installed)"
   fi
 }
 

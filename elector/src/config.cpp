@@ -29,6 +29,8 @@ Config Config::defaults(std::size_t cluster_size, NodeId self) {
     c.heartbeat_check_period = Millis{250};
     c.heartbeat_miss_count = 6;
     c.rank_slot = Millis{100};
+    c.rank_slot_min = Millis{100};
+    c.rank_slot_max = Millis{2000};
     return with_cluster(c, cluster_size, self);
 }
 
@@ -42,6 +44,8 @@ Config Config::fast(std::size_t cluster_size, NodeId self) {
     c.heartbeat_check_period = Millis{50};
     c.heartbeat_miss_count = 3;
     c.rank_slot = Millis{25};
+    c.rank_slot_min = Millis{25};
+    c.rank_slot_max = Millis{500};
     return with_cluster(c, cluster_size, self);
 }
 
@@ -112,9 +116,22 @@ std::optional<std::string> Config::validate() const {
                "(heartbeat_period * heartbeat_miss_count = " +
                ms(inactivity_interval()) + "), got " + ms(heartbeat_check_period);
     }
-    if (rank_slot < kMinRankSlot || rank_slot > kMaxRankSlot) {
-        return "rank_slot: must be between " + ms(kMinRankSlot) + " and " + ms(kMaxRankSlot) +
-               ", got " + ms(rank_slot);
+    if (rank_slot_min < kMinRankSlot || rank_slot_min > kMaxRankSlot) {
+        return "rank_slot_min: must be between " + ms(kMinRankSlot) + " and " + ms(kMaxRankSlot) +
+               ", got " + ms(rank_slot_min);
+    }
+    if (rank_slot_max < rank_slot_min || rank_slot_max > kMaxRankSlot) {
+        return "rank_slot_max: must be between rank_slot_min (" + ms(rank_slot_min) + ") and " +
+               ms(kMaxRankSlot) + ", got " + ms(rank_slot_max);
+    }
+    if (rank_slot < rank_slot_min || rank_slot > rank_slot_max) {
+        return "rank_slot: must be between rank_slot_min (" + ms(rank_slot_min) +
+               ") and rank_slot_max (" + ms(rank_slot_max) + "), got " + ms(rank_slot);
+    }
+    if (rank_slot_rtt_multiple > kMaxRankSlotRttMultiple) {
+        return "rank_slot_rtt_multiple: must be at most " +
+               std::to_string(kMaxRankSlotRttMultiple) + ", got " +
+               std::to_string(rank_slot_rtt_multiple);
     }
     if (backoff != Backoff::Uniform && backoff != Backoff::Ranked) {
         return "backoff: must be uniform or ranked";

@@ -8,6 +8,7 @@
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/write.hpp>
+#include <cstddef>
 
 #include "conclave/codec/json.hpp"
 #include "mesh_impl.hpp"
@@ -109,6 +110,19 @@ void Connection::set_socket_options() {
     (void)::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
     (void)::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
     (void)::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof probes);
+}
+
+std::optional<std::chrono::microseconds> Connection::smoothed_round_trip() {
+    if (closed_ || !socket_.is_open()) {
+        return std::nullopt;
+    }
+    tcp_info info{};
+    socklen_t length = sizeof info;
+    if (::getsockopt(socket_.native_handle(), IPPROTO_TCP, TCP_INFO, &info, &length) != 0 ||
+        length < offsetof(tcp_info, tcpi_rtt) + sizeof info.tcpi_rtt || info.tcpi_rtt == 0) {
+        return std::nullopt;
+    }
+    return std::chrono::microseconds{info.tcpi_rtt};
 }
 
 void Connection::on_connected() {

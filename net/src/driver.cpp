@@ -153,11 +153,25 @@ std::optional<FrameRejection> ElectorDriver::on_frame(NodeId from,
         }
     }
     ++counters_.messages_in[message.body.index()];
+    refresh_round_trip();
     runtime_.receive(message);  // nothing once the runtime is out of service
     return std::nullopt;
 }
 
+void ElectorDriver::refresh_round_trip() {
+    std::optional<std::chrono::microseconds> largest;
+    for (const NodeId peer : runtime_.others()) {
+        if (const auto rtt = mesh_.round_trip(peer); rtt && (!largest || *rtt > *largest)) {
+            largest = rtt;
+        }
+    }
+    if (largest) {
+        runtime_.observe_round_trip(*largest);
+    }
+}
+
 void ElectorDriver::on_peer(NodeId peer, bool up) {
+    refresh_round_trip();
     if (up) {
         runtime_.peer_up(peer);
     } else {
@@ -200,6 +214,7 @@ void ElectorDriver::Env::arm(TimerId timer, Millis delay, runtime::TimerGenerati
             if (ec) {
                 ++d->aborted_waits_;  // cancelled or replaced: the runtime already moved on
             } else {
+                d->refresh_round_trip();
                 d->runtime_.timer_fired(timer, generation);  // filters stale instances itself
             }
             d->sync_timer_counters();

@@ -487,6 +487,17 @@ bool Mesh::is_up(NodeId peer) const {
     return peer.value < impl_->peers_.size() && impl_->peers_[peer.value]->up;
 }
 
+std::optional<std::chrono::microseconds> Mesh::round_trip(NodeId peer) const {
+    if (peer.value >= impl_->peers_.size() || peer == impl_->self_) {
+        return std::nullopt;
+    }
+    const auto& slot = *impl_->peers_[peer.value];
+    if (!slot.up || !slot.connection) {
+        return std::nullopt;
+    }
+    return slot.connection->smoothed_round_trip();
+}
+
 PeerStatus Mesh::peer_status(NodeId peer) const {
     PeerStatus s;
     if (peer.value >= impl_->peers_.size() || peer == impl_->self_) {

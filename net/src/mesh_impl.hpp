@@ -46,6 +46,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     bool established() const { return established_; }
     bool closed() const { return closed_; }
     const std::string& remote() const { return remote_; }
+    /// The kernel's smoothed round-trip time of this TCP connection (TCP_INFO tcpi_rtt: an
+    /// exponentially weighted estimate over data/ACK pairs, i.e. the heartbeats and their
+    /// acknowledgements); nullopt before the first sample or when the socket cannot say.
+    std::optional<std::chrono::microseconds> smoothed_round_trip();
     /// TLS: the common name of the peer certificate ("" without TLS or without a CN).
     std::string peer_common_name();
     /// TLS: whether the peer certificate names `id` (SAN DNS entries, else the CN); `names`

@@ -211,6 +211,9 @@ constexpr TimingField kTimingFields[] = {
     {"election_result_ms", "election_result_timeout"},
     {"heartbeat_check_ms", "heartbeat_check_period"},
     {"rank_slot_ms", "rank_slot"},
+    {"rank_slot_min_ms", "rank_slot_min"},
+    {"rank_slot_max_ms", "rank_slot_max"},
+    {"rank_slot_rtt_multiple", "rank_slot_rtt_multiple"},
 };
 
 constexpr std::int64_t kMaxTimingMs = 3'600'000;  // one hour, as Config::validate() allows
@@ -221,7 +224,8 @@ void ApplyTiming(const json& timing, Config& config) {
     RejectUnknownFields(
         timing, "timing",
         {"heartbeat_ms", "miss_count", "max_random_wait_ms", "initial_wait_ms",
-         "scouting_result_ms", "election_result_ms", "heartbeat_check_ms", "rank_slot_ms"});
+         "scouting_result_ms", "election_result_ms", "heartbeat_check_ms", "rank_slot_ms",
+         "rank_slot_min_ms", "rank_slot_max_ms", "rank_slot_rtt_multiple"});
     const auto ms = [&](std::string_view key, Millis& out) {
         if (const json* v = Find(timing, key)) {
             out = Millis{ExpectInteger(*v, Join("timing", key), 0, kMaxTimingMs)};
@@ -234,6 +238,18 @@ void ApplyTiming(const json& timing, Config& config) {
     ms("election_result_ms", config.election_result_timeout);
     ms("heartbeat_check_ms", config.heartbeat_check_period);
     ms("rank_slot_ms", config.rank_slot);
+    // rank_slot_ms alone is the floor too (and raises the ceiling if needed), so that one knob
+    // still sets the slot on a fast link; rank_slot_min_ms / rank_slot_max_ms override that.
+    if (Find(timing, "rank_slot_ms")) {
+        config.rank_slot_min = config.rank_slot;
+        config.rank_slot_max = std::max(config.rank_slot_max, config.rank_slot);
+    }
+    ms("rank_slot_min_ms", config.rank_slot_min);
+    ms("rank_slot_max_ms", config.rank_slot_max);
+    if (const json* v = Find(timing, "rank_slot_rtt_multiple")) {
+        config.rank_slot_rtt_multiple = static_cast<std::uint32_t>(
+            ExpectInteger(*v, "timing.rank_slot_rtt_multiple", 0, Config::kMaxRankSlotRttMultiple));
+    }
     if (const json* v = Find(timing, "miss_count")) {
         config.heartbeat_miss_count =
             static_cast<std::uint32_t>(ExpectInteger(*v, "timing.miss_count", 0, kMaxMissCount));
@@ -766,7 +782,10 @@ nlohmann::ordered_json effective_config_json(const ClusterConfig& config) {
           {"scouting_result_ms", e.scouting_result_timeout.count()},
           {"election_result_ms", e.election_result_timeout.count()},
           {"heartbeat_check_ms", e.heartbeat_check_period.count()},
-          {"rank_slot_ms", e.rank_slot.count()}}},
+          {"rank_slot_ms", e.rank_slot.count()},
+          {"rank_slot_min_ms", e.rank_slot_min.count()},
+          {"rank_slot_max_ms", e.rank_slot_max.count()},
+          {"rank_slot_rtt_multiple", e.rank_slot_rtt_multiple}}},
         {"backoff", to_string(e.backoff)},
         {"scouting", e.scouting},
         {"check_quorum", e.check_quorum},

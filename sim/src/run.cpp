@@ -1,5 +1,7 @@
 #include "conclave/sim/run.hpp"
 
+#include "conclave/elector/backoff.hpp"
+
 #include <algorithm>
 #include <vector>
 
@@ -186,11 +188,15 @@ Config run_config(const RunOptions& options) {
 }
 
 Millis liveness_bound(const Config& c, std::int64_t max_one_way_latency_ms) {
-    // Ranked: the longest wait by rank (the last of N, no leader left out), jitter included.
+    // Ranked: the longest wait by rank (the last of N, no leader left out), jitter included,
+    // with the slot the longest healed round trip (2 x the one-way maximum) gives, or the
+    // initial slot if that is longer (before the first measurement).
+    const Millis slot = std::max(
+        c.rank_slot,
+        adaptive_rank_slot(c, std::chrono::microseconds{2 * max_one_way_latency_ms * 1000}));
     const Millis ranked_max =
         c.backoff == Backoff::Ranked
-            ? Millis{static_cast<Millis::rep>(c.cluster_size - 1) * c.rank_slot.count() +
-                     c.rank_slot.count() / 8}
+            ? Millis{static_cast<Millis::rep>(c.cluster_size - 1) * slot.count() + slot.count() / 8}
             : Millis{0};
     const Millis round = std::max(c.max_random_wait, ranked_max) + c.scouting_result_timeout +
                          c.election_result_timeout + Millis{4 * max_one_way_latency_ms};

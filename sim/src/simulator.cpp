@@ -245,6 +245,9 @@ template <class Call>
 void Simulator::input(std::size_t node, StepAction action, Call&& call, const Message* received,
                       std::optional<NodeId> peer, std::optional<TimerId> timer) {
     pending_ = PendingStep{action, received, peer, timer, false, 0};
+    if (const auto rtt = round_trip(node)) {
+        cores_[node]->rt.observe_round_trip(*rtt);  // the ranked backoff's slot follows the links
+    }
     const Actions& actions = call(cores_[node]->rt);
     if (!pending_.begun) {
         return;  // the runtime is out of service and gave the core nothing
@@ -256,6 +259,24 @@ void Simulator::input(std::size_t node, StepAction action, Call&& call, const Me
     }
 }
 
+std::optional<std::chrono::microseconds> Simulator::round_trip(std::size_t node) const {
+    std::optional<std::int64_t> largest_ms;
+    for (std::size_t p = 0; p < options_.nodes; ++p) {
+        const std::size_t out = link(node, p);
+        const std::size_t back = link(p, node);
+        if (p == node || connection_up_[out] == 0) {
+            continue;
+        }
+        const std::int64_t rtt = base_latency_ms_[out] + slow_ms_[out] + base_latency_ms_[back] +
+                                 slow_ms_[back] + options_.jitter_ms;
+        largest_ms = std::max(largest_ms.value_or(0), rtt);
+    }
+    if (!largest_ms) {
+        return std::nullopt;
+    }
+    return std::chrono::microseconds{*largest_ms * 1000};
+}
+
 Config Simulator::config_for(std::size_t node) const {
     Config c = options_.elector;
     c.cluster_size = options_.nodes;
@@ -265,6 +286,13 @@ Config Simulator::config_for(std::size_t node) const {
 
 const ElectorState* Simulator::state(NodeId n) const {
     return cores_[n.value] ? &cores_[n.value]->state() : nullptr;
+}
+
+std::optional<Millis> Simulator::rank_slot(NodeId n) const {
+    if (!cores_[n.value]) {
+        return std::nullopt;
+    }
+    return cores_[n.value]->rt.elector().config().rank_slot;
 }
 
 bool Simulator::connected(NodeId a, NodeId b) const {

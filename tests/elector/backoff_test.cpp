@@ -132,5 +132,60 @@ TEST_CASE("config: backoff names and the rank slot's floor and ceiling") {
     c.rank_slot = Config::kMaxRankSlot + Millis{1};
     CHECK(c.validate().has_value());
     c.rank_slot = Config::kMaxRankSlot;
+    CHECK(c.validate()->rfind("rank_slot:", 0) == 0);  // above the fast profile's ceiling
+    c.rank_slot_max = Config::kMaxRankSlot;
     CHECK_FALSE(c.validate().has_value());
+
+    // Floor and ceiling: kMinRankSlot <= min <= slot <= max <= kMaxRankSlot.
+    c = ranked3();
+    CHECK(c.rank_slot_min == Millis{25});
+    CHECK(c.rank_slot_max == Millis{500});
+    c.rank_slot_min = Millis{0};
+    CHECK(c.validate()->rfind("rank_slot_min:", 0) == 0);
+    c.rank_slot_min = Millis{30};  // above the initial slot (25)
+    CHECK(c.validate()->rfind("rank_slot:", 0) == 0);
+    c = ranked3();
+    c.rank_slot_max = Millis{20};  // below the floor
+    CHECK(c.validate()->rfind("rank_slot_max:", 0) == 0);
+    c = ranked3();
+    c.rank_slot_rtt_multiple = Config::kMaxRankSlotRttMultiple + 1;
+    CHECK(c.validate()->rfind("rank_slot_rtt_multiple:", 0) == 0);
+    c.rank_slot_rtt_multiple = 0;
+    CHECK_FALSE(c.validate().has_value());
+}
+
+TEST_CASE("adaptive rank slot: a multiple of the round trip between the floor and the ceiling") {
+    using std::chrono::microseconds;
+    const Config c = ranked3();  // x4, floor 25 ms, ceiling 500 ms
+    CHECK(adaptive_rank_slot(c, microseconds{80}) == Millis{25});        // loopback: the floor
+    CHECK(adaptive_rank_slot(c, microseconds{10'000}) == Millis{40});    // LAN-ish: 4 x 10 ms
+    CHECK(adaptive_rank_slot(c, microseconds{10'001}) == Millis{41});    // rounded up
+    CHECK(adaptive_rank_slot(c, microseconds{150'000}) == Millis{500});  // WAN: the ceiling
+    CHECK(adaptive_rank_slot(c, microseconds{-5}) == Millis{25});
+    CHECK(adaptive_rank_slot(c, microseconds::max()) == Millis{500});  // no overflow
+    Config fixed = c;
+    fixed.rank_slot_rtt_multiple = 0;
+    fixed.rank_slot = Millis{60};
+    fixed.rank_slot_max = Millis{500};
+    CHECK(adaptive_rank_slot(fixed, microseconds{150'000}) == Millis{60});
+}
+
+TEST_CASE("ranked: the measured round trip sets the slot of the next wait") {
+    // C is rank 1 after losing B in term 5 (see above). With a 20 ms round trip the slot is
+    // 4 x 20 = 80 ms and the jitter 7 mod (80 / 8 + 1) = 7 ms.
+    Node n = follower_with_leader(ranked3(C));
+    n.e.observe_round_trip(std::chrono::microseconds{20'000});
+    CHECK(n.e.config().rank_slot == Millis{80});
+    CHECK(n.down(B) == Actions{cancel(TimerId::HeartbeatCheck),
+                               arm(TimerId::RandomWait, Millis{80 + 7}),
+                               notify(Role::Follower, 5, kNone, Reason::LeaderUnavailable)});
+    // A faster link later brings it back to the floor; the protocol state never changes.
+    Node m = follower_with_leader(ranked3(C));
+    const ElectorState before = m.e.state();
+    m.e.observe_round_trip(std::chrono::microseconds{20'000});
+    m.e.observe_round_trip(std::chrono::microseconds{100});
+    CHECK(m.e.state() == before);
+    CHECK(m.down(B) == Actions{cancel(TimerId::HeartbeatCheck),
+                               arm(TimerId::RandomWait, kSlot + kJitter),
+                               notify(Role::Follower, 5, kNone, Reason::LeaderUnavailable)});
 }

@@ -130,6 +130,30 @@ TEST_CASE("profiles and every timing override", "[config]") {
         CHECK_FALSE(c.scouting);
         CHECK_FALSE(c.check_quorum);
     }
+    SECTION("the ranked backoff's slot: one knob, or floor, ceiling and multiple") {
+        doc["profile"] = "fast";
+        doc["timing"] = {{"rank_slot_ms", 40}};
+        auto c = Parse(doc).elector;
+        CHECK(c.rank_slot == Millis{40});
+        CHECK(c.rank_slot_min == Millis{40});  // rank_slot_ms alone is the floor too
+        CHECK(c.rank_slot_max == Millis{500});
+        doc["timing"] = {{"rank_slot_ms", 900}};
+        CHECK(Parse(doc).elector.rank_slot_max == Millis{900});  // the ceiling makes room
+        doc["timing"] = {{"rank_slot_ms", 40},
+                         {"rank_slot_min_ms", 10},
+                         {"rank_slot_max_ms", 200},
+                         {"rank_slot_rtt_multiple", 6}};
+        c = Parse(doc).elector;
+        CHECK(c.rank_slot_min == Millis{10});
+        CHECK(c.rank_slot_max == Millis{200});
+        CHECK(c.rank_slot_rtt_multiple == 6);
+        doc["timing"] = {{"rank_slot_min_ms", 50}};  // above the fast profile's slot (25)
+        CHECK(ErrorOf(doc).find("timing.rank_slot_ms: must be between timing.rank_slot_min_ms") !=
+              std::string::npos);
+        doc["timing"] = {{"rank_slot_rtt_multiple", 101}};
+        CHECK(ErrorOf(doc).find("timing.rank_slot_rtt_multiple: must be an integer between 0 and "
+                                "100") != std::string::npos);
+    }
 }
 
 TEST_CASE("tls, log and IPv6 endpoints", "[config]") {

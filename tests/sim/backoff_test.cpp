@@ -194,3 +194,53 @@ TEST_CASE("cold start: ranked nodes started together elect in the first term, un
     std::cout << "cold start, uniform: " << uniform_contested << " contested terms in 30 starts\n";
     CHECK(uniform_contested > 0);
 }
+
+TEST_CASE("ranked: the slot follows the measured round trip; slow links give a bigger slot") {
+    SimOptions o;
+    o.nodes = 3;
+    o.seed = 5;
+    o.elector = ranked_fast(3);  // x4 the round trip, floor 25 ms, ceiling 500 ms
+    Simulator sim(o);
+    sim.start_all();
+    const Millis bound = liveness_bound(o.elector, o.latency_max_ms + o.jitter_ms);
+    REQUIRE(await_agreement(sim, bound));
+    // Healthy links: each node's slot is 4 x its largest round trip, within the clamp.
+    for (std::uint16_t i = 0; i < 3; ++i) {
+        const auto rtt = sim.round_trip(i);
+        REQUIRE(rtt);
+        CHECK(sim.rank_slot(NodeId{i}) == adaptive_rank_slot(o.elector, *rtt));
+        CHECK(*sim.rank_slot(NodeId{i}) < Millis{200});
+    }
+    // Slow every link of node 2 by 60 ms each way: its round trips exceed 125 ms (x4 > 500), so
+    // its slot reaches the ceiling; safety holds and, the leader crashed, the others still
+    // elect. (Not slower: the fast profile's 200 ms scouting and election timeouts must exceed
+    // the round trip, or no round can complete.)
+    const Millis at = sim.now() + Millis{1};
+    for (std::uint16_t i = 0; i < 2; ++i) {
+        sim.schedule(at, FaultAction{FaultKind::SlowLink, NodeId{2}, NodeId{i}, 0, 60});
+    }
+    REQUIRE(sim.run_until(at + Millis{400}));  // node 2 handles a message: the slot is updated
+    CHECK(sim.rank_slot(NodeId{2}) == Millis{500});
+    const auto leader = await_agreement(sim, bound);
+    REQUIRE(leader);
+    sim.apply(FaultAction{FaultKind::Crash, *leader, {}, 0, 0});
+    Millis waited{0};
+    std::optional<NodeId> next;
+    while (waited < 2 * bound && !next) {
+        REQUIRE(sim.run_until(sim.now() + Millis{5}));
+        waited += Millis{5};
+        next = majority_leader(sim);
+    }
+    REQUIRE(next);
+    CHECK(*next != *leader);
+    REQUIRE_FALSE(sim.violation());
+    // Healed: back to the fast links' slot at the next input.
+    sim.apply(FaultAction{FaultKind::HealAll, {}, {}, 0, 0});
+    REQUIRE(sim.run_until(sim.now() + Millis{1000}));
+    for (std::uint16_t i = 0; i < 3; ++i) {
+        if (const auto slot = sim.rank_slot(NodeId{i})) {
+            CHECK(*slot < Millis{200});
+        }
+    }
+    REQUIRE_FALSE(sim.violation());
+}

@@ -9,6 +9,7 @@
 // it safe, and a failed round falls back to the uniform backoff).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -22,6 +23,11 @@ namespace conclave {
 /// N, ..., skipping `lost_leader`. 0 for the first. `self` is never skipped.
 std::size_t candidacy_rank(std::size_t cluster_size, NodeId self, Term term,
                            std::optional<NodeId> lost_leader);
+
+/// The slot for a measured peer round trip: config.rank_slot_rtt_multiple x `round_trip`
+/// (rounded up to a millisecond), clamped to [rank_slot_min, rank_slot_max]; config.rank_slot
+/// when the multiple is 0 (a fixed slot).
+Millis adaptive_rank_slot(const Config& config, std::chrono::microseconds round_trip);
 
 /// rank x config.rank_slot + (draw mod (rank_slot / 8 + 1)).
 Millis ranked_backoff(const Config& config, Term term, std::optional<NodeId> lost_leader,

@@ -41,11 +41,19 @@ struct Config {
     Millis max_random_wait{3000};
     /// Wait before scouting after losing the leader (and at start): see Backoff.
     Backoff backoff = Backoff::Uniform;
-    /// Ranked backoff: the wait between consecutive ranks (validated in [kMinRankSlot,
-    /// kMaxRankSlot]). A fixed value: it does not adapt to the measured round trip.
+    /// Ranked backoff: the wait between consecutive ranks. `rank_slot` is used until a round
+    /// trip is measured; then the slot is rank_slot_rtt_multiple x the measured peer round trip
+    /// (Elector::observe_round_trip), clamped to [rank_slot_min, rank_slot_max] (the floor
+    /// covers what the round trip does not show: the candidate's and voter's persists). A
+    /// multiple of 0 keeps `rank_slot` fixed. Validated: kMinRankSlot <= rank_slot_min <=
+    /// rank_slot <= rank_slot_max <= kMaxRankSlot, multiple <= kMaxRankSlotRttMultiple.
     Millis rank_slot{100};
+    Millis rank_slot_min{100};
+    Millis rank_slot_max{10000};
+    std::uint32_t rank_slot_rtt_multiple = 4;
     static constexpr Millis kMinRankSlot{1};
     static constexpr Millis kMaxRankSlot{10000};
+    static constexpr std::uint32_t kMaxRankSlotRttMultiple = 100;
     /// How long a scouting round waits for replies.
     Millis scouting_result_timeout{4000};
     /// How long a candidate waits for votes.

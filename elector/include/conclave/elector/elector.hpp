@@ -11,6 +11,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <functional>
 #include <optional>
 #include <string>
@@ -91,6 +92,12 @@ class Elector {
     Actions transfer_leadership(Millis now, NodeId target);
     /// Why transfer_leadership(target) would be refused, or nullopt if it would be accepted.
     std::optional<std::string> transfer_error(NodeId target) const;
+
+    /// The driver's current estimate of the peer round trip (the mesh's smoothed RTT; the
+    /// simulator's link delays). Sets the ranked backoff's slot to adaptive_rank_slot() of it
+    /// (visible as config().rank_slot); no actions, no protocol state: time is abstracted in the
+    /// TLA+ spec, and only when the next ranked wait ends depends on it.
+    void observe_round_trip(std::chrono::microseconds round_trip);
 
     /// Leader only: issue the next Leader Sequence Number (term, counter+1).
     std::optional<Lsn> issue_lsn();

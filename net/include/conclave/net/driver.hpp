@@ -125,6 +125,9 @@ class ElectorDriver {
 
     std::optional<FrameRejection> on_frame(NodeId from, std::span<const std::uint8_t> payload);
     void on_peer(NodeId peer, bool up);
+    /// Gives the core the largest smoothed round trip among the up peers (Mesh::round_trip), so
+    /// that its ranked backoff's slot follows the links; called before every input.
+    void refresh_round_trip();
     void send(NodeId to, const Message& message, const std::vector<std::uint8_t>& bytes);
     void sync_timer_counters();
     void notify(const LeadershipSnapshot& snapshot);

@@ -155,6 +155,10 @@ class Mesh {
     bool send(NodeId to, Channel channel, std::span<const std::uint8_t> payload);
 
     bool is_up(NodeId peer) const;
+    /// The smoothed round trip to an up peer, as the kernel measures it on the peer's TCP
+    /// connection (TCP_INFO; an exponentially weighted estimate over the heartbeat traffic and
+    /// its ACKs); nullopt when the peer is down or nothing was measured yet.
+    std::optional<std::chrono::microseconds> round_trip(NodeId peer) const;
     PeerStatus peer_status(NodeId peer) const;
     const MeshCounters& counters() const;
     const Membership& membership() const;

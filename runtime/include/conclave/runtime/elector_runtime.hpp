@@ -32,6 +32,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -117,6 +118,12 @@ class ElectorRuntime {
         }
         run([&] { return elector_.transfer_leadership(env_.now(), target); });
         return std::nullopt;
+    }
+    /// The environment's peer round-trip estimate (sets the ranked backoff's slot; no actions).
+    void observe_round_trip(std::chrono::microseconds round_trip) {
+        if (!failed_) {
+            elector_.observe_round_trip(round_trip);
+        }
     }
     /// Leader only: the next LSN; nullopt when not the leader or out of service.
     std::optional<Lsn> issue_lsn() {

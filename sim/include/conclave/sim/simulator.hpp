@@ -190,6 +190,12 @@ class Simulator {
     bool paused(NodeId n) const { return paused_until_ms_[n.value] > now_ms_; }
     /// State of a live node's core (nullptr when crashed).
     const ElectorState* state(NodeId n) const;
+    /// The ranked backoff's current slot at `n` (it follows round_trip()); nullopt when crashed.
+    std::optional<Millis> rank_slot(NodeId n) const;
+    /// What a node's mesh would measure: the largest round trip (base + slowed latency both
+    /// ways, + the jitter's maximum) over its connected links; nullopt without any. Given to the
+    /// core before every input (ElectorRuntime::observe_round_trip).
+    std::optional<std::chrono::microseconds> round_trip(std::size_t node) const;
     /// True when a and b can talk both ways (connection up, no blackhole either way).
     bool connected(NodeId a, NodeId b) const;
     /// Alive, not paused, and connected to a majority (itself included).
