@@ -51,7 +51,11 @@ Random schedules:
                        step: acknowledged entries never lost, committed prefixes one history,
                        ACTIVE leaders complete, the core's own invariants; at the end a fresh
                        proposal must commit and every log converge (within a bound)
-  --log-bug NAME       skip-sync | commit-without-quorum (a deliberately broken log; implies --log)
+  --log-bug NAME       skip-sync | commit-without-quorum | compact-uncommitted (a deliberately
+                       broken log; implies --log)
+  --log-compact N      compact each log once N committed entries follow its snapshot (keeping
+                       N/4; keys repeat so snapshots replace values); checked: every snapshot is
+                       the committed state up to it; implies --log
   --no-durable-check   do not check that committed entries are durable on a majority (to see
                        what the other log checks catch through the consequences)
   --expect-violation   exit 0 if a violation is found, 1 if none (for planted-bug tests)
@@ -231,9 +235,21 @@ int main(int argc, char** argv) {
             auto bug = parse_log_bug(text);
             if (!bug) {
                 return usage_error("--log-bug: unknown bug '" + std::string(text) +
-                                   "' (expected skip-sync or commit-without-quorum)");
+                                   "' (expected skip-sync, commit-without-quorum or "
+                                   "compact-uncommitted)");
             }
             run.log_bug = *bug;
+            run.log = true;
+        } else if (arg == "--log-compact") {
+            if (!value(text))
+                return bad();
+            std::size_t n = 0;
+            const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+            if (ec != std::errc{} || ptr != text.data() + text.size() || n < 2 || n > 1'000'000) {
+                return usage_error("--log-compact: expected a number in 2..1000000, got '" +
+                                   std::string(text) + "'");
+            }
+            run.log_compact = n;
             run.log = true;
         } else if (arg == "--no-durable-check") {
             run.log_history.check_durable_quorum = false;

@@ -59,6 +59,9 @@ struct RunOptions {
     bool log = false;
     replication::PlantedLogBug log_bug = replication::PlantedLogBug::None;
     LogHistoryOptions log_history;
+    /// Compaction (issue 16): the log's compact_threshold (0: off); compact_retain is a quarter of
+    /// it. Keys repeat (24 of them) so that snapshots replace superseded values.
+    std::size_t log_compact = 0;
 };
 
 struct RunResult {
