@@ -274,17 +274,21 @@ void ReplicatedLog::HandleSyncResponse(const LogMessage& m, const SyncResponse& 
 
 void ReplicatedLog::HandleAppend(const LogMessage& m, const Append& body) {
     auto start_len = length_through(body.prev_lsn);
-    // Compaction: an append from the start of the log (prev kNoLsn) overlapping our snapshot is
-    // merged from the snapshot's LSN on, if it holds it (else its position is unsure: refuse).
+    // Compaction: an append whose prev_lsn is inside our snapshot (compacted here, or kNoLsn).
+    // The leader of our term holds our snapshot's LSN X (committed: Leader Completeness), so
+    // everything it sends below X is the committed prefix we folded: skip it, and merge what
+    // follows X (a batch that jumps over X without naming it cannot come from that leader).
     const std::vector<Entry>* entries = &body.entries;
     std::vector<Entry> trimmed;
-    if (start_len && *start_len < snapshot_.len && !body.entries.empty()) {
-        auto at_snapshot = std::find_if(body.entries.begin(), body.entries.end(),
-                                        [&](const Entry& e) { return e.lsn == snapshot_.lsn; });
-        if (at_snapshot == body.entries.end()) {
+    if (snapshot_.len > 0 &&
+        (start_len ? *start_len < snapshot_.len : body.prev_lsn < snapshot_.lsn)) {
+        auto after = std::upper_bound(body.entries.begin(), body.entries.end(), snapshot_.lsn,
+                                      [](Lsn l, const Entry& e) { return l < e.lsn; });
+        const bool names_x = after != body.entries.begin() && (after - 1)->lsn == snapshot_.lsn;
+        if (after != body.entries.end() && !names_x) {
             start_len.reset();
         } else {
-            trimmed.assign(at_snapshot + 1, body.entries.end());
+            trimmed.assign(after, body.entries.end());
             entries = &trimmed;
             start_len = snapshot_.len;
         }
@@ -334,6 +338,9 @@ void ReplicatedLog::HandleAppendAck(const LogMessage& m, const AppendAck& body) 
     if (body.ok) {
         auto len = length_through(body.last_lsn);
         if (!len) {
+            if (body.last_lsn < snapshot_.lsn) {
+                return;  // compacted since we sent it: the heartbeat's retransmission catches up
+            }
             ++counters_.messages_dropped;  // we never sent that LSN in this term
             return;
         }
@@ -610,6 +617,9 @@ void ReplicatedLog::FinishSync() {
 
 std::size_t ReplicatedLog::Merge(std::size_t pos, const std::vector<Entry>& entries) {
     std::size_t first_new = entries.size();
+    if (entries.empty()) {
+        return pos;  // a heartbeat (prev_lsn may be kNoLsn below a snapshot)
+    }
     CONCLAVE_CHECK(pos >= snapshot_.len, "merges happen after the snapshot");
     for (std::size_t i = 0; i < entries.size(); ++i, ++pos) {
         if (pos < end_len()) {
@@ -855,6 +865,16 @@ void ReplicatedLog::HandleInstallSnapshot(const LogMessage& m, const InstallSnap
     }
     if (body.fetch && snapshot.lsn > sync_.target) {
         AbandonSource();
+        return;
+    }
+    if (snapshot.lsn < snapshot_.lsn) {
+        // Older than ours: our snapshot covers it (both are the committed history's prefixes).
+        if (body.fetch) {
+            AbandonSource();
+            return;
+        }
+        state_.matched_len = std::max(state_.matched_len, snapshot_.len);
+        MaybeAck(true);
         return;
     }
     if (auto held = length_through(snapshot.lsn)) {

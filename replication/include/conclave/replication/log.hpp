@@ -23,6 +23,7 @@
 #include <deque>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "conclave/elector/actions.hpp"
@@ -35,6 +36,9 @@ namespace conclave::replication {
 
 /// What storage hands back after a restart (see storage.hpp).
 struct RecoveredLog {
+    RecoveredLog() = default;
+    RecoveredLog(std::vector<Entry> entries_in, LogMeta meta_in = {}, Snapshot snapshot_in = {})
+        : entries(std::move(entries_in)), meta(meta_in), snapshot(std::move(snapshot_in)) {}
     std::vector<Entry> entries;  // the entries after snapshot.lsn
     LogMeta meta;
     Snapshot snapshot;  // compaction: the state of the committed prefix before `entries`

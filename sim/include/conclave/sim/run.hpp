@@ -79,6 +79,9 @@ struct RunResult {
     /// healed cluster took (after the tail) to commit a fresh proposal and converge, and the bound.
     std::size_t log_committed = 0;
     std::size_t log_acked = 0;
+    /// Compaction: snapshots taken / installed by the nodes alive at the end (since their start).
+    std::uint64_t log_compactions = 0;
+    std::uint64_t log_snapshots_installed = 0;
     std::optional<Millis> log_converged_after;
     Millis log_bound{};
 };
