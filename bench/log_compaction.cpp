@@ -150,10 +150,11 @@ int main(int argc, char** argv) {
     if (auto error = config.validate()) {
         Usage(*error);
     }
-    std::printf("log_compaction: %zu keys, %zu-byte values, fsync %s, compaction %s "
-                "(threshold %zu, retain %zu), %.0f s, dir %s\n",
-                o.keys, o.value_bytes, std::string(to_string(o.fsync)).c_str(),
-                o.compact ? "on" : "off", o.threshold, o.retain, o.seconds, o.dir.c_str());
+    std::printf(
+        "log_compaction: %zu keys, %zu-byte values, fsync %s, compaction %s "
+        "(threshold %zu, retain %zu), %.0f s, dir %s\n",
+        o.keys, o.value_bytes, std::string(to_string(o.fsync)).c_str(), o.compact ? "on" : "off",
+        o.threshold, o.retain, o.seconds, o.dir.c_str());
     std::printf("%8s %12s %10s %10s %12s %12s %10s\n", "time_s", "entries_w", "rss_mib", "disk_mib",
                 "held_entries", "restart_ms", "commits/s");
 
@@ -161,10 +162,10 @@ int main(int argc, char** argv) {
     std::uint64_t term = 1;
     const auto lead = [&] {
         ++term;
-        Perform(*r.storage, r.log->on_leadership(Millis{0}, LeadershipSnapshot{
-                                                                Role::Leader, Term{term}, NodeId{0},
-                                                                term, Reason::ElectionWon,
-                                                                Millis{0}}));
+        Perform(*r.storage,
+                r.log->on_leadership(Millis{0},
+                                     LeadershipSnapshot{Role::Leader, Term{term}, NodeId{0}, term,
+                                                        Reason::ElectionWon, Millis{0}}));
         Perform(*r.storage, r.log->persisted(Millis{0}, r.storage->flush()));
     };
     lead();
@@ -180,9 +181,8 @@ int main(int argc, char** argv) {
     while (elapsed() < o.seconds) {
         for (int i = 0; i < 100; ++i) {
             ++counter;
-            Perform(*r.storage,
-                    r.log->propose(Millis{0}, Lsn{Term{term}, counter},
-                                   "key/" + std::to_string(written % o.keys), value));
+            Perform(*r.storage, r.log->propose(Millis{0}, Lsn{Term{term}, counter},
+                                               "key/" + std::to_string(written % o.keys), value));
             ++written;
         }
         Perform(*r.storage, r.log->persisted(Millis{0}, r.storage->flush()));

@@ -217,12 +217,8 @@ FetchResponse body_from_json(std::type_identity<FetchResponse>, const json& j) {
 }
 
 InstallSnapshot body_from_json(std::type_identity<InstallSnapshot>, const json& j) {
-    InstallSnapshot b{lsn_field(j, "lsn"),
-                      get_u64(j, "len"),
-                      get_u64(j, "offset"),
-                      entries_from_json(j),
-                      get_bool(j, "done"),
-                      get_bool(j, "fetch")};
+    InstallSnapshot b{lsn_field(j, "lsn"),  get_u64(j, "len"),   get_u64(j, "offset"),
+                      entries_from_json(j), get_bool(j, "done"), get_bool(j, "fetch")};
     // A snapshot's length counts entries of a history: anything near 2^64 is forged.
     constexpr std::uint64_t kMaxLen = std::uint64_t{1} << 48;
     if (b.len > kMaxLen || b.offset > b.len || b.entries.size() > b.len - b.offset) {

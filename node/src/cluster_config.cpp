@@ -363,15 +363,15 @@ MetadataSettings ParseMetadata(const json& value) {
     if (const json* v = Find(value, "quota_bytes")) {
         const std::int64_t n = ExpectInteger(*v, "metadata.quota_bytes", 0, std::int64_t{1} << 40);
         if (n != 0 && n < kMinQuotaBytes) {
-            Fail("metadata.quota_bytes", "expected 0 (no limit) or at least " +
-                                             std::to_string(kMinQuotaBytes) +
-                                             " (one entry of the largest size), got " +
-                                             std::to_string(n));
+            Fail("metadata.quota_bytes",
+                 "expected 0 (no limit) or at least " + std::to_string(kMinQuotaBytes) +
+                     " (one entry of the largest size), got " + std::to_string(n));
         }
         metadata.quota_bytes = static_cast<std::uint64_t>(n);
     }
     if (const json* v = Find(value, "quota_entries")) {
-        const std::int64_t n = ExpectInteger(*v, "metadata.quota_entries", 0, std::int64_t{1} << 32);
+        const std::int64_t n =
+            ExpectInteger(*v, "metadata.quota_entries", 0, std::int64_t{1} << 32);
         if (n == 1) {
             Fail("metadata.quota_entries", "expected 0 (no limit) or at least 2, got 1");
         }
@@ -386,10 +386,9 @@ MetadataSettings ParseMetadata(const json& value) {
             ExpectInteger(*v, "metadata.compact_retain", 0, std::int64_t{1} << 32));
     }
     if (metadata.compact_threshold != 0 && metadata.compact_retain >= metadata.compact_threshold) {
-        Fail("metadata.compact_retain",
-             "must be below metadata.compact_threshold (" +
-                 std::to_string(metadata.compact_threshold) + "), got " +
-                 std::to_string(metadata.compact_retain));
+        Fail("metadata.compact_retain", "must be below metadata.compact_threshold (" +
+                                            std::to_string(metadata.compact_threshold) + "), got " +
+                                            std::to_string(metadata.compact_retain));
     }
     if (metadata.fsync == replication::FsyncPolicy::Never && !metadata.unsafe_no_fsync) {
         Fail("metadata.fsync",

@@ -253,10 +253,9 @@ void Node::register_metadata_metrics() {
                                             "Snapshots taken by compaction on this node");
     Counter& installed = metrics_.counter("conclave_metadata_snapshots_installed_total",
                                           "Snapshots received from a leader and installed");
-    Counter& nospace_refusals = metrics_.counter(
-        "conclave_metadata_nospace_refusals_total", "Metadata writes refused by the quota");
-    metrics_.on_collect([this, &used_bytes, &nospace, &compactions, &installed,
-                         &nospace_refusals] {
+    Counter& nospace_refusals = metrics_.counter("conclave_metadata_nospace_refusals_total",
+                                                 "Metadata writes refused by the quota");
+    metrics_.on_collect([this, &used_bytes, &nospace, &compactions, &installed, &nospace_refusals] {
         const replication::ReplicatedLog& log = log_driver_->log();
         used_bytes.set(static_cast<double>(log.used_bytes()));
         nospace.set(log.nospace_alarm() ? 1.0 : 0.0);

@@ -288,10 +288,10 @@ Recovery FileStorage::recover() {
     // A compaction interrupted between its two renames leaves records the snapshot replaces.
     const Lsn snapshot_lsn = result.log.snapshot.lsn;
     auto& entries = result.log.entries;
-    const auto covered = static_cast<std::size_t>(
-        std::upper_bound(entries.begin(), entries.end(), snapshot_lsn,
-                         [](Lsn l, const Entry& e) { return l < e.lsn; }) -
-        entries.begin());
+    const auto covered =
+        static_cast<std::size_t>(std::upper_bound(entries.begin(), entries.end(), snapshot_lsn,
+                                                  [](Lsn l, const Entry& e) { return l < e.lsn; }) -
+                                 entries.begin());
     if (covered > 0) {
         DropFirstRecords(covered);
         entries.erase(entries.begin(), entries.begin() + static_cast<std::ptrdiff_t>(covered));
@@ -451,17 +451,18 @@ std::optional<Snapshot> ReadSnapshotFile(const std::filesystem::path& path) {
         DecodedRecord r = decode_record(records.substr(offset), FileStorage::kMaxRecordBytes);
         if (r.problem != TailProblem::None || !(r.entry.lsn > prev) || r.entry.lsn > s.lsn ||
             r.entry.key.empty()) {
-            throw CorruptLogError(Refusal(path, offset,
-                                          "snapshot record " + std::to_string(i) + ": " +
-                                              std::string(to_string(r.problem == TailProblem::None
-                                                                        ? TailProblem::Malformed
-                                                                        : r.problem))));
+            throw CorruptLogError(Refusal(
+                path, offset,
+                "snapshot record " + std::to_string(i) + ": " +
+                    std::string(to_string(r.problem == TailProblem::None ? TailProblem::Malformed
+                                                                         : r.problem))));
         }
         prev = r.entry.lsn;
         offset += r.bytes;
         s.entries.push_back(std::move(r.entry));
     }
-    if (offset != body || len < count || len > (std::uint64_t{1} << 48) || (len == 0) != (s.lsn == kNoLsn)) {
+    if (offset != body || len < count || len > (std::uint64_t{1} << 48) ||
+        (len == 0) != (s.lsn == kNoLsn)) {
         throw CorruptLogError(Refusal(path, offset, "corrupt snapshot file (inconsistent header)"));
     }
     s.len = static_cast<std::size_t>(len);
@@ -533,9 +534,9 @@ void FileStorage::DropFirstRecords(std::size_t count) {
     data.resize(kLogMagic.size() + (size_ - from));
     std::uint64_t done = 0;
     while (done < size_ - from) {
-        const ssize_t n = ::pread(fd_, data.data() + kLogMagic.size() + done,
-                                  static_cast<std::size_t>(size_ - from - done),
-                                  static_cast<off_t>(from + done));
+        const ssize_t n =
+            ::pread(fd_, data.data() + kLogMagic.size() + done,
+                    static_cast<std::size_t>(size_ - from - done), static_cast<off_t>(from + done));
         if (n < 0 && errno == EINTR) {
             continue;
         }

@@ -818,8 +818,7 @@ bool ReplicatedLog::ValidBatch(Lsn after, const std::vector<Entry>& entries) con
 // from the sync source (our fetch started inside its snapshot). Chunks are collected in order;
 // the last one installs the snapshot.
 void ReplicatedLog::HandleInstallSnapshot(const LogMessage& m, const InstallSnapshot& body) {
-    if (body.fetch ? (state_.role != LogRole::LeaderPassive || sync_.done ||
-                      sync_.source != m.from)
+    if (body.fetch ? (state_.role != LogRole::LeaderPassive || sync_.done || sync_.source != m.from)
                    : IsLeader()) {
         return;  // late, or not for us
     }
@@ -1078,8 +1077,8 @@ std::vector<Entry> ReplicatedLog::committed_after(Lsn after, std::size_t max_ent
             out.push_back(*first);
         }
     }
-    const auto tail_end = entries_.begin() + static_cast<std::ptrdiff_t>(state_.commit_len -
-                                                                          snapshot_.len);
+    const auto tail_end =
+        entries_.begin() + static_cast<std::ptrdiff_t>(state_.commit_len - snapshot_.len);
     auto first = std::upper_bound(entries_.begin(), tail_end, after, by_lsn);
     for (; first != tail_end && out.size() < max_entries; ++first) {
         out.push_back(*first);
@@ -1093,8 +1092,8 @@ std::string ReplicatedLog::check_invariants() const {
     }
     if (snapshot_.len > state_.commit_len) {
         return "the snapshot (length " + std::to_string(snapshot_.len) +
-               ") covers uncommitted entries (commit length " +
-               std::to_string(state_.commit_len) + ")";
+               ") covers uncommitted entries (commit length " + std::to_string(state_.commit_len) +
+               ")";
     }
     if (!StrictlyIncreasing(kNoLsn, snapshot_.entries) ||
         (!snapshot_.entries.empty() && snapshot_.entries.back().lsn > snapshot_.lsn) ||

@@ -37,8 +37,8 @@ std::string to_string(const LogMessage& m) {
             } else if constexpr (std::is_same_v<T, InstallSnapshot>) {
                 s += " lsn=" + conclave::to_string(b.lsn) + " len=" + std::to_string(b.len) +
                      " offset=" + std::to_string(b.offset) +
-                     " entries=" + std::to_string(b.entries.size()) +
-                     (b.done ? " done" : "") + (b.fetch ? " fetch" : "");
+                     " entries=" + std::to_string(b.entries.size()) + (b.done ? " done" : "") +
+                     (b.fetch ? " fetch" : "");
             }
         },
         m.body);

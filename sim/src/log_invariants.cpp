@@ -82,6 +82,11 @@ std::optional<Violation> LogHistory::check_prefix(
     NodeId node, const ReplicatedLog& log, const std::map<std::size_t, Entry>& step_applied) {
     const std::size_t commit_len = log.state().commit_len;
     const std::size_t base = log.snapshot().len;
+    if (commit_len > log.end_len()) {
+        return violation(ViolationKind::LogCoreCheck, node,
+                         "commit length " + std::to_string(commit_len) + " exceeds the log (" +
+                             std::to_string(log.end_len()) + ")");
+    }
     std::size_t& verified = verified_len_[node.value];
     verified = std::min(verified, commit_len);
     const auto entry_at = [&](std::size_t k) -> const Entry* {
@@ -101,9 +106,8 @@ std::optional<Violation> LogHistory::check_prefix(
                 return violation(ViolationKind::LogDivergence, node,
                                  "committed " + entry_text(*e) + " at index " + std::to_string(k) +
                                      " where " + entry_text(history_[k]) +
-                                     " was committed (commit point " +
-                                     to_string(log.commit_lsn()) + ", term " +
-                                     to_string(log.state().term) + ")");
+                                     " was committed (commit point " + to_string(log.commit_lsn()) +
+                                     ", term " + to_string(log.state().term) + ")");
             }
         } else if (k == history_.size()) {
             history_.push_back(*e);
@@ -149,7 +153,8 @@ std::optional<Violation> LogHistory::check_durable(std::size_t from,
         std::size_t holders = 0;
         for (const MemoryStorage& s : storage) {
             const std::size_t base = s.snapshot().len;  // durable, and checked against history
-            if (base > k || (s.synced_count() > k - base && s.entries()[k - base].lsn == history_[k].lsn)) {
+            if (base > k ||
+                (s.synced_count() > k - base && s.entries()[k - base].lsn == history_[k].lsn)) {
                 ++holders;
             }
         }
@@ -214,21 +219,17 @@ std::optional<Violation> LogHistory::after_step(NodeId node, const LogActions& a
             complete_len_[node.value] = std::min(complete_len_[node.value], cut);
         } else if (const auto* apply = std::get_if<ApplyCommitted>(&a)) {
             if (apply->snapshot_lsn != replication::kNoLsn) {
-                auto at = std::lower_bound(
-                    history_.begin(), history_.end(), apply->snapshot_lsn,
-                    [](const Entry& e, Lsn l) { return e.lsn < l; });
+                auto at = std::lower_bound(history_.begin(), history_.end(), apply->snapshot_lsn,
+                                           [](const Entry& e, Lsn l) { return e.lsn < l; });
                 apply_pos = static_cast<std::size_t>(at - history_.begin()) + 1;
-                verified_len_[node.value] = std::max(verified_len_[node.value],
-                                                     std::min(apply_pos, history_.size()));
+                verified_len_[node.value] =
+                    std::max(verified_len_[node.value], std::min(apply_pos, history_.size()));
             } else {
                 for (const Entry& e : apply->entries) {
                     step_applied.emplace(apply_pos++, e);
                 }
             }
         }
-    }
-    if (std::string v = log.check_invariants(); !v.empty()) {
-        return violation(ViolationKind::LogCoreCheck, node, "check_invariants: " + v);
     }
     // The driver: promises durable, storage a mirror of the core's log.
     if (storage.meta().term != log.state().term) {
@@ -250,6 +251,11 @@ std::optional<Violation> LogHistory::after_step(NodeId node, const LogActions& a
     }
     if (auto v = check_snapshot(node, log)) {
         return v;
+    }
+    // After the history checks, so that a wrong snapshot is reported by them (they hold the
+    // definition: the committed history), not only by the core's own opinion of itself.
+    if (std::string v = log.check_invariants(); !v.empty()) {
+        return violation(ViolationKind::LogCoreCheck, node, "check_invariants: " + v);
     }
     if (options_.check_durable_quorum) {
         if (auto v = check_durable(history_before, all_storage)) {
@@ -354,10 +360,9 @@ std::optional<Violation> LogHistory::converged(
         }
         const ReplicatedLog& log = *logs[n];
         const std::size_t base = log.snapshot().len;
-        const bool tail_equal =
-            base <= history_.size() && log.end_len() == history_.size() &&
-            std::equal(log.entries().begin(), log.entries().end(),
-                       history_.begin() + static_cast<std::ptrdiff_t>(base));
+        const bool tail_equal = base <= history_.size() && log.end_len() == history_.size() &&
+                                std::equal(log.entries().begin(), log.entries().end(),
+                                           history_.begin() + static_cast<std::ptrdiff_t>(base));
         if (log.state().commit_len != history_.size() || !tail_equal ||
             (base > 0 && log.snapshot().entries != state_of(history_, base))) {
             return violation(ViolationKind::LogLiveness, node,

@@ -321,6 +321,8 @@ int main(int argc, char** argv) {
     std::uint64_t acked = 0;
     std::uint64_t refused = 0;
     std::uint64_t unknown = 0;
+    std::uint64_t compactions = 0;
+    std::uint64_t installed = 0;
     std::int64_t slowest_log_ms = 0;
     std::int64_t log_bound_ms = 0;
     const auto started = std::chrono::steady_clock::now();
@@ -340,6 +342,8 @@ int main(int argc, char** argv) {
         acked += r.log_acked;
         refused += r.stats.proposals_refused;
         unknown += r.stats.proposals_unknown;
+        compactions += r.log_compactions;
+        installed += r.log_snapshots_installed;
         if (r.log_converged_after) {
             slowest_log_ms = std::max(slowest_log_ms, r.log_converged_after->count());
             log_bound_ms = std::max(log_bound_ms, r.log_bound.count());
@@ -408,6 +412,13 @@ int main(int argc, char** argv) {
             static_cast<unsigned long long>(acked), static_cast<unsigned long long>(refused),
             static_cast<unsigned long long>(unknown), static_cast<long long>(slowest_log_ms),
             static_cast<long long>(log_bound_ms));
+        if (run.log_compact != 0) {
+            std::printf(
+                "compaction: %llu snapshots taken, %llu installed from a leader or source "
+                "(nodes alive at the end)\n",
+                static_cast<unsigned long long>(compactions),
+                static_cast<unsigned long long>(installed));
+        }
     }
     if (expect_violation) {
         return violations > 0 ? 0 : 1;

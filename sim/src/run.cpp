@@ -343,7 +343,8 @@ RunResult run_seed(const RunOptions& options) {
     result.log_committed = sim.log_history().history().size();
     result.log_acked = sim.log_history().acked();
     for (std::size_t n = 0; n < options.nodes; ++n) {
-        if (const replication::ReplicatedLog* log = sim.log(NodeId{static_cast<std::uint16_t>(n)})) {
+        if (const replication::ReplicatedLog* log =
+                sim.log(NodeId{static_cast<std::uint16_t>(n)})) {
             result.log_compactions += log->counters().compactions;
             result.log_snapshots_installed += log->counters().snapshots_installed;
         }

@@ -196,10 +196,10 @@ TEST_CASE("log decoding refuses terms >= 2^63 and LSNs above the message term (i
     // entries fit its length.
     CHECK(refused(LogMessage{NodeId{0}, Term{3}, InstallSnapshot{L(4, 1), 9, 0, {}, true, false}},
                   "lsn"));
-    CHECK(refused(
-        LogMessage{NodeId{0}, Term{3},
-                   InstallSnapshot{L(3, 1), 9, 0, {Entry{L(5, 1), "k", "v"}}, true, false}},
-        "entries[].lsn"));
+    CHECK(
+        refused(LogMessage{NodeId{0}, Term{3},
+                           InstallSnapshot{L(3, 1), 9, 0, {Entry{L(5, 1), "k", "v"}}, true, false}},
+                "entries[].lsn"));
     CHECK(refused(LogMessage{NodeId{0}, Term{3}, InstallSnapshot{L(3, 1), 2, 3, {}, true, false}},
                   "len/offset"));
     CHECK(refused(LogMessage{NodeId{0}, Term{3},

@@ -342,9 +342,9 @@ TEST_CASE("the effective config round-trips", "[config]") {
     json doc = GoodConfig();
     doc["profile"] = "fast";
     doc["tls"] = {{"ca", "ca.pem"}, {"cert", "c.pem"}, {"key", "k.pem"}};
-    doc["metadata"] = {{"fsync", "never"},         {"propose_timeout_ms", 500},
-                       {"unsafe_no_fsync", true},   {"quota_bytes", 1 << 20},
-                       {"quota_entries", 5000},     {"compact_threshold", 400},
+    doc["metadata"] = {{"fsync", "never"},        {"propose_timeout_ms", 500},
+                       {"unsafe_no_fsync", true}, {"quota_bytes", 1 << 20},
+                       {"quota_entries", 5000},   {"compact_threshold", 400},
                        {"compact_retain", 40}};
     doc["secret_file"] = "/etc/conclave/secret";
     doc["admin"] = {{"token_file", "/etc/conclave/token"},

@@ -117,8 +117,8 @@ struct Cluster {
                           R"(", "http": "127.0.0.1:)" + std::to_string(free_port(io)) + R"("})";
         }
         config_text = R"({"cluster": "meta", "profile": "fast", "nodes": [)" + nodes_json +
-                      R"(], "data_dir": ")" + root.string() +
-                      R"(/{id}", "metadata": )" + metadata + "}";
+                      R"(], "data_dir": ")" + root.string() + R"(/{id}", "metadata": )" + metadata +
+                      "}";
     }
     ~Cluster() {
         for (auto& n : nodes) {
@@ -366,9 +366,8 @@ TEST_CASE("metadata log: compaction, snapshot catch-up and the NOSPACE quota", "
     CHECK(log.counters().compactions > 0);
     CHECK(log.used_entries() < 40);
     c.start(away);
-    REQUIRE(run_until(c.io, [&] {
-        return c.nodes[away]->log_driver()->log().commit_lsn() == log.commit_lsn();
-    }));
+    REQUIRE(run_until(
+        c.io, [&] { return c.nodes[away]->log_driver()->log().commit_lsn() == log.commit_lsn(); }));
     CHECK(c.nodes[away]->log_driver()->log().counters().snapshots_installed >= 1);
     // Its subscriber ends with the same map: the last value of each key.
     std::map<std::string, std::string> map;

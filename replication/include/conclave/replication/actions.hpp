@@ -99,9 +99,9 @@ struct NotifyLogRole {  // for /status ("passive" | "active") and metrics
     bool operator==(const NotifyLogRole&) const = default;
 };
 
-using LogAction =
-    std::variant<SendLog, BroadcastLog, PersistMeta, PersistEntries, TruncateEntries, PersistSnapshot,
-                 ArmLogTimer, CancelLogTimer, ApplyCommitted, ProposeResult, NotifyLogRole>;
+using LogAction = std::variant<SendLog, BroadcastLog, PersistMeta, PersistEntries, TruncateEntries,
+                               PersistSnapshot, ArmLogTimer, CancelLogTimer, ApplyCommitted,
+                               ProposeResult, NotifyLogRole>;
 using LogActions = std::vector<LogAction>;
 
 std::string_view to_string(LogRole r);

@@ -70,8 +70,9 @@ class LogHistory {
     std::size_t acked() const { return acked_.size(); }
 
   private:
-    std::optional<Violation> check_prefix(NodeId node, const replication::ReplicatedLog& log,
-                                          const std::map<std::size_t, replication::Entry>& step_applied);
+    std::optional<Violation> check_prefix(
+        NodeId node, const replication::ReplicatedLog& log,
+        const std::map<std::size_t, replication::Entry>& step_applied);
     std::optional<Violation> check_snapshot(NodeId node, const replication::ReplicatedLog& log);
     std::optional<Violation> check_durable(std::size_t from,
                                            const std::vector<replication::MemoryStorage>& storage);
