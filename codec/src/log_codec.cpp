@@ -92,6 +92,11 @@ void RequireLsnsWithinTerm(const LogMessage& m) {
                 for (const Entry& e : b.entries) {
                     RequireLsnWithinTerm(e.lsn, t, "entries[].lsn");
                 }
+            } else if constexpr (std::is_same_v<T, InstallSnapshot>) {
+                RequireLsnWithinTerm(b.lsn, t, "lsn");
+                for (const Entry& e : b.entries) {
+                    RequireLsnWithinTerm(e.lsn, t, "entries[].lsn");
+                }
             } else {
                 static_assert(std::is_same_v<T, SyncRequest>);
             }
@@ -170,6 +175,13 @@ json to_json_form(const LogMessage& m, bool binary) {
                 j["after_lsn"] = b.after_lsn;
                 j["entries"] = entries_to_json(b.entries, binary);
                 j["last_lsn"] = b.last_lsn;
+            } else if constexpr (std::is_same_v<T, InstallSnapshot>) {
+                j["lsn"] = b.lsn;
+                j["len"] = b.len;
+                j["offset"] = b.offset;
+                j["entries"] = entries_to_json(b.entries, binary);
+                j["done"] = b.done;
+                j["fetch"] = b.fetch;
             } else {
                 static_assert(std::is_same_v<T, SyncRequest>);
             }
@@ -202,6 +214,19 @@ FetchRequest body_from_json(std::type_identity<FetchRequest>, const json& j) {
 }
 FetchResponse body_from_json(std::type_identity<FetchResponse>, const json& j) {
     return FetchResponse{lsn_field(j, "after_lsn"), entries_from_json(j), lsn_field(j, "last_lsn")};
+}
+
+InstallSnapshot body_from_json(std::type_identity<InstallSnapshot>, const json& j) {
+    InstallSnapshot b{lsn_field(j, "lsn"),  get_u64(j, "len"),   get_u64(j, "offset"),
+                      entries_from_json(j), get_bool(j, "done"), get_bool(j, "fetch")};
+    // A snapshot's length counts entries of a history: anything near 2^64 is forged.
+    constexpr std::uint64_t kMaxLen = std::uint64_t{1} << 48;
+    if (b.len > kMaxLen || b.offset > b.len || b.entries.size() > b.len - b.offset) {
+        fail("len/offset: " + std::to_string(b.offset) + " + " + std::to_string(b.entries.size()) +
+             " entries do not fit in a snapshot of length " + std::to_string(b.len) +
+             " (at most 2^48)");
+    }
+    return b;
 }
 
 // Decodes the body whose kName is `type`; false when no body has that name.

@@ -4,6 +4,7 @@
 
 #include <boost/asio/post.hpp>
 #include <cassert>
+#include <limits>
 #include <stdexcept>
 
 #include "conclave/codec/log_codec.hpp"
@@ -51,6 +52,8 @@ ProposeStatus status_of(ProposeError e) {
             return ProposeStatus::TimedOut;
         case ProposeError::LeadershipLost:
             return ProposeStatus::LeadershipLost;
+        case ProposeError::NoSpace:
+            return ProposeStatus::NoSpace;
     }
     return ProposeStatus::Failed;
 }
@@ -75,6 +78,8 @@ std::string_view to_string(ProposeStatus s) {
             return "stopped";
         case ProposeStatus::Failed:
             return "failed";
+        case ProposeStatus::NoSpace:
+            return "nospace";
     }
     return "unknown";
 }
@@ -86,7 +91,8 @@ bool outcome_unknown(ProposeStatus s) {
 
 std::string_view log_message_type_name(std::size_t index) {
     static constexpr std::array<std::string_view, kLogMessageTypeCount> kNames = {
-        "SyncRequest", "SyncResponse", "Append", "AppendAck", "FetchRequest", "FetchResponse"};
+        "SyncRequest",  "SyncResponse",  "Append",         "AppendAck",
+        "FetchRequest", "FetchResponse", "InstallSnapshot"};
     return index < kNames.size() ? kNames[index] : "unknown";
 }
 
@@ -177,10 +183,12 @@ void LogDriver::stop() {
 void LogDriver::subscribe_committed(CommittedCallback callback) {
     // Level-triggered: replay what was delivered to the others so far (committed entries are
     // never truncated, so they are still at the front of the log), then follow.
-    const std::vector<Entry>& entries = log().entries();
-    assert(delivered_len_ <= entries.size());
-    for (std::size_t i = 0; i < delivered_len_; ++i) {
-        callback(entries[i]);
+    // After a compaction the snapshot stands for the entries it replaced (the last of each key).
+    for (const Entry& e : log().committed_after(kNoLsn, std::numeric_limits<std::size_t>::max())) {
+        if (e.lsn > delivered_lsn_) {
+            break;
+        }
+        callback(e);
     }
     subscribers_.push_back(std::move(callback));
 }
@@ -325,7 +333,7 @@ void LogDriver::Env::apply(const std::vector<Entry>& entries) {
     d->deferred_.push_back([d, entries] {
         const auto subscribers = d->subscribers_;  // a callback may subscribe more
         for (const Entry& e : entries) {
-            ++d->delivered_len_;
+            d->delivered_lsn_ = e.lsn;
             for (const auto& s : subscribers) {
                 s(e);
             }

@@ -346,7 +346,8 @@ LogSettings ParseLog(const json& value) {
 MetadataSettings ParseMetadata(const json& value) {
     ExpectObject(value, "metadata");
     RejectUnknownFields(value, "metadata",
-                        {"enabled", "fsync", "propose_timeout_ms", "unsafe_no_fsync"});
+                        {"enabled", "fsync", "propose_timeout_ms", "unsafe_no_fsync", "quota_bytes",
+                         "quota_entries", "compact_threshold", "compact_retain"});
     MetadataSettings metadata;
     if (const json* enabled = Find(value, "enabled")) {
         metadata.enabled = ExpectBool(*enabled, "metadata.enabled");
@@ -372,6 +373,38 @@ MetadataSettings ParseMetadata(const json& value) {
     // explicit consent.
     if (const json* consent = Find(value, "unsafe_no_fsync")) {
         metadata.unsafe_no_fsync = ExpectBool(*consent, "metadata.unsafe_no_fsync");
+    }
+    // Quota and compaction (issue 16). The smallest quota holds one entry of the largest size.
+    constexpr std::int64_t kMinQuotaBytes = 16 + 1024 + (64 << 10);
+    if (const json* v = Find(value, "quota_bytes")) {
+        const std::int64_t n = ExpectInteger(*v, "metadata.quota_bytes", 0, std::int64_t{1} << 40);
+        if (n != 0 && n < kMinQuotaBytes) {
+            Fail("metadata.quota_bytes",
+                 "expected 0 (no limit) or at least " + std::to_string(kMinQuotaBytes) +
+                     " (one entry of the largest size), got " + std::to_string(n));
+        }
+        metadata.quota_bytes = static_cast<std::uint64_t>(n);
+    }
+    if (const json* v = Find(value, "quota_entries")) {
+        const std::int64_t n =
+            ExpectInteger(*v, "metadata.quota_entries", 0, std::int64_t{1} << 32);
+        if (n == 1) {
+            Fail("metadata.quota_entries", "expected 0 (no limit) or at least 2, got 1");
+        }
+        metadata.quota_entries = static_cast<std::uint64_t>(n);
+    }
+    if (const json* v = Find(value, "compact_threshold")) {
+        metadata.compact_threshold = static_cast<std::uint64_t>(
+            ExpectInteger(*v, "metadata.compact_threshold", 0, std::int64_t{1} << 32));
+    }
+    if (const json* v = Find(value, "compact_retain")) {
+        metadata.compact_retain = static_cast<std::uint64_t>(
+            ExpectInteger(*v, "metadata.compact_retain", 0, std::int64_t{1} << 32));
+    }
+    if (metadata.compact_threshold != 0 && metadata.compact_retain >= metadata.compact_threshold) {
+        Fail("metadata.compact_retain", "must be below metadata.compact_threshold (" +
+                                            std::to_string(metadata.compact_threshold) + "), got " +
+                                            std::to_string(metadata.compact_retain));
     }
     if (metadata.fsync == replication::FsyncPolicy::Never && !metadata.unsafe_no_fsync) {
         Fail("metadata.fsync",
@@ -796,7 +829,11 @@ nlohmann::ordered_json effective_config_json(const ClusterConfig& config) {
          {{"enabled", config.metadata.enabled},
           {"fsync", metadata_fsync_name(config.metadata.fsync)},
           {"propose_timeout_ms", config.metadata.propose_timeout_ms},
-          {"unsafe_no_fsync", config.metadata.unsafe_no_fsync}}},
+          {"unsafe_no_fsync", config.metadata.unsafe_no_fsync},
+          {"quota_bytes", config.metadata.quota_bytes},
+          {"quota_entries", config.metadata.quota_entries},
+          {"compact_threshold", config.metadata.compact_threshold},
+          {"compact_retain", config.metadata.compact_retain}}},
         {"insecure", config.security.insecure},
         {"secret_file", config.security.secret_file.empty()
                             ? nlohmann::ordered_json(nullptr)

@@ -32,6 +32,8 @@ MetadataProposeStatus status_of(net::ProposeStatus s) {
             return MetadataProposeStatus::Stopped;
         case net::ProposeStatus::Failed:
             return MetadataProposeStatus::Failed;
+        case net::ProposeStatus::NoSpace:
+            return MetadataProposeStatus::NoSpace;
     }
     return MetadataProposeStatus::Failed;
 }
@@ -64,6 +66,10 @@ std::string detail_of(MetadataProposeStatus s, const MetadataProposeResult& r, s
         case MetadataProposeStatus::Failed:
             return "the metadata log stopped after a storage failure on this node: outcome "
                    "unknown";
+        case MetadataProposeStatus::NoSpace:
+            return "NOSPACE alarm: the metadata log reached its quota (metadata.quota_bytes / "
+                   "quota_entries) and compaction cannot free space; the cluster is read-only "
+                   "for metadata until the quota is raised (and the leader restarted)";
     }
     return "";
 }
@@ -92,6 +98,8 @@ std::string_view to_string(MetadataProposeStatus s) {
             return "disabled";
         case MetadataProposeStatus::Failed:
             return "failed";
+        case MetadataProposeStatus::NoSpace:
+            return "nospace";
     }
     return "unknown";
 }
@@ -114,6 +122,13 @@ void Node::create_log_driver() {
     const auto period_ms = static_cast<std::uint64_t>(log.heartbeat_period.count());
     log.propose_timeout_ticks = static_cast<std::uint32_t>(std::max<std::uint64_t>(
         1, (config_.metadata.propose_timeout_ms + period_ms - 1) / period_ms));
+    log.quota_bytes = static_cast<std::size_t>(config_.metadata.quota_bytes);
+    log.quota_entries = static_cast<std::size_t>(config_.metadata.quota_entries);
+    log.compact_threshold = static_cast<std::size_t>(config_.metadata.compact_threshold);
+    log.compact_retain = static_cast<std::size_t>(config_.metadata.compact_retain);
+    if (auto error = log.validate()) {
+        throw std::invalid_argument("metadata: " + *error);
+    }
     if (auto error = check_limits(log.max_key_bytes, log.max_value_bytes,
                                   net::kDefaultMaxFrameBytes)) {  // the node's mesh limit
         throw std::invalid_argument(*error);
@@ -203,6 +218,9 @@ std::optional<LogStatus> Node::log_status() const {
             break;
     }
     s.commit_lsn = log_driver_->log().commit_lsn();
+    if (log_driver_->log().nospace_alarm()) {
+        s.alarms.emplace_back("NOSPACE");
+    }
     return s;
 }
 
@@ -230,13 +248,33 @@ void Node::register_metadata_metrics() {
                                     "Replication frames rejected (undecodable, wrong sender)");
     Counter& dropped = metrics_.counter("conclave_metadata_messages_dropped_total",
                                         "Log messages the mesh refused (peer down, overflow)");
-    Gauge& length = metrics_.gauge("conclave_metadata_log_entries", "Entries in the metadata log");
+    Gauge& length = metrics_.gauge("conclave_metadata_log_entries", "Entries held by the metadata log (snapshot + tail)");
     Gauge& commit_index = metrics_.gauge("conclave_metadata_commit_lsn",
                                          "Counter part of the commit LSN (term.counter)");
     commit_latency_ = &metrics_.histogram(
         "conclave_metadata_commit_latency_seconds",
         "Time from a metadata proposal reaching the leader to its commit (successful ones)",
         {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10});
+    Gauge& used_bytes = metrics_.gauge(
+        "conclave_metadata_log_bytes",
+        "Bytes of entries held by the metadata log (snapshot + tail), as the quota counts them");
+    Gauge& nospace = metrics_.gauge(
+        "conclave_metadata_nospace_alarm",
+        "1 while the NOSPACE alarm is raised (quota reached: metadata writes refused)");
+    Counter& compactions = metrics_.counter("conclave_metadata_compactions_total",
+                                            "Snapshots taken by compaction on this node");
+    Counter& installed = metrics_.counter("conclave_metadata_snapshots_installed_total",
+                                          "Snapshots received from a leader and installed");
+    Counter& nospace_refusals = metrics_.counter("conclave_metadata_nospace_refusals_total",
+                                                 "Metadata writes refused by the quota");
+    metrics_.on_collect([this, &used_bytes, &nospace, &compactions, &installed, &nospace_refusals] {
+        const replication::ReplicatedLog& log = log_driver_->log();
+        used_bytes.set(static_cast<double>(log.used_bytes()));
+        nospace.set(log.nospace_alarm() ? 1.0 : 0.0);
+        compactions.set_total(static_cast<double>(log.counters().compactions));
+        installed.set_total(static_cast<double>(log.counters().snapshots_installed));
+        nospace_refusals.set_total(static_cast<double>(log.counters().nospace_refusals));
+    });
     metrics_.on_collect(
         [this, &commits, &ok, &failed, &fsyncs, &flushes, &bad, &dropped, &length, &commit_index] {
             const net::LogDriver& d = *log_driver_;
@@ -247,7 +285,7 @@ void Node::register_metadata_metrics() {
             flushes.set_total(static_cast<double>(d.counters().flushes));
             bad.set_total(static_cast<double>(d.counters().bad_frames));
             dropped.set_total(static_cast<double>(d.counters().messages_dropped));
-            length.set(static_cast<double>(d.log().entries().size()));
+            length.set(static_cast<double>(d.log().used_entries()));
             commit_index.set(static_cast<double>(d.log().commit_lsn().counter));
         });
 }

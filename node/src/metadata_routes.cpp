@@ -62,6 +62,8 @@ AdminResponse ProposeResponse(const MetadataProposeResult& r, const std::string&
             return json_error(503, "disabled", r.detail);
         case MetadataProposeStatus::Failed:
             return json_error(503, "failed", r.detail);
+        case MetadataProposeStatus::NoSpace:
+            return json_error(507, "nospace", r.detail);
     }
     return json_error(500, "internal", "unknown proposal status");
 }

@@ -38,6 +38,7 @@ nlohmann::json status_to_json(const StatusReport& status) {
             out["leader_status"] = status.log->leader_status;
         }
         out["commit_lsn"] = lsn_to_json(status.log->commit_lsn);
+        out["alarms"] = status.log->alarms;
     }
     return out;
 }

@@ -39,6 +39,15 @@ std::optional<std::string> LogConfig::validate() const {
     if (max_value_bytes > (std::size_t{64} << 20)) {
         return "max_value_bytes must be at most 64 MiB";
     }
+    if (quota_bytes != 0 && quota_bytes < 16 + max_key_bytes + max_value_bytes) {
+        return "quota_bytes must be 0 (no limit) or hold at least one entry of the largest size (" +
+               std::to_string(16 + max_key_bytes + max_value_bytes) + " bytes), got " +
+               std::to_string(quota_bytes);
+    }
+    if (compact_threshold != 0 && compact_retain >= compact_threshold) {
+        return "compact_retain must be below compact_threshold, got " +
+               std::to_string(compact_retain) + " >= " + std::to_string(compact_threshold);
+    }
     return std::nullopt;
 }
 
@@ -50,6 +59,8 @@ std::string_view to_string(PlantedLogBug b) {
             return "skip_sync";
         case PlantedLogBug::CommitWithoutQuorum:
             return "commit_without_quorum";
+        case PlantedLogBug::CompactUncommitted:
+            return "compact_uncommitted";
     }
     return "?";
 }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -185,6 +186,12 @@ void CreateDirectoriesDurably(const std::filesystem::path& dir) {
 
 }  // namespace
 
+// Compaction (issue 16): the snapshot file (defined at the end of this file).
+namespace {
+std::optional<Snapshot> ReadSnapshotFile(const std::filesystem::path& path);
+void WriteSnapshotFile(const std::filesystem::path& dir, const Snapshot& snapshot);
+}  // namespace
+
 FileStorage::FileStorage(std::filesystem::path dir, FsyncPolicy policy)
     : dir_(std::move(dir)), policy_(policy) {
     CreateDirectoriesDurably(dir_);
@@ -213,6 +220,9 @@ Recovery FileStorage::recover() {
     if (auto meta = ReadMeta(meta_path())) {
         result.log.meta = *meta;
         report.meta_found = true;
+    }
+    if (auto snapshot = ReadSnapshotFile(snapshot_path())) {
+        result.log.snapshot = std::move(*snapshot);
     }
 
     std::size_t offset = 0;
@@ -273,6 +283,19 @@ Recovery FileStorage::recover() {
 
     std::error_code ignored;
     std::filesystem::remove(dir_ / (std::string(kMetaFileName) + ".tmp"), ignored);
+    std::filesystem::remove(dir_ / (std::string(kSnapshotFileName) + ".tmp"), ignored);
+    std::filesystem::remove(dir_ / (std::string(kLogFileName) + ".tmp"), ignored);
+    // A compaction interrupted between its two renames leaves records the snapshot replaces.
+    const Lsn snapshot_lsn = result.log.snapshot.lsn;
+    auto& entries = result.log.entries;
+    const auto covered =
+        static_cast<std::size_t>(std::upper_bound(entries.begin(), entries.end(), snapshot_lsn,
+                                                  [](Lsn l, const Entry& e) { return l < e.lsn; }) -
+                                 entries.begin());
+    if (covered > 0) {
+        DropFirstRecords(covered);
+        entries.erase(entries.begin(), entries.begin() + static_cast<std::ptrdiff_t>(covered));
+    }
     return result;
 }
 
@@ -380,6 +403,163 @@ void FileStorage::SyncLog() {
 
 void FileStorage::Write(const std::string& bytes, std::uint64_t offset) {
     WriteAll(fd_, bytes.data(), bytes.size(), offset, log_path());
+}
+
+}  // namespace conclave::replication
+
+// ---- Compaction (issue 16) -------------------------------------------------------------------
+
+namespace conclave::replication {
+namespace {
+
+constexpr std::string_view kSnapshotMagic = "CNCLSNP1";
+constexpr std::size_t kSnapshotFixedBytes = 8 + 24 + 4;  // magic, lsn, len, count
+
+std::optional<Snapshot> ReadSnapshotFile(const std::filesystem::path& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT) {
+            return std::nullopt;
+        }
+        ThrowErrno("open", path);
+    }
+    std::string data;
+    try {
+        data = ReadAll(fd, path);
+    } catch (...) {
+        ::close(fd);
+        throw;
+    }
+    ::close(fd);
+    // Replaced atomically: any damage means the disk lies. Refuse, naming what is wrong.
+    if (data.size() < kSnapshotFixedBytes + 4 ||
+        std::string_view(data).substr(0, 8) != kSnapshotMagic) {
+        throw CorruptLogError(Refusal(path, 0, "corrupt snapshot file (bad magic or size)"));
+    }
+    const std::size_t body = data.size() - 4;
+    if (crc32(data.data(), body) != get_u32(data.data() + body)) {
+        throw CorruptLogError(Refusal(path, body, "corrupt snapshot file (bad checksum)"));
+    }
+    Snapshot s;
+    s.lsn = Lsn{Term{get_u64(data.data() + 8)}, get_u64(data.data() + 16)};
+    const std::uint64_t len = get_u64(data.data() + 24);
+    const std::uint32_t count = get_u32(data.data() + 32);
+    std::size_t offset = kSnapshotFixedBytes;
+    const std::string_view records = std::string_view(data).substr(0, body);
+    Lsn prev = kNoLsn;
+    for (std::uint32_t i = 0; i < count; ++i) {
+        DecodedRecord r = decode_record(records.substr(offset), FileStorage::kMaxRecordBytes);
+        if (r.problem != TailProblem::None || !(r.entry.lsn > prev) || r.entry.lsn > s.lsn ||
+            r.entry.key.empty()) {
+            throw CorruptLogError(Refusal(
+                path, offset,
+                "snapshot record " + std::to_string(i) + ": " +
+                    std::string(to_string(r.problem == TailProblem::None ? TailProblem::Malformed
+                                                                         : r.problem))));
+        }
+        prev = r.entry.lsn;
+        offset += r.bytes;
+        s.entries.push_back(std::move(r.entry));
+    }
+    if (offset != body || len < count || len > (std::uint64_t{1} << 48) ||
+        (len == 0) != (s.lsn == kNoLsn)) {
+        throw CorruptLogError(Refusal(path, offset, "corrupt snapshot file (inconsistent header)"));
+    }
+    s.len = static_cast<std::size_t>(len);
+    return s;
+}
+
+// Writes `data` to dir/name durably and atomically: name.tmp, fsync, rename, fsync the directory.
+void ReplaceFileDurably(const std::filesystem::path& dir, std::string_view name,
+                        const std::string& data) {
+    const auto final_path = dir / std::string(name);
+    const auto temp_path = dir / (std::string(name) + ".tmp");
+    const int fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        ThrowErrno("open", temp_path);
+    }
+    try {
+        WriteAll(fd, data.data(), data.size(), 0, temp_path);
+        FsyncOrThrow(fd, temp_path);
+    } catch (...) {
+        ::close(fd);
+        throw;
+    }
+    ::close(fd);
+    if (::rename(temp_path.c_str(), final_path.c_str()) != 0) {
+        ThrowErrno("rename to " + final_path.string() + " from", temp_path);
+    }
+    FsyncDirectory(dir);
+}
+
+void WriteSnapshotFile(const std::filesystem::path& dir, const Snapshot& snapshot) {
+    std::string data(kSnapshotMagic);
+    put_u64(data, snapshot.lsn.term.value);
+    put_u64(data, snapshot.lsn.counter);
+    put_u64(data, snapshot.len);
+    put_u32(data, static_cast<std::uint32_t>(snapshot.entries.size()));
+    for (const Entry& e : snapshot.entries) {
+        encode_record(e, data);
+    }
+    put_u32(data, crc32(data.data(), data.size()));
+    ReplaceFileDurably(dir, FileStorage::kSnapshotFileName, data);
+}
+
+}  // namespace
+
+void FileStorage::persist_snapshot(const Snapshot& snapshot) {
+    CONCLAVE_CHECK(recovered_, "recover() before persist_snapshot()");
+    auto held = std::lower_bound(index_.begin(), index_.end(), snapshot.lsn,
+                                 [](const Indexed& i, Lsn l) { return i.lsn < l; });
+    if (held == index_.end() || held->lsn != snapshot.lsn) {
+        // Installed from the leader: what follows its LSN here is not committed (README); cut it
+        // first, so that recovery may take every record above the snapshot's LSN as following it.
+        truncate_after(snapshot.lsn);
+    }
+    WriteSnapshotFile(dir_, snapshot);
+    fsync_count_ += 2;
+    const auto covered = static_cast<std::size_t>(
+        std::upper_bound(index_.begin(), index_.end(), snapshot.lsn,
+                         [](Lsn l, const Indexed& i) { return l < i.lsn; }) -
+        index_.begin());
+    if (covered > 0) {
+        DropFirstRecords(covered);
+    }
+}
+
+void FileStorage::DropFirstRecords(std::size_t count) {
+    CONCLAVE_CHECK(count <= index_.size(), "dropping stored records");
+    const std::uint64_t from = count == 0 ? kLogMagic.size() : index_[count - 1].end_offset;
+    std::string data(kLogMagic);
+    data.resize(kLogMagic.size() + (size_ - from));
+    std::uint64_t done = 0;
+    while (done < size_ - from) {
+        const ssize_t n =
+            ::pread(fd_, data.data() + kLogMagic.size() + done,
+                    static_cast<std::size_t>(size_ - from - done), static_cast<off_t>(from + done));
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            ThrowErrno("read", log_path());
+        }
+        done += static_cast<std::uint64_t>(n);
+    }
+    ReplaceFileDurably(dir_, kLogFileName, data);
+    fsync_count_ += 2;
+    const int fd = ::open(log_path().c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+        ThrowErrno("open", log_path());
+    }
+    ::close(fd_);
+    fd_ = fd;
+    const std::uint64_t shift = from - kLogMagic.size();
+    index_.erase(index_.begin(), index_.begin() + static_cast<std::ptrdiff_t>(count));
+    for (Indexed& i : index_) {
+        i.end_offset -= shift;
+    }
+    size_ -= shift;
+    synced_ = index_.size();  // the new file was fsynced whole
 }
 
 }  // namespace conclave::replication

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <functional>
+#include <map>
 #include <stdexcept>
 #include <type_traits>
 #include <utility>
@@ -29,16 +30,29 @@ bool StrictlyIncreasing(Lsn after, const std::vector<Entry>& entries) {
 }  // namespace
 
 ReplicatedLog::ReplicatedLog(LogConfig config, RecoveredLog recovered)
-    : config_(config), quorum_(config.effective_quorum()), entries_(std::move(recovered.entries)) {
+    : config_(config),
+      quorum_(config.effective_quorum()),
+      snapshot_(std::move(recovered.snapshot)),
+      entries_(std::move(recovered.entries)) {
     if (auto error = config_.validate()) {
         throw std::invalid_argument("replication config: " + *error);
     }
     CONCLAVE_CHECK(quorum_ >= 1 && quorum_ <= config_.cluster_size, "quorum <= cluster size");
     CONCLAVE_CHECK(config_.self.value < config_.cluster_size, "node index in range");
-    if (!StrictlyIncreasing(kNoLsn, entries_)) {
+    if (!StrictlyIncreasing(snapshot_.lsn, entries_)) {
         throw std::invalid_argument("recovered log: entry LSNs are not strictly increasing");
     }
-    state_.term = recovered.meta.term;
+    if ((snapshot_.len == 0) != (snapshot_.lsn == kNoLsn) ||
+        snapshot_.entries.size() > snapshot_.len ||
+        !StrictlyIncreasing(kNoLsn, snapshot_.entries) ||
+        (!snapshot_.entries.empty() && snapshot_.entries.back().lsn > snapshot_.lsn)) {
+        throw std::invalid_argument("recovered snapshot: inconsistent length, LSN or entries");
+    }
+    snapshot_bytes_ = snapshot_bytes(snapshot_);
+    for (const Entry& e : entries_) {
+        tail_bytes_ += entry_bytes(e);
+    }
+    state_.term = std::max(recovered.meta.term, snapshot_.lsn.term);
     if (!entries_.empty() && entries_.back().lsn.term > state_.term) {
         // The meta file lags the entries only if it was lost; the entries prove the term existed.
         state_.term = entries_.back().lsn.term;
@@ -46,8 +60,9 @@ ReplicatedLog::ReplicatedLog(LogConfig config, RecoveredLog recovered)
     // The recorded commit point is a lower bound; the recovered log may be shorter (torn tail).
     auto commit_end = std::upper_bound(entries_.begin(), entries_.end(), recovered.meta.commit_lsn,
                                        [](Lsn l, const Entry& e) { return l < e.lsn; });
-    state_.commit_len = static_cast<std::size_t>(commit_end - entries_.begin());
-    state_.durable_len = entries_.size();
+    // The snapshot holds only committed entries.
+    state_.commit_len = snapshot_.len + static_cast<std::size_t>(commit_end - entries_.begin());
+    state_.durable_len = end_len();
     progress_.resize(config_.cluster_size);
     sync_.last_lsn.resize(config_.cluster_size);
     sync_.commit_lsn.resize(config_.cluster_size);
@@ -56,6 +71,10 @@ ReplicatedLog::ReplicatedLog(LogConfig config, RecoveredLog recovered)
 // ---- Inputs ------------------------------------------------------------------------------------
 
 LogActions ReplicatedLog::start(Millis) {
+    if (snapshot_.len > 0 && state_.applied_len < snapshot_.len) {
+        out_.push_back(ApplyCommitted{snapshot_.entries, snapshot_.lsn});
+        state_.applied_len = snapshot_.len;
+    }
     SetCommit(state_.commit_len);  // applies the recovered committed prefix
     out_.push_back(NotifyLogRole{state_.role, state_.term});
     return Finish();
@@ -86,6 +105,9 @@ LogActions ReplicatedLog::propose(Millis now, Lsn lsn, std::string key, std::str
     } else if (key.empty() || key.size() > config_.max_key_bytes ||
                value.size() > config_.max_value_bytes || lsn.counter == 0 || !(lsn > last_lsn())) {
         error = ProposeError::InvalidEntry;
+    } else if (!FitsQuota(16 + key.size() + value.size())) {
+        error = ProposeError::NoSpace;
+        ++counters_.nospace_refusals;
     }
     if (error != ProposeError::None) {
         ++counters_.proposals_failed;
@@ -93,7 +115,7 @@ LogActions ReplicatedLog::propose(Millis now, Lsn lsn, std::string key, std::str
         return Finish();
     }
     CONCLAVE_CHECK(lsn > last_lsn(), "LSNs increase");
-    entries_.push_back(Entry{lsn, std::move(key), std::move(value)});
+    Push(Entry{lsn, std::move(key), std::move(value)});
     out_.push_back(PersistEntries{{entries_.back()}});
     pending_.push_back(Pending{lsn, now, state_.tick + config_.propose_timeout_ticks});
     for (std::size_t n = 0; n < config_.cluster_size; ++n) {
@@ -110,9 +132,11 @@ LogActions ReplicatedLog::receive(Millis, const LogMessage& m) {
         ++counters_.messages_dropped;
         return Finish();
     }
+    const auto* snapshot_chunk = std::get_if<InstallSnapshot>(&m.body);
     const bool request = std::holds_alternative<SyncRequest>(m.body) ||
                          std::holds_alternative<Append>(m.body) ||
-                         std::holds_alternative<FetchRequest>(m.body);
+                         std::holds_alternative<FetchRequest>(m.body) ||
+                         (snapshot_chunk != nullptr && !snapshot_chunk->fetch);
     if (m.term < state_.term) {
         if (request) {
             RejectStale(m);
@@ -146,6 +170,8 @@ LogActions ReplicatedLog::receive(Millis, const LogMessage& m) {
                 HandleAppendAck(m, body);
             } else if constexpr (std::is_same_v<T, FetchRequest>) {
                 HandleFetchRequest(m, body);
+            } else if constexpr (std::is_same_v<T, InstallSnapshot>) {
+                HandleInstallSnapshot(m, body);
             } else {
                 static_assert(std::is_same_v<T, FetchResponse>);
                 HandleFetchResponse(m, body);
@@ -248,6 +274,25 @@ void ReplicatedLog::HandleSyncResponse(const LogMessage& m, const SyncResponse& 
 
 void ReplicatedLog::HandleAppend(const LogMessage& m, const Append& body) {
     auto start_len = length_through(body.prev_lsn);
+    // Compaction: an append whose prev_lsn is inside our snapshot (compacted here, or kNoLsn).
+    // The leader of our term holds our snapshot's LSN X (committed: Leader Completeness), so
+    // everything it sends below X is the committed prefix we folded: skip it, and merge what
+    // follows X (a batch that jumps over X without naming it cannot come from that leader).
+    const std::vector<Entry>* entries = &body.entries;
+    std::vector<Entry> trimmed;
+    if (snapshot_.len > 0 &&
+        (start_len ? *start_len < snapshot_.len : body.prev_lsn < snapshot_.lsn)) {
+        auto after = std::upper_bound(body.entries.begin(), body.entries.end(), snapshot_.lsn,
+                                      [](Lsn l, const Entry& e) { return l < e.lsn; });
+        const bool names_x = after != body.entries.begin() && (after - 1)->lsn == snapshot_.lsn;
+        if (after != body.entries.end() && !names_x) {
+            start_len.reset();
+        } else {
+            trimmed.assign(after, body.entries.end());
+            entries = &trimmed;
+            start_len = snapshot_.len;
+        }
+    }
     if (!start_len) {
         ++counters_.appends_rejected;
         Send(m.from, AppendAck{false, body.prev_lsn, last_lsn(), commit_lsn()});
@@ -257,11 +302,11 @@ void ReplicatedLog::HandleAppend(const LogMessage& m, const Append& body) {
         ++counters_.messages_dropped;
         return;
     }
-    if (const char* why = Contradiction(*start_len, body.entries)) {
+    if (const char* why = Contradiction(*start_len, *entries)) {
         Violation(m, why);
         return;
     }
-    const std::size_t end = Merge(*start_len, body.entries);
+    const std::size_t end = Merge(*start_len, *entries);
     // Everything up to `end` now equals the leader's log (Log Matching: same LSN, same prefix).
     state_.matched_len = std::max(state_.matched_len, end);
     if (body.commit_lsn > commit_lsn()) {
@@ -293,6 +338,9 @@ void ReplicatedLog::HandleAppendAck(const LogMessage& m, const AppendAck& body) 
     if (body.ok) {
         auto len = length_through(body.last_lsn);
         if (!len) {
+            if (body.last_lsn < snapshot_.lsn) {
+                return;  // compacted since we sent it: the heartbeat's retransmission catches up
+            }
             ++counters_.messages_dropped;  // we never sent that LSN in this term
             return;
         }
@@ -326,12 +374,20 @@ void ReplicatedLog::HandleAppendAck(const LogMessage& m, const AppendAck& body) 
 
 void ReplicatedLog::HandleFetchRequest(const LogMessage& m, const FetchRequest& body) {
     FetchResponse response{body.after_lsn, {}, last_lsn()};
-    if (auto start_len = length_through(body.after_lsn)) {
+    auto start_len = length_through(body.after_lsn);
+    if (snapshot_.len > 0 &&
+        (start_len ? *start_len < snapshot_.len : body.after_lsn < snapshot_.lsn)) {
+        // Compacted away: the leader's commit point is inside our snapshot (which holds committed
+        // entries only). Send the snapshot; the fetch goes on after it.
+        SendSnapshot(m.from, true);
+        return;
+    }
+    if (start_len) {
         const std::size_t max_entries = std::min<std::size_t>(
             std::max<std::uint32_t>(body.max_entries, 1), config_.max_batch_entries);
         std::size_t bytes = 0;
-        for (std::size_t i = *start_len; i < entries_.size(); ++i) {
-            const Entry& e = entries_[i];
+        for (std::size_t i = *start_len; i < end_len(); ++i) {
+            const Entry& e = at(i);
             if (e.lsn > body.up_to_lsn || response.entries.size() >= max_entries ||
                 (!response.entries.empty() && bytes + entry_bytes(e) > config_.max_batch_bytes)) {
                 break;
@@ -444,6 +500,7 @@ void ReplicatedLog::BecomeLeader(Term term) {
 void ReplicatedLog::StepDown(ProposeError reason) {
     CONCLAVE_CHECK(IsLeader(), "only a leader steps down");
     FailPending(reason);
+    nospace_alarm_ = false;  // the next leader evaluates the quota anew
     Cancel(LogTimer::Heartbeat);
     Cancel(LogTimer::SyncRetry);
     sync_.done = false;
@@ -469,6 +526,8 @@ void ReplicatedLog::RejectStale(const LogMessage& m) {
         Send(m.from, SyncResponse{last_lsn(), commit_lsn()});
     } else if (std::holds_alternative<Append>(m.body)) {
         Send(m.from, AppendAck{false, std::get<Append>(m.body).prev_lsn, last_lsn(), commit_lsn()});
+    } else if (const auto* chunk = std::get_if<InstallSnapshot>(&m.body)) {
+        Send(m.from, AppendAck{false, chunk->lsn, last_lsn(), commit_lsn()});
     } else {
         Send(m.from, FetchResponse{std::get<FetchRequest>(m.body).after_lsn, {}, last_lsn()});
     }
@@ -524,9 +583,9 @@ void ReplicatedLog::FinishSync() {
     CONCLAVE_CHECK(state_.role == LogRole::LeaderPassive && !sync_.done, "sync finishes once");
     const Lsn sync_point{state_.term, 0};
     CONCLAVE_CHECK(last_lsn() < sync_point, "no entry of a term above the leader's");
-    entries_.push_back(Entry{sync_point, {}, {}});
+    Push(Entry{sync_point, {}, {}});
     out_.push_back(PersistEntries{{entries_.back()}});
-    state_.sync_index = entries_.size() - 1;
+    state_.sync_index = end_len() - 1;
     sync_.done = true;
     sync_.source.reset();
     ++counters_.syncs_completed;
@@ -558,10 +617,14 @@ void ReplicatedLog::FinishSync() {
 
 std::size_t ReplicatedLog::Merge(std::size_t pos, const std::vector<Entry>& entries) {
     std::size_t first_new = entries.size();
+    if (entries.empty()) {
+        return pos;  // a heartbeat (prev_lsn may be kNoLsn below a snapshot)
+    }
+    CONCLAVE_CHECK(pos >= snapshot_.len, "merges happen after the snapshot");
     for (std::size_t i = 0; i < entries.size(); ++i, ++pos) {
-        if (pos < entries_.size()) {
-            if (entries_[pos].lsn == entries[i].lsn) {
-                CONCLAVE_CHECK(entries_[pos] == entries[i], "one LSN names one entry");
+        if (pos < end_len()) {
+            if (at(pos).lsn == entries[i].lsn) {
+                CONCLAVE_CHECK(at(pos) == entries[i], "one LSN names one entry");
                 continue;
             }
             Truncate(pos);
@@ -575,17 +638,23 @@ std::size_t ReplicatedLog::Merge(std::size_t pos, const std::vector<Entry>& entr
     PersistEntries persist;
     CONCLAVE_CHECK(entries[first_new].lsn > last_lsn(), "LSNs increase");
     persist.entries.assign(entries.begin() + static_cast<std::ptrdiff_t>(first_new), entries.end());
-    entries_.insert(entries_.end(), persist.entries.begin(), persist.entries.end());
+    for (const Entry& e : persist.entries) {
+        Push(e);
+    }
     out_.push_back(std::move(persist));
-    return entries_.size();
+    return end_len();
 }
 
 void ReplicatedLog::Truncate(std::size_t len) {
     CONCLAVE_CHECK(len >= state_.commit_len, "a committed entry is never truncated");
     CONCLAVE_CHECK(!(IsLeader() && sync_.done), "a leader's log is append-only once it serves");
-    counters_.entries_truncated += entries_.size() - len;
+    CONCLAVE_CHECK(len >= snapshot_.len, "the snapshot is never truncated");
+    counters_.entries_truncated += end_len() - len;
     out_.push_back(TruncateEntries{lsn_at(len)});
-    entries_.resize(len);
+    for (std::size_t pos = len; pos < end_len(); ++pos) {
+        tail_bytes_ -= entry_bytes(at(pos));
+    }
+    entries_.resize(len - snapshot_.len);
     state_.durable_len = std::min(state_.durable_len, len);
     state_.matched_len = std::min(state_.matched_len, len);
     state_.acked_len = std::min(state_.acked_len, len);
@@ -599,19 +668,28 @@ bool ReplicatedLog::Replicate(NodeId peer) {
     PeerProgress& p = progress_[peer.value];
     const std::size_t window = p.probing ? 1 : config_.max_inflight_batches;
     bool sent = false;
-    while (p.inflight_ends.size() < window && p.next_len < entries_.size()) {
+    while (p.inflight_ends.size() < window && p.next_len < end_len()) {
+        if (p.next_len < snapshot_.len) {
+            // What it needs next was compacted away: the snapshot replaces it.
+            SendSnapshot(peer, false);
+            p.probe_prev = snapshot_.lsn;
+            p.inflight_ends.push_back(snapshot_.len);
+            p.next_len = snapshot_.len;
+            sent = true;
+            continue;
+        }
         std::size_t end = p.next_len;
         std::size_t bytes = 0;
-        while (
-            end < entries_.size() && end - p.next_len < config_.max_batch_entries &&
-            (end == p.next_len || bytes + entry_bytes(entries_[end]) <= config_.max_batch_bytes)) {
-            bytes += entry_bytes(entries_[end]);
+        while (end < end_len() && end - p.next_len < config_.max_batch_entries &&
+               (end == p.next_len || bytes + entry_bytes(at(end)) <= config_.max_batch_bytes)) {
+            bytes += entry_bytes(at(end));
             ++end;
         }
         Append append{lsn_at(p.next_len), {}, commit_lsn()};
         p.probe_prev = append.prev_lsn;
-        append.entries.assign(entries_.begin() + static_cast<std::ptrdiff_t>(p.next_len),
-                              entries_.begin() + static_cast<std::ptrdiff_t>(end));
+        append.entries.assign(
+            entries_.begin() + static_cast<std::ptrdiff_t>(p.next_len - snapshot_.len),
+            entries_.begin() + static_cast<std::ptrdiff_t>(end - snapshot_.len));
         Send(peer, std::move(append));
         p.inflight_ends.push_back(end);
         p.next_len = end;
@@ -622,12 +700,14 @@ bool ReplicatedLog::Replicate(NodeId peer) {
 
 // An empty append: carries the commit point, and its reply tells whether the follower diverged.
 void ReplicatedLog::SendHeartbeat(NodeId peer) {
-    Send(peer, Append{lsn_at(progress_[peer.value].match_len), {}, commit_lsn()});
+    // A match inside our snapshot is not held any more: probe from the start (the reply tells).
+    const std::size_t match = progress_[peer.value].match_len;
+    Send(peer, Append{lsn_at(match >= snapshot_.len ? match : 0), {}, commit_lsn()});
 }
 
 void ReplicatedLog::Rewind(NodeId peer, std::size_t next_len) {
     PeerProgress& p = progress_[peer.value];
-    p.next_len = std::min(next_len, entries_.size());
+    p.next_len = std::min(next_len, end_len());
     p.inflight_ends.clear();
     p.probing = true;
 }
@@ -660,13 +740,15 @@ void ReplicatedLog::AdvanceCommit() {
 
 void ReplicatedLog::SetCommit(std::size_t len) {
     CONCLAVE_CHECK(len >= state_.commit_len, "the commit point never moves back");
-    CONCLAVE_CHECK(len <= entries_.size(), "only held entries commit");
+    CONCLAVE_CHECK(len <= end_len(), "only held entries commit");
     counters_.entries_committed += len - state_.commit_len;
     state_.commit_len = len;
     if (state_.applied_len < len) {
+        CONCLAVE_CHECK(state_.applied_len >= snapshot_.len, "the snapshot was applied");
         ApplyCommitted apply;
-        apply.entries.assign(entries_.begin() + static_cast<std::ptrdiff_t>(state_.applied_len),
-                             entries_.begin() + static_cast<std::ptrdiff_t>(len));
+        apply.entries.assign(
+            entries_.begin() + static_cast<std::ptrdiff_t>(state_.applied_len - snapshot_.len),
+            entries_.begin() + static_cast<std::ptrdiff_t>(len - snapshot_.len));
         out_.push_back(std::move(apply));
         state_.applied_len = len;
     }
@@ -701,14 +783,14 @@ void ReplicatedLog::FailPending(ProposeError error) {
 
 const char* ReplicatedLog::Contradiction(std::size_t pos, const std::vector<Entry>& entries) const {
     for (const Entry& e : entries) {
-        if (pos >= entries_.size()) {
+        if (pos >= end_len()) {
             return nullptr;
         }
-        if (entries_[pos].lsn != e.lsn) {
+        if (at(pos).lsn != e.lsn) {
             // Merge truncates here.
             return pos < state_.commit_len ? "a committed entry would be truncated" : nullptr;
         }
-        if (!(entries_[pos] == e)) {
+        if (!(at(pos) == e)) {
             return pos < state_.commit_len ? "contradicts a committed entry (one LSN, two entries)"
                                            : "one LSN names two entries";
         }
@@ -732,33 +814,291 @@ bool ReplicatedLog::ValidBatch(Lsn after, const std::vector<Entry>& entries) con
     });
 }
 
+// A snapshot chunk: from the leader (a follower whose next entry the leader compacted away), or
+// from the sync source (our fetch started inside its snapshot). Chunks are collected in order;
+// the last one installs the snapshot.
+void ReplicatedLog::HandleInstallSnapshot(const LogMessage& m, const InstallSnapshot& body) {
+    if (body.fetch ? (state_.role != LogRole::LeaderPassive || sync_.done || sync_.source != m.from)
+                   : IsLeader()) {
+        return;  // late, or not for us
+    }
+    if (body.offset == 0) {
+        incoming_ = Incoming{m.from, m.term, body.fetch, Snapshot{body.lsn, 0, {}}};
+        if (body.len > std::uint64_t{1} << 48) {
+            incoming_.reset();
+            Violation(m, "InstallSnapshot of an absurd length");
+            return;
+        }
+        incoming_->snapshot.len = static_cast<std::size_t>(body.len);
+    } else if (!incoming_ || incoming_->from != m.from || incoming_->term != m.term ||
+               incoming_->fetch != body.fetch || incoming_->snapshot.lsn != body.lsn ||
+               incoming_->snapshot.len != body.len ||
+               incoming_->snapshot.entries.size() != body.offset) {
+        ++counters_.messages_dropped;  // a chunk lost or reordered: the sender sends it again
+        return;
+    }
+    Snapshot& s = incoming_->snapshot;
+    if (s.entries.size() + body.entries.size() > s.len) {
+        incoming_.reset();
+        Violation(m, "InstallSnapshot holds more entries than its length");
+        return;
+    }
+    s.entries.insert(s.entries.end(), body.entries.begin(), body.entries.end());
+    if (!body.done) {
+        return;
+    }
+    Snapshot snapshot = std::move(s);
+    incoming_.reset();
+    const bool well_formed =
+        snapshot.len > 0 && snapshot.lsn != kNoLsn && snapshot.lsn.term <= state_.term &&
+        StrictlyIncreasing(kNoLsn, snapshot.entries) &&
+        (snapshot.entries.empty() || snapshot.entries.back().lsn <= snapshot.lsn) &&
+        std::none_of(snapshot.entries.begin(), snapshot.entries.end(),
+                     [](const Entry& e) { return e.key.empty() || is_sync_point(e); });
+    if (!well_formed) {
+        Violation(m, "InstallSnapshot is not an ordered state at its LSN");
+        if (body.fetch) {
+            AbandonSource();
+        }
+        return;
+    }
+    if (body.fetch && snapshot.lsn > sync_.target) {
+        AbandonSource();
+        return;
+    }
+    if (snapshot.lsn < snapshot_.lsn) {
+        // Older than ours: our snapshot covers it (both are the committed history's prefixes).
+        if (body.fetch) {
+            AbandonSource();
+            return;
+        }
+        state_.matched_len = std::max(state_.matched_len, snapshot_.len);
+        MaybeAck(true);
+        return;
+    }
+    if (auto held = length_through(snapshot.lsn)) {
+        if (*held != snapshot.len) {
+            Violation(m, "InstallSnapshot's length contradicts our log");
+            if (body.fetch) {
+                AbandonSource();
+            }
+            return;
+        }
+        // We hold its LSN: our prefix up to there is the sender's (Log Matching), and committed.
+        if (!body.fetch) {
+            state_.matched_len = std::max(state_.matched_len, *held);
+            if (*held > state_.commit_len) {
+                SetCommit(*held);
+            }
+            MaybeAck(true);
+            return;
+        }
+    } else {
+        if (snapshot.len < state_.commit_len || snapshot.lsn <= commit_lsn()) {
+            Violation(m, "InstallSnapshot ends inside our committed prefix but is not in our log");
+            if (body.fetch) {
+                AbandonSource();
+            }
+            return;
+        }
+        InstallWhole(std::move(snapshot));
+        if (!body.fetch) {
+            state_.matched_len = snapshot_.len;
+            MaybeAck(true);
+            return;
+        }
+    }
+    // The fetch goes on after the snapshot.
+    sync_.fetch_after = body.lsn;
+    if (sync_.fetch_after == sync_.target) {
+        FinishSync();
+    } else {
+        SendFetch();
+    }
+}
+
+// ---- Compaction and quota (issue 16) ------------------------------------------------------------
+
+void ReplicatedLog::Push(Entry entry) {
+    tail_bytes_ += entry_bytes(entry);
+    entries_.push_back(std::move(entry));
+}
+
+bool ReplicatedLog::FitsQuota(std::size_t bytes) {
+    const auto over = [&] {
+        return (config_.quota_entries != 0 && used_entries() + 1 > config_.quota_entries) ||
+               (config_.quota_bytes != 0 && used_bytes() + bytes > config_.quota_bytes);
+    };
+    if (nospace_alarm_) {
+        return false;
+    }
+    if (!over()) {
+        return true;
+    }
+    // Full: fold everything committed (and durable here) into the snapshot first; superseded
+    // values free space. Still full: NOSPACE until a compaction frees space or leadership moves.
+    const std::size_t upto = std::min(state_.commit_len, state_.durable_len);
+    if (upto > snapshot_.len) {
+        Compact(upto);
+    }
+    if (!over()) {
+        return true;
+    }
+    nospace_alarm_ = true;
+    return false;
+}
+
+void ReplicatedLog::MaybeCompact() {
+    if (config_.compact_threshold == 0) {
+        return;
+    }
+    std::size_t upto = std::min(state_.commit_len, state_.durable_len);
+    if (config_.planted_bug == PlantedLogBug::CompactUncommitted) {
+        upto = state_.durable_len;  // wrong: past the commit point
+    }
+    if (upto <= snapshot_.len || upto - snapshot_.len <= config_.compact_threshold) {
+        return;
+    }
+    Compact(upto - config_.compact_retain);
+}
+
+void ReplicatedLog::Compact(std::size_t len) {
+    if (config_.planted_bug != PlantedLogBug::CompactUncommitted) {
+        CONCLAVE_CHECK(len <= state_.commit_len, "only committed entries are compacted");
+    }
+    CONCLAVE_CHECK(len > snapshot_.len && len <= state_.durable_len, "compaction of held entries");
+    const std::size_t used_before = used_bytes();
+    const std::size_t count_before = used_entries();
+    std::map<std::string_view, const Entry*> latest;
+    for (const Entry& e : snapshot_.entries) {
+        latest[e.key] = &e;
+    }
+    for (std::size_t pos = snapshot_.len; pos < len; ++pos) {
+        if (!is_sync_point(at(pos))) {
+            latest[at(pos).key] = &at(pos);
+        }
+    }
+    Snapshot next{lsn_at(len), len, {}};
+    next.entries.reserve(latest.size());
+    for (const auto& [key, e] : latest) {
+        next.entries.push_back(*e);
+    }
+    std::sort(next.entries.begin(), next.entries.end(),
+              [](const Entry& a, const Entry& b) { return a.lsn < b.lsn; });
+    const std::size_t folded = len - snapshot_.len;
+    for (std::size_t pos = snapshot_.len; pos < len; ++pos) {
+        tail_bytes_ -= entry_bytes(at(pos));
+    }
+    entries_.erase(entries_.begin(), entries_.begin() + static_cast<std::ptrdiff_t>(folded));
+    snapshot_ = std::move(next);
+    snapshot_bytes_ = snapshot_bytes(snapshot_);
+    ++counters_.compactions;
+    counters_.entries_compacted += folded;
+    out_.push_back(PersistSnapshot{snapshot_});
+    if (nospace_alarm_ && (used_bytes() < used_before || used_entries() < count_before)) {
+        nospace_alarm_ = false;
+    }
+}
+
+void ReplicatedLog::SendSnapshot(NodeId peer, bool fetch) {
+    ++counters_.snapshots_sent;
+    std::size_t offset = 0;
+    do {
+        InstallSnapshot chunk{snapshot_.lsn, snapshot_.len, offset, {}, false, fetch};
+        std::size_t bytes = 0;
+        while (offset < snapshot_.entries.size() &&
+               chunk.entries.size() < config_.max_batch_entries &&
+               (chunk.entries.empty() ||
+                bytes + entry_bytes(snapshot_.entries[offset]) <= config_.max_batch_bytes)) {
+            bytes += entry_bytes(snapshot_.entries[offset]);
+            chunk.entries.push_back(snapshot_.entries[offset]);
+            ++offset;
+        }
+        chunk.done = offset == snapshot_.entries.size();
+        Send(peer, std::move(chunk));
+    } while (offset < snapshot_.entries.size());
+}
+
+void ReplicatedLog::InstallWhole(Snapshot snapshot) {
+    CONCLAVE_CHECK(snapshot.len >= state_.commit_len, "a snapshot covers the committed prefix");
+    ++counters_.snapshots_installed;
+    counters_.entries_truncated += entries_.size();
+    counters_.entries_committed += snapshot.len - state_.commit_len;
+    entries_.clear();
+    tail_bytes_ = 0;
+    snapshot_ = std::move(snapshot);
+    snapshot_bytes_ = snapshot_bytes(snapshot_);
+    out_.push_back(PersistSnapshot{snapshot_});
+    state_.commit_len = snapshot_.len;
+    state_.durable_len = snapshot_.len;  // PersistSnapshot is durable when performed
+    state_.matched_len = std::min(state_.matched_len, snapshot_.len);
+    state_.acked_len = std::min(state_.acked_len, snapshot_.len);
+    out_.push_back(ApplyCommitted{snapshot_.entries, snapshot_.lsn});
+    state_.applied_len = snapshot_.len;
+}
+
 // ---- Observation -------------------------------------------------------------------------------
+
+Lsn ReplicatedLog::lsn_at(std::size_t len) const {
+    if (len == 0) {
+        return kNoLsn;
+    }
+    if (len == snapshot_.len) {
+        return snapshot_.lsn;
+    }
+    CONCLAVE_CHECK(len > snapshot_.len && len <= end_len(), "a position held in the log");
+    return entries_[len - snapshot_.len - 1].lsn;
+}
 
 std::optional<std::size_t> ReplicatedLog::length_through(Lsn lsn) const {
     if (lsn == kNoLsn) {
         return 0;
+    }
+    if (lsn == snapshot_.lsn) {
+        return snapshot_.len;
     }
     auto it = std::lower_bound(entries_.begin(), entries_.end(), lsn,
                                [](const Entry& e, Lsn l) { return e.lsn < l; });
     if (it == entries_.end() || it->lsn != lsn) {
         return std::nullopt;
     }
-    return static_cast<std::size_t>(it - entries_.begin()) + 1;
+    return snapshot_.len + static_cast<std::size_t>(it - entries_.begin()) + 1;
 }
 
+// Compaction: entries before the snapshot's LSN are served from the snapshot (the last entry of
+// each key, in LSN order), then the committed tail.
 std::vector<Entry> ReplicatedLog::committed_after(Lsn after, std::size_t max_entries) const {
-    auto first = std::upper_bound(entries_.begin(),
-                                  entries_.begin() + static_cast<std::ptrdiff_t>(state_.commit_len),
-                                  after, [](Lsn l, const Entry& e) { return l < e.lsn; });
-    const auto available = static_cast<std::size_t>(
-        entries_.begin() + static_cast<std::ptrdiff_t>(state_.commit_len) - first);
-    const auto count = std::min(available, max_entries);
-    return std::vector<Entry>(first, first + static_cast<std::ptrdiff_t>(count));
+    std::vector<Entry> out;
+    const auto by_lsn = [](Lsn l, const Entry& e) { return l < e.lsn; };
+    if (after < snapshot_.lsn) {
+        auto first =
+            std::upper_bound(snapshot_.entries.begin(), snapshot_.entries.end(), after, by_lsn);
+        for (; first != snapshot_.entries.end() && out.size() < max_entries; ++first) {
+            out.push_back(*first);
+        }
+    }
+    const auto tail_end =
+        entries_.begin() + static_cast<std::ptrdiff_t>(state_.commit_len - snapshot_.len);
+    auto first = std::upper_bound(entries_.begin(), tail_end, after, by_lsn);
+    for (; first != tail_end && out.size() < max_entries; ++first) {
+        out.push_back(*first);
+    }
+    return out;
 }
 
 std::string ReplicatedLog::check_invariants() const {
-    if (!StrictlyIncreasing(kNoLsn, entries_)) {
+    if (!StrictlyIncreasing(snapshot_.lsn, entries_)) {
         return "entry LSNs are not strictly increasing";
+    }
+    if (snapshot_.len > state_.commit_len) {
+        return "the snapshot (length " + std::to_string(snapshot_.len) +
+               ") covers uncommitted entries (commit length " + std::to_string(state_.commit_len) +
+               ")";
+    }
+    if (!StrictlyIncreasing(kNoLsn, snapshot_.entries) ||
+        (!snapshot_.entries.empty() && snapshot_.entries.back().lsn > snapshot_.lsn) ||
+        snapshot_.entries.size() > snapshot_.len || snapshot_bytes_ != snapshot_bytes(snapshot_)) {
+        return "the snapshot's entries are not an ordered state at its LSN";
     }
     for (const Entry& e : entries_) {
         if (e.lsn.term > state_.term) {
@@ -768,13 +1108,14 @@ std::string ReplicatedLog::check_invariants() const {
             return "entry " + to_string(e.lsn) + ": only sync points have an empty key";
         }
     }
-    if (state_.commit_len > entries_.size() || state_.applied_len != state_.commit_len ||
-        state_.durable_len > entries_.size() || state_.matched_len > entries_.size()) {
+    if (state_.commit_len > end_len() || state_.applied_len != state_.commit_len ||
+        state_.durable_len > end_len() || state_.matched_len > end_len()) {
         return "a prefix length exceeds the log";
     }
     if (state_.role == LogRole::LeaderActive) {
         if (!sync_.done || state_.sync_index >= state_.commit_len ||
-            entries_[state_.sync_index].lsn != Lsn{state_.term, 0}) {
+            (state_.sync_index >= snapshot_.len &&
+             at(state_.sync_index).lsn != Lsn{state_.term, 0})) {
             return "an ACTIVE leader's sync point is not committed";
         }
     }
@@ -828,6 +1169,7 @@ void ReplicatedLog::SetRole(LogRole role) {
 }
 
 LogActions ReplicatedLog::Finish() {
+    MaybeCompact();  // after every input: never in the middle of a handler
     LogActions out;
     out.swap(out_);
     return out;

@@ -20,6 +20,10 @@ bool perform_storage_action(LogStorage& storage, const LogAction& action) {
         storage.write_meta(m->meta);
         return true;
     }
+    if (const auto* snap = std::get_if<PersistSnapshot>(&action)) {
+        storage.persist_snapshot(snap->snapshot);
+        return true;
+    }
     return false;
 }
 
@@ -27,6 +31,7 @@ Recovery MemoryStorage::recover() {
     Recovery r;
     r.log.entries = entries_;
     r.log.meta = meta_;
+    r.log.snapshot = snapshot_;
     r.report.records = entries_.size();
     r.report.meta_found = true;
     return r;
@@ -64,7 +69,22 @@ Lsn MemoryStorage::flush() {
 }
 
 Lsn MemoryStorage::durable_lsn() const {
-    return reported_ == 0 ? kNoLsn : entries_[reported_ - 1].lsn;
+    return reported_ == 0 ? snapshot_.lsn : entries_[reported_ - 1].lsn;
+}
+
+void MemoryStorage::persist_snapshot(const Snapshot& snapshot) {
+    auto held = std::lower_bound(entries_.begin(), entries_.end(), snapshot.lsn,
+                                 [](const Entry& e, Lsn l) { return e.lsn < l; });
+    if (held == entries_.end() || held->lsn != snapshot.lsn) {
+        truncate_after(snapshot.lsn);  // installed: what follows is not ours to keep
+    }
+    auto keep = std::upper_bound(entries_.begin(), entries_.end(), snapshot.lsn,
+                                 [](Lsn l, const Entry& e) { return l < e.lsn; });
+    const auto dropped = static_cast<std::size_t>(keep - entries_.begin());
+    entries_.erase(entries_.begin(), keep);
+    synced_ = synced_ > dropped ? synced_ - dropped : 0;
+    reported_ = reported_ > dropped ? reported_ - dropped : 0;
+    snapshot_ = snapshot;
 }
 
 void MemoryStorage::crash() {

@@ -34,6 +34,11 @@ std::string to_string(const LogMessage& m) {
                 s += " after=" + conclave::to_string(b.after_lsn) +
                      " entries=" + std::to_string(b.entries.size()) +
                      " last=" + conclave::to_string(b.last_lsn);
+            } else if constexpr (std::is_same_v<T, InstallSnapshot>) {
+                s += " lsn=" + conclave::to_string(b.lsn) + " len=" + std::to_string(b.len) +
+                     " offset=" + std::to_string(b.offset) +
+                     " entries=" + std::to_string(b.entries.size()) + (b.done ? " done" : "") +
+                     (b.fetch ? " fetch" : "");
             }
         },
         m.body);
@@ -76,6 +81,8 @@ std::string_view to_string(ProposeError e) {
             return "timed_out";
         case ProposeError::LeadershipLost:
             return "leadership_lost";
+        case ProposeError::NoSpace:
+            return "nospace";
     }
     return "?";
 }
@@ -98,13 +105,21 @@ std::string to_string(const LogAction& a) {
                        "}";
             } else if constexpr (std::is_same_v<T, TruncateEntries>) {
                 return "TruncateEntries{after=" + conclave::to_string(x.after_lsn) + "}";
+            } else if constexpr (std::is_same_v<T, PersistSnapshot>) {
+                return "PersistSnapshot{lsn=" + conclave::to_string(x.snapshot.lsn) +
+                       " len=" + std::to_string(x.snapshot.len) +
+                       " entries=" + std::to_string(x.snapshot.entries.size()) + "}";
             } else if constexpr (std::is_same_v<T, ArmLogTimer>) {
                 return "ArmLogTimer{" + std::string(to_string(x.timer)) + " " +
                        std::to_string(x.delay.count()) + "ms}";
             } else if constexpr (std::is_same_v<T, CancelLogTimer>) {
                 return "CancelLogTimer{" + std::string(to_string(x.timer)) + "}";
             } else if constexpr (std::is_same_v<T, ApplyCommitted>) {
-                return "ApplyCommitted{" + std::to_string(x.entries.size()) + "}";
+                return "ApplyCommitted{" + std::to_string(x.entries.size()) +
+                       (x.snapshot_lsn == kNoLsn
+                            ? std::string()
+                            : " snapshot=" + conclave::to_string(x.snapshot_lsn)) +
+                       "}";
             } else if constexpr (std::is_same_v<T, ProposeResult>) {
                 return "ProposeResult{" + conclave::to_string(x.lsn) + " " +
                        std::string(to_string(x.error)) + "}";

@@ -28,6 +28,23 @@ Violation violation(ViolationKind kind, NodeId node, std::string what) {
     return Violation{kind, "log of " + node_name(node) + ": " + std::move(what)};
 }
 
+/// The state a snapshot of the first `len` history entries must hold: the last entry of each key
+/// (sync points dropped), in LSN order.
+std::vector<Entry> state_of(const std::vector<Entry>& history, std::size_t len) {
+    std::map<std::string, const Entry*> latest;
+    for (std::size_t k = 0; k < len; ++k) {
+        if (!replication::is_sync_point(history[k])) {
+            latest[history[k].key] = &history[k];
+        }
+    }
+    std::vector<Entry> out;
+    for (const auto& [key, e] : latest) {
+        out.push_back(*e);
+    }
+    std::sort(out.begin(), out.end(), [](const Entry& a, const Entry& b) { return a.lsn < b.lsn; });
+    return out;
+}
+
 }  // namespace
 
 LogHistory::LogHistory(std::size_t nodes, LogHistoryOptions options)
@@ -37,7 +54,8 @@ LogHistory::LogHistory(std::size_t nodes, LogHistoryOptions options)
       verified_len_(nodes, 0),
       complete_len_(nodes, 0),
       complete_term_(nodes),
-      applied_(nodes, 0) {
+      applied_(nodes, 0),
+      snapshot_checked_(nodes) {
     assert(nodes > 0);
 }
 
@@ -57,26 +75,73 @@ bool LogHistory::acknowledged(Lsn lsn) const {
 
 // The node's committed prefix against the one history, each index once (see the header for why
 // once is enough); where the prefix goes beyond the history, it extends the history.
-std::optional<Violation> LogHistory::check_prefix(NodeId node, const ReplicatedLog& log) {
-    const std::vector<Entry>& entries = log.entries();
+// Compaction: positions inside the node's snapshot are no longer held; those committed in this
+// very step are known from its ApplyCommitted actions (`step_applied`, by position), the others
+// were compared before, or are checked through the snapshot as a whole (check_snapshot).
+std::optional<Violation> LogHistory::check_prefix(
+    NodeId node, const ReplicatedLog& log, const std::map<std::size_t, Entry>& step_applied) {
     const std::size_t commit_len = log.state().commit_len;
+    const std::size_t base = log.snapshot().len;
+    if (commit_len > log.end_len()) {
+        return violation(ViolationKind::LogCoreCheck, node,
+                         "commit length " + std::to_string(commit_len) + " exceeds the log (" +
+                             std::to_string(log.end_len()) + ")");
+    }
     std::size_t& verified = verified_len_[node.value];
     verified = std::min(verified, commit_len);
-    const std::size_t common = std::min(commit_len, history_.size());
-    for (std::size_t k = verified; k < common; ++k) {
-        if (entries[k] != history_[k]) {
+    const auto entry_at = [&](std::size_t k) -> const Entry* {
+        if (k >= base) {
+            return &log.at(k);
+        }
+        auto it = step_applied.find(k);
+        return it == step_applied.end() ? nullptr : &it->second;
+    };
+    for (std::size_t k = verified; k < commit_len; ++k) {
+        const Entry* e = entry_at(k);
+        if (e == nullptr) {
+            continue;  // inside the snapshot: check_snapshot compares it whole
+        }
+        if (k < history_.size()) {
+            if (*e != history_[k]) {
+                return violation(ViolationKind::LogDivergence, node,
+                                 "committed " + entry_text(*e) + " at index " + std::to_string(k) +
+                                     " where " + entry_text(history_[k]) +
+                                     " was committed (commit point " + to_string(log.commit_lsn()) +
+                                     ", term " + to_string(log.state().term) + ")");
+            }
+        } else if (k == history_.size()) {
+            history_.push_back(*e);
+            commit_term_.push_back(log.state().term);
+        } else {
             return violation(ViolationKind::LogDivergence, node,
-                             "committed " + entry_text(entries[k]) + " at index " +
-                                 std::to_string(k) + " where " + entry_text(history_[k]) +
-                                 " was committed (commit point " + to_string(log.commit_lsn()) +
-                                 ", term " + to_string(log.state().term) + ")");
+                             "committed index " + std::to_string(k) +
+                                 " beyond the known history, with a gap before it");
         }
     }
-    for (std::size_t k = history_.size(); k < commit_len; ++k) {
-        history_.push_back(entries[k]);
-        commit_term_.push_back(log.state().term);
-    }
     verified = commit_len;
+    return std::nullopt;
+}
+
+// A snapshot is exactly the state of the committed history up to its length: it ends at the
+// history's entry of that index, and holds the last entry of each key before it.
+std::optional<Violation> LogHistory::check_snapshot(NodeId node, const ReplicatedLog& log) {
+    const replication::Snapshot& snap = log.snapshot();
+    if (snap.len == 0 || snapshot_checked_[node.value] == snap.lsn) {
+        return std::nullopt;
+    }
+    if (snap.len > history_.size() || history_[snap.len - 1].lsn != snap.lsn) {
+        return violation(ViolationKind::LogDivergence, node,
+                         "snapshot at " + to_string(snap.lsn) + " (length " +
+                             std::to_string(snap.len) +
+                             ") does not end at a committed entry of the history (" +
+                             std::to_string(history_.size()) + " committed)");
+    }
+    if (snap.entries != state_of(history_, snap.len)) {
+        return violation(ViolationKind::LogDivergence, node,
+                         "snapshot at " + to_string(snap.lsn) +
+                             " is not the state of the committed history up to it");
+    }
+    snapshot_checked_[node.value] = snap.lsn;
     return std::nullopt;
 }
 
@@ -87,7 +152,9 @@ std::optional<Violation> LogHistory::check_durable(std::size_t from,
     for (std::size_t k = from; k < history_.size(); ++k) {
         std::size_t holders = 0;
         for (const MemoryStorage& s : storage) {
-            if (s.synced_count() > k && s.entries()[k].lsn == history_[k].lsn) {
+            const std::size_t base = s.snapshot().len;  // durable, and checked against history
+            if (base > k ||
+                (s.synced_count() > k - base && s.entries()[k - base].lsn == history_[k].lsn)) {
                 ++holders;
             }
         }
@@ -116,19 +183,19 @@ std::optional<Violation> LogHistory::check_complete(NodeId node, const Replicate
     if (log.role() != LogRole::LeaderActive) {
         return std::nullopt;
     }
-    const std::vector<Entry>& entries = log.entries();
-    for (std::size_t k = done; k < history_.size(); ++k) {
+    const std::size_t base = log.snapshot().len;  // below: check_snapshot compares it whole
+    const std::size_t end = log.end_len();
+    for (std::size_t k = std::max(done, base); k < history_.size(); ++k) {
         if (commit_term_[k] > term) {
             continue;
         }
-        if (k >= entries.size() || entries[k].lsn != history_[k].lsn) {
+        if (k >= end || log.at(k).lsn != history_[k].lsn) {
             return violation(ViolationKind::LogLeaderIncomplete, node,
                              "ACTIVE leader of term " + to_string(term) + " lacks " +
                                  entry_text(history_[k]) + " at index " + std::to_string(k) +
                                  ", committed in term " + to_string(commit_term_[k]) +
-                                 (k < entries.size() ? "; it holds " + entry_text(entries[k])
-                                                     : "; its log ends at index " +
-                                                           std::to_string(entries.size())));
+                                 (k < end ? "; it holds " + entry_text(log.at(k))
+                                          : "; its log ends at index " + std::to_string(end)));
         }
     }
     done = history_.size();
@@ -141,16 +208,28 @@ std::optional<Violation> LogHistory::after_step(NodeId node, const LogActions& a
     assert(node.value < nodes_ && logs.size() == nodes_ && logs[node.value]);
     const ReplicatedLog& log = *logs[node.value];
     const MemoryStorage& storage = all_storage[node.value];
+    // Entries applied in this step, by position (a snapshot's state restarts the positions).
+    std::map<std::size_t, Entry> step_applied;
+    std::size_t apply_pos = applied_[node.value];
     for (const LogAction& a : actions) {
         if (const auto* truncate = std::get_if<replication::TruncateEntries>(&a)) {
             // Compare again from the cut (it must not reach the committed prefix).
             const std::size_t cut = log.length_through(truncate->after_lsn).value_or(0);
             verified_len_[node.value] = std::min(verified_len_[node.value], cut);
             complete_len_[node.value] = std::min(complete_len_[node.value], cut);
+        } else if (const auto* apply = std::get_if<ApplyCommitted>(&a)) {
+            if (apply->snapshot_lsn != replication::kNoLsn) {
+                auto at = std::lower_bound(history_.begin(), history_.end(), apply->snapshot_lsn,
+                                           [](const Entry& e, Lsn l) { return e.lsn < l; });
+                apply_pos = static_cast<std::size_t>(at - history_.begin()) + 1;
+                verified_len_[node.value] =
+                    std::max(verified_len_[node.value], std::min(apply_pos, history_.size()));
+            } else {
+                for (const Entry& e : apply->entries) {
+                    step_applied.emplace(apply_pos++, e);
+                }
+            }
         }
-    }
-    if (std::string v = log.check_invariants(); !v.empty()) {
-        return violation(ViolationKind::LogCoreCheck, node, "check_invariants: " + v);
     }
     // The driver: promises durable, storage a mirror of the core's log.
     if (storage.meta().term != log.state().term) {
@@ -160,14 +239,23 @@ std::optional<Violation> LogHistory::after_step(NodeId node, const LogActions& a
                              ")");
     }
     if (storage.entries().size() != log.entries().size() ||
+        storage.snapshot().lsn != log.snapshot().lsn ||
         (!log.entries().empty() && storage.entries().back().lsn != log.last_lsn())) {
         return violation(ViolationKind::LogDriver, node,
                          "storage holds " + std::to_string(storage.entries().size()) +
                              " entries, the core " + std::to_string(log.entries().size()));
     }
     const std::size_t history_before = history_.size();
-    if (auto v = check_prefix(node, log)) {
+    if (auto v = check_prefix(node, log, step_applied)) {
         return v;
+    }
+    if (auto v = check_snapshot(node, log)) {
+        return v;
+    }
+    // After the history checks, so that a wrong snapshot is reported by them (they hold the
+    // definition: the committed history), not only by the core's own opinion of itself.
+    if (std::string v = log.check_invariants(); !v.empty()) {
+        return violation(ViolationKind::LogCoreCheck, node, "check_invariants: " + v);
     }
     if (options_.check_durable_quorum) {
         if (auto v = check_durable(history_before, all_storage)) {
@@ -176,6 +264,24 @@ std::optional<Violation> LogHistory::after_step(NodeId node, const LogActions& a
     }
     for (const LogAction& a : actions) {
         if (const auto* apply = std::get_if<ApplyCommitted>(&a)) {
+            if (apply->snapshot_lsn != replication::kNoLsn) {
+                // A snapshot's state replaces what was applied: it must be the history's state.
+                auto at = std::lower_bound(history_.begin(), history_.end(), apply->snapshot_lsn,
+                                           [](const Entry& e, Lsn l) { return e.lsn < l; });
+                if (at == history_.end() || at->lsn != apply->snapshot_lsn) {
+                    return violation(ViolationKind::LogDivergence, node,
+                                     "applied a snapshot at " + to_string(apply->snapshot_lsn) +
+                                         ", which is not a committed entry");
+                }
+                const auto len = static_cast<std::size_t>(at - history_.begin()) + 1;
+                if (apply->entries != state_of(history_, len)) {
+                    return violation(ViolationKind::LogDivergence, node,
+                                     "applied a snapshot at " + to_string(apply->snapshot_lsn) +
+                                         " that is not the committed state up to it");
+                }
+                applied_[node.value] = len;
+                continue;
+            }
             for (const Entry& e : apply->entries) {
                 const std::size_t k = applied_[node.value]++;
                 if (k >= history_.size() || history_[k] != e) {
@@ -203,7 +309,17 @@ std::optional<Violation> LogHistory::after_step(NodeId node, const LogActions& a
                                  "acknowledged " + to_string(result->lsn) +
                                      ", which no client proposal appended");
             }
-            const auto len = log.length_through(result->lsn);
+            auto len = log.length_through(result->lsn);
+            // Compacted already (committed and folded in the same step): find it in the history.
+            std::optional<std::size_t> at_history;
+            auto h = std::lower_bound(history_.begin(), history_.end(), result->lsn,
+                                      [](const Entry& e, Lsn l) { return e.lsn < l; });
+            if (h != history_.end() && h->lsn == result->lsn) {
+                at_history = static_cast<std::size_t>(h - history_.begin()) + 1;
+            }
+            if (!len && at_history && *at_history <= log.snapshot().len) {
+                len = at_history;
+            }
             if (!len || *len > log.state().commit_len || *len > history_.size() ||
                 history_[*len - 1] != proposed->second) {
                 return violation(ViolationKind::LogAckLost, node,
@@ -243,7 +359,12 @@ std::optional<Violation> LogHistory::converged(
             return violation(ViolationKind::LogLiveness, node, "not running at the end");
         }
         const ReplicatedLog& log = *logs[n];
-        if (log.state().commit_len != history_.size() || log.entries() != history_) {
+        const std::size_t base = log.snapshot().len;
+        const bool tail_equal = base <= history_.size() && log.end_len() == history_.size() &&
+                                std::equal(log.entries().begin(), log.entries().end(),
+                                           history_.begin() + static_cast<std::ptrdiff_t>(base));
+        if (log.state().commit_len != history_.size() || !tail_equal ||
+            (base > 0 && log.snapshot().entries != state_of(history_, base))) {
             return violation(ViolationKind::LogLiveness, node,
                              "did not converge: " + std::to_string(log.state().commit_len) +
                                  " committed and " + std::to_string(log.entries().size()) +

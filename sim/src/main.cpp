@@ -53,7 +53,11 @@ Random schedules:
                        step: acknowledged entries never lost, committed prefixes one history,
                        ACTIVE leaders complete, the core's own invariants; at the end a fresh
                        proposal must commit and every log converge (within a bound)
-  --log-bug NAME       skip-sync | commit-without-quorum (a deliberately broken log; implies --log)
+  --log-bug NAME       skip-sync | commit-without-quorum | compact-uncommitted (a deliberately
+                       broken log; implies --log)
+  --log-compact N      compact each log once N committed entries follow its snapshot (keeping
+                       N/4; keys repeat so snapshots replace values); checked: every snapshot is
+                       the committed state up to it; implies --log
   --no-durable-check   do not check that committed entries are durable on a majority (to see
                        what the other log checks catch through the consequences)
   --expect-violation   exit 0 if a violation is found, 1 if none (for planted-bug tests)
@@ -233,9 +237,21 @@ int main(int argc, char** argv) {
             auto bug = parse_log_bug(text);
             if (!bug) {
                 return usage_error("--log-bug: unknown bug '" + std::string(text) +
-                                   "' (expected skip-sync or commit-without-quorum)");
+                                   "' (expected skip-sync, commit-without-quorum or "
+                                   "compact-uncommitted)");
             }
             run.log_bug = *bug;
+            run.log = true;
+        } else if (arg == "--log-compact") {
+            if (!value(text))
+                return bad();
+            std::size_t n = 0;
+            const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+            if (ec != std::errc{} || ptr != text.data() + text.size() || n < 2 || n > 1'000'000) {
+                return usage_error("--log-compact: expected a number in 2..1000000, got '" +
+                                   std::string(text) + "'");
+            }
+            run.log_compact = n;
             run.log = true;
         } else if (arg == "--no-durable-check") {
             run.log_history.check_durable_quorum = false;
@@ -307,6 +323,8 @@ int main(int argc, char** argv) {
     std::uint64_t acked = 0;
     std::uint64_t refused = 0;
     std::uint64_t unknown = 0;
+    std::uint64_t compactions = 0;
+    std::uint64_t installed = 0;
     std::int64_t slowest_log_ms = 0;
     std::int64_t log_bound_ms = 0;
     const auto started = std::chrono::steady_clock::now();
@@ -326,6 +344,8 @@ int main(int argc, char** argv) {
         acked += r.log_acked;
         refused += r.stats.proposals_refused;
         unknown += r.stats.proposals_unknown;
+        compactions += r.log_compactions;
+        installed += r.log_snapshots_installed;
         if (r.log_converged_after) {
             slowest_log_ms = std::max(slowest_log_ms, r.log_converged_after->count());
             log_bound_ms = std::max(log_bound_ms, r.log_bound.count());
@@ -395,6 +415,13 @@ int main(int argc, char** argv) {
             static_cast<unsigned long long>(acked), static_cast<unsigned long long>(refused),
             static_cast<unsigned long long>(unknown), static_cast<long long>(slowest_log_ms),
             static_cast<long long>(log_bound_ms));
+        if (run.log_compact != 0) {
+            std::printf(
+                "compaction: %llu snapshots taken, %llu installed from a leader or source "
+                "(nodes alive at the end)\n",
+                static_cast<unsigned long long>(compactions),
+                static_cast<unsigned long long>(installed));
+        }
     }
     if (expect_violation) {
         return violations > 0 ? 0 : 1;

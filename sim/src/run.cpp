@@ -220,13 +220,16 @@ std::string_view log_bug_name(replication::PlantedLogBug bug) {
             return "skip-sync";
         case replication::PlantedLogBug::CommitWithoutQuorum:
             return "commit-without-quorum";
+        case replication::PlantedLogBug::CompactUncommitted:
+            return "compact-uncommitted";
     }
     return "?";
 }
 
 std::optional<replication::PlantedLogBug> parse_log_bug(std::string_view name) {
     for (auto bug : {replication::PlantedLogBug::None, replication::PlantedLogBug::SkipSync,
-                     replication::PlantedLogBug::CommitWithoutQuorum}) {
+                     replication::PlantedLogBug::CommitWithoutQuorum,
+                     replication::PlantedLogBug::CompactUncommitted}) {
         if (name == log_bug_name(bug)) {
             return bug;
         }
@@ -243,7 +246,7 @@ void check_log_liveness(Simulator& sim, RunResult& result) {
     sim.set_workload(false);
     std::size_t longest = 0;
     for (const replication::ReplicatedLog* log : sim.logs()) {
-        longest = std::max(longest, log ? log->entries().size() : 0);
+        longest = std::max(longest, log ? log->end_len() : 0);
     }
     const SimOptions& so = sim.options();
     result.log_bound =
@@ -302,6 +305,8 @@ RunResult run_seed(const RunOptions& options) {
     so.trace = options.trace;
     so.log = options.log;
     so.log_options.config.planted_bug = options.log_bug;
+    so.log_options.config.compact_threshold = options.log_compact;
+    so.log_options.config.compact_retain = options.log_compact / 4;
     so.log_options.history = options.log_history;
     Simulator sim(so);
 
@@ -358,6 +363,13 @@ RunResult run_seed(const RunOptions& options) {
     }
     result.log_committed = sim.log_history().history().size();
     result.log_acked = sim.log_history().acked();
+    for (std::size_t n = 0; n < options.nodes; ++n) {
+        if (const replication::ReplicatedLog* log =
+                sim.log(NodeId{static_cast<std::uint16_t>(n)})) {
+            result.log_compactions += log->counters().compactions;
+            result.log_snapshots_installed += log->counters().snapshots_installed;
+        }
+    }
     result.stats = sim.stats();
     result.end = sim.now();
     result.fingerprint = sim.fingerprint();
@@ -399,6 +411,9 @@ std::string replay_command(std::string_view program, const RunOptions& o) {
     }
     if (o.log_bug != replication::PlantedLogBug::None) {
         cmd += " --log-bug " + std::string(log_bug_name(o.log_bug));
+    }
+    if (o.log && o.log_compact != 0) {
+        cmd += " --log-compact " + std::to_string(o.log_compact);
     }
     if (o.log && !o.log_history.check_durable_quorum) {
         cmd += " --no-durable-check";

@@ -223,9 +223,13 @@ std::optional<Lsn> Simulator::propose_now(NodeId node) {
     }
     const ReplicatedLog& log = logs_[n]->rt.log();
     Entry entry;
-    entry.key = "c" + std::to_string(++client_sequence_);
+    ++client_sequence_;
+    // With compaction on, keys repeat (a small key space) so that snapshots replace superseded
+    // values; otherwise every key is new.
+    const std::uint64_t keys = options_.log_options.config.compact_threshold != 0 ? 24 : 0;
+    entry.key = "c" + std::to_string(keys != 0 ? client_sequence_ % keys : client_sequence_);
     entry.value = client_value(rng_, client_sequence_);
-    const std::size_t size_before = log.entries().size();
+    const std::size_t size_before = log.end_len();
     const bool can = log.can_propose();
     if (can) {
         // As a driver does: the LSN comes from the elector, only once the log can take it.
@@ -255,7 +259,7 @@ std::optional<Lsn> Simulator::propose_now(NodeId node) {
     if (violation_ || !logs_[n]) {
         return std::nullopt;
     }
-    const std::size_t grown = logs_[n]->rt.log().entries().size() - size_before;
+    const std::size_t grown = logs_[n]->rt.log().end_len() - size_before;
     if (grown != (can ? 1U : 0U)) {
         violation_ = Violation{ViolationKind::LogDriver,
                                "log of n" + std::to_string(n) +
@@ -307,6 +311,9 @@ void Simulator::LogEnv::propose_result(const ProposeResult& result) {
         case ProposeError::TimedOut:
         case ProposeError::LeadershipLost:
             ++s.stats_.proposals_unknown;
+            break;
+        case ProposeError::NoSpace:
+            ++s.stats_.proposals_refused;
             break;
         case ProposeError::NotLeader:
             ++s.stats_.proposals_refused;

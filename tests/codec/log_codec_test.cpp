@@ -27,6 +27,9 @@ std::vector<LogMessage> log_samples() {
         LogMessage{NodeId{0}, Term{3}, FetchRequest{L(1, 0), L(2, 7), 256}},
         LogMessage{NodeId{1}, Term{3}, FetchResponse{L(1, 0), entries, L(3, 2)}},
         LogMessage{NodeId{1}, Term{3}, FetchResponse{L(1, 0), {}, L(1, 0)}},
+        LogMessage{NodeId{0}, Term{3},
+                   InstallSnapshot{L(3, 2), 40, 0, {entries[1], entries[2]}, false, false}},
+        LogMessage{NodeId{1}, Term{3}, InstallSnapshot{L(2, 9), 17, 5, {}, true, true}},
     };
 }
 
@@ -189,4 +192,17 @@ TEST_CASE("log decoding refuses terms >= 2^63 and LSNs above the message term (i
         "entries[].lsn"));
     CHECK(refused(LogMessage{NodeId{1}, Term{3}, FetchResponse{L(1, 0), {}, L(kTermLimit, 0)}},
                   "last_lsn"));
+    // Compaction (issue 16): a snapshot chunk names LSNs within its term, and its offset and
+    // entries fit its length.
+    CHECK(refused(LogMessage{NodeId{0}, Term{3}, InstallSnapshot{L(4, 1), 9, 0, {}, true, false}},
+                  "lsn"));
+    CHECK(
+        refused(LogMessage{NodeId{0}, Term{3},
+                           InstallSnapshot{L(3, 1), 9, 0, {Entry{L(5, 1), "k", "v"}}, true, false}},
+                "entries[].lsn"));
+    CHECK(refused(LogMessage{NodeId{0}, Term{3}, InstallSnapshot{L(3, 1), 2, 3, {}, true, false}},
+                  "len/offset"));
+    CHECK(refused(LogMessage{NodeId{0}, Term{3},
+                             InstallSnapshot{L(3, 1), ~std::uint64_t{0}, 0, {}, true, false}},
+                  "len/offset"));
 }

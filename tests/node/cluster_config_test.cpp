@@ -280,6 +280,18 @@ TEST_CASE("every bad field is named in the error", "[config]") {
              d["metadata"] = {{"fsync", "never"}, {"unsafe_no_fsync", "yes"}};
          },
          "metadata.unsafe_no_fsync: expected true"},
+        {[](json& d) {
+             d["metadata"] = {{"quota_bytes", 1000}};
+         },
+         "metadata.quota_bytes: expected 0 (no limit) or at least 66576"},
+        {[](json& d) {
+             d["metadata"] = {{"quota_entries", -1}};
+         },
+         "metadata.quota_entries"},
+        {[](json& d) {
+             d["metadata"] = {{"compact_threshold", 100}, {"compact_retain", 100}};
+         },
+         "metadata.compact_retain: must be below metadata.compact_threshold (100), got 100"},
     };
     for (const Case& c : cases) {
         json mutated = doc;
@@ -362,7 +374,10 @@ TEST_CASE("the effective config round-trips", "[config]") {
     json doc = GoodConfig();
     doc["profile"] = "fast";
     doc["tls"] = {{"ca", "ca.pem"}, {"cert", "c.pem"}, {"key", "k.pem"}};
-    doc["metadata"] = {{"fsync", "never"}, {"propose_timeout_ms", 500}, {"unsafe_no_fsync", true}};
+    doc["metadata"] = {{"fsync", "never"},        {"propose_timeout_ms", 500},
+                       {"unsafe_no_fsync", true}, {"quota_bytes", 1 << 20},
+                       {"quota_entries", 5000},   {"compact_threshold", 400},
+                       {"compact_retain", 40}};
     doc["secret_file"] = "/etc/conclave/secret";
     doc["admin"] = {{"token_file", "/etc/conclave/token"},
                     {"open_reads", false},
@@ -383,6 +398,10 @@ TEST_CASE("the effective config round-trips", "[config]") {
     CHECK(effective["data_dir"] == "/var/lib/conclave/n3");
     CHECK(effective["metadata"]["fsync"] == "never");
     CHECK(effective["metadata"]["unsafe_no_fsync"] == true);
+    CHECK(effective["metadata"]["quota_bytes"] == 1 << 20);
+    CHECK(effective["metadata"]["compact_threshold"] == 400);
+    CHECK(c.metadata.quota_entries == 5000);
+    CHECK(c.metadata.compact_retain == 40);
     CHECK(effective["timing"]["heartbeat_ms"] == 2000);
     CHECK(effective["timing"]["heartbeat_check_ms"] ==
           conclave::Config::fast(3, NodeId{2}).heartbeat_check_period.count());

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <variant>
@@ -104,7 +105,8 @@ struct Cluster {
     std::vector<std::unique_ptr<Node>> nodes{3};
     std::vector<std::vector<Entry>> seen{3};  // non-sync-point entries each subscriber got
 
-    Cluster() {
+    explicit Cluster(
+        const std::string& metadata = R"({"fsync": "batched", "propose_timeout_ms": 3000})") {
         root = std::filesystem::temp_directory_path() /
                ("conclave-metadata-test-" + std::to_string(::getpid()));
         std::filesystem::remove_all(root);
@@ -115,8 +117,8 @@ struct Cluster {
                           R"(", "http": "127.0.0.1:)" + std::to_string(free_port(io)) + R"("})";
         }
         config_text = R"({"cluster": "meta", "profile": "fast", "nodes": [)" + nodes_json +
-                      R"(], "data_dir": ")" + root.string() +
-                      R"(/{id}", "metadata": {"fsync": "batched", "propose_timeout_ms": 3000}})";
+                      R"(], "data_dir": ")" + root.string() + R"(/{id}", "metadata": )" + metadata +
+                      "}";
     }
     ~Cluster() {
         for (auto& n : nodes) {
@@ -341,4 +343,58 @@ TEST_CASE("metadata log: 3 nodes commit, refuse, redirect, fail over and catch u
     for (std::size_t i = 0; i < 3; ++i) {
         c.stop(i);
     }
+}
+
+// Compaction and the quota (issue 16) on a real cluster: a node that was down while the others
+// compacted catches up from the snapshot; distinct keys fill the quota and the cluster turns
+// read-only for metadata (507 NOSPACE, /status alarm, /healthz 200, reads work).
+TEST_CASE("metadata log: compaction, snapshot catch-up and the NOSPACE quota", "[node][metadata]") {
+    Cluster c(R"({"fsync": "batched", "propose_timeout_ms": 3000, "compact_threshold": 20,
+                  "compact_retain": 5, "quota_entries": 40})");
+    c.start(0);
+    c.start(1);
+    c.start(2);
+    const std::size_t leader = c.active_leader();
+    const std::size_t away = (leader + 1) % 3;
+    c.stop(away);
+    // 100 writes over 4 keys: compacted many times; at most 4 keys + a short tail are held.
+    for (int k = 0; k < 100; ++k) {
+        INFO(k);
+        REQUIRE(c.propose(leader, "key" + std::to_string(k % 4), std::to_string(k)).ok());
+    }
+    const auto& log = c.nodes[leader]->log_driver()->log();
+    CHECK(log.counters().compactions > 0);
+    CHECK(log.used_entries() < 40);
+    c.start(away);
+    REQUIRE(run_until(
+        c.io, [&] { return c.nodes[away]->log_driver()->log().commit_lsn() == log.commit_lsn(); }));
+    CHECK(c.nodes[away]->log_driver()->log().counters().snapshots_installed >= 1);
+    // Its subscriber ends with the same map: the last value of each key.
+    std::map<std::string, std::string> map;
+    for (const Entry& e : c.seen[away]) {
+        map[e.key] = e.value;
+    }
+    CHECK(map == std::map<std::string, std::string>{
+                     {"key0", "96"}, {"key1", "97"}, {"key2", "98"}, {"key3", "99"}});
+
+    // Distinct keys: compaction cannot free space; the quota (40 entries) is reached.
+    std::optional<HttpResult> full;
+    for (int k = 0; k < 60 && !full; ++k) {
+        const HttpResult r =
+            request(c.io, c.http_port(leader), http::verb::post, "/metadata",
+                    R"({"key": "distinct)" + std::to_string(k) + R"(", "value": 1})");
+        if (r.status != 200) {
+            full = r;
+        }
+    }
+    REQUIRE(full);
+    CHECK(full->status == 507);
+    CHECK(full->body.at("error") == "nospace");
+    CHECK_THAT(full->body.at("detail").get<std::string>(), Catch::Contains("NOSPACE"));
+    const HttpResult status = request(c.io, c.http_port(leader), http::verb::get, "/status");
+    CHECK(status.body.at("alarms") == json::array({"NOSPACE"}));
+    CHECK(request(c.io, c.http_port(leader), http::verb::get, "/healthz").status == 200);
+    CHECK(request(c.io, c.http_port(leader), http::verb::get, "/metadata").status == 200);
+    // Sticky: an overwrite of an existing key is refused too while the alarm is raised.
+    CHECK(c.propose(leader, "key0", "1").status == MetadataProposeStatus::NoSpace);
 }

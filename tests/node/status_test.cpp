@@ -31,12 +31,13 @@ TEST_CASE("/status JSON has exactly the fields of interfaces.md", "[status]") {
     SECTION("no leader is null; the metadata log adds two fields") {
         s.role = Role::Follower;
         s.leader.reset();
-        s.log = LogStatus{"passive", Lsn{Term{7}, 40}};
+        s.log = LogStatus{"passive", Lsn{Term{7}, 40}, {"NOSPACE"}};
         const json j = status_to_json(s);
         CHECK(j["role"] == "follower");
         CHECK(j["leader"].is_null());
         CHECK(j["leader_status"] == "passive");
         CHECK(j["commit_lsn"] == json{{"term", 7}, {"counter", 40}});
+        CHECK(j["alarms"] == json::array({"NOSPACE"}));
     }
     SECTION("every role name") {
         for (auto [role, name] :

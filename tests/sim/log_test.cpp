@@ -177,6 +177,22 @@ TEST_CASE("simulator catches a log that commits without a quorum", "[planted][lo
     }
 }
 
+TEST_CASE("simulator catches a log that compacts past its commit point", "[planted][log]") {
+    // The snapshot folds durable but uncommitted entries: the history check (a snapshot must be
+    // the committed state up to it) finds it, before the core's own check_invariants would.
+    RunOptions o = log_run(1);
+    o.log_compact = 8;
+    o.log_bug = PlantedLogBug::CompactUncommitted;
+    const auto v = first_violation(o, 5);
+    REQUIRE(v);
+    INFO("seed " << v->second << ": " << v->first.detail);
+    CHECK(v->first.kind == ViolationKind::LogDivergence);
+    CHECK_THAT(v->first.detail, Catch::Contains("snapshot"));
+    CHECK(parse_log_bug("compact-uncommitted") == PlantedLogBug::CompactUncommitted);
+    o.log_bug = PlantedLogBug::None;
+    CHECK(replay_command("conclave-sim", o).find("--log-compact 8") != std::string::npos);
+}
+
 TEST_CASE("simulator catches a leader that serves without syncing", "[planted][log]") {
     RunOptions o = log_run(1);
     o.log_bug = PlantedLogBug::SkipSync;

@@ -25,6 +25,8 @@ void run_batch(RunOptions options, std::uint64_t first, std::uint64_t count) {
     std::uint64_t acked = 0;
     std::uint64_t refused = 0;
     std::uint64_t unknown = 0;
+    std::uint64_t compactions = 0;
+    std::uint64_t installed = 0;
     for (std::uint64_t seed = first; seed < first + count; ++seed) {
         options.seed = seed;
         const RunResult r = run_seed(options);
@@ -34,6 +36,8 @@ void run_batch(RunOptions options, std::uint64_t first, std::uint64_t count) {
         acked += r.log_acked;
         refused += r.stats.proposals_refused;
         unknown += r.stats.proposals_unknown;
+        compactions += r.log_compactions;
+        installed += r.log_snapshots_installed;
         if (r.violation) {
             FAIL("seed " << seed << ": " << to_string(r.violation->kind) << ": "
                          << r.violation->detail << "\nreplay: "
@@ -56,6 +60,12 @@ void run_batch(RunOptions options, std::uint64_t first, std::uint64_t count) {
         CHECK(refused > 0);
         if (count >= 10) {
             CHECK(unknown > 0);
+        }
+        if (options.log_compact != 0) {  // compaction happens, and snapshots are sent and installed
+            CHECK(compactions / count > 10);
+            if (count >= 10) {
+                CHECK(installed > 0);
+            }
         }
     }
     // The schedules are realistic: hundreds of events per seed, faults that actually bite.
@@ -102,6 +112,18 @@ TEST_CASE("log: 150 seeds every fault, 50 crash/pause/partition-heavy", "[.][log
     o.faults = *FaultMix::parse("crash,pause,partition,asym,cut", &error);
     o.episodes = 8;
     run_batch(o, 41'001, 50);
+}
+
+TEST_CASE("log: 60 seeds with compaction every 8 entries, 20 crash/partition-heavy",
+          "[.][log-compact]") {
+    RunOptions o;
+    o.log = true;
+    o.log_compact = 8;
+    run_batch(o, 43'001, 60);
+    std::string error;
+    o.faults = *FaultMix::parse("crash,pause,partition,asym,cut", &error);
+    o.episodes = 8;
+    run_batch(o, 44'001, 20);
 }
 
 TEST_CASE("log: 30 seeds, five nodes, every fault", "[.][log-five-nodes]") {

@@ -66,6 +66,7 @@ enum class ProposeStatus : std::uint8_t {
     LeadershipLost,  // outcome unknown
     Stopped,         // the log is not running (not started, stopped; nothing appended)
     Failed,          // storage failed; outcome unknown
+    NoSpace,         // the log's quota is reached: NOSPACE alarm (nothing appended)
 };
 std::string_view to_string(ProposeStatus s);
 /// Whether an entry with this status may have been appended and may still commit.
@@ -182,7 +183,7 @@ class LogDriver {
     std::map<Lsn, ProposeCallback> pending_;
     std::vector<CommittedCallback> subscribers_;
     std::vector<std::function<void()>> deferred_;  // callbacks to run after the current batch
-    std::size_t delivered_len_ = 0;                // entries handed to subscribers (this run)
+    Lsn delivered_lsn_{};                          // last entry handed to subscribers (this run)
     LogDriverCounters counters_;
     bool started_ = false;
     bool stopped_ = false;

@@ -32,6 +32,7 @@ enum class MetadataProposeStatus : std::uint8_t {
     Stopped,         // the node is not running (or stopping); outcome unknown if appended
     Disabled,        // the metadata log is disabled in the config
     Failed,          // log storage failed on this node: outcome unknown
+    NoSpace,         // the log's quota is reached (NOSPACE alarm); nothing appended
 };
 std::string_view to_string(MetadataProposeStatus s);
 

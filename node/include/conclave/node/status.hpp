@@ -29,6 +29,8 @@ struct LogStatus {
     /// "passive" (leader not yet allowed to write) or "active"; empty (omitted) on a follower.
     std::string leader_status;
     Lsn commit_lsn{};
+    /// Raised alarms ("NOSPACE": the quota is reached, metadata writes are refused).
+    std::vector<std::string> alarms;
 };
 
 struct StatusReport {

@@ -38,6 +38,7 @@ enum class ProposeError : std::uint8_t {
     InvalidEntry,    // empty or oversized key, oversized value, or an LSN not above the last one
     TimedOut,        // not committed within propose_timeout_ticks heartbeats (outcome unknown)
     LeadershipLost,  // the node stopped being leader before commit (outcome unknown)
+    NoSpace,         // the log's quota is reached (NOSPACE alarm); not appended
 };
 
 struct SendLog {
@@ -62,6 +63,13 @@ struct TruncateEntries {  // drop every stored entry after `after_lsn`; durable 
     Lsn after_lsn{};
     bool operator==(const TruncateEntries&) const = default;
 };
+/// Make `snapshot` durable (write-temp + fsync + rename) and drop every stored entry up to its
+/// LSN; if the stored log does not hold that LSN (a snapshot installed from the leader), drop every
+/// stored entry. Durable before the next action.
+struct PersistSnapshot {
+    Snapshot snapshot;
+    bool operator==(const PersistSnapshot&) const = default;
+};
 struct ArmLogTimer {
     LogTimer timer{};
     Millis delay{};
@@ -73,6 +81,10 @@ struct CancelLogTimer {
 };
 struct ApplyCommitted {  // newly committed entries, in LSN order, each exactly once per run
     std::vector<Entry> entries;
+    /// Not kNoLsn: `entries` is a snapshot's state at this LSN (the last entry of each key), which
+    /// replaces everything applied before (a snapshot installed from the leader, or the one
+    /// recovered at start). Entries superseded within the snapshot are never delivered.
+    Lsn snapshot_lsn{};
     bool operator==(const ApplyCommitted&) const = default;
 };
 struct ProposeResult {
@@ -87,9 +99,9 @@ struct NotifyLogRole {  // for /status ("passive" | "active") and metrics
     bool operator==(const NotifyLogRole&) const = default;
 };
 
-using LogAction =
-    std::variant<SendLog, BroadcastLog, PersistMeta, PersistEntries, TruncateEntries, ArmLogTimer,
-                 CancelLogTimer, ApplyCommitted, ProposeResult, NotifyLogRole>;
+using LogAction = std::variant<SendLog, BroadcastLog, PersistMeta, PersistEntries, TruncateEntries,
+                               PersistSnapshot, ArmLogTimer, CancelLogTimer, ApplyCommitted,
+                               ProposeResult, NotifyLogRole>;
 using LogActions = std::vector<LogAction>;
 
 std::string_view to_string(LogRole r);

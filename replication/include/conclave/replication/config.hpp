@@ -17,6 +17,7 @@ enum class PlantedLogBug : std::uint8_t {
     None = 0,
     SkipSync,             // a new leader serves its own log without syncing with a quorum
     CommitWithoutQuorum,  // count one ack fewer than a quorum as a quorum
+    CompactUncommitted,   // compaction folds entries past the commit point into the snapshot
 };
 
 struct LogConfig {
@@ -43,6 +44,21 @@ struct LogConfig {
     /// Limits on proposed entries.
     std::size_t max_key_bytes = 1024;
     std::size_t max_value_bytes = std::size_t{64} << 10;
+
+    /// Quota (issue 16, etcd's NOSPACE): the held log (snapshot + tail, entry_bytes() each) may
+    /// not grow beyond this many bytes / entries. A proposal that would take it beyond is refused
+    /// (ProposeError::NoSpace) and raises the NOSPACE alarm, which refuses every proposal until a
+    /// compaction frees space or the node stops leading. 0 = no limit. Followers never refuse
+    /// replicated entries (the leader enforces the quota).
+    std::size_t quota_bytes = 0;
+    std::size_t quota_entries = 0;
+
+    /// Compaction: once more than `compact_threshold` committed (and locally durable) entries
+    /// follow the snapshot, the prefix up to `compact_retain` entries before the commit point is
+    /// folded into a new snapshot (PersistSnapshot). 0 = never compact. The retained entries let
+    /// slightly lagging followers catch up with appends instead of a snapshot.
+    std::size_t compact_threshold = 0;
+    std::size_t compact_retain = 0;
 
     PlantedLogBug planted_bug = PlantedLogBug::None;
 

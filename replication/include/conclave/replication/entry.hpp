@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "conclave/elector/types.hpp"
 
@@ -38,6 +39,26 @@ inline bool is_sync_point(const Entry& e) {
 /// Bytes an entry costs in batches (payload, not wire framing).
 inline std::size_t entry_bytes(const Entry& e) {
     return 16 + e.key.size() + e.value.size();
+}
+
+/// Compaction (issue 16): the state of the committed prefix of length `len`, ending at `lsn`, that
+/// replaces it. `entries` holds, for each key written in that prefix, the last entry that wrote it
+/// (sync points dropped), in LSN order: replaying them gives the same key -> value map as
+/// replaying the whole prefix. An empty snapshot (len 0, kNoLsn) covers nothing.
+struct Snapshot {
+    Lsn lsn{};
+    std::size_t len = 0;
+    std::vector<Entry> entries;
+    bool operator==(const Snapshot&) const = default;
+};
+
+/// Payload bytes of a snapshot (what the quota counts).
+inline std::size_t snapshot_bytes(const Snapshot& s) {
+    std::size_t bytes = 0;
+    for (const Entry& e : s.entries) {
+        bytes += entry_bytes(e);
+    }
+    return bytes;
 }
 
 /// What the log core must find again after a crash, besides the entries.

@@ -23,6 +23,7 @@
 #include <deque>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "conclave/elector/actions.hpp"
@@ -35,8 +36,12 @@ namespace conclave::replication {
 
 /// What storage hands back after a restart (see storage.hpp).
 struct RecoveredLog {
-    std::vector<Entry> entries;
+    RecoveredLog() = default;
+    RecoveredLog(std::vector<Entry> entries_in, LogMeta meta_in = {}, Snapshot snapshot_in = {})
+        : entries(std::move(entries_in)), meta(meta_in), snapshot(std::move(snapshot_in)) {}
+    std::vector<Entry> entries;  // the entries after snapshot.lsn
     LogMeta meta;
+    Snapshot snapshot;  // compaction: the state of the committed prefix before `entries`
 };
 
 /// Leader: what it knows about one follower. Lengths count entries from the start of the log.
@@ -93,6 +98,12 @@ struct LogCounters {
     /// Messages dropped because no correct node could have sent them (they contradict a committed
     /// entry, name one LSN for two entries, commit between entries, ...): a broken or lying peer.
     std::uint64_t protocol_violation_alarms = 0;
+    // Compaction and quota (issue 16).
+    std::uint64_t compactions = 0;          // snapshots taken locally
+    std::uint64_t entries_compacted = 0;    // entries folded into snapshots
+    std::uint64_t snapshots_sent = 0;       // leader/source: snapshots sent (all chunks)
+    std::uint64_t snapshots_installed = 0;  // snapshots received and installed
+    std::uint64_t nospace_refusals = 0;     // proposals refused by the quota
 };
 
 /// The last protocol violation seen (LogCounters::protocol_violation_alarms), for logs and
@@ -132,21 +143,36 @@ class ReplicatedLog {
     const LogCounters& counters() const { return counters_; }
     /// Valid when counters().protocol_violation_alarms > 0.
     const LogViolation& last_violation() const { return last_violation_; }
+    /// The entries after the snapshot (all of them while nothing was compacted). Positions
+    /// (lengths, LogState's *_len) count from the start of the history: entries()[i] is at
+    /// position snapshot().len + i.
     const std::vector<Entry>& entries() const { return entries_; }
+    const Snapshot& snapshot() const { return snapshot_; }
+    /// Length of the whole history held (snapshot + entries).
+    std::size_t end_len() const { return snapshot_.len + entries_.size(); }
+    /// The entry at position `pos` (snapshot().len <= pos < end_len()).
+    const Entry& at(std::size_t pos) const { return entries_[pos - snapshot_.len]; }
+    /// What the quota counts: entries and entry_bytes() held (snapshot + tail).
+    std::size_t used_entries() const { return snapshot_.entries.size() + entries_.size(); }
+    std::size_t used_bytes() const { return snapshot_bytes_ + tail_bytes_; }
+    /// NOSPACE: a proposal was refused by the quota and no compaction has freed space since.
+    bool nospace_alarm() const { return nospace_alarm_; }
     const std::vector<PeerProgress>& progress() const { return progress_; }
     const SyncProgress& sync() const { return sync_; }
     LogRole role() const { return state_.role; }
     bool can_propose() const { return state_.role == LogRole::LeaderActive; }
-    Lsn last_lsn() const { return lsn_at(entries_.size()); }
+    Lsn last_lsn() const { return lsn_at(end_len()); }
     Lsn commit_lsn() const { return lsn_at(state_.commit_len); }
     /// Committed entries after `after` (exclusive), at most `max_entries` (GET /metadata?from=).
     std::vector<Entry> committed_after(Lsn after, std::size_t max_entries) const;
     /// Empty when every local invariant holds; otherwise a description of the first violation.
     std::string check_invariants() const;
 
-    /// LSN of the last entry of the prefix of length `len` (kNoLsn for 0).
-    Lsn lsn_at(std::size_t len) const { return len == 0 ? kNoLsn : entries_[len - 1].lsn; }
-    /// Length of the prefix ending at `lsn` (0 for kNoLsn), or nullopt if `lsn` is not in the log.
+    /// LSN of the last entry of the prefix of length `len` (kNoLsn for 0, the snapshot's LSN for
+    /// its length). Positions inside the snapshot are not held: asking for one fails a check.
+    Lsn lsn_at(std::size_t len) const;
+    /// Length of the prefix ending at `lsn` (0 for kNoLsn), or nullopt if `lsn` is not in the log
+    /// (or compacted into the snapshot, except the snapshot's own LSN).
     std::optional<std::size_t> length_through(Lsn lsn) const;
 
     // ---- Handlers (one per event; names mirror the spec's actions) -----------------------------
@@ -156,6 +182,7 @@ class ReplicatedLog {
     void HandleAppendAck(const LogMessage& m, const AppendAck& body);
     void HandleFetchRequest(const LogMessage& m, const FetchRequest& body);
     void HandleFetchResponse(const LogMessage& m, const FetchResponse& body);
+    void HandleInstallSnapshot(const LogMessage& m, const InstallSnapshot& body);
     void HeartbeatFired();
     void SyncRetryFired();
 
@@ -174,6 +201,17 @@ class ReplicatedLog {
     /// truncating a conflicting suffix. Returns the position after the last of them.
     std::size_t Merge(std::size_t pos, const std::vector<Entry>& entries);
     void Truncate(std::size_t len);
+    /// Folds the prefix of length `len` into the snapshot (PersistSnapshot). Committed only.
+    void Compact(std::size_t len);
+    void MaybeCompact();
+    /// Whether a new entry of `bytes` fits the quota (compacting first if that frees space);
+    /// raises the NOSPACE alarm when it does not.
+    bool FitsQuota(std::size_t bytes);
+    /// Sends the whole snapshot to `peer` in chunks.
+    void SendSnapshot(NodeId peer, bool fetch);
+    /// Replaces the whole log by `snapshot` (its LSN is not held; it covers our commit point).
+    void InstallWhole(Snapshot snapshot);
+    void Push(Entry entry);
     bool Replicate(NodeId peer);
     void SendHeartbeat(NodeId peer);
     void Rewind(NodeId peer, std::size_t next_len);
@@ -204,7 +242,19 @@ class ReplicatedLog {
     LogConfig config_;
     std::size_t quorum_;
     LogState state_;
-    std::vector<Entry> entries_;
+    Snapshot snapshot_;
+    std::vector<Entry> entries_;  // after snapshot_.lsn
+    std::size_t snapshot_bytes_ = 0;
+    std::size_t tail_bytes_ = 0;
+    bool nospace_alarm_ = false;
+    /// A snapshot being received in chunks (from, term, and the chunks so far).
+    struct Incoming {
+        NodeId from{};
+        Term term{};
+        bool fetch = false;
+        Snapshot snapshot;
+    };
+    std::optional<Incoming> incoming_;
     std::vector<PeerProgress> progress_;
     SyncProgress sync_;
     std::deque<Pending> pending_;

@@ -76,8 +76,25 @@ struct FetchResponse {
     bool operator==(const FetchResponse&) const = default;
 };
 
-using LogMessageBody =
-    std::variant<SyncRequest, SyncResponse, Append, AppendAck, FetchRequest, FetchResponse>;
+/// One chunk of a snapshot (compaction, issue 16): the leader sends it to a follower whose next
+/// entry it has compacted away (`fetch` false: a request of the leader), or a sync source answers
+/// a FetchRequest whose `after_lsn` it has compacted away (`fetch` true: a response). Chunks of
+/// one snapshot carry the same (lsn, len) and consecutive `offset`s (index of the first entry in
+/// `entries` within the snapshot's entries); the last has `done`. Each chunk is bounded like a
+/// batch (max_batch_entries / max_batch_bytes), so a snapshot of any size fits the frame limit.
+struct InstallSnapshot {
+    static constexpr std::string_view kName = "InstallSnapshot";
+    Lsn lsn{};
+    std::uint64_t len = 0;
+    std::uint64_t offset = 0;
+    std::vector<Entry> entries;
+    bool done = false;
+    bool fetch = false;
+    bool operator==(const InstallSnapshot&) const = default;
+};
+
+using LogMessageBody = std::variant<SyncRequest, SyncResponse, Append, AppendAck, FetchRequest,
+                                    FetchResponse, InstallSnapshot>;
 
 /// Names of LogMessageBody's alternatives, by index, derived from each body's `kName`.
 inline constexpr std::array<std::string_view, std::variant_size_v<LogMessageBody>>

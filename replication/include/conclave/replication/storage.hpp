@@ -82,9 +82,14 @@ class LogStorage {
     virtual Lsn flush() = 0;
     /// The last entry known durable (kNoLsn if none).
     virtual Lsn durable_lsn() const = 0;
+    /// Compaction (PersistSnapshot): makes `snapshot` durable and drops every stored entry up to
+    /// its LSN; when its LSN is not stored (installed from the leader), first drops every entry
+    /// after it. Durable on return. recover() then returns the snapshot and the entries after it.
+    virtual void persist_snapshot(const Snapshot& snapshot) = 0;
 };
 
-/// Performs `action` if it is a storage action (PersistEntries, TruncateEntries, PersistMeta);
+/// Performs `action` if it is a storage action (PersistEntries, TruncateEntries, PersistMeta,
+/// PersistSnapshot);
 /// returns whether it was one.
 bool perform_storage_action(LogStorage& storage, const LogAction& action);
 
@@ -102,10 +107,13 @@ class MemoryStorage final : public LogStorage {
     void write_meta(const LogMeta& meta) override;
     Lsn flush() override;
     Lsn durable_lsn() const override;
+    void persist_snapshot(const Snapshot& snapshot) override;
 
     /// Drops every entry not yet durable, as a power loss would.
     void crash();
+    /// The entries after snapshot().lsn.
     const std::vector<Entry>& entries() const { return entries_; }
+    const Snapshot& snapshot() const { return snapshot_; }
     const LogMeta& meta() const { return meta_; }
     std::size_t synced_count() const { return synced_; }
 
@@ -115,6 +123,7 @@ class MemoryStorage final : public LogStorage {
     std::size_t synced_ = 0;    // really durable (survives crash())
     std::size_t reported_ = 0;  // reported durable (differs from synced_ only with Never)
     LogMeta meta_;
+    Snapshot snapshot_;
 };
 
 /// Append-only file of length-prefixed, CRC32-checked records in `dir`:
@@ -122,6 +131,11 @@ class MemoryStorage final : public LogStorage {
 ///             u64 term, u64 counter, u32 key length, key, value (all little-endian)
 ///   log.meta  "CNCLMET1", u64 term, u64 commit term, u64 commit counter, u32 crc32 (replaced
 ///             atomically: write log.meta.tmp, fsync, rename, fsync the directory)
+///   log.snap  compaction: "CNCLSNP1", u64 term, u64 counter (its LSN), u64 length (entries of
+///             the history it replaces), u32 count, count records as in log.dat, u32 crc32 of
+///             everything before (replaced atomically like log.meta). log.dat then holds the
+///             entries after its LSN; records at or below it (a compaction interrupted between
+///             the two renames) are dropped at recovery.
 /// I/O errors throw std::system_error naming the file; damage a crash cannot explain (including a
 /// foreign file) throws CorruptLogError. recover() fsyncs the file and directory before it reports
 /// anything durable; the constructor fsyncs the parent of every directory it creates.
@@ -144,10 +158,15 @@ class FileStorage final : public LogStorage {
     void write_meta(const LogMeta& meta) override;
     Lsn flush() override;
     Lsn durable_lsn() const override;
+    void persist_snapshot(const Snapshot& snapshot) override;
 
+    static constexpr std::string_view kSnapshotFileName = "log.snap";
     std::uint64_t fsync_count() const { return fsync_count_; }
     std::filesystem::path log_path() const { return dir_ / kLogFileName; }
     std::filesystem::path meta_path() const { return dir_ / kMetaFileName; }
+    std::filesystem::path snapshot_path() const { return dir_ / kSnapshotFileName; }
+    /// Bytes of log.dat (header and valid records).
+    std::uint64_t log_bytes() const { return size_; }
 
   private:
     struct Indexed {
@@ -156,6 +175,8 @@ class FileStorage final : public LogStorage {
     };
     void SyncLog();
     void Write(const std::string& bytes, std::uint64_t offset);
+    /// Rewrites log.dat without its first `count` records (write temp, fsync, rename, fsync dir).
+    void DropFirstRecords(std::size_t count);
 
     std::filesystem::path dir_;
     FsyncPolicy policy_;

@@ -164,7 +164,8 @@ class LogRuntime {
                     env_.send(std::span<const NodeId>(others_), a.message);
                 } else if constexpr (std::is_same_v<T, PersistMeta> ||
                                      std::is_same_v<T, PersistEntries> ||
-                                     std::is_same_v<T, TruncateEntries>) {
+                                     std::is_same_v<T, TruncateEntries> ||
+                                     std::is_same_v<T, PersistSnapshot>) {
                     try {
                         perform_storage_action(env_.storage(), action);
                     } catch (const std::exception& e) {

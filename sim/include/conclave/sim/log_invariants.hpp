@@ -12,6 +12,9 @@
 //     (LogNotDurable): the definition of "committed", checked against storage, not the cores;
 //   - applied == committed: ApplyCommitted hands out the committed prefix, each entry once, in
 //     order, since the node's last restart (LogDivergence);
+//   - compaction: a node's snapshot ends at a committed history entry and holds exactly the state
+//     (last entry of each key) of the history up to it; a snapshot applied (installed or
+//     recovered) is that state too; durable on a majority counts snapshots (LogDivergence);
 //   - the driver's side: the promised term is durable in storage after every step, storage mirrors
 //     the core's log, and only well-formed refusals come back (LogDriver).
 // Liveness (a healed cluster converges and commits a fresh proposal) is checked by run_seed.
@@ -67,7 +70,10 @@ class LogHistory {
     std::size_t acked() const { return acked_.size(); }
 
   private:
-    std::optional<Violation> check_prefix(NodeId node, const replication::ReplicatedLog& log);
+    std::optional<Violation> check_prefix(
+        NodeId node, const replication::ReplicatedLog& log,
+        const std::map<std::size_t, replication::Entry>& step_applied);
+    std::optional<Violation> check_snapshot(NodeId node, const replication::ReplicatedLog& log);
     std::optional<Violation> check_durable(std::size_t from,
                                            const std::vector<replication::MemoryStorage>& storage);
     std::optional<Violation> check_complete(NodeId node, const replication::ReplicatedLog& log);
@@ -83,6 +89,7 @@ class LogHistory {
     std::vector<std::size_t> applied_;         // per node, entries applied since its restart
     std::map<Lsn, std::size_t> acked_;         // acknowledged LSN -> its index in history_
     std::map<Lsn, replication::Entry> proposed_;  // appended proposals not yet answered
+    std::vector<Lsn> snapshot_checked_;           // per node: the snapshot last found correct
 };
 
 }  // namespace conclave::sim

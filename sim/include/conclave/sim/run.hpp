@@ -61,6 +61,9 @@ struct RunOptions {
     bool log = false;
     replication::PlantedLogBug log_bug = replication::PlantedLogBug::None;
     LogHistoryOptions log_history;
+    /// Compaction (issue 16): the log's compact_threshold (0: off); compact_retain is a quarter of
+    /// it. Keys repeat (24 of them) so that snapshots replace superseded values.
+    std::size_t log_compact = 0;
 };
 
 struct RunResult {
@@ -78,6 +81,9 @@ struct RunResult {
     /// healed cluster took (after the tail) to commit a fresh proposal and converge, and the bound.
     std::size_t log_committed = 0;
     std::size_t log_acked = 0;
+    /// Compaction: snapshots taken / installed by the nodes alive at the end (since their start).
+    std::uint64_t log_compactions = 0;
+    std::uint64_t log_snapshots_installed = 0;
     std::optional<Millis> log_converged_after;
     Millis log_bound{};
 };
