@@ -8,6 +8,7 @@ include(CMakePackageConfigHelpers)
 
 set_target_properties(conclave_core PROPERTIES EXPORT_NAME core)
 set_target_properties(conclave_elector PROPERTIES EXPORT_NAME elector)
+set_target_properties(conclave_elector_model PROPERTIES EXPORT_NAME elector_model)
 set_target_properties(conclave_codec PROPERTIES EXPORT_NAME codec)
 set_target_properties(conclave_replication PROPERTIES EXPORT_NAME replication)
 set_target_properties(conclave_net PROPERTIES EXPORT_NAME net)
@@ -17,7 +18,7 @@ set_target_properties(conclave_runtime PROPERTIES EXPORT_NAME runtime)
 # Only referenced as $<LINK_ONLY:...> by the static libraries; carries no usage requirement there.
 set_target_properties(conclave_warnings PROPERTIES EXPORT_NAME private_warnings)
 
-install(TARGETS conclave_core conclave_elector conclave_replication conclave_codec conclave_net conclave_net_frame conclave_node
+install(TARGETS conclave_core conclave_elector_model conclave_elector conclave_replication conclave_codec conclave_net conclave_net_frame conclave_node
                 conclave_runtime conclave_warnings
   EXPORT conclaveTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}

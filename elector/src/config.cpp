@@ -144,22 +144,6 @@ std::optional<std::string> Config::validate() const {
     return std::nullopt;
 }
 
-std::string_view to_string(PlantedBug b) {
-    switch (b) {
-        case PlantedBug::None:
-            return "none";
-        case PlantedBug::DoubleVote:
-            return "double-vote";
-        case PlantedBug::MinorityQuorum:
-            return "minority-quorum";
-        case PlantedBug::CountStaleScoutingReplies:
-            return "count-stale-scouting-replies";
-        case PlantedBug::SkipStickyLeader:
-            return "skip-sticky-leader";
-    }
-    return "?";
-}
-
 std::string_view to_string(Backoff b) {
     switch (b) {
         case Backoff::Uniform:

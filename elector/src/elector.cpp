@@ -26,6 +26,96 @@ std::uint64_t LargestBodyTerm(const MessageBody& body) {
 
 }  // namespace
 
+// ---- The term rules, once per message kind -----------------------------------------------------
+// Which roles hear a kind, and what a lower, equal or higher envelope term means for it; receive()
+// applies them before it calls the kind's handler. A message body without an entry here fails to
+// compile. This table is the current protocol exactly (tla/Elector.tla mirrors it handler by
+// handler); it changes only together with the spec.
+
+namespace {
+
+constexpr std::uint8_t role_bit(Role r) {
+    return static_cast<std::uint8_t>(1U << static_cast<unsigned>(r));
+}
+constexpr std::uint8_t kAnyRole =
+    role_bit(Role::Follower) | role_bit(Role::Candidate) | role_bit(Role::Leader);
+
+/// A term below the node's: dropped, answered by the kind's stale reply, or given to the handler
+/// (term-free kinds).
+enum class OnStale : std::uint8_t { Ignore, Reply, Handle };
+enum class OnEqual : std::uint8_t { Ignore, Handle };
+/// A term above the node's: dropped, given to the handler (which decides whether to adopt it), or
+/// adopted (durably, without a vote) before the handler runs.
+enum class OnNewer : std::uint8_t { Ignore, Handle, Adopt };
+
+struct TermRule {
+    std::uint8_t roles;  // role_bit()s of the roles that hear the kind (Stopped never does)
+    OnStale stale;
+    OnEqual equal;
+    OnNewer newer;
+    constexpr bool heard_by(Role r) const { return (roles & role_bit(r)) != 0; }
+};
+
+}  // namespace
+
+// PreVote: the envelope term is the term the sender proposes, not one it is in; every node
+// answers, whatever the term (the handler says yes only to a newer one).
+template <>
+struct Elector::Rules<ScoutingRequest> {
+    static constexpr TermRule term{kAnyRole, OnStale::Handle, OnEqual::Handle, OnNewer::Handle};
+    static constexpr auto handle = &Elector::HandleScoutingRequest;
+};
+// Echoes the round's proposed term (own term + 1): only a scouting follower hears it, and never
+// adopts it.
+template <>
+struct Elector::Rules<ScoutingResponse> {
+    static constexpr TermRule term{role_bit(Role::Follower), OnStale::Ignore, OnEqual::Ignore,
+                                   OnNewer::Handle};
+    static constexpr auto handle = &Elector::HandleScoutingResponse;
+};
+// Stale: refused with our term. Newer: the handler adopts it only together with a granted vote.
+template <>
+struct Elector::Rules<ElectionProposal> {
+    static constexpr TermRule term{kAnyRole, OnStale::Reply, OnEqual::Handle, OnNewer::Handle};
+    static constexpr auto reply = &Elector::RefuseStaleProposal;
+    static constexpr auto handle = &Elector::HandleElectionProposal;
+};
+// Echoes the proposal's term: only answers to the current election count (the voter's own newer
+// term travels in the body, see the handler).
+template <>
+struct Elector::Rules<ElectionResponse> {
+    static constexpr TermRule term{role_bit(Role::Candidate) | role_bit(Role::Leader),
+                                   OnStale::Ignore, OnEqual::Handle, OnNewer::Ignore};
+    static constexpr auto handle = &Elector::HandleElectionResponse;
+};
+// Stale: answered (InvalidHeartbeat, or a leader's own heartbeat). Newer: adopted, then followed.
+template <>
+struct Elector::Rules<LeaderHeartbeat> {
+    static constexpr TermRule term{kAnyRole, OnStale::Reply, OnEqual::Handle, OnNewer::Adopt};
+    static constexpr auto reply = &Elector::ReplyToStaleHeartbeat;
+    static constexpr auto handle = &Elector::HandleLeaderHeartbeat;
+};
+template <>
+struct Elector::Rules<HeartbeatAck> {
+    static constexpr TermRule term{role_bit(Role::Leader), OnStale::Ignore, OnEqual::Handle,
+                                   OnNewer::Ignore};
+    static constexpr auto handle = &Elector::HandleHeartbeatAck;
+};
+// Only a leader hears it, and only a newer term means anything: adopted, then the leader steps
+// down.
+template <>
+struct Elector::Rules<HeartbeatResponse> {
+    static constexpr TermRule term{role_bit(Role::Leader), OnStale::Ignore, OnEqual::Ignore,
+                                   OnNewer::Adopt};
+    static constexpr auto handle = &Elector::HandleHeartbeatResponse;
+};
+template <>
+struct Elector::Rules<LeadershipCession> {
+    static constexpr TermRule term{role_bit(Role::Follower), OnStale::Ignore, OnEqual::Handle,
+                                   OnNewer::Ignore};
+    static constexpr auto handle = &Elector::HandleLeadershipCession;
+};
+
 Elector::Elector(Config config, DurableState restored, RandomSource random)
     : config_(config), quorum_(0), random_(std::move(random)) {
     if (auto error = config_.validate()) {
@@ -38,10 +128,17 @@ Elector::Elector(Config config, DurableState restored, RandomSource random)
         throw std::invalid_argument(
             "invalid durable state: voted_for is not a node of the cluster");
     }
+#ifndef CONCLAVE_PLANTED_BUGS
+    if (config_.planted_bug != PlantedBug::None) {
+        throw std::invalid_argument(
+            "invalid elector config: planted bugs exist only in conclave_elector_planted (the "
+            "simulator's and the tests' build of this core)");
+    }
+#endif
     quorum_ = config_.effective_quorum();
     CONCLAVE_CHECK(quorum_ >= 1 && quorum_ <= config_.cluster_size, "quorum <= cluster size");
     CONCLAVE_CHECK(config_.self.value < config_.cluster_size, "node index in range");
-    if (config_.planted_bug == PlantedBug::MinorityQuorum) {
+    if (planted(PlantedBug::MinorityQuorum)) {
         quorum_ = config_.cluster_size / 2;
     }
     state_.term = restored.term;
@@ -106,25 +203,34 @@ Actions Elector::receive(Millis now, const Message& message) {
     }
     std::visit(
         [&](const auto& body) {
-            using T = std::decay_t<decltype(body)>;
-            if constexpr (std::is_same_v<T, ScoutingRequest>) {
-                HandleScoutingRequest(message, body);
-            } else if constexpr (std::is_same_v<T, ScoutingResponse>) {
-                HandleScoutingResponse(message, body);
-            } else if constexpr (std::is_same_v<T, ElectionProposal>) {
-                HandleElectionProposal(message, body);
-            } else if constexpr (std::is_same_v<T, ElectionResponse>) {
-                HandleElectionResponse(message, body);
-            } else if constexpr (std::is_same_v<T, LeaderHeartbeat>) {
-                HandleLeaderHeartbeat(message, body);
-            } else if constexpr (std::is_same_v<T, HeartbeatAck>) {
-                HandleHeartbeatAck(message, body);
-            } else if constexpr (std::is_same_v<T, HeartbeatResponse>) {
-                HandleHeartbeatResponse(message, body);
-            } else {
-                static_assert(std::is_same_v<T, LeadershipCession>);
-                HandleLeadershipCession(message, body);
+            using Body = std::decay_t<decltype(body)>;
+            using R = Rules<Body>;
+            // The kind's term rules (Rules<Body>, above) decide, for every kind in this one
+            // place, which roles hear it and what a lower, equal and higher term means; only
+            // then the handler, which decides by role.
+            if (!R::term.heard_by(state_.role)) {
+                return;
             }
+            TermOrder order = TermOrder::Equal;
+            if (message.term < state_.term) {
+                if constexpr (R::term.stale == OnStale::Reply) {
+                    (this->*R::reply)(message, body);
+                    return;
+                } else if constexpr (R::term.stale == OnStale::Ignore) {
+                    return;
+                }
+                order = TermOrder::Stale;
+            } else if (message.term > state_.term) {
+                if constexpr (R::term.newer == OnNewer::Ignore) {
+                    return;
+                } else if constexpr (R::term.newer == OnNewer::Adopt) {
+                    AdoptTerm(message.term, std::nullopt);
+                }
+                order = TermOrder::Newer;
+            } else if constexpr (R::term.equal == OnEqual::Ignore) {
+                return;
+            }
+            (this->*R::handle)(message, body, order);
         },
         message.body);
     return Finish();
@@ -213,14 +319,19 @@ std::optional<Lsn> Elector::issue_lsn() {
 }
 
 // ---- Message handlers --------------------------------------------------------------------------
+// receive() has applied the kind's term rules (Elector::Rules, top of this file) before any of
+// these runs: each sees only the roles and terms its rule lets through, and `order` says whether
+// the envelope term was lower, equal or higher than the node's (when higher and the rule adopts,
+// the node is already in the sender's term).
 
 // Any state: answer whether we would vote for the sender in the proposed term. Changes no state.
 // Sticky leader: a node that knows a leader (a leader knows itself) says no.
-void Elector::HandleScoutingRequest(const Message& m, const ScoutingRequest& body) {
+void Elector::HandleScoutingRequest(const Message& m, const ScoutingRequest& body,
+                                    TermOrder order) {
     const bool knows_leader =
         state_.leader.has_value() &&
-        !(config_.planted_bug == PlantedBug::SkipStickyLeader && state_.role == Role::Follower);
-    const bool will_vote = !knows_leader && m.term > state_.term;
+        !(planted(PlantedBug::SkipStickyLeader) && state_.role == Role::Follower);
+    const bool will_vote = !knows_leader && order == TermOrder::Newer;
     if (will_vote) {
         ++counters_.prevotes_granted;
     } else {
@@ -230,12 +341,15 @@ void Elector::HandleScoutingRequest(const Message& m, const ScoutingRequest& bod
 }
 
 // Follower in a scouting round: count the reply if it belongs to the current round (departure 2).
-void Elector::HandleScoutingResponse(const Message& m, const ScoutingResponse& body) {
+// The envelope term echoes the round's proposed term (own term + 1), hence always "newer".
+void Elector::HandleScoutingResponse(const Message& m, const ScoutingResponse& body, TermOrder) {
     const ScoutingRound& round = state_.round;
-    if (state_.role != Role::Follower || round.id == 0 || m.term != round.term) {
+    CONCLAVE_CHECK(round.id == 0 || round.term == state_.term.next(),
+                   "a scouting round asks about the next term");
+    if (round.id == 0 || m.term != round.term) {
         return;
     }
-    if (body.round != round.id && config_.planted_bug != PlantedBug::CountStaleScoutingReplies) {
+    if (body.round != round.id && !planted(PlantedBug::CountStaleScoutingReplies)) {
         return;
     }
     if (body.will_vote) {
@@ -253,9 +367,17 @@ void Elector::HandleScoutingResponse(const Message& m, const ScoutingResponse& b
     }
 }
 
+// A proposal for a term below ours: refused explicitly (departure 4), with our term.
+void Elector::RefuseStaleProposal(const Message& m, const ElectionProposal&) {
+    ++counters_.votes_refused_by_reason[static_cast<std::size_t>(Refusal::StaleTerm)];
+    Send(m.from, m.term, ElectionResponse{false, Refusal::StaleTerm, state_.term});
+}
+
 // Vote or refuse explicitly (departure 4). With scouting on, a node that knows a live leader
-// refuses (sticky leader) unless the proposal comes from the leader's chosen successor.
-void Elector::HandleElectionProposal(const Message& m, const ElectionProposal& body) {
+// refuses (sticky leader) unless the proposal comes from the leader's chosen successor. A newer
+// term is adopted only together with the vote (so a sticky refusal leaves the term alone).
+void Elector::HandleElectionProposal(const Message& m, const ElectionProposal& body,
+                                     TermOrder order) {
     const Term t = state_.term;
     auto refuse = [&](Refusal why) {
         ++counters_.votes_refused_by_reason[static_cast<std::size_t>(why)];
@@ -265,22 +387,19 @@ void Elector::HandleElectionProposal(const Message& m, const ElectionProposal& b
         ++counters_.votes_granted;
         Send(m.from, m.term, ElectionResponse{true, Refusal::None, m.term});
     };
-    if (m.term < t) {
-        return refuse(Refusal::StaleTerm);
-    }
     const bool sticky =
-        config_.scouting && !body.transfer && config_.planted_bug != PlantedBug::SkipStickyLeader;
+        config_.scouting && !body.transfer && !planted(PlantedBug::SkipStickyLeader);
     if (sticky && state_.role == Role::Leader) {
         return refuse(Refusal::IAmLeader);
     }
     if (sticky && state_.role == Role::Follower && state_.leader) {
         return refuse(Refusal::HasLeader);
     }
-    if (m.term == t) {
+    if (order == TermOrder::Equal) {
         if (state_.voted_for == m.from) {
             return grant();  // a duplicate of the proposal we already voted for
         }
-        if (config_.planted_bug == PlantedBug::DoubleVote && state_.role == Role::Follower) {
+        if (planted(PlantedBug::DoubleVote) && state_.role == Role::Follower) {
             state_.voted_for = m.from;
             Persist();
             state_.tentative_leader = m.from;
@@ -288,28 +407,23 @@ void Elector::HandleElectionProposal(const Message& m, const ElectionProposal& b
         }
         return refuse(state_.voted_for ? Refusal::AlreadyVoted : Refusal::StaleTerm);
     }
-    // m.term > t: vote for the sender in its term. The vote is durable before the reply leaves.
+    // A newer term: vote for the sender in its term. The vote is durable before the reply leaves.
     const Reason reason =
         state_.role == Role::Leader ? Reason::LeaderPreempted : Reason::ElectionPreempted;
     AdoptTerm(m.term, m.from);
-    BecomeFollower(reason, std::nullopt, m.from);
+    FollowCandidate(reason, m.from);
     grant();
 }
 
 // Candidate counts votes and refusals of its current election; a leader counts late votes and
-// unsolicited support as supporters.
-void Elector::HandleElectionResponse(const Message& m, const ElectionResponse& body) {
-    if (m.term != state_.term) {
-        return;  // a reply to another election
-    }
+// unsolicited support as supporters. A refusal may carry the voter's newer term (`voter_term`,
+// a term in the body rather than the envelope): the candidate adopts it and steps down.
+void Elector::HandleElectionResponse(const Message& m, const ElectionResponse& body, TermOrder) {
     if (state_.role == Role::Leader) {
         if (body.granted) {
             state_.supporters.insert(m.from);
             state_.heard_since_check.insert(m.from);
         }
-        return;
-    }
-    if (state_.role != Role::Candidate) {
         return;
     }
     if (body.granted) {
@@ -321,34 +435,38 @@ void Elector::HandleElectionResponse(const Message& m, const ElectionResponse& b
     }
     if (body.voter_term > state_.term) {
         AdoptTerm(body.voter_term, std::nullopt);
-        BecomeFollower(Reason::ElectionPreempted, std::nullopt, std::nullopt);
+        StepDown(Reason::ElectionPreempted);
         return;
     }
     state_.refusals.insert(m.from);
     if (state_.refusals.size() > config_.cluster_size - quorum_) {
-        BecomeFollower(Reason::ElectionRefused, std::nullopt, std::nullopt);
+        StepDown(Reason::ElectionRefused);
     }
 }
 
-void Elector::HandleLeaderHeartbeat(const Message& m, const LeaderHeartbeat& body) {
-    const Term t = state_.term;
-    const NodeId src = m.from;
-    if (m.term < t) {
-        if (state_.role == Role::Leader) {
-            Send(src, t, LeaderHeartbeat{state_.lsn});  // a stale leader: let it follow us
-        } else {
-            Send(src, t, HeartbeatResponse{});  // InvalidHeartbeat: here is my higher term
-        }
-        return;
+// A heartbeat of a term below ours: a stale leader. A leader answers with its own heartbeat (let
+// it follow us), anybody else with the article's InvalidHeartbeat (here is my higher term).
+void Elector::ReplyToStaleHeartbeat(const Message& m, const LeaderHeartbeat&) {
+    if (state_.role == Role::Leader) {
+        Send(m.from, state_.term, LeaderHeartbeat{state_.lsn});
+    } else {
+        Send(m.from, state_.term, HeartbeatResponse{});
     }
-    if (m.term == t && state_.role == Role::Leader) {
+}
+
+void Elector::HandleLeaderHeartbeat(const Message& m, const LeaderHeartbeat& body,
+                                    TermOrder order) {
+    const Term t = state_.term;  // the sender's: a newer term was adopted before this handler
+    const NodeId src = m.from;
+    const bool same_term = order == TermOrder::Equal;
+    if (same_term && state_.role == Role::Leader) {
         // Two leaders in one term: impossible by construction; detected and reported anyway.
         ++counters_.two_leader_alarms;
         out_.push_back(RaiseAlarm{AlarmKind::TwoLeadersInTerm, src, t});
         Send(src, t, LeaderHeartbeat{state_.lsn});
         return;
     }
-    if (m.term == t && state_.role == Role::Follower && state_.leader && *state_.leader != src) {
+    if (same_term && state_.role == Role::Follower && state_.leader && *state_.leader != src) {
         ++counters_.two_leader_alarms;
         out_.push_back(RaiseAlarm{AlarmKind::TwoLeadersInTerm, src, t});
         return;
@@ -360,7 +478,7 @@ void Elector::HandleLeaderHeartbeat(const Message& m, const LeaderHeartbeat& bod
             state_.lsn = body.lsn;
         }
     };
-    if (m.term == t && state_.role == Role::Follower && state_.leader == src) {
+    if (same_term && state_.role == Role::Follower && state_.leader == src) {
         note_lsn();
         state_.missed_checks = 0;  // the common case: our leader is alive
         Send(src, t, HeartbeatAck{});
@@ -374,12 +492,9 @@ void Elector::HandleLeaderHeartbeat(const Message& m, const LeaderHeartbeat& bod
     } else if (state_.role == Role::Leader) {
         reason = Reason::LeaderPreempted;
     }
-    if (m.term > t) {
-        AdoptTerm(m.term, std::nullopt);
-    }
-    BecomeFollower(reason, src, std::nullopt);
+    FollowLeader(reason, src);
     note_lsn();
-    if (was_tentative && state_.term == t) {
+    if (was_tentative && same_term) {
         Send(src, state_.term, HeartbeatAck{});  // we already voted for it
     } else {
         // Unsolicited support so that the leader counts this node (reference behaviour).
@@ -387,26 +502,18 @@ void Elector::HandleLeaderHeartbeat(const Message& m, const LeaderHeartbeat& bod
     }
 }
 
-void Elector::HandleHeartbeatAck(const Message& m, const HeartbeatAck&) {
-    if (state_.role == Role::Leader && m.term == state_.term) {
-        state_.supporters.insert(m.from);
-        state_.heard_since_check.insert(m.from);
-    }
+void Elector::HandleHeartbeatAck(const Message& m, const HeartbeatAck&, TermOrder) {
+    state_.supporters.insert(m.from);
+    state_.heard_since_check.insert(m.from);
 }
 
-// InvalidHeartbeat: a follower tells the leader that it has moved to a higher term.
-void Elector::HandleHeartbeatResponse(const Message& m, const HeartbeatResponse&) {
-    if (state_.role != Role::Leader || m.term <= state_.term) {
-        return;
-    }
-    AdoptTerm(m.term, std::nullopt);
-    BecomeFollower(Reason::LeaderPreempted, std::nullopt, std::nullopt);
+// InvalidHeartbeat: a follower tells the leader that it has moved to a higher term, which the
+// leader has adopted (its rule) before this runs.
+void Elector::HandleHeartbeatResponse(const Message&, const HeartbeatResponse&, TermOrder) {
+    StepDown(Reason::LeaderPreempted);
 }
 
-void Elector::HandleLeadershipCession(const Message& m, const LeadershipCession& body) {
-    if (state_.role != Role::Follower || m.term != state_.term) {
-        return;
-    }
+void Elector::HandleLeadershipCession(const Message& m, const LeadershipCession& body, TermOrder) {
     if (state_.leader != m.from && state_.tentative_leader != m.from) {
         return;
     }
@@ -416,7 +523,7 @@ void Elector::HandleLeadershipCession(const Message& m, const LeadershipCession&
     }
     // When a successor is named, give it time to win before competing with it.
     const Millis extra = body.successor ? config_.election_result_timeout : Millis{0};
-    BecomeFollower(Reason::LeaderCeded, std::nullopt, std::nullopt, std::nullopt, extra);
+    StepDown(Reason::LeaderCeded, extra);
 }
 
 // ---- Timer handlers ----------------------------------------------------------------------------
@@ -440,7 +547,7 @@ void Elector::ScoutingResultFired() {
 
 void Elector::ElectionResultFired() {
     if (state_.role == Role::Candidate) {
-        BecomeFollower(Reason::QuorumNotAchieved, std::nullopt, std::nullopt);
+        StepDown(Reason::QuorumNotAchieved);
     }
 }
 
@@ -461,7 +568,7 @@ void Elector::HeartbeatCheckFired() {
         Arm(TimerId::HeartbeatCheck, config_.heartbeat_check_period);
         return;
     }
-    BecomeFollower(Reason::LeaderNoHeartbeat, std::nullopt, std::nullopt);
+    StepDown(Reason::LeaderNoHeartbeat);
 }
 
 // Check-quorum (departure 3): a leader that has not heard from a quorum (itself included) within
@@ -473,7 +580,7 @@ void Elector::CheckQuorumFired() {
     NodeSet heard = state_.heard_since_check;
     heard.insert(config_.self);
     if (heard.size() < quorum_) {
-        BecomeFollower(Reason::CheckQuorumFailed, std::nullopt, std::nullopt);
+        StepDown(Reason::CheckQuorumFailed);
         return;
     }
     state_.heard_since_check.clear();
@@ -493,11 +600,11 @@ void Elector::PeerDown(NodeId peer) {
     state_.peers_up.erase(peer);
     if (state_.role == Role::Follower &&
         (state_.leader == peer || state_.tentative_leader == peer)) {
-        BecomeFollower(Reason::LeaderUnavailable, std::nullopt, std::nullopt);
+        StepDown(Reason::LeaderUnavailable);
     } else if (state_.role == Role::Leader) {
         state_.supporters.erase(peer);
         if (state_.supporters.size() < quorum_) {
-            BecomeFollower(Reason::QuorumNotAchieved, std::nullopt, std::nullopt);
+            StepDown(Reason::QuorumNotAchieved);
         }
     }
 }
@@ -616,6 +723,18 @@ void Elector::BecomeFollower(Reason reason, std::optional<NodeId> leader,
     NotifyIfChanged(reason);
 }
 
+void Elector::StepDown(Reason reason, Millis extra_wait) {
+    BecomeFollower(reason, std::nullopt, std::nullopt, std::nullopt, extra_wait);
+}
+
+void Elector::FollowLeader(Reason reason, NodeId leader) {
+    BecomeFollower(reason, leader, std::nullopt);
+}
+
+void Elector::FollowCandidate(Reason reason, NodeId candidate) {
+    BecomeFollower(reason, std::nullopt, candidate);
+}
+
 void Elector::AdoptTerm(Term term, std::optional<NodeId> vote) {
     CONCLAVE_CHECK(term > state_.term, "terms only grow");
     state_.term = term;
@@ -684,6 +803,14 @@ void Elector::NotifyIfChanged(Reason reason) {
 Millis Elector::RandomBackoff() {
     const auto span = static_cast<std::uint64_t>(config_.max_random_wait.count()) + 1;
     return Millis{static_cast<Millis::rep>(random_() % span)};
+}
+
+bool Elector::planted([[maybe_unused]] PlantedBug bug) const {
+#ifdef CONCLAVE_PLANTED_BUGS
+    return config_.planted_bug == bug;
+#else
+    return false;
+#endif
 }
 
 bool Elector::IsPeer(NodeId n) const {

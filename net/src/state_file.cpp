@@ -8,8 +8,10 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <system_error>
 
 #include "conclave/codec/json.hpp"
+#include "conclave/core/durable_fs.hpp"
 
 namespace conclave::net {
 
@@ -38,18 +40,11 @@ void fsync_path(const fs::path& path, int flags) {
 }  // namespace
 
 void create_directories_durably(const fs::path& dir) {
-    std::error_code ec;
-    if (fs::is_directory(dir, ec)) {
-        return;
+    try {
+        conclave::create_directories_durably(dir);
+    } catch (const std::system_error& e) {
+        throw StateFileError(e.what());
     }
-    const fs::path parent = dir.parent_path();
-    if (!parent.empty() && parent != dir) {
-        create_directories_durably(parent);
-    }
-    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-        fail_errno("cannot create directory", dir);
-    }
-    fsync_path(parent.empty() ? fs::path(".") : parent, O_RDONLY | O_DIRECTORY);
 }
 
 std::optional<DurableState> load_durable_state(const fs::path& data_dir, std::size_t cluster_size) {

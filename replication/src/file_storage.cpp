@@ -11,6 +11,7 @@
 #include <string>
 #include <system_error>
 
+#include "conclave/core/durable_fs.hpp"
 #include "conclave/replication/check.hpp"
 #include "conclave/replication/storage.hpp"
 #include "crc32.hpp"
@@ -34,22 +35,6 @@ void FsyncOrThrow(int fd, const std::filesystem::path& path) {
             ThrowErrno("fsync", path);
         }
     }
-}
-
-void FsyncDirectory(const std::filesystem::path& dir) {
-    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) {
-        ThrowErrno("open directory", dir);
-    }
-    while (::fsync(fd) != 0) {
-        if (errno != EINTR) {
-            const int saved = errno;
-            ::close(fd);
-            errno = saved;
-            ThrowErrno("fsync directory", dir);
-        }
-    }
-    ::close(fd);
 }
 
 void WriteAll(int fd, const char* data, std::size_t size, std::uint64_t offset,
@@ -167,23 +152,6 @@ void CheckTornTail(const std::filesystem::path& path, std::string_view data, std
     }
 }
 
-// create_directories, with the parent of every directory created fsynced so that the new entry
-// survives a machine crash.
-void CreateDirectoriesDurably(const std::filesystem::path& dir) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(dir, ec)) {
-        return;
-    }
-    const auto parent = dir.parent_path();
-    if (!parent.empty() && parent != dir) {
-        CreateDirectoriesDurably(parent);
-    }
-    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-        ThrowErrno("create directory", dir);
-    }
-    FsyncDirectory(parent.empty() ? std::filesystem::path(".") : parent);
-}
-
 }  // namespace
 
 // Compaction (issue 16): the snapshot file (defined at the end of this file).
@@ -194,7 +162,7 @@ void WriteSnapshotFile(const std::filesystem::path& dir, const Snapshot& snapsho
 
 FileStorage::FileStorage(std::filesystem::path dir, FsyncPolicy policy)
     : dir_(std::move(dir)), policy_(policy) {
-    CreateDirectoriesDurably(dir_);
+    create_directories_durably(dir_);  // throws std::system_error, as every step here
     const auto path = log_path();
     fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd_ < 0) {
@@ -277,7 +245,7 @@ Recovery FileStorage::recover() {
     // What was read back may never have reached the disk (a crash of this process after write()
     // but before fsync leaves it in the page cache only): make it durable before reporting it so.
     FsyncOrThrow(fd_, path);
-    FsyncDirectory(dir_);
+    fsync_directory(dir_);
     fsync_count_ += 2;
     synced_ = index_.size();
 
@@ -371,7 +339,7 @@ void FileStorage::write_meta(const LogMeta& meta) {
     if (::rename(temp_path.c_str(), final_path.c_str()) != 0) {
         ThrowErrno("rename to " + final_path.string() + " from", temp_path);
     }
-    FsyncDirectory(dir_);
+    fsync_directory(dir_);
     fsync_count_ += 2;
 }
 

@@ -51,7 +51,9 @@ std::string_view to_string(ViolationKind k) {
     return "?";
 }
 
-std::string_view to_string(StepAction a) {
+namespace {
+
+constexpr std::string_view step_name(StepAction a) {
     switch (a) {
         case StepAction::Start:
             return "Start";
@@ -103,24 +105,45 @@ std::string_view to_string(StepAction a) {
     return "?";
 }
 
+}  // namespace
+
+std::string_view to_string(StepAction a) {
+    return step_name(a);
+}
+
+// Each message kind's handler step is named after the kind: "Handle" + kName.
+template <std::size_t... I>
+constexpr bool handler_steps_named(std::index_sequence<I...>) {
+    constexpr std::string_view prefix = "Handle";
+    return ((step_name(kHandlerSteps[I]).starts_with(prefix) &&
+             step_name(kHandlerSteps[I]).substr(prefix.size()) == kMessageNames[I]) &&
+            ...);
+}
+static_assert(handler_steps_named(std::make_index_sequence<kMessageKindCount>{}));
+
 StepAction action_for(const MessageBody& body) {
-    // The variant's alternatives are in the same order as the Handle* actions.
-    return static_cast<StepAction>(static_cast<std::size_t>(StepAction::HandleScoutingRequest) +
-                                   body.index());
+    return kHandlerSteps[body.index()];
 }
 
 StepAction action_for(TimerId timer) {
-    return static_cast<StepAction>(static_cast<std::size_t>(StepAction::InitialWaitFired) +
-                                   static_cast<std::size_t>(timer));
+    switch (timer) {
+        case TimerId::InitialWait:
+            return StepAction::InitialWaitFired;
+        case TimerId::RandomWait:
+            return StepAction::RandomWaitFired;
+        case TimerId::ScoutingResult:
+            return StepAction::ScoutingResultFired;
+        case TimerId::ElectionResult:
+            return StepAction::ElectionResultFired;
+        case TimerId::HeartbeatBroadcast:
+            return StepAction::HeartbeatBroadcastFired;
+        case TimerId::HeartbeatCheck:
+            return StepAction::HeartbeatCheckFired;
+        case TimerId::CheckQuorum:
+            return StepAction::CheckQuorumFired;
+    }
+    return StepAction::Start;  // unreachable: every TimerId is listed (-Wswitch)
 }
-
-static_assert(std::variant_size_v<MessageBody> == 8);
-static_assert(static_cast<int>(StepAction::HandleLeadershipCession) -
-                  static_cast<int>(StepAction::HandleScoutingRequest) ==
-              7);
-static_assert(static_cast<int>(StepAction::CheckQuorumFired) -
-                  static_cast<int>(StepAction::InitialWaitFired) ==
-              static_cast<int>(TimerId::CheckQuorum));
 
 History::History(std::size_t nodes, HistoryOptions options)
     : nodes_(nodes),

@@ -16,9 +16,11 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <span>
 
 #include "conclave/codec/json.hpp"
 #include "conclave/elector/elector.hpp"
+#include "conclave/runtime/elector_runtime.hpp"
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -51,57 +53,60 @@ struct Node {
     std::vector<tcp::endpoint> peers;
     std::string cluster;
     std::string state_path;
-    std::unique_ptr<Elector> elector;
+    /// The runtime's environment: Asio timers, this toy mesh, a JSON state file, stdout.
+    struct Env {
+        static constexpr bool kPlantedBugs = false;
+        Node& node;
+        Millis now() const { return node.now(); }
+        void send(std::span<const NodeId> to, const Message& m) {
+            for (const NodeId n : to) {
+                node.send(n.value, m);
+            }
+        }
+        void arm(TimerId id, Millis delay, runtime::TimerGeneration gen) {
+            auto& t = node.timers[id];
+            if (!t) {
+                t = std::make_unique<asio::steady_timer>(node.io);
+            }
+            t->expires_after(delay);
+            Node* n = &node;
+            t->async_wait([n, id, gen](boost::system::error_code ec) {
+                if (!ec) {
+                    n->elector->timer_fired(id, gen);
+                }
+            });
+        }
+        void cancel(TimerId id) {
+            if (node.timers[id]) {
+                node.timers[id]->cancel();
+            }
+        }
+        bool persist(const DurableState& state) {
+            json j;
+            to_json(j, state);
+            std::ofstream(node.state_path + ".tmp") << j.dump();
+            return std::rename((node.state_path + ".tmp").c_str(), node.state_path.c_str()) == 0;
+        }
+        void notify(const LeadershipSnapshot& s) {
+            std::cout << "leadership: " << to_string(s.role) << " term " << s.term.value
+                      << " reason " << to_string(s.reason) << std::endl;
+        }
+        void alarm(const RaiseAlarm& a) {
+            std::cout << "ALARM: " << to_string(Action{a}) << std::endl;
+        }
+        void failed(const DurableState&) {
+            std::cout << "state write failed: out of service" << std::endl;
+        }
+    };
+
+    Env env{*this};
+    std::unique_ptr<runtime::ElectorRuntime<Env>> elector;
     std::vector<std::shared_ptr<Conn>> conns;
     std::map<TimerId, std::unique_ptr<asio::steady_timer>> timers;
-    std::map<TimerId, std::uint64_t> generation;
     std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
 
     Millis now() const {
         return std::chrono::duration_cast<Millis>(std::chrono::steady_clock::now() - start);
-    }
-
-    void perform(const Actions& actions) {
-        for (const Action& a : actions) {
-            if (const auto* s = std::get_if<SendTo>(&a)) {
-                send(s->to.value, s->message);
-            } else if (const auto* b = std::get_if<Broadcast>(&a)) {
-                for (std::size_t j = 0; j < n; ++j) {
-                    if (j != self) {
-                        send(j, b->message);
-                    }
-                }
-            } else if (const auto* arm = std::get_if<ArmTimer>(&a)) {
-                auto& t = timers[arm->timer];
-                if (!t) {
-                    t = std::make_unique<asio::steady_timer>(io);
-                }
-                const std::uint64_t gen = ++generation[arm->timer];
-                t->expires_after(arm->delay);
-                const TimerId id = arm->timer;
-                t->async_wait([this, id, gen](boost::system::error_code ec) {
-                    if (!ec && generation[id] == gen) {
-                        perform(elector->timer_fired(now(), id));
-                    }
-                });
-            } else if (const auto* c = std::get_if<CancelTimer>(&a)) {
-                ++generation[c->timer];
-                if (timers[c->timer]) {
-                    timers[c->timer]->cancel();
-                }
-            } else if (const auto* p = std::get_if<PersistState>(&a)) {
-                json j;
-                to_json(j, p->state);
-                std::ofstream(state_path + ".tmp") << j.dump();
-                std::rename((state_path + ".tmp").c_str(), state_path.c_str());
-            } else if (const auto* l = std::get_if<NotifyLeadership>(&a)) {
-                std::cout << "leadership: " << to_string(l->snapshot.role) << " term "
-                          << l->snapshot.term.value << " reason " << to_string(l->snapshot.reason)
-                          << std::endl;
-            } else if (std::get_if<RaiseAlarm>(&a) != nullptr) {
-                std::cout << "ALARM: " << to_string(a) << std::endl;
-            }
-        }
     }
 
     void send(std::size_t to, const Message& m) {
@@ -133,7 +138,7 @@ struct Node {
             drop(peer, conns[peer]);
         }
         conns[peer] = c;
-        perform(elector->peer_up(now(), NodeId{static_cast<std::uint16_t>(peer)}));
+        elector->peer_up(NodeId{static_cast<std::uint16_t>(peer)});
         read(peer, c, std::make_shared<asio::streambuf>());
     }
     void drop(std::size_t peer, std::shared_ptr<Conn> c) {
@@ -145,7 +150,7 @@ struct Node {
         c->socket.close(ec);
         if (conns[peer] == c) {
             conns[peer].reset();
-            perform(elector->peer_down(now(), NodeId{static_cast<std::uint16_t>(peer)}));
+            elector->peer_down(NodeId{static_cast<std::uint16_t>(peer)});
             if (peer > self) {
                 redial(peer);
             }
@@ -164,7 +169,7 @@ struct Node {
                 try {
                     const Message m = message_from_json(json::parse(line));
                     if (m.from.value == peer) {
-                        perform(elector->receive(now(), m));
+                        elector->receive(m);
                     }
                 } catch (const std::exception& e) {
                     std::cout << "bad message from " << ids[peer] << ": " << e.what() << std::endl;
@@ -217,14 +222,14 @@ struct Node {
     }
 
     json status() const {
-        const auto& s = elector->state();
+        const auto& s = elector->elector().state();
         json peers_json = json::array();
         for (std::size_t j = 0; j < n; ++j) {
             if (j != self) {
                 peers_json.push_back({{"id", ids[j]}, {"up", conns[j] != nullptr}});
             }
         }
-        const auto& snap = elector->snapshot();
+        const auto& snap = elector->elector().snapshot();
         return json{{"id", ids[self]},
                     {"cluster", cluster},
                     {"role", std::string(to_string(s.role))},
@@ -311,7 +316,8 @@ int main(int argc, char** argv) {
             restored = durable_state_from_json(json::parse(state));
         }
         std::mt19937_64 rng(static_cast<std::uint64_t>(::getpid()));
-        node.elector = std::make_unique<Elector>(*c, restored, [rng]() mutable { return rng(); });
+        node.elector = std::make_unique<runtime::ElectorRuntime<Node::Env>>(
+            node.env, *c, restored, [rng]() mutable { return rng(); });
     } catch (const std::exception& e) {
         std::cerr << "config: " << e.what() << "\n";
         return 2;
@@ -326,7 +332,7 @@ int main(int argc, char** argv) {
     for (std::size_t j = node.self + 1; j < node.n; ++j) {
         node.dial(j);
     }
-    node.perform(node.elector->start(node.now()));
+    node.elector->start();
     node.io.run();
     std::cout << "stopped" << std::endl;
     return 0;

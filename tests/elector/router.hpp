@@ -1,4 +1,5 @@
-// A small deterministic in-test router for several electors: it performs their actions in order,
+// A small deterministic in-test router for several electors: each node is an ElectorRuntime (the
+// one interpreter of the core's actions, runtime/) over a NodeEnv of this router; the router
 // delivers messages FIFO per link after a fixed latency, fires timers in simulated-time order and
 // can cut and heal links (reporting peer down / up to both ends). No threads, no sleeps, no clock.
 //
@@ -13,10 +14,13 @@
 #include <array>
 #include <deque>
 #include <map>
+#include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "conclave/elector/elector.hpp"
+#include "conclave/runtime/elector_runtime.hpp"
 
 namespace conclave::test {
 
@@ -41,7 +45,8 @@ class Router {
 
     Router(const std::vector<Config>& configs, std::uint64_t seed) : size_(configs.size()) {
         for (std::size_t i = 0; i < size_; ++i) {
-            nodes_.emplace_back(configs[i], DurableState{}, SplitMix64{seed * 1000 + i});
+            nodes_.push_back(
+                std::make_unique<Node>(*this, id(i), configs[i], SplitMix64{seed * 1000 + i}));
         }
         timers_.resize(size_);
         disk_.resize(size_);
@@ -49,6 +54,9 @@ class Router {
         links_.resize(size_ * size_);
         connected_.assign(size_ * size_, true);
     }
+
+    Router(const Router&) = delete;  // nodes refer to their router: no copy, no move
+    Router& operator=(const Router&) = delete;
 
     /// `size` nodes with the fast profile.
     static Router fast_cluster(std::size_t size, bool scouting, std::uint64_t seed) {
@@ -64,12 +72,12 @@ class Router {
     /// Starts every node at `now` over a full mesh.
     void start_all() {
         for (std::size_t i = 0; i < size_; ++i) {
-            apply(id(i), nodes_[i].start(now_));
+            rt(i).start();
         }
         for (std::size_t a = 0; a < size_; ++a) {
             for (std::size_t b = 0; b < size_; ++b) {
                 if (a != b) {
-                    apply(id(a), nodes_[a].peer_up(now_, id(b)));
+                    rt(a).peer_up(id(b));
                 }
             }
         }
@@ -84,16 +92,16 @@ class Router {
         set_connected(a, b, false);
         link(a, b).clear();
         link(b, a).clear();
-        apply(a, nodes_[a.value].peer_down(now_, b));
-        apply(b, nodes_[b.value].peer_down(now_, a));
+        rt(a.value).peer_down(b);
+        rt(b.value).peer_down(a);
     }
     void heal(NodeId a, NodeId b) {
         if (connected(a, b)) {
             return;
         }
         set_connected(a, b, true);
-        apply(a, nodes_[a.value].peer_up(now_, b));
-        apply(b, nodes_[b.value].peer_up(now_, a));
+        rt(a.value).peer_up(b);
+        rt(b.value).peer_up(a);
     }
     void isolate(NodeId a) {
         for (std::size_t b = 0; b < size_; ++b) {
@@ -119,8 +127,8 @@ class Router {
             std::optional<std::size_t> best_link;
             for (std::size_t n = 0; n < size_; ++n) {
                 for (std::size_t t = 0; t < kTimerCount; ++t) {
-                    if (timers_[n][t] && (!best || *timers_[n][t] < *best)) {
-                        best = timers_[n][t];
+                    if (timers_[n][t] && (!best || timers_[n][t]->key < *best)) {
+                        best = timers_[n][t]->key;
                         best_node = n;
                         best_timer = t;
                         best_link.reset();
@@ -143,26 +151,26 @@ class Router {
             }
             now_ = best->first;
             if (best_timer) {
+                const TimerGeneration generation = timers_[best_node][*best_timer]->generation;
                 timers_[best_node][*best_timer].reset();
-                apply(id(best_node),
-                      nodes_[best_node].timer_fired(now_, static_cast<TimerId>(*best_timer)));
+                rt(best_node).timer_fired(static_cast<TimerId>(*best_timer), generation);
             } else {
                 const std::size_t to = *best_link % size_;
                 const Message message = links_[*best_link].front().message;
                 links_[*best_link].pop_front();
                 ++delivered_;
-                apply(id(to), nodes_[to].receive(now_, message));
+                rt(to).receive(message);
             }
         }
     }
 
     Millis now() const { return now_; }
-    const Elector& node(NodeId n) const { return nodes_[n.value]; }
+    const Elector& node(NodeId n) const { return nodes_[n.value]->runtime.elector(); }
     /// The node in role Leader, if there is exactly one.
     std::optional<NodeId> sole_leader() const {
         std::optional<NodeId> found;
         for (std::size_t i = 0; i < size_; ++i) {
-            if (nodes_[i].state().role == Role::Leader) {
+            if (node(id(i)).state().role == Role::Leader) {
                 if (found) {
                     return std::nullopt;
                 }
@@ -177,6 +185,46 @@ class Router {
     std::uint64_t delivered() const { return delivered_; }
 
   private:
+    using TimerGeneration = runtime::TimerGeneration;
+
+    /// The runtime's environment for one node: this router's time, links, timers and disk.
+    struct NodeEnv {
+        static constexpr bool kPlantedBugs = false;
+        Router& router;
+        NodeId self;
+
+        Millis now() const { return router.now_; }
+        void send(std::span<const NodeId> to, const Message& m) {
+            for (const NodeId n : to) {
+                router.send(self, n, m);
+            }
+        }
+        void arm(TimerId t, Millis delay, TimerGeneration g) {
+            router.timers_[self.value][static_cast<std::size_t>(t)] =
+                PendingTimer{{router.now_ + delay, router.seq_++}, g};
+        }
+        void cancel(TimerId t) { router.timers_[self.value][static_cast<std::size_t>(t)].reset(); }
+        bool persist(const DurableState& s) {
+            router.persist(self, s);
+            return true;
+        }
+        void notify(const LeadershipSnapshot& s) { router.notify(self, s); }
+        void alarm(const RaiseAlarm&) { ++router.alarms_; }
+        void failed(const DurableState&) { FAIL("the router's disk never fails"); }
+    };
+    struct Node {
+        Node(Router& r, NodeId self, const Config& config, SplitMix64 random)
+            : env{r, self}, runtime(env, config, DurableState{}, random) {}
+        NodeEnv env;
+        runtime::ElectorRuntime<NodeEnv> runtime;
+    };
+    struct PendingTimer {
+        std::pair<Millis, std::uint64_t> key;  // due time, scheduling order
+        TimerGeneration generation = 0;
+    };
+
+    runtime::ElectorRuntime<NodeEnv>& rt(std::size_t i) { return nodes_[i]->runtime; }
+
     struct InFlight {
         Millis at;
         std::uint64_t seq;
@@ -209,7 +257,7 @@ class Router {
         } else if (response && response->granted) {
             REQUIRE(disk.term == m.term);
             // A vote that a candidate of this term can count is durable.
-            const Elector& receiver = nodes_[to.value];
+            const Elector& receiver = node(to);
             if (receiver.state().role == Role::Candidate && receiver.state().term == m.term) {
                 REQUIRE(disk.voted_for == to);
             }
@@ -220,38 +268,17 @@ class Router {
         }
     }
 
-    void apply(NodeId self, const Actions& actions) {
-        for (const Action& action : actions) {
-            std::visit([&](const auto& a) { perform(self, a); }, action);
-        }
-    }
-
-    void perform(NodeId self, const SendTo& a) { send(self, a.to, a.message); }
-    void perform(NodeId self, const Broadcast& a) {
-        for (std::size_t to = 0; to < size_; ++to) {
-            if (to != self.value) {
-                send(self, id(to), a.message);
-            }
-        }
-    }
-    void perform(NodeId self, const ArmTimer& a) {
-        timers_[self.value][static_cast<std::size_t>(a.timer)] = std::pair{now_ + a.delay, seq_++};
-    }
-    void perform(NodeId self, const CancelTimer& a) {
-        timers_[self.value][static_cast<std::size_t>(a.timer)].reset();
-    }
-    void perform(NodeId self, const PersistState& a) {
+    void persist(NodeId self, const DurableState& state) {
         DurableState& disk = disk_[self.value];
-        REQUIRE(a.state.term >= disk.term);
-        if (a.state.voted_for) {
+        REQUIRE(state.term >= disk.term);
+        if (state.voted_for) {
             auto [it, fresh] =
-                votes_.emplace(std::pair{self.value, a.state.term.value}, *a.state.voted_for);
-            REQUIRE(it->second == *a.state.voted_for);
+                votes_.emplace(std::pair{self.value, state.term.value}, *state.voted_for);
+            REQUIRE(it->second == *state.voted_for);
         }
-        disk = a.state;
+        disk = state;
     }
-    void perform(NodeId self, const NotifyLeadership& a) {
-        const LeadershipSnapshot& s = a.snapshot;
+    void notify(NodeId self, const LeadershipSnapshot& s) {
         if (s.fencing_token != 0) {
             REQUIRE(s.fencing_token >= tokens_[self.value]);
             tokens_[self.value] = s.fencing_token;
@@ -262,11 +289,12 @@ class Router {
             elections_won_.push_back(LeaderEvent{now_, self, s.term});
         }
     }
-    void perform(NodeId, const RaiseAlarm&) { ++alarms_; }
 
     std::size_t size_;
-    std::vector<Elector> nodes_;
-    std::vector<std::array<std::optional<std::pair<Millis, std::uint64_t>>, kTimerCount>> timers_;
+    // Nodes hold a reference to this router: it is neither copied nor moved (fast_cluster
+    // returns a prvalue).
+    std::vector<std::unique_ptr<Node>> nodes_;
+    std::vector<std::array<std::optional<PendingTimer>, kTimerCount>> timers_;
     std::vector<std::deque<InFlight>> links_;
     std::vector<bool> connected_;
     std::vector<DurableState> disk_;

@@ -11,7 +11,9 @@
 namespace conclave {
 
 /// Deliberately wrong behaviours, switched on only by tests, the simulator and the explorer to
-/// prove that their invariant checks can fail. `None` in every real configuration; the daemon
+/// prove that their invariant checks can fail. `None` in every real configuration: the code paths
+/// exist only in conclave_elector_planted (built with CONCLAVE_PLANTED_BUGS, linked by the
+/// simulator and the tests); the production core (conclave_elector, which `conclaved` links)
 /// refuses any other value.
 enum class PlantedBug : std::uint8_t {
     None = 0,
@@ -96,6 +98,7 @@ struct Config {
     std::optional<std::string> validate() const;
 };
 
+/// Defined only in conclave_elector_planted (the simulator and tests).
 std::string_view to_string(PlantedBug b);
 std::string_view to_string(Backoff b);
 /// "uniform" or "ranked".

@@ -109,16 +109,30 @@ class Elector {
     const ElectorCounters& counters() const { return counters_; }
     std::size_t quorum() const { return quorum_; }
 
+  private:
     // ---- Handlers (one per event; names match tla/Elector.tla) ---------------------------------
-    // Public so that tests can read like transcripts; drivers use the inputs above.
-    void HandleScoutingRequest(const Message& m, const ScoutingRequest& body);
-    void HandleScoutingResponse(const Message& m, const ScoutingResponse& body);
-    void HandleElectionProposal(const Message& m, const ElectionProposal& body);
-    void HandleElectionResponse(const Message& m, const ElectionResponse& body);
-    void HandleLeaderHeartbeat(const Message& m, const LeaderHeartbeat& body);
-    void HandleHeartbeatAck(const Message& m, const HeartbeatAck& body);
-    void HandleHeartbeatResponse(const Message& m, const HeartbeatResponse& body);
-    void HandleLeadershipCession(const Message& m, const LeadershipCession& body);
+    // Private: an input (above) sets `now`, applies the entry filters (stopped, non-member,
+    // unreachable term) and the kind's term rules, then calls one handler. Tests drive the core
+    // through the inputs (tests/elector/harness.hpp reads like a transcript).
+
+    /// How the envelope term of a received message compares with the node's term (when higher
+    /// and the kind's rule adopts it, the node has adopted it before the handler runs).
+    enum class TermOrder : std::uint8_t { Stale, Equal, Newer };
+    /// One per message kind (elector.cpp): which roles hear it, what a lower, equal and higher
+    /// term means, its handler and, if a stale one is answered, its reply.
+    template <class Body>
+    struct Rules;
+
+    void HandleScoutingRequest(const Message& m, const ScoutingRequest& body, TermOrder order);
+    void HandleScoutingResponse(const Message& m, const ScoutingResponse& body, TermOrder order);
+    void RefuseStaleProposal(const Message& m, const ElectionProposal& body);
+    void HandleElectionProposal(const Message& m, const ElectionProposal& body, TermOrder order);
+    void HandleElectionResponse(const Message& m, const ElectionResponse& body, TermOrder order);
+    void ReplyToStaleHeartbeat(const Message& m, const LeaderHeartbeat& body);
+    void HandleLeaderHeartbeat(const Message& m, const LeaderHeartbeat& body, TermOrder order);
+    void HandleHeartbeatAck(const Message& m, const HeartbeatAck& body, TermOrder order);
+    void HandleHeartbeatResponse(const Message& m, const HeartbeatResponse& body, TermOrder order);
+    void HandleLeadershipCession(const Message& m, const LeadershipCession& body, TermOrder order);
     void InitialWaitFired();
     void RandomWaitFired();
     void ScoutingResultFired();
@@ -130,7 +144,6 @@ class Elector {
     void PeerDown(NodeId peer);
     void TransferLeadership(NodeId target);
 
-  private:
     // Transitions shared by several handlers (etcd-raft's becomeX).
     bool TermSpaceExhausted();
     void StartScouting();
@@ -143,6 +156,12 @@ class Elector {
     void BecomeFollower(Reason reason, std::optional<NodeId> leader,
                         std::optional<NodeId> tentative, std::optional<NodeId> successor = {},
                         Millis extra_wait = Millis{0});
+    /// BecomeFollower with no leader known: wait (backoff, plus `extra_wait`), then scout.
+    void StepDown(Reason reason, Millis extra_wait = Millis{0});
+    /// BecomeFollower of `leader`, whose heartbeat was heard.
+    void FollowLeader(Reason reason, NodeId leader);
+    /// BecomeFollower that voted for `candidate` and waits for its first heartbeat.
+    void FollowCandidate(Reason reason, NodeId candidate);
     void AdoptTerm(Term term, std::optional<NodeId> vote);
     void EndScoutingRound();
 
@@ -156,6 +175,10 @@ class Elector {
     void NotifyIfChanged(Reason reason);
     Millis RandomBackoff();
     bool IsPeer(NodeId n) const;
+    /// True when `bug` is planted. Always false in the production library (conclave_elector):
+    /// only conclave_elector_planted, built with CONCLAVE_PLANTED_BUGS for the simulator and the
+    /// tests, has planted-bug code paths.
+    bool planted(PlantedBug bug) const;
 
     Actions Finish();
 

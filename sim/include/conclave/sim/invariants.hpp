@@ -14,11 +14,13 @@
 // with a wrong quorum is caught.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "conclave/elector/actions.hpp"
@@ -80,8 +82,56 @@ enum class StepAction : std::uint8_t {
     IssueLsn,
 };
 std::string_view to_string(StepAction a);
+/// The step that receiving `body` is (its handler, kHandlerSteps[body.index()]).
 StepAction action_for(const MessageBody& body);
+/// The step that a firing of `timer` is.
 StepAction action_for(TimerId timer);
+
+/// The handler step of each message kind, declared once per body; the table below is derived
+/// from the variant, so a body without an entry fails to compile (and invariants.cpp checks at
+/// compile time that each step is named "Handle" + the body's kName).
+template <class Body>
+struct HandlerStep;
+template <>
+struct HandlerStep<ScoutingRequest> {
+    static constexpr StepAction value = StepAction::HandleScoutingRequest;
+};
+template <>
+struct HandlerStep<ScoutingResponse> {
+    static constexpr StepAction value = StepAction::HandleScoutingResponse;
+};
+template <>
+struct HandlerStep<ElectionProposal> {
+    static constexpr StepAction value = StepAction::HandleElectionProposal;
+};
+template <>
+struct HandlerStep<ElectionResponse> {
+    static constexpr StepAction value = StepAction::HandleElectionResponse;
+};
+template <>
+struct HandlerStep<LeaderHeartbeat> {
+    static constexpr StepAction value = StepAction::HandleLeaderHeartbeat;
+};
+template <>
+struct HandlerStep<HeartbeatAck> {
+    static constexpr StepAction value = StepAction::HandleHeartbeatAck;
+};
+template <>
+struct HandlerStep<HeartbeatResponse> {
+    static constexpr StepAction value = StepAction::HandleHeartbeatResponse;
+};
+template <>
+struct HandlerStep<LeadershipCession> {
+    static constexpr StepAction value = StepAction::HandleLeadershipCession;
+};
+
+template <class Variant, std::size_t... I>
+constexpr std::array<StepAction, sizeof...(I)> handler_steps(std::index_sequence<I...>) {
+    return {HandlerStep<std::variant_alternative_t<I, Variant>>::value...};
+}
+/// Handler steps of MessageBody's alternatives, by index.
+inline constexpr std::array<StepAction, kMessageKindCount> kHandlerSteps =
+    handler_steps<MessageBody>(std::make_index_sequence<kMessageKindCount>{});
 
 struct HistoryOptions {
     /// Off only in the test that shows what losing durable state leads to beyond a term decrease.
