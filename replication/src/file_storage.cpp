@@ -312,6 +312,7 @@ void FileStorage::truncate_after(Lsn after_lsn) {
         keep == index_.begin() ? kLogMagic.size() : (keep - 1)->end_offset;
     index_.erase(keep, index_.end());
     synced_ = std::min(synced_, index_.size());
+    sync_floor_ = std::min(sync_floor_, index_.size());
     if (new_size == size_) {
         return;
     }
@@ -360,6 +361,31 @@ Lsn FileStorage::flush() {
             SyncLog();
         }
     }
+    return durable_lsn();
+}
+
+SyncTicket FileStorage::begin_sync() {
+    sync_floor_ = index_.size();
+    return SyncTicket{index_.size(), synced_ < index_.size()};
+}
+
+void FileStorage::sync(const SyncTicket& ticket) {
+    // May run on a storage thread while the owner appends: touches only fd_ and fsync_count_.
+    // fdatasync covers every write() that returned before it was called, hence every record
+    // counted by begin_sync().
+    if (!ticket.needed || policy_ == FsyncPolicy::Never) {
+        return;
+    }
+    while (::fdatasync(fd_) != 0) {
+        if (errno != EINTR) {
+            ThrowErrno("fdatasync", log_path());
+        }
+    }
+    ++fsync_count_;
+}
+
+Lsn FileStorage::end_sync(const SyncTicket& ticket) {
+    synced_ = std::max(synced_, std::min(ticket.count, sync_floor_));
     return durable_lsn();
 }
 
