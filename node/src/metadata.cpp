@@ -117,12 +117,13 @@ void Node::create_log_driver() {
                                   net::kDefaultMaxFrameBytes)) {  // the node's mesh limit
         throw std::invalid_argument(*error);
     }
-    log_driver_ = std::make_unique<net::LogDriver>(
-        *io_, *mesh_, *driver_,
-        net::LogDriverOptions{config_.data_dir / "log", config_.metadata.fsync, log, logger_,
-                              [this](const std::string& what) {
-                                  fail_stop("metadata log storage failed: " + what);
-                              }});
+    net::LogDriverOptions options{
+        config_.data_dir / "log", config_.metadata.fsync, log, logger_,
+        [this](const std::string& what) { fail_stop("metadata log storage failed: " + what); }};
+    if (options_.log_storage) {
+        options.storage = options_.log_storage(options.dir, options.fsync);
+    }
+    log_driver_ = std::make_unique<net::LogDriver>(*io_, *mesh_, *driver_, std::move(options));
 }
 
 void Node::propose(std::string key, std::string value, MetadataProposeCallback done) {
