@@ -451,6 +451,12 @@ struct FaultCluster : Cluster {
         };
     }
 
+    ~FaultCluster() {
+        for (auto& n : nodes) {
+            n.reset();  // before the log streams their loggers write to
+        }
+    }
+
     /// Commits `count` keys named prefix0.. on the active leader; returns their LSNs.
     std::vector<Lsn> commit(std::size_t leader, const std::string& prefix, int count) {
         std::vector<Lsn> lsns;
