@@ -565,8 +565,8 @@ RunResult run_scenario(const Options& options, bool scouting,
         }
     });
 
-    Run run{io, cluster, rec,  options, result,   std::mt19937_64(options.seed),
-            {}, false,   true, {},      &proposer};
+    Run run{io, cluster, rec,  options, result,    std::mt19937_64(options.seed),
+            {}, false,   true, {},      &proposer, std::nullopt};
     std::exception_ptr failure;
     bool finished = false;
     poller.start();
