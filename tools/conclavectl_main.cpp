@@ -48,8 +48,10 @@ Operates a Conclave cluster through the nodes' HTTP admin endpoints.
 
 Commands:
   status              one line per node: id, endpoint, role, term, leader, fencing
-                      token, commit LSN, health, last contact (ms since the node
-                      was last heard from by another node, smallest value)
+                      token, commit LSN, health, storage (ok, or failed: /status
+                      storage.reason and .since with -o json), last contact (ms
+                      since the node was last heard from by another node,
+                      smallest value)
   watch               one line per leadership change (with the reason) as seen by
                       the first node (GET /leadership?watch=1; the next one when it
                       is unreachable), until interrupted (^C) or --count
@@ -266,6 +268,9 @@ std::string Str(const json& j, const char* key) {
     if (it->is_string()) {
         return it->get<std::string>();
     }
+    if (it->is_object() && it->contains("state") && (*it)["state"].is_string()) {
+        return (*it)["state"].get<std::string>();  // "storage": {"state": ..., ...}
+    }
     if (it->is_object() && it->contains("term") && it->contains("counter")) {
         return (*it)["term"].dump() + "." + (*it)["counter"].dump();
     }
@@ -314,7 +319,7 @@ int Status(const Options& options) {
         if (view.status) {
             const json& s = *view.status;
             for (const char* key :
-                 {"id", "role", "term", "leader", "fencing_token", "commit_lsn"}) {
+                 {"id", "role", "term", "leader", "fencing_token", "commit_lsn", "storage"}) {
                 row[key] = s.contains(key) ? s[key] : json(nullptr);
             }
         } else {
@@ -338,6 +343,7 @@ int Status(const Options& options) {
             {"TOKEN", "fencing_token"},
             {"COMMIT", "commit_lsn"},
             {"HEALTH", "health"},
+            {"STORAGE", "storage"},
             {"LAST-CONTACT-MS", "last_contact_ms"}};
         std::vector<std::vector<std::string>> cells;
         std::vector<std::size_t> width(columns.size(), 0);

@@ -128,9 +128,9 @@ Summary analyze(std::size_t node_count, const std::vector<Observation>& observat
         last_leader = now;
     };
 
-    // A killed, stopped or paused node claims nothing from the signal on, until it is started or
-    // resumed: its last answer (or one in flight) must not keep it as a live leader, and the
-    // failover it causes is measured from the signal.
+    // A killed, stopped, paused or disk-full node claims nothing from the signal on, until it is
+    // started or resumed: its last answer (or one in flight) must not keep it as a live leader, and
+    // the failover it causes is measured from the signal.
     std::vector<bool> silenced(node_count, false);
     std::size_t next_fault = 0;
     auto apply_faults_until = [&](std::int64_t t_ms) {
@@ -139,8 +139,10 @@ Summary analyze(std::size_t node_count, const std::vector<Observation>& observat
             if (e.kind == FaultKind::SetLink || e.node >= node_count) {
                 continue;
             }
+            // A node whose disk filled is out of service (it hands over and exits): its change
+            // of leader is forced, not needless.
             const bool silence = e.kind == FaultKind::Kill || e.kind == FaultKind::Stop ||
-                                 e.kind == FaultKind::Pause;
+                                 e.kind == FaultKind::Pause || e.kind == FaultKind::DiskFull;
             silenced[e.node] = silence;
             if (silence) {
                 tracker.observe(Observation{e.at_ms, e.node, ObservedRole::Unreachable, 0, {}});

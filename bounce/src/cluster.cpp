@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -173,6 +174,10 @@ void Cluster::start(NodeIndex i) {
             ::_exit(127);
         }
         ::setpgid(0, 0);  // Ctrl-C reaches the tool only; the tool stops the daemons
+        // A write past RLIMIT_FSIZE (fill_disk) must fail with EFBIG, not kill the daemon.
+        struct sigaction ignore {};
+        ignore.sa_handler = SIG_IGN;
+        ::sigaction(SIGXFSZ, &ignore, nullptr);
         const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
         const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
         if (fd >= 0) {
@@ -233,6 +238,28 @@ void Cluster::resume(NodeIndex i) {
         ::kill(p.pid, SIGCONT);
         p.paused = false;
     }
+}
+
+std::uint64_t Cluster::fill_disk(NodeIndex i) {
+    const NodeProcess& p = nodes_.at(i);
+    if (p.pid == 0) {
+        throw std::runtime_error("fill_disk: " + node_name(i) + " is not running");
+    }
+    std::error_code ec;
+    const auto log_file = dir_ / "data" / node_name(i) / "log" / "log.dat";
+    const std::uint64_t size = std::filesystem::file_size(log_file, ec);
+    const std::uint64_t limit = std::max<std::uint64_t>(ec ? 0 : size, 4096);
+    struct rlimit old {};
+    if (::prlimit(p.pid, RLIMIT_FSIZE, nullptr, &old) != 0) {
+        throw std::runtime_error("prlimit(" + node_name(i) + "): " + std::strerror(errno));
+    }
+    struct rlimit full {};
+    full.rlim_cur = std::min<rlim_t>(static_cast<rlim_t>(limit), old.rlim_max);
+    full.rlim_max = old.rlim_max;
+    if (::prlimit(p.pid, RLIMIT_FSIZE, &full, nullptr) != 0) {
+        throw std::runtime_error("prlimit(" + node_name(i) + "): " + std::strerror(errno));
+    }
+    return static_cast<std::uint64_t>(full.rlim_cur);
 }
 
 std::vector<ProcessExit> Cluster::reap() {

@@ -69,6 +69,8 @@ void FaultState::apply(const FaultEvent& e) {
         case FaultKind::Pause:
             processes.at(e.node) = ProcessState::Paused;
             return;
+        case FaultKind::DiskFull:
+            return;  // still running (until it exits, reported as a Stop)
     }
 }
 
@@ -216,6 +218,8 @@ std::vector<FaultInterval> fault_intervals(std::size_t node_count,
                      {e.node}};
         } else if (e.kind == FaultKind::Pause) {
             open[{e.node, e.node}] = Open{e.at_ms, node_name(e.node) + " paused", {e.node}};
+        } else if (e.kind == FaultKind::DiskFull) {
+            open[{e.node, e.node}] = Open{e.at_ms, node_name(e.node) + " disk full", {e.node}};
         }
     }
     while (!open.empty()) {

@@ -9,9 +9,13 @@ namespace conclave::bounce {
 namespace {
 
 constexpr std::pair<Scenario, std::string_view> kScenarios[] = {
-    {Scenario::NonSticky, "non-sticky"},           {Scenario::PingPong, "ping-pong"},
-    {Scenario::LeaderCrash, "leader-crash"},       {Scenario::LeaderPause, "leader-pause"},
-    {Scenario::RollingRestart, "rolling-restart"}, {Scenario::Chaos, "chaos"},
+    {Scenario::NonSticky, "non-sticky"},
+    {Scenario::PingPong, "ping-pong"},
+    {Scenario::LeaderCrash, "leader-crash"},
+    {Scenario::LeaderPause, "leader-pause"},
+    {Scenario::RollingRestart, "rolling-restart"},
+    {Scenario::Chaos, "chaos"},
+    {Scenario::DiskFull, "disk-full"},
 };
 
 template <typename T>
@@ -52,6 +56,8 @@ Scenarios:
   leader-pause     SIGSTOP the leader, then SIGCONT
   rolling-restart  restart every node in turn, the leader last
   chaos            random faults for --duration seconds, reproducible with --seed
+  disk-full        the leader's disk fills during writes (unprivileged: RLIMIT_FSIZE); it
+                   must step down and exit 1, losing no acknowledged entry; restarted later
 
 Options:
   --scouting on|off   ElectionScouting (PreVote) in the config (default on)
@@ -160,7 +166,7 @@ std::variant<Options, HelpRequested, std::string> parse_options(int argc, const 
             if (!found) {
                 return "unknown scenario '" + std::string(a) +
                        "' (expected non-sticky, ping-pong, leader-crash, leader-pause, "
-                       "rolling-restart or chaos)";
+                       "rolling-restart, chaos or disk-full)";
             }
             have_scenario = true;
         }

@@ -287,6 +287,8 @@ nlohmann::json summary_json(const RunResult& r) {
         {"new_leader_after_crash", r.new_leader_after_crash
                                        ? nlohmann::json(*r.new_leader_after_crash)
                                        : nlohmann::json(nullptr)},
+        {"disk_full_exit",
+         r.disk_full_exit ? nlohmann::json(*r.disk_full_exit) : nlohmann::json(nullptr)},
         {"warnings", r.warnings},
         {"observations", r.observations.size()},
         {"metadata", metadata_json(r)},

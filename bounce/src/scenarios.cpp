@@ -45,9 +45,10 @@ struct Run {
     std::mt19937_64 random;
     std::set<NodeIndex> expecting_exit;  // nodes we asked to stop
     bool stopped = false;
-    bool starting = true;          // before the first leader: a daemon exit is fatal
-    std::string startup_failure;   // why the cluster could not start
-    Proposer* proposer = nullptr;  // the metadata proposer (it runs only when started)
+    bool starting = true;                // before the first leader: a daemon exit is fatal
+    std::string startup_failure;         // why the cluster could not start
+    Proposer* proposer = nullptr;        // the metadata proposer (it runs only when started)
+    std::optional<NodeIndex> disk_full;  // disk-full: the node whose disk filled
 
     std::size_t size() const { return cluster.size(); }
     std::int64_t hold_ms() const {
@@ -176,6 +177,18 @@ struct Run {
                     rec.note(node_name(e.node) + " stopped: " + e.description);
                     continue;
                 }
+                if (disk_full == e.node && !result.disk_full_exit) {
+                    // Expected: out of service on a storage failure, exit status 1.
+                    result.disk_full_exit = e.description;
+                    rec.note(node_name(e.node) + " left after its disk filled: " + e.description);
+                    if (e.description != "exited with status 1") {
+                        result.warnings.push_back(
+                            node_name(e.node) + " should exit with status 1 on a full disk, " +
+                            e.description + "; log tail:\n" + cluster.log_tail(e.node, 8));
+                    }
+                    process_event(FaultKind::Stop, e.node);
+                    continue;
+                }
                 const std::string text = node_name(e.node) + " exited by itself: " + e.description;
                 rec.note(text);
                 if (starting && startup_failure.empty()) {
@@ -228,6 +241,32 @@ asio::awaitable<void> leader_crash(Run& r, NodeIndex a) {
     }
     co_await r.sleep(r.hold_ms());
     r.rec.note("leader-crash: restarting " + node_name(a));
+    r.start(a);
+    co_await r.sleep(kWatchAfterMs);
+}
+
+asio::awaitable<void> disk_full(Run& r, NodeIndex a) {
+    // The leader's disk fills while the proposer writes: its next log append fails (EFBIG), it
+    // must hand over and exit 1; a new leader keeps every acknowledged entry (check_metadata).
+    const std::uint64_t limit = r.cluster.fill_disk(a);
+    r.disk_full = a;
+    r.process_event(FaultKind::DiskFull, a);
+    r.rec.note(
+        fmt::format("disk-full: {}'s files may not grow past {} bytes", node_name(a), limit));
+    const auto next = co_await r.wait_for_leader(kRecoveryTimeoutMs, a);
+    r.result.new_leader_after_crash = next.has_value();
+    if (!next) {
+        r.result.warnings.push_back("no new leader within " + std::to_string(kRecoveryTimeoutMs) +
+                                    " ms of the disk filling");
+    }
+    if (!co_await r.wait_exit(a, kStopTimeoutMs)) {
+        r.result.warnings.push_back(node_name(a) + " did not exit within " +
+                                    std::to_string(kStopTimeoutMs) + " ms of its disk filling");
+        r.cluster.kill(a);
+        r.process_event(FaultKind::Kill, a);
+    }
+    co_await r.sleep(r.hold_ms());
+    r.rec.note("disk-full: space freed, restarting " + node_name(a));
     r.start(a);
     co_await r.sleep(kWatchAfterMs);
 }
@@ -453,6 +492,9 @@ asio::awaitable<void> scenario_main(Run& r) {
         case Scenario::Chaos:
             co_await chaos(r);
             break;
+        case Scenario::DiskFull:
+            co_await disk_full(r, leader);
+            break;
     }
     if (!r.stable_leader()) {
         r.result.warnings.push_back("no stable leader at the end of the run");
@@ -478,6 +520,8 @@ double default_duration_s(Scenario s) {
             return 1;
         case Scenario::Chaos:
             return 20;
+        case Scenario::DiskFull:
+            return 1;
     }
     return 5;
 }
@@ -521,8 +565,8 @@ RunResult run_scenario(const Options& options, bool scouting,
         }
     });
 
-    Run run{io, cluster, rec,  options, result,   std::mt19937_64(options.seed),
-            {}, false,   true, {},      &proposer};
+    Run run{io, cluster, rec,  options, result,    std::mt19937_64(options.seed),
+            {}, false,   true, {},      &proposer, std::nullopt};
     std::exception_ptr failure;
     bool finished = false;
     poller.start();

@@ -227,7 +227,11 @@ void ElectorDriver::Env::cancel(TimerId timer) {
 
 bool ElectorDriver::Env::persist(const DurableState& state) {
     try {
-        store_durable_state(driver->options_.data_dir, state);
+        if (driver->options_.store_state) {
+            driver->options_.store_state(driver->options_.data_dir, state);
+        } else {
+            store_durable_state(driver->options_.data_dir, state);
+        }
         ++driver->counters_.state_writes;
         return true;
     } catch (const StateFileError& e) {

@@ -38,6 +38,18 @@ LogConfig checked(LogConfig config, const Mesh& mesh) {
     return config;
 }
 
+std::shared_ptr<LogStorage> storage_of(const LogDriverOptions& options) {
+    if (options.storage) {
+        return options.storage;
+    }
+    // "always" (EveryEntry) would fsync inside append(), on the io thread. Every append is made
+    // durable by the storage thread's sync before it is acknowledged under either policy, so
+    // the daemon's "always" is group commit too (replication/README.md).
+    const FsyncPolicy policy =
+        options.fsync == FsyncPolicy::EveryEntry ? FsyncPolicy::Batched : options.fsync;
+    return std::make_shared<FileStorage>(options.dir, policy);
+}
+
 ProposeStatus status_of(ProposeError e) {
     switch (e) {
         case ProposeError::None:
@@ -102,8 +114,8 @@ LogDriver::LogDriver(asio::io_context& io, Mesh& mesh, ElectorDriver& elector,
       mesh_(mesh),
       elector_(elector),
       options_(with_default_logger(std::move(options))),
-      storage_(options_.dir, options_.fsync),
-      recovered_(storage_.recover()),
+      storage_(storage_of(options_)),
+      recovered_(storage_->recover()),
       runtime_(env_, checked(options_.config, mesh), std::move(recovered_.log)) {
     const RecoveryReport& report = recovered_.report;
     if (report.truncated()) {
@@ -140,6 +152,7 @@ LogDriver::LogDriver(asio::io_context& io, Mesh& mesh, ElectorDriver& elector,
 
 LogDriver::~LogDriver() {
     alive_.reset();
+    storage_thread_.join();  // a sync in flight ends; its completion is dropped (alive_ is gone)
     for (auto& t : timers_) {
         t->cancel();
     }
@@ -319,13 +332,40 @@ void LogDriver::Env::cancel(LogTimer timer) {
 }
 
 void LogDriver::Env::schedule_flush() {
+    // Posted, so that every handler already queued (proposals, appends from the leader) appends
+    // before the sync begins and shares its fsync.
     LogDriver* d = driver;
     asio::post(d->io_, [d, alive = std::weak_ptr<int>(d->alive_)] {
         if (!alive.expired()) {
-            d->runtime_.flush(d->running());  // appends become durable even after stop()
-            d->counters_.flushes = d->runtime_.flushes();
+            d->start_sync();
         }
     });
+}
+
+void LogDriver::start_sync() {
+    const std::optional<SyncTicket> ticket = runtime_.begin_sync();
+    if (!ticket) {
+        return;
+    }
+    // The fsync runs on the storage thread; the io thread goes on serving the elector (and
+    // appending: what it appends meanwhile is covered by the next sync). The core hears
+    // persisted() only when the sync is back: durable before acknowledged.
+    asio::post(storage_thread_,
+               [this, alive = std::weak_ptr<int>(alive_), storage = storage_, ticket = *ticket] {
+                   std::optional<std::string> error;
+                   try {
+                       storage->sync(ticket);
+                   } catch (const std::exception& e) {
+                       error = e.what();
+                   }
+                   asio::post(io_, [this, alive, ticket, error = std::move(error)] {
+                       if (alive.expired()) {
+                           return;
+                       }
+                       runtime_.sync_done(ticket, error, running());  // durable even after stop()
+                       counters_.flushes = runtime_.flushes();
+                   });
+               });
 }
 
 void LogDriver::Env::apply(const std::vector<Entry>& entries) {

@@ -133,12 +133,13 @@ void Node::create_log_driver() {
                                   net::kDefaultMaxFrameBytes)) {  // the node's mesh limit
         throw std::invalid_argument(*error);
     }
-    log_driver_ = std::make_unique<net::LogDriver>(
-        *io_, *mesh_, *driver_,
-        net::LogDriverOptions{config_.data_dir / "log", config_.metadata.fsync, log, logger_,
-                              [this](const std::string& what) {
-                                  fail_stop("metadata log storage failed: " + what);
-                              }});
+    net::LogDriverOptions options{
+        config_.data_dir / "log", config_.metadata.fsync, log, logger_,
+        [this](const std::string& what) { fail_stop("metadata log storage failed: " + what); }};
+    if (options_.log_storage) {
+        options.storage = options_.log_storage(options.dir, options.fsync);
+    }
+    log_driver_ = std::make_unique<net::LogDriver>(*io_, *mesh_, *driver_, std::move(options));
 }
 
 void Node::propose(std::string key, std::string value, MetadataProposeCallback done) {
@@ -248,7 +249,8 @@ void Node::register_metadata_metrics() {
                                     "Replication frames rejected (undecodable, wrong sender)");
     Counter& dropped = metrics_.counter("conclave_metadata_messages_dropped_total",
                                         "Log messages the mesh refused (peer down, overflow)");
-    Gauge& length = metrics_.gauge("conclave_metadata_log_entries", "Entries held by the metadata log (snapshot + tail)");
+    Gauge& length = metrics_.gauge("conclave_metadata_log_entries",
+                                   "Entries held by the metadata log (snapshot + tail)");
     Gauge& commit_index = metrics_.gauge("conclave_metadata_commit_lsn",
                                          "Counter part of the commit LSN (term.counter)");
     commit_latency_ = &metrics_.histogram(

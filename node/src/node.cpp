@@ -1,9 +1,11 @@
 #include "conclave/node/node.hpp"
 
+#include <array>
 #include <boost/asio/post.hpp>
 #include <boost/system/system_error.hpp>
 #include <cassert>
 #include <chrono>
+#include <ctime>
 #include <future>
 #include <utility>
 
@@ -121,7 +123,8 @@ Node::Node(std::unique_ptr<boost::asio::io_context> owned_io, boost::asio::io_co
                                         std::move(mesh_options));
     driver_ = std::make_unique<net::ElectorDriver>(
         *io_, *mesh_, config_.elector,
-        net::DriverOptions{config_.data_dir, options_.seed, logger_, /*log_leadership=*/false});
+        net::DriverOptions{config_.data_dir, options_.seed, logger_, /*log_leadership=*/false,
+                           options_.store_elector_state});
     create_log_driver();
     leadership_metrics_ = std::make_unique<LeadershipMetrics>(metrics_);
     register_metrics();
@@ -363,6 +366,12 @@ void Node::fail_stop(std::string why) {
         return;
     }
     storage_failure_ = std::move(why);
+    const std::time_t now = std::time(nullptr);
+    std::tm utc{};
+    gmtime_r(&now, &utc);
+    std::array<char, 32> since{};
+    storage_failure_since_.assign(
+        since.data(), std::strftime(since.data(), since.size(), "%Y-%m-%dT%H:%M:%SZ", &utc));
     log_event(*logger_, spdlog::level::critical, "storage failure: out of service",
               {{"reason", *storage_failure_},
                {"action",
@@ -433,6 +442,9 @@ StatusReport Node::status() {
     r.fencing_token = s.fencing_token;
     r.lsn = driver_->elector().state().lsn;
     r.log = log_status();
+    if (storage_failure_) {
+        r.storage = StorageStatus{false, *storage_failure_, storage_failure_since_};
+    }
     const auto now = std::chrono::steady_clock::now();
     for (std::uint16_t i = 0; i < config_.nodes.size(); ++i) {
         const NodeId peer{i};

@@ -33,6 +33,13 @@ nlohmann::json status_to_json(const StatusReport& status) {
          {{"reason", std::string(to_string(status.last_transition_reason))},
           {"age_ms", status.last_transition_age_ms}}},
     };
+    if (status.storage.ok) {
+        out["storage"] = {{"state", "ok"}};
+    } else {
+        out["storage"] = {{"state", "failed"},
+                          {"reason", status.storage.reason},
+                          {"since", status.storage.since}};
+    }
     if (status.log) {
         if (!status.log->leader_status.empty()) {  // only on the leader
             out["leader_status"] = status.log->leader_status;

@@ -303,6 +303,7 @@ void FileStorage::truncate_after(Lsn after_lsn) {
         keep == index_.begin() ? kLogMagic.size() : (keep - 1)->end_offset;
     index_.erase(keep, index_.end());
     synced_ = std::min(synced_, index_.size());
+    sync_floor_ = std::min(sync_floor_, index_.size());
     if (new_size == size_) {
         return;
     }
@@ -351,6 +352,45 @@ Lsn FileStorage::flush() {
             SyncLog();
         }
     }
+    return durable_lsn();
+}
+
+SyncTicket FileStorage::begin_sync() {
+    sync_floor_ = index_.size();
+    SyncTicket ticket{index_.size(), synced_ < index_.size(), nullptr};
+    if (ticket.needed && policy_ != FsyncPolicy::Never) {
+        const int fd = ::dup(fd_);
+        if (fd >= 0) {  // else sync() reports the failure (begin_sync() may not throw)
+            ticket.fd = std::shared_ptr<const int>(new int(fd), [](const int* p) {
+                ::close(*p);
+                delete p;
+            });
+        }
+    }
+    return ticket;
+}
+
+void FileStorage::sync(const SyncTicket& ticket) {
+    // May run on a storage thread while the owner appends: touches only fd_ and fsync_count_.
+    // fdatasync covers every write() that returned before it was called, hence every record
+    // counted by begin_sync().
+    if (!ticket.needed || policy_ == FsyncPolicy::Never) {
+        return;
+    }
+    if (!ticket.fd) {
+        throw std::system_error(EMFILE, std::generic_category(),
+                                "dup (for the storage thread's fdatasync) " + log_path().string());
+    }
+    while (::fdatasync(*ticket.fd) != 0) {
+        if (errno != EINTR) {
+            ThrowErrno("fdatasync", log_path());
+        }
+    }
+    ++fsync_count_;
+}
+
+Lsn FileStorage::end_sync(const SyncTicket& ticket) {
+    synced_ = std::max(synced_, std::min(ticket.count, sync_floor_));
     return durable_lsn();
 }
 
@@ -528,6 +568,7 @@ void FileStorage::DropFirstRecords(std::size_t count) {
     }
     size_ -= shift;
     synced_ = index_.size();  // the new file was fsynced whole
+    sync_floor_ = 0;          // a sync in flight counted records at their old positions
 }
 
 }  // namespace conclave::replication

@@ -54,6 +54,7 @@ void MemoryStorage::truncate_after(Lsn after_lsn) {
     entries_.erase(keep, entries_.end());
     synced_ = std::min(synced_, entries_.size());
     reported_ = std::min(reported_, entries_.size());
+    sync_floor_ = std::min(sync_floor_, entries_.size());
 }
 
 void MemoryStorage::write_meta(const LogMeta& meta) {
@@ -65,6 +66,21 @@ Lsn MemoryStorage::flush() {
         synced_ = entries_.size();
     }
     reported_ = entries_.size();
+    return durable_lsn();
+}
+
+SyncTicket MemoryStorage::begin_sync() {
+    sync_floor_ = entries_.size();
+    return SyncTicket{entries_.size(), reported_ < entries_.size()};
+}
+
+Lsn MemoryStorage::end_sync(const SyncTicket& ticket) {
+    // Only entries stored at begin_sync() and not truncated since are covered (see storage.hpp).
+    const std::size_t covered = std::min(ticket.count, sync_floor_);
+    if (policy_ != FsyncPolicy::Never) {
+        synced_ = std::max(synced_, covered);
+    }
+    reported_ = std::max(reported_, covered);
     return durable_lsn();
 }
 
@@ -84,6 +100,7 @@ void MemoryStorage::persist_snapshot(const Snapshot& snapshot) {
     entries_.erase(entries_.begin(), keep);
     synced_ = synced_ > dropped ? synced_ - dropped : 0;
     reported_ = reported_ > dropped ? reported_ - dropped : 0;
+    sync_floor_ = 0;  // a sync in flight counted entries at their old positions
     snapshot_ = snapshot;
 }
 

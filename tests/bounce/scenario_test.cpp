@@ -113,6 +113,23 @@ TEST_CASE("chaos with a fixed seed reports no safety violation and loses no ackn
     check_metadata(o.runs[0]);
 }
 
+TEST_CASE("disk-full: the leader whose disk fills exits 1 and no acknowledged entry is lost",
+          "[disk-full]") {
+    if (!BOUNCE_METADATA) {
+        WARN("skipped: the fake daemon has no metadata log to fill");
+        return;
+    }
+    const Outcome o = run_tool("disk-full --duration 1" + metadata_args());
+    REQUIRE(o.exit_status == 0);
+    REQUIRE(o.runs.size() == 1);
+    INFO(o.runs[0].at("warnings").dump());
+    CHECK(o.runs[0].at("disk_full_exit") == "exited with status 1");
+    CHECK(o.runs[0].at("new_leader_after_crash") == true);
+    CHECK(o.runs[0].at("safe") == true);
+    CHECK(o.runs[0].at("warnings").empty());
+    check_metadata(o.runs[0]);
+}
+
 TEST_CASE("bad command lines exit with status 2", "[cli]") {
     CHECK(run_tool("no-such-scenario").exit_status == 2);
     CHECK(run_tool("ping-pong --scouting maybe").exit_status == 2);

@@ -1,4 +1,10 @@
 // Loopback clusters over real TCP: election, failover through connection loss, rejoin.
+#include <spdlog/sinks/null_sink.h>
+
+#include <atomic>
+#include <system_error>
+
+#include "conclave/net/log_driver.hpp"
 #include "fixture.hpp"
 
 using namespace conclave;
@@ -126,4 +132,117 @@ TEST_CASE("a failed state write stops the driver before anything depending on it
     CHECK(driver.counters().state_writes == 0);
     CHECK(driver.snapshot().role != Role::Leader);
     CHECK(driver.transfer_leadership(NodeId{0}).has_value());
+}
+
+// ---- The metadata log's storage thread (issue 16) ----------------------------------------------
+// Here so that the TSan pass of CI (net tests) runs the storage thread: fsyncs run on it while the
+// io thread appends, and its failure comes back as a storage failure.
+
+namespace {
+
+/// FileStorage whose storage-thread sync fails with EIO once `fail` is set.
+class SyncFailingStorage final : public replication::LogStorage {
+  public:
+    explicit SyncFailingStorage(const std::filesystem::path& dir)
+        : inner_(dir, replication::FsyncPolicy::Batched) {}
+    std::atomic<bool> fail{false};
+
+    replication::Recovery recover() override { return inner_.recover(); }
+    void append(const std::vector<replication::Entry>& e) override { inner_.append(e); }
+    void truncate_after(Lsn after) override { inner_.truncate_after(after); }
+    void write_meta(const replication::LogMeta& meta) override { inner_.write_meta(meta); }
+    Lsn flush() override { return inner_.flush(); }
+    Lsn durable_lsn() const override { return inner_.durable_lsn(); }
+    replication::SyncTicket begin_sync() override { return inner_.begin_sync(); }
+    void sync(const replication::SyncTicket& t) override {
+        if (fail.load()) {
+            throw std::system_error(EIO, std::generic_category(), "fdatasync (injected)");
+        }
+        inner_.sync(t);
+    }
+    Lsn end_sync(const replication::SyncTicket& t) override { return inner_.end_sync(t); }
+    std::uint64_t fsync_count() const override { return inner_.fsync_count(); }
+    void persist_snapshot(const replication::Snapshot& s) override { inner_.persist_snapshot(s); }
+
+  private:
+    replication::FileStorage inner_;
+};
+
+}  // namespace
+
+TEST_CASE("log driver: group commit on the storage thread; a failed fsync stops the node's log",
+          "[log][storage-thread]") {
+    asio::io_context io;
+    TempDir dir;
+    const Membership m = make_membership(free_ports(3));
+    std::vector<std::unique_ptr<TestNode>> nodes;
+    std::vector<std::shared_ptr<SyncFailingStorage>> stores;
+    std::vector<std::unique_ptr<LogDriver>> logs;
+    std::vector<std::string> failures(3);
+    for (std::uint16_t i = 0; i < 3; ++i) {
+        const auto data = dir.path / ("n" + std::to_string(i + 1));
+        nodes.push_back(std::make_unique<TestNode>(io, m, NodeId{i}, data));
+        nodes.back()->start();
+        stores.push_back(std::make_shared<SyncFailingStorage>(data / "log"));
+        LogDriverOptions o;
+        o.dir = data / "log";
+        o.logger = std::make_shared<spdlog::logger>(
+            "log-test", std::make_shared<spdlog::sinks::null_sink_mt>());
+        o.on_storage_failure = [&failures, i](const std::string& what) { failures[i] = what; };
+        o.storage = stores.back();
+        logs.push_back(std::make_unique<LogDriver>(io, *nodes.back()->mesh, *nodes.back()->driver,
+                                                   std::move(o)));
+        logs.back()->start();
+    }
+    std::size_t leader = 0;
+    REQUIRE(run_until(
+        io,
+        [&] {
+            for (std::size_t i = 0; i < 3; ++i) {
+                if (logs[i]->log().can_propose()) {
+                    leader = i;
+                    return true;
+                }
+            }
+            return false;
+        },
+        10s));
+    // 200 proposals at once: the io thread appends while the storage thread fsyncs.
+    std::vector<ProposeOutcome> outcomes;
+    for (int k = 0; k < 200; ++k) {
+        logs[leader]->propose("k" + std::to_string(k), "v",
+                              [&](const ProposeOutcome& o) { outcomes.push_back(o); });
+    }
+    REQUIRE(run_until(
+        io, [&] { return outcomes.size() == 200; }, 10s));
+    for (const ProposeOutcome& o : outcomes) {
+        REQUIRE(o.status == ProposeStatus::Committed);
+    }
+    const Lsn last = outcomes.back().lsn;
+    REQUIRE(run_until(
+        io,
+        [&] {
+            return logs[0]->log().commit_lsn() == last && logs[1]->log().commit_lsn() == last &&
+                   logs[2]->log().commit_lsn() == last;
+        },
+        10s));
+    CHECK(logs[leader]->fsyncs() > 0);
+    CHECK(logs[leader]->counters().flushes < 200);  // grouped
+
+    // A follower's fsync fails on the storage thread: its log stops; the others commit on.
+    const std::size_t follower = (leader + 1) % 3;
+    stores[follower]->fail = true;
+    outcomes.clear();
+    for (int k = 0; k < 20; ++k) {
+        logs[leader]->propose("after" + std::to_string(k), "v",
+                              [&](const ProposeOutcome& o) { outcomes.push_back(o); });
+    }
+    REQUIRE(run_until(
+        io, [&] { return outcomes.size() == 20 && logs[follower]->failed(); }, 10s));
+    for (const ProposeOutcome& o : outcomes) {
+        CHECK(o.status == ProposeStatus::Committed);
+    }
+    CHECK_THAT(failures[follower], Catch::Contains("injected"));
+    CHECK(logs[follower]->counters().storage_failures == 1);
+    logs.clear();  // before the meshes and drivers
 }

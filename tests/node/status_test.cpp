@@ -24,7 +24,8 @@ TEST_CASE("/status JSON has exactly the fields of interfaces.md", "[status]") {
       "fencing_token": 7, "lsn": {"term": 7, "counter": 42},
       "peers": [{"id": "n2", "up": true, "last_contact_ms": 12},
                 {"id": "n3", "up": false, "last_contact_ms": null}],
-      "last_transition": {"reason": "ELECTION_WON", "age_ms": 5310}
+      "last_transition": {"reason": "ELECTION_WON", "age_ms": 5310},
+      "storage": {"state": "ok"}
     })");
     CHECK(status_to_json(s) == expected);
 
@@ -38,6 +39,14 @@ TEST_CASE("/status JSON has exactly the fields of interfaces.md", "[status]") {
         CHECK(j["leader_status"] == "passive");
         CHECK(j["commit_lsn"] == json{{"term", 7}, {"counter", 40}});
         CHECK(j["alarms"] == json::array({"NOSPACE"}));
+    }
+    SECTION("a storage failure says what and since when") {
+        s.storage =
+            StorageStatus{false, "write log.dat: No space left on device", "2026-11-23T13:05:00Z"};
+        CHECK(status_to_json(s)["storage"] ==
+              json{{"state", "failed"},
+                   {"reason", "write log.dat: No space left on device"},
+                   {"since", "2026-11-23T13:05:00Z"}});
     }
     SECTION("every role name") {
         for (auto [role, name] :

@@ -71,6 +71,11 @@ class Cluster {
     void terminate(NodeIndex i);  // SIGTERM (graceful); reap() reports the exit later
     void pause(NodeIndex i);      // SIGSTOP
     void resume(NodeIndex i);     // SIGCONT
+    /// Fills node i's disk, unprivileged: its files may no longer grow past
+    /// max(size of its metadata log file, 4 KiB) (RLIMIT_FSIZE set with prlimit; a write past it
+    /// fails with EFBIG, as a full disk fails with ENOSPC; the daemons ignore SIGXFSZ). Returns
+    /// the limit. Throws std::runtime_error if the limit cannot be set.
+    std::uint64_t fill_disk(NodeIndex i);
     bool running(NodeIndex i) const { return nodes_.at(i).pid != 0; }
     /// Non-blocking: processes that exited since the last call.
     std::vector<ProcessExit> reap();

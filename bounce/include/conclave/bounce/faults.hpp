@@ -10,12 +10,13 @@
 namespace conclave::bounce {
 
 enum class FaultKind : std::uint8_t {
-    SetLink,  // proxy mode of `link` set to `mode`
-    Kill,     // SIGKILL `node`
-    Stop,     // graceful stop (SIGTERM) of `node`
-    Start,    // (re)start `node`
-    Pause,    // SIGSTOP `node`
-    Resume,   // SIGCONT `node`
+    SetLink,   // proxy mode of `link` set to `mode`
+    Kill,      // SIGKILL `node`
+    Stop,      // graceful stop (SIGTERM) of `node`
+    Start,     // (re)start `node`
+    Pause,     // SIGSTOP `node`
+    Resume,    // SIGCONT `node`
+    DiskFull,  // `node`'s disk fills (its files may grow no more; it keeps running until it exits)
 };
 
 struct FaultEvent {

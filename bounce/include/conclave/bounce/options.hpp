@@ -15,7 +15,8 @@ enum class Scenario : std::uint8_t {
     LeaderCrash,
     LeaderPause,
     RollingRestart,
-    Chaos
+    Chaos,
+    DiskFull
 };
 
 std::string_view to_string(Scenario s);

@@ -44,6 +44,9 @@ struct RunResult {
     std::vector<std::string> warnings;
     /// leader-crash: a node other than the crashed leader took over.
     std::optional<bool> new_leader_after_crash;
+    /// disk-full: how the node whose disk filled exited ("exited with status 1"); nullopt if it
+    /// did not exit within the scenario.
+    std::optional<std::string> disk_full_exit;
     std::optional<std::filesystem::path> kept_dir;
     /// Set when the proposer ran; `metadata_off` says why it did not.
     std::optional<MetadataRun> metadata;

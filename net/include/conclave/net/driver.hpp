@@ -52,6 +52,9 @@ struct DriverOptions {
     /// Log every leadership change (info). An owner that logs the changes itself (Node does,
     /// with structured fields) turns this off so that each transition is logged once.
     bool log_leadership = true;
+    /// Writes the durable state (throws StateFileError on failure); store_durable_state into
+    /// data_dir when unset. Tests inject write failures here (ENOSPC, EIO, EROFS).
+    std::function<void(const std::filesystem::path&, const DurableState&)> store_state{};
 };
 
 /// Counters for the /metrics layer. Monotonic. Message arrays are indexed by MessageBody index

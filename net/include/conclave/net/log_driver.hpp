@@ -11,15 +11,19 @@
 // in order:
 //   SendLog / BroadcastLog        -> CBOR (codec/log_codec.hpp), Mesh::send on Channel::Replication
 //   PersistMeta / TruncateEntries -> FileStorage, durable before the next action
-//   PersistEntries                -> FileStorage::append; made durable by the group commit below
+//   PersistEntries                -> FileStorage::append (write); made durable by the group commit
+//                                    below
 //   ArmLogTimer / CancelLogTimer  -> one steady_timer per LogTimer with a generation number
 //   ApplyCommitted                -> committed-entry subscribers (after the batch, in order)
 //   ProposeResult                 -> the proposer's callback (after the batch)
 //   NotifyLogRole                 -> role()/leader_status, log line
-// Group commit: after a batch that appended entries, one flush is posted to the io_context, so
-// everything appended by the handlers that run before it (proposals, appends from the leader)
-// shares one fsync ("batched"); its result goes back to the core with persisted(). A storage
-// error stops the log for good (failed(); pending proposals are answered Failed), like the
+// Group commit on a storage thread: after a batch that appended entries, a sync is posted to the
+// io_context, so everything appended by the handlers that run before it (proposals, appends from
+// the leader) is covered; the fsync itself runs on the driver's storage thread while the io
+// thread goes on (elector heartbeats stay on time), and its result comes back by post: only then
+// does the core hear persisted() (durable before acknowledged). What is appended while a sync
+// runs shares the next one. A storage error (on append, meta, truncate, or the storage thread's
+// fsync) stops the log for good (failed(); pending proposals are answered Failed), like the
 // elector driver's failed state write.
 //
 // Inputs: Replication-channel frames (decoded; the decoded sender must be the handshaken peer,
@@ -28,13 +32,17 @@
 // Proposal LSNs come from the elector (ElectorDriver::issue_lsn): (term, counter) with the term
 // of this leadership, so they are unique across restarts (see replication/README.md).
 //
-// Threading: the ElectorDriver's io_context, one thread. The driver must be destroyed before the
-// mesh and the elector driver (callbacks registered with them check that it is alive).
+// Threading: the ElectorDriver's io_context, one thread, plus the storage thread, which only runs
+// LogStorage::sync (the fsync; it touches the file descriptor and an atomic counter) and posts the
+// result back. The driver must be destroyed before the mesh, the elector driver and the
+// io_context (callbacks registered with them check that it is alive; the destructor joins the
+// storage thread).
 #pragma once
 
 #include <array>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -89,6 +97,9 @@ struct LogDriverOptions {
     /// Called once (after the current batch of actions) when a storage error stops the log, with
     /// the error: the owner takes the node out of service (conclaved steps down and exits 1).
     std::function<void(const std::string&)> on_storage_failure{};
+    /// The log's storage (not yet recovered). Null (the default): a FileStorage in `dir` with
+    /// `fsync`. Tests inject a faulty storage here (tests/net/storage_fault_test.cpp).
+    std::shared_ptr<replication::LogStorage> storage{};
 };
 
 struct LogDriverCounters {
@@ -137,7 +148,7 @@ class LogDriver {
     const replication::ReplicatedLog& log() const { return runtime_.log(); }
     const replication::RecoveryReport& recovery() const { return recovered_.report; }
     const LogDriverCounters& counters() const { return counters_; }
-    std::uint64_t fsyncs() const { return storage_.fsync_count(); }
+    std::uint64_t fsyncs() const { return storage_->fsync_count(); }
     bool running() const { return started_ && !stopped_ && !failed(); }
     bool failed() const { return runtime_.failed(); }
 
@@ -147,7 +158,7 @@ class LogDriver {
         LogDriver* driver = nullptr;
         static constexpr bool kPlantedBugs = false;
         Millis now() const { return driver->elector_.now(); }
-        replication::LogStorage& storage() { return driver->storage_; }
+        replication::LogStorage& storage() { return *driver->storage_; }
         void send(std::span<const NodeId> to, const replication::LogMessage& m);
         void arm(replication::LogTimer timer, Millis delay, runtime::TimerGeneration generation);
         void cancel(replication::LogTimer timer);
@@ -168,6 +179,7 @@ class LogDriver {
     }
     void send(NodeId to, const replication::LogMessage& m, const std::vector<std::uint8_t>& bytes);
     void complete(Lsn lsn, ProposeOutcome outcome);
+    void start_sync();
     void run_deferred();
     std::string log_prefix() const;
 
@@ -175,8 +187,8 @@ class LogDriver {
     Mesh& mesh_;
     ElectorDriver& elector_;
     LogDriverOptions options_;
-    replication::FileStorage storage_;
-    replication::Recovery recovered_;  // the report; the log moved into runtime_
+    std::shared_ptr<replication::LogStorage> storage_;  // options_.storage or a FileStorage
+    replication::Recovery recovered_;                   // the report; the log moved into runtime_
     Env env_{this};
     runtime::LogRuntime<Env> runtime_;
     std::array<std::unique_ptr<boost::asio::steady_timer>, replication::kLogTimerCount> timers_;
@@ -188,6 +200,8 @@ class LogDriver {
     bool started_ = false;
     bool stopped_ = false;
     std::shared_ptr<int> alive_ = std::make_shared<int>(0);
+    // Runs LogStorage::sync (fsync) off the io thread; joined first in the destructor.
+    boost::asio::thread_pool storage_thread_{1};
 };
 
 }  // namespace conclave::net

@@ -64,7 +64,8 @@ struct TlsFiles {
 /// The replicated metadata log ("metadata" section; "log" is the logging section).
 struct MetadataSettings {
     bool enabled = true;
-    /// "batched" (group commit, default), "always" (fsync every append), "never" (benchmarks).
+    /// "batched" (group commit, default), "always" (the daemon's storage thread treats it like
+    /// "batched": every append fsynced before acknowledged), "never" (benchmarks).
     replication::FsyncPolicy fsync = replication::FsyncPolicy::Batched;
     /// A proposal not committed within this time is answered "timed out (outcome unknown)".
     std::uint32_t propose_timeout_ms = 10'000;

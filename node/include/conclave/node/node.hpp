@@ -69,6 +69,14 @@ struct NodeOptions {
     std::optional<std::uint64_t> seed;
     /// Logger to use; by default make_logger(node id, config.log).
     std::shared_ptr<spdlog::logger> logger;
+    /// Makes the metadata log's storage from (<data_dir>/log, metadata.fsync), not yet recovered;
+    /// a FileStorage when unset. Tests inject faulty storage here (tests/node/metadata_test.cpp).
+    std::function<std::shared_ptr<replication::LogStorage>(const std::filesystem::path&,
+                                                           replication::FsyncPolicy)>
+        log_storage;
+    /// Writes the elector's durable state (throws net::StateFileError); the state file in the
+    /// data dir when unset. Tests inject write failures here.
+    std::function<void(const std::filesystem::path&, const DurableState&)> store_elector_state;
 };
 
 class Node {
@@ -182,6 +190,7 @@ class Node {
     // storage (issue 16): a storage failure takes the node out of service: step down (hand over
     // when it can), stop, and conclaved exits with status 1.
     std::optional<std::string> storage_failure_;
+    std::string storage_failure_since_;  // RFC 3339 UTC, set with storage_failure_
     bool started_ = false;
     bool stopping_ = false;
     bool handing_over_ = false;

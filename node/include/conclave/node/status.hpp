@@ -3,7 +3,9 @@
 // The JSON shape is a contract (docs/interfaces.md): the leader-bounce tool, benchmarks and
 // operators' scripts read it. Extensions made here:
 //   - "peers[].last_contact_ms" is null for a peer never heard from since start;
-//   - "leader_status" and "commit_lsn" appear only when a metadata log is present.
+//   - "leader_status" and "commit_lsn" appear only when a metadata log is present;
+//   - "storage": {"state": "ok"} or {"state": "failed", "reason": "...", "since": RFC 3339 UTC}
+//     (issue 16: a failed node steps down and exits; this is what it says meanwhile).
 #pragma once
 
 #include <cstdint>
@@ -33,6 +35,13 @@ struct LogStatus {
     std::vector<std::string> alarms;
 };
 
+/// State of the node's storage (metadata log, elector state).
+struct StorageStatus {
+    bool ok = true;
+    std::string reason;  // when failed: what failed (errno text, file)
+    std::string since;   // when failed: RFC 3339 UTC time of the failure
+};
+
 struct StatusReport {
     std::string id;
     std::string cluster;
@@ -43,6 +52,7 @@ struct StatusReport {
     std::uint64_t fencing_token = 0;
     Lsn lsn{};
     std::optional<LogStatus> log;
+    StorageStatus storage;
     std::vector<PeerStatus> peers;  // every other node, in config order
     Reason last_transition_reason = Reason::Stopped;
     std::int64_t last_transition_age_ms = 0;

@@ -6,9 +6,11 @@
 // log and its meta, plus a report of anything it had to cut off.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -67,6 +69,17 @@ struct Recovery {
     RecoveryReport report;
 };
 
+/// What one asynchronous group commit covers (LogStorage::begin_sync): the entries stored when it
+/// began. Opaque to callers.
+struct SyncTicket {
+    std::size_t count = 0;  // entries stored at begin_sync()
+    bool needed = false;    // some of them were not durable yet
+    /// FileStorage: a duplicate of the log file's descriptor, closed with the ticket's last copy.
+    /// sync() uses it, so a compaction that replaces log.dat (and closes the storage's own
+    /// descriptor) while the sync runs on another thread cannot race with it.
+    std::shared_ptr<const int> fd;
+};
+
 class LogStorage {
   public:
     virtual ~LogStorage() = default;
@@ -86,6 +99,20 @@ class LogStorage {
     /// its LSN; when its LSN is not stored (installed from the leader), first drops every entry
     /// after it. Durable on return. recover() then returns the snapshot and the entries after it.
     virtual void persist_snapshot(const Snapshot& snapshot) = 0;
+
+    /// Asynchronous group commit (a storage thread), in three steps, one sync at a time:
+    /// begin_sync() on the owner's thread names what the sync covers (every entry appended so
+    /// far); sync() may run on another thread, concurrently with append / truncate_after /
+    /// write_meta on the owner's thread (it touches nothing but the file and fsync_count());
+    /// end_sync() on the owner's thread records the result and returns durable_lsn(). Entries
+    /// appended after begin_sync() are not covered; entries truncated meanwhile are not reported.
+    /// sync() throws like flush(). The defaults make it one synchronous flush() in end_sync().
+    virtual SyncTicket begin_sync() { return SyncTicket{}; }
+    virtual void sync(const SyncTicket& /*ticket*/) {}
+    virtual Lsn end_sync(const SyncTicket& /*ticket*/) { return flush(); }
+
+    /// fsync calls made so far (0 for storage without files). Safe to call from any thread.
+    virtual std::uint64_t fsync_count() const { return 0; }
 };
 
 /// Performs `action` if it is a storage action (PersistEntries, TruncateEntries, PersistMeta,
@@ -108,6 +135,8 @@ class MemoryStorage final : public LogStorage {
     Lsn flush() override;
     Lsn durable_lsn() const override;
     void persist_snapshot(const Snapshot& snapshot) override;
+    SyncTicket begin_sync() override;
+    Lsn end_sync(const SyncTicket& ticket) override;
 
     /// Drops every entry not yet durable, as a power loss would.
     void crash();
@@ -120,8 +149,9 @@ class MemoryStorage final : public LogStorage {
   private:
     FsyncPolicy policy_;
     std::vector<Entry> entries_;
-    std::size_t synced_ = 0;    // really durable (survives crash())
-    std::size_t reported_ = 0;  // reported durable (differs from synced_ only with Never)
+    std::size_t synced_ = 0;      // really durable (survives crash())
+    std::size_t reported_ = 0;    // reported durable (differs from synced_ only with Never)
+    std::size_t sync_floor_ = 0;  // entries untouched by truncation since begin_sync()
     LogMeta meta_;
     Snapshot snapshot_;
 };
@@ -161,7 +191,11 @@ class FileStorage final : public LogStorage {
     void persist_snapshot(const Snapshot& snapshot) override;
 
     static constexpr std::string_view kSnapshotFileName = "log.snap";
-    std::uint64_t fsync_count() const { return fsync_count_; }
+    SyncTicket begin_sync() override;
+    void sync(const SyncTicket& ticket) override;
+    Lsn end_sync(const SyncTicket& ticket) override;
+
+    std::uint64_t fsync_count() const override { return fsync_count_.load(); }
     std::filesystem::path log_path() const { return dir_ / kLogFileName; }
     std::filesystem::path meta_path() const { return dir_ / kMetaFileName; }
     std::filesystem::path snapshot_path() const { return dir_ / kSnapshotFileName; }
@@ -185,8 +219,9 @@ class FileStorage final : public LogStorage {
     std::uint64_t size_ = 0;      // bytes of valid records (and header) in the file
     std::vector<Indexed> index_;  // one per stored record
     std::size_t synced_ = 0;      // records durable (or reported durable under Never)
-    std::uint64_t fsync_count_ = 0;
-    std::string buffer_;  // reused encoding buffer
+    std::size_t sync_floor_ = 0;  // records untouched by truncation since begin_sync()
+    std::atomic<std::uint64_t> fsync_count_{0};  // sync() runs on a storage thread
+    std::string buffer_;                         // reused encoding buffer
 };
 
 }  // namespace conclave::replication

@@ -9,6 +9,12 @@
 //   - group commit: after the outermost batch that appended entries, one flush is scheduled
 //     (Env::schedule_flush); when the environment calls flush(), one storage flush covers every
 //     append since the last one, and the core hears persisted(durable) if the durable LSN moved;
+//   - asynchronous group commit (a storage thread, net/src/log_driver.cpp): instead of flush(),
+//     the environment calls begin_sync() at the scheduled moment, runs LogStorage::sync(ticket)
+//     wherever it likes (another thread, a later simulated time) and then sync_done(ticket): the
+//     core hears persisted() only then, so nothing is acknowledged before its fsync completed.
+//     Appends made while a sync runs are covered by the next one, scheduled by sync_done (group
+//     commit across the batch that accumulated meanwhile); one sync is in flight at a time;
 //   - failed storage: an exception from the storage (EIO, ENOSPC, ...) stops the log for good:
 //     nothing later in the batch takes effect, every timer is cancelled, Env::failed(what) runs,
 //     and every later input is ignored.
@@ -31,6 +37,7 @@
 
 #include <array>
 #include <exception>
+#include <optional>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -118,6 +125,55 @@ class LogRuntime {
         return run([&](auto& log) { return log.persisted(env_.now(), durable); });
     }
 
+    /// Asynchronous group commit, step 1 (at the moment Env::schedule_flush asked for): names what
+    /// the sync covers. nullopt when there is nothing to sync (failed, nothing appended); else the
+    /// environment runs storage().sync(*ticket) (any thread) and then calls sync_done().
+    std::optional<replication::SyncTicket> begin_sync() {
+        flush_scheduled_ = false;
+        if (failed_ || !appended_ || sync_in_flight_) {
+            return std::nullopt;
+        }
+        appended_ = false;
+        sync_in_flight_ = true;
+        return env_.storage().begin_sync();
+    }
+
+    /// Asynchronous group commit, step 2: the sync of `ticket` ended (`error` set if it threw).
+    /// Tells the core what became durable (unless `tell_core` is false, as in flush()) and
+    /// schedules the next sync if entries were appended meanwhile. Returns the core's actions.
+    const replication::LogActions& sync_done(const replication::SyncTicket& ticket,
+                                             const std::optional<std::string>& error,
+                                             bool tell_core = true) {
+        sync_in_flight_ = false;
+        last_.clear();
+        if (failed_) {
+            return last_;
+        }
+        if (error) {
+            fail(*error);
+            env_.after_batch();
+            return last_;
+        }
+        Lsn durable{};
+        try {
+            durable = env_.storage().end_sync(ticket);
+        } catch (const std::exception& e) {
+            fail(e.what());
+            env_.after_batch();
+            return last_;
+        }
+        ++flushes_;
+        if (appended_ && !flush_scheduled_) {
+            flush_scheduled_ = true;
+            env_.schedule_flush();
+        }
+        if (!tell_core || durable == reported_durable_ || durable == replication::kNoLsn) {
+            return last_;
+        }
+        reported_durable_ = durable;
+        return run([&](auto& log) { return log.persisted(env_.now(), durable); });
+    }
+
     /// Stops timers and ignores later inputs (used by an orderly stop; not a failure).
     void cancel_timers() {
         for (std::size_t i = 0; i < replication::kLogTimerCount; ++i) {
@@ -129,6 +185,7 @@ class LogRuntime {
     replication::ReplicatedLog& log() { return log_; }
     bool failed() const { return failed_; }
     bool flush_scheduled() const { return flush_scheduled_; }
+    bool sync_in_flight() const { return sync_in_flight_; }
     std::uint64_t flushes() const { return flushes_; }
     TimerGeneration generation(replication::LogTimer t) const { return generations_[index(t)]; }
 
@@ -145,7 +202,7 @@ class LogRuntime {
         }
         --depth_;
         if (depth_ == 0) {
-            if (appended_ && !failed_ && !flush_scheduled_) {
+            if (appended_ && !failed_ && !flush_scheduled_ && !sync_in_flight_) {
                 flush_scheduled_ = true;
                 env_.schedule_flush();
             }
@@ -212,6 +269,7 @@ class LogRuntime {
     int depth_ = 0;
     bool appended_ = false;
     bool flush_scheduled_ = false;
+    bool sync_in_flight_ = false;  // between begin_sync() and sync_done()
     bool failed_ = false;
     std::uint64_t flushes_ = 0;
 };
