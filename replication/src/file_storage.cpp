@@ -497,7 +497,7 @@ void ReplaceFileDurably(const std::filesystem::path& dir, std::string_view name,
     if (::rename(temp_path.c_str(), final_path.c_str()) != 0) {
         ThrowErrno("rename to " + final_path.string() + " from", temp_path);
     }
-    FsyncDirectory(dir);
+    fsync_directory(dir);
 }
 
 void WriteSnapshotFile(const std::filesystem::path& dir, const Snapshot& snapshot) {
