@@ -10,6 +10,7 @@
 #include "conclave/net/driver.hpp"
 #include "conclave/net/log_driver.hpp"
 #include "conclave/net/mesh.hpp"
+#include "conclave/node/hostile_input_metrics.hpp"
 #include "conclave/node/leadership_metrics.hpp"
 #include "conclave/node/logging.hpp"
 #include "conclave/node/security.hpp"
@@ -126,6 +127,11 @@ Node::Node(std::unique_ptr<boost::asio::io_context> owned_io, boost::asio::io_co
     leadership_metrics_ = std::make_unique<LeadershipMetrics>(metrics_);
     register_metrics();
     register_metadata_metrics();
+    register_hostile_input_metrics(
+        metrics_, {[this]() -> const ElectorCounters& { return driver_->elector().counters(); },
+                   [this]() -> const replication::LogCounters* {
+                       return log_driver_ ? &log_driver_->log().counters() : nullptr;
+                   }});
     admin_source_ = std::make_unique<Admin>(*this);
     published_ = to_leadership(driver_->snapshot());
     driver_->subscribe([this](const LeadershipSnapshot& s) { on_snapshot(s); });

@@ -107,7 +107,7 @@ LogActions ReplicatedLog::propose(Millis now, Lsn lsn, std::string key, std::str
 LogActions ReplicatedLog::receive(Millis, const LogMessage& m) {
     // The codec refuses terms >= 2^63; a core fed directly (simulator, tests) refuses them too.
     if (!IsPeer(m.from) || m.term.value >= kTermLimit) {
-        ++counters_.messages_dropped;
+        Drop(IsPeer(m.from) ? LogDropReason::TermOutOfRange : LogDropReason::NotAPeer);
         return Finish();
     }
     const bool request = std::holds_alternative<SyncRequest>(m.body) ||
@@ -237,7 +237,7 @@ void ReplicatedLog::HandleSyncResponse(const LogMessage& m, const SyncResponse& 
     }
     // Nobody holds an entry of this term before its leader's sync point exists.
     if (body.last_lsn.term >= state_.term || body.commit_lsn > body.last_lsn) {
-        Violation(m, "SyncResponse reports entries of the syncing leader's term");
+        Violation(m, LogViolationKind::SyncResponseAhead);
         return;
     }
     sync_.responded.insert(m.from);
@@ -254,11 +254,11 @@ void ReplicatedLog::HandleAppend(const LogMessage& m, const Append& body) {
         return;
     }
     if (!ValidBatch(body.prev_lsn, body.entries)) {
-        ++counters_.messages_dropped;
+        Drop(LogDropReason::InvalidBatch);
         return;
     }
-    if (const char* why = Contradiction(*start_len, body.entries)) {
-        Violation(m, why);
+    if (const auto why = Contradiction(*start_len, body.entries)) {
+        Violation(m, *why);
         return;
     }
     const std::size_t end = Merge(*start_len, body.entries);
@@ -272,7 +272,7 @@ void ReplicatedLog::HandleAppend(const LogMessage& m, const Append& body) {
         if (!len) {
             // A leader commits entries it holds: its commit point below our matched prefix
             // (which equals its log) names an entry in it, never a point between two entries.
-            Violation(m, "Append commits a point between entries of the matched prefix");
+            Violation(m, LogViolationKind::CommitBetweenEntries);
             return;
         }
         if (*len > state_.commit_len) {
@@ -293,7 +293,7 @@ void ReplicatedLog::HandleAppendAck(const LogMessage& m, const AppendAck& body) 
     if (body.ok) {
         auto len = length_through(body.last_lsn);
         if (!len) {
-            ++counters_.messages_dropped;  // we never sent that LSN in this term
+            Drop(LogDropReason::UnknownAckedLsn);  // we never sent that LSN in this term
             return;
         }
         p.match_len = std::max(p.match_len, *len);
@@ -356,8 +356,8 @@ void ReplicatedLog::HandleFetchResponse(const LogMessage& m, const FetchResponse
         AbandonSource();
         return;
     }
-    if (const char* why = Contradiction(*start_len, body.entries)) {
-        Violation(m, why);
+    if (const auto why = Contradiction(*start_len, body.entries)) {
+        Violation(m, *why);
         AbandonSource();
         return;
     }
@@ -699,27 +699,83 @@ void ReplicatedLog::FailPending(ProposeError error) {
     pending_.clear();
 }
 
-const char* ReplicatedLog::Contradiction(std::size_t pos, const std::vector<Entry>& entries) const {
+std::optional<LogViolationKind> ReplicatedLog::Contradiction(
+    std::size_t pos, const std::vector<Entry>& entries) const {
     for (const Entry& e : entries) {
         if (pos >= entries_.size()) {
-            return nullptr;
+            return std::nullopt;
         }
         if (entries_[pos].lsn != e.lsn) {
             // Merge truncates here.
-            return pos < state_.commit_len ? "a committed entry would be truncated" : nullptr;
+            if (pos < state_.commit_len) {
+                return LogViolationKind::TruncatesCommitted;
+            }
+            return std::nullopt;
         }
         if (!(entries_[pos] == e)) {
-            return pos < state_.commit_len ? "contradicts a committed entry (one LSN, two entries)"
-                                           : "one LSN names two entries";
+            return pos < state_.commit_len ? LogViolationKind::ContradictsCommitted
+                                           : LogViolationKind::OneLsnTwoEntries;
         }
         ++pos;
     }
-    return nullptr;
+    return std::nullopt;
 }
 
-void ReplicatedLog::Violation(const LogMessage& m, const char* reason) {
+void ReplicatedLog::Violation(const LogMessage& m, LogViolationKind kind) {
     ++counters_.protocol_violation_alarms;
-    last_violation_ = LogViolation{reason, m.from, m.term};
+    ++counters_.violations_by_kind[static_cast<std::size_t>(kind)];
+    last_violation_ = LogViolation{describe(kind), kind, m.from, m.term};
+}
+
+void ReplicatedLog::Drop(LogDropReason reason) {
+    ++counters_.messages_dropped;
+    ++counters_.dropped_by_reason[static_cast<std::size_t>(reason)];
+}
+
+std::string_view to_string(LogDropReason reason) {
+    switch (reason) {
+        case LogDropReason::NotAPeer:
+            return "not_a_peer";
+        case LogDropReason::TermOutOfRange:
+            return "term_out_of_range";
+        case LogDropReason::InvalidBatch:
+            return "invalid_batch";
+        case LogDropReason::UnknownAckedLsn:
+            return "unknown_acked_lsn";
+    }
+    return "unknown";
+}
+
+std::string_view to_string(LogViolationKind kind) {
+    switch (kind) {
+        case LogViolationKind::SyncResponseAhead:
+            return "sync_response_ahead";
+        case LogViolationKind::TruncatesCommitted:
+            return "truncates_committed";
+        case LogViolationKind::ContradictsCommitted:
+            return "contradicts_committed";
+        case LogViolationKind::OneLsnTwoEntries:
+            return "one_lsn_two_entries";
+        case LogViolationKind::CommitBetweenEntries:
+            return "commit_between_entries";
+    }
+    return "unknown";
+}
+
+const char* describe(LogViolationKind kind) {
+    switch (kind) {
+        case LogViolationKind::SyncResponseAhead:
+            return "SyncResponse reports entries of the syncing leader's term";
+        case LogViolationKind::TruncatesCommitted:
+            return "a committed entry would be truncated";
+        case LogViolationKind::ContradictsCommitted:
+            return "contradicts a committed entry (one LSN, two entries)";
+        case LogViolationKind::OneLsnTwoEntries:
+            return "one LSN names two entries";
+        case LogViolationKind::CommitBetweenEntries:
+            return "Append commits a point between entries of the matched prefix";
+    }
+    return "unknown protocol violation";
 }
 
 bool ReplicatedLog::ValidBatch(Lsn after, const std::vector<Entry>& entries) const {
