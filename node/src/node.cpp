@@ -175,7 +175,19 @@ std::optional<std::string> Node::start() {
         }
         AdminServerLimits admin_limits;
         admin_limits.max_connections_per_source = config_.security.admin_max_connections_per_source;
-        admin_ = std::make_unique<AdminServer>(*io_, admin_limits, std::move(admin_security));
+        admin_limits.idle_timeout =
+            std::chrono::milliseconds(config_.security.admin_idle_timeout_ms);
+        std::shared_ptr<boost::asio::ssl::context> admin_tls;
+        if (config_.security.admin_tls != SecuritySettings::AdminTls::Off) {
+            std::string error;
+            admin_tls = make_admin_tls_context(config_.security.admin_tls_cert,
+                                               config_.security.admin_tls_key, "admin.tls", error);
+            if (!admin_tls) {
+                return "https " + to_string(config_.self_entry().http) + ": " + error;
+            }
+        }
+        admin_ = std::make_unique<AdminServer>(*io_, admin_limits, std::move(admin_security),
+                                               std::move(admin_tls));
         register_admin_routes(*admin_, *admin_source_);
         const Endpoint& http = config_.self_entry().http;
         if (auto error = admin_->listen(http.host, http.port)) {

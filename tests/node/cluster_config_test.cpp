@@ -248,6 +248,14 @@ TEST_CASE("every bad field is named in the error", "[config]") {
              d["metadata"] = {{"fsync", "never"}, {"unsafe_no_fsync", "yes"}};
          },
          "metadata.unsafe_no_fsync: expected true"},
+        {[](json& d) {
+             d["admin"] = {{"idle_timeout_ms", 50}};
+         },
+         "admin.idle_timeout_ms"},
+        {[](json& d) {
+             d["admin"] = {{"idle_timeout_ms", 20000}};
+         },
+         "admin.idle_timeout_ms"},
     };
     for (const Case& c : cases) {
         json mutated = doc;
@@ -335,13 +343,15 @@ TEST_CASE("the effective config round-trips", "[config]") {
     doc["admin"] = {{"token_file", "/etc/conclave/token"},
                     {"open_reads", false},
                     {"hosts", {"ops.example"}},
-                    {"max_connections_per_source", 4}};
+                    {"max_connections_per_source", 4},
+                    {"idle_timeout_ms", 500}};
     const ClusterConfig c = Parse(doc, "n3");
     CHECK(c.security.secret_file == "/etc/conclave/secret");
     CHECK(c.security.admin_token_file == "/etc/conclave/token");
     CHECK_FALSE(c.security.admin_open_reads);
     CHECK(c.security.admin_hosts == std::vector<std::string>{"ops.example"});
     CHECK(c.security.admin_max_connections_per_source == 4);
+    CHECK(c.security.admin_idle_timeout_ms == 500);
     CHECK_FALSE(c.security.insecure);
     CHECK(c.metadata.enabled);
     CHECK(c.metadata.fsync == conclave::replication::FsyncPolicy::Never);

@@ -92,6 +92,16 @@ struct SecuritySettings {
     std::vector<std::string> admin_hosts;
     /// Concurrent admin connections from one source address.
     std::uint32_t admin_max_connections_per_source = 16;
+    /// An admin connection that sends nothing for this long is closed (100..10000 ms: at most
+    /// the 10 s request deadline).
+    std::uint32_t admin_idle_timeout_ms = 2'000;
+    /// HTTPS for the admin API ("admin.tls"): Off (false); NodeCertificate (true): the node
+    /// certificate and key of the "tls" block; Files ({"cert", "key"}): these PEM files. The paths
+    /// are resolved at parsing (NodeCertificate copies them from "tls").
+    enum class AdminTls : std::uint8_t { Off, NodeCertificate, Files };
+    AdminTls admin_tls = AdminTls::Off;
+    std::string admin_tls_cert;
+    std::string admin_tls_key;
     bool operator==(const SecuritySettings&) const = default;
 };
 
