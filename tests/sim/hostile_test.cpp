@@ -274,6 +274,9 @@ Outcome Run(std::uint64_t seed, bool members) {
             out.had_leader = out.had_leader || (s && s->role == Role::Leader);
         }
     }
+    if (members) {
+        sim.run_until(Millis{kRunMs});  // records a violation the last injection caused
+    }
     out.violation = sim.violation();
     out.violation_counts = sim.violation_counts();
     if (!sim.recorded_violations().empty()) {
