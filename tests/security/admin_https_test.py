@@ -12,6 +12,7 @@ wait is bounded; a few seconds in all.
 import http.client
 import json
 import os
+import shutil
 import socket
 import ssl
 import subprocess
@@ -158,6 +159,8 @@ def main():
             daemon.kill()
             code = daemon.wait()
         check(code == 0, "conclaved stops cleanly on SIGTERM (exit %s)" % code)
+        log.close()
+        shutil.rmtree(root, ignore_errors=True)
     if failures:
         print("%d FAILED:\n  %s" % (len(failures), "\n  ".join(failures)))
         return 1

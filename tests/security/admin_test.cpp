@@ -4,12 +4,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <array>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -178,7 +178,7 @@ TEST_CASE("finding 6: /healthz answers while 200 idle sockets are open; idle one
         std::array<char, 1> byte{};
         s->non_blocking(true);
         s->read_some(asio::buffer(byte), ec);
-        closed_by_server += ec == asio::error::eof || ec == asio::error::connection_reset ? 1 : 0;
+        closed_by_server += ec == asio::error::eof || ec == asio::error::connection_reset ? 1U : 0U;
     }
     CHECK(closed_by_server == 200);
     // ... so the same host gets its slots back.

@@ -160,7 +160,7 @@ struct AttackedCluster {
                 }
                 std::size_t found = 0;
                 for (const Entry& e : committed) {
-                    found += found < acknowledged.size() && e == acknowledged[found] ? 1 : 0;
+                    found += found < acknowledged.size() && e == acknowledged[found] ? 1U : 0U;
                 }
                 return found == acknowledged.size();
             }));
