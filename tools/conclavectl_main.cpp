@@ -1,10 +1,13 @@
 // conclavectl: the operator's command-line client of conclaved's HTTP admin API (node/README.md,
-// "conclavectl"). Synchronous Boost.Beast HTTP/1.1 client, nlohmann_json, no other dependency.
+// "conclavectl"). Synchronous Boost.Beast HTTP/1.1 client (HTTPS with --cacert or a config whose
+// admin API speaks TLS, through Asio's OpenSSL layer), nlohmann_json.
 #include <algorithm>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/asio/ssl/host_name_verification.hpp>
+#include <boost/beast/ssl.hpp>
 #include <cctype>
 #include <chrono>
 #include <cstdio>
@@ -13,6 +16,7 @@
 #include <iomanip>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
@@ -67,12 +71,16 @@ Options:
   --endpoints LIST    comma-separated admin endpoints (host:port) of the nodes
   --config FILE       conclaved's cluster config: its nodes' "http" endpoints
   --token-file FILE   send "Authorization: Bearer <token>" (the file's first line)
+  --cacert FILE       speak HTTPS, trusting node certificates signed by this CA
+                      (PEM) and checking that they name the endpoint's host;
+                      with --config whose "admin" has "tls", its "tls.ca" is used
+                      unless --cacert is given
   -o, --output FMT    "table" (default) or "json" (status, get, watch)
   --timeout SECONDS   per-request timeout (default 5; transfer waits as long)
   --count N           watch: exit 0 after N lines
   --help, --version
 Options also accept the --option=VALUE form. 307 redirects (to the leader) are
-followed; only http:// is supported.
+followed (http:// or https://, spoken as the first request was).
 
 Exit status:
   0  success
@@ -85,7 +93,8 @@ Exit status:
 
 struct Options {
     std::vector<Endpoint> endpoints;
-    std::vector<std::string> ids;  // from --config; else empty (ids come from /status)
+    std::shared_ptr<asio::ssl::context> tls;  // HTTPS when set
+    std::vector<std::string> ids;             // from --config; else empty (ids come from /status)
     std::string token;
     std::string output = "table";
     std::chrono::milliseconds timeout{5000};
@@ -114,16 +123,47 @@ std::string Name(const Endpoint& e) {
     return conclave::node::to_string(e);
 }
 
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+
+/// HTTPS client context: TLS 1.2 and up, peer verification against the CA in `ca_path`.
+std::shared_ptr<asio::ssl::context> MakeTlsContext(const std::string& ca_path,
+                                                   const std::string& what) {
+    auto context = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_client);
+    context->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                         asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                         asio::ssl::context::no_tlsv1_1);
+    context->set_verify_mode(asio::ssl::verify_peer);
+    boost::system::error_code ec;
+    if (context->load_verify_file(ca_path, ec)) {
+        throw Failure(kExitUsage, what + " " + ca_path + ": cannot load the CA: " + ec.message());
+    }
+    return context;
+}
+
+/// Connects (and, over TLS, handshakes, checking the certificate names endpoint.host).
+void Connect(asio::io_context& io, beast::tcp_stream& stream, const Options& options,
+             const Endpoint& endpoint) {
+    tcp::resolver resolver(io);
+    stream.expires_after(options.timeout);
+    stream.connect(resolver.resolve(endpoint.host, std::to_string(endpoint.port)));
+}
+
+void Connect(asio::io_context& io, TlsStream& stream, const Options& options,
+             const Endpoint& endpoint) {
+    Connect(io, beast::get_lowest_layer(stream), options, endpoint);
+    // No SNI: a node serves one certificate. The name checked is the one we dialled.
+    stream.set_verify_callback(asio::ssl::host_name_verification(endpoint.host));
+    beast::get_lowest_layer(stream).expires_after(options.timeout);
+    stream.handshake(asio::ssl::stream_base::client);
+}
+
 /// One HTTP request; throws Failure(kExitUnreachable) when the node cannot be reached.
-Reply Request(const Options& options, const Endpoint& endpoint, http::verb method,
-              const std::string& target, const std::string& body = {}) {
-    asio::io_context io;
-    beast::tcp_stream stream(io);
+template <class Stream>
+Reply RequestOn(asio::io_context& io, Stream& stream, const Options& options,
+                const Endpoint& endpoint, http::verb method, const std::string& target,
+                const std::string& body) {
     try {
-        tcp::resolver resolver(io);
-        stream.expires_after(options.timeout);
-        const auto results = resolver.resolve(endpoint.host, std::to_string(endpoint.port));
-        stream.connect(results);
+        Connect(io, stream, options, endpoint);
         http::request<http::string_body> request{method, target, 11};
         request.set(http::field::host, Name(endpoint));
         request.set(http::field::user_agent, "conclavectl");
@@ -135,15 +175,15 @@ Reply Request(const Options& options, const Endpoint& endpoint, http::verb metho
             request.body() = body;
         }
         request.prepare_payload();
-        stream.expires_after(options.timeout);
+        beast::get_lowest_layer(stream).expires_after(options.timeout);
         http::write(stream, request);
         beast::flat_buffer buffer;
         http::response_parser<http::string_body> parser;
         parser.body_limit(64 * 1024 * 1024);
-        stream.expires_after(options.timeout);
+        beast::get_lowest_layer(stream).expires_after(options.timeout);
         http::read(stream, buffer, parser);
         boost::system::error_code ignored;
-        stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+        beast::get_lowest_layer(stream).socket().shutdown(tcp::socket::shutdown_both, ignored);
         const auto& response = parser.get();
         Reply reply;
         reply.status = response.result_int();
@@ -158,6 +198,17 @@ Reply Request(const Options& options, const Endpoint& endpoint, http::verb metho
             e.code() == beast::error::timeout ? std::string("timed out") : e.code().message();
         throw Failure(kExitUnreachable, Name(endpoint) + ": " + what);
     }
+}
+
+Reply Request(const Options& options, const Endpoint& endpoint, http::verb method,
+              const std::string& target, const std::string& body = {}) {
+    asio::io_context io;
+    if (options.tls) {
+        TlsStream stream(io, *options.tls);
+        return RequestOn(io, stream, options, endpoint, method, target, body);
+    }
+    beast::tcp_stream stream(io);
+    return RequestOn(io, stream, options, endpoint, method, target, body);
 }
 
 std::string Detail(const Reply& reply) {
@@ -203,7 +254,8 @@ Reply RequestFollowing(const Options& options, Endpoint endpoint, http::verb met
             }
             return reply;
         }
-        const std::string prefix = "http://";
+        const std::string prefix =
+            reply.location.rfind("https://", 0) == 0 ? "https://" : "http://";
         if (reply.location.rfind(prefix, 0) != 0) {
             throw Failure(kExitFailure, Name(endpoint) +
                                             ": redirect to an unsupported location \"" +
@@ -415,14 +467,11 @@ bool PrintChange(const Options& options, const json& s, std::optional<json>& las
 
 /// Follows GET /leadership?watch=1 on one node until the stream ends, fails, or `count` lines
 /// were printed. Throws Failure on errors.
-void WatchOne(const Options& options, const Endpoint& endpoint, std::optional<json>& last,
-              std::uint64_t& printed) {
-    asio::io_context io;
-    beast::tcp_stream stream(io);
+template <class Stream>
+void WatchOn(asio::io_context& io, Stream& stream, const Options& options, const Endpoint& endpoint,
+             std::optional<json>& last, std::uint64_t& printed) {
     try {
-        tcp::resolver resolver(io);
-        stream.expires_after(options.timeout);
-        stream.connect(resolver.resolve(endpoint.host, std::to_string(endpoint.port)));
+        Connect(io, stream, options, endpoint);
         http::request<http::empty_body> request{http::verb::get, "/leadership?watch=1", 11};
         request.set(http::field::host, Name(endpoint));
         request.set(http::field::user_agent, "conclavectl");
@@ -467,7 +516,7 @@ void WatchOne(const Options& options, const Endpoint& endpoint, std::optional<js
         parser.on_chunk_body(on_body);
         while (!parser.is_done() && !enough) {
             // The node writes a blank line every 15 s: silence for longer means it is gone.
-            stream.expires_after(std::chrono::seconds(45));
+            beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(45));
             http::read_some(stream, buffer, parser);
         }
         if (!enough) {
@@ -478,6 +527,18 @@ void WatchOne(const Options& options, const Endpoint& endpoint, std::optional<js
             e.code() == beast::error::timeout ? std::string("timed out") : e.code().message();
         throw Failure(kExitUnreachable, Name(endpoint) + ": " + what);
     }
+}
+
+void WatchOne(const Options& options, const Endpoint& endpoint, std::optional<json>& last,
+              std::uint64_t& printed) {
+    asio::io_context io;
+    if (options.tls) {
+        TlsStream stream(io, *options.tls);
+        WatchOn(io, stream, options, endpoint, last, printed);
+        return;
+    }
+    beast::tcp_stream stream(io);
+    WatchOn(io, stream, options, endpoint, last, printed);
 }
 
 int Watch(const Options& options) {
@@ -638,16 +699,27 @@ void LoadConfig(const std::string& path, Options& options) {
     if (auto* error = std::get_if<conclave::node::ConfigError>(&loaded)) {
         throw Failure(kExitUsage, "bad config: " + error->message);
     }
-    for (const auto& node : std::get<conclave::node::ClusterConfig>(loaded).nodes) {
+    const auto& config = std::get<conclave::node::ClusterConfig>(loaded);
+    for (const auto& node : config.nodes) {
         options.endpoints.push_back(node.http);
         options.ids.push_back(node.id);
+    }
+    // An admin API served over HTTPS is verified with the cluster CA of the same config.
+    if (config.security.admin_tls != conclave::node::SecuritySettings::AdminTls::Off &&
+        !options.tls) {
+        if (!config.tls) {
+            throw Failure(kExitUsage, "--config " + path +
+                                          ": the admin API speaks HTTPS (admin.tls) and the "
+                                          "config has no \"tls.ca\": give --cacert FILE");
+        }
+        options.tls = MakeTlsContext(config.tls->ca_path, "--config " + path + ": tls.ca");
     }
 }
 
 Options Parse(const std::vector<std::string>& args, bool& help, bool& version) {
     Options options;
     std::map<std::string, int> seen;
-    std::string endpoints, config, token_file, timeout, count;
+    std::string endpoints, config, token_file, timeout, count, cacert;
     for (std::size_t i = 0; i < args.size(); ++i) {
         std::string arg = args[i];
         std::string value;
@@ -684,6 +756,8 @@ Options Parse(const std::vector<std::string>& args, bool& help, bool& version) {
             take(config);
         } else if (arg == "--token-file") {
             take(token_file);
+        } else if (arg == "--cacert") {
+            take(cacert);
         } else if (arg == "--output") {
             take(options.output);
         } else if (arg == "--timeout") {
@@ -769,6 +843,9 @@ Options Parse(const std::vector<std::string>& args, bool& help, bool& version) {
     }
     if (endpoints.empty() == config.empty()) {
         throw Failure(kExitUsage, "give exactly one of --endpoints HOST:PORT,... or --config FILE");
+    }
+    if (!cacert.empty()) {
+        options.tls = MakeTlsContext(cacert, "--cacert");
     }
     if (!endpoints.empty()) {
         std::stringstream list(endpoints);

@@ -199,6 +199,8 @@ Actions Elector::receive(Millis now, const Message& message) {
     if (!IsPeer(message.from) || message.term.value >= kTermLimit ||
         LargestBodyTerm(message.body) >= kTermLimit) {
         ++counters_.messages_dropped;
+        ++(IsPeer(message.from) ? counters_.dropped_term_out_of_range
+                                : counters_.dropped_not_a_peer);
         return Finish();
     }
     std::visit(

@@ -253,7 +253,17 @@ std::optional<FrameRejection> LogDriver::on_frame(NodeId from,
     }
     ++counters_.messages_in[message.body.index()];
     if (running()) {
+        const std::uint64_t violations = runtime_.log().counters().protocol_violation_alarms;
         input([&](ReplicatedLog& log) { return log.receive(elector_.now(), message); });
+        if (runtime_.log().counters().protocol_violation_alarms != violations) {
+            // Dropped by the core; no correct member sends this (docs/design.md, "Hostile input").
+            const replication::LogViolation& v = runtime_.log().last_violation();
+            options_.logger->error(
+                "{} log: ALARM protocol violation from peer {} in term {}: {} (message "
+                "dropped; conclave_metadata_protocol_violations_total{{kind=\"{}\"}})",
+                log_prefix(), mesh_.membership().at(v.from).id, v.term.value, v.reason,
+                replication::to_string(v.kind));
+        }
     }
     return std::nullopt;
 }

@@ -1,6 +1,7 @@
 #include "conclave/node/admin_server.hpp"
 
 #include <openssl/crypto.h>
+#include <openssl/ssl.h>
 
 #include <algorithm>
 #include <array>
@@ -8,6 +9,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <cassert>
 #include <cctype>
 #include <deque>
@@ -31,8 +33,17 @@ constexpr std::chrono::milliseconds kAcceptRetryDelay{100};
 /// Lingering close after a final response: how long and how much to discard.
 constexpr std::chrono::milliseconds kDrainTimeout{1000};
 constexpr std::size_t kMaxDrainBytes = 1024 * 1024;
+/// The first read of a request (within the idle deadline) takes at most this much.
+constexpr std::size_t kFirstReadBytes = 4096;
 
-class Session;
+/// What AdminServer::stop() needs of a connection, whatever its stream type.
+class SessionBase {
+  public:
+    virtual void Close() = 0;
+
+  protected:
+    ~SessionBase() = default;
+};
 
 }  // namespace
 
@@ -55,8 +66,9 @@ struct AdminServer::Shared {
     AdminServerStats stats;
     tcp::acceptor acceptor;
     asio::steady_timer retry_timer;
-    std::set<Session*> sessions;  // live connections (served and refused)
-    std::size_t refusing = 0;     // connections being answered 503
+    std::set<SessionBase*> sessions;          // live connections (served and refused)
+    std::shared_ptr<asio::ssl::context> tls;  // HTTPS when set
+    std::size_t refusing = 0;                 // connections being answered 503
     bool stopped = false;
 };
 
@@ -139,11 +151,22 @@ std::optional<std::string> ParseTarget(std::string_view target, AdminRequest& re
     return std::nullopt;
 }
 
-class Session : public std::enable_shared_from_this<Session>, public AdminStream {
+using PlainStream = beast::tcp_stream;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+
+/// One connection, over plain TCP (PlainStream) or TLS (TlsStream).
+template <class Stream>
+class Session : public SessionBase,
+                public std::enable_shared_from_this<Session<Stream>>,
+                public AdminStream {
+    static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
+    using std::enable_shared_from_this<Session<Stream>>::shared_from_this;
+
   public:
-    Session(std::shared_ptr<Shared> shared, tcp::socket socket, bool refuse)
+    template <class... StreamArgs>
+    Session(std::shared_ptr<Shared> shared, bool refuse, StreamArgs&&... stream_args)
         : shared_(std::move(shared)),
-          stream_(std::move(socket)),
+          stream_(std::forward<StreamArgs>(stream_args)...),
           buffer_(shared_->limits.max_header_bytes + shared_->limits.max_body_bytes + 4096),
           refuse_(refuse),
           write_timer_(stream_.get_executor()) {
@@ -154,7 +177,7 @@ class Session : public std::enable_shared_from_this<Session>, public AdminStream
             shared_->stats.connections_active += 1;
         }
         boost::system::error_code ec;
-        const auto endpoint = stream_.socket().remote_endpoint(ec);
+        const auto endpoint = Lowest().socket().remote_endpoint(ec);
         if (!ec) {
             remote_ = endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
             source_ = endpoint.address().to_string();
@@ -177,6 +200,42 @@ class Session : public std::enable_shared_from_this<Session>, public AdminStream
     }
 
     void Start() {
+        if constexpr (kTls) {
+            // The TLS handshake is part of the idle deadline: a client that connects and says
+            // nothing (or speaks plain HTTP) is closed like any idle one.
+            Lowest().expires_after(
+                std::min(shared_->limits.idle_timeout, shared_->limits.request_timeout));
+            stream_.async_handshake(
+                asio::ssl::stream_base::server, [self = shared_from_this()](beast::error_code ec) {
+                    if (self->shared_->stopped || ec == asio::error::operation_aborted) {
+                        return;
+                    }
+                    if (ec) {
+                        self->shared_->stats.tls_handshake_failures += 1;
+                        if (ec == beast::error::timeout) {
+                            self->shared_->stats.timeouts += 1;
+                            self->shared_->stats.idle_timeouts += 1;
+                        }
+                        self->Close();
+                        return;
+                    }
+                    self->Serve();
+                });
+        } else {
+            Serve();
+        }
+    }
+
+    void Close() override {
+        boost::system::error_code ec;
+        Lowest().socket().shutdown(tcp::socket::shutdown_both, ec);
+        Lowest().close();
+    }
+
+  private:
+    beast::tcp_stream& Lowest() { return beast::get_lowest_layer(stream_); }
+
+    void Serve() {
         if (refuse_) {
             Respond(json_error(503, "overloaded",
                                "too many connections (limit " +
@@ -187,18 +246,45 @@ class Session : public std::enable_shared_from_this<Session>, public AdminStream
         Read();
     }
 
-    void Close() {
-        boost::system::error_code ec;
-        stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
-        stream_.close();
-    }
-
-  private:
+    /// Waits for the first bytes of the next request within the idle deadline, then reads the
+    /// whole request within the request deadline.
     void Read() {
         parser_.emplace();
         parser_->header_limit(static_cast<std::uint32_t>(shared_->limits.max_header_bytes));
         parser_->body_limit(shared_->limits.max_body_bytes);
-        stream_.expires_after(shared_->limits.request_timeout);
+        if (buffer_.size() > 0) {
+            ReadRequest();  // a pipelined request has begun already
+            return;
+        }
+        Lowest().expires_after(
+            std::min(shared_->limits.idle_timeout, shared_->limits.request_timeout));
+        const std::size_t room = std::min(kFirstReadBytes, buffer_.max_size());
+        stream_.async_read_some(buffer_.prepare(room),
+                                [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+                                    self->OnFirstBytes(ec, n);
+                                });
+    }
+
+    void OnFirstBytes(beast::error_code ec, std::size_t n) {
+        if (shared_->stopped || ec == asio::error::operation_aborted) {
+            return;
+        }
+        if (ec == beast::error::timeout) {
+            shared_->stats.timeouts += 1;
+            shared_->stats.idle_timeouts += 1;
+            Close();
+            return;
+        }
+        if (ec) {
+            Close();  // the client closed (between requests) or reset the connection
+            return;
+        }
+        buffer_.commit(n);
+        ReadRequest();
+    }
+
+    void ReadRequest() {
+        Lowest().expires_after(shared_->limits.request_timeout);
         http::async_read(
             stream_, buffer_, *parser_,
             [self = shared_from_this()](beast::error_code ec, std::size_t) { self->OnRead(ec); });
@@ -259,6 +345,7 @@ class Session : public std::enable_shared_from_this<Session>, public AdminStream
         admin.method = std::string(request.method_string());
         admin.body = request.body();
         admin.remote = remote_;
+        admin.scheme = kTls ? "https" : "http";
         if (auto error = ParseTarget(request.target(), admin)) {
             shared_->stats.bad_requests += 1;
             return json_error(400, "bad_request", *error);
@@ -433,7 +520,7 @@ class Session : public std::enable_shared_from_this<Session>, public AdminStream
         response_.body() = std::move(admin.body);
         response_.keep_alive(keep_alive);
         response_.prepare_payload();
-        stream_.expires_after(timeout);
+        Lowest().expires_after(timeout);
         http::async_write(
             stream_, response_,
             [self = shared_from_this(), keep_alive](beast::error_code ec, std::size_t) {
@@ -463,17 +550,17 @@ class Session : public std::enable_shared_from_this<Session>, public AdminStream
     /// time and size) so that closing does not reset the connection before it reads the answer.
     void Drain() {
         boost::system::error_code ec;
-        stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+        Lowest().socket().shutdown(tcp::socket::shutdown_send, ec);  // over TLS: no close_notify
         if (ec) {
             Close();
             return;
         }
-        stream_.expires_after(std::min(shared_->limits.request_timeout, kDrainTimeout));
+        Lowest().expires_after(std::min(shared_->limits.request_timeout, kDrainTimeout));
         DrainSome();
     }
 
     void DrainSome() {
-        stream_.async_read_some(
+        Lowest().async_read_some(
             asio::buffer(drain_buffer_),
             [self = shared_from_this()](beast::error_code ec, std::size_t n) {
                 self->drained_bytes_ += n;
@@ -542,7 +629,7 @@ class Session : public std::enable_shared_from_this<Session>, public AdminStream
         stream_header_.keep_alive(false);
         stream_header_.chunked(true);
         stream_serializer_.emplace(stream_header_);
-        stream_.expires_after(shared_->limits.request_timeout);
+        Lowest().expires_after(shared_->limits.request_timeout);
         http::async_write_header(stream_, *stream_serializer_,
                                  [self = shared_from_this(), start = std::move(admin.stream)](
                                      beast::error_code ec, std::size_t) {
@@ -554,7 +641,7 @@ class Session : public std::enable_shared_from_this<Session>, public AdminStream
                                      // From here on the socket is used directly with our own write
                                      // deadline: a pending read (to notice the client leaving) must
                                      // not be cut by the stream's timer.
-                                     self->stream_.expires_never();
+                                     self->Lowest().expires_never();
                                      self->stream_state_ = StreamState::Open;
                                      self->WatchClient();
                                      start(self);
@@ -563,7 +650,7 @@ class Session : public std::enable_shared_from_this<Session>, public AdminStream
 
     /// The client sends nothing on a stream; a read completing means it left (or misbehaves).
     void WatchClient() {
-        stream_.socket().async_read_some(
+        Lowest().socket().async_read_some(
             asio::buffer(drain_buffer_),
             [self = shared_from_this()](beast::error_code ec, std::size_t n) {
                 self->drained_bytes_ += n;
@@ -584,7 +671,7 @@ class Session : public std::enable_shared_from_this<Session>, public AdminStream
             if (stream_state_ == StreamState::Ending) {
                 stream_writing_ = true;
                 ArmWriteTimer();
-                asio::async_write(stream_.socket(), http::make_chunk_last(),
+                asio::async_write(ChunkWriter(), http::make_chunk_last(),
                                   [self = shared_from_this()](beast::error_code, std::size_t) {
                                       self->EndStream();
                                   });
@@ -593,7 +680,7 @@ class Session : public std::enable_shared_from_this<Session>, public AdminStream
         }
         stream_writing_ = true;
         ArmWriteTimer();
-        asio::async_write(stream_.socket(), http::make_chunk(asio::buffer(stream_queue_.front())),
+        asio::async_write(ChunkWriter(), http::make_chunk(asio::buffer(stream_queue_.front())),
                           [self = shared_from_this()](beast::error_code ec, std::size_t) {
                               self->write_timer_.cancel();
                               if (ec || self->stream_state_ == StreamState::Closed) {
@@ -604,6 +691,16 @@ class Session : public std::enable_shared_from_this<Session>, public AdminStream
                               self->stream_queue_.pop_front();
                               self->WriteNextChunk();
                           });
+    }
+
+    /// Chunks bypass the stream's timer (WriteNextChunk arms its own): the raw socket, or the TLS
+    /// layer over it. The client-watching read is on the raw socket in both cases.
+    auto& ChunkWriter() {
+        if constexpr (kTls) {
+            return stream_;
+        } else {
+            return stream_.socket();
+        }
     }
 
     void ArmWriteTimer() {
@@ -630,7 +727,7 @@ class Session : public std::enable_shared_from_this<Session>, public AdminStream
     }
 
     std::shared_ptr<Shared> shared_;
-    beast::tcp_stream stream_;
+    Stream stream_;
     beast::flat_buffer buffer_;
     std::optional<http::request_parser<http::string_body>> parser_;
     http::response<http::string_body> response_;
@@ -653,6 +750,15 @@ class Session : public std::enable_shared_from_this<Session>, public AdminStream
 };
 
 void Accept(const std::shared_ptr<Shared>& shared);
+
+void StartSession(const std::shared_ptr<Shared>& shared, tcp::socket socket, bool refuse) {
+    if (shared->tls) {
+        std::make_shared<Session<TlsStream>>(shared, refuse, std::move(socket), *shared->tls)
+            ->Start();
+    } else {
+        std::make_shared<Session<PlainStream>>(shared, refuse, std::move(socket))->Start();
+    }
+}
 
 void OnAccept(const std::shared_ptr<Shared>& shared, boost::system::error_code ec,
               tcp::socket socket) {
@@ -681,11 +787,11 @@ void OnAccept(const std::shared_ptr<Shared>& shared, boost::system::error_code e
         shared->stats.connections_refused += 1;
         socket.close(source_ec);
     } else if (shared->stats.connections_active < limit) {
-        std::make_shared<Session>(shared, std::move(socket), false)->Start();
+        StartSession(shared, std::move(socket), /*refuse=*/false);
     } else {
         shared->stats.connections_refused += 1;
         if (shared->refusing < limit) {
-            std::make_shared<Session>(shared, std::move(socket), true)->Start();
+            StartSession(shared, std::move(socket), /*refuse=*/true);
         } else {
             boost::system::error_code close_ec;
             socket.close(close_ec);
@@ -719,12 +825,40 @@ AdminResponse json_error(unsigned status, std::string_view error, std::string_vi
     return response;
 }
 
+std::shared_ptr<asio::ssl::context> make_admin_tls_context(const std::string& cert_path,
+                                                           const std::string& key_path,
+                                                           const std::string& field,
+                                                           std::string& error) {
+    auto context = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_server);
+    context->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                         asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                         asio::ssl::context::no_tlsv1_1 | asio::ssl::context::single_dh_use);
+    boost::system::error_code ec;
+    if (context->use_certificate_chain_file(cert_path, ec)) {
+        error = field + ": cannot load the certificate '" + cert_path + "': " + ec.message();
+        return nullptr;
+    }
+    if (context->use_private_key_file(key_path, asio::ssl::context::pem, ec)) {
+        error = field + ": cannot load the key '" + key_path + "' (or it does not match '" +
+                cert_path + "'): " + ec.message();
+        return nullptr;
+    }
+    if (SSL_CTX_check_private_key(context->native_handle()) != 1) {
+        error = field + ": the key '" + key_path + "' does not match the certificate '" +
+                cert_path + "'";
+        return nullptr;
+    }
+    return context;
+}
+
 AdminServer::AdminServer(boost::asio::io_context& io, AdminServerLimits limits,
-                         AdminSecurity security)
+                         AdminSecurity security, std::shared_ptr<asio::ssl::context> tls)
     : shared_(std::make_shared<Shared>(io, limits, std::move(security))) {
+    shared_->tls = std::move(tls);
     assert(limits.max_connections > 0);
     assert(limits.max_requests_per_connection > 0);
     assert(limits.request_timeout.count() > 0);
+    assert(limits.idle_timeout.count() > 0);
 }
 
 AdminServer::~AdminServer() {
@@ -791,8 +925,8 @@ void AdminServer::stop() {
     boost::system::error_code ec;
     shared_->acceptor.close(ec);
     shared_->retry_timer.cancel();
-    const std::set<Session*> sessions = shared_->sessions;  // closing does not destroy them yet
-    for (Session* session : sessions) {
+    const std::set<SessionBase*> sessions = shared_->sessions;  // closing does not destroy them
+    for (SessionBase* session : sessions) {
         session->Close();
     }
 }

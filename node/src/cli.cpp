@@ -2,6 +2,7 @@
 
 #include <ostream>
 
+#include "conclave/node/admin_server.hpp"
 #include "conclave/node/security.hpp"
 
 #ifndef CONCLAVE_VERSION
@@ -47,7 +48,10 @@ Admin HTTP endpoints (see node/README.md; conclavectl is their command-line clie
   POST /metadata {"key","value"}, GET /metadata?from=TERM.COUNTER&max=N
   POST requests need "Authorization: Bearer <token>" (admin.token_file) unless
   insecure, and a JSON body (Content-Type: application/json); a Host or Origin
-  that is not this node (or localhost) is refused with 403.
+  that is not this node (or localhost) is refused with 403. With "admin":
+  {"tls": true} (the node certificate of "tls") or {"tls": {"cert", "key"}} they
+  are served over HTTPS only. A connection that sends nothing for
+  admin.idle_timeout_ms (2000) is closed.
 
 Signals:
   SIGTERM, SIGINT   graceful stop: a leader hands leadership over to another
@@ -175,6 +179,15 @@ std::variant<StartupExit, StartupReady> prepare_daemon(const std::vector<std::st
     } catch (const std::runtime_error& e) {
         err << "conclaved: bad config: " << e.what() << "\n";
         return StartupExit{kExitUsage};
+    }
+    // HTTPS admin: the certificate and key must load (and match) before anything starts.
+    if (config.security.admin_tls != SecuritySettings::AdminTls::Off) {
+        std::string error;
+        if (!make_admin_tls_context(config.security.admin_tls_cert, config.security.admin_tls_key,
+                                    "admin.tls", error)) {
+            err << "conclaved: bad config: " << error << "\n";
+            return StartupExit{kExitUsage};
+        }
     }
     return StartupReady{std::move(options), std::move(config)};
 }

@@ -434,7 +434,52 @@ std::optional<TlsFiles> ParseTls(const json& value) {
 }
 
 // ---- Security block ("insecure", "secret_file", "admin"): kept together for easy merges. ----
-void ParseSecurity(const json& document, SecuritySettings& security) {
+void ParseAdminTls(const json& value, const std::optional<TlsFiles>& tls,
+                   SecuritySettings& security) {
+    using AdminTls = SecuritySettings::AdminTls;
+    if (value.is_boolean()) {
+        if (!value.get<bool>()) {
+            security.admin_tls = AdminTls::Off;
+            return;
+        }
+        if (!tls) {
+            Fail("admin.tls",
+                 "true serves HTTPS with the node certificate of the \"tls\" block, which is not "
+                 "set: add \"tls\" (conclave-certs makes the files), or name the files with "
+                 "\"admin\": {\"tls\": {\"cert\": ..., \"key\": ...}}");
+        }
+        security.admin_tls = AdminTls::NodeCertificate;
+        security.admin_tls_cert = tls->cert_path;
+        security.admin_tls_key = tls->key_path;
+        return;
+    }
+    if (!value.is_object()) {
+        Fail("admin.tls",
+             "expected false, true (the \"tls\" block's certificate) or {\"cert\", \"key\"}, "
+             "got " +
+                 Describe(value));
+    }
+    RejectUnknownFields(value, "admin.tls", {"cert", "key"});
+    const auto file = [&](std::string_view key) {
+        const std::string path = Join("admin.tls", key);
+        if (Find(value, key) == nullptr) {
+            Fail(path,
+                 "missing: HTTPS needs both \"cert\" and \"key\" (a half-configured TLS "
+                 "admin API is refused rather than served in clear)");
+        }
+        const std::string& text = ExpectString(*Find(value, key), path);
+        if (text.empty()) {
+            Fail(path, "must be a file path, got an empty string");
+        }
+        return text;
+    };
+    security.admin_tls = AdminTls::Files;
+    security.admin_tls_cert = file("cert");
+    security.admin_tls_key = file("key");
+}
+
+void ParseSecurity(const json& document, const std::optional<TlsFiles>& tls,
+                   SecuritySettings& security) {
     if (const json* insecure = Find(document, "insecure")) {
         security.insecure = ExpectBool(*insecure, "insecure");
     }
@@ -453,9 +498,9 @@ void ParseSecurity(const json& document, SecuritySettings& security) {
     }
     if (const json* admin = Find(document, "admin")) {
         ExpectObject(*admin, "admin");
-        RejectUnknownFields(
-            *admin, "admin",
-            {"token_file", "open_reads", "hosts", "max_connections_per_source", "max_watchers"});
+        RejectUnknownFields(*admin, "admin",
+                            {"token_file", "open_reads", "hosts", "max_connections_per_source",
+                             "max_watchers", "idle_timeout_ms", "tls"});
         if (const json* token = Find(*admin, "token_file")) {
             security.admin_token_file = path_field(*token, "admin.token_file");
         }
@@ -483,6 +528,13 @@ void ParseSecurity(const json& document, SecuritySettings& security) {
             // The admin server holds at most 64 connections; at least 16 stay for other requests.
             security.admin_max_watchers = static_cast<std::uint32_t>(
                 ExpectInteger(*watchers, "admin.max_watchers", 1, kMaxAdminWatchers));
+        }
+        if (const json* idle = Find(*admin, "idle_timeout_ms")) {
+            security.admin_idle_timeout_ms = static_cast<std::uint32_t>(
+                ExpectInteger(*idle, "admin.idle_timeout_ms", 100, 10'000));
+        }
+        if (const json* admin_tls = Find(*admin, "tls")) {
+            ParseAdminTls(*admin_tls, tls, security);
         }
     }
 }
@@ -615,7 +667,7 @@ ClusterConfig ParseDocument(const json& document, std::string_view node_id) {
     if (const json* metadata = Find(document, "metadata")) {
         config.metadata = ParseMetadata(*metadata);
     }
-    ParseSecurity(document, config.security);
+    ParseSecurity(document, config.tls, config.security);
     return config;
 }
 
@@ -791,6 +843,23 @@ std::string_view metadata_fsync_name(replication::FsyncPolicy p) {
     return "batched";
 }
 
+namespace {
+
+/// "admin.tls" as written: false, true, or {"cert", "key"}.
+nlohmann::ordered_json AdminTlsJson(const SecuritySettings& s) {
+    switch (s.admin_tls) {
+        case SecuritySettings::AdminTls::Off:
+            return false;
+        case SecuritySettings::AdminTls::NodeCertificate:
+            return true;
+        case SecuritySettings::AdminTls::Files:
+            return {{"cert", s.admin_tls_cert}, {"key", s.admin_tls_key}};
+    }
+    return false;
+}
+
+}  // namespace
+
 nlohmann::ordered_json effective_config_json(const ClusterConfig& config) {
     nlohmann::ordered_json nodes = nlohmann::ordered_json::array();
     for (const NodeEntry& n : config.nodes) {
@@ -845,7 +914,9 @@ nlohmann::ordered_json effective_config_json(const ClusterConfig& config) {
           {"open_reads", config.security.admin_open_reads},
           {"hosts", config.security.admin_hosts},
           {"max_connections_per_source", config.security.admin_max_connections_per_source},
-          {"max_watchers", config.security.admin_max_watchers}}},
+          {"max_watchers", config.security.admin_max_watchers},
+          {"idle_timeout_ms", config.security.admin_idle_timeout_ms},
+          {"tls", AdminTlsJson(config.security)}}},
     };
 }
 

@@ -28,7 +28,8 @@ std::optional<AdminResponse> RejectParameters(const AdminRequest& request,
     return std::nullopt;
 }
 
-AdminResponse ProposeResponse(const MetadataProposeResult& r, const std::string& path) {
+AdminResponse ProposeResponse(const MetadataProposeResult& r, const std::string& scheme,
+                              const std::string& path) {
     switch (r.status) {
         case MetadataProposeStatus::Committed:
             return json_response(200, {{"lsn", lsn_to_json(r.lsn)}});
@@ -40,7 +41,8 @@ AdminResponse ProposeResponse(const MetadataProposeResult& r, const std::string&
                              {"leader", *r.leader},
                              {"leader_http", *r.leader_http}};
                 AdminResponse response = json_response(307, body);
-                response.headers.emplace_back("Location", "http://" + *r.leader_http + path);
+                // Every node of a cluster serves the admin API alike (HTTP or HTTPS).
+                response.headers.emplace_back("Location", scheme + "://" + *r.leader_http + path);
                 return response;
             }
             return json_error(503, "no_leader", r.detail);
@@ -117,10 +119,10 @@ void register_metadata_routes(AdminServer& server, AdminSource& source) {
             if (value == body.end()) {
                 return respond(json_error(400, "bad_request", "body.value: missing"));
             }
-            source.propose_metadata(key->get<std::string>(), value->dump(),
-                                    [respond, path = request.path](const MetadataProposeResult& r) {
-                                        respond(ProposeResponse(r, path));
-                                    });
+            source.propose_metadata(
+                key->get<std::string>(), value->dump(),
+                [respond, scheme = request.scheme, path = request.path](
+                    const MetadataProposeResult& r) { respond(ProposeResponse(r, scheme, path)); });
         });
     server.route("GET", "/metadata", [&source](const AdminRequest& request) {
         if (auto error = RejectParameters(request, {"from", "max"})) {

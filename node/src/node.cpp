@@ -12,6 +12,7 @@
 #include "conclave/net/driver.hpp"
 #include "conclave/net/log_driver.hpp"
 #include "conclave/net/mesh.hpp"
+#include "conclave/node/hostile_input_metrics.hpp"
 #include "conclave/node/leadership_metrics.hpp"
 #include "conclave/node/logging.hpp"
 #include "conclave/node/security.hpp"
@@ -130,6 +131,11 @@ Node::Node(std::unique_ptr<boost::asio::io_context> owned_io, boost::asio::io_co
     register_metrics();
     register_metadata_metrics();
     register_peer_metrics();
+    register_hostile_input_metrics(
+        metrics_, {[this]() -> const ElectorCounters& { return driver_->elector().counters(); },
+                   [this]() -> const replication::LogCounters* {
+                       return log_driver_ ? &log_driver_->log().counters() : nullptr;
+                   }});
     admin_source_ = std::make_unique<Admin>(*this);
     published_ = to_leadership(driver_->snapshot());
     driver_->subscribe([this](const LeadershipSnapshot& s) { on_snapshot(s); });
@@ -173,7 +179,19 @@ std::optional<std::string> Node::start() {
         }
         AdminServerLimits admin_limits;
         admin_limits.max_connections_per_source = config_.security.admin_max_connections_per_source;
-        admin_ = std::make_unique<AdminServer>(*io_, admin_limits, std::move(admin_security));
+        admin_limits.idle_timeout =
+            std::chrono::milliseconds(config_.security.admin_idle_timeout_ms);
+        std::shared_ptr<boost::asio::ssl::context> admin_tls;
+        if (config_.security.admin_tls != SecuritySettings::AdminTls::Off) {
+            std::string error;
+            admin_tls = make_admin_tls_context(config_.security.admin_tls_cert,
+                                               config_.security.admin_tls_key, "admin.tls", error);
+            if (!admin_tls) {
+                return "https " + to_string(config_.self_entry().http) + ": " + error;
+            }
+        }
+        admin_ = std::make_unique<AdminServer>(*io_, admin_limits, std::move(admin_security),
+                                               std::move(admin_tls));
         LeadershipRouteLimits leadership_limits;
         leadership_limits.max_watchers = config_.security.admin_max_watchers;
         register_admin_routes(*admin_, *admin_source_, leadership_limits);

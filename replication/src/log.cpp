@@ -129,7 +129,7 @@ LogActions ReplicatedLog::propose(Millis now, Lsn lsn, std::string key, std::str
 LogActions ReplicatedLog::receive(Millis, const LogMessage& m) {
     // The codec refuses terms >= 2^63; a core fed directly (simulator, tests) refuses them too.
     if (!IsPeer(m.from) || m.term.value >= kTermLimit) {
-        ++counters_.messages_dropped;
+        Drop(IsPeer(m.from) ? LogDropReason::TermOutOfRange : LogDropReason::NotAPeer);
         return Finish();
     }
     const auto* snapshot_chunk = std::get_if<InstallSnapshot>(&m.body);
@@ -263,7 +263,7 @@ void ReplicatedLog::HandleSyncResponse(const LogMessage& m, const SyncResponse& 
     }
     // Nobody holds an entry of this term before its leader's sync point exists.
     if (body.last_lsn.term >= state_.term || body.commit_lsn > body.last_lsn) {
-        Violation(m, "SyncResponse reports entries of the syncing leader's term");
+        Violation(m, LogViolationKind::SyncResponseAhead);
         return;
     }
     sync_.responded.insert(m.from);
@@ -299,11 +299,11 @@ void ReplicatedLog::HandleAppend(const LogMessage& m, const Append& body) {
         return;
     }
     if (!ValidBatch(body.prev_lsn, body.entries)) {
-        ++counters_.messages_dropped;
+        Drop(LogDropReason::InvalidBatch);
         return;
     }
-    if (const char* why = Contradiction(*start_len, *entries)) {
-        Violation(m, why);
+    if (const auto why = Contradiction(*start_len, *entries)) {
+        Violation(m, *why);
         return;
     }
     const std::size_t end = Merge(*start_len, *entries);
@@ -317,7 +317,7 @@ void ReplicatedLog::HandleAppend(const LogMessage& m, const Append& body) {
         if (!len) {
             // A leader commits entries it holds: its commit point below our matched prefix
             // (which equals its log) names an entry in it, never a point between two entries.
-            Violation(m, "Append commits a point between entries of the matched prefix");
+            Violation(m, LogViolationKind::CommitBetweenEntries);
             return;
         }
         if (*len > state_.commit_len) {
@@ -341,7 +341,7 @@ void ReplicatedLog::HandleAppendAck(const LogMessage& m, const AppendAck& body) 
             if (body.last_lsn < snapshot_.lsn) {
                 return;  // compacted since we sent it: the heartbeat's retransmission catches up
             }
-            ++counters_.messages_dropped;  // we never sent that LSN in this term
+            Drop(LogDropReason::UnknownAckedLsn);  // we never sent that LSN in this term
             return;
         }
         p.match_len = std::max(p.match_len, *len);
@@ -412,8 +412,8 @@ void ReplicatedLog::HandleFetchResponse(const LogMessage& m, const FetchResponse
         AbandonSource();
         return;
     }
-    if (const char* why = Contradiction(*start_len, body.entries)) {
-        Violation(m, why);
+    if (const auto why = Contradiction(*start_len, body.entries)) {
+        Violation(m, *why);
         AbandonSource();
         return;
     }
@@ -781,27 +781,105 @@ void ReplicatedLog::FailPending(ProposeError error) {
     pending_.clear();
 }
 
-const char* ReplicatedLog::Contradiction(std::size_t pos, const std::vector<Entry>& entries) const {
+std::optional<LogViolationKind> ReplicatedLog::Contradiction(
+    std::size_t pos, const std::vector<Entry>& entries) const {
     for (const Entry& e : entries) {
         if (pos >= end_len()) {
-            return nullptr;
+            return std::nullopt;
         }
         if (at(pos).lsn != e.lsn) {
             // Merge truncates here.
-            return pos < state_.commit_len ? "a committed entry would be truncated" : nullptr;
+            if (pos < state_.commit_len) {
+                return LogViolationKind::TruncatesCommitted;
+            }
+            return std::nullopt;
         }
         if (!(at(pos) == e)) {
-            return pos < state_.commit_len ? "contradicts a committed entry (one LSN, two entries)"
-                                           : "one LSN names two entries";
+            return pos < state_.commit_len ? LogViolationKind::ContradictsCommitted
+                                           : LogViolationKind::OneLsnTwoEntries;
         }
         ++pos;
     }
-    return nullptr;
+    return std::nullopt;
 }
 
-void ReplicatedLog::Violation(const LogMessage& m, const char* reason) {
+void ReplicatedLog::Violation(const LogMessage& m, LogViolationKind kind) {
     ++counters_.protocol_violation_alarms;
-    last_violation_ = LogViolation{reason, m.from, m.term};
+    ++counters_.violations_by_kind[static_cast<std::size_t>(kind)];
+    last_violation_ = LogViolation{describe(kind), kind, m.from, m.term};
+}
+
+void ReplicatedLog::Drop(LogDropReason reason) {
+    ++counters_.messages_dropped;
+    ++counters_.dropped_by_reason[static_cast<std::size_t>(reason)];
+}
+
+std::string_view to_string(LogDropReason reason) {
+    switch (reason) {
+        case LogDropReason::NotAPeer:
+            return "not_a_peer";
+        case LogDropReason::TermOutOfRange:
+            return "term_out_of_range";
+        case LogDropReason::InvalidBatch:
+            return "invalid_batch";
+        case LogDropReason::UnknownAckedLsn:
+            return "unknown_acked_lsn";
+        case LogDropReason::SnapshotChunkOutOfOrder:
+            return "snapshot_chunk_out_of_order";
+    }
+    return "unknown";
+}
+
+std::string_view to_string(LogViolationKind kind) {
+    switch (kind) {
+        case LogViolationKind::SyncResponseAhead:
+            return "sync_response_ahead";
+        case LogViolationKind::TruncatesCommitted:
+            return "truncates_committed";
+        case LogViolationKind::ContradictsCommitted:
+            return "contradicts_committed";
+        case LogViolationKind::OneLsnTwoEntries:
+            return "one_lsn_two_entries";
+        case LogViolationKind::CommitBetweenEntries:
+            return "commit_between_entries";
+        case LogViolationKind::SnapshotAbsurdLength:
+            return "snapshot_absurd_length";
+        case LogViolationKind::SnapshotTooManyEntries:
+            return "snapshot_too_many_entries";
+        case LogViolationKind::SnapshotNotOrdered:
+            return "snapshot_not_ordered";
+        case LogViolationKind::SnapshotLengthContradicts:
+            return "snapshot_length_contradicts";
+        case LogViolationKind::SnapshotInsideCommitted:
+            return "snapshot_inside_committed";
+    }
+    return "unknown";
+}
+
+const char* describe(LogViolationKind kind) {
+    switch (kind) {
+        case LogViolationKind::SyncResponseAhead:
+            return "SyncResponse reports entries of the syncing leader's term";
+        case LogViolationKind::TruncatesCommitted:
+            return "a committed entry would be truncated";
+        case LogViolationKind::ContradictsCommitted:
+            return "contradicts a committed entry (one LSN, two entries)";
+        case LogViolationKind::OneLsnTwoEntries:
+            return "one LSN names two entries";
+        case LogViolationKind::CommitBetweenEntries:
+            return "Append commits a point between entries of the matched prefix";
+        case LogViolationKind::SnapshotAbsurdLength:
+            return "InstallSnapshot of an absurd length";
+        case LogViolationKind::SnapshotTooManyEntries:
+            return "InstallSnapshot holds more entries than its length";
+        case LogViolationKind::SnapshotNotOrdered:
+            return "InstallSnapshot is not an ordered state at its LSN";
+        case LogViolationKind::SnapshotLengthContradicts:
+            return "InstallSnapshot's length contradicts our log";
+        case LogViolationKind::SnapshotInsideCommitted:
+            return "InstallSnapshot ends inside our committed prefix but is not in our log";
+    }
+    return "unknown protocol violation";
 }
 
 bool ReplicatedLog::ValidBatch(Lsn after, const std::vector<Entry>& entries) const {
@@ -826,7 +904,7 @@ void ReplicatedLog::HandleInstallSnapshot(const LogMessage& m, const InstallSnap
         incoming_ = Incoming{m.from, m.term, body.fetch, Snapshot{body.lsn, 0, {}}};
         if (body.len > std::uint64_t{1} << 48) {
             incoming_.reset();
-            Violation(m, "InstallSnapshot of an absurd length");
+            Violation(m, LogViolationKind::SnapshotAbsurdLength);
             return;
         }
         incoming_->snapshot.len = static_cast<std::size_t>(body.len);
@@ -834,13 +912,13 @@ void ReplicatedLog::HandleInstallSnapshot(const LogMessage& m, const InstallSnap
                incoming_->fetch != body.fetch || incoming_->snapshot.lsn != body.lsn ||
                incoming_->snapshot.len != body.len ||
                incoming_->snapshot.entries.size() != body.offset) {
-        ++counters_.messages_dropped;  // a chunk lost or reordered: the sender sends it again
+        Drop(LogDropReason::SnapshotChunkOutOfOrder);  // lost or reordered: it is sent again
         return;
     }
     Snapshot& s = incoming_->snapshot;
     if (s.entries.size() + body.entries.size() > s.len) {
         incoming_.reset();
-        Violation(m, "InstallSnapshot holds more entries than its length");
+        Violation(m, LogViolationKind::SnapshotTooManyEntries);
         return;
     }
     s.entries.insert(s.entries.end(), body.entries.begin(), body.entries.end());
@@ -856,7 +934,7 @@ void ReplicatedLog::HandleInstallSnapshot(const LogMessage& m, const InstallSnap
         std::none_of(snapshot.entries.begin(), snapshot.entries.end(),
                      [](const Entry& e) { return e.key.empty() || is_sync_point(e); });
     if (!well_formed) {
-        Violation(m, "InstallSnapshot is not an ordered state at its LSN");
+        Violation(m, LogViolationKind::SnapshotNotOrdered);
         if (body.fetch) {
             AbandonSource();
         }
@@ -878,7 +956,7 @@ void ReplicatedLog::HandleInstallSnapshot(const LogMessage& m, const InstallSnap
     }
     if (auto held = length_through(snapshot.lsn)) {
         if (*held != snapshot.len) {
-            Violation(m, "InstallSnapshot's length contradicts our log");
+            Violation(m, LogViolationKind::SnapshotLengthContradicts);
             if (body.fetch) {
                 AbandonSource();
             }
@@ -895,7 +973,7 @@ void ReplicatedLog::HandleInstallSnapshot(const LogMessage& m, const InstallSnap
         }
     } else {
         if (snapshot.len < state_.commit_len || snapshot.lsn <= commit_lsn()) {
-            Violation(m, "InstallSnapshot ends inside our committed prefix but is not in our log");
+            Violation(m, LogViolationKind::SnapshotInsideCommitted);
             if (body.fetch) {
                 AbandonSource();
             }

@@ -340,6 +340,7 @@ void Simulator::start_all() {
             log_start(i);  // before the elector, whose start may already notify leadership
         }
         input(i, StepAction::Start, [](auto& rt) -> const Actions& { return rt.start(); });
+        absorb_violation();
         if (violation_) {
             return;
         }
@@ -369,6 +370,7 @@ void Simulator::schedule(Millis at, FaultAction fault) {
 }
 
 bool Simulator::step() {
+    absorb_violation();
     if (violation_ || queue_.empty()) {
         return false;
     }
@@ -378,10 +380,26 @@ bool Simulator::step() {
     now_ms_ = e.time_ms;
     ++stats_.events;
     dispatch(e);
+    absorb_violation();
     return !violation_;
 }
 
+void Simulator::absorb_violation() {
+    if (violation_ && options_.keep_running_after_violations) {
+        record_violation(std::move(*violation_));
+        violation_.reset();
+    }
+}
+
+void Simulator::record_violation(Violation v) {
+    ++violation_counts_[v.kind];
+    if (recorded_violations_.size() < kMaxRecordedViolations) {
+        recorded_violations_.push_back(std::move(v));
+    }
+}
+
 bool Simulator::run_until(Millis until) {
+    absorb_violation();
     while (!violation_ && !queue_.empty() && queue_.top().time_ms <= until.count()) {
         step();
     }
@@ -925,6 +943,7 @@ void Simulator::trace_net(const char* event, const Message* m, std::size_t to, c
 // node's elector runtime, bypassing the simulated network; the invariants are checked as after any
 // input.
 bool Simulator::inject(NodeId to, const Message& m) {
+    absorb_violation();
     const std::size_t n = to.value;
     if (!started_ || n >= options_.nodes || !cores_[n] || paused(to) || violation_) {
         return false;

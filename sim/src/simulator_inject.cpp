@@ -7,6 +7,7 @@ namespace conclave::sim {
 // Simulator::inject (the elector side) lives in simulator.cpp, beside the input() template it uses.
 
 bool Simulator::inject_log(NodeId to, const replication::LogMessage& m) {
+    absorb_violation();
     const std::size_t n = to.value;
     if (!started_ || !options_.log || n >= options_.nodes || !logs_[n] || paused(to) ||
         violation_) {

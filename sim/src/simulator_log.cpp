@@ -365,9 +365,16 @@ void Simulator::log_step(std::size_t node, LogInput input,
         // the run: the simulator's peers are all honest (planted bugs aside). It is its own kind:
         // the core did its job (detected and dropped); a lying peer broke the run.
         if (logs_[node]->rt.log().counters().protocol_violation_alarms != alarms_before) {
-            kind = ViolationKind::LogAlarm;
-            throw LogCheckFailed(std::string("protocol violation alarm: ") +
-                                 logs_[node]->rt.log().last_violation().reason);
+            const std::string what = std::string("protocol violation alarm: ") +
+                                     logs_[node]->rt.log().last_violation().reason;
+            if (!options_.keep_running_after_violations) {
+                kind = ViolationKind::LogAlarm;
+                throw LogCheckFailed(what);
+            }
+            // Recorded; the step's remaining checks still run (the core dropped the message).
+            record_violation(Violation{ViolationKind::LogAlarm,
+                                       "log of n" + std::to_string(node) + " in " +
+                                           input_name(static_cast<int>(input)) + ": " + what});
         }
     } catch (const LogCheckFailed& failure) {
         if (options_.trace) {

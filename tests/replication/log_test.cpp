@@ -416,6 +416,17 @@ TEST_CASE("malformed input is dropped, not obeyed") {
     CHECK(f.entries().empty());
     CHECK(f.counters().two_leader_alarms == 1);
     CHECK(f.counters().messages_dropped >= 3);
+    // By reason (conclave_core_messages_dropped_total{core="metadata",reason}).
+    const auto& by = f.counters().dropped_by_reason;
+    CHECK(by[static_cast<std::size_t>(LogDropReason::NotAPeer)] == 1);
+    CHECK(by[static_cast<std::size_t>(LogDropReason::InvalidBatch)] == 2);
+    f.receive(T0, Msg(N0, kTermLimit, SyncRequest{}));
+    CHECK(by[static_cast<std::size_t>(LogDropReason::TermOutOfRange)] == 1);
+    std::uint64_t sum = 0;
+    for (const std::uint64_t n : by) {
+        sum += n;
+    }
+    CHECK(sum == f.counters().messages_dropped);
 }
 
 TEST_CASE("a message that contradicts the log is dropped with an alarm, never aborts (issue 15)") {
@@ -454,6 +465,18 @@ TEST_CASE("a message that contradicts the log is dropped with an alarm, never ab
     CHECK(f.entries() == std::vector<Entry>{E(1, 0), E(1, 1), E(1, 2)});
     CHECK(f.check_invariants().empty());
     CHECK(g.check_invariants().empty());
+    // Counted by kind for /metrics (conclave_metadata_protocol_violations_total{kind}).
+    using K = LogViolationKind;
+    const auto by = [](const ReplicatedLog& log, K k) {
+        return log.counters().violations_by_kind[static_cast<std::size_t>(k)];
+    };
+    CHECK(by(f, K::ContradictsCommitted) == 1);
+    CHECK(by(f, K::TruncatesCommitted) == 1);
+    CHECK(by(f, K::OneLsnTwoEntries) == 1);
+    CHECK(by(f, K::CommitBetweenEntries) == 0);
+    CHECK(by(g, K::CommitBetweenEntries) == 1);
+    CHECK(g.last_violation().kind == K::CommitBetweenEntries);
+    CHECK(to_string(K::ContradictsCommitted) == "contradicts_committed");
 }
 
 TEST_CASE("a sync response naming entries of the syncing leader's term is dropped with an alarm") {

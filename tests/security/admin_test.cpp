@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/write.hpp>
@@ -43,8 +44,8 @@ bool RunUntil(asio::io_context& io, Predicate done) {
 }
 
 struct Fixture {
-    explicit Fixture(bool open_reads = true)
-        : server(io, AdminServerLimits{}, security(open_reads)) {
+    explicit Fixture(bool open_reads = true, AdminServerLimits limits = {})
+        : server(io, limits, security(open_reads)) {
         server.route("GET", "/healthz", [](const AdminRequest&) {
             return json_response(200, {{"healthy", true}});
         });
@@ -61,9 +62,11 @@ struct Fixture {
         s.open_reads = open_reads;
         return s;
     }
-    /// One request on a fresh connection; the status (0 when no response).
-    unsigned Request(const std::string& raw) {
+    /// One request on a fresh connection (from `source`); the status (0 when no response).
+    unsigned Request(const std::string& raw, const std::string& source = "127.0.0.1") {
         tcp::socket socket(io);
+        socket.open(tcp::v4());
+        socket.bind(tcp::endpoint(asio::ip::make_address(source), 0));
         bool done = false;
         unsigned status = 0;
         beast::flat_buffer buffer;
@@ -146,13 +149,14 @@ TEST_CASE("admin reads can require the token too") {
     CHECK(f.Request("GET /healthz HTTP/1.1\r\nHost: localhost\r\n" + kAuth + "\r\n") == 200);
 }
 
-TEST_CASE("finding 6: /healthz answers while 200 idle sockets from one host are open") {
-    Fixture f;
+TEST_CASE("finding 6: /healthz answers while 200 idle sockets are open; idle ones are closed") {
+    AdminServerLimits limits;
+    limits.idle_timeout = std::chrono::milliseconds(1000);  // conclaved: admin.idle_timeout_ms
+    Fixture f(/*open_reads=*/true, limits);
+    const auto opened = std::chrono::steady_clock::now();
     std::vector<std::unique_ptr<tcp::socket>> idle;
     for (int i = 0; i < 200; ++i) {
         auto s = std::make_unique<tcp::socket>(f.io);
-        s->open(tcp::v4());
-        s->bind(tcp::endpoint(asio::ip::make_address("127.0.0.2"), 0));
         s->connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), f.server.port()));
         idle.push_back(std::move(s));
         f.io.poll();  // let the server accept as we go (the listen backlog may be small)
@@ -161,6 +165,23 @@ TEST_CASE("finding 6: /healthz answers while 200 idle sockets from one host are 
     REQUIRE(RunUntil(f.io, [&] { return f.server.stats().connections_accepted == 200; }));
     CHECK(f.server.stats().connections_refused == 200 - 16);
     CHECK(f.server.stats().connections_active == 16);
+    // A well-behaved client elsewhere is served at once, while the idle sockets are still open.
+    CHECK(f.Request("GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n", "127.0.0.2") == 200);
+    CHECK(f.server.stats().idle_timeouts == 0);
+    // After the idle deadline the server has closed the 16 it held (each sees end of stream)...
+    REQUIRE(RunUntil(f.io, [&] { return f.server.stats().connections_active == 0; }));
+    CHECK(std::chrono::steady_clock::now() - opened >= limits.idle_timeout);
+    CHECK(f.server.stats().idle_timeouts == 16);
+    std::size_t closed_by_server = 0;
+    for (auto& s : idle) {
+        boost::system::error_code ec;
+        std::array<char, 1> byte{};
+        s->non_blocking(true);
+        s->read_some(asio::buffer(byte), ec);
+        closed_by_server += ec == asio::error::eof || ec == asio::error::connection_reset ? 1U : 0U;
+    }
+    CHECK(closed_by_server == 200);
+    // ... so the same host gets its slots back.
     CHECK(f.Request("GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n") == 200);
 }
 

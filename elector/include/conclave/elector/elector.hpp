@@ -70,6 +70,9 @@ struct ElectorCounters {
     std::uint64_t two_leader_alarms = 0;
     std::uint64_t messages_dropped = 0;      // from a non-member, or with a term no node can reach
     std::uint64_t term_space_exhausted = 0;  // elections not started: the term is 2^63 - 1
+    // messages_dropped split by reason (the total stays).
+    std::uint64_t dropped_not_a_peer = 0;         // sender is not another member
+    std::uint64_t dropped_term_out_of_range = 0;  // a term >= 2^63 in the header or the body
 };
 
 class Elector {

@@ -4,8 +4,9 @@
 // status, content type and body. The server owns everything else, with limits that make it safe to
 // expose to a hostile client on the admin port:
 //   - header and body size limits (431 / 413), a cap on concurrent connections (503 beyond it),
-//   - a deadline per request (from the moment the server waits for it until it is fully read, so
-//     a slowloris client that trickles bytes is cut off) and per response write,
+//   - an idle deadline (a connection that sends nothing, on accept or between keep-alive
+//     requests, is closed after it), a deadline per request (from its first byte until it is
+//     fully read, so a slowloris client that trickles bytes is cut off) and per response write,
 //   - keep-alive with a bounded number of requests per connection,
 //   - malformed requests get 400; unknown paths 404; wrong methods 405 with an Allow header. Every
 //     error body is JSON: {"error": "<kind>", "detail": "<what>"}.
@@ -28,6 +29,10 @@
 #include <utility>
 #include <vector>
 
+namespace boost::asio::ssl {
+class context;
+}  // namespace boost::asio::ssl
+
 namespace conclave::node {
 
 struct AdminRequest {
@@ -35,7 +40,8 @@ struct AdminRequest {
     std::string path;                          // target up to '?', not decoded
     std::map<std::string, std::string> query;  // percent-decoded; keys unique
     std::string body;
-    std::string remote;  // peer address, "127.0.0.1:54321"
+    std::string remote;           // peer address, "127.0.0.1:54321"
+    std::string scheme = "http";  // "https" when the server speaks TLS
 };
 
 class AdminStream;
@@ -87,9 +93,13 @@ struct AdminServerLimits {
     /// Connections being served at once; one more is answered 503 and closed, beyond twice this
     /// number new connections are closed at once.
     std::size_t max_connections = 64;
-    /// Deadline for reading one whole request, counted from when the server starts waiting for
-    /// it (so it also bounds keep-alive idleness), and for writing one response.
+    /// Deadline for reading one whole request, counted from its first byte, and for writing one
+    /// response.
     std::chrono::milliseconds request_timeout{10'000};
+    /// A connection that sends no byte of a request for this long (after accept, or after a
+    /// keep-alive response) is closed (at most request_timeout), so idle sockets do not hold
+    /// admin slots for long.
+    std::chrono::milliseconds idle_timeout{2'000};
     std::size_t max_requests_per_connection = 1000;
     /// Connections at once from one source address; more are closed at once (counted refused),
     /// so idle sockets from one host cannot take the slots of everybody else.
@@ -114,20 +124,33 @@ struct AdminSecurity {
 
 struct AdminServerStats {
     std::uint64_t connections_accepted = 0;
-    std::uint64_t connections_refused = 0;  // over max_connections
-    std::uint64_t requests = 0;             // requests read (served or refused with 4xx)
-    std::uint64_t bad_requests = 0;         // malformed, oversize (400, 413, 431)
-    std::uint64_t timeouts = 0;             // connections cut off by request_timeout
-    std::uint64_t forbidden = 0;            // 403: foreign Host or Origin
-    std::uint64_t unauthorized = 0;         // 401: missing or wrong bearer token
-    std::uint64_t unsupported_media = 0;    // 415: non-JSON body on a mutating request
+    std::uint64_t connections_refused = 0;     // over max_connections
+    std::uint64_t requests = 0;                // requests read (served or refused with 4xx)
+    std::uint64_t bad_requests = 0;            // malformed, oversize (400, 413, 431)
+    std::uint64_t timeouts = 0;                // connections cut off by a deadline (idle included)
+    std::uint64_t idle_timeouts = 0;           // ... of which: nothing sent within idle_timeout
+    std::uint64_t forbidden = 0;               // 403: foreign Host or Origin
+    std::uint64_t unauthorized = 0;            // 401: missing or wrong bearer token
+    std::uint64_t unsupported_media = 0;       // 415: non-JSON body on a mutating request
+    std::uint64_t tls_handshake_failures = 0;  // HTTPS: plain HTTP, a bad or no TLS handshake
     std::size_t connections_active = 0;
 };
 
+/// HTTPS for the admin API: a TLS server context (TLS 1.2 and up) with the certificate chain
+/// and key of these PEM files. nullptr and `error` set (naming `field` and the file) when a file
+/// cannot be read or the key does not match the certificate.
+std::shared_ptr<boost::asio::ssl::context> make_admin_tls_context(const std::string& cert_path,
+                                                                  const std::string& key_path,
+                                                                  const std::string& field,
+                                                                  std::string& error);
+
 class AdminServer {
   public:
+    /// With `tls` the server speaks HTTPS only: a client that does not complete a TLS handshake
+    /// within the idle deadline (plain HTTP included) is closed, counted in tls_handshake_failures.
     explicit AdminServer(boost::asio::io_context& io, AdminServerLimits limits = {},
-                         AdminSecurity security = {});
+                         AdminSecurity security = {},
+                         std::shared_ptr<boost::asio::ssl::context> tls = nullptr);
     /// Stops (closes the listener and every connection).
     ~AdminServer();
     AdminServer(const AdminServer&) = delete;

@@ -108,6 +108,16 @@ struct SecuritySettings {
     /// GET /leadership watch streams plus waiting long-polls at once (1..kMaxAdminWatchers); one
     /// more is answered 503 "too_many_watchers".
     std::uint32_t admin_max_watchers = 32;
+    /// An admin connection that sends nothing for this long is closed (100..10000 ms: at most
+    /// the 10 s request deadline).
+    std::uint32_t admin_idle_timeout_ms = 2'000;
+    /// HTTPS for the admin API ("admin.tls"): Off (false); NodeCertificate (true): the node
+    /// certificate and key of the "tls" block; Files ({"cert", "key"}): these PEM files. The paths
+    /// are resolved at parsing (NodeCertificate copies them from "tls").
+    enum class AdminTls : std::uint8_t { Off, NodeCertificate, Files };
+    AdminTls admin_tls = AdminTls::Off;
+    std::string admin_tls_cert;
+    std::string admin_tls_key;
     bool operator==(const SecuritySettings&) const = default;
 };
 

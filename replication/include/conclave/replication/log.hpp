@@ -18,11 +18,13 @@
 // - Committed = durable on a quorum in the leader's term, at or after its sync point.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -83,6 +85,37 @@ struct LogState {
     bool operator==(const LogState&) const = default;
 };
 
+/// Why the core dropped a message without acting on it (LogCounters::dropped_by_reason).
+enum class LogDropReason : std::uint8_t {
+    NotAPeer,         // the sender is not another member of the cluster
+    TermOutOfRange,   // a term >= 2^63, which no correct node can reach
+    InvalidBatch,     // Append entries not strictly increasing, above the term, or malformed
+    UnknownAckedLsn,  // an AppendAck for an LSN this leader never sent in its term
+    SnapshotChunkOutOfOrder,  // an InstallSnapshot chunk not following the one before (resent)
+};
+inline constexpr std::size_t kLogDropReasonCount = 5;
+
+/// What a protocol violation was (LogCounters::violations_by_kind, LogViolation::kind).
+enum class LogViolationKind : std::uint8_t {
+    SyncResponseAhead,          // a SyncResponse reports entries of the syncing leader's own term
+    TruncatesCommitted,         // entries that would truncate a committed entry
+    ContradictsCommitted,       // one LSN, two entries, the one here committed
+    OneLsnTwoEntries,           // one LSN, two entries (neither committed here)
+    CommitBetweenEntries,       // a commit point between two entries of the matched prefix
+    SnapshotAbsurdLength,       // InstallSnapshot: a history length no log can have
+    SnapshotTooManyEntries,     // InstallSnapshot: more entries than its history length
+    SnapshotNotOrdered,         // InstallSnapshot: not an ordered state at its LSN
+    SnapshotLengthContradicts,  // InstallSnapshot: its length contradicts our log
+    SnapshotInsideCommitted,    // InstallSnapshot: ends inside our committed prefix, not ours
+};
+inline constexpr std::size_t kLogViolationKindCount = 10;
+
+/// Metric label values: "not_a_peer", "sync_response_ahead", ...
+std::string_view to_string(LogDropReason reason);
+std::string_view to_string(LogViolationKind kind);
+/// The sentence for logs: "contradicts a committed entry (one LSN, two entries)", ...
+const char* describe(LogViolationKind kind);
+
 struct LogCounters {
     std::uint64_t entries_committed = 0;
     std::uint64_t proposals_committed = 0;
@@ -104,12 +137,16 @@ struct LogCounters {
     std::uint64_t snapshots_sent = 0;       // leader/source: snapshots sent (all chunks)
     std::uint64_t snapshots_installed = 0;  // snapshots received and installed
     std::uint64_t nospace_refusals = 0;     // proposals refused by the quota
+    /// messages_dropped and protocol_violation_alarms split by reason (the totals stay).
+    std::array<std::uint64_t, kLogDropReasonCount> dropped_by_reason{};
+    std::array<std::uint64_t, kLogViolationKindCount> violations_by_kind{};
 };
 
 /// The last protocol violation seen (LogCounters::protocol_violation_alarms), for logs and
 /// /status: what was wrong, who sent it, in which term. `reason` is a static string.
 struct LogViolation {
     const char* reason = "";
+    LogViolationKind kind{};
     NodeId from{};
     Term term{};
 };
@@ -222,9 +259,11 @@ class ReplicatedLog {
     bool ValidBatch(Lsn after, const std::vector<Entry>& entries) const;
     /// Why merging `entries` at `pos` would contradict this log, or nullptr: an LSN we hold named
     /// for a different entry ("one LSN names one entry"), or a committed entry to be truncated.
-    const char* Contradiction(std::size_t pos, const std::vector<Entry>& entries) const;
+    std::optional<LogViolationKind> Contradiction(std::size_t pos,
+                                                  const std::vector<Entry>& entries) const;
     /// Counts and records a message no correct peer sends; the caller drops it.
-    void Violation(const LogMessage& m, const char* reason);
+    void Violation(const LogMessage& m, LogViolationKind kind);
+    void Drop(LogDropReason reason);
 
     void Send(NodeId to, LogMessageBody body);
     void SendToAll(LogMessageBody body);

@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
+#include <map>
 #include <memory>
 #include <optional>
 #include <queue>
@@ -91,6 +92,10 @@ struct SimOptions {
     /// Run a replicated log beside every elector, with a client workload.
     bool log = false;
     LogSimOptions log_options;
+    /// Hostile runs against a lying member (tests/sim/hostile_test.cpp): a violation does not stop
+    /// the run; it is recorded (violation_counts(), recorded_violations()) and the run goes on to
+    /// the end of its budget. violation() then only holds one until the next step absorbs it.
+    bool keep_running_after_violations = false;
 };
 
 /// A change to the simulated world, applied at a given time (see Simulator::schedule).
@@ -203,6 +208,13 @@ class Simulator {
     /// True when no fault is in effect.
     bool fault_free() const;
     const std::optional<Violation>& violation() const { return violation_; }
+    /// With SimOptions::keep_running_after_violations: how many violations of each kind the run
+    /// met, and the first kMaxRecordedViolations of them in order.
+    const std::map<ViolationKind, std::uint64_t>& violation_counts() const {
+        return violation_counts_;
+    }
+    const std::vector<Violation>& recorded_violations() const { return recorded_violations_; }
+    static constexpr std::size_t kMaxRecordedViolations = 16;
     const SimStats& stats() const { return stats_; }
     const History& history() const { return history_; }
     const SimOptions& options() const { return options_; }
@@ -375,6 +387,9 @@ class Simulator {
     void trace_log(std::size_t node, LogInput input, const replication::LogActions& actions,
                    const replication::LogMessage* received);
     void install_log_check_handler();
+    /// keep_running_after_violations: counts and clears violation_ (no-op otherwise).
+    void absorb_violation();
+    void record_violation(Violation v);
     void check(std::size_t node, StepAction action, const ElectorState& state,
                const Actions& actions);
 
@@ -448,6 +463,9 @@ class Simulator {
     std::uint64_t client_sequence_ = 0;
 
     std::optional<Violation> violation_;
+    // SimOptions::keep_running_after_violations: violations moved out of violation_.
+    std::map<ViolationKind, std::uint64_t> violation_counts_;
+    std::vector<Violation> recorded_violations_;
     SimStats stats_;
     std::uint64_t fingerprint_ = 0;
     bool started_ = false;

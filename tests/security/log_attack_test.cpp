@@ -1,0 +1,239 @@
+// Metadata-log attacks of issue 15 (finding 3: a forged AppendAck with term 2^64-1 killed the
+// metadata log forever; finding 4: an Append contradicting a committed entry aborted a follower)
+// against a running 3-node cluster on loopback, asserting that no acknowledged entry is lost.
+//
+// The cluster is configured with 4 nodes and runs 3 (a quorum of 3): the attacker joins as the
+// 4th, a member that lies (SECURITY.md: out of scope for safety, but it must not crash a node or
+// erase what was acknowledged). Before the attacks, entries are committed (acknowledged to the
+// client); after each, every acknowledged entry is still served by every node, /healthz is 200,
+// and the counter that names the attack moved.
+#include <spdlog/sinks/null_sink.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "conclave/codec/log_codec.hpp"
+#include "conclave/net/mesh.hpp"
+#include "conclave/node/node.hpp"
+#include "conclave/node/prometheus_text.hpp"
+
+namespace {
+
+namespace asio = boost::asio;
+using conclave::Lsn;
+using conclave::NodeId;
+using conclave::Term;
+using conclave::node::ClusterConfig;
+using conclave::node::MetadataProposeResult;
+using conclave::node::Node;
+using conclave::replication::Entry;
+
+constexpr std::chrono::seconds kAttackBound{15};
+constexpr std::size_t kRealNodes = 3;
+constexpr std::size_t kEntries = 10;
+
+bool RunFor(asio::io_context& io, const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + kAttackBound;
+    while (!done()) {
+        if (std::chrono::steady_clock::now() > deadline) {
+            return false;
+        }
+        io.run_one_for(std::chrono::milliseconds(20));
+    }
+    return true;
+}
+
+std::uint16_t FreePort(asio::io_context& io) {
+    asio::ip::tcp::acceptor a(io, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+    return a.local_endpoint().port();
+}
+
+struct AttackedCluster {
+    asio::io_context io;
+    std::filesystem::path root;
+    std::string config_text;
+    std::vector<std::unique_ptr<Node>> nodes;
+    std::unique_ptr<conclave::net::Mesh> attacker;  // "n4"
+
+    AttackedCluster() {
+        root = std::filesystem::temp_directory_path() /
+               ("conclave-log-attack-" + std::to_string(::getpid()));
+        std::filesystem::remove_all(root);
+        std::string nodes_json;
+        for (int i = 1; i <= 4; ++i) {
+            nodes_json += std::string(i > 1 ? "," : "") + R"({"id": "n)" + std::to_string(i) +
+                          R"(", "peer": "127.0.0.1:)" + std::to_string(FreePort(io)) +
+                          R"(", "http": "127.0.0.1:)" + std::to_string(FreePort(io)) + R"("})";
+        }
+        config_text = R"({"cluster": "attacked", "profile": "fast", "insecure": true, "nodes": [)" +
+                      nodes_json + R"(], "data_dir": ")" + root.string() + R"(/{id}"})";
+        for (std::size_t i = 0; i < kRealNodes; ++i) {
+            nodes.push_back(
+                std::make_unique<Node>(io, Config("n" + std::to_string(i + 1)), Options(100 + i)));
+            REQUIRE_FALSE(nodes.back()->start());
+        }
+    }
+    ~AttackedCluster() {
+        if (attacker) {
+            attacker->stop();
+        }
+        attacker.reset();
+        nodes.clear();
+        std::filesystem::remove_all(root);
+    }
+
+    ClusterConfig Config(const std::string& id) const {
+        auto parsed = conclave::node::parse_cluster_config(config_text, id);
+        REQUIRE(std::holds_alternative<ClusterConfig>(parsed));
+        return std::get<ClusterConfig>(parsed);
+    }
+    static conclave::node::NodeOptions Options(std::uint64_t seed) {
+        conclave::node::NodeOptions options;
+        options.logger = std::make_shared<spdlog::logger>(
+            "log-attack-test", std::make_shared<spdlog::sinks::null_sink_mt>());
+        options.seed = seed;
+        return options;
+    }
+
+    /// The 4th member, speaking the protocol with the real mesh code; it ignores what it gets.
+    void StartAttacker() {
+        const ClusterConfig c = Config("n4");
+        conclave::net::Membership membership;
+        membership.cluster = c.cluster;
+        for (const auto& entry : c.nodes) {
+            membership.nodes.push_back({entry.id, entry.peer.host, entry.peer.port});
+        }
+        conclave::net::MeshOptions options;
+        options.seed = 4;
+        options.logger = std::make_shared<spdlog::logger>(
+            "attacker", std::make_shared<spdlog::sinks::null_sink_mt>());
+        attacker = std::make_unique<conclave::net::Mesh>(io, membership, NodeId{3}, options);
+        const auto ignore = [](NodeId, std::span<const std::uint8_t>) {
+            return std::optional<conclave::net::FrameRejection>{};
+        };
+        attacker->set_frame_handler(conclave::net::Channel::Elector, ignore);
+        attacker->set_frame_handler(conclave::net::Channel::Replication, ignore);
+        attacker->start();
+    }
+
+    std::size_t ActiveLeader() {
+        std::optional<std::size_t> leader;
+        REQUIRE(RunFor(io, [&] {
+            for (std::size_t i = 0; i < nodes.size(); ++i) {
+                if (nodes[i]->status().log && nodes[i]->status().log->leader_status == "active") {
+                    leader = i;
+                    return true;
+                }
+            }
+            return false;
+        }));
+        return *leader;
+    }
+
+    double Metric(std::size_t i, const std::string& name, const conclave::node::Labels& labels) {
+        auto parsed = conclave::node::parse_prometheus_text(nodes[i]->metrics_text());
+        REQUIRE(std::holds_alternative<conclave::node::PrometheusExposition>(parsed));
+        const auto value =
+            std::get<conclave::node::PrometheusExposition>(parsed).value(name, labels);
+        REQUIRE(value.has_value());
+        return *value;
+    }
+
+    /// Every acknowledged entry, in order, among the committed entries of every real node.
+    void CheckAcknowledged(const std::vector<Entry>& acknowledged) {
+        for (std::size_t i = 0; i < nodes.size(); ++i) {
+            INFO("node n" << i + 1);
+            REQUIRE(RunFor(io, [&] {
+                std::vector<Entry> committed;
+                for (const Entry& e : nodes[i]->committed_after(Lsn{}, 100000)) {
+                    if (!conclave::replication::is_sync_point(e)) {
+                        committed.push_back(e);
+                    }
+                }
+                std::size_t found = 0;
+                for (const Entry& e : committed) {
+                    found += found < acknowledged.size() && e == acknowledged[found] ? 1U : 0U;
+                }
+                return found == acknowledged.size();
+            }));
+            CHECK(nodes[i]->health().healthy);
+        }
+    }
+};
+
+void SendLog(conclave::net::Mesh& from, std::size_t to,
+             const conclave::replication::LogMessage& m) {
+    const auto bytes = conclave::encode_log_cbor(m);
+    CHECK(from.send(NodeId{static_cast<std::uint16_t>(to)}, conclave::net::Channel::Replication,
+                    bytes));
+}
+
+}  // namespace
+
+TEST_CASE("findings 3 and 4: forged log frames from a member lose no acknowledged entry") {
+    AttackedCluster c;
+    const std::size_t leader = c.ActiveLeader();
+    const std::size_t follower = (leader + 1) % kRealNodes;
+
+    // Entries acknowledged to the client before any attack.
+    std::vector<Entry> acknowledged;
+    const auto commit = [&](const std::string& key) {
+        std::optional<MetadataProposeResult> result;
+        c.nodes[leader]->propose(key, "\"" + key + "\"",
+                                 [&](const MetadataProposeResult& r) { result = r; });
+        REQUIRE(RunFor(c.io, [&] { return result.has_value(); }));
+        REQUIRE(result->ok());
+        acknowledged.push_back(Entry{result->lsn, key, "\"" + key + "\""});
+    };
+    for (std::size_t k = 0; k < kEntries; ++k) {
+        commit("before" + std::to_string(k));
+    }
+    c.CheckAcknowledged(acknowledged);
+
+    c.StartAttacker();
+    const auto up = [&](std::size_t i) {
+        return c.attacker->is_up(NodeId{static_cast<std::uint16_t>(i)});
+    };
+    REQUIRE(RunFor(c.io, [&] { return up(leader) && up(follower); }));
+
+    // Finding 3: an AppendAck with term 2^64-1 to the leader. The decoder refuses it (the
+    // connection is closed and counted); nothing is persisted, the log keeps committing.
+    const std::string undecodable = "conclave_bad_frames_total";
+    const double refused_before = c.Metric(leader, undecodable, {{"kind", "undecodable"}});
+    conclave::replication::LogMessage ack;
+    ack.from = NodeId{3};
+    ack.term = Term{~std::uint64_t{0}};
+    ack.body = conclave::replication::AppendAck{true, Lsn{}, acknowledged.back().lsn,
+                                                acknowledged.back().lsn};
+    SendLog(*c.attacker, leader, ack);
+    REQUIRE(RunFor(c.io, [&] {
+        return c.Metric(leader, undecodable, {{"kind", "undecodable"}}) > refused_before;
+    }));
+    commit("after-ack");  // POST /metadata answered 503 forever before the fix
+    c.CheckAcknowledged(acknowledged);
+
+    // Finding 4: an Append, in a higher term, whose entry contradicts a committed one. The
+    // follower drops it with an alarm (it aborted before the fix); its log is unchanged.
+    REQUIRE(RunFor(c.io, [&] { return up(follower); }));
+    const std::string violations = "conclave_metadata_protocol_violations_total";
+    const conclave::node::Labels contradicts = {{"kind", "contradicts_committed"}};
+    CHECK(c.Metric(follower, violations, contradicts) == 0);
+    Entry forged = acknowledged.at(kEntries / 2);
+    forged.value = "\"forged\"";
+    conclave::replication::LogMessage append;
+    append.from = NodeId{3};
+    append.term = Term{forged.lsn.term.value + 1};
+    append.body = conclave::replication::Append{
+        acknowledged.at(kEntries / 2 - 1).lsn, {forged}, acknowledged.back().lsn};
+    SendLog(*c.attacker, follower, append);
+    REQUIRE(RunFor(c.io, [&] { return c.Metric(follower, violations, contradicts) == 1; }));
+    c.CheckAcknowledged(acknowledged);
+}
