@@ -71,7 +71,7 @@ Lsn MemoryStorage::flush() {
 
 SyncTicket MemoryStorage::begin_sync() {
     sync_floor_ = entries_.size();
-    return SyncTicket{entries_.size(), reported_ < entries_.size()};
+    return SyncTicket{entries_.size(), reported_ < entries_.size(), nullptr};
 }
 
 Lsn MemoryStorage::end_sync(const SyncTicket& ticket) {
