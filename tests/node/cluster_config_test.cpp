@@ -292,21 +292,23 @@ TEST_CASE("every bad field is named in the error", "[config]") {
              d["metadata"] = {{"compact_threshold", 100}, {"compact_retain", 100}};
          },
          "metadata.compact_retain: must be below metadata.compact_threshold (100), got 100"},
-        d["admin"] = {{"idle_timeout_ms", 50}};
-}
-, "admin.idle_timeout_ms"
-}
-, {[](json& d) { d["admin"] = {{"idle_timeout_ms", 20000}}; }, "admin.idle_timeout_ms"},
-}
-;
-for (const Case& c : cases) {
-    json mutated = doc;
-    c.mutate(mutated);
-    const std::string message = ErrorOf(mutated);
-    INFO("config: " << mutated.dump());
-    INFO("message: " << message);
-    CHECK(message.find(c.expected) != std::string::npos);
-}
+        {[](json& d) {
+             d["admin"] = {{"idle_timeout_ms", 50}};
+         },
+         "admin.idle_timeout_ms"},
+        {[](json& d) {
+             d["admin"] = {{"idle_timeout_ms", 20000}};
+         },
+         "admin.idle_timeout_ms"},
+    };
+    for (const Case& c : cases) {
+        json mutated = doc;
+        c.mutate(mutated);
+        const std::string message = ErrorOf(mutated);
+        INFO("config: " << mutated.dump());
+        INFO("message: " << message);
+        CHECK(message.find(c.expected) != std::string::npos);
+    }
 }
 
 TEST_CASE("unknown fields are refused, with a suggestion for typos", "[config]") {
