@@ -387,47 +387,43 @@ TEST_CASE("the effective config round-trips", "[config]") {
                        {"quota_entries", 5000},   {"compact_threshold", 400},
                        {"compact_retain", 40}};
     doc["secret_file"] = "/etc/conclave/secret";
-    doc["admin"] = {{"token_file", "/etc/conclave/token"},
-                    {"open_reads", false},
-                    {"hosts", {"ops.example"}},
-                    {"max_connections_per_source", 4},
-                    {"max_watchers", 7}};
-    { "idle_timeout_ms", 500 }
-};
-const ClusterConfig c = Parse(doc, "n3");
-CHECK(c.security.secret_file == "/etc/conclave/secret");
-CHECK(c.security.admin_token_file == "/etc/conclave/token");
-CHECK_FALSE(c.security.admin_open_reads);
-CHECK(c.security.admin_hosts == std::vector<std::string>{"ops.example"});
-CHECK(c.security.admin_max_connections_per_source == 4);
-CHECK(c.security.admin_max_watchers == 7);
-CHECK(c.security.admin_idle_timeout_ms == 500);
-CHECK_FALSE(c.security.insecure);
-CHECK(c.metadata.enabled);
-CHECK(c.metadata.fsync == conclave::replication::FsyncPolicy::Never);
-const auto effective = effective_config_json(c);
-CHECK(effective["data_dir"] == "/var/lib/conclave/n3");
-CHECK(effective["metadata"]["fsync"] == "never");
-CHECK(effective["metadata"]["unsafe_no_fsync"] == true);
-CHECK(effective["metadata"]["quota_bytes"] == 1 << 20);
-CHECK(effective["metadata"]["compact_threshold"] == 400);
-CHECK(c.metadata.quota_entries == 5000);
-CHECK(c.metadata.compact_retain == 40);
-CHECK(effective["timing"]["heartbeat_ms"] == 2000);
-CHECK(effective["timing"]["heartbeat_check_ms"] ==
-      conclave::Config::fast(3, NodeId{2}).heartbeat_check_period.count());
-CHECK(effective["check_quorum"] == true);
-const ClusterConfig again = Parse(json::parse(effective.dump()), "n3");
-CHECK(again.nodes == c.nodes);
-CHECK(again.data_dir == c.data_dir);
-CHECK(again.tls == c.tls);
-CHECK(again.log == c.log);
-CHECK(again.metadata == c.metadata);
-CHECK(again.security == c.security);
-CHECK(again.elector.heartbeat_period == c.elector.heartbeat_period);
-CHECK(again.elector.heartbeat_check_period == c.elector.heartbeat_check_period);
-CHECK(again.elector.initial_wait == c.elector.initial_wait);
-CHECK(effective_config_json(again) == effective);
+    doc["admin"] = {
+        {"token_file", "/etc/conclave/token"}, {"open_reads", false}, {"hosts", {"ops.example"}},
+        {"max_connections_per_source", 4},     {"max_watchers", 7},   {"idle_timeout_ms", 500}};
+    const ClusterConfig c = Parse(doc, "n3");
+    CHECK(c.security.secret_file == "/etc/conclave/secret");
+    CHECK(c.security.admin_token_file == "/etc/conclave/token");
+    CHECK_FALSE(c.security.admin_open_reads);
+    CHECK(c.security.admin_hosts == std::vector<std::string>{"ops.example"});
+    CHECK(c.security.admin_max_connections_per_source == 4);
+    CHECK(c.security.admin_max_watchers == 7);
+    CHECK(c.security.admin_idle_timeout_ms == 500);
+    CHECK_FALSE(c.security.insecure);
+    CHECK(c.metadata.enabled);
+    CHECK(c.metadata.fsync == conclave::replication::FsyncPolicy::Never);
+    const auto effective = effective_config_json(c);
+    CHECK(effective["data_dir"] == "/var/lib/conclave/n3");
+    CHECK(effective["metadata"]["fsync"] == "never");
+    CHECK(effective["metadata"]["unsafe_no_fsync"] == true);
+    CHECK(effective["metadata"]["quota_bytes"] == 1 << 20);
+    CHECK(effective["metadata"]["compact_threshold"] == 400);
+    CHECK(c.metadata.quota_entries == 5000);
+    CHECK(c.metadata.compact_retain == 40);
+    CHECK(effective["timing"]["heartbeat_ms"] == 2000);
+    CHECK(effective["timing"]["heartbeat_check_ms"] ==
+          conclave::Config::fast(3, NodeId{2}).heartbeat_check_period.count());
+    CHECK(effective["check_quorum"] == true);
+    const ClusterConfig again = Parse(json::parse(effective.dump()), "n3");
+    CHECK(again.nodes == c.nodes);
+    CHECK(again.data_dir == c.data_dir);
+    CHECK(again.tls == c.tls);
+    CHECK(again.log == c.log);
+    CHECK(again.metadata == c.metadata);
+    CHECK(again.security == c.security);
+    CHECK(again.elector.heartbeat_period == c.elector.heartbeat_period);
+    CHECK(again.elector.heartbeat_check_period == c.elector.heartbeat_check_period);
+    CHECK(again.elector.initial_wait == c.elector.initial_wait);
+    CHECK(effective_config_json(again) == effective);
 }
 
 TEST_CASE("loading from a file", "[config]") {
