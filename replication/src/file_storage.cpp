@@ -152,6 +152,29 @@ void CheckTornTail(const std::filesystem::path& path, std::string_view data, std
     }
 }
 
+// Writes `data` to dir/name durably and atomically: name.tmp, fsync, rename, fsync the directory.
+void ReplaceFileDurably(const std::filesystem::path& dir, std::string_view name,
+                        const std::string& data) {
+    const auto final_path = dir / std::string(name);
+    const auto temp_path = dir / (std::string(name) + ".tmp");
+    const int fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        ThrowErrno("open", temp_path);
+    }
+    try {
+        WriteAll(fd, data.data(), data.size(), 0, temp_path);
+        FsyncOrThrow(fd, temp_path);
+    } catch (...) {
+        ::close(fd);
+        throw;
+    }
+    ::close(fd);
+    if (::rename(temp_path.c_str(), final_path.c_str()) != 0) {
+        ThrowErrno("rename to " + final_path.string() + " from", temp_path);
+    }
+    fsync_directory(dir);
+}
+
 }  // namespace
 
 // Compaction (issue 16): the snapshot file (defined at the end of this file).
@@ -323,24 +346,7 @@ void FileStorage::write_meta(const LogMeta& meta) {
     put_u64(data, meta.commit_lsn.term.value);
     put_u64(data, meta.commit_lsn.counter);
     put_u32(data, crc32(data.data(), data.size()));
-    const auto final_path = meta_path();
-    const auto temp_path = dir_ / (std::string(kMetaFileName) + ".tmp");
-    const int fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        ThrowErrno("open", temp_path);
-    }
-    try {
-        WriteAll(fd, data.data(), data.size(), 0, temp_path);
-        FsyncOrThrow(fd, temp_path);
-    } catch (...) {
-        ::close(fd);
-        throw;
-    }
-    ::close(fd);
-    if (::rename(temp_path.c_str(), final_path.c_str()) != 0) {
-        ThrowErrno("rename to " + final_path.string() + " from", temp_path);
-    }
-    fsync_directory(dir_);
+    ReplaceFileDurably(dir_, kMetaFileName, data);
     fsync_count_ += 2;
 }
 
@@ -475,29 +481,6 @@ std::optional<Snapshot> ReadSnapshotFile(const std::filesystem::path& path) {
     }
     s.len = static_cast<std::size_t>(len);
     return s;
-}
-
-// Writes `data` to dir/name durably and atomically: name.tmp, fsync, rename, fsync the directory.
-void ReplaceFileDurably(const std::filesystem::path& dir, std::string_view name,
-                        const std::string& data) {
-    const auto final_path = dir / std::string(name);
-    const auto temp_path = dir / (std::string(name) + ".tmp");
-    const int fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        ThrowErrno("open", temp_path);
-    }
-    try {
-        WriteAll(fd, data.data(), data.size(), 0, temp_path);
-        FsyncOrThrow(fd, temp_path);
-    } catch (...) {
-        ::close(fd);
-        throw;
-    }
-    ::close(fd);
-    if (::rename(temp_path.c_str(), final_path.c_str()) != 0) {
-        ThrowErrno("rename to " + final_path.string() + " from", temp_path);
-    }
-    fsync_directory(dir);
 }
 
 void WriteSnapshotFile(const std::filesystem::path& dir, const Snapshot& snapshot) {
