@@ -137,8 +137,15 @@ def main():
                            capture_output=True, text=True, timeout=WAIT_S)
         check(r.returncode == 0 and '"id": "n1"' in r.stdout,
               "conclavectl --cacert status over https (%d, %r)" % (r.returncode, r.stderr.strip()))
-        r = subprocess.run([CTL, "--config", config, "--token-file", token_path, "put", "k", "1"],
-                           capture_output=True, text=True, timeout=WAIT_S)
+        # The node may still be electing itself (the POST above may have found no leader): retry
+        # while it answers "no leader" (exit 1 with 503 no_leader), within the bound.
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            r = subprocess.run([CTL, "--config", config, "--token-file", token_path, "put", "k",
+                                "1"], capture_output=True, text=True, timeout=WAIT_S)
+            if r.returncode == 0 or "no_leader" not in r.stderr or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
         check(r.returncode == 0,
               "conclavectl --config (its tls.ca) put over https (%d, %r)" % (r.returncode,
                                                                              r.stderr.strip()))
