@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/beast/ssl.hpp>
 #include <cctype>
 #include <chrono>
