@@ -1,5 +1,7 @@
 #include "conclave/node/admin_server.hpp"
 
+#include "conclave/core/check.hpp"
+
 #include <openssl/crypto.h>
 #include <openssl/ssl.h>
 
@@ -858,7 +860,7 @@ AdminServer::AdminServer(boost::asio::io_context& io, AdminServerLimits limits,
     assert(limits.max_connections > 0);
     assert(limits.max_requests_per_connection > 0);
     assert(limits.request_timeout.count() > 0);
-    assert(limits.idle_timeout.count() > 0);
+    CONCLAVE_CHECK(limits.idle_timeout.count() > 0, "admin idle timeout is positive");
 }
 
 AdminServer::~AdminServer() {
