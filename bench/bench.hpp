@@ -122,6 +122,7 @@ class Harness {
     std::string log_tails();
 
   private:
+    bool keep_ = false;  // print the kept temporary directory's path at the end
     boost::asio::io_context io_;
     std::unique_ptr<bounce::Cluster> cluster_;
     std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_;
@@ -143,6 +144,7 @@ struct BenchOptions {
     double poll_ms = 1;                 // failover: /status polling period
     bool etcd = true;                   // failover, cold start: compare with etcd when installed
     bool zookeeper = true;              // failover, cold start: compare with ZooKeeper likewise
+    bool keep = false;                  // keep the clusters' temporary directories (logs)
     std::uint64_t seed = 1;
 };
 

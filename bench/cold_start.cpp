@@ -81,6 +81,7 @@ int run_cold_start(const BenchOptions& options) {
                     c.profile = profile;
                     c.backoff = options.backoff;
                     c.conclaved = options.conclaved;
+                    c.keep_dir = options.keep;
                     c.seed = options.seed + static_cast<std::uint64_t>(run);
                     Harness h(c);
                     const auto launched = Clock::now();

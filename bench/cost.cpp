@@ -20,6 +20,7 @@ int run_cost(const BenchOptions& options) {
         c.node_count = n;
         c.profile = "fast";
         c.conclaved = options.conclaved;
+        c.keep_dir = options.keep;
         c.seed = options.seed;
         Harness h(c);
         h.start_all();

@@ -2,6 +2,7 @@
 // fault proxy), with the proxy's io_context on its own thread.
 #include <signal.h>
 
+#include <fmt/core.h>
 #include <boost/asio/post.hpp>
 #include <future>
 #include <stdexcept>
@@ -49,7 +50,8 @@ std::optional<Agreement> agreement(const std::vector<NodeIndex>& members,
 }
 
 Harness::Harness(bounce::ClusterOptions options)
-    : cluster_(std::make_unique<bounce::Cluster>(io_, std::move(options))) {
+    : keep_(options.keep_dir),
+      cluster_(std::make_unique<bounce::Cluster>(io_, std::move(options))) {
     work_.emplace(io_.get_executor());
     thread_ = std::thread([this] { io_.run(); });
     for (NodeIndex i = 0; i < cluster_->size(); ++i) {
@@ -58,6 +60,9 @@ Harness::Harness(bounce::ClusterOptions options)
 }
 
 Harness::~Harness() {
+    if (keep_) {
+        fmt::print("kept {}\n", cluster_->dir().string());
+    }
     cluster_->kill_all();
     work_.reset();
     io_.stop();
@@ -180,6 +185,7 @@ std::unique_ptr<FailoverTarget> make_conclave_target(const BenchOptions& options
     c.profile = profile;
     c.backoff = options.backoff;
     c.conclaved = options.conclaved;
+    c.keep_dir = options.keep;
     c.seed = options.seed;
     return std::make_unique<ConclaveTarget>(std::move(c));
 }

@@ -52,6 +52,7 @@ int run_jitter(const BenchOptions& options) {
             c.profile = profile;
             c.scouting = scouting;
             c.conclaved = options.conclaved;
+            c.keep_dir = options.keep;
             c.seed = options.seed;
             Harness h(c);
             h.start_all();

@@ -33,6 +33,8 @@ options:
   --no-zookeeper    failover, cold-start: skip the ZooKeeper comparison
   --seed K          randomness of calm periods, proxy jitter and the floor model (default 1)
   --conclaved PATH  the daemon (default: ../tools/conclaved next to this program)
+  --keep            keep the conclaved clusters' temporary directories (configs, logs) and print
+                    their paths (failover, cold-start, jitter, cost)
 )";
 
 double number(const std::string& flag, const std::string& text, double low, double high) {
@@ -76,6 +78,10 @@ int main(int argc, char** argv) {
             }
             if (flag == "--no-zookeeper") {
                 options.zookeeper = false;
+                continue;
+            }
+            if (flag == "--keep") {
+                options.keep = true;
                 continue;
             }
             if (i + 1 >= args.size()) {

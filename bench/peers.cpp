@@ -1,21 +1,20 @@
 // Processes of the peers the benchmarks compare with (etcd, ZooKeeper): finding the binary, free
 // loopback ports, a private temporary directory, and forking a member in its own process group
 // with its output in a log file.
-#include <fcntl.h>
 #include <signal.h>
-#include <stdlib.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <fstream>
 #include <stdexcept>
 
 #include "bench.hpp"
+#include "conclave/bounce/spawn.hpp"
 
 namespace conclave::bench {
 
@@ -64,33 +63,7 @@ fs::path make_temp_dir(const std::string& prefix) {
 }
 
 int spawn_logged(std::vector<std::string> args, const fs::path& log) {
-    std::vector<char*> argv;
-    for (std::string& a : args) {
-        argv.push_back(a.data());
-    }
-    argv.push_back(nullptr);
-    const std::string log_path = log.string();
-    const pid_t parent = ::getpid();
-    const pid_t pid = ::fork();
-    if (pid < 0) {
-        throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
-    }
-    if (pid == 0) {
-        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (::getppid() != parent) {
-            ::_exit(127);
-        }
-        ::setpgid(0, 0);
-        const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-        if (fd >= 0) {
-            ::dup2(fd, 1);
-            ::dup2(fd, 2);
-        }
-        ::execv(argv[0], argv.data());
-        ::_exit(127);
-    }
-    ::setpgid(pid, pid);  // also from the parent: the group exists before the first signal
-    return pid;
+    return bounce::spawn_daemon(args, log);
 }
 
 void signal_group(int pid, int signal) {

@@ -1,8 +1,6 @@
 #include "conclave/bounce/cluster.hpp"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +17,7 @@
 #include <thread>
 
 #include "conclave/bounce/observation.hpp"
+#include "conclave/bounce/spawn.hpp"
 
 namespace conclave::bounce {
 
@@ -162,38 +161,7 @@ void Cluster::start(NodeIndex i) {
     const std::string config = p.config_path.string();
     const std::string id = node_name(i);
     const std::string log = p.log_path.string();
-    const pid_t parent = ::getpid();
-    const pid_t pid = ::fork();
-    if (pid < 0) {
-        throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
-    }
-    if (pid == 0) {
-        // Child: only async-signal-safe calls until exec.
-        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (::getppid() != parent) {
-            ::_exit(127);
-        }
-        ::setpgid(0, 0);  // Ctrl-C reaches the tool only; the tool stops the daemons
-        // A write past RLIMIT_FSIZE (fill_disk) must fail with EFBIG, not kill the daemon.
-        struct sigaction ignore {};
-        ignore.sa_handler = SIG_IGN;
-        ::sigaction(SIGXFSZ, &ignore, nullptr);
-        const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-        const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-        if (fd >= 0) {
-            ::dup2(fd, 1);
-            ::dup2(fd, 2);
-        }
-        if (null_fd >= 0) {
-            ::dup2(null_fd, 0);
-        }
-        const char* argv[] = {binary.c_str(), "--config", config.c_str(),
-                              "--node-id",    id.c_str(), nullptr};
-        ::execv(binary.c_str(), const_cast<char* const*>(argv));  // NOLINT: execv's signature
-        const char msg[] = "leader-bounce: exec of conclaved failed\n";
-        [[maybe_unused]] const auto w = ::write(2, msg, sizeof msg - 1);
-        ::_exit(127);
-    }
+    const pid_t pid = spawn_daemon({binary, "--config", config, "--node-id", id}, log);
     p.pid = pid;
     p.paused = false;
 }
