@@ -110,6 +110,15 @@ void Connection::set_socket_options() {
     (void)::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
     (void)::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
     (void)::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof probes);
+    // Keepalive probes only run while nothing is unacknowledged; a vanished host that we keep
+    // sending to (a leader's heartbeats) would otherwise hold the connection "up" for the
+    // kernel's whole retransmission budget (tcp_retries2: about 15 minutes). TCP_USER_TIMEOUT
+    // bounds that by the same time keepalive allows a silent connection.
+    const unsigned user_timeout_ms =
+        static_cast<unsigned>(std::chrono::milliseconds(owner->options_.keepalive_idle +
+                                                        owner->options_.keepalive_interval * probes)
+                                  .count());
+    (void)::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof user_timeout_ms);
 }
 
 std::optional<std::chrono::microseconds> Connection::smoothed_round_trip() {
