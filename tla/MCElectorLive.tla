@@ -121,7 +121,7 @@ EstablishedInit ==
     /\ elected = {<<1, L>>}
     /\ events = {}
 
-\* Canary (run on ElectorLiveness, which starts from Init): TLC must VIOLATE it,
+\* Canary (ElectorLiveReachable.cfg, which starts from Init): TLC must VIOLATE it,
 \* which shows that EstablishedInit's state (up to the leader's name) is reachable.
 CanaryNoEstablishedLeader ==
     ~\E l \in Node : node = [n \in Node |-> EstablishedNode(l, n)] /\ msgs = {}
