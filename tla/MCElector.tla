@@ -107,6 +107,21 @@ View ==
     <<[n \in Node |-> NodeView(n)], LiveMsgs, faults,
       {v \in votes : v[2] >= MinTerm}, {e \in elected : e[1] >= MinTerm}>>
 
+\* Leader-life models: a non-leader's LSN and a heartbeat's LSN are left out of the view
+\* too. A non-leader's LSN is read only to raise itself (note_lsn keeps the larger) and by
+\* the action property LsnNeverGoesBack at that node, which note_lsn keeps by construction
+\* whatever the value; BecomeLeader overwrites it, and a leader's own LSN (kept in the
+\* view) is what its heartbeats, cessions and IssueLsn read. A heartbeat's LSN is read
+\* only by note_lsn. (No liveness mutant reads it in these models.)
+LeaderNodeView(n) ==
+    IF node[n].role = "leader" THEN NodeView(n) ELSE [NodeView(n) EXCEPT !.lsn = NoLsn]
+
+LeaderMsgView(m) == IF m.type = "LeaderHeartbeat" THEN [m EXCEPT !.lsn = NoLsn] ELSE m
+
+LeaderView ==
+    <<[n \in Node |-> LeaderNodeView(n)], {LeaderMsgView(m) : m \in LiveMsgs}, faults,
+      {v \in votes : v[2] >= MinTerm}, {e \in elected : e[1] >= MinTerm}>>
+
 \* Leader-life models: a new leader puts a heartbeat to every peer in flight at once,
 \* and heartbeats are never dead, so a bound on all live messages cuts every leader
 \* off. Here MaxMsgs bounds the live messages other than heartbeats, and heartbeats
