@@ -29,11 +29,11 @@
 (* Abstractions (see README.md, "Membership"): message exchanges are       *)
 (* atomic (a request and its answer are one step; loss = the step is not   *)
 (* taken); no crashes (term, vote, log and commit point are durable: the   *)
-(* design requires the commit point to be durable before a config version  *)
-(* is reported); scouting (PreVote) is left out (it only refuses more);    *)
-(* no data entries (sync points and configurations are the entries whose   *)
-(* loss is checked); entries are [term, kind, cfg] at an index, LSN order  *)
-(* is (term, index).                                                       *)
+(* design requires the commit point to be durable before a node acks an    *)
+(* Append that moved it past a configuration, R4); scouting (PreVote) is  *)
+(* left out (it only refuses more); no data entries (sync points and     *)
+(* configurations are the entries whose loss is checked); entries are      *)
+(* [term, kind, cfg] at an index, LSN order is (term, index).              *)
 (***************************************************************************)
 EXTENDS Integers, Sequences, FiniteSets
 
@@ -46,7 +46,7 @@ CONSTANTS
     MaxTerm,
     MaxVersion,    \* at most this many changes
     MaxLen,        \* log length bound
-    PlantedBug     \* "None", "SkipOwnTermCommit", "IgnoreConfigVersion"
+    PlantedBug     \* "None", "SkipOwnTermCommit", "IgnoreConfigVersion", "NonVoterVotes"
 
 None == "none"
 
@@ -112,7 +112,7 @@ Init ==
 \* removed nodes never vote), not have voted for another in t, and (the version fence) its
 \* active configuration must not be newer than the candidate's.
 Grants(v, c, t, cc) ==
-    /\ v \in Active(v).voters
+    /\ PlantedBug = "NonVoterVotes" \/ v \in Active(v).voters
     /\ term[v] < t \/ (term[v] = t /\ votedFor[v] \in {None, c})
     /\ PlantedBug = "IgnoreConfigVersion" \/ Active(v).ver <= cc.ver
 
