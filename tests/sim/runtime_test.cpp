@@ -156,3 +156,32 @@ TEST_CASE("simulator: a failed state write takes the node out of service, the cl
     }
     CHECK(leaders == 1);
 }
+
+// The log half of the runtime (runtime/log_runtime.hpp): a runtime that tells the log core its
+// entries are durable before the storage flush made them so is caught by the simulator with the
+// log on (a commit counted on acknowledgements that a crash can still erase).
+TEST_CASE("simulator catches a log runtime that acknowledges before the fsync",
+          "[runtime][planted]") {
+    RunOptions o;
+    o.log = true;
+    o.runtime_bug = runtime::RuntimeBug::AckBeforeFsync;
+    std::optional<Violation> caught;
+    std::uint64_t caught_seed = 0;
+    for (std::uint64_t seed = 1; seed <= 10 && !caught; ++seed) {
+        o.seed = seed;
+        caught = run_seed(o).violation;
+        caught_seed = seed;
+    }
+    REQUIRE(caught);
+    INFO("seed " << caught_seed << ": " << caught->detail);
+    CHECK((caught->kind == ViolationKind::LogNotDurable ||
+           caught->kind == ViolationKind::LogAckLost));
+    // The same seeds pass with the runtime as shipped.
+    o.runtime_bug = runtime::RuntimeBug::None;
+    for (std::uint64_t seed = 1; seed <= caught_seed; ++seed) {
+        o.seed = seed;
+        const RunResult r = run_seed(o);
+        INFO("seed " << seed << ": " << (r.violation ? r.violation->detail : ""));
+        CHECK_FALSE(r.violation);
+    }
+}
