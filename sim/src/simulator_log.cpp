@@ -356,12 +356,7 @@ void Simulator::LogEnv::failed(const std::string& what) {
     if (sim->options_.log_options.storage_fault_ppm != 0) {
         // An injected storage fault: the runtime took the log out of service; the process then
         // exits (a crash at once) and the schedule restarts it like any crashed node.
-        Event e;
-        e.time_ms = sim->now_ms_;
-        e.kind = EventKind::Fault;
-        e.fault = static_cast<std::uint32_t>(sim->faults_.size());
-        sim->faults_.push_back(FaultAction{FaultKind::Crash, node_id(node), {}, 0, 0});
-        sim->push(e);
+        sim->crash_now(node);
         return;
     }
     // Without injected faults MemoryStorage does not fail: a failure is the driver's bug.

@@ -410,6 +410,8 @@ class Simulator {
     void send(std::size_t from, std::size_t to, const Message& m);
     void update_connection(std::size_t a, std::size_t b);
     void crash(std::size_t n);
+    /// The process of `node` exits now (after the current step: a queued Crash fault).
+    void crash_now(std::size_t node);
     void restart(std::size_t n);
     void transfer(std::size_t target);
     void cut_pair(std::size_t a, std::size_t b, int delta);
