@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "conclave/elector/elector.hpp"
+#include "conclave/sim/rng.hpp"
 #include "conclave/sim/state_hash.hpp"
 
 namespace conclave::sim {
@@ -270,6 +271,19 @@ class Explorer {
         return hash_mix(h, s.history.hash());
     }
 
+    /// The world of `s` as explorer_walk shows it.
+    static void view(const XState& s, WalkStep& out) {
+        out.states.clear();
+        for (const auto& core : s.cores) {
+            out.states.push_back(core ? std::optional<ElectorState>(core->state()) : std::nullopt);
+        }
+        out.durable = s.durable;
+        out.in_flight.clear();
+        for (const InFlight& f : s.in_flight) {
+            out.in_flight.emplace_back(f.to, f.message);
+        }
+    }
+
     std::optional<Violation> violation_;
 
   private:
@@ -316,6 +330,49 @@ class Explorer {
 };
 
 }  // namespace
+
+void explorer_walk(const ExploreOptions& options, std::uint64_t seed, std::size_t steps,
+                   const std::function<void(const WalkStep&)>& observe) {
+    Explorer x(options);
+    Rng rng(seed);
+    XState s = x.initial();
+    WalkStep step;
+    Explorer::view(s, step);
+    observe(step);
+    for (std::size_t k = 0; k < steps && !x.violation_; ++k) {
+        const std::vector<Label> labels = x.labels(s);
+        if (labels.empty()) {
+            break;
+        }
+        const Label label = labels[static_cast<std::size_t>(rng.below(labels.size()))];
+        step = WalkStep{};
+        step.node = NodeId{label.node};
+        switch (label.kind) {
+            case LabelKind::Fire:
+                step.kind = WalkStep::Kind::Fire;
+                step.timer = static_cast<TimerId>(label.arg);
+                break;
+            case LabelKind::Crash:
+                step.kind = WalkStep::Kind::Crash;
+                break;
+            case LabelKind::Restart:
+                step.kind = WalkStep::Kind::Restart;
+                break;
+            case LabelKind::Deliver:
+            case LabelKind::Drop:
+            case LabelKind::Duplicate:
+                step.kind = label.kind == LabelKind::Deliver ? WalkStep::Kind::Deliver
+                            : label.kind == LabelKind::Drop  ? WalkStep::Kind::Drop
+                                                             : WalkStep::Kind::Duplicate;
+                step.node = s.in_flight[label.arg].to;
+                step.message = s.in_flight[label.arg].message;
+                break;
+        }
+        x.apply(s, label);
+        Explorer::view(s, step);
+        observe(step);
+    }
+}
 
 Config explorer_config(const ExploreOptions& options) {
     Config c = Config::fast(options.nodes, NodeId{0});

@@ -204,7 +204,8 @@ std::optional<Violation> LogHistory::check_complete(NodeId node, const Replicate
 
 std::optional<Violation> LogHistory::after_step(NodeId node, const LogActions& actions,
                                                 const std::vector<const ReplicatedLog*>& logs,
-                                                const std::vector<MemoryStorage>& all_storage) {
+                                                const std::vector<MemoryStorage>& all_storage,
+                                                bool storage_failed) {
     assert(node.value < nodes_ && logs.size() == nodes_ && logs[node.value]);
     const ReplicatedLog& log = *logs[node.value];
     const MemoryStorage& storage = all_storage[node.value];
@@ -232,15 +233,17 @@ std::optional<Violation> LogHistory::after_step(NodeId node, const LogActions& a
         }
     }
     // The driver: promises durable, storage a mirror of the core's log.
-    if (storage.meta().term != log.state().term) {
+    // (Not after a failed storage write: the core holds what storage refused.)
+    if (!storage_failed && storage.meta().term != log.state().term) {
         return violation(ViolationKind::LogDriver, node,
                          "promised term " + to_string(log.state().term) +
                              " is not durable (storage has " + to_string(storage.meta().term) +
                              ")");
     }
-    if (storage.entries().size() != log.entries().size() ||
-        storage.snapshot().lsn != log.snapshot().lsn ||
-        (!log.entries().empty() && storage.entries().back().lsn != log.last_lsn())) {
+    if (!storage_failed &&
+        (storage.entries().size() != log.entries().size() ||
+         storage.snapshot().lsn != log.snapshot().lsn ||
+         (!log.entries().empty() && storage.entries().back().lsn != log.last_lsn()))) {
         return violation(ViolationKind::LogDriver, node,
                          "storage holds " + std::to_string(storage.entries().size()) +
                              " entries, the core " + std::to_string(log.entries().size()));

@@ -46,7 +46,9 @@ Random schedules:
                        skip-sticky-leader (a deliberately broken core)
   --lose-durable-state restart crashed nodes with empty durable state (a broken driver)
   --runtime-bug NAME   send-before-persist (a deliberately broken runtime/: a batch's state
-                       write happens after its sends; caught as not-durable)
+                       write happens after its sends; caught as not-durable) | ack-before-fsync
+                       (the log runtime tells the log core entries are durable before the
+                       storage flush; caught as log-not-durable or ack-lost; implies --log)
   --no-term-check      do not check that terms never decrease (to see what lost state leads to)
   --log                run the replicated log beside every elector: a client workload proposes
                        entries (to leaders, deposed leaders and followers); checked after every
@@ -58,6 +60,10 @@ Random schedules:
   --log-compact N      compact each log once N committed entries follow its snapshot (keeping
                        N/4; keys repeat so snapshots replace values); checked: every snapshot is
                        the committed state up to it; implies --log
+  --storage-faults     inject storage faults in the fault window: each log append fails with
+                       ENOSPC and each fsync with EIO with probability 0.5 %, the node leaves
+                       service (its process exits; restarted at the end of the window), and a
+                       crash keeps a random prefix of the unsynced tail; implies --log
   --no-durable-check   do not check that committed entries are durable on a majority (to see
                        what the other log checks catch through the consequences)
   --expect-violation   exit 0 if a violation is found, 1 if none (for planted-bug tests)
@@ -220,15 +226,22 @@ int main(int argc, char** argv) {
         } else if (arg == "--runtime-bug") {
             if (!value(text))
                 return bad();
-            if (std::string_view(text) != "send-before-persist") {
+            if (std::string_view(text) == "send-before-persist") {
+                run.runtime_bug = runtime::RuntimeBug::SendBeforePersist;
+            } else if (std::string_view(text) == "ack-before-fsync") {
+                run.runtime_bug = runtime::RuntimeBug::AckBeforeFsync;
+                run.log = true;
+            } else {
                 return usage_error("--runtime-bug: unknown bug '" + std::string(text) +
-                                   "' (expected send-before-persist)");
+                                   "' (expected send-before-persist or ack-before-fsync)");
             }
-            run.runtime_bug = runtime::RuntimeBug::SendBeforePersist;
         } else if (arg == "--lose-durable-state") {
             run.lose_durable_state = ex.lose_durable_state = true;
         } else if (arg == "--no-term-check") {
             run.history.check_term_monotonic = ex.history.check_term_monotonic = false;
+        } else if (arg == "--storage-faults") {
+            run.storage_faults = true;
+            run.log = true;
         } else if (arg == "--log") {
             run.log = true;
         } else if (arg == "--log-bug") {
@@ -325,6 +338,9 @@ int main(int argc, char** argv) {
     std::uint64_t unknown = 0;
     std::uint64_t compactions = 0;
     std::uint64_t installed = 0;
+    std::uint64_t storage_faults = 0;
+    std::uint64_t torn_tails = 0;
+    std::uint64_t crashes = 0;
     std::int64_t slowest_log_ms = 0;
     std::int64_t log_bound_ms = 0;
     const auto started = std::chrono::steady_clock::now();
@@ -346,6 +362,9 @@ int main(int argc, char** argv) {
         unknown += r.stats.proposals_unknown;
         compactions += r.log_compactions;
         installed += r.log_snapshots_installed;
+        storage_faults += r.stats.storage_faults;
+        torn_tails += r.stats.torn_tails;
+        crashes += r.stats.crashes;
         if (r.log_converged_after) {
             slowest_log_ms = std::max(slowest_log_ms, r.log_converged_after->count());
             log_bound_ms = std::max(log_bound_ms, r.log_bound.count());
@@ -421,6 +440,14 @@ int main(int argc, char** argv) {
                 "(nodes alive at the end)\n",
                 static_cast<unsigned long long>(compactions),
                 static_cast<unsigned long long>(installed));
+        }
+        if (run.storage_faults) {
+            std::printf(
+                "storage faults: %llu injected (ENOSPC on append, EIO on fsync), %llu crashes in "
+                "all, %llu kept part of an unsynced tail\n",
+                static_cast<unsigned long long>(storage_faults),
+                static_cast<unsigned long long>(crashes),
+                static_cast<unsigned long long>(torn_tails));
         }
     }
     if (expect_violation) {

@@ -308,6 +308,10 @@ RunResult run_seed(const RunOptions& options) {
     so.log_options.config.compact_threshold = options.log_compact;
     so.log_options.config.compact_retain = options.log_compact / 4;
     so.log_options.history = options.log_history;
+    if (options.storage_faults) {
+        so.log_options.storage_fault_ppm = RunOptions::kStorageFaultPpm;
+        so.log_options.storage_faults_until_ms = options.fault_window.count();
+    }
     Simulator sim(so);
 
     RunResult result;
@@ -402,6 +406,8 @@ std::string replay_command(std::string_view program, const RunOptions& o) {
     }
     if (o.runtime_bug == runtime::RuntimeBug::SendBeforePersist) {
         cmd += " --runtime-bug send-before-persist";
+    } else if (o.runtime_bug == runtime::RuntimeBug::AckBeforeFsync) {
+        cmd += " --runtime-bug ack-before-fsync";
     }
     if (!o.history.check_term_monotonic) {
         cmd += " --no-term-check";
@@ -414,6 +420,9 @@ std::string replay_command(std::string_view program, const RunOptions& o) {
     }
     if (o.log && o.log_compact != 0) {
         cmd += " --log-compact " + std::to_string(o.log_compact);
+    }
+    if (o.log && o.storage_faults) {
+        cmd += " --storage-faults";
     }
     if (o.log && !o.log_history.check_durable_quorum) {
         cmd += " --no-durable-check";

@@ -227,12 +227,17 @@ void Simulator::ElectorEnv::notify(const LeadershipSnapshot& snapshot) {
 void Simulator::ElectorEnv::failed(const DurableState&) {
     // Out of service: the runtime ignores every input from now on. The process then exits (a
     // crash at once); the schedule restarts it like any crashed node.
+    sim->crash_now(node);
+}
+
+void Simulator::crash_now(std::size_t node) {
+    // As a fault event, not at once: the runtime that failed is still on the call stack.
     Event e;
-    e.time_ms = sim->now_ms_;
+    e.time_ms = now_ms_;
     e.kind = EventKind::Fault;
-    e.fault = static_cast<std::uint32_t>(sim->faults_.size());
-    sim->faults_.push_back(FaultAction{FaultKind::Crash, node_id(node), {}, 0, 0});
-    sim->push(e);
+    e.fault = static_cast<std::uint32_t>(faults_.size());
+    faults_.push_back(FaultAction{FaultKind::Crash, node_id(node), {}, 0, 0});
+    push(e);
 }
 
 void Simulator::ElectorEnv::before_actions(const Actions& actions) {

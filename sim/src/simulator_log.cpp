@@ -2,8 +2,10 @@
 // timers, messages on the shared mesh, and the client workload. See simulator.hpp and
 // sim/README.md ("The replicated log").
 #include <cassert>
+#include <cerrno>
 #include <ostream>
 #include <stdexcept>
+#include <system_error>
 #include <type_traits>
 
 #include "conclave/codec/json.hpp"
@@ -137,7 +139,24 @@ void Simulator::log_crash(std::size_t n) {
     if (!options_.log) {
         return;
     }
-    log_storage_[n].crash();  // what was not flushed is lost
+    replication::MemoryStorage& storage = log_storage_[n];
+    if (options_.log_options.storage_fault_ppm == 0 ||
+        storage.synced_count() == storage.entries().size()) {
+        storage.crash();  // what was not flushed is lost
+    } else {
+        // Storage faults: writes that were not fsynced may still have reached the disk, in order;
+        // a random prefix of the unsynced tail survives (a torn record after it is dropped by
+        // recovery's checksum), and it is as durable as the rest from now on.
+        const auto synced = static_cast<std::ptrdiff_t>(storage.synced_count());
+        const std::vector<Entry> tail(storage.entries().begin() + synced, storage.entries().end());
+        const auto keep = static_cast<std::ptrdiff_t>(rng_.below(tail.size() + 1));
+        storage.crash();
+        if (keep > 0) {
+            ++stats_.torn_tails;
+            storage.append(std::vector<Entry>(tail.begin(), tail.begin() + keep));
+            storage.flush();
+        }
+    }
     logs_[n].reset();
     log_views_[n] = nullptr;
 }
@@ -218,8 +237,9 @@ void Simulator::client_request(std::size_t n) {
 
 std::optional<Lsn> Simulator::propose_now(NodeId node) {
     const std::size_t n = node.value;
-    if (!options_.log || n >= options_.nodes || !logs_[n] || paused(node) || violation_) {
-        return std::nullopt;
+    if (!options_.log || n >= options_.nodes || !logs_[n] || paused(node) || violation_ ||
+        logs_[n]->rt.failed()) {
+        return std::nullopt;  // (a failed log: the process is exiting, the request is refused)
     }
     const ReplicatedLog& log = logs_[n]->rt.log();
     Entry entry;
@@ -272,7 +292,8 @@ std::optional<Lsn> Simulator::propose_now(NodeId node) {
 
 Simulator::LogNode::LogNode(Simulator& sim, std::size_t node, replication::LogConfig config,
                             replication::RecoveredLog recovered)
-    : env{&sim, node}, rt(env, std::move(config), std::move(recovered)) {}
+    : env{&sim, node, FaultyLogStorage(&sim, node)},
+      rt(env, std::move(config), std::move(recovered), sim.options_.runtime_bug) {}
 
 void Simulator::LogEnv::send(std::span<const NodeId> to, const LogMessage& m) {
     for (const NodeId peer : to) {
@@ -332,11 +353,42 @@ void Simulator::LogEnv::propose_result(const ProposeResult& result) {
 }
 
 void Simulator::LogEnv::failed(const std::string& what) {
-    // MemoryStorage does not fail today; if it does, the log stopped on this node for good.
+    if (sim->options_.log_options.storage_fault_ppm != 0) {
+        // An injected storage fault: the runtime took the log out of service; the process then
+        // exits (a crash at once) and the schedule restarts it like any crashed node.
+        sim->crash_now(node);
+        return;
+    }
+    // Without injected faults MemoryStorage does not fail: a failure is the driver's bug.
     if (!sim->violation_) {
         sim->violation_ = Violation{ViolationKind::LogDriver, "log of n" + std::to_string(node) +
                                                                   ": storage failed: " + what};
     }
+}
+
+bool Simulator::storage_fault() {
+    const LogSimOptions& lo = options_.log_options;
+    if (lo.storage_fault_ppm == 0 || now_ms_ >= lo.storage_faults_until_ms ||
+        rng_.below(1'000'000) >= lo.storage_fault_ppm) {
+        return false;
+    }
+    ++stats_.storage_faults;
+    return true;
+}
+
+void Simulator::FaultyLogStorage::append(const std::vector<Entry>& entries) {
+    if (sim_->storage_fault()) {
+        throw std::system_error(ENOSPC, std::generic_category(), "append to the log (injected)");
+    }
+    inner().append(entries);
+}
+
+Lsn Simulator::FaultyLogStorage::flush() {
+    if (sim_->storage_fault()) {
+        // The fsync failed: nothing of the unsynced tail is known durable.
+        throw std::system_error(EIO, std::generic_category(), "fsync of the log (injected)");
+    }
+    return inner().flush();
 }
 
 void Simulator::LogEnv::before_actions(const LogActions& actions) {
@@ -358,6 +410,7 @@ void Simulator::log_step(std::size_t node, LogInput input,
     const std::uint64_t steps_before = stats_.log_steps;
     const LogActions* actions = nullptr;
     const std::uint64_t alarms_before = logs_[node]->rt.log().counters().protocol_violation_alarms;
+    const bool failed_before = logs_[node]->rt.failed();
     ViolationKind kind = ViolationKind::LogCoreCheck;
     try {
         actions = &call(logs_[node]->rt);
@@ -398,7 +451,11 @@ void Simulator::log_step(std::size_t node, LogInput input,
         return;  // the runtime gave the core no input (stale timer, nothing to flush, failed)
     }
     if (!violation_) {
-        if (auto v = log_history_.after_step(node_id(node), *actions, log_views_, log_storage_)) {
+        // A step whose storage write failed (an injected fault): the core's memory holds what the
+        // storage refused, so storage is not compared with it; the process exits at once.
+        const bool storage_failed = !failed_before && logs_[node]->rt.failed();
+        if (auto v = log_history_.after_step(node_id(node), *actions, log_views_, log_storage_,
+                                             storage_failed)) {
             violation_ = std::move(v);
         }
     }

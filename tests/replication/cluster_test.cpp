@@ -1,6 +1,7 @@
-// Randomised runs of a 3-node (and 5-node) cluster of log cores: leader changes at any time
-// (stale leaders left unaware), message loss / reorder / duplication, group commit at random
-// points, crashes that lose non-durable entries. Checked after every step (see cluster.cpp).
+// Randomised runs of a 3-node (and 5-node) cluster of log cores in the shared runtime: leader
+// changes at any time (stale leaders left unaware), message loss / reorder / duplication, group
+// commit at random points, stale timer instances, crashes that lose non-durable entries. Checked
+// after every step (see cluster.cpp).
 #include <catch2/catch.hpp>
 
 #include "cluster.hpp"
@@ -34,10 +35,10 @@ struct HandlerGuard {
 
 // Runs `seeds` clusters for `steps` steps each; returns the first failure ("" when none).
 std::string RunSeeds(std::size_t size, LogConfig config, std::uint64_t seeds, std::uint64_t steps,
-                     ClusterStats* total) {
+                     ClusterStats* total, runtime::RuntimeBug bug = runtime::RuntimeBug::None) {
     HandlerGuard guard;
     for (std::uint64_t seed = 1; seed <= seeds; ++seed) {
-        Cluster cluster(seed, size, config);
+        Cluster cluster(seed, size, config, bug);
         for (std::uint64_t s = 0; s < steps; ++s) {
             if (!cluster.Step()) {
                 return "seed " + std::to_string(seed) + ": " + cluster.failure();
@@ -51,6 +52,8 @@ std::string RunSeeds(std::size_t size, LogConfig config, std::uint64_t seeds, st
             total->elections += cluster.stats().elections;
             total->crashes += cluster.stats().crashes;
             total->unknown_outcome += cluster.stats().unknown_outcome;
+            total->flushes += cluster.stats().flushes;
+            total->stale_fired += cluster.stats().stale_fired;
         }
     }
     return {};
@@ -68,6 +71,8 @@ TEST_CASE("3-node cluster: acknowledged entries survive leader changes, loss and
     CHECK(total.elections > 1000 / kSeedDivisor);
     CHECK(total.crashes > 500 / kSeedDivisor);
     CHECK(total.unknown_outcome > 0);
+    CHECK(total.flushes > 1000 / kSeedDivisor);
+    CHECK(total.stale_fired > 100 / kSeedDivisor);
 }
 
 TEST_CASE("5-node cluster: the same checks") {
@@ -88,6 +93,16 @@ TEST_CASE("the checks catch a planted bug: commit without a quorum") {
     LogConfig config = SimConfig();
     config.planted_bug = PlantedLogBug::CommitWithoutQuorum;
     const std::string failure = RunSeeds(3, config, 100, 1500, nullptr);
+    INFO(failure);
+    REQUIRE(!failure.empty());
+}
+
+// The runtime the cores run in (runtime/log_runtime.hpp) is under test too: one that tells a core
+// its entries are durable before the fsync (RuntimeBug::AckBeforeFsync) loses acknowledged
+// entries at a crash.
+TEST_CASE("the checks catch a planted runtime bug: acknowledge before the fsync") {
+    const std::string failure =
+        RunSeeds(3, SimConfig(), 100, 1500, nullptr, runtime::RuntimeBug::AckBeforeFsync);
     INFO(failure);
     REQUIRE(!failure.empty());
 }

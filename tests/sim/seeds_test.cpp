@@ -1,6 +1,7 @@
 // Seeded random schedules of realistic length (about 1,400 events and 4-8 fault episodes each)
 // with zero violations, safety and liveness. 2,200 seeds in the release build, split into
-// batches that ctest runs in parallel; plus 230 seeds with the replicated log (about 6,000
+// batches that ctest runs in parallel; plus 230 seeds with the replicated log (30 of them with
+// storage faults) (about 6,000
 // events each: the log, its client workload and its checks after every step).
 #include <catch2/catch.hpp>
 
@@ -27,6 +28,8 @@ void run_batch(RunOptions options, std::uint64_t first, std::uint64_t count) {
     std::uint64_t unknown = 0;
     std::uint64_t compactions = 0;
     std::uint64_t installed = 0;
+    std::uint64_t storage_faults = 0;
+    std::uint64_t torn_tails = 0;
     for (std::uint64_t seed = first; seed < first + count; ++seed) {
         options.seed = seed;
         const RunResult r = run_seed(options);
@@ -38,6 +41,8 @@ void run_batch(RunOptions options, std::uint64_t first, std::uint64_t count) {
         unknown += r.stats.proposals_unknown;
         compactions += r.log_compactions;
         installed += r.log_snapshots_installed;
+        storage_faults += r.stats.storage_faults;
+        torn_tails += r.stats.torn_tails;
         if (r.violation) {
             FAIL("seed " << seed << ": " << to_string(r.violation->kind) << ": "
                          << r.violation->detail << "\nreplay: "
@@ -52,6 +57,11 @@ void run_batch(RunOptions options, std::uint64_t first, std::uint64_t count) {
             REQUIRE(*r.log_converged_after <= r.log_bound);
             REQUIRE(r.log_committed >= r.log_acked);
         }
+    }
+    if (options.storage_faults) {
+        // The storage faults happened: nodes left service, crashes kept part of a tail.
+        CHECK(storage_faults >= count);
+        CHECK(torn_tails > 0);
     }
     if (options.log) {
         // The workload bites: proposals acknowledged, refused by non-leaders, and cut short by
@@ -104,10 +114,16 @@ TEST_CASE("400 seeds, crashes, pauses and partitions, 8 episodes", "[.][crash-pa
     run_batch(o, 30'001, 400);
 }
 
-TEST_CASE("log: 150 seeds every fault, 50 crash/pause/partition-heavy", "[.][log-seeds]") {
+TEST_CASE("log: 120 seeds every fault, 50 crash/pause/partition-heavy, 30 storage faults",
+          "[.][log-seeds]") {
     RunOptions o;
     o.log = true;
-    run_batch(o, 40'001, 150);
+    run_batch(o, 40'001, 120);
+    // Storage faults (ENOSPC, EIO, a torn unsynced tail at a crash): the node leaves service,
+    // no acknowledged entry is lost, one leader per term.
+    RunOptions faulty = o;
+    faulty.storage_faults = true;
+    run_batch(faulty, 45'001, 30);
     std::string error;
     o.faults = *FaultMix::parse("crash,pause,partition,asym,cut", &error);
     o.episodes = 8;

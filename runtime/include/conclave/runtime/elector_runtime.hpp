@@ -52,6 +52,7 @@ using TimerGeneration = std::uint64_t;
 enum class RuntimeBug : std::uint8_t {
     None = 0,
     SendBeforePersist,  // perform a batch's PersistState after the batch's sends
+    AckBeforeFsync,     // LogRuntime: tell the log core persisted() before the storage flush
 };
 
 template <class Env>

@@ -18,6 +18,10 @@
 //   - failed storage: an exception from the storage (EIO, ENOSPC, ...) stops the log for good:
 //     nothing later in the batch takes effect, every timer is cancelled, Env::failed(what) runs,
 //     and every later input is ignored.
+// Planted bug (RuntimeBug::AckBeforeFsync, only when Env::kPlantedBugs is true; the production
+// environments set it to false): every other flush() tells the core that every stored entry is
+// durable without flushing the storage, and leaves the fsync to the next group commit, so a
+// crash in between loses entries the node acknowledged (the simulator must catch it).
 //
 // Env must provide:
 //   Millis now();
@@ -54,10 +58,12 @@ namespace conclave::runtime {
 template <class Env>
 class LogRuntime {
   public:
-    LogRuntime(Env& env, replication::LogConfig config, replication::RecoveredLog recovered)
+    LogRuntime(Env& env, replication::LogConfig config, replication::RecoveredLog recovered,
+               RuntimeBug bug = RuntimeBug::None)
         : env_(env),
           log_(std::move(config), std::move(recovered)),
-          reported_durable_(log_.last_lsn()) {
+          reported_durable_(log_.last_lsn()),
+          bug_(bug) {
         const replication::LogConfig& c = log_.config();
         for (std::size_t i = 0; i < c.cluster_size; ++i) {
             const NodeId n{static_cast<std::uint16_t>(i)};
@@ -111,7 +117,18 @@ class LogRuntime {
         appended_ = false;
         Lsn durable{};
         try {
-            durable = env_.storage().flush();
+            if (planted(RuntimeBug::AckBeforeFsync) && !fsync_deferred_) {
+                // The bug: everything stored is reported durable now; the fsync waits for the
+                // next group commit, scheduled at once.
+                durable = log_.last_lsn();
+                fsync_deferred_ = true;
+                appended_ = true;
+                flush_scheduled_ = true;
+                env_.schedule_flush();
+            } else {
+                fsync_deferred_ = false;
+                durable = env_.storage().flush();
+            }
         } catch (const std::exception& e) {
             fail(e.what());
             env_.after_batch();
@@ -191,6 +208,14 @@ class LogRuntime {
 
   private:
     static std::size_t index(replication::LogTimer t) { return static_cast<std::size_t>(t); }
+
+    bool planted(RuntimeBug bug) const {
+        if constexpr (Env::kPlantedBugs) {
+            return bug_ == bug;
+        } else {
+            return false;
+        }
+    }
 
     void execute(const replication::LogActions& actions) {
         ++depth_;
@@ -272,6 +297,8 @@ class LogRuntime {
     bool sync_in_flight_ = false;  // between begin_sync() and sync_done()
     bool failed_ = false;
     std::uint64_t flushes_ = 0;
+    RuntimeBug bug_ = RuntimeBug::None;
+    bool fsync_deferred_ = false;  // RuntimeBug::AckBeforeFsync only
 };
 
 }  // namespace conclave::runtime

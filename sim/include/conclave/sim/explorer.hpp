@@ -16,11 +16,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "conclave/elector/config.hpp"
+#include "conclave/elector/elector.hpp"
 #include "conclave/sim/invariants.hpp"
 
 namespace conclave::sim {
@@ -59,5 +61,27 @@ struct ExploreResult {
 Config explorer_config(const ExploreOptions& options);
 
 ExploreResult explore(const ExploreOptions& options);
+
+/// One transition of a random walk through the explorer's step function, and the world after it
+/// (explorer_walk). The explorer interprets the cores' actions itself instead of running them in
+/// runtime::ElectorRuntime (HACKING.md, "Who interprets the cores' actions"); a test replays the
+/// walk on ElectorRuntime and compares, so that the two interpreters cannot drift apart unseen.
+struct WalkStep {
+    enum class Kind : std::uint8_t { Start, Fire, Crash, Restart, Deliver, Drop, Duplicate };
+    Kind kind = Kind::Start;
+    NodeId node{};                   // Fire, Crash, Restart; Deliver/Drop/Duplicate: recipient
+    TimerId timer{};                 // Fire
+    std::optional<Message> message;  // Deliver, Drop, Duplicate
+    // The world after the transition:
+    std::vector<std::optional<ElectorState>> states;  // nullopt: crashed
+    std::vector<DurableState> durable;
+    std::vector<std::pair<NodeId, Message>> in_flight;  // the explorer's canonical order
+};
+
+/// Walks `steps` random transitions (chosen from `seed`) from the explorer's initial state,
+/// calling `observe` with the initial world (Kind::Start) and after every transition. Stops
+/// early when no transition is left or the invariants are violated.
+void explorer_walk(const ExploreOptions& options, std::uint64_t seed, std::size_t steps,
+                   const std::function<void(const WalkStep&)>& observe);
 
 }  // namespace conclave::sim

@@ -55,9 +55,12 @@ class LogHistory {
 
     /// Checks everything after `node`'s log core took one step that returned `actions`. `logs` has
     /// one entry per node (nullptr for a crashed node). Returns the first violation, if any.
+    /// `storage_failed`: a storage write of this step failed (the node leaves service at once),
+    /// so the node's storage is not required to mirror its core.
     std::optional<Violation> after_step(NodeId node, const replication::LogActions& actions,
                                         const std::vector<const replication::ReplicatedLog*>& logs,
-                                        const std::vector<replication::MemoryStorage>& storage);
+                                        const std::vector<replication::MemoryStorage>& storage,
+                                        bool storage_failed = false);
 
     /// End of a run: every node alive, its log equal to the whole history, all of it committed.
     std::optional<Violation> converged(

@@ -64,6 +64,11 @@ struct RunOptions {
     /// Compaction (issue 16): the log's compact_threshold (0: off); compact_retain is a quarter of
     /// it. Keys repeat (24 of them) so that snapshots replace superseded values.
     std::size_t log_compact = 0;
+    /// Storage faults in the fault window (LogSimOptions::storage_fault_ppm at
+    /// kStorageFaultPpm): ENOSPC on append, EIO on fsync, part of an unsynced tail kept at a
+    /// crash. Implies the log.
+    bool storage_faults = false;
+    static constexpr std::uint32_t kStorageFaultPpm = 5000;
 };
 
 struct RunResult {

@@ -65,6 +65,13 @@ struct LogSimOptions {
     std::int64_t propose_interval_max_ms = 60;
     /// Client -> node latency, uniform in [1, client_latency_max_ms].
     std::int64_t client_latency_max_ms = 5;
+    /// Storage faults (0: none): while the simulated time is before storage_faults_until_ms, each
+    /// append fails with ENOSPC and each flush (fsync) with EIO with probability
+    /// storage_fault_ppm / 1e6; the node's log runtime then stops (its failed-persist path) and
+    /// the process exits (a crash). With faults on, a crash also keeps a random prefix of the
+    /// unsynced tail (writes that reached the disk without an fsync) instead of losing all of it.
+    std::uint32_t storage_fault_ppm = 0;
+    std::int64_t storage_faults_until_ms = INT64_MAX;
     LogHistoryOptions history;
 };
 
@@ -161,6 +168,8 @@ struct SimStats {
     std::uint64_t log_messages_delivered = 0;
     std::uint64_t log_messages_dropped = 0;
     std::uint64_t log_flushes = 0;
+    std::uint64_t storage_faults = 0;      // injected ENOSPC / EIO (the node then crashes)
+    std::uint64_t torn_tails = 0;          // crashes that kept part of an unsynced tail
     std::uint64_t proposals = 0;           // client requests that reached a live node
     std::uint64_t proposals_appended = 0;  // accepted by an ACTIVE leader
     std::uint64_t proposals_acked = 0;     // ProposeResult::None
@@ -314,14 +323,39 @@ class Simulator {
         const ElectorState& state() const { return rt.elector().state(); }
         std::optional<Lsn> issue_lsn() { return rt.issue_lsn(); }
     };
+    // The storage a node's log runtime writes to: its MemoryStorage (log_storage_, which survives
+    // crashes), with the injected faults of LogSimOptions::storage_fault_ppm.
+    class FaultyLogStorage final : public replication::LogStorage {
+      public:
+        FaultyLogStorage(Simulator* sim, std::size_t node) : sim_(sim), node_(node) {}
+        replication::Recovery recover() override { return inner().recover(); }
+        void append(const std::vector<replication::Entry>& entries) override;
+        void truncate_after(Lsn after_lsn) override { inner().truncate_after(after_lsn); }
+        void write_meta(const replication::LogMeta& meta) override { inner().write_meta(meta); }
+        Lsn flush() override;
+        Lsn durable_lsn() const override { return sim_->log_storage_[node_].durable_lsn(); }
+        void persist_snapshot(const replication::Snapshot& snapshot) override {
+            inner().persist_snapshot(snapshot);
+        }
+        replication::SyncTicket begin_sync() override { return inner().begin_sync(); }
+        Lsn end_sync(const replication::SyncTicket& ticket) override {
+            return inner().end_sync(ticket);
+        }
+
+      private:
+        replication::MemoryStorage& inner() { return sim_->log_storage_[node_]; }
+        Simulator* sim_;
+        std::size_t node_;
+    };
     // The environment of each node's log runtime (runtime/log_runtime.hpp): simulated network,
-    // time, MemoryStorage, and the group commit at a random moment.
+    // time, MemoryStorage (with faults), and the group commit at a random moment.
     struct LogEnv {
         Simulator* sim = nullptr;
         std::size_t node = 0;
+        FaultyLogStorage store;
         static constexpr bool kPlantedBugs = true;
         Millis now() const { return sim->now(); }
-        replication::LogStorage& storage() { return sim->log_storage_[node]; }
+        replication::LogStorage& storage() { return store; }
         void send(std::span<const NodeId> to, const replication::LogMessage& m);
         void arm(replication::LogTimer timer, Millis delay, runtime::TimerGeneration generation);
         void cancel(replication::LogTimer) {}
@@ -376,6 +410,8 @@ class Simulator {
     void send(std::size_t from, std::size_t to, const Message& m);
     void update_connection(std::size_t a, std::size_t b);
     void crash(std::size_t n);
+    /// The process of `node` exits now (after the current step: a queued Crash fault).
+    void crash_now(std::size_t node);
     void restart(std::size_t n);
     void transfer(std::size_t target);
     void cut_pair(std::size_t a, std::size_t b, int delta);
@@ -417,6 +453,8 @@ class Simulator {
                   const replication::LogMessage* received = nullptr);
     void begin_log_step(std::size_t node, LogInput input, const replication::LogActions& actions,
                         const replication::LogMessage* received);
+    /// Whether the storage operation now under way fails (LogSimOptions::storage_fault_ppm).
+    bool storage_fault();
 
     SimOptions options_;
     Rng rng_;
