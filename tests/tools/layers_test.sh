@@ -1,0 +1,62 @@
+#!/bin/sh
+# The folder graph reads bottom-up: a file under a folder may include conclave/<area>/ headers only
+# of the areas listed for that folder below (and its own). Top-level users (tools/, bench/,
+# examples/, tests/, fuzz/, bounce/) are not checked. Prints each backward edge and fails on any.
+#   layers_test.sh <source root>            the check (CTest: layering_test)
+#   layers_test.sh --canary <fixture root>  must find the two edges planted in tests/tools/
+#                                           layers_canary (CTest: layering_canary): the check bites
+set -u
+canary=0
+if [ "${1:-}" = "--canary" ]; then
+  canary=1
+  shift
+fi
+root=${1:?usage: layers_test.sh [--canary] <source root>}
+
+allowed() {
+  case $1 in
+    core) echo "core" ;;
+    elector) echo "core elector" ;;
+    replication) echo "core elector replication" ;;
+    codec) echo "core elector replication codec" ;;
+    runtime) echo "core elector replication runtime" ;;
+    net) echo "core elector codec net" ;;
+    drivers) echo "core elector replication codec runtime net drivers" ;;
+    sim) echo "core elector replication codec runtime sim" ;;
+    node) echo "core elector replication codec runtime net drivers node" ;;
+  esac
+}
+
+bad=0
+for folder in core elector replication codec runtime net drivers sim node; do
+  [ -d "$root/$folder" ] || continue
+  ok=$(allowed "$folder")
+  # "file:line:#include "conclave/<area>/..."" for every conclave include of the folder
+  hits=$(find "$root/$folder" -type f \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' \) \
+           -exec grep -HnE '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]conclave/[a-z_]+/' {} + )
+  [ -n "$hits" ] || continue
+  while IFS= read -r hit; do
+    area=$(printf '%s\n' "$hit" | sed -E 's@.*[<"]conclave/([a-z_]+)/.*@\1@')
+    case " $ok " in
+      *" $area "*) ;;
+      *) echo "backward edge: $folder -> $area: ${hit#"$root"/}"; bad=$((bad + 1)) ;;
+    esac
+  done <<HITS
+$hits
+HITS
+done
+
+if [ "$canary" = 1 ]; then
+  # Both planted edges must be reported (net -> drivers, core -> elector).
+  if [ "$bad" -ge 2 ]; then
+    echo "canary: the check found the $bad planted backward edges"
+    exit 0
+  fi
+  echo "canary: the check found only $bad of the 2 planted backward edges"
+  exit 1
+fi
+if [ "$bad" -ne 0 ]; then
+  echo "$bad backward include edge(s); see the layer table in $0 and drivers/README.md"
+  exit 1
+fi
+echo "folder graph: no backward include edge"
