@@ -30,20 +30,24 @@ allowed() {
 bad=0
 for folder in core elector replication codec runtime net drivers sim node; do
   [ -d "$root/$folder" ] || continue
-  ok=$(allowed "$folder")
-  # "file:line:#include "conclave/<area>/..."" for every conclave include of the folder
-  hits=$(find "$root/$folder" -type f \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' \) \
-           -exec grep -HnE '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]conclave/[a-z_]+/' {} + )
-  [ -n "$hits" ] || continue
-  while IFS= read -r hit; do
-    area=$(printf '%s\n' "$hit" | sed -E 's@.*[<"]conclave/([a-z_]+)/.*@\1@')
-    case " $ok " in
-      *" $area "*) ;;
-      *) echo "backward edge: $folder -> $area: ${hit#"$root"/}"; bad=$((bad + 1)) ;;
-    esac
-  done <<HITS
-$hits
-HITS
+  # One grep and one awk per folder: "file:line:#include "conclave/<area>/..."" for every
+  # conclave include whose area is not in the folder's list.
+  out=$(find "$root/$folder" -type f \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' \) \
+          -exec grep -HnE '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]conclave/[a-z_]+/' {} + |
+        awk -v ok=" $(allowed "$folder") " -v folder="$folder" -v root="$root/" '{
+          area = $0
+          sub(/.*[<"]conclave\//, "", area)
+          sub(/\/.*/, "", area)
+          if (index(ok, " " area " ") == 0) {
+            line = $0
+            if (index(line, root) == 1) line = substr(line, length(root) + 1)
+            print "backward edge: " folder " -> " area ": " line
+          }
+        }')
+  if [ -n "$out" ]; then
+    printf '%s\n' "$out"
+    bad=$((bad + $(printf '%s\n' "$out" | wc -l)))
+  fi
 done
 
 if [ "$canary" = 1 ]; then
