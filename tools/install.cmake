@@ -12,6 +12,7 @@ set_target_properties(conclave_elector_model PROPERTIES EXPORT_NAME elector_mode
 set_target_properties(conclave_codec_json PROPERTIES EXPORT_NAME codec_json)
 set_target_properties(conclave_codec PROPERTIES EXPORT_NAME codec)
 set_target_properties(conclave_replication PROPERTIES EXPORT_NAME replication)
+set_target_properties(conclave_replication_model PROPERTIES EXPORT_NAME replication_model)
 set_target_properties(conclave_net PROPERTIES EXPORT_NAME net)
 set_target_properties(conclave_net_frame PROPERTIES EXPORT_NAME net_frame)
 set_target_properties(conclave_drivers PROPERTIES EXPORT_NAME drivers)
@@ -20,7 +21,7 @@ set_target_properties(conclave_runtime PROPERTIES EXPORT_NAME runtime)
 # Only referenced as $<LINK_ONLY:...> by the static libraries; carries no usage requirement there.
 set_target_properties(conclave_warnings PROPERTIES EXPORT_NAME private_warnings)
 
-install(TARGETS conclave_core conclave_elector_model conclave_elector conclave_replication conclave_codec_json conclave_codec conclave_net conclave_net_frame conclave_drivers conclave_node
+install(TARGETS conclave_core conclave_elector_model conclave_elector conclave_replication_model conclave_replication conclave_codec_json conclave_codec conclave_net conclave_net_frame conclave_drivers conclave_node
                 conclave_runtime conclave_warnings
   EXPORT conclaveTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}

@@ -229,6 +229,10 @@ class ReplicatedLog {
 
     // ---- Helpers ------------------------------------------------------------------------------
     bool IsLeader() const { return state_.role != LogRole::Follower; }
+    /// True when `bug` is planted. Always false in the production library (conclave_replication):
+    /// only conclave_replication_planted, built with CONCLAVE_PLANTED_BUGS for the simulator and
+    /// the tests, has planted-bug code paths.
+    bool planted(PlantedLogBug bug) const;
     bool IsPeer(NodeId n) const;
     void BecomeLeader(Term term);
     void StepDown(ProposeError reason);
