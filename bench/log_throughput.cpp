@@ -28,7 +28,7 @@
 #include <variant>
 #include <vector>
 
-#include "conclave/net/log_driver.hpp"
+#include "conclave/drivers/log_driver.hpp"
 #include "conclave/node/node.hpp"
 
 namespace {

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <system_error>
 
-#include "conclave/net/state_file.hpp"
+#include "conclave/drivers/state_file.hpp"
 
 namespace conclave::node {
 namespace {

@@ -4,8 +4,8 @@
 #include <boost/asio/post.hpp>
 #include <chrono>
 
-#include "conclave/net/driver.hpp"
-#include "conclave/net/log_driver.hpp"
+#include "conclave/drivers/driver.hpp"
+#include "conclave/drivers/log_driver.hpp"
 #include "conclave/node/logging.hpp"
 #include "conclave/node/node.hpp"
 #include "conclave/node/security.hpp"

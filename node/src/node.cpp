@@ -9,8 +9,8 @@
 #include <future>
 #include <utility>
 
-#include "conclave/net/driver.hpp"
-#include "conclave/net/log_driver.hpp"
+#include "conclave/drivers/driver.hpp"
+#include "conclave/drivers/log_driver.hpp"
 #include "conclave/net/mesh.hpp"
 #include "conclave/node/hostile_input_metrics.hpp"
 #include "conclave/node/leadership_metrics.hpp"

@@ -51,18 +51,4 @@ std::optional<std::string> LogConfig::validate() const {
     return std::nullopt;
 }
 
-std::string_view to_string(PlantedLogBug b) {
-    switch (b) {
-        case PlantedLogBug::None:
-            return "none";
-        case PlantedLogBug::SkipSync:
-            return "skip_sync";
-        case PlantedLogBug::CommitWithoutQuorum:
-            return "commit_without_quorum";
-        case PlantedLogBug::CompactUncommitted:
-            return "compact_uncommitted";
-    }
-    return "?";
-}
-
 }  // namespace conclave::replication

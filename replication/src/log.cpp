@@ -37,6 +37,17 @@ ReplicatedLog::ReplicatedLog(LogConfig config, RecoveredLog recovered)
     if (auto error = config_.validate()) {
         throw std::invalid_argument("replication config: " + *error);
     }
+#ifdef CONCLAVE_PLANTED_BUGS
+    if (to_string(config_.planted_bug) == "?") {
+        throw std::invalid_argument("replication config: unknown planted_bug");
+    }
+#else
+    if (config_.planted_bug != PlantedLogBug::None) {
+        throw std::invalid_argument(
+            "replication config: planted bugs exist only in conclave_replication_planted (the "
+            "simulator's and the tests' build of this core)");
+    }
+#endif
     CONCLAVE_CHECK(quorum_ >= 1 && quorum_ <= config_.cluster_size, "quorum <= cluster size");
     CONCLAVE_CHECK(config_.self.value < config_.cluster_size, "node index in range");
     if (!StrictlyIncreasing(snapshot_.lsn, entries_)) {
@@ -539,7 +550,7 @@ void ReplicatedLog::EvaluateSync() {
     if (sync_.done || sync_.source) {
         return;
     }
-    if (config_.planted_bug == PlantedLogBug::SkipSync) {
+    if (planted(PlantedLogBug::SkipSync)) {
         FinishSync();
         return;
     }
@@ -723,7 +734,7 @@ void ReplicatedLog::AdvanceCommit() {
         lens[n] = n == config_.self.value ? state_.durable_len : progress_[n].match_len;
     }
     std::size_t quorum = quorum_;
-    if (config_.planted_bug == PlantedLogBug::CommitWithoutQuorum && quorum > 1) {
+    if (planted(PlantedLogBug::CommitWithoutQuorum) && quorum > 1) {
         --quorum;
     }
     const auto end = lens.begin() + static_cast<std::ptrdiff_t>(config_.cluster_size);
@@ -1031,7 +1042,7 @@ void ReplicatedLog::MaybeCompact() {
         return;
     }
     std::size_t upto = std::min(state_.commit_len, state_.durable_len);
-    if (config_.planted_bug == PlantedLogBug::CompactUncommitted) {
+    if (planted(PlantedLogBug::CompactUncommitted)) {
         upto = state_.durable_len;  // wrong: past the commit point
     }
     if (upto <= snapshot_.len || upto - snapshot_.len <= config_.compact_threshold) {
@@ -1041,7 +1052,7 @@ void ReplicatedLog::MaybeCompact() {
 }
 
 void ReplicatedLog::Compact(std::size_t len) {
-    if (config_.planted_bug != PlantedLogBug::CompactUncommitted) {
+    if (!planted(PlantedLogBug::CompactUncommitted)) {
         CONCLAVE_CHECK(len <= state_.commit_len, "only committed entries are compacted");
     }
     CONCLAVE_CHECK(len > snapshot_.len && len <= state_.durable_len, "compaction of held entries");
@@ -1210,6 +1221,14 @@ std::string ReplicatedLog::check_invariants() const {
 }
 
 // ---- Primitive outputs -------------------------------------------------------------------------
+
+bool ReplicatedLog::planted([[maybe_unused]] PlantedLogBug bug) const {
+#ifdef CONCLAVE_PLANTED_BUGS
+    return config_.planted_bug == bug;
+#else
+    return false;
+#endif
+}
 
 bool ReplicatedLog::IsPeer(NodeId n) const {
     return n.value < config_.cluster_size && n != config_.self;

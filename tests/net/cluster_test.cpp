@@ -4,7 +4,7 @@
 #include <atomic>
 #include <system_error>
 
-#include "conclave/net/log_driver.hpp"
+#include "conclave/drivers/log_driver.hpp"
 #include "fixture.hpp"
 
 using namespace conclave;

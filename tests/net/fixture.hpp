@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "conclave/net/driver.hpp"
+#include "conclave/drivers/driver.hpp"
+#include "conclave/drivers/state_file.hpp"
 #include "conclave/net/mesh.hpp"
-#include "conclave/net/state_file.hpp"
 
 namespace conclave::net::test {
 

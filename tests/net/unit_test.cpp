@@ -6,9 +6,9 @@
 #include <fstream>
 
 #include "conclave/codec/json.hpp"
+#include "conclave/drivers/state_file.hpp"
 #include "conclave/net/frame.hpp"
 #include "conclave/net/handshake.hpp"
-#include "conclave/net/state_file.hpp"
 
 using namespace conclave;
 using namespace conclave::net;

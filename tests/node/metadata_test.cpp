@@ -26,8 +26,8 @@
 #include <variant>
 #include <vector>
 
-#include "conclave/net/log_driver.hpp"
-#include "conclave/net/state_file.hpp"
+#include "conclave/drivers/log_driver.hpp"
+#include "conclave/drivers/state_file.hpp"
 #include "conclave/node/node.hpp"
 
 namespace {

@@ -11,8 +11,11 @@
 
 namespace conclave::replication {
 
-/// Deliberately wrong behaviours, switched on only by tests to prove that the invariant checks can
-/// fail. `None` in every real configuration.
+/// Deliberately wrong behaviours, switched on only by tests and the simulator to prove that the
+/// invariant checks can fail. `None` in every real configuration: the code paths exist only in
+/// conclave_replication_planted (built with CONCLAVE_PLANTED_BUGS, linked by the simulator and the
+/// tests); the production core (conclave_replication, which `conclaved` links) refuses any other
+/// value.
 enum class PlantedLogBug : std::uint8_t {
     None = 0,
     SkipSync,             // a new leader serves its own log without syncing with a quorum
@@ -67,6 +70,7 @@ struct LogConfig {
     std::optional<std::string> validate() const;
 };
 
+/// Defined only in conclave_replication_planted (the simulator and tests).
 std::string_view to_string(PlantedLogBug b);
 
 }  // namespace conclave::replication

@@ -212,7 +212,11 @@ class ReplicatedLog {
     /// (or compacted into the snapshot, except the snapshot's own LSN).
     std::optional<std::size_t> length_through(Lsn lsn) const;
 
-    // ---- Handlers (one per event; names mirror the spec's actions) -----------------------------
+  private:
+    // ---- Handlers (one per event; names match tla/ReplicatedLog.tla's actions) ----------------
+    // Private: only the inputs above reach them (receive() applies the term rules and the peer
+    // check first; timer_fired() only for an armed timer), and each input ends with Finish(),
+    // which hands the batch of actions out. Tests drive them through the inputs.
     void HandleSyncRequest(const LogMessage& m);
     void HandleSyncResponse(const LogMessage& m, const SyncResponse& body);
     void HandleAppend(const LogMessage& m, const Append& body);
@@ -223,8 +227,12 @@ class ReplicatedLog {
     void HeartbeatFired();
     void SyncRetryFired();
 
-  private:
+    // ---- Helpers ------------------------------------------------------------------------------
     bool IsLeader() const { return state_.role != LogRole::Follower; }
+    /// True when `bug` is planted. Always false in the production library (conclave_replication):
+    /// only conclave_replication_planted, built with CONCLAVE_PLANTED_BUGS for the simulator and
+    /// the tests, has planted-bug code paths.
+    bool planted(PlantedLogBug bug) const;
     bool IsPeer(NodeId n) const;
     void BecomeLeader(Term term);
     void StepDown(ProposeError reason);

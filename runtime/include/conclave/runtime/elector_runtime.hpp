@@ -1,6 +1,6 @@
 // ElectorRuntime<Env>: the one place where the elector core's Actions are interpreted.
 //
-// Production (net/src/driver.cpp: Asio timers, the TCP mesh, the state file) and the simulator
+// Production (drivers/src/driver.cpp: Asio timers, the TCP mesh, the state file) and the simulator
 // (sim/src/simulator.cpp: simulated time, network and storage) both run the elector through this
 // class, so the simulator's seeds exercise the very rules the daemon ships with:
 //   - fan-out: a Broadcast goes to every other node of the cluster (the runtime picks the

@@ -1,4 +1,4 @@
-#include "conclave/net/state_file.hpp"
+#include "conclave/drivers/state_file.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "conclave/net/log_driver.hpp"
+#include "conclave/drivers/log_driver.hpp"
 
 #include <spdlog/spdlog.h>
 

@@ -1,11 +1,11 @@
-#include "conclave/net/driver.hpp"
+#include "conclave/drivers/driver.hpp"
 
 #include <spdlog/spdlog.h>
 
 #include <stdexcept>
 
 #include "conclave/codec/json.hpp"
-#include "conclave/net/state_file.hpp"
+#include "conclave/drivers/state_file.hpp"
 
 namespace conclave::net {
 

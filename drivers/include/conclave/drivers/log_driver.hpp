@@ -52,7 +52,7 @@
 #include <variant>
 #include <vector>
 
-#include "conclave/net/driver.hpp"
+#include "conclave/drivers/driver.hpp"
 #include "conclave/net/mesh.hpp"
 #include "conclave/replication/log.hpp"
 #include "conclave/replication/storage.hpp"

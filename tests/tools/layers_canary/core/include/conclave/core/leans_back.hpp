@@ -1,0 +1,3 @@
+// Canary for tests/tools/layers_test.sh: core/ includes nothing above it. Not compiled.
+#pragma once
+#include "conclave/elector/types.hpp"
