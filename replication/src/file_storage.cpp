@@ -79,7 +79,8 @@ std::string Refusal(const std::filesystem::path& path, std::uint64_t offset,
     return "corrupt metadata log file " + path.string() + " at offset " + std::to_string(offset) +
            ": " + what +
            "; refusing to start, the files are left unchanged (keep a copy of the directory, then "
-           "restore it from a backup or follow \"Corrupt log\" in replication/README.md)";
+           "restore it from a backup, or repair it with conclaved --repair: see \"Corrupt log\" in "
+           "node/README.md)";
 }
 
 // Reads log.meta; nullopt when it does not exist. A damaged meta file is not guessed around: it is
@@ -726,8 +727,8 @@ RepairReport FileStorage::repair(const std::filesystem::path& dir, const RepairO
     // 2. Keep a copy of what is dropped, then cut (or rewrite) log.dat.
     const bool cut = report.snapshot_dropped || report.bad_magic || keep < data.size();
     if (cut && report.file_bytes > report.kept_bytes) {
-        report.saved = dir / (std::string(kLogFileName) + ".dropped-" +
-                              std::to_string(report.kept_bytes));
+        report.saved =
+            dir / (std::string(kLogFileName) + ".dropped-" + std::to_string(report.kept_bytes));
         const std::string dropped = data.substr(static_cast<std::size_t>(report.kept_bytes));
         ReplaceFileDurably(dir, report.saved.filename().string(), dropped);
     }

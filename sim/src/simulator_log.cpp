@@ -142,6 +142,15 @@ void Simulator::log_crash(std::size_t n) {
     log_views_[n] = nullptr;
 }
 
+void Simulator::log_corrupt_and_repair(std::size_t n, std::uint32_t drop) {
+    if (!options_.log || logs_[n]) {
+        return;  // only a stopped node's disk is repaired
+    }
+    ++stats_.log_repairs;
+    // R takes the elector's durable term too, as `conclaved --repair` does.
+    stats_.log_entries_repaired += log_storage_[n].corrupt_and_repair(drop, durable_[n].term);
+}
+
 void Simulator::dispatch_log(const Event& e) {
     const std::size_t n = e.node;
     switch (e.kind) {

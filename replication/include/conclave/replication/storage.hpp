@@ -270,10 +270,10 @@ class FileStorage final : public LogStorage {
     FsyncPolicy policy_;
     int fd_ = -1;
     bool recovered_ = false;
-    std::uint64_t size_ = 0;      // bytes of valid records (and header) in the file
-    std::vector<Indexed> index_;  // one per stored record
-    std::size_t synced_ = 0;      // records durable (or reported durable under Never)
-    std::size_t sync_floor_ = 0;  // records untouched by truncation since begin_sync()
+    std::uint64_t size_ = 0;       // bytes of valid records (and header) in the file
+    std::vector<Indexed> index_;   // one per stored record
+    std::size_t synced_ = 0;       // records durable (or reported durable under Never)
+    std::size_t sync_floor_ = 0;   // records untouched by truncation since begin_sync()
     bool marker_present_ = false;  // log.repaired exists (recover() / write_meta())
     std::atomic<std::uint64_t> fsync_count_{0};  // sync() runs on a storage thread
     std::string buffer_;                         // reused encoding buffer
