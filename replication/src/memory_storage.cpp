@@ -70,6 +70,7 @@ std::size_t MemoryStorage::corrupt_and_repair(std::size_t drop, Term other_term)
     const Lsn last = entries_.empty() ? snapshot_.lsn : entries_.back().lsn;
     meta_.commit_lsn = std::min(meta_.commit_lsn, last);
     meta_.repaired = std::max({meta_.term, other_term, last_term, meta_.repaired.value_or(Term{})});
+    meta_.term = *meta_.repaired;  // as FileStorage::repair(): raising a promise is always safe
     return drop;
 }
 

@@ -24,13 +24,14 @@ std::vector<LogMessage> log_samples() {
         LogMessage{NodeId{0}, Term{3}, Append{L(3, 2), {}, L(3, 2)}},
         LogMessage{NodeId{2}, Term{3}, AppendAck{true, L(2, 7), L(3, 2), L(3, 1)}},
         LogMessage{NodeId{2}, Term{4}, AppendAck{false, L(2, 7), L(1, 1), L(1, 0)}},
-        LogMessage{NodeId{2}, Term{5}, AppendAck{true, {}, L(3, 2), L(3, 1), true}},
         LogMessage{NodeId{0}, Term{3}, FetchRequest{L(1, 0), L(2, 7), 256}},
         LogMessage{NodeId{1}, Term{3}, FetchResponse{L(1, 0), entries, L(3, 2)}},
         LogMessage{NodeId{1}, Term{3}, FetchResponse{L(1, 0), {}, L(1, 0)}},
         LogMessage{NodeId{0}, Term{3},
                    InstallSnapshot{L(3, 2), 40, 0, {entries[1], entries[2]}, false, false}},
         LogMessage{NodeId{1}, Term{3}, InstallSnapshot{L(2, 9), 17, 5, {}, true, true}},
+        // Issue 16: a repaired node's ack (the optional non_voting field).
+        LogMessage{NodeId{2}, Term{5}, AppendAck{true, {}, L(3, 2), L(3, 1), true}},
     };
 }
 

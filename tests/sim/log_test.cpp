@@ -223,15 +223,22 @@ TEST_CASE("simulator catches a repaired node counted towards a quorum", "[plante
     const auto v = first_violation(o, 60);
     REQUIRE(v);
     INFO("seed " << v->second << ": " << v->first.detail);
+    // A committed (acknowledged) entry replaced at its index, or a follower told to truncate one.
     CHECK((v->first.kind == ViolationKind::LogAckLost ||
            v->first.kind == ViolationKind::LogDivergence ||
            v->first.kind == ViolationKind::LogLeaderIncomplete ||
-           v->first.kind == ViolationKind::LogCoreCheck));
+           v->first.kind == ViolationKind::LogCoreCheck ||
+           v->first.kind == ViolationKind::LogAlarm));
     CHECK(parse_log_bug("count-repaired") == PlantedLogBug::CountRepaired);
     // The same seeds with the correct log: no violation, and the repairs did happen.
     o.log_bug = PlantedLogBug::None;
     std::uint64_t repairs = 0;
-    for (std::uint64_t seed = 1; seed <= v->second; ++seed) {
+#ifdef SIM_TEST_LIGHT
+    const std::uint64_t first_seed = v->second > 4 ? v->second - 4 : 1;  // unoptimised builds
+#else
+    const std::uint64_t first_seed = 1;
+#endif
+    for (std::uint64_t seed = first_seed; seed <= v->second; ++seed) {
         o.seed = seed;
         const RunResult r = run_seed(o);
         INFO("seed " << seed << ": " << (r.violation ? r.violation->detail : std::string()));
@@ -239,6 +246,6 @@ TEST_CASE("simulator catches a repaired node counted towards a quorum", "[plante
         repairs += r.stats.log_repairs;
     }
     CHECK(repairs > 0);
-    CHECK(replay_command("conclave-sim", o).find("--faults crash,partition,repair") !=
+    CHECK(replay_command("conclave-sim", o).find("--faults partition,crash,repair") !=
           std::string::npos);
 }

@@ -177,7 +177,7 @@ class MemoryStorage final : public LogStorage {
     /// The simulator's disk corruption plus `conclaved --repair` (issue 16), on a stopped node:
     /// drops the last `drop` stored entries (not the snapshot), clamps the meta's commit point to
     /// what is left and sets the repaired marker R = max(meta term, `other_term`, last entry's
-    /// term). Returns the number of entries dropped.
+    /// term), and the meta's term to R. Returns the number of entries dropped.
     std::size_t corrupt_and_repair(std::size_t drop, Term other_term);
     /// The entries after snapshot().lsn.
     const std::vector<Entry>& entries() const { return entries_; }

@@ -123,7 +123,8 @@ enum class FaultKind : std::uint8_t {
                     // transfer_leadership to b (to the node after b when it is b itself)
     CorruptRepair,  // issue 16: crash a (if up); its log loses its last `value` stored entries
                     // (a corrupt tail) and is "repaired": the marker R is set, as
-                    // `conclaved --repair` does. A later Restart brings it back.
+                    // `conclaved --repair` does (only while the repaired nodes stay a minority:
+                    // otherwise a plain crash). A later Restart brings it back.
 };
 
 struct FaultAction {
@@ -166,6 +167,7 @@ struct SimStats {
     std::uint64_t log_flushes = 0;
     std::uint64_t log_repairs = 0;           // CorruptRepair faults applied (issue 16)
     std::uint64_t log_entries_repaired = 0;  // stored entries they dropped
+    std::uint64_t log_repairs_skipped = 0;   // not applied: a minority is repaired already
     std::uint64_t proposals = 0;             // client requests that reached a live node
     std::uint64_t proposals_appended = 0;    // accepted by an ACTIVE leader
     std::uint64_t proposals_acked = 0;       // ProposeResult::None
