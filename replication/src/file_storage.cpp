@@ -73,19 +73,8 @@ std::string ReadAll(int fd, const std::filesystem::path& path) {
     }
 }
 
-// The one-line refusal: file, offset, what is wrong, what the operator can do.
-std::string Refusal(const std::filesystem::path& path, std::uint64_t offset,
-                    const std::string& what) {
-    return "corrupt metadata log file " + path.string() + " at offset " + std::to_string(offset) +
-           ": " + what +
-           "; refusing to start, the files are left unchanged (keep a copy of the directory, then "
-           "restore it from a backup, or repair it with conclaved --repair: see \"Corrupt log\" in "
-           "node/README.md)";
-}
-
-// Reads log.meta; nullopt when it does not exist. A damaged meta file is not guessed around: it is
-// replaced atomically, so damage means the disk lies, and the node must not start on a guess.
-std::optional<LogMeta> ReadMeta(const std::filesystem::path& path) {
+// The whole file at `path`; nullopt when it does not exist.
+std::optional<std::string> ReadWholeFile(const std::filesystem::path& path) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         if (errno == ENOENT) {
@@ -101,6 +90,27 @@ std::optional<LogMeta> ReadMeta(const std::filesystem::path& path) {
         throw;
     }
     ::close(fd);
+    return data;
+}
+
+// The one-line refusal: file, offset, what is wrong, what the operator can do.
+std::string Refusal(const std::filesystem::path& path, std::uint64_t offset,
+                    const std::string& what) {
+    return "corrupt metadata log file " + path.string() + " at offset " + std::to_string(offset) +
+           ": " + what +
+           "; refusing to start, the files are left unchanged (keep a copy of the directory, then "
+           "restore it from a backup, or repair it with conclaved --repair: see \"Corrupt log\" in "
+           "node/README.md)";
+}
+
+// Reads log.meta; nullopt when it does not exist. A damaged meta file is not guessed around: it is
+// replaced atomically, so damage means the disk lies, and the node must not start on a guess.
+std::optional<LogMeta> ReadMeta(const std::filesystem::path& path) {
+    const std::optional<std::string> file = ReadWholeFile(path);
+    if (!file) {
+        return std::nullopt;
+    }
+    const std::string& data = *file;
     if (data.size() != kMetaBytes || std::string_view(data).substr(0, 8) != kMetaMagic ||
         crc32(data.data(), kMetaBytes - 4) != get_u32(data.data() + kMetaBytes - 4)) {
         throw CorruptLogError(Refusal(path, 0,
@@ -197,21 +207,11 @@ std::string EncodeRepairedMarker(Term r) {
 
 std::optional<Term> FileStorage::read_repaired_marker(const std::filesystem::path& dir) {
     const auto path = dir / kRepairedFileName;
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT) {
-            return std::nullopt;
-        }
-        ThrowErrno("open", path);
+    const std::optional<std::string> file = ReadWholeFile(path);
+    if (!file) {
+        return std::nullopt;
     }
-    std::string data;
-    try {
-        data = ReadAll(fd, path);
-    } catch (...) {
-        ::close(fd);
-        throw;
-    }
-    ::close(fd);
+    const std::string& data = *file;
     if (data.size() != kRepairedBytes || std::string_view(data).substr(0, 8) != kRepairedMagic ||
         crc32(data.data(), kRepairedBytes - 4) != get_u32(data.data() + kRepairedBytes - 4)) {
         // Never guessed around: without it the node would count towards quorums again.
@@ -641,21 +641,7 @@ RepairReport FileStorage::repair(const std::filesystem::path& dir, const RepairO
     } catch (const CorruptLogError&) {
         report.snapshot_dropped = true;
     }
-    std::string data;
-    {
-        const int fd = ::open(log_file.c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd >= 0) {
-            try {
-                data = ReadAll(fd, log_file);
-            } catch (...) {
-                ::close(fd);
-                throw;
-            }
-            ::close(fd);
-        } else if (errno != ENOENT) {
-            ThrowErrno("open", log_file);
-        }
-    }
+    const std::string data = ReadWholeFile(log_file).value_or(std::string());
     report.file_bytes = data.size();
     std::size_t keep = kLogMagic.size();
     Lsn last = snapshot ? snapshot->lsn : kNoLsn;

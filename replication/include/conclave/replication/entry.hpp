@@ -71,6 +71,9 @@ inline std::size_t snapshot_bytes(const Snapshot& s) {
 /// and its acknowledgements count for no commit until it holds, durably, the log of a leader of a
 /// term above R up to that leader's commit point at or after its sync point.
 struct LogMeta {
+    LogMeta() = default;
+    LogMeta(Term term_in, Lsn commit_lsn_in, std::optional<Term> repaired_in = std::nullopt)
+        : term(term_in), commit_lsn(commit_lsn_in), repaired(repaired_in) {}
     Term term{};
     Lsn commit_lsn{};
     std::optional<Term> repaired;
