@@ -65,6 +65,9 @@ std::vector<std::pair<std::string, Bytes>> seed_corpus() {
         {"stream-all-types", with_chunk(255, all)},
         {"stream-log-types", with_chunk(255, log_all)},
         {"stream-log-types-bytewise", with_chunk(0, log_all)},
+        // Issue 16: the optional non_voting field of a repaired node's AppendAck.
+        {"log-ack-non-voting",
+         with_chunk(255, log(replication::AppendAck{true, {}, b, a, /*non_voting=*/true}))},
         {"stream-all-types-bytewise", with_chunk(0, all)},
         {"hello", with_chunk(7, encode_frame(Channel::Control,
                                              encode_hello(Hello{kProtocolVersion, "demo", "n2"})))},

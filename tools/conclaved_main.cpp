@@ -1,5 +1,6 @@
 // conclaved: one Conclave node as a daemon. See node/README.md and docs/interfaces.md.
 //   conclaved --config FILE --node-id ID [--print-config] [--help] [--version]
+//   conclaved --repair --config FILE --node-id ID [--min-term T]   (offline, node stopped)
 // Exit status: 0 clean stop (SIGTERM/SIGINT, after a leadership hand-over), 1 runtime failure
 // (data directory locked, port in use, state file unreadable, corrupt metadata log, a storage
 // failure while running), 2 bad command line or config.
@@ -14,6 +15,8 @@
 #include "conclave/node/cli.hpp"
 #include "conclave/node/data_dir_lock.hpp"
 #include "conclave/node/node.hpp"
+#include "conclave/node/repair.hpp"
+#include "conclave/replication/storage.hpp"
 
 namespace cn = conclave::node;
 
@@ -26,8 +29,13 @@ int main(int argc, char** argv) {
     auto& ready = std::get<cn::StartupReady>(prepared);
     auto lock = cn::DataDirLock::acquire(ready.config.data_dir);
     if (auto* error = std::get_if<cn::DataDirLock::Error>(&lock)) {
-        std::cerr << "conclaved: " << error->message << "\n";
+        std::cerr << "conclaved: " << error->message
+                  << (ready.options.repair ? " (--repair runs only while the node is stopped)" : "")
+                  << "\n";
         return cn::kExitFailure;
+    }
+    if (ready.options.repair) {
+        return cn::run_repair(ready.config, ready.options.min_term, std::cout, std::cerr);
     }
     try {
         cn::Node node(ready.config);
@@ -51,6 +59,11 @@ int main(int argc, char** argv) {
             return cn::kExitFailure;
         }
         return cn::kExitOk;
+    } catch (const conclave::replication::CorruptLogError& e) {
+        std::cerr << "conclaved: " << e.what() << "; the repair command for this node: conclaved "
+                  << "--repair --config " << ready.options.config_path << " --node-id "
+                  << ready.options.node_id << "\n";
+        return cn::kExitFailure;
     } catch (const std::exception& e) {
         std::cerr << "conclaved: " << e.what() << "\n";
         return cn::kExitFailure;

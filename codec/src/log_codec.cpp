@@ -167,6 +167,9 @@ json to_json_form(const LogMessage& m, bool binary) {
                 j["prev_lsn"] = b.prev_lsn;
                 j["last_lsn"] = b.last_lsn;
                 j["commit_lsn"] = b.commit_lsn;
+                if (b.non_voting) {  // absent = false: older frames decode unchanged
+                    j["non_voting"] = true;
+                }
             } else if constexpr (std::is_same_v<T, FetchRequest>) {
                 j["after_lsn"] = b.after_lsn;
                 j["up_to_lsn"] = b.up_to_lsn;
@@ -201,8 +204,16 @@ Append body_from_json(std::type_identity<Append>, const json& j) {
     return Append{lsn_field(j, "prev_lsn"), entries_from_json(j), lsn_field(j, "commit_lsn")};
 }
 AppendAck body_from_json(std::type_identity<AppendAck>, const json& j) {
-    return AppendAck{get_bool(j, "ok"), lsn_field(j, "prev_lsn"), lsn_field(j, "last_lsn"),
-                     lsn_field(j, "commit_lsn")};
+    AppendAck b{get_bool(j, "ok"), lsn_field(j, "prev_lsn"), lsn_field(j, "last_lsn"),
+                lsn_field(j, "commit_lsn")};
+    // Optional (issue 16, repaired nodes): absent in frames of nodes that are not repaired.
+    if (j.contains("non_voting")) {
+        b.non_voting = get_bool(j, "non_voting");
+        if (b.non_voting && !b.ok) {
+            fail("non_voting: only an ok AppendAck is sent non-voting");
+        }
+    }
+    return b;
 }
 FetchRequest body_from_json(std::type_identity<FetchRequest>, const json& j) {
     const std::uint64_t max = get_u64(j, "max_entries");

@@ -125,6 +125,14 @@ LogDriver::LogDriver(asio::io_context& io, Mesh& mesh, ElectorDriver& elector,
         options_.logger->info("{} log: recovered {} entries from '{}' (fsync {})", log_prefix(),
                               report.records, options_.dir.string(), to_string(options_.fsync));
     }
+    if (const auto r = runtime_.log().repaired()) {
+        repaired_ = true;
+        options_.logger->warn(
+            "{} log: repaired (conclaved --repair, R = term {}): non-voting (no sync promise, "
+            "acknowledgements not counted for commit) until caught up from a leader of a term "
+            "above {}",
+            log_prefix(), r->value, r->value);
+    }
     for (auto& t : timers_) {
         t = std::make_unique<asio::steady_timer>(io_);
     }
@@ -389,6 +397,17 @@ void LogDriver::Env::apply(const std::vector<Entry>& entries) {
             }
         }
     });
+}
+
+void LogDriver::note_repaired() {
+    if (repaired_ && !runtime_.log().repaired()) {
+        repaired_ = false;
+        options_.logger->info(
+            "{} log: repair complete: caught up from the leader of term {} up to its commit point "
+            "{}; the repaired marker is removed and this node votes again",
+            log_prefix(), runtime_.log().state().term.value,
+            to_string(runtime_.log().commit_lsn()));
+    }
 }
 
 void LogDriver::Env::propose_result(const ProposeResult& result) {

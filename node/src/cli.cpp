@@ -1,5 +1,6 @@
 #include "conclave/node/cli.hpp"
 
+#include <charconv>
 #include <ostream>
 
 #include "conclave/node/admin_server.hpp"
@@ -21,6 +22,7 @@ std::string version_text() {
 
 std::string usage_text() {
     return R"(Usage: conclaved --config FILE --node-id ID [--print-config]
+       conclaved --repair --config FILE --node-id ID [--min-term T]
        conclaved --help | --version
 
 Runs one node of a Conclave cluster: leader election among the nodes listed in the
@@ -37,6 +39,20 @@ Options:
   --node-id ID      which of the configured nodes this process is
   --print-config    print the effective config for this node as JSON and exit
                     (profile and overrides resolved, {id} substituted)
+  --repair          offline, with the node stopped (refused while it runs: the
+                    data directory is locked): repair a corrupt metadata log.
+                    Cuts <data_dir>/log/log.dat at its first bad record (the
+                    records after it are dropped too and copied to
+                    log.dat.dropped-OFFSET), rewrites log.meta and writes the
+                    repaired marker R (the highest term this node may have
+                    promised). Until it has caught up from a leader of a term
+                    above R, the node gives no sync promise, its log acks do not
+                    count for commit and its elector never votes in a term <= R
+                    (/status "repaired"). Prints what it dropped; exit 0.
+                    See "Corrupt log" in node/README.md
+  --min-term T      with --repair: the cluster's current term (GET /status of a
+                    running node); needed when neither log.meta nor the elector
+                    state is readable, and raises R otherwise
   --help            print this help and exit
   --version         print the version and exit
 Options also accept the --option=VALUE form.
@@ -62,9 +78,10 @@ Signals:
 Exit status:
   0  clean stop (also after --help, --version, --print-config)
   1  runtime failure (data directory locked by another process, port in use,
-     corrupt state file or metadata log: the message names the file and offset,
-     or a storage failure while running: ENOSPC/EIO/... on the log or state file;
-     a leader hands over first)
+     corrupt state file or metadata log: the message names the file and offset
+     and the repair command, or a storage failure while running: ENOSPC/EIO/...
+     on the log or state file; a leader hands over first; --repair: the node
+     runs, or the repair failed)
   2  bad command line or bad config (the message names the option or field)
 )";
 }
@@ -73,6 +90,7 @@ std::variant<CliOptions, std::string> parse_command_line(const std::vector<std::
     CliOptions options;
     bool have_config = false;
     bool have_node = false;
+    bool have_min_term = false;
     for (std::size_t i = 0; i < args.size(); ++i) {
         std::string arg = args[i];
         std::string value;
@@ -117,6 +135,21 @@ std::variant<CliOptions, std::string> parse_command_line(const std::vector<std::
             options.node_id = value;
         } else if (arg == "--print-config") {
             error = flag(options.print_config);
+        } else if (arg == "--repair") {
+            error = flag(options.repair);
+        } else if (arg == "--min-term") {
+            error = take_value(have_min_term);
+            if (!error) {
+                std::uint64_t term = 0;
+                const auto [end, ec] =
+                    std::from_chars(value.data(), value.data() + value.size(), term);
+                if (ec != std::errc{} || end != value.data() + value.size() ||
+                    term >= (std::uint64_t{1} << 63)) {
+                    error = "--min-term: expected a term (an integer below 2^63), got \"" + value +
+                            "\"";
+                }
+                options.min_term = term;
+            }
         } else if (arg == "--help" || arg == "-h") {
             error = flag(options.help);
         } else if (arg == "--version") {
@@ -138,6 +171,12 @@ std::variant<CliOptions, std::string> parse_command_line(const std::vector<std::
     }
     if (!have_node) {
         return std::string("missing --node-id ID");
+    }
+    if (options.min_term && !options.repair) {
+        return std::string("--min-term is only used with --repair");
+    }
+    if (options.repair && options.print_config) {
+        return std::string("--repair and --print-config do not go together");
     }
     return options;
 }
@@ -167,6 +206,9 @@ std::variant<StartupExit, StartupReady> prepare_daemon(const std::vector<std::st
     if (options.print_config) {
         out << effective_config_json(config).dump(2) << "\n";
         return StartupExit{kExitOk};
+    }
+    if (options.repair) {
+        return StartupReady{std::move(options), std::move(config)};  // offline: no secrets needed
     }
     // Secure by default (SECURITY.md): no unauthenticated peers or admin writes unless the config
     // says "insecure": true; unreadable or weak secret files are refused before anything starts.

@@ -222,6 +222,7 @@ std::optional<LogStatus> Node::log_status() const {
     if (log_driver_->log().nospace_alarm()) {
         s.alarms.emplace_back("NOSPACE");
     }
+    s.repaired = log_driver_->log().repaired();
     return s;
 }
 
@@ -269,6 +270,12 @@ void Node::register_metadata_metrics() {
                                           "Snapshots received from a leader and installed");
     Counter& nospace_refusals = metrics_.counter("conclave_metadata_nospace_refusals_total",
                                                  "Metadata writes refused by the quota");
+    Gauge& repaired = metrics_.gauge(
+        "conclave_metadata_repaired",
+        "1 while this node's log carries the repaired marker (conclaved --repair): it gives no "
+        "sync promise and its acknowledgements count for no commit until it has caught up");
+    metrics_.on_collect(
+        [this, &repaired] { repaired.set(log_driver_->log().repaired() ? 1.0 : 0.0); });
     metrics_.on_collect([this, &used_bytes, &nospace, &compactions, &installed, &nospace_refusals] {
         const replication::ReplicatedLog& log = log_driver_->log();
         used_bytes.set(static_cast<double>(log.used_bytes()));

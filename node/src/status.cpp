@@ -46,6 +46,10 @@ nlohmann::json status_to_json(const StatusReport& status) {
         }
         out["commit_lsn"] = lsn_to_json(status.log->commit_lsn);
         out["alarms"] = status.log->alarms;
+        out["repaired"] = status.log->repaired.has_value();
+        if (status.log->repaired) {
+            out["repaired_term"] = status.log->repaired->value;
+        }
     }
     return out;
 }

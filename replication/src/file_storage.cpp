@@ -73,18 +73,8 @@ std::string ReadAll(int fd, const std::filesystem::path& path) {
     }
 }
 
-// The one-line refusal: file, offset, what is wrong, what the operator can do.
-std::string Refusal(const std::filesystem::path& path, std::uint64_t offset,
-                    const std::string& what) {
-    return "corrupt metadata log file " + path.string() + " at offset " + std::to_string(offset) +
-           ": " + what +
-           "; refusing to start, the files are left unchanged (keep a copy of the directory, then "
-           "restore it from a backup or follow \"Corrupt log\" in replication/README.md)";
-}
-
-// Reads log.meta; nullopt when it does not exist. A damaged meta file is not guessed around: it is
-// replaced atomically, so damage means the disk lies, and the node must not start on a guess.
-std::optional<LogMeta> ReadMeta(const std::filesystem::path& path) {
+// The whole file at `path`; nullopt when it does not exist.
+std::optional<std::string> ReadWholeFile(const std::filesystem::path& path) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         if (errno == ENOENT) {
@@ -100,6 +90,27 @@ std::optional<LogMeta> ReadMeta(const std::filesystem::path& path) {
         throw;
     }
     ::close(fd);
+    return data;
+}
+
+// The one-line refusal: file, offset, what is wrong, what the operator can do.
+std::string Refusal(const std::filesystem::path& path, std::uint64_t offset,
+                    const std::string& what) {
+    return "corrupt metadata log file " + path.string() + " at offset " + std::to_string(offset) +
+           ": " + what +
+           "; refusing to start, the files are left unchanged (keep a copy of the directory, then "
+           "restore it from a backup, or repair it with conclaved --repair: see \"Corrupt log\" in "
+           "node/README.md)";
+}
+
+// Reads log.meta; nullopt when it does not exist. A damaged meta file is not guessed around: it is
+// replaced atomically, so damage means the disk lies, and the node must not start on a guess.
+std::optional<LogMeta> ReadMeta(const std::filesystem::path& path) {
+    const std::optional<std::string> file = ReadWholeFile(path);
+    if (!file) {
+        return std::nullopt;
+    }
+    const std::string& data = *file;
     if (data.size() != kMetaBytes || std::string_view(data).substr(0, 8) != kMetaMagic ||
         crc32(data.data(), kMetaBytes - 4) != get_u32(data.data() + kMetaBytes - 4)) {
         throw CorruptLogError(Refusal(path, 0,
@@ -181,7 +192,35 @@ void ReplaceFileDurably(const std::filesystem::path& dir, std::string_view name,
 namespace {
 std::optional<Snapshot> ReadSnapshotFile(const std::filesystem::path& path);
 void WriteSnapshotFile(const std::filesystem::path& dir, const Snapshot& snapshot);
+
+// The repaired marker (issue 16, `conclaved --repair`): "CNCLREP1", u64 R, u32 crc32.
+constexpr std::string_view kRepairedMagic = "CNCLREP1";
+constexpr std::size_t kRepairedBytes = 8 + 8 + 4;
+
+std::string EncodeRepairedMarker(Term r) {
+    std::string data(kRepairedMagic);
+    put_u64(data, r.value);
+    put_u32(data, crc32(data.data(), data.size()));
+    return data;
+}
 }  // namespace
+
+std::optional<Term> FileStorage::read_repaired_marker(const std::filesystem::path& dir) {
+    const auto path = dir / kRepairedFileName;
+    const std::optional<std::string> file = ReadWholeFile(path);
+    if (!file) {
+        return std::nullopt;
+    }
+    const std::string& data = *file;
+    if (data.size() != kRepairedBytes || std::string_view(data).substr(0, 8) != kRepairedMagic ||
+        crc32(data.data(), kRepairedBytes - 4) != get_u32(data.data() + kRepairedBytes - 4)) {
+        // Never guessed around: without it the node would count towards quorums again.
+        throw CorruptLogError(Refusal(path, 0,
+                                      "corrupt repaired marker (" + std::to_string(data.size()) +
+                                          " bytes: bad magic, size or checksum)"));
+    }
+    return Term{get_u64(data.data() + 8)};
+}
 
 FileStorage::FileStorage(std::filesystem::path dir, FsyncPolicy policy)
     : dir_(std::move(dir)), policy_(policy) {
@@ -212,6 +251,8 @@ Recovery FileStorage::recover() {
         result.log.meta = *meta;
         report.meta_found = true;
     }
+    result.log.meta.repaired = read_repaired_marker(dir_);
+    marker_present_ = result.log.meta.repaired.has_value();
     if (auto snapshot = ReadSnapshotFile(snapshot_path())) {
         result.log.snapshot = std::move(*snapshot);
     }
@@ -346,8 +387,25 @@ void FileStorage::write_meta(const LogMeta& meta) {
     put_u64(data, meta.commit_lsn.term.value);
     put_u64(data, meta.commit_lsn.counter);
     put_u32(data, crc32(data.data(), data.size()));
+    if (meta.repaired && !marker_present_) {
+        // Only repair() sets the marker; kept here so that any meta can be written back.
+        ReplaceFileDurably(dir_, kRepairedFileName, EncodeRepairedMarker(*meta.repaired));
+        marker_present_ = true;
+        fsync_count_ += 2;
+    }
     ReplaceFileDurably(dir_, kMetaFileName, data);
     fsync_count_ += 2;
+    if (!meta.repaired && marker_present_) {
+        // The repair is over (ReplicatedLog::MaybeClearRepaired): the new meta first, then the
+        // marker goes, durably.
+        const auto path = repaired_path();
+        if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+            ThrowErrno("unlink", path);
+        }
+        fsync_directory(dir_);
+        ++fsync_count_;
+        marker_present_ = false;
+    }
 }
 
 Lsn FileStorage::flush() {
@@ -552,6 +610,154 @@ void FileStorage::DropFirstRecords(std::size_t count) {
     size_ -= shift;
     synced_ = index_.size();  // the new file was fsynced whole
     sync_floor_ = 0;          // a sync in flight counted records at their old positions
+}
+
+}  // namespace conclave::replication
+
+// ---- Repair (issue 16, `conclaved --repair`) ---------------------------------------------------
+
+namespace conclave::replication {
+
+RepairReport FileStorage::repair(const std::filesystem::path& dir, const RepairOptions& options) {
+    RepairReport report;
+    const auto log_file = dir / kLogFileName;
+    // Everything is read and decided before anything is changed.
+    std::optional<LogMeta> meta;
+    try {
+        meta = ReadMeta(dir / kMetaFileName);
+        report.meta_readable = meta.has_value();
+    } catch (const CorruptLogError&) {
+        meta.reset();
+    }
+    std::optional<Term> old_marker;
+    try {
+        old_marker = read_repaired_marker(dir);
+    } catch (const CorruptLogError&) {
+        old_marker.reset();  // rewritten below
+    }
+    std::optional<Snapshot> snapshot;
+    try {
+        snapshot = ReadSnapshotFile(dir / kSnapshotFileName);
+    } catch (const CorruptLogError&) {
+        report.snapshot_dropped = true;
+    }
+    const std::string data = ReadWholeFile(log_file).value_or(std::string());
+    report.file_bytes = data.size();
+    std::size_t keep = kLogMagic.size();
+    Lsn last = snapshot ? snapshot->lsn : kNoLsn;
+    Term highest = last.term;
+    if (report.snapshot_dropped) {
+        keep = kLogMagic.size();  // entries after a lost snapshot have no known position
+        report.kept_bytes = 0;
+    } else if (data.size() < kLogMagic.size() ||
+               std::string_view(data).substr(0, kLogMagic.size()) != kLogMagic) {
+        report.bad_magic = !data.empty();
+        if (report.bad_magic) {
+            report.problem = TailProblem::TornHeader;
+        }
+    } else {
+        Lsn prev = kNoLsn;
+        while (keep < data.size()) {
+            DecodedRecord r = decode_record(std::string_view(data).substr(keep), kMaxRecordBytes);
+            if (r.problem == TailProblem::None && !(r.entry.lsn > prev)) {
+                r.problem = TailProblem::OutOfOrder;
+            }
+            if (r.problem != TailProblem::None) {
+                report.problem = r.problem;
+                report.problem_offset = keep;
+                break;
+            }
+            keep += r.bytes;
+            prev = r.entry.lsn;
+            highest = std::max(highest, prev.term);
+            ++report.kept_records;
+            if (prev > last) {
+                last = prev;
+            }
+        }
+        report.kept_bytes = keep;
+        // For the report: records that still pass their checksum in what is dropped.
+        for (std::size_t at = keep + 1; at < data.size();) {
+            if (ValidRecordAt(data, at, kNoLsn)) {
+                ++report.dropped_valid;
+                at += kRecordHeaderBytes + get_u32(data.data() + at);
+            } else {
+                ++at;
+            }
+        }
+    }
+    // R: the highest term this node may have promised (or voted in).
+    if (!report.meta_readable && !options.elector_term && !options.min_term) {
+        throw RepairNeedsMinTerm(
+            "neither " + (dir / kMetaFileName).string() +
+            " nor the elector state is readable: the highest term this node may have promised is "
+            "unknown; pass --min-term T with T the cluster's current term (GET /status on any "
+            "running node)");
+    }
+    Term r = highest;
+    for (const auto& t : {meta ? std::optional<Term>(meta->term) : std::nullopt,
+                          options.elector_term, options.min_term, old_marker}) {
+        if (t) {
+            r = std::max(r, *t);
+        }
+    }
+    report.marker = r;
+    report.last_kept = report.snapshot_dropped ? kNoLsn : last;
+    const Lsn recorded_commit = meta ? meta->commit_lsn : kNoLsn;
+    const Lsn snapshot_lsn = snapshot && !report.snapshot_dropped ? snapshot->lsn : kNoLsn;
+    report.commit_lsn = std::max(std::min(recorded_commit, report.last_kept), snapshot_lsn);
+
+    // 1. The marker first: a crash anywhere below leaves the node marked (the safe side).
+    create_directories_durably(dir);
+    ReplaceFileDurably(dir, kRepairedFileName, EncodeRepairedMarker(r));
+    // 2. Keep a copy of what is dropped, then cut (or rewrite) log.dat.
+    const bool cut = report.snapshot_dropped || report.bad_magic || keep < data.size();
+    if (cut && report.file_bytes > report.kept_bytes) {
+        report.saved =
+            dir / (std::string(kLogFileName) + ".dropped-" + std::to_string(report.kept_bytes));
+        const std::string dropped = data.substr(static_cast<std::size_t>(report.kept_bytes));
+        ReplaceFileDurably(dir, report.saved.filename().string(), dropped);
+    }
+    if (report.snapshot_dropped || report.bad_magic || data.size() < kLogMagic.size()) {
+        ReplaceFileDurably(dir, kLogFileName, std::string(kLogMagic));
+        if (report.snapshot_dropped) {
+            const auto snap = dir / kSnapshotFileName;
+            const auto saved = dir / (std::string(kSnapshotFileName) + ".corrupt");
+            if (::rename(snap.c_str(), saved.c_str()) != 0) {
+                ThrowErrno("rename to " + saved.string() + " from", snap);
+            }
+            fsync_directory(dir);
+        }
+    } else if (keep < data.size()) {
+        const int fd = ::open(log_file.c_str(), O_RDWR | O_CLOEXEC);
+        if (fd < 0) {
+            ThrowErrno("open", log_file);
+        }
+        const bool ok = ::ftruncate(fd, static_cast<off_t>(keep)) == 0;
+        const int saved_errno = errno;
+        if (ok) {
+            try {
+                FsyncOrThrow(fd, log_file);
+            } catch (...) {
+                ::close(fd);
+                throw;
+            }
+        }
+        ::close(fd);
+        if (!ok) {
+            errno = saved_errno;
+            ThrowErrno("truncate", log_file);
+        }
+    }
+    // 3. The meta for what is left: the promise R (raising a promise is always safe), a commit
+    // point inside the kept log.
+    std::string meta_data(kMetaMagic);
+    put_u64(meta_data, r.value);
+    put_u64(meta_data, report.commit_lsn.term.value);
+    put_u64(meta_data, report.commit_lsn.counter);
+    put_u32(meta_data, crc32(meta_data.data(), meta_data.size()));
+    ReplaceFileDurably(dir, kMetaFileName, meta_data);
+    return report;
 }
 
 }  // namespace conclave::replication

@@ -74,6 +74,7 @@ ReplicatedLog::ReplicatedLog(LogConfig config, RecoveredLog recovered)
     // The snapshot holds only committed entries.
     state_.commit_len = snapshot_.len + static_cast<std::size_t>(commit_end - entries_.begin());
     state_.durable_len = end_len();
+    state_.repaired = recovered.meta.repaired;
     progress_.resize(config_.cluster_size);
     sync_.last_lsn.resize(config_.cluster_size);
     sync_.commit_lsn.resize(config_.cluster_size);
@@ -264,7 +265,13 @@ LogActions ReplicatedLog::peer_down(Millis, NodeId peer) {
 
 // Follower: report our position. The promise (term) was made durable by AdoptTerm before this
 // answer leaves (PersistMeta precedes the send in the same batch).
+// Repaired (LogMeta::repaired): no answer at all. This node may have lost entries it helped
+// commit, so its position must not count in any sync quorum (replication/README.md, "Repair").
 void ReplicatedLog::HandleSyncRequest(const LogMessage&) {
+    if (NonVoting()) {
+        ++counters_.sync_requests_unanswered;
+        return;
+    }
     Send(*state_.leader, SyncResponse{last_lsn(), commit_lsn()});
 }
 
@@ -347,6 +354,10 @@ void ReplicatedLog::HandleAppendAck(const LogMessage& m, const AppendAck& body) 
     }
     PeerProgress& p = progress_[m.from.value];
     if (body.ok) {
+        p.non_voting = body.non_voting;
+        if (body.non_voting) {
+            ++counters_.non_voting_acks;
+        }
         auto len = length_through(body.last_lsn);
         if (!len) {
             if (body.last_lsn < snapshot_.lsn) {
@@ -496,7 +507,9 @@ void ReplicatedLog::BecomeLeader(Term term) {
     sync_ = SyncProgress{};
     sync_.last_lsn.assign(config_.cluster_size, kNoLsn);
     sync_.commit_lsn.assign(config_.cluster_size, kNoLsn);
-    sync_.responded.insert(config_.self);
+    if (!NonVoting()) {
+        sync_.responded.insert(config_.self);  // a repaired leader's own log is no answer
+    }
     sync_.last_lsn[config_.self.value] = last_lsn();
     sync_.commit_lsn[config_.self.value] = commit_lsn();
     for (PeerProgress& p : progress_) {
@@ -528,7 +541,7 @@ void ReplicatedLog::AdoptTerm(Term term, std::optional<NodeId> leader) {
     state_.leader = leader;
     state_.matched_len = 0;
     state_.acked_len = 0;
-    out_.push_back(PersistMeta{LogMeta{state_.term, commit_lsn()}});
+    out_.push_back(PersistMeta{Meta()});
 }
 
 // A request from a leader of an older term: answer in our term so that it learns it is deposed.
@@ -560,6 +573,31 @@ void ReplicatedLog::EvaluateSync() {
     // Our own log may have grown from a source abandoned half-way: it is still a prefix of a log
     // that held every committed entry, plus our own committed entries (README, "Sync").
     sync_.last_lsn[config_.self.value] = last_lsn();
+    if (NonVoting()) {
+        // Repaired: our log may lack committed entries and still end higher (entries of a stale
+        // leader). Adopt the most advanced log among the others; ours only if it holds that
+        // log's last entry (then, by Log Matching, that whole log is a prefix of ours).
+        std::optional<NodeId> best;
+        for (std::size_t n = 0; n < config_.cluster_size; ++n) {
+            const NodeId node{static_cast<std::uint16_t>(n)};
+            if (node != config_.self && sync_.responded.contains(node) &&
+                (!best || sync_.last_lsn[n] > sync_.last_lsn[best->value])) {
+                best = node;
+            }
+        }
+        CONCLAVE_CHECK(best.has_value(), "a repaired leader's sync quorum holds others");
+        const Lsn target = sync_.last_lsn[best->value];
+        if (length_through(target) || target == snapshot_.lsn || target < snapshot_.lsn) {
+            // Held (or compacted into our snapshot: committed, hence in every quorum's log).
+            FinishSync();
+            return;
+        }
+        sync_.source = *best;
+        sync_.target = target;
+        sync_.fetch_after = commit_lsn();
+        SendFetch();
+        return;
+    }
     NodeId best = config_.self;
     for (std::size_t n = 0; n < config_.cluster_size; ++n) {
         const NodeId node{static_cast<std::uint16_t>(n)};
@@ -730,8 +768,14 @@ void ReplicatedLog::AdvanceCommit() {
         return;
     }
     std::array<std::size_t, kMaxClusterSize> lens{};  // no allocation on the hot path
+    // A repaired node (ourselves, or a follower whose acks say so) counts for nothing.
+    const bool count_repaired = config_.planted_bug == PlantedLogBug::CountRepaired;
     for (std::size_t n = 0; n < config_.cluster_size; ++n) {
-        lens[n] = n == config_.self.value ? state_.durable_len : progress_[n].match_len;
+        if (n == config_.self.value) {
+            lens[n] = NonVoting() ? 0 : state_.durable_len;
+        } else {
+            lens[n] = progress_[n].non_voting && !count_repaired ? 0 : progress_[n].match_len;
+        }
     }
     std::size_t quorum = quorum_;
     if (planted(PlantedLogBug::CommitWithoutQuorum) && quorum > 1) {
@@ -779,7 +823,7 @@ void ReplicatedLog::MaybeAck(bool force) {
     }
     const std::size_t ack_len = std::min(state_.durable_len, state_.matched_len);
     if (force || ack_len > state_.acked_len) {
-        Send(*state_.leader, AppendAck{true, {}, lsn_at(ack_len), commit_lsn()});
+        Send(*state_.leader, AppendAck{true, {}, lsn_at(ack_len), commit_lsn(), NonVoting()});
         state_.acked_len = std::max(state_.acked_len, ack_len);
     }
 }
@@ -1265,7 +1309,34 @@ void ReplicatedLog::SetRole(LogRole role) {
     }
 }
 
+bool ReplicatedLog::NonVoting() const {
+    return state_.repaired.has_value() && config_.planted_bug != PlantedLogBug::CountRepaired;
+}
+
+// The marker goes once this node holds, durably, a prefix of the log of the leader of our term
+// T > R up to that leader's commit point, at or after its sync point (T, 0): that log holds every
+// entry committed in a term <= T (Leader Completeness), and our durable promise is T > R. A commit
+// point of term T can only come from that leader (everything recovered is of a term <= R).
+void ReplicatedLog::MaybeClearRepaired() {
+    if (!state_.repaired || state_.term <= *state_.repaired || state_.commit_len == 0 ||
+        commit_lsn().term != state_.term || state_.durable_len < state_.commit_len) {
+        return;
+    }
+    if (IsLeader() ? !sync_.done : (!state_.leader || state_.matched_len < state_.commit_len)) {
+        return;
+    }
+    state_.repaired.reset();
+    ++counters_.repairs_cleared;
+    out_.push_back(PersistMeta{Meta()});  // durable before the voting ack below leaves
+    if (!IsLeader()) {
+        MaybeAck(true);
+    } else {
+        AdvanceCommit();
+    }
+}
+
 LogActions ReplicatedLog::Finish() {
+    MaybeClearRepaired();
     MaybeCompact();  // after every input: never in the middle of a handler
     LogActions out;
     out.swap(out_);

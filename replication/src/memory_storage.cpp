@@ -61,6 +61,19 @@ void MemoryStorage::write_meta(const LogMeta& meta) {
     meta_ = meta;
 }
 
+std::size_t MemoryStorage::corrupt_and_repair(std::size_t drop, Term other_term) {
+    crash();
+    drop = std::min(drop, entries_.size());
+    const Term last_term = entries_.empty() ? snapshot_.lsn.term : entries_.back().lsn.term;
+    entries_.resize(entries_.size() - drop);
+    synced_ = reported_ = sync_floor_ = entries_.size();
+    const Lsn last = entries_.empty() ? snapshot_.lsn : entries_.back().lsn;
+    meta_.commit_lsn = std::min(meta_.commit_lsn, last);
+    meta_.repaired = std::max({meta_.term, other_term, last_term, meta_.repaired.value_or(Term{})});
+    meta_.term = *meta_.repaired;  // as FileStorage::repair(): raising a promise is always safe
+    return drop;
+}
+
 Lsn MemoryStorage::flush() {
     if (policy_ != FsyncPolicy::Never) {
         synced_ = entries_.size();

@@ -21,6 +21,8 @@ std::string_view to_string(PlantedLogBug b) {
             return "commit_without_quorum";
         case PlantedLogBug::CompactUncommitted:
             return "compact_uncommitted";
+        case PlantedLogBug::CountRepaired:
+            return "count_repaired";
     }
     return "?";
 }

@@ -25,7 +25,8 @@ std::string to_string(const LogMessage& m) {
             } else if constexpr (std::is_same_v<T, AppendAck>) {
                 s += std::string(" ok=") + (b.ok ? "true" : "false") +
                      " last=" + conclave::to_string(b.last_lsn) +
-                     " commit=" + conclave::to_string(b.commit_lsn);
+                     " commit=" + conclave::to_string(b.commit_lsn) +
+                     (b.non_voting ? " non_voting" : "");
             } else if constexpr (std::is_same_v<T, FetchRequest>) {
                 s += " after=" + conclave::to_string(b.after_lsn) +
                      " up_to=" + conclave::to_string(b.up_to_lsn) +
@@ -97,7 +98,10 @@ std::string to_string(const LogAction& a) {
                 return "BroadcastLog{" + to_string(x.message) + "}";
             } else if constexpr (std::is_same_v<T, PersistMeta>) {
                 return "PersistMeta{term=" + conclave::to_string(x.meta.term) +
-                       " commit=" + conclave::to_string(x.meta.commit_lsn) + "}";
+                       " commit=" + conclave::to_string(x.meta.commit_lsn) +
+                       (x.meta.repaired ? " repaired=" + conclave::to_string(*x.meta.repaired)
+                                        : std::string()) +
+                       "}";
             } else if constexpr (std::is_same_v<T, PersistEntries>) {
                 return "PersistEntries{" + std::to_string(x.entries.size()) + " up to " +
                        (x.entries.empty() ? std::string("-")

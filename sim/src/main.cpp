@@ -31,9 +31,11 @@ Random schedules:
   --seed S             first seed (default 1); seeds S, S+1, ..., S+K-1 are run
   --nodes N            cluster size, 1..32 (default 3)
   --faults LIST        all | none | comma list of loss,dup,reorder,latency,cut,partition,asym,
-                       crash,pause,blackhole,transfer (default all); blackhole: a link drops
-                       both ways with the connection still up; transfer: the operator's
-                       transfer_leadership to a random node, 1-3 times in an episode
+                       crash,pause,blackhole,transfer,repair (default all); blackhole: a link
+                       drops both ways with the connection still up; transfer: the operator's
+                       transfer_leadership to a random node, 1-3 times in an episode; repair
+                       (with --log; not in all: "all,repair"): a crash whose log loses 1-12
+                       stored tail entries and is marked repaired, as conclaved --repair does
   --episodes E         fault episodes per seed (default 4)
   --duration MS        fault window in simulated ms (default 6000); a fault-free tail follows
   --tail MS            length of the fault-free tail (default: liveness bound + 1000)
@@ -55,8 +57,8 @@ Random schedules:
                        step: acknowledged entries never lost, committed prefixes one history,
                        ACTIVE leaders complete, the core's own invariants; at the end a fresh
                        proposal must commit and every log converge (within a bound)
-  --log-bug NAME       skip-sync | commit-without-quorum | compact-uncommitted (a deliberately
-                       broken log; implies --log)
+  --log-bug NAME       skip-sync | commit-without-quorum | compact-uncommitted | count-repaired
+                       (a deliberately broken log; implies --log)
   --log-compact N      compact each log once N committed entries follow its snapshot (keeping
                        N/4; keys repeat so snapshots replace values); checked: every snapshot is
                        the committed state up to it; implies --log
@@ -250,8 +252,8 @@ int main(int argc, char** argv) {
             auto bug = parse_log_bug(text);
             if (!bug) {
                 return usage_error("--log-bug: unknown bug '" + std::string(text) +
-                                   "' (expected skip-sync, commit-without-quorum or "
-                                   "compact-uncommitted)");
+                                   "' (expected skip-sync, commit-without-quorum, "
+                                   "compact-uncommitted or count-repaired)");
             }
             run.log_bug = *bug;
             run.log = true;

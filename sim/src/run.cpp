@@ -11,6 +11,7 @@ namespace {
 struct Named {
     const char* name;
     bool FaultMix::*flag;
+    bool in_all = true;  // part of "all"
 };
 constexpr Named kFaultNames[] = {
     {"loss", &FaultMix::loss},         {"dup", &FaultMix::duplication},
@@ -18,7 +19,7 @@ constexpr Named kFaultNames[] = {
     {"cut", &FaultMix::cut},           {"partition", &FaultMix::partition},
     {"asym", &FaultMix::asymmetric},   {"crash", &FaultMix::crash},
     {"pause", &FaultMix::pause},       {"blackhole", &FaultMix::blackhole},
-    {"transfer", &FaultMix::transfer},
+    {"transfer", &FaultMix::transfer}, {"repair", &FaultMix::repair, false},
 };
 
 NodeId random_node(Rng& rng, std::size_t nodes) {
@@ -91,6 +92,14 @@ void schedule_faults(Simulator& sim, const RunOptions& options) {
         } else if (kind == &FaultMix::crash) {
             both(FaultKind::Crash, FaultKind::Restart,
                  FaultAction{{}, random_node(rng, n), {}, 0, 0});
+        } else if (kind == &FaultMix::repair) {
+            // A crash that loses 1..12 stored entries of the log's tail, then --repair.
+            both(FaultKind::CorruptRepair, FaultKind::Restart,
+                 FaultAction{{},
+                             random_node(rng, n),
+                             {},
+                             0,
+                             static_cast<std::uint32_t>(rng.between(1, 12))});
         } else if (kind == &FaultMix::blackhole) {
             // An open-connection blackhole: a-b drops every message both ways, and neither end
             // is told (no peer_down): only heartbeat checks and check-quorum can notice.
@@ -118,7 +127,7 @@ void schedule_faults(Simulator& sim, const RunOptions& options) {
 FaultMix FaultMix::all() {
     FaultMix m;
     for (const Named& n : kFaultNames) {
-        m.*n.flag = true;
+        m.*n.flag = n.in_all;
     }
     return m;
 }
@@ -137,6 +146,10 @@ std::optional<FaultMix> FaultMix::parse(std::string_view list, std::string* erro
         return all();
     }
     FaultMix m;
+    if (list.starts_with("all,")) {  // "all,repair": all, plus faults outside "all"
+        m = all();
+        list.remove_prefix(4);
+    }
     if (list == "none") {
         return m;
     }
@@ -154,7 +167,7 @@ std::optional<FaultMix> FaultMix::parse(std::string_view list, std::string* erro
             if (error) {
                 *error = "faults: unknown fault '" + std::string(item) +
                          "' (expected all, none, or a list of loss, dup, reorder, latency, cut, "
-                         "partition, asym, crash, pause, blackhole, transfer)";
+                         "partition, asym, crash, pause, blackhole, transfer, repair)";
             }
             return std::nullopt;
         }
@@ -166,15 +179,19 @@ std::optional<FaultMix> FaultMix::parse(std::string_view list, std::string* erro
 std::string FaultMix::to_string() const {
     std::string out;
     bool every = true;
+    std::string outside;  // set faults that "all" does not include
     for (const Named& n : kFaultNames) {
         if (this->*n.flag) {
             out += (out.empty() ? "" : ",") + std::string(n.name);
-        } else {
+            if (!n.in_all) {
+                outside += "," + std::string(n.name);
+            }
+        } else if (n.in_all) {
             every = false;
         }
     }
     if (every) {
-        return "all";
+        return "all" + outside;
     }
     return out.empty() ? "none" : out;
 }
@@ -222,6 +239,8 @@ std::string_view log_bug_name(replication::PlantedLogBug bug) {
             return "commit-without-quorum";
         case replication::PlantedLogBug::CompactUncommitted:
             return "compact-uncommitted";
+        case replication::PlantedLogBug::CountRepaired:
+            return "count-repaired";
     }
     return "?";
 }
@@ -229,7 +248,8 @@ std::string_view log_bug_name(replication::PlantedLogBug bug) {
 std::optional<replication::PlantedLogBug> parse_log_bug(std::string_view name) {
     for (auto bug : {replication::PlantedLogBug::None, replication::PlantedLogBug::SkipSync,
                      replication::PlantedLogBug::CommitWithoutQuorum,
-                     replication::PlantedLogBug::CompactUncommitted}) {
+                     replication::PlantedLogBug::CompactUncommitted,
+                     replication::PlantedLogBug::CountRepaired}) {
         if (name == log_bug_name(bug)) {
             return bug;
         }

@@ -76,6 +76,8 @@ std::string describe(const FaultAction& f) {
             return "heal everything";
         case FaultKind::FailPersist:
             return "fail the next " + v + " state write(s) of " + a;
+        case FaultKind::CorruptRepair:
+            return "crash " + a + ", corrupt its log's last " + v + " entries and repair it";
     }
     return "?";
 }
@@ -877,6 +879,12 @@ void Simulator::apply(const FaultAction& f) {
         case FaultKind::Transfer:
             if (b < n) {
                 transfer(b);
+            }
+            break;
+        case FaultKind::CorruptRepair:
+            if (a < n) {
+                crash(a);
+                log_corrupt_and_repair(a, f.value);
             }
             break;
         case FaultKind::HealAll:

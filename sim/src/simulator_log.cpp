@@ -161,6 +161,32 @@ void Simulator::log_crash(std::size_t n) {
     log_views_[n] = nullptr;
 }
 
+void Simulator::log_corrupt_and_repair(std::size_t n, std::uint32_t drop) {
+    if (!options_.log || logs_[n]) {
+        return;  // only a stopped node's disk is repaired
+    }
+    // The design needs a quorum of un-repaired nodes to make progress (replication/README.md,
+    // "Corrupt log"): with that many repaired already, this crash leaves the disk intact.
+    std::size_t repaired = 0;
+    for (std::size_t j = 0; j < options_.nodes; ++j) {
+        if (j != n && log_storage_[j].meta().repaired) {
+            ++repaired;
+        }
+    }
+    if (repaired + 1 > options_.nodes - (options_.nodes / 2 + 1)) {
+        ++stats_.log_repairs_skipped;
+        return;
+    }
+    ++stats_.log_repairs;
+    // R takes the elector's durable term too, and the elector's term is raised to R (no vote in
+    // it), as `conclaved --repair` does.
+    stats_.log_entries_repaired += log_storage_[n].corrupt_and_repair(drop, durable_[n].term);
+    const Term r = log_storage_[n].meta().repaired.value_or(Term{});
+    if (durable_[n].term < r) {
+        durable_[n] = DurableState{r, std::nullopt};
+    }
+}
+
 void Simulator::dispatch_log(const Event& e) {
     const std::size_t n = e.node;
     switch (e.kind) {

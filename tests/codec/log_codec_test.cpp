@@ -30,6 +30,8 @@ std::vector<LogMessage> log_samples() {
         LogMessage{NodeId{0}, Term{3},
                    InstallSnapshot{L(3, 2), 40, 0, {entries[1], entries[2]}, false, false}},
         LogMessage{NodeId{1}, Term{3}, InstallSnapshot{L(2, 9), 17, 5, {}, true, true}},
+        // Issue 16: a repaired node's ack (the optional non_voting field).
+        LogMessage{NodeId{2}, Term{5}, AppendAck{true, {}, L(3, 2), L(3, 1), true}},
     };
 }
 
@@ -205,4 +207,21 @@ TEST_CASE("log decoding refuses terms >= 2^63 and LSNs above the message term (i
     CHECK(refused(LogMessage{NodeId{0}, Term{3},
                              InstallSnapshot{L(3, 1), ~std::uint64_t{0}, 0, {}, true, false}},
                   "len/offset"));
+}
+
+TEST_CASE("AppendAck's non_voting is optional on the wire and only on ok acks (issue 16)") {
+    // A node that is not repaired sends the frame of before: no field at all.
+    const LogMessage plain{NodeId{2}, Term{3}, AppendAck{true, L(2, 7), L(3, 2), L(3, 1)}};
+    CHECK_FALSE(wire_json(plain).contains("non_voting"));
+    const LogMessage repaired{NodeId{2}, Term{3}, AppendAck{true, {}, L(3, 2), L(3, 1), true}};
+    json j = wire_json(repaired);
+    CHECK(j.at("non_voting") == true);
+    CHECK(decode_log_cbor(json::to_cbor(j)) == repaired);
+    j["non_voting"] = 1;
+    CHECK_THAT(decode_error(j), Catch::StartsWith("non_voting: expected a boolean"));
+    j["non_voting"] = true;
+    j["ok"] = false;
+    CHECK_THAT(decode_error(j), Catch::StartsWith("non_voting: only an ok AppendAck"));
+    j["non_voting"] = false;
+    CHECK(std::get<AppendAck>(decode_log_cbor(json::to_cbor(j)).body).non_voting == false);
 }

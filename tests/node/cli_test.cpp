@@ -127,3 +127,29 @@ TEST_CASE("startup: bad command line and bad config exit 2 with the reason", "[c
     CHECK(ready.err.empty());
     std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("command line: --repair and --min-term (issue 16)", "[cli]") {
+    auto ok =
+        parse_command_line({"--repair", "--config", "c.json", "--node-id", "n2", "--min-term=7"});
+    REQUIRE(std::holds_alternative<CliOptions>(ok));
+    const auto& options = std::get<CliOptions>(ok);
+    CHECK(options.repair);
+    CHECK(options.min_term == 7u);
+    CHECK_FALSE(
+        std::get<CliOptions>(parse_command_line({"--config", "c", "--node-id", "n1"})).min_term);
+    CHECK(ErrorOf({"--config", "c", "--node-id", "n1", "--min-term", "3"}) ==
+          "--min-term is only used with --repair");
+    CHECK(ErrorOf({"--repair", "--config", "c", "--node-id", "n1", "--min-term", "x3"}) ==
+          "--min-term: expected a term (an integer below 2^63), got \"x3\"");
+    CHECK(ErrorOf(
+              {"--repair", "--config", "c", "--node-id", "n1", "--min-term", "9223372036854775808"})
+              .starts_with("--min-term: expected a term"));
+    CHECK(ErrorOf({"--repair=1", "--config", "c", "--node-id", "n1"}) == "--repair takes no value");
+    CHECK(ErrorOf({"--repair", "--print-config", "--config", "c", "--node-id", "n1"}) ==
+          "--repair and --print-config do not go together");
+    const Run help = Prepare({"--help"});
+    for (const char* needle : {"--repair", "--min-term T", "repaired marker"}) {
+        INFO(needle);
+        CHECK(help.out.find(needle) != std::string::npos);
+    }
+}

@@ -32,13 +32,20 @@ TEST_CASE("/status JSON has exactly the fields of interfaces.md", "[status]") {
     SECTION("no leader is null; the metadata log adds two fields") {
         s.role = Role::Follower;
         s.leader.reset();
-        s.log = LogStatus{"passive", Lsn{Term{7}, 40}, {"NOSPACE"}};
+        s.log = LogStatus{"passive", Lsn{Term{7}, 40}, {"NOSPACE"}, std::nullopt};
         const json j = status_to_json(s);
         CHECK(j["role"] == "follower");
         CHECK(j["leader"].is_null());
         CHECK(j["leader_status"] == "passive");
         CHECK(j["commit_lsn"] == json{{"term", 7}, {"counter", 40}});
         CHECK(j["alarms"] == json::array({"NOSPACE"}));
+        CHECK(j["repaired"] == false);
+        CHECK_FALSE(j.contains("repaired_term"));
+        // conclaved --repair (issue 16): the marker's term while the node is non-voting.
+        s.log->repaired = Term{6};
+        const json r = status_to_json(s);
+        CHECK(r["repaired"] == true);
+        CHECK(r["repaired_term"] == 6);
     }
     SECTION("a storage failure says what and since when") {
         s.storage =

@@ -463,9 +463,118 @@ def test_disk_full(root):
         subprocess.run(["umount", mount_point])
 
 
+def record_offsets(data):
+    """Start offsets of the records of a log.dat image (after its 8-byte magic)."""
+    offsets, at = [], 8
+    while at + 8 <= len(data):
+        length = struct.unpack("<I", data[at:at + 4])[0]
+        offsets.append(at)
+        at += 8 + length
+    return offsets
+
+
+def metric(port, name):
+    code, body = request(port, "GET", "/metrics")
+    if code != 200:
+        return None
+    for line in body.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
+def test_repair(root):
+    """A flipped bit mid-log on a stopped follower: the start is refused (exit 1, naming the
+    repair command); --repair is refused while the data dir is locked, then cuts the log and
+    marks the node (exit 0); it rejoins non-voting ("repaired": true) until a leader of a newer
+    term has brought it up to date, then the marker goes; no acknowledged entry is lost
+    (issue 16)."""
+    c = Cluster(root)
+    try:
+        for nid in c.ids:
+            c.start(nid)
+        first = wait_for(c.agreed_leader)
+        if not check(first is not None, "repair: one leader"):
+            return
+        leader = first[0]
+        acked = []
+        for i in range(30):
+            code, _ = post_json(c.http_ports[leader], "/metadata",
+                                {"key": "order-%d" % i, "value": {"n": i}})
+            if code == 200:
+                acked.append("order-%d" % i)
+        check(len(acked) == 30, "repair: 30 writes acknowledged (%d)" % len(acked))
+        victim = [n for n in c.ids if n != leader][0]
+        other = [n for n in c.ids if n not in (leader, victim)][0]
+        # The victim holds everything before it stops (it learnt the commit point too).
+        check(wait_for(lambda: (lambda k: k is not None and set(acked) <= k)(
+            committed_keys(c.http_ports[victim]))), "repair: the follower holds every write")
+        c.procs[victim].send_signal(signal.SIGTERM)
+        check(c.procs[victim].wait(timeout=WAIT_S) == 0, "repair: the follower stopped cleanly")
+        path = os.path.join(root, victim, "log", "log.dat")
+        with open(path, "rb") as f:
+            data = bytearray(f.read())
+        offsets = record_offsets(bytes(data))
+        middle = offsets[len(offsets) // 2]
+        data[middle + 30] ^= 0x08  # inside the middle record's key or value
+        with open(path, "wb") as f:
+            f.write(bytes(data))
+        r = subprocess.run([DAEMON, "--config", c.config, "--node-id", victim],
+                           capture_output=True, text=True, timeout=WAIT_S)
+        lines = [l for l in r.stderr.splitlines() if l.startswith("conclaved:")]
+        check(r.returncode == 1 and len(lines) == 1 and ("at offset %d" % middle) in lines[0] and
+              "conclaved --repair --config %s --node-id %s" % (c.config, victim) in lines[0],
+              "repair: the corrupt log refuses to start, naming the repair command (%d, %r)" %
+              (r.returncode, r.stderr.strip()[-400:]))
+        # Not while the node runs: the data directory is locked.
+        r = subprocess.run([DAEMON, "--repair", "--config", c.config, "--node-id", leader],
+                           capture_output=True, text=True, timeout=WAIT_S)
+        check(r.returncode == 1 and "--repair runs only while the node is stopped" in r.stderr,
+              "repair: refused while the node runs (%d, %r)" % (r.returncode, r.stderr.strip()))
+        r = subprocess.run([DAEMON, "--repair", "--config", c.config, "--node-id", victim],
+                           capture_output=True, text=True, timeout=WAIT_S)
+        check(r.returncode == 0 and ("record at offset %d" % middle) in r.stdout and
+              "dropped bytes %d.." % middle in r.stdout and "repaired marker R" in r.stdout,
+              "repair: --repair cuts the log and says what it dropped (%d, %r, %r)" %
+              (r.returncode, r.stdout.strip()[-600:], r.stderr.strip()))
+        check(os.path.getsize(path) == middle, "repair: log.dat cut at the bad record")
+        check(os.path.exists(os.path.join(root, victim, "log", "log.repaired")),
+              "repair: the marker is on disk")
+        c.start(victim)
+        status = wait_for(lambda: (lambda s: s if s and s.get("repaired") else None)(
+            c.status(victim)))
+        check(status is not None and status.get("repaired_term", 0) >= first[1],
+              "repair: the node rejoins marked repaired (%r)" % status)
+        check(metric(c.http_ports[victim], "conclave_metadata_repaired") == 1.0,
+              "repair: the metric says so")
+        # Writes still commit (the leader and the other node are a quorum).
+        code, _ = post_json(c.http_ports[leader], "/metadata", {"key": "after-repair", "value": 1})
+        check(code == 200, "repair: writes go on while the node is repaired (%r)" % code)
+        acked.append("after-repair")
+        # A leader of a newer term brings it up to date: the marker goes.
+        request(c.http_ports[leader], "POST", "/transfer-leadership?to=" + other)
+        cleared = wait_for(lambda: (lambda s: s is not None and s.get("repaired") is False)(
+            c.status(victim)), timeout_s=2 * WAIT_S)
+        check(cleared, "repair: the marker is removed once a newer leader caught it up (%r)" %
+              c.status(victim))
+        check(not os.path.exists(os.path.join(root, victim, "log", "log.repaired")),
+              "repair: the marker file is gone")
+        check(metric(c.http_ports[victim], "conclave_metadata_repaired") == 0.0,
+              "repair: the metric says so")
+        check(any("repair complete" in rec["msg"] for rec in c.log_records(victim)),
+              "repair: the end of the repair is logged")
+        for nid in c.ids:
+            keys = wait_for(lambda: (lambda k: k if k is not None and set(acked) <= k else None)(
+                committed_keys(c.http_ports[nid])))
+            check(keys is not None, "repair: no acknowledged entry lost on %s" % nid)
+    finally:
+        c.stop_all()
+
+
 def main():
     with tempfile.TemporaryDirectory(prefix="conclaved-test-") as root:
-        for test in (test_bad_configs, test_cluster, test_graceful_handover, test_disk_full):
+        for test in (test_bad_configs, test_cluster, test_graceful_handover, test_disk_full,
+                     test_repair):
             sub = os.path.join(root, test.__name__)
             os.mkdir(sub)
             print("==", test.__name__, flush=True)

@@ -167,7 +167,10 @@ class LogDriver {
         void propose_result(const replication::ProposeResult& result);
         void role(const replication::NotifyLogRole& role);
         void failed(const std::string& what);
-        void after_batch() { driver->run_deferred(); }
+        void after_batch() {
+            driver->note_repaired();
+            driver->run_deferred();
+        }
     };
 
     std::optional<FrameRejection> on_frame(NodeId from, std::span<const std::uint8_t> payload);
@@ -181,6 +184,8 @@ class LogDriver {
     void complete(Lsn lsn, ProposeOutcome outcome);
     void start_sync();
     void run_deferred();
+    /// Logs the end of a repair (`conclaved --repair`) once the core removed the marker.
+    void note_repaired();
     std::string log_prefix() const;
 
     boost::asio::io_context& io_;
@@ -199,6 +204,7 @@ class LogDriver {
     LogDriverCounters counters_;
     bool started_ = false;
     bool stopped_ = false;
+    bool repaired_ = false;  // the log started with the repaired marker, not yet removed
     std::shared_ptr<int> alive_ = std::make_shared<int>(0);
     // Runs LogStorage::sync (fsync) off the io thread; joined first in the destructor.
     boost::asio::thread_pool storage_thread_{1};

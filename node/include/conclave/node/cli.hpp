@@ -1,10 +1,13 @@
 // The command line of `conclaved` (contract: docs/interfaces.md):
 //   conclaved --config FILE --node-id ID [--print-config] [--help] [--version]
+//   conclaved --repair --config FILE --node-id ID [--min-term T]
 // Options also accept the "--option=value" form. Exit statuses: 0 clean stop, 1 runtime failure,
 // 2 bad command line or bad config.
 #pragma once
 
+#include <cstdint>
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -26,6 +29,9 @@ struct CliOptions {
     bool print_config = false;
     bool help = false;
     bool version = false;
+    /// Offline repair of a corrupt metadata log (issue 16; run_repair in repair.hpp).
+    bool repair = false;
+    std::optional<std::uint64_t> min_term;  // --min-term, with --repair only
 };
 
 /// Parses the arguments after argv[0]. Returns the options, or an error message. --help and
@@ -52,7 +58,8 @@ struct StartupReady {
 
 /// Everything main() does before it starts the node: parse the command line, answer --help and
 /// --version, load and validate the config (errors on `err`, status 2), answer --print-config (the
-/// effective config as JSON on `out`). Taking the data-directory lock is the caller's next step.
+/// effective config as JSON on `out`). Taking the data-directory lock is the caller's next step
+/// (then, with options.repair, run_repair() instead of starting the node).
 std::variant<StartupExit, StartupReady> prepare_daemon(const std::vector<std::string>& args,
                                                        std::ostream& out, std::ostream& err);
 

@@ -33,6 +33,8 @@ struct LogStatus {
     Lsn commit_lsn{};
     /// Raised alarms ("NOSPACE": the quota is reached, metadata writes are refused).
     std::vector<std::string> alarms;
+    /// `conclaved --repair` (issue 16): the repaired marker R while this node is non-voting.
+    std::optional<Term> repaired;
 };
 
 /// State of the node's storage (metadata log, elector state).

@@ -21,6 +21,8 @@ enum class PlantedLogBug : std::uint8_t {
     SkipSync,             // a new leader serves its own log without syncing with a quorum
     CommitWithoutQuorum,  // count one ack fewer than a quorum as a quorum
     CompactUncommitted,   // compaction folds entries past the commit point into the snapshot
+    CountRepaired,        // a repaired node acts as an ordinary one: answers sync, its acks
+                          // (and, leading, its own log) count for commit (issue 16, --repair)
 };
 
 struct LogConfig {

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,9 +66,17 @@ inline std::size_t snapshot_bytes(const Snapshot& s) {
 /// `term` is a promise: once durable, this node never accepts log messages of a lower term (that
 /// promise is what a new leader's sync relies on). `commit_lsn` is a lower bound of the commit
 /// point (written with the term; commit is re-learnt from the leader).
+/// `repaired` is the repaired marker (issue 16, `conclaved --repair`): set, the node lost part of
+/// its log and holds R = the highest term it may have promised before; it gives no sync promise
+/// and its acknowledgements count for no commit until it holds, durably, the log of a leader of a
+/// term above R up to that leader's commit point at or after its sync point.
 struct LogMeta {
+    LogMeta() = default;
+    LogMeta(Term term_in, Lsn commit_lsn_in, std::optional<Term> repaired_in = std::nullopt)
+        : term(term_in), commit_lsn(commit_lsn_in), repaired(repaired_in) {}
     Term term{};
     Lsn commit_lsn{};
+    std::optional<Term> repaired;
     bool operator==(const LogMeta&) const = default;
 };
 

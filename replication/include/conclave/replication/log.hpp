@@ -55,6 +55,7 @@ struct PeerProgress {
     bool probing =
         true;          // position unsure: one batch at a time until an ok ack (etcd-raft's probe)
     Lsn probe_prev{};  // prev_lsn of the last batch sent while probing
+    bool non_voting = false;  // its last ok ack said it is repaired: match_len is not counted
     bool operator==(const PeerProgress&) const = default;
 };
 
@@ -82,6 +83,9 @@ struct LogState {
     std::size_t acked_len = 0;     // follower: prefix acknowledged to the leader of `term`
     std::size_t sync_index = 0;    // leader: position of the sync point (term, 0), once done
     std::uint64_t tick = 0;        // leader: heartbeat ticks in this term
+    /// The repaired marker R (LogMeta::repaired, `conclaved --repair`): while set, this node gives
+    /// no sync promise, its acks are non-voting and, leading, its own log counts for nothing.
+    std::optional<Term> repaired;
     bool operator==(const LogState&) const = default;
 };
 
@@ -137,6 +141,10 @@ struct LogCounters {
     std::uint64_t snapshots_sent = 0;       // leader/source: snapshots sent (all chunks)
     std::uint64_t snapshots_installed = 0;  // snapshots received and installed
     std::uint64_t nospace_refusals = 0;     // proposals refused by the quota
+    // Repair (issue 16, `conclaved --repair`).
+    std::uint64_t sync_requests_unanswered = 0;  // repaired: SyncRequests not answered
+    std::uint64_t non_voting_acks = 0;           // leader: ok acks not counted for commit
+    std::uint64_t repairs_cleared = 0;           // the repaired marker was removed
     /// messages_dropped and protocol_violation_alarms split by reason (the totals stay).
     std::array<std::uint64_t, kLogDropReasonCount> dropped_by_reason{};
     std::array<std::uint64_t, kLogViolationKindCount> violations_by_kind{};
@@ -198,6 +206,8 @@ class ReplicatedLog {
     const SyncProgress& sync() const { return sync_; }
     LogRole role() const { return state_.role; }
     bool can_propose() const { return state_.role == LogRole::LeaderActive; }
+    /// The repaired marker R, while this node is non-voting (LogMeta::repaired).
+    std::optional<Term> repaired() const { return state_.repaired; }
     Lsn last_lsn() const { return lsn_at(end_len()); }
     Lsn commit_lsn() const { return lsn_at(state_.commit_len); }
     /// Committed entries after `after` (exclusive), at most `max_entries` (GET /metadata?from=).
@@ -233,6 +243,12 @@ class ReplicatedLog {
     /// only conclave_replication_planted, built with CONCLAVE_PLANTED_BUGS for the simulator and
     /// the tests, has planted-bug code paths.
     bool planted(PlantedLogBug bug) const;
+    /// Repaired and acting on it (the planted CountRepaired ignores the marker).
+    bool NonVoting() const;
+    /// Removes the repaired marker once this node holds, durably, the log of a leader of a term
+    /// above R up to a commit point at or after that leader's sync point.
+    void MaybeClearRepaired();
+    LogMeta Meta() const { return LogMeta{state_.term, commit_lsn(), state_.repaired}; }
     bool IsPeer(NodeId n) const;
     void BecomeLeader(Term term);
     void StepDown(ProposeError reason);

@@ -46,6 +46,8 @@ struct Append {
 /// ok: the receiver's log matches the leader's up to `last_lsn` and that prefix is durable.
 /// !ok: the append's `prev_lsn` was missing; `last_lsn` / `commit_lsn` are the receiver's, as
 /// hints where to resume (or a refusal in a higher term).
+/// `non_voting` (ok acks only): the sender is repaired (LogMeta::repaired): the leader uses the
+/// ack for flow control only and never counts it towards a commit.
 struct AppendAck {
     static constexpr std::string_view kName = "AppendAck";
     bool ok = false;
@@ -53,6 +55,7 @@ struct AppendAck {
                      // refusals)
     Lsn last_lsn{};
     Lsn commit_lsn{};
+    bool non_voting = false;
     bool operator==(const AppendAck&) const = default;
 };
 

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -67,6 +68,39 @@ class CorruptLogError : public std::runtime_error {
 struct Recovery {
     RecoveredLog log;
     RecoveryReport report;
+};
+
+/// `conclaved --repair` (issue 16): what FileStorage::repair() is given. R, the repaired marker,
+/// is the highest term this node may have promised: the largest of the readable meta's term,
+/// `elector_term` (the elector state's), the terms in the kept log and `min_term`.
+struct RepairOptions {
+    std::optional<Term> elector_term;  // nullopt: the elector state is missing or unreadable
+    std::optional<Term> min_term;      // the operator's --min-term
+};
+
+/// What FileStorage::repair() did.
+struct RepairReport {
+    std::uint64_t file_bytes = 0;   // log.dat as found
+    std::uint64_t kept_bytes = 0;   // its valid prefix, kept
+    std::size_t kept_records = 0;   // records in that prefix
+    std::size_t dropped_valid = 0;  // records with a valid checksum found (and dropped) after it
+    TailProblem problem = TailProblem::None;  // the first bad record (None: the log was intact)
+    std::uint64_t problem_offset = 0;
+    bool bad_magic = false;         // log.dat was not a Conclave log: all of it dropped
+    bool meta_readable = false;     // log.meta existed and was intact
+    bool snapshot_dropped = false;  // log.snap was damaged: it and all of log.dat dropped
+    Lsn last_kept{};                // last entry kept (or the snapshot's LSN)
+    Lsn commit_lsn{};               // the meta's commit point after the repair
+    Term marker{};                  // R
+    std::filesystem::path saved;    // copy of what was dropped (empty if nothing was)
+    std::uint64_t dropped_bytes() const { return file_bytes - kept_bytes; }
+};
+
+/// Thrown by FileStorage::repair() when R cannot be known: neither log.meta nor the elector state
+/// is readable and no --min-term was given. Nothing was changed.
+class RepairNeedsMinTerm : public std::runtime_error {
+  public:
+    using std::runtime_error::runtime_error;
 };
 
 /// What one asynchronous group commit covers (LogStorage::begin_sync): the entries stored when it
@@ -140,6 +174,11 @@ class MemoryStorage final : public LogStorage {
 
     /// Drops every entry not yet durable, as a power loss would.
     void crash();
+    /// The simulator's disk corruption plus `conclaved --repair` (issue 16), on a stopped node:
+    /// drops the last `drop` stored entries (not the snapshot), clamps the meta's commit point to
+    /// what is left and sets the repaired marker R = max(meta term, `other_term`, last entry's
+    /// term), and the meta's term to R. Returns the number of entries dropped.
+    std::size_t corrupt_and_repair(std::size_t drop, Term other_term);
     /// The entries after snapshot().lsn.
     const std::vector<Entry>& entries() const { return entries_; }
     const Snapshot& snapshot() const { return snapshot_; }
@@ -191,6 +230,21 @@ class FileStorage final : public LogStorage {
     void persist_snapshot(const Snapshot& snapshot) override;
 
     static constexpr std::string_view kSnapshotFileName = "log.snap";
+    /// The repaired marker (LogMeta::repaired): "CNCLREP1", u64 R, u32 crc32. Written by
+    /// repair(); removed (unlink + fsync dir) by write_meta() of a meta without `repaired`.
+    static constexpr std::string_view kRepairedFileName = "log.repaired";
+    std::filesystem::path repaired_path() const { return dir_ / kRepairedFileName; }
+
+    /// `conclaved --repair`, offline (the caller holds the data directory's lock): truncates
+    /// log.dat at its first bad record (everything after it is dropped, even valid records: they
+    /// may depend on what was lost; a copy is kept in `log.dat.dropped-<offset>`), drops a damaged
+    /// log.snap with all of log.dat, rewrites log.meta for what is left and writes the repaired
+    /// marker R durably (first, so that a crash in the middle leaves the node marked). Sets the
+    /// marker even on an intact log (e.g. one restored from a backup). Throws RepairNeedsMinTerm
+    /// (nothing changed) or std::system_error.
+    static RepairReport repair(const std::filesystem::path& dir, const RepairOptions& options);
+    /// The marker in `dir`, if any (throws CorruptLogError when it is damaged).
+    static std::optional<Term> read_repaired_marker(const std::filesystem::path& dir);
     SyncTicket begin_sync() override;
     void sync(const SyncTicket& ticket) override;
     Lsn end_sync(const SyncTicket& ticket) override;
@@ -216,10 +270,11 @@ class FileStorage final : public LogStorage {
     FsyncPolicy policy_;
     int fd_ = -1;
     bool recovered_ = false;
-    std::uint64_t size_ = 0;      // bytes of valid records (and header) in the file
-    std::vector<Indexed> index_;  // one per stored record
-    std::size_t synced_ = 0;      // records durable (or reported durable under Never)
-    std::size_t sync_floor_ = 0;  // records untouched by truncation since begin_sync()
+    std::uint64_t size_ = 0;       // bytes of valid records (and header) in the file
+    std::vector<Indexed> index_;   // one per stored record
+    std::size_t synced_ = 0;       // records durable (or reported durable under Never)
+    std::size_t sync_floor_ = 0;   // records untouched by truncation since begin_sync()
+    bool marker_present_ = false;  // log.repaired exists (recover() / write_meta())
     std::atomic<std::uint64_t> fsync_count_{0};  // sync() runs on a storage thread
     std::string buffer_;                         // reused encoding buffer
 };

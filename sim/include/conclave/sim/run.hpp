@@ -26,11 +26,16 @@ struct FaultMix {
     bool pause = false;       // stalled processes
     bool blackhole = false;   // both directions of a link drop silently; the connection stays up
     bool transfer = false;    // the operator's transfer_leadership at random moments
+    /// Issue 16: a crash whose restart finds the log's tail corrupt and `conclaved --repair`
+    /// run on it (CorruptRepair). Needs the log; not part of "all" (it would change every
+    /// seed's schedule): name it, e.g. "all,repair".
+    bool repair = false;
 
     static FaultMix all();
     bool any() const;
-    /// "all", "none" or a comma-separated list of: loss, dup, reorder, latency, cut, partition,
-    /// asym, crash, pause, blackhole, transfer. nullopt (and `error` set) for an unknown name.
+    /// "all", "none" or a comma-separated list of: all, loss, dup, reorder, latency, cut,
+    /// partition, asym, crash, pause, blackhole, transfer, repair. nullopt (and `error` set) for an
+    /// unknown name.
     static std::optional<FaultMix> parse(std::string_view list, std::string* error);
     std::string to_string() const;
 };

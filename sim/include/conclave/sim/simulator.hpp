@@ -123,11 +123,15 @@ enum class FaultKind : std::uint8_t {
     EndReorder,
     Crash,
     Restart,
-    Pause,        // stall node a for `value` ms
-    HealAll,      // end every fault: heal links, restart crashed nodes, stop loss/dup/reorder
-    FailPersist,  // node a's next `value` (>= 1) elector state writes fail (EIO / ENOSPC)
-    Transfer,     // the operator asks every node that believes it leads (alive, not paused) to
-                  // transfer_leadership to b (to the node after b when it is b itself)
+    Pause,          // stall node a for `value` ms
+    HealAll,        // end every fault: heal links, restart crashed nodes, stop loss/dup/reorder
+    FailPersist,    // node a's next `value` (>= 1) elector state writes fail (EIO / ENOSPC)
+    Transfer,       // the operator asks every node that believes it leads (alive, not paused) to
+                    // transfer_leadership to b (to the node after b when it is b itself)
+    CorruptRepair,  // issue 16: crash a (if up); its log loses its last `value` stored entries
+                    // (a corrupt tail) and is "repaired": the marker R is set, as
+                    // `conclaved --repair` does (only while the repaired nodes stay a minority:
+                    // otherwise a plain crash). A later Restart brings it back.
 };
 
 struct FaultAction {
@@ -168,13 +172,16 @@ struct SimStats {
     std::uint64_t log_messages_delivered = 0;
     std::uint64_t log_messages_dropped = 0;
     std::uint64_t log_flushes = 0;
-    std::uint64_t storage_faults = 0;      // injected ENOSPC / EIO (the node then crashes)
-    std::uint64_t torn_tails = 0;          // crashes that kept part of an unsynced tail
-    std::uint64_t proposals = 0;           // client requests that reached a live node
-    std::uint64_t proposals_appended = 0;  // accepted by an ACTIVE leader
-    std::uint64_t proposals_acked = 0;     // ProposeResult::None
-    std::uint64_t proposals_refused = 0;   // NotLeader, NotActive, or the node was down
-    std::uint64_t proposals_unknown = 0;   // TimedOut, LeadershipLost
+    std::uint64_t storage_faults = 0;        // injected ENOSPC / EIO (the node then crashes)
+    std::uint64_t torn_tails = 0;            // crashes that kept part of an unsynced tail
+    std::uint64_t log_repairs = 0;           // CorruptRepair faults applied (issue 16)
+    std::uint64_t log_entries_repaired = 0;  // stored entries they dropped
+    std::uint64_t log_repairs_skipped = 0;   // not applied: a minority is repaired already
+    std::uint64_t proposals = 0;             // client requests that reached a live node
+    std::uint64_t proposals_appended = 0;    // accepted by an ACTIVE leader
+    std::uint64_t proposals_acked = 0;       // ProposeResult::None
+    std::uint64_t proposals_refused = 0;     // NotLeader, NotActive, or the node was down
+    std::uint64_t proposals_unknown = 0;     // TimedOut, LeadershipLost
 };
 
 class Simulator {
@@ -438,6 +445,9 @@ class Simulator {
     replication::LogMessage take_payload(std::uint32_t index);
     void log_start(std::size_t node);
     void log_crash(std::size_t node);
+    /// FaultKind::CorruptRepair on a crashed node: drop up to `drop` stored entries, set the
+    /// marker.
+    void log_corrupt_and_repair(std::size_t node, std::uint32_t drop);
     void dispatch_log(const Event& e);
     void client_tick();
     void client_request(std::size_t node);

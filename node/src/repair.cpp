@@ -1,0 +1,116 @@
+#include "conclave/node/repair.hpp"
+
+#include <exception>
+#include <filesystem>
+#include <ostream>
+#include <system_error>
+
+#include "conclave/net/state_file.hpp"
+#include "conclave/node/cli.hpp"
+#include "conclave/replication/storage.hpp"
+
+namespace conclave::node {
+
+int run_repair(const ClusterConfig& config, std::optional<std::uint64_t> min_term,
+               std::ostream& out, std::ostream& err) {
+    namespace fs = std::filesystem;
+    using replication::FileStorage;
+    using replication::RepairReport;
+    const fs::path log_dir = config.data_dir / "log";
+    // The elector state: its term bounds what this node may have promised (and voted in).
+    std::optional<DurableState> elector;
+    bool elector_corrupt = false;
+    std::string elector_error;
+    try {
+        elector = net::load_durable_state(config.data_dir, config.nodes.size());
+    } catch (const net::StateFileError& e) {
+        elector_corrupt = true;
+        elector_error = e.what();
+    }
+    replication::RepairOptions options;
+    if (elector) {
+        options.elector_term = elector->term;
+    }
+    if (min_term) {
+        options.min_term = Term{*min_term};
+    }
+    RepairReport r;
+    try {
+        r = FileStorage::repair(log_dir, options);
+    } catch (const replication::RepairNeedsMinTerm& e) {
+        err << "conclaved: --repair: " << e.what() << "; nothing was changed\n";
+        return kExitUsage;
+    } catch (const std::exception& e) {
+        err << "conclaved: --repair failed: " << e.what() << "\n";
+        return kExitFailure;
+    }
+    const fs::path log_file = log_dir / FileStorage::kLogFileName;
+    if (r.snapshot_dropped) {
+        out << "conclaved: --repair: " << (log_dir / FileStorage::kSnapshotFileName).string()
+            << " was damaged: it is kept as log.snap.corrupt and all of " << log_file.string()
+            << " (" << r.file_bytes << " bytes) was dropped\n";
+    } else if (r.bad_magic) {
+        out << "conclaved: --repair: " << log_file.string()
+            << " is not a Conclave log (bad magic): all " << r.file_bytes
+            << " bytes were dropped\n";
+    } else if (r.problem != replication::TailProblem::None) {
+        out << "conclaved: --repair: " << log_file.string() << ": "
+            << replication::to_string(r.problem) << " record at offset " << r.problem_offset
+            << "; kept " << r.kept_records << " records (" << r.kept_bytes
+            << " bytes), dropped bytes " << r.kept_bytes << ".." << r.file_bytes << " ("
+            << r.dropped_bytes() << " bytes, " << r.dropped_valid
+            << " of them intact-looking records, dropped too: they may depend on what was lost)\n";
+    } else {
+        out << "conclaved: --repair: " << log_file.string() << " is intact (" << r.kept_records
+            << " records); the node is marked repaired anyway (e.g. a log restored from a "
+               "backup may lack acknowledged entries)\n";
+    }
+    if (!r.saved.empty()) {
+        out << "conclaved: --repair: the dropped bytes are kept in " << r.saved.string() << "\n";
+    }
+    if (!r.meta_readable) {
+        out << "conclaved: --repair: log.meta was missing or damaged; rewritten\n";
+    }
+    out << "conclaved: --repair: last entry kept " << to_string(r.last_kept) << ", commit point "
+        << to_string(r.commit_lsn) << ", repaired marker R = term " << r.marker.value << "\n";
+    if (elector_corrupt) {
+        // Its vote history is lost: vote for ourselves in R, so that no vote is ever given in a
+        // term <= R (R is at least the highest term this node reached, or the operator's
+        // --min-term), and keep the damaged file.
+        std::error_code ec;
+        const fs::path state = config.data_dir / net::kStateFileName;
+        fs::rename(state, fs::path(state.string() + ".corrupt"), ec);
+        try {
+            net::store_durable_state(config.data_dir, DurableState{r.marker, config.self});
+        } catch (const std::exception& e) {
+            err << "conclaved: --repair: the log is repaired, but rewriting the elector state "
+                   "failed: "
+                << e.what() << "\n";
+            return kExitFailure;
+        }
+        out << "conclaved: --repair: the elector state was unreadable (" << elector_error
+            << "); kept as " << net::kStateFileName << ".corrupt and rewritten with term "
+            << r.marker.value << "\n";
+    } else if (elector && elector->term < r.marker) {
+        // Never vote again in a term <= R: raise the elector's durable term to R (no vote in it).
+        try {
+            net::store_durable_state(config.data_dir, DurableState{r.marker, std::nullopt});
+        } catch (const std::exception& e) {
+            err << "conclaved: --repair: the log is repaired, but raising the elector's term "
+                   "failed: "
+                << e.what() << "\n";
+            return kExitFailure;
+        }
+        out << "conclaved: --repair: the elector's term is raised from " << elector->term.value
+            << " to " << r.marker.value << "\n";
+    }
+    out << "conclaved: --repair: next: start the node as usual. It rejoins as a non-voting member "
+           "(/status \"repaired\": true): no sync promise, its acknowledgements count for no "
+           "commit, until it has stored the log of a leader of a term above "
+        << r.marker.value
+        << " up to that leader's commit point; then the marker is removed (logged) and it is an "
+           "ordinary node again. Until then the cluster needs a quorum of the other nodes.\n";
+    return kExitOk;
+}
+
+}  // namespace conclave::node
