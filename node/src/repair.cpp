@@ -5,7 +5,7 @@
 #include <ostream>
 #include <system_error>
 
-#include "conclave/net/state_file.hpp"
+#include "conclave/drivers/state_file.hpp"
 #include "conclave/node/cli.hpp"
 #include "conclave/replication/storage.hpp"
 

@@ -1,5 +1,5 @@
 // LogRuntime<Env>: the one place where the replicated log core's LogActions are interpreted, for
-// production (net/src/log_driver.cpp: Asio, the mesh, FileStorage) and the simulator
+// production (drivers/src/log_driver.cpp: Asio, the mesh, FileStorage) and the simulator
 // (sim/src/simulator_log.cpp: simulated time and network, MemoryStorage). Its rules:
 //   - fan-out: a BroadcastLog goes to every other node (the environment encodes once);
 //   - timers: one live instance per LogTimer, generations as in ElectorRuntime;
@@ -9,7 +9,7 @@
 //   - group commit: after the outermost batch that appended entries, one flush is scheduled
 //     (Env::schedule_flush); when the environment calls flush(), one storage flush covers every
 //     append since the last one, and the core hears persisted(durable) if the durable LSN moved;
-//   - asynchronous group commit (a storage thread, net/src/log_driver.cpp): instead of flush(),
+//   - asynchronous group commit (a storage thread, drivers/src/log_driver.cpp): instead of flush(),
 //     the environment calls begin_sync() at the scheduled moment, runs LogStorage::sync(ticket)
 //     wherever it likes (another thread, a later simulated time) and then sync_done(ticket): the
 //     core hears persisted() only then, so nothing is acknowledged before its fsync completed.
