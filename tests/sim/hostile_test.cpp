@@ -326,6 +326,7 @@ Outcome Run(std::uint64_t seed, bool members) {
     if (seed % 2 == 1) {
         o.log_options.config.compact_threshold = 16;
         o.log_options.config.compact_retain = 4;
+        o.log_options.config.max_snapshot_bytes = 256 << 10;  // forged big chunks go beyond
     }
     Simulator sim(o);
     Fuzzer fuzz{sim, sim.rng(), members};
@@ -473,7 +474,7 @@ TEST_CASE("hostile input from members: no crash, no local check fails, violation
     // The fuzzer reaches the cores and the checks it targets: the decoder refuses out-of-range
     // values, and the log cores detect (and drop) contradictions of their logs.
     CHECK(injected > kMemberSeeds * 500);
-    CHECK(snapshot_chunks > kMemberSeeds * 50);  // forged InstallSnapshot reached the cores
+    CHECK(snapshot_chunks > kMemberSeeds * 10);  // forged InstallSnapshot reached the cores
     CHECK(rejected > 0);
     CHECK(alarms > 0);
     CHECK(alarmed_runs > 0);
