@@ -124,79 +124,97 @@ void register_metadata_routes(AdminServer& server, AdminSource& source) {
                 [respond, scheme = request.scheme, path = request.path](
                     const MetadataProposeResult& r) { respond(ProposeResponse(r, scheme, path)); });
         });
-    server.route("GET", "/metadata", [&source](const AdminRequest& request) {
-        if (auto error = RejectParameters(request, {"from", "max"})) {
-            return *error;
-        }
-        Lsn from{};
-        if (auto it = request.query.find("from"); it != request.query.end()) {
-            auto parsed = parse_lsn_text(it->second);
-            if (!parsed) {
-                return json_error(400, "bad_request",
-                                  "from: expected TERM.COUNTER (e.g. 3.17), got \"" +
-                                      it->second.substr(0, 64) + "\"");
+    server.route_async(
+        "GET", "/metadata", [&source](const AdminRequest& request, AdminResponder respond) {
+            if (auto error = RejectParameters(request, {"from", "max"})) {
+                return respond(*error);
             }
-            from = *parsed;
-        }
-        std::size_t max = kDefaultMetadataPage;
-        if (auto it = request.query.find("max"); it != request.query.end()) {
-            auto parsed = ParseU64(it->second);
-            if (!parsed || *parsed == 0 || *parsed > kMaxMetadataPage) {
-                return json_error(400, "bad_request",
-                                  "max: expected an integer in 1.." +
-                                      std::to_string(kMaxMetadataPage) + ", got \"" +
-                                      it->second.substr(0, 64) + "\"");
+            Lsn from{};
+            if (auto it = request.query.find("from"); it != request.query.end()) {
+                auto parsed = parse_lsn_text(it->second);
+                if (!parsed) {
+                    return respond(json_error(400, "bad_request",
+                                              "from: expected TERM.COUNTER (e.g. 3.17), got \"" +
+                                                  it->second.substr(0, 64) + "\""));
+                }
+                from = *parsed;
             }
-            max = static_cast<std::size_t>(*parsed);
-        }
-        // Built as text in small chunks, bounded in bytes: stored values are JSON text already
-        // (checked by json::accept, which builds no tree), so none is re-parsed into a tree and
-        // at most one chunk of entries is copied at a time (storage, issue 16).
-        constexpr std::size_t kChunk = 16;
-        std::string body = "{\"entries\":[";
-        bool first = true;
-        Lsn last = from;
-        Lsn commit{};
-        std::size_t remaining = max;
-        while (remaining > 0 && body.size() < kMetadataPageBytes) {
-            const std::optional<MetadataPage> page =
-                source.metadata_after(last, std::min(remaining, kChunk));
-            if (!page) {
-                return json_error(503, "disabled", "this node runs no metadata log");
+            std::size_t max = kDefaultMetadataPage;
+            if (auto it = request.query.find("max"); it != request.query.end()) {
+                auto parsed = ParseU64(it->second);
+                if (!parsed || *parsed == 0 || *parsed > kMaxMetadataPage) {
+                    return respond(json_error(400, "bad_request",
+                                              "max: expected an integer in 1.." +
+                                                  std::to_string(kMaxMetadataPage) + ", got \"" +
+                                                  it->second.substr(0, 64) + "\""));
+                }
+                max = static_cast<std::size_t>(*parsed);
             }
-            commit = page->commit_lsn;
-            if (page->entries.empty()) {
-                break;
-            }
-            for (const replication::Entry& e : page->entries) {
-                if (remaining == 0 || body.size() >= kMetadataPageBytes) {
+            // On the io thread: a copy of only the page's range (storage, issue 16), in small
+            // chunks, until its raw bytes reach the page's bound; the body encodes each entry in at
+            // least its raw bytes, so the builder stops at the same entry or before.
+            MetadataPage page;
+            std::size_t raw_bytes = 0;
+            Lsn last = from;
+            while (page.entries.size() < max && raw_bytes < kMetadataPageBytes) {
+                constexpr std::size_t kChunk = 16;
+                std::optional<MetadataPage> chunk =
+                    source.metadata_after(last, std::min(max - page.entries.size(), kChunk));
+                if (!chunk) {
+                    return respond(json_error(503, "disabled", "this node runs no metadata log"));
+                }
+                page.commit_lsn = chunk->commit_lsn;
+                if (chunk->entries.empty()) {
                     break;
                 }
-                --remaining;
-                last = e.lsn;
-                if (replication::is_sync_point(e)) {
-                    continue;  // the leader's sync points carry no data
+                for (replication::Entry& e : chunk->entries) {
+                    if (raw_bytes >= kMetadataPageBytes) {
+                        break;
+                    }
+                    raw_bytes += e.key.size() + e.value.size();
+                    last = e.lsn;
+                    page.entries.push_back(std::move(e));
                 }
-                body += first ? "{\"lsn\":" : ",{\"lsn\":";
-                first = false;
-                body += lsn_to_json(e.lsn).dump();
-                body += ",\"key\":";
-                body += json(e.key).dump(-1, ' ', false, json::error_handler_t::replace);
-                body += ",\"value\":";
-                if (json::accept(e.value)) {
-                    body += e.value;
-                } else {  // opaque bytes proposed through the embedding API: served as a string
-                    body += json(e.value).dump(-1, ' ', false, json::error_handler_t::replace);
-                }
-                body += '}';
             }
+            // Off the io thread: checking and encoding the values (the heavy part) from that copy.
+            source.offload(
+                [page = std::move(page), from]() { return metadata_page_body(page, from); },
+                std::move(respond));
+        });
+}
+
+AdminResponse metadata_page_body(const MetadataPage& page, Lsn from) {
+    // Built as text, bounded in bytes: stored values are JSON text already (checked by
+    // json::accept, which builds no tree), so none is re-parsed into a tree.
+    std::string body = "{\"entries\":[";
+    bool first = true;
+    Lsn last = from;
+    for (const replication::Entry& e : page.entries) {
+        if (body.size() >= kMetadataPageBytes) {
+            break;
         }
-        body += "],\"commit_lsn\":" + lsn_to_json(commit).dump() + ",\"next_from\":\"" +
-                std::to_string(last.term.value) + "." + std::to_string(last.counter) + "\"}\n";
-        AdminResponse response;
-        response.body = std::move(body);
-        return response;
-    });
+        last = e.lsn;
+        if (replication::is_sync_point(e)) {
+            continue;  // the leader's sync points carry no data
+        }
+        body += first ? "{\"lsn\":" : ",{\"lsn\":";
+        first = false;
+        body += lsn_to_json(e.lsn).dump();
+        body += ",\"key\":";
+        body += json(e.key).dump(-1, ' ', false, json::error_handler_t::replace);
+        body += ",\"value\":";
+        if (json::accept(e.value)) {
+            body += e.value;
+        } else {  // opaque bytes proposed through the embedding API: served as a string
+            body += json(e.value).dump(-1, ' ', false, json::error_handler_t::replace);
+        }
+        body += '}';
+    }
+    body += "],\"commit_lsn\":" + lsn_to_json(page.commit_lsn).dump() + ",\"next_from\":\"" +
+            std::to_string(last.term.value) + "." + std::to_string(last.counter) + "\"}\n";
+    AdminResponse response;
+    response.body = std::move(body);
+    return response;
 }
 
 }  // namespace conclave::node

@@ -82,6 +82,26 @@ class Node::Admin final : public AdminSource {
         }
         return MetadataPage{node_.committed_after(from, max_entries), node_.commit_lsn()};
     }
+    // GET /metadata builds its pages here: on the node's reader thread (started at the first
+    // use), the answer posted back to the io thread. Nothing but `work`'s own copies is touched
+    // there; `done` (which holds the HTTP session) is moved back to the io thread untouched.
+    void offload(std::function<AdminResponse()> work, AdminResponder done) override {
+        if (!node_.reader_) {
+            node_.reader_ = std::make_unique<boost::asio::thread_pool>(1);
+        }
+        boost::asio::post(*node_.reader_, [io = node_.io_, work = std::move(work),
+                                           done = std::move(done)]() mutable {
+            AdminResponse response;
+            try {
+                response = work();
+            } catch (const std::exception& e) {
+                response = json_error(500, "internal", e.what());
+            }
+            boost::asio::post(*io, [done = std::move(done), response = std::move(response)]() {
+                done(response);
+            });
+        });
+    }
     void on_leadership_change(std::function<void()> changed) override {
         node_.subscribe([changed = std::move(changed)](const Leadership&) { changed(); });
     }
@@ -156,6 +176,12 @@ std::optional<std::string> Node::call_on_io(std::function<std::optional<std::str
 }
 
 Node::~Node() {
+    // The reader thread first: a page it is building is finished and posted; queued ones are
+    // dropped (their HTTP sessions are closed with the server).
+    if (reader_) {
+        reader_->stop();
+        reader_->join();
+    }
     // Tear down in dependency order: the server and driver reference the mesh and this.
     admin_.reset();
     log_driver_.reset();

@@ -907,6 +907,8 @@ std::string_view to_string(LogViolationKind kind) {
             return "snapshot_length_contradicts";
         case LogViolationKind::SnapshotInsideCommitted:
             return "snapshot_inside_committed";
+        case LogViolationKind::SnapshotTooLarge:
+            return "snapshot_too_large";
     }
     return "unknown";
 }
@@ -933,6 +935,8 @@ const char* describe(LogViolationKind kind) {
             return "InstallSnapshot's length contradicts our log";
         case LogViolationKind::SnapshotInsideCommitted:
             return "InstallSnapshot ends inside our committed prefix but is not in our log";
+        case LogViolationKind::SnapshotTooLarge:
+            return "InstallSnapshot holds more bytes than max_snapshot_bytes";
     }
     return "unknown protocol violation";
 }
@@ -956,7 +960,7 @@ void ReplicatedLog::HandleInstallSnapshot(const LogMessage& m, const InstallSnap
         return;  // late, or not for us
     }
     if (body.offset == 0) {
-        incoming_ = Incoming{m.from, m.term, body.fetch, Snapshot{body.lsn, 0, {}}};
+        incoming_ = Incoming{m.from, m.term, body.fetch, Snapshot{body.lsn, 0, {}}, 0};
         if (body.len > std::uint64_t{1} << 48) {
             incoming_.reset();
             Violation(m, LogViolationKind::SnapshotAbsurdLength);
@@ -976,6 +980,20 @@ void ReplicatedLog::HandleInstallSnapshot(const LogMessage& m, const InstallSnap
         Violation(m, LogViolationKind::SnapshotTooManyEntries);
         return;
     }
+    // Bounded in bytes (issue 16): what a snapshot may hold here is collected, never more.
+    std::size_t bytes = incoming_->bytes;
+    for (const Entry& e : body.entries) {
+        bytes += entry_bytes(e);
+    }
+    if (bytes > config_.effective_max_snapshot_bytes()) {
+        incoming_.reset();
+        Violation(m, LogViolationKind::SnapshotTooLarge);
+        if (body.fetch) {
+            AbandonSource();  // another source may hold a snapshot that fits
+        }
+        return;
+    }
+    incoming_->bytes = bytes;
     s.entries.insert(s.entries.end(), body.entries.begin(), body.entries.end());
     if (!body.done) {
         return;

@@ -23,6 +23,7 @@
 #include <sstream>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <variant>
 #include <vector>
 
@@ -352,6 +353,25 @@ TEST_CASE("metadata log: 3 nodes commit, refuse, redirect, fail over and catch u
         CHECK(rest.body.at("entries").back().at("key") == "big19");
         CHECK(rest.body.at("entries").back().at("value") == std::string(64000, 'b'));
     }
+    // Those pages were built off the io thread: the node's reader thread runs the work, the
+    // answer comes back on the io thread (this one, which drives the io_context).
+    {
+        std::thread::id worker;
+        std::thread::id answered;
+        bool done = false;
+        c.nodes[second]->admin_source().offload(
+            [&] {
+                worker = std::this_thread::get_id();
+                return conclave::node::AdminResponse{};
+            },
+            [&](const conclave::node::AdminResponse&) {
+                answered = std::this_thread::get_id();
+                done = true;
+            });
+        REQUIRE(run_until(c.io, [&] { return done; }));
+        CHECK(worker != std::this_thread::get_id());
+        CHECK(answered == std::this_thread::get_id());
+    }
 
     for (std::size_t i = 0; i < 3; ++i) {
         c.stop(i);
@@ -419,11 +439,13 @@ namespace {
 
 /// errno values to inject, 0 = none. Read on the storage thread too (sync), hence atomics.
 struct InjectedFaults {
-    std::atomic<int> append{0};  // PersistEntries (write)
-    std::atomic<int> sync{0};    // the group commit's fdatasync (on the storage thread)
-    std::atomic<int> meta{0};    // truncate_after / write_meta
-    std::atomic<int> state{0};   // the elector's state file
-    std::atomic<int> hits{0};    // faults thrown
+    std::atomic<int> append{0};    // PersistEntries (write)
+    std::atomic<int> sync{0};      // the group commit's fdatasync (on the storage thread)
+    std::atomic<int> meta{0};      // write_meta
+    std::atomic<int> truncate{0};  // truncate_after
+    std::atomic<int> snapshot{0};  // persist_snapshot (the snapshot file)
+    std::atomic<int> state{0};     // the elector's state file
+    std::atomic<int> hits{0};      // faults thrown
 };
 
 [[noreturn]] void ThrowInjected(InjectedFaults& f, int error, const std::string& what) {
@@ -445,7 +467,7 @@ class FaultyStorage final : public conclave::replication::LogStorage {
         inner_.append(entries);
     }
     void truncate_after(Lsn after) override {
-        if (const int e = faults_->meta.load()) {
+        if (const int e = faults_->truncate.load()) {
             ThrowInjected(*faults_, e, "truncate " + inner_.log_path().string());
         }
         inner_.truncate_after(after);
@@ -473,7 +495,7 @@ class FaultyStorage final : public conclave::replication::LogStorage {
     Lsn end_sync(const conclave::replication::SyncTicket& t) override { return inner_.end_sync(t); }
     std::uint64_t fsync_count() const override { return inner_.fsync_count(); }
     void persist_snapshot(const conclave::replication::Snapshot& snapshot) override {
-        if (const int e = faults_->meta.load()) {
+        if (const int e = faults_->snapshot.load()) {
             ThrowInjected(*faults_, e, "write " + inner_.snapshot_path().string());
         }
         inner_.persist_snapshot(snapshot);
@@ -488,7 +510,9 @@ struct FaultCluster : Cluster {
     std::vector<std::shared_ptr<InjectedFaults>> faults;
     std::vector<std::shared_ptr<std::ostringstream>> logs;
 
-    FaultCluster() {
+    explicit FaultCluster(
+        const std::string& metadata = R"({"fsync": "batched", "propose_timeout_ms": 3000})")
+        : Cluster(metadata) {
         for (int i = 0; i < 3; ++i) {
             faults.push_back(std::make_shared<InjectedFaults>());
             logs.push_back(std::make_shared<std::ostringstream>());
@@ -678,5 +702,99 @@ TEST_CASE("storage faults: a follower whose fsync or state file fails leaves; th
         const std::vector<Lsn> more = c.commit(next, "after", 2);
         acked.insert(acked.end(), more.begin(), more.end());
         c.check_kept(next, acked);
+    }
+}
+
+// The other writes of the log (issue 16): its metadata file (the term promise, written when a
+// node adopts a term: here a new leader's), the truncation of an uncommitted tail (a node that
+// led alone rejoins a cluster that went on without it), and the snapshot file (a leader's
+// compaction). Each failure takes the node out of service like a failed append or fsync:
+// nothing more acknowledged, 503, metric, alarm, a leader hands over, and the survivors keep
+// every acknowledged entry.
+TEST_CASE("storage faults: a failed meta, truncate or snapshot write takes the node out cleanly",
+          "[node][metadata][storage-fault]") {
+    const auto [which, error, reason] = GENERATE(table<std::string, int, std::string>({
+        {"meta", ENOSPC, "No space left on device"},
+        {"meta", EIO, "Input/output error"},
+        {"truncate", EIO, "Input/output error"},
+        {"truncate", ENOSPC, "No space left on device"},
+        {"snapshot", ENOSPC, "No space left on device"},
+        {"snapshot", EIO, "Input/output error"},
+    }));
+    INFO(which << " " << reason);
+    FaultCluster c(which == "snapshot" ? R"({"fsync": "batched", "propose_timeout_ms": 3000,
+                                             "compact_threshold": 8, "compact_retain": 2})"
+                                       : R"({"fsync": "batched", "propose_timeout_ms": 3000})");
+    for (std::size_t i = 0; i < 3; ++i) {
+        c.start(i);
+    }
+    const std::size_t leader = c.active_leader();
+    std::vector<Lsn> acked = c.commit(leader, "before", 5);
+    std::size_t failed = leader;
+    if (which == "meta") {
+        // The node the leadership moves to cannot write its new term: it never leads the log.
+        failed = (leader + 1) % 3;
+        c.faults[failed]->meta.store(error);
+        REQUIRE_FALSE(c.nodes[leader]->transfer_leadership("n" + std::to_string(failed + 1)));
+        REQUIRE(run_until(c.io, [&] { return c.nodes[failed]->storage_failure().has_value(); }));
+    } else if (which == "truncate") {
+        // The leader held entries nobody else got (an uncommitted tail of its term, written
+        // into its log while every node is stopped); the others go on without it. Restarted,
+        // it must cut that tail and cannot.
+        for (std::size_t i = 0; i < 3; ++i) {
+            c.stop((leader + 1 + i) % 3);  // the leader last: nothing to hand over to
+        }
+        {
+            conclave::replication::FileStorage disk(
+                c.root / ("n" + std::to_string(leader + 1)) / "log",
+                conclave::replication::FsyncPolicy::EveryEntry);
+            const conclave::replication::Recovery r = disk.recover();
+            REQUIRE_FALSE(r.log.entries.empty());
+            const Lsn last = r.log.entries.back().lsn;
+            std::vector<Entry> tail;
+            for (std::uint64_t k = 1; k <= 3; ++k) {
+                tail.push_back(
+                    Entry{Lsn{last.term, last.counter + k}, "lost" + std::to_string(k), "1"});
+            }
+            disk.append(tail);
+            disk.flush();
+        }
+        for (std::size_t i = 0; i < 3; ++i) {
+            if (i != leader) {
+                c.start(i);
+            }
+        }
+        const std::size_t next = c.active_leader();
+        const std::vector<Lsn> more = c.commit(next, "without", 3);
+        acked.insert(acked.end(), more.begin(), more.end());
+        c.faults[leader]->truncate.store(error);
+        c.start(leader);
+        REQUIRE(run_until(c.io, [&] { return c.nodes[leader]->storage_failure().has_value(); }));
+        CHECK(c.faults[leader]->hits.load() >= 1);
+    } else {
+        // The leader's next compaction cannot write its snapshot file.
+        c.faults[leader]->snapshot.store(error);
+        for (int k = 0; k < 20 && !c.nodes[leader]->storage_failure(); ++k) {
+            const MetadataProposeResult r = c.propose(leader, "more" + std::to_string(k), "1");
+            if (r.ok()) {
+                acked.push_back(r.lsn);
+            }
+        }
+        REQUIRE(c.nodes[leader]->storage_failure());
+    }
+    c.check_out_of_service(failed, reason);
+    const MetadataProposeResult refused = c.propose(failed, "after-failure", "1");
+    CHECK_FALSE(refused.ok());
+    const std::size_t next = c.survivors_lead(failed);
+    c.wait_stopped(failed);
+    c.check_kept(next, acked);
+    const std::vector<Lsn> more = c.commit(next, "after", 2);
+    acked.insert(acked.end(), more.begin(), more.end());
+    c.check_kept(next, acked);
+    for (std::size_t i = 0; i < 3; ++i) {
+        if (i != failed && i != next) {
+            REQUIRE(run_until(c.io, [&] { return !(c.nodes[i]->commit_lsn() < acked.back()); }));
+            c.check_kept(i, acked);
+        }
     }
 }

@@ -2,6 +2,9 @@
 // node on its own thread (issue 19). Meant for TSan: a data race between the callers and the io
 // thread fails it. One real loopback node (a 1-node cluster elects itself); every wait bounded.
 #include <atomic>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
@@ -21,16 +24,32 @@ using conclave::node::Leadership;
 using conclave::node::Node;
 constexpr auto kWait = std::chrono::seconds(20);
 
+/// One blocking GET on loopback (from a test thread); the response's bytes.
+std::string HttpGet(std::uint16_t port, const std::string& target) {
+    boost::asio::io_context io;
+    boost::asio::ip::tcp::socket s(io);
+    s.connect({boost::asio::ip::make_address("127.0.0.1"), port});
+    const std::string request =
+        "GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    boost::asio::write(s, boost::asio::buffer(request));
+    std::string response;
+    boost::system::error_code ec;
+    boost::asio::read(s, boost::asio::dynamic_buffer(response), ec);
+    return response;
+}
+
 }  // namespace
 
 TEST_CASE("Node: the embedding API may be called from other threads while run() runs",
           "[node][embedding][threads]") {
     const auto dir = conclave::test::fresh_temp_dir("conclave-node-threads-test");
     std::string text;
+    std::uint16_t http_port = 0;
     {
         boost::asio::io_context probe;
-        text = conclave::test::loopback_cluster_config("threads", "n", 1,
-                                                       conclave::test::free_ports(probe, 2), dir);
+        const std::vector<std::uint16_t> ports = conclave::test::free_ports(probe, 2);
+        http_port = ports.at(1);
+        text = conclave::test::loopback_cluster_config("threads", "n", 1, ports, dir);
     }
     auto parsed = conclave::node::parse_cluster_config(text, "n0");
     REQUIRE(std::holds_alternative<ClusterConfig>(parsed));
@@ -75,6 +94,22 @@ TEST_CASE("Node: the embedding API may be called from other threads while run() 
     for (auto& caller : callers) {
         caller.join();
     }
+    // GET /metadata pages are built on the node's reader thread and answered on the io thread
+    // (issue 16): several readers at once, while the io thread runs.
+    std::atomic<int> pages_ok{0};
+    std::vector<std::thread> readers;
+    for (int t = 0; t < 2; ++t) {
+        readers.emplace_back([&] {
+            for (int i = 0; i < 3; ++i) {
+                const std::string body = HttpGet(http_port, "/metadata?max=50");
+                pages_ok += body.find("\"next_from\"") != std::string::npos ? 1 : 0;
+            }
+        });
+    }
+    for (auto& reader : readers) {
+        reader.join();
+    }
+    CHECK(pages_ok == 6);
     CHECK(leader_seen == kThreads * kRounds);
     CHECK(refusals == kThreads * kRounds);  // answered by the io thread: unknown id
     CHECK(node.step_down() == std::optional<std::string>("no peer is up to take over"));

@@ -189,6 +189,72 @@ TEST_CASE("compaction: a follower far behind gets the snapshot, in chunks", "[co
     CHECK(p.s1.snapshot().lsn == p.follower.snapshot().lsn);
 }
 
+// Hostile or oversized InstallSnapshot (issue 16): what a follower collects of an incoming
+// snapshot is bounded in bytes (max_snapshot_bytes, derived from quota_bytes); beyond, the
+// snapshot is dropped and alarmed, the rest of its chunks are dropped, nothing is installed.
+TEST_CASE("compaction: an incoming snapshot beyond max_snapshot_bytes is dropped with an alarm",
+          "[compaction]") {
+    const auto chunk = [](std::uint64_t offset, std::size_t n, bool done) {
+        InstallSnapshot s{CxL(1, 100), 100, offset, {}, done, false};
+        for (std::size_t i = 0; i < n; ++i) {
+            s.entries.push_back(Entry{CxL(1, offset + i + 1), "k" + std::to_string(offset + i),
+                                      std::string(100, 'v')});  // 118-119 bytes each
+        }
+        return LogMessage{CxN0, Term{1}, s};
+    };
+    const auto make = [](std::size_t max_snapshot_bytes, std::size_t quota_bytes) {
+        LogConfig c;
+        c.cluster_size = 2;
+        c.self = CxN1;
+        c.max_snapshot_bytes = max_snapshot_bytes;
+        c.max_key_bytes = 10;
+        c.max_value_bytes = 200;
+        c.quota_bytes = quota_bytes;
+        ReplicatedLog log(c, RecoveredLog{});
+        log.start(CxT0);
+        return log;
+    };
+    const auto too_large = [](const ReplicatedLog& log) {
+        return log.counters()
+            .violations_by_kind[static_cast<std::size_t>(LogViolationKind::SnapshotTooLarge)];
+    };
+    SECTION("max_snapshot_bytes") {
+        ReplicatedLog f = make(1000, 0);
+        f.receive(CxT0, chunk(0, 4, false));
+        f.receive(CxT0, chunk(4, 4, false));  // 8 entries, ~950 bytes: within the bound
+        CHECK(f.counters().protocol_violation_alarms == 0);
+        f.receive(CxT0, chunk(8, 4, true));  // 12 entries: beyond
+        CHECK(too_large(f) == 1);
+        CHECK(f.counters().protocol_violation_alarms == 1);
+        CHECK(f.last_violation().kind == LogViolationKind::SnapshotTooLarge);
+        CHECK(to_string(LogViolationKind::SnapshotTooLarge) == "snapshot_too_large");
+        // The rest of that snapshot is not collected: out of order now, dropped.
+        const auto dropped = f.counters().messages_dropped;
+        f.receive(CxT0, chunk(12, 4, true));
+        CHECK(f.counters().messages_dropped == dropped + 1);
+        CHECK(f.snapshot().len == 0);
+        CHECK(f.counters().snapshots_installed == 0);
+        CHECK(f.check_invariants().empty());
+    }
+    SECTION("derived from quota_bytes") {
+        ReplicatedLog f = make(0, 16 + 10 + 200);
+        CHECK(f.counters().protocol_violation_alarms == 0);
+        f.receive(CxT0, chunk(0, 2, true));  // ~240 bytes > the quota of 226
+        CHECK(too_large(f) == 1);
+        CHECK(f.snapshot().len == 0);
+    }
+    SECTION("the same snapshot within the bound is installed") {
+        ReplicatedLog f = make(0, 0);  // 1 GiB
+        f.receive(CxT0, chunk(0, 4, false));
+        f.receive(CxT0, chunk(4, 4, false));
+        f.receive(CxT0, chunk(8, 4, true));
+        CHECK(too_large(f) == 0);
+        CHECK(f.counters().snapshots_installed == 1);
+        CHECK(f.snapshot().lsn == CxL(1, 100));
+        CHECK(f.snapshot().entries.size() == 12);
+    }
+}
+
 TEST_CASE("quota: NOSPACE refuses proposals until a compaction frees space", "[compaction]") {
     LogConfig c;
     c.max_value_bytes = 100;

@@ -44,6 +44,7 @@ struct Fuzzer {
     bool members;  // forge member ids (a lying peer) or non-member ids (an unauthenticated one)
     std::uint64_t codec_rejected = 0;
     std::uint64_t injected = 0;
+    std::uint64_t snapshot_chunks = 0;  // InstallSnapshot frames that reached a log core
 
     std::uint64_t Pick(std::initializer_list<std::uint64_t> choices) {
         const auto i = static_cast<std::size_t>(rng.below(choices.size()));
@@ -169,12 +170,64 @@ struct Fuzzer {
         return m;
     }
 
+    // A forged InstallSnapshot chunk (issue 16): chunks out of order, wrong or huge offsets and
+    // declared lengths, entries that do not fit or are not ordered, a snapshot at an LSN at or
+    // below the target's commit point, the fetch flag either way (the envelope's term and sender
+    // already cover stale terms and non-leaders).
+    InstallSnapshot AnySnapshotChunk(NodeId to, Term t) {
+        const ReplicatedLog* log = sim.log(to);
+        InstallSnapshot s;
+        std::uint64_t held = 0;  // length of the target's log
+        if (log) {
+            held = log->snapshot().len + log->entries().size();
+        }
+        switch (rng.below(4)) {
+            case 0:  // at the target's commit point or below, with its length or one off
+                s.lsn = log ? log->commit_lsn() : Lsn{};
+                s.len = held > 0 ? held - rng.below(2) : rng.below(3);
+                break;
+            case 1:  // huge declared length
+                s.lsn = AnyLsn(to, t);
+                s.len = Pick({std::uint64_t{1} << 40, (std::uint64_t{1} << 48) + 1,
+                              ~std::uint64_t{0}, rng.next()});
+                break;
+            default:  // ahead of the target
+                s.lsn = AnyLsn(to, t);
+                s.len = held + 1 + rng.below(20);
+                break;
+        }
+        switch (rng.below(4)) {
+            case 0:
+                s.offset = 0;
+                break;
+            case 1:
+                s.offset = rng.below(4);  // out of order, or the next chunk of one begun before
+                break;
+            case 2:
+                s.offset = s.len > 0 ? s.len - 1 : 0;
+                break;
+            default:
+                s.offset = rng.next();
+                break;
+        }
+        s.entries = AnyEntries(to, t);
+        if (rng.below(4) == 0) {  // an oversized chunk: many large values
+            for (std::uint64_t i = 0; i < 8; ++i) {
+                s.entries.push_back(Entry{Lsn{t, 1 + rng.below(100)}, "big" + std::to_string(i),
+                                          std::string(60000, 'x')});
+            }
+        }
+        s.done = rng.below(2) == 0;
+        s.fetch = rng.below(3) == 0;
+        return s;
+    }
+
     LogMessage LogMsg(NodeId to) {
         LogMessage m;
         m.from = From();
         m.term = AnyTerm(to);
         const Term t = m.term;
-        switch (rng.below(6)) {
+        switch (rng.below(8)) {
             case 0:
                 m.body = SyncRequest{};
                 break;
@@ -194,8 +247,11 @@ struct Fuzzer {
                     AnyLsn(to, t), AnyLsn(to, t),
                     static_cast<std::uint32_t>(rng.below(4) == 0 ? rng.next() : rng.below(8))};
                 break;
-            default:
+            case 5:
                 m.body = FetchResponse{AnyLsn(to, t), AnyEntries(to, t), AnyLsn(to, t)};
+                break;
+            default:
+                m.body = AnySnapshotChunk(to, t);
                 break;
         }
         return m;
@@ -221,8 +277,15 @@ struct Fuzzer {
             }
         } else {
             LogMessage m = LogMsg(to);
+            const bool chunk = std::holds_alternative<InstallSnapshot>(m.body);
             try {
-                m = decode_log_cbor(encode_log_cbor(m));
+                std::vector<std::uint8_t> bytes = encode_log_cbor(m);
+                if (chunk && !bytes.empty() && rng.below(4) == 0) {
+                    // A damaged frame (what a bad checksum would catch): one byte flipped.
+                    bytes[static_cast<std::size_t>(rng.below(bytes.size()))] ^=
+                        static_cast<std::uint8_t>(1U << rng.below(8));
+                }
+                m = decode_log_cbor(bytes);
             } catch (const DecodeError&) {
                 ++codec_rejected;
                 if (!raw) {
@@ -231,6 +294,7 @@ struct Fuzzer {
             }
             if (sim.inject_log(to, m)) {
                 ++injected;
+                snapshot_chunks += std::holds_alternative<InstallSnapshot>(m.body) ? 1U : 0U;
             }
         }
     }
@@ -247,6 +311,7 @@ struct Outcome {
     std::uint64_t events = 0;
     bool had_leader = false;
     std::uint64_t injected = 0;
+    std::uint64_t snapshot_chunks = 0;
     std::uint64_t codec_rejected = 0;
     std::uint64_t alarms = 0;  // protocol violations the log cores detected and dropped
 };
@@ -256,6 +321,13 @@ Outcome Run(std::uint64_t seed, bool members) {
     o.seed = seed;
     o.log = true;
     o.keep_running_after_violations = members;
+    // Half the runs compact (issue 16): forged InstallSnapshot chunks then meet logs that hold
+    // snapshots and leaders that send them.
+    if (seed % 2 == 1) {
+        o.log_options.config.compact_threshold = 16;
+        o.log_options.config.compact_retain = 4;
+        o.log_options.config.max_snapshot_bytes = 256 << 10;  // forged big chunks go beyond
+    }
     Simulator sim(o);
     Fuzzer fuzz{sim, sim.rng(), members};
     sim.start_all();
@@ -284,6 +356,7 @@ Outcome Run(std::uint64_t seed, bool members) {
     }
     out.events = sim.stats().events;
     out.injected = fuzz.injected;
+    out.snapshot_chunks = fuzz.snapshot_chunks;
     out.codec_rejected = fuzz.codec_rejected;
     for (const ReplicatedLog* log : sim.logs()) {
         out.alarms += log ? log->counters().protocol_violation_alarms : 0;
@@ -361,6 +434,7 @@ TEST_CASE("History records votes, leaders and LSNs at terms near 2^63 without al
 TEST_CASE("hostile input from members: no crash, no local check fails, violations are alarmed",
           "[.][hostile-members]") {
     std::uint64_t injected = 0;
+    std::uint64_t snapshot_chunks = 0;
     std::uint64_t rejected = 0;
     std::uint64_t alarms = 0;
     std::uint64_t alarmed_runs = 0;
@@ -389,6 +463,7 @@ TEST_CASE("hostile input from members: no crash, no local check fails, violation
             totals[kind] += n;
         }
         injected += r.injected;
+        snapshot_chunks += r.snapshot_chunks;
         rejected += r.codec_rejected;
         alarms += r.alarms;
         events += r.events;
@@ -399,6 +474,7 @@ TEST_CASE("hostile input from members: no crash, no local check fails, violation
     // The fuzzer reaches the cores and the checks it targets: the decoder refuses out-of-range
     // values, and the log cores detect (and drop) contradictions of their logs.
     CHECK(injected > kMemberSeeds * 500);
+    CHECK(snapshot_chunks > kMemberSeeds * 10);  // forged InstallSnapshot reached the cores
     CHECK(rejected > 0);
     CHECK(alarms > 0);
     CHECK(alarmed_runs > 0);
@@ -409,7 +485,8 @@ TEST_CASE("hostile input from members: no crash, no local check fails, violation
     WARN("members: " << kMemberSeeds << " runs, " << covered_ms << " simulated ms of "
                      << kMemberSeeds * kRunMs << " covered (" << covered_before_first_violation_ms
                      << " before each run's first violation, where runs used to stop), " << events
-                     << " events, " << injected << " injected, " << rejected
-                     << " refused by the codec, " << alarms << " protocol-violation alarms in "
-                     << alarmed_runs << " runs; violations:" << kinds);
+                     << " events, " << injected << " injected (" << snapshot_chunks
+                     << " InstallSnapshot), " << rejected << " refused by the codec, " << alarms
+                     << " protocol-violation alarms in " << alarmed_runs
+                     << " runs; violations:" << kinds);
 }

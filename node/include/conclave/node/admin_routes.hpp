@@ -69,6 +69,11 @@ class AdminSource {
         (void)max_entries;
         return std::nullopt;
     }
+    /// Runs `work` off the io thread (a worker thread, so that building a large answer never
+    /// delays the elector's heartbeats), then `done` with its result on the io thread. `work`
+    /// may touch only what it owns (copies, immutable data), never the node. Default (fakes):
+    /// both at once, inline.
+    virtual void offload(std::function<AdminResponse()> work, AdminResponder done) { done(work()); }
 };
 
 /// Bounds of GET /leadership watches and long-polls.

@@ -19,6 +19,7 @@
 namespace conclave::node {
 
 class AdminServer;
+struct AdminResponse;
 class AdminSource;
 
 enum class MetadataProposeStatus : std::uint8_t {
@@ -66,6 +67,11 @@ inline constexpr std::size_t kMetadataPageBytes = std::size_t{1} << 20;
 
 /// POST /metadata and GET /metadata (see node/README.md); `source` must outlive `server`.
 void register_metadata_routes(AdminServer& server, AdminSource& source);
+
+/// The body of a GET /metadata page: `page`'s entries after `from`, values served as JSON text
+/// (or a string for opaque bytes), stopping after the entry that takes it to kMetadataPageBytes;
+/// pure (no node state), so that it runs on a worker thread (AdminSource::offload).
+AdminResponse metadata_page_body(const MetadataPage& page, Lsn from);
 
 /// "T.C" -> Lsn; nullopt if malformed.
 std::optional<Lsn> parse_lsn_text(std::string_view text);

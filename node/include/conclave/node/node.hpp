@@ -18,13 +18,16 @@
 // thread (they return at once; their callbacks run there); transfer_leadership() and step_down()
 // are posted and wait for the answer (at most 5 s). Without Node::run() (an io_context driven
 // by the caller, e.g. run_one_for in tests) call every method from the thread that drives it.
-// Everything else (status(), config(), metrics_text(), ...) is io-thread only.
+// Everything else (status(), config(), metrics_text(), ...) is io-thread only. One more thread,
+// the reader, builds GET /metadata pages from copies of their entries (AdminSource::offload) and
+// posts each answer back to the io thread.
 #pragma once
 
 #include <spdlog/logger.h>
 #include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -198,6 +201,9 @@ class Node {
     std::atomic<int> run_threads_{0};     // threads inside run()
     mutable std::mutex published_mutex_;  // guards published_
     Leadership published_;                // for current() from other threads
+    // Builds GET /metadata pages off the io thread (AdminSource::offload); joined first in the
+    // destructor. Started at the first use.
+    std::unique_ptr<boost::asio::thread_pool> reader_;
 };
 
 }  // namespace conclave::node

@@ -58,6 +58,13 @@ struct LogConfig {
     std::size_t quota_bytes = 0;
     std::size_t quota_entries = 0;
 
+    /// Incoming snapshots (InstallSnapshot chunks, collected in memory until the last one): the
+    /// most entry_bytes() a snapshot being received may hold; beyond it the chunks are dropped
+    /// with an alarm (LogViolationKind::SnapshotTooLarge), never collected. 0 = derived:
+    /// quota_bytes when set (a snapshot never holds more than the quota lets the log hold),
+    /// else kDefaultMaxSnapshotBytes.
+    std::size_t max_snapshot_bytes = 0;
+
     /// Compaction: once more than `compact_threshold` committed (and locally durable) entries
     /// follow the snapshot, the prefix up to `compact_retain` entries before the commit point is
     /// folded into a new snapshot (PersistSnapshot). 0 = never compact. The retained entries let
@@ -68,6 +75,12 @@ struct LogConfig {
     PlantedLogBug planted_bug = PlantedLogBug::None;
 
     std::size_t effective_quorum() const { return quorum == 0 ? cluster_size / 2 + 1 : quorum; }
+    std::size_t effective_max_snapshot_bytes() const {
+        return max_snapshot_bytes != 0 ? max_snapshot_bytes
+               : quota_bytes != 0      ? quota_bytes
+                                       : kDefaultMaxSnapshotBytes;
+    }
+    static constexpr std::size_t kDefaultMaxSnapshotBytes = std::size_t{1} << 30;  // 1 GiB
     /// Empty when consistent; otherwise a message naming the field.
     std::optional<std::string> validate() const;
 };

@@ -111,8 +111,9 @@ enum class LogViolationKind : std::uint8_t {
     SnapshotNotOrdered,         // InstallSnapshot: not an ordered state at its LSN
     SnapshotLengthContradicts,  // InstallSnapshot: its length contradicts our log
     SnapshotInsideCommitted,    // InstallSnapshot: ends inside our committed prefix, not ours
+    SnapshotTooLarge,           // InstallSnapshot: more bytes than max_snapshot_bytes
 };
-inline constexpr std::size_t kLogViolationKindCount = 10;
+inline constexpr std::size_t kLogViolationKindCount = 11;
 
 /// Metric label values: "not_a_peer", "sync_response_ahead", ...
 std::string_view to_string(LogDropReason reason);
@@ -316,6 +317,7 @@ class ReplicatedLog {
         Term term{};
         bool fetch = false;
         Snapshot snapshot;
+        std::size_t bytes = 0;  // entry_bytes() of snapshot.entries (bounded)
     };
     std::optional<Incoming> incoming_;
     std::vector<PeerProgress> progress_;
