@@ -35,6 +35,13 @@ ci_models=(
   # liveness mutants found only when the leader stays down and an election can be lost
   "ElectorLiveRefuseWhileRemembering.cfg:MCElectorLive:temporal:bfs"
   "ElectorLiveNoRetry.cfg:MCElectorLive:temporal:bfs"
+  # liveness after a partition that isolates the leader or a follower, then heals once
+  # (MCElectorLive, Partition): a blackhole (nobody is told) and a cut both sides see
+  "ElectorLivePartitionBlackhole.cfg:MCElectorLive:ok:bfs"
+  "ElectorLivePartitionPeerDown.cfg:MCElectorLive:ok:bfs"
+  "ElectorLivePartitionNeverDropLeader.cfg:MCElectorLive:temporal:bfs"
+  "ElectorLivePartitionRefuseWhileRemembering.cfg:MCElectorLive:temporal:bfs"
+  "ElectorLivePartitionNoRetry.cfg:MCElectorLive:temporal:bfs"
   "LogSafety.cfg:MCReplicatedLog:ok:bfs"
   # the log at 3 terms with crashes, loss, duplication, step-downs and flush lag: random
   # behaviours of a fixed budget (the exhaustive model does not finish, see README.md)
