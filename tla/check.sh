@@ -41,7 +41,6 @@ ci_models=(
   "ElectorLivePartitionPeerDown.cfg:MCElectorLive:ok:bfs"
   "ElectorLivePartitionNeverDropLeader.cfg:MCElectorLive:temporal:bfs"
   "ElectorLivePartitionRefuseWhileRemembering.cfg:MCElectorLive:temporal:bfs"
-  "ElectorLivePartitionNoRetry.cfg:MCElectorLive:temporal:bfs"
   "LogSafety.cfg:MCReplicatedLog:ok:bfs"
   # the log at 3 terms with crashes, loss, duplication, step-downs and flush lag: random
   # behaviours of a fixed budget (the exhaustive model does not finish, see README.md)
