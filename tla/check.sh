@@ -35,10 +35,10 @@ ci_models=(
   # liveness mutants found only when the leader stays down and an election can be lost
   "ElectorLiveRefuseWhileRemembering.cfg:MCElectorLive:temporal:bfs"
   "ElectorLiveNoRetry.cfg:MCElectorLive:temporal:bfs"
-  # liveness after a partition that isolates the leader or a follower, then heals once
-  # (MCElectorLive, Partition): a blackhole (nobody is told) and a cut both sides see
+  # liveness after a partition that isolates the established leader, then heals once
+  # (MCElectorLive, Partition): a blackhole (nobody is told); the kind where both sides see
+  # PeerDown is in --all (too big for CI, README.md); the mutants run on the blackhole kind
   "ElectorLivePartitionBlackhole.cfg:MCElectorLive:ok:bfs"
-  "ElectorLivePartitionPeerDown.cfg:MCElectorLive:ok:bfs"
   "ElectorLivePartitionNeverDropLeader.cfg:MCElectorLive:temporal:bfs"
   "ElectorLivePartitionRefuseWhileRemembering.cfg:MCElectorLive:temporal:bfs"
   "LogSafety.cfg:MCReplicatedLog:ok:bfs"
@@ -62,6 +62,7 @@ ci_models=(
   "LogSkipSync.cfg:MCReplicatedLog:LeaderCompleteness:bfs"
 )
 extra_models=(
+  "ElectorLivePartitionPeerDown.cfg:MCElectorLive:ok:bfs"
   "ElectorLeader.cfg:MCElector:ok:bfs"
   "ElectorLeaderFaults.cfg:MCElector:ok:bfs"
 )
