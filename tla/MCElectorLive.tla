@@ -12,6 +12,9 @@
 (*    the crashed leader stays down for ever: the two others must elect    *)
 (*    one of them, and their first timeouts may coincide (SplitTerm), so   *)
 (*    an election can be lost.                                             *)
+(*  - Partition # "None" (ElectorLivePartition*.cfg): from EstablishedInit,  *)
+(*    no crash; a cut isolates Isolated from the two others, then heals      *)
+(*    once (see "The partition" below).                                    *)
 (*                                                                         *)
 (* The spec leaves time out, so the liveness model states the timing       *)
 (* assumptions of a stable period as guards on the timers:                 *)
@@ -35,32 +38,59 @@ EXTENDS Elector, TLC
 CONSTANTS
     LeaderRestarts,  \* the crashed node restarts (eventually, weakly fair)
     Established,     \* start from EstablishedInit instead of Init
-    SplitTerm        \* random waits of nodes at a term below this may fire together
+    SplitTerm,       \* random waits of nodes at a term below this may fire together
+    Isolated,        \* the node the partition isolates from the two others
+    Partition        \* "None", or the partition fault (ElectorLivePartition*.cfg):
+                     \* "PeerDown" (both sides see PeerDown, then PeerUp after the heal)
+                     \* or "Blackhole" (the connections stay up, no event at all)
+
+VARIABLES
+    net,  \* "whole", then (Partition only) "cut", then "healed": the partition heals once
+    iso   \* the node the cut isolates (Isolated; Nil before the cut)
+
+liveVars == <<vars, net, iso>>
+
+\* A link across the cut (while it lasts): exactly one end is the isolated node.
+Cut(a, b) == net = "cut" /\ a # b /\ (a = iso) # (b = iso)
+
+\* A message across the cut is lost: it is never delivered, the heal drops it.
+Lost(m) == Cut(m.from, m.to)
 
 \* A node that is down and never comes back (only when LeaderRestarts is FALSE):
 \* no action reads a message to it, so none of them holds a timer back or counts.
 Gone(n) == ~LeaderRestarts /\ node[n].role = "stopped"
 
-ToRunning == {m \in msgs : ~Gone(m.to)}
+ToRunning == {m \in msgs : ~Gone(m.to) /\ ~Lost(m)}
 
 Quiet == ToRunning = {}
 
+\* Backoff separates contenders that can reach each other (not across the cut).
 NobodyElse(n) ==
-    \A p \in Node \ {n} : node[p].round.id = 0 /\ node[p].role # "candidate"
+    \A p \in Node \ {n} : Cut(n, p) \/ (node[p].round.id = 0 /\ node[p].role # "candidate")
 
-NoLeader == \A l \in Node : node[l].role # "leader"
+\* No leader whose heartbeats reach n (every leader, when there is no cut).
+NoLeader(n) == \A l \in Node : node[l].role = "leader" => Cut(n, l)
+
+\* The leader n cannot hear from a quorum while the cut lasts.
+CutFromQuorum(n) == Cardinality({p \in Node : ~Cut(n, p)}) < Quorum
 
 \* The first random wait after a leader's loss may coincide with another node's
 \* (split votes): a node below SplitTerm may time out while others scout or
 \* campaign and while messages are in flight. (SplitTerm 0: never.)
-MaySplit(n, timer) == timer = "RandomWait" /\ node[n].term < SplitTerm
+\* At most two contenders at once (a third one's backoff separates it): with three
+\* running nodes (the partition models) a three-way split fills any small message bound.
+Contending(p) == node[p].round.id # 0 \/ node[p].role = "candidate"
+
+MaySplit(n, timer) ==
+    /\ timer = "RandomWait" /\ node[n].term < SplitTerm
+    /\ Cardinality({p \in Node \ {n} : ~Cut(n, p) /\ Contending(p)}) <= 1
 
 Timely(n, timer) ==
     /\ Quiet \/ MaySplit(n, timer)
     /\ timer = "RandomWait" => NobodyElse(n) \/ MaySplit(n, timer)
-    /\ timer = "HeartbeatCheck" => NoLeader
+    /\ timer = "HeartbeatCheck" => NoLeader(n)
     /\ timer = "CheckQuorum" =>
-           Cardinality(node[n].heard_since_check \cup {n}) >= Quorum
+           Cardinality(node[n].heard_since_check \cup {n}) >= Quorum \/ CutFromQuorum(n)
 
 \* The model's bounds (terms, round ids, messages in flight to running nodes) are
 \* GUARDS on the actions, not a CONSTRAINT: a step that would leave them is
@@ -76,20 +106,69 @@ LiveBounds ==
 
 InBounds == LiveBounds'
 
-LiveFired(n, timer) == Timely(n, timer) /\ Fired(n, timer) /\ InBounds
+\* The steps of the nodes leave the network's state alone (first, so that InBounds,
+\* which reads net' and iso', can be evaluated).
+Frozen == UNCHANGED <<net, iso>>
 
-LiveDeliver == \E m \in msgs : Deliver(m, FALSE) /\ InBounds
+LiveFired(n, timer) == Frozen /\ Timely(n, timer) /\ Fired(n, timer) /\ InBounds
+
+LiveDeliver == Frozen /\ \E m \in msgs : ~Lost(m) /\ Deliver(m, FALSE) /\ InBounds
 
 \* The fault (a crash, or a cut connection) hits the leader, after the first election.
-LiveFault == elected # {} /\ \E n \in Node : node[n].role = "leader" /\ Fault(n) /\ InBounds
+LiveFault ==
+    Frozen /\ elected # {} /\ \E n \in Node : node[n].role = "leader" /\ Fault(n) /\ InBounds
 
-LiveRestart(n) == LeaderRestarts /\ Restart(n) /\ InBounds
+LiveRestart(n) == Frozen /\ LeaderRestarts /\ Restart(n) /\ InBounds
+
+-----------------------------------------------------------------------------
+(* The partition (Partition # "None"): one cut, after the first election,   *)
+(* isolates one node (the leader or a follower) from the two others; then   *)
+(* it heals once, and the network is stable from then on.                   *)
+(*  - PartitionCut: messages in flight across the cut are lost from now on. *)
+(*  - "PeerDown": each end of each cut link sees PeerDown (weakly fair, any  *)
+(*    order, interleaved with everything else); the cut heals only once all *)
+(*    four were seen (the connections are down); after the heal each end    *)
+(*    sees PeerUp (weakly fair).                                            *)
+(*  - "Blackhole": the connections stay up, nobody is told; only timers     *)
+(*    (heartbeat check, check-quorum) notice the silence.                   *)
+(* PartitionHeal is weakly fair: the partition does not last for ever.      *)
+
+PartitionCut ==
+    /\ Partition # "None" /\ net = "whole" /\ elected # {} /\ Quiet
+    /\ iso' = Isolated
+    /\ net' = "cut"
+    /\ faults' = faults + 1
+    /\ UNCHANGED <<node, msgs, votes, elected, events>>
+
+PartitionPeerDown(n, p) ==
+    /\ Partition = "PeerDown" /\ Cut(n, p) /\ p \in node[n].peers_up
+    /\ Frozen /\ UNCHANGED faults
+    /\ Step(n, PeerDownR(n, node[n], p), {}) /\ InBounds
+
+AllLinksDown == \A n, p \in Node : Cut(n, p) => p \notin node[n].peers_up
+
+PartitionHeal ==
+    /\ net = "cut"
+    /\ Partition = "PeerDown" => AllLinksDown
+    /\ net' = "healed"
+    /\ msgs' = {m \in msgs : ~Lost(m)}
+    /\ UNCHANGED <<node, faults, votes, elected, events, iso>>
+
+PartitionPeerUp(n, p) ==
+    /\ Partition = "PeerDown" /\ net = "healed" /\ p # n /\ p \notin node[n].peers_up
+    /\ Frozen /\ PeerUp(n, p) /\ InBounds
+
+PartitionNext ==
+    \/ PartitionCut
+    \/ \E n, p \in Node : PartitionPeerDown(n, p) \/ PartitionPeerUp(n, p)
+    \/ PartitionHeal
 
 LiveNext ==
     \/ LiveDeliver
     \/ \E n \in Node, timer \in Timers : LiveFired(n, timer)
     \/ LiveFault
     \/ \E n \in Node : LiveRestart(n)
+    \/ PartitionNext
 
 -----------------------------------------------------------------------------
 (* An established leader: L won term 1 (scouting round 1, every vote), every *)
@@ -126,19 +205,23 @@ EstablishedInit ==
 CanaryNoEstablishedLeader ==
     ~\E l \in Node : node = [n \in Node |-> EstablishedNode(l, n)] /\ msgs = {}
 
-LiveInit == IF Established THEN EstablishedInit ELSE Init
+LiveInit == (IF Established THEN EstablishedInit ELSE Init) /\ net = "whole" /\ iso = Nil
 
 LiveSpec ==
     /\ LiveInit
-    /\ [][LiveNext]_vars
-    /\ WF_vars(LiveDeliver)
-    /\ \A n \in Node, timer \in Timers : WF_vars(LiveFired(n, timer))
-    /\ \A n \in Node : WF_vars(LiveRestart(n))
+    /\ [][LiveNext]_liveVars
+    /\ WF_liveVars(LiveDeliver)
+    /\ \A n \in Node, timer \in Timers : WF_liveVars(LiveFired(n, timer))
+    /\ \A n \in Node : WF_liveVars(LiveRestart(n))
+    /\ WF_liveVars(PartitionHeal)
+    /\ \A n, p \in Node : WF_liveVars(PartitionPeerDown(n, p)) /\ WF_liveVars(PartitionPeerUp(n, p))
 
 \* The model with a leader that stays down: the messages to it and the canaries'
 \* history are left out of the view (no action, guard, bound or property reads
 \* them, so states that differ only there have the same futures).
-LiveView == <<node, ToRunning, faults, votes, elected>>
+\* In the partition models the messages lost across the cut are left out too (no
+\* action reads them: LiveDeliver skips them, PartitionHeal drops them).
+LiveView == <<node, ToRunning, faults, votes, elected, net, iso>>
 
 -----------------------------------------------------------------------------
 (* Properties                                                               *)
@@ -154,4 +237,8 @@ Converged == IF LeaderRestarts THEN AllFollowOneLeader ELSE RunningFollowOneLead
 \* After the fault, eventually one leader that every (running) node follows. (A
 \* property <>AllFollowOneLeader alone is met by the first election, before the fault.)
 OneLeaderAfterFault == [](faults > 0 => <>Converged)
+
+\* After the partition heals, eventually one leader that every node follows, for ever.
+\* (OneLeaderAfterFault would be met at the cut itself, before anyone noticed it.)
+OneLeaderAfterHeal == [](net = "healed" => <>[]Converged)
 =============================================================================
