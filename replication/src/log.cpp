@@ -769,12 +769,12 @@ void ReplicatedLog::AdvanceCommit() {
     }
     std::array<std::size_t, kMaxClusterSize> lens{};  // no allocation on the hot path
     // A repaired node (ourselves, or a follower whose acks say so) counts for nothing.
-    const bool count_repaired = config_.planted_bug == PlantedLogBug::CountRepaired;
+    const bool ignore_marker = planted(PlantedLogBug::CountRepaired);
     for (std::size_t n = 0; n < config_.cluster_size; ++n) {
         if (n == config_.self.value) {
             lens[n] = NonVoting() ? 0 : state_.durable_len;
         } else {
-            lens[n] = progress_[n].non_voting && !count_repaired ? 0 : progress_[n].match_len;
+            lens[n] = progress_[n].non_voting && !ignore_marker ? 0 : progress_[n].match_len;
         }
     }
     std::size_t quorum = quorum_;
@@ -1328,7 +1328,7 @@ void ReplicatedLog::SetRole(LogRole role) {
 }
 
 bool ReplicatedLog::NonVoting() const {
-    return state_.repaired.has_value() && config_.planted_bug != PlantedLogBug::CountRepaired;
+    return state_.repaired.has_value() && !planted(PlantedLogBug::CountRepaired);
 }
 
 // The marker goes once this node holds, durably, a prefix of the log of the leader of our term
