@@ -590,6 +590,20 @@ struct FaultCluster : Cluster {
         REQUIRE(run_until(io, [&] { return done; }));
     }
 
+    /// The failed node is out of service and refuses writes; a survivor takes over (returned),
+    /// keeps every acknowledged entry and commits `more` new ones, added to `acked`.
+    std::size_t take_over(std::size_t failed, const std::string& reason, std::vector<Lsn>& acked,
+                          int more) {
+        check_out_of_service(failed, reason);
+        CHECK_FALSE(propose(failed, "after-failure", "1").ok());
+        const std::size_t next = survivors_lead(failed);
+        wait_stopped(failed);
+        check_kept(next, acked);
+        const std::vector<Lsn> extra = commit(next, "after", more);
+        acked.insert(acked.end(), extra.begin(), extra.end());
+        return next;
+    }
+
     /// Waits until node i has stopped and the others have an ACTIVE leader; returns it.
     std::size_t survivors_lead(std::size_t failed) {
         REQUIRE(run_until(io, [&] { return !nodes[failed]->health().healthy; }));
@@ -644,18 +658,9 @@ TEST_CASE("storage faults: a leader whose log write or fsync fails steps down, l
     CHECK(c.faults[leader]->hits.load() >= 1);
     REQUIRE(c.nodes[leader]->storage_failure());
     // Out of service at once (before the handover ends): no acknowledgement, 503, metric,
-    // alarm.
-    c.check_out_of_service(leader, reason);
-    const MetadataProposeResult refused = c.propose(leader, "after-failure", "1");
-    CHECK_FALSE(refused.ok());
-
-    // It hands over and stops; a survivor leads, keeps every acknowledged entry, accepts
+    // alarm. It hands over and stops; a survivor leads, keeps every acknowledged entry, accepts
     // writes, and no writer is redirected to the failed node.
-    const std::size_t next = c.survivors_lead(leader);
-    c.wait_stopped(leader);
-    c.check_kept(next, acked);
-    const std::vector<Lsn> more = c.commit(next, "after", 3);
-    acked.insert(acked.end(), more.begin(), more.end());
+    const std::size_t next = c.take_over(leader, reason, acked, 3);
     for (std::size_t i = 0; i < 3; ++i) {
         if (i == leader || i == next) {
             continue;
@@ -790,14 +795,7 @@ TEST_CASE("storage faults: a failed meta, truncate or snapshot write takes the n
         }
         REQUIRE(c.nodes[leader]->storage_failure());
     }
-    c.check_out_of_service(failed, reason);
-    const MetadataProposeResult refused = c.propose(failed, "after-failure", "1");
-    CHECK_FALSE(refused.ok());
-    const std::size_t next = c.survivors_lead(failed);
-    c.wait_stopped(failed);
-    c.check_kept(next, acked);
-    const std::vector<Lsn> more = c.commit(next, "after", 2);
-    acked.insert(acked.end(), more.begin(), more.end());
+    const std::size_t next = c.take_over(failed, reason, acked, 2);
     c.check_kept(next, acked);
     for (std::size_t i = 0; i < 3; ++i) {
         if (i != failed && i != next) {
