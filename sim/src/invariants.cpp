@@ -47,6 +47,8 @@ std::string_view to_string(ViolationKind k) {
             return "not-durable";
         case ViolationKind::LogAlarm:
             return "log-alarm";
+        case ViolationKind::LogTruncated:
+            return "log-truncated";
     }
     return "?";
 }

@@ -65,7 +65,18 @@ Random schedules:
   --storage-faults     inject storage faults in the fault window: each log append fails with
                        ENOSPC and each fsync with EIO with probability 0.5 %, the node leaves
                        service (its process exits; restarted at the end of the window), and a
-                       crash keeps a random prefix of the unsynced tail; implies --log
+                       crash keeps a random prefix of the unsynced tail; slow storage: the group
+                       commit is asynchronous (as in conclaved) and one fsync in 8 takes up to
+                       500 ms; in one seed of two, a bit flip in a stopped node's durable log (a
+                       record before the last, or the meta): its restarts are refused until the
+                       operator repairs it (conclaved --repair semantics, at the latest at the
+                       end of the window); checked: a node never restarts on less than it held
+                       durably without the repaired marker (log-truncated); implies --log
+  --storage-bug NAME   silent-repair: the canary of the bit-flip checks, a recovery that truncates
+                       at the flip and starts the node as a voter, without the marker (caught as
+                       log-truncated); implies --storage-faults
+  --no-floor-check     do not run the log-truncated check (to see what the other log checks
+                       catch of a silent repair)
   --no-durable-check   do not check that committed entries are durable on a majority (to see
                        what the other log checks catch through the consequences)
   --expect-violation   exit 0 if a violation is found, 1 if none (for planted-bug tests)
@@ -244,6 +255,19 @@ int main(int argc, char** argv) {
         } else if (arg == "--storage-faults") {
             run.storage_faults = true;
             run.log = true;
+        } else if (arg == "--storage-bug") {
+            if (!value(text))
+                return bad();
+            auto bug = parse_storage_bug(text);
+            if (!bug) {
+                return usage_error("--storage-bug: unknown bug '" + std::string(text) +
+                                   "' (expected silent-repair or none)");
+            }
+            run.storage_bug = *bug;
+            run.storage_faults = true;
+            run.log = true;
+        } else if (arg == "--no-floor-check") {
+            run.log_history.check_recovered_floor = false;
         } else if (arg == "--log") {
             run.log = true;
         } else if (arg == "--log-bug") {
@@ -342,6 +366,11 @@ int main(int argc, char** argv) {
     std::uint64_t installed = 0;
     std::uint64_t storage_faults = 0;
     std::uint64_t torn_tails = 0;
+    std::uint64_t bit_flips = 0;
+    std::uint64_t starts_refused = 0;
+    std::uint64_t flip_repairs = 0;
+    std::uint64_t silent_repairs = 0;
+    std::uint64_t slow_syncs = 0;
     std::uint64_t crashes = 0;
     std::int64_t slowest_log_ms = 0;
     std::int64_t log_bound_ms = 0;
@@ -366,6 +395,11 @@ int main(int argc, char** argv) {
         installed += r.log_snapshots_installed;
         storage_faults += r.stats.storage_faults;
         torn_tails += r.stats.torn_tails;
+        bit_flips += r.stats.bit_flips;
+        starts_refused += r.stats.starts_refused;
+        flip_repairs += r.stats.flip_repairs;
+        silent_repairs += r.stats.silent_repairs;
+        slow_syncs += r.stats.slow_syncs;
         crashes += r.stats.crashes;
         if (r.log_converged_after) {
             slowest_log_ms = std::max(slowest_log_ms, r.log_converged_after->count());
@@ -450,6 +484,15 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(storage_faults),
                 static_cast<unsigned long long>(crashes),
                 static_cast<unsigned long long>(torn_tails));
+            std::printf(
+                "bit flips: %llu, restarts refused by recovery %llu, repaired by the operator "
+                "%llu, repaired silently (planted) %llu; slow fsyncs (up to %lld ms): %llu\n",
+                static_cast<unsigned long long>(bit_flips),
+                static_cast<unsigned long long>(starts_refused),
+                static_cast<unsigned long long>(flip_repairs),
+                static_cast<unsigned long long>(silent_repairs),
+                static_cast<long long>(RunOptions::kStorageLatencyMaxMs),
+                static_cast<unsigned long long>(slow_syncs));
         }
     }
     if (expect_violation) {

@@ -119,6 +119,18 @@ void schedule_faults(Simulator& sim, const RunOptions& options) {
                          FaultAction{FaultKind::Pause, random_node(rng, n), {}, 0, length});
         }
     }
+    if (options.storage_faults && options.log && n > 1 && window > 400 && rng.below(2) == 0) {
+        // A bit flip in a node's durable log: it crashes, a restart attempt is refused, and the
+        // operator repairs it at the end of the episode (HealAll repairs it otherwise).
+        const NodeId a = random_node(rng, n);
+        const std::int64_t start = rng.between(100, window - 200);
+        const std::int64_t end = std::min(start + rng.between(100, 2500), window - 50);
+        sim.schedule(Millis{start}, FaultAction{FaultKind::BitFlip, a, {}, 0, 0});
+        sim.schedule(Millis{(start + end) / 2}, FaultAction{FaultKind::Restart, a, {}, 0, 0});
+        if (rng.below(2) == 0) {
+            sim.schedule(Millis{end}, FaultAction{FaultKind::Repair, a, {}, 0, 0});
+        }
+    }
     sim.schedule(options.fault_window, FaultAction{FaultKind::HealAll, {}, {}, 0, 0});
 }
 
@@ -257,6 +269,25 @@ std::optional<replication::PlantedLogBug> parse_log_bug(std::string_view name) {
     return std::nullopt;
 }
 
+std::string_view storage_bug_name(StorageBug bug) {
+    switch (bug) {
+        case StorageBug::None:
+            return "none";
+        case StorageBug::SilentRepair:
+            return "silent-repair";
+    }
+    return "?";
+}
+
+std::optional<StorageBug> parse_storage_bug(std::string_view name) {
+    for (auto bug : {StorageBug::None, StorageBug::SilentRepair}) {
+        if (name == storage_bug_name(bug)) {
+            return bug;
+        }
+    }
+    return std::nullopt;
+}
+
 namespace {
 
 /// End of a log run: the workload stops, a fresh proposal is made at the agreed leader (retried
@@ -331,6 +362,8 @@ RunResult run_seed(const RunOptions& options) {
     if (options.storage_faults) {
         so.log_options.storage_fault_ppm = RunOptions::kStorageFaultPpm;
         so.log_options.storage_faults_until_ms = options.fault_window.count();
+        so.log_options.storage_latency_max_ms = RunOptions::kStorageLatencyMaxMs;
+        so.storage_bug = options.storage_bug;
     }
     Simulator sim(so);
 
@@ -443,6 +476,12 @@ std::string replay_command(std::string_view program, const RunOptions& o) {
     }
     if (o.log && o.storage_faults) {
         cmd += " --storage-faults";
+        if (o.storage_bug != StorageBug::None) {
+            cmd += " --storage-bug " + std::string(storage_bug_name(o.storage_bug));
+        }
+    }
+    if (o.log && !o.log_history.check_recovered_floor) {
+        cmd += " --no-floor-check";
     }
     if (o.log && !o.log_history.check_durable_quorum) {
         cmd += " --no-durable-check";

@@ -78,6 +78,10 @@ std::string describe(const FaultAction& f) {
             return "fail the next " + v + " state write(s) of " + a;
         case FaultKind::CorruptRepair:
             return "crash " + a + ", corrupt its log's last " + v + " entries and repair it";
+        case FaultKind::BitFlip:
+            return "crash " + a + " and flip a byte of its durable log";
+        case FaultKind::Repair:
+            return "repair " + a + "'s flipped log (conclaved --repair) and start it";
     }
     return "?";
 }
@@ -111,10 +115,11 @@ SimOptions validated(SimOptions o) {
         }
         const LogSimOptions& l = o.log_options;
         if (l.flush_delay_max_ms < 0 || l.propose_interval_max_ms < 0 ||
-            l.client_latency_max_ms < 1) {
+            l.client_latency_max_ms < 1 || l.storage_latency_max_ms < 0 ||
+            l.slow_sync_one_in == 0) {
             throw std::invalid_argument(
-                "log options: need flush_delay_max_ms >= 0, propose_interval_max_ms >= 0 and "
-                "client_latency_max_ms >= 1");
+                "log options: need flush_delay_max_ms >= 0, propose_interval_max_ms >= 0, "
+                "storage_latency_max_ms >= 0, slow_sync_one_in >= 1 and client_latency_max_ms >= 1");
         }
     }
     return o;
@@ -149,6 +154,9 @@ Simulator::Simulator(SimOptions options)
     logs_.resize(n);
     log_storage_.resize(n, replication::MemoryStorage(replication::FsyncPolicy::Batched));
     log_views_.assign(n, nullptr);
+    flipped_.assign(n, std::nullopt);
+    floor_len_.assign(n, 0);
+    floor_term_.assign(n, Term{});
     if (options_.log) {
         install_log_check_handler();
         workload_ = options_.log_options.propose_interval_max_ms > 0;
@@ -540,6 +548,7 @@ void Simulator::dispatch(const Event& e) {
         case EventKind::LogDeliver:
         case EventKind::LogTimerFired:
         case EventKind::LogFlush:
+        case EventKind::LogSyncDone:
         case EventKind::ClientRequest:
             dispatch_log(e);
             break;
@@ -738,6 +747,9 @@ void Simulator::restart(std::size_t n) {
     if (cores_[n]) {
         return;
     }
+    if (options_.log && !log_recovery_allows_start(n)) {
+        return;  // recovery refused the flipped log: the process exits at once
+    }
     if (options_.lose_durable_state) {
         durable_[n] = DurableState{};
     }
@@ -887,6 +899,16 @@ void Simulator::apply(const FaultAction& f) {
                 log_corrupt_and_repair(a, f.value);
             }
             break;
+        case FaultKind::BitFlip:
+            if (a < n) {
+                log_bit_flip(a);
+            }
+            break;
+        case FaultKind::Repair:
+            if (a < n) {
+                log_repair_flip(a);
+            }
+            break;
         case FaultKind::HealAll:
             std::fill(persist_failures_.begin(), persist_failures_.end(), 0);
             std::fill(blackhole_count_.begin(), blackhole_count_.end(), 0);
@@ -895,7 +917,8 @@ void Simulator::apply(const FaultAction& f) {
             loss_depth_ = duplication_depth_ = reorder_depth_ = 0;
             std::fill(cut_count_.begin(), cut_count_.end(), 0);
             for (std::size_t i = 0; i < n; ++i) {
-                restart(i);  // no-op for live nodes; brings the mesh back up
+                log_repair_flip(i);  // the operator repairs every log recovery refuses
+                restart(i);          // no-op for live nodes; brings the mesh back up
             }
             for (std::size_t i = 0; i < n; ++i) {
                 for (std::size_t j = i + 1; j < n; ++j) {

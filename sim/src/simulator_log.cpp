@@ -128,6 +128,7 @@ void Simulator::send_log(std::size_t from, std::size_t to, const LogMessage& m) 
 }
 
 void Simulator::log_start(std::size_t n) {
+    check_recovered_floor(n);
     logs_[n] =
         std::make_unique<LogNode>(*this, n, log_config_for(n), log_storage_[n].recover().log);
     log_views_[n] = &logs_[n]->rt.log();
@@ -159,21 +160,163 @@ void Simulator::log_crash(std::size_t n) {
     }
     logs_[n].reset();
     log_views_[n] = nullptr;
+    // What the node's storage holds durably now: its next start must find at least this.
+    floor_len_[n] = storage.snapshot().len + storage.entries().size();
+    floor_term_[n] = storage.meta().term;
+}
+
+std::size_t Simulator::damaged_logs_except(std::size_t node) const {
+    std::size_t damaged = 0;
+    for (std::size_t j = 0; j < options_.nodes; ++j) {
+        if (j != node && (flipped_[j] || log_storage_[j].meta().repaired)) {
+            ++damaged;
+        }
+    }
+    return damaged;
+}
+
+void Simulator::log_bit_flip(std::size_t n) {
+    if (!options_.log || flipped_[n]) {
+        return;
+    }
+    // A node whose log recovery refuses stays out until repaired, and a repaired node needs a
+    // quorum of intact ones (replication/README.md, "Corrupt log"): damage stays a minority.
+    if (damaged_logs_except(n) + 1 > options_.nodes - (options_.nodes / 2 + 1)) {
+        ++stats_.bit_flips_skipped;
+        return;
+    }
+    crash(n);  // (no-op when it is down already)
+    const replication::MemoryStorage& storage = log_storage_[n];
+    Flip flip;
+    if (storage.entries().size() < 2 || rng_.below(4) == 0) {
+        flip.meta = true;
+    } else {
+        // A record before the last one: damage a crash cannot explain (a bad last record may be
+        // a torn write, which recovery drops).
+        flip.record = static_cast<std::size_t>(rng_.below(storage.entries().size() - 1));
+    }
+    flipped_[n] = flip;
+    ++stats_.bit_flips;
+}
+
+bool Simulator::log_recovery_allows_start(std::size_t n) {
+    if (!flipped_[n]) {
+        return true;
+    }
+    if (options_.storage_bug != StorageBug::SilentRepair) {
+        // FileStorage::recover() throws CorruptLogError: conclaved refuses to start.
+        ++stats_.starts_refused;
+        return false;
+    }
+    // The canary: the flipped record and everything after it dropped (a flipped meta replaced
+    // by a fresh one), no marker, and the node starts as a voter.
+    ++stats_.silent_repairs;
+    replication::MemoryStorage& storage = log_storage_[n];
+    const Flip flip = *flipped_[n];
+    flipped_[n].reset();
+    if (flip.meta) {
+        storage.write_meta(replication::LogMeta{Term{}, storage.snapshot().lsn});
+    } else {
+        const replication::LogMeta before = storage.meta();
+        storage.corrupt_and_repair(storage.entries().size() - flip.record, Term{});
+        replication::LogMeta after = storage.meta();
+        after.term = before.term;
+        after.repaired = before.repaired;
+        storage.write_meta(after);
+    }
+    return true;
+}
+
+void Simulator::log_repair_flip(std::size_t n) {
+    if (!options_.log || !flipped_[n] || cores_[n]) {
+        return;
+    }
+    const Flip flip = *flipped_[n];
+    flipped_[n].reset();
+    ++stats_.flip_repairs;
+    replication::MemoryStorage& storage = log_storage_[n];
+    // As FileStorage::repair(): truncate at the first bad record; a flipped meta is unreadable,
+    // so its term and commit point are unknown (R comes from the entries and the elector's
+    // durable term; the commit point falls back to the snapshot's); the old marker is a file
+    // of its own and survives.
+    if (flip.meta) {
+        storage.write_meta(
+            replication::LogMeta{Term{}, storage.snapshot().lsn, storage.meta().repaired});
+        storage.corrupt_and_repair(0, durable_[n].term);
+    } else {
+        stats_.log_entries_repaired +=
+            storage.corrupt_and_repair(storage.entries().size() - flip.record, durable_[n].term);
+    }
+    const Term r = storage.meta().repaired.value_or(Term{});
+    if (durable_[n].term < r) {
+        durable_[n] = DurableState{r, std::nullopt};
+    }
+    restart(n);
+}
+
+void Simulator::check_recovered_floor(std::size_t n) {
+    const replication::MemoryStorage& storage = log_storage_[n];
+    if (!options_.log_options.history.check_recovered_floor || violation_ ||
+        storage.meta().repaired) {
+        return;
+    }
+    const std::size_t len = storage.snapshot().len + storage.entries().size();
+    if (len < floor_len_[n] || storage.meta().term < floor_term_[n]) {
+        violation_ = Violation{
+            ViolationKind::LogTruncated,
+            "log of n" + std::to_string(n) + " restarts on " + std::to_string(len) +
+                " entries, term " + std::to_string(storage.meta().term.value) +
+                ", without the repaired marker; it held " + std::to_string(floor_len_[n]) +
+                " entries, term " + std::to_string(floor_term_[n].value) +
+                " durably when it stopped"};
+    }
+}
+
+void Simulator::log_begin_sync(std::size_t n) {
+    LogNode& node = *logs_[n];
+    std::optional<replication::SyncTicket> ticket = node.rt.begin_sync();
+    if (!ticket) {
+        return;
+    }
+    node.sync = std::move(ticket);
+    const LogSimOptions& lo = options_.log_options;
+    std::int64_t delay = rng_.between(0, lo.flush_delay_max_ms);
+    if (now_ms_ < lo.storage_faults_until_ms && rng_.below(lo.slow_sync_one_in) == 0) {
+        delay = rng_.between(0, lo.storage_latency_max_ms);
+        ++stats_.slow_syncs;
+    }
+    Event e;
+    e.time_ms = now_ms_ + delay;
+    e.kind = EventKind::LogSyncDone;
+    e.node = static_cast<std::uint16_t>(n);
+    e.stamp = incarnation_[n];
+    push(e);
+}
+
+void Simulator::log_end_sync(std::size_t n) {
+    if (!logs_[n]->sync) {
+        return;
+    }
+    const replication::SyncTicket ticket = std::move(*logs_[n]->sync);
+    logs_[n]->sync.reset();
+    std::optional<std::string> error;
+    if (storage_fault()) {
+        error = "fsync of the log (injected): Input/output error";
+    } else {
+        logs_[n]->env.store.sync(ticket);
+    }
+    ++stats_.log_flushes;
+    log_step(n, LogInput::Persisted,
+             [&](LogRt& rt) -> const LogActions& { return rt.sync_done(ticket, error); });
 }
 
 void Simulator::log_corrupt_and_repair(std::size_t n, std::uint32_t drop) {
-    if (!options_.log || logs_[n]) {
-        return;  // only a stopped node's disk is repaired
+    if (!options_.log || logs_[n] || flipped_[n]) {
+        return;  // only a stopped node's disk is repaired (a flipped one waits for Repair)
     }
     // The design needs a quorum of un-repaired nodes to make progress (replication/README.md,
     // "Corrupt log"): with that many repaired already, this crash leaves the disk intact.
-    std::size_t repaired = 0;
-    for (std::size_t j = 0; j < options_.nodes; ++j) {
-        if (j != n && log_storage_[j].meta().repaired) {
-            ++repaired;
-        }
-    }
-    if (repaired + 1 > options_.nodes - (options_.nodes / 2 + 1)) {
+    if (damaged_logs_except(n) + 1 > options_.nodes - (options_.nodes / 2 + 1)) {
         ++stats_.log_repairs_skipped;
         return;
     }
@@ -204,11 +347,19 @@ void Simulator::dispatch_log(const Event& e) {
             });
             break;
         case EventKind::LogFlush:
-            // The group commit point: the runtime flushes the storage and tells the core.
-            if (logs_[n]) {
+            // The group commit point: the runtime flushes the storage and tells the core (slow
+            // storage: begins an asynchronous sync, whose completion tells the core).
+            if (logs_[n] && options_.log_options.storage_latency_max_ms > 0) {
+                log_begin_sync(n);
+            } else if (logs_[n]) {
                 ++stats_.log_flushes;
                 log_step(n, LogInput::Persisted,
                          [&](LogRt& rt) -> const LogActions& { return rt.flush(); });
+            }
+            break;
+        case EventKind::LogSyncDone:
+            if (logs_[n]) {
+                log_end_sync(n);
             }
             break;
         case EventKind::ClientRequest:

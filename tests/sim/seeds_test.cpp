@@ -30,6 +30,9 @@ void run_batch(RunOptions options, std::uint64_t first, std::uint64_t count) {
     std::uint64_t installed = 0;
     std::uint64_t storage_faults = 0;
     std::uint64_t torn_tails = 0;
+    std::uint64_t bit_flips = 0;
+    std::uint64_t starts_refused = 0;
+    std::uint64_t slow_syncs = 0;
     for (std::uint64_t seed = first; seed < first + count; ++seed) {
         options.seed = seed;
         const RunResult r = run_seed(options);
@@ -43,6 +46,9 @@ void run_batch(RunOptions options, std::uint64_t first, std::uint64_t count) {
         installed += r.log_snapshots_installed;
         storage_faults += r.stats.storage_faults;
         torn_tails += r.stats.torn_tails;
+        bit_flips += r.stats.bit_flips;
+        starts_refused += r.stats.starts_refused;
+        slow_syncs += r.stats.slow_syncs;
         if (r.violation) {
             FAIL("seed " << seed << ": " << to_string(r.violation->kind) << ": "
                          << r.violation->detail << "\nreplay: "
@@ -62,6 +68,12 @@ void run_batch(RunOptions options, std::uint64_t first, std::uint64_t count) {
         // The storage faults happened: nodes left service, crashes kept part of a tail.
         CHECK(storage_faults >= count);
         CHECK(torn_tails > 0);
+        // Slow fsyncs, and bit flips whose restarts recovery refused.
+        CHECK(slow_syncs >= count);
+        if (count >= 5) {
+            CHECK(bit_flips > 0);
+            CHECK(starts_refused > 0);
+        }
     }
     if (options.log) {
         // The workload bites: proposals acknowledged, refused by non-leaders, and cut short by
@@ -119,8 +131,9 @@ TEST_CASE("log: 120 seeds every fault, 50 crash/pause/partition-heavy, 30 storag
     RunOptions o;
     o.log = true;
     run_batch(o, 40'001, 120);
-    // Storage faults (ENOSPC, EIO, a torn unsynced tail at a crash): the node leaves service,
-    // no acknowledged entry is lost, one leader per term.
+    // Storage faults (ENOSPC, EIO, a torn unsynced tail at a crash, slow fsyncs, bit flips):
+    // the node leaves service (a flipped one until repaired), no acknowledged entry is lost, no
+    // node restarts on a silently truncated log, one leader per term.
     RunOptions faulty = o;
     faulty.storage_faults = true;
     run_batch(faulty, 45'001, 30);

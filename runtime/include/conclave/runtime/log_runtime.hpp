@@ -21,7 +21,9 @@
 // Planted bug (RuntimeBug::AckBeforeFsync, only when Env::kPlantedBugs is true; the production
 // environments set it to false): every other flush() tells the core that every stored entry is
 // durable without flushing the storage, and leaves the fsync to the next group commit, so a
-// crash in between loses entries the node acknowledged (the simulator must catch it).
+// crash in between loses entries the node acknowledged (the simulator must catch it). In the
+// asynchronous group commit, sync_done() tells the core that every stored entry is durable,
+// those appended while the sync ran (not covered by it) included.
 //
 // Env must provide:
 //   Millis now();
@@ -180,6 +182,9 @@ class LogRuntime {
             return last_;
         }
         ++flushes_;
+        if (planted(RuntimeBug::AckBeforeFsync)) {
+            durable = log_.last_lsn();  // the bug: the appends made meanwhile are not synced
+        }
         if (appended_ && !flush_scheduled_) {
             flush_scheduled_ = true;
             env_.schedule_flush();

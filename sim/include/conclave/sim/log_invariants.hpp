@@ -42,6 +42,10 @@ struct LogHistoryOptions {
     /// Off only to measure how often the other checks catch a commit without a quorum through
     /// its consequences (an acknowledged entry lost, a divergence).
     bool check_durable_quorum = true;
+    /// The simulator's LogTruncated check at every restart (a node starts on at least what its
+    /// storage held durably when it stopped, unless it carries the repaired marker). Off only to
+    /// measure how often the other checks catch a silent repair through its consequences.
+    bool check_recovered_floor = true;
 };
 
 class LogHistory {

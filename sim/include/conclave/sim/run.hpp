@@ -71,9 +71,16 @@ struct RunOptions {
     std::size_t log_compact = 0;
     /// Storage faults in the fault window (LogSimOptions::storage_fault_ppm at
     /// kStorageFaultPpm): ENOSPC on append, EIO on fsync, part of an unsynced tail kept at a
-    /// crash. Implies the log.
+    /// crash; slow storage (the asynchronous group commit, one fsync in 8 taking up to
+    /// kStorageLatencyMaxMs, beyond the elector's heartbeat tolerance of the fast profile); and in
+    /// one run of two a bit flip (FaultKind::BitFlip) in a node's durable log, whose restart is
+    /// refused until the operator repairs it (FaultKind::Repair, at the latest at the end of the
+    /// window). Implies the log.
     bool storage_faults = false;
     static constexpr std::uint32_t kStorageFaultPpm = 5000;
+    static constexpr std::int64_t kStorageLatencyMaxMs = 500;
+    /// The bit-flip canary (StorageBug::SilentRepair): needs storage_faults.
+    StorageBug storage_bug = StorageBug::None;
 };
 
 struct RunResult {
@@ -134,6 +141,9 @@ Millis log_liveness_bound(const LogSimOptions& options, std::int64_t max_one_way
 /// "skip-sync" / "commit-without-quorum" / "none" (the runner's spelling).
 std::string_view log_bug_name(replication::PlantedLogBug bug);
 std::optional<replication::PlantedLogBug> parse_log_bug(std::string_view name);
+/// "silent-repair" / "none".
+std::string_view storage_bug_name(StorageBug bug);
+std::optional<StorageBug> parse_storage_bug(std::string_view name);
 
 RunResult run_seed(const RunOptions& options);
 

@@ -72,7 +72,24 @@ struct LogSimOptions {
     /// unsynced tail (writes that reached the disk without an fsync) instead of losing all of it.
     std::uint32_t storage_fault_ppm = 0;
     std::int64_t storage_faults_until_ms = INT64_MAX;
+    /// Slow storage (0: off): the group commit is asynchronous, as in conclaved (the runtime's
+    /// begin_sync() at the flush point, sync_done() when the fsync completes), and before
+    /// storage_faults_until_ms one fsync in slow_sync_one_in takes up to storage_latency_max_ms
+    /// (the others up to flush_delay_max_ms). A crash before the completion loses what the sync
+    /// covered (or keeps a random prefix of it, with storage_fault_ppm).
+    std::int64_t storage_latency_max_ms = 0;
+    std::uint64_t slow_sync_one_in = 8;
     LogHistoryOptions history;
+};
+
+/// A bug planted in the simulator's storage handling (not in any production code): the canary
+/// that proves the bit-flip checks bite.
+enum class StorageBug : std::uint8_t {
+    None,
+    /// At restart, a log with a flipped byte is "repaired" silently: truncated at the flip (a
+    /// flipped meta: replaced by a fresh one) and started as a voter, without the repaired
+    /// marker, instead of recovery refusing to start.
+    SilentRepair,
 };
 
 struct SimOptions {
@@ -84,6 +101,8 @@ struct SimOptions {
     bool lose_durable_state = false;
     /// A bug planted in the shared runtime (runtime/), to prove the simulator exercises it.
     runtime::RuntimeBug runtime_bug = runtime::RuntimeBug::None;
+    /// A bug planted in the simulated storage's recovery (the bit-flip canary).
+    StorageBug storage_bug = StorageBug::None;
     HistoryOptions history;
     /// Each direction of each link gets a base latency uniform in [min, max]; every message adds a
     /// jitter uniform in [0, jitter].
@@ -132,6 +151,12 @@ enum class FaultKind : std::uint8_t {
                     // (a corrupt tail) and is "repaired": the marker R is set, as
                     // `conclaved --repair` does (only while the repaired nodes stay a minority:
                     // otherwise a plain crash). A later Restart brings it back.
+    BitFlip,        // crash a (if up) and flip a byte of its durable log: a record before the
+                    // last one, or the meta (with fewer than two records, the meta); only while
+                    // the damaged or repaired nodes stay a minority. Recovery then refuses to
+                    // start it (every Restart is refused) until a Repair.
+    Repair,         // the operator runs `conclaved --repair` on a's flipped log (truncate at the
+                    // flip, or rewrite a flipped meta, and set the marker R), then starts it
 };
 
 struct FaultAction {
@@ -177,6 +202,12 @@ struct SimStats {
     std::uint64_t log_repairs = 0;           // CorruptRepair faults applied (issue 16)
     std::uint64_t log_entries_repaired = 0;  // stored entries they dropped
     std::uint64_t log_repairs_skipped = 0;   // not applied: a minority is repaired already
+    std::uint64_t bit_flips = 0;             // BitFlip faults applied
+    std::uint64_t bit_flips_skipped = 0;     // not applied: a minority is damaged already
+    std::uint64_t starts_refused = 0;        // restarts refused by recovery (a flipped byte)
+    std::uint64_t flip_repairs = 0;          // flipped logs repaired by the operator
+    std::uint64_t silent_repairs = 0;        // StorageBug::SilentRepair applied (the canary)
+    std::uint64_t slow_syncs = 0;            // fsyncs delayed beyond flush_delay_max_ms
     std::uint64_t proposals = 0;             // client requests that reached a live node
     std::uint64_t proposals_appended = 0;    // accepted by an ACTIVE leader
     std::uint64_t proposals_acked = 0;       // ProposeResult::None
@@ -284,6 +315,7 @@ class Simulator {
         LogDeliver,     // a LogMessage (in log_payloads_[payload]) arrives
         LogTimerFired,  // log timer `log_timer` of `node`
         LogFlush,       // group commit point of `node`'s storage
+        LogSyncDone,    // the asynchronous fsync of `node`'s storage completed (slow storage)
         ClientTick,     // the workload sends its next request
         ClientRequest,  // a client request arrives at `node`
     };
@@ -379,6 +411,12 @@ class Simulator {
                 replication::RecoveredLog recovered);
         LogEnv env;
         runtime::LogRuntime<LogEnv> rt;
+        std::optional<replication::SyncTicket> sync;  // the fsync in flight (slow storage)
+    };
+    /// A flipped byte in a stopped node's durable log (FaultKind::BitFlip).
+    struct Flip {
+        bool meta = false;       // the meta; else the record at `record` (entries() index)
+        std::size_t record = 0;  // the first bad record
     };
     /// The log input being given (for tracing).
     struct PendingLogStep {
@@ -448,6 +486,22 @@ class Simulator {
     /// FaultKind::CorruptRepair on a crashed node: drop up to `drop` stored entries, set the
     /// marker.
     void log_corrupt_and_repair(std::size_t node, std::uint32_t drop);
+    /// Nodes other than `node` whose log is flipped (refusing to start) or carries the repaired
+    /// marker: they must stay a minority.
+    std::size_t damaged_logs_except(std::size_t node) const;
+    /// FaultKind::BitFlip: crash `node` and flip a byte of its log.
+    void log_bit_flip(std::size_t node);
+    /// Whether recovery lets `node` start (false: a flipped byte, the restart is refused);
+    /// StorageBug::SilentRepair truncates silently instead.
+    bool log_recovery_allows_start(std::size_t node);
+    /// FaultKind::Repair (and HealAll): `conclaved --repair` on a flipped log, then a restart.
+    void log_repair_flip(std::size_t node);
+    /// A node's log restarts on at least what its storage held durably when it stopped, unless
+    /// it carries the repaired marker (LogTruncated).
+    void check_recovered_floor(std::size_t node);
+    /// The asynchronous group commit (slow storage): LogFlush begins a sync, LogSyncDone ends it.
+    void log_begin_sync(std::size_t node);
+    void log_end_sync(std::size_t node);
     void dispatch_log(const Event& e);
     void client_tick();
     void client_request(std::size_t node);
@@ -499,6 +553,9 @@ class Simulator {
     // The replicated log: cores (empty when crashed or disabled), storage that survives crashes.
     std::vector<std::unique_ptr<LogNode>> logs_;  // nullptr when crashed or disabled
     std::vector<replication::MemoryStorage> log_storage_;
+    std::vector<std::optional<Flip>> flipped_;   // per node: a flipped byte not repaired yet
+    std::vector<std::size_t> floor_len_;         // per node: durable log length at its last stop
+    std::vector<Term> floor_term_;               // per node: durable meta term at its last stop
     PendingLogStep pending_log_;
     std::vector<const replication::ReplicatedLog*> log_views_;  // &*logs_[n] or nullptr
     std::vector<replication::LogMessage> log_payloads_;
