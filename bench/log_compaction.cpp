@@ -5,7 +5,8 @@
 // log is closed and recovered from disk (FileStorage::recover + the core's constructor + start),
 // and the run goes on with the recovered log. With --no-compact the same load runs without
 // compaction, for comparison. No network: this measures what compaction bounds (memory, disk,
-// recovery), not replication throughput (see log_throughput).
+// recovery), not replication throughput (see log_throughput). The core runs inside the shared
+// runtime (runtime/log_runtime.hpp), as in conclaved.
 //
 //   build/release/bench/log_compaction [--seconds 120] [--interval 10] [--keys 10000]
 //       [--value-bytes 200] [--threshold 10000] [--retain 1000] [--fsync batched|never]
@@ -18,11 +19,14 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "conclave/replication/log.hpp"
 #include "conclave/replication/storage.hpp"
+#include "conclave/runtime/log_runtime.hpp"
 
 using namespace conclave;
 using namespace conclave::replication;
@@ -114,22 +118,40 @@ double DiskMiB(const std::filesystem::path& dir) {
     return static_cast<double>(total) / (1024.0 * 1024.0);
 }
 
-struct Running {
-    std::unique_ptr<FileStorage> storage;
-    std::unique_ptr<ReplicatedLog> log;
+// The core runs inside the shared runtime (runtime/log_runtime.hpp), the one interpreter of its
+// actions: storage actions in order, the group commit when this loop calls flush().
+struct BenchEnv {
+    static constexpr bool kPlantedBugs = false;
+    FileStorage* store = nullptr;
+    Millis now() const { return Millis{0}; }
+    LogStorage& storage() { return *store; }
+    void send(std::span<const NodeId>, const LogMessage&) {}  // one node: nobody to send to
+    void arm(LogTimer, Millis, runtime::TimerGeneration) {}   // no timer is needed here
+    void cancel(LogTimer) {}
+    void schedule_flush() {}  // the loop flushes after each 100 proposals
+    void apply(const std::vector<Entry>&) {}
+    void propose_result(const ProposeResult&) {}
+    void role(const NotifyLogRole&) {}
+    [[noreturn]] void failed(const std::string& what) {
+        std::fprintf(stderr, "log_compaction: storage failed: %s\n", what.c_str());
+        std::exit(1);
+    }
+    void after_batch() {}
 };
 
-void Perform(FileStorage& storage, const LogActions& actions) {
-    for (const LogAction& a : actions) {
-        perform_storage_action(storage, a);
-    }
-}
+struct Running {
+    std::unique_ptr<FileStorage> storage;
+    std::unique_ptr<BenchEnv> env;
+    std::unique_ptr<runtime::LogRuntime<BenchEnv>> rt;
+};
 
 Running Open(const Options& o, const LogConfig& config) {
     Running r;
     r.storage = std::make_unique<FileStorage>(o.dir, o.fsync);
-    r.log = std::make_unique<ReplicatedLog>(config, r.storage->recover().log);
-    Perform(*r.storage, r.log->start(Millis{0}));
+    r.env = std::make_unique<BenchEnv>(BenchEnv{r.storage.get()});
+    r.rt =
+        std::make_unique<runtime::LogRuntime<BenchEnv>>(*r.env, config, r.storage->recover().log);
+    r.rt->run([](ReplicatedLog& log) { return log.start(Millis{0}); });
     return r;
 }
 
@@ -162,11 +184,12 @@ int main(int argc, char** argv) {
     std::uint64_t term = 1;
     const auto lead = [&] {
         ++term;
-        Perform(*r.storage,
-                r.log->on_leadership(Millis{0},
+        r.rt->run([&](ReplicatedLog& log) {
+            return log.on_leadership(Millis{0},
                                      LeadershipSnapshot{Role::Leader, Term{term}, NodeId{0}, term,
-                                                        Reason::ElectionWon, Millis{0}}));
-        Perform(*r.storage, r.log->persisted(Millis{0}, r.storage->flush()));
+                                                        Reason::ElectionWon, Millis{0}});
+        });
+        r.rt->flush();
     };
     lead();
     const std::string value(o.value_bytes, 'v');
@@ -181,18 +204,20 @@ int main(int argc, char** argv) {
     while (elapsed() < o.seconds) {
         for (int i = 0; i < 100; ++i) {
             ++counter;
-            Perform(*r.storage, r.log->propose(Millis{0}, Lsn{Term{term}, counter},
-                                               "key/" + std::to_string(written % o.keys), value));
+            r.rt->run([&](ReplicatedLog& log) {
+                return log.propose(Millis{0}, Lsn{Term{term}, counter},
+                                   "key/" + std::to_string(written % o.keys), value);
+            });
             ++written;
         }
-        Perform(*r.storage, r.log->persisted(Millis{0}, r.storage->flush()));
+        r.rt->flush();
         const auto now = std::chrono::steady_clock::now();
         if (std::chrono::duration<double>(now - last_report).count() >= o.interval) {
             const double rate = static_cast<double>(written - written_at_report) /
                                 std::chrono::duration<double>(now - last_report).count();
             const double rss = RssMiB();
             const double disk = DiskMiB(o.dir);
-            const std::size_t held = r.log->used_entries();
+            const std::size_t held = r.rt->log().used_entries();
             // Restart: close, recover from disk, lead again (a new term).
             r = Running{};
             const auto t0 = std::chrono::steady_clock::now();

@@ -5,7 +5,11 @@
 #include "harness.hpp"
 
 #include <map>
+#include <memory>
 #include <random>
+#include <span>
+
+#include "conclave/runtime/elector_runtime.hpp"
 
 using namespace conclave;
 using namespace conclave::test;
@@ -86,131 +90,147 @@ TEST_CASE("restart after a term adopted from a heartbeat: term kept, no vote", "
     CHECK(r.recv(C, 7, heartbeat(7)) == Actions{send(C, 8, HeartbeatResponse{})});
 }
 
-// A long deterministic run of random inputs against one node, crashing and restoring it from what
-// its driver persisted. After every batch: the in-memory durable state equals the persisted one;
-// persisted terms never decrease; a term never holds two different votes; every message carrying
-// the node's own term leaves only once that term is durable, a proposal only once the self-vote
-// is, and a vote only once it is.
+// A long deterministic run of random inputs against one node inside the shared runtime
+// (runtime/elector_runtime.hpp, the one interpreter of the core's actions), crashing it and
+// restoring it from what the runtime persisted. The environment checks every write and every
+// send as the runtime performs them: persisted terms never decrease; a term never holds two
+// different votes; every message carrying the node's own term leaves only once that term is
+// durable, a proposal only once the self-vote is, and a vote only once it is. After every input:
+// the in-memory durable state equals the persisted one.
+namespace {
+
+struct RestartEnv {
+    static constexpr bool kPlantedBugs = false;
+    Millis clock{0};
+    DurableState disk{};
+    std::map<std::uint64_t, NodeId> vote_in_term;
+    std::uint64_t votes = 0;
+    std::optional<NodeId> proposer;  // set while the input is a proposal
+    int step = 0;
+
+    Millis now() const { return clock; }
+    bool persist(const DurableState& state) {
+        REQUIRE(state.term >= disk.term);
+        if (state.term == disk.term && disk.voted_for) {
+            REQUIRE(state.voted_for == disk.voted_for);  // a vote is never changed
+        }
+        disk = state;
+        if (disk.voted_for) {
+            auto [it, fresh] = vote_in_term.emplace(disk.term.value, *disk.voted_for);
+            REQUIRE(it->second == *disk.voted_for);  // one vote per term, across crashes
+            votes += fresh ? 1 : 0;
+        }
+        return true;
+    }
+    void send(std::span<const NodeId> to, const Message& message) {
+        // One addressee: a SendTo; several: a Broadcast (no single addressee).
+        const bool to_proposer = proposer && to.size() == 1 && to[0] == *proposer;
+        const Message* m = &message;
+        CAPTURE(step, message_name(m->body), m->term.value);
+        const auto* response = std::get_if<ElectionResponse>(&m->body);
+        if (std::holds_alternative<ElectionProposal>(m->body)) {
+            REQUIRE(disk == DurableState{m->term, A});
+        } else if (response && response->granted && to_proposer) {
+            REQUIRE(disk == DurableState{m->term, proposer});  // a vote
+        } else if (std::holds_alternative<LeaderHeartbeat>(m->body) ||
+                   std::holds_alternative<HeartbeatAck>(m->body) ||
+                   std::holds_alternative<HeartbeatResponse>(m->body) ||
+                   (response && response->granted)) {
+            REQUIRE(m->term == disk.term);
+        } else if (std::holds_alternative<LeadershipCession>(m->body)) {
+            REQUIRE(m->term <= disk.term);
+        }
+    }
+    void arm(TimerId, Millis, runtime::TimerGeneration) {}  // the test fires timers at random
+    void cancel(TimerId) {}
+    void notify(const LeadershipSnapshot&) {}
+    void alarm(const RaiseAlarm&) {}
+    void failed(const DurableState&) { FAIL("the test's disk never fails"); }
+};
+
+}  // namespace
+
 TEST_CASE("random inputs with crashes: durable state is always persisted before it is used",
           "[restart]") {
     const Config config = Config::fast(5, A);
     std::mt19937_64 rng(20240601);
     auto pick = [&](std::uint64_t n) { return rng() % n; };
-    DurableState disk{};
-    std::map<std::uint64_t, NodeId> vote_in_term;
+    RestartEnv env;
     std::uint64_t crashes = 0;
-    std::uint64_t votes = 0;
-
-    std::optional<Node> node;
-    node.emplace(config, disk);
-    node->start();
-    for (std::uint16_t p = 1; p < 5; ++p) {
-        node->up(NodeId{p});
-    }
+    using Rt = runtime::ElectorRuntime<RestartEnv>;
+    const auto restore = [&] {
+        auto rt = std::make_unique<Rt>(env, config, env.disk, [] { return kRandomValue; });
+        rt->start();
+        for (std::uint16_t p = 1; p < 5; ++p) {
+            rt->peer_up(NodeId{p});
+        }
+        return rt;
+    };
+    std::unique_ptr<Rt> node = restore();
 
     for (int step = 0; step < 20000; ++step) {
-        Node& n = *node;
-        n.now += Millis{1 + static_cast<Millis::rep>(pick(20))};
+        Rt& n = *node;
+        env.step = step;
+        env.clock += Millis{1 + static_cast<Millis::rep>(pick(20))};
         const NodeId peer{static_cast<std::uint16_t>(1 + pick(4))};
-        const std::uint64_t t = n.e.state().term.value;
+        const ElectorState& state = n.elector().state();
+        const std::uint64_t t = state.term.value;
         const std::uint64_t term = t == 0 ? pick(3) : t - 1 + pick(4);
-        std::optional<NodeId> proposer;  // set when the input is a proposal
-        Actions out;
+        const auto deliver = [&](std::uint64_t message_term, MessageBody body) {
+            n.receive(Message{peer, Term{message_term}, std::move(body)});
+        };
+        env.proposer.reset();  // set when the input is a proposal
         switch (pick(14)) {
             case 0:
-                out = n.recv(peer, term, ScoutingRequest{pick(3)});
+                deliver(term, ScoutingRequest{pick(3)});
                 break;
             case 1:
-                out = n.recv(peer, n.e.state().round.term.value,
-                             ScoutingResponse{n.e.state().round.id, pick(3) != 0});
+                deliver(state.round.term.value, ScoutingResponse{state.round.id, pick(3) != 0});
                 break;
             case 2:
             case 3:
-                proposer = peer;
-                out = n.recv(peer, term, ElectionProposal{pick(8) == 0});
+                env.proposer = peer;
+                deliver(term, ElectionProposal{pick(8) == 0});
                 break;
             case 4:
-                out = n.recv(
-                    peer, term,
-                    ElectionResponse{pick(3) != 0, Refusal::StaleTerm, Term{term + pick(2)}});
+                deliver(term,
+                        ElectionResponse{pick(3) != 0, Refusal::StaleTerm, Term{term + pick(2)}});
                 break;
             case 5:
-                out = n.recv(peer, term, heartbeat(term, pick(5)));
+                deliver(term, heartbeat(term, pick(5)));
                 break;
             case 6:
-                out = n.recv(peer, term, HeartbeatAck{});
+                deliver(term, HeartbeatAck{});
                 break;
             case 7:
-                out = n.recv(peer, term, HeartbeatResponse{});
+                deliver(term, HeartbeatResponse{});
                 break;
             case 8:
-                out = n.recv(peer, term, cession(pick(3) == 0 ? std::optional{A} : std::nullopt));
+                deliver(term, cession(pick(3) == 0 ? std::optional{A} : std::nullopt));
                 break;
             case 9:
-            case 10:
-                out = n.fire(static_cast<TimerId>(pick(kTimerCount)));
+            case 10: {
+                const auto timer = static_cast<TimerId>(pick(kTimerCount));
+                n.timer_fired(timer, n.generation(timer));  // any timer, armed or not
                 break;
+            }
             case 11:
-                out = pick(2) ? n.down(peer) : n.up(peer);
+                pick(2) ? n.peer_down(peer) : n.peer_up(peer);
                 break;
             case 12:
-                out = n.transfer(peer);
+                n.transfer_leadership(peer);
                 break;
-            default:
-                // Crash: everything not persisted is lost; the driver restores from disk.
+            default: {
+                // Crash: everything not persisted is lost; the runtime is restored from disk.
                 ++crashes;
-                const Millis crashed_at = n.now;
-                node.emplace(config, disk);  // `n` now names the restored node
-                node->now = crashed_at;
-                node->start();
-                for (std::uint16_t p = 1; p < 5; ++p) {
-                    node->up(NodeId{p});
-                }
-                CHECK(node->e.state().durable() == disk);
+                env.proposer.reset();
+                node = restore();  // `n` is gone
+                CHECK(node->elector().state().durable() == env.disk);
                 continue;
-        }
-        for (const Action& a : out) {
-            if (const auto* p = std::get_if<PersistState>(&a)) {
-                REQUIRE(p->state.term >= disk.term);
-                if (p->state.term == disk.term && disk.voted_for) {
-                    REQUIRE(p->state.voted_for == disk.voted_for);  // a vote is never changed
-                }
-                disk = p->state;
-                if (disk.voted_for) {
-                    auto [it, fresh] = vote_in_term.emplace(disk.term.value, *disk.voted_for);
-                    REQUIRE(it->second == *disk.voted_for);  // one vote per term, across crashes
-                    votes += fresh ? 1 : 0;
-                }
-                continue;
-            }
-            const Message* m = nullptr;
-            std::optional<NodeId> to;
-            if (const auto* s = std::get_if<SendTo>(&a)) {
-                m = &s->message;
-                to = s->to;
-            } else if (const auto* b = std::get_if<Broadcast>(&a)) {
-                m = &b->message;
-            }
-            if (m == nullptr) {
-                continue;
-            }
-            CAPTURE(step, render(a));
-            const auto* response = std::get_if<ElectionResponse>(&m->body);
-            if (std::holds_alternative<ElectionProposal>(m->body)) {
-                REQUIRE(disk == DurableState{m->term, A});
-            } else if (response && response->granted && proposer && to == proposer) {
-                REQUIRE(disk == DurableState{m->term, proposer});  // a vote
-            } else if (std::holds_alternative<LeaderHeartbeat>(m->body) ||
-                       std::holds_alternative<HeartbeatAck>(m->body) ||
-                       std::holds_alternative<HeartbeatResponse>(m->body) ||
-                       (response && response->granted)) {
-                REQUIRE(m->term == disk.term);
-            } else if (std::holds_alternative<LeadershipCession>(m->body)) {
-                REQUIRE(m->term <= disk.term);
             }
         }
-        REQUIRE(n.e.state().durable() == disk);
+        REQUIRE(n.elector().state().durable() == env.disk);
     }
     CHECK(crashes > 100);
-    CHECK(votes > 100);
+    CHECK(env.votes > 100);
 }

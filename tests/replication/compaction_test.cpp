@@ -2,13 +2,17 @@
 // FileStorage (issue 16). Helpers are prefixed Cx so that the unity build does not clash.
 #include <unistd.h>
 
+#include <array>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <span>
 
 #include "conclave/core/check.hpp"
 #include "conclave/replication/log.hpp"
 #include "conclave/replication/storage.hpp"
+#include "conclave/runtime/log_runtime.hpp"
 
 using namespace conclave;
 using namespace conclave::replication;
@@ -50,8 +54,31 @@ std::vector<B> CxSent(const LogActions& actions, NodeId to) {
 }
 
 // A 2-node cluster (quorum 2): node 0 leads term 1; node 1 follows until `cut` is set, after
-// which node 1 hears nothing. Storage performs everything at once (flush after each input).
+// which node 1 hears nothing. Each node's core runs inside the shared runtime
+// (runtime/log_runtime.hpp, the one interpreter of its actions); storage performs everything at
+// once: the group commit a batch asks for runs before that batch's messages are delivered, and
+// each message is handled completely (its own flush and messages) before the next one.
+struct CxPair;
+
+struct CxEnv {
+    static constexpr bool kPlantedBugs = false;
+    CxPair* pair = nullptr;
+    std::size_t node = 0;
+    Millis now() const { return CxT0; }
+    LogStorage& storage();
+    void send(std::span<const NodeId> to, const LogMessage& m);
+    void arm(LogTimer, Millis, runtime::TimerGeneration) {}  // the test fires timers itself
+    void cancel(LogTimer) {}
+    void schedule_flush();
+    void apply(const std::vector<Entry>& committed);
+    void propose_result(const ProposeResult&) {}
+    void role(const NotifyLogRole&) {}
+    void failed(const std::string& what) { FAIL("MemoryStorage never fails: " << what); }
+    void after_batch();
+};
+
 struct CxPair {
+    using Rt = runtime::LogRuntime<CxEnv>;
     LogConfig config(NodeId self) const {
         LogConfig c;
         c.cluster_size = 2;
@@ -61,62 +88,103 @@ struct CxPair {
         c.compact_retain = 2;
         return c;
     }
-    CxPair() : leader(config(CxN0), RecoveredLog{}), follower(config(CxN1), RecoveredLog{}) {
-        Deliver(leader.start(CxT0), 0);
-        Deliver(follower.start(CxT0), 1);
-        Deliver(leader.on_leadership(CxT0, CxLeads(CxN0, 1)), 0);
-        REQUIRE(leader.role() == LogRole::LeaderActive);
+    CxPair() {
+        Restart(0);
+        Restart(1);
+        Input(0, [](ReplicatedLog& l) { return l.on_leadership(CxT0, CxLeads(CxN0, 1)); });
+        REQUIRE(leader().role() == LogRole::LeaderActive);
     }
-    // Performs storage actions, then delivers messages (recursively).
-    void Deliver(const LogActions& actions, int node) {
-        MemoryStorage& s = node == 0 ? s0 : s1;
-        ReplicatedLog& self = node == 0 ? leader : follower;
-        ReplicatedLog& other = node == 0 ? follower : leader;
-        bool appended = false;
-        for (const auto& a : actions) {
-            if (perform_storage_action(s, a)) {
-                appended = appended || std::holds_alternative<PersistEntries>(a);
-            }
-            if (const auto* apply = std::get_if<ApplyCommitted>(&a)) {
-                auto& applied = node == 0 ? applied0 : applied1;
-                if (apply->snapshot_lsn != kNoLsn) {
-                    applied.clear();
-                }
-                for (const Entry& e : apply->entries) {
-                    if (!is_sync_point(e)) {
-                        applied[e.key] = e.value;
-                    }
-                }
-            }
-        }
-        std::vector<LogMessage> messages;
-        for (const auto& send : CxAll<SendLog>(actions)) {
-            messages.push_back(send.message);
-        }
-        for (const auto& send : CxAll<BroadcastLog>(actions)) {
-            messages.push_back(send.message);
-        }
-        if (appended) {
-            Deliver(self.persisted(CxT0, s.flush()), node);
-        }
-        for (const auto& m : messages) {
-            if (!cut) {
-                Deliver(other.receive(CxT0, m), 1 - node);
-            }
-        }
+    CxPair(const CxPair&) = delete;  // the environments point at this pair
+    CxPair& operator=(const CxPair&) = delete;
+
+    /// A new process on what node's storage holds, started.
+    void Restart(std::size_t node) {
+        env[node] = CxEnv{this, node};
+        rt[node] = std::make_unique<Rt>(env[node], config(NodeId{static_cast<std::uint16_t>(node)}),
+                                        storage(node).recover().log);
+        Input(node, [](ReplicatedLog& l) { return l.start(CxT0); });
+    }
+    /// Gives `node` one input through its runtime, then delivers everything that follows.
+    template <class F>
+    void Input(std::size_t node, F&& input) {
+        rt[node]->run(std::forward<F>(input));
+        Pump();
     }
     void Propose(std::uint64_t counter, std::string key, std::string value) {
-        Deliver(leader.propose(CxT0, CxL(1, counter), std::move(key), std::move(value)), 0);
+        Input(0, [&](ReplicatedLog& l) {
+            return l.propose(CxT0, CxL(1, counter), std::move(key), std::move(value));
+        });
     }
     // The follower learns the last commit point with the next append or heartbeat.
-    void Heartbeat() { Deliver(leader.timer_fired(CxT0, LogTimer::Heartbeat), 0); }
+    void Heartbeat() {
+        rt[0]->timer_fired(LogTimer::Heartbeat, rt[0]->generation(LogTimer::Heartbeat));
+        Pump();
+    }
+
+    ReplicatedLog& leader() { return rt[0]->log(); }
+    ReplicatedLog& follower() { return rt[1]->log(); }
+    MemoryStorage& storage(std::size_t node) { return node == 0 ? s0 : s1; }
+
+    // What the environments queue: a batch's group commit first, then its messages in order
+    // (a stack, so that each is handled completely before the next).
+    struct Work {
+        std::size_t node = 0;  // where it happens
+        bool flush = false;
+        LogMessage message;
+    };
+    void Pump() {
+        while (!work.empty()) {
+            Work w = std::move(work.back());
+            work.pop_back();
+            if (w.flush) {
+                rt[w.node]->flush();
+            } else if (!cut) {
+                rt[w.node]->run([&](ReplicatedLog& l) { return l.receive(CxT0, w.message); });
+            }
+        }
+    }
 
     MemoryStorage s0, s1;
-    ReplicatedLog leader;
-    ReplicatedLog follower;
+    std::array<CxEnv, 2> env;
+    std::array<std::unique_ptr<Rt>, 2> rt;
+    std::array<std::vector<LogMessage>, 2> outbox;
+    std::array<bool, 2> flush_due{};
+    std::vector<Work> work;
     std::map<std::string, std::string> applied0, applied1;
     bool cut = false;
 };
+
+LogStorage& CxEnv::storage() {
+    return pair->storage(node);
+}
+void CxEnv::send(std::span<const NodeId> to, const LogMessage& m) {
+    for (std::size_t i = 0; i < to.size(); ++i) {
+        pair->outbox[node].push_back(m);
+    }
+}
+void CxEnv::schedule_flush() {
+    pair->flush_due[node] = true;
+}
+void CxEnv::apply(const std::vector<Entry>& committed) {
+    auto& applied = node == 0 ? pair->applied0 : pair->applied1;
+    for (const Entry& e : committed) {
+        if (!is_sync_point(e)) {
+            applied[e.key] = e.value;
+        }
+    }
+}
+void CxEnv::after_batch() {
+    const std::size_t n = node;
+    std::vector<LogMessage> sent = std::move(pair->outbox[n]);
+    pair->outbox[n].clear();
+    for (auto it = sent.rbegin(); it != sent.rend(); ++it) {
+        pair->work.push_back(CxPair::Work{1 - node, false, std::move(*it)});
+    }
+    if (pair->flush_due[n]) {
+        pair->flush_due[n] = false;
+        pair->work.push_back(CxPair::Work{node, true, LogMessage{}});
+    }
+}
 
 std::filesystem::path CxTempDir(const std::string& name) {
     auto dir = std::filesystem::temp_directory_path() /
@@ -133,21 +201,21 @@ TEST_CASE("compaction: committed entries fold into a snapshot of the last value 
     for (std::uint64_t i = 1; i <= 30; ++i) {
         p.Propose(i, "k" + std::to_string(i % 3), "v" + std::to_string(i));
     }
-    REQUIRE(p.leader.commit_lsn() == CxL(1, 30));
+    REQUIRE(p.leader().commit_lsn() == CxL(1, 30));
     p.Heartbeat();
-    CHECK(p.leader.counters().compactions > 0);
-    CHECK(p.follower.counters().compactions > 0);
+    CHECK(p.leader().counters().compactions > 0);
+    CHECK(p.follower().counters().compactions > 0);
     // Bounded: at most threshold + 1 entries after the snapshot; the snapshot holds 3 keys.
-    CHECK(p.leader.entries().size() <= 9);
-    CHECK(p.leader.snapshot().entries.size() == 3);
-    CHECK(p.leader.used_entries() <= 12);
-    CHECK(p.s0.snapshot() == p.leader.snapshot());
-    CHECK(p.s0.entries() == p.leader.entries());
-    CHECK(p.leader.check_invariants().empty());
-    CHECK(p.follower.check_invariants().empty());
+    CHECK(p.leader().entries().size() <= 9);
+    CHECK(p.leader().snapshot().entries.size() == 3);
+    CHECK(p.leader().used_entries() <= 12);
+    CHECK(p.s0.snapshot() == p.leader().snapshot());
+    CHECK(p.s0.entries() == p.leader().entries());
+    CHECK(p.leader().check_invariants().empty());
+    CHECK(p.follower().check_invariants().empty());
     // Reads see the same map as the full history would give.
     std::map<std::string, std::string> read;
-    for (const Entry& e : p.leader.committed_after(kNoLsn, 1000)) {
+    for (const Entry& e : p.leader().committed_after(kNoLsn, 1000)) {
         if (!is_sync_point(e)) {
             read[e.key] = e.value;
         }
@@ -160,9 +228,9 @@ TEST_CASE("compaction: committed entries fold into a snapshot of the last value 
     ReplicatedLog again(p.config(CxN0), p.s0.recover().log);
     auto a = again.start(CxT0);
     REQUIRE_FALSE(CxAll<ApplyCommitted>(a).empty());
-    CHECK(CxAll<ApplyCommitted>(a).at(0).snapshot_lsn == p.leader.snapshot().lsn);
-    CHECK(CxAll<ApplyCommitted>(a).at(0).entries == p.leader.snapshot().entries);
-    CHECK(again.entries() == p.leader.entries());
+    CHECK(CxAll<ApplyCommitted>(a).at(0).snapshot_lsn == p.leader().snapshot().lsn);
+    CHECK(CxAll<ApplyCommitted>(a).at(0).entries == p.leader().snapshot().entries);
+    CHECK(again.entries() == p.leader().entries());
 }
 
 TEST_CASE("compaction: a follower far behind gets the snapshot, in chunks", "[compaction]") {
@@ -170,23 +238,22 @@ TEST_CASE("compaction: a follower far behind gets the snapshot, in chunks", "[co
     for (std::uint64_t i = 1; i <= 40; ++i) {
         p.Propose(i, "k" + std::to_string(i), "v");
     }
-    REQUIRE(p.leader.snapshot().len > 0);
+    REQUIRE(p.leader().snapshot().len > 0);
     // A fresh follower (empty disk) must be brought up to date from the snapshot.
-    p.follower = ReplicatedLog(p.config(CxN1), RecoveredLog{});
     p.s1 = MemoryStorage{};
     p.applied1.clear();
-    p.Deliver(p.follower.start(CxT0), 1);
-    p.Deliver(p.leader.peer_up(CxT0, CxN1), 0);
+    p.Restart(1);
+    p.Input(0, [](ReplicatedLog& l) { return l.peer_up(CxT0, CxN1); });
     for (std::uint64_t i = 41; i <= 44; ++i) {
         p.Propose(i, "k" + std::to_string(i), "v");
     }
     p.Heartbeat();
-    CHECK(p.leader.counters().snapshots_sent > 0);
-    CHECK(p.follower.counters().snapshots_installed == 1);
-    CHECK(p.follower.commit_lsn() == p.leader.commit_lsn());
+    CHECK(p.leader().counters().snapshots_sent > 0);
+    CHECK(p.follower().counters().snapshots_installed == 1);
+    CHECK(p.follower().commit_lsn() == p.leader().commit_lsn());
     CHECK(p.applied1 == p.applied0);
-    CHECK(p.follower.check_invariants().empty());
-    CHECK(p.s1.snapshot().lsn == p.follower.snapshot().lsn);
+    CHECK(p.follower().check_invariants().empty());
+    CHECK(p.s1.snapshot().lsn == p.follower().snapshot().lsn);
 }
 
 // Hostile or oversized InstallSnapshot (issue 16): what a follower collects of an incoming

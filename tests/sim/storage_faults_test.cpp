@@ -13,9 +13,9 @@ using namespace conclave::sim;
 namespace {
 
 std::string violation_text(const Simulator& sim) {
-    return sim.violation() ? std::string(to_string(sim.violation()->kind)) + ": " +
-                                 sim.violation()->detail
-                           : std::string("no violation");
+    return sim.violation()
+               ? std::string(to_string(sim.violation()->kind)) + ": " + sim.violation()->detail
+               : std::string("no violation");
 }
 
 /// The live node with the longest log other than the leader (the leader would be replaced).
