@@ -119,7 +119,8 @@ SimOptions validated(SimOptions o) {
             l.slow_sync_one_in == 0) {
             throw std::invalid_argument(
                 "log options: need flush_delay_max_ms >= 0, propose_interval_max_ms >= 0, "
-                "storage_latency_max_ms >= 0, slow_sync_one_in >= 1 and client_latency_max_ms >= 1");
+                "storage_latency_max_ms >= 0, slow_sync_one_in >= 1 and client_latency_max_ms >= "
+                "1");
         }
     }
     return o;

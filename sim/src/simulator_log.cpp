@@ -262,13 +262,13 @@ void Simulator::check_recovered_floor(std::size_t n) {
     }
     const std::size_t len = storage.snapshot().len + storage.entries().size();
     if (len < floor_len_[n] || storage.meta().term < floor_term_[n]) {
-        violation_ = Violation{
-            ViolationKind::LogTruncated,
-            "log of n" + std::to_string(n) + " restarts on " + std::to_string(len) +
-                " entries, term " + std::to_string(storage.meta().term.value) +
-                ", without the repaired marker; it held " + std::to_string(floor_len_[n]) +
-                " entries, term " + std::to_string(floor_term_[n].value) +
-                " durably when it stopped"};
+        violation_ =
+            Violation{ViolationKind::LogTruncated,
+                      "log of n" + std::to_string(n) + " restarts on " + std::to_string(len) +
+                          " entries, term " + std::to_string(storage.meta().term.value) +
+                          ", without the repaired marker; it held " +
+                          std::to_string(floor_len_[n]) + " entries, term " +
+                          std::to_string(floor_term_[n].value) + " durably when it stopped"};
     }
 }
 

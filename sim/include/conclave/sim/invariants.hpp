@@ -46,7 +46,7 @@ enum class ViolationKind : std::uint8_t {
     LogLiveness,          // the healed cluster did not commit a fresh proposal or converge
     NotDurable,           // the runtime sent a term or a vote before it was durable (runtime/)
     LogAlarm,  // a log core detected (and dropped) a message no correct peer sends: a lying peer
-    LogTruncated,  // a node restarted on less than its storage held durably, with no repaired marker
+    LogTruncated,  // a node restarted on less than it held durably, without the repaired marker
 };
 std::string_view to_string(ViolationKind k);
 

@@ -553,9 +553,9 @@ class Simulator {
     // The replicated log: cores (empty when crashed or disabled), storage that survives crashes.
     std::vector<std::unique_ptr<LogNode>> logs_;  // nullptr when crashed or disabled
     std::vector<replication::MemoryStorage> log_storage_;
-    std::vector<std::optional<Flip>> flipped_;   // per node: a flipped byte not repaired yet
-    std::vector<std::size_t> floor_len_;         // per node: durable log length at its last stop
-    std::vector<Term> floor_term_;               // per node: durable meta term at its last stop
+    std::vector<std::optional<Flip>> flipped_;  // per node: a flipped byte not repaired yet
+    std::vector<std::size_t> floor_len_;        // per node: durable log length at its last stop
+    std::vector<Term> floor_term_;              // per node: durable meta term at its last stop
     PendingLogStep pending_log_;
     std::vector<const replication::ReplicatedLog*> log_views_;  // &*logs_[n] or nullptr
     std::vector<replication::LogMessage> log_payloads_;
