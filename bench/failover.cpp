@@ -74,10 +74,11 @@ std::optional<double> failover_once(FailoverTarget& target, int signal, double c
 //  - backoff: BecomeFollower arms RandomWait uniform in [0, max_random_wait] (integer ms); with
 //    the ranked backoff, the first wait is rank x rank_slot + jitter in [0, rank_slot / 8]
 //    (A rank 0, B rank 1: the order is the same for both survivors), later ones uniform.
-//  - scouting: when A's RandomWait fires, A asks B. B says yes only if it no longer knows a leader
-//    (sticky leader), i.e. D_B has passed; then A wins: two round trips (scouting, proposal) and
-//    two persists (A's term and vote, B's vote), which the model leaves out. If B still knows the
-//    leader, B says no; one "no" of two is not yet a lost round, so A waits
+//  - scouting: when A's RandomWait fires, A asks B. B says yes if it no longer knows a leader
+//    (sticky leader), i.e. D_B has passed, or if it is one check short of it (corroboration, when
+//    misses >= 2: B's check before D_B has passed); then A wins: two round trips (scouting,
+//    proposal) and two persists (A's term and vote, B's vote), which the model leaves out.
+//    Otherwise B says no; one "no" of two is not yet a lost round, so A waits
 //    scouting_result_timeout, then backs off again.
 std::vector<double> floor_model_ms(const Config& c, bool silent, int samples,
                                    std::mt19937_64& random) {
@@ -85,6 +86,7 @@ std::vector<double> floor_model_ms(const Config& c, bool silent, int samples,
     const double check = static_cast<double>(c.heartbeat_check_period.count());
     const double misses = static_cast<double>(c.heartbeat_check_misses());
     const double scouting_timeout = static_cast<double>(c.scouting_result_timeout.count());
+    const double corroboration = misses >= 2 ? check : 0.0;
     std::uniform_int_distribution<std::int64_t> backoff(0, c.max_random_wait.count());
     std::uniform_real_distribution<double> unit(0, 1);
     std::vector<double> out;
@@ -108,7 +110,7 @@ std::vector<double> floor_model_ms(const Config& c, bool silent, int samples,
         for (int step = 0; step < 10'000; ++step) {
             const int a = attempt[0] <= attempt[1] ? 0 : 1;
             const int b = 1 - a;
-            if (detect[b] <= attempt[a]) {
+            if (detect[b] - corroboration <= attempt[a]) {
                 out.push_back(attempt[a]);
                 break;
             }
@@ -271,7 +273,8 @@ int run_failover(const BenchOptions& options) {
                                   config->rank_slot.count(), config->rank_slot.count() / 8)
                     : fmt::format("the earlier of two draws in 0-{} ms",
                                   config->max_random_wait.count()),
-                silent ? "; a survivor that scouts before the other noticed is refused and "
+                silent ? "; a survivor that scouts when the other is one check short of "
+                         "noticing is granted (corroboration); earlier, it is refused and "
                          "retries after the scouting timeout"
                        : "");
             for (const Contender& who : contenders) {

@@ -184,11 +184,23 @@ StartScouting(n, s) ==
 -----------------------------------------------------------------------------
 (* Message handlers                                                         *)
 
+\* Elector::CorroboratesSilence: a follower one heartbeat check short of
+\* dropping its leader takes a request for a newer term as that check's
+\* evidence (never with a single check). It drops the leader first, exactly
+\* as HeartbeatCheckFired's last check would (its longer wait is time, which
+\* the spec abstracts), then answers as a node without a leader.
+CorroboratesSilence(s, m) ==
+    /\ CheckMisses >= 2
+    /\ s.role = "follower" /\ s.leader # Nil
+    /\ s.missed_checks + 1 >= CheckMisses
+    /\ m.term > s.term
+
 HandleScoutingRequestR(n, s, m) ==
-    LET knows_leader == (s.leader # Nil \/ (PlantedBug = "RefuseWhileRemembering" /\ s.lsn.term > 0))
-                        /\ ~(PlantedBug = "SkipStickyLeader" /\ s.role = "follower")
-        will_vote == ~knows_leader /\ m.term > s.term
-    IN R(s, {ScoutingResponseMsg(n, m.from, m.term, m.round, will_vote)})
+    LET s1 == IF CorroboratesSilence(s, m) THEN BecomeFollower(n, s, Nil, Nil, Nil).st ELSE s
+        knows_leader == (s1.leader # Nil \/ (PlantedBug = "RefuseWhileRemembering" /\ s1.lsn.term > 0))
+                        /\ ~(PlantedBug = "SkipStickyLeader" /\ s1.role = "follower")
+        will_vote == ~knows_leader /\ m.term > s1.term
+    IN R(s1, {ScoutingResponseMsg(n, m.from, m.term, m.round, will_vote)})
 
 HandleScoutingResponseR(n, s, m) ==
     IF s.role # "follower" \/ s.round.id = 0 \/ m.term # s.round.term
@@ -649,11 +661,19 @@ LsnNeverGoesBack ==
     [][\A n \in Node : Crash(n) \/ Restart(n) \/ LsnLeq(node[n].lsn, node'[n].lsn)]_vars
 
 \* Stability (not safety): a follower that knows a live leader never says yes
-\* to a scouting round. Broken by PlantedBug "SkipStickyLeader".
+\* to a scouting round; "live" = more than one heartbeat check from dropping
+\* it (CorroboratesSilence). Broken by PlantedBug "SkipStickyLeader".
 StickyLeaderHonoured ==
     [][\A m \in msgs' \ msgs :
          (m.type = "ScoutingResponse" /\ m.will_vote /\ node[m.from].role = "follower")
-            => node[m.from].leader = Nil]_vars
+            => \/ node[m.from].leader = Nil
+               \/ CheckMisses >= 2 /\ node[m.from].missed_checks + 1 >= CheckMisses]_vars
+
+\* Canary: no follower is ever in a state where a scouting request in flight
+\* would be corroborated. TLC must violate it in a model with CheckMisses >= 2,
+\* which shows the corroboration branch is reached.
+CanaryNoCorroboration ==
+    \A m \in msgs : m.type = "ScoutingRequest" => ~CorroboratesSilence(node[m.to], m)
 
 \* Stability (not safety): a reply to another scouting round than the
 \* receiver's current one changes nothing. Broken by PlantedBug

@@ -24,6 +24,7 @@ ci_models=(
   # a leader's whole life with faults: random behaviours of a fixed budget (the exhaustive
   # runs are in --all and do not finish in CI time, see README.md)
   "ElectorLeaderFaults.cfg:MCElector:ok:sim:1000:60"
+  "ElectorCorroborate.cfg:MCElector:ok:sim:1000:60"
   "ElectorLiveness.cfg:MCElectorLive:ok:bfs"
   # liveness mutant: TLC must find a fair behaviour (a lasso) that never gets one leader after
   # the fault (MCElectorLive bounds by guards, so a livelock at the bound is a lasso)
@@ -52,6 +53,7 @@ ci_models=(
   "ElectorLeaderFaults.cfg+CanaryLsnBelow2:MCElector:CanaryLsnBelow2:sim:1000:60"
   "ElectorLeaderFaults.cfg+CanaryNoCheckQuorumStepDown:MCElector:CanaryNoCheckQuorumStepDown:sim:1000:60"
   "ElectorLeaderFaults.cfg+CanaryRestartedNeverLeads:MCElector:CanaryRestartedNeverLeads:sim:1000:60"
+  "ElectorCorroborate.cfg+CanaryNoCorroboration:MCElector:CanaryNoCorroboration:sim:1000:60"
   # negative models and planted bugs: TLC must find each
   "ElectorDurableLost.cfg:MCElector:OneLeaderPerTerm:bfs"
   "ElectorDoubleVote.cfg:MCElector:OneVotePerTerm:bfs"

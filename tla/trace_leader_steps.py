@@ -11,11 +11,12 @@ trace validation of tests/tla/sim-traces.sh cannot quietly stop covering the lea
   transfer          TransferLeadership (the operator's hand-over, accepted by the leader)
   checkquorum-down  CheckQuorumFired at a leader that steps down
   cession           HandleLeadershipCession that changes the follower's state
+  corroboration     HandleScoutingRequest at a follower that drops its leader (one check short)
 """
 import json
 import sys
 
-KINDS = ["preempted-leader", "transfer", "checkquorum-down", "cession"]
+KINDS = ["preempted-leader", "transfer", "checkquorum-down", "cession", "corroboration"]
 
 
 def scan(path, found):
@@ -38,6 +39,10 @@ def scan(path, found):
                     kind = "checkquorum-down"
             if action == "HandleLeadershipCession" and prev is not None and prev != after:
                 kind = "cession"
+            if (action == "HandleScoutingRequest" and prev is not None
+                    and prev["role"] == "follower" and prev["leader"] is not None
+                    and after["leader"] is None):
+                kind = "corroboration"
             if kind:
                 found.setdefault(kind, []).append((path, lineno))
             before[n] = after

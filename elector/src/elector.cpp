@@ -326,10 +326,19 @@ std::optional<Lsn> Elector::issue_lsn() {
 // the envelope term was lower, equal or higher than the node's (when higher and the rule adopts,
 // the node is already in the sender's term).
 
-// Any state: answer whether we would vote for the sender in the proposed term. Changes no state.
-// Sticky leader: a node that knows a leader (a leader knows itself) says no.
+// Any state: answer whether we would vote for the sender in the proposed term. Sticky leader: a
+// node that knows a leader (a leader knows itself) says no, and the answer changes no state, with
+// one exception. Corroboration: a follower whose leader has been silent for all its heartbeat
+// checks but the last takes a request for a newer term as the evidence that check would bring
+// (the asker's own checks ran out). It drops the leader as that check would, says yes, and waits
+// a scouting timeout more before scouting itself, so that the asker wins uncontested. Without it,
+// the first survivor to notice a paused leader is refused by the others, still one check short.
 void Elector::HandleScoutingRequest(const Message& m, const ScoutingRequest& body,
                                     TermOrder order) {
+    if (CorroboratesSilence(order)) {
+        ++counters_.silences_corroborated;
+        StepDown(Reason::LeaderNoHeartbeat, config_.scouting_result_timeout);
+    }
     const bool knows_leader =
         state_.leader.has_value() &&
         !(planted(PlantedBug::SkipStickyLeader) && state_.role == Role::Follower);
@@ -559,6 +568,14 @@ void Elector::HeartbeatBroadcastFired() {
     }
     SendToAll(state_.term, LeaderHeartbeat{state_.lsn});
     Arm(TimerId::HeartbeatBroadcast, config_.heartbeat_period);
+}
+
+// Rule of HandleScoutingRequest (corroboration). A profile with a single check never corroborates:
+// there the last check is the first.
+bool Elector::CorroboratesSilence(TermOrder order) const {
+    const std::uint32_t misses = config_.heartbeat_check_misses();
+    return order == TermOrder::Newer && state_.role == Role::Follower && state_.leader &&
+           misses >= 2 && state_.missed_checks + 1 >= misses;
 }
 
 void Elector::HeartbeatCheckFired() {

@@ -43,6 +43,9 @@ LeadershipMetrics::LeadershipMetrics(MetricsRegistry& r)
       prevotes_refused_(r.counter("conclave_prevotes_total",
                                   "Scouting (pre-vote) requests answered by this node, by result.",
                                   {{"result", "refused"}})),
+      silences_corroborated_(r.counter(
+          "conclave_leader_silences_corroborated_total",
+          "Leaders dropped one heartbeat check early because a peer scouted for a newer term.")),
       votes_granted_(r.counter("conclave_votes_granted_total", "Votes granted by this node.")),
       leader_changes_(
           r.counter("conclave_leader_changes_total",
@@ -87,6 +90,7 @@ void LeadershipMetrics::update_counters(const ElectorCounters& c) {
     mirror(elections_won_, c.elections_won);
     mirror(prevotes_granted_, c.prevotes_granted);
     mirror(prevotes_refused_, c.prevotes_refused);
+    mirror(silences_corroborated_, c.silences_corroborated);
     mirror(votes_granted_, c.votes_granted);
     for (std::size_t i = 1; i < votes_refused_.size(); ++i) {
         assert(votes_refused_[i] != nullptr);

@@ -169,6 +169,7 @@ Simulator::Simulator(SimOptions options)
                               {"quorum", config_for(0).effective_quorum()},
                               {"scouting", options_.elector.scouting},
                               {"check_quorum", options_.elector.check_quorum},
+                              {"heartbeat_check_misses", config_for(0).heartbeat_check_misses()},
                               {"seed", options_.seed}};
         *options_.trace << header.dump() << '\n';
     }

@@ -2,7 +2,8 @@
 # Runs conclave-sim for a few seeds (fault-free and faulty schedules), writes their NDJSON traces
 # and validates each against tla/Elector.tla. The faulty seeds together must take the leader
 # half of the protocol (tla/trace_leader_steps.py --require): a leader preempted by a
-# higher-term heartbeat, an accepted transfer, a check-quorum step-down and a cession; and a
+# higher-term heartbeat, an accepted transfer, a check-quorum step-down, a cession and a
+# corroborated silence; and a
 # copy of a trace whose transfer was corrupted must be rejected.
 #   tests/tla/sim-traces.sh CONCLAVE_SIM OUT_DIR
 # Exit 77 (skipped) when TLC is not installed.
@@ -18,13 +19,15 @@ traces=()
 # command line (`conclave-sim --help`) if they change.
 # seed 5 with all faults includes a crash and a restart; seed 7 with transfers, open-connection
 # blackholes and pauses takes the leader-half steps (a paused leader resumes to a newer leader's
-# heartbeat; checked below).
+# heartbeat; checked below); seed 13 has a follower drop its paused leader on a scouting request,
+# one heartbeat check early (corroboration, issue 17).
 runs=(
   "1:--faults none --steps 300"
   "3:--faults all --steps 600"
   "5:--faults all --steps 600"
   "6:--faults crash,cut,loss --steps 600"
   "7:--faults transfer,blackhole,pause --episodes 6 --steps 700"
+  "13:--faults transfer,blackhole,pause --episodes 6 --steps 300"
 )
 for run in "${runs[@]}"; do
   seed=${run%%:*}

@@ -64,6 +64,8 @@ struct ElectorCounters {
     std::uint64_t elections_won = 0;
     std::uint64_t prevotes_granted = 0;
     std::uint64_t prevotes_refused = 0;
+    // Leaders dropped on a scouting request, one heartbeat check short (corroboration).
+    std::uint64_t silences_corroborated = 0;
     std::uint64_t votes_granted = 0;
     std::array<std::uint64_t, 5> votes_refused_by_reason{};  // indexed by Refusal
     std::uint64_t leader_changes = 0;  // snapshots whose leader differs from the previous one
@@ -148,6 +150,7 @@ class Elector {
     void TransferLeadership(NodeId target);
 
     // Transitions shared by several handlers (etcd-raft's becomeX).
+    bool CorroboratesSilence(TermOrder order) const;
     bool TermSpaceExhausted();
     void StartScouting();
     void BecomeCandidate(bool transfer);

@@ -56,6 +56,7 @@ class LeadershipMetrics {
     Counter& elections_won_;
     Counter& prevotes_granted_;
     Counter& prevotes_refused_;
+    Counter& silences_corroborated_;
     Counter& votes_granted_;
     std::array<Counter*, 5> votes_refused_{};  // by Refusal; [0] (None) unused
     Counter& leader_changes_;
