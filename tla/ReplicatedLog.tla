@@ -44,6 +44,12 @@
 (* keep it (duplication). A message is lost by never being delivered, or,  *)
 (* for the types in LossyTypes, by being lost as it is sent (it takes no  *)
 (* slot of MaxMsgs).                                                        *)
+(* Repair (issue 16, `conclaved --repair`): Repair(n) is a crash whose    *)
+(* restart keeps any prefix of the log, even one missing durable and       *)
+(* committed entries (the corruption), and sets the repaired marker R.     *)
+(* While marked (NonVoting) the node answers no SyncRequest, its acks say  *)
+(* non_voting and count for no commit, and as leader it counts itself in  *)
+(* no quorum; MaybeClearRepaired removes the marker (see there).            *)
 (* CONCLAVE_CHECKs become Check(...): a failed one is recorded in the      *)
 (* node's `failed` set, which the invariant ChecksHold requires empty.     *)
 (***************************************************************************)
@@ -54,12 +60,14 @@ CONSTANTS
     Nil,            \* "no node" (std::nullopt)
     Quorum,         \* LogConfig::effective_quorum()
     MaxBatch,       \* LogConfig::max_batch_entries (appends and fetches)
-    PlantedBug,     \* LogConfig::planted_bug: "None", "SkipSync", "CommitWithoutQuorum"
+    PlantedBug,     \* LogConfig::planted_bug: "None", "SkipSync", "CommitWithoutQuorum",
+                    \* "CountRepaired"
     \* Model bounds.
     MaxTerm,        \* largest term a leader is given
     MaxProposals,   \* proposals accepted in a behaviour
     MaxMsgs,        \* largest number of messages in flight explored
     MaxCrashes,     \* crashes (restart from storage) in a behaviour
+    MaxRepairs,     \* Repair steps (crash, corruption, conclaved --repair) in a behaviour
     Duplication,    \* the network may deliver a message more than once
     LossyTypes,     \* message types that may be lost as they are sent
     Paced,          \* random runs (LogDeep.cfg): term t + 1 is led only after t proposals
@@ -77,13 +85,14 @@ VARIABLES
     lastTerm,   \* the last term whose leader has been named (one leader each)
     proposed,   \* proposals accepted so far (model bound)
     crashes,    \* crashes so far (model bound)
+    repairs,    \* Repair steps so far (model bound)
     \* History variable, written by Step only, read only by the invariants:
     \* <<index, entry, term>> for every entry a leader counted committed
     \* (SetCommit in AdvanceCommit), with the lowest term it was committed in.
     \* The entries acknowledged with ProposeResult::None are a subset.
     acked
 
-vars == <<node, msgs, lastTerm, proposed, crashes, acked>>
+vars == <<node, msgs, lastTerm, proposed, crashes, repairs, acked>>
 
 -----------------------------------------------------------------------------
 (* Values                                                                   *)
@@ -102,6 +111,7 @@ Min(a, b) == IF a < b THEN a ELSE b
 Max(a, b) == IF a > b THEN a ELSE b
 
 NoMatch == [p \in Node |-> 0]
+NoMarker == -1                               \* LogMeta::repaired = std::nullopt
 \* SyncProgress (commit_lsn[] is left out: only FinishSync's choice of next_len reads it).
 NoSync == [responded |-> {}, last_lsn |-> [p \in Node |-> NoLsn], source |-> Nil,
            target |-> NoLsn, fetch_after |-> NoLsn, done |-> FALSE]
@@ -110,20 +120,21 @@ NoSync == [responded |-> {}, last_lsn |-> [p \in Node |-> NoLsn], source |-> Nil
 Fresh == [role |-> "follower", term |-> 0, leader |-> Nil, entries |-> <<>>,
           commit_len |-> 0, durable_len |-> 0, matched_len |-> 0,
           sync_index |-> 0, sync |-> NoSync, match_len |-> NoMatch,
-          meta_commit |-> NoLsn, failed |-> {}]
+          meta_commit |-> NoLsn, repaired |-> NoMarker, nv |-> {}, failed |-> {}]
 
 (* Messages: one record type with every body field; unused fields keep a    *)
 (* default. Field names as in messages.hpp.                                 *)
 Msg(type, f, to, t) ==
     [type |-> type, from |-> f, to |-> to, term |-> t, last_lsn |-> NoLsn,
      commit_lsn |-> NoLsn, prev_lsn |-> NoLsn, entries |-> <<>>, ok |-> FALSE,
-     after_lsn |-> NoLsn, up_to_lsn |-> NoLsn]
+     after_lsn |-> NoLsn, up_to_lsn |-> NoLsn, non_voting |-> FALSE]
 
 SyncRequestMsg(f, to, t) == Msg("SyncRequest", f, to, t)
 SyncResponseMsg(f, to, t, last) == [Msg("SyncResponse", f, to, t) EXCEPT !.last_lsn = last]
 AppendMsg(f, to, t, prev, es, commit) ==
     [Msg("Append", f, to, t) EXCEPT !.prev_lsn = prev, !.entries = es, !.commit_lsn = commit]
 AppendAckMsg(f, to, t, ok, last) == [Msg("AppendAck", f, to, t) EXCEPT !.ok = ok, !.last_lsn = last]
+VotingAckMsg(f, to, t, last, nv) == [AppendAckMsg(f, to, t, TRUE, last) EXCEPT !.non_voting = nv]
 FetchRequestMsg(f, to, t, after, upto) ==
     [Msg("FetchRequest", f, to, t) EXCEPT !.after_lsn = after, !.up_to_lsn = upto]
 FetchResponseMsg(f, to, t, after, es) ==
@@ -147,6 +158,8 @@ LenThrough(s, lsn) ==
          THEN CHOOSE i \in 1..Len(s.entries) : s.entries[i] = lsn
          ELSE -1
 IsLeader(s) == s.role # "follower"
+\* NonVoting(): repaired and acting on it (the planted CountRepaired ignores the marker).
+NonVoting(s) == s.repaired # NoMarker /\ PlantedBug # "CountRepaired"
 
 \* CONCLAVE_CHECK(cond, what).
 Check(s, cond, what) == IF cond THEN s ELSE [s EXCEPT !.failed = @ \cup {what}]
@@ -171,7 +184,7 @@ AdoptTerm(s, t, ldr) ==
 \* never reads (sync_, progress_, sync_index) are reset to fixed values.
 StepDown(s) ==
     [s EXCEPT !.role = "follower", !.leader = Nil, !.sync = NoSync,
-              !.match_len = NoMatch, !.sync_index = 0]
+              !.match_len = NoMatch, !.nv = {}, !.sync_index = 0]
 
 SetCommit(s, len) ==
     Check(Check([s EXCEPT !.commit_len = len],
@@ -199,9 +212,14 @@ MergeFrom(s, pos, es, i) ==
 Merge(s, pos, es) == MergeFrom(s, pos, es, 1)
 
 \* Largest prefix durable on `q` nodes: the leader's durable_len, the
-\* followers' match_len (nth_element in AdvanceCommit).
+\* followers' match_len (nth_element in AdvanceCommit). A repaired node
+\* (the leader itself, or a follower whose last ok ack said non_voting)
+\* counts 0.
 StoredOn(n, s, q) ==
-    LET lens == [p \in Node |-> IF p = n THEN s.durable_len ELSE s.match_len[p]]
+    LET lens == [p \in Node |->
+                   IF p = n THEN (IF NonVoting(s) THEN 0 ELSE s.durable_len)
+                   ELSE IF p \in s.nv /\ PlantedBug # "CountRepaired" THEN 0
+                   ELSE s.match_len[p]]
     IN SetMax({k \in 0..Len(s.entries) : Cardinality({p \in Node : lens[p] >= k}) >= q})
 
 AdvanceCommit(n, s) ==
@@ -223,7 +241,8 @@ FinishSync(n, r) ==
                     LsnLess(LastLsn(s), sp), "no entry of a term above the leader's")
         \* sync_ is not read once done: its other fields are reset to fixed values.
         s2 == [s1 EXCEPT !.entries = Append(@, sp), !.sync_index = Len(s.entries),
-                         !.sync = [NoSync EXCEPT !.done = TRUE], !.match_len = NoMatch]
+                         !.sync = [NoSync EXCEPT !.done = TRUE], !.match_len = NoMatch,
+                         !.nv = {}]
     IN [r EXCEPT !.st = AdvanceCommit(n, s2)]
 
 SendFetch(n, r) ==
@@ -238,6 +257,21 @@ EvaluateSync(n, r) ==
     IF s.sync.done \/ s.sync.source # Nil THEN {r}
     ELSE IF PlantedBug = "SkipSync" THEN {FinishSync(n, r)}
     ELSE IF Cardinality(s.sync.responded) < Quorum THEN {r}
+    ELSE IF NonVoting(s)
+    THEN \* Repaired: our log may lack committed entries and still end higher.
+         \* Adopt the most advanced log among the others; ours only if it holds
+         \* that log's last entry.
+         LET s1 == [s EXCEPT !.sync.last_lsn[n] = LastLsn(s)]
+             others == s1.sync.responded \ {n}
+             lasts == {s1.sync.last_lsn[p] : p \in others}
+             best == CHOOSE l \in lasts : \A l2 \in lasts : LsnLeq(l2, l)
+             s2 == Check(s1, others # {}, "a repaired leader's sync quorum holds others")
+         IN IF LenThrough(s2, best) >= 0
+            THEN {FinishSync(n, [r EXCEPT !.st = s2])}
+            ELSE {SendFetch(n, [r EXCEPT !.st = [s2 EXCEPT !.sync.source = b,
+                                                           !.sync.target = best,
+                                                           !.sync.fetch_after = CommitLsn(s2)]])
+                  : b \in {p \in others : s2.sync.last_lsn[p] = best}}
     ELSE LET s1 == [s EXCEPT !.sync.last_lsn[n] = LastLsn(s)]
              lasts == {s1.sync.last_lsn[p] : p \in s1.sync.responded}
              best == CHOOSE l \in lasts : \A l2 \in lasts : LsnLeq(l2, l)
@@ -256,8 +290,10 @@ AbandonSource(n, r) ==
 BecomeLeader(n, s, t) ==
     LET s0 == IF IsLeader(s) THEN StepDown(s) ELSE s
         s1 == AdoptTerm(s0, t, n)
-        s2 == [s1 EXCEPT !.role = "passive", !.match_len = NoMatch,
-                         !.sync = [NoSync EXCEPT !.responded = {n},
+        \* a repaired leader's own log is no answer
+        s2 == [s1 EXCEPT !.role = "passive", !.match_len = NoMatch, !.nv = {},
+                         !.sync = [NoSync EXCEPT !.responded = IF NonVoting(s1) THEN {}
+                                                                ELSE {n},
                                                  !.last_lsn[n] = LastLsn(s1)]]
     IN EvaluateSync(n, R(s2, {SyncRequestMsg(n, p, t) : p \in Node \ {n}}))
 
@@ -269,7 +305,7 @@ MaybeAck(n, r, force) ==
     LET s == r.st
         ack_len == Min(s.durable_len, s.matched_len)
     IN IF IsLeader(s) \/ s.leader = Nil THEN r
-       ELSE Send(r, AppendAckMsg(n, s.leader, s.term, TRUE, LsnAt(s, ack_len)))
+       ELSE Send(r, VotingAckMsg(n, s.leader, s.term, LsnAt(s, ack_len), NonVoting(s)))
 
 \* A request from a leader of an older term: answer in our term.
 RejectStale(n, s, m) ==
@@ -281,8 +317,10 @@ RejectStale(n, s, m) ==
 (* Message handlers (log.cpp, "Message handlers")                          *)
 
 \* The promise (term) was made durable by AdoptTerm before this answer leaves.
+\* Repaired: no answer at all (its position must count in no sync quorum).
 HandleSyncRequestR(n, s, m) ==
-    {R(s, {SyncResponseMsg(n, s.leader, s.term, LastLsn(s))})}
+    IF NonVoting(s) THEN {Same(s)}
+    ELSE {R(s, {SyncResponseMsg(n, s.leader, s.term, LastLsn(s))})}
 
 HandleSyncResponseR(n, s, m) ==
     IF s.role # "passive" \/ s.sync.done THEN {Same(s)}
@@ -307,11 +345,13 @@ HandleAppendR(n, s, m) ==
 
 \* A refusal only moves next_len (Rewind) and re-sends: flow control, which
 \* the spec's Replicate covers. It is consumed and changes nothing here.
+\* An ok ack sets progress_[from].non_voting (the set nv) from its flag.
 HandleAppendAckR(n, s, m) ==
     IF ~IsLeader(s) \/ ~s.sync.done \/ ~m.ok THEN {Same(s)}
-    ELSE LET len == LenThrough(s, m.last_lsn) IN
-         IF len < 0 THEN {Same(s)}   \* never sent in this term: messages_dropped
-         ELSE {Same(AdvanceCommit(n, [s EXCEPT !.match_len[m.from] = Max(@, len)]))}
+    ELSE LET s0 == [s EXCEPT !.nv = IF m.non_voting THEN @ \cup {m.from} ELSE @ \ {m.from}]
+             len == LenThrough(s0, m.last_lsn) IN
+         IF len < 0 THEN {Same(s0)}   \* never sent in this term: messages_dropped
+         ELSE {Same(AdvanceCommit(n, [s0 EXCEPT !.match_len[m.from] = Max(@, len)]))}
 
 HandleFetchRequestR(n, s, m) ==
     LET start == LenThrough(s, m.after_lsn)
@@ -389,8 +429,26 @@ Kept(out) ==
     LET lossy == {m \in out : m.type \in LossyTypes}
     IN {(out \ lossy) \cup k : k \in SUBSET lossy}
 
+\* MaybeClearRepaired (run by Finish() at the end of every input, so also
+\* after the driver's persisted(flush())): the marker goes once this node
+\* holds, durably, a prefix of the log of the leader of its term T > R up to
+\* that leader's commit point, of term T (a follower: matched with that
+\* leader; a leader: synced). The new meta (without the marker) is durable
+\* before the voting ack (or the commit counting itself) that follows.
+MaybeClearRepaired(n, r) ==
+    LET s == r.st IN
+    IF s.repaired = NoMarker \/ s.term <= s.repaired \/ s.commit_len = 0
+       \/ CommitLsn(s).term # s.term \/ s.durable_len < s.commit_len
+    THEN r
+    ELSE IF IF IsLeader(s) THEN ~s.sync.done
+            ELSE s.leader = Nil \/ s.matched_len < s.commit_len
+    THEN r
+    ELSE LET s1 == [s EXCEPT !.repaired = NoMarker] IN
+         IF IsLeader(s1) THEN [r EXCEPT !.st = AdvanceCommit(n, s1)]
+         ELSE MaybeAck(n, [r EXCEPT !.st = s1], TRUE)
+
 Step(n, r0, consumed) ==
-    LET r == Flushed(n, r0) IN
+    LET r == MaybeClearRepaired(n, Flushed(n, MaybeClearRepaired(n, r0))) IN
     /\ node' = [node EXCEPT ![n] = r.st]
     /\ \E kept \in Kept(r.out) : msgs' = (msgs \ consumed) \cup kept
     /\ acked' = RecordCommits(node[n], r.st)
@@ -398,7 +456,7 @@ Step(n, r0, consumed) ==
 Receive(m, keep) ==
     LET n == m.to IN
     /\ \E r \in ReceiveR(n, node[n], m) : Step(n, r, IF keep THEN {} ELSE {m})
-    /\ UNCHANGED <<lastTerm, proposed, crashes>>
+    /\ UNCHANGED <<lastTerm, proposed, crashes, repairs>>
 
 HandleSyncRequest(m, keep) == m.type = "SyncRequest" /\ Receive(m, keep)
 HandleSyncResponse(m, keep) == m.type = "SyncResponse" /\ Receive(m, keep)
@@ -419,14 +477,14 @@ OnLeadership(n) ==
     /\ Paced => lastTerm <= proposed \/ \A p \in Node : ~IsLeader(node[p])
     /\ \E r \in BecomeLeader(n, node[n], t) : Step(n, r, {})
     /\ lastTerm' = t
-    /\ UNCHANGED <<proposed, crashes>>
+    /\ UNCHANGED <<proposed, crashes, repairs>>
 
 \* on_leadership(snapshot not naming n) while n leads: StepDown(LeadershipLost).
 OnLeadershipLost(n) ==
     /\ IsLeader(node[n])
     /\ Paced => proposed >= lastTerm
     /\ Step(n, Same(StepDown(node[n])), {})
-    /\ UNCHANGED <<lastTerm, proposed, crashes>>
+    /\ UNCHANGED <<lastTerm, proposed, crashes, repairs>>
 
 \* propose(lsn from Elector::issue_lsn()): ACTIVE leader only (refusals
 \* change nothing). The Appends it sends are Replicate steps.
@@ -437,7 +495,7 @@ Propose(n) ==
        /\ proposed < MaxProposals
        /\ Step(n, Same([s EXCEPT !.entries = Append(@, lsn)]), {})
        /\ proposed' = proposed + 1
-       /\ UNCHANGED <<lastTerm, crashes>>
+       /\ UNCHANGED <<lastTerm, crashes, repairs>>
 
 \* Replicate() / SendHeartbeat(): a synced leader sends the entries after
 \* position `from` up to position `to` (1 to MaxBatch of them), or an empty
@@ -454,7 +512,7 @@ Replicate(n, p, from, to) ==
     /\ to = from => from = s.match_len[p]   \* SendHeartbeat
     /\ Step(n, R(s, {AppendMsg(n, p, s.term, LsnAt(s, from), SubSeq(s.entries, from + 1, to),
                                CommitLsn(s))}), {})
-    /\ UNCHANGED <<lastTerm, proposed, crashes>>
+    /\ UNCHANGED <<lastTerm, proposed, crashes, repairs>>
 
 \* SyncRetry timer (armed while PASSIVE and not synced): ask again.
 SyncRetryFired(n) ==
@@ -462,7 +520,7 @@ SyncRetryFired(n) ==
         r0 == R(s, {SyncRequestMsg(n, p, s.term) : p \in Node \ (s.sync.responded \cup {n})})
     IN /\ s.role = "passive" /\ ~s.sync.done
        /\ Step(n, IF s.sync.source # Nil THEN SendFetch(n, r0) ELSE r0, {})
-       /\ UNCHANGED <<lastTerm, proposed, crashes>>
+       /\ UNCHANGED <<lastTerm, proposed, crashes, repairs>>
 
 \* persisted(storage.flush()) as a step of its own: a flush may lag the
 \* sends of the batch before it (and a crash may fall in between).
@@ -470,7 +528,7 @@ Persisted(n) ==
     /\ ~FlushEachStep
     /\ node[n].durable_len < Len(node[n].entries)
     /\ Step(n, PersistedR(n, Same(node[n])), {})
-       /\ UNCHANGED <<lastTerm, proposed, crashes>>
+       /\ UNCHANGED <<lastTerm, proposed, crashes, repairs>>
 
 \* peer_down(source) while fetching: AbandonSource. (Other peer_up/peer_down
 \* effects move flow-control state only.)
@@ -478,7 +536,7 @@ PeerDown(n, p) ==
     LET s == node[n] IN
     /\ s.role = "passive" /\ ~s.sync.done /\ s.sync.source = p
     /\ \E r \in AbandonSource(n, Same(s)) : Step(n, r, {})
-    /\ UNCHANGED <<lastTerm, proposed, crashes>>
+    /\ UNCHANGED <<lastTerm, proposed, crashes, repairs>>
 
 \* The process dies; a new core is built from storage.recover() (a prefix of
 \* the log of at least durable_len entries, and the meta) and started.
@@ -492,9 +550,31 @@ Crash(n) ==
             c == Cardinality({i \in 1..k : LsnLeq(es[i], s.meta_commit)})
         IN Step(n, Same([Fresh EXCEPT !.term = t, !.entries = es, !.commit_len = c,
                                       !.durable_len = k, !.meta_commit = s.meta_commit,
-                                      !.failed = s.failed]), {})
+                                      !.repaired = s.repaired, !.failed = s.failed]), {})
     /\ crashes' = crashes + 1
-    /\ UNCHANGED <<lastTerm, proposed>>
+    /\ UNCHANGED <<lastTerm, proposed, repairs>>
+
+\* The process dies, its log is found corrupt, `conclaved --repair` runs and
+\* the node starts again (FileStorage::repair, node/src/repair.cpp). The
+\* first bad record may be anywhere: the repair keeps any prefix of the
+\* log, even one without entries that were durable, acknowledged and
+\* committed. R = the highest term this node may have promised: its durable
+\* term (>= every kept entry's term and any older marker) or above it, up
+\* to the last term named (the elector's durable term, or --min-term); the
+\* meta's term is raised to R, its commit point cut to the kept log.
+Repair(n) ==
+    LET s == node[n] IN
+    /\ repairs < MaxRepairs
+    /\ Paced => repairs < proposed
+    /\ \E k \in 0..Len(s.entries), rt \in s.term..Max(s.term, lastTerm) :
+        LET es == SubSeq(s.entries, 1, k)
+            mc == LsnMin(s.meta_commit, LsnAt(s, k))
+            c == Cardinality({i \in 1..k : LsnLeq(es[i], mc)})
+        IN Step(n, Same([Fresh EXCEPT !.term = rt, !.entries = es, !.commit_len = c,
+                                      !.durable_len = k, !.meta_commit = mc,
+                                      !.repaired = rt, !.failed = s.failed]), {})
+    /\ repairs' = repairs + 1
+    /\ UNCHANGED <<lastTerm, proposed, crashes>>
 
 -----------------------------------------------------------------------------
 (* Specification                                                            *)
@@ -505,6 +585,7 @@ Init ==
     /\ lastTerm = 0
     /\ proposed = 0
     /\ crashes = 0
+    /\ repairs = 0
     /\ acked = {}
 
 Deliver(m, keep) ==
@@ -544,6 +625,7 @@ Next ==
         \/ Persisted(n)
         \/ \E p \in Node : PeerDown(n, p)
         \/ Crash(n)
+        \/ Repair(n)
 
 Spec == Init /\ [][Next]_vars
 
@@ -572,15 +654,20 @@ TypeOK ==
         /\ s.sync.source \in NodeOrNil
         /\ \A p \in Node : s.match_len[p] \in 0..Len(s.entries)
         /\ IsLsn(s.meta_commit)
+        /\ s.repaired \in {NoMarker} \cup 0..s.term   \* R <= the durable promise
+        /\ s.nv \subseteq Node \ {n}
         /\ IsLeader(s) => s.leader = n
         /\ s.sync.done => IsLeader(s) /\ s.sync_index < Len(s.entries)
     /\ \A m \in msgs :
         /\ m.type \in MsgTypes
         /\ m.from \in Node /\ m.to \in Node /\ m.from # m.to
         /\ m.term \in 1..MaxTerm
+        /\ m.non_voting \in BOOLEAN
+        /\ m.non_voting => m.type = "AppendAck" /\ m.ok
     /\ lastTerm \in 0..MaxTerm
     /\ proposed \in 0..MaxProposals
     /\ crashes \in 0..MaxCrashes
+    /\ repairs \in 0..MaxRepairs
 
 \* The CONCLAVE_CHECKs mirrored above never fail.
 ChecksHold == \A n \in Node : node[n].failed = {}
@@ -635,9 +722,9 @@ ActiveSyncPointCommitted ==
 TermsNeverDecrease == [][\A n \in Node : node'[n].term >= node[n].term]_vars
 
 \* The commit point never moves back while the process lives (a restarted
-\* core starts from the meta's lower bound).
+\* or repaired core starts from the meta's lower bound).
 CommitNeverGoesBack ==
-    [][crashes' = crashes => \A n \in Node : node'[n].commit_len >= node[n].commit_len]_vars
+    [][crashes' = crashes /\ repairs' = repairs => \A n \in Node : node'[n].commit_len >= node[n].commit_len]_vars
 
 \* A leader's log is append-only once it has started replicating in its term.
 LeaderAppendOnly ==

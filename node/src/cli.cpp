@@ -51,8 +51,10 @@ Options:
                     (/status "repaired"). Prints what it dropped; exit 0.
                     See "Corrupt log" in node/README.md
   --min-term T      with --repair: the cluster's current term (GET /status of a
-                    running node); needed when neither log.meta nor the elector
-                    state is readable, and raises R otherwise
+                    running node); needed when the elector state is unreadable
+                    (its lost votes may lie above every term on disk) or when
+                    log.meta is and there is no elector state; raises R
+                    otherwise
   --help            print this help and exit
   --version         print the version and exit
 Options also accept the --option=VALUE form.

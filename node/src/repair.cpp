@@ -10,6 +10,23 @@
 #include "conclave/replication/storage.hpp"
 
 namespace conclave::node {
+namespace {
+
+struct ElectorRead {
+    std::optional<DurableState> state;  // nullopt: missing (or unreadable: see error)
+    std::optional<std::string> error;   // set: the state file is unreadable
+};
+
+ElectorRead read_elector_state(const ClusterConfig& config) {
+    try {
+        return ElectorRead{net::load_durable_state(config.data_dir, config.nodes.size()),
+                           std::nullopt};
+    } catch (const net::StateFileError& e) {
+        return ElectorRead{std::nullopt, std::string(e.what())};
+    }
+}
+
+}  // namespace
 
 int run_repair(const ClusterConfig& config, std::optional<std::uint64_t> min_term,
                std::ostream& out, std::ostream& err) {
@@ -18,14 +35,22 @@ int run_repair(const ClusterConfig& config, std::optional<std::uint64_t> min_ter
     using replication::RepairReport;
     const fs::path log_dir = config.data_dir / "log";
     // The elector state: its term bounds what this node may have promised (and voted in).
-    std::optional<DurableState> elector;
-    bool elector_corrupt = false;
-    std::string elector_error;
-    try {
-        elector = net::load_durable_state(config.data_dir, config.nodes.size());
-    } catch (const net::StateFileError& e) {
-        elector_corrupt = true;
-        elector_error = e.what();
+    // Read by a helper that returns either the state or the error: assigning the result to an
+    // optional inside the try block left it engaged with garbage when the load threw (seen with
+    // GCC 12 -O2: R then came out as the bytes of the error message; the node test pins it).
+    const ElectorRead read = read_elector_state(config);
+    const std::optional<DurableState>& elector = read.state;
+    const bool elector_corrupt = read.error.has_value();
+    const std::string elector_error = read.error.value_or(std::string());
+    if (elector_corrupt && !min_term) {
+        // Its votes are lost, and nothing on this node bounds the terms they were given in: it
+        // votes for a candidate of term t before its log hears of t, so log.meta's term may be
+        // below them. Without a bound from the cluster, R could let it vote twice in one term.
+        err << "conclaved: --repair: the elector state is unreadable (" << elector_error
+            << "): the highest term this node may have voted in is unknown; pass --min-term T "
+               "with T the cluster's current term (GET /status on any running node); nothing "
+               "was changed\n";
+        return kExitUsage;
     }
     replication::RepairOptions options;
     if (elector) {
@@ -75,11 +100,15 @@ int run_repair(const ClusterConfig& config, std::optional<std::uint64_t> min_ter
         << to_string(r.commit_lsn) << ", repaired marker R = term " << r.marker.value << "\n";
     if (elector_corrupt) {
         // Its vote history is lost: vote for ourselves in R, so that no vote is ever given in a
-        // term <= R (R is at least the highest term this node reached, or the operator's
-        // --min-term), and keep the damaged file.
+        // term <= R (R is at least the operator's --min-term, required above), and keep a copy
+        // of the damaged file. Copied, not renamed: the atomic replacement below is the only
+        // change to the state file, so a crash leaves either the damaged file (the node refuses
+        // to start; run --repair again) or the new one -- never no file, which would start the
+        // elector as a new node (term 0) that may repeat a lost vote.
         std::error_code ec;
         const fs::path state = config.data_dir / net::kStateFileName;
-        fs::rename(state, fs::path(state.string() + ".corrupt"), ec);
+        fs::copy_file(state, fs::path(state.string() + ".corrupt"),
+                      fs::copy_options::overwrite_existing, ec);
         try {
             net::store_durable_state(config.data_dir, DurableState{r.marker, config.self});
         } catch (const std::exception& e) {

@@ -707,9 +707,17 @@ RepairReport FileStorage::repair(const std::filesystem::path& dir, const RepairO
     const Lsn snapshot_lsn = snapshot && !report.snapshot_dropped ? snapshot->lsn : kNoLsn;
     report.commit_lsn = std::max(std::min(recorded_commit, report.last_kept), snapshot_lsn);
 
-    // 1. The marker first: a crash anywhere below leaves the node marked (the safe side).
+    auto done = [&options](std::string_view step) {
+        if (options.after_step) {
+            options.after_step(step);
+        }
+    };
+    // Each step below is durable before the next starts (fsync of the file and of the
+    // directory); the crash-ordering test stops after each one (replication/README.md, "Repair
+    // gates"). 1. The marker first: a crash anywhere below leaves the node marked (the safe side).
     create_directories_durably(dir);
     ReplaceFileDurably(dir, kRepairedFileName, EncodeRepairedMarker(r));
+    done("marker");
     // 2. Keep a copy of what is dropped, then cut (or rewrite) log.dat.
     const bool cut = report.snapshot_dropped || report.bad_magic || keep < data.size();
     if (cut && report.file_bytes > report.kept_bytes) {
@@ -717,9 +725,11 @@ RepairReport FileStorage::repair(const std::filesystem::path& dir, const RepairO
             dir / (std::string(kLogFileName) + ".dropped-" + std::to_string(report.kept_bytes));
         const std::string dropped = data.substr(static_cast<std::size_t>(report.kept_bytes));
         ReplaceFileDurably(dir, report.saved.filename().string(), dropped);
+        done("dropped-saved");
     }
     if (report.snapshot_dropped || report.bad_magic || data.size() < kLogMagic.size()) {
         ReplaceFileDurably(dir, kLogFileName, std::string(kLogMagic));
+        done("log-cut");
         if (report.snapshot_dropped) {
             const auto snap = dir / kSnapshotFileName;
             const auto saved = dir / (std::string(kSnapshotFileName) + ".corrupt");
@@ -727,6 +737,7 @@ RepairReport FileStorage::repair(const std::filesystem::path& dir, const RepairO
                 ThrowErrno("rename to " + saved.string() + " from", snap);
             }
             fsync_directory(dir);
+            done("snapshot-dropped");
         }
     } else if (keep < data.size()) {
         const int fd = ::open(log_file.c_str(), O_RDWR | O_CLOEXEC);
@@ -748,6 +759,7 @@ RepairReport FileStorage::repair(const std::filesystem::path& dir, const RepairO
             errno = saved_errno;
             ThrowErrno("truncate", log_file);
         }
+        done("log-cut");
     }
     // 3. The meta for what is left: the promise R (raising a promise is always safe), a commit
     // point inside the kept log.
@@ -757,6 +769,7 @@ RepairReport FileStorage::repair(const std::filesystem::path& dir, const RepairO
     put_u64(meta_data, report.commit_lsn.counter);
     put_u32(meta_data, crc32(meta_data.data(), meta_data.size()));
     ReplaceFileDurably(dir, kMetaFileName, meta_data);
+    done("meta");
     return report;
 }
 

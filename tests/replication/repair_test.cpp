@@ -118,7 +118,7 @@ TEST_CASE("repair: a bad record mid-log is cut with what follows; the marker is 
         FileStorage s(dir.path, FsyncPolicy::Batched);
         REQUIRE_THROWS_AS(s.recover(), CorruptLogError);
     }
-    const RepairReport r = FileStorage::repair(dir.path, RepairOptions{Term{4}, std::nullopt});
+    const RepairReport r = FileStorage::repair(dir.path, RepairOptions{Term{4}, std::nullopt, {}});
     CHECK(r.kept_records == 2);
     CHECK(r.kept_bytes == third);
     CHECK(r.file_bytes == size);
@@ -153,7 +153,7 @@ TEST_CASE("repair: R needs a readable term; a damaged marker is refused at start
     CHECK(Slurp(dir.path / "log.dat") == before);  // nothing changed
     CHECK_FALSE(fs::exists(dir.path / "log.repaired"));
     // --min-term: R is the largest of it and the kept log's terms; an intact log is marked too.
-    const RepairReport r = FileStorage::repair(dir.path, RepairOptions{std::nullopt, Term{1}});
+    const RepairReport r = FileStorage::repair(dir.path, RepairOptions{std::nullopt, Term{1}, {}});
     CHECK_FALSE(r.meta_readable);
     CHECK(r.problem == TailProblem::None);
     CHECK(r.kept_records == 5);
@@ -257,4 +257,121 @@ TEST_CASE("repaired leader: its own log is no sync answer and counts for no comm
     // Its commit point is its own sync point, durable here: the marker goes.
     CHECK_FALSE(l.repaired());
     CHECK(MetasWritten(a).back() == LogMeta{Term{3}, Rl(3, 0)});
+}
+
+// ---- Crash ordering of `conclaved --repair` (FileStorage::repair) ------------------------------
+
+namespace {
+
+struct CrashHere {};
+
+// One way a node's files can be damaged before the operator runs --repair.
+enum class Damage { MidLogBitFlip, DamagedSnapshot, IntactBackup };
+
+// Five durable records (WriteFiveRecords), damaged as `damage` says. Returns the entries a
+// finished repair keeps.
+std::vector<Entry> Damaged(const fs::path& dir, Damage damage) {
+    WriteFiveRecords(dir);
+    switch (damage) {
+        case Damage::MidLogBitFlip: {
+            std::string data = Slurp(dir / "log.dat");
+            const std::size_t third = 8 + 28 + 38;  // see the first test case
+            data[third + 12] = static_cast<char>(data[third + 12] ^ 0x10);
+            Spill(dir / "log.dat", data);
+            return {Re(1, 0), Re(1, 1)};
+        }
+        case Damage::DamagedSnapshot:
+            Spill(dir / "log.snap", "CNCLSNP1 but torn");
+            return {};
+        case Damage::IntactBackup:
+            break;
+    }
+    return {Re(1, 0), Re(1, 1), Re(1, 2), Re(2, 0), Re(2, 1)};
+}
+
+// The steps a repair of `damage` takes, in order (a run without a crash).
+std::vector<std::string> StepsOf(Damage damage) {
+    RepairDir dir;
+    (void)Damaged(dir.path, damage);
+    std::vector<std::string> steps;
+    RepairOptions options{Term{4}, std::nullopt, {}};
+    options.after_step = [&steps](std::string_view step) { steps.emplace_back(step); };
+    (void)FileStorage::repair(dir.path, options);
+    return steps;
+}
+
+// What a node started on `dir` does: nullopt when it refuses to start (recover() throws
+// CorruptLogError), else its recovered log.
+std::optional<RecoveredLog> StartOn(const fs::path& dir) {
+    FileStorage s(dir, FsyncPolicy::Batched);
+    try {
+        return s.recover().log;
+    } catch (const CorruptLogError&) {
+        return std::nullopt;
+    }
+}
+
+}  // namespace
+
+TEST_CASE("repair crash ordering: a crash after any step leaves the node refusing or repaired") {
+    // A crash between two steps: every step is durable when after_step runs (fsync of the file
+    // and its directory), so the files then are what a power cut leaves. A crash inside the next
+    // atomic replacement adds its half-written temporary file: planted below. Expected: the node
+    // either refuses to start or starts repaired (marker R, non-voting, no record from after the
+    // bad one) -- never as a voter on a cut log; and running --repair again finishes the job.
+    for (const Damage damage :
+         {Damage::MidLogBitFlip, Damage::DamagedSnapshot, Damage::IntactBackup}) {
+        const std::vector<std::string> steps = StepsOf(damage);
+        REQUIRE(steps.front() == "marker");
+        REQUIRE(steps.back() == "meta");
+        std::size_t refused = 0;
+        std::size_t started_repaired = 0;
+        for (std::size_t crash_after = 0; crash_after < steps.size(); ++crash_after) {
+            CAPTURE(static_cast<int>(damage), steps[crash_after]);
+            RepairDir dir;
+            const std::vector<Entry> kept = Damaged(dir.path, damage);
+            std::size_t seen = 0;
+            RepairOptions options{Term{4}, std::nullopt, {}};
+            options.after_step = [&](std::string_view) {
+                if (seen++ == crash_after) {
+                    throw CrashHere{};
+                }
+            };
+            REQUIRE_THROWS_AS(FileStorage::repair(dir.path, options), CrashHere);
+            for (const char* tmp : {"log.repaired.tmp", "log.meta.tmp", "log.dat.tmp"}) {
+                Spill(dir.path / tmp, "half-written");
+            }
+
+            const std::optional<RecoveredLog> started = StartOn(dir.path);
+            if (!started) {
+                ++refused;
+            } else {
+                ++started_repaired;
+                // Started: it must be marked, and hold nothing from after the bad record.
+                REQUIRE(started->meta.repaired == Term{4});
+                CHECK(started->entries == kept);
+                ReplicatedLog log(RepairConfig(NodeId{1}), *started);
+                log.start(Millis{0});
+                CHECK(log.repaired() == Term{4});
+                const LogActions a = log.receive(Millis{0}, From(NodeId{0}, 5, SyncRequest{}));
+                CHECK(SentBodies<SyncResponse>(a, NodeId{0}).empty());  // no sync promise
+            }
+            // The operator runs --repair again (the procedure after any failed start): it
+            // finishes with the same result as an uninterrupted repair.
+            const RepairReport again =
+                FileStorage::repair(dir.path, RepairOptions{Term{4}, std::nullopt, {}});
+            CHECK(again.marker == Term{4});
+            const std::optional<RecoveredLog> after = StartOn(dir.path);
+            REQUIRE(after);
+            CHECK(after->entries == kept);
+            CHECK(after->meta.repaired == Term{4});
+            CHECK(after->meta.term == Term{4});
+        }
+        // Both outcomes occur where the damage allows (the test is not vacuous): a mid-log flip
+        // or a damaged snapshot refuses to start until the cut; an intact log starts marked.
+        if (damage != Damage::IntactBackup) {
+            CHECK(refused > 0);
+        }
+        CHECK(started_repaired > 0);
+    }
 }

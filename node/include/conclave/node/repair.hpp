@@ -14,11 +14,13 @@ namespace conclave::node {
 /// Repairs <data_dir>/log of `config`'s node (the caller holds the data directory's lock): cuts
 /// log.dat at its first bad record, rewrites log.meta and writes the repaired marker R (the
 /// largest of log.meta's term, the elector state's term, the kept log's terms and `min_term`).
-/// When the elector state is unreadable it is kept as elector-state.json.corrupt and rewritten
-/// as {term R, vote for this node}: the node never votes again in a term <= R. Prints what it
-/// dropped and what happens next on `out`, errors on `err`. Returns the exit status: 0 done,
-/// 1 failed (nothing needed changing is left half done: the marker is written first),
-/// 2 R unknown (neither log.meta nor the elector state readable, no --min-term).
+/// When the elector state is unreadable `min_term` is required (its lost votes may lie above
+/// every term on disk); the file is copied to elector-state.json.corrupt and replaced
+/// atomically by {term R, vote for this node}: the node never votes again in a term <= R.
+/// Prints what it dropped and what happens next on `out`, errors on `err`. Returns the exit
+/// status: 0 done, 1 failed (nothing needed changing is left half done: the marker is written
+/// first), 2 R unknown (the elector state unreadable, or neither log.meta nor the elector state
+/// readable, and no --min-term; nothing changed).
 int run_repair(const ClusterConfig& config, std::optional<std::uint64_t> min_term,
                std::ostream& out, std::ostream& err);
 

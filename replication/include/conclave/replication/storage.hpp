@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -76,6 +77,10 @@ struct Recovery {
 struct RepairOptions {
     std::optional<Term> elector_term;  // nullopt: the elector state is missing or unreadable
     std::optional<Term> min_term;      // the operator's --min-term
+    /// Tests only (the crash-ordering test): called after each durable step of repair() with
+    /// the step's name ("marker", "dropped-saved", "log-cut", "snapshot-dropped", "meta"); a
+    /// throw there leaves the files as a crash at that point would.
+    std::function<void(std::string_view step)> after_step;
 };
 
 /// What FileStorage::repair() did.
