@@ -354,7 +354,9 @@ void to_json(json& j, const ElectorState& s) {
                {"no", s.round.no}}},
              {"last_round_id", s.last_round_id},
              {"lsn", s.lsn},
-             {"armed_timers", timers}};
+             {"armed_timers", timers},
+             {"voters", s.voters},
+             {"config_version", s.config_version}};
 }
 
 void to_json(json& j, const LeadershipSnapshot& s) {

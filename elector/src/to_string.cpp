@@ -108,6 +108,8 @@ std::string_view to_string(Reason r) {
             return "CHECK_QUORUM_FAILED";
         case Reason::LeadershipTransferred:
             return "LEADERSHIP_TRANSFERRED";
+        case Reason::VotersChanged:
+            return "VOTERS_CHANGED";
     }
     return "?";
 }
