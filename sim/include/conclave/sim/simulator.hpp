@@ -132,6 +132,9 @@ enum class FaultKind : std::uint8_t {
                     // (a corrupt tail) and is "repaired": the marker R is set, as
                     // `conclaved --repair` does (only while the repaired nodes stay a minority:
                     // otherwise a plain crash). A later Restart brings it back.
+    SetVoters,      // membership (issue 18): node a's active configuration becomes voters `mask`
+                    // at version `value` (Elector::set_voters, as the log's commit would call
+                    // it); a crashed node gets it at its restart, as from its own log
 };
 
 struct FaultAction {
@@ -262,6 +265,15 @@ class Simulator {
     bool inject(NodeId to, const Message& m);
     /// The same for `to`'s log core (SimOptions::log).
     bool inject_log(NodeId to, const replication::LogMessage& m);
+
+    // ---- Membership (issue 18) -----------------------------------------------------------------
+    /// Gives node `n` its new active configuration now (FaultKind::SetVoters). Remembered for
+    /// its restarts. False when the core refused it (it counts the refusal).
+    bool set_voters(NodeId n, NodeSet voters, std::uint64_t version);
+    /// The configuration last given to `n` (nullopt: none, the default one).
+    std::optional<std::pair<NodeSet, std::uint64_t>> voters_of(NodeId n) const {
+        return configs_[n.value];
+    }
 
   private:
     enum class LogInput : std::uint8_t {
@@ -509,6 +521,9 @@ class Simulator {
     bool workload_ticking_ = false;
     std::uint16_t client_belief_ = 0;  // the node clients think leads
     std::uint64_t client_sequence_ = 0;
+
+    // Membership: the configuration each node was last given (re-given at its restarts).
+    std::vector<std::optional<std::pair<NodeSet, std::uint64_t>>> configs_;
 
     std::optional<Violation> violation_;
     // SimOptions::keep_running_after_violations: violations moved out of violation_.

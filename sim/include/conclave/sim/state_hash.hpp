@@ -30,11 +30,14 @@ inline std::uint64_t hash_state(const ElectorState& s) {
     h = hash_mix(h, s.last_round_id);
     h = hash_mix(h, s.lsn.term.value);
     h = hash_mix(h, s.lsn.counter);
+    h = hash_mix(h, s.voters.bits);
+    h = hash_mix(h, s.config_version);
     return h;
 }
 
 /// A message packed into two words, unique for the values simulations produce (node ids below
-/// 256, terms and round ids below 2^32, configuration versions below 2^8). Used to order and hash the explorer's in-flight multiset.
+/// 256, terms and round ids below 2^32, configuration versions below 2^8). Used to order and hash
+/// the explorer's in-flight multiset.
 struct PackedMessage {
     std::uint64_t head = 0;  // to | from << 8 | type << 16 | term << 24
     std::uint64_t body = 0;
