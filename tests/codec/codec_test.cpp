@@ -29,6 +29,16 @@ std::vector<Message> samples() {
     };
 }
 
+/// True when the decoder refuses `m`'s encoding with an error naming `field` first.
+bool decode_refuses(const Message& m, const std::string& field) {
+    try {
+        decode_cbor(encode_cbor(m));
+    } catch (const DecodeError& e) {
+        return std::string(e.what()).rfind(field, 0) == 0;
+    }
+    return false;
+}
+
 }  // namespace
 
 TEST_CASE("every message survives a JSON and a CBOR round trip") {
@@ -89,26 +99,20 @@ TEST_CASE("CBOR decoding rejects deep nesting without recursing") {
 }
 
 TEST_CASE("decoding refuses values no node can produce (issue 15)") {
-    auto refused = [](const Message& m, const std::string& field) {
-        try {
-            decode_cbor(encode_cbor(m));
-        } catch (const DecodeError& e) {
-            return std::string(e.what()).rfind(field, 0) == 0;
-        }
-        return false;
-    };
     // Terms at or above 2^63: in the envelope, as voter_term, as an LSN term.
-    CHECK(refused(Message{NodeId{0}, Term{kTermLimit}, LeaderHeartbeat{}}, "term"));
-    CHECK(refused(Message{NodeId{0}, Term{~std::uint64_t{0}}, HeartbeatAck{}}, "term"));
-    CHECK(refused(
+    CHECK(decode_refuses(Message{NodeId{0}, Term{kTermLimit}, LeaderHeartbeat{}}, "term"));
+    CHECK(decode_refuses(Message{NodeId{0}, Term{~std::uint64_t{0}}, HeartbeatAck{}}, "term"));
+    CHECK(decode_refuses(
         Message{NodeId{0}, Term{5}, ElectionResponse{false, Refusal::StaleTerm, Term{kTermLimit}}},
         "voter_term"));
-    CHECK(refused(Message{NodeId{0}, Term{5}, LeaderHeartbeat{Lsn{Term{kTermLimit}, 1}}}, "term"));
+    CHECK(decode_refuses(Message{NodeId{0}, Term{5}, LeaderHeartbeat{Lsn{Term{kTermLimit}, 1}}},
+                         "term"));
     // A vote both granted and refused, or neither.
-    CHECK(refused(Message{NodeId{0}, Term{5}, ElectionResponse{true, Refusal::HasLeader, Term{5}}},
-                  "refusal"));
-    CHECK(refused(Message{NodeId{0}, Term{5}, ElectionResponse{false, Refusal::None, Term{5}}},
-                  "refusal"));
+    CHECK(decode_refuses(
+        Message{NodeId{0}, Term{5}, ElectionResponse{true, Refusal::HasLeader, Term{5}}},
+        "refusal"));
+    CHECK(decode_refuses(
+        Message{NodeId{0}, Term{5}, ElectionResponse{false, Refusal::None, Term{5}}}, "refusal"));
     // The largest term the protocol can reach still decodes.
     const Message top{NodeId{0}, Term{kTermLimit - 1},
                       LeaderHeartbeat{Lsn{Term{kTermLimit - 1}, 1}}};
@@ -148,26 +152,20 @@ TEST_CASE("configuration versions: absent means 0, hostile values are refused (i
         CHECK(message_to_json(Message{NodeId{0}, Term{5}, ElectionProposal{true, 2}})
                   .at("config_version") == 2);
     }
-    auto refused = [](const Message& m, const std::string& field) {
-        try {
-            decode_cbor(encode_cbor(m));
-        } catch (const DecodeError& e) {
-            return std::string(e.what()).rfind(field, 0) == 0;
-        }
-        return false;
-    };
     SECTION("versions at or above 2^63 are refused in every message that carries one") {
         for (std::uint64_t v : {kConfigVersionLimit, ~std::uint64_t{0}}) {
-            CHECK(refused(Message{NodeId{0}, Term{5}, ScoutingRequest{1, v}}, "config_version"));
-            CHECK(refused(Message{NodeId{0}, Term{5}, ScoutingResponse{1, false, Refusal::None, v}},
-                          "config_version"));
-            CHECK(
-                refused(Message{NodeId{0}, Term{5}, ElectionProposal{false, v}}, "config_version"));
-            CHECK(refused(Message{NodeId{0}, Term{5},
-                                  ElectionResponse{false, Refusal::StaleConfig, Term{5}, v}},
-                          "config_version"));
-            CHECK(refused(Message{NodeId{0}, Term{5}, LeaderHeartbeat{Lsn{Term{5}, 1}, v}},
-                          "config_version"));
+            CHECK(decode_refuses(Message{NodeId{0}, Term{5}, ScoutingRequest{1, v}},
+                                 "config_version"));
+            CHECK(decode_refuses(
+                Message{NodeId{0}, Term{5}, ScoutingResponse{1, false, Refusal::None, v}},
+                "config_version"));
+            CHECK(decode_refuses(Message{NodeId{0}, Term{5}, ElectionProposal{false, v}},
+                                 "config_version"));
+            CHECK(decode_refuses(Message{NodeId{0}, Term{5},
+                                         ElectionResponse{false, Refusal::StaleConfig, Term{5}, v}},
+                                 "config_version"));
+            CHECK(decode_refuses(Message{NodeId{0}, Term{5}, LeaderHeartbeat{Lsn{Term{5}, 1}, v}},
+                                 "config_version"));
         }
     }
     SECTION("wrong types and negative versions are refused") {
@@ -180,18 +178,19 @@ TEST_CASE("configuration versions: absent means 0, hostile values are refused (i
         CHECK_THROWS_WITH(message_from_json(j), Catch::Contains("config_version"));
     }
     SECTION("scouting names only the membership refusals, and only when it says no") {
-        CHECK(refused(Message{NodeId{0}, Term{5}, ScoutingResponse{1, true, Refusal::NotAVoter, 0}},
-                      "refusal"));
-        CHECK(
-            refused(Message{NodeId{0}, Term{5}, ScoutingResponse{1, false, Refusal::HasLeader, 0}},
-                    "refusal"));
+        CHECK(decode_refuses(
+            Message{NodeId{0}, Term{5}, ScoutingResponse{1, true, Refusal::NotAVoter, 0}},
+            "refusal"));
+        CHECK(decode_refuses(
+            Message{NodeId{0}, Term{5}, ScoutingResponse{1, false, Refusal::HasLeader, 0}},
+            "refusal"));
         json j = message_to_json(
             Message{NodeId{0}, Term{5}, ScoutingResponse{1, false, Refusal::StaleConfig, 3}});
         j["refusal"] = "whatever";
         CHECK_THROWS_WITH(message_from_json(j), Catch::Contains("refusal"));
     }
     SECTION("a granted vote with a membership refusal is refused") {
-        CHECK(refused(
+        CHECK(decode_refuses(
             Message{NodeId{0}, Term{5}, ElectionResponse{true, Refusal::StaleConfig, Term{5}, 1}},
             "refusal"));
     }
