@@ -34,7 +34,7 @@ json optional_node(const std::optional<NodeId>& n) {
     return n ? json(n->value) : json(nullptr);
 }
 
-constexpr std::array<Refusal, kRefusalCount> kRefusals = {
+constexpr std::array<Refusal, kVoteRefusalCount> kRefusals = {
     Refusal::None,      Refusal::StaleTerm,   Refusal::AlreadyVoted, Refusal::HasLeader,
     Refusal::IAmLeader, Refusal::StaleConfig, Refusal::NotAVoter};
 

@@ -70,7 +70,7 @@ struct ElectorCounters {
     std::uint64_t prevotes_granted = 0;
     std::uint64_t prevotes_refused = 0;
     std::uint64_t votes_granted = 0;
-    std::array<std::uint64_t, kRefusalCount> votes_refused_by_reason{};  // by Refusal
+    std::array<std::uint64_t, kVoteRefusalCount> votes_refused_by_reason{};  // by Refusal
     std::uint64_t leader_changes = 0;  // snapshots whose leader differs from the previous one
     std::uint64_t two_leader_alarms = 0;
     std::uint64_t messages_dropped = 0;      // from a non-member, or with a term no node can reach

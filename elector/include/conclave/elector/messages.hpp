@@ -42,7 +42,7 @@ enum class Refusal : std::uint8_t {
     StaleConfig,   // your configuration is older than mine (membership R5, the version fence)
     NotAVoter,     // I am not a voter of my active configuration (learner or removed; R5, R7)
 };
-inline constexpr std::size_t kRefusalCount = 7;
+inline constexpr std::size_t kVoteRefusalCount = 7;
 
 /// Reply to a ScoutingRequest. The envelope term echoes the proposed term of the request.
 /// `refusal` is set only for the membership refusals (StaleConfig, NotAVoter; None otherwise,
