@@ -256,6 +256,7 @@ MembershipRunResult run_membership_seed(const MembershipRunOptions& o) {
     }
     result.violation = sim.violation();
     result.violation_at = sim.now();
+    result.leader_at_end = majority_leader(sim);
     result.committed_version = model.committed();
     result.set_voters_calls = model.calls();
     result.stats = sim.stats();

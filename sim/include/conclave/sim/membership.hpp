@@ -27,6 +27,7 @@
 #include <optional>
 
 #include "conclave/sim/simulator.hpp"
+#include "conclave/sim/stability.hpp"
 
 namespace conclave::sim {
 
@@ -57,6 +58,8 @@ struct MembershipRunResult {
     std::uint64_t set_voters_calls = 0;       // configurations given to nodes
     std::uint64_t stale_config_refusals = 0;  // StaleConfig answers (votes and scouting) sent
     std::uint64_t not_a_voter_refusals = 0;   // NotAVoter answers sent
+    /// The leader a majority of the nodes follows at the end (faults over for `tail`), if any.
+    std::optional<NodeId> leader_at_end;
     SimStats stats;
 };
 
