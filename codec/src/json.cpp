@@ -34,9 +34,9 @@ json optional_node(const std::optional<NodeId>& n) {
     return n ? json(n->value) : json(nullptr);
 }
 
-constexpr std::array<Refusal, 5> kRefusals = {Refusal::None, Refusal::StaleTerm,
-                                              Refusal::AlreadyVoted, Refusal::HasLeader,
-                                              Refusal::IAmLeader};
+constexpr std::array<Refusal, kVoteRefusalCount> kRefusals = {
+    Refusal::None,      Refusal::StaleTerm,   Refusal::AlreadyVoted, Refusal::HasLeader,
+    Refusal::IAmLeader, Refusal::StaleConfig, Refusal::NotAVoter};
 
 Refusal refusal_from(const json& j) {
     const std::string name = get_string(j, "refusal");
@@ -45,21 +45,55 @@ Refusal refusal_from(const json& j) {
             return r;
         }
     }
-    fail("refusal: unknown value '" + name + "'");
+    fail("refusal: unknown value '" + name.substr(0, 64) + "'");
+}
+
+// Membership (docs/membership.md): a configuration version. Frames from before the field
+// existed, and frames of the default configuration (version 0, not encoded), decode as 0. Like
+// terms, versions stay below 2^63: one per committed change, nothing honest gets near it.
+std::uint64_t config_version_from(const json& j) {
+    if (j.is_object() && !j.contains("config_version")) {
+        return 0;
+    }
+    const std::uint64_t v = get_u64(j, "config_version");
+    if (v >= kConfigVersionLimit) {
+        fail("config_version: " + std::to_string(v) + " is not below 2^63");
+    }
+    return v;
+}
+
+void put_config_version(json& j, std::uint64_t version) {
+    if (version != 0) {
+        j["config_version"] = version;
+    }
 }
 
 // One decoder per body, found by overload resolution: a body without one fails to compile.
 ScoutingRequest body_from_json(std::type_identity<ScoutingRequest>, const json& j) {
-    return ScoutingRequest{get_u64(j, "round")};
+    return ScoutingRequest{get_u64(j, "round"), config_version_from(j)};
 }
 ScoutingResponse body_from_json(std::type_identity<ScoutingResponse>, const json& j) {
-    return ScoutingResponse{get_u64(j, "round"), get_bool(j, "will_vote")};
+    ScoutingResponse r{get_u64(j, "round"), get_bool(j, "will_vote")};
+    // Scouting names only the membership refusals; absent (older frames): none.
+    if (j.contains("refusal")) {
+        r.refusal = refusal_from(j);
+        if (r.refusal != Refusal::StaleConfig && r.refusal != Refusal::NotAVoter) {
+            fail("refusal: '" + std::string(to_string(r.refusal)) +
+                 "' is not a scouting refusal (stale-config or not-a-voter)");
+        }
+        if (r.will_vote) {
+            fail("refusal: '" + std::string(to_string(r.refusal)) + "' with will_vote=true");
+        }
+    }
+    r.config_version = config_version_from(j);
+    return r;
 }
 ElectionProposal body_from_json(std::type_identity<ElectionProposal>, const json& j) {
-    return ElectionProposal{get_bool(j, "transfer")};
+    return ElectionProposal{get_bool(j, "transfer"), config_version_from(j)};
 }
 ElectionResponse body_from_json(std::type_identity<ElectionResponse>, const json& j) {
-    const ElectionResponse r{get_bool(j, "granted"), refusal_from(j), get_term(j, "voter_term")};
+    const ElectionResponse r{get_bool(j, "granted"), refusal_from(j), get_term(j, "voter_term"),
+                             config_version_from(j)};
     if (r.granted != (r.refusal == Refusal::None)) {
         fail("refusal: '" + std::string(to_string(r.refusal)) + "' with granted=" +
              (r.granted ? "true" : "false") + " (a vote is granted exactly when not refused)");
@@ -67,7 +101,7 @@ ElectionResponse body_from_json(std::type_identity<ElectionResponse>, const json
     return r;
 }
 LeaderHeartbeat body_from_json(std::type_identity<LeaderHeartbeat>, const json& j) {
-    return LeaderHeartbeat{lsn_from_json(get_field(j, "lsn"))};
+    return LeaderHeartbeat{lsn_from_json(get_field(j, "lsn")), config_version_from(j)};
 }
 HeartbeatAck body_from_json(std::type_identity<HeartbeatAck>, const json&) {
     return HeartbeatAck{};
@@ -251,17 +285,25 @@ json message_to_json(const Message& m, std::optional<NodeId> to) {
             using T = std::decay_t<decltype(b)>;
             if constexpr (std::is_same_v<T, ScoutingRequest>) {
                 j["round"] = b.round;
+                put_config_version(j, b.config_version);
             } else if constexpr (std::is_same_v<T, ScoutingResponse>) {
                 j["round"] = b.round;
                 j["will_vote"] = b.will_vote;
+                if (b.refusal != Refusal::None) {
+                    j["refusal"] = to_string(b.refusal);
+                }
+                put_config_version(j, b.config_version);
             } else if constexpr (std::is_same_v<T, ElectionProposal>) {
                 j["transfer"] = b.transfer;
+                put_config_version(j, b.config_version);
             } else if constexpr (std::is_same_v<T, ElectionResponse>) {
                 j["granted"] = b.granted;
                 j["refusal"] = to_string(b.refusal);
                 j["voter_term"] = b.voter_term.value;
+                put_config_version(j, b.config_version);
             } else if constexpr (std::is_same_v<T, LeaderHeartbeat>) {
                 j["lsn"] = b.lsn;
+                put_config_version(j, b.config_version);
             } else if constexpr (std::is_same_v<T, LeadershipCession>) {
                 j["successor"] = optional_node(b.successor);
             } else {
@@ -312,7 +354,9 @@ void to_json(json& j, const ElectorState& s) {
                {"no", s.round.no}}},
              {"last_round_id", s.last_round_id},
              {"lsn", s.lsn},
-             {"armed_timers", timers}};
+             {"armed_timers", timers},
+             {"voters", s.voters},
+             {"config_version", s.config_version}};
 }
 
 void to_json(json& j, const LeadershipSnapshot& s) {

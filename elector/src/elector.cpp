@@ -13,6 +13,10 @@ constexpr std::uint8_t timer_bit(TimerId t) {
     return static_cast<std::uint8_t>(1U << static_cast<unsigned>(t));
 }
 
+NodeSet AllMembers(std::size_t cluster_size) {
+    return NodeSet{cluster_size >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << cluster_size) - 1};
+}
+
 // The largest term a message body carries besides its envelope (0 when none).
 std::uint64_t LargestBodyTerm(const MessageBody& body) {
     if (const auto* r = std::get_if<ElectionResponse>(&body)) {
@@ -138,9 +142,9 @@ Elector::Elector(Config config, DurableState restored, RandomSource random)
     quorum_ = config_.effective_quorum();
     CONCLAVE_CHECK(quorum_ >= 1 && quorum_ <= config_.cluster_size, "quorum <= cluster size");
     CONCLAVE_CHECK(config_.self.value < config_.cluster_size, "node index in range");
-    if (planted(PlantedBug::MinorityQuorum)) {
-        quorum_ = config_.cluster_size / 2;
-    }
+    // The default configuration (until set_voters): every member votes, version 0.
+    state_.voters = AllMembers(config_.cluster_size);
+    RecomputeQuorum();
     state_.term = restored.term;
     state_.voted_for = restored.voted_for;
     snapshot_ =
@@ -163,7 +167,9 @@ Actions Elector::start(Millis now) {
     const Millis ranked_start = config_.backoff == Backoff::Ranked
                                     ? ranked_backoff(config_, state_.term, std::nullopt, random_())
                                     : Millis{0};
-    Arm(TimerId::InitialWait, config_.initial_wait + ranked_start);
+    if (IsVoter(config_.self)) {  // a learner or removed node never stands (R7, R8)
+        Arm(TimerId::InitialWait, config_.initial_wait + ranked_start);
+    }
     NotifyIfChanged(Reason::Started);
     return Finish();
 }
@@ -185,6 +191,8 @@ Actions Elector::stop(Millis now) {
     state_.last_round_id = kept.last_round_id;
     state_.lsn = kept.lsn;
     state_.peers_up = kept.peers_up;
+    state_.voters = kept.voters;
+    state_.config_version = kept.config_version;
     NotifyIfChanged(Reason::Stopped);
     return Finish();
 }
@@ -304,8 +312,46 @@ std::optional<std::string> Elector::transfer_error(NodeId target) const {
     if (target == config_.self) {
         return "this node is already the leader";
     }
+    if (!IsVoter(target)) {
+        return "node " + to_string(target) + " is not a voter (configuration version " +
+               std::to_string(state_.config_version) + ")";
+    }
     if (!state_.peers_up.contains(target)) {
         return "node " + to_string(target) + " is not connected";
+    }
+    return std::nullopt;
+}
+
+Actions Elector::set_voters(Millis now, NodeSet voters, std::uint64_t version) {
+    now_ = now;
+    if (voters_error(voters, version)) {
+        ++counters_.voter_set_refused;
+        return Finish();
+    }
+    if (version != state_.config_version || voters != state_.voters) {
+        ++counters_.voter_set_changes;
+        SetVoters(voters, version);
+    }
+    return Finish();
+}
+
+std::optional<std::string> Elector::voters_error(NodeSet voters, std::uint64_t version) const {
+    if (voters.empty()) {
+        return "a configuration needs at least one voter";
+    }
+    if ((voters.bits & ~AllMembers(config_.cluster_size).bits) != 0) {
+        return "a voter is not a member of the cluster";
+    }
+    if (version >= kConfigVersionLimit) {
+        return "configuration version " + std::to_string(version) + " is not below 2^63";
+    }
+    if (version < state_.config_version) {
+        return "configuration version " + std::to_string(version) + " is older than the active " +
+               std::to_string(state_.config_version);
+    }
+    if (version == state_.config_version && voters != state_.voters) {
+        return "configuration version " + std::to_string(version) +
+               " is active with other voters (one configuration per version)";
     }
     return std::nullopt;
 }
@@ -342,13 +388,15 @@ void Elector::HandleScoutingRequest(const Message& m, const ScoutingRequest& bod
     const bool knows_leader =
         state_.leader.has_value() &&
         !(planted(PlantedBug::SkipStickyLeader) && state_.role == Role::Follower);
-    const bool will_vote = !knows_leader && order == TermOrder::Newer;
+    // Membership (R5): only a voter supports, and only a candidate of its configuration or newer.
+    const Refusal fence = ConfigFence(body.config_version);
+    const bool will_vote = fence == Refusal::None && !knows_leader && order == TermOrder::Newer;
     if (will_vote) {
         ++counters_.prevotes_granted;
     } else {
         ++counters_.prevotes_refused;
     }
-    Send(m.from, m.term, ScoutingResponse{body.round, will_vote});
+    Send(m.from, m.term, ScoutingResponse{body.round, will_vote, fence, state_.config_version});
 }
 
 // Follower in a scouting round: count the reply if it belongs to the current round (departure 2).
@@ -363,6 +411,9 @@ void Elector::HandleScoutingResponse(const Message& m, const ScoutingResponse& b
     if (body.round != round.id && !planted(PlantedBug::CountStaleScoutingReplies)) {
         return;
     }
+    if (!IsVoter(m.from)) {
+        return;  // the round counts the voters of this node's configuration only
+    }
     if (body.will_vote) {
         state_.round.yes.insert(m.from);
         state_.round.no.erase(m.from);
@@ -371,7 +422,7 @@ void Elector::HandleScoutingResponse(const Message& m, const ScoutingResponse& b
     }
     if (state_.round.yes.size() >= quorum_) {
         BecomeCandidate(/*transfer=*/false);
-    } else if (state_.round.no.size() > config_.cluster_size - quorum_) {
+    } else if (state_.round.no.size() > state_.voters.size() - quorum_) {
         // A quorum of yes is no longer possible: back off now rather than wait for the timer.
         EndScoutingRound();
         Arm(TimerId::RandomWait, RandomBackoff());
@@ -381,7 +432,8 @@ void Elector::HandleScoutingResponse(const Message& m, const ScoutingResponse& b
 // A proposal for a term below ours: refused explicitly (departure 4), with our term.
 void Elector::RefuseStaleProposal(const Message& m, const ElectionProposal&) {
     ++counters_.votes_refused_by_reason[static_cast<std::size_t>(Refusal::StaleTerm)];
-    Send(m.from, m.term, ElectionResponse{false, Refusal::StaleTerm, state_.term});
+    Send(m.from, m.term,
+         ElectionResponse{false, Refusal::StaleTerm, state_.term, state_.config_version});
 }
 
 // Vote or refuse explicitly (departure 4). With scouting on, a node that knows a live leader
@@ -392,12 +444,17 @@ void Elector::HandleElectionProposal(const Message& m, const ElectionProposal& b
     const Term t = state_.term;
     auto refuse = [&](Refusal why) {
         ++counters_.votes_refused_by_reason[static_cast<std::size_t>(why)];
-        Send(m.from, m.term, ElectionResponse{false, why, t});
+        Send(m.from, m.term, ElectionResponse{false, why, t, state_.config_version});
     };
     auto grant = [&] {
         ++counters_.votes_granted;
-        Send(m.from, m.term, ElectionResponse{true, Refusal::None, m.term});
+        Send(m.from, m.term, ElectionResponse{true, Refusal::None, m.term, state_.config_version});
     };
+    // Membership (R5), before any vote: a non-voter never votes, and a voter never votes for a
+    // candidate of an older configuration. The term is left alone (like a sticky refusal).
+    if (const Refusal fence = ConfigFence(body.config_version); fence != Refusal::None) {
+        return refuse(fence);
+    }
     const bool sticky =
         config_.scouting && !body.transfer && !planted(PlantedBug::SkipStickyLeader);
     if (sticky && state_.role == Role::Leader) {
@@ -430,14 +487,19 @@ void Elector::HandleElectionProposal(const Message& m, const ElectionProposal& b
 // unsolicited support as supporters. A refusal may carry the voter's newer term (`voter_term`,
 // a term in the body rather than the envelope): the candidate adopts it and steps down.
 void Elector::HandleElectionResponse(const Message& m, const ElectionResponse& body, TermOrder) {
+    // Only the voters of this node's configuration count (a newer term is adopted from anyone).
+    const bool voter = IsVoter(m.from);
     if (state_.role == Role::Leader) {
-        if (body.granted) {
+        if (body.granted && voter) {
             state_.supporters.insert(m.from);
             state_.heard_since_check.insert(m.from);
         }
         return;
     }
     if (body.granted) {
+        if (!voter) {
+            return;
+        }
         state_.supporters.insert(m.from);
         if (state_.supporters.size() >= quorum_) {
             BecomeLeader();
@@ -449,8 +511,11 @@ void Elector::HandleElectionResponse(const Message& m, const ElectionResponse& b
         StepDown(Reason::ElectionPreempted);
         return;
     }
+    if (!voter) {
+        return;
+    }
     state_.refusals.insert(m.from);
-    if (state_.refusals.size() > config_.cluster_size - quorum_) {
+    if (state_.refusals.size() > state_.voters.size() - quorum_) {
         StepDown(Reason::ElectionRefused);
     }
 }
@@ -459,7 +524,7 @@ void Elector::HandleElectionResponse(const Message& m, const ElectionResponse& b
 // it follow us), anybody else with the article's InvalidHeartbeat (here is my higher term).
 void Elector::ReplyToStaleHeartbeat(const Message& m, const LeaderHeartbeat&) {
     if (state_.role == Role::Leader) {
-        Send(m.from, state_.term, LeaderHeartbeat{state_.lsn});
+        Send(m.from, state_.term, LeaderHeartbeat{state_.lsn, state_.config_version});
     } else {
         Send(m.from, state_.term, HeartbeatResponse{});
     }
@@ -470,11 +535,16 @@ void Elector::HandleLeaderHeartbeat(const Message& m, const LeaderHeartbeat& bod
     const Term t = state_.term;  // the sender's: a newer term was adopted before this handler
     const NodeId src = m.from;
     const bool same_term = order == TermOrder::Equal;
+    // Membership (R5): a leader of an older configuration won a legitimate election; it is
+    // followed (its sync brings the newer configuration) and counted.
+    if (body.config_version < state_.config_version) {
+        ++counters_.stale_config_heartbeats;
+    }
     if (same_term && state_.role == Role::Leader) {
         // Two leaders in one term: impossible by construction; detected and reported anyway.
         ++counters_.two_leader_alarms;
         out_.push_back(RaiseAlarm{AlarmKind::TwoLeadersInTerm, src, t});
-        Send(src, t, LeaderHeartbeat{state_.lsn});
+        Send(src, t, LeaderHeartbeat{state_.lsn, state_.config_version});
         return;
     }
     if (same_term && state_.role == Role::Follower && state_.leader && *state_.leader != src) {
@@ -509,11 +579,15 @@ void Elector::HandleLeaderHeartbeat(const Message& m, const LeaderHeartbeat& bod
         Send(src, state_.term, HeartbeatAck{});  // we already voted for it
     } else {
         // Unsolicited support so that the leader counts this node (reference behaviour).
-        Send(src, state_.term, ElectionResponse{true, Refusal::None, state_.term});
+        Send(src, state_.term,
+             ElectionResponse{true, Refusal::None, state_.term, state_.config_version});
     }
 }
 
 void Elector::HandleHeartbeatAck(const Message& m, const HeartbeatAck&, TermOrder) {
+    if (!IsVoter(m.from)) {
+        return;  // a learner's ack counts toward no quorum (R7)
+    }
     state_.supporters.insert(m.from);
     state_.heard_since_check.insert(m.from);
 }
@@ -528,7 +602,7 @@ void Elector::HandleLeadershipCession(const Message& m, const LeadershipCession&
     if (state_.leader != m.from && state_.tentative_leader != m.from) {
         return;
     }
-    if (body.successor == config_.self) {
+    if (body.successor == config_.self && IsVoter(config_.self)) {
         BecomeCandidate(/*transfer=*/true);
         return;
     }
@@ -544,7 +618,8 @@ void Elector::InitialWaitFired() {
 }
 
 void Elector::RandomWaitFired() {
-    if (state_.role == Role::Follower && !state_.leader && !state_.tentative_leader) {
+    if (state_.role == Role::Follower && !state_.leader && !state_.tentative_leader &&
+        IsVoter(config_.self)) {
         StartScouting();
     }
 }
@@ -566,7 +641,7 @@ void Elector::HeartbeatBroadcastFired() {
     if (state_.role != Role::Leader) {
         return;
     }
-    SendToAll(state_.term, LeaderHeartbeat{state_.lsn});
+    SendToAll(state_.term, LeaderHeartbeat{state_.lsn, state_.config_version});
     Arm(TimerId::HeartbeatBroadcast, config_.heartbeat_period);
 }
 
@@ -598,6 +673,7 @@ void Elector::CheckQuorumFired() {
     }
     NodeSet heard = state_.heard_since_check;
     heard.insert(config_.self);
+    heard.bits &= state_.voters.bits;  // voters only (heard_since_check holds no other)
     if (heard.size() < quorum_) {
         StepDown(Reason::CheckQuorumFailed);
         return;
@@ -611,7 +687,7 @@ void Elector::CheckQuorumFired() {
 void Elector::PeerUp(NodeId peer) {
     state_.peers_up.insert(peer);
     if (state_.role == Role::Leader) {
-        Send(peer, state_.term, LeaderHeartbeat{state_.lsn});
+        Send(peer, state_.term, LeaderHeartbeat{state_.lsn, state_.config_version});
     }
 }
 
@@ -634,6 +710,49 @@ void Elector::PeerDown(NodeId peer) {
 void Elector::TransferLeadership(NodeId target) {
     BecomeFollower(Reason::LeadershipTransferred, std::nullopt, std::nullopt, target,
                    config_.election_result_timeout);
+}
+
+// Membership (docs/membership.md): the active configuration changed. Tallies keep only the new
+// voters; a leader or candidate that is no longer a voter steps down (R8; a removed leader, once
+// its removal commits, §5.9); a candidate abandons an election asked under the previous
+// configuration, a scouting follower its round; a non-voter arms no wait (R7), a promoted
+// follower without a leader starts waiting.
+void Elector::SetVoters(NodeSet voters, std::uint64_t version) {
+    const bool new_version = version != state_.config_version;
+    state_.voters = voters;
+    state_.config_version = version;
+    RecomputeQuorum();
+    state_.supporters.bits &= voters.bits;
+    state_.refusals.bits &= voters.bits;
+    state_.heard_since_check.bits &= voters.bits;
+    state_.round.yes.bits &= voters.bits;
+    state_.round.no.bits &= voters.bits;
+    if (state_.role == Role::Stopped) {
+        return;
+    }
+    const bool voter = IsVoter(config_.self);
+    if ((state_.role == Role::Leader && !voter) ||
+        (state_.role == Role::Candidate && (!voter || new_version))) {
+        StepDown(Reason::VotersChanged);
+        return;
+    }
+    if (state_.role != Role::Follower) {
+        return;
+    }
+    if (state_.round.id != 0) {
+        EndScoutingRound();
+    }
+    if (!voter) {
+        Cancel(TimerId::InitialWait);
+        Cancel(TimerId::RandomWait);
+        return;
+    }
+    const bool waiting = state_.timer_armed(TimerId::InitialWait) ||
+                         state_.timer_armed(TimerId::RandomWait) ||
+                         state_.timer_armed(TimerId::HeartbeatCheck);
+    if (!waiting && !state_.leader && !state_.tentative_leader) {
+        Arm(TimerId::RandomWait, RandomBackoff());
+    }
 }
 
 // ---- Shared transitions ------------------------------------------------------------------------
@@ -664,11 +783,12 @@ void Elector::StartScouting() {
         BecomeCandidate(/*transfer=*/false);
         return;
     }
-    SendToAll(state_.round.term, ScoutingRequest{state_.round.id});
+    SendToVoters(state_.round.term, ScoutingRequest{state_.round.id, state_.config_version});
     Arm(TimerId::ScoutingResult, config_.scouting_result_timeout);
 }
 
 void Elector::BecomeCandidate(bool transfer) {
+    CONCLAVE_CHECK(IsVoter(config_.self), "only a voter stands (membership R7, R8)");
     if (TermSpaceExhausted()) {
         return;
     }
@@ -688,12 +808,14 @@ void Elector::BecomeCandidate(bool transfer) {
         BecomeLeader();
         return;
     }
-    SendToAll(state_.term, ElectionProposal{transfer});
+    SendToVoters(state_.term, ElectionProposal{transfer, state_.config_version});
     Arm(TimerId::ElectionResult, config_.election_result_timeout);
 }
 
 void Elector::BecomeLeader() {
     CONCLAVE_CHECK(state_.supporters.contains(config_.self), "a leader supports itself");
+    CONCLAVE_CHECK(IsVoter(config_.self) && (state_.supporters.bits & ~state_.voters.bits) == 0,
+                   "a leader is a voter elected by voters (membership R5)");
     ++counters_.elections_won;
     CancelAllTimers();
     state_.role = Role::Leader;
@@ -702,7 +824,7 @@ void Elector::BecomeLeader() {
     state_.refusals.clear();
     state_.heard_since_check.clear();
     state_.lsn = Lsn{state_.term, 0};
-    SendToAll(state_.term, LeaderHeartbeat{state_.lsn});
+    SendToAll(state_.term, LeaderHeartbeat{state_.lsn, state_.config_version});
     Arm(TimerId::HeartbeatBroadcast, config_.heartbeat_period);
     if (config_.check_quorum) {
         Arm(TimerId::CheckQuorum, config_.inactivity_interval());
@@ -733,7 +855,7 @@ void Elector::BecomeFollower(Reason reason, std::optional<NodeId> leader,
     state_.round = ScoutingRound{};
     if (leader || tentative) {
         Arm(TimerId::HeartbeatCheck, config_.heartbeat_check_period);
-    } else {
+    } else if (IsVoter(config_.self)) {  // a learner or removed node never stands (R7, R8)
         const bool ranked = config_.backoff == Backoff::Ranked && lost_leader;
         Arm(TimerId::RandomWait,
             extra_wait + (ranked ? ranked_backoff(config_, state_.term, lost_leader, random_())
@@ -771,6 +893,19 @@ void Elector::EndScoutingRound() {
 void Elector::Send(NodeId to, Term term, MessageBody body) {
     CONCLAVE_CHECK(IsPeer(to), "node index in range: messages go to peers");
     out_.push_back(SendTo{to, Message{config_.self, term, std::move(body)}});
+}
+
+void Elector::SendToVoters(Term term, MessageBody body) {
+    if (AllMembersVote()) {
+        SendToAll(term, std::move(body));
+        return;
+    }
+    for (std::uint16_t i = 0; i < config_.cluster_size; ++i) {
+        const NodeId n{i};
+        if (IsVoter(n) && n != config_.self) {
+            Send(n, term, body);
+        }
+    }
 }
 
 void Elector::SendToAll(Term term, MessageBody body) {
@@ -832,11 +967,53 @@ bool Elector::planted([[maybe_unused]] PlantedBug bug) const {
 #endif
 }
 
+bool Elector::AllMembersVote() const {
+    return state_.voters == AllMembers(config_.cluster_size);
+}
+
+void Elector::RecomputeQuorum() {
+    const bool all = AllMembersVote();
+    quorum_ = all ? config_.effective_quorum() : state_.voters.size() / 2 + 1;
+    if (planted(PlantedBug::MinorityQuorum)) {
+        quorum_ = (all ? config_.cluster_size : state_.voters.size()) / 2;
+    }
+}
+
+Refusal Elector::ConfigFence(std::uint64_t version) const {
+    if (!IsVoter(config_.self)) {
+        return Refusal::NotAVoter;
+    }
+    if (version < state_.config_version && !planted(PlantedBug::IgnoreConfigVersion)) {
+        return Refusal::StaleConfig;
+    }
+    return Refusal::None;
+}
+
+void Elector::CheckMembershipInvariants() const {
+    const std::uint64_t voters = state_.voters.bits;
+    CONCLAVE_CHECK(voters != 0 && (voters & ~AllMembers(config_.cluster_size).bits) == 0,
+                   "the voters are members of the cluster");
+    CONCLAVE_CHECK(planted(PlantedBug::MinorityQuorum) ||
+                       (quorum_ > state_.voters.size() / 2 && quorum_ <= state_.voters.size()),
+                   "the quorum is a majority of the voters");
+    CONCLAVE_CHECK(((state_.supporters.bits | state_.refusals.bits | state_.heard_since_check.bits |
+                     state_.round.yes.bits | state_.round.no.bits) &
+                    ~voters) == 0,
+                   "only voters are counted");
+    if (!IsVoter(config_.self) && state_.role != Role::Stopped) {
+        CONCLAVE_CHECK(state_.role == Role::Follower && state_.round.id == 0 &&
+                           !state_.timer_armed(TimerId::InitialWait) &&
+                           !state_.timer_armed(TimerId::RandomWait),
+                       "a non-voter never stands nor waits to (membership R7, R8)");
+    }
+}
+
 bool Elector::IsPeer(NodeId n) const {
     return n.value < config_.cluster_size && n != config_.self;
 }
 
 Actions Elector::Finish() {
+    CheckMembershipInvariants();
     Actions result;
     result.swap(out_);
     return result;

@@ -20,6 +20,8 @@ std::string_view to_string(PlantedBug b) {
             return "count-stale-scouting-replies";
         case PlantedBug::SkipStickyLeader:
             return "skip-sticky-leader";
+        case PlantedBug::IgnoreConfigVersion:
+            return "ignore-config-version";
     }
     return "?";
 }

@@ -23,6 +23,10 @@ std::string_view to_string(Refusal r) {
             return "has-leader";
         case Refusal::IAmLeader:
             return "i-am-leader";
+        case Refusal::StaleConfig:
+            return "stale-config";
+        case Refusal::NotAVoter:
+            return "not-a-voter";
     }
     return "?";
 }
@@ -34,16 +38,21 @@ std::string to_string(const Message& m) {
         [&](const auto& b) {
             using T = std::decay_t<decltype(b)>;
             if constexpr (std::is_same_v<T, ScoutingRequest>) {
-                os << " round=" << b.round;
+                os << " round=" << b.round << " config_version=" << b.config_version;
             } else if constexpr (std::is_same_v<T, ScoutingResponse>) {
                 os << " round=" << b.round << " will_vote=" << b.will_vote;
+                if (b.refusal != Refusal::None) {
+                    os << " refusal=" << to_string(b.refusal);
+                }
+                os << " config_version=" << b.config_version;
             } else if constexpr (std::is_same_v<T, ElectionProposal>) {
-                os << " transfer=" << b.transfer;
+                os << " transfer=" << b.transfer << " config_version=" << b.config_version;
             } else if constexpr (std::is_same_v<T, ElectionResponse>) {
                 os << " granted=" << b.granted << " refusal=" << to_string(b.refusal)
-                   << " voter_term=" << b.voter_term.value;
+                   << " voter_term=" << b.voter_term.value
+                   << " config_version=" << b.config_version;
             } else if constexpr (std::is_same_v<T, LeaderHeartbeat>) {
-                os << " lsn=" << to_string(b.lsn);
+                os << " lsn=" << to_string(b.lsn) << " config_version=" << b.config_version;
             } else if constexpr (std::is_same_v<T, LeadershipCession>) {
                 if (b.successor) {
                     os << " successor=" << to_string(*b.successor);
@@ -99,6 +108,8 @@ std::string_view to_string(Reason r) {
             return "CHECK_QUORUM_FAILED";
         case Reason::LeadershipTransferred:
             return "LEADERSHIP_TRANSFERRED";
+        case Reason::VotersChanged:
+            return "VOTERS_CHANGED";
     }
     return "?";
 }

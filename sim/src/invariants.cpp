@@ -103,6 +103,8 @@ constexpr std::string_view step_name(StepAction a) {
             return "TransferLeadership";
         case StepAction::IssueLsn:
             return "IssueLsn";
+        case StepAction::SetVoters:
+            return "SetVoters";
     }
     return "?";
 }
@@ -164,9 +166,12 @@ std::optional<NodeId> History::leader_of(Term term) const {
     return NodeId{static_cast<std::uint16_t>(it->second - 1)};
 }
 
-std::size_t History::votes_for(NodeId candidate, Term term) const {
+std::size_t History::votes_for(NodeId candidate, Term term, NodeSet voters) const {
     std::size_t count = 0;
     for (std::size_t voter = 0; voter < nodes_; ++voter) {
+        if (!voters.contains(NodeId{static_cast<std::uint16_t>(voter)})) {
+            continue;
+        }
         const auto it = vote_.find({term.value, voter});
         if (it != vote_.end() && it->second == candidate.value + 1) {
             ++count;
@@ -233,12 +238,17 @@ std::optional<Violation> History::after_step(NodeId node, StepAction action,
         }
         if (leader == 0) {
             leader = me;
-            const std::size_t votes = votes_for(node, t);
-            if (votes < majority_) {
+            // Membership: votes of the voters the driver gave the node (set_voters), a majority
+            // of them; with the default configuration (every node votes), the true majority.
+            const NodeSet all{nodes_ >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << nodes_) - 1};
+            const bool everyone = after.voters == all;
+            const std::size_t needed = everyone ? majority_ : after.voters.size() / 2 + 1;
+            const std::size_t votes = votes_for(node, t, everyone ? all : after.voters);
+            if (votes < needed) {
                 return Violation{ViolationKind::LeaderWithoutQuorum,
                                  node_name(node) + " leads term " + std::to_string(t.value) +
                                      " with " + std::to_string(votes) + " vote(s), majority is " +
-                                     std::to_string(majority_)};
+                                     std::to_string(needed)};
             }
         }
     }

@@ -82,6 +82,15 @@ std::string describe(const FaultAction& f) {
             return "crash " + a + " and flip a byte of its durable log";
         case FaultKind::Repair:
             return "repair " + a + "'s flipped log (conclaved --repair) and start it";
+        case FaultKind::SetVoters: {
+            std::string voters;
+            for (std::uint16_t i = 0; i < 64; ++i) {
+                if ((f.mask >> i) & 1U) {
+                    voters += (voters.empty() ? "n" : ", n") + std::to_string(i);
+                }
+            }
+            return a + " activates configuration " + v + " (voters " + voters + ")";
+        }
     }
     return "?";
 }
@@ -139,6 +148,7 @@ Simulator::Simulator(SimOptions options)
     persist_failures_.assign(n, 0);
     incarnation_.assign(n, 0);
     paused_until_ms_.assign(n, 0);
+    configs_.assign(n, std::nullopt);
     cut_count_.assign(n * n, 0);
     blackhole_count_.assign(n * n, 0);
     slow_ms_.assign(n * n, 0);
@@ -756,6 +766,13 @@ void Simulator::restart(std::size_t n) {
         durable_[n] = DurableState{};
     }
     cores_[n] = std::make_unique<SimNode>(*this, n, config_for(n), durable_[n]);
+    if (configs_[n]) {  // membership: the restarted node reads its configuration from its log
+        const auto [voters, version] = *configs_[n];
+        input(n, StepAction::SetVoters, [&](auto& rt) -> const Actions& {
+            rt.set_voters(voters, version);
+            return rt.last_actions();
+        });
+    }
     if (options_.log) {
         log_start(n);  // before the elector, whose start may already notify leadership
     }
@@ -765,6 +782,26 @@ void Simulator::restart(std::size_t n) {
             update_connection(n, j);
         }
     }
+}
+
+bool Simulator::set_voters(NodeId node, NodeSet voters, std::uint64_t version) {
+    const std::size_t n = node.value;
+    if (n >= options_.nodes || violation_) {
+        return false;
+    }
+    if (!cores_[n]) {  // crashed: it finds the configuration in its log at restart
+        configs_[n] = std::make_pair(voters, version);
+        return true;
+    }
+    bool refused = false;
+    input(n, StepAction::SetVoters, [&](auto& rt) -> const Actions& {
+        refused = rt.set_voters(voters, version).has_value();
+        return rt.last_actions();
+    });
+    if (!refused) {
+        configs_[n] = std::make_pair(voters, version);
+    }
+    return !refused;
 }
 
 // The operator's transfer_leadership, given to every node that believes it leads (a stale leader
@@ -795,7 +832,8 @@ void Simulator::apply(const FaultAction& f) {
     const std::size_t b = f.b.value;
     const bool pair_ok = a < n && b < n && a != b;
     if (options_.trace && f.kind != FaultKind::Crash && f.kind != FaultKind::Restart &&
-        f.kind != FaultKind::Transfer) {  // these are traced as the steps they cause
+        f.kind != FaultKind::Transfer &&
+        f.kind != FaultKind::SetVoters) {  // these are traced as the steps they cause
         const bool ends = f.kind == FaultKind::Heal || f.kind == FaultKind::Unpartition ||
                           f.kind == FaultKind::Unblackhole || f.kind == FaultKind::UnslowLink ||
                           f.kind == FaultKind::EndLoss || f.kind == FaultKind::EndDuplication ||
@@ -893,6 +931,11 @@ void Simulator::apply(const FaultAction& f) {
         case FaultKind::Transfer:
             if (b < n) {
                 transfer(b);
+            }
+            break;
+        case FaultKind::SetVoters:
+            if (a < n) {
+                set_voters(f.a, NodeSet{f.mask}, f.value);
             }
             break;
         case FaultKind::CorruptRepair:

@@ -17,7 +17,26 @@ std::vector<Message> samples() {
         Message{NodeId{1}, Term{9}, HeartbeatResponse{}},
         Message{NodeId{0}, Term{5}, LeadershipCession{NodeId{2}}},
         Message{NodeId{0}, Term{5}, LeadershipCession{}},
+        // Membership (issue 18): configuration versions and the membership refusals.
+        Message{NodeId{1}, Term{4}, ScoutingRequest{7, 3}},
+        Message{NodeId{2}, Term{4}, ScoutingResponse{7, false, Refusal::StaleConfig, 4}},
+        Message{NodeId{2}, Term{4}, ScoutingResponse{7, false, Refusal::NotAVoter, 2}},
+        Message{NodeId{2}, Term{4}, ScoutingResponse{7, true, Refusal::None, 2}},
+        Message{NodeId{0}, Term{5}, ElectionProposal{false, kConfigVersionLimit - 1}},
+        Message{NodeId{3}, Term{5}, ElectionResponse{false, Refusal::StaleConfig, Term{5}, 9}},
+        Message{NodeId{3}, Term{5}, ElectionResponse{false, Refusal::NotAVoter, Term{5}, 1}},
+        Message{NodeId{0}, Term{5}, LeaderHeartbeat{Lsn{Term{5}, 42}, 6}},
     };
+}
+
+/// True when the decoder refuses `m`'s encoding with an error naming `field` first.
+bool decode_refuses(const Message& m, const std::string& field) {
+    try {
+        decode_cbor(encode_cbor(m));
+    } catch (const DecodeError& e) {
+        return std::string(e.what()).rfind(field, 0) == 0;
+    }
+    return false;
 }
 
 }  // namespace
@@ -80,26 +99,20 @@ TEST_CASE("CBOR decoding rejects deep nesting without recursing") {
 }
 
 TEST_CASE("decoding refuses values no node can produce (issue 15)") {
-    auto refused = [](const Message& m, const std::string& field) {
-        try {
-            decode_cbor(encode_cbor(m));
-        } catch (const DecodeError& e) {
-            return std::string(e.what()).rfind(field, 0) == 0;
-        }
-        return false;
-    };
     // Terms at or above 2^63: in the envelope, as voter_term, as an LSN term.
-    CHECK(refused(Message{NodeId{0}, Term{kTermLimit}, LeaderHeartbeat{}}, "term"));
-    CHECK(refused(Message{NodeId{0}, Term{~std::uint64_t{0}}, HeartbeatAck{}}, "term"));
-    CHECK(refused(
+    CHECK(decode_refuses(Message{NodeId{0}, Term{kTermLimit}, LeaderHeartbeat{}}, "term"));
+    CHECK(decode_refuses(Message{NodeId{0}, Term{~std::uint64_t{0}}, HeartbeatAck{}}, "term"));
+    CHECK(decode_refuses(
         Message{NodeId{0}, Term{5}, ElectionResponse{false, Refusal::StaleTerm, Term{kTermLimit}}},
         "voter_term"));
-    CHECK(refused(Message{NodeId{0}, Term{5}, LeaderHeartbeat{Lsn{Term{kTermLimit}, 1}}}, "term"));
+    CHECK(decode_refuses(Message{NodeId{0}, Term{5}, LeaderHeartbeat{Lsn{Term{kTermLimit}, 1}}},
+                         "term"));
     // A vote both granted and refused, or neither.
-    CHECK(refused(Message{NodeId{0}, Term{5}, ElectionResponse{true, Refusal::HasLeader, Term{5}}},
-                  "refusal"));
-    CHECK(refused(Message{NodeId{0}, Term{5}, ElectionResponse{false, Refusal::None, Term{5}}},
-                  "refusal"));
+    CHECK(decode_refuses(
+        Message{NodeId{0}, Term{5}, ElectionResponse{true, Refusal::HasLeader, Term{5}}},
+        "refusal"));
+    CHECK(decode_refuses(
+        Message{NodeId{0}, Term{5}, ElectionResponse{false, Refusal::None, Term{5}}}, "refusal"));
     // The largest term the protocol can reach still decodes.
     const Message top{NodeId{0}, Term{kTermLimit - 1},
                       LeaderHeartbeat{Lsn{Term{kTermLimit - 1}, 1}}};
@@ -107,4 +120,78 @@ TEST_CASE("decoding refuses values no node can produce (issue 15)") {
     CHECK_THROWS_AS(
         durable_state_from_json(nlohmann::json{{"term", kTermLimit}, {"voted_for", nullptr}}),
         DecodeError);
+}
+
+TEST_CASE("configuration versions: absent means 0, hostile values are refused (issue 18)") {
+    using nlohmann::json;
+    SECTION("frames from before membership decode as version 0") {
+        // As an older node writes them (and as they arrive: CBOR integers are unsigned).
+        const json old_request =
+            json::parse(R"({"type": "ScoutingRequest", "from": 1, "term": 4, "round": 7})");
+        CHECK(message_from_json(old_request) == Message{NodeId{1}, Term{4}, ScoutingRequest{7, 0}});
+        const json old_response = json::parse(
+            R"({"type": "ScoutingResponse", "from": 1, "term": 4, "round": 7, "will_vote": false})");
+        CHECK(message_from_json(old_response) ==
+              Message{NodeId{1}, Term{4}, ScoutingResponse{7, false, Refusal::None, 0}});
+        const json old_proposal =
+            json::parse(R"({"type": "ElectionProposal", "from": 0, "term": 5, "transfer": false})");
+        CHECK(std::get<ElectionProposal>(message_from_json(old_proposal).body).config_version == 0);
+        const json old_heartbeat = json::parse(
+            R"({"type": "LeaderHeartbeat", "from": 0, "term": 5, "lsn": {"term": 5, "counter": 1}})");
+        CHECK(std::get<LeaderHeartbeat>(message_from_json(old_heartbeat).body).config_version == 0);
+        const json old_response_vote = json::parse(
+            R"({"type": "ElectionResponse", "from": 0, "term": 5, "granted": false,
+                "refusal": "stale-term", "voter_term": 6})");
+        CHECK(
+            std::get<ElectionResponse>(message_from_json(old_response_vote).body).config_version ==
+            0);
+    }
+    SECTION("version 0 is not written, so frames of the default configuration are unchanged") {
+        const json j = message_to_json(Message{NodeId{0}, Term{5}, ElectionProposal{true, 0}});
+        CHECK_FALSE(j.contains("config_version"));
+        CHECK(message_to_json(Message{NodeId{0}, Term{5}, ElectionProposal{true, 2}})
+                  .at("config_version") == 2);
+    }
+    SECTION("versions at or above 2^63 are refused in every message that carries one") {
+        for (std::uint64_t v : {kConfigVersionLimit, ~std::uint64_t{0}}) {
+            CHECK(decode_refuses(Message{NodeId{0}, Term{5}, ScoutingRequest{1, v}},
+                                 "config_version"));
+            CHECK(decode_refuses(
+                Message{NodeId{0}, Term{5}, ScoutingResponse{1, false, Refusal::None, v}},
+                "config_version"));
+            CHECK(decode_refuses(Message{NodeId{0}, Term{5}, ElectionProposal{false, v}},
+                                 "config_version"));
+            CHECK(decode_refuses(Message{NodeId{0}, Term{5},
+                                         ElectionResponse{false, Refusal::StaleConfig, Term{5}, v}},
+                                 "config_version"));
+            CHECK(decode_refuses(Message{NodeId{0}, Term{5}, LeaderHeartbeat{Lsn{Term{5}, 1}, v}},
+                                 "config_version"));
+        }
+    }
+    SECTION("wrong types and negative versions are refused") {
+        json j = message_to_json(Message{NodeId{0}, Term{5}, ScoutingRequest{1, 2}});
+        j["config_version"] = "two";
+        CHECK_THROWS_WITH(message_from_json(j), Catch::Contains("config_version"));
+        j["config_version"] = -2;
+        CHECK_THROWS_WITH(message_from_json(j), Catch::Contains("config_version"));
+        j["config_version"] = 2.5;
+        CHECK_THROWS_WITH(message_from_json(j), Catch::Contains("config_version"));
+    }
+    SECTION("scouting names only the membership refusals, and only when it says no") {
+        CHECK(decode_refuses(
+            Message{NodeId{0}, Term{5}, ScoutingResponse{1, true, Refusal::NotAVoter, 0}},
+            "refusal"));
+        CHECK(decode_refuses(
+            Message{NodeId{0}, Term{5}, ScoutingResponse{1, false, Refusal::HasLeader, 0}},
+            "refusal"));
+        json j = message_to_json(
+            Message{NodeId{0}, Term{5}, ScoutingResponse{1, false, Refusal::StaleConfig, 3}});
+        j["refusal"] = "whatever";
+        CHECK_THROWS_WITH(message_from_json(j), Catch::Contains("refusal"));
+    }
+    SECTION("a granted vote with a membership refusal is refused") {
+        CHECK(decode_refuses(
+            Message{NodeId{0}, Term{5}, ElectionResponse{true, Refusal::StaleConfig, Term{5}, 1}},
+            "refusal"));
+    }
 }

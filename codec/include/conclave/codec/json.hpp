@@ -40,7 +40,11 @@ void to_json(nlohmann::json& j, const DurableState& s);
 nlohmann::json message_to_json(const Message& m, std::optional<NodeId> to = std::nullopt);
 /// Throws DecodeError. Does not check node ids against a cluster size; callers do. Refuses what
 /// the protocol cannot produce: any term (envelope, voter_term, LSN term) >= 2^63 (kTermLimit),
-/// and an ElectionResponse whose `granted` disagrees with its refusal (granted <=> None).
+/// and an ElectionResponse whose `granted` disagrees with its refusal (granted <=> None), a
+/// `config_version` >= 2^63 (kConfigVersionLimit), a ScoutingResponse refusal other than
+/// stale-config / not-a-voter or one with will_vote=true. `config_version` is written only when
+/// not 0 and read as 0 when absent (frames from before membership, or of the default
+/// configuration), so such frames and traces are unchanged.
 Message message_from_json(const nlohmann::json& j);
 
 /// Throws DecodeError for an LSN term >= 2^63.

@@ -33,6 +33,8 @@ enum class Reason : std::uint8_t {
     LeaderCeded,            // follower's leader gave up leadership
     CheckQuorumFailed,      // leader heard from less than a quorum within the inactivity interval
     LeadershipTransferred,  // leader handed leadership over to a chosen node
+    VotersChanged,          // set_voters(): a leader or candidate is no longer a voter, or a
+                            // candidate's election was asked under the previous configuration
 };
 
 /// Which leadership the application sees. The tentative leader is never shown.

@@ -21,6 +21,8 @@ enum class PlantedBug : std::uint8_t {
     MinorityQuorum,  // count N/2 supporters as a quorum
     CountStaleScoutingReplies,  // count scouting replies from older rounds (reference behaviour)
     SkipStickyLeader,           // say yes to scouting and proposals while following a live leader
+    IgnoreConfigVersion,        // membership: grant scouting support and votes to a candidate of an
+                                // older configuration (no R5 version fence; docs/membership.md)
 };
 
 /// How a follower that has no leader chooses when to start scouting (see elector/README.md).

@@ -51,6 +51,11 @@ struct ElectorState {
     std::uint64_t last_round_id = 0;  // id of the most recent scouting round
     Lsn lsn{};                        // leader: last issued; others: highest seen
     std::uint8_t armed_timers = 0;    // bit per TimerId
+    // Membership (docs/membership.md): the voters of the node's active configuration and its
+    // version, given by set_voters() (default: every member of the cluster, version 0). Only
+    // voters count in quorums, are asked for votes, vote and stand.
+    NodeSet voters;
+    std::uint64_t config_version = 0;
 
     bool timer_armed(TimerId t) const { return (armed_timers >> static_cast<unsigned>(t)) & 1U; }
     DurableState durable() const { return DurableState{term, voted_for}; }
@@ -67,7 +72,7 @@ struct ElectorCounters {
     // Leaders dropped on a scouting request, one heartbeat check short (corroboration).
     std::uint64_t silences_corroborated = 0;
     std::uint64_t votes_granted = 0;
-    std::array<std::uint64_t, 5> votes_refused_by_reason{};  // indexed by Refusal
+    std::array<std::uint64_t, kVoteRefusalCount> votes_refused_by_reason{};  // by Refusal
     std::uint64_t leader_changes = 0;  // snapshots whose leader differs from the previous one
     std::uint64_t two_leader_alarms = 0;
     std::uint64_t messages_dropped = 0;      // from a non-member, or with a term no node can reach
@@ -75,6 +80,10 @@ struct ElectorCounters {
     // messages_dropped split by reason (the total stays).
     std::uint64_t dropped_not_a_peer = 0;         // sender is not another member
     std::uint64_t dropped_term_out_of_range = 0;  // a term >= 2^63 in the header or the body
+    // Membership (issue 18).
+    std::uint64_t voter_set_changes = 0;        // set_voters() calls that changed the configuration
+    std::uint64_t voter_set_refused = 0;        // set_voters() calls refused (see voters_error())
+    std::uint64_t stale_config_heartbeats = 0;  // followed a leader of an older configuration
 };
 
 class Elector {
@@ -97,6 +106,18 @@ class Elector {
     Actions transfer_leadership(Millis now, NodeId target);
     /// Why transfer_leadership(target) would be refused, or nullopt if it would be accepted.
     std::optional<std::string> transfer_error(NodeId target) const;
+    /// Membership (docs/membership.md, R5-R8): the active configuration changed; from now on only
+    /// `voters` count in quorums, are asked for votes, vote and stand, and this node's messages
+    /// carry `version`. Called by the runtime when a configuration entry commits (and at start
+    /// with the one in the log). Versions never go back; calling again with the current version
+    /// and voters does nothing. A leader or candidate that is no longer a voter steps down; a
+    /// candidate or scouting follower whose configuration changed abandons its round (its votes
+    /// were asked under the old one); a non-voter never arms InitialWait or RandomWait. Refused
+    /// (counted, no actions) when voters_error() says why.
+    Actions set_voters(Millis now, NodeSet voters, std::uint64_t version);
+    /// Why set_voters(voters, version) would be refused: empty, a node outside the cluster, a
+    /// version >= 2^63, below the current one, or the current one with other voters.
+    std::optional<std::string> voters_error(NodeSet voters, std::uint64_t version) const;
 
     /// The driver's current estimate of the peer round trip (the mesh's smoothed RTT; the
     /// simulator's link delays). Sets the ranked backoff's slot to adaptive_rank_slot() of it
@@ -148,6 +169,7 @@ class Elector {
     void PeerUp(NodeId peer);
     void PeerDown(NodeId peer);
     void TransferLeadership(NodeId target);
+    void SetVoters(NodeSet voters, std::uint64_t version);
 
     // Transitions shared by several handlers (etcd-raft's becomeX).
     bool CorroboratesSilence(TermOrder order) const;
@@ -181,6 +203,18 @@ class Elector {
     void NotifyIfChanged(Reason reason);
     Millis RandomBackoff();
     bool IsPeer(NodeId n) const;
+    bool IsVoter(NodeId n) const { return state_.voters.contains(n); }
+    /// Every member of the cluster is a voter (the default configuration's voter set).
+    bool AllMembersVote() const;
+    /// The quorum over the current voter set (Config::quorum when every member votes).
+    void RecomputeQuorum();
+    /// ScoutingRequest / ElectionProposal: to every voter but self (a Broadcast when every
+    /// member votes, so that runs without membership changes are unchanged).
+    void SendToVoters(Term term, MessageBody body);
+    /// The membership refusal (R5) this node gives a candidate of `version`, or None.
+    Refusal ConfigFence(std::uint64_t version) const;
+    /// Postconditions of every input about membership (always-on checks).
+    void CheckMembershipInvariants() const;
     /// True when `bug` is planted. Always false in the production library (conclave_elector):
     /// only conclave_elector_planted, built with CONCLAVE_PLANTED_BUGS for the simulator and the
     /// tests, has planted-bug code paths.

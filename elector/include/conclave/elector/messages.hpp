@@ -17,57 +17,76 @@
 
 namespace conclave {
 
+/// Membership configuration versions (docs/membership.md) stay below 2^63, like terms: the
+/// decoder refuses a `config_version` at or above it, and set_voters() refuses one too.
+inline constexpr std::uint64_t kConfigVersionLimit = std::uint64_t{1} << 63;
+
 /// "If I proposed an election for `term` (= my term + 1), would you support me?" (PreVote).
 /// Does not change anybody's term. `round` identifies the sender's scouting round so that a late
-/// reply to an older round is not counted (departure 2).
+/// reply to an older round is not counted (departure 2). `config_version` is the version of the
+/// sender's active configuration (docs/membership.md, R5: a voter of a newer one says no).
 struct ScoutingRequest {
     static constexpr std::string_view kName = "ScoutingRequest";
     std::uint64_t round = 0;
+    std::uint64_t config_version = 0;
     bool operator==(const ScoutingRequest&) const = default;
 };
 
-/// Reply to a ScoutingRequest. The envelope term echoes the proposed term of the request.
-struct ScoutingResponse {
-    static constexpr std::string_view kName = "ScoutingResponse";
-    std::uint64_t round = 0;
-    bool will_vote = false;
-    bool operator==(const ScoutingResponse&) const = default;
-};
-
-/// A candidate asks for votes in the envelope term. `transfer` is set when the candidate was named
-/// successor by the leader (leadership transfer): followers then vote even though they know a
-/// leader.
-struct ElectionProposal {
-    static constexpr std::string_view kName = "ElectionProposal";
-    bool transfer = false;
-    bool operator==(const ElectionProposal&) const = default;
-};
-
-/// Why a vote was refused (departure 4: refusals are explicit).
+/// Why a vote (or scouting support) was refused (departure 4: refusals are explicit).
 enum class Refusal : std::uint8_t {
     None = 0,      // the vote was granted
     StaleTerm,     // proposal term <= my term and I did not vote for you in it
     AlreadyVoted,  // I voted for another node in this term
     HasLeader,     // I follow a live leader (sticky leader)
     IAmLeader,     // I am the leader
+    StaleConfig,   // your configuration is older than mine (membership R5, the version fence)
+    NotAVoter,     // I am not a voter of my active configuration (learner or removed; R5, R7)
+};
+inline constexpr std::size_t kVoteRefusalCount = 7;
+
+/// Reply to a ScoutingRequest. The envelope term echoes the proposed term of the request.
+/// `refusal` is set only for the membership refusals (StaleConfig, NotAVoter; None otherwise,
+/// also for the other reasons to say no, which scouting does not name); `config_version` is the
+/// responder's active configuration version.
+struct ScoutingResponse {
+    static constexpr std::string_view kName = "ScoutingResponse";
+    std::uint64_t round = 0;
+    bool will_vote = false;
+    Refusal refusal = Refusal::None;
+    std::uint64_t config_version = 0;
+    bool operator==(const ScoutingResponse&) const = default;
+};
+
+/// A candidate asks for votes in the envelope term. `transfer` is set when the candidate was named
+/// successor by the leader (leadership transfer): followers then vote even though they know a
+/// leader. `config_version`: the candidate's active configuration version (R5).
+struct ElectionProposal {
+    static constexpr std::string_view kName = "ElectionProposal";
+    bool transfer = false;
+    std::uint64_t config_version = 0;
+    bool operator==(const ElectionProposal&) const = default;
 };
 
 /// A vote (granted) or an explicit refusal. The envelope term echoes the proposal's term, so that a
 /// candidate counts only answers to its current election; `voter_term` is the voter's own term
 /// (higher than the proposal's when the voter has moved on). A granted response is also sent
 /// unsolicited by a follower that discovers a leader, so that the leader counts it as a supporter.
+/// `config_version`: the voter's active configuration version (says why StaleConfig refused).
 struct ElectionResponse {
     static constexpr std::string_view kName = "ElectionResponse";
     bool granted = false;
     Refusal refusal = Refusal::None;
     Term voter_term{};
+    std::uint64_t config_version = 0;
     bool operator==(const ElectionResponse&) const = default;
 };
 
-/// Periodic leader heartbeat. Carries the leader's latest issued Leader Sequence Number.
+/// Periodic leader heartbeat. Carries the leader's latest issued Leader Sequence Number and its
+/// active configuration version (a follower of a newer one still follows it and counts it, R5).
 struct LeaderHeartbeat {
     static constexpr std::string_view kName = "LeaderHeartbeat";
     Lsn lsn{};
+    std::uint64_t config_version = 0;
     bool operator==(const LeaderHeartbeat&) const = default;
 };
 

@@ -120,6 +120,17 @@ class ElectorRuntime {
         run([&] { return elector_.transfer_leadership(env_.now(), target); });
         return std::nullopt;
     }
+    /// Membership (docs/membership.md): the active configuration changed (a configuration entry
+    /// committed, or the one in the log at start). Given to the core like any input (a refused one
+    /// is counted there); returns the reason when refused.
+    std::optional<std::string> set_voters(NodeSet voters, std::uint64_t version) {
+        if (failed_) {
+            return "the elector runtime failed (state write error); restart the node";
+        }
+        auto error = elector_.voters_error(voters, version);
+        run([&] { return elector_.set_voters(env_.now(), voters, version); });
+        return error;
+    }
     /// The environment's peer round-trip estimate (sets the ranked backoff's slot; no actions).
     void observe_round_trip(std::chrono::microseconds round_trip) {
         if (!failed_) {

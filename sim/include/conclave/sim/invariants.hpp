@@ -6,7 +6,8 @@
 //   - at most one vote per node per term (DoubleVote): a vote is a PersistState naming a
 //     candidate, or a granted ElectionResponse sent while handling an ElectionProposal (granted
 //     responses sent on discovering a leader are support, not votes);
-//   - a node that leads term t received votes for t from a majority (LeaderWithoutQuorum);
+//   - a node that leads term t received votes for t from a majority (LeaderWithoutQuorum) of
+//     the voters the simulator gave it (membership; every node without set_voters);
 //   - Leader Sequence Numbers issued by leaders strictly increase, per node and per term
 //     (LsnNotIncreasing);
 //   - a core never raises its own two-leaders alarm (Alarm).
@@ -81,6 +82,7 @@ enum class StepAction : std::uint8_t {
     PeerDown,
     TransferLeadership,
     IssueLsn,
+    SetVoters,  // membership: the active configuration changed (Elector::set_voters)
 };
 std::string_view to_string(StepAction a);
 /// The step that receiving `body` is (its handler, kHandlerSteps[body.index()]).
@@ -162,7 +164,8 @@ class History {
 
   private:
     std::optional<Violation> record_vote(NodeId voter, Term term, NodeId candidate);
-    std::size_t votes_for(NodeId candidate, Term term) const;
+    /// Votes for `candidate` in `term` cast by `voters`.
+    std::size_t votes_for(NodeId candidate, Term term, NodeSet voters) const;
 
     std::size_t nodes_;
     std::size_t majority_;

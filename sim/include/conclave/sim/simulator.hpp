@@ -157,6 +157,9 @@ enum class FaultKind : std::uint8_t {
                     // start it (every Restart is refused) until a Repair.
     Repair,         // the operator runs `conclaved --repair` on a's flipped log (truncate at the
                     // flip, or rewrite a flipped meta, and set the marker R), then starts it
+    SetVoters,      // membership (issue 18): node a's active configuration becomes voters `mask`
+                    // at version `value` (Elector::set_voters, as the log's commit would call
+                    // it); a crashed node gets it at its restart, as from its own log
 };
 
 struct FaultAction {
@@ -293,6 +296,15 @@ class Simulator {
     bool inject(NodeId to, const Message& m);
     /// The same for `to`'s log core (SimOptions::log).
     bool inject_log(NodeId to, const replication::LogMessage& m);
+
+    // ---- Membership (issue 18) -----------------------------------------------------------------
+    /// Gives node `n` its new active configuration now (FaultKind::SetVoters). Remembered for
+    /// its restarts. False when the core refused it (it counts the refusal).
+    bool set_voters(NodeId n, NodeSet voters, std::uint64_t version);
+    /// The configuration last given to `n` (nullopt: none, the default one).
+    std::optional<std::pair<NodeSet, std::uint64_t>> voters_of(NodeId n) const {
+        return configs_[n.value];
+    }
 
   private:
     enum class LogInput : std::uint8_t {
@@ -566,6 +578,9 @@ class Simulator {
     bool workload_ticking_ = false;
     std::uint16_t client_belief_ = 0;  // the node clients think leads
     std::uint64_t client_sequence_ = 0;
+
+    // Membership: the configuration each node was last given (re-given at its restarts).
+    std::vector<std::optional<std::pair<NodeSet, std::uint64_t>>> configs_;
 
     std::optional<Violation> violation_;
     // SimOptions::keep_running_after_violations: violations moved out of violation_.

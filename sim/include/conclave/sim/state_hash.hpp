@@ -30,11 +30,14 @@ inline std::uint64_t hash_state(const ElectorState& s) {
     h = hash_mix(h, s.last_round_id);
     h = hash_mix(h, s.lsn.term.value);
     h = hash_mix(h, s.lsn.counter);
+    h = hash_mix(h, s.voters.bits);
+    h = hash_mix(h, s.config_version);
     return h;
 }
 
 /// A message packed into two words, unique for the values simulations produce (node ids below
-/// 256, terms and round ids below 2^32). Used to order and hash the explorer's in-flight multiset.
+/// 256, terms and round ids below 2^32, configuration versions below 2^8). Used to order and hash
+/// the explorer's in-flight multiset.
 struct PackedMessage {
     std::uint64_t head = 0;  // to | from << 8 | type << 16 | term << 24
     std::uint64_t body = 0;
@@ -49,16 +52,18 @@ inline PackedMessage pack(NodeId to, const Message& m) {
         [&](const auto& b) {
             using T = std::decay_t<decltype(b)>;
             if constexpr (std::is_same_v<T, ScoutingRequest>) {
-                p.body = b.round;
+                p.body = b.round | (b.config_version << 40);
             } else if constexpr (std::is_same_v<T, ScoutingResponse>) {
-                p.body = b.round | (std::uint64_t{b.will_vote} << 63);
+                p.body = b.round | (b.config_version << 40) |
+                         (static_cast<std::uint64_t>(b.refusal) << 56) |
+                         (std::uint64_t{b.will_vote} << 63);
             } else if constexpr (std::is_same_v<T, ElectionProposal>) {
-                p.body = b.transfer ? 1 : 0;
+                p.body = (b.transfer ? 1U : 0U) | (b.config_version << 1);
             } else if constexpr (std::is_same_v<T, ElectionResponse>) {
                 p.body = (b.granted ? 1U : 0U) | (static_cast<std::uint64_t>(b.refusal) << 1) |
-                         (b.voter_term.value << 8);
+                         (b.config_version << 4) | (b.voter_term.value << 12);
             } else if constexpr (std::is_same_v<T, LeaderHeartbeat>) {
-                p.body = (b.lsn.term.value << 32) | b.lsn.counter;
+                p.body = (b.lsn.term.value << 32) | (b.config_version << 24) | b.lsn.counter;
             } else if constexpr (std::is_same_v<T, LeadershipCession>) {
                 p.body = optional_node_code(b.successor);
             } else {

@@ -1,0 +1,266 @@
+#include "conclave/sim/membership.hpp"
+
+#include <algorithm>
+#include <vector>
+
+namespace conclave::sim {
+namespace {
+
+constexpr Millis kTick{10};
+constexpr Millis kSyncDelay{30};  // a new leader's sync, before it is ACTIVE
+// Between a commit and the operator's next change request: changes spread over the faults.
+constexpr Millis kGapMin{200};
+constexpr Millis kGapMax{900};
+
+NodeId nth(std::size_t i) {
+    return NodeId{static_cast<std::uint16_t>(i)};
+}
+
+std::size_t majority_of(NodeSet s) {
+    return s.size() / 2 + 1;
+}
+
+// The log model of membership.hpp, driving one Simulator.
+class MembershipModel {
+  public:
+    MembershipModel(Simulator& sim, const MembershipRunOptions& o) : sim_(sim), o_(o) {
+        const std::size_t n = sim.size();
+        Rng& rng = sim.rng();
+        const auto learner = static_cast<std::size_t>(rng.below(n));
+        NodeSet all;
+        for (std::size_t i = 0; i < n; ++i) {
+            all.insert(nth(i));
+        }
+        NodeSet c = all;
+        c.erase(nth(learner));
+        configs_ = {NodeSet{}, c};  // index = version; version 0 is the default, unused
+        for (std::uint32_t k = 0; k < o.changes; ++k) {
+            if (c == all) {  // remove a random voter
+                c.erase(nth(static_cast<std::size_t>(rng.below(n))));
+            } else {  // promote the non-voter
+                c = all;
+            }
+            configs_.push_back(c);
+        }
+        active_since_.assign(n, std::nullopt);
+        laggard_ = nth(static_cast<std::size_t>(rng.below(n)));
+    }
+
+    /// Every node starts with C1 (the bootstrap configuration in its log).
+    void bootstrap() {
+        for (std::size_t i = 0; i < sim_.size(); ++i) {
+            give(nth(i), 1);
+        }
+        committed_ = 1;
+    }
+
+    void tick() {
+        const std::size_t n = sim_.size();
+        Rng& rng = sim_.rng();
+        for (std::size_t i = 0; i < n && !sim_.violation(); ++i) {
+            const NodeId l = nth(i);
+            const ElectorState* s = sim_.state(l);
+            if (!s || s->role != Role::Leader || sim_.paused(l)) {
+                active_since_[i].reset();
+                continue;
+            }
+            // ACTIVE: led its term for a sync delay with a quorum of its voters following it.
+            if (!active_since_[i] || active_since_[i]->first != s->term) {
+                active_since_[i] = std::make_pair(s->term, sim_.now());
+            }
+            const bool synced =
+                sim_.now() - active_since_[i]->second >= kSyncDelay &&
+                followers(l, s->term, s->voters).size() + 1 >= majority_of(s->voters);
+            if (!synced) {
+                continue;
+            }
+            if (version(l) < committed_) {
+                give(l, committed_);  // its sync commits everything committed before its term
+                continue;
+            }
+            // Followers learn the leader's configuration at random moments.
+            for (NodeId f : followers(l, s->term, NodeSet{~std::uint64_t{0}})) {
+                if (version(f) < version(l) && rng.chance(chance(f))) {
+                    give(f, version(l));
+                }
+            }
+            step_change(l, *sim_.state(l));
+        }
+    }
+
+    std::uint64_t committed() const { return committed_; }
+    std::uint64_t calls() const { return calls_; }
+
+  private:
+    std::uint64_t version(NodeId n) const {
+        const auto c = sim_.voters_of(n);
+        return c ? c->second : 0;
+    }
+
+    std::uint32_t chance(NodeId f) const {
+        return f == laggard_ ? o_.laggard_catch_up_ppm : o_.catch_up_ppm;
+    }
+
+    void give(NodeId n, std::uint64_t v) {
+        ++calls_;
+        sim_.set_voters(n, configs_[v], v);
+    }
+
+    /// Live, unpaused nodes among `among` that follow `l` in `term` over a working connection.
+    std::vector<NodeId> followers(NodeId l, Term term, NodeSet among) const {
+        std::vector<NodeId> out;
+        for (std::size_t j = 0; j < sim_.size(); ++j) {
+            const NodeId f = nth(j);
+            const ElectorState* fs = sim_.state(f);
+            if (f != l && among.contains(f) && fs && !sim_.paused(f) && fs->leader == l &&
+                fs->term == term && sim_.connected(l, f)) {
+                out.push_back(f);
+            }
+        }
+        return out;
+    }
+
+    // The pending change: appended by an ACTIVE leader at its committed version (R2, R3),
+    // received by its followers (lemma L), committed by a quorum of the previous configuration.
+    void step_change(NodeId l, const ElectorState& s) {
+        const std::uint64_t v = version(l);
+        if (v + 1 >= configs_.size()) {
+            return;  // every change done
+        }
+        if (sim_.now() < next_change_) {
+            return;  // the operator's next request has not come yet
+        }
+        if (!pending_ || pending_->leader != l || pending_->term != s.term) {
+            pending_ = Pending{l, s.term, NodeSet{}};
+            pending_->holders.insert(l);
+        }
+        for (NodeId f : followers(l, s.term, NodeSet{~std::uint64_t{0}})) {
+            if (!pending_->holders.contains(f) && sim_.rng().chance(chance(f))) {
+                pending_->holders.insert(f);
+                if (version(f) < v) {
+                    give(f, v);  // the Append carrying C(v+1) carries a commit point past C(v)
+                }
+            }
+        }
+        const NodeSet previous = configs_[v];
+        if (NodeSet{pending_->holders.bits & previous.bits}.size() >= majority_of(previous)) {
+            committed_ = v + 1;
+            pending_.reset();
+            next_change_ =
+                sim_.now() + Millis{sim_.rng().between(kGapMin.count(), kGapMax.count())};
+            give(l, v + 1);  // a removed leader steps down here
+        }
+    }
+
+    struct Pending {
+        NodeId leader;
+        Term term;
+        NodeSet holders;
+    };
+
+    Simulator& sim_;
+    const MembershipRunOptions& o_;
+    std::vector<NodeSet> configs_;
+    std::uint64_t committed_ = 0;
+    std::optional<Pending> pending_;
+    std::vector<std::optional<std::pair<Term, Millis>>> active_since_;
+    std::uint64_t calls_ = 0;
+    NodeId laggard_{};
+    Millis next_change_{0};
+};
+
+// Random fault episodes in [settle, window), all over by the window's end.
+void schedule_faults(Simulator& sim, const MembershipRunOptions& o) {
+    Rng& rng = sim.rng();
+    const std::size_t n = sim.size();
+    for (std::size_t e = 0; e < o.episodes; ++e) {
+        const Millis start{rng.between(o.settle.count(), o.fault_window.count() - 200)};
+        const Millis end = std::min(o.fault_window, start + Millis{rng.between(100, 1500)});
+        const NodeId a = nth(static_cast<std::size_t>(rng.below(n)));
+        NodeId b = nth(static_cast<std::size_t>(rng.below(n - 1)));
+        if (b >= a) {
+            b.value = static_cast<std::uint16_t>(b.value + 1);
+        }
+        switch (rng.below(5)) {
+            case 0: {  // two against two (the split that two leaders of one term need)
+                const std::uint64_t mask =
+                    (std::uint64_t{1} << a.value) | (std::uint64_t{1} << b.value);
+                sim.schedule(start, FaultAction{FaultKind::Partition, {}, {}, mask, 0});
+                sim.schedule(end, FaultAction{FaultKind::Unpartition, {}, {}, mask, 0});
+                break;
+            }
+            case 4: {
+                const std::uint64_t mask = 1 + rng.below((std::uint64_t{1} << n) - 2);
+                sim.schedule(start, FaultAction{FaultKind::Partition, {}, {}, mask, 0});
+                sim.schedule(end, FaultAction{FaultKind::Unpartition, {}, {}, mask, 0});
+                break;
+            }
+            case 1:
+                sim.schedule(start, FaultAction{FaultKind::Crash, a, {}, 0, 0});
+                sim.schedule(end, FaultAction{FaultKind::Restart, a, {}, 0, 0});
+                break;
+            case 2:
+                sim.schedule(start, FaultAction{FaultKind::Pause,
+                                                a,
+                                                {},
+                                                0,
+                                                static_cast<std::uint32_t>((end - start).count())});
+                break;
+            default:
+                sim.schedule(start, FaultAction{FaultKind::Cut, a, b, 0, 0});
+                sim.schedule(end, FaultAction{FaultKind::Heal, a, b, 0, 0});
+                break;
+        }
+    }
+}
+
+}  // namespace
+
+MembershipRunResult run_membership_seed(const MembershipRunOptions& o) {
+    constexpr std::size_t kNodes = 4;
+    SimOptions so;
+    so.nodes = kNodes;
+    so.seed = o.seed;
+    so.elector = Config::fast(kNodes, NodeId{0});
+    so.elector.planted_bug = o.planted_bug;
+    so.trace = o.trace;
+    Simulator sim(so);
+    MembershipRunResult result;
+    result.seed = o.seed;
+    sim.on_step = [&](const Simulator&, const StepRecord& step) {
+        for (const Action& a : *step.actions) {
+            const auto* send = std::get_if<SendTo>(&a);
+            if (!send) {
+                continue;
+            }
+            Refusal r = Refusal::None;
+            if (const auto* e = std::get_if<ElectionResponse>(&send->message.body)) {
+                r = e->refusal;
+            } else if (const auto* sr = std::get_if<ScoutingResponse>(&send->message.body)) {
+                r = sr->refusal;
+            }
+            result.stale_config_refusals += r == Refusal::StaleConfig ? 1 : 0;
+            result.not_a_voter_refusals += r == Refusal::NotAVoter ? 1 : 0;
+        }
+    };
+    MembershipModel model(sim, o);
+    schedule_faults(sim, o);
+    model.bootstrap();
+    sim.start_all();
+    const Millis end = o.fault_window + o.tail;
+    while (sim.now() < end && !sim.violation()) {
+        if (!sim.run_until(sim.now() + kTick)) {
+            break;
+        }
+        model.tick();
+    }
+    result.violation = sim.violation();
+    result.violation_at = sim.now();
+    result.leader_at_end = majority_leader(sim);
+    result.committed_version = model.committed();
+    result.set_voters_calls = model.calls();
+    result.stats = sim.stats();
+    return result;
+}
+
+}  // namespace conclave::sim
