@@ -381,15 +381,16 @@ std::optional<Lsn> Elector::issue_lsn() {
 // the first survivor to notice a paused leader is refused by the others, still one check short.
 void Elector::HandleScoutingRequest(const Message& m, const ScoutingRequest& body,
                                     TermOrder order) {
-    if (CorroboratesSilence(order)) {
+    // Membership (R5): only a voter supports, and only a candidate of its configuration or newer;
+    // a request the fence refuses corroborates nothing either.
+    const Refusal fence = ConfigFence(body.config_version);
+    if (fence == Refusal::None && CorroboratesSilence(order)) {
         ++counters_.silences_corroborated;
         StepDown(Reason::LeaderNoHeartbeat, config_.scouting_result_timeout);
     }
     const bool knows_leader =
         state_.leader.has_value() &&
         !(planted(PlantedBug::SkipStickyLeader) && state_.role == Role::Follower);
-    // Membership (R5): only a voter supports, and only a candidate of its configuration or newer.
-    const Refusal fence = ConfigFence(body.config_version);
     const bool will_vote = fence == Refusal::None && !knows_leader && order == TermOrder::Newer;
     if (will_vote) {
         ++counters_.prevotes_granted;
