@@ -28,6 +28,7 @@ Config Config::defaults(std::size_t cluster_size, NodeId self) {
     c.heartbeat_period = Millis{500};
     c.heartbeat_check_period = Millis{250};
     c.heartbeat_miss_count = 6;
+    c.backoff = Backoff::Ranked;  // issue 17: measured in bench/README.md
     c.rank_slot = Millis{100};
     c.rank_slot_min = Millis{100};
     c.rank_slot_max = Millis{2000};
@@ -43,6 +44,7 @@ Config Config::fast(std::size_t cluster_size, NodeId self) {
     c.heartbeat_period = Millis{100};
     c.heartbeat_check_period = Millis{50};
     c.heartbeat_miss_count = 3;
+    c.backoff = Backoff::Ranked;  // issue 17: measured in bench/README.md
     c.rank_slot = Millis{25};
     c.rank_slot_min = Millis{25};
     c.rank_slot_max = Millis{500};

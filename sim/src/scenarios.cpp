@@ -21,6 +21,7 @@ ScenarioResult run_scenario(const ScenarioOptions& o) {
     so.seed = o.seed;
     so.elector = Config::fast(kNodes, NodeId{0});
     so.elector.scouting = o.scouting;
+    so.elector.backoff = Backoff::Uniform;  // the article's blind wait, whatever the profile's
     so.elector.planted_bug = o.planted_bug;
     Simulator sim(so);
 

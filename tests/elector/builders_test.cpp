@@ -120,7 +120,9 @@ TEST_CASE("builder transcript: scout, stand, win", "[builder]") {
 }
 
 TEST_CASE("a single-node cluster elects itself after the initial wait", "[builder]") {
-    Node n(Config::fast(1, A));
+    Config config = Config::fast(1, A);
+    config.backoff = Backoff::Uniform;  // the ranked start would add its jitter (3 ms here)
+    Node n(config);
     CHECK(n.start() == Actions{arm(TimerId::InitialWait, Millis{300}),
                                notify(Role::Follower, 0, kNone, Reason::Started, Millis{0})});
     n.now = Millis{300};

@@ -30,8 +30,13 @@ inline constexpr std::uint64_t kRandomValue = 7;  // every backoff is 7 ms with 
 inline constexpr Millis kBackoff{7};
 inline constexpr Millis kNow{1000};
 
+// The cell tests pin the uniform backoff (BlazingMQ's, the `reference` profile's): every wait is
+// the random draw, so each expected action list names one delay. The ranked backoff, the `fast`
+// profile's default, has its own tests (backoff_test.cpp).
 inline Config fast3() {
-    return Config::fast(3, A);
+    Config c = Config::fast(3, A);
+    c.backoff = Backoff::Uniform;
+    return c;
 }
 
 // ---- Expected actions --------------------------------------------------------------------------
