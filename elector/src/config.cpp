@@ -26,10 +26,11 @@ Config Config::defaults(std::size_t cluster_size, NodeId self) {
     c.scouting_result_timeout = Millis{1000};
     c.election_result_timeout = Millis{1000};
     c.heartbeat_period = Millis{500};
-    c.heartbeat_check_period = Millis{250};
+    // Six checks per inactivity interval, as in `fast` (12 made the first check that can drop a
+    // silent leader come relatively later: issue 17, bench/README.md).
+    c.heartbeat_check_period = Millis{500};
     c.heartbeat_miss_count = 6;
-    // Uniform until issue 17's scaled SIGSTOP target is met here too (bench/README.md): measured
-    // 2653 ms against 2600, at this profile's detection floor (12 checks per inactivity interval).
+    c.backoff = Backoff::Ranked;  // issue 17: measured in bench/README.md
     c.rank_slot = Millis{100};
     c.rank_slot_min = Millis{100};
     c.rank_slot_max = Millis{2000};
