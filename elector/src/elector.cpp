@@ -13,9 +13,6 @@ constexpr std::uint8_t timer_bit(TimerId t) {
     return static_cast<std::uint8_t>(1U << static_cast<unsigned>(t));
 }
 
-NodeSet AllMembers(std::size_t cluster_size) {
-    return NodeSet{cluster_size >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << cluster_size) - 1};
-}
 
 // The largest term a message body carries besides its envelope (0 when none).
 std::uint64_t LargestBodyTerm(const MessageBody& body) {
@@ -143,7 +140,7 @@ Elector::Elector(Config config, DurableState restored, RandomSource random)
     CONCLAVE_CHECK(quorum_ >= 1 && quorum_ <= config_.cluster_size, "quorum <= cluster size");
     CONCLAVE_CHECK(config_.self.value < config_.cluster_size, "node index in range");
     // The default configuration (until set_voters): every member votes, version 0.
-    state_.voters = AllMembers(config_.cluster_size);
+    state_.voters = NodeSet::first(config_.cluster_size);
     RecomputeQuorum();
     state_.term = restored.term;
     state_.voted_for = restored.voted_for;
@@ -339,7 +336,7 @@ std::optional<std::string> Elector::voters_error(NodeSet voters, std::uint64_t v
     if (voters.empty()) {
         return "a configuration needs at least one voter";
     }
-    if ((voters.bits & ~AllMembers(config_.cluster_size).bits) != 0) {
+    if ((voters.bits & ~NodeSet::first(config_.cluster_size).bits) != 0) {
         return "a voter is not a member of the cluster";
     }
     if (version >= kConfigVersionLimit) {
@@ -969,7 +966,7 @@ bool Elector::planted([[maybe_unused]] PlantedBug bug) const {
 }
 
 bool Elector::AllMembersVote() const {
-    return state_.voters == AllMembers(config_.cluster_size);
+    return state_.voters == NodeSet::first(config_.cluster_size);
 }
 
 void Elector::RecomputeQuorum() {
@@ -992,7 +989,7 @@ Refusal Elector::ConfigFence(std::uint64_t version) const {
 
 void Elector::CheckMembershipInvariants() const {
     const std::uint64_t voters = state_.voters.bits;
-    CONCLAVE_CHECK(voters != 0 && (voters & ~AllMembers(config_.cluster_size).bits) == 0,
+    CONCLAVE_CHECK(voters != 0 && (voters & ~NodeSet::first(config_.cluster_size).bits) == 0,
                    "the voters are members of the cluster");
     CONCLAVE_CHECK(planted(PlantedBug::MinorityQuorum) ||
                        (quorum_ > state_.voters.size() / 2 && quorum_ <= state_.voters.size()),

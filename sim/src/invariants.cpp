@@ -240,7 +240,7 @@ std::optional<Violation> History::after_step(NodeId node, StepAction action,
             leader = me;
             // Membership: votes of the voters the driver gave the node (set_voters), a majority
             // of them; with the default configuration (every node votes), the true majority.
-            const NodeSet all{nodes_ >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << nodes_) - 1};
+            const NodeSet all = NodeSet::first(nodes_);
             const bool everyone = after.voters == all;
             const std::size_t needed = everyone ? majority_ : after.voters.size() / 2 + 1;
             const std::size_t votes = votes_for(node, t, everyone ? all : after.voters);

@@ -74,7 +74,7 @@ void schedule_faults(Simulator& sim, const RunOptions& options) {
             const auto [a, b] = random_pair(rng, n);
             both(FaultKind::Cut, FaultKind::Heal, FaultAction{{}, a, b, 0, 0});
         } else if (kind == &FaultMix::partition) {
-            const std::uint64_t full = (std::uint64_t{1} << n) - 1;
+            const std::uint64_t full = NodeSet::first(n).bits;
             const std::uint64_t mask = 1 + rng.below(full - 1);  // non-empty, not everyone
             both(FaultKind::Partition, FaultKind::Unpartition, FaultAction{{}, {}, {}, mask, 0});
         } else if (kind == &FaultMix::asymmetric) {

@@ -61,6 +61,11 @@ inline constexpr std::size_t kMaxClusterSize = 64;
 struct NodeSet {
     std::uint64_t bits = 0;
 
+    /// Nodes 0 .. n-1: the members of a cluster of n nodes (every node at n >= 64).
+    static constexpr NodeSet first(std::size_t n) {
+        return NodeSet{n >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << n) - 1};
+    }
+
     constexpr bool contains(NodeId n) const { return (bits >> n.value) & 1U; }
     constexpr void insert(NodeId n) { bits |= (std::uint64_t{1} << n.value); }
     constexpr void erase(NodeId n) { bits &= ~(std::uint64_t{1} << n.value); }
