@@ -13,7 +13,6 @@ constexpr std::uint8_t timer_bit(TimerId t) {
     return static_cast<std::uint8_t>(1U << static_cast<unsigned>(t));
 }
 
-
 // The largest term a message body carries besides its envelope (0 when none).
 std::uint64_t LargestBodyTerm(const MessageBody& body) {
     if (const auto* r = std::get_if<ElectionResponse>(&body)) {
@@ -378,8 +377,8 @@ std::optional<Lsn> Elector::issue_lsn() {
 // the first survivor to notice a paused leader is refused by the others, still one check short.
 void Elector::HandleScoutingRequest(const Message& m, const ScoutingRequest& body,
                                     TermOrder order) {
-    // Membership (R5): only a voter supports, and only a candidate of its configuration or newer;
-    // a request the fence refuses corroborates nothing either.
+    // Membership (R5, ConfigFence): a candidate of an older configuration gets no support, nor
+    // does one of ours from a non-voter; a request the fence refuses corroborates nothing either.
     const Refusal fence = ConfigFence(body.config_version);
     if (fence == Refusal::None && CorroboratesSilence(order)) {
         ++counters_.silences_corroborated;
@@ -448,8 +447,9 @@ void Elector::HandleElectionProposal(const Message& m, const ElectionProposal& b
         ++counters_.votes_granted;
         Send(m.from, m.term, ElectionResponse{true, Refusal::None, m.term, state_.config_version});
     };
-    // Membership (R5), before any vote: a non-voter never votes, and a voter never votes for a
-    // candidate of an older configuration. The term is left alone (like a sticky refusal).
+    // Membership (R5), before any vote: nobody votes for a candidate of an older configuration,
+    // and a non-voter votes only for one of a newer configuration (ConfigFence). The term is left
+    // alone (like a sticky refusal).
     if (const Refusal fence = ConfigFence(body.config_version); fence != Refusal::None) {
         return refuse(fence);
     }
@@ -977,12 +977,20 @@ void Elector::RecomputeQuorum() {
     }
 }
 
+// R5. A candidate of an older configuration is refused. A node that is not a voter of its own
+// configuration refuses a candidate of that configuration or an older one (the asker should not
+// have asked it), but supports and votes for a candidate of a NEWER configuration: that one asks
+// only its own voters, so this node is a learner promoted (or a voter re-added) without knowing it
+// yet, and its vote is legitimate (it votes once per term). Refusing it deadlocks: the voters
+// that know the newest committed configuration may be too few to elect anyone until the
+// promoted node learns of its promotion, which it can only learn from a leader
+// (docs/membership.md, R5; the simulator's membership runs found 196 of 1,000 runs leaderless).
 Refusal Elector::ConfigFence(std::uint64_t version) const {
-    if (!IsVoter(config_.self)) {
-        return Refusal::NotAVoter;
-    }
     if (version < state_.config_version && !planted(PlantedBug::IgnoreConfigVersion)) {
         return Refusal::StaleConfig;
+    }
+    if (!IsVoter(config_.self) && version <= state_.config_version) {
+        return Refusal::NotAVoter;
     }
     return Refusal::None;
 }

@@ -257,6 +257,20 @@ MembershipRunResult run_membership_seed(const MembershipRunOptions& o) {
     result.violation = sim.violation();
     result.violation_at = sim.now();
     result.leader_at_end = majority_leader(sim);
+    for (std::uint16_t i = 0; i < kNodes; ++i) {
+        const NodeId n{i};
+        const ElectorState* s = sim.state(n);
+        result.end_state += "n" + std::to_string(i) + ":";
+        if (!s) {
+            result.end_state += "down ";
+            continue;
+        }
+        const auto cfg = sim.voters_of(n);
+        result.end_state += std::string(to_string(s->role)) + " t" + std::to_string(s->term.value) +
+                            " L" + (s->leader ? std::to_string(s->leader->value) : "-") + " v" +
+                            std::to_string(cfg ? cfg->second : 0) + " V" +
+                            std::to_string(s->voters.bits) + (sim.paused(n) ? " paused" : "") + " ";
+    }
     result.committed_version = model.committed();
     result.set_voters_calls = model.calls();
     result.stats = sim.stats();

@@ -204,6 +204,26 @@ TEST_CASE("a non-voter never votes, never waits to stand, never stands (R7, R8)"
             CHECK(n.e.state().round.id != 0);
         }
     }
+    SECTION("a learner promoted without knowing it votes for a candidate of the newer version") {
+        // Version 1 makes this node a learner; B stands at version 2, which (only B knows yet)
+        // promoted it. Refusing would leave B without a quorum until this node learns of its
+        // promotion, which only a leader can tell it (the membership runs' deadlock).
+        CHECK(n.e.set_voters(n.now, set_of({B, C}), 1) == Actions{cancel(TimerId::InitialWait)});
+        CHECK(n.recv(B, 6, ScoutingRequest{1, 2}) ==
+              Actions{send(B, 6, ScoutingResponse{1, true, Refusal::None, 1})});
+        CHECK(n.recv(B, 6, ElectionProposal{false, 2}).back() ==
+              send(B, 6, ElectionResponse{true, Refusal::None, Term{6}, 1}));
+        CHECK(n.e.state().voted_for == B);
+        CHECK(n.e.state().role == Role::Follower);
+        // It watches for the candidate's heartbeats; still not a voter here, it waits to stand
+        // for nothing.
+        CHECK(n.view().armed == std::vector<TimerId>{TimerId::HeartbeatCheck});
+        // Of its own version or an older one, it still refuses.
+        CHECK(n.recv(C, 7, ScoutingRequest{2, 1}) ==
+              Actions{send(C, 7, ScoutingResponse{2, false, Refusal::NotAVoter, 1})});
+        CHECK(n.recv(C, 7, ScoutingRequest{3, 0}) ==
+              Actions{send(C, 7, ScoutingResponse{3, false, Refusal::StaleConfig, 1})});
+    }
     SECTION("a scouting follower that is removed ends its round") {
         n.fire(TimerId::InitialWait);
         REQUIRE(n.e.state().round.id != 0);

@@ -3,6 +3,9 @@
 // leader per term; the planted IgnoreConfigVersion (no fence) must be caught.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
+#include <iostream>
+
 #include "conclave/sim/membership.hpp"
 
 using namespace conclave;
@@ -31,6 +34,10 @@ TEST_CASE("membership: voter-set changes under faults keep one leader per term",
         REQUIRE_FALSE(r.violation);
         committed += r.committed_version > 1 ? 1U : 0U;
         led += r.leader_at_end ? 1U : 0U;
+        if (!r.leader_at_end && std::getenv("MEMBERSHIP_DIAG")) {
+            std::cout << "seed " << seed << " v" << r.committed_version << ": " << r.end_state
+                      << "\n";
+        }
         fenced += r.stale_config_refusals;
     }
     // The runs do change configurations, and the fence does refuse (else this proves nothing).

@@ -40,7 +40,7 @@ enum class Refusal : std::uint8_t {
     HasLeader,     // I follow a live leader (sticky leader)
     IAmLeader,     // I am the leader
     StaleConfig,   // your configuration is older than mine (membership R5, the version fence)
-    NotAVoter,     // I am not a voter of my active configuration (learner or removed; R5, R7)
+    NotAVoter,     // I am not a voter of my configuration, and yours is not newer (R5, R7)
 };
 inline constexpr std::size_t kVoteRefusalCount = 7;
 

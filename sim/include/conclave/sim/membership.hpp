@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "conclave/sim/simulator.hpp"
 #include "conclave/sim/stability.hpp"
@@ -60,6 +61,8 @@ struct MembershipRunResult {
     std::uint64_t not_a_voter_refusals = 0;   // NotAVoter answers sent
     /// The leader a majority of the nodes follows at the end (faults over for `tail`), if any.
     std::optional<NodeId> leader_at_end;
+    /// Every node at the end: role, term, leader, configuration version and voters (diagnosis).
+    std::string end_state;
     SimStats stats;
 };
 
