@@ -110,6 +110,8 @@ std::string_view to_string(Reason r) {
             return "LEADERSHIP_TRANSFERRED";
         case Reason::VotersChanged:
             return "VOTERS_CHANGED";
+        case Reason::NewerTermSeen:
+            return "NEWER_TERM_SEEN";
     }
     return "?";
 }

@@ -130,6 +130,9 @@ class MembershipModel {
         if (sim_.now() < next_change_) {
             return;  // the operator's next request has not come yet
         }
+        if (!pending_ && sim_.now() >= o_.fault_window) {
+            return;  // the operator asks for nothing after the faults: the tail is calm
+        }
         if (!pending_ || pending_->leader != l || pending_->term != s.term) {
             pending_ = Pending{l, s.term, NodeSet{}};
             pending_->holders.insert(l);

@@ -149,6 +149,32 @@ TEST_CASE("R5, the version fence: no support and no vote for an older configurat
         CHECK(n.recv(B, 6, ScoutingRequest{6, 3}) ==
               Actions{send(B, 6, ScoutingResponse{6, true, Refusal::None, 2})});
     }
+    SECTION("a leaderless follower takes the term of a stale candidate that is ahead") {
+        // B holds term 7 (it asks about 8) at version 1; we are at term 5, version 2. Our own
+        // rounds would propose term 6, which B and its like already hold: take 7, wait, and
+        // propose 8 next time (membership liveness, CatchesUpTerm).
+        const Actions a = n.recv(B, 8, ScoutingRequest{4, 1});
+        if (fenced) {
+            // (Still a follower without a leader: the application sees no change.)
+            CHECK(a == Actions{persist(7, kNone), cancel(TimerId::InitialWait),
+                               arm(TimerId::RandomWait, kBackoff),
+                               send(B, 8, ScoutingResponse{4, false, Refusal::StaleConfig, 2})});
+            CHECK(n.e.state().term == Term{7});
+            CHECK(n.e.state().voted_for == kNone);
+        } else {  // no fence, no refusal: nothing to learn from
+            CHECK(n.e.state().term == Term{5});
+        }
+        // A term it holds already, or a request it supports: the term is left alone.
+        CHECK(n.recv(C, 8, ScoutingRequest{5, 1}).size() == 1);
+        CHECK(n.recv(C, 9, ScoutingRequest{6, 2}).size() == 1);
+        CHECK(n.e.state().term == Term{fenced ? 7U : 5U});
+    }
+    SECTION("a follower with a leader keeps its term when it refuses a stale candidate") {
+        n.recv(C, 5, heartbeat(5));
+        REQUIRE(n.e.state().leader == C);
+        CHECK(n.recv(B, 8, ScoutingRequest{4, 1}).size() == 1);
+        CHECK(n.e.state().term == Term{5});
+    }
     SECTION("HandleElectionProposal: refused before the vote, the term left alone") {
         const Actions older = n.recv(B, 6, ElectionProposal{false, 1});
         if (fenced) {

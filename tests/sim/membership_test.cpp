@@ -3,9 +3,6 @@
 // leader per term; the planted IgnoreConfigVersion (no fence) must be caught.
 #include <catch2/catch.hpp>
 
-#include <cstdlib>
-#include <iostream>
-
 #include "conclave/sim/membership.hpp"
 
 using namespace conclave;
@@ -34,18 +31,20 @@ TEST_CASE("membership: voter-set changes under faults keep one leader per term",
         REQUIRE_FALSE(r.violation);
         committed += r.committed_version > 1 ? 1U : 0U;
         led += r.leader_at_end ? 1U : 0U;
-        if (!r.leader_at_end && std::getenv("MEMBERSHIP_DIAG")) {
-            std::cout << "seed " << seed << " v" << r.committed_version << ": " << r.end_state
-                      << "\n";
+        if (!r.leader_at_end) {
+            WARN("seed " << seed << " ends without a leader followed by a majority (version "
+                         << r.committed_version << "): " << r.end_state);
         }
         fenced += r.stale_config_refusals;
     }
     // The runs do change configurations, and the fence does refuse (else this proves nothing).
     CHECK(committed >= kSeeds / 2);
-    // Liveness is NOT asserted yet: at the end (2 s after the faults) a leader followed by a
-    // majority of the nodes was seen in 788 of 1,000 seeds; not yet explained (the measure counts
-    // removed nodes and laggards; a real liveness gap is not ruled out). Printed for the record.
-    WARN("a leader followed by a majority at the end in " << led << " of " << kSeeds << " seeds");
+    // Liveness: the operator asks for no change after the faults, and 2 s later every run has a
+    // leader followed by a majority. Two elector rules are needed for it (elector/README.md,
+    // "Membership"): a promoted learner that does not know it yet votes for a candidate of the
+    // newer configuration (without: 167 of 1,000 runs end leaderless), and a leaderless follower
+    // takes the term of a stale candidate it refuses (without: 7 of 1,000).
+    CHECK(led == kSeeds);
     CHECK(fenced > 0);
 }
 

@@ -35,6 +35,8 @@ enum class Reason : std::uint8_t {
     LeadershipTransferred,  // leader handed leadership over to a chosen node
     VotersChanged,          // set_voters(): a leader or candidate is no longer a voter, or a
                             // candidate's election was asked under the previous configuration
+    NewerTermSeen,          // a leaderless follower refused a candidate of an older configuration
+                            // whose term is ahead of its own, and took that term (membership R5)
 };
 
 /// Which leadership the application sees. The tentative leader is never shown.

@@ -213,6 +213,7 @@ class Elector {
     void SendToVoters(Term term, MessageBody body);
     /// The membership refusal (R5) this node gives a candidate of `version`, or None.
     Refusal ConfigFence(std::uint64_t version) const;
+    bool CatchesUpTerm(const Message& m, Refusal fence) const;
     /// Postconditions of every input about membership (always-on checks).
     void CheckMembershipInvariants() const;
     /// True when `bug` is planted. Always false in the production library (conclave_elector):

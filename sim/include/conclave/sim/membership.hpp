@@ -19,7 +19,8 @@
 //     node restarts with the one it had (its own log, R9); a leader that loses its term drops
 //     the pending change (a later leader appends it again).
 // The operator asks for the next change 200-900 ms after a commit, so changes spread over the
-// faults. The fault schedule (partitions, two-against-two ones favoured, crashes, pauses, cut
+// faults, and for none after `fault_window`: the tail is calm, and every run must end with a
+// leader followed by a majority (liveness, asserted by tests/sim/membership_test.cpp). The fault schedule (partitions, two-against-two ones favoured, crashes, pauses, cut
 // links) ends by `fault_window`.
 #pragma once
 
