@@ -108,11 +108,16 @@ Init ==
 (***************************************************************************)
 
 \* May v grant its vote to candidate c of term t counting over configuration cc?
-\* (HandleElectionProposal.) v must be a voter of its own active configuration (learners and
-\* removed nodes never vote), not have voted for another in t, and (the version fence) its
-\* active configuration must not be newer than the candidate's.
+\* (HandleElectionProposal, ConfigFence.) v must not have voted for another in t, (the version
+\* fence) its active configuration must not be newer than the candidate's, and it must be a
+\* voter of its own active configuration unless the candidate's is newer: cc names v as a voter
+\* (c asks only cc's voters), so v is a learner promoted without knowing it yet (refusing it
+\* too deadlocks elections: docs/membership.md, R5). NonVoterVotes drops the voter condition
+\* altogether (a superset of the grants allowed here).
 Grants(v, c, t, cc) ==
-    /\ PlantedBug = "NonVoterVotes" \/ v \in Active(v).voters
+    /\ \/ PlantedBug = "NonVoterVotes"
+       \/ v \in Active(v).voters
+       \/ Active(v).ver < cc.ver
     /\ term[v] < t \/ (term[v] = t /\ votedFor[v] \in {None, c})
     /\ PlantedBug = "IgnoreConfigVersion" \/ Active(v).ver <= cc.ver
 
