@@ -79,6 +79,16 @@ ci_models=(
   "MembershipShrink.cfg+CanaryNoConfigCommitted:MCMembership:CanaryNoConfigCommitted:bfs"
   "MembershipShrink.cfg+CanaryNoLeaderAfterRemoval:MCMembership:CanaryNoLeaderAfterRemoval:bfs"
   "MembershipIgnoreConfigVersion.cfg:MCMembership:OneLeaderPerTerm:bfs"
+  # membership in Elector.tla itself (issue 18, the C++ elector's slice): 4 nodes, the history
+  # C0 -> learner promoted -> a voter removed, learnt late or never; random behaviours of the
+  # whole model (terms <= 2, scouting, check-quorum); the section 7.2 shape scripted, then every
+  # election (exhaustive), its canaries and the planted IgnoreConfigVersion (two leaders)
+  "ElectorMembership.cfg:MCElectorMembership:ok:sim:300:60"
+  "ElectorMembership.cfg+CanaryNoVotersChangedStepDown:MCElectorMembership:CanaryNoVotersChangedStepDown:sim:300:60"
+  "ElectorMembershipScripted.cfg:MCElectorMembership:ok:bfs"
+  "ElectorMembershipScripted.cfg+CanaryNoStaleConfigRefusal:MCElectorMembership:CanaryNoStaleConfigRefusal:bfs"
+  "ElectorMembershipScripted.cfg+CanaryPromotedNeverLeads:MCElectorMembership:CanaryPromotedNeverLeads:bfs"
+  "ElectorIgnoreConfigVersion.cfg:MCElectorMembership:OneLeaderPerTerm:bfs"
 )
 extra_models=(
   # LogSafety plus one Repair step, exhaustive (does not finish in CI time: README.md, "Repair")
@@ -97,7 +107,7 @@ elector_actions=(HandleScoutingRequest HandleScoutingResponse HandleElectionProp
   HandleElectionResponse HandleLeaderHeartbeat HandleHeartbeatAck HandleHeartbeatResponse
   HandleLeadershipCession InitialWaitFired RandomWaitFired ScoutingResultFired ElectionResultFired
   HeartbeatBroadcastFired HeartbeatCheckFired CheckQuorumFired PeerUp TransferLeadership IssueLsn
-  Restart Start Crash Stop PeerDown)
+  Restart Start Crash Stop PeerDown SetVoters HandleAppend)
 membership_actions=(HandleElectionResponse HandleSyncResponse HandleAppend ProposeAddLearner
   ProposePromote ProposeRemove)
 log_actions=(HandleSyncRequest HandleSyncResponse HandleAppend HandleAppendAck HandleFetchRequest
