@@ -16,6 +16,9 @@ CONSTANTS
 
 PromoteRemoveConfigs == <<Node \ {Learner}, Node, Node \ {Removed}>>
 
+\* ElectorMembershipRemove.cfg: one change, Removed removed (the leader, when it leads).
+RemoveConfigs == <<Node, Node \ {Removed}>>
+
 \* Membership models: only the nodes that vote in every configuration of the history are
 \* interchangeable.
 StableVoters == {n \in Node : \A k \in 1..Len(Configs) : n \in Configs[k]}
