@@ -363,7 +363,7 @@ int main(int argc, char** argv) {
             mo.episodes = run.episodes;
             mo.trace = run.trace;
             const MembershipRunResult r = run_membership_seed(mo);
-            failures += r.violation ? 1 : 0;
+            failures += r.violation ? 1U : 0U;
             if (r.violation) {
                 std::cout << "VIOLATION seed=" << r.seed << " at " << r.violation_at.count()
                           << " ms: " << to_string(r.violation->kind) << ": " << r.violation->detail
