@@ -8,7 +8,7 @@
 (* trace step can be compared with the spec state field by field:          *)
 (*   role, term, voted_for, leader, tentative_leader, supporters,          *)
 (*   refusals, heard_since_check, peers_up, missed_checks, round,          *)
-(*   last_round_id, lsn, armed_timers.                                     *)
+(*   last_round_id, lsn, armed_timers, voters, config_version.             *)
 (*                                                                         *)
 (* Each C++ handler is written as an operator from the node's state (the   *)
 (* C++ `state_`) to a record [st |-> new state, out |-> messages sent]     *)
@@ -25,8 +25,18 @@
 (*                                                                         *)
 (* PlantedBug mirrors Config::planted_bug: the deliberately wrong          *)
 (* behaviours the mutation models switch on to prove the checks can fail.  *)
+(*                                                                         *)
+(* Membership (docs/membership.md, the elector's slice): each node holds   *)
+(* the voters of its active configuration and its version (voters,         *)
+(* config_version), given by SetVoters (Elector::set_voters). The models   *)
+(* draw the configurations from a fixed history Configs (C0, C1, ...,      *)
+(* each one voter added or removed from the previous) and let the log      *)
+(* deliver them the way docs/membership.md's design does (HandleAppend,    *)
+(* SetVoters below; README.md, "Membership in Elector.tla"). With the      *)
+(* single default configuration (Configs = DefaultConfigs: every node      *)
+(* votes, version 0) nothing of it can happen.                            *)
 (***************************************************************************)
-EXTENDS Naturals, FiniteSets
+EXTENDS Naturals, FiniteSets, Sequences
 
 CONSTANTS
     Node,           \* the nodes of the cluster
@@ -46,7 +56,10 @@ CONSTANTS
     Duplication,    \* the network may deliver a message more than once
     LossyTypes,     \* message types that may be lost as they are sent
     DurableLost,    \* NEGATIVE MODEL ONLY: a restart forgets term and vote
-    PlantedBug      \* "None" or a PlantedBug of config.hpp (mutation models)
+    PlantedBug,     \* "None" or a PlantedBug of config.hpp (mutation models)
+    Configs         \* the configuration history: Configs[k + 1] is the voter set of
+                    \* version k; DefaultConfigs (every node votes, version 0) for the
+                    \* models without membership changes
 
 VARIABLES
     node,       \* node[n]: the ElectorState of n (a record, see Fresh)
@@ -55,11 +68,14 @@ VARIABLES
     \* History variables, written by Step only, read only by the invariants.
     votes,      \* <<voter, term, candidate>> for every vote ever cast
     elected,    \* <<term, leader>> for every node that ever became leader
-    events      \* <<kind, node, term>> of leader-life events, read only by the canaries:
+    events,     \* <<kind, node, term>> of leader-life events, read only by the canaries:
                 \* "transfer" (a leader of term t ceded to a named successor), "crash",
-                \* "checkquorum" (check-quorum stepped the leader of term t down)
+                \* "checkquorum" (check-quorum stepped the leader of term t down),
+                \* "voterschanged" (SetVoters stepped the leader of term t down)
+    \* The log's side of membership (environment, not elector state):
+    held        \* held[n]: the highest configuration version in n's log (maybe uncommitted)
 
-vars == <<node, msgs, faults, votes, elected, events>>
+vars == <<node, msgs, faults, votes, elected, events, held>>
 
 -----------------------------------------------------------------------------
 (* Values                                                                   *)
@@ -67,7 +83,8 @@ vars == <<node, msgs, faults, votes, elected, events>>
 Roles == {"stopped", "follower", "candidate", "leader"}
 Timers == {"InitialWait", "RandomWait", "ScoutingResult", "ElectionResult",
            "HeartbeatBroadcast", "HeartbeatCheck", "CheckQuorum"}
-Refusals == {"none", "stale-term", "already-voted", "has-leader", "i-am-leader"}
+Refusals == {"none", "stale-term", "already-voted", "has-leader", "i-am-leader",
+             "stale-config", "not-a-voter"}
 MsgTypes == {"ScoutingRequest", "ScoutingResponse", "ElectionProposal",
              "ElectionResponse", "LeaderHeartbeat", "HeartbeatAck",
              "HeartbeatResponse", "LeadershipCession"}
@@ -75,13 +92,21 @@ MsgTypes == {"ScoutingRequest", "ScoutingResponse", "ElectionProposal",
 N == Cardinality(Node)
 
 PlantedBugs == {"None", "DoubleVote", "MinorityQuorum", "CountStaleScoutingReplies",
-                "SkipStickyLeader",
+                "SkipStickyLeader", "IgnoreConfigVersion",
                 \* liveness mutants of the spec only (no C++ counterpart), see MCElectorLive:
                 "NeverDropLeader", "RefuseWhileRemembering", "NoRetry"}
 
-\* Elector::quorum_: the configured quorum, or N / 2 with the planted MinorityQuorum.
-\* The invariants use Quorum, the true majority.
-ElectorQuorum == IF PlantedBug = "MinorityQuorum" THEN N \div 2 ELSE Quorum
+\* The models without membership changes: one configuration, every node votes, version 0.
+DefaultConfigs == <<Node>>
+
+\* The true quorum of a voter set: the configured Quorum while every node votes, else a
+\* majority of the voters (Elector::RecomputeQuorum). The invariants use it.
+QuorumOf(V) == IF V = Node THEN Quorum ELSE Cardinality(V) \div 2 + 1
+
+\* Elector::quorum_ for node state s: QuorumOf(s.voters), or half the voters with the
+\* planted MinorityQuorum.
+ElectorQuorum(s) ==
+    IF PlantedBug = "MinorityQuorum" THEN Cardinality(s.voters) \div 2 ELSE QuorumOf(s.voters)
 
 NoLsn == [term |-> 0, counter |-> 0]
 NoRound == [id |-> 0, term |-> 0, yes |-> {}, no |-> {}]
@@ -90,37 +115,51 @@ NoRound == [id |-> 0, term |-> 0, yes |-> {}, no |-> {}]
 LsnLess(a, b) == a.term < b.term \/ (a.term = b.term /\ a.counter < b.counter)
 LsnLeq(a, b) == LsnLess(a, b) \/ a = b
 
-\* A freshly constructed core: Elector(config, DurableState{t, v}, random).
+\* A freshly constructed core: Elector(config, DurableState{t, v}, random), with the
+\* default configuration (every node votes, version 0).
 Fresh(t, v) ==
     [role |-> "stopped", term |-> t, voted_for |-> v, leader |-> Nil,
      tentative_leader |-> Nil, supporters |-> {}, refusals |-> {},
      heard_since_check |-> {}, peers_up |-> {}, missed_checks |-> 0,
      round |-> NoRound, last_round_id |-> 0, lsn |-> NoLsn,
-     armed_timers |-> {}]
+     armed_timers |-> {}, voters |-> Node, config_version |-> 0]
 
 (* Messages: one record type with every body field; fields a body does not  *)
 (* have keep a default value. Field names as in messages.hpp.               *)
+(* config_version: the sender's active configuration version, on the five   *)
+(* bodies that carry it (ScoutingRequest/Response, ElectionProposal/Response, *)
+(* LeaderHeartbeat); 0 on the others.                                        *)
 Msg(type, from, to, t) ==
     [type |-> type, from |-> from, to |-> to, term |-> t, round |-> 0,
      will_vote |-> FALSE, transfer |-> FALSE, granted |-> FALSE,
-     refusal |-> "none", voter_term |-> 0, lsn |-> NoLsn, successor |-> Nil]
+     refusal |-> "none", voter_term |-> 0, lsn |-> NoLsn, successor |-> Nil,
+     config_version |-> 0]
 
-ScoutingRequestMsg(f, to, t, r) ==
-    [Msg("ScoutingRequest", f, to, t) EXCEPT !.round = r]
-ScoutingResponseMsg(f, to, t, r, wv) ==
-    [Msg("ScoutingResponse", f, to, t) EXCEPT !.round = r, !.will_vote = wv]
-ElectionProposalMsg(f, to, t, tr) ==
-    [Msg("ElectionProposal", f, to, t) EXCEPT !.transfer = tr]
-ElectionResponseMsg(f, to, t, g, why, vt) ==
+ScoutingRequestMsg(f, to, t, r, cv) ==
+    [Msg("ScoutingRequest", f, to, t) EXCEPT !.round = r, !.config_version = cv]
+ScoutingResponseMsg(f, to, t, r, wv, why, cv) ==
+    [Msg("ScoutingResponse", f, to, t) EXCEPT !.round = r, !.will_vote = wv,
+                                              !.refusal = why, !.config_version = cv]
+ElectionProposalMsg(f, to, t, tr, cv) ==
+    [Msg("ElectionProposal", f, to, t) EXCEPT !.transfer = tr, !.config_version = cv]
+ElectionResponseMsg(f, to, t, g, why, vt, cv) ==
     [Msg("ElectionResponse", f, to, t) EXCEPT !.granted = g, !.refusal = why,
-                                              !.voter_term = vt]
-LeaderHeartbeatMsg(f, to, t, l) == [Msg("LeaderHeartbeat", f, to, t) EXCEPT !.lsn = l]
+                                              !.voter_term = vt, !.config_version = cv]
+LeaderHeartbeatMsg(f, to, t, l, cv) ==
+    [Msg("LeaderHeartbeat", f, to, t) EXCEPT !.lsn = l, !.config_version = cv]
 HeartbeatAckMsg(f, to, t) == Msg("HeartbeatAck", f, to, t)
 HeartbeatResponseMsg(f, to, t) == Msg("HeartbeatResponse", f, to, t)
 LeadershipCessionMsg(f, to, t, s) == [Msg("LeadershipCession", f, to, t) EXCEPT !.successor = s]
 
 \* Elector::SendToAll: one message per other node of the cluster (connected or not).
 ToAll(n, MkMsg(_)) == {MkMsg(p) : p \in Node \ {n}}
+
+\* Elector::SendToVoters: one message per other voter of n's configuration (the same
+\* messages as ToAll while every node votes).
+ToVoters(n, s, MkMsg(_)) == {MkMsg(p) : p \in s.voters \ {n}}
+
+\* Elector::IsVoter(self).
+IsVoter(n, s) == n \in s.voters
 
 \* The result of a handler: the new state and the messages it sent.
 R(s, out) == [st |-> s, out |-> out]
@@ -138,19 +177,22 @@ BecomeLeader(n, s) ==
                         !.armed_timers = IF CheckQuorum
                                          THEN {"HeartbeatBroadcast", "CheckQuorum"}
                                          ELSE {"HeartbeatBroadcast"}]
-    IN R(s1, ToAll(n, LAMBDA p : LeaderHeartbeatMsg(n, p, s1.term, s1.lsn)))
+    IN R(s1, ToAll(n, LAMBDA p : LeaderHeartbeatMsg(n, p, s1.term, s1.lsn, s1.config_version)))
 
 BecomeCandidate(n, s, transfer) ==
     LET s1 == [s EXCEPT !.armed_timers = {}, !.role = "candidate", !.leader = Nil,
                         !.tentative_leader = Nil, !.round = NoRound, !.refusals = {},
                         !.heard_since_check = {}, !.supporters = {n},
                         !.term = s.term + 1, !.voted_for = n]
-    IN IF Cardinality(s1.supporters) >= ElectorQuorum
+    IN IF Cardinality(s1.supporters) >= ElectorQuorum(s1)
        THEN BecomeLeader(n, s1)
        ELSE R([s1 EXCEPT !.armed_timers = {"ElectionResult"}],
-              ToAll(n, LAMBDA p : ElectionProposalMsg(n, p, s1.term, transfer)))
+              ToVoters(n, s1, LAMBDA p : ElectionProposalMsg(n, p, s1.term, transfer,
+                                                             s1.config_version)))
 
 \* A leader that leaves broadcasts a cession for the term it led (its LSN's term).
+\* Without a leader to follow, a voter waits a random time; a non-voter never stands
+\* and arms no wait (membership R7, R8).
 BecomeFollower(n, s, ldr, tentative, successor) ==
     LET cession == IF s.role = "leader"
                    THEN ToAll(n, LAMBDA p : LeadershipCessionMsg(n, p, s.lsn.term, successor))
@@ -158,8 +200,8 @@ BecomeFollower(n, s, ldr, tentative, successor) ==
         s1 == [s EXCEPT !.role = "follower", !.leader = ldr, !.tentative_leader = tentative,
                         !.supporters = {}, !.refusals = {}, !.heard_since_check = {},
                         !.missed_checks = 0, !.round = NoRound,
-                        !.armed_timers = IF ldr # Nil \/ tentative # Nil
-                                         THEN {"HeartbeatCheck"} ELSE {"RandomWait"}]
+                        !.armed_timers = IF ldr # Nil \/ tentative # Nil THEN {"HeartbeatCheck"}
+                                         ELSE IF IsVoter(n, s) THEN {"RandomWait"} ELSE {}]
     IN R(s1, cession)
 
 \* A candidate that lost its election becomes a follower (and retries after a
@@ -176,10 +218,11 @@ StartScouting(n, s) ==
     ELSE LET id == s.last_round_id + 1
              s1 == [s EXCEPT !.last_round_id = id,
                              !.round = [id |-> id, term |-> s.term + 1, yes |-> {n}, no |-> {}]]
-         IN IF Cardinality(s1.round.yes) >= ElectorQuorum
+         IN IF Cardinality(s1.round.yes) >= ElectorQuorum(s1)
             THEN BecomeCandidate(n, s1, FALSE)
             ELSE R([s1 EXCEPT !.armed_timers = @ \cup {"ScoutingResult"}],
-                   ToAll(n, LAMBDA p : ScoutingRequestMsg(n, p, s1.round.term, id)))
+                   ToVoters(n, s1, LAMBDA p : ScoutingRequestMsg(n, p, s1.round.term, id,
+                                                                 s1.config_version)))
 
 -----------------------------------------------------------------------------
 (* Message handlers                                                         *)
@@ -195,16 +238,30 @@ CorroboratesSilence(s, m) ==
     /\ s.missed_checks + 1 >= CheckMisses
     /\ m.term > s.term
 
+\* Elector::ConfigFence (membership R5): only a voter of its own configuration supports or
+\* votes, and only for a candidate of that configuration's version or newer.
+ConfigFence(n, s, m) ==
+    IF ~IsVoter(n, s) THEN "not-a-voter"
+    ELSE IF m.config_version < s.config_version /\ PlantedBug # "IgnoreConfigVersion"
+         THEN "stale-config"
+    ELSE "none"
+
+\* The fence first: a request it refuses corroborates nothing either.
 HandleScoutingRequestR(n, s, m) ==
-    LET s1 == IF CorroboratesSilence(s, m) THEN BecomeFollower(n, s, Nil, Nil, Nil).st ELSE s
+    LET fence == ConfigFence(n, s, m)
+        s1 == IF fence = "none" /\ CorroboratesSilence(s, m)
+              THEN BecomeFollower(n, s, Nil, Nil, Nil).st ELSE s
         knows_leader == (s1.leader # Nil \/ (PlantedBug = "RefuseWhileRemembering" /\ s1.lsn.term > 0))
                         /\ ~(PlantedBug = "SkipStickyLeader" /\ s1.role = "follower")
-        will_vote == ~knows_leader /\ m.term > s1.term
-    IN R(s1, {ScoutingResponseMsg(n, m.from, m.term, m.round, will_vote)})
+        will_vote == fence = "none" /\ ~knows_leader /\ m.term > s1.term
+    IN R(s1, {ScoutingResponseMsg(n, m.from, m.term, m.round, will_vote, fence,
+                                  s1.config_version)})
 
+\* Only the voters of this node's configuration are counted.
 HandleScoutingResponseR(n, s, m) ==
     IF s.role # "follower" \/ s.round.id = 0 \/ m.term # s.round.term
        \/ (m.round # s.round.id /\ PlantedBug # "CountStaleScoutingReplies")
+       \/ m.from \notin s.voters
     THEN Same(s)
     ELSE LET r == s.round
              r1 == IF m.will_vote
@@ -212,17 +269,21 @@ HandleScoutingResponseR(n, s, m) ==
                    ELSE IF m.from \notin r.yes THEN [r EXCEPT !.no = @ \cup {m.from}]
                    ELSE r
              s1 == [s EXCEPT !.round = r1]
-         IN IF Cardinality(r1.yes) >= ElectorQuorum THEN BecomeCandidate(n, s1, FALSE)
-            ELSE IF Cardinality(r1.no) > N - ElectorQuorum
+         IN IF Cardinality(r1.yes) >= ElectorQuorum(s1) THEN BecomeCandidate(n, s1, FALSE)
+            ELSE IF Cardinality(r1.no) > Cardinality(s1.voters) - ElectorQuorum(s1)
                  THEN Same([EndScoutingRound(s1) EXCEPT !.armed_timers = @ \cup {"RandomWait"}])
             ELSE Same(s1)
 
+\* A stale term is refused by the kind's term rule, before the handler (and the fence) runs.
 HandleElectionProposalR(n, s, m) ==
     LET t == s.term
-        Refuse(why) == R(s, {ElectionResponseMsg(n, m.from, m.term, FALSE, why, t)})
-        grant == ElectionResponseMsg(n, m.from, m.term, TRUE, "none", m.term)
+        Refuse(why) == R(s, {ElectionResponseMsg(n, m.from, m.term, FALSE, why, t,
+                                                 s.config_version)})
+        grant == ElectionResponseMsg(n, m.from, m.term, TRUE, "none", m.term, s.config_version)
         sticky == Scouting /\ ~m.transfer /\ PlantedBug # "SkipStickyLeader"
+        fence == ConfigFence(n, s, m)
     IN IF m.term < t THEN Refuse("stale-term")
+       ELSE IF fence # "none" THEN Refuse(fence)   \* the term is left alone
        ELSE IF sticky /\ s.role = "leader" THEN Refuse("i-am-leader")
        ELSE IF sticky /\ s.role = "follower" /\ s.leader # Nil THEN Refuse("has-leader")
        ELSE IF m.term = t
@@ -233,34 +294,40 @@ HandleElectionProposalR(n, s, m) ==
        ELSE LET f == BecomeFollower(n, AdoptTerm(s, m.term, m.from), Nil, m.from, Nil)
             IN R(f.st, f.out \cup {grant})
 
+\* Only the voters of this node's configuration count (a newer term is adopted from anyone).
 HandleElectionResponseR(n, s, m) ==
+    LET voter == m.from \in s.voters IN
     IF m.term # s.term THEN Same(s)
     ELSE IF s.role = "leader"
-         THEN IF m.granted
+         THEN IF m.granted /\ voter
               THEN Same([s EXCEPT !.supporters = @ \cup {m.from},
                                   !.heard_since_check = @ \cup {m.from}])
               ELSE Same(s)
     ELSE IF s.role # "candidate" THEN Same(s)
     ELSE IF m.granted
-         THEN LET s1 == [s EXCEPT !.supporters = @ \cup {m.from}]
-              IN IF Cardinality(s1.supporters) >= ElectorQuorum THEN BecomeLeader(n, s1)
-                 ELSE Same(s1)
+         THEN IF ~voter THEN Same(s)
+              ELSE LET s1 == [s EXCEPT !.supporters = @ \cup {m.from}]
+                   IN IF Cardinality(s1.supporters) >= ElectorQuorum(s1) THEN BecomeLeader(n, s1)
+                      ELSE Same(s1)
     ELSE IF m.voter_term > s.term
          THEN BecomeFollower(n, AdoptTerm(s, m.voter_term, Nil), Nil, Nil, Nil)
+    ELSE IF ~voter THEN Same(s)
     ELSE LET s1 == [s EXCEPT !.refusals = @ \cup {m.from}]
-         IN IF Cardinality(s1.refusals) > N - ElectorQuorum
+         IN IF Cardinality(s1.refusals) > Cardinality(s1.voters) - ElectorQuorum(s1)
             THEN LostElection(n, s1)
             ELSE Same(s1)
 
+\* A heartbeat of an older configuration is followed like any other (membership R5: the
+\* leader won a legitimate election; the C++ only counts it, stale_config_heartbeats).
 HandleLeaderHeartbeatR(n, s, m) ==
     LET t == s.term
         src == m.from
     IN IF m.term < t
        THEN IF s.role = "leader"
-            THEN R(s, {LeaderHeartbeatMsg(n, src, t, s.lsn)})   \* a stale leader: follow us
+            THEN R(s, {LeaderHeartbeatMsg(n, src, t, s.lsn, s.config_version)})   \* follow us
             ELSE R(s, {HeartbeatResponseMsg(n, src, t)})        \* InvalidHeartbeat
        ELSE IF m.term = t /\ s.role = "leader"
-            THEN R(s, {LeaderHeartbeatMsg(n, src, t, s.lsn)})   \* RaiseAlarm(TwoLeadersInTerm)
+            THEN R(s, {LeaderHeartbeatMsg(n, src, t, s.lsn, s.config_version)})   \* RaiseAlarm
        ELSE IF m.term = t /\ s.role = "follower" /\ s.leader # Nil /\ s.leader # src
             THEN Same(s)                                        \* RaiseAlarm(TwoLeadersInTerm)
        \* note_lsn: the heartbeat's LSN is recorded only once this node is a follower, so a
@@ -274,11 +341,12 @@ HandleLeaderHeartbeatR(n, s, m) ==
                         reply == IF was_tentative /\ f.st.term = t
                                  THEN HeartbeatAckMsg(n, src, f.st.term)
                                  ELSE ElectionResponseMsg(n, src, f.st.term, TRUE, "none",
-                                                          f.st.term)
+                                                          f.st.term, f.st.config_version)
                     IN R(NoteLsn(f.st), f.out \cup {reply})
 
+\* A learner's ack counts toward no quorum (R7).
 HandleHeartbeatAckR(n, s, m) ==
-    IF s.role = "leader" /\ m.term = s.term
+    IF s.role = "leader" /\ m.term = s.term /\ m.from \in s.voters
     THEN Same([s EXCEPT !.supporters = @ \cup {m.from}, !.heard_since_check = @ \cup {m.from}])
     ELSE Same(s)
 
@@ -289,14 +357,14 @@ HandleHeartbeatResponseR(n, s, m) ==
 HandleLeadershipCessionR(n, s, m) ==
     IF s.role # "follower" \/ m.term # s.term THEN Same(s)
     ELSE IF s.leader # m.from /\ s.tentative_leader # m.from THEN Same(s)
-    ELSE IF m.successor = n THEN BecomeCandidate(n, s, TRUE)
+    ELSE IF m.successor = n /\ IsVoter(n, s) THEN BecomeCandidate(n, s, TRUE)
     ELSE BecomeFollower(n, s, Nil, Nil, Nil)
 
 -----------------------------------------------------------------------------
 (* Timer handlers (called after timer_fired cleared the timer's bit)        *)
 
 RandomWaitFiredR(n, s) ==
-    IF s.role = "follower" /\ s.leader = Nil /\ s.tentative_leader = Nil
+    IF s.role = "follower" /\ s.leader = Nil /\ s.tentative_leader = Nil /\ IsVoter(n, s)
     THEN StartScouting(n, s) ELSE Same(s)
 
 InitialWaitFiredR(n, s) == RandomWaitFiredR(n, s)
@@ -312,7 +380,7 @@ ElectionResultFiredR(n, s) ==
 HeartbeatBroadcastFiredR(n, s) ==
     IF s.role # "leader" THEN Same(s)
     ELSE R([s EXCEPT !.armed_timers = @ \cup {"HeartbeatBroadcast"}],
-           ToAll(n, LAMBDA p : LeaderHeartbeatMsg(n, p, s.term, s.lsn)))
+           ToAll(n, LAMBDA p : LeaderHeartbeatMsg(n, p, s.term, s.lsn, s.config_version)))
 
 HeartbeatCheckFiredR(n, s) ==
     IF s.role # "follower" \/ (s.leader = Nil /\ s.tentative_leader = Nil) THEN Same(s)
@@ -323,9 +391,10 @@ HeartbeatCheckFiredR(n, s) ==
             THEN Same([s1 EXCEPT !.armed_timers = @ \cup {"HeartbeatCheck"}])
             ELSE BecomeFollower(n, s1, Nil, Nil, Nil)
 
+\* Voters only (heard_since_check holds no other; the leader itself counts as a voter).
 CheckQuorumFiredR(n, s) ==
     IF s.role # "leader" THEN Same(s)
-    ELSE IF Cardinality(s.heard_since_check \cup {n}) < ElectorQuorum
+    ELSE IF Cardinality((s.heard_since_check \cup {n}) \cap s.voters) < ElectorQuorum(s)
          THEN BecomeFollower(n, s, Nil, Nil, Nil)
          ELSE Same([s EXCEPT !.heard_since_check = {},
                              !.armed_timers = @ \cup {"CheckQuorum"}])
@@ -335,7 +404,7 @@ CheckQuorumFiredR(n, s) ==
 
 PeerUpR(n, s, p) ==
     LET s1 == [s EXCEPT !.peers_up = @ \cup {p}]
-    IN IF s.role = "leader" THEN R(s1, {LeaderHeartbeatMsg(n, p, s.term, s.lsn)})
+    IN IF s.role = "leader" THEN R(s1, {LeaderHeartbeatMsg(n, p, s.term, s.lsn, s.config_version)})
        ELSE Same(s1)
 
 PeerDownR(n, s, p) ==
@@ -344,33 +413,75 @@ PeerDownR(n, s, p) ==
        THEN BecomeFollower(n, s1, Nil, Nil, Nil)
        ELSE IF s.role = "leader"
             THEN LET s2 == [s1 EXCEPT !.supporters = @ \ {p}]
-                 IN IF Cardinality(s2.supporters) < ElectorQuorum
+                 IN IF Cardinality(s2.supporters) < ElectorQuorum(s2)
                     THEN BecomeFollower(n, s2, Nil, Nil, Nil)
                     ELSE Same(s2)
        ELSE Same(s1)
 
 \* Elector::transfer_error(target) is empty.
 TransferAllowed(n, s, target) ==
-    s.role = "leader" /\ target \in Node /\ target # n /\ target \in s.peers_up
+    s.role = "leader" /\ target \in Node /\ target # n /\ target \in s.voters
+    /\ target \in s.peers_up
 
 TransferLeadershipR(n, s, target) == BecomeFollower(n, s, Nil, Nil, target)
 
-StartR(s) ==
+\* A learner or removed node never stands: it arms no initial wait (R7, R8).
+StartR(n, s) ==
     [s EXCEPT !.role = "follower", !.leader = Nil, !.tentative_leader = Nil,
               !.missed_checks = 0, !.round = NoRound,
-              !.armed_timers = @ \cup {"InitialWait"}]
+              !.armed_timers = IF IsVoter(n, s) THEN @ \cup {"InitialWait"} ELSE @]
 
-\* stop(): a leader cedes; only term, vote, last round id, LSN and peers_up are kept.
+\* stop(): a leader cedes; only term, vote, last round id, LSN, peers_up and the
+\* configuration are kept.
 StopR(n, s) ==
     LET cession == IF s.role = "leader"
                    THEN ToAll(n, LAMBDA p : LeadershipCessionMsg(n, p, s.lsn.term, Nil))
                    ELSE {}
         kept == [Fresh(s.term, s.voted_for) EXCEPT !.last_round_id = s.last_round_id,
-                                                   !.lsn = s.lsn, !.peers_up = s.peers_up]
+                                                   !.lsn = s.lsn, !.peers_up = s.peers_up,
+                                                   !.voters = s.voters,
+                                                   !.config_version = s.config_version]
     IN R(kept, cession)
 
-\* What a restarted process reads back: DurableState{term, voted_for}.
-Restored(s) == IF DurableLost THEN Fresh(0, Nil) ELSE Fresh(s.term, s.voted_for)
+\* What a restarted process reads back: DurableState{term, voted_for}, and the
+\* configuration of its log, which the runtime gives the new core before start()
+\* (set_voters; membership R9). (The simulator's trace records a crashed core without
+\* it; tla/trace_to_tla.py fills it in, README.md, "Trace validation".)
+Restored(s) ==
+    [IF DurableLost THEN Fresh(0, Nil) ELSE Fresh(s.term, s.voted_for)
+     EXCEPT !.voters = s.voters, !.config_version = s.config_version]
+
+\* Elector::voters_error(voters, version) is empty.
+VotersAllowed(s, V, v) ==
+    /\ V # {} /\ V \subseteq Node
+    /\ v >= s.config_version
+    /\ v = s.config_version => V = s.voters
+
+\* Elector::set_voters / SetVoters: the active configuration changed. Tallies keep only the
+\* new voters; a leader that is no longer a voter, or a candidate that is not one or whose
+\* version changed, steps down (Reason::VotersChanged); a scouting follower ends its round;
+\* a non-voter cancels its waits, a voter without a leader and without a wait starts one.
+\* A refused call (voters_error) or the same configuration again changes nothing.
+SetVotersR(n, s, V, v) ==
+    IF ~VotersAllowed(s, V, v) \/ (v = s.config_version /\ V = s.voters) THEN Same(s)
+    ELSE LET new_version == v # s.config_version
+             voter == n \in V
+             s1 == [s EXCEPT !.voters = V, !.config_version = v,
+                             !.supporters = @ \cap V, !.refusals = @ \cap V,
+                             !.heard_since_check = @ \cap V,
+                             !.round.yes = @ \cap V, !.round.no = @ \cap V]
+         IN IF s.role = "stopped" THEN Same(s1)
+            ELSE IF \/ s.role = "leader" /\ ~voter
+                    \/ s.role = "candidate" /\ (~voter \/ new_version)
+                 THEN BecomeFollower(n, s1, Nil, Nil, Nil)
+            ELSE IF s.role # "follower" THEN Same(s1)
+            ELSE LET s2 == IF s1.round.id # 0 THEN EndScoutingRound(s1) ELSE s1
+                 IN IF ~voter
+                    THEN Same([s2 EXCEPT !.armed_timers = @ \ {"InitialWait", "RandomWait"}])
+                    ELSE IF /\ s2.armed_timers \cap {"InitialWait", "RandomWait", "HeartbeatCheck"} = {}
+                            /\ s2.leader = Nil /\ s2.tentative_leader = Nil
+                         THEN Same([s2 EXCEPT !.armed_timers = @ \cup {"RandomWait"}])
+                    ELSE Same(s2)
 
 -----------------------------------------------------------------------------
 (* Steps. Step(n, r, consumed) installs the result r of a handler run by n, *)
@@ -389,7 +500,7 @@ Kept(out) ==
     LET lossy == {m \in out : m.type \in LossyTypes}
     IN {(out \ lossy) \cup k : k \in SUBSET lossy}
 
-StepE(n, r, consumed, ev) ==
+StepH(n, r, consumed, ev, h) ==
     /\ node' = [node EXCEPT ![n] = r.st]
     /\ \E kept \in Kept(r.out) : msgs' = (msgs \ consumed) \cup kept
     /\ votes' = IF r.st.voted_for # Nil
@@ -399,6 +510,9 @@ StepE(n, r, consumed, ev) ==
     /\ events' = events \cup ev
                  \cup {<<"transfer", m.successor, m.term>> :
                         m \in {c \in r.out : c.type = "LeadershipCession" /\ c.successor # Nil}}
+    /\ held' = h
+
+StepE(n, r, consumed, ev) == StepH(n, r, consumed, ev, held)
 
 Step(n, r, consumed) == StepE(n, r, consumed, {})
 
@@ -475,7 +589,7 @@ IssueLsn(n) ==
 
 Start(n) ==
     /\ node[n].role = "stopped"
-    /\ Step(n, Same(StartR(node[n])), {})
+    /\ Step(n, Same(StartR(n, node[n])), {})
     /\ UNCHANGED faults
 
 Stop(n) ==
@@ -491,20 +605,76 @@ Crash(n) ==
 \* A new process: a core constructed from the durable state, then start().
 Restart(n) ==
     /\ node[n].role = "stopped"
-    /\ Step(n, Same(StartR(Restored(node[n]))), {})
+    /\ Step(n, Same(StartR(n, Restored(node[n]))), {})
     /\ UNCHANGED faults
+
+-----------------------------------------------------------------------------
+(* Membership: the runtime delivers the configurations the log commits.    *)
+(*                                                                         *)
+(* The log is not modelled; what the elector's safety needs from it        *)
+(* (docs/membership.md, sections 3 and 5) is kept by two environment       *)
+(* actions over the fixed history Configs (version k has voters            *)
+(* CfgVoters(k), each one voter away from the previous):                   *)
+(*  - HandleAppend(n): n's log receives configuration k = Committed + 1,  *)
+(*    the one pending change (R2: the next is appended only once this one *)
+(*    committed). The Append that carries it carries a commit point        *)
+(*    covering k - 1 (lemma L, R4), so n holds k - 1 active first.         *)
+(*  - Committed: k is committed once a quorum of the voters of k - 1 hold  *)
+(*    it (R1). (Counted as soon as it is true: a later count by the leader *)
+(*    only delays what may happen after it, which the model may delay too.)*)
+(*  - SetVoters(n, k): n learns that k (committed) is committed and the    *)
+(*    runtime calls set_voters; at any time, possibly late, possibly never *)
+(*    (a node may skip versions: a snapshot).                               *)
+(* Which leader appended a change, and logs being truncated, are left out  *)
+(* (truncation only takes holders away, and holders only enable commits).  *)
+
+CfgVoters(k) == Configs[k + 1]
+MaxVersion == Len(Configs) - 1
+
+Committed ==
+    LET ks == {k \in 1..MaxVersion :
+                  Cardinality({v \in CfgVoters(k - 1) : held[v] >= k}) >= QuorumOf(CfgVoters(k - 1))}
+    IN IF ks = {} THEN 0 ELSE CHOOSE k \in ks : \A j \in ks : j <= k
+
+HandleAppend(n) ==
+    LET k == Committed + 1 IN
+    /\ k <= MaxVersion
+    /\ node[n].role # "stopped"
+    /\ held[n] < k
+    /\ node[n].config_version = k - 1
+    /\ held' = [held EXCEPT ![n] = k]
+    /\ UNCHANGED <<node, msgs, faults, votes, elected, events>>
+
+\* set_voters(V, v) on n, the log's holding h after it.
+SetVotersStep(n, V, v, h) ==
+    LET r == SetVotersR(n, node[n], V, v)
+    IN /\ StepH(n, r, {}, IF node[n].role = "leader" /\ r.st.role # "leader"
+                          THEN {<<"voterschanged", n, node[n].term>>} ELSE {}, h)
+       /\ UNCHANGED faults
+
+SetVoters(n, k) ==
+    /\ node[n].config_version < k /\ k <= Committed
+    /\ SetVotersStep(n, CfgVoters(k), k, [held EXCEPT ![n] = IF @ < k THEN k ELSE @])
+
+\* Trace validation: set_voters with any arguments (the simulator's own history).
+SetVotersTo(n, V, v) == SetVotersStep(n, V, v, held)
 
 -----------------------------------------------------------------------------
 (* Specification                                                            *)
 
-\* Every node started (follower, initial wait armed) and connected to every peer.
+\* Every node started (follower, initial wait armed if a voter) with the first
+\* configuration of the history (given before start, as the runtime does with the one
+\* in its log; version 0 here) and connected to every peer.
 Init ==
-    /\ node = [n \in Node |-> [StartR(Fresh(0, Nil)) EXCEPT !.peers_up = Node \ {n}]]
+    /\ node = [n \in Node |->
+                 [StartR(n, [Fresh(0, Nil) EXCEPT !.voters = CfgVoters(0)])
+                  EXCEPT !.peers_up = Node \ {n}]]
     /\ msgs = {}
     /\ faults = 0
     /\ votes = {}
     /\ elected = {}
     /\ events = {}
+    /\ held = [n \in Node |-> 0]
 
 \* Freshly constructed cores, not started, no connection reported yet (trace validation).
 InitFresh ==
@@ -514,6 +684,7 @@ InitFresh ==
     /\ votes = {}
     /\ elected = {}
     /\ events = {}
+    /\ held = [n \in Node |-> 0]
 
 Deliver(m, keep) ==
     \/ HandleScoutingRequest(m, keep)
@@ -562,6 +733,7 @@ CrashAny(n) == faults < MaxFaults /\ "Crash" \in FaultKinds /\ Crash(n)
 StopAny(n) == faults < MaxFaults /\ "Stop" \in FaultKinds /\ Stop(n)
 PeerDownAny(n) ==
     faults < MaxFaults /\ "PeerDown" \in FaultKinds /\ \E p \in node[n].peers_up : PeerDown(n, p)
+SetVotersAny(n) == \E k \in 1..MaxVersion : SetVoters(n, k)
 
 Next ==
     \/ HandleScoutingRequestAny
@@ -582,6 +754,8 @@ Next ==
         \/ CrashAny(n)
         \/ StopAny(n)
         \/ PeerDownAny(n)
+        \/ SetVotersAny(n)   \* membership: both disabled with DefaultConfigs
+        \/ HandleAppend(n)
 
 Spec == Init /\ [][Next]_vars
 
@@ -615,6 +789,8 @@ TypeOK ==
         /\ s.last_round_id \in Nat
         /\ s.lsn \in LsnType
         /\ s.armed_timers \subseteq Timers
+        /\ s.voters \subseteq Node /\ s.voters # {}
+        /\ s.config_version \in Nat
         \* role-specific shape
         /\ s.role = "stopped" => s.armed_timers = {}
         /\ s.role = "leader" => s.leader = n /\ s.lsn.term = s.term
@@ -627,7 +803,9 @@ TypeOK ==
         /\ m.refusal \in Refusals
         /\ m.lsn \in LsnType
         /\ m.successor \in NodeOrNil
+        /\ m.config_version \in Nat
     /\ faults \in Nat
+    /\ held \in [Node -> Nat]
     /\ PlantedBug \in PlantedBugs
 
 \* At most one leader per term, over the whole history.
@@ -638,10 +816,23 @@ OneLeaderPerTerm ==
 OneVotePerTerm ==
     \A v1, v2 \in votes : (v1[1] = v2[1] /\ v1[2] = v2[2]) => v1[3] = v2[3]
 
-\* Every leader was voted for by a quorum in its term (it counted only votes).
+\* Every leader was voted for in its term by a quorum of the voters of a configuration
+\* of the history that has it as a voter (it counted only votes, of voters only).
 LeaderHadQuorum ==
-    \A e \in elected :
-        Cardinality({v \in Node : <<v, e[1], e[2]>> \in votes}) >= Quorum
+    \A e \in elected : \E k \in 1..Len(Configs) :
+        /\ e[2] \in Configs[k]
+        /\ Cardinality({v \in Configs[k] : <<v, e[1], e[2]>> \in votes}) >= QuorumOf(Configs[k])
+
+\* Membership (Elector::CheckMembershipInvariants, always on in the C++): only voters are
+\* counted; a non-voter neither stands nor waits to (R7, R8).
+VotersOnlyCountAndStand ==
+    \A n \in Node :
+        LET s == node[n] IN
+        /\ s.supporters \cup s.refusals \cup s.heard_since_check \cup s.round.yes \cup s.round.no
+               \subseteq s.voters
+        /\ (n \notin s.voters /\ s.role # "stopped")
+               => /\ s.role = "follower" /\ s.round.id = 0
+                  /\ s.armed_timers \cap {"InitialWait", "RandomWait"} = {}
 
 \* A current leader is one that was elected (and so had a quorum).
 LeaderWasElected ==

@@ -27,8 +27,11 @@
 (*    can never be compared with a later vote or election (same-term       *)
 (*    comparisons only), so the VIEW leaves them out.                      *)
 (*  - Leader bookkeeping: without PeerDown faults a leader's supporters    *)
-(*    set is never read; heard_since_check is read only as "a quorum was   *)
-(*    heard", which stays true until the set is cleared.                   *)
+(*    set is never read (SetVoters only intersects it); heard_since_check  *)
+(*    is read only as "a quorum was heard", which stays true until the set *)
+(*    is cleared (not in membership models: SetVoters intersects it with   *)
+(*    the new voters, so which nodes were heard matters there).            *)
+(*  - Membership: held (the log's holdings) is part of the view.           *)
 (* The VIEW is only for models where terms never decrease (not the        *)
 (* negative DurableLost model, which uses ModelSpec with Constraint).      *)
 (***************************************************************************)
@@ -101,11 +104,12 @@ NodeView(n) ==
     ELSE [s EXCEPT
             !.supporters = IF "PeerDown" \in FaultKinds THEN @ ELSE {},
             \* Node (which contains n, unlike any heard set) stands for "enough".
-            !.heard_since_check = IF Cardinality(@ \cup {n}) >= Quorum THEN Node ELSE @]
+            !.heard_since_check = IF MaxVersion = 0 /\ Cardinality(@ \cup {n}) >= Quorum
+                                  THEN Node ELSE @]
 
 View ==
     <<[n \in Node |-> NodeView(n)], LiveMsgs, faults,
-      {v \in votes : v[2] >= MinTerm}, {e \in elected : e[1] >= MinTerm}>>
+      {v \in votes : v[2] >= MinTerm}, {e \in elected : e[1] >= MinTerm}, held>>
 
 \* Leader-life models: a non-leader's LSN and a heartbeat's LSN are left out of the view
 \* too. A non-leader's LSN is read only to raise itself (note_lsn keeps the larger) and by
@@ -120,7 +124,7 @@ LeaderMsgView(m) == IF m.type = "LeaderHeartbeat" THEN [m EXCEPT !.lsn = NoLsn] 
 
 LeaderView ==
     <<[n \in Node |-> LeaderNodeView(n)], {LeaderMsgView(m) : m \in LiveMsgs}, faults,
-      {v \in votes : v[2] >= MinTerm}, {e \in elected : e[1] >= MinTerm}>>
+      {v \in votes : v[2] >= MinTerm}, {e \in elected : e[1] >= MinTerm}, held>>
 
 \* Leader-life models: a new leader puts a heartbeat to every peer in flight at once,
 \* and heartbeats are never dead, so a bound on all live messages cuts every leader

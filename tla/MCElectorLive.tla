@@ -138,7 +138,7 @@ PartitionCut ==
     /\ iso' = Isolated
     /\ net' = "cut"
     /\ faults' = faults + 1
-    /\ UNCHANGED <<node, msgs, votes, elected, events>>
+    /\ UNCHANGED <<node, msgs, votes, elected, events, held>>
 
 PartitionPeerDown(n, p) ==
     /\ Partition = "PeerDown" /\ Cut(n, p) /\ p \in node[n].peers_up
@@ -152,7 +152,7 @@ PartitionHeal ==
     /\ Partition = "PeerDown" => AllLinksDown
     /\ net' = "healed"
     /\ msgs' = {m \in msgs : ~Lost(m)}
-    /\ UNCHANGED <<node, faults, votes, elected, events, iso>>
+    /\ UNCHANGED <<node, faults, votes, elected, events, held, iso>>
 
 PartitionPeerUp(n, p) ==
     /\ Partition = "PeerDown" /\ net = "healed" /\ p # n /\ p \notin node[n].peers_up
@@ -199,6 +199,7 @@ EstablishedInit ==
     /\ votes = {<<n, 1, L>> : n \in Node}
     /\ elected = {<<1, L>>}
     /\ events = {}
+    /\ held = [n \in Node |-> 0]
 
 \* Canary (ElectorLiveReachable.cfg, which starts from Init): TLC must VIOLATE it,
 \* which shows that EstablishedInit's state (up to the leader's name) is reachable.

@@ -22,7 +22,7 @@
 (***************************************************************************)
 EXTENDS TraceData, Naturals, Sequences, FiniteSets, TLC
 
-VARIABLES node, msgs, faults, votes, elected, events, i
+VARIABLES node, msgs, faults, votes, elected, events, held, i
 
 E == INSTANCE Elector WITH
         Node <- 0..(TraceNodes - 1),
@@ -33,9 +33,10 @@ E == INSTANCE Elector WITH
         MaxTerm <- 0, MaxRound <- 0, MaxLsn <- 0, MaxMsgs <- 0, MaxFaults <- 0,
         FaultKinds <- {}, Transfers <- FALSE,
         Duplication <- TRUE, LossyTypes <- {}, DurableLost <- FALSE,
-        PlantedBug <- "None"
+        PlantedBug <- "None",
+        Configs <- TraceConfigs
 
-specVars == <<node, msgs, faults, votes, elected, events>>
+specVars == <<node, msgs, faults, votes, elected, events, held>>
 
 HandleActions == {"HandleScoutingRequest", "HandleScoutingResponse",
                   "HandleElectionProposal", "HandleElectionResponse",
@@ -59,6 +60,9 @@ Act(e) ==
     \/ e.action = "PeerUp" /\ E!PeerUp(e.node, e.peer)
     \/ e.action = "PeerDown" /\ E!PeerDown(e.node, e.peer)
     \/ e.action = "TransferLeadership" /\ E!TransferLeadership(e.node, e.peer)
+    \* set_voters: the trace records no arguments; the node's next state holds them.
+    \* (A refused call changes nothing and is Ignored below.)
+    \/ e.action = "SetVoters" /\ E!SetVotersTo(e.node, e.state.voters, e.state.config_version)
     \/ /\ e.action \in DOMAIN TimerOf
        /\ e.timer = TimerOf[e.action]
        /\ E!Fired(e.node, e.timer)
@@ -107,4 +111,5 @@ TraceInvariants ==
     /\ E!OneVotePerTerm
     /\ E!LeaderHadQuorum
     /\ E!LeaderWasElected
+    /\ E!VotersOnlyCountAndStand
 =============================================================================

@@ -79,6 +79,17 @@ ci_models=(
   "MembershipShrink.cfg+CanaryNoConfigCommitted:MCMembership:CanaryNoConfigCommitted:bfs"
   "MembershipShrink.cfg+CanaryNoLeaderAfterRemoval:MCMembership:CanaryNoLeaderAfterRemoval:bfs"
   "MembershipIgnoreConfigVersion.cfg:MCMembership:OneLeaderPerTerm:bfs"
+  # membership in Elector.tla itself (issue 18, the C++ elector's slice): 4 nodes, the history
+  # C0 -> learner promoted -> a voter removed, learnt late or never; random behaviours of the
+  # whole model (terms <= 2, scouting, check-quorum); the section 7.2 shape scripted, then every
+  # election (exhaustive), its canaries and the planted IgnoreConfigVersion (two leaders)
+  "ElectorMembership.cfg:MCElectorMembership:ok:sim:100:60"
+  # one change removing the leader (3 nodes): it steps down (VotersChanged), BFS to the canary
+  "ElectorMembershipRemove.cfg+CanaryNoVotersChangedStepDown:MCElectorMembership:CanaryNoVotersChangedStepDown:bfs"
+  "ElectorMembershipScripted.cfg:MCElectorMembership:ok:bfs"
+  "ElectorMembershipScripted.cfg+CanaryNoStaleConfigRefusal:MCElectorMembership:CanaryNoStaleConfigRefusal:bfs"
+  "ElectorMembershipScripted.cfg+CanaryPromotedNeverLeads:MCElectorMembership:CanaryPromotedNeverLeads:bfs"
+  "ElectorIgnoreConfigVersion.cfg:MCElectorMembership:OneLeaderPerTerm:bfs"
 )
 extra_models=(
   # LogSafety plus one Repair step, exhaustive (does not finish in CI time: README.md, "Repair")
@@ -91,13 +102,16 @@ extra_models=(
   # membership: a rule TLC shows redundant in the committed-configuration design (no
   # violation; docs/membership.md, section 7); kept runnable so that the finding can be re-checked
   "MembershipSkipOwnTermCommit.cfg:MCMembership:ok:bfs"
+  # membership in Elector.tla: the leader-removal model, random behaviours (exhaustive: does
+  # not finish, README.md "Membership in Elector.tla")
+  "ElectorMembershipRemove.cfg:MCElectorMembership:ok:sim:300:60"
 )
 # Every action of each spec's Next, by name (the "Any" wrappers are credited to the action).
 elector_actions=(HandleScoutingRequest HandleScoutingResponse HandleElectionProposal
   HandleElectionResponse HandleLeaderHeartbeat HandleHeartbeatAck HandleHeartbeatResponse
   HandleLeadershipCession InitialWaitFired RandomWaitFired ScoutingResultFired ElectionResultFired
   HeartbeatBroadcastFired HeartbeatCheckFired CheckQuorumFired PeerUp TransferLeadership IssueLsn
-  Restart Start Crash Stop PeerDown)
+  Restart Start Crash Stop PeerDown SetVoters HandleAppend)
 membership_actions=(HandleElectionResponse HandleSyncResponse HandleAppend ProposeAddLearner
   ProposePromote ProposeRemove)
 log_actions=(HandleSyncRequest HandleSyncResponse HandleAppend HandleAppendAck HandleFetchRequest

@@ -16,7 +16,7 @@ ACTIONS = {
     "HeartbeatCheckFired", "CheckQuorumFired", "HandleScoutingRequest",
     "HandleScoutingResponse", "HandleElectionProposal", "HandleElectionResponse",
     "HandleLeaderHeartbeat", "HandleHeartbeatAck", "HandleHeartbeatResponse",
-    "HandleLeadershipCession",
+    "HandleLeadershipCession", "SetVoters",
 }
 PEER_ACTIONS = {"PeerUp", "PeerDown", "TransferLeadership"}
 MSG_TYPES = {
@@ -26,7 +26,10 @@ MSG_TYPES = {
 ROLES = {"stopped", "follower", "candidate", "leader"}
 TIMERS = {"InitialWait", "RandomWait", "ScoutingResult", "ElectionResult",
           "HeartbeatBroadcast", "HeartbeatCheck", "CheckQuorum"}
-REFUSALS = {"none", "stale-term", "already-voted", "has-leader", "i-am-leader"}
+REFUSALS = {"none", "stale-term", "already-voted", "has-leader", "i-am-leader",
+            "stale-config", "not-a-voter"}
+# A ScoutingResponse names only the membership refusals (absent: none).
+SCOUTING_REFUSALS = {"none", "stale-config", "not-a-voter"}
 
 
 class TraceError(Exception):
@@ -102,12 +105,19 @@ class Converter:
             "term": self.nat(m, "term", where), "round": "0", "will_vote": "FALSE",
             "transfer": "FALSE", "granted": "FALSE", "refusal": '"none"',
             "voter_term": "0", "lsn": "[term |-> 0, counter |-> 0]", "successor": "Nil",
+            "config_version": "0",
         }
+        # config_version: written only when not 0 (codec/), on the five bodies that carry it.
+        if t in ("ScoutingRequest", "ScoutingResponse", "ElectionProposal", "ElectionResponse",
+                 "LeaderHeartbeat") and "config_version" in m:
+            fields["config_version"] = self.nat(m, "config_version", where)
         if t == "ScoutingRequest":
             fields["round"] = self.nat(m, "round", where)
         elif t == "ScoutingResponse":
             fields["round"] = self.nat(m, "round", where)
             fields["will_vote"] = self.boolean(m, "will_vote", where)
+            if "refusal" in m:
+                fields["refusal"] = self.enum(m, "refusal", where, SCOUTING_REFUSALS)
         elif t == "ElectionProposal":
             fields["transfer"] = self.boolean(m, "transfer", where)
         elif t == "ElectionResponse":
@@ -120,7 +130,9 @@ class Converter:
             fields["successor"] = self.node_or_nil(m, "successor", where)
         return "[" + ", ".join(f"{k} |-> {v}" for k, v in fields.items()) + "]"
 
-    def state(self, s, where):
+    def state(self, s, where, keep_config=None):
+        """keep_config: (voters, config_version) JSON values to use instead of the record's
+        (a Crash record: see convert())."""
         rnd = self.get(s, "round", where)
         rw = f"{where}.round"
         timers = self.get(s, "armed_timers", where)
@@ -144,6 +156,13 @@ class Converter:
             "lsn": self.lsn(s, "lsn", where),
             "armed_timers": "{" + ", ".join(json.dumps(t) for t in timers) + "}",
         }
+        # Traces written before the membership fields (issue 18): the default configuration.
+        cfg_src = {"voters": s.get("voters", list(range(self.nodes))),
+                   "config_version": s.get("config_version", 0)}
+        if keep_config is not None:
+            cfg_src = {"voters": keep_config[0], "config_version": keep_config[1]}
+        fields["voters"] = self.node_set(cfg_src, "voters", where)
+        fields["config_version"] = self.nat(cfg_src, "config_version", where)
         return "[" + ", ".join(f"{k} |-> {v}" for k, v in fields.items()) + "]"
 
     # ---- the trace --------------------------------------------------------------------------
@@ -154,6 +173,7 @@ class Converter:
         misses_seen = 0          # largest missed_checks in any state
         misses_stepdown = None   # threshold implied by a HeartbeatCheckFired step-down
         last = {}                # node -> last state (JSON) seen
+        configs = {}             # config_version -> voters, as first seen in a state
         for self.line, text in enumerate(lines, start=1):
             if not text.strip():
                 continue
@@ -199,7 +219,23 @@ class Converter:
             sent_tla = "{" + ", ".join(
                 self.message(m, f"step.sent[{k}]") for k, m in enumerate(sent)) + "}"
             state = self.get(obj, "state", w)
-            state_tla = self.state(state, "step.state")
+            # A crashed core: the simulator records what the process leaves behind (term and
+            # vote) with an empty voter set; the spec keeps the node's configuration (its log's,
+            # which the runtime gives the next core before start: Restored in Elector.tla).
+            # Before any record of the node: the default one (every node, version 0).
+            keep = None
+            if action == "Crash":
+                prev = last.get(n)
+                keep = ((prev["voters"], prev["config_version"]) if prev is not None
+                        and "voters" in prev else (list(range(self.nodes)), 0))
+            state_tla = self.state(state, "step.state", keep)
+            if "voters" in state and "config_version" in state and action != "Crash":
+                v = state["config_version"]
+                if isinstance(v, int) and not isinstance(v, bool) and isinstance(
+                        state["voters"], list):
+                    configs.setdefault(v, state["voters"])
+            if keep is not None:
+                state = dict(state, voters=keep[0], config_version=keep[1])
             misses_seen = max(misses_seen, state["missed_checks"])
             before = last.get(n)
             if (action == "HeartbeatCheckFired" and before is not None
@@ -215,6 +251,9 @@ class Converter:
             step_lines.append(str(self.line))
         if header is None:
             raise TraceError("the trace is empty (no header)")
+        if configs and max(configs) > 1000:
+            raise TraceError(f"a configuration version above 1000 ({max(configs)}): "
+                             "TraceConfigs would be too long")
         self.line = 1
         quorum = self.nat(header, "quorum", "header")
         scouting = self.boolean(header, "scouting", "header")
@@ -239,6 +278,11 @@ class Converter:
             f"TraceCheckQuorum == {check_quorum}",
             f"\\* heartbeat_check_misses: {misses_source}",
             f"TraceCheckMisses == {misses}",
+            "\\* The configurations the trace's states hold, by version (versions never seen:",
+            "\\* every node); read only by the invariant LeaderHadQuorum.",
+            "TraceConfigs == <<" + ", ".join(
+                "{" + ", ".join(str(x) for x in configs.get(v, range(self.nodes))) + "}"
+                for v in range(max(configs, default=0) + 1)) + ">>",
             "\\* Line of the NDJSON file of each step.",
             "TraceLine == <<" + ", ".join(step_lines) + ">>",
             "Trace == <<",

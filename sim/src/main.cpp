@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "conclave/sim/explorer.hpp"
+#include "conclave/sim/membership.hpp"
 #include "conclave/sim/run.hpp"
 
 namespace {
@@ -41,6 +42,10 @@ Random schedules:
   --tail MS            length of the fault-free tail (default: liveness bound + 1000)
   --steps K            stop each seed after K core steps (skips the liveness check)
   --trace FILE         write the run as NDJSON (trace format v1); needs a single seed
+  --membership         run membership seeds instead (sim_membership's runs: 4 nodes whose voter
+                       set changes, under their own fault schedule); --seed(s), --duration,
+                       --episodes, --tail (default 2000 here), --trace, --quiet and
+                       --expect-violation apply, the other options are ignored
   --no-scouting        switch ElectionScouting (PreVote) off
   --backoff NAME       uniform (default) | ranked: the elector's wait after losing a leader and
                        at start (random runs only)
@@ -152,6 +157,7 @@ int main(int argc, char** argv) {
     bool seeds_given = false;
     bool seed_given = false;
     bool explore_mode = false;
+    bool membership_mode = false;
     bool expect_violation = false;
     bool quiet = false;
     std::string trace_path;
@@ -298,6 +304,8 @@ int main(int argc, char** argv) {
             expect_violation = true;
         } else if (arg == "--quiet") {
             quiet = true;
+        } else if (arg == "--membership") {
+            membership_mode = true;
         } else if (arg == "--explore") {
             explore_mode = true;
         } else if (arg == "--max-term") {
@@ -344,6 +352,31 @@ int main(int argc, char** argv) {
             return usage_error("--trace: cannot open '" + trace_path + "' for writing");
         }
         run.trace = &trace_file;
+    }
+    if (membership_mode) {
+        std::uint64_t failures = 0;
+        for (std::uint64_t k = 0; k < seeds; ++k) {
+            MembershipRunOptions mo;
+            mo.seed = run.seed + k;
+            mo.fault_window = run.fault_window;
+            mo.tail = run.tail.count() > 0 ? run.tail : mo.tail;
+            mo.episodes = run.episodes;
+            mo.trace = run.trace;
+            const MembershipRunResult r = run_membership_seed(mo);
+            failures += r.violation ? 1U : 0U;
+            if (r.violation) {
+                std::cout << "VIOLATION seed=" << r.seed << " at " << r.violation_at.count()
+                          << " ms: " << to_string(r.violation->kind) << ": " << r.violation->detail
+                          << "\n";
+            } else if (!quiet) {
+                std::cout << "seed " << r.seed << ": ok  steps " << r.stats.steps
+                          << "  committed version " << r.committed_version << "  stale-config "
+                          << r.stale_config_refusals << "  not-a-voter " << r.not_a_voter_refusals
+                          << "\n";
+            }
+        }
+        std::cout << seeds << " membership seed(s), " << failures << " violation(s)\n";
+        return failures == 0 ? (expect_violation ? 1 : 0) : (expect_violation ? 0 : 1);
     }
 
     const std::uint64_t first = run.seed;

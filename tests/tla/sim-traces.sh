@@ -4,7 +4,8 @@
 # half of the protocol (tla/trace_leader_steps.py --require): a leader preempted by a
 # higher-term heartbeat, an accepted transfer, a check-quorum step-down, a cession and a
 # corroborated silence; and a
-# copy of a trace whose transfer was corrupted must be rejected.
+# copy of a trace whose transfer was corrupted must be rejected. A membership run's trace (issue
+# 18) must validate too, and a copy with a StaleConfig refusal turned into support be rejected.
 #   tests/tla/sim-traces.sh CONCLAVE_SIM OUT_DIR
 # Exit 77 (skipped) when TLC is not installed.
 set -euo pipefail
@@ -60,5 +61,39 @@ for path in sys.argv[2:]:
             sys.exit(0)
 sys.exit("no transfer with a cession to corrupt")
 PY
+# Membership (issue 18): a membership run (voter sets change under faults; conclave-sim
+# --membership), whose trace has SetVoters steps and StaleConfig / NotAVoter refusals, must
+# validate; a copy whose first StaleConfig refusal is turned into support must be rejected.
+mtrace="$out/membership-seed-7.ndjson"
+"$sim" --membership --seed 7 --duration 1500 --tail 300 --quiet --trace "$mtrace" \
+    >"$out/membership-seed-7.log" 2>&1 || {
+  echo "conclave-sim --membership failed for seed 7 (see $out/membership-seed-7.log)"
+  exit 1
+}
+traces+=("$mtrace")
+mcorrupt="$out/corrupt-stale-config.ndjson"
+python3 - "$mcorrupt" "$mtrace" <<'PY'
+import json, sys
+out, path = sys.argv[1], sys.argv[2]
+lines = open(path).read().splitlines()
+need = {"SetVoters"}
+for i, line in enumerate(lines):
+    obj = json.loads(line)
+    if obj.get("kind") != "step":
+        continue
+    need.discard(obj["action"])
+    for m in obj["sent"]:
+        if m.get("refusal") == "stale-config" and not need:
+            if m["type"] == "ScoutingResponse":
+                del m["refusal"]
+                m["will_vote"] = True
+            else:
+                m["refusal"], m["granted"] = "none", True
+            lines[i] = json.dumps(obj)
+            open(out, "w").write("\n".join(lines[: i + 1]) + "\n")
+            sys.exit(0)
+sys.exit("no stale-config refusal after a SetVoters step to corrupt")
+PY
+grep -q '"action": *"SetVoters"' "$mtrace" || { echo "membership trace without SetVoters"; exit 1; }
 "$tla/validate-trace.sh" "${traces[@]}"
-exec "$tla/validate-trace.sh" --expect-fail "$corrupt"
+exec "$tla/validate-trace.sh" --expect-fail "$corrupt" "$mcorrupt"
