@@ -182,8 +182,8 @@ std::optional<Violation> LogHistory::check_durable(NodeId committer, std::size_t
                 (s.synced_count() > k - base && s.entries()[k - base].lsn == history_[k].lsn)) {
                 ++holders;
             } else if (loss_unnoticed_by_[n].contains(committer) &&
-                       std::find(repair_lost_[n].begin(), repair_lost_[n].end(),
-                                 history_[k].lsn) != repair_lost_[n].end()) {
+                       std::find(repair_lost_[n].begin(), repair_lost_[n].end(), history_[k].lsn) !=
+                           repair_lost_[n].end()) {
                 ++unnoticed;
             }
         }

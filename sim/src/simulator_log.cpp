@@ -323,8 +323,7 @@ void Simulator::log_corrupt_and_repair(std::size_t n, std::uint32_t drop, NodeSe
     ++stats_.log_repairs;
     const replication::MemoryStorage& s = log_storage_[n];
     const std::vector<replication::Entry> durable(
-        s.entries().begin(),
-        s.entries().begin() + static_cast<std::ptrdiff_t>(s.synced_count()));
+        s.entries().begin(), s.entries().begin() + static_cast<std::ptrdiff_t>(s.synced_count()));
     const std::size_t base = s.snapshot().len;
     // R takes the elector's durable term too, and the elector's term is raised to R (no vote in
     // it), as `conclaved --repair` does.
@@ -336,7 +335,8 @@ void Simulator::log_corrupt_and_repair(std::size_t n, std::uint32_t drop, NodeSe
         if (k < kept_base) {
             continue;  // a snapshot survives whole or the repair drops it with the log
         }
-        if (k - kept_base >= s.entries().size() || s.entries()[k - kept_base].lsn != durable[i].lsn) {
+        if (k - kept_base >= s.entries().size() ||
+            s.entries()[k - kept_base].lsn != durable[i].lsn) {
             lost.push_back(durable[i].lsn);
         }
     }
