@@ -530,12 +530,20 @@ Persisted(n) ==
     /\ Step(n, PersistedR(n, Same(node[n])), {})
        /\ UNCHANGED <<lastTerm, proposed, crashes, repairs>>
 
-\* peer_down(source) while fetching: AbandonSource. (Other peer_up/peer_down
-\* effects move flow-control state only.)
+\* peer_down(p): while fetching from p, AbandonSource; once synced, the leader
+\* stops counting p's acknowledgements (match_len[p] := 0, issue 16): p may
+\* have crashed and lost, in a repair, entries it acknowledged, and the
+\* leader must not complete a commit quorum with them after it could know.
+\* The reset is taken only once a Repair happened: before it no
+\* acknowledged (durable) copy is ever lost, so a reset only delays commits
+\* the acks already justify. (The other peer_up/peer_down effects move
+\* flow-control state only; peer_up's reset is this one's after a reconnect.)
 PeerDown(n, p) ==
     LET s == node[n] IN
-    /\ s.role = "passive" /\ ~s.sync.done /\ s.sync.source = p
-    /\ \E r \in AbandonSource(n, Same(s)) : Step(n, r, {})
+    /\ \/ /\ s.role = "passive" /\ ~s.sync.done /\ s.sync.source = p
+          /\ \E r \in AbandonSource(n, Same(s)) : Step(n, r, {})
+       \/ /\ repairs > 0 /\ IsLeader(s) /\ s.sync.done /\ p # n /\ s.match_len[p] > 0
+          /\ Step(n, Same([s EXCEPT !.match_len[p] = 0]), {})
     /\ UNCHANGED <<lastTerm, proposed, crashes, repairs>>
 
 \* The process dies; a new core is built from storage.recover() (a prefix of

@@ -29,7 +29,8 @@ ElectorRead read_elector_state(const ClusterConfig& config) {
 }  // namespace
 
 int run_repair(const ClusterConfig& config, std::optional<std::uint64_t> min_term,
-               std::ostream& out, std::ostream& err) {
+               std::ostream& out, std::ostream& err,
+               const std::function<void(std::string_view step)>& after_step) {
     namespace fs = std::filesystem;
     using replication::FileStorage;
     using replication::RepairReport;
@@ -59,6 +60,7 @@ int run_repair(const ClusterConfig& config, std::optional<std::uint64_t> min_ter
     if (min_term) {
         options.min_term = Term{*min_term};
     }
+    options.after_step = after_step;
     RepairReport r;
     try {
         r = FileStorage::repair(log_dir, options);
@@ -117,6 +119,9 @@ int run_repair(const ClusterConfig& config, std::optional<std::uint64_t> min_ter
                 << e.what() << "\n";
             return kExitFailure;
         }
+        if (after_step) {
+            after_step("elector");
+        }
         out << "conclaved: --repair: the elector state was unreadable (" << elector_error
             << "); kept as " << net::kStateFileName << ".corrupt and rewritten with term "
             << r.marker.value << "\n";
@@ -129,6 +134,9 @@ int run_repair(const ClusterConfig& config, std::optional<std::uint64_t> min_ter
                    "failed: "
                 << e.what() << "\n";
             return kExitFailure;
+        }
+        if (after_step) {
+            after_step("elector");
         }
         out << "conclaved: --repair: the elector's term is raised from " << elector->term.value
             << " to " << r.marker.value << "\n";

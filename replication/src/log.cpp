@@ -254,7 +254,9 @@ LogActions ReplicatedLog::peer_down(Millis, NodeId peer) {
         return Finish();
     }
     if (sync_.done) {
-        Rewind(peer, progress_[peer.value].match_len);
+        const std::size_t guess = progress_[peer.value].match_len;
+        progress_[peer.value].match_len = 0;
+        Rewind(peer, guess);
     } else if (sync_.source == peer) {
         AbandonSource();
     }

@@ -545,6 +545,7 @@ void Simulator::dispatch(const Event& e) {
                 n, StepAction::PeerUp, [&](auto& rt) -> const Actions& { return rt.peer_up(peer); },
                 nullptr, peer);
             if (logs_[n] && !violation_) {
+                log_history_.on_peer_event(node_id(n), peer);
                 log_input(n, LogInput::PeerUp, [&](auto& log) { return log.peer_up(now(), peer); });
             }
             break;
@@ -553,6 +554,7 @@ void Simulator::dispatch(const Event& e) {
                 n, StepAction::PeerDown,
                 [&](auto& rt) -> const Actions& { return rt.peer_down(peer); }, nullptr, peer);
             if (logs_[n] && !violation_) {
+                log_history_.on_peer_event(node_id(n), peer);
                 log_input(n, LogInput::PeerDown,
                           [&](auto& log) { return log.peer_down(now(), peer); });
             }
@@ -940,8 +942,15 @@ void Simulator::apply(const FaultAction& f) {
             break;
         case FaultKind::CorruptRepair:
             if (a < n) {
+                // Who will be told of this crash (a peer_down) but has not been yet.
+                NodeSet connected;
+                for (std::size_t j = 0; j < n; ++j) {
+                    if (j != a && connection_up_[link(a, j)] != 0) {
+                        connected.insert(node_id(j));
+                    }
+                }
                 crash(a);
-                log_corrupt_and_repair(a, f.value);
+                log_corrupt_and_repair(a, f.value, connected);
             }
             break;
         case FaultKind::BitFlip:

@@ -310,7 +310,7 @@ void Simulator::log_end_sync(std::size_t n) {
              [&](LogRt& rt) -> const LogActions& { return rt.sync_done(ticket, error); });
 }
 
-void Simulator::log_corrupt_and_repair(std::size_t n, std::uint32_t drop) {
+void Simulator::log_corrupt_and_repair(std::size_t n, std::uint32_t drop, NodeSet unaware) {
     if (!options_.log || logs_[n] || flipped_[n]) {
         return;  // only a stopped node's disk is repaired (a flipped one waits for Repair)
     }
@@ -321,9 +321,26 @@ void Simulator::log_corrupt_and_repair(std::size_t n, std::uint32_t drop) {
         return;
     }
     ++stats_.log_repairs;
+    const replication::MemoryStorage& s = log_storage_[n];
+    const std::vector<replication::Entry> durable(
+        s.entries().begin(), s.entries().begin() + static_cast<std::ptrdiff_t>(s.synced_count()));
+    const std::size_t base = s.snapshot().len;
     // R takes the elector's durable term too, and the elector's term is raised to R (no vote in
     // it), as `conclaved --repair` does.
     stats_.log_entries_repaired += log_storage_[n].corrupt_and_repair(drop, durable_[n].term);
+    std::vector<Lsn> lost;
+    for (std::size_t i = 0; i < durable.size(); ++i) {
+        const std::size_t k = base + i;  // history index
+        const std::size_t kept_base = s.snapshot().len;
+        if (k < kept_base) {
+            continue;  // a snapshot survives whole or the repair drops it with the log
+        }
+        if (k - kept_base >= s.entries().size() ||
+            s.entries()[k - kept_base].lsn != durable[i].lsn) {
+            lost.push_back(durable[i].lsn);
+        }
+    }
+    log_history_.on_repair_loss(node_id(n), std::move(lost), unaware);
     const Term r = log_storage_[n].meta().repaired.value_or(Term{});
     if (durable_[n].term < r) {
         durable_[n] = DurableState{r, std::nullopt};

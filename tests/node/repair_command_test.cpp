@@ -84,3 +84,135 @@ TEST_CASE("--repair: a readable elector state bounds R and is raised to it", "[n
     CHECK(net::load_durable_state(dir, 3) == DurableState{Term{7}, std::nullopt});
     fs::remove_all(dir);
 }
+
+namespace {
+
+struct CrashInRepair {};  // not a std::exception: run_repair does not catch it
+
+// What starting the node on `dir` finds (the two files its drivers read first): nullopt when it
+// refuses to start (the log's recover() or the elector state's load throws), else both.
+struct Started {
+    replication::RecoveredLog log;
+    std::optional<DurableState> elector;
+};
+std::optional<Started> StartNodeOn(const fs::path& dir) {
+    try {
+        replication::FileStorage s(dir / "log", replication::FsyncPolicy::Batched);
+        Started st{s.recover().log, net::load_durable_state(dir, 3)};
+        return st;
+    } catch (const replication::CorruptLogError&) {
+        return std::nullopt;
+    } catch (const net::StateFileError&) {
+        return std::nullopt;
+    }
+}
+
+// n1's log with a flipped bit in its first record, followed by an intact one (so recovery
+// refuses it and the repair cuts both), its elector state as VotedAboveItsLog left it ({5,
+// voted n3}), or damaged.
+void FlippedFirstRecord(const fs::path& dir, bool damage_elector) {
+    VotedAboveItsLog(dir);
+    const fs::path dat = dir / "log" / replication::FileStorage::kLogFileName;
+    std::string bytes = ReadBytes(dat);
+    const std::size_t at = 8 + 12;  // after the magic: inside (2, 0)'s payload
+    bytes[at] = static_cast<char>(bytes[at] ^ 0x10);
+    std::ofstream(dat, std::ios::binary | std::ios::trunc) << bytes;
+    if (damage_elector) {
+        const fs::path state = dir / net::kStateFileName;
+        std::string s = ReadBytes(state);
+        s[s.size() / 2] = '\x01';
+        std::ofstream(state, std::ios::binary | std::ios::trunc) << s;
+    }
+}
+
+}  // namespace
+
+// G7 (replication/README.md, "Repair gates"): a crash between the log's repair (marker, cut,
+// meta) and the raise of the elector's term. Crashed after each durable step of the whole
+// command: the node either refuses to start or starts with its log marked R (non-voting: no sync
+// promise, log term R) and an elector state that is intact (its vote history: one vote per term,
+// so voting in (E, R] repeats nothing) or already raised to R; a rerun of --repair completes.
+TEST_CASE("--repair: a crash between the log's repair and the elector's raise", "[node][repair]") {
+    for (const bool damaged_elector : {false, true}) {
+        CAPTURE(damaged_elector);
+        // The steps of an uninterrupted run.
+        std::vector<std::string> steps;
+        {
+            const fs::path dir = test::fresh_temp_dir("conclave-repair-command-steps");
+            FlippedFirstRecord(dir, damaged_elector);
+            std::ostringstream out, err;
+            REQUIRE(node::run_repair(ThreeNodes(dir), 7, out, err, [&](std::string_view s) {
+                        steps.emplace_back(s);
+                    }) == node::kExitOk);
+            fs::remove_all(dir);
+        }
+        REQUIRE(steps.size() >= 3);
+        REQUIRE(steps.front() == "marker");
+        REQUIRE(steps[steps.size() - 2] == "meta");  // the log's last step ...
+        REQUIRE(steps.back() == "elector");          // ... then the elector's raise
+        std::size_t refused = 0, started_below_r = 0;
+        for (std::size_t crash_after = 0; crash_after < steps.size(); ++crash_after) {
+            CAPTURE(steps[crash_after]);
+            const fs::path dir = test::fresh_temp_dir("conclave-repair-command-crash");
+            FlippedFirstRecord(dir, damaged_elector);
+            std::size_t seen = 0;
+            std::ostringstream out, err;
+            REQUIRE_THROWS_AS(node::run_repair(ThreeNodes(dir), 7, out, err,
+                                               [&](std::string_view) {
+                                                   if (seen++ == crash_after) {
+                                                       throw CrashInRepair{};
+                                                   }
+                                               }),
+                              CrashInRepair);
+            const std::optional<Started> st = StartNodeOn(dir);
+            if (!st) {
+                ++refused;
+            } else {
+                // Started: the log is marked R = 7 and non-voting (no sync promise).
+                REQUIRE(st->log.meta.repaired == Term{7});
+                replication::LogConfig lc;
+                lc.cluster_size = 3;
+                lc.self = NodeId{1};
+                replication::ReplicatedLog log(lc, st->log);
+                (void)log.start(Millis{0});
+                CHECK(log.repaired() == Term{7});
+                const replication::LogActions a = log.receive(
+                    Millis{0},
+                    replication::LogMessage{NodeId{0}, Term{8}, replication::SyncRequest{}});
+                for (const auto& action : a) {
+                    const auto* send = std::get_if<replication::SendLog>(&action);
+                    CHECK_FALSE((send && std::holds_alternative<replication::SyncResponse>(
+                                             send->message.body)));
+                }
+                CHECK(log.counters().sync_requests_unanswered == 1);
+                // The elector: raised to R, or (crash before the raise) exactly as it was, its
+                // vote for n3 in term 5 kept.
+                REQUIRE(st->elector);
+                if (st->elector->term < Term{7}) {
+                    ++started_below_r;
+                    CHECK(*st->elector == DurableState{Term{5}, NodeId{2}});
+                    CHECK(steps[crash_after] != "elector");
+                }
+            }
+            // The operator runs --repair again: it completes, with the same R.
+            std::ostringstream out2, err2;
+            REQUIRE(node::run_repair(ThreeNodes(dir), 7, out2, err2) == node::kExitOk);
+            const std::optional<Started> after = StartNodeOn(dir);
+            REQUIRE(after);
+            CHECK(after->log.meta.repaired == Term{7});
+            CHECK(after->log.meta.term == Term{7});
+            CHECK(after->log.entries.empty());  // both records cut: the first was bad
+            CHECK(after->elector->term == Term{7});
+            fs::remove_all(dir);
+        }
+        // Not vacuous: the corrupt log refuses to start before the cut; with an intact elector
+        // state the crash between the two starts a marked node whose elector is still at 5; a
+        // damaged elector state refuses to start until it is rewritten.
+        CHECK(refused > 0);
+        if (damaged_elector) {
+            CHECK(started_below_r == 0);
+        } else {
+            CHECK(started_below_r > 0);
+        }
+    }
+}

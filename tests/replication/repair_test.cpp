@@ -226,6 +226,28 @@ TEST_CASE("leader: a non-voting ack counts for no commit") {
     CHECK(l.role() == LogRole::LeaderActive);
 }
 
+// Issue 16, seed 430 at 5 nodes: a follower acks, crashes and is repaired (losing what it
+// acked); once the leader is told (peer_down) that ack must not complete a commit quorum.
+TEST_CASE("leader: a peer's ack stops counting once its connection drops") {
+    LogConfig c = RepairConfig(NodeId{0});
+    c.cluster_size = 5;  // commit quorum 3
+    ReplicatedLog l(c, RecoveredLog{});
+    l.start(Millis{0});
+    l.on_leadership(Millis{0}, Leading(NodeId{0}, 1));
+    l.receive(Millis{0}, From(NodeId{1}, 1, SyncResponse{kNoLsn, kNoLsn}));
+    l.receive(Millis{0}, From(NodeId{2}, 1, SyncResponse{kNoLsn, kNoLsn}));
+    l.persisted(Millis{0}, Rl(1, 0));
+    REQUIRE(l.sync().done);
+    l.receive(Millis{0}, From(NodeId{1}, 1, AppendAck{true, {}, Rl(1, 0), kNoLsn}));
+    REQUIRE(l.progress()[1].match_len == 1);
+    l.peer_down(Millis{1}, NodeId{1});
+    CHECK(l.progress()[1].match_len == 0);
+    l.receive(Millis{1}, From(NodeId{2}, 1, AppendAck{true, {}, Rl(1, 0), kNoLsn}));
+    CHECK(l.state().commit_len == 0);  // self and n2: n1's old ack no longer counts
+    l.receive(Millis{1}, From(NodeId{3}, 1, AppendAck{true, {}, Rl(1, 0), kNoLsn}));
+    CHECK(l.state().commit_len == 1);
+}
+
 TEST_CASE("repaired leader: its own log is no sync answer and counts for no commit") {
     // Node 0 lacks (1, 2) and (1, 3) but holds a stale leader's (2, 0), above every other log.
     ReplicatedLog l(RepairConfig(NodeId{0}), RecoveredLog{{Re(1, 0), Re(1, 1), Re(2, 0)},

@@ -214,13 +214,16 @@ TEST_CASE("simulator catches a leader that serves without syncing", "[planted][l
 // by the repair) and carries the repaired marker. The correct log never counts such a node
 // towards a sync or commit quorum until it has caught up from a leader of a newer term; the
 // planted CountRepaired treats it as an ordinary node, which lets a new leader adopt a log that
-// lacks acknowledged entries.
+// lacks acknowledged entries. 5 nodes: a commit there may rest on an acknowledgement whose copy a
+// repair then destroyed, which the leader must stop counting once it is told of the crash
+// (ReplicatedLog::peer_down; replication/README.md, "Acknowledged on a majority").
 TEST_CASE("simulator catches a repaired node counted towards a quorum", "[planted][log][repair]") {
     RunOptions o = log_run(1);
+    o.nodes = 5;
     o.faults = mix("crash,partition,repair");
-    o.episodes = 8;
+    o.episodes = 16;
     o.log_bug = PlantedLogBug::CountRepaired;
-    const auto v = first_violation(o, 60);
+    const auto v = first_violation(o, 80);
     REQUIRE(v);
     INFO("seed " << v->second << ": " << v->first.detail);
     // A committed (acknowledged) entry replaced at its index, or a follower told to truncate one.

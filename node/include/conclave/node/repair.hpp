@@ -4,8 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <optional>
+#include <string_view>
 
 #include "conclave/node/cluster_config.hpp"
 
@@ -21,7 +23,11 @@ namespace conclave::node {
 /// status: 0 done, 1 failed (nothing needed changing is left half done: the marker is written
 /// first), 2 R unknown (the elector state unreadable, or neither log.meta nor the elector state
 /// readable, and no --min-term; nothing changed).
+/// `after_step` (tests only, the crash-ordering test): called after each durable step, first
+/// FileStorage::repair's (RepairOptions::after_step), then "elector" once the elector state is
+/// written; a throw there leaves the files as a crash at that point would.
 int run_repair(const ClusterConfig& config, std::optional<std::uint64_t> min_term,
-               std::ostream& out, std::ostream& err);
+               std::ostream& out, std::ostream& err,
+               const std::function<void(std::string_view step)>& after_step = {});
 
 }  // namespace conclave::node

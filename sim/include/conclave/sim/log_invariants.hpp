@@ -56,6 +56,14 @@ class LogHistory {
     void on_proposed(const replication::Entry& entry);
     /// A node's process restarted (its applied count starts again from zero).
     void on_restart(NodeId node);
+    /// `node` crashed and its repair dropped the durable entries `lost`; `unaware`: the nodes
+    /// connected to it when it crashed, whose logs have not yet been told (peer_down pending).
+    /// Until a node of `unaware` is told, its log may still count `node`'s acknowledgements of
+    /// `lost`: nothing can tell it otherwise (replication/README.md, "Acknowledged on a
+    /// majority").
+    void on_repair_loss(NodeId node, std::vector<Lsn> lost, NodeSet unaware);
+    /// `observer`'s log core was told that its connection to `peer` went down or came up.
+    void on_peer_event(NodeId observer, NodeId peer);
 
     /// Checks everything after `node`'s log core took one step that returned `actions`. `logs` has
     /// one entry per node (nullptr for a crashed node). Returns the first violation, if any.
@@ -75,13 +83,16 @@ class LogHistory {
 
     const std::vector<replication::Entry>& history() const { return history_; }
     std::size_t acked() const { return acked_.size(); }
+    /// Entries whose majority at commit included a copy lost in a crash + repair that the
+    /// committing leader had not been told of yet (the one case check_durable admits).
+    std::size_t commits_on_unnoticed_loss() const { return commits_on_unnoticed_loss_; }
 
   private:
     std::optional<Violation> check_prefix(
         NodeId node, const replication::ReplicatedLog& log,
         const std::map<std::size_t, replication::Entry>& step_applied);
     std::optional<Violation> check_snapshot(NodeId node, const replication::ReplicatedLog& log);
-    std::optional<Violation> check_durable(std::size_t from,
+    std::optional<Violation> check_durable(NodeId committer, std::size_t from,
                                            const std::vector<replication::MemoryStorage>& storage);
     std::optional<Violation> check_complete(NodeId node, const replication::ReplicatedLog& log);
 
@@ -97,6 +108,9 @@ class LogHistory {
     std::map<Lsn, std::size_t> acked_;         // acknowledged LSN -> its index in history_
     std::map<Lsn, replication::Entry> proposed_;  // appended proposals not yet answered
     std::vector<Lsn> snapshot_checked_;           // per node: the snapshot last found correct
+    std::vector<std::vector<Lsn>> repair_lost_;   // per node: durable entries its repair dropped
+    std::vector<NodeSet> loss_unnoticed_by_;      // per node: who has not been told of its crash
+    std::size_t commits_on_unnoticed_loss_ = 0;
 };
 
 }  // namespace conclave::sim

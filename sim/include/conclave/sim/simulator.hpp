@@ -497,7 +497,7 @@ class Simulator {
     void log_crash(std::size_t node);
     /// FaultKind::CorruptRepair on a crashed node: drop up to `drop` stored entries, set the
     /// marker.
-    void log_corrupt_and_repair(std::size_t node, std::uint32_t drop);
+    void log_corrupt_and_repair(std::size_t node, std::uint32_t drop, NodeSet unaware);
     /// Nodes other than `node` whose log is flipped (refusing to start) or carries the repaired
     /// marker: they must stay a minority.
     std::size_t damaged_logs_except(std::size_t node) const;
