@@ -1381,6 +1381,13 @@ std::string ReplicatedLog::check_invariants() const {
     if (IsLeader() && state_.leader != config_.self) {
         return "a leader does not name itself leader";
     }
+    if (!(LatestConfigBefore(state_.commit_len).second == active_)) {
+        return "the active configuration is not the latest configuration entry of the committed "
+               "prefix";
+    }
+    if (IsLeader() && !active_.is_voter(config_.self)) {
+        return "a leader is not a voter of its active configuration";
+    }
     for (const Pending& p : pending_) {
         if (state_.role != LogRole::LeaderActive || !length_through(p.lsn) ||
             p.lsn <= commit_lsn()) {

@@ -235,6 +235,7 @@ TEST_CASE("membership R1: a promotion is counted over the configuration it repla
     CHECK(MAll<ProposeResult>(a).empty());
     a = leader.receive(MT0, MMsg(M3, 2, AppendAck{true, {}, ML(2, 2), {}}));
     CHECK(MAll<ProposeResult>(a).at(0).error == ProposeError::None);
+    CHECK(leader.check_invariants().empty());
 }
 
 TEST_CASE("membership: removing the leader, it steps down once the removal commits") {
@@ -279,6 +280,7 @@ TEST_CASE("membership R4: the commit point is durable before the ack that follow
     REQUIRE(ack_at);
     CHECK(*meta_at < *ack_at);
     CHECK(f.active_config().version == 2);
+    CHECK(f.check_invariants().empty());
     // Restarted from what it persisted, it keeps version 2.
     ReplicatedLog again(Cfg4(M1), RecoveredLog{entries, LogMeta{Term{2}, ML(2, 1)}});
     CHECK(again.active_config().version == 2);
@@ -340,6 +342,7 @@ TEST_CASE("membership: a snapshot carries the configuration") {
     const auto& se = leader.snapshot().entries;
     CHECK(std::find(se.begin(), se.end(), cfg) != se.end());
     CHECK(leader.active_config().version == 1);
+    CHECK(leader.check_invariants().empty());
 }
 
 TEST_CASE("membership: a malformed configuration entry from the network is dropped and counted") {
