@@ -5,6 +5,7 @@
 
 #include "conclave/codec/membership_codec.hpp"
 #include "conclave/replication/log.hpp"
+#include "log_actions.hpp"
 
 using namespace conclave;
 using namespace conclave::replication;
@@ -82,24 +83,12 @@ LogMessage MMsg(NodeId from, std::uint64_t term, LogMessageBody body) {
 
 template <class T>
 std::vector<T> MAll(const LogActions& actions) {
-    std::vector<T> out;
-    for (const auto& a : actions) {
-        if (const auto* x = std::get_if<T>(&a)) {
-            out.push_back(*x);
-        }
-    }
-    return out;
+    return testing::ActionsOf<T>(actions);
 }
 
 template <class B>
 std::vector<B> MSent(const LogActions& actions, NodeId to) {
-    std::vector<B> out;
-    for (const auto& s : MAll<SendLog>(actions)) {
-        if (s.to == to && std::holds_alternative<B>(s.message.body)) {
-            out.push_back(std::get<B>(s.message.body));
-        }
-    }
-    return out;
+    return testing::SentBodies<B>(actions, to);
 }
 
 // Node 0 becomes the ACTIVE leader of `term` with n1's help (a quorum of {0, 1, 2}).
