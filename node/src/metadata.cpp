@@ -52,7 +52,8 @@ std::string detail_of(MetadataProposeStatus s, const MetadataProposeResult& r, s
             return "the leader is still syncing the log (passive); retry shortly";
         case MetadataProposeStatus::InvalidEntry:
             return "invalid entry: the key must be 1.." + std::to_string(max_key) +
-                   " bytes and the value at most " + std::to_string(max_value) + " bytes";
+                   " bytes, outside the reserved space _conclave/, and the value at most " +
+                   std::to_string(max_value) + " bytes";
         case MetadataProposeStatus::TimedOut:
             return "not committed in time: outcome unknown (it may still commit; read "
                    "GET /metadata to find out)";

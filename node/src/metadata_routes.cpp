@@ -6,6 +6,7 @@
 #include "conclave/node/admin_routes.hpp"
 #include "conclave/node/metadata.hpp"
 #include "conclave/node/status.hpp"
+#include "conclave/replication/membership.hpp"
 
 #include "query_params.hpp"
 
@@ -114,6 +115,11 @@ void register_metadata_routes(AdminServer& server, AdminSource& source) {
             if (key == body.end() || !key->is_string() || key->get<std::string>().empty()) {
                 return respond(
                     json_error(400, "bad_request", "body.key: expected a non-empty string"));
+            }
+            if (replication::is_reserved_key(key->get<std::string>())) {
+                return respond(json_error(400, "bad_request",
+                                          "body.key: the key space _conclave/ is reserved to "
+                                          "membership (issue 18)"));
             }
             const auto value = body.find("value");
             if (value == body.end()) {

@@ -48,6 +48,22 @@ std::optional<std::string> LogConfig::validate() const {
         return "compact_retain must be below compact_threshold, got " +
                std::to_string(compact_retain) + " >= " + std::to_string(compact_threshold);
     }
+    if (!node_ids.empty()) {
+        if (node_ids.size() != cluster_size) {
+            return "node_ids must be empty or name every node (" + std::to_string(cluster_size) +
+                   "), got " + std::to_string(node_ids.size());
+        }
+        for (std::size_t i = 0; i < node_ids.size(); ++i) {
+            if (node_ids[i].empty()) {
+                return "node_ids[" + std::to_string(i) + "] is empty";
+            }
+            for (std::size_t j = 0; j < i; ++j) {
+                if (node_ids[j] == node_ids[i]) {
+                    return "node_ids names '" + node_ids[i] + "' twice";
+                }
+            }
+        }
+    }
     return std::nullopt;
 }
 

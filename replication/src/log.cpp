@@ -78,6 +78,18 @@ ReplicatedLog::ReplicatedLog(LogConfig config, RecoveredLog recovered)
     progress_.resize(config_.cluster_size);
     sync_.last_lsn.resize(config_.cluster_size);
     sync_.commit_lsn.resize(config_.cluster_size);
+    // Membership: every configuration entry recovered must decode (it did when it was accepted);
+    // the active configuration is the latest in the committed prefix (R9), the appended one the
+    // latest held.
+    if (MalformedConfig(snapshot_.entries) || MalformedConfig(entries_)) {
+        throw std::invalid_argument(
+            "recovered log: a configuration entry does not decode (or membership is off: "
+            "LogConfig::decode_configuration is not set)");
+    }
+    active_ = LatestConfigBefore(state_.commit_len).second;
+    if (auto [pos, cfg] = LatestConfigBefore(end_len()); pos) {
+        appended_config_.emplace(*pos, cfg);
+    }
 }
 
 // ---- Inputs ------------------------------------------------------------------------------------
@@ -89,6 +101,9 @@ LogActions ReplicatedLog::start(Millis) {
     }
     SetCommit(state_.commit_len);  // applies the recovered committed prefix
     out_.push_back(NotifyLogRole{state_.role, state_.term});
+    if (active_.from_entry) {
+        out_.push_back(NotifyMembership{active_.version, active_.voters, active_.learners});
+    }
     return Finish();
 }
 
@@ -100,7 +115,16 @@ LogActions ReplicatedLog::on_leadership(Millis, const LeadershipSnapshot& snapsh
         // is stale: the elector will catch up. Stay a follower.
         const bool stale = snapshot.term <= state_.term && !already;
         if (!already && !stale) {
-            BecomeLeader(snapshot.term);
+            if (active_.is_voter(config_.self)) {
+                BecomeLeader(snapshot.term);
+            } else {
+                // Not a voter of our active configuration (a learner, or removed): never lead
+                // (R7, R8). The term is promised; the elector follows once set_voters reaches it.
+                if (IsLeader()) {
+                    StepDown(ProposeError::LeadershipLost);
+                }
+                AdoptTerm(snapshot.term, std::nullopt);
+            }
         }
     } else if (IsLeader()) {
         StepDown(ProposeError::LeadershipLost);
@@ -109,15 +133,35 @@ LogActions ReplicatedLog::on_leadership(Millis, const LeadershipSnapshot& snapsh
 }
 
 LogActions ReplicatedLog::propose(Millis now, Lsn lsn, std::string key, std::string value) {
+    return ProposeEntry(now, lsn, std::move(key), std::move(value), false);
+}
+
+LogActions ReplicatedLog::propose_config(Millis now, Lsn lsn, std::string value) {
+    return ProposeEntry(now, lsn, std::string(kMembersKey), std::move(value), true);
+}
+
+LogActions ReplicatedLog::ProposeEntry(Millis now, Lsn lsn, std::string key, std::string value,
+                                       bool config) {
     ProposeError error = ProposeError::None;
     if (!IsLeader() || lsn.term != state_.term) {
         error = ProposeError::NotLeader;
     } else if (state_.role != LogRole::LeaderActive) {
-        error = ProposeError::NotActive;
+        error = ProposeError::NotActive;  // R3: only once the sync point (own term) committed
     } else if (key.empty() || key.size() > config_.max_key_bytes ||
-               value.size() > config_.max_value_bytes || lsn.counter == 0 || !(lsn > last_lsn())) {
+               value.size() > config_.max_value_bytes || lsn.counter == 0 || !(lsn > last_lsn()) ||
+               (!config && is_reserved_key(key))) {
         error = ProposeError::InvalidEntry;
-    } else if (!FitsQuota(16 + key.size() + value.size())) {
+    } else if (config) {
+        std::optional<Configuration> cfg;
+        if (config_.decode_configuration != nullptr) {
+            cfg = config_.decode_configuration(value);
+        }
+        if (!cfg || check_config_change(*cfg)) {
+            ++counters_.config_proposals_refused;
+            error = ProposeError::InvalidEntry;
+        }
+    }
+    if (error == ProposeError::None && !FitsQuota(16 + key.size() + value.size())) {
         error = ProposeError::NoSpace;
         ++counters_.nospace_refusals;
     }
@@ -131,7 +175,7 @@ LogActions ReplicatedLog::propose(Millis now, Lsn lsn, std::string key, std::str
     out_.push_back(PersistEntries{{entries_.back()}});
     pending_.push_back(Pending{lsn, now, state_.tick + config_.propose_timeout_ticks});
     for (std::size_t n = 0; n < config_.cluster_size; ++n) {
-        if (IsPeer(NodeId{static_cast<std::uint16_t>(n)})) {
+        if (IsTarget(NodeId{static_cast<std::uint16_t>(n)})) {
             Replicate(NodeId{static_cast<std::uint16_t>(n)});
         }
     }
@@ -230,7 +274,7 @@ LogActions ReplicatedLog::peer_up(Millis, NodeId peer) {
     if (!IsPeer(peer)) {
         return Finish();
     }
-    if (IsLeader() && sync_.done) {
+    if (IsLeader() && sync_.done && IsTarget(peer)) {
         // A reconnected follower may have restarted; under fsync "never" it may even have lost
         // what it acknowledged. Count nothing as matched until it acknowledges again.
         const std::size_t guess = progress_[peer.value].match_len;
@@ -239,7 +283,7 @@ LogActions ReplicatedLog::peer_up(Millis, NodeId peer) {
         if (!Replicate(peer)) {
             SendHeartbeat(peer);
         }
-    } else if (IsLeader()) {
+    } else if (IsLeader() && !sync_.done) {
         if (!sync_.responded.contains(peer)) {
             Send(peer, SyncRequest{});
         } else if (sync_.source == peer) {
@@ -320,6 +364,10 @@ void ReplicatedLog::HandleAppend(const LogMessage& m, const Append& body) {
     }
     if (!ValidBatch(body.prev_lsn, body.entries)) {
         Drop(LogDropReason::InvalidBatch);
+        return;
+    }
+    if (MalformedConfig(*entries)) {
+        Violation(m, LogViolationKind::MalformedConfiguration);
         return;
     }
     if (const auto why = Contradiction(*start_len, *entries)) {
@@ -436,6 +484,11 @@ void ReplicatedLog::HandleFetchResponse(const LogMessage& m, const FetchResponse
         AbandonSource();
         return;
     }
+    if (MalformedConfig(body.entries)) {
+        Violation(m, LogViolationKind::MalformedConfiguration);
+        AbandonSource();
+        return;
+    }
     if (const auto why = Contradiction(*start_len, body.entries)) {
         Violation(m, *why);
         AbandonSource();
@@ -446,7 +499,7 @@ void ReplicatedLog::HandleFetchResponse(const LogMessage& m, const FetchResponse
     sync_.fetch_after = body.entries.back().lsn;
     if (sync_.fetch_after == sync_.target) {
         CONCLAVE_CHECK(last_lsn() == sync_.target, "the adopted log ends at the sync target");
-        FinishSync();
+        FetchDone();
     } else {
         SendFetch();
     }
@@ -459,8 +512,8 @@ void ReplicatedLog::HeartbeatFired() {
     ++state_.tick;
     for (std::size_t n = 0; n < config_.cluster_size; ++n) {
         const NodeId peer{static_cast<std::uint16_t>(n)};
-        if (!IsPeer(peer)) {
-            continue;
+        if (!IsTarget(peer)) {
+            continue;  // R8: not a member of the active or the latest appended configuration
         }
         PeerProgress& p = progress_[n];
         if (!p.inflight_ends.empty() && p.match_len == p.match_at_last_tick) {
@@ -569,8 +622,8 @@ void ReplicatedLog::EvaluateSync() {
         FinishSync();
         return;
     }
-    if (sync_.responded.size() < quorum_) {
-        return;
+    if (!SyncQuorum()) {
+        return;  // R6: a quorum of the active voters
     }
     // Our own log may have grown from a source abandoned half-way: it is still a prefix of a log
     // that held every committed entry, plus our own committed entries (README, "Sync").
@@ -643,7 +696,7 @@ void ReplicatedLog::FinishSync() {
     Cancel(LogTimer::SyncRetry);
     for (std::size_t n = 0; n < config_.cluster_size; ++n) {
         const NodeId peer{static_cast<std::uint16_t>(n)};
-        if (!IsPeer(peer)) {
+        if (!IsTarget(peer)) {
             continue;
         }
         // Start where the follower's log (as reported) still matches ours; the first reply
@@ -706,6 +759,12 @@ void ReplicatedLog::Truncate(std::size_t len) {
         tail_bytes_ -= entry_bytes(at(pos));
     }
     entries_.resize(len - snapshot_.len);
+    if (appended_config_ && appended_config_->first >= len) {
+        appended_config_.reset();
+        if (auto [pos, cfg] = LatestConfigBefore(len); pos) {
+            appended_config_.emplace(*pos, cfg);
+        }
+    }
     state_.durable_len = std::min(state_.durable_len, len);
     state_.matched_len = std::min(state_.matched_len, len);
     state_.acked_len = std::min(state_.acked_len, len);
@@ -765,6 +824,9 @@ void ReplicatedLog::Rewind(NodeId peer, std::size_t next_len) {
 
 // Committed = durable on a quorum (self included) in this term, at or after our sync point.
 // Entries before the sync point commit with it (they are a prefix of it).
+// R1: counted over the voters of the active configuration at the time of counting (learners and
+// removed nodes count for nothing; our own copy only while we are a voter). A commit that changes
+// the active configuration is followed by a count over the new one.
 void ReplicatedLog::AdvanceCommit() {
     if (!IsLeader() || !sync_.done) {
         return;
@@ -773,13 +835,15 @@ void ReplicatedLog::AdvanceCommit() {
     // A repaired node (ourselves, or a follower whose acks say so) counts for nothing.
     const bool ignore_marker = planted(PlantedLogBug::CountRepaired);
     for (std::size_t n = 0; n < config_.cluster_size; ++n) {
-        if (n == config_.self.value) {
+        if (!active_.is_voter(NodeId{static_cast<std::uint16_t>(n)})) {
+            lens[n] = 0;
+        } else if (n == config_.self.value) {
             lens[n] = NonVoting() ? 0 : state_.durable_len;
         } else {
             lens[n] = progress_[n].non_voting && !ignore_marker ? 0 : progress_[n].match_len;
         }
     }
-    std::size_t quorum = quorum_;
+    std::size_t quorum = active_.from_entry ? active_.quorum() : quorum_;
     if (planted(PlantedLogBug::CommitWithoutQuorum) && quorum > 1) {
         --quorum;
     }
@@ -788,7 +852,12 @@ void ReplicatedLog::AdvanceCommit() {
                      std::greater<>());
     const std::size_t stored_on_quorum = lens[quorum - 1];
     if (stored_on_quorum > state_.sync_index && stored_on_quorum > state_.commit_len) {
+        const std::uint64_t changes = counters_.config_changes;
         SetCommit(stored_on_quorum);
+        if (counters_.config_changes != changes) {
+            AdvanceCommit();  // re-count over the new voters (we may have stepped down)
+            return;
+        }
     }
     if (state_.role == LogRole::LeaderPassive && state_.commit_len > state_.sync_index) {
         SetRole(LogRole::LeaderActive);
@@ -798,6 +867,14 @@ void ReplicatedLog::AdvanceCommit() {
 void ReplicatedLog::SetCommit(std::size_t len) {
     CONCLAVE_CHECK(len >= state_.commit_len, "the commit point never moves back");
     CONCLAVE_CHECK(len <= end_len(), "only held entries commit");
+    // Membership: the latest configuration entry among the newly committed ones becomes active.
+    std::optional<std::size_t> config_pos;
+    for (std::size_t pos = len; pos > std::max(state_.commit_len, snapshot_.len); --pos) {
+        if (is_config_entry(at(pos - 1))) {
+            config_pos = pos - 1;
+            break;
+        }
+    }
     counters_.entries_committed += len - state_.commit_len;
     state_.commit_len = len;
     if (state_.applied_len < len) {
@@ -815,6 +892,11 @@ void ReplicatedLog::SetCommit(std::size_t len) {
         out_.push_back(
             ProposeResult{pending_.front().lsn, ProposeError::None, pending_.front().proposed_at});
         pending_.pop_front();
+    }
+    if (config_pos) {
+        auto cfg = ResolveEntry(at(*config_pos));
+        CONCLAVE_CHECK(cfg.has_value(), "a held configuration entry decodes");
+        Activate(*cfg);
     }
 }
 
@@ -911,6 +993,8 @@ std::string_view to_string(LogViolationKind kind) {
             return "snapshot_inside_committed";
         case LogViolationKind::SnapshotTooLarge:
             return "snapshot_too_large";
+        case LogViolationKind::MalformedConfiguration:
+            return "malformed_configuration";
     }
     return "unknown";
 }
@@ -939,6 +1023,8 @@ const char* describe(LogViolationKind kind) {
             return "InstallSnapshot ends inside our committed prefix but is not in our log";
         case LogViolationKind::SnapshotTooLarge:
             return "InstallSnapshot holds more bytes than max_snapshot_bytes";
+        case LogViolationKind::MalformedConfiguration:
+            return "a configuration entry does not decode or names an unknown node id";
     }
     return "unknown protocol violation";
 }
@@ -1015,6 +1101,13 @@ void ReplicatedLog::HandleInstallSnapshot(const LogMessage& m, const InstallSnap
         }
         return;
     }
+    if (MalformedConfig(snapshot.entries)) {
+        Violation(m, LogViolationKind::MalformedConfiguration);
+        if (body.fetch) {
+            AbandonSource();
+        }
+        return;
+    }
     if (body.fetch && snapshot.lsn > sync_.target) {
         AbandonSource();
         return;
@@ -1055,6 +1148,9 @@ void ReplicatedLog::HandleInstallSnapshot(const LogMessage& m, const InstallSnap
             return;
         }
         InstallWhole(std::move(snapshot));
+        if (body.fetch && state_.role != LogRole::LeaderPassive) {
+            return;  // its configuration does not have us as a voter: we stepped down (R6)
+        }
         if (!body.fetch) {
             state_.matched_len = snapshot_.len;
             MaybeAck(true);
@@ -1064,7 +1160,7 @@ void ReplicatedLog::HandleInstallSnapshot(const LogMessage& m, const InstallSnap
     // The fetch goes on after the snapshot.
     sync_.fetch_after = body.lsn;
     if (sync_.fetch_after == sync_.target) {
-        FinishSync();
+        FetchDone();
     } else {
         SendFetch();
     }
@@ -1075,6 +1171,11 @@ void ReplicatedLog::HandleInstallSnapshot(const LogMessage& m, const InstallSnap
 void ReplicatedLog::Push(Entry entry) {
     tail_bytes_ += entry_bytes(entry);
     entries_.push_back(std::move(entry));
+    if (is_config_entry(entries_.back())) {
+        auto cfg = ResolveEntry(entries_.back());
+        CONCLAVE_CHECK(cfg.has_value(), "configuration entries are checked before they are held");
+        appended_config_.emplace(end_len() - 1, *cfg);
+    }
 }
 
 bool ReplicatedLog::FitsQuota(std::size_t bytes) {
@@ -1188,6 +1289,13 @@ void ReplicatedLog::InstallWhole(Snapshot snapshot) {
     state_.acked_len = std::min(state_.acked_len, snapshot_.len);
     out_.push_back(ApplyCommitted{snapshot_.entries, snapshot_.lsn});
     state_.applied_len = snapshot_.len;
+    // The snapshot keeps the latest configuration entry as the value of its key.
+    appended_config_.reset();
+    auto [pos, cfg] = LatestConfigBefore(snapshot_.len);
+    if (pos) {
+        appended_config_.emplace(*pos, cfg);
+    }
+    Activate(cfg);
 }
 
 // ---- Observation -------------------------------------------------------------------------------
@@ -1275,6 +1383,13 @@ std::string ReplicatedLog::check_invariants() const {
     if (IsLeader() && state_.leader != config_.self) {
         return "a leader does not name itself leader";
     }
+    if (!(LatestConfigBefore(state_.commit_len).second == active_)) {
+        return "the active configuration is not the latest configuration entry of the committed "
+               "prefix";
+    }
+    if (IsLeader() && !active_.is_voter(config_.self)) {
+        return "a leader is not a voter of its active configuration";
+    }
     for (const Pending& p : pending_) {
         if (state_.role != LogRole::LeaderActive || !length_through(p.lsn) ||
             p.lsn <= commit_lsn()) {
@@ -1296,6 +1411,172 @@ bool ReplicatedLog::planted([[maybe_unused]] PlantedLogBug bug) const {
 
 bool ReplicatedLog::IsPeer(NodeId n) const {
     return n.value < config_.cluster_size && n != config_.self;
+}
+
+// ---- Membership (issue 18; docs/membership.md §6 "Log core") ----------------------------------
+
+ActiveConfig ReplicatedLog::Implicit() const {
+    ActiveConfig c;
+    for (std::size_t n = 0; n < config_.cluster_size; ++n) {
+        c.voters.insert(NodeId{static_cast<std::uint16_t>(n)});
+    }
+    return c;
+}
+
+std::optional<ActiveConfig> ReplicatedLog::resolve(const Configuration& cfg) const {
+    const auto index_of = [&](const std::string& id) -> std::optional<NodeId> {
+        for (std::size_t n = 0; n < config_.cluster_size; ++n) {
+            const bool match =
+                config_.node_ids.empty() ? id == std::to_string(n) : id == config_.node_ids[n];
+            if (match) {
+                return NodeId{static_cast<std::uint16_t>(n)};
+            }
+        }
+        return std::nullopt;
+    };
+    ActiveConfig out;
+    out.version = cfg.version;
+    out.from_entry = true;
+    for (const auto* list : {&cfg.voters, &cfg.learners}) {
+        for (const Member& m : *list) {
+            const auto id = index_of(m.id);
+            if (!id || out.is_member(*id)) {
+                return std::nullopt;  // unknown id (the table only grows), or named twice
+            }
+            (list == &cfg.voters ? out.voters : out.learners).insert(*id);
+        }
+    }
+    if (out.voters.empty() || cfg.version >= kTermLimit) {
+        return std::nullopt;
+    }
+    return out;
+}
+
+std::optional<ActiveConfig> ReplicatedLog::ResolveEntry(const Entry& e) const {
+    if (config_.decode_configuration == nullptr) {
+        return std::nullopt;
+    }
+    const auto cfg = config_.decode_configuration(e.value);
+    if (!cfg) {
+        return std::nullopt;
+    }
+    return resolve(*cfg);
+}
+
+bool ReplicatedLog::MalformedConfig(const std::vector<Entry>& entries) const {
+    return std::any_of(entries.begin(), entries.end(), [&](const Entry& e) {
+        return is_config_entry(e) ? !ResolveEntry(e).has_value() : false;
+    });
+}
+
+std::pair<std::optional<std::size_t>, ActiveConfig> ReplicatedLog::LatestConfigBefore(
+    std::size_t len) const {
+    for (std::size_t pos = len; pos > snapshot_.len; --pos) {
+        if (is_config_entry(at(pos - 1))) {
+            auto cfg = ResolveEntry(at(pos - 1));
+            CONCLAVE_CHECK(cfg.has_value(), "a held configuration entry decodes");
+            return {pos - 1, *cfg};
+        }
+    }
+    // The snapshot keeps the latest value of the key (compaction); its position is not held,
+    // so it is reported as the snapshot's (what R8 needs: it is committed).
+    for (auto it = snapshot_.entries.rbegin(); it != snapshot_.entries.rend(); ++it) {
+        if (is_config_entry(*it)) {
+            auto cfg = ResolveEntry(*it);
+            CONCLAVE_CHECK(cfg.has_value(), "a held configuration entry decodes");
+            return {snapshot_.len == 0 ? 0 : snapshot_.len - 1, *cfg};
+        }
+    }
+    return {std::nullopt, Implicit()};
+}
+
+NodeSet ReplicatedLog::replication_targets() const {
+    NodeSet out{active_.voters.bits | active_.learners.bits};
+    if (appended_config_) {
+        out.bits |= appended_config_->second.voters.bits | appended_config_->second.learners.bits;
+    }
+    out.erase(config_.self);
+    return out;
+}
+
+std::optional<std::string> ReplicatedLog::check_config_change(const Configuration& cfg) const {
+    if (state_.role != LogRole::LeaderActive) {
+        return "not the ACTIVE leader (R3: its sync point, of its own term, is not committed)";
+    }
+    if (appended_config_ && appended_config_->first >= state_.commit_len) {
+        return "a configuration change is pending (R2: one at a time)";
+    }
+    const auto next = resolve(cfg);
+    if (!next) {
+        return "the configuration names an unknown or repeated id, a member twice, or no voter";
+    }
+    const ActiveConfig& cur = active_;
+    if (!cur.from_entry && cfg.version == 0) {
+        // The bootstrap entry: the implicit configuration written out.
+        if (next->voters == cur.voters && next->learners.empty()) {
+            return std::nullopt;
+        }
+        return "a version 0 configuration must be the implicit one (every node a voter)";
+    }
+    if (cfg.version != cur.version + 1) {
+        return "version must be " + std::to_string(cur.version + 1) + " (active + 1), got " +
+               std::to_string(cfg.version);
+    }
+    const std::uint64_t voters_diff = cur.voters.bits ^ next->voters.bits;
+    const std::uint64_t learners_diff = cur.learners.bits ^ next->learners.bits;
+    const auto one_bit = [](std::uint64_t b) { return b != 0 && (b & (b - 1)) == 0; };
+    bool adjacent = false;
+    if (voters_diff == 0) {
+        adjacent = one_bit(learners_diff);  // one learner added or removed
+    } else if (one_bit(voters_diff)) {
+        if ((next->voters.bits & voters_diff) != 0) {
+            // A voter added: only a learner promoted (it leaves the learners).
+            adjacent = learners_diff == voters_diff && (cur.learners.bits & voters_diff) != 0;
+        } else {
+            adjacent = learners_diff == 0;  // a voter removed
+        }
+    }
+    if (!adjacent) {
+        return "not a single change (R2): promote one learner, remove one voter, or add or remove "
+               "one learner";
+    }
+    return std::nullopt;
+}
+
+void ReplicatedLog::Activate(const ActiveConfig& next) {
+    if (next == active_) {
+        return;
+    }
+    CONCLAVE_CHECK(!active_.from_entry || !next.from_entry || next.version >= active_.version,
+                   "the active configuration version never goes back");
+    active_ = next;
+    ++counters_.config_changes;
+    // R4: the commit point that made it active is durable before anything acknowledges it (a
+    // crash must not take the active version back).
+    out_.push_back(PersistMeta{Meta()});
+    out_.push_back(NotifyMembership{active_.version, active_.voters, active_.learners});
+    if (IsLeader() && !active_.is_voter(config_.self)) {
+        StepDown(ProposeError::LeadershipLost);  // removed (or demoted): R6, §5.9
+    } else if (state_.role == LogRole::LeaderPassive && !sync_.done && !sync_.source) {
+        EvaluateSync();  // R6: re-count the answers over the new voters
+    }
+}
+
+bool ReplicatedLog::SyncQuorum() const {
+    if (!active_.from_entry) {
+        return sync_.responded.size() >= quorum_;
+    }
+    return NodeSet{sync_.responded.bits & active_.voters.bits}.size() >= active_.quorum();
+}
+
+void ReplicatedLog::FetchDone() {
+    if (SyncQuorum()) {
+        FinishSync();
+        return;
+    }
+    // The fetch installed a snapshot that changed the active configuration and the answers are
+    // no quorum of its voters any more: wait for more (SyncRetry asks the others again).
+    sync_.source.reset();
 }
 
 void ReplicatedLog::Send(NodeId to, LogMessageBody body) {

@@ -127,6 +127,10 @@ std::string to_string(const LogAction& a) {
             } else if constexpr (std::is_same_v<T, ProposeResult>) {
                 return "ProposeResult{" + conclave::to_string(x.lsn) + " " +
                        std::string(to_string(x.error)) + "}";
+            } else if constexpr (std::is_same_v<T, NotifyMembership>) {
+                return "NotifyMembership{version=" + std::to_string(x.version) +
+                       " voters=" + std::to_string(x.voters.size()) +
+                       " learners=" + std::to_string(x.learners.size()) + "}";
             } else {
                 static_assert(std::is_same_v<T, NotifyLogRole>);
                 return "NotifyLogRole{" + std::string(to_string(x.role)) +

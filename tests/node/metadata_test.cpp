@@ -282,6 +282,8 @@ TEST_CASE("metadata log: 3 nodes commit, refuse, redirect, fail over and catch u
              {http::verb::post, "/metadata", "not json", "body: expected a JSON object"},
              {http::verb::post, "/metadata", R"({"value": 1})", "body.key"},
              {http::verb::post, "/metadata", R"({"key": "k"})", "body.value: missing"},
+             {http::verb::post, "/metadata", R"({"key": "_conclave/members", "value": 1})",
+              "reserved"},
              {http::verb::post, "/metadata", R"({"key": "k", "value": 1, "x": 2})", "body.x"},
              {http::verb::post, "/metadata?x=1", R"({"key": "k", "value": 1})", "query"},
              {http::verb::get, "/metadata?from=abc", "", "from: expected TERM.COUNTER"},

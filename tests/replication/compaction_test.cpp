@@ -13,6 +13,7 @@
 #include "conclave/replication/log.hpp"
 #include "conclave/replication/storage.hpp"
 #include "conclave/runtime/log_runtime.hpp"
+#include "log_actions.hpp"
 
 using namespace conclave;
 using namespace conclave::replication;
@@ -33,24 +34,12 @@ LeadershipSnapshot CxLeads(NodeId n, std::uint64_t term) {
 
 template <class T>
 std::vector<T> CxAll(const LogActions& actions) {
-    std::vector<T> out;
-    for (const auto& a : actions) {
-        if (const auto* x = std::get_if<T>(&a)) {
-            out.push_back(*x);
-        }
-    }
-    return out;
+    return testing::ActionsOf<T>(actions);
 }
 
 template <class B>
 std::vector<B> CxSent(const LogActions& actions, NodeId to) {
-    std::vector<B> out;
-    for (const auto& s : CxAll<SendLog>(actions)) {
-        if (s.to == to && std::holds_alternative<B>(s.message.body)) {
-            out.push_back(std::get<B>(s.message.body));
-        }
-    }
-    return out;
+    return testing::SentBodies<B>(actions, to);
 }
 
 // A 2-node cluster (quorum 2): node 0 leads term 1; node 1 follows until `cut` is set, after

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "conclave/replication/log.hpp"
+#include "log_actions.hpp"
 
 using namespace conclave;
 using namespace conclave::replication;
@@ -54,25 +55,13 @@ LogMessage Msg(NodeId from, std::uint64_t term, LogMessageBody body) {
 
 template <class T>
 std::vector<T> All(const LogActions& actions) {
-    std::vector<T> out;
-    for (const auto& a : actions) {
-        if (const auto* x = std::get_if<T>(&a)) {
-            out.push_back(*x);
-        }
-    }
-    return out;
+    return testing::ActionsOf<T>(actions);
 }
 
 // Bodies of type B sent (SendLog) to `to`.
 template <class B>
 std::vector<B> Sent(const LogActions& actions, NodeId to) {
-    std::vector<B> out;
-    for (const auto& s : All<SendLog>(actions)) {
-        if (s.to == to && std::holds_alternative<B>(s.message.body)) {
-            out.push_back(std::get<B>(s.message.body));
-        }
-    }
-    return out;
+    return testing::SentBodies<B>(actions, to);
 }
 
 std::vector<Lsn> Lsns(const std::vector<Entry>& entries) {

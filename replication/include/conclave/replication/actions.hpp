@@ -99,9 +99,19 @@ struct NotifyLogRole {  // for /status ("passive" | "active") and metrics
     bool operator==(const NotifyLogRole&) const = default;
 };
 
+/// The active configuration changed (membership, issue 18): a configuration entry entered the
+/// committed prefix (or a snapshot / the recovered log holds one). The runtime hands the voters
+/// to the elector (Elector::set_voters) and connects the mesh to the members.
+struct NotifyMembership {
+    std::uint64_t version = 0;
+    NodeSet voters;
+    NodeSet learners;
+    bool operator==(const NotifyMembership&) const = default;
+};
+
 using LogAction = std::variant<SendLog, BroadcastLog, PersistMeta, PersistEntries, TruncateEntries,
                                PersistSnapshot, ArmLogTimer, CancelLogTimer, ApplyCommitted,
-                               ProposeResult, NotifyLogRole>;
+                               ProposeResult, NotifyLogRole, NotifyMembership>;
 using LogActions = std::vector<LogAction>;
 
 std::string_view to_string(LogRole r);

@@ -6,8 +6,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "conclave/elector/types.hpp"
+#include "conclave/replication/membership.hpp"
 
 namespace conclave::replication {
 
@@ -71,6 +73,15 @@ struct LogConfig {
     /// slightly lagging followers catch up with appends instead of a snapshot.
     std::size_t compact_threshold = 0;
     std::size_t compact_retain = 0;
+
+    /// Membership (issue 18, replication/README.md "Membership"). The cluster's id table: the id
+    /// (string, as in configuration entries) of each NodeId, index = NodeId; empty = the ids are
+    /// the decimal indexes ("0", "1", ...). Configuration entries may name only ids of this table.
+    std::vector<std::string> node_ids;
+    /// Parser of configuration entries' values (conclave::decode_configuration, codec/). Null:
+    /// membership is off: propose_config refuses, and a configuration entry received from the
+    /// network is malformed (LogViolationKind::MalformedConfiguration).
+    ConfigurationDecoder decode_configuration = nullptr;
 
     PlantedLogBug planted_bug = PlantedLogBug::None;
 

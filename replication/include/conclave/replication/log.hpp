@@ -32,6 +32,7 @@
 #include "conclave/replication/actions.hpp"
 #include "conclave/replication/config.hpp"
 #include "conclave/replication/entry.hpp"
+#include "conclave/replication/membership.hpp"
 #include "conclave/replication/messages.hpp"
 
 namespace conclave::replication {
@@ -112,8 +113,10 @@ enum class LogViolationKind : std::uint8_t {
     SnapshotLengthContradicts,  // InstallSnapshot: its length contradicts our log
     SnapshotInsideCommitted,    // InstallSnapshot: ends inside our committed prefix, not ours
     SnapshotTooLarge,           // InstallSnapshot: more bytes than max_snapshot_bytes
+    MalformedConfiguration,     // a configuration entry (Append, fetch, snapshot) that does not
+                                // decode, or names an id outside the id table (issue 18)
 };
-inline constexpr std::size_t kLogViolationKindCount = 11;
+inline constexpr std::size_t kLogViolationKindCount = 12;
 
 /// Metric label values: "not_a_peer", "sync_response_ahead", ...
 std::string_view to_string(LogDropReason reason);
@@ -146,6 +149,9 @@ struct LogCounters {
     std::uint64_t sync_requests_unanswered = 0;  // repaired: SyncRequests not answered
     std::uint64_t non_voting_acks = 0;           // leader: ok acks not counted for commit
     std::uint64_t repairs_cleared = 0;           // the repaired marker was removed
+    // Membership (issue 18).
+    std::uint64_t config_changes = 0;            // the active configuration changed
+    std::uint64_t config_proposals_refused = 0;  // propose_config refusals (R2, R3, malformed)
     /// messages_dropped and protocol_violation_alarms split by reason (the totals stay).
     std::array<std::uint64_t, kLogDropReasonCount> dropped_by_reason{};
     std::array<std::uint64_t, kLogViolationKindCount> violations_by_kind{};
@@ -174,7 +180,16 @@ class ReplicatedLog {
     LogActions on_leadership(Millis now, const LeadershipSnapshot& snapshot);
     /// ACTIVE leader only. `lsn` comes from Elector::issue_lsn(). The outcome is reported by a
     /// ProposeResult action (at once for a refusal).
+    /// Keys of the reserved space `_conclave/` are refused (InvalidEntry): only propose_config
+    /// writes there.
     LogActions propose(Millis now, Lsn lsn, std::string key, std::string value);
+    /// Membership (issue 18): appends a configuration entry (key kMembersKey, `value` the codec's
+    /// JSON of the new Configuration). Refused (ProposeResult, InvalidEntry; the reason from
+    /// check_config_change) unless this node is the ACTIVE leader (R3), no configuration entry is
+    /// pending (R2), and the change is adjacent to the active configuration: one learner promoted
+    /// to voter, one voter removed, or one learner added or removed, with version = active + 1
+    /// (or the bootstrap: version 0, the implicit configuration written out).
+    LogActions propose_config(Millis now, Lsn lsn, std::string value);
     LogActions receive(Millis now, const LogMessage& message);
     /// Firings of timers that are not armed are ignored.
     LogActions timer_fired(Millis now, LogTimer timer);
@@ -207,6 +222,17 @@ class ReplicatedLog {
     const SyncProgress& sync() const { return sync_; }
     LogRole role() const { return state_.role; }
     bool can_propose() const { return state_.role == LogRole::LeaderActive; }
+    /// Membership: the active configuration (latest configuration entry of the committed
+    /// prefix; without any, every node of the cluster votes at version 0).
+    const ActiveConfig& active_config() const { return active_; }
+    /// Why `cfg` may not be appended now (R2, R3, id table), or nullopt.
+    std::optional<std::string> check_config_change(const Configuration& cfg) const;
+    /// R8: the nodes a leader replicates to: the members of the active configuration and of the
+    /// latest appended one (self excluded).
+    NodeSet replication_targets() const;
+    /// The NodeIds of a configuration, or nullopt when it names an unknown or repeated id, a
+    /// member both voter and learner, or no voter.
+    std::optional<ActiveConfig> resolve(const Configuration& cfg) const;
     /// The repaired marker R, while this node is non-voting (LogMeta::repaired).
     std::optional<Term> repaired() const { return state_.repaired; }
     Lsn last_lsn() const { return lsn_at(end_len()); }
@@ -251,6 +277,25 @@ class ReplicatedLog {
     void MaybeClearRepaired();
     LogMeta Meta() const { return LogMeta{state_.term, commit_lsn(), state_.repaired}; }
     bool IsPeer(NodeId n) const;
+    // Membership (issue 18).
+    bool IsTarget(NodeId n) const { return IsPeer(n) && replication_targets().contains(n); }
+    ActiveConfig Implicit() const;
+    /// The resolved configuration of a configuration entry (nullopt: malformed).
+    std::optional<ActiveConfig> ResolveEntry(const Entry& e) const;
+    /// Whether `entries` holds a malformed configuration entry.
+    bool MalformedConfig(const std::vector<Entry>& entries) const;
+    /// The latest configuration entry among the held entries before position `len` (snapshot
+    /// included), resolved; the implicit configuration when there is none.
+    std::pair<std::optional<std::size_t>, ActiveConfig> LatestConfigBefore(std::size_t len) const;
+    /// Makes `next` active: NotifyMembership, PersistMeta (R4), and a leader that is not one of
+    /// its voters steps down (R6, removing the leader).
+    void Activate(const ActiveConfig& next);
+    /// The sync round holds answers from a quorum of the active voters (R6).
+    bool SyncQuorum() const;
+    /// The fetch reached its target: finish the sync if the answers still make a quorum of the
+    /// (possibly changed) active voters, else wait for more answers.
+    void FetchDone();
+    LogActions ProposeEntry(Millis now, Lsn lsn, std::string key, std::string value, bool config);
     void BecomeLeader(Term term);
     void StepDown(ProposeError reason);
     void AdoptTerm(Term term, std::optional<NodeId> leader);
@@ -305,6 +350,9 @@ class ReplicatedLog {
 
     LogConfig config_;
     std::size_t quorum_;
+    ActiveConfig active_;
+    /// The latest configuration entry held (position, resolved), if any: R8's other half.
+    std::optional<std::pair<std::size_t, ActiveConfig>> appended_config_;
     LogState state_;
     Snapshot snapshot_;
     std::vector<Entry> entries_;  // after snapshot_.lsn

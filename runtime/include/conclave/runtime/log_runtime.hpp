@@ -38,7 +38,8 @@
 //   void failed(const std::string& what);
 //   void after_batch();                          // the outermost batch is done
 //   static constexpr bool kPlantedBugs;
-// and optionally `void before_actions(const replication::LogActions&)`.
+// and optionally `void before_actions(const replication::LogActions&)` and
+// `void membership(const replication::NotifyMembership&)` (the active configuration changed).
 #pragma once
 
 #include <array>
@@ -271,6 +272,12 @@ class LogRuntime {
                     env_.apply(a.entries);
                 } else if constexpr (std::is_same_v<T, ProposeResult>) {
                     env_.propose_result(a);
+                } else if constexpr (std::is_same_v<T, NotifyMembership>) {
+                    // Optional in Env (issue 18): environments that do not follow membership
+                    // yet ignore it.
+                    if constexpr (requires { env_.membership(a); }) {
+                        env_.membership(a);
+                    }
                 } else {
                     static_assert(std::is_same_v<T, NotifyLogRole>);
                     env_.role(a);
