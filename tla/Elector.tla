@@ -71,7 +71,8 @@ VARIABLES
     events,     \* <<kind, node, term>> of leader-life events, read only by the canaries:
                 \* "transfer" (a leader of term t ceded to a named successor), "crash",
                 \* "checkquorum" (check-quorum stepped the leader of term t down),
-                \* "voterschanged" (SetVoters stepped the leader of term t down)
+                \* "voterschanged" (SetVoters stepped the leader of term t down),
+                \* "catchup" (CatchesUpTerm: a scouting request raised n's term to t)
     \* The log's side of membership (environment, not elector state):
     held        \* held[n]: the highest configuration version in n's log (maybe uncommitted)
 
@@ -238,19 +239,30 @@ CorroboratesSilence(s, m) ==
     /\ s.missed_checks + 1 >= CheckMisses
     /\ m.term > s.term
 
-\* Elector::ConfigFence (membership R5): only a voter of its own configuration supports or
-\* votes, and only for a candidate of that configuration's version or newer.
+\* Elector::ConfigFence (membership R5): no support or vote for a candidate of an older
+\* configuration; a non-voter of its own configuration supports and votes only for a candidate
+\* of a newer one (that configuration made it a voter: a learner promoted without knowing it).
 ConfigFence(n, s, m) ==
-    IF ~IsVoter(n, s) THEN "not-a-voter"
-    ELSE IF m.config_version < s.config_version /\ PlantedBug # "IgnoreConfigVersion"
-         THEN "stale-config"
+    IF m.config_version < s.config_version /\ PlantedBug # "IgnoreConfigVersion"
+    THEN "stale-config"
+    ELSE IF ~IsVoter(n, s) /\ m.config_version <= s.config_version THEN "not-a-voter"
     ELSE "none"
+
+\* Elector::CatchesUpTerm (membership liveness): a leaderless follower that refuses a stale
+\* candidate takes the asker's term (the request's term - 1, held by the asker), with no vote.
+CatchesUpTerm(s, m, fence) ==
+    /\ fence = "stale-config"
+    /\ s.role = "follower"
+    /\ s.leader = Nil
+    /\ m.term - 1 > s.term
 
 \* The fence first: a request it refuses corroborates nothing either.
 HandleScoutingRequestR(n, s, m) ==
     LET fence == ConfigFence(n, s, m)
-        s1 == IF fence = "none" /\ CorroboratesSilence(s, m)
-              THEN BecomeFollower(n, s, Nil, Nil, Nil).st ELSE s
+        s0 == IF CatchesUpTerm(s, m, fence)
+              THEN BecomeFollower(n, AdoptTerm(s, m.term - 1, Nil), Nil, Nil, Nil).st ELSE s
+        s1 == IF fence = "none" /\ CorroboratesSilence(s0, m)
+              THEN BecomeFollower(n, s0, Nil, Nil, Nil).st ELSE s0
         knows_leader == (s1.leader # Nil \/ (PlantedBug = "RefuseWhileRemembering" /\ s1.lsn.term > 0))
                         /\ ~(PlantedBug = "SkipStickyLeader" /\ s1.role = "follower")
         will_vote == fence = "none" /\ ~knows_leader /\ m.term > s1.term
@@ -508,6 +520,8 @@ StepH(n, r, consumed, ev, h) ==
     /\ elected' = IF r.st.role = "leader" /\ node[n].role # "leader"
                   THEN elected \cup {<<r.st.term, n>>} ELSE elected
     /\ events' = events \cup ev
+                 \cup (IF r.st.term > node[n].term /\ \E c \in consumed : c.type = "ScoutingRequest"
+                      THEN {<<"catchup", n, r.st.term>>} ELSE {})
                  \cup {<<"transfer", m.successor, m.term>> :
                         m \in {c \in r.out : c.type = "LeadershipCession" /\ c.successor # Nil}}
     /\ held' = h

@@ -49,6 +49,8 @@ CanaryNoStaleConfigRefusal == ~\E m \in msgs : m.refusal = "stale-config"
 CanaryNoNotAVoterRefusal == ~\E m \in msgs : m.refusal = "not-a-voter"
 \* A leader stepped down because it is no longer a voter (Reason::VotersChanged).
 CanaryNoVotersChangedStepDown == ~\E e \in events : e[1] = "voterschanged"
+\* CatchesUpTerm is taken: a leaderless follower took a stale candidate's term.
+CanaryNoTermCatchUp == ~\E e \in events : e[1] = "catchup"
 \* A node that is not a voter of the first configuration (a promoted learner) won.
 CanaryPromotedNeverLeads == \A e \in elected : e[2] \in CfgVoters(0)
 \* A leader was elected over the last configuration of the history.

@@ -86,6 +86,9 @@ ci_models=(
   # election (exhaustive), its canaries and the planted IgnoreConfigVersion (two leaders)
   "ElectorMembership.cfg:MCElectorMembership:ok:sim:100:60"
   # one change removing the leader (3 nodes): it steps down (VotersChanged), BFS to the canary
+  # CatchesUpTerm taken (a leaderless follower takes a stale candidate's term; TLC seed 1:
+  # found in the 178th behaviour)
+  "ElectorMembership.cfg+CanaryNoTermCatchUp:MCElectorMembership:CanaryNoTermCatchUp:sim:300:60"
   "ElectorMembershipRemove.cfg+CanaryNoVotersChangedStepDown:MCElectorMembership:CanaryNoVotersChangedStepDown:bfs"
   "ElectorMembershipScripted.cfg:MCElectorMembership:ok:bfs"
   "ElectorMembershipScripted.cfg+CanaryNoStaleConfigRefusal:MCElectorMembership:CanaryNoStaleConfigRefusal:bfs"
