@@ -20,8 +20,9 @@
 //     the pending change (a later leader appends it again).
 // The operator asks for the next change 200-900 ms after a commit, so changes spread over the
 // faults, and for none after `fault_window`: the tail is calm, and every run must end with a
-// leader followed by a majority (liveness, asserted by tests/sim/membership_test.cpp). The fault schedule (partitions, two-against-two ones favoured, crashes, pauses, cut
-// links) ends by `fault_window`.
+// leader followed by a majority (liveness, asserted by tests/sim/membership_test.cpp). The fault
+// schedule (partitions, two-against-two ones favoured, crashes, pauses, cut links) ends by
+// `fault_window`.
 #pragma once
 
 #include <cstdint>
