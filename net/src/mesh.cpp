@@ -248,10 +248,10 @@ void Mesh::Impl::do_accept() {
 }
 
 void Mesh::Impl::dial(NodeId peer) {
-    if (stopped_) {
+    auto& slot = *peers_[peer.value];
+    if (stopped_ || slot.retired) {
         return;
     }
-    auto& slot = *peers_[peer.value];
     CONCLAVE_CHECK(!slot.connection, "one connection per peer slot");
     ++counters_.connections_dialed;
     if (slot.ever_dialed) {
@@ -278,7 +278,8 @@ void Mesh::Impl::schedule_redial(NodeId peer) {
     slot.redial_timer.expires_after(delay);
     slot.redial_timer.async_wait([weak = weak_from_this(), peer](const error_code& ec) {
         auto self = weak.lock();
-        if (!self || ec || self->stopped_ || self->peers_[peer.value]->connection) {
+        if (!self || ec || self->stopped_ || self->peers_[peer.value]->connection ||
+            self->peers_[peer.value]->retired) {
             return;
         }
         self->dial(peer);
@@ -291,6 +292,12 @@ HelloCheck Mesh::Impl::on_hello(Connection& c, const Hello& hello) {
         return check;
     }
     const NodeId peer = *check.peer;
+    if (peers_[peer.value]->retired) {
+        check.peer.reset();
+        check.refusal = HandshakeRefusal::UnknownNode;
+        check.detail = "node '" + hello.node + "' was removed from the cluster";
+        return check;
+    }
     if (tls_enabled() && options_.tls->check_common_name) {
         std::string names;
         if (!c.certificate_names(hello.node, names)) {
@@ -437,8 +444,44 @@ void Mesh::Impl::on_closed(const std::shared_ptr<Connection>& c) {
             h(*who, false);
         }
     }
-    if (c->dialed()) {
+    if (c->dialed() && !slot.retired) {
         schedule_redial(*c->dialed());
+    }
+}
+
+Mesh::AddedNode Mesh::Impl::add_node(NodeAddress node, bool retired) {
+    Membership next = membership_;
+    next.nodes.push_back(std::move(node));
+    if (auto error = next.validate()) {
+        return {std::nullopt, *error};
+    }
+    membership_ = std::move(next);
+    const NodeId added{static_cast<std::uint16_t>(membership_.size() - 1)};
+    peers_.push_back(std::make_unique<PeerSlot>(io_));
+    peers_.back()->backoff = options_.reconnect_initial;
+    peers_.back()->retired = retired;
+    log().info("{} net: node {} added to the table (index {}, {}:{}{})", log_prefix(),
+               membership_.at(added).id, added.value, membership_.at(added).host,
+               membership_.at(added).port, retired ? ", already removed" : "");
+    if (started_) {
+        dial(added);  // the new node has the highest index: this node is the pair's dialer
+    }
+    return {added, ""};
+}
+
+void Mesh::Impl::retire_node(NodeId node) {
+    CONCLAVE_CHECK(node.value < peers_.size() && node != self_,
+                   "a retired node is another node of the table");
+    auto& slot = *peers_[node.value];
+    if (slot.retired) {
+        return;
+    }
+    slot.retired = true;
+    slot.redial_timer.cancel();
+    log().info("{} net: node {} removed from the cluster: its connection is closed for good",
+               log_prefix(), membership_.at(node).id);
+    if (auto c = slot.connection) {
+        c->close(spdlog::level::info, "node removed from the cluster");
     }
 }
 
@@ -481,6 +524,34 @@ void Mesh::stop() {
 
 bool Mesh::send(NodeId to, Channel channel, std::span<const std::uint8_t> payload) {
     return impl_->send(to, channel, payload);
+}
+
+void Mesh::Impl::readmit_node(NodeId node) {
+    CONCLAVE_CHECK(node.value < peers_.size() && node != self_,
+                   "a readmitted node is another node of the table");
+    auto& slot = *peers_[node.value];
+    if (!slot.retired) {
+        return;
+    }
+    slot.retired = false;
+    slot.backoff = options_.reconnect_initial;
+    log().info("{} net: node {} added back to the cluster", log_prefix(), membership_.at(node).id);
+    if (started_ && self_.value < node.value && !slot.connection) {
+        dial(node);
+    }
+}
+
+Mesh::AddedNode Mesh::add_node(NodeAddress node, bool retired) {
+    return impl_->add_node(std::move(node), retired);
+}
+void Mesh::retire_node(NodeId node) {
+    impl_->retire_node(node);
+}
+void Mesh::readmit_node(NodeId node) {
+    impl_->readmit_node(node);
+}
+bool Mesh::is_retired(NodeId node) const {
+    return node.value < impl_->peers_.size() && impl_->peers_[node.value]->retired;
 }
 
 bool Mesh::is_up(NodeId peer) const {

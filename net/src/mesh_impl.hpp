@@ -107,6 +107,8 @@ struct PeerSlot {
     boost::asio::steady_timer redial_timer;
     Millis backoff{0};
     bool ever_dialed = false;
+    /// Removed from the cluster (Mesh::retire_node): never dialed again, its hellos refused.
+    bool retired = false;
 };
 
 struct Mesh::Impl : std::enable_shared_from_this<Mesh::Impl> {
@@ -144,6 +146,9 @@ struct Mesh::Impl : std::enable_shared_from_this<Mesh::Impl> {
     void do_accept();
     void dial(NodeId peer);
     void schedule_redial(NodeId peer);
+    Mesh::AddedNode add_node(NodeAddress node, bool retired);
+    void retire_node(NodeId node);
+    void readmit_node(NodeId node);
     Hello own_hello() const;
     std::string log_prefix() const;
     spdlog::logger& log() const { return *options_.logger; }

@@ -246,3 +246,62 @@ TEST_CASE("log driver: group commit on the storage thread; a failed fsync stops 
     CHECK(logs[follower]->counters().storage_failures == 1);
     logs.clear();  // before the meshes and drivers
 }
+
+TEST_CASE("membership changes: a node added at runtime is connected; a retired one is refused") {
+    // Bare meshes (no elector): n1 and n2 start with a 2-node table, n3 starts with the whole
+    // 3-node table (a joiner learns it from the configuration), then n1 and n2 add it.
+    asio::io_context io;
+    const auto whole = make_membership(free_ports(3));
+    Membership two = whole;
+    two.nodes.pop_back();
+    std::vector<std::unique_ptr<Mesh>> meshes;
+    for (std::uint16_t i = 0; i < 3; ++i) {
+        auto options = test_mesh_options();
+        options.seed = 50U + i;
+        meshes.push_back(std::make_unique<Mesh>(io, i < 2 ? two : whole, NodeId{i}, options));
+        meshes.back()->start();
+    }
+    const NodeId n1{0}, n2{1}, n3{2};
+    REQUIRE(run_until(io, [&] { return meshes[0]->is_up(n2); }, 5000ms));
+    CHECK_FALSE(meshes[2]->is_up(n1));  // nobody dials n3 before it is in their table
+
+    // A bad address is refused like at construction; the table is unchanged.
+    CHECK(meshes[0]->add_node(NodeAddress{"n2", "127.0.0.1", 1}).error.find("duplicate") !=
+          std::string::npos);
+    CHECK(meshes[0]->membership().size() == 2);
+
+    for (std::size_t i = 0; i < 2; ++i) {
+        const auto added = meshes[i]->add_node(whole.nodes[2]);
+        REQUIRE(added.index == n3);
+    }
+    REQUIRE(run_until(
+        io, [&] { return meshes[2]->is_up(n1) && meshes[2]->is_up(n2); }, 5000ms));
+
+    // n2 is removed: n1 and n3 retire it. Its connections close and are never redialed; n2
+    // (which does not know) keeps dialing n3 and is refused.
+    meshes[0]->retire_node(n2);
+    meshes[2]->retire_node(n2);
+    CHECK(meshes[0]->is_retired(n2));
+    const auto refused_before = meshes[2]->counters().refusal(HandshakeRefusal::UnknownNode);
+    REQUIRE(run_until(
+        io,
+        [&] {
+            return !meshes[1]->is_up(n1) && !meshes[1]->is_up(n3) &&
+                   meshes[2]->counters().refusal(HandshakeRefusal::UnknownNode) > refused_before;
+        },
+        5000ms));
+    run_for(io, 300ms);
+    CHECK_FALSE(meshes[0]->is_up(n2));
+    CHECK_FALSE(meshes[2]->is_up(n2));
+    CHECK(meshes[0]->is_up(n3));
+    CHECK(meshes[2]->is_up(n1));
+
+    // n2 is added back (same id, same index): connected again.
+    meshes[0]->readmit_node(n2);
+    meshes[2]->readmit_node(n2);
+    REQUIRE(run_until(
+        io, [&] { return meshes[1]->is_up(n1) && meshes[1]->is_up(n3); }, 5000ms));
+    for (auto& m : meshes) {
+        m->stop();
+    }
+}

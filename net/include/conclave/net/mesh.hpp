@@ -154,6 +154,24 @@ class Mesh {
     /// the queue overflowed and the connection was reset.
     bool send(NodeId to, Channel channel, std::span<const std::uint8_t> payload);
 
+    /// Membership changes (docs/membership.md §8): the node table grows at run time. add_node
+    /// appends `node` (it takes the next index; the table is validated as at construction) and,
+    /// once started, dials it (the lower index of a pair dials, and a new node has the highest).
+    /// Returns the new index, or why the table refused it. `retired`: the node was removed
+    /// before this node learnt of it (a table entry that only keeps its index): never dialed.
+    struct AddedNode {
+        std::optional<NodeId> index;
+        std::string error;
+    };
+    AddedNode add_node(NodeAddress node, bool retired = false);
+    /// The node was removed from the cluster: its connection is closed, it is never dialed
+    /// again, and its hellos are refused (unknown_node, "removed from the cluster"). Its index
+    /// is kept (ids are never reused). Idempotent; `self` cannot be retired.
+    void retire_node(NodeId node);
+    /// A retired node was added back (same id, same index): it is connected again.
+    void readmit_node(NodeId node);
+    bool is_retired(NodeId node) const;
+
     bool is_up(NodeId peer) const;
     /// The smoothed round trip to an up peer, as the kernel measures it on the peer's TCP
     /// connection (TCP_INFO; an exponentially weighted estimate over the heartbeat traffic and
