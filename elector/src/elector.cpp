@@ -331,6 +331,23 @@ Actions Elector::set_voters(Millis now, NodeSet voters, std::uint64_t version) {
     return Finish();
 }
 
+std::optional<std::string> Elector::grow_table(std::size_t cluster_size) {
+    if (cluster_size < config_.cluster_size || cluster_size > kMaxClusterSize) {
+        return "the node table only grows, up to " + std::to_string(kMaxClusterSize) +
+               " nodes: " + std::to_string(config_.cluster_size) + " -> " +
+               std::to_string(cluster_size);
+    }
+    if (cluster_size == config_.cluster_size) {
+        return std::nullopt;
+    }
+    // Before the growth "every node votes" meant the whole table; the voters stay those nodes,
+    // so the configured quorum gives way to a majority of them (RecomputeQuorum).
+    config_.cluster_size = cluster_size;
+    RecomputeQuorum();
+    CONCLAVE_CHECK(quorum_ >= 1 && quorum_ <= state_.voters.size(), "quorum within the voters");
+    return std::nullopt;
+}
+
 std::optional<std::string> Elector::voters_error(NodeSet voters, std::uint64_t version) const {
     if (voters.empty()) {
         return "a configuration needs at least one voter";

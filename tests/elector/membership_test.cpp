@@ -296,3 +296,27 @@ TEST_CASE("a follower follows a leader of an older configuration, and counts it"
     CHECK(n.e.state().leader == B);
     CHECK(n.e.counters().stale_config_heartbeats == 1);
 }
+
+TEST_CASE("membership §8: the node table grows; the new node is heard, the voters unchanged") {
+    Node n = follower_no_leader();  // 3 nodes, every one a voter, version 0
+    const Actions unheard = n.recv(D, 6, ScoutingRequest{1, 1});
+    CHECK(unheard == Actions{});
+    CHECK(n.e.counters().dropped_not_a_peer == 1);
+
+    REQUIRE_FALSE(n.e.grow_table(4));
+    CHECK(n.e.config().cluster_size == 4);
+    CHECK(n.e.state().voters == set_of({A, B, C}));  // D is not a voter until promoted
+    CHECK(n.e.quorum() == 2);
+    // D's messages are heard now (here: a newer configuration's candidate is supported).
+    CHECK(n.recv(D, 6, ScoutingRequest{1, 1}) ==
+          Actions{send(D, 6, ScoutingResponse{1, true, Refusal::None, 0})});
+    // Promoted by a configuration: a majority of 4 voters.
+    n.e.set_voters(n.now, set_of({A, B, C, D}), 1);
+    CHECK(n.e.quorum() == 3);
+
+    // The table never shrinks nor exceeds the limit; a refusal changes nothing.
+    CHECK(n.e.grow_table(3));
+    CHECK(n.e.grow_table(kMaxClusterSize + 1));
+    CHECK(n.e.config().cluster_size == 4);
+    CHECK_FALSE(n.e.grow_table(4));  // the same size: nothing to do
+}

@@ -119,6 +119,14 @@ class Elector {
     /// version >= 2^63, below the current one, or the current one with other voters.
     std::optional<std::string> voters_error(NodeSet voters, std::uint64_t version) const;
 
+    /// Membership (docs/membership.md §8): the node table grew to `cluster_size` nodes (a
+    /// configuration added a node with a new id; ids are never reused, so the table only grows).
+    /// Messages from the new indices are heard from now on; the voters are unchanged (the new
+    /// node is a learner until a configuration promotes it, given by set_voters), and the quorum
+    /// is a majority of the voters. No actions. Refused (returns why, changes nothing) below the
+    /// current size or above kMaxClusterSize.
+    std::optional<std::string> grow_table(std::size_t cluster_size);
+
     /// The driver's current estimate of the peer round trip (the mesh's smoothed RTT; the
     /// simulator's link delays). Sets the ranked backoff's slot to adaptive_rank_slot() of it
     /// (visible as config().rank_slot); no actions, no protocol state: time is abstracted in the

@@ -55,6 +55,19 @@ enum class RuntimeBug : std::uint8_t {
     AckBeforeFsync,     // LogRuntime: tell the log core persisted() before the storage flush
 };
 
+/// Every node of an n-node table but `self`, in index order: whom a broadcast goes to.
+inline std::vector<NodeId> others_of(std::size_t n, NodeId self) {
+    std::vector<NodeId> others;
+    others.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        const NodeId node{static_cast<std::uint16_t>(i)};
+        if (node != self) {
+            others.push_back(node);
+        }
+    }
+    return others;
+}
+
 template <class Env>
 class ElectorRuntime {
   public:
@@ -62,14 +75,7 @@ class ElectorRuntime {
     ElectorRuntime(Env& env, Config config, DurableState restored, RandomSource random,
                    RuntimeBug bug = RuntimeBug::None)
         : env_(env), elector_(std::move(config), restored, std::move(random)), bug_(bug) {
-        const Config& c = elector_.config();
-        others_.reserve(c.cluster_size);
-        for (std::size_t i = 0; i < c.cluster_size; ++i) {
-            const NodeId n{static_cast<std::uint16_t>(i)};
-            if (n != c.self) {
-                others_.push_back(n);
-            }
-        }
+        others_ = others_of(elector_.config().cluster_size, elector_.config().self);
     }
     ElectorRuntime(const ElectorRuntime&) = delete;
     ElectorRuntime& operator=(const ElectorRuntime&) = delete;
@@ -129,6 +135,15 @@ class ElectorRuntime {
         }
         auto error = elector_.voters_error(voters, version);
         run([&] { return elector_.set_voters(env_.now(), voters, version); });
+        return error;
+    }
+    /// Membership (docs/membership.md §8): the node table grew (Elector::grow_table); broadcasts
+    /// reach the new nodes from now on. Returns the reason when refused.
+    std::optional<std::string> grow_table(std::size_t cluster_size) {
+        auto error = elector_.grow_table(cluster_size);
+        if (!error) {
+            others_ = others_of(cluster_size, elector_.config().self);
+        }
         return error;
     }
     /// The environment's peer round-trip estimate (sets the ranked backoff's slot; no actions).
