@@ -53,16 +53,33 @@ bool MembersFromJson(const nlohmann::json& j, std::vector<Member>& out) {
 
 }  // namespace
 
+bool TableFromJson(const nlohmann::json& j, std::vector<std::string>& out) {
+    if (!j.is_array() || j.empty() || j.size() > kMaxConfigMembers) {
+        return false;
+    }
+    for (const nlohmann::json& id : j) {
+        if (!id.is_string() || id.get_ref<const std::string&>().empty() ||
+            id.get_ref<const std::string&>().size() > kMaxConfigStringBytes) {
+            return false;
+        }
+        out.push_back(id.get<std::string>());
+    }
+    return true;
+}
+
 std::string encode_configuration(const Configuration& cfg) {
-    const nlohmann::json j{{"version", cfg.version},
-                           {"voters", MembersToJson(cfg.voters)},
-                           {"learners", MembersToJson(cfg.learners)}};
+    nlohmann::json j{{"version", cfg.version},
+                     {"voters", MembersToJson(cfg.voters)},
+                     {"learners", MembersToJson(cfg.learners)}};
+    if (!cfg.table.empty()) {
+        j["table"] = cfg.table;
+    }
     return j.dump();
 }
 
 std::optional<Configuration> decode_configuration(std::string_view value) {
     const nlohmann::json j = nlohmann::json::parse(value, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object() || j.size() != 3) {
+    if (j.is_discarded() || !j.is_object() || j.size() < 3 || j.size() > 4) {
         return std::nullopt;
     }
     const auto version = j.find("version");
@@ -77,6 +94,12 @@ std::optional<Configuration> decode_configuration(std::string_view value) {
     if (cfg.version >= kTermLimit || !MembersFromJson(*voters, cfg.voters) ||
         !MembersFromJson(*learners, cfg.learners)) {
         return std::nullopt;
+    }
+    if (j.size() == 4) {
+        const auto table = j.find("table");
+        if (table == j.end() || !TableFromJson(*table, cfg.table)) {
+            return std::nullopt;
+        }
     }
     return cfg;
 }

@@ -87,6 +87,8 @@ ReplicatedLog::ReplicatedLog(LogConfig config, RecoveredLog recovered)
             "LogConfig::decode_configuration is not set)");
     }
     active_ = LatestConfigBefore(state_.commit_len).second;
+    leaving_until_.resize(config_.cluster_size, 0);
+    GrowTable(active_.table);  // R9: the stored table, not the config file's, once it is longer
     if (auto [pos, cfg] = LatestConfigBefore(end_len()); pos) {
         appended_config_.emplace(*pos, cfg);
     }
@@ -102,7 +104,7 @@ LogActions ReplicatedLog::start(Millis) {
     SetCommit(state_.commit_len);  // applies the recovered committed prefix
     out_.push_back(NotifyLogRole{state_.role, state_.term});
     if (active_.from_entry) {
-        out_.push_back(NotifyMembership{active_.version, active_.voters, active_.learners});
+        out_.push_back(Notice());
     }
     return Finish();
 }
@@ -1423,27 +1425,48 @@ ActiveConfig ReplicatedLog::Implicit() const {
     return c;
 }
 
+std::string ReplicatedLog::IdOf(std::size_t n) const {
+    return config_.node_ids.empty() ? std::to_string(n) : config_.node_ids[n];
+}
+
 std::optional<ActiveConfig> ReplicatedLog::resolve(const Configuration& cfg) const {
-    const auto index_of = [&](const std::string& id) -> std::optional<NodeId> {
+    // The table the ids are looked up in: the configuration's (§8: it extends ours, or is a
+    // prefix of ours when this node's own table is already longer), else ours.
+    std::vector<std::string> table = cfg.table;
+    if (table.empty()) {
         for (std::size_t n = 0; n < config_.cluster_size; ++n) {
-            const bool match =
-                config_.node_ids.empty() ? id == std::to_string(n) : id == config_.node_ids[n];
-            if (match) {
-                return NodeId{static_cast<std::uint16_t>(n)};
+            table.push_back(IdOf(n));
+        }
+    } else {
+        if (table.size() > kMaxClusterSize) {
+            return std::nullopt;
+        }
+        for (std::size_t n = 0; n < std::min(table.size(), config_.cluster_size); ++n) {
+            if (table[n] != IdOf(n)) {
+                return std::nullopt;  // another history of the table
             }
         }
-        return std::nullopt;
-    };
+        for (std::size_t n = 0; n < table.size(); ++n) {
+            if (table[n].empty() ||
+                std::find(table.begin(), table.begin() + static_cast<std::ptrdiff_t>(n),
+                          table[n]) != table.begin() + static_cast<std::ptrdiff_t>(n)) {
+                return std::nullopt;  // an empty id, or one named twice
+            }
+        }
+    }
     ActiveConfig out;
     out.version = cfg.version;
     out.from_entry = true;
+    out.table = cfg.table;
     for (const auto* list : {&cfg.voters, &cfg.learners}) {
         for (const Member& m : *list) {
-            const auto id = index_of(m.id);
-            if (!id || out.is_member(*id)) {
+            const auto it = std::find(table.begin(), table.end(), m.id);
+            const NodeId id{static_cast<std::uint16_t>(it - table.begin())};
+            if (it == table.end() || out.is_member(id)) {
                 return std::nullopt;  // unknown id (the table only grows), or named twice
             }
-            (list == &cfg.voters ? out.voters : out.learners).insert(*id);
+            (list == &cfg.voters ? out.voters : out.learners).insert(id);
+            out.members.push_back(m);
         }
     }
     if (out.voters.empty() || cfg.version >= kTermLimit) {
@@ -1495,6 +1518,15 @@ NodeSet ReplicatedLog::replication_targets() const {
     if (appended_config_) {
         out.bits |= appended_config_->second.voters.bits | appended_config_->second.learners.bits;
     }
+    // R8: a removed node until it holds its removal.
+    for (std::size_t n = 0; n < leaving_until_.size(); ++n) {
+        if (leaving_until_[n] > progress_[n].match_len) {
+            out.insert(NodeId{static_cast<std::uint16_t>(n)});
+        }
+    }
+    // Only nodes of this node's table: a node an appended configuration adds is reached once
+    // that configuration commits and the table grows (§8).
+    out.bits &= NodeSet::first(config_.cluster_size).bits;
     out.erase(config_.self);
     return out;
 }
@@ -1508,9 +1540,15 @@ std::optional<std::string> ReplicatedLog::check_config_change(const Configuratio
     }
     const auto next = resolve(cfg);
     if (!next) {
-        return "the configuration names an unknown or repeated id, a member twice, or no voter";
+        return "the configuration names an unknown or repeated id, a member twice, or no voter, "
+               "or its node table does not extend this node's";
     }
     const ActiveConfig& cur = active_;
+    if (cfg.table.size() < cur.table.size()) {
+        return "the node table never shrinks (§8): the active configuration's has " +
+               std::to_string(cur.table.size()) + " ids, this one " +
+               std::to_string(cfg.table.size());
+    }
     if (!cur.from_entry && cfg.version == 0) {
         // The bootstrap entry: the implicit configuration written out.
         if (next->voters == cur.voters && next->learners.empty()) {
@@ -1549,17 +1587,48 @@ void ReplicatedLog::Activate(const ActiveConfig& next) {
     }
     CONCLAVE_CHECK(!active_.from_entry || !next.from_entry || next.version >= active_.version,
                    "the active configuration version never goes back");
+    // R8: members the new configuration removes stay replication targets until they hold the
+    // removal, i.e. the entry that made `next` active (the commit point's prefix holds it).
+    const NodeSet removed{(active_.voters.bits | active_.learners.bits) &
+                          ~(next.voters.bits | next.learners.bits)};
     active_ = next;
     ++counters_.config_changes;
+    GrowTable(active_.table);
+    for (std::size_t n = 0; n < config_.cluster_size; ++n) {
+        if (removed.contains(NodeId{static_cast<std::uint16_t>(n)})) {
+            leaving_until_[n] = state_.commit_len;
+        } else if (active_.is_member(NodeId{static_cast<std::uint16_t>(n)})) {
+            leaving_until_[n] = 0;  // re-added
+        }
+    }
     // R4: the commit point that made it active is durable before anything acknowledges it (a
     // crash must not take the active version back).
     out_.push_back(PersistMeta{Meta()});
-    out_.push_back(NotifyMembership{active_.version, active_.voters, active_.learners});
+    out_.push_back(Notice());
     if (IsLeader() && !active_.is_voter(config_.self)) {
         StepDown(ProposeError::LeadershipLost);  // removed (or demoted): R6, §5.9
     } else if (state_.role == LogRole::LeaderPassive && !sync_.done && !sync_.source) {
         EvaluateSync();  // R6: re-count the answers over the new voters
     }
+}
+
+NotifyMembership ReplicatedLog::Notice() const {
+    return NotifyMembership{active_.version, active_.voters, active_.learners, active_.table,
+                            active_.members};
+}
+
+void ReplicatedLog::GrowTable(const std::vector<std::string>& table) {
+    if (table.size() <= config_.cluster_size) {
+        return;  // resolve() checked that it agrees with ours
+    }
+    config_.node_ids = table;
+    config_.cluster_size = table.size();
+    progress_.resize(config_.cluster_size);
+    sync_.last_lsn.resize(config_.cluster_size, kNoLsn);
+    sync_.commit_lsn.resize(config_.cluster_size, kNoLsn);
+    leaving_until_.resize(config_.cluster_size, 0);
+    ++counters_.table_growths;
+    CONCLAVE_CHECK(!config_.validate(), "a grown table is a valid configuration");
 }
 
 bool ReplicatedLog::SyncQuorum() const {

@@ -113,6 +113,13 @@ TEST_CASE("membership codec: round trip and refusals") {
     CHECK_FALSE(
         decode_configuration(R"({"version":9223372036854775808,"voters":[],"learners":[]})"));
     CHECK_FALSE(decode_configuration(R"({"version":1,"voters":[1],"learners":[],"x":0})"));
+    // §8: the optional node table.
+    Configuration t = c;
+    t.table = {"0", "1", "2"};
+    REQUIRE(decode_configuration(encode_configuration(t)) == t);
+    CHECK_FALSE(decode_configuration(R"({"version":1,"voters":[],"learners":[],"table":[]})"));
+    CHECK_FALSE(decode_configuration(R"({"version":1,"voters":[],"learners":[],"table":[""]})"));
+    CHECK_FALSE(decode_configuration(R"({"version":1,"voters":[],"learners":[],"table":[1]})"));
 }
 
 TEST_CASE("membership: no configuration entry means every node votes at version 0") {
@@ -132,7 +139,9 @@ TEST_CASE("membership: restart restores the active configuration (latest committ
     ReplicatedLog log(Cfg4(M1), RecoveredLog{entries, LogMeta{Term{1}, ML(1, 1)}});
     const auto a = log.start(MT0);
     REQUIRE(MAll<NotifyMembership>(a).size() == 1);
-    CHECK(MAll<NotifyMembership>(a)[0] == NotifyMembership{1, Set({0, 1, 2}), Set({3})});
+    const NotifyMembership expected{
+        1, Set({0, 1, 2}), Set({3}), {}, {Mem("0"), Mem("1"), Mem("2"), Mem("3")}};
+    CHECK(MAll<NotifyMembership>(a)[0] == expected);
     CHECK(log.active_config().version == 1);  // C2 is not committed: not active
     CHECK(log.active_config().learners == Set({3}));
 }
@@ -215,7 +224,11 @@ TEST_CASE("membership R1: a promotion is counted over the configuration it repla
     a = leader.receive(MT0, MMsg(M1, 2, AppendAck{true, {}, ML(2, 1), {}}));
     REQUIRE(MAll<ProposeResult>(a).at(0).error == ProposeError::None);
     REQUIRE(MAll<NotifyMembership>(a).size() == 1);
-    CHECK(MAll<NotifyMembership>(a)[0] == NotifyMembership{2, Set({0, 1, 2, 3}), {}});
+    CHECK(MAll<NotifyMembership>(a)[0].version == 2);
+    CHECK(MAll<NotifyMembership>(a)[0].voters == Set({0, 1, 2, 3}));
+    CHECK(MAll<NotifyMembership>(a)[0].learners.empty());
+    CHECK(MAll<NotifyMembership>(a)[0].table.empty());  // no table: the node's own
+    CHECK(MAll<NotifyMembership>(a)[0].members.size() == 4);
     CHECK(leader.active_config().quorum() == 3);
     // Now 3 of 4: self + n1 is not enough, self + n1 + n3 is.
     leader.propose(MT0, ML(2, 2), "k", "v");
@@ -361,4 +374,82 @@ TEST_CASE("membership: a malformed configuration entry from the network is dropp
     CHECK(g.end_len() == 0);
     CHECK(g.counters().violations_by_kind[static_cast<std::size_t>(
               LogViolationKind::MalformedConfiguration)] == 1);
+}
+
+TEST_CASE("membership §8: configurations carry the node table; it grows when one commits") {
+    // A 3-node table ("0".."2"); C1 = every node a voter, written without a table.
+    LogConfig three = Cfg4(M0);
+    three.cluster_size = 3;
+    const std::vector<Entry> base{Entry{ML(1, 0), {}, {}},
+                                  CfgEntry(ML(1, 1), Cfg(1, {"0", "1", "2"}))};
+    ReplicatedLog leader(three, RecoveredLog{base, LogMeta{Term{1}, ML(1, 1)}});
+    leader.start(MT0);
+    MActive(leader, 2);
+    Configuration add = Cfg(2, {"0", "1", "2"}, {"3"});
+    add.table = {"0", "1", "2", "3"};
+    auto a = leader.propose_config(MT0, ML(2, 1), encode_configuration(add));
+    REQUIRE(MAll<PersistEntries>(a).size() == 1);
+    // Node 3 is not in this node's table until the configuration commits: not a target yet.
+    CHECK(leader.replication_targets() == Set({1, 2}));
+    leader.persisted(MT0, ML(2, 1));
+    a = leader.receive(MT0, MMsg(M1, 2, AppendAck{true, {}, ML(2, 1), {}}));
+    const auto notices = MAll<NotifyMembership>(a);
+    REQUIRE(notices.size() == 1);
+    CHECK(notices[0].table == add.table);
+    CHECK(notices[0].learners == Set({3}));
+    REQUIRE(notices[0].members.size() == 4);
+    CHECK(notices[0].members[3] == Mem("3"));
+    CHECK(leader.config().cluster_size == 4);
+    CHECK(leader.counters().table_growths == 1);
+    CHECK(leader.replication_targets() == Set({1, 2, 3}));
+    a = leader.timer_fired(MT0, LogTimer::Heartbeat);
+    CHECK(MSent<Append>(a, M3).size() == 1);
+    CHECK(leader.check_invariants().empty());
+
+    // The table never shrinks, nor takes another history.
+    Configuration shorter = Cfg(3, {"0", "1", "2", "3"});
+    CHECK(leader.check_config_change(shorter));  // no table once the active one has one
+    shorter.table = {"0", "1", "2"};
+    CHECK(leader.check_config_change(shorter));
+    Configuration other = Cfg(3, {"0", "1", "2", "3"});
+    other.table = {"0", "1", "x", "3"};
+    CHECK_FALSE(leader.resolve(other));
+    Configuration promote = Cfg(3, {"0", "1", "2", "3"});
+    promote.table = {"0", "1", "2", "3"};
+    CHECK_FALSE(leader.check_config_change(promote));
+
+    // R9: a restart with the config file's 3-node table uses the stored, longer one.
+    auto stored = base;
+    stored.push_back(Entry{ML(2, 0), {}, {}});
+    stored.push_back(CfgEntry(ML(2, 1), add));
+    ReplicatedLog again(three, RecoveredLog{stored, LogMeta{Term{2}, ML(2, 1)}});
+    CHECK(again.config().cluster_size == 4);
+    CHECK(again.config().node_ids == add.table);
+    CHECK(again.active_config().learners == Set({3}));
+}
+
+TEST_CASE("membership R8: a removed node is replicated to until it holds its removal") {
+    auto leader = MakeM(M0);  // C1: voters {0, 1, 2}, learner 3
+    MActive(leader, 2);
+    leader.propose_config(MT0, ML(2, 1), encode_configuration(Cfg(2, {"0", "1", "2"})));
+    leader.persisted(MT0, ML(2, 1));
+    leader.receive(MT0, MMsg(M1, 2, AppendAck{true, {}, ML(2, 1), {}}));
+    REQUIRE(leader.active_config().version == 2);
+    CHECK_FALSE(leader.active_config().is_member(M3));
+    // Committed, but n3 does not hold it yet: it stays a target, so it learns it was removed.
+    CHECK(leader.replication_targets() == Set({1, 2, 3}));
+    auto a = leader.timer_fired(MT0, LogTimer::Heartbeat);
+    CHECK(MSent<Append>(a, M3).size() == 1);
+    leader.receive(MT0, MMsg(M3, 2, AppendAck{true, {}, ML(2, 1), {}}));
+    CHECK(leader.replication_targets() == Set({1, 2}));
+    a = leader.timer_fired(MT0, LogTimer::Heartbeat);
+    CHECK(MSent<Append>(a, M3).empty());
+    CHECK(leader.check_invariants().empty());
+
+    // On n3 the configuration that removes it becomes active: it is no member of it.
+    auto entries = BaseLog();
+    entries.push_back(Entry{ML(2, 0), {}, {}});
+    entries.push_back(CfgEntry(ML(2, 1), Cfg(2, {"0", "1", "2"})));
+    ReplicatedLog removed(Cfg4(M3), RecoveredLog{entries, LogMeta{Term{2}, ML(2, 1)}});
+    CHECK_FALSE(removed.active_config().is_member(M3));
 }

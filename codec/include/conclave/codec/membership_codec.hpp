@@ -26,7 +26,8 @@ inline constexpr std::size_t kMaxConfigStringBytes = 256;
 std::string encode_configuration(const replication::Configuration& cfg);
 /// nullopt when `value` is not a configuration of the shape above: invalid JSON, a missing or
 /// extra field, a version >= 2^63, an empty id, more than kMaxConfigMembers members in a list,
-/// a string longer than kMaxConfigStringBytes.
+/// a string longer than kMaxConfigStringBytes; the optional "table" (docs/membership.md §8) must be
+/// a non-empty array of at most kMaxConfigMembers non-empty ids.
 std::optional<replication::Configuration> decode_configuration(std::string_view value);
 
 }  // namespace conclave

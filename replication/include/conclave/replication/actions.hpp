@@ -14,6 +14,7 @@
 #include <variant>
 #include <vector>
 
+#include "conclave/replication/membership.hpp"
 #include "conclave/replication/messages.hpp"
 
 namespace conclave::replication {
@@ -106,6 +107,11 @@ struct NotifyMembership {
     std::uint64_t version = 0;
     NodeSet voters;
     NodeSet learners;
+    /// The node table, when the configuration carries one (docs/membership.md §8): it may be
+    /// longer than the runtime's (nodes added): the runtime grows its mesh and elector to it
+    /// before handing over the voters. Empty otherwise. `members`: ids and addresses.
+    std::vector<std::string> table;
+    std::vector<Member> members;
     bool operator==(const NotifyMembership&) const = default;
 };
 

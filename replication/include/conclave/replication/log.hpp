@@ -151,6 +151,7 @@ struct LogCounters {
     std::uint64_t repairs_cleared = 0;           // the repaired marker was removed
     // Membership (issue 18).
     std::uint64_t config_changes = 0;            // the active configuration changed
+    std::uint64_t table_growths = 0;  // a configuration made the node table longer (§8)
     std::uint64_t config_proposals_refused = 0;  // propose_config refusals (R2, R3, malformed)
     /// messages_dropped and protocol_violation_alarms split by reason (the totals stay).
     std::array<std::uint64_t, kLogDropReasonCount> dropped_by_reason{};
@@ -228,10 +229,12 @@ class ReplicatedLog {
     /// Why `cfg` may not be appended now (R2, R3, id table), or nullopt.
     std::optional<std::string> check_config_change(const Configuration& cfg) const;
     /// R8: the nodes a leader replicates to: the members of the active configuration and of the
-    /// latest appended one (self excluded).
+    /// latest appended one, and removed nodes until they hold their removal (self excluded; only
+    /// nodes of this node's table).
     NodeSet replication_targets() const;
     /// The NodeIds of a configuration, or nullopt when it names an unknown or repeated id, a
-    /// member both voter and learner, or no voter.
+    /// member both voter and learner, or no voter, or when its node table does not agree with
+    /// this node's (§8: one is a prefix of the other; ids unique and non-empty).
     std::optional<ActiveConfig> resolve(const Configuration& cfg) const;
     /// The repaired marker R, while this node is non-voting (LogMeta::repaired).
     std::optional<Term> repaired() const { return state_.repaired; }
@@ -280,6 +283,12 @@ class ReplicatedLog {
     // Membership (issue 18).
     bool IsTarget(NodeId n) const { return IsPeer(n) && replication_targets().contains(n); }
     ActiveConfig Implicit() const;
+    /// The id of table index `n` (the decimal index when LogConfig::node_ids is empty).
+    std::string IdOf(std::size_t n) const;
+    /// §8: the active configuration's table is longer than ours: take it (ids, progress).
+    void GrowTable(const std::vector<std::string>& table);
+    /// The NotifyMembership of the active configuration.
+    NotifyMembership Notice() const;
     /// The resolved configuration of a configuration entry (nullopt: malformed).
     std::optional<ActiveConfig> ResolveEntry(const Entry& e) const;
     /// Whether `entries` holds a malformed configuration entry.
@@ -353,6 +362,9 @@ class ReplicatedLog {
     ActiveConfig active_;
     /// The latest configuration entry held (position, resolved), if any: R8's other half.
     std::optional<std::pair<std::size_t, ActiveConfig>> appended_config_;
+    /// R8: per node, the prefix length holding the configuration that removed it (0: not being
+    /// removed); a leader replicates to it until its match reaches that.
+    std::vector<std::size_t> leaving_until_;
     LogState state_;
     Snapshot snapshot_;
     std::vector<Entry> entries_;  // after snapshot_.lsn

@@ -45,6 +45,11 @@ struct Configuration {
     std::uint64_t version = 0;
     std::vector<Member> voters;
     std::vector<Member> learners;
+    /// The cluster's node table when this configuration was written (docs/membership.md §8):
+    /// every id ever added, in NodeId order, removed ones included (ids are never reused). It
+    /// must extend the table of the node reading it. Empty: the node's own table (configurations
+    /// written before any node was added outside the config file's `nodes` list).
+    std::vector<std::string> table;
     bool operator==(const Configuration&) const = default;
 };
 
@@ -60,6 +65,11 @@ struct ActiveConfig {
     NodeSet voters;
     NodeSet learners;
     bool from_entry = false;
+    /// The configuration's node table (Configuration::table; empty when it has none) and its
+    /// members with their addresses (voters, then learners): what a node needs to grow its mesh
+    /// and elector when the configuration becomes active.
+    std::vector<std::string> table;
+    std::vector<Member> members;
     bool operator==(const ActiveConfig&) const = default;
     bool is_voter(NodeId n) const { return voters.contains(n); }
     bool is_member(NodeId n) const { return voters.contains(n) || learners.contains(n); }

@@ -67,13 +67,7 @@ class LogRuntime {
           log_(std::move(config), std::move(recovered)),
           reported_durable_(log_.last_lsn()),
           bug_(bug) {
-        const replication::LogConfig& c = log_.config();
-        for (std::size_t i = 0; i < c.cluster_size; ++i) {
-            const NodeId n{static_cast<std::uint16_t>(i)};
-            if (n != c.self) {
-                others_.push_back(n);
-            }
-        }
+        others_ = others_of(log_.config().cluster_size, log_.config().self);
     }
     LogRuntime(const LogRuntime&) = delete;
     LogRuntime& operator=(const LogRuntime&) = delete;
@@ -273,6 +267,11 @@ class LogRuntime {
                 } else if constexpr (std::is_same_v<T, ProposeResult>) {
                     env_.propose_result(a);
                 } else if constexpr (std::is_same_v<T, NotifyMembership>) {
+                    // §8: the core's table grew; later broadcasts reach the new nodes (the
+                    // environment grows its mesh in membership(), before any of them).
+                    if (a.table.size() > others_.size() + 1) {
+                        others_ = others_of(a.table.size(), log_.config().self);
+                    }
                     // Optional in Env (issue 18): environments that do not follow membership
                     // yet ignore it.
                     if constexpr (requires { env_.membership(a); }) {
