@@ -262,7 +262,8 @@ TEST_CASE("membership changes: a node added at runtime is connected; a retired o
         meshes.back()->start();
     }
     const NodeId n1{0}, n2{1}, n3{2};
-    REQUIRE(run_until(io, [&] { return meshes[0]->is_up(n2); }, 5000ms));
+    REQUIRE(run_until(
+        io, [&] { return meshes[0]->is_up(n2); }, 5000ms));
     CHECK_FALSE(meshes[2]->is_up(n1));  // nobody dials n3 before it is in their table
 
     // A bad address is refused like at construction; the table is unchanged.

@@ -151,7 +151,7 @@ struct LogCounters {
     std::uint64_t repairs_cleared = 0;           // the repaired marker was removed
     // Membership (issue 18).
     std::uint64_t config_changes = 0;            // the active configuration changed
-    std::uint64_t table_growths = 0;  // a configuration made the node table longer (§8)
+    std::uint64_t table_growths = 0;             // a configuration made the node table longer (§8)
     std::uint64_t config_proposals_refused = 0;  // propose_config refusals (R2, R3, malformed)
     /// messages_dropped and protocol_violation_alarms split by reason (the totals stay).
     std::array<std::uint64_t, kLogDropReasonCount> dropped_by_reason{};
