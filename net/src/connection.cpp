@@ -9,6 +9,7 @@
 #include <boost/asio/connect.hpp>
 #include <boost/asio/write.hpp>
 #include <cstddef>
+#include <stdexcept>
 
 #include "conclave/codec/json.hpp"
 #include "mesh_impl.hpp"
@@ -38,8 +39,47 @@ std::string Connection::describe() const {
     const auto who = peer_ ? peer_ : dialed_;
     if (owner && who) {
         s += " (peer " + owner->membership_.at(*who).id + ")";
+    } else if (join_phase_ != JoinPhase::None) {
+        s += outbound_ ? " (join request" : " (joiner";
+        s += join_peer_.empty() ? std::string(")") : " '" + join_peer_ + "')";
     }
     return s;
+}
+
+std::string Connection::peer_name() const {
+    if (!join_peer_.empty()) {
+        return join_peer_;
+    }
+    auto owner = owner_.lock();
+    const auto who = peer_ ? peer_ : dialed_;
+    return owner && who ? owner->membership_.at(*who).id : std::string("?");
+}
+
+void Connection::set_join(JoinRequest request, JoinCallback done) {
+    join_phase_ = JoinPhase::Joining;
+    join_request_ = std::move(request);
+    join_done_ = std::move(done);
+}
+
+void Connection::arm_join_deadline() {
+    auto owner = owner_.lock();
+    if (!owner) {
+        return;
+    }
+    // Replaces the handshake deadline (expires_after cancels its wait).
+    deadline_.expires_after(owner->options_.join_timeout);
+    deadline_.async_wait([self = shared_from_this(),
+                          ms = owner->options_.join_timeout.count()](const error_code& ec) {
+        if (ec || self->closed_) {
+            return;
+        }
+        self->close(
+            spdlog::level::warn,
+            self->outbound_
+                ? "join: timeout: no answer from the seed within " + std::to_string(ms) + " ms"
+                : "join: timeout: the request of '" + self->join_peer_ +
+                      "' was not answered within " + std::to_string(ms) + " ms");
+    });
 }
 
 void Connection::start_handshake_deadline() {
@@ -65,6 +105,7 @@ void Connection::start_inbound() {
 }
 
 void Connection::start_outbound(const std::string& host, std::uint16_t port) {
+    outbound_ = true;
     start_handshake_deadline();
     remote_ = host + ":" + std::to_string(port);
     resolver_.async_resolve(
@@ -145,7 +186,7 @@ void Connection::on_connected() {
         begin_hello_exchange();
         return;
     }
-    const auto role = dialed_ ? ssl::stream_base::client : ssl::stream_base::server;
+    const auto role = outbound_ ? ssl::stream_base::client : ssl::stream_base::server;
     tls_->async_handshake(role, [self = shared_from_this()](const error_code& ec2) {
         if (self->closed_) {
             return;
@@ -161,12 +202,13 @@ void Connection::on_connected() {
 
 void Connection::begin_hello_exchange() {
     // The dialer speaks first; the acceptor answers once it has checked the dialer's Hello.
-    if (dialed_) {
+    if (outbound_) {
         auto owner = owner_.lock();
         if (!owner) {
             return;
         }
         Hello hello = owner->own_hello();
+        hello.join = join_phase_ == JoinPhase::Joining;
         if (owner->has_secret()) {
             nonce_ = random_nonce();
             hello.nonce = nonce_;
@@ -292,45 +334,19 @@ void Connection::handle_frame(Frame& frame) {
     if (!owner) {
         return;
     }
+    switch (join_phase_) {
+        case JoinPhase::AwaitingAnswer:
+        case JoinPhase::AwaitingRequest:
+        case JoinPhase::AwaitingHandler:
+        case JoinPhase::Answered:
+            handle_join_frame(frame);
+            return;
+        default:
+            break;
+    }
     if (!established_) {
         if (awaiting_confirmation_) {
-            // Inbound: the dialer accepted our Hello and confirms with a ping (handshake.hpp).
-            bool is_ping = false;
-            std::vector<std::uint8_t> mac;
-            if (frame.channel == Channel::Control) {
-                try {
-                    is_ping = decode_control_kind(frame.payload) == ControlKind::Ping;
-                    if (is_ping) {
-                        mac = decode_ping_mac(frame.payload);
-                    }
-                } catch (const DecodeError&) {
-                    is_ping = false;
-                }
-            }
-            if (!is_ping) {
-                close_bad_frame(BadFrameKind::BadHandshake,
-                                "expected the dialer's confirmation after the hello");
-                return;
-            }
-            if (owner->has_secret()) {
-                const auto& dialer = owner->membership_.at(*peer_).id;
-                if (!mac_equal(
-                        mac, owner->peer_mac(HandshakeRole::Dialer, dialer, peer_nonce_, nonce_))) {
-                    close_refused(HandshakeRefusal::AuthFailed,
-                                  "the confirmation of '" + dialer +
-                                      "' does not prove the cluster secret (wrong or missing MAC)");
-                    return;
-                }
-            }
-            if (!channel_mismatch_.empty()) {
-                close(spdlog::level::warn, "handshake refused (channel_mismatch)");  // counted
-                return;
-            }
-            if (auto refusal = owner->on_confirmation(*this)) {
-                close_refused(refusal->first, refusal->second);
-                return;
-            }
-            establish();
+            handle_confirmation(frame);
             return;
         }
         if (frame.channel != Channel::Control) {
@@ -348,9 +364,62 @@ void Connection::handle_frame(Frame& frame) {
     }
 }
 
+void Connection::handle_confirmation(Frame& frame) {
+    auto owner = owner_.lock();
+    if (!owner) {
+        return;
+    }
+    // Inbound: the dialer accepted our Hello and confirms with a ping (handshake.hpp).
+    bool is_ping = false;
+    std::vector<std::uint8_t> mac;
+    if (frame.channel == Channel::Control) {
+        try {
+            is_ping = decode_control_kind(frame.payload) == ControlKind::Ping;
+            if (is_ping) {
+                mac = decode_ping_mac(frame.payload);
+            }
+        } catch (const DecodeError&) {
+            is_ping = false;
+        }
+    }
+    if (!is_ping) {
+        close_bad_frame(BadFrameKind::BadHandshake,
+                        "expected the dialer's confirmation after the hello");
+        return;
+    }
+    if (owner->has_secret()) {
+        const std::string dialer = peer_name();
+        if (!mac_equal(mac, owner->peer_mac(HandshakeRole::Dialer, dialer, peer_nonce_, nonce_))) {
+            close_refused(HandshakeRefusal::AuthFailed,
+                          "the confirmation of '" + dialer +
+                              "' does not prove the cluster secret (wrong or missing MAC)");
+            return;
+        }
+    }
+    if (join_phase_ == JoinPhase::JoinerHello) {
+        // The joiner proved itself (with a secret); it is not a peer: wait for its request.
+        awaiting_confirmation_ = false;
+        join_phase_ = JoinPhase::AwaitingRequest;
+        arm_join_deadline();
+        return;
+    }
+    if (!channel_mismatch_.empty()) {
+        close(spdlog::level::warn, "handshake refused (channel_mismatch)");  // counted
+        return;
+    }
+    if (auto refusal = owner->on_confirmation(*this)) {
+        close_refused(refusal->first, refusal->second);
+        return;
+    }
+    establish();
+}
+
 void Connection::handle_hello(std::span<const std::uint8_t> payload) {
     auto owner = owner_.lock();
     if (!owner) {
+        return;
+    }
+    if (joining() && seed_refused(payload)) {
         return;
     }
     Hello hello;
@@ -362,10 +431,34 @@ void Connection::handle_hello(std::span<const std::uint8_t> payload) {
     }
     const HelloCheck check = owner->on_hello(*this, hello);
     if (check.refusal) {
-        close_refused(*check.refusal, check.detail);
+        if (*check.refusal == HandshakeRefusal::JoinRefused) {
+            refuse_join(check.detail);
+        } else {
+            close_refused(*check.refusal, check.detail);
+        }
         return;
     }
     peer_ = check.peer;
+    if (joining()) {
+        // Joiner: the seed's hello checks out (and proves the secret); confirm, then ask.
+        join_peer_ = hello.node;
+        std::vector<std::uint8_t> mac;
+        if (owner->has_secret()) {
+            mac = owner->own_mac(HandshakeRole::Dialer, hello.node, nonce_, hello.nonce);
+        }
+        enqueue(Channel::Control, encode_confirmation(mac));
+        enqueue(Channel::Control, encode_join_request(join_request_));
+        join_phase_ = JoinPhase::AwaitingAnswer;
+        // Only the answer may be this large (it carries a configuration).
+        decoder_.set_max_frame_bytes(1 + kMaxJoinAnswerBytes);
+        arm_join_deadline();
+        owner->log().info("{} net: {}: join request sent", owner->log_prefix(), describe());
+        return;
+    }
+    if (check.joiner) {
+        join_peer_ = hello.node;
+        join_phase_ = JoinPhase::JoinerHello;
+    }
     if (dialed_) {
         // Outbound: the acceptor's hello checks out; confirm, and the peer is up on our side.
         std::vector<std::uint8_t> mac;
@@ -386,7 +479,7 @@ void Connection::handle_hello(std::span<const std::uint8_t> payload) {
     }
     // A channel mismatch is refused on both sides: the dialer refuses our hello (it sees our
     // channels), and we refuse its confirmation should it come anyway. Said here, once, clearly.
-    channel_mismatch_ = owner->channel_mismatch(hello);
+    channel_mismatch_ = check.joiner ? std::string() : owner->channel_mismatch(hello);
     if (!channel_mismatch_.empty()) {
         ++owner->counters_
               .handshake_refusals[static_cast<std::size_t>(HandshakeRefusal::ChannelMismatch)];
@@ -396,6 +489,123 @@ void Connection::handle_hello(std::span<const std::uint8_t> payload) {
     hello_sent_ = true;
     awaiting_confirmation_ = true;
     enqueue(Channel::Control, encode_hello(answer));
+}
+
+void Connection::refuse_join(const std::string& detail) {
+    auto owner = owner_.lock();
+    if (!owner) {
+        return;
+    }
+    // Counted and logged like every refusal; the joiner is told why (a refusal proves nothing,
+    // so it needs no authentication), then the connection closes once that is written.
+    ++owner->counters_.handshake_refusals[static_cast<std::size_t>(HandshakeRefusal::JoinRefused)];
+    owner->log().warn("{} net: {}: handshake refused (join_refused): {}", owner->log_prefix(),
+                      describe(), detail);
+    join_phase_ = JoinPhase::Answered;
+    close_after_write_ = true;
+    enqueue(Channel::Control,
+            encode_join_answer(JoinAnswer{JoinStatus::Refused, "join_refused: " + detail}));
+}
+
+bool Connection::seed_refused(std::span<const std::uint8_t> payload) {
+    JoinAnswer answer;
+    try {
+        answer = decode_join_answer(payload);
+    } catch (const DecodeError&) {
+        return false;  // not an answer: the seed's hello (checked next)
+    }
+    if (answer.status != JoinStatus::Refused) {
+        // Nothing but a refusal may come before the seed has proven itself.
+        close_bad_frame(
+            BadFrameKind::BadHandshake,
+            "join answer '" + std::string(to_string(answer.status)) + "' before the seed's hello");
+        return true;
+    }
+    close(spdlog::level::warn, "join refused by the seed at the handshake: " + answer.detail);
+    return true;
+}
+
+void Connection::handle_join_frame(Frame& frame) {
+    auto owner = owner_.lock();
+    if (!owner) {
+        return;
+    }
+    if (frame.channel != Channel::Control) {
+        close_bad_frame(BadFrameKind::UnexpectedControl,
+                        "frame on channel " + std::to_string(static_cast<unsigned>(frame.channel)) +
+                            " on a join connection");
+        return;
+    }
+    if (join_phase_ == JoinPhase::AwaitingAnswer) {
+        JoinAnswer answer;
+        try {
+            answer = decode_join_answer(frame.payload);
+        } catch (const DecodeError& e) {
+            close_bad_frame(BadFrameKind::Undecodable, std::string("join answer: ") + e.what());
+            return;
+        }
+        finish_join(std::move(answer));
+        return;
+    }
+    if (join_phase_ != JoinPhase::AwaitingRequest) {
+        close_bad_frame(BadFrameKind::UnexpectedControl,
+                        "frame from joiner '" + join_peer_ + "' after its request");
+        return;
+    }
+    JoinRequest request;
+    try {
+        request = decode_join_request(frame.payload);
+    } catch (const DecodeError& e) {
+        close_bad_frame(BadFrameKind::Undecodable, std::string("join request: ") + e.what());
+        return;
+    }
+    ++owner->counters_.join_requests;
+    join_phase_ = JoinPhase::AwaitingHandler;
+    owner->log().info("{} net: {}: join request (peer {}, http {})", owner->log_prefix(),
+                      describe(), request.peer, request.http);
+    const JoinHandler handler = owner->join_handler_;  // copy: it may replace itself
+    if (!handler) {
+        respond_join(JoinAnswer{JoinStatus::Refused, "this node does not accept joins"});
+        return;
+    }
+    handler(join_peer_, std::move(request), [weak = weak_from_this()](JoinAnswer answer) {
+        if (auto self = weak.lock()) {
+            self->respond_join(std::move(answer));
+        }
+    });
+}
+
+void Connection::respond_join(JoinAnswer answer) {
+    if (closed_ || join_phase_ != JoinPhase::AwaitingHandler) {
+        return;
+    }
+    auto owner = owner_.lock();
+    if (!owner) {
+        return;
+    }
+    std::vector<std::uint8_t> payload;
+    try {
+        payload = encode_join_answer(answer);
+    } catch (const std::invalid_argument& e) {
+        owner->log().error("{} net: {}: cannot send the join answer: {}", owner->log_prefix(),
+                           describe(), e.what());
+        payload = encode_join_answer(
+            JoinAnswer{JoinStatus::Refused, "the seed's answer was too large to send"});
+    }
+    join_phase_ = JoinPhase::Answered;
+    close_after_write_ = true;
+    owner->log().info("{} net: {}: join answered ({})", owner->log_prefix(), describe(),
+                      to_string(answer.status));
+    enqueue(Channel::Control, payload);
+}
+
+void Connection::finish_join(JoinAnswer answer) {
+    auto done = std::move(join_done_);
+    join_done_ = nullptr;
+    close(spdlog::level::info, "join answered: " + std::string(to_string(answer.status)));
+    if (done) {
+        done(std::move(answer), "");
+    }
 }
 
 void Connection::establish() {
@@ -439,6 +649,9 @@ bool Connection::enqueue(Channel channel, std::span<const std::uint8_t> payload)
 void Connection::do_write() {
     if (closed_ || queue_.empty()) {
         writing_ = false;
+        if (!closed_ && close_after_write_) {
+            close(spdlog::level::debug, "join answer written");
+        }
         return;
     }
     writing_ = true;
@@ -504,6 +717,12 @@ void Connection::close(int level, const std::string& why) {
     queued_bytes_ = 0;
     if (owner) {
         owner->on_closed(shared_from_this());
+    }
+    if (join_done_) {
+        // A join that ends without an answer: the reason is the error.
+        auto done = std::move(join_done_);
+        join_done_ = nullptr;
+        done(std::nullopt, why);
     }
 }
 
