@@ -432,6 +432,7 @@ void Connection::handle_hello(std::span<const std::uint8_t> payload) {
     const HelloCheck check = owner->on_hello(*this, hello);
     if (check.refusal) {
         if (*check.refusal == HandshakeRefusal::JoinRefused) {
+            join_peer_ = hello.node;
             refuse_join(check.detail);
         } else {
             close_refused(*check.refusal, check.detail);
@@ -498,10 +499,10 @@ void Connection::refuse_join(const std::string& detail) {
     }
     // Counted and logged like every refusal; the joiner is told why (a refusal proves nothing,
     // so it needs no authentication), then the connection closes once that is written.
+    join_phase_ = JoinPhase::Answered;
     ++owner->counters_.handshake_refusals[static_cast<std::size_t>(HandshakeRefusal::JoinRefused)];
     owner->log().warn("{} net: {}: handshake refused (join_refused): {}", owner->log_prefix(),
                       describe(), detail);
-    join_phase_ = JoinPhase::Answered;
     close_after_write_ = true;
     enqueue(Channel::Control,
             encode_join_answer(JoinAnswer{JoinStatus::Refused, "join_refused: " + detail}));

@@ -246,3 +246,204 @@ TEST_CASE("log driver: group commit on the storage thread; a failed fsync stops 
     CHECK(logs[follower]->counters().storage_failures == 1);
     logs.clear();  // before the meshes and drivers
 }
+
+// ---- Join exchange (net/README.md, "Join") ----------------------------------------------------
+
+namespace {
+
+const std::string kTestSecret(32, 's');
+
+/// A seed and a joiner on one io_context: the seed is n2 of a started bare mesh whose table is
+/// {n1, n2} (n2 dials nobody, so the seed is quiet); the joiner's mesh holds only itself and is
+/// not started (request_join needs no listener). Options are adjusted before the meshes exist.
+struct JoinSetup {
+    explicit JoinSetup(
+        std::string joiner_id = "n4",
+        const std::function<void(MeshOptions& seed, MeshOptions& joiner)>& adjust = {}) {
+        MeshOptions seed_options = test_mesh_options();
+        MeshOptions joiner_options = test_mesh_options();
+        if (adjust) {
+            adjust(seed_options, joiner_options);
+        }
+        const auto ports = free_ports(3);
+        seed = std::make_unique<Mesh>(io, make_membership({ports[0], ports[1]}), NodeId{1},
+                                      seed_options);
+        seed->start();
+        joiner = std::make_unique<Mesh>(
+            io, Membership{"test", {{std::move(joiner_id), "127.0.0.1", ports[2]}}}, NodeId{0},
+            joiner_options);
+    }
+    /// Asks the seed and runs until `done` has run (at most 5 s).
+    void join() {
+        joiner->request_join("127.0.0.1", seed->local_port(), request,
+                             [this](std::optional<JoinAnswer> a, std::string e) {
+                                 ++done_calls;
+                                 answer = std::move(a);
+                                 error = std::move(e);
+                             });
+        REQUIRE(run_until(
+            io, [this] { return done_calls > 0; }, 5000ms));
+    }
+
+    asio::io_context io;
+    std::unique_ptr<Mesh> seed;
+    std::unique_ptr<Mesh> joiner;
+    JoinRequest request{"127.0.0.1:7004", "127.0.0.1:8004"};
+    int done_calls = 0;
+    std::optional<JoinAnswer> answer;
+    std::string error;
+};
+
+void with_secret(MeshOptions& seed, MeshOptions& joiner) {
+    seed.secret = kTestSecret;
+    joiner.secret = kTestSecret;
+}
+
+}  // namespace
+
+TEST_CASE("join: the seed's handler accepts at once; the joiner never becomes a peer") {
+    JoinSetup s("n4", with_secret);  // the MACs work for an id outside the seed's table
+    std::string asked_id;
+    JoinRequest asked;
+    const std::string configuration(40 << 10, 'c');  // a large answer: the 64 KiB path
+    s.seed->set_join_handler(
+        [&](std::string id, JoinRequest request, std::function<void(JoinAnswer)> respond) {
+            asked_id = id;
+            asked = request;
+            respond(JoinAnswer{JoinStatus::Accepted, configuration});
+        });
+    s.join();
+    CHECK(s.error.empty());
+    REQUIRE(s.answer.has_value());
+    CHECK(s.answer->status == JoinStatus::Accepted);
+    CHECK(s.answer->detail == configuration);
+    CHECK(asked_id == "n4");
+    CHECK(asked.peer == s.request.peer);
+    CHECK(asked.http == s.request.http);
+    run_for(s.io, 100ms);  // done runs exactly once; nothing else happens afterwards
+    CHECK(s.done_calls == 1);
+    const MeshCounters& seed = s.seed->counters();
+    CHECK(seed.join_requests == 1);
+    CHECK(seed.peer_ups == 0);
+    CHECK(seed.handshakes_completed == 0);
+    CHECK(seed.handshake_refusals == std::array<std::uint64_t, kRefusalCount>{});
+    CHECK(seed.bad_frames == std::array<std::uint64_t, kBadFrameKindCount>{});
+    CHECK_FALSE(s.seed->is_up(NodeId{0}));
+    CHECK(s.joiner->counters().peer_ups == 0);
+}
+
+TEST_CASE("join: the handler answers later (redirect); a second respond does nothing") {
+    JoinSetup s;
+    std::function<void(JoinAnswer)> stored;
+    s.seed->set_join_handler([&](std::string, JoinRequest, std::function<void(JoinAnswer)> r) {
+        stored = std::move(r);
+    });
+    bool finished = false;
+    s.joiner->request_join("127.0.0.1", s.seed->local_port(), s.request,
+                           [&](std::optional<JoinAnswer> a, std::string e) {
+                               ++s.done_calls;
+                               s.answer = std::move(a);
+                               s.error = std::move(e);
+                               finished = true;
+                           });
+    REQUIRE(run_until(
+        s.io, [&] { return stored != nullptr; }, 5000ms));
+    run_for(s.io, 50ms);
+    CHECK_FALSE(finished);  // waiting for the answer
+    stored(JoinAnswer{JoinStatus::Redirect, "127.0.0.1:7001"});
+    REQUIRE(run_until(
+        s.io, [&] { return finished; }, 5000ms));
+    CHECK(s.error.empty());
+    REQUIRE(s.answer.has_value());
+    CHECK(s.answer->status == JoinStatus::Redirect);
+    CHECK(s.answer->detail == "127.0.0.1:7001");
+    stored(JoinAnswer{JoinStatus::Accepted, "again"});  // the connection is answered or closed
+    run_for(s.io, 50ms);
+    CHECK(s.done_calls == 1);
+    CHECK(s.seed->counters().join_requests == 1);
+}
+
+TEST_CASE("join: a joiner with another secret is refused at the handshake") {
+    JoinSetup s("n4", [](MeshOptions& seed, MeshOptions& joiner) {
+        seed.secret = kTestSecret;
+        joiner.secret = std::string(32, 'x');
+    });
+    bool asked = false;
+    s.seed->set_join_handler(
+        [&](std::string, JoinRequest, std::function<void(JoinAnswer)>) { asked = true; });
+    s.join();
+    CHECK_FALSE(s.answer.has_value());
+    CHECK_THAT(s.error, Catch::Contains("auth_failed"));
+    CHECK_FALSE(asked);
+    CHECK(s.seed->counters().join_requests == 0);
+    CHECK(s.joiner->counters().refusal(HandshakeRefusal::AuthFailed) == 1);
+}
+
+TEST_CASE("join: an id already in the seed's table is refused") {
+    JoinSetup s("n1");
+    s.seed->set_join_handler([](std::string, JoinRequest, std::function<void(JoinAnswer)>) {
+        FAIL("the handler saw a member's id");
+    });
+    s.join();
+    CHECK_FALSE(s.answer.has_value());
+    CHECK_THAT(s.error, Catch::Contains("already in the cluster"));
+    CHECK(s.seed->counters().refusal(HandshakeRefusal::JoinRefused) == 1);
+    CHECK(s.seed->counters().join_requests == 0);
+}
+
+TEST_CASE("join: a seed without a join handler refuses") {
+    JoinSetup s;
+    s.join();
+    CHECK_FALSE(s.answer.has_value());
+    CHECK_THAT(s.error, Catch::Contains("does not accept joins"));
+    CHECK(s.seed->counters().refusal(HandshakeRefusal::JoinRefused) == 1);
+}
+
+TEST_CASE("join: a handler that never answers leaves the joiner with a timeout") {
+    JoinSetup s("n4", [](MeshOptions& seed, MeshOptions& joiner) {
+        seed.join_timeout = 5000ms;  // the joiner gives up first
+        joiner.join_timeout = 200ms;
+    });
+    std::function<void(JoinAnswer)> stored;
+    s.seed->set_join_handler([&](std::string, JoinRequest, std::function<void(JoinAnswer)> r) {
+        stored = std::move(r);
+    });
+    s.join();
+    CHECK_FALSE(s.answer.has_value());
+    CHECK_THAT(s.error, Catch::Contains("timeout"));
+    REQUIRE(stored != nullptr);
+    run_for(s.io, 100ms);  // the seed sees the joiner's connection close
+    stored(JoinAnswer{JoinStatus::Accepted, "too late"});  // does nothing
+    run_for(s.io, 50ms);
+    CHECK(s.done_calls == 1);
+}
+
+TEST_CASE("join: an unreachable seed and a stopped mesh end the request with an error") {
+    JoinSetup s;
+    const auto closed_port = free_ports(1)[0];
+    s.joiner->request_join("127.0.0.1", closed_port, s.request,
+                           [&](std::optional<JoinAnswer> a, std::string e) {
+                               ++s.done_calls;
+                               s.answer = std::move(a);
+                               s.error = std::move(e);
+                           });
+    REQUIRE(run_until(
+        s.io, [&] { return s.done_calls == 1; }, 5000ms));
+    CHECK_FALSE(s.answer.has_value());
+    CHECK_THAT(s.error, Catch::Contains("connect failed"));
+
+    // Pending when the joiner's mesh stops: done runs with "mesh stopped".
+    s.seed->set_join_handler([](std::string, JoinRequest, std::function<void(JoinAnswer)>) {});
+    s.done_calls = 0;
+    s.joiner->request_join("127.0.0.1", s.seed->local_port(), s.request,
+                           [&](std::optional<JoinAnswer> a, std::string e) {
+                               ++s.done_calls;
+                               s.answer = std::move(a);
+                               s.error = std::move(e);
+                           });
+    REQUIRE(run_until(
+        s.io, [&] { return s.seed->counters().join_requests == 1; }, 5000ms));
+    s.joiner->stop();
+    CHECK(s.done_calls == 1);
+    CHECK_THAT(s.error, Catch::Contains("mesh stopped"));
+}
