@@ -61,52 +61,41 @@ void Connection::set_join(JoinRequest request, JoinCallback done) {
     join_done_ = std::move(done);
 }
 
-void Connection::arm_join_deadline() {
+void Connection::arm_deadline(bool join) {
     auto owner = owner_.lock();
     if (!owner) {
         return;
     }
-    // Replaces the handshake deadline (expires_after cancels its wait).
-    deadline_.expires_after(owner->options_.join_timeout);
-    deadline_.async_wait([self = shared_from_this(),
-                          ms = owner->options_.join_timeout.count()](const error_code& ec) {
-        if (ec || self->closed_) {
+    // Connect + TLS + hello, then (join connections) the join exchange. Re-arming replaces the
+    // previous wait (expires_after cancels it).
+    const Millis timeout = join ? owner->options_.join_timeout : owner->options_.handshake_timeout;
+    deadline_.expires_after(timeout);
+    deadline_.async_wait([self = shared_from_this(), join,
+                          ms = std::to_string(timeout.count())](const error_code& ec) {
+        if (ec || self->closed_ || (!join && self->established_)) {
             return;
         }
-        self->close(
-            spdlog::level::warn,
-            self->outbound_
-                ? "join: timeout: no answer from the seed within " + std::to_string(ms) + " ms"
-                : "join: timeout: the request of '" + self->join_peer_ +
-                      "' was not answered within " + std::to_string(ms) + " ms");
-    });
-}
-
-void Connection::start_handshake_deadline() {
-    auto owner = owner_.lock();
-    if (!owner) {
-        return;
-    }
-    deadline_.expires_after(owner->options_.handshake_timeout);
-    deadline_.async_wait([self = shared_from_this()](const error_code& ec) {
-        if (ec || self->closed_ || self->established_) {
-            return;
+        if (!join) {
+            self->close_refused(HandshakeRefusal::Timeout,
+                                "handshake not completed within " + ms + " ms");
+        } else if (self->outbound_) {
+            self->close(spdlog::level::warn,
+                        "join: timeout: no answer from the seed within " + ms + " ms");
+        } else {
+            self->close(spdlog::level::warn, "join: timeout: the request of '" + self->join_peer_ +
+                                                 "' was not answered within " + ms + " ms");
         }
-        auto o = self->owner_.lock();
-        const auto ms = o ? o->options_.handshake_timeout.count() : 0;
-        self->close_refused(HandshakeRefusal::Timeout,
-                            "handshake not completed within " + std::to_string(ms) + " ms");
     });
 }
 
 void Connection::start_inbound() {
-    start_handshake_deadline();
+    arm_deadline(/*join=*/false);
     on_connected();
 }
 
 void Connection::start_outbound(const std::string& host, std::uint16_t port) {
     outbound_ = true;
-    start_handshake_deadline();
+    arm_deadline(/*join=*/false);
     remote_ = host + ":" + std::to_string(port);
     resolver_.async_resolve(
         host, std::to_string(port),
@@ -400,7 +389,7 @@ void Connection::handle_confirmation(Frame& frame) {
         // The joiner proved itself (with a secret); it is not a peer: wait for its request.
         awaiting_confirmation_ = false;
         join_phase_ = JoinPhase::AwaitingRequest;
-        arm_join_deadline();
+        arm_deadline(/*join=*/true);
         return;
     }
     if (!channel_mismatch_.empty()) {
@@ -440,35 +429,30 @@ void Connection::handle_hello(std::span<const std::uint8_t> payload) {
         return;
     }
     peer_ = check.peer;
-    if (joining()) {
-        // Joiner: the seed's hello checks out (and proves the secret); confirm, then ask.
-        join_peer_ = hello.node;
+    if (outbound_) {
+        // The acceptor's hello checks out (and proves the secret): confirm.
         std::vector<std::uint8_t> mac;
         if (owner->has_secret()) {
             mac = owner->own_mac(HandshakeRole::Dialer, hello.node, nonce_, hello.nonce);
         }
         enqueue(Channel::Control, encode_confirmation(mac));
+        if (!joining()) {
+            establish();  // the peer is up on our side
+            return;
+        }
+        // Joiner: ask, and wait for the answer. Only the answer may be this large (it carries a
+        // configuration).
+        join_peer_ = hello.node;
         enqueue(Channel::Control, encode_join_request(join_request_));
         join_phase_ = JoinPhase::AwaitingAnswer;
-        // Only the answer may be this large (it carries a configuration).
         decoder_.set_max_frame_bytes(1 + kMaxJoinAnswerBytes);
-        arm_join_deadline();
+        arm_deadline(/*join=*/true);
         owner->log().info("{} net: {}: join request sent", owner->log_prefix(), describe());
         return;
     }
     if (check.joiner) {
         join_peer_ = hello.node;
         join_phase_ = JoinPhase::JoinerHello;
-    }
-    if (dialed_) {
-        // Outbound: the acceptor's hello checks out; confirm, and the peer is up on our side.
-        std::vector<std::uint8_t> mac;
-        if (owner->has_secret()) {
-            mac = owner->own_mac(HandshakeRole::Dialer, hello.node, nonce_, hello.nonce);
-        }
-        enqueue(Channel::Control, encode_confirmation(mac));
-        establish();
-        return;
     }
     // Inbound: answer with our hello; the peer is up once the dialer confirms it.
     Hello answer = owner->own_hello();
@@ -526,6 +510,22 @@ bool Connection::seed_refused(std::span<const std::uint8_t> payload) {
     return true;
 }
 
+namespace {
+
+/// Decodes a join frame; on DecodeError closes `c` as a bad frame and returns nullopt.
+template <typename Decode>
+auto decode_or_close(Connection& c, Decode decode, std::span<const std::uint8_t> payload,
+                     const char* what) -> std::optional<decltype(decode(payload))> {
+    try {
+        return decode(payload);
+    } catch (const DecodeError& e) {
+        c.close_bad_frame(BadFrameKind::Undecodable, std::string(what) + ": " + e.what());
+        return std::nullopt;
+    }
+}
+
+}  // namespace
+
 void Connection::handle_join_frame(Frame& frame) {
     auto owner = owner_.lock();
     if (!owner) {
@@ -538,14 +538,10 @@ void Connection::handle_join_frame(Frame& frame) {
         return;
     }
     if (join_phase_ == JoinPhase::AwaitingAnswer) {
-        JoinAnswer answer;
-        try {
-            answer = decode_join_answer(frame.payload);
-        } catch (const DecodeError& e) {
-            close_bad_frame(BadFrameKind::Undecodable, std::string("join answer: ") + e.what());
-            return;
+        if (auto answer =
+                decode_or_close(*this, decode_join_answer, frame.payload, "join answer")) {
+            finish_join(std::move(*answer));
         }
-        finish_join(std::move(answer));
         return;
     }
     if (join_phase_ != JoinPhase::AwaitingRequest) {
@@ -553,23 +549,20 @@ void Connection::handle_join_frame(Frame& frame) {
                         "frame from joiner '" + join_peer_ + "' after its request");
         return;
     }
-    JoinRequest request;
-    try {
-        request = decode_join_request(frame.payload);
-    } catch (const DecodeError& e) {
-        close_bad_frame(BadFrameKind::Undecodable, std::string("join request: ") + e.what());
+    auto request = decode_or_close(*this, decode_join_request, frame.payload, "join request");
+    if (!request) {
         return;
     }
     ++owner->counters_.join_requests;
     join_phase_ = JoinPhase::AwaitingHandler;
     owner->log().info("{} net: {}: join request (peer {}, http {})", owner->log_prefix(),
-                      describe(), request.peer, request.http);
+                      describe(), request->peer, request->http);
     const JoinHandler handler = owner->join_handler_;  // copy: it may replace itself
     if (!handler) {
         respond_join(JoinAnswer{JoinStatus::Refused, "this node does not accept joins"});
         return;
     }
-    handler(join_peer_, std::move(request), [weak = weak_from_this()](JoinAnswer answer) {
+    handler(join_peer_, std::move(*request), [weak = weak_from_this()](JoinAnswer answer) {
         if (auto self = weak.lock()) {
             self->respond_join(std::move(answer));
         }

@@ -82,7 +82,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   private:
     void on_connected();
-    void start_handshake_deadline();
+    /// The handshake's deadline, or (join) the join exchange's.
+    void arm_deadline(bool join);
     void begin_hello_exchange();
     void do_read();
     void on_read(const boost::system::error_code& ec, std::size_t n);
@@ -95,7 +96,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
     /// Joiner side: the seed refused in place of its hello (`payload` a JoinAnswer "refused").
     bool seed_refused(std::span<const std::uint8_t> payload);
     void finish_join(JoinAnswer answer);
-    void arm_join_deadline();
     /// The id of the other side: the member's, or the joiner's / seed's claimed id.
     std::string peer_name() const;
     void establish();

@@ -273,14 +273,18 @@ struct JoinSetup {
             io, Membership{"test", {{std::move(joiner_id), "127.0.0.1", ports[2]}}}, NodeId{0},
             joiner_options);
     }
-    /// Asks the seed and runs until `done` has run (at most 5 s).
-    void join() {
-        joiner->request_join("127.0.0.1", seed->local_port(), request,
+    /// Asks the node at 127.0.0.1:`port` (the seed by default); `done` records its result.
+    void ask(std::optional<std::uint16_t> port = std::nullopt) {
+        joiner->request_join("127.0.0.1", port ? *port : seed->local_port(), request,
                              [this](std::optional<JoinAnswer> a, std::string e) {
                                  ++done_calls;
                                  answer = std::move(a);
                                  error = std::move(e);
                              });
+    }
+    /// Asks the seed and runs until `done` has run (at most 5 s).
+    void join() {
+        ask();
         REQUIRE(run_until(
             io, [this] { return done_calls > 0; }, 5000ms));
     }
@@ -338,21 +342,14 @@ TEST_CASE("join: the handler answers later (redirect); a second respond does not
     s.seed->set_join_handler([&](std::string, JoinRequest, std::function<void(JoinAnswer)> r) {
         stored = std::move(r);
     });
-    bool finished = false;
-    s.joiner->request_join("127.0.0.1", s.seed->local_port(), s.request,
-                           [&](std::optional<JoinAnswer> a, std::string e) {
-                               ++s.done_calls;
-                               s.answer = std::move(a);
-                               s.error = std::move(e);
-                               finished = true;
-                           });
+    s.ask();
     REQUIRE(run_until(
         s.io, [&] { return stored != nullptr; }, 5000ms));
     run_for(s.io, 50ms);
-    CHECK_FALSE(finished);  // waiting for the answer
+    CHECK(s.done_calls == 0);  // waiting for the answer
     stored(JoinAnswer{JoinStatus::Redirect, "127.0.0.1:7001"});
     REQUIRE(run_until(
-        s.io, [&] { return finished; }, 5000ms));
+        s.io, [&] { return s.done_calls > 0; }, 5000ms));
     CHECK(s.error.empty());
     REQUIRE(s.answer.has_value());
     CHECK(s.answer->status == JoinStatus::Redirect);
@@ -421,12 +418,7 @@ TEST_CASE("join: a handler that never answers leaves the joiner with a timeout")
 TEST_CASE("join: an unreachable seed and a stopped mesh end the request with an error") {
     JoinSetup s;
     const auto closed_port = free_ports(1)[0];
-    s.joiner->request_join("127.0.0.1", closed_port, s.request,
-                           [&](std::optional<JoinAnswer> a, std::string e) {
-                               ++s.done_calls;
-                               s.answer = std::move(a);
-                               s.error = std::move(e);
-                           });
+    s.ask(closed_port);  // nobody listens there
     REQUIRE(run_until(
         s.io, [&] { return s.done_calls == 1; }, 5000ms));
     CHECK_FALSE(s.answer.has_value());
@@ -435,12 +427,7 @@ TEST_CASE("join: an unreachable seed and a stopped mesh end the request with an 
     // Pending when the joiner's mesh stops: done runs with "mesh stopped".
     s.seed->set_join_handler([](std::string, JoinRequest, std::function<void(JoinAnswer)>) {});
     s.done_calls = 0;
-    s.joiner->request_join("127.0.0.1", s.seed->local_port(), s.request,
-                           [&](std::optional<JoinAnswer> a, std::string e) {
-                               ++s.done_calls;
-                               s.answer = std::move(a);
-                               s.error = std::move(e);
-                           });
+    s.ask();
     REQUIRE(run_until(
         s.io, [&] { return s.seed->counters().join_requests == 1; }, 5000ms));
     s.joiner->stop();
