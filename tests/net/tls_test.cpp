@@ -97,3 +97,46 @@ TEST_CASE("TLS: a 3-node cluster elects; a foreign CA and a borrowed certificate
         CHECK(cluster.nodes[2]->mesh->counters().peer_ups == 0);
     }
 }
+
+TEST_CASE("TLS: a joiner's certificate must name the id it claims, and the seed's too") {
+    TempDir pki;
+    make_pki(pki.path, "ca", {"n2", "n4", "n5"});
+    const auto with_certs = [&](std::string seed_cert, std::string joiner_cert) {
+        return [&pki, seed_cert, joiner_cert](MeshOptions& seed, MeshOptions& joiner) {
+            seed.tls = tls(pki.path, "ca", seed_cert);
+            joiner.tls = tls(pki.path, "ca", joiner_cert);
+        };
+    };
+    const auto accept = [](JoinSetup& s) {
+        s.seed->set_join_handler([](std::string, JoinRequest, std::function<void(JoinAnswer)> r) {
+            r(JoinAnswer{JoinStatus::Accepted, "{}"});
+        });
+    };
+
+    SECTION("both certificates name their ids: accepted") {
+        JoinSetup s("n4", with_certs("ca-n2", "ca-n4"));
+        accept(s);
+        s.join();
+        CHECK(s.error.empty());
+        REQUIRE(s.answer.has_value());
+        CHECK(s.answer->status == JoinStatus::Accepted);
+        CHECK(s.seed->counters().join_requests == 1);
+    }
+    SECTION("the joiner claims n4 with n5's certificate: the seed refuses") {
+        JoinSetup s("n4", with_certs("ca-n2", "ca-n5"));
+        accept(s);
+        s.join();
+        CHECK_FALSE(s.answer.has_value());
+        CHECK(s.seed->counters().refusal(HandshakeRefusal::CertificateMismatch) == 1);
+        CHECK(s.seed->counters().join_requests == 0);
+    }
+    SECTION("the seed claims n2 with n5's certificate: the joiner refuses") {
+        JoinSetup s("n4", with_certs("ca-n5", "ca-n4"));
+        accept(s);
+        s.join();
+        CHECK_FALSE(s.answer.has_value());
+        CHECK_THAT(s.error, Catch::Contains("certificate_mismatch"));
+        CHECK(s.joiner->counters().refusal(HandshakeRefusal::CertificateMismatch) == 1);
+        CHECK(s.seed->counters().join_requests == 0);
+    }
+}
