@@ -583,8 +583,8 @@ void Connection::respond_join(JoinAnswer answer) {
     } catch (const std::invalid_argument& e) {
         owner->log().error("{} net: {}: cannot send the join answer: {}", owner->log_prefix(),
                            describe(), e.what());
-        payload = encode_join_answer(
-            JoinAnswer{JoinStatus::Refused, "the seed's answer was too large to send"});
+        answer = JoinAnswer{JoinStatus::Refused, "the seed's answer was too large to send"};
+        payload = encode_join_answer(answer);
     }
     join_phase_ = JoinPhase::Answered;
     close_after_write_ = true;

@@ -389,3 +389,15 @@ TEST_CASE("join: an unreachable seed and a stopped mesh end the request with an 
     CHECK(s.done_calls == 1);
     CHECK_THAT(s.error, Catch::Contains("mesh stopped"));
 }
+
+TEST_CASE("join: an answer above the bound is logged and replaced by a refusal") {
+    JoinSetup s;
+    s.seed->set_join_handler([](std::string, JoinRequest, std::function<void(JoinAnswer)> r) {
+        r(JoinAnswer{JoinStatus::Accepted, std::string(kMaxJoinAnswerBytes, 'c')});
+    });
+    s.join();
+    CHECK(s.error.empty());
+    REQUIRE(s.answer.has_value());
+    CHECK(s.answer->status == JoinStatus::Refused);
+    CHECK_THAT(s.answer->detail, Catch::Contains("too large"));
+}

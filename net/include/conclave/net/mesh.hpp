@@ -139,7 +139,8 @@ using PeerHandler = std::function<void(NodeId peer, bool up)>;
 /// Seed side: a joiner `id` (authenticated, not in the table) asks to be added. `respond` writes
 /// the answer and closes the connection once it is written; it may be called later, or never
 /// (join_timeout then closes the connection); calling it again, or after the connection closed,
-/// does nothing.
+/// does nothing. Like every mesh call, `respond` must run on the io_context's thread. An answer
+/// above kMaxJoinAnswerBytes is logged and replaced by a "refused" one.
 using JoinHandler = std::function<void(std::string id, JoinRequest request,
                                        std::function<void(JoinAnswer)> respond)>;
 /// Joiner side: runs exactly once, with the seed's answer (error empty) or with nullopt and an
