@@ -101,42 +101,36 @@ TEST_CASE("TLS: a 3-node cluster elects; a foreign CA and a borrowed certificate
 TEST_CASE("TLS: a joiner's certificate must name the id it claims, and the seed's too") {
     TempDir pki;
     make_pki(pki.path, "ca", {"n2", "n4", "n5"});
-    const auto with_certs = [&](std::string seed_cert, std::string joiner_cert) {
-        return [&pki, seed_cert, joiner_cert](MeshOptions& seed, MeshOptions& joiner) {
+    // The seed (n2) accepts every join; each side presents the certificate named.
+    const auto join_with = [&pki](const std::string& seed_cert, const std::string& joiner_cert) {
+        auto s = std::make_unique<JoinSetup>("n4", [&](MeshOptions& seed, MeshOptions& joiner) {
             seed.tls = tls(pki.path, "ca", seed_cert);
             joiner.tls = tls(pki.path, "ca", joiner_cert);
-        };
-    };
-    const auto accept = [](JoinSetup& s) {
-        s.seed->set_join_handler([](std::string, JoinRequest, std::function<void(JoinAnswer)> r) {
+        });
+        s->seed->set_join_handler([](std::string, JoinRequest, std::function<void(JoinAnswer)> r) {
             r(JoinAnswer{JoinStatus::Accepted, "{}"});
         });
+        s->join();
+        return s;
     };
 
     SECTION("both certificates name their ids: accepted") {
-        JoinSetup s("n4", with_certs("ca-n2", "ca-n4"));
-        accept(s);
-        s.join();
-        CHECK(s.error.empty());
-        REQUIRE(s.answer.has_value());
-        CHECK(s.answer->status == JoinStatus::Accepted);
-        CHECK(s.seed->counters().join_requests == 1);
+        const auto s = join_with("ca-n2", "ca-n4");
+        CHECK(s->error.empty());
+        REQUIRE(s->answer.has_value());
+        CHECK(s->answer->status == JoinStatus::Accepted);
+        CHECK(s->seed->counters().join_requests == 1);
     }
     SECTION("the joiner claims n4 with n5's certificate: the seed refuses") {
-        JoinSetup s("n4", with_certs("ca-n2", "ca-n5"));
-        accept(s);
-        s.join();
-        CHECK_FALSE(s.answer.has_value());
-        CHECK(s.seed->counters().refusal(HandshakeRefusal::CertificateMismatch) == 1);
-        CHECK(s.seed->counters().join_requests == 0);
+        const auto s = join_with("ca-n2", "ca-n5");
+        CHECK_FALSE(s->answer.has_value());
+        CHECK(s->seed->counters().refusal(HandshakeRefusal::CertificateMismatch) == 1);
+        CHECK(s->seed->counters().join_requests == 0);
     }
     SECTION("the seed claims n2 with n5's certificate: the joiner refuses") {
-        JoinSetup s("n4", with_certs("ca-n5", "ca-n4"));
-        accept(s);
-        s.join();
-        CHECK_FALSE(s.answer.has_value());
-        CHECK_THAT(s.error, Catch::Contains("certificate_mismatch"));
-        CHECK(s.joiner->counters().refusal(HandshakeRefusal::CertificateMismatch) == 1);
-        CHECK(s.seed->counters().join_requests == 0);
+        const auto s = join_with("ca-n5", "ca-n4");
+        CHECK_THAT(s->error, Catch::Contains("certificate_mismatch"));
+        CHECK(s->joiner->counters().refusal(HandshakeRefusal::CertificateMismatch) == 1);
+        CHECK(s->seed->counters().join_requests == 0);
     }
 }
