@@ -388,6 +388,13 @@ TEST_CASE("join: an unreachable seed and a stopped mesh end the request with an 
     s.joiner->stop();
     CHECK(s.done_calls == 1);
     CHECK_THAT(s.error, Catch::Contains("mesh stopped"));
+    // A request on a stopped mesh: done runs later, on the io_context, never inside the call.
+    s.error.clear();
+    s.ask();
+    CHECK(s.done_calls == 1);
+    REQUIRE(run_until(
+        s.io, [&] { return s.done_calls == 2; }, 1000ms));
+    CHECK_THAT(s.error, Catch::Contains("mesh stopped"));
 }
 
 TEST_CASE("join: an answer above the bound is logged and replaced by a refusal") {

@@ -241,12 +241,14 @@ struct JoinSetup {
     }
 
     asio::io_context io;
-    std::unique_ptr<Mesh> seed;
-    std::unique_ptr<Mesh> joiner;
-    JoinRequest request{"127.0.0.1:7004", "127.0.0.1:8004"};
+    // What `done` records; declared before the meshes, so that a join still pending when the
+    // joiner's mesh is destroyed ("mesh stopped") writes into live members.
     int done_calls = 0;
     std::optional<JoinAnswer> answer;
     std::string error;
+    JoinRequest request{"127.0.0.1:7004", "127.0.0.1:8004"};
+    std::unique_ptr<Mesh> seed;
+    std::unique_ptr<Mesh> joiner;
 };
 
 }  // namespace conclave::net::test
