@@ -61,6 +61,19 @@ std::vector<std::pair<std::string, Bytes>> seed_corpus() {
           log(replication::InstallSnapshot{b, 9, 0, {entries[1]}, true, false})}) {
         log_all.insert(log_all.end(), f.begin(), f.end());
     }
+    Hello join_hello{kProtocolVersion, "demo", "n4"};
+    join_hello.join = true;
+    Bytes join;
+    for (const auto& f :
+         {encode_frame(Channel::Control, encode_hello(join_hello)),
+          encode_frame(Channel::Control,
+                       encode_join_request(JoinRequest{"10.0.0.4:7100", "10.0.0.4:8100"})),
+          encode_frame(Channel::Control,
+                       encode_join_answer(JoinAnswer{JoinStatus::Accepted, std::string(900, 'c')})),
+          encode_frame(Channel::Control,
+                       encode_join_answer(JoinAnswer{JoinStatus::Refused, "join_refused"}))}) {
+        join.insert(join.end(), f.begin(), f.end());
+    }
     return {
         {"stream-all-types", with_chunk(255, all)},
         {"stream-log-types", with_chunk(255, log_all)},
@@ -76,6 +89,9 @@ std::vector<std::pair<std::string, Bytes>> seed_corpus() {
         {"truncated", with_chunk(1, Bytes{0, 0, 0, 0x40, 0x01, 0xa1})},
         {"nested", with_chunk(255, encode_frame(Channel::Elector, Bytes(64, 0x81)))},
         {"unknown-channel", with_chunk(255, encode_frame(static_cast<Channel>(9), Bytes{1, 2}))},
+        // Issue 18: the join exchange, and a deep payload above 512 bytes (nesting pre-pass).
+        {"join", with_chunk(255, join)},
+        {"join-deep", with_chunk(255, encode_frame(Channel::Control, Bytes(3000, 0x81)))},
     };
 }
 

@@ -20,9 +20,27 @@ void check(bool condition, const char* what) {
     }
 }
 
+/// The join decoders take control payloads above 512 bytes (with their nesting pre-pass): tried
+/// on every control payload, whatever its kind; what decodes must round-trip.
+void decode_join(std::span<const std::uint8_t> payload) {
+    try {
+        const JoinRequest r = decode_join_request(payload);
+        const JoinRequest again = decode_join_request(encode_join_request(r));
+        check(again.peer == r.peer && again.http == r.http, "join request round trip");
+    } catch (const DecodeError&) {
+    }
+    try {
+        const JoinAnswer a = decode_join_answer(payload);
+        const JoinAnswer again = decode_join_answer(encode_join_answer(a));
+        check(again.status == a.status && again.detail == a.detail, "join answer round trip");
+    } catch (const DecodeError&) {
+    }
+}
+
 void decode_payload(const Frame& frame) {
     try {
         if (frame.channel == Channel::Control) {
+            decode_join(frame.payload);
             if (decode_control_kind(frame.payload) == ControlKind::Hello) {
                 (void)decode_hello(frame.payload);
             }

@@ -9,6 +9,7 @@
 #include <boost/asio/connect.hpp>
 #include <boost/asio/write.hpp>
 #include <cstddef>
+#include <stdexcept>
 
 #include "conclave/codec/json.hpp"
 #include "mesh_impl.hpp"
@@ -38,34 +39,63 @@ std::string Connection::describe() const {
     const auto who = peer_ ? peer_ : dialed_;
     if (owner && who) {
         s += " (peer " + owner->membership_.at(*who).id + ")";
+    } else if (join_phase_ != JoinPhase::None) {
+        s += outbound_ ? " (join request" : " (joiner";
+        s += join_peer_.empty() ? std::string(")") : " '" + join_peer_ + "')";
     }
     return s;
 }
 
-void Connection::start_handshake_deadline() {
+std::string Connection::peer_name() const {
+    if (!join_peer_.empty()) {
+        return join_peer_;
+    }
+    auto owner = owner_.lock();
+    const auto who = peer_ ? peer_ : dialed_;
+    return owner && who ? owner->membership_.at(*who).id : std::string("?");
+}
+
+void Connection::set_join(JoinRequest request, JoinCallback done) {
+    join_phase_ = JoinPhase::Joining;
+    join_request_ = std::move(request);
+    join_done_ = std::move(done);
+}
+
+void Connection::arm_deadline(bool join) {
     auto owner = owner_.lock();
     if (!owner) {
         return;
     }
-    deadline_.expires_after(owner->options_.handshake_timeout);
-    deadline_.async_wait([self = shared_from_this()](const error_code& ec) {
-        if (ec || self->closed_ || self->established_) {
+    // Connect + TLS + hello, then (join connections) the join exchange. Re-arming replaces the
+    // previous wait (expires_after cancels it).
+    const Millis timeout = join ? owner->options_.join_timeout : owner->options_.handshake_timeout;
+    deadline_.expires_after(timeout);
+    deadline_.async_wait([self = shared_from_this(), join,
+                          ms = std::to_string(timeout.count())](const error_code& ec) {
+        if (ec || self->closed_ || (!join && self->established_)) {
             return;
         }
-        auto o = self->owner_.lock();
-        const auto ms = o ? o->options_.handshake_timeout.count() : 0;
-        self->close_refused(HandshakeRefusal::Timeout,
-                            "handshake not completed within " + std::to_string(ms) + " ms");
+        if (!join) {
+            self->close_refused(HandshakeRefusal::Timeout,
+                                "handshake not completed within " + ms + " ms");
+        } else if (self->outbound_) {
+            self->close(spdlog::level::warn,
+                        "join: timeout: no answer from the seed within " + ms + " ms");
+        } else {
+            self->close(spdlog::level::warn, "join: timeout: the request of '" + self->join_peer_ +
+                                                 "' was not answered within " + ms + " ms");
+        }
     });
 }
 
 void Connection::start_inbound() {
-    start_handshake_deadline();
+    arm_deadline(/*join=*/false);
     on_connected();
 }
 
 void Connection::start_outbound(const std::string& host, std::uint16_t port) {
-    start_handshake_deadline();
+    outbound_ = true;
+    arm_deadline(/*join=*/false);
     remote_ = host + ":" + std::to_string(port);
     resolver_.async_resolve(
         host, std::to_string(port),
@@ -145,7 +175,7 @@ void Connection::on_connected() {
         begin_hello_exchange();
         return;
     }
-    const auto role = dialed_ ? ssl::stream_base::client : ssl::stream_base::server;
+    const auto role = outbound_ ? ssl::stream_base::client : ssl::stream_base::server;
     tls_->async_handshake(role, [self = shared_from_this()](const error_code& ec2) {
         if (self->closed_) {
             return;
@@ -161,12 +191,13 @@ void Connection::on_connected() {
 
 void Connection::begin_hello_exchange() {
     // The dialer speaks first; the acceptor answers once it has checked the dialer's Hello.
-    if (dialed_) {
+    if (outbound_) {
         auto owner = owner_.lock();
         if (!owner) {
             return;
         }
         Hello hello = owner->own_hello();
+        hello.join = join_phase_ == JoinPhase::Joining;
         if (owner->has_secret()) {
             nonce_ = random_nonce();
             hello.nonce = nonce_;
@@ -292,45 +323,19 @@ void Connection::handle_frame(Frame& frame) {
     if (!owner) {
         return;
     }
+    switch (join_phase_) {
+        case JoinPhase::AwaitingAnswer:
+        case JoinPhase::AwaitingRequest:
+        case JoinPhase::AwaitingHandler:
+        case JoinPhase::Answered:
+            handle_join_frame(frame);
+            return;
+        default:
+            break;
+    }
     if (!established_) {
         if (awaiting_confirmation_) {
-            // Inbound: the dialer accepted our Hello and confirms with a ping (handshake.hpp).
-            bool is_ping = false;
-            std::vector<std::uint8_t> mac;
-            if (frame.channel == Channel::Control) {
-                try {
-                    is_ping = decode_control_kind(frame.payload) == ControlKind::Ping;
-                    if (is_ping) {
-                        mac = decode_ping_mac(frame.payload);
-                    }
-                } catch (const DecodeError&) {
-                    is_ping = false;
-                }
-            }
-            if (!is_ping) {
-                close_bad_frame(BadFrameKind::BadHandshake,
-                                "expected the dialer's confirmation after the hello");
-                return;
-            }
-            if (owner->has_secret()) {
-                const auto& dialer = owner->membership_.at(*peer_).id;
-                if (!mac_equal(
-                        mac, owner->peer_mac(HandshakeRole::Dialer, dialer, peer_nonce_, nonce_))) {
-                    close_refused(HandshakeRefusal::AuthFailed,
-                                  "the confirmation of '" + dialer +
-                                      "' does not prove the cluster secret (wrong or missing MAC)");
-                    return;
-                }
-            }
-            if (!channel_mismatch_.empty()) {
-                close(spdlog::level::warn, "handshake refused (channel_mismatch)");  // counted
-                return;
-            }
-            if (auto refusal = owner->on_confirmation(*this)) {
-                close_refused(refusal->first, refusal->second);
-                return;
-            }
-            establish();
+            handle_confirmation(frame);
             return;
         }
         if (frame.channel != Channel::Control) {
@@ -348,9 +353,62 @@ void Connection::handle_frame(Frame& frame) {
     }
 }
 
+void Connection::handle_confirmation(Frame& frame) {
+    auto owner = owner_.lock();
+    if (!owner) {
+        return;
+    }
+    // Inbound: the dialer accepted our Hello and confirms with a ping (handshake.hpp).
+    bool is_ping = false;
+    std::vector<std::uint8_t> mac;
+    if (frame.channel == Channel::Control) {
+        try {
+            is_ping = decode_control_kind(frame.payload) == ControlKind::Ping;
+            if (is_ping) {
+                mac = decode_ping_mac(frame.payload);
+            }
+        } catch (const DecodeError&) {
+            is_ping = false;
+        }
+    }
+    if (!is_ping) {
+        close_bad_frame(BadFrameKind::BadHandshake,
+                        "expected the dialer's confirmation after the hello");
+        return;
+    }
+    if (owner->has_secret()) {
+        const std::string dialer = peer_name();
+        if (!mac_equal(mac, owner->peer_mac(HandshakeRole::Dialer, dialer, peer_nonce_, nonce_))) {
+            close_refused(HandshakeRefusal::AuthFailed,
+                          "the confirmation of '" + dialer +
+                              "' does not prove the cluster secret (wrong or missing MAC)");
+            return;
+        }
+    }
+    if (join_phase_ == JoinPhase::JoinerHello) {
+        // The joiner proved itself (with a secret); it is not a peer: wait for its request.
+        awaiting_confirmation_ = false;
+        join_phase_ = JoinPhase::AwaitingRequest;
+        arm_deadline(/*join=*/true);
+        return;
+    }
+    if (!channel_mismatch_.empty()) {
+        close(spdlog::level::warn, "handshake refused (channel_mismatch)");  // counted
+        return;
+    }
+    if (auto refusal = owner->on_confirmation(*this)) {
+        close_refused(refusal->first, refusal->second);
+        return;
+    }
+    establish();
+}
+
 void Connection::handle_hello(std::span<const std::uint8_t> payload) {
     auto owner = owner_.lock();
     if (!owner) {
+        return;
+    }
+    if (joining() && seed_refused(payload)) {
         return;
     }
     Hello hello;
@@ -362,19 +420,39 @@ void Connection::handle_hello(std::span<const std::uint8_t> payload) {
     }
     const HelloCheck check = owner->on_hello(*this, hello);
     if (check.refusal) {
-        close_refused(*check.refusal, check.detail);
+        if (*check.refusal == HandshakeRefusal::JoinRefused) {
+            join_peer_ = hello.node;
+            refuse_join(check.detail);
+        } else {
+            close_refused(*check.refusal, check.detail);
+        }
         return;
     }
     peer_ = check.peer;
-    if (dialed_) {
-        // Outbound: the acceptor's hello checks out; confirm, and the peer is up on our side.
+    if (outbound_) {
+        // The acceptor's hello checks out (and proves the secret): confirm.
         std::vector<std::uint8_t> mac;
         if (owner->has_secret()) {
             mac = owner->own_mac(HandshakeRole::Dialer, hello.node, nonce_, hello.nonce);
         }
         enqueue(Channel::Control, encode_confirmation(mac));
-        establish();
+        if (!joining()) {
+            establish();  // the peer is up on our side
+            return;
+        }
+        // Joiner: ask, and wait for the answer. Only the answer may be this large (it carries a
+        // configuration).
+        join_peer_ = hello.node;
+        enqueue(Channel::Control, encode_join_request(join_request_));
+        join_phase_ = JoinPhase::AwaitingAnswer;
+        decoder_.set_max_frame_bytes(1 + kMaxJoinAnswerBytes);
+        arm_deadline(/*join=*/true);
+        owner->log().info("{} net: {}: join request sent", owner->log_prefix(), describe());
         return;
+    }
+    if (check.joiner) {
+        join_peer_ = hello.node;
+        join_phase_ = JoinPhase::JoinerHello;
     }
     // Inbound: answer with our hello; the peer is up once the dialer confirms it.
     Hello answer = owner->own_hello();
@@ -386,7 +464,7 @@ void Connection::handle_hello(std::span<const std::uint8_t> payload) {
     }
     // A channel mismatch is refused on both sides: the dialer refuses our hello (it sees our
     // channels), and we refuse its confirmation should it come anyway. Said here, once, clearly.
-    channel_mismatch_ = owner->channel_mismatch(hello);
+    channel_mismatch_ = check.joiner ? std::string() : owner->channel_mismatch(hello);
     if (!channel_mismatch_.empty()) {
         ++owner->counters_
               .handshake_refusals[static_cast<std::size_t>(HandshakeRefusal::ChannelMismatch)];
@@ -396,6 +474,132 @@ void Connection::handle_hello(std::span<const std::uint8_t> payload) {
     hello_sent_ = true;
     awaiting_confirmation_ = true;
     enqueue(Channel::Control, encode_hello(answer));
+}
+
+void Connection::refuse_join(const std::string& detail) {
+    auto owner = owner_.lock();
+    if (!owner) {
+        return;
+    }
+    // Counted and logged like every refusal; the joiner is told why (a refusal proves nothing,
+    // so it needs no authentication), then the connection closes once that is written.
+    join_phase_ = JoinPhase::Answered;
+    ++owner->counters_.handshake_refusals[static_cast<std::size_t>(HandshakeRefusal::JoinRefused)];
+    owner->log().warn("{} net: {}: handshake refused (join_refused): {}", owner->log_prefix(),
+                      describe(), detail);
+    close_after_write_ = true;
+    enqueue(Channel::Control,
+            encode_join_answer(JoinAnswer{JoinStatus::Refused, "join_refused: " + detail}));
+}
+
+bool Connection::seed_refused(std::span<const std::uint8_t> payload) {
+    JoinAnswer answer;
+    try {
+        answer = decode_join_answer(payload);
+    } catch (const DecodeError&) {
+        return false;  // not an answer: the seed's hello (checked next)
+    }
+    if (answer.status != JoinStatus::Refused) {
+        // Nothing but a refusal may come before the seed has proven itself.
+        close_bad_frame(
+            BadFrameKind::BadHandshake,
+            "join answer '" + std::string(to_string(answer.status)) + "' before the seed's hello");
+        return true;
+    }
+    close(spdlog::level::warn, "join refused by the seed at the handshake: " + answer.detail);
+    return true;
+}
+
+namespace {
+
+/// Decodes a join frame; on DecodeError closes `c` as a bad frame and returns nullopt.
+template <typename Decode>
+auto decode_or_close(Connection& c, Decode decode, std::span<const std::uint8_t> payload,
+                     const char* what) -> std::optional<decltype(decode(payload))> {
+    try {
+        return decode(payload);
+    } catch (const DecodeError& e) {
+        c.close_bad_frame(BadFrameKind::Undecodable, std::string(what) + ": " + e.what());
+        return std::nullopt;
+    }
+}
+
+}  // namespace
+
+void Connection::handle_join_frame(Frame& frame) {
+    auto owner = owner_.lock();
+    if (!owner) {
+        return;
+    }
+    if (frame.channel != Channel::Control) {
+        close_bad_frame(BadFrameKind::UnexpectedControl,
+                        "frame on channel " + std::to_string(static_cast<unsigned>(frame.channel)) +
+                            " on a join connection");
+        return;
+    }
+    if (join_phase_ == JoinPhase::AwaitingAnswer) {
+        if (auto answer =
+                decode_or_close(*this, decode_join_answer, frame.payload, "join answer")) {
+            finish_join(std::move(*answer));
+        }
+        return;
+    }
+    if (join_phase_ != JoinPhase::AwaitingRequest) {
+        close_bad_frame(BadFrameKind::UnexpectedControl,
+                        "frame from joiner '" + join_peer_ + "' after its request");
+        return;
+    }
+    auto request = decode_or_close(*this, decode_join_request, frame.payload, "join request");
+    if (!request) {
+        return;
+    }
+    ++owner->counters_.join_requests;
+    join_phase_ = JoinPhase::AwaitingHandler;
+    owner->log().info("{} net: {}: join request (peer {}, http {})", owner->log_prefix(),
+                      describe(), request->peer, request->http);
+    const JoinHandler handler = owner->join_handler_;  // copy: it may replace itself
+    if (!handler) {
+        respond_join(JoinAnswer{JoinStatus::Refused, "this node does not accept joins"});
+        return;
+    }
+    handler(join_peer_, std::move(*request), [weak = weak_from_this()](JoinAnswer answer) {
+        if (auto self = weak.lock()) {
+            self->respond_join(std::move(answer));
+        }
+    });
+}
+
+void Connection::respond_join(JoinAnswer answer) {
+    if (closed_ || join_phase_ != JoinPhase::AwaitingHandler) {
+        return;
+    }
+    auto owner = owner_.lock();
+    if (!owner) {
+        return;
+    }
+    std::vector<std::uint8_t> payload;
+    try {
+        payload = encode_join_answer(answer);
+    } catch (const std::invalid_argument& e) {
+        owner->log().error("{} net: {}: cannot send the join answer: {}", owner->log_prefix(),
+                           describe(), e.what());
+        answer = JoinAnswer{JoinStatus::Refused, "the seed's answer was too large to send"};
+        payload = encode_join_answer(answer);
+    }
+    join_phase_ = JoinPhase::Answered;
+    close_after_write_ = true;
+    owner->log().info("{} net: {}: join answered ({})", owner->log_prefix(), describe(),
+                      to_string(answer.status));
+    enqueue(Channel::Control, payload);
+}
+
+void Connection::finish_join(JoinAnswer answer) {
+    auto done = std::move(join_done_);
+    join_done_ = nullptr;
+    close(spdlog::level::info, "join answered: " + std::string(to_string(answer.status)));
+    if (done) {
+        done(std::move(answer), "");
+    }
 }
 
 void Connection::establish() {
@@ -439,6 +643,9 @@ bool Connection::enqueue(Channel channel, std::span<const std::uint8_t> payload)
 void Connection::do_write() {
     if (closed_ || queue_.empty()) {
         writing_ = false;
+        if (!closed_ && close_after_write_) {
+            close(spdlog::level::debug, "join answer written");
+        }
         return;
     }
     writing_ = true;
@@ -504,6 +711,12 @@ void Connection::close(int level, const std::string& why) {
     queued_bytes_ = 0;
     if (owner) {
         owner->on_closed(shared_from_this());
+    }
+    if (join_done_) {
+        // A join that ends without an answer: the reason is the error.
+        auto done = std::move(join_done_);
+        join_done_ = nullptr;
+        done(std::nullopt, why);
     }
 }
 

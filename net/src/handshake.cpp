@@ -16,11 +16,50 @@ using nlohmann::json;
 
 namespace {
 
-json parse_control(std::span<const std::uint8_t> payload) {
-    // The size bound also bounds the nesting depth the recursive CBOR parser can reach.
-    if (payload.size() > kMaxControlPayloadBytes) {
+/// Counts nesting as the reader goes and stops it (returns false) one level past the limit, so
+/// the binary reader, which recurses once per level, never goes deeper than that.
+class NestingLimit {
+  public:
+    explicit NestingLimit(std::size_t max_depth) : max_depth_(max_depth) {}
+    bool null() { return true; }
+    bool boolean(bool /*value*/) { return true; }
+    bool number_integer(json::number_integer_t /*value*/) { return true; }
+    bool number_unsigned(json::number_unsigned_t /*value*/) { return true; }
+    bool number_float(json::number_float_t /*value*/, const std::string& /*text*/) { return true; }
+    bool string(json::string_t& /*value*/) { return true; }
+    bool binary(json::binary_t& /*value*/) { return true; }
+    bool start_object(std::size_t /*elements*/) { return enter(); }
+    bool key(json::string_t& /*value*/) { return true; }
+    bool end_object() { return leave(); }
+    bool start_array(std::size_t /*elements*/) { return enter(); }
+    bool end_array() { return leave(); }
+    bool parse_error(std::size_t /*position*/, const std::string& /*token*/,
+                     const nlohmann::detail::exception& /*error*/) {
+        return false;
+    }
+
+  private:
+    bool enter() { return ++depth_ <= max_depth_; }
+    bool leave() {
+        --depth_;
+        return true;
+    }
+    std::size_t max_depth_;
+    std::size_t depth_ = 0;
+};
+
+json parse_control(std::span<const std::uint8_t> payload,
+                   std::size_t max_bytes = kMaxControlPayloadBytes) {
+    // Up to kMaxControlPayloadBytes, the size bound also bounds the nesting depth the recursive
+    // CBOR parser can reach; above it (join frames), a non-recursive pre-pass bounds the depth.
+    if (payload.size() > max_bytes) {
         throw DecodeError("control: payload of " + std::to_string(payload.size()) +
-                          " bytes, above the maximum " + std::to_string(kMaxControlPayloadBytes));
+                          " bytes, above the maximum " + std::to_string(max_bytes));
+    }
+    if (payload.size() > kMaxControlPayloadBytes &&
+        !cbor_nesting_within(payload, kMaxControlNesting)) {
+        throw DecodeError("control: malformed CBOR or nested deeper than " +
+                          std::to_string(kMaxControlNesting));
     }
     json j;
     try {
@@ -68,6 +107,16 @@ std::span<const std::uint8_t> as_bytes(std::string_view s) {
 
 }  // namespace
 
+bool cbor_nesting_within(std::span<const std::uint8_t> payload, std::size_t max_depth) {
+    NestingLimit limit(max_depth);
+    try {
+        return json::sax_parse(payload.begin(), payload.end(), &limit, json::input_format_t::cbor,
+                               /*strict=*/true);
+    } catch (const json::exception&) {
+        return false;
+    }
+}
+
 std::vector<std::uint8_t> encode_hello(const Hello& hello) {
     json j{
         {"kind", "hello"}, {"v", hello.version}, {"cluster", hello.cluster}, {"node", hello.node}};
@@ -79,6 +128,9 @@ std::vector<std::uint8_t> encode_hello(const Hello& hello) {
     }
     if (hello.channels) {
         j["channels"] = *hello.channels;
+    }
+    if (hello.join) {
+        j["join"] = true;
     }
     return json::to_cbor(j);
 }
@@ -147,6 +199,12 @@ ControlKind decode_control_kind(std::span<const std::uint8_t> payload) {
     if (kind == "ping") {
         return ControlKind::Ping;
     }
+    if (kind == "join_request") {
+        return ControlKind::JoinRequest;
+    }
+    if (kind == "join_answer") {
+        return ControlKind::JoinAnswer;
+    }
     throw DecodeError("kind: unknown control frame kind '" + kind + "'");
 }
 
@@ -164,7 +222,85 @@ Hello decode_hello(std::span<const std::uint8_t> payload) {
     if (j.contains("channels")) {
         h.channels = get_u64(j, "channels");
     }
+    if (j.contains("join")) {
+        h.join = get_bool(j, "join");
+    }
     return h;
+}
+
+namespace {
+
+std::string bounded_string(const json& j, const char* key, std::size_t max_bytes) {
+    std::string value = get_string(j, key);
+    if (value.size() > max_bytes) {
+        throw DecodeError(std::string(key) + ": longer than " + std::to_string(max_bytes) +
+                          " bytes");
+    }
+    return value;
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> encode_join_request(const JoinRequest& request) {
+    if (request.peer.size() > kMaxJoinAddressBytes || request.http.size() > kMaxJoinAddressBytes) {
+        throw std::invalid_argument("join request: peer and http must be at most " +
+                                    std::to_string(kMaxJoinAddressBytes) + " bytes");
+    }
+    return json::to_cbor(
+        json{{"kind", "join_request"}, {"peer", request.peer}, {"http", request.http}});
+}
+
+JoinRequest decode_join_request(std::span<const std::uint8_t> payload) {
+    const json j = parse_control(payload, kMaxJoinRequestBytes);
+    if (get_string(j, "kind") != "join_request") {
+        throw DecodeError("kind: expected 'join_request'");
+    }
+    return JoinRequest{bounded_string(j, "peer", kMaxJoinAddressBytes),
+                       bounded_string(j, "http", kMaxJoinAddressBytes)};
+}
+
+std::string_view to_string(JoinStatus s) {
+    switch (s) {
+        case JoinStatus::Accepted:
+            return "accepted";
+        case JoinStatus::Redirect:
+            return "redirect";
+        case JoinStatus::Refused:
+            return "refused";
+    }
+    return "unknown";
+}
+
+std::vector<std::uint8_t> encode_join_answer(const JoinAnswer& answer) {
+    auto payload = json::to_cbor(json{{"kind", "join_answer"},
+                                      {"status", std::string(to_string(answer.status))},
+                                      {"detail", answer.detail}});
+    if (payload.size() > kMaxJoinAnswerBytes) {
+        throw std::invalid_argument("join answer: " + std::to_string(payload.size()) +
+                                    " bytes, above the maximum " +
+                                    std::to_string(kMaxJoinAnswerBytes));
+    }
+    return payload;
+}
+
+JoinAnswer decode_join_answer(std::span<const std::uint8_t> payload) {
+    const json j = parse_control(payload, kMaxJoinAnswerBytes);
+    if (get_string(j, "kind") != "join_answer") {
+        throw DecodeError("kind: expected 'join_answer'");
+    }
+    JoinAnswer answer;
+    const std::string status = get_string(j, "status");
+    if (status == "accepted") {
+        answer.status = JoinStatus::Accepted;
+    } else if (status == "redirect") {
+        answer.status = JoinStatus::Redirect;
+    } else if (status == "refused") {
+        answer.status = JoinStatus::Refused;
+    } else {
+        throw DecodeError("status: unknown join status '" + status + "'");
+    }
+    answer.detail = get_string(j, "detail");
+    return answer;
 }
 
 std::string_view to_string(HandshakeRefusal r) {
@@ -195,12 +331,13 @@ std::string_view to_string(HandshakeRefusal r) {
             return "channel_mismatch";
         case HandshakeRefusal::TooManyPendingFromSource:
             return "too_many_pending_from_source";
+        case HandshakeRefusal::JoinRefused:
+            return "join_refused";
     }
     return "unknown";
 }
 
-HelloCheck check_hello(const Hello& hello, const Membership& membership, NodeId self,
-                       std::optional<NodeId> expected) {
+HelloCheck check_seed_hello(const Hello& hello, const std::string& cluster) {
     HelloCheck c;
     if (hello.version != kProtocolVersion) {
         c.refusal = HandshakeRefusal::UnsupportedVersion;
@@ -208,12 +345,33 @@ HelloCheck check_hello(const Hello& hello, const Membership& membership, NodeId 
                    std::to_string(kProtocolVersion);
         return c;
     }
-    if (hello.cluster != membership.cluster) {
+    if (hello.cluster != cluster) {
         c.refusal = HandshakeRefusal::WrongCluster;
-        c.detail = "cluster '" + hello.cluster + "', expected '" + membership.cluster + "'";
+        c.detail = "cluster '" + hello.cluster + "', expected '" + cluster + "'";
+        return c;
+    }
+    return c;
+}
+
+HelloCheck check_hello(const Hello& hello, const Membership& membership, NodeId self,
+                       std::optional<NodeId> expected) {
+    HelloCheck c = check_seed_hello(hello, membership.cluster);
+    if (c.refusal) {
         return c;
     }
     const auto index = membership.index_of(hello.node);
+    if (hello.join && !expected) {
+        if (index) {
+            c.refusal = HandshakeRefusal::JoinRefused;
+            c.detail = "node id '" + hello.node + "' is already in the cluster's table";
+        } else if (hello.node.empty()) {
+            c.refusal = HandshakeRefusal::JoinRefused;
+            c.detail = "empty node id";
+        } else {
+            c.joiner = true;
+        }
+        return c;
+    }
     if (!index) {
         c.refusal = HandshakeRefusal::UnknownNode;
         c.detail = "node id '" + hello.node + "' is not in the membership table";

@@ -2,6 +2,7 @@
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/ip/address.hpp>
+#include <boost/asio/post.hpp>
 #include <stdexcept>
 
 #include "conclave/codec/json.hpp"
@@ -287,12 +288,19 @@ void Mesh::Impl::schedule_redial(NodeId peer) {
 }
 
 HelloCheck Mesh::Impl::on_hello(Connection& c, const Hello& hello) {
-    HelloCheck check = check_hello(hello, membership_, self_, c.dialed());
+    // A joiner checks the seed's answer without the table: the seed need not be in it.
+    HelloCheck check = c.joining() ? check_seed_hello(hello, membership_.cluster)
+                                   : check_hello(hello, membership_, self_, c.dialed());
     if (check.refusal) {
         return check;
     }
-    const NodeId peer = *check.peer;
-    if (peers_[peer.value]->retired) {
+    if (check.joiner && !join_handler_) {
+        check.joiner = false;
+        check.refusal = HandshakeRefusal::JoinRefused;
+        check.detail = "this node does not accept joins";
+        return check;
+    }
+    if (check.peer && peers_[check.peer->value]->retired) {
         check.peer.reset();
         check.refusal = HandshakeRefusal::UnknownNode;
         check.detail = "node '" + hello.node + "' was removed from the cluster";
@@ -310,7 +318,7 @@ HelloCheck Mesh::Impl::on_hello(Connection& c, const Hello& hello) {
     if (has_secret()) {
         bool proven = false;
         std::string why;
-        if (!c.dialed()) {
+        if (c.inbound()) {
             // Inbound: the dialer proves itself in its confirmation; here it must send a nonce.
             proven = hello.nonce.size() == kNonceBytes;
             why = "hello without a " + std::to_string(kNonceBytes) +
@@ -337,8 +345,8 @@ HelloCheck Mesh::Impl::on_hello(Connection& c, const Hello& hello) {
             return check;
         }
     }
-    if (!c.dialed()) {
-        auto& slot = *peers_[peer.value];
+    if (c.inbound() && check.peer) {
+        auto& slot = *peers_[check.peer->value];
         if (slot.up) {
             check.peer.reset();
             check.refusal = HandshakeRefusal::DuplicateNode;
@@ -407,10 +415,14 @@ std::optional<FrameRejection> Mesh::Impl::on_frame(Connection& c, Frame& frame) 
     }
     if (frame.channel == Channel::Control) {
         try {
-            if (decode_control_kind(frame.payload) == ControlKind::Ping) {
+            const ControlKind kind = decode_control_kind(frame.payload);
+            if (kind == ControlKind::Ping) {
                 return std::nullopt;
             }
-            return FrameRejection{BadFrameKind::UnexpectedControl, "hello after the handshake"};
+            return FrameRejection{BadFrameKind::UnexpectedControl,
+                                  kind == ControlKind::Hello
+                                      ? "hello after the handshake"
+                                      : "join frame on a member's connection"};
         } catch (const DecodeError& e) {
             return FrameRejection{BadFrameKind::UnexpectedControl, e.what()};
         }
@@ -422,8 +434,8 @@ std::optional<FrameRejection> Mesh::Impl::on_frame(Connection& c, Frame& frame) 
 
 void Mesh::Impl::on_closed(const std::shared_ptr<Connection>& c) {
     connections_.erase(c);
-    if (!c->dialed() && !c->established()) {
-        release_pending(*c);
+    if (c->inbound() && !c->established()) {
+        release_pending(*c);  // a joiner's connection stays pending until it closes
     }
     const auto who = c->established() ? c->peer() : c->dialed();
     if (!who) {
@@ -485,6 +497,31 @@ void Mesh::Impl::retire_node(NodeId node) {
     }
 }
 
+void Mesh::Impl::request_join(std::string host, std::uint16_t port, JoinRequest request,
+                              JoinCallback done) {
+    const auto fail = [this, &done](std::string error) {
+        asio::post(
+            io_, [done = std::move(done), error = std::move(error)] { done(std::nullopt, error); });
+    };
+    if (stopped_) {
+        fail("mesh stopped");
+        return;
+    }
+    if (request.peer.size() > kMaxJoinAddressBytes || request.http.size() > kMaxJoinAddressBytes) {
+        fail("join request: peer and http must be at most " + std::to_string(kMaxJoinAddressBytes) +
+             " bytes");
+        return;
+    }
+    ++counters_.connections_dialed;
+    auto c = std::make_shared<Connection>(weak_from_this(), tcp::socket(io_), tls_context_.get(),
+                                          std::nullopt);
+    c->set_join(std::move(request), std::move(done));
+    connections_.insert(c);
+    log().info("{} net: asking {}:{} to add this node to cluster '{}'", log_prefix(), host, port,
+               membership_.cluster);
+    c->start_outbound(host, port);
+}
+
 bool Mesh::Impl::send(NodeId to, Channel channel, std::span<const std::uint8_t> payload) {
     CONCLAVE_CHECK(to.value < peers_.size() && to != self_, "a send names another member");
     auto& slot = *peers_[to.value];
@@ -515,11 +552,21 @@ void Mesh::add_peer_handler(PeerHandler handler) {
     impl_->peer_handlers_.push_back(std::move(handler));
 }
 
+void Mesh::set_join_handler(JoinHandler handler) {
+    impl_->join_handler_ = std::move(handler);
+}
+
+void Mesh::request_join(std::string host, std::uint16_t port, JoinRequest request,
+                        JoinCallback done) {
+    impl_->request_join(std::move(host), port, std::move(request), std::move(done));
+}
+
 void Mesh::start() {
     impl_->start();
 }
 void Mesh::stop() {
-    impl_->stop();
+    const auto keep = impl_;  // a join callback run by stop() may destroy this handle
+    keep->stop();
 }
 
 bool Mesh::send(NodeId to, Channel channel, std::span<const std::uint8_t> payload) {

@@ -22,6 +22,17 @@ using tcp = boost::asio::ip::tcp;
 namespace ssl = boost::asio::ssl;
 using SteadyTime = std::chrono::steady_clock::time_point;
 
+/// The join exchange a connection carries (net/README.md, "Join"); None for a member's.
+enum class JoinPhase : std::uint8_t {
+    None,
+    Joining,          // outbound, this node joins: dialing, TLS, hello exchange
+    AwaitingAnswer,   // outbound: confirmed and JoinRequest sent; waiting for the JoinAnswer
+    JoinerHello,      // inbound from a joiner: our hello sent, waiting for its confirmation
+    AwaitingRequest,  // inbound: the joiner proved itself; waiting for its JoinRequest
+    AwaitingHandler,  // inbound: the join handler has the request; waiting for respond()
+    Answered,         // inbound: the answer (or the refusal) is queued; closing once written
+};
+
 /// One TCP (or TLS) connection, inbound or outbound, from connect to close.
 /// Owned by shared_ptr: pending asynchronous operations keep it alive; `owner_` is the mesh,
 /// which may be gone by the time a cancelled operation completes (then nothing is reported).
@@ -33,6 +44,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
     void start_inbound();
     void start_outbound(const std::string& host, std::uint16_t port);
+    /// Makes this outbound connection a join request (before start_outbound).
+    void set_join(JoinRequest request, JoinCallback done);
+    /// Seed side: writes the handler's answer and closes once written (no-op unless waiting).
+    void respond_join(JoinAnswer answer);
 
     /// Queues a frame. Returns false when the queue overflowed (the connection is then closed).
     bool enqueue(Channel channel, std::span<const std::uint8_t> payload);
@@ -43,6 +58,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
     std::optional<NodeId> peer() const { return peer_; }
     std::optional<NodeId> dialed() const { return dialed_; }
+    /// Accepted (not dialed by this node, whether to a member or to a seed).
+    bool inbound() const { return !outbound_; }
+    /// This node's join request, until the seed's hello checks out.
+    bool joining() const { return join_phase_ == JoinPhase::Joining; }
     bool established() const { return established_; }
     bool closed() const { return closed_; }
     const std::string& remote() const { return remote_; }
@@ -63,12 +82,22 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   private:
     void on_connected();
-    void start_handshake_deadline();
+    /// The handshake's deadline, or (join) the join exchange's.
+    void arm_deadline(bool join);
     void begin_hello_exchange();
     void do_read();
     void on_read(const boost::system::error_code& ec, std::size_t n);
     void handle_frame(Frame& frame);
     void handle_hello(std::span<const std::uint8_t> payload);
+    void handle_confirmation(Frame& frame);
+    void handle_join_frame(Frame& frame);
+    /// Seed side: refuses a joiner's hello, telling it why (JoinAnswer "refused").
+    void refuse_join(const std::string& detail);
+    /// Joiner side: the seed refused in place of its hello (`payload` a JoinAnswer "refused").
+    bool seed_refused(std::span<const std::uint8_t> payload);
+    void finish_join(JoinAnswer answer);
+    /// The id of the other side: the member's, or the joiner's / seed's claimed id.
+    std::string peer_name() const;
     void establish();
     void do_write();
     void set_socket_options();
@@ -81,6 +110,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
     boost::asio::steady_timer deadline_;
     std::optional<NodeId> dialed_;
     std::optional<NodeId> peer_;
+    bool outbound_ = false;
+    JoinPhase join_phase_ = JoinPhase::None;
+    std::string join_peer_;  // the joiner's id (seed side) or the seed's (joiner side)
+    JoinRequest join_request_;
+    JoinCallback join_done_;
+    bool close_after_write_ = false;  // the join answer is queued: close once it is written
     std::string remote_;
     bool established_ = false;
     bool closed_ = false;
@@ -125,6 +160,7 @@ struct Mesh::Impl : std::enable_shared_from_this<Mesh::Impl> {
     std::optional<std::pair<HandshakeRefusal, std::string>> on_confirmation(Connection& c);
     void on_established(const std::shared_ptr<Connection>& c);
     std::optional<FrameRejection> on_frame(Connection& c, Frame& frame);
+    void request_join(std::string host, std::uint16_t port, JoinRequest request, JoinCallback done);
     void on_closed(const std::shared_ptr<Connection>& c);
     bool tls_enabled() const { return tls_context_ != nullptr; }
     bool has_secret() const { return options_.secret.has_value(); }
@@ -166,6 +202,7 @@ struct Mesh::Impl : std::enable_shared_from_this<Mesh::Impl> {
     std::map<std::string, std::size_t> pending_by_source_;
     std::array<FrameHandler, kChannelCount> handlers_;
     std::vector<PeerHandler> peer_handlers_;
+    JoinHandler join_handler_;
     MeshCounters counters_;
     std::mt19937_64 rng_;
     bool started_ = false;

@@ -150,6 +150,45 @@ TEST_CASE("bad input closes only the offending connection and the cluster keeps 
                       bad(BadFrameKind::Oversized));
     }
 
+    {
+        // Joiners (issue 18): the node takes joins but its handler never answers; whatever a
+        // joiner sends besides one JoinRequest after its handshake closes only its connection.
+        std::vector<std::function<void(JoinAnswer)>> unanswered;
+        target.mesh->set_join_handler(
+            [&](std::string, JoinRequest, std::function<void(JoinAnswer)> respond) {
+                unanswered.push_back(std::move(respond));
+            });
+        const auto joiner = [&](const std::string& node) {
+            Hello h{kProtocolVersion, "test", node};
+            h.join = true;
+            return concat(encode_frame(Channel::Control, encode_hello(h)),
+                          encode_frame(Channel::Control, encode_ping()));
+        };
+        const auto request = encode_frame(Channel::Control, encode_join_request({"a:1", "a:2"}));
+        expect_closed(joiner("n1"), refused(HandshakeRefusal::JoinRefused));
+        expect_closed(concat(joiner("n9"), frame(Channel::Elector, {0xa0})),
+                      bad(BadFrameKind::UnexpectedControl));
+        expect_closed(concat(joiner("n9"), frame(Channel::Control, encode_ping())),
+                      bad(BadFrameKind::Undecodable));
+        expect_closed(concat(joiner("n9"), frame(Channel::Control,
+                                                 encode_join_answer({JoinStatus::Accepted, ""}))),
+                      bad(BadFrameKind::Undecodable));
+        // Deeper than the control bound, within the joiner's frame limit.
+        expect_closed(
+            concat(joiner("n9"), frame(Channel::Control, std::vector<std::uint8_t>(1000, 0x81))),
+            bad(BadFrameKind::Undecodable));
+        expect_closed(
+            concat(joiner("n9"), frame(Channel::Control, std::vector<std::uint8_t>(60000, 0x81))),
+            bad(BadFrameKind::Oversized));
+        expect_closed(concat(concat(joiner("n9"), request), request),
+                      bad(BadFrameKind::UnexpectedControl));
+        CHECK(counters.join_requests == 1);
+        for (const auto& respond : unanswered) {
+            respond(JoinAnswer{JoinStatus::Accepted, "after the close"});  // does nothing
+        }
+        target.mesh->set_join_handler(nullptr);
+    }
+
     // The node kept its peer and the cluster its leader, in the same term.
     CHECK(target.mesh->is_up(NodeId{1}));
     const auto heartbeats_before = cluster.nodes[leader.value]->driver->counters().messages_out[4];
@@ -159,6 +198,70 @@ TEST_CASE("bad input closes only the offending connection and the cluster keeps 
     CHECK(cluster.nodes[leader.value]->driver->snapshot().term == term);
     CHECK(cluster.nodes[1]->leader() == leader);
     CHECK(cluster.nodes[2]->leader() == leader);
+}
+
+namespace {
+
+/// A hostile seed: accepts one connection and, once the joiner's hello arrived, writes `reply`
+/// (then reads nothing more and keeps the connection open).
+struct FakeSeed {
+    FakeSeed(asio::io_context& io, std::vector<std::uint8_t> reply_bytes)
+        : acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)),
+          socket(io),
+          reply(std::move(reply_bytes)) {
+        acceptor.async_accept(socket, [this](const boost::system::error_code& ec) {
+            if (ec) {
+                return;
+            }
+            socket.async_read_some(
+                asio::buffer(buffer), [this](const boost::system::error_code& ec2, std::size_t) {
+                    if (!ec2) {
+                        asio::async_write(socket, asio::buffer(reply), [](auto&&...) {});
+                    }
+                });
+        });
+    }
+    std::uint16_t port() const { return acceptor.local_endpoint().port(); }
+
+    tcp::acceptor acceptor;
+    tcp::socket socket;
+    std::vector<std::uint8_t> reply;
+    std::array<std::uint8_t, 4096> buffer{};
+};
+
+}  // namespace
+
+TEST_CASE("a hostile seed's answer ends the join with an error, never a crash") {
+    const auto seed_hello =
+        encode_frame(Channel::Control, encode_hello(Hello{kProtocolVersion, "test", "n2"}));
+    const auto answer_frame = [](const std::vector<std::uint8_t>& payload) {
+        return encode_frame(Channel::Control, payload);
+    };
+    JoinSetup s;
+    const auto expect_error = [&](const std::vector<std::uint8_t>& reply, BadFrameKind kind) {
+        FakeSeed seed(s.io, reply);
+        const auto before = s.joiner->counters().bad_frame(kind);
+        s.done_calls = 0;
+        s.ask(seed.port());
+        REQUIRE(run_until(
+            s.io, [&] { return s.done_calls == 1; }, 5000ms));
+        CHECK_FALSE(s.answer.has_value());
+        CHECK_THAT(s.error, Catch::Contains(std::string(to_string(kind))));
+        CHECK(s.joiner->counters().bad_frame(kind) == before + 1);
+    };
+    // 60,000 nested arrays: refused by the nesting pre-pass, not by a stack overflow.
+    std::vector<std::uint8_t> deep(60000, 0x81);
+    deep.push_back(0x00);
+    expect_error(concat(seed_hello, answer_frame(deep)), BadFrameKind::Undecodable);
+    // Above the answer's bound.
+    expect_error(
+        concat(seed_hello, answer_frame(std::vector<std::uint8_t>(kMaxJoinAnswerBytes + 1, 0x60))),
+        BadFrameKind::Oversized);
+    // An "accepted" before the seed proved anything is not believed.
+    expect_error(answer_frame(encode_join_answer({JoinStatus::Accepted, "{}"})),
+                 BadFrameKind::BadHandshake);
+    // Something else than the answer after the handshake.
+    expect_error(concat(seed_hello, answer_frame(encode_ping())), BadFrameKind::Undecodable);
 }
 
 TEST_CASE("a stalled peer overflows its own queue and is reset; other peers are unaffected") {

@@ -306,3 +306,165 @@ TEST_CASE("membership changes: a node added at runtime is connected; a retired o
         m->stop();
     }
 }
+
+// ---- Join exchange (net/README.md, "Join") ----------------------------------------------------
+
+namespace {
+
+const std::string kTestSecret(32, 's');
+
+void with_secret(MeshOptions& seed, MeshOptions& joiner) {
+    seed.secret = kTestSecret;
+    joiner.secret = kTestSecret;
+}
+
+}  // namespace
+
+TEST_CASE("join: the seed's handler accepts at once; the joiner never becomes a peer") {
+    JoinSetup s("n4", with_secret);  // the MACs work for an id outside the seed's table
+    std::string asked_id;
+    JoinRequest asked;
+    const std::string configuration(40 << 10, 'c');  // a large answer: the 64 KiB path
+    s.seed->set_join_handler(
+        [&](std::string id, JoinRequest request, std::function<void(JoinAnswer)> respond) {
+            asked_id = id;
+            asked = request;
+            respond(JoinAnswer{JoinStatus::Accepted, configuration});
+        });
+    s.join();
+    CHECK(s.error.empty());
+    REQUIRE(s.answer.has_value());
+    CHECK(s.answer->status == JoinStatus::Accepted);
+    CHECK(s.answer->detail == configuration);
+    CHECK(asked_id == "n4");
+    CHECK(asked.peer == s.request.peer);
+    CHECK(asked.http == s.request.http);
+    run_for(s.io, 100ms);  // done runs exactly once; nothing else happens afterwards
+    CHECK(s.done_calls == 1);
+    const MeshCounters& seed = s.seed->counters();
+    CHECK(seed.join_requests == 1);
+    CHECK(seed.peer_ups == 0);
+    CHECK(seed.handshakes_completed == 0);
+    CHECK(seed.handshake_refusals == std::array<std::uint64_t, kRefusalCount>{});
+    CHECK(seed.bad_frames == std::array<std::uint64_t, kBadFrameKindCount>{});
+    CHECK_FALSE(s.seed->is_up(NodeId{0}));
+    CHECK(s.joiner->counters().peer_ups == 0);
+}
+
+TEST_CASE("join: the handler answers later (redirect); a second respond does nothing") {
+    JoinSetup s;
+    std::function<void(JoinAnswer)> stored;
+    s.seed->set_join_handler([&](std::string, JoinRequest, std::function<void(JoinAnswer)> r) {
+        stored = std::move(r);
+    });
+    s.ask();
+    REQUIRE(run_until(
+        s.io, [&] { return stored != nullptr; }, 5000ms));
+    run_for(s.io, 50ms);
+    CHECK(s.done_calls == 0);  // waiting for the answer
+    stored(JoinAnswer{JoinStatus::Redirect, "127.0.0.1:7001"});
+    REQUIRE(run_until(
+        s.io, [&] { return s.done_calls > 0; }, 5000ms));
+    CHECK(s.error.empty());
+    REQUIRE(s.answer.has_value());
+    CHECK(s.answer->status == JoinStatus::Redirect);
+    CHECK(s.answer->detail == "127.0.0.1:7001");
+    stored(JoinAnswer{JoinStatus::Accepted, "again"});  // the connection is answered or closed
+    run_for(s.io, 50ms);
+    CHECK(s.done_calls == 1);
+    CHECK(s.seed->counters().join_requests == 1);
+}
+
+TEST_CASE("join: a joiner with another secret is refused at the handshake") {
+    JoinSetup s("n4", [](MeshOptions& seed, MeshOptions& joiner) {
+        seed.secret = kTestSecret;
+        joiner.secret = std::string(32, 'x');
+    });
+    bool asked = false;
+    s.seed->set_join_handler(
+        [&](std::string, JoinRequest, std::function<void(JoinAnswer)>) { asked = true; });
+    s.join();
+    CHECK_FALSE(s.answer.has_value());
+    CHECK_THAT(s.error, Catch::Contains("auth_failed"));
+    CHECK_FALSE(asked);
+    CHECK(s.seed->counters().join_requests == 0);
+    CHECK(s.joiner->counters().refusal(HandshakeRefusal::AuthFailed) == 1);
+}
+
+TEST_CASE("join: an id already in the seed's table is refused") {
+    JoinSetup s("n1");
+    s.seed->set_join_handler([](std::string, JoinRequest, std::function<void(JoinAnswer)>) {
+        FAIL("the handler saw a member's id");
+    });
+    s.join();
+    CHECK_FALSE(s.answer.has_value());
+    CHECK_THAT(s.error, Catch::Contains("already in the cluster"));
+    CHECK(s.seed->counters().refusal(HandshakeRefusal::JoinRefused) == 1);
+    CHECK(s.seed->counters().join_requests == 0);
+}
+
+TEST_CASE("join: a seed without a join handler refuses") {
+    JoinSetup s;
+    s.join();
+    CHECK_FALSE(s.answer.has_value());
+    CHECK_THAT(s.error, Catch::Contains("does not accept joins"));
+    CHECK(s.seed->counters().refusal(HandshakeRefusal::JoinRefused) == 1);
+}
+
+TEST_CASE("join: a handler that never answers leaves the joiner with a timeout") {
+    JoinSetup s("n4", [](MeshOptions& seed, MeshOptions& joiner) {
+        seed.join_timeout = 5000ms;  // the joiner gives up first
+        joiner.join_timeout = 200ms;
+    });
+    std::function<void(JoinAnswer)> stored;
+    s.seed->set_join_handler([&](std::string, JoinRequest, std::function<void(JoinAnswer)> r) {
+        stored = std::move(r);
+    });
+    s.join();
+    CHECK_FALSE(s.answer.has_value());
+    CHECK_THAT(s.error, Catch::Contains("timeout"));
+    REQUIRE(stored != nullptr);
+    run_for(s.io, 100ms);  // the seed sees the joiner's connection close
+    stored(JoinAnswer{JoinStatus::Accepted, "too late"});  // does nothing
+    run_for(s.io, 50ms);
+    CHECK(s.done_calls == 1);
+}
+
+TEST_CASE("join: an unreachable seed and a stopped mesh end the request with an error") {
+    JoinSetup s;
+    const auto closed_port = free_ports(1)[0];
+    s.ask(closed_port);  // nobody listens there
+    REQUIRE(run_until(
+        s.io, [&] { return s.done_calls == 1; }, 5000ms));
+    CHECK_FALSE(s.answer.has_value());
+    CHECK_THAT(s.error, Catch::Contains("connect failed"));
+
+    // Pending when the joiner's mesh stops: done runs with "mesh stopped".
+    s.seed->set_join_handler([](std::string, JoinRequest, std::function<void(JoinAnswer)>) {});
+    s.done_calls = 0;
+    s.ask();
+    REQUIRE(run_until(
+        s.io, [&] { return s.seed->counters().join_requests == 1; }, 5000ms));
+    s.joiner->stop();
+    CHECK(s.done_calls == 1);
+    CHECK_THAT(s.error, Catch::Contains("mesh stopped"));
+    // A request on a stopped mesh: done runs later, on the io_context, never inside the call.
+    s.error.clear();
+    s.ask();
+    CHECK(s.done_calls == 1);
+    REQUIRE(run_until(
+        s.io, [&] { return s.done_calls == 2; }, 1000ms));
+    CHECK_THAT(s.error, Catch::Contains("mesh stopped"));
+}
+
+TEST_CASE("join: an answer above the bound is logged and replaced by a refusal") {
+    JoinSetup s;
+    s.seed->set_join_handler([](std::string, JoinRequest, std::function<void(JoinAnswer)> r) {
+        r(JoinAnswer{JoinStatus::Accepted, std::string(kMaxJoinAnswerBytes, 'c')});
+    });
+    s.join();
+    CHECK(s.error.empty());
+    REQUIRE(s.answer.has_value());
+    CHECK(s.answer->status == JoinStatus::Refused);
+    CHECK_THAT(s.answer->detail, Catch::Contains("too large"));
+}

@@ -204,4 +204,51 @@ struct TestCluster {
     std::vector<std::unique_ptr<TestNode>> nodes;
 };
 
+/// A seed and a joiner on one io_context: the seed is n2 of a started bare mesh whose table is
+/// {n1, n2} (n2 dials nobody, so the seed is quiet); the joiner's mesh holds only itself and is
+/// not started (request_join needs no listener). Options are adjusted before the meshes exist.
+struct JoinSetup {
+    explicit JoinSetup(
+        std::string joiner_id = "n4",
+        const std::function<void(MeshOptions& seed, MeshOptions& joiner)>& adjust = {}) {
+        MeshOptions seed_options = test_mesh_options();
+        MeshOptions joiner_options = test_mesh_options();
+        if (adjust) {
+            adjust(seed_options, joiner_options);
+        }
+        const auto ports = free_ports(3);
+        seed = std::make_unique<Mesh>(io, make_membership({ports[0], ports[1]}), NodeId{1},
+                                      seed_options);
+        seed->start();
+        joiner = std::make_unique<Mesh>(
+            io, Membership{"test", {{std::move(joiner_id), "127.0.0.1", ports[2]}}}, NodeId{0},
+            joiner_options);
+    }
+    /// Asks the node at 127.0.0.1:`port` (the seed by default); `done` records its result.
+    void ask(std::optional<std::uint16_t> port = std::nullopt) {
+        joiner->request_join("127.0.0.1", port ? *port : seed->local_port(), request,
+                             [this](std::optional<JoinAnswer> a, std::string e) {
+                                 ++done_calls;
+                                 answer = std::move(a);
+                                 error = std::move(e);
+                             });
+    }
+    /// Asks the seed and runs until `done` has run (at most 5 s).
+    void join() {
+        ask();
+        REQUIRE(run_until(
+            io, [this] { return done_calls > 0; }, 5000ms));
+    }
+
+    asio::io_context io;
+    // What `done` records; declared before the meshes, so that a join still pending when the
+    // joiner's mesh is destroyed ("mesh stopped") writes into live members.
+    int done_calls = 0;
+    std::optional<JoinAnswer> answer;
+    std::string error;
+    JoinRequest request{"127.0.0.1:7004", "127.0.0.1:8004"};
+    std::unique_ptr<Mesh> seed;
+    std::unique_ptr<Mesh> joiner;
+};
+
 }  // namespace conclave::net::test

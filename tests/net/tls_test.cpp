@@ -97,3 +97,40 @@ TEST_CASE("TLS: a 3-node cluster elects; a foreign CA and a borrowed certificate
         CHECK(cluster.nodes[2]->mesh->counters().peer_ups == 0);
     }
 }
+
+TEST_CASE("TLS: a joiner's certificate must name the id it claims, and the seed's too") {
+    TempDir pki;
+    make_pki(pki.path, "ca", {"n2", "n4", "n5"});
+    // The seed (n2) accepts every join; each side presents the certificate named.
+    const auto join_with = [&pki](const std::string& seed_cert, const std::string& joiner_cert) {
+        auto s = std::make_unique<JoinSetup>("n4", [&](MeshOptions& seed, MeshOptions& joiner) {
+            seed.tls = tls(pki.path, "ca", seed_cert);
+            joiner.tls = tls(pki.path, "ca", joiner_cert);
+        });
+        s->seed->set_join_handler([](std::string, JoinRequest, std::function<void(JoinAnswer)> r) {
+            r(JoinAnswer{JoinStatus::Accepted, "{}"});
+        });
+        s->join();
+        return s;
+    };
+
+    SECTION("both certificates name their ids: accepted") {
+        const auto s = join_with("ca-n2", "ca-n4");
+        CHECK(s->error.empty());
+        REQUIRE(s->answer.has_value());
+        CHECK(s->answer->status == JoinStatus::Accepted);
+        CHECK(s->seed->counters().join_requests == 1);
+    }
+    SECTION("the joiner claims n4 with n5's certificate: the seed refuses") {
+        const auto s = join_with("ca-n2", "ca-n5");
+        CHECK_FALSE(s->answer.has_value());
+        CHECK(s->seed->counters().refusal(HandshakeRefusal::CertificateMismatch) == 1);
+        CHECK(s->seed->counters().join_requests == 0);
+    }
+    SECTION("the seed claims n2 with n5's certificate: the joiner refuses") {
+        const auto s = join_with("ca-n5", "ca-n4");
+        CHECK_THAT(s->error, Catch::Contains("certificate_mismatch"));
+        CHECK(s->joiner->counters().refusal(HandshakeRefusal::CertificateMismatch) == 1);
+        CHECK(s->seed->counters().join_requests == 0);
+    }
+}

@@ -4,6 +4,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "conclave/codec/json.hpp"
 #include "conclave/drivers/state_file.hpp"
@@ -106,6 +108,113 @@ TEST_CASE("hello round-trips and is checked against the membership") {
     CHECK(check_hello({kProtocolVersion, "demo", "n3"}, m, NodeId{0}, NodeId{1}).refusal ==
           HandshakeRefusal::WrongPeer);
     CHECK(check_hello({kProtocolVersion, "demo", "n2"}, m, NodeId{0}, NodeId{1}).peer == NodeId{1});
+}
+
+TEST_CASE("a joiner's hello carries join only when set, and is checked without the table") {
+    Hello h{kProtocolVersion, "demo", "n4"};
+    CHECK_FALSE(decode_hello(encode_hello(h)).join);
+    // Absent when false: nothing changes on the wire for members.
+    const auto plain = nlohmann::json::from_cbor(encode_hello(h));
+    CHECK_FALSE(plain.contains("join"));
+    h.join = true;
+    CHECK(nlohmann::json::from_cbor(encode_hello(h)).at("join") == true);
+    CHECK(decode_hello(encode_hello(h)).join);
+    auto wrong = nlohmann::json::from_cbor(encode_hello(h));
+    wrong["join"] = 1;
+    CHECK_THROWS_AS(decode_hello(nlohmann::json::to_cbor(wrong)), DecodeError);
+
+    const auto m = three();
+    const auto joiner = check_hello(h, m, NodeId{0}, std::nullopt);
+    CHECK(joiner.joiner);
+    CHECK_FALSE(joiner.peer);
+    CHECK_FALSE(joiner.refusal);
+    // Any index may be the seed (no direction rule for a joiner).
+    CHECK(check_hello(h, m, NodeId{2}, std::nullopt).joiner);
+    const auto member =
+        check_hello({kProtocolVersion, "demo", "n2", {}, {}, {}, true}, m, NodeId{0}, std::nullopt);
+    CHECK(member.refusal == HandshakeRefusal::JoinRefused);
+    CHECK_THAT(member.detail, Catch::Contains("already in the cluster"));
+    CHECK(
+        check_hello({kProtocolVersion, "other", "n4", {}, {}, {}, true}, m, NodeId{0}, std::nullopt)
+            .refusal == HandshakeRefusal::WrongCluster);
+    CHECK(check_hello({kProtocolVersion, "demo", "", {}, {}, {}, true}, m, NodeId{0}, std::nullopt)
+              .refusal == HandshakeRefusal::JoinRefused);
+    CHECK(to_string(HandshakeRefusal::JoinRefused) == "join_refused");
+    CHECK(check_seed_hello({kProtocolVersion, "demo", "anyone"}, "demo").refusal == std::nullopt);
+    CHECK(check_seed_hello({kProtocolVersion, "x", "n1"}, "demo").refusal ==
+          HandshakeRefusal::WrongCluster);
+}
+
+TEST_CASE("join request and answer round-trip; oversized or garbled ones throw DecodeError") {
+    const JoinRequest request{"10.0.0.4:7100", "10.0.0.4:8100"};
+    CHECK(decode_control_kind(encode_join_request(request)) == ControlKind::JoinRequest);
+    const JoinRequest back = decode_join_request(encode_join_request(request));
+    CHECK(back.peer == request.peer);
+    CHECK(back.http == request.http);
+    // Both strings at their bound: above kMaxControlPayloadBytes, still decoded.
+    const JoinRequest longest{std::string(kMaxJoinAddressBytes, 'p'),
+                              std::string(kMaxJoinAddressBytes, 'h')};
+    CHECK(encode_join_request(longest).size() > kMaxControlPayloadBytes);
+    CHECK(decode_join_request(encode_join_request(longest)).http == longest.http);
+    CHECK_THROWS_AS(encode_join_request({std::string(kMaxJoinAddressBytes + 1, 'p'), "h"}),
+                    std::invalid_argument);
+    auto too_long = nlohmann::json{{"kind", "join_request"},
+                                   {"peer", std::string(kMaxJoinAddressBytes + 1, 'p')},
+                                   {"http", "h"}};
+    CHECK_THROWS_AS(decode_join_request(nlohmann::json::to_cbor(too_long)), DecodeError);
+    CHECK_THROWS_AS(decode_join_request(nlohmann::json::to_cbor(
+                        nlohmann::json{{"kind", "join_request"}, {"peer", "p"}})),
+                    DecodeError);
+    CHECK_THROWS_AS(decode_join_request(encode_ping()), DecodeError);
+    CHECK_THROWS_AS(decode_join_request(std::vector<std::uint8_t>(kMaxJoinRequestBytes + 1, 0x60)),
+                    DecodeError);
+
+    for (const auto status : {JoinStatus::Accepted, JoinStatus::Redirect, JoinStatus::Refused}) {
+        const JoinAnswer answer{status, "detail"};
+        const auto payload = encode_join_answer(answer);
+        CHECK(decode_control_kind(payload) == ControlKind::JoinAnswer);
+        const JoinAnswer a = decode_join_answer(payload);
+        CHECK(a.status == status);
+        CHECK(a.detail == "detail");
+    }
+    // A configuration of ~40 KiB fits; one above the bound does not, on either side.
+    const JoinAnswer config{JoinStatus::Accepted, std::string(40 << 10, 'c')};
+    CHECK(decode_join_answer(encode_join_answer(config)).detail == config.detail);
+    CHECK_THROWS_AS(
+        encode_join_answer({JoinStatus::Accepted, std::string(kMaxJoinAnswerBytes, 'c')}),
+        std::invalid_argument);
+    const auto oversized = nlohmann::json::to_cbor(nlohmann::json{
+        {"kind", "join_answer"}, {"status", "accepted"}, {"detail", std::string(70000, 'c')}});
+    CHECK_THROWS_AS(decode_join_answer(oversized), DecodeError);
+    // Only the join decoders take payloads above 512 bytes.
+    CHECK_THROWS_AS(decode_control_kind(encode_join_answer(config)), DecodeError);
+    CHECK_THROWS_AS(decode_join_answer(nlohmann::json::to_cbor(nlohmann::json{
+                        {"kind", "join_answer"}, {"status", "maybe"}, {"detail", ""}})),
+                    DecodeError);
+    CHECK_THROWS_AS(decode_join_answer(bytes({0xa1, 0x61})), DecodeError);
+    auto truncated = encode_join_answer(config);
+    truncated.resize(truncated.size() - 1);
+    CHECK_THROWS_AS(decode_join_answer(truncated), DecodeError);
+}
+
+TEST_CASE("a 60,000-deep CBOR payload is refused without recursing into it") {
+    // 60,000 one-element arrays, then 0: the recursive parser would need 60,000 frames.
+    std::vector<std::uint8_t> deep(60000, 0x81);
+    deep.push_back(0x00);
+    CHECK_FALSE(cbor_nesting_within(deep, kMaxControlNesting));
+    CHECK_THROWS_AS(decode_join_answer(deep), DecodeError);
+    // Same, as the value of a map's detail (depth counted through maps too).
+    std::vector<std::uint8_t> in_map = bytes({0xa1, 0x66, 'd', 'e', 't', 'a', 'i', 'l'});
+    in_map.insert(in_map.end(), deep.begin(), deep.end());
+    CHECK_THROWS_AS(decode_join_answer(in_map), DecodeError);
+    // Indefinite-length maps, 600 deep, padded above 512 bytes.
+    std::vector<std::uint8_t> indefinite(600, 0xbf);
+    CHECK_THROWS_AS(decode_join_request(indefinite), DecodeError);
+    // Within the bound: a map holding a map.
+    CHECK(cbor_nesting_within(nlohmann::json::to_cbor(nlohmann::json{{"a", {{"b", 1}}}}), 2));
+    CHECK_FALSE(
+        cbor_nesting_within(nlohmann::json::to_cbor(nlohmann::json{{"a", {{"b", {1}}}}}), 2));
+    CHECK_FALSE(cbor_nesting_within(bytes({0xff, 0x00}), 2));
 }
 
 TEST_CASE("membership validation names the field") {

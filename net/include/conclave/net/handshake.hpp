@@ -20,6 +20,15 @@
 // Ping payload: {"kind": "ping"} (+ "mac" when confirming). After the handshake a Ping is ignored
 // by its receiver (the mesh sends one to probe a connection that may be dead); any other control
 // frame is a bad frame.
+//
+// Join (net/README.md, "Join"): a node that is not in the table dials a member (a seed) with
+// Hello{..., "join": true}; the seed checks it like a member's hello minus the table and direction
+// checks (JoinRefused when it takes no joins or the id is in its table), answers with its Hello
+// (MAC included), the joiner confirms (Ping + MAC), then sends one JoinRequest
+//   {"kind": "join_request", "peer": "host:port", "http": "host:port"}
+// and the seed answers with one JoinAnswer and closes:
+//   {"kind": "join_answer", "status": "accepted"|"redirect"|"refused", "detail": "..."}
+// A JoinRefused is told to the joiner as a JoinAnswer "refused" in place of the seed's Hello.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +53,16 @@ inline constexpr std::size_t kMaxHandshakeFrameBytes = 4096;
 /// Largest control payload (hello, ping) decoded; anything longer is a bad frame. Keeps the
 /// recursive CBOR parser's depth small even after the handshake, when frames may be 1 MiB.
 inline constexpr std::size_t kMaxControlPayloadBytes = 512;
+/// Largest JoinRequest payload (two strings of at most kMaxJoinAddressBytes and the keys).
+inline constexpr std::size_t kMaxJoinRequestBytes = 1024;
+/// Largest "peer" / "http" string of a JoinRequest.
+inline constexpr std::size_t kMaxJoinAddressBytes = 256;
+/// Largest JoinAnswer payload: its detail carries a configuration (JSON text) when accepted.
+/// Accepted only on a joiner's connection waiting for its answer.
+inline constexpr std::size_t kMaxJoinAnswerBytes = std::size_t{64} << 10;
+/// Deepest nesting (maps and arrays) of a control payload larger than kMaxControlPayloadBytes,
+/// checked by a non-recursive pre-pass before the recursive parser runs.
+inline constexpr std::size_t kMaxControlNesting = 2;
 
 /// Size of the handshake nonces and of an HMAC-SHA256.
 inline constexpr std::size_t kNonceBytes = 32;
@@ -59,9 +78,28 @@ struct Hello {
     std::vector<std::uint8_t> mac{};    // acceptor's answer only, with a secret
     /// Bit i set: the sender serves channel i. nullopt: not announced (older sender).
     std::optional<std::uint64_t> channels{};
+    /// A joiner's hello: the sender is not in the table and asks to be added (encoded only
+    /// when true).
+    bool join = false;
 };
 
-enum class ControlKind : std::uint8_t { Hello, Ping };
+enum class ControlKind : std::uint8_t { Hello, Ping, JoinRequest, JoinAnswer };
+
+/// What a joiner asks for: to be added at these addresses ("host:port" each).
+struct JoinRequest {
+    std::string peer;
+    std::string http;
+};
+
+enum class JoinStatus : std::uint8_t { Accepted, Redirect, Refused };
+std::string_view to_string(JoinStatus s);
+
+/// The seed's answer. The mesh carries `detail` only; the node layer decides its content (a
+/// configuration when accepted, the leader's address when redirecting, a reason when refused).
+struct JoinAnswer {
+    JoinStatus status = JoinStatus::Refused;
+    std::string detail;
+};
 
 std::vector<std::uint8_t> encode_hello(const Hello& hello);
 std::vector<std::uint8_t> encode_ping();
@@ -83,10 +121,24 @@ std::vector<std::uint8_t> handshake_mac(std::string_view secret, HandshakeRole r
 bool mac_equal(std::span<const std::uint8_t> a, std::span<const std::uint8_t> b);
 /// kNonceBytes from OpenSSL's CSPRNG. Throws std::runtime_error if it fails.
 std::vector<std::uint8_t> random_nonce();
-/// Throws conclave::DecodeError naming the field.
+/// Throws conclave::DecodeError naming the field. Payloads above kMaxControlPayloadBytes are
+/// refused (a JoinRequest or JoinAnswer is decoded by its own function, with its own bound).
 ControlKind decode_control_kind(std::span<const std::uint8_t> payload);
 /// Throws conclave::DecodeError naming the field.
 Hello decode_hello(std::span<const std::uint8_t> payload);
+
+/// Throws std::invalid_argument when a string is longer than kMaxJoinAddressBytes.
+std::vector<std::uint8_t> encode_join_request(const JoinRequest& request);
+/// Throws conclave::DecodeError (payload above kMaxJoinRequestBytes, nesting, fields).
+JoinRequest decode_join_request(std::span<const std::uint8_t> payload);
+/// Throws std::invalid_argument when the payload would exceed kMaxJoinAnswerBytes.
+std::vector<std::uint8_t> encode_join_answer(const JoinAnswer& answer);
+/// Throws conclave::DecodeError (payload above kMaxJoinAnswerBytes, nesting, fields).
+JoinAnswer decode_join_answer(std::span<const std::uint8_t> payload);
+/// Whether a CBOR payload nests maps and arrays at most `max_depth` deep, decided without
+/// recursion beyond that depth (a 60,000-deep array is refused at level max_depth + 1). False
+/// for malformed CBOR too.
+bool cbor_nesting_within(std::span<const std::uint8_t> payload, std::size_t max_depth);
 
 /// Why a handshake was refused. Counted per kind in MeshCounters.
 enum class HandshakeRefusal : std::uint8_t {
@@ -103,20 +155,28 @@ enum class HandshakeRefusal : std::uint8_t {
     AuthFailed,                // cluster secret: missing or wrong MAC / nonce
     ChannelMismatch,           // the peers serve different channels (e.g. metadata on vs off)
     TooManyPendingFromSource,  // too many handshakes in progress from one source address
+    JoinRefused,  // a joiner's hello: this node takes no joins, or the id is in its table
 };
 // A hello that cannot be decoded is counted as bad frame "bad_handshake", not as a refusal.
-inline constexpr std::size_t kRefusalCount = 13;
+inline constexpr std::size_t kRefusalCount = 14;
 
 std::string_view to_string(HandshakeRefusal r);
 
 /// Checks a Hello received by `self`. `expected` is the node that was dialed (outbound) or
-/// nullopt (inbound). Returns the sender's index, or the refusal.
+/// nullopt (inbound). Returns the sender's index, or the refusal. An inbound hello with `join`
+/// passes the version and cluster checks, then is refused (JoinRefused) when its id is in the
+/// table, else accepted with `joiner` set and no `peer` (whether this node takes joins at all is
+/// the mesh's check). On an outbound connection `join` is ignored.
 struct HelloCheck {
     std::optional<NodeId> peer;
     std::optional<HandshakeRefusal> refusal;
     std::string detail;
+    bool joiner = false;
 };
 HelloCheck check_hello(const Hello& hello, const Membership& membership, NodeId self,
                        std::optional<NodeId> expected);
+/// A joiner's check of the seed's answer: version and cluster only (the seed's id need not be in
+/// the joiner's table; the mesh then checks its certificate and MAC against the id it claims).
+HelloCheck check_seed_hello(const Hello& hello, const std::string& cluster);
 
 }  // namespace conclave::net

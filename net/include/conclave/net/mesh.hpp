@@ -9,7 +9,9 @@
 //   - hands each received frame to the handler registered for its channel; a handler returns a
 //     rejection to have the connection closed as a bad frame;
 //   - keeps a bounded send queue per peer: when it overflows the connection is reset (see
-//     net/README.md), never blocking the other peers.
+//     net/README.md), never blocking the other peers;
+//   - runs the join exchange (net/README.md, "Join"): as a seed, it hands a joiner's JoinRequest
+//     to the join handler and writes its answer; as a joiner, request_join() asks a seed.
 // Every bad input closes only the connection it came on, is logged once with the peer address
 // and is counted in MeshCounters.
 //
@@ -82,6 +84,9 @@ struct MeshOptions {
     std::optional<TlsOptions> tls;
     /// Seed of the jitter RNG; std::random_device when unset.
     std::optional<std::uint64_t> seed;
+    /// Join exchange: a joiner waits this long for the seed's answer after the handshake; a seed
+    /// closes a joiner's connection that has not been answered this long after its handshake.
+    Millis join_timeout{10000};
     /// Where the mesh logs (listening, peer up/down, closed connections); spdlog's default
     /// logger when unset. A daemon passes its own, so that these lines honour its format/level.
     std::shared_ptr<spdlog::logger> logger{};
@@ -104,6 +109,7 @@ struct MeshCounters {
     std::uint64_t peer_downs = 0;
     std::uint64_t queue_overflows = 0;  // connections reset because their queue was full
     std::uint64_t sends_dropped = 0;    // send() to a peer that is not up
+    std::uint64_t join_requests = 0;    // JoinRequests received from joiners (seed side)
 
     std::uint64_t bad_frame(BadFrameKind k) const {
         return bad_frames[static_cast<std::size_t>(k)];
@@ -130,6 +136,17 @@ struct FrameRejection {
 using FrameHandler =
     std::function<std::optional<FrameRejection>(NodeId from, std::span<const std::uint8_t>)>;
 using PeerHandler = std::function<void(NodeId peer, bool up)>;
+/// Seed side: a joiner `id` (authenticated, not in the table) asks to be added. `respond` writes
+/// the answer and closes the connection once it is written; it may be called later, or never
+/// (join_timeout then closes the connection); calling it again, or after the connection closed,
+/// does nothing. Like every mesh call, `respond` must run on the io_context's thread. An answer
+/// above kMaxJoinAnswerBytes is logged and replaced by a "refused" one.
+using JoinHandler = std::function<void(std::string id, JoinRequest request,
+                                       std::function<void(JoinAnswer)> respond)>;
+/// Joiner side: runs exactly once, with the seed's answer (error empty) or with nullopt and an
+/// error (handshake refused by either side, connect failure, connection closed, timeout, mesh
+/// stopped).
+using JoinCallback = std::function<void(std::optional<JoinAnswer> answer, std::string error)>;
 
 class Mesh {
   public:
@@ -143,6 +160,16 @@ class Mesh {
     /// Register before start(). One handler per channel (Control is reserved).
     void set_frame_handler(Channel channel, FrameHandler handler);
     void add_peer_handler(PeerHandler handler);
+    /// Take joins: without a handler, a joiner's hello is refused (join_refused).
+    void set_join_handler(JoinHandler handler);
+
+    /// Asks the seed at host:port to add this node (membership().at(self()).id, which must not
+    /// be in the seed's table) at the addresses in `request`. Works whether or not this mesh
+    /// was started (it needs no listener; a joiner typically runs a mesh whose table holds only
+    /// itself); uses the mesh's TLS, secret, handshake_timeout and join_timeout. `done` runs
+    /// exactly once, on the io_context, never inside this call; stop() (and the destructor)
+    /// complete a pending join with the error "mesh stopped".
+    void request_join(std::string host, std::uint16_t port, JoinRequest request, JoinCallback done);
 
     /// Binds the listening socket and dials the peers. Throws boost::system::system_error if
     /// the endpoint cannot be bound (e.g. port in use).
