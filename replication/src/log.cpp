@@ -1503,7 +1503,7 @@ std::optional<std::string> ReplicatedLog::check_config_change(const Configuratio
     if (state_.role != LogRole::LeaderActive) {
         return "not the ACTIVE leader (R3: its sync point, of its own term, is not committed)";
     }
-    if (appended_config_ && appended_config_->first >= state_.commit_len) {
+    if (config_pending()) {
         return "a configuration change is pending (R2: one at a time)";
     }
     const auto next = resolve(cfg);

@@ -227,6 +227,10 @@ class ReplicatedLog {
     const ActiveConfig& active_config() const { return active_; }
     /// Why `cfg` may not be appended now (R2, R3, id table), or nullopt.
     std::optional<std::string> check_config_change(const Configuration& cfg) const;
+    /// R2: a configuration entry is appended and not committed yet.
+    bool config_pending() const {
+        return appended_config_ && appended_config_->first >= state_.commit_len;
+    }
     /// R8: the nodes a leader replicates to: the members of the active configuration and of the
     /// latest appended one (self excluded).
     NodeSet replication_targets() const;
