@@ -559,6 +559,8 @@ void ReplicatedLog::BecomeLeader(Term term) {
     }
     AdoptTerm(term, config_.self);
     SetRole(LogRole::LeaderPassive);
+    farewell_.clear();  // R8's farewell heartbeats belong to the leadership that committed
+    farewell_until_tick_ = 0;
     sync_ = SyncProgress{};
     sync_.last_lsn.assign(config_.cluster_size, kNoLsn);
     sync_.commit_lsn.assign(config_.cluster_size, kNoLsn);
@@ -1492,6 +1494,9 @@ std::pair<std::optional<std::size_t>, ActiveConfig> ReplicatedLog::LatestConfigB
 
 NodeSet ReplicatedLog::replication_targets() const {
     NodeSet out{active_.voters.bits | active_.learners.bits};
+    if (state_.tick <= farewell_until_tick_) {
+        out.bits |= farewell_.bits;
+    }
     if (appended_config_) {
         out.bits |= appended_config_->second.voters.bits | appended_config_->second.learners.bits;
     }
@@ -1549,6 +1554,13 @@ void ReplicatedLog::Activate(const ActiveConfig& next) {
     }
     CONCLAVE_CHECK(!active_.from_entry || !next.from_entry || next.version >= active_.version,
                    "the active configuration version never goes back");
+    if (IsLeader()) {
+        // R8: the members this configuration removes still hear a few heartbeats (with the
+        // commit point that makes their removal active on them).
+        farewell_.bits = (active_.voters.bits | active_.learners.bits) &
+                         ~(next.voters.bits | next.learners.bits);
+        farewell_until_tick_ = state_.tick + kFarewellTicks;
+    }
     active_ = next;
     ++counters_.config_changes;
     // R4: the commit point that made it active is durable before anything acknowledges it (a

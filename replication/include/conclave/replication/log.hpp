@@ -232,7 +232,8 @@ class ReplicatedLog {
         return appended_config_ && appended_config_->first >= state_.commit_len;
     }
     /// R8: the nodes a leader replicates to: the members of the active configuration and of the
-    /// latest appended one (self excluded).
+    /// latest appended one, and for kFarewellTicks heartbeats after a removal commits the
+    /// removed members, so that they learn it (self excluded).
     NodeSet replication_targets() const;
     /// The NodeIds of a configuration, or nullopt when it names an unknown or repeated id, a
     /// member both voter and learner, or no voter.
@@ -357,6 +358,11 @@ class ReplicatedLog {
     ActiveConfig active_;
     /// The latest configuration entry held (position, resolved), if any: R8's other half.
     std::optional<std::pair<std::size_t, ActiveConfig>> appended_config_;
+    /// R8 (leader): members the last activated configuration removed, still sent heartbeats
+    /// (which carry the commit point: they learn their removal) until `farewell_until_tick_`.
+    NodeSet farewell_;
+    std::uint64_t farewell_until_tick_ = 0;
+    static constexpr std::uint64_t kFarewellTicks = 10;
     LogState state_;
     Snapshot snapshot_;
     std::vector<Entry> entries_;  // after snapshot_.lsn
