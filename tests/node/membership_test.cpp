@@ -62,6 +62,12 @@ struct MemberCluster : Cluster {
         return *result;
     }
 
+    /// Starts the three nodes; returns the ACTIVE leader's index.
+    std::size_t start_and_elect() {
+        start_all();
+        return active_leader();
+    }
+
     /// Every running node has configuration `version` active.
     bool all_at(std::uint64_t version) {
         return run_until(io, [&] {
@@ -94,10 +100,7 @@ TEST_CASE(
     "promote it",
     "[node][membership]") {
     MemberCluster c;
-    for (std::size_t i = 0; i < 3; ++i) {
-        c.start(i);
-    }
-    const std::size_t leader = c.active_leader();
+    const std::size_t leader = c.start_and_elect();
     const std::size_t gone = (leader + 1) % 3;
     const std::size_t other = (leader + 2) % 3;
     CHECK(c.nodes[leader]->status().membership->version == 0);
@@ -160,18 +163,13 @@ TEST_CASE(
     CHECK(ids_with(c.nodes[leader]->members(), MemberRole::Voter).size() == 3);
     CHECK(c.nodes[gone]->status().membership->role == "voter");
     REQUIRE(c.propose(leader, "after-promote", "1").ok());
-    for (std::size_t i = 0; i < 3; ++i) {
-        c.stop(i);
-    }
+    c.stop_all();
 }
 
 TEST_CASE("membership: removing the leader makes it step down, another node leads",
           "[node][membership]") {
     MemberCluster c;
-    for (std::size_t i = 0; i < 3; ++i) {
-        c.start(i);
-    }
-    const std::size_t old_leader = c.active_leader();
+    const std::size_t old_leader = c.start_and_elect();
     const MembershipResult removed = c.change(old_leader, Op::Remove, old_leader);
     // Counted under the configuration that still holds it: committed, then it steps down.
     REQUIRE(removed.ok());
@@ -189,19 +187,14 @@ TEST_CASE("membership: removing the leader makes it step down, another node lead
     // The removed node refuses: it is not the leader (and knows who is).
     const MembershipResult refused = c.change(old_leader, Op::AddLearner, old_leader);
     CHECK(refused.status == MetadataProposeStatus::NotLeader);
-    for (std::size_t i = 0; i < 3; ++i) {
-        c.stop(i);
-    }
+    c.stop_all();
 }
 
 TEST_CASE("membership: one change at a time, invalid ops, unknown ids", "[node][membership]") {
     MemberCluster c;
-    for (std::size_t i = 0; i < 3; ++i) {
-        c.start(i);
-    }
-    const std::size_t leader = c.active_leader();
-    const std::size_t a = (leader + 1) % 3;
-    const std::size_t b = (leader + 2) % 3;
+    const std::size_t leader = c.start_and_elect();
+    const std::size_t a = (leader + 1) % 3;  // removed first
+    const std::size_t b = (leader + 2) % 3;  // stays a voter
     // Two changes in one turn of the io_context: the second finds the first pending (R2).
     std::optional<MembershipResult> first;
     std::optional<MembershipResult> second;
@@ -229,19 +222,12 @@ TEST_CASE("membership: one change at a time, invalid ops, unknown ids", "[node][
     const MembershipResult follower = c.change(b, Op::AddLearner, a);
     CHECK(follower.status == MetadataProposeStatus::NotLeader);
     CHECK(follower.leader == id_of(leader));
-    for (std::size_t i = 0; i < 3; ++i) {
-        if (c.nodes[i]) {
-            c.stop(i);
-        }
-    }
+    c.stop_all();
 }
 
 TEST_CASE("membership: POST and GET /members, /status", "[node][membership][http]") {
     MemberCluster c;
-    for (std::size_t i = 0; i < 3; ++i) {
-        c.start(i);
-    }
-    const std::size_t leader = c.active_leader();
+    const std::size_t leader = c.start_and_elect();
     const std::size_t follower = (leader + 1) % 3;
     const std::size_t target = (leader + 2) % 3;
     const std::string token = MemberCluster::kToken;
@@ -320,7 +306,5 @@ TEST_CASE("membership: POST and GET /members, /status", "[node][membership][http
         CHECK(r.status == 409);
         CHECK(r.body.at("detail").get<std::string>().find("is not a member") != std::string::npos);
     }
-    for (std::size_t i = 0; i < 3; ++i) {
-        c.stop(i);
-    }
+    c.stop_all();
 }

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "conclave/node/node.hpp"
+#include "support/loopback.hpp"
 
 namespace conclave::test::node_cluster {
 
@@ -37,19 +38,11 @@ using nlohmann::json;
 constexpr std::chrono::seconds kBound{15};
 
 inline bool run_until(asio::io_context& io, const std::function<bool()>& done) {
-    const auto deadline = std::chrono::steady_clock::now() + kBound;
-    while (!done()) {
-        if (std::chrono::steady_clock::now() > deadline) {
-            return false;
-        }
-        io.run_one_for(std::chrono::milliseconds(20));
-    }
-    return true;
+    return conclave::test::run_until(io, done, kBound);
 }
 
 inline std::uint16_t free_port(asio::io_context& io) {
-    asio::ip::tcp::acceptor a(io, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-    return a.local_endpoint().port();
+    return conclave::test::free_ports(io, 1).at(0);
 }
 
 struct HttpResult {
@@ -154,6 +147,21 @@ struct Cluster {
             }
         });
         REQUIRE_FALSE(nodes[i]->start());
+    }
+
+    void start_all() {
+        for (std::size_t i = 0; i < nodes.size(); ++i) {
+            start(i);
+        }
+    }
+
+    /// Stops every node still running.
+    void stop_all() {
+        for (std::size_t i = 0; i < nodes.size(); ++i) {
+            if (nodes[i]) {
+                stop(i);
+            }
+        }
     }
 
     void stop(std::size_t i) {
