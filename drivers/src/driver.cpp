@@ -128,6 +128,10 @@ std::optional<Lsn> ElectorDriver::issue_lsn() {
     return runtime_.issue_lsn();
 }
 
+std::optional<std::string> ElectorDriver::set_voters(NodeSet voters, std::uint64_t version) {
+    return runtime_.set_voters(voters, version);
+}
+
 std::optional<FrameRejection> ElectorDriver::on_frame(NodeId from,
                                                       std::span<const std::uint8_t> payload) {
     Message message;

@@ -215,6 +215,15 @@ void LogDriver::subscribe_committed(CommittedCallback callback) {
 }
 
 void LogDriver::propose(std::string key, std::string value, ProposeCallback done) {
+    propose_entry(std::move(key), std::move(value), false, std::move(done));
+}
+
+void LogDriver::propose_config(std::string value, ProposeCallback done) {
+    propose_entry(std::string(kMembersKey), std::move(value), true, std::move(done));
+}
+
+void LogDriver::propose_entry(std::string key, std::string value, bool config,
+                              ProposeCallback done) {
     assert(done);
     if (!running()) {
         ++counters_.proposals_failed;
@@ -236,7 +245,8 @@ void LogDriver::propose(std::string key, std::string value, ProposeCallback done
     }
     pending_.emplace(*lsn, std::move(done));
     input([&](ReplicatedLog& log) {
-        return log.propose(elector_.now(), *lsn, std::move(key), std::move(value));
+        return config ? log.propose_config(elector_.now(), *lsn, std::move(value))
+                      : log.propose(elector_.now(), *lsn, std::move(key), std::move(value));
     });
 }
 
@@ -417,6 +427,42 @@ void LogDriver::Env::propose_result(const ProposeResult& result) {
 void LogDriver::Env::role(const NotifyLogRole& role) {
     driver->options_.logger->info("{} log: role {} in term {}", driver->log_prefix(),
                                   to_string(role.role), role.term.value);
+}
+
+void LogDriver::Env::membership(const NotifyMembership& m) {
+    driver->on_membership(m);
+}
+
+void LogDriver::on_membership(const NotifyMembership& m) {
+    // After the batch, like the other notifications: the core's state (and the PersistMeta of
+    // R4) is settled by then, and the elector's own reaction (a removed leader steps down) feeds
+    // the log through on_leadership like any leadership change.
+    deferred_.push_back([this, m] {
+        const auto names = [this](NodeSet set) {
+            std::string out;
+            for (std::uint16_t i = 0; i < mesh_.membership().size(); ++i) {
+                if (set.contains(NodeId{i})) {
+                    out += (out.empty() ? "" : ", ") + mesh_.membership().at(NodeId{i}).id;
+                }
+            }
+            return "[" + out + "]";
+        };
+        ++counters_.membership_changes;
+        const NodeId self = mesh_.self();
+        const char* role = m.voters.contains(self)     ? "voter"
+                           : m.learners.contains(self) ? "learner (never votes nor stands)"
+                                                       : "removed (not a member: its elector never "
+                                                         "campaigns or votes; stop this node)";
+        options_.logger->info(
+            "{} log: membership version {}: voters {}, learners {}; this node: {}", log_prefix(),
+            m.version, names(m.voters), names(m.learners), role);
+        if (auto error = elector_.set_voters(m.voters, m.version)) {
+            ++counters_.voter_set_refused;
+            options_.logger->error(
+                "{} log: the elector refused membership version {}: {} (it keeps its voters)",
+                log_prefix(), m.version, *error);
+        }
+    });
 }
 
 void LogDriver::Env::failed(const std::string& what) {

@@ -96,6 +96,7 @@ void register_admin_routes(AdminServer& server, AdminSource& source,
         return CommandResponse(source.step_down());
     });
     register_metadata_routes(server, source);
+    register_membership_routes(server, source);
     register_leadership_routes(server, source, leadership_limits);
 }
 

@@ -345,9 +345,10 @@ LogSettings ParseLog(const json& value) {
 
 MetadataSettings ParseMetadata(const json& value) {
     ExpectObject(value, "metadata");
-    RejectUnknownFields(value, "metadata",
-                        {"enabled", "fsync", "propose_timeout_ms", "unsafe_no_fsync", "quota_bytes",
-                         "quota_entries", "compact_threshold", "compact_retain"});
+    RejectUnknownFields(
+        value, "metadata",
+        {"enabled", "fsync", "propose_timeout_ms", "unsafe_no_fsync", "quota_bytes",
+         "quota_entries", "compact_threshold", "compact_retain", "promote_lag_entries"});
     MetadataSettings metadata;
     if (const json* enabled = Find(value, "enabled")) {
         metadata.enabled = ExpectBool(*enabled, "metadata.enabled");
@@ -400,6 +401,12 @@ MetadataSettings ParseMetadata(const json& value) {
     if (const json* v = Find(value, "compact_retain")) {
         metadata.compact_retain = static_cast<std::uint64_t>(
             ExpectInteger(*v, "metadata.compact_retain", 0, std::int64_t{1} << 32));
+    }
+    // Membership (issue 18, R7): how far behind the leader's last entry a learner may be when
+    // it is promoted.
+    if (const json* v = Find(value, "promote_lag_entries")) {
+        metadata.promote_lag_entries = static_cast<std::uint64_t>(
+            ExpectInteger(*v, "metadata.promote_lag_entries", 0, std::int64_t{1} << 32));
     }
     if (metadata.compact_threshold != 0 && metadata.compact_retain >= metadata.compact_threshold) {
         Fail("metadata.compact_retain", "must be below metadata.compact_threshold (" +
@@ -902,7 +909,8 @@ nlohmann::ordered_json effective_config_json(const ClusterConfig& config) {
           {"quota_bytes", config.metadata.quota_bytes},
           {"quota_entries", config.metadata.quota_entries},
           {"compact_threshold", config.metadata.compact_threshold},
-          {"compact_retain", config.metadata.compact_retain}}},
+          {"compact_retain", config.metadata.compact_retain},
+          {"promote_lag_entries", config.metadata.promote_lag_entries}}},
         {"insecure", config.security.insecure},
         {"secret_file", config.security.secret_file.empty()
                             ? nlohmann::ordered_json(nullptr)

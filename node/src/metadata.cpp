@@ -4,6 +4,7 @@
 #include <boost/asio/post.hpp>
 #include <chrono>
 
+#include "conclave/codec/membership_codec.hpp"
 #include "conclave/drivers/driver.hpp"
 #include "conclave/drivers/log_driver.hpp"
 #include "conclave/node/logging.hpp"
@@ -71,6 +72,8 @@ std::string detail_of(MetadataProposeStatus s, const MetadataProposeResult& r, s
             return "NOSPACE alarm: the metadata log reached its quota (metadata.quota_bytes / "
                    "quota_entries) and compaction cannot free space; the cluster is read-only "
                    "for metadata until the quota is raised (and the leader restarted)";
+        case MetadataProposeStatus::Refused:
+            return "the membership change is refused";
     }
     return "";
 }
@@ -101,6 +104,8 @@ std::string_view to_string(MetadataProposeStatus s) {
             return "failed";
         case MetadataProposeStatus::NoSpace:
             return "nospace";
+        case MetadataProposeStatus::Refused:
+            return "refused";
     }
     return "unknown";
 }
@@ -127,6 +132,13 @@ void Node::create_log_driver() {
     log.quota_entries = static_cast<std::size_t>(config_.metadata.quota_entries);
     log.compact_threshold = static_cast<std::size_t>(config_.metadata.compact_threshold);
     log.compact_retain = static_cast<std::size_t>(config_.metadata.compact_retain);
+    // Membership (issue 18): configuration entries name the ids of the config's node table.
+    log.cluster_size = config_.nodes.size();
+    log.self = config_.self;
+    for (const NodeEntry& e : config_.nodes) {
+        log.node_ids.push_back(e.id);
+    }
+    log.decode_configuration = &conclave::decode_configuration;
     if (auto error = log.validate()) {
         throw std::invalid_argument("metadata: " + *error);
     }
@@ -143,6 +155,23 @@ void Node::create_log_driver() {
     log_driver_ = std::make_unique<net::LogDriver>(*io_, *mesh_, *driver_, std::move(options));
 }
 
+MetadataProposeResult Node::proposal_result(MetadataProposeStatus status, Lsn lsn) const {
+    MetadataProposeResult r;
+    r.status = status;
+    r.lsn = lsn;
+    const LeadershipSnapshot& s = driver_->snapshot();
+    if (s.leader && *s.leader != config_.self) {
+        r.leader = config_.node_name(*s.leader);
+        r.leader_http = to_string(config_.nodes[s.leader->value].http);
+    }
+    if (r.status == MetadataProposeStatus::NotLeader && !r.leader) {
+        r.status = MetadataProposeStatus::NoLeader;
+    }
+    const auto& c = log_driver_ ? log_driver_->log().config() : replication::LogConfig{};
+    r.detail = detail_of(r.status, r, c.max_key_bytes, c.max_value_bytes);
+    return r;
+}
+
 void Node::propose(std::string key, std::string value, MetadataProposeCallback done) {
     if (must_post()) {
         boost::asio::post(*io_, [this, key = std::move(key), value = std::move(value),
@@ -151,40 +180,32 @@ void Node::propose(std::string key, std::string value, MetadataProposeCallback d
         });
         return;
     }
-    const auto finish = [this, done = std::move(done)](MetadataProposeStatus status, Lsn lsn) {
-        MetadataProposeResult r;
-        r.status = status;
-        r.lsn = lsn;
-        const LeadershipSnapshot& s = driver_->snapshot();
-        if (s.leader && *s.leader != config_.self) {
-            r.leader = config_.node_name(*s.leader);
-            r.leader_http = to_string(config_.nodes[s.leader->value].http);
-        }
-        if (r.status == MetadataProposeStatus::NotLeader && !r.leader) {
-            r.status = MetadataProposeStatus::NoLeader;
-        }
-        const auto& c = log_driver_ ? log_driver_->log().config() : replication::LogConfig{};
-        r.detail = detail_of(r.status, r, c.max_key_bytes, c.max_value_bytes);
-        done(r);
-    };
+    propose_entry(std::move(key), std::move(value), false, std::move(done));
+}
+
+void Node::propose_entry(std::string key, std::string value, bool config,
+                         MetadataProposeCallback done) {
     if (!log_driver_) {
-        return finish(MetadataProposeStatus::Disabled, replication::kNoLsn);
+        return done(proposal_result(MetadataProposeStatus::Disabled, replication::kNoLsn));
     }
     if (stopping_ || !started_) {
-        return finish(MetadataProposeStatus::Stopped, replication::kNoLsn);
+        return done(proposal_result(MetadataProposeStatus::Stopped, replication::kNoLsn));
     }
     const auto proposed_at = std::chrono::steady_clock::now();
-    log_driver_->propose(
-        std::move(key), std::move(value),
-        [this, finish, proposed_at](const net::ProposeOutcome& outcome) {
-            const MetadataProposeStatus status = status_of(outcome.status);
-            if (status == MetadataProposeStatus::Committed && commit_latency_ != nullptr) {
-                commit_latency_->observe(
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - proposed_at)
-                        .count());
-            }
-            finish(status, outcome.lsn);
-        });
+    auto answer = [this, done = std::move(done), proposed_at](const net::ProposeOutcome& outcome) {
+        const MetadataProposeStatus status = status_of(outcome.status);
+        if (status == MetadataProposeStatus::Committed && commit_latency_ != nullptr) {
+            commit_latency_->observe(
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - proposed_at)
+                    .count());
+        }
+        done(proposal_result(status, outcome.lsn));
+    };
+    if (config) {
+        log_driver_->propose_config(std::move(value), std::move(answer));
+    } else {
+        log_driver_->propose(std::move(key), std::move(value), std::move(answer));
+    }
 }
 
 void Node::subscribe_committed(CommittedCallback callback) {

@@ -29,8 +29,10 @@ std::optional<AdminResponse> RejectParameters(const AdminRequest& request,
     return std::nullopt;
 }
 
-AdminResponse ProposeResponse(const MetadataProposeResult& r, const std::string& scheme,
-                              const std::string& path) {
+}  // namespace
+
+AdminResponse propose_response(const MetadataProposeResult& r, const std::string& scheme,
+                               const std::string& path) {
     switch (r.status) {
         case MetadataProposeStatus::Committed:
             return json_response(200, {{"lsn", lsn_to_json(r.lsn)}});
@@ -67,11 +69,11 @@ AdminResponse ProposeResponse(const MetadataProposeResult& r, const std::string&
             return json_error(503, "failed", r.detail);
         case MetadataProposeStatus::NoSpace:
             return json_error(507, "nospace", r.detail);
+        case MetadataProposeStatus::Refused:
+            return json_error(409, "refused", r.detail);
     }
     return json_error(500, "internal", "unknown proposal status");
 }
-
-}  // namespace
 
 std::optional<Lsn> parse_lsn_text(std::string_view text) {
     const std::size_t dot = text.find('.');
@@ -125,10 +127,11 @@ void register_metadata_routes(AdminServer& server, AdminSource& source) {
             if (value == body.end()) {
                 return respond(json_error(400, "bad_request", "body.value: missing"));
             }
-            source.propose_metadata(
-                key->get<std::string>(), value->dump(),
-                [respond, scheme = request.scheme, path = request.path](
-                    const MetadataProposeResult& r) { respond(ProposeResponse(r, scheme, path)); });
+            source.propose_metadata(key->get<std::string>(), value->dump(),
+                                    [respond, scheme = request.scheme,
+                                     path = request.path](const MetadataProposeResult& r) {
+                                        respond(propose_response(r, scheme, path));
+                                    });
         });
     server.route_async(
         "GET", "/metadata", [&source](const AdminRequest& request, AdminResponder respond) {

@@ -105,6 +105,15 @@ class Node::Admin final : public AdminSource {
     void on_leadership_change(std::function<void()> changed) override {
         node_.subscribe([changed = std::move(changed)](const Leadership&) { changed(); });
     }
+    std::optional<MembersView> members() override {
+        if (!node_.metadata_enabled()) {
+            return std::nullopt;
+        }
+        return node_.members();
+    }
+    void change_membership(MembershipOp op, std::string id, MembershipCallback done) override {
+        node_.change_membership(op, std::move(id), std::move(done));
+    }
     std::vector<std::string> node_ids() override {
         std::vector<std::string> ids;
         for (const NodeEntry& e : node_.config_.nodes) {
@@ -150,6 +159,7 @@ Node::Node(std::unique_ptr<boost::asio::io_context> owned_io, boost::asio::io_co
     leadership_metrics_ = std::make_unique<LeadershipMetrics>(metrics_);
     register_metrics();
     register_metadata_metrics();
+    register_membership_metrics();
     register_peer_metrics();
     register_hostile_input_metrics(
         metrics_, {[this]() -> const ElectorCounters& { return driver_->elector().counters(); },
@@ -486,6 +496,7 @@ StatusReport Node::status() {
     r.fencing_token = s.fencing_token;
     r.lsn = driver_->elector().state().lsn;
     r.log = log_status();
+    r.membership = membership_state();
     if (storage_failure_) {
         r.storage = StorageStatus{false, *storage_failure_, storage_failure_since_};
     }

@@ -40,6 +40,11 @@ nlohmann::json status_to_json(const StatusReport& status) {
                           {"reason", status.storage.reason},
                           {"since", status.storage.since}};
     }
+    if (status.membership) {
+        out["membership"] = {{"version", status.membership->version},
+                             {"from_entry", status.membership->from_entry},
+                             {"role", status.membership->role}};
+    }
     if (status.log) {
         if (!status.log->leader_status.empty()) {  // only on the leader
             out["leader_status"] = status.log->leader_status;

@@ -88,6 +88,7 @@ ReplicatedLog::ReplicatedLog(LogConfig config, RecoveredLog recovered)
     }
     active_ = LatestConfigBefore(state_.commit_len).second;
     leaving_until_.resize(config_.cluster_size, 0);
+    leaving_deadline_.resize(config_.cluster_size, 0);
     GrowTable(active_.table);  // R9: the stored table, not the config file's, once it is longer
     if (auto [pos, cfg] = LatestConfigBefore(end_len()); pos) {
         appended_config_.emplace(*pos, cfg);
@@ -1520,7 +1521,7 @@ NodeSet ReplicatedLog::replication_targets() const {
     }
     // R8: a removed node until it holds its removal.
     for (std::size_t n = 0; n < leaving_until_.size(); ++n) {
-        if (leaving_until_[n] > progress_[n].match_len) {
+        if (leaving_until_[n] > progress_[n].match_len && state_.tick <= leaving_deadline_[n]) {
             out.insert(NodeId{static_cast<std::uint16_t>(n)});
         }
     }
@@ -1535,7 +1536,7 @@ std::optional<std::string> ReplicatedLog::check_config_change(const Configuratio
     if (state_.role != LogRole::LeaderActive) {
         return "not the ACTIVE leader (R3: its sync point, of its own term, is not committed)";
     }
-    if (appended_config_ && appended_config_->first >= state_.commit_len) {
+    if (config_pending()) {
         return "a configuration change is pending (R2: one at a time)";
     }
     const auto next = resolve(cfg);
@@ -1597,6 +1598,7 @@ void ReplicatedLog::Activate(const ActiveConfig& next) {
     for (std::size_t n = 0; n < config_.cluster_size; ++n) {
         if (removed.contains(NodeId{static_cast<std::uint16_t>(n)})) {
             leaving_until_[n] = state_.commit_len;
+            leaving_deadline_[n] = state_.tick + kLeavingTicks;
         } else if (active_.is_member(NodeId{static_cast<std::uint16_t>(n)})) {
             leaving_until_[n] = 0;  // re-added
         }
@@ -1627,6 +1629,7 @@ void ReplicatedLog::GrowTable(const std::vector<std::string>& table) {
     sync_.last_lsn.resize(config_.cluster_size, kNoLsn);
     sync_.commit_lsn.resize(config_.cluster_size, kNoLsn);
     leaving_until_.resize(config_.cluster_size, 0);
+    leaving_deadline_.resize(config_.cluster_size, 0);
     ++counters_.table_growths;
     CONCLAVE_CHECK(!config_.validate(), "a grown table is a valid configuration");
 }

@@ -293,6 +293,14 @@ TEST_CASE("every bad field is named in the error", "[config]") {
          },
          "metadata.compact_retain: must be below metadata.compact_threshold (100), got 100"},
         {[](json& d) {
+             d["metadata"] = {{"promote_lag_entries", -1}};
+         },
+         "metadata.promote_lag_entries"},
+        {[](json& d) {
+             d["metadata"] = {{"promote_lag_entries", "many"}};
+         },
+         "metadata.promote_lag_entries"},
+        {[](json& d) {
              d["admin"] = {{"idle_timeout_ms", 50}};
          },
          "admin.idle_timeout_ms"},
@@ -385,7 +393,7 @@ TEST_CASE("the effective config round-trips", "[config]") {
     doc["metadata"] = {{"fsync", "never"},        {"propose_timeout_ms", 500},
                        {"unsafe_no_fsync", true}, {"quota_bytes", 1 << 20},
                        {"quota_entries", 5000},   {"compact_threshold", 400},
-                       {"compact_retain", 40}};
+                       {"compact_retain", 40},    {"promote_lag_entries", 25}};
     doc["secret_file"] = "/etc/conclave/secret";
     doc["admin"] = {
         {"token_file", "/etc/conclave/token"}, {"open_reads", false}, {"hosts", {"ops.example"}},
@@ -409,6 +417,8 @@ TEST_CASE("the effective config round-trips", "[config]") {
     CHECK(effective["metadata"]["compact_threshold"] == 400);
     CHECK(c.metadata.quota_entries == 5000);
     CHECK(c.metadata.compact_retain == 40);
+    CHECK(c.metadata.promote_lag_entries == 25);
+    CHECK(effective["metadata"]["promote_lag_entries"] == 25);
     CHECK(effective["timing"]["heartbeat_ms"] == 2000);
     CHECK(effective["timing"]["heartbeat_check_ms"] ==
           conclave::Config::fast(3, NodeId{2}).heartbeat_check_period.count());

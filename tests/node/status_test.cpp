@@ -47,6 +47,14 @@ TEST_CASE("/status JSON has exactly the fields of interfaces.md", "[status]") {
         CHECK(r["repaired"] == true);
         CHECK(r["repaired_term"] == 6);
     }
+    SECTION("membership (issue 18): version, from_entry and this node's role") {
+        CHECK_FALSE(status_to_json(s).contains("membership"));
+        for (const char* role : {"voter", "learner", "removed"}) {
+            s.membership = MembershipState{4, true, role};
+            CHECK(status_to_json(s)["membership"] ==
+                  json{{"version", 4}, {"from_entry", true}, {"role", role}});
+        }
+    }
     SECTION("a storage failure says what and since when") {
         s.storage =
             StorageStatus{false, "write log.dat: No space left on device", "2026-11-23T13:05:00Z"};

@@ -315,6 +315,28 @@ TEST_CASE("membership R8: replication goes to the members of the active and appe
     CHECK(MSent<Append>(a, M3).size() == 1);
 }
 
+TEST_CASE("membership R8: a removed member that never acknowledges is a target for 10 heartbeats") {
+    auto leader = MakeM(M0);
+    MActive(leader, 2);
+    // Remove voter n2 (C2 = voters {0, 1}, learner 3), committed by self + n1.
+    leader.propose_config(MT0, ML(2, 1), encode_configuration(Cfg(2, {"0", "1"}, {"3"})));
+    leader.persisted(MT0, ML(2, 1));
+    auto a = leader.receive(MT0, MMsg(M1, 2, AppendAck{true, {}, ML(2, 1), {}}));
+    REQUIRE(MAll<NotifyMembership>(a).size() == 1);
+    // Still a target: its heartbeats carry the commit point that makes its removal active there.
+    CHECK(leader.replication_targets() == Set({1, 2, 3}));
+    a = leader.timer_fired(MT0, LogTimer::Heartbeat);
+    REQUIRE(MSent<Append>(a, M2).size() == 1);
+    CHECK(MSent<Append>(a, M2)[0].commit_lsn == ML(2, 1));
+    // ... for a bounded number of heartbeats only.
+    for (int i = 0; i < 20; ++i) {
+        a = leader.timer_fired(MT0, LogTimer::Heartbeat);
+    }
+    CHECK(MSent<Append>(a, M2).empty());
+    CHECK(leader.replication_targets() == Set({1, 3}));
+    CHECK(leader.check_invariants().empty());
+}
+
 TEST_CASE("membership: a snapshot carries the configuration") {
     // Installed from the leader on an empty node 2.
     auto f = MakeM(M2, {}, LogMeta{});

@@ -571,10 +571,84 @@ def test_repair(root):
         c.stop_all()
 
 
+def test_membership(root):
+    """Membership through real daemons (issue 18): remove a follower (it shows "removed", writes
+    go on without it), restart it (it keeps its stored configuration, R9), add it back as a
+    learner, promote it once caught up; a whole-cluster restart keeps the configuration."""
+    c = Cluster(root)
+
+    def members(nid):
+        code, body = request(c.http_ports[nid], "GET", "/members")
+        return json.loads(body) if code == 200 else None
+
+    def membership(nid):
+        s = c.status(nid)
+        return s.get("membership") if s else None
+
+    def change(nid, op, target):
+        code, body = post_json(c.http_ports[nid], "/members", {"op": op, "id": target})
+        return code, json.loads(body) if body else None
+
+    try:
+        for nid in c.ids:
+            c.start(nid)
+        first = wait_for(c.agreed_leader)
+        if not check(first is not None, "membership: one leader"):
+            return
+        leader = first[0]
+        victim = [n for n in c.ids if n != leader][0]
+        check(membership(victim) == {"version": 0, "from_entry": False, "role": "voter"},
+              "membership: the implicit configuration at first (%r)" % membership(victim))
+        code, body = change(leader, "remove", victim)
+        check(code == 200 and body.get("version") == 1,
+              "membership: remove answers 200 with version 1 (%r %r)" % (code, body))
+        check(wait_for(lambda: (membership(victim) or {}).get("role") == "removed"),
+              "membership: the removed node says so (%r)" % membership(victim))
+        check(any("this node: removed" in r["msg"] for r in c.log_records(victim)),
+              "membership: the removed node logs it")
+        check(metric(c.http_ports[leader], "conclave_membership_version") == 1.0,
+              "membership: conclave_membership_version 1")
+        c.procs[victim].kill()
+        c.procs[victim].wait()
+        code, _ = post_json(c.http_ports[leader], "/metadata", {"key": "without", "value": 1})
+        check(code == 200, "membership: writes commit without the removed node (%r)" % code)
+        c.start(victim)
+        check(wait_for(lambda: membership(victim) == {"version": 1, "from_entry": True,
+                                                      "role": "removed"}),
+              "membership: restarted, it keeps its stored configuration (%r)" % membership(victim))
+        code, body = change(leader, "add-learner", victim)
+        check(code == 200 and body.get("version") == 2,
+              "membership: add-learner answers version 2 (%r %r)" % (code, body))
+
+        def caught_up():
+            view = members(leader)
+            ms = [m for m in (view or {}).get("members", []) if m["id"] == victim]
+            return ms and ms[0]["role"] == "learner" and ms[0]["catch_up"]["lag_entries"] == 0
+
+        check(wait_for(caught_up), "membership: the learner catches up (%r)" % members(leader))
+        code, body = change(leader, "promote", victim)
+        check(code == 200 and body.get("version") == 3,
+              "membership: promote answers version 3 (%r %r)" % (code, body))
+        check(wait_for(lambda: all((membership(n) or {}).get("version") == 3 for n in c.ids)),
+              "membership: every node at version 3")
+        for nid in c.ids:
+            c.procs[nid].send_signal(signal.SIGTERM)
+            c.procs[nid].wait(timeout=WAIT_S)
+        for nid in c.ids:
+            c.start(nid)
+        check(wait_for(c.agreed_leader) is not None, "membership: a leader after the restart")
+        check(all(membership(n) == {"version": 3, "from_entry": True, "role": "voter"}
+                  for n in c.ids),
+              "membership: the configuration survives a restart (%r)" %
+              [membership(n) for n in c.ids])
+    finally:
+        c.stop_all()
+
+
 def main():
     with tempfile.TemporaryDirectory(prefix="conclaved-test-") as root:
         for test in (test_bad_configs, test_cluster, test_graceful_handover, test_disk_full,
-                     test_repair):
+                     test_repair, test_membership):
             sub = os.path.join(root, test.__name__)
             os.mkdir(sub)
             print("==", test.__name__, flush=True)

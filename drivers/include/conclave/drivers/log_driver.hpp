@@ -17,6 +17,8 @@
 //   ApplyCommitted                -> committed-entry subscribers (after the batch, in order)
 //   ProposeResult                 -> the proposer's callback (after the batch)
 //   NotifyLogRole                 -> role()/leader_status, log line
+//   NotifyMembership              -> ElectorDriver::set_voters (after the batch), log line; a
+//                                    refusal is logged as an error and counted
 // Group commit on a storage thread: after a batch that appended entries, a sync is posted to the
 // io_context, so everything appended by the handlers that run before it (proposals, appends from
 // the leader) is covered; the fsync itself runs on the driver's storage thread while the io
@@ -111,6 +113,9 @@ struct LogDriverCounters {
     std::uint64_t storage_failures = 0;
     std::uint64_t proposals_ok = 0;
     std::uint64_t proposals_failed = 0;  // every other outcome
+    // Membership (issue 18).
+    std::uint64_t membership_changes = 0;  // NotifyMembership handed to the elector
+    std::uint64_t voter_set_refused = 0;   // ... and refused by it (ElectorDriver::set_voters)
 };
 
 std::string_view log_message_type_name(std::size_t index);
@@ -138,6 +143,10 @@ class LogDriver {
     /// Proposes an entry; `done` is called exactly once, on the io_context thread (possibly
     /// before propose returns, for a refusal).
     void propose(std::string key, std::string value, ProposeCallback done);
+    /// Membership (issue 18): proposes a configuration entry (`value`: encode_configuration's
+    /// JSON) through ReplicatedLog::propose_config; answered like propose(). A change the core
+    /// refuses (check_config_change) is InvalidEntry: callers check it first for the reason.
+    void propose_config(std::string value, ProposeCallback done);
     /// Level-triggered: the callback gets every committed entry delivered so far, then each new
     /// one, in LSN order, sync points included (is_sync_point). Runs on the io_context thread.
     void subscribe_committed(CommittedCallback callback);
@@ -167,6 +176,7 @@ class LogDriver {
         void propose_result(const replication::ProposeResult& result);
         void role(const replication::NotifyLogRole& role);
         void failed(const std::string& what);
+        void membership(const replication::NotifyMembership& m);
         void after_batch() {
             driver->note_repaired();
             driver->run_deferred();
@@ -182,6 +192,10 @@ class LogDriver {
     }
     void send(NodeId to, const replication::LogMessage& m, const std::vector<std::uint8_t>& bytes);
     void complete(Lsn lsn, ProposeOutcome outcome);
+    /// propose() and propose_config(): the common checks, the LSN, the pending callback.
+    void propose_entry(std::string key, std::string value, bool config, ProposeCallback done);
+    /// The active configuration changed: the elector's voters, and the log line.
+    void on_membership(const replication::NotifyMembership& m);
     void start_sync();
     void run_deferred();
     /// Logs the end of a repair (`conclaved --repair`) once the core removed the marker.

@@ -5,6 +5,7 @@
 //   POST /transfer-leadership?to=ID -> 202 accepted | 400 bad id | 409 refused (e.g. not leader)
 //   POST /step-down                 -> 202 accepted | 409 refused
 //   POST /metadata, GET /metadata   -> the metadata log (metadata.hpp, node/README.md)
+//   POST /members, GET /members     -> membership changes (membership.hpp, node/README.md)
 //   GET  /leadership[?watch=1 | ?wait=S&after=TOKEN] -> leadership snapshot, NDJSON stream,
 //   long-poll
 // Query parameters are validated: unknown ones are refused with 400 naming them.
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "conclave/node/admin_server.hpp"
+#include "conclave/node/membership.hpp"
 #include "conclave/node/metadata.hpp"
 #include "conclave/node/status.hpp"
 
@@ -56,6 +58,19 @@ class AdminSource {
         (void)key;
         (void)value;
         MetadataProposeResult r;
+        r.status = MetadataProposeStatus::Disabled;
+        r.detail = "this node runs no metadata log";
+        done(r);
+    }
+    /// Membership (GET /members): the active configuration; nullopt when there is no metadata
+    /// log. Default: none.
+    virtual std::optional<MembersView> members() { return std::nullopt; }
+    /// Membership (POST /members): `done` runs once on the io_context thread. Default: no
+    /// metadata log on this node.
+    virtual void change_membership(MembershipOp op, std::string id, MembershipCallback done) {
+        (void)op;
+        (void)id;
+        MembershipResult r;
         r.status = MetadataProposeStatus::Disabled;
         r.detail = "this node runs no metadata log";
         done(r);

@@ -80,6 +80,9 @@ struct MetadataSettings {
     /// `compact_retain` of them into a new snapshot. 0 = never compact.
     std::uint64_t compact_threshold = 10'000;
     std::uint64_t compact_retain = 1'000;
+    /// Membership (issue 18, R7): a learner is promoted only when it holds the leader's committed
+    /// prefix and is at most this many entries behind the leader's last entry (0..2^32).
+    std::uint64_t promote_lag_entries = 1'000;
     bool operator==(const MetadataSettings&) const = default;
 };
 std::string_view metadata_fsync_name(replication::FsyncPolicy p);

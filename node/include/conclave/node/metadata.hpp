@@ -34,6 +34,7 @@ enum class MetadataProposeStatus : std::uint8_t {
     Disabled,        // the metadata log is disabled in the config
     Failed,          // log storage failed on this node: outcome unknown
     NoSpace,         // the log's quota is reached (NOSPACE alarm); nothing appended
+    Refused,  // membership: the change does not fit now (R2, R7; see detail); nothing appended
 };
 std::string_view to_string(MetadataProposeStatus s);
 
@@ -72,6 +73,12 @@ void register_metadata_routes(AdminServer& server, AdminSource& source);
 /// (or a string for opaque bytes), stopping after the entry that takes it to kMetadataPageBytes;
 /// pure (no node state), so that it runs on a worker thread (AdminSource::offload).
 AdminResponse metadata_page_body(const MetadataPage& page, Lsn from);
+
+/// The HTTP answer to a proposal that did not commit (and {"lsn": ...} to one that did): 307 to
+/// the leader's `path` (`scheme` of this server), 503 no leader / not active / stopped, 400
+/// invalid, 409 refused, 504 timed out, 507 NOSPACE.
+AdminResponse propose_response(const MetadataProposeResult& r, const std::string& scheme,
+                               const std::string& path);
 
 /// "T.C" -> Lsn; nullopt if malformed.
 std::optional<Lsn> parse_lsn_text(std::string_view text);

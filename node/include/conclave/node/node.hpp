@@ -12,18 +12,20 @@
 // Leader-only work must carry `fencing_token` to downstream resources guarded by a FencingGate.
 //
 // Threading: everything (callbacks included) runs on the io_context thread. While Node::run()
-// drives the io_context on some thread, current(), subscribe(), propose(), transfer_leadership(),
-// step_down() and stop() may also be called from any other thread: current() then returns the
-// last snapshot the io thread published; subscribe(), propose() and stop() are posted to the io
+// drives the io_context on some thread, current(), subscribe(), propose(), add_learner(),
+// promote(), remove_member(), transfer_leadership(), step_down() and stop() may also be called
+// from any other thread: current() then returns the last snapshot the io thread published;
+// subscribe(), propose(), the membership changes and stop() are posted to the io
 // thread (they return at once; their callbacks run there); transfer_leadership() and step_down()
 // are posted and wait for the answer (at most 5 s). Without Node::run() (an io_context driven
 // by the caller, e.g. run_one_for in tests) call every method from the thread that drives it.
-// Everything else (status(), config(), metrics_text(), ...) is io-thread only. One more thread,
-// the reader, builds GET /metadata pages from copies of their entries (AdminSource::offload) and
-// posts each answer back to the io thread.
+// Everything else (status(), members(), config(), metrics_text(), ...) is io-thread only. One more
+// thread, the reader, builds GET /metadata pages from copies of their entries
+// (AdminSource::offload) and posts each answer back to the io thread.
 #pragma once
 
 #include <spdlog/logger.h>
+#include <array>
 #include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -39,6 +41,7 @@
 #include "conclave/elector/fencing.hpp"
 #include "conclave/node/admin_routes.hpp"
 #include "conclave/node/cluster_config.hpp"
+#include "conclave/node/membership.hpp"
 #include "conclave/node/metadata.hpp"
 #include "conclave/node/metrics.hpp"
 
@@ -132,6 +135,24 @@ class Node {
     /// The log driver (counters, recovery report); nullptr when disabled.
     const net::LogDriver* log_driver() const { return log_driver_.get(); }
 
+    // ---- Membership (issue 18; membership.hpp, docs/membership.md) ----------------------------
+    // Leader only. Each builds the next configuration from the active one (the implicit one,
+    // every node of the table a voter at version 0, while no configuration entry committed) and
+    // proposes it; `done` runs exactly once on the io_context thread: Committed with the new
+    // version, or an error: NotLeader (with the leader) / NoLeader / NotActive; InvalidEntry for
+    // an id outside the config's node table ("unknown node id ..."); Refused with the reason (a
+    // change pending, not a single change, the op does not fit the member, promote lag);
+    // TimedOut / LeadershipLost (outcome unknown); Stopped; Disabled.
+    /// Adds a node of the table as a learner (it receives the log, never votes nor stands).
+    void add_learner(std::string id, MembershipCallback done);
+    /// Promotes a learner to voter, only once it holds the leader's committed prefix and is
+    /// within metadata.promote_lag_entries of the leader's last entry (R7).
+    void promote(std::string id, MembershipCallback done);
+    /// Removes a voter or a learner (the leader itself included: it steps down once it commits).
+    void remove_member(std::string id, MembershipCallback done);
+    /// The active configuration; on the leader with each member's catch-up state.
+    MembersView members() const;
+
     const ClusterConfig& config() const { return config_; }
     boost::asio::io_context& io() { return *io_; }
     /// Bound ports (after start()).
@@ -167,6 +188,15 @@ class Node {
     // metadata.cpp
     void create_log_driver();
     void register_metadata_metrics();
+    /// A proposal's answer: `status`, the known leader (for redirects), the detail text.
+    MetadataProposeResult proposal_result(MetadataProposeStatus status, Lsn lsn) const;
+    /// propose() and the membership changes (`config`: a configuration entry, `key` unused).
+    void propose_entry(std::string key, std::string value, bool config,
+                       MetadataProposeCallback done);
+    // membership.cpp
+    void change_membership(MembershipOp op, std::string id, MembershipCallback done);
+    void register_membership_metrics();
+    std::optional<MembershipState> membership_state() const;
     // peer_metrics.cpp
     void register_peer_metrics();
     std::optional<LogStatus> log_status() const;
@@ -182,6 +212,9 @@ class Node {
     MetricsRegistry metrics_;
     std::unique_ptr<LeadershipMetrics> leadership_metrics_;
     Histogram* commit_latency_ = nullptr;  // conclave_metadata_commit_latency_seconds
+    // conclave_membership_changes_total{op}, conclave_config_refusals_total{reason}
+    std::array<Counter*, kMembershipOpCount> membership_changes_{};
+    std::array<Counter*, kConfigRefusalCount> config_refusals_{};
     std::unique_ptr<Admin> admin_source_;
     std::unique_ptr<AdminServer> admin_;
     /// Bearer token of the admin API (security.admin_token_file), read at construction.

@@ -4,6 +4,8 @@
 // operators' scripts read it. Extensions made here:
 //   - "peers[].last_contact_ms" is null for a peer never heard from since start;
 //   - "leader_status" and "commit_lsn" appear only when a metadata log is present;
+//   - "membership": {"version": N, "from_entry": bool, "role": "voter"|"learner"|"removed"}
+//     appears only when a metadata log is present (issue 18);
 //   - "storage": {"state": "ok"} or {"state": "failed", "reason": "...", "since": RFC 3339 UTC}
 //     (issue 16: a failed node steps down and exits; this is what it says meanwhile).
 #pragma once
@@ -37,6 +39,15 @@ struct LogStatus {
     std::optional<Term> repaired;
 };
 
+/// Membership (issue 18): this node's active configuration, when it runs a metadata log.
+struct MembershipState {
+    std::uint64_t version = 0;
+    bool from_entry = false;  // false: no configuration entry yet (every node votes, version 0)
+    /// "voter", "learner", or "removed" (not a member of its active configuration: its elector
+    /// never campaigns or votes; the operator stops it).
+    std::string role = "voter";
+};
+
 /// State of the node's storage (metadata log, elector state).
 struct StorageStatus {
     bool ok = true;
@@ -54,6 +65,7 @@ struct StatusReport {
     std::uint64_t fencing_token = 0;
     Lsn lsn{};
     std::optional<LogStatus> log;
+    std::optional<MembershipState> membership;
     StorageStatus storage;
     std::vector<PeerStatus> peers;  // every other node, in config order
     Reason last_transition_reason = Reason::Stopped;

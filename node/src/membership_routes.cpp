@@ -1,0 +1,83 @@
+// GET /members and POST /members on the admin server (issue 18; node/README.md has the contract).
+#include "conclave/node/admin_routes.hpp"
+#include "conclave/node/membership.hpp"
+
+namespace conclave::node {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::string_view kBodyShape =
+    "body: expected a JSON object {\"op\": \"add-learner\" | \"promote\" | \"remove\", \"id\": "
+    "\"<node id>\"}";
+
+std::optional<AdminResponse> RejectQuery(const AdminRequest& request) {
+    if (request.query.empty()) {
+        return std::nullopt;
+    }
+    return json_error(400, "bad_request",
+                      "query: unknown parameter \"" + request.query.begin()->first.substr(0, 64) +
+                          "\" (this endpoint takes none)");
+}
+
+}  // namespace
+
+void register_membership_routes(AdminServer& server, AdminSource& source) {
+    server.route("GET", "/members", [&source](const AdminRequest& request) {
+        if (auto error = RejectQuery(request)) {
+            return *error;
+        }
+        const std::optional<MembersView> view = source.members();
+        if (!view) {
+            return json_error(503, "disabled", "this node runs no metadata log");
+        }
+        return json_response(200, members_to_json(*view));
+    });
+    server.route_async(
+        "POST", "/members", [&source](const AdminRequest& request, AdminResponder respond) {
+            if (auto error = RejectQuery(request)) {
+                return respond(*error);
+            }
+            const json body = json::parse(request.body, nullptr, /*allow_exceptions=*/false);
+            if (body.is_discarded() || !body.is_object()) {
+                return respond(json_error(400, "bad_request", std::string(kBodyShape)));
+            }
+            for (const auto& [field, unused] : body.items()) {
+                (void)unused;
+                if (field != "op" && field != "id") {
+                    return respond(json_error(
+                        400, "bad_request",
+                        "body." + field.substr(0, 64) + ": unknown field (expected op, id)"));
+                }
+            }
+            const auto op = body.find("op");
+            if (op == body.end() || !op->is_string()) {
+                return respond(json_error(400, "bad_request",
+                                          "body.op: expected \"add-learner\", \"promote\" or "
+                                          "\"remove\""));
+            }
+            const std::optional<MembershipOp> parsed = parse_membership_op(op->get<std::string>());
+            if (!parsed) {
+                return respond(json_error(400, "bad_request",
+                                          "body.op: unknown op \"" +
+                                              op->get<std::string>().substr(0, 64) +
+                                              "\" (expected add-learner, promote or remove)"));
+            }
+            const auto id = body.find("id");
+            if (id == body.end() || !id->is_string() || id->get<std::string>().empty()) {
+                return respond(
+                    json_error(400, "bad_request", "body.id: expected a non-empty node id"));
+            }
+            source.change_membership(
+                *parsed, id->get<std::string>(),
+                [respond, scheme = request.scheme, path = request.path](const MembershipResult& r) {
+                    if (r.ok()) {
+                        return respond(json_response(
+                            200, {{"version", r.version}, {"lsn", lsn_to_json(r.lsn)}}));
+                    }
+                    respond(propose_response(r, scheme, path));
+                });
+        });
+}
+
+}  // namespace conclave::node

@@ -1,0 +1,310 @@
+// Membership changes (issue 18) through the Node API and HTTP, on a real 3-node loopback cluster
+// in one process (node_cluster.hpp): remove a follower (writes commit without it), add it back as
+// a learner (it catches up, never votes) and promote it; remove the leader (it steps down, another
+// leads); R7's promote lag; POST/GET /members (auth, redirect, errors), /status and the metrics.
+// Every wait is bounded by a deadline.
+#include <sys/stat.h>
+
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <optional>
+#include <string>
+
+#include "conclave/drivers/log_driver.hpp"
+#include "conclave/node/node.hpp"
+#include "node_cluster.hpp"
+
+namespace {
+
+using namespace conclave::test::node_cluster;
+using conclave::node::MemberRole;
+using conclave::node::MembershipResult;
+using conclave::node::MembersView;
+using conclave::node::MetadataProposeStatus;
+
+std::string id_of(std::size_t i) {
+    return "n" + std::to_string(i + 1);
+}
+
+/// A cluster whose admin API needs a bearer token (POST /members is authenticated).
+struct MemberCluster : Cluster {
+    static constexpr const char* kToken =
+        "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    explicit MemberCluster(
+        const std::string& metadata = R"({"fsync": "batched", "propose_timeout_ms": 3000})")
+        : Cluster(metadata, R"(, "admin": {"token_file": ")" + token_path().string() + R"("})",
+                  "membership") {
+        std::filesystem::create_directories(root);
+        std::ofstream(token_path()) << kToken;
+        std::filesystem::permissions(
+            token_path(), std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+    }
+    static std::filesystem::path token_path() {
+        return std::filesystem::temp_directory_path() /
+               ("conclave-membership-test-" + std::to_string(::getpid())) / "token";
+    }
+
+    MembershipResult change(std::size_t at, conclave::node::MembershipOp op, std::size_t target) {
+        std::optional<MembershipResult> result;
+        const auto done = [&](const MembershipResult& r) { result = r; };
+        switch (op) {
+            case conclave::node::MembershipOp::AddLearner:
+                nodes[at]->add_learner(id_of(target), done);
+                break;
+            case conclave::node::MembershipOp::Promote:
+                nodes[at]->promote(id_of(target), done);
+                break;
+            case conclave::node::MembershipOp::Remove:
+                nodes[at]->remove_member(id_of(target), done);
+                break;
+        }
+        REQUIRE(run_until(io, [&] { return result.has_value(); }));
+        return *result;
+    }
+
+    /// Starts the three nodes; returns the ACTIVE leader's index.
+    std::size_t start_and_elect() {
+        start_all();
+        return active_leader();
+    }
+
+    /// Every running node has configuration `version` active.
+    bool all_at(std::uint64_t version) {
+        return run_until(io, [&] {
+            for (auto& n : nodes) {
+                if (n && n->status().membership->version != version) {
+                    return false;
+                }
+            }
+            return true;
+        });
+    }
+};
+
+std::vector<std::string> ids_with(const MembersView& view, MemberRole role) {
+    std::vector<std::string> out;
+    for (const auto& m : view.members) {
+        if (m.role == role) {
+            out.push_back(m.id);
+        }
+    }
+    return out;
+}
+
+using Op = conclave::node::MembershipOp;
+
+}  // namespace
+
+TEST_CASE(
+    "membership: remove a follower, writes commit without it, re-add it as a learner, "
+    "promote it",
+    "[node][membership]") {
+    MemberCluster c;
+    const std::size_t leader = c.start_and_elect();
+    const std::size_t gone = (leader + 1) % 3;
+    const std::size_t other = (leader + 2) % 3;
+    CHECK(c.nodes[leader]->status().membership->version == 0);
+    CHECK_FALSE(c.nodes[leader]->members().from_entry);
+    CHECK(c.nodes[leader]->members().members.size() == 3);
+
+    // Remove: from the implicit configuration (version 0) to version 1.
+    const MembershipResult removed = c.change(leader, Op::Remove, gone);
+    REQUIRE(removed.ok());
+    CHECK(removed.version == 1);
+    const MembersView v1 = c.nodes[leader]->members();
+    CHECK(v1.version == 1);
+    CHECK(v1.from_entry);
+    CHECK(ids_with(v1, MemberRole::Voter).size() == 2);
+    CHECK(ids_with(v1, MemberRole::Learner).empty());
+    REQUIRE(c.all_at(1));
+    CHECK(c.nodes[gone]->status().membership->role == "removed");
+    CHECK(c.nodes[other]->status().membership->role == "voter");
+    CHECK(c.nodes[gone]->current().role != conclave::Role::Leader);
+    CHECK(c.nodes[leader]->metrics_text().find(
+              "conclave_membership_changes_total{op=\"remove\"} 1") != std::string::npos);
+    CHECK(c.nodes[gone]->metrics_text().find("conclave_membership_version 1") != std::string::npos);
+
+    // Writes commit with the removed node stopped: 2 of 2 voters.
+    c.stop(gone);
+    REQUIRE(c.propose(leader, "after-remove", "1").ok());
+
+    // Re-add it as a learner while it is down: promotion is refused (R7: it holds nothing).
+    const MembershipResult added = c.change(leader, Op::AddLearner, gone);
+    REQUIRE(added.ok());
+    CHECK(added.version == 2);
+    const MembershipResult early = c.change(leader, Op::Promote, gone);
+    CHECK(early.status == MetadataProposeStatus::Refused);
+    CHECK(early.detail.find("is not caught up (R7)") != std::string::npos);
+    CHECK(c.nodes[leader]->metrics_text().find(
+              "conclave_config_refusals_total{reason=\"promote_lag\"} 1") != std::string::npos);
+
+    // It comes back and catches up as a learner: it never stands nor votes.
+    c.start(gone);
+    REQUIRE(c.all_at(2));
+    CHECK(c.nodes[gone]->status().membership->role == "learner");
+    REQUIRE(run_until(c.io, [&] {
+        for (const auto& m : c.nodes[leader]->members().members) {
+            if (m.id == id_of(gone)) {
+                return m.role == MemberRole::Learner && m.catch_up && m.catch_up->connected &&
+                       m.catch_up->lag_entries == 0;
+            }
+        }
+        return false;
+    }));
+    // Its elector took the configuration (not a voter: it never stands, R7).
+    CHECK(c.nodes[gone]->log_driver()->counters().membership_changes >= 1);
+    CHECK(c.nodes[gone]->log_driver()->counters().voter_set_refused == 0);
+    CHECK(c.nodes[gone]->current().role == conclave::Role::Follower);
+
+    const MembershipResult promoted = c.change(leader, Op::Promote, gone);
+    REQUIRE(promoted.ok());
+    CHECK(promoted.version == 3);
+    REQUIRE(c.all_at(3));
+    CHECK(ids_with(c.nodes[leader]->members(), MemberRole::Voter).size() == 3);
+    CHECK(c.nodes[gone]->status().membership->role == "voter");
+    REQUIRE(c.propose(leader, "after-promote", "1").ok());
+    c.stop_all();
+}
+
+TEST_CASE("membership: removing the leader makes it step down, another node leads",
+          "[node][membership]") {
+    MemberCluster c;
+    const std::size_t old_leader = c.start_and_elect();
+    const MembershipResult removed = c.change(old_leader, Op::Remove, old_leader);
+    // Counted under the configuration that still holds it: committed, then it steps down.
+    REQUIRE(removed.ok());
+    CHECK(removed.version == 1);
+    REQUIRE(run_until(c.io, [&] {
+        const std::size_t now = c.active_leader();
+        return now != old_leader;
+    }));
+    const std::size_t leader = c.active_leader();
+    CHECK(leader != old_leader);
+    REQUIRE(c.all_at(1));
+    CHECK(c.nodes[old_leader]->status().membership->role == "removed");
+    CHECK(c.nodes[old_leader]->current().role != conclave::Role::Leader);
+    REQUIRE(c.propose(leader, "after", "1").ok());
+    // The removed node refuses: it is not the leader (and knows who is).
+    const MembershipResult refused = c.change(old_leader, Op::AddLearner, old_leader);
+    CHECK(refused.status == MetadataProposeStatus::NotLeader);
+    c.stop_all();
+}
+
+TEST_CASE("membership: one change at a time, invalid ops, unknown ids", "[node][membership]") {
+    MemberCluster c;
+    const std::size_t leader = c.start_and_elect();
+    const std::size_t a = (leader + 1) % 3;  // removed first
+    const std::size_t b = (leader + 2) % 3;  // stays a voter
+    // Two changes in one turn of the io_context: the second finds the first pending (R2).
+    std::optional<MembershipResult> first;
+    std::optional<MembershipResult> second;
+    c.nodes[leader]->remove_member(id_of(a), [&](const MembershipResult& r) { first = r; });
+    c.nodes[leader]->remove_member(id_of(b), [&](const MembershipResult& r) { second = r; });
+    REQUIRE(second);
+    CHECK(second->status == MetadataProposeStatus::Refused);
+    CHECK(second->detail.find("pending") != std::string::npos);
+    REQUIRE(run_until(c.io, [&] { return first.has_value(); }));
+    CHECK(first->ok());
+    CHECK(c.nodes[leader]->metrics_text().find(
+              "conclave_config_refusals_total{reason=\"pending\"} 1") != std::string::npos);
+
+    // Ops that do not fit the member.
+    CHECK(c.change(leader, Op::Promote, b).status == MetadataProposeStatus::Refused);
+    CHECK(c.change(leader, Op::AddLearner, b).status == MetadataProposeStatus::Refused);
+    CHECK(c.change(leader, Op::Remove, a).status == MetadataProposeStatus::Refused);
+    // Not in the node table.
+    std::optional<MembershipResult> unknown;
+    c.nodes[leader]->add_learner("n9", [&](const MembershipResult& r) { unknown = r; });
+    REQUIRE(unknown);
+    CHECK(unknown->status == MetadataProposeStatus::InvalidEntry);
+    CHECK(unknown->detail.find("unknown node id \"n9\"") != std::string::npos);
+    // A follower answers NotLeader with the leader.
+    const MembershipResult follower = c.change(b, Op::AddLearner, a);
+    CHECK(follower.status == MetadataProposeStatus::NotLeader);
+    CHECK(follower.leader == id_of(leader));
+    c.stop_all();
+}
+
+TEST_CASE("membership: POST and GET /members, /status", "[node][membership][http]") {
+    MemberCluster c;
+    const std::size_t leader = c.start_and_elect();
+    const std::size_t follower = (leader + 1) % 3;
+    const std::size_t target = (leader + 2) % 3;
+    const std::string token = MemberCluster::kToken;
+    const auto post = [&](std::size_t at, const std::string& body, const std::string& auth) {
+        return request(c.io, c.http_port(at), http::verb::post, "/members", body, auth);
+    };
+    const std::string remove_target = R"({"op": "remove", "id": ")" + id_of(target) + R"("})";
+
+    CHECK(post(leader, remove_target, "").status == 401);
+    CHECK(post(leader, remove_target, "wrong-token-wrong-token-wrong-token!").status == 401);
+    {
+        const HttpResult r = post(follower, remove_target, token);
+        CHECK(r.status == 307);
+        CHECK(r.location == "http://127.0.0.1:" + std::to_string(c.http_port(leader)) + "/members");
+        CHECK(r.body.at("leader") == id_of(leader));
+    }
+    for (const std::string& bad :
+         {std::string("not json"), std::string("[1]"), std::string(R"({"op": "remove"})"),
+          std::string(R"({"op": "join", "id": "n1"})"), std::string(R"({"op": 1, "id": "n1"})"),
+          std::string(R"({"op": "remove", "id": "n1", "extra": 1})"),
+          std::string(R"({"op": "remove", "id": "n9"})")}) {
+        INFO(bad);
+        const HttpResult r = post(leader, bad, token);
+        CHECK(r.status == 400);
+        CHECK(r.body.at("error") == "bad_request");
+    }
+    CHECK(post(leader, R"({"op": "remove", "id": "n9"})", token)
+              .body.at("detail")
+              .get<std::string>()
+              .find("unknown node id") != std::string::npos);
+    {
+        const HttpResult r =
+            post(leader, R"({"op": "promote", "id": ")" + id_of(target) + R"("})", token);
+        CHECK(r.status == 409);
+        CHECK(r.body.at("error") == "refused");
+    }
+    {
+        const HttpResult r = post(leader, remove_target, token);
+        REQUIRE(r.status == 200);
+        CHECK(r.body.at("version") == 1);
+    }
+    {
+        const HttpResult r = request(c.io, c.http_port(leader), http::verb::get, "/members");
+        REQUIRE(r.status == 200);
+        CHECK(r.body.at("version") == 1);
+        CHECK(r.body.at("from_entry") == true);
+        CHECK(r.body.at("pending_change") == false);
+        REQUIRE(r.body.at("members").size() == 2);
+        for (const auto& m : r.body.at("members")) {
+            CHECK(m.at("role") == "voter");
+            CHECK(m.at("peer").is_string());
+            CHECK(m.at("http").is_string());
+            CHECK(m.at("catch_up").at("acknowledged_len").is_number());
+            CHECK(m.at("catch_up").at("lag_entries").is_number());
+            CHECK(m.at("catch_up").at("connected") == true);
+        }
+    }
+    REQUIRE(c.all_at(1));
+    {
+        const HttpResult r = request(c.io, c.http_port(follower), http::verb::get, "/members");
+        REQUIRE(r.status == 200);
+        CHECK(r.body.at("version") == 1);
+        CHECK_FALSE(r.body.contains("pending_change"));
+        CHECK_FALSE(r.body.at("members").at(0).contains("catch_up"));
+        CHECK(request(c.io, c.http_port(follower), http::verb::get, "/members?x=1").status == 400);
+    }
+    {
+        const HttpResult r = request(c.io, c.http_port(target), http::verb::get, "/status");
+        REQUIRE(r.status == 200);
+        CHECK(r.body.at("membership") ==
+              json({{"version", 1}, {"from_entry", true}, {"role", "removed"}}));
+    }
+    {
+        // The change just made again: not a member any more.
+        const HttpResult r = post(leader, remove_target, token);
+        CHECK(r.status == 409);
+        CHECK(r.body.at("detail").get<std::string>().find("is not a member") != std::string::npos);
+    }
+    c.stop_all();
+}
