@@ -422,6 +422,11 @@ void ReplicatedLog::HandleAppendAck(const LogMessage& m, const AppendAck& body) 
         p.match_len = std::max(p.match_len, *len);
         p.next_len = std::max(p.next_len, p.match_len);
         p.probing = false;
+        // R8: a removed node that knows its removal committed is told no more.
+        if (const auto known = length_through(body.commit_lsn);
+            leaving_until_[m.from.value] != 0 && known && *known >= leaving_until_[m.from.value]) {
+            leaving_until_[m.from.value] = 0;
+        }
         auto acked = std::upper_bound(p.inflight_ends.begin(), p.inflight_ends.end(), p.match_len);
         p.inflight_ends.erase(p.inflight_ends.begin(), acked);
         AdvanceCommit();
@@ -1521,7 +1526,7 @@ NodeSet ReplicatedLog::replication_targets() const {
     }
     // R8: a removed node until it holds its removal.
     for (std::size_t n = 0; n < leaving_until_.size(); ++n) {
-        if (leaving_until_[n] > progress_[n].match_len && state_.tick <= leaving_deadline_[n]) {
+        if (leaving_until_[n] != 0 && state_.tick <= leaving_deadline_[n]) {
             out.insert(NodeId{static_cast<std::uint16_t>(n)});
         }
     }

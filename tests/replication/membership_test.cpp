@@ -450,7 +450,7 @@ TEST_CASE("membership §8: configurations carry the node table; it grows when on
     CHECK(again.active_config().learners == Set({3}));
 }
 
-TEST_CASE("membership R8: a removed node is replicated to until it holds its removal") {
+TEST_CASE("membership R8: a removed node is replicated to until it knows its removal committed") {
     auto leader = MakeM(M0);  // C1: voters {0, 1, 2}, learner 3
     MActive(leader, 2);
     leader.propose_config(MT0, ML(2, 1), encode_configuration(Cfg(2, {"0", "1", "2"})));
@@ -462,7 +462,10 @@ TEST_CASE("membership R8: a removed node is replicated to until it holds its rem
     CHECK(leader.replication_targets() == Set({1, 2, 3}));
     auto a = leader.timer_fired(MT0, LogTimer::Heartbeat);
     CHECK(MSent<Append>(a, M3).size() == 1);
-    leader.receive(MT0, MMsg(M3, 2, AppendAck{true, {}, ML(2, 1), {}}));
+    // Holding the entry is not enough: it must know that it committed.
+    leader.receive(MT0, MMsg(M3, 2, AppendAck{true, {}, ML(2, 1), ML(1, 1)}));
+    CHECK(leader.replication_targets() == Set({1, 2, 3}));
+    leader.receive(MT0, MMsg(M3, 2, AppendAck{true, {}, ML(2, 1), ML(2, 1)}));
     CHECK(leader.replication_targets() == Set({1, 2}));
     a = leader.timer_fired(MT0, LogTimer::Heartbeat);
     CHECK(MSent<Append>(a, M3).empty());

@@ -233,8 +233,8 @@ class ReplicatedLog {
         return appended_config_ && appended_config_->first >= state_.commit_len;
     }
     /// R8: the nodes a leader replicates to: the members of the active configuration and of the
-    /// latest appended one, and removed nodes until they hold their removal or for kLeavingTicks
-    /// heartbeats (self excluded; only nodes of this node's table).
+    /// latest appended one, and removed nodes until they acknowledge their removal's commit or
+    /// for kLeavingTicks heartbeats (self excluded; only nodes of this node's table).
     NodeSet replication_targets() const;
     /// The NodeIds of a configuration, or nullopt when it names an unknown or repeated id, a
     /// member both voter and learner, or no voter, or when its node table does not agree with
@@ -366,9 +366,9 @@ class ReplicatedLog {
     ActiveConfig active_;
     /// The latest configuration entry held (position, resolved), if any: R8's other half.
     std::optional<std::pair<std::size_t, ActiveConfig>> appended_config_;
-    /// R8: per node, the prefix length holding the configuration that removed it (0: not being
-    /// removed); a leader replicates to it until its match reaches that, or for at most
-    /// kLeavingTicks heartbeats (a removed node that is down is not waited for).
+    /// R8: per node, the commit length that removed it (0: not being removed); a leader
+    /// replicates to it until it acknowledges a commit point that far (it knows its removal), or
+    /// for at most kLeavingTicks heartbeats (a removed node that is down is not waited for).
     std::vector<std::size_t> leaving_until_;
     std::vector<std::uint64_t> leaving_deadline_;
     static constexpr std::uint64_t kLeavingTicks = 10;
