@@ -99,7 +99,9 @@ TEST_CASE(
     "membership: remove a follower, writes commit without it, re-add it as a learner, "
     "promote it",
     "[node][membership]") {
-    MemberCluster c;
+    // A small R7 bound: a learner more than 2 entries behind the leader's last is not promoted.
+    MemberCluster c(
+        R"({"fsync": "batched", "propose_timeout_ms": 3000, "promote_lag_entries": 2})");
     const std::size_t leader = c.start_and_elect();
     const std::size_t gone = (leader + 1) % 3;
     const std::size_t other = (leader + 2) % 3;
@@ -126,7 +128,9 @@ TEST_CASE(
 
     // Writes commit with the removed node stopped: 2 of 2 voters.
     c.stop(gone);
-    REQUIRE(c.propose(leader, "after-remove", "1").ok());
+    for (int k = 0; k < 5; ++k) {
+        REQUIRE(c.propose(leader, "after-remove-" + std::to_string(k), "1").ok());
+    }
 
     // Re-add it as a learner while it is down: promotion is refused (R7: it holds nothing).
     const MembershipResult added = c.change(leader, Op::AddLearner, gone);
@@ -135,6 +139,7 @@ TEST_CASE(
     const MembershipResult early = c.change(leader, Op::Promote, gone);
     CHECK(early.status == MetadataProposeStatus::Refused);
     CHECK(early.detail.find("is not caught up (R7)") != std::string::npos);
+    CHECK(early.detail.find("metadata.promote_lag_entries (2)") != std::string::npos);
     CHECK(c.nodes[leader]->metrics_text().find(
               "conclave_config_refusals_total{reason=\"promote_lag\"} 1") != std::string::npos);
 
