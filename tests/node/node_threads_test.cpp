@@ -89,8 +89,10 @@ TEST_CASE("Node: the embedding API may be called from other threads while run() 
                 node.add_learner(i % 2 == 0 ? "n0" : "nobody",
                                  [&](const conclave::node::MembershipResult& r) {
                                      using conclave::node::MetadataProposeStatus;
+                                     // NotActive: the log's sync may still be under way.
                                      if (r.status == MetadataProposeStatus::Refused ||
-                                         r.status == MetadataProposeStatus::InvalidEntry) {
+                                         r.status == MetadataProposeStatus::InvalidEntry ||
+                                         r.status == MetadataProposeStatus::NotActive) {
                                          membership_refused += 1;
                                      }
                                  });
