@@ -66,6 +66,10 @@ Commands:
                       parses as JSON, else a string); prints the committed LSN
   get [--from LSN]    print the committed metadata entries after LSN (TERM.COUNTER,
                       default: from the start), read from the leader
+  members             the active configuration (GET /members, from the leader:
+                      id, role, peer, http, acknowledged entries, lag, connected)
+  members OP ID       a membership change, OP = add-learner | promote | remove
+                      (POST /members; waits until it commits; prints the version)
 
 Options:
   --endpoints LIST    comma-separated admin endpoints (host:port) of the nodes
@@ -75,7 +79,7 @@ Options:
                       (PEM) and checking that they name the endpoint's host;
                       with --config whose "admin" has "tls", its "tls.ca" is used
                       unless --cacert is given
-  -o, --output FMT    "table" (default) or "json" (status, get, watch)
+  -o, --output FMT    "table" (default) or "json" (status, get, watch, members)
   --timeout SECONDS   per-request timeout (default 5; transfer waits as long)
   --count N           watch: exit 0 after N lines
   --help, --version
@@ -596,25 +600,19 @@ int Command(const Options& options, const std::string& path, const std::string& 
                       " leads after " + std::to_string(options.timeout.count()) + " ms");
 }
 
-int Put(const Options& options) {
-    const std::string& key = options.args[0];
-    json value = json::parse(options.args[1], nullptr, /*allow_exceptions=*/false);
-    if (value.is_discarded()) {
-        value = options.args[1];
-    }
-    const json body = {{"key", key}, {"value", value}};
-    // Any node: a follower redirects to the leader.
+/// POSTs `body` to `path` on the first node that answers (a follower redirects to the leader);
+/// the 200 reply, else a Failure.
+Reply PostAnywhere(const Options& options, const std::string& path, const json& body) {
     std::string last_error;
     for (const Endpoint& endpoint : options.endpoints) {
         try {
             Endpoint answered;
-            const Reply reply = RequestFollowing(options, endpoint, http::verb::post, "/metadata",
-                                                 body.dump(), &answered);
+            const Reply reply =
+                RequestFollowing(options, endpoint, http::verb::post, path, body.dump(), &answered);
             if (reply.status != 200) {
                 Fail(answered, reply);
             }
-            std::cout << "committed at " << Str(reply.document, "lsn") << std::endl;
-            return kExitOk;
+            return reply;
         } catch (const Failure& e) {
             if (e.status != kExitUnreachable) {
                 throw;
@@ -623,6 +621,54 @@ int Put(const Options& options) {
         }
     }
     throw Failure(kExitUnreachable, "no node reachable (last: " + last_error + ")");
+}
+
+int Put(const Options& options) {
+    const std::string& key = options.args[0];
+    json value = json::parse(options.args[1], nullptr, /*allow_exceptions=*/false);
+    if (value.is_discarded()) {
+        value = options.args[1];
+    }
+    const Reply reply = PostAnywhere(options, "/metadata", {{"key", key}, {"value", value}});
+    std::cout << "committed at " << Str(reply.document, "lsn") << std::endl;
+    return kExitOk;
+}
+
+int Members(const Options& options) {
+    if (options.args.size() == 2) {
+        const Reply reply =
+            PostAnywhere(options, "/members", {{"op", options.args[0]}, {"id", options.args[1]}});
+        std::cout << options.args[0] << " " << options.args[1]
+                  << ": committed, configuration version " << Str(reply.document, "version")
+                  << std::endl;
+        return kExitOk;
+    }
+    const Endpoint source = FindLeader(options).value_or(options.endpoints.front());
+    Endpoint answered;
+    const Reply reply =
+        RequestFollowing(options, source, http::verb::get, "/members", {}, &answered);
+    if (reply.status != 200 || !reply.document.is_object()) {
+        Fail(answered, reply);
+    }
+    const json& view = reply.document;
+    if (options.output == "json") {
+        std::cout << view.dump(2) << std::endl;
+        return kExitOk;
+    }
+    std::cout << "configuration version " << Str(view, "version")
+              << (view.value("from_entry", false) ? "" : " (implicit: no change made yet)") << "\n";
+    for (const json& m : view.value("members", json::array())) {
+        std::cout << Str(m, "id") << " " << Str(m, "role") << " " << Str(m, "peer") << " "
+                  << Str(m, "http");
+        if (m.contains("catch_up")) {
+            const json& c = m["catch_up"];
+            std::cout << " acknowledged=" << Str(c, "acknowledged_len")
+                      << " lag=" << Str(c, "lag_entries") << " connected=" << Str(c, "connected");
+        }
+        std::cout << "\n";
+    }
+    std::cout.flush();
+    return kExitOk;
 }
 
 int Get(const Options& options) {
@@ -784,15 +830,23 @@ Options Parse(const std::vector<std::string>& args, bool& help, bool& version) {
         return options;
     }
     if (options.command.empty()) {
-        throw Failure(kExitUsage, "missing COMMAND (status, watch, transfer, step-down, put, get)");
+        throw Failure(kExitUsage,
+                      "missing COMMAND (status, watch, transfer, step-down, put, get, members)");
     }
     const std::map<std::string, std::size_t> arity = {
-        {"status", 0}, {"watch", 0}, {"transfer", 0}, {"step-down", 0}, {"put", 2}, {"get", 0}};
+        {"status", 0}, {"watch", 0}, {"transfer", 0}, {"step-down", 0},
+        {"put", 2},    {"get", 0},   {"members", 0}};
     const auto it = arity.find(options.command);
     if (it == arity.end()) {
         throw Failure(kExitUsage, "unknown command \"" + options.command + "\"");
     }
-    if (options.args.size() != it->second) {
+    if (options.command == "members" && options.args.size() == 2) {
+        const std::string& op = options.args[0];
+        if (op != "add-learner" && op != "promote" && op != "remove") {
+            throw Failure(kExitUsage,
+                          "members: expected add-learner, promote or remove, got \"" + op + "\"");
+        }
+    } else if (options.args.size() != it->second) {
         throw Failure(kExitUsage, options.command + ": expected " + std::to_string(it->second) +
                                       " argument(s), got " + std::to_string(options.args.size()));
     }
@@ -902,6 +956,9 @@ int main(int argc, char** argv) {
         }
         if (options.command == "put") {
             return Put(options);
+        }
+        if (options.command == "members") {
+            return Members(options);
         }
         return Get(options);
     } catch (const Failure& e) {

@@ -67,8 +67,8 @@ LeadershipMetrics::LeadershipMetrics(MetricsRegistry& r)
       term_(r.gauge("conclave_term", "Current term.")),
       fencing_token_(r.gauge("conclave_fencing_token", "Fencing token of the known leadership.")),
       leader_known_(r.gauge("conclave_leader_known", "1 when this node knows a leader.")) {
-    for (Refusal refusal :
-         {Refusal::StaleTerm, Refusal::AlreadyVoted, Refusal::HasLeader, Refusal::IAmLeader}) {
+    for (Refusal refusal : {Refusal::StaleTerm, Refusal::AlreadyVoted, Refusal::HasLeader,
+                            Refusal::IAmLeader, Refusal::StaleConfig, Refusal::NotAVoter}) {
         votes_refused_[static_cast<std::size_t>(refusal)] =
             &r.counter("conclave_votes_refused_total", "Votes refused by this node, by reason.",
                        {{"reason", std::string(to_string(refusal))}});

@@ -118,6 +118,12 @@ std::string Post(const std::string& target) {
     return "POST " + target + " HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n";
 }
 
+std::string PostJson(const std::string& target, const std::string& body) {
+    return "POST " + target +
+           " HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
 json JsonBody(const Response& response) {
     CHECK(response[http::field::content_type] == "application/json");
     return json::parse(response.body());
@@ -218,6 +224,27 @@ TEST_CASE("admin routes over loopback", "[admin]") {
         REQUIRE(unavailable);
         CHECK(unavailable->result_int() == 503);
         CHECK(f.source.step_downs == 2);
+    }
+    SECTION("/members without a metadata log: 503 disabled; bad bodies are 400 first") {
+        auto get = client.Request(Get("/members"));
+        REQUIRE(get);
+        CHECK(get->result_int() == 503);
+        CHECK(JsonBody(*get)["error"] == "disabled");
+        auto post = client.Request(PostJson("/members", R"({"op": "remove", "id": "n2"})"));
+        REQUIRE(post);
+        CHECK(post->result_int() == 503);
+        CHECK(JsonBody(*post)["error"] == "disabled");
+        for (const auto& [body, detail] : std::vector<std::pair<std::string, std::string>>{
+                 {"{", "body: expected a JSON object"},
+                 {R"({"op": "grow", "id": "n2"})", "body.op: unknown op \"grow\""},
+                 {R"({"op": "remove"})", "body.id: expected a non-empty node id"},
+                 {R"({"op": "remove", "id": "n2", "x": 1})", "body.x: unknown field"}}) {
+            INFO(body);
+            auto bad = client.Request(PostJson("/members", body));
+            REQUIRE(bad);
+            CHECK(bad->result_int() == 400);
+            CHECK(JsonBody(*bad)["detail"].get<std::string>().rfind(detail, 0) == 0);
+        }
     }
     SECTION("unknown path 404, wrong method 405 with Allow") {
         auto missing = client.Request(Get("/nope"));

@@ -29,6 +29,7 @@ TEST_CASE("leadership metrics: counters mirrored, leaderless time and periods", 
     counters.elections_started = 2;
     counters.prevotes_refused = 3;
     counters.votes_refused_by_reason[static_cast<std::size_t>(Refusal::AlreadyVoted)] = 4;
+    counters.votes_refused_by_reason[static_cast<std::size_t>(Refusal::NotAVoter)] = 2;
     metrics.update_counters(counters);
 
     metrics.on_leadership(Snapshot(Role::Follower, 1, std::nullopt), Millis{1000});
@@ -47,6 +48,8 @@ TEST_CASE("leadership metrics: counters mirrored, leaderless time and periods", 
     CHECK(led.value("conclave_prevotes_total", {{"result", "refused"}}) == 3);
     CHECK(led.value("conclave_votes_refused_total", {{"reason", "already-voted"}}) == 4);
     CHECK(led.value("conclave_votes_refused_total", {{"reason", "stale-term"}}) == 0);
+    CHECK(led.value("conclave_votes_refused_total", {{"reason", "not-a-voter"}}) == 2);
+    CHECK(led.value("conclave_votes_refused_total", {{"reason", "stale-config"}}) == 0);
     CHECK(led.value("conclave_leaderless_seconds_total") == Approx(1.25));
     CHECK(led.value("conclave_leaderless_periods_seconds_count") == 1);
     CHECK(led.value("conclave_leaderless_periods_seconds_bucket", {{"le", "1"}}) == 0);

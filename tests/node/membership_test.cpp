@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -68,6 +69,19 @@ struct MemberCluster : Cluster {
         return active_leader();
     }
 
+    /// The leader `at` sees learner `learner` connected and no entry behind (GET /members).
+    bool caught_up(std::size_t at, std::size_t learner) {
+        return run_until(io, [&] {
+            for (const auto& m : nodes[at]->members().members) {
+                if (m.id == id_of(learner)) {
+                    return m.role == MemberRole::Learner && m.catch_up && m.catch_up->connected &&
+                           m.catch_up->lag_entries == 0;
+                }
+            }
+            return false;
+        });
+    }
+
     /// Every running node has configuration `version` active.
     bool all_at(std::uint64_t version) {
         return run_until(io, [&] {
@@ -93,13 +107,24 @@ std::vector<std::string> ids_with(const MembersView& view, MemberRole role) {
 
 using Op = conclave::node::MembershipOp;
 
+/// The value of a series (name and labels) in Prometheus text (NaN when absent).
+double metric(const std::string& text, const std::string& name) {
+    const auto at = text.find("\n" + name + " ");
+    if (at == std::string::npos) {
+        return std::nan("");
+    }
+    return std::stod(text.substr(at + name.size() + 2));
+}
+
 }  // namespace
 
 TEST_CASE(
     "membership: remove a follower, writes commit without it, re-add it as a learner, "
     "promote it",
     "[node][membership]") {
-    MemberCluster c;
+    // A small R7 bound: a learner more than 2 entries behind the leader's last is not promoted.
+    MemberCluster c(
+        R"({"fsync": "batched", "propose_timeout_ms": 3000, "promote_lag_entries": 2})");
     const std::size_t leader = c.start_and_elect();
     const std::size_t gone = (leader + 1) % 3;
     const std::size_t other = (leader + 2) % 3;
@@ -126,7 +151,9 @@ TEST_CASE(
 
     // Writes commit with the removed node stopped: 2 of 2 voters.
     c.stop(gone);
-    REQUIRE(c.propose(leader, "after-remove", "1").ok());
+    for (int k = 0; k < 5; ++k) {
+        REQUIRE(c.propose(leader, "after-remove-" + std::to_string(k), "1").ok());
+    }
 
     // Re-add it as a learner while it is down: promotion is refused (R7: it holds nothing).
     const MembershipResult added = c.change(leader, Op::AddLearner, gone);
@@ -135,6 +162,7 @@ TEST_CASE(
     const MembershipResult early = c.change(leader, Op::Promote, gone);
     CHECK(early.status == MetadataProposeStatus::Refused);
     CHECK(early.detail.find("is not caught up (R7)") != std::string::npos);
+    CHECK(early.detail.find("metadata.promote_lag_entries (2)") != std::string::npos);
     CHECK(c.nodes[leader]->metrics_text().find(
               "conclave_config_refusals_total{reason=\"promote_lag\"} 1") != std::string::npos);
 
@@ -142,27 +170,31 @@ TEST_CASE(
     c.start(gone);
     REQUIRE(c.all_at(2));
     CHECK(c.nodes[gone]->status().membership->role == "learner");
-    REQUIRE(run_until(c.io, [&] {
-        for (const auto& m : c.nodes[leader]->members().members) {
-            if (m.id == id_of(gone)) {
-                return m.role == MemberRole::Learner && m.catch_up && m.catch_up->connected &&
-                       m.catch_up->lag_entries == 0;
-            }
-        }
-        return false;
-    }));
+    REQUIRE(c.caught_up(leader, gone));
     // Its elector took the configuration (not a voter: it never stands, R7).
     CHECK(c.nodes[gone]->log_driver()->counters().membership_changes >= 1);
     CHECK(c.nodes[gone]->log_driver()->counters().voter_set_refused == 0);
     CHECK(c.nodes[gone]->current().role == conclave::Role::Follower);
+    // An election between the two voters (a transfer): candidates ask only the voters of their
+    // configuration, so the learner grants nothing; the voters alone elect the new leader.
+    const double granted = metric(c.nodes[gone]->metrics_text(), "conclave_votes_granted_total");
+    REQUIRE_FALSE(c.nodes[leader]->transfer_leadership(id_of(other)));
+    REQUIRE(run_until(c.io, [&] {
+        const auto log = c.nodes[other]->status().log;
+        return log && log->leader_status == "active";
+    }));
+    CHECK(metric(c.nodes[gone]->metrics_text(), "conclave_votes_granted_total") == granted);
+    CHECK(c.nodes[gone]->current().leader == id_of(other));
 
-    const MembershipResult promoted = c.change(leader, Op::Promote, gone);
+    // The new leader knows the learner's progress once it acknowledged an append of its term.
+    REQUIRE(c.caught_up(other, gone));
+    const MembershipResult promoted = c.change(other, Op::Promote, gone);
     REQUIRE(promoted.ok());
     CHECK(promoted.version == 3);
     REQUIRE(c.all_at(3));
-    CHECK(ids_with(c.nodes[leader]->members(), MemberRole::Voter).size() == 3);
+    CHECK(ids_with(c.nodes[other]->members(), MemberRole::Voter).size() == 3);
     CHECK(c.nodes[gone]->status().membership->role == "voter");
-    REQUIRE(c.propose(leader, "after-promote", "1").ok());
+    REQUIRE(c.propose(other, "after-promote", "1").ok());
     c.stop_all();
 }
 

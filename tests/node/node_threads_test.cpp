@@ -74,6 +74,7 @@ TEST_CASE("Node: the embedding API may be called from other threads while run() 
     std::atomic<int> proposals_done{0};
     std::atomic<int> leader_seen{0};
     std::atomic<int> refusals{0};
+    std::atomic<int> membership_refused{0};  // n0 is a voter already; "nobody" is no node id
     std::vector<std::thread> callers;
     for (int t = 0; t < kThreads; ++t) {
         callers.emplace_back([&, t] {
@@ -85,6 +86,16 @@ TEST_CASE("Node: the embedding API may be called from other threads while run() 
                 node.propose(
                     "thread/" + std::to_string(t), std::to_string(i),
                     [&](const conclave::node::MetadataProposeResult&) { proposals_done += 1; });
+                node.add_learner(i % 2 == 0 ? "n0" : "nobody",
+                                 [&](const conclave::node::MembershipResult& r) {
+                                     using conclave::node::MetadataProposeStatus;
+                                     // NotActive: the log's sync may still be under way.
+                                     if (r.status == MetadataProposeStatus::Refused ||
+                                         r.status == MetadataProposeStatus::InvalidEntry ||
+                                         r.status == MetadataProposeStatus::NotActive) {
+                                         membership_refused += 1;
+                                     }
+                                 });
                 if (node.transfer_leadership("nobody").has_value()) {
                     refusals += 1;
                 }
@@ -123,6 +134,7 @@ TEST_CASE("Node: the embedding API may be called from other threads while run() 
     // and every proposal got exactly one answer (committed, or refused by the stop).
     CHECK(subscribed >= kThreads);
     CHECK(proposals_done == kThreads * kRounds);
+    CHECK(membership_refused == kThreads * kRounds);  // membership changes: posted too
     CHECK(node.stopped());
     std::filesystem::remove_all(dir);
 }

@@ -304,6 +304,42 @@ def test_cluster(root):
         cluster.stop_all()
 
 
+def test_members(root):
+    """conclavectl members: the configuration, and a change through a follower (307 followed)."""
+    cluster = ct.Cluster(root)
+    try:
+        for nid in cluster.ids:
+            cluster.start(nid)
+        agreed = ct.wait_for(cluster.agreed_leader)
+        if not check(agreed, "members: 3 nodes agree on a leader"):
+            return
+        leader = agreed[0]
+        followers = [n for n in cluster.ids if n != leader]
+        r = ctl("--config", cluster.config, "members")
+        lines = r.stdout.strip().splitlines()
+        check(r.returncode == 0 and lines[0].startswith("configuration version 0 (implicit") and
+              len(lines) == 4 and all(" voter " in line and "lag=" in line for line in lines[1:]),
+              "members: version 0, three voters with their catch-up (%d, %r, %r)" %
+              (r.returncode, r.stdout, r.stderr))
+        r = ctl("--endpoints", endpoints(cluster, followers), "members", "remove", followers[1])
+        check(r.returncode == 0 and
+              r.stdout.strip() == "remove %s: committed, configuration version 1" % followers[1],
+              "members remove via a follower commits version 1 (%d, %r, %r)" %
+              (r.returncode, r.stdout, r.stderr))
+        r = ctl("--config", cluster.config, "members", "-o", "json")
+        view = json.loads(r.stdout) if r.returncode == 0 else {}
+        check(view.get("version") == 1 and
+              sorted(m["id"] for m in view.get("members", [])) == sorted([leader, followers[0]]),
+              "members -o json: version 1 without the removed node (%r)" % r.stdout[:300])
+        r = ctl("--config", cluster.config, "members", "promote", followers[1])
+        check(r.returncode != 0 and "refused" in r.stderr,
+              "members promote of a non-learner: refused (%d, %r)" % (r.returncode, r.stderr))
+        r = ctl("--config", cluster.config, "members", "grow", "n1")
+        check(r.returncode == 2, "members with an unknown op: usage error (%d)" % r.returncode)
+    finally:
+        cluster.stop_all()
+
+
 def main():
     with tempfile.TemporaryDirectory(prefix="conclavectl-test-") as root:
         print("== test_usage", flush=True)
@@ -318,6 +354,10 @@ def main():
         os.mkdir(limited)
         print("== test_watcher_limit", flush=True)
         test_watcher_limit(limited)
+        members = os.path.join(root, "members")
+        os.mkdir(members)
+        print("== test_members", flush=True)
+        test_members(members)
         if ct.failures:
             for name in sorted(os.listdir(sub)):
                 if name.endswith(".log"):

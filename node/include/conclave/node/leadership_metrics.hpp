@@ -6,7 +6,8 @@
 // Families (all prefixed conclave_):
 //   scouting_rounds_started_total, elections_started_total, elections_won_total,
 //   prevotes_total{result="granted|refused"}, votes_granted_total,
-//   votes_refused_total{reason="stale-term|already-voted|has-leader|i-am-leader"},
+//   votes_refused_total{reason="stale-term|already-voted|has-leader|i-am-leader|stale-config|
+//   not-a-voter"},
 //   leader_changes_total, two_leader_alarms_total,
 //   leaderless_seconds_total (time with no known leader, counted while running),
 //   leaderless_periods_seconds (histogram: length of each period without a known leader, i.e. the
@@ -58,7 +59,7 @@ class LeadershipMetrics {
     Counter& prevotes_refused_;
     Counter& silences_corroborated_;
     Counter& votes_granted_;
-    std::array<Counter*, 5> votes_refused_{};  // by Refusal; [0] (None) unused
+    std::array<Counter*, kVoteRefusalCount> votes_refused_{};  // by Refusal; [0] (None) unused
     Counter& leader_changes_;
     Counter& two_leader_alarms_;
     Counter& leaderless_seconds_;
