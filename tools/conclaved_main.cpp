@@ -1,5 +1,5 @@
 // conclaved: one Conclave node as a daemon. See node/README.md and docs/interfaces.md.
-//   conclaved --config FILE --node-id ID [--print-config] [--help] [--version]
+//   conclaved --config FILE --node-id ID [--join HOST:PORT] [--print-config] [--help] [--version]
 //   conclaved --repair --config FILE --node-id ID [--min-term T]   (offline, node stopped)
 // Exit status: 0 clean stop (SIGTERM/SIGINT, after a leadership hand-over), 1 runtime failure
 // (data directory locked, port in use, state file unreadable, corrupt metadata log, a storage
@@ -14,6 +14,8 @@
 
 #include "conclave/node/cli.hpp"
 #include "conclave/node/data_dir_lock.hpp"
+#include "conclave/node/join.hpp"
+#include "conclave/node/logging.hpp"
 #include "conclave/node/node.hpp"
 #include "conclave/node/repair.hpp"
 #include "conclave/replication/storage.hpp"
@@ -38,6 +40,13 @@ int main(int argc, char** argv) {
         return cn::run_repair(ready.config, ready.options.min_term, std::cout, std::cerr);
     }
     try {
+        if (ready.options.join) {
+            auto logger = cn::make_logger(ready.config.self_entry().id, ready.config.log);
+            if (auto error = cn::join_cluster(ready.config, *ready.options.join, *logger)) {
+                std::cerr << "conclaved: " << *error << "\n";
+                return cn::kExitFailure;
+            }
+        }
         cn::Node node(ready.config);
         if (auto error = node.start()) {
             std::cerr << "conclaved: cannot start: " << *error << "\n";

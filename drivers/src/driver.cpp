@@ -132,6 +132,10 @@ std::optional<std::string> ElectorDriver::set_voters(NodeSet voters, std::uint64
     return runtime_.set_voters(voters, version);
 }
 
+std::optional<std::string> ElectorDriver::grow_table(std::size_t cluster_size) {
+    return runtime_.grow_table(cluster_size);
+}
+
 std::optional<FrameRejection> ElectorDriver::on_frame(NodeId from,
                                                       std::span<const std::uint8_t> payload) {
     Message message;

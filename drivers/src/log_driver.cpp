@@ -430,6 +430,9 @@ void LogDriver::Env::role(const NotifyLogRole& role) {
 }
 
 void LogDriver::Env::membership(const NotifyMembership& m) {
+    if (driver->options_.on_membership) {
+        driver->options_.on_membership(m);  // §8: grow the table before the batch goes on
+    }
     driver->on_membership(m);
 }
 

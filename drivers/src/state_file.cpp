@@ -87,13 +87,16 @@ std::optional<DurableState> load_durable_state(const fs::path& data_dir, std::si
 }
 
 void store_durable_state(const fs::path& data_dir, const DurableState& state) {
-    create_directories_durably(data_dir);
     nlohmann::json j = state;
     j["format"] = kStateFileFormat;
-    const std::string text = j.dump() + "\n";
+    store_file_durably(data_dir, kStateFileName, j.dump() + "\n");
+}
 
-    const fs::path path = data_dir / kStateFileName;
-    const fs::path temp = data_dir / (std::string(kStateFileName) + ".tmp");
+void store_file_durably(const fs::path& data_dir, const std::string& name,
+                        const std::string& text) {
+    create_directories_durably(data_dir);
+    const fs::path path = data_dir / name;
+    const fs::path temp = data_dir / (name + ".tmp");
     const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
         fail_errno("cannot create", temp);

@@ -21,7 +21,7 @@ std::string version_text() {
 }
 
 std::string usage_text() {
-    return R"(Usage: conclaved --config FILE --node-id ID [--print-config]
+    return R"(Usage: conclaved --config FILE --node-id ID [--join HOST:PORT] [--print-config]
        conclaved --repair --config FILE --node-id ID [--min-term T]
        conclaved --help | --version
 
@@ -37,6 +37,14 @@ Options:
                     or secret_file) and the admin API has a token_file, or the
                     config says "insecure": true (loopback demos; see SECURITY.md)
   --node-id ID      which of the configured nodes this process is
+  --join HOST:PORT  a new node (empty data directory) asks the member whose peer
+                    address this is to add it to the cluster: it authenticates
+                    like a peer (tls / secret_file), is redirected to the leader,
+                    added as a learner, and stores the node table it learns in
+                    its data directory (members.json; later starts use it, not
+                    the config's nodes, and need no --join). Promote it with
+                    POST /members {"op": "promote", "id": ID} once caught up.
+                    Waits up to 60 s for a leader; exit 1 if refused
   --print-config    print the effective config for this node as JSON and exit
                     (profile and overrides resolved, {id} substituted)
   --repair          offline, with the node stopped (refused while it runs: the
@@ -93,6 +101,7 @@ std::variant<CliOptions, std::string> parse_command_line(const std::vector<std::
     bool have_config = false;
     bool have_node = false;
     bool have_min_term = false;
+    bool have_join = false;
     for (std::size_t i = 0; i < args.size(); ++i) {
         std::string arg = args[i];
         std::string value;
@@ -152,6 +161,15 @@ std::variant<CliOptions, std::string> parse_command_line(const std::vector<std::
                 }
                 options.min_term = term;
             }
+        } else if (arg == "--join") {
+            error = take_value(have_join);
+            if (!error) {
+                options.join = parse_endpoint(value);
+                if (!options.join) {
+                    error = "--join: expected HOST:PORT (a member's peer address), got \"" + value +
+                            "\"";
+                }
+            }
         } else if (arg == "--help" || arg == "-h") {
             error = flag(options.help);
         } else if (arg == "--version") {
@@ -176,6 +194,9 @@ std::variant<CliOptions, std::string> parse_command_line(const std::vector<std::
     }
     if (options.min_term && !options.repair) {
         return std::string("--min-term is only used with --repair");
+    }
+    if (options.join && options.repair) {
+        return std::string("--join and --repair do not go together");
     }
     if (options.repair && options.print_config) {
         return std::string("--repair and --print-config do not go together");

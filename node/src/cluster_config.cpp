@@ -176,8 +176,7 @@ bool ValidName(std::string_view s) {
                        [&](char c) { return alnum(c) || c == '_' || c == '.' || c == '-'; });
 }
 
-const char* const kNameRule =
-    "1 to 64 characters from [A-Za-z0-9_.-], starting with a letter or digit";
+const char* const kNameRule = kNodeIdRule;
 
 Endpoint ParseEndpointField(const json& value, const std::string& path) {
     const std::string& text = ExpectString(value, path);
@@ -716,6 +715,10 @@ class DuplicateKeyCheck {
 std::string to_string(const Endpoint& e) {
     const bool v6 = e.host.find(':') != std::string::npos;
     return (v6 ? "[" + e.host + "]" : e.host) + ":" + std::to_string(e.port);
+}
+
+bool valid_node_id(std::string_view id) {
+    return ValidName(id);
 }
 
 std::optional<Endpoint> parse_endpoint(std::string_view text) {

@@ -5,11 +5,13 @@
 #include <boost/asio/post.hpp>
 
 #include "conclave/codec/membership_codec.hpp"
+#include "conclave/core/check.hpp"
 #include "conclave/drivers/driver.hpp"
 #include "conclave/drivers/log_driver.hpp"
 #include "conclave/net/mesh.hpp"
 #include "conclave/node/logging.hpp"
 #include "conclave/node/node.hpp"
+#include "conclave/node/node_table.hpp"
 
 namespace conclave::node {
 
@@ -25,6 +27,25 @@ struct Refusal {
     ConfigRefusal reason;
     std::string detail;
 };
+
+/// The value of a configuration entry: the members with their addresses, and the whole node
+/// table (§8: every configuration this node writes carries it).
+replication::Configuration configuration_of(const replication::ActiveConfig& c,
+                                            const std::vector<NodeEntry>& table) {
+    replication::Configuration cfg;
+    cfg.version = c.version;
+    for (std::uint16_t i = 0; i < table.size(); ++i) {
+        const NodeEntry& e = table[i];
+        const replication::Member member{e.id, to_string(e.peer), to_string(e.http)};
+        if (c.voters.contains(NodeId{i})) {
+            cfg.voters.push_back(member);
+        } else if (c.learners.contains(NodeId{i})) {
+            cfg.learners.push_back(member);
+        }
+        cfg.table.push_back(e.id);
+    }
+    return cfg;
+}
 
 }  // namespace
 
@@ -69,15 +90,22 @@ nlohmann::json members_to_json(const MembersView& view) {
 }
 
 void Node::add_learner(std::string id, MembershipCallback done) {
-    change_membership(MembershipOp::AddLearner, std::move(id), std::move(done));
+    change_membership(MembershipOp::AddLearner, replication::Member{std::move(id), {}, {}},
+                      std::move(done));
+}
+
+void Node::add_learner(replication::Member member, MembershipCallback done) {
+    change_membership(MembershipOp::AddLearner, std::move(member), std::move(done));
 }
 
 void Node::promote(std::string id, MembershipCallback done) {
-    change_membership(MembershipOp::Promote, std::move(id), std::move(done));
+    change_membership(MembershipOp::Promote, replication::Member{std::move(id), {}, {}},
+                      std::move(done));
 }
 
 void Node::remove_member(std::string id, MembershipCallback done) {
-    change_membership(MembershipOp::Remove, std::move(id), std::move(done));
+    change_membership(MembershipOp::Remove, replication::Member{std::move(id), {}, {}},
+                      std::move(done));
 }
 
 MembersView Node::members() const {
@@ -128,13 +156,15 @@ std::optional<MembershipState> Node::membership_state() const {
     return m;
 }
 
-void Node::change_membership(MembershipOp op, std::string id, MembershipCallback done) {
+void Node::change_membership(MembershipOp op, replication::Member member, MembershipCallback done) {
     if (must_post()) {
-        boost::asio::post(*io_, [this, op, id = std::move(id), done = std::move(done)]() mutable {
-            change_membership(op, std::move(id), std::move(done));
-        });
+        boost::asio::post(*io_,
+                          [this, op, member = std::move(member), done = std::move(done)]() mutable {
+                              change_membership(op, std::move(member), std::move(done));
+                          });
         return;
     }
+    const std::string id = member.id;
     const auto answer = [this, &done](MetadataProposeStatus status, std::string detail = {}) {
         MembershipResult r;
         static_cast<MetadataProposeResult&>(r) = proposal_result(status, replication::kNoLsn);
@@ -143,16 +173,43 @@ void Node::change_membership(MembershipOp op, std::string id, MembershipCallback
         }
         done(r);
     };
-    const std::optional<NodeId> target = config_.find_node(id);
+    // A brand-new id (§8): it takes the next index of the table; its addresses come with it.
+    std::vector<NodeEntry> table = config_.nodes;
+    std::optional<NodeId> target = config_.find_node(id);
+    if (!target && op == MembershipOp::AddLearner && !member.peer.empty()) {
+        const auto peer = parse_endpoint(member.peer);
+        const auto http = parse_endpoint(member.http);
+        if (!peer || !http || !valid_node_id(id)) {
+            return answer(MetadataProposeStatus::InvalidEntry,
+                          "a new node needs an id (" + std::string(kNodeIdRule) +
+                              ") and peer and http addresses host:port");
+        }
+        if (table.size() >= kMaxClusterSize) {
+            return answer(MetadataProposeStatus::InvalidEntry,
+                          "the node table is full (" + std::to_string(kMaxClusterSize) +
+                              " ids ever added; ids are never reused)");
+        }
+        target = NodeId{static_cast<std::uint16_t>(table.size())};
+        table.push_back(NodeEntry{id, *peer, *http});
+    } else if (target && !member.peer.empty() &&
+               (member.peer != to_string(table[target->value].peer) ||
+                member.http != to_string(table[target->value].http))) {
+        return answer(MetadataProposeStatus::InvalidEntry,
+                      "node " + id + " is in the table with other addresses (peer " +
+                          to_string(table[target->value].peer) + ", http " +
+                          to_string(table[target->value].http) + ")");
+    }
     if (!target) {
         std::string known;
         for (const NodeEntry& e : config_.nodes) {
             known += (known.empty() ? "" : ", ") + e.id;
         }
-        return answer(MetadataProposeStatus::InvalidEntry,
-                      "unknown node id \"" + id.substr(0, 64) +
-                          "\": not in the config's node table (" + known +
-                          "); a brand-new id needs the runtime id table, not built yet");
+        return answer(
+            MetadataProposeStatus::InvalidEntry,
+            "unknown node id \"" + id.substr(0, 64) + "\": not in the config's node table (" +
+                known +
+                "); to add a new node give its peer and http addresses (POST /members "
+                "{\"op\": \"add-learner\", \"id\", \"peer\", \"http\"}, or conclaved --join)");
     }
     if (!log_driver_ || stopping_ || !started_ || !log_driver_->running()) {
         // propose_entry answers these (disabled, stopped, failed).
@@ -220,17 +277,7 @@ void Node::change_membership(MembershipOp op, std::string id, MembershipCallback
             next.learners.erase(*target);
             break;
     }
-    replication::Configuration cfg;
-    cfg.version = next.version;
-    for (std::uint16_t i = 0; i < config_.nodes.size(); ++i) {
-        const NodeEntry& e = config_.nodes[i];
-        const replication::Member member{e.id, to_string(e.peer), to_string(e.http)};
-        if (next.voters.contains(NodeId{i})) {
-            cfg.voters.push_back(member);
-        } else if (next.learners.contains(NodeId{i})) {
-            cfg.learners.push_back(member);
-        }
-    }
+    const replication::Configuration cfg = configuration_of(next, table);
     if (!refusal) {
         if (auto why = log.check_config_change(cfg)) {
             refusal = Refusal{
@@ -260,6 +307,134 @@ void Node::change_membership(MembershipOp op, std::string id, MembershipCallback
             }
             done(r);
         });
+}
+
+replication::Configuration Node::active_configuration() const {
+    return configuration_of(log_driver_->log().active_config(), config_.nodes);
+}
+
+void Node::grow_table(const replication::NotifyMembership& m) {
+    if (m.table.size() > config_.nodes.size()) {
+        StoredTable stored;
+        stored.cluster = config_.cluster;
+        stored.nodes = config_.nodes;
+        stored.removed.assign(config_.nodes.size(), false);
+        for (std::uint16_t i = 0; i < config_.nodes.size(); ++i) {
+            stored.removed[i] = mesh_->is_retired(NodeId{i});
+        }
+        for (std::size_t i = config_.nodes.size(); i < m.table.size(); ++i) {
+            const auto member = std::find_if(m.members.begin(), m.members.end(),
+                                             [&](const auto& x) { return x.id == m.table[i]; });
+            std::optional<Endpoint> peer, http;
+            if (member != m.members.end()) {
+                peer = parse_endpoint(member->peer);
+                http = parse_endpoint(member->http);
+            }
+            // A node removed before this node learnt of it keeps only its index: placeholder
+            // addresses, never dialed.
+            const bool known = peer && http;
+            stored.nodes.push_back(NodeEntry{m.table[i],
+                                             known ? *peer : Endpoint{"removed.invalid", 1},
+                                             known ? *http : Endpoint{"removed.invalid", 1}});
+            stored.removed.push_back(!known);
+        }
+        // Durable first: an elector state naming a new node must find it at the next start.
+        try {
+            store_node_table(config_.data_dir, stored);
+        } catch (const std::exception& e) {
+            fail_stop(std::string("cannot store the node table: ") + e.what());
+            return;
+        }
+        for (std::size_t i = config_.nodes.size(); i < stored.nodes.size(); ++i) {
+            const NodeEntry& e = stored.nodes[i];
+            const auto added = mesh_->add_node(net::NodeAddress{e.id, e.peer.host, e.peer.port},
+                                               stored.removed[i]);
+            CONCLAVE_CHECK(added.index && added.index->value == i,
+                           "the mesh's table grows like the log's");
+        }
+        if (auto error = driver_->grow_table(stored.nodes.size())) {
+            logger_->error("membership: the elector refused the table of {} nodes: {}",
+                           stored.nodes.size(), *error);
+        }
+        config_.nodes = stored.nodes;
+        config_.elector.cluster_size = stored.nodes.size();
+        log_event(*logger_, spdlog::level::info, "membership: node table grew",
+                  {{"nodes", config_.nodes.size()}, {"version", m.version}});
+    }
+    // Retiring closes connections: not inside the log's batch.
+    boost::asio::post(*io_, [this, alive = std::weak_ptr<int>(alive_)] {
+        if (!alive.expired()) {
+            follow_members();
+        }
+    });
+}
+
+void Node::follow_members() {
+    if (!log_driver_ || stopped_) {
+        return;
+    }
+    const replication::ReplicatedLog& log = log_driver_->log();
+    const replication::ActiveConfig& active = log.active_config();
+    if (!active.from_entry || !active.is_member(config_.self)) {
+        return;  // the implicit configuration; or removed: the others drop this node
+    }
+    const NodeSet targets =
+        log.role() != replication::LogRole::Follower ? log.replication_targets() : NodeSet{};
+    bool waiting = false;
+    for (std::uint16_t i = 0; i < config_.nodes.size(); ++i) {
+        const NodeId n{i};
+        if (n == config_.self) {
+            continue;
+        }
+        if (active.is_member(n)) {
+            mesh_->readmit_node(n);
+        } else if (!mesh_->is_retired(n)) {
+            if (targets.contains(n)) {
+                waiting = true;  // R8: the leader still tells it of its removal
+            } else {
+                mesh_->retire_node(n);
+            }
+        }
+    }
+    if (waiting) {
+        members_timer_.expires_after(std::chrono::milliseconds(200));
+        members_timer_.async_wait(
+            [this, alive = std::weak_ptr<int>(alive_)](const boost::system::error_code& ec) {
+                if (!ec && !alive.expired()) {
+                    follow_members();
+                }
+            });
+    }
+}
+
+void Node::answer_join(std::string id, net::JoinRequest request,
+                       std::function<void(net::JoinAnswer)> respond) {
+    log_event(*logger_, spdlog::level::info, "membership: join request",
+              {{"id", id}, {"peer", request.peer}, {"http", request.http}});
+    const Leadership now = current();
+    if (!now.is_leader()) {
+        if (now.leader) {
+            const auto leader = config_.find_node(*now.leader);
+            respond(net::JoinAnswer{net::JoinStatus::Redirect,
+                                    to_string(config_.nodes[leader->value].peer)});
+        } else {
+            respond(net::JoinAnswer{net::JoinStatus::Refused, "no leader yet: retry"});
+        }
+        return;
+    }
+    add_learner(replication::Member{id, request.peer, request.http},
+                [this, alive = std::weak_ptr<int>(alive_),
+                 respond = std::move(respond)](const MembershipResult& r) {
+                    if (alive.expired()) {
+                        return;
+                    }
+                    if (r.ok()) {
+                        respond(net::JoinAnswer{net::JoinStatus::Accepted,
+                                                encode_configuration(active_configuration())});
+                    } else {
+                        respond(net::JoinAnswer{net::JoinStatus::Refused, r.detail});
+                    }
+                });
 }
 
 void Node::register_membership_metrics() {

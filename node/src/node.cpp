@@ -15,6 +15,7 @@
 #include "conclave/node/hostile_input_metrics.hpp"
 #include "conclave/node/leadership_metrics.hpp"
 #include "conclave/node/logging.hpp"
+#include "conclave/node/node_table.hpp"
 #include "conclave/node/security.hpp"
 
 namespace conclave::node {
@@ -24,27 +25,6 @@ namespace {
 /// After the elector stopped, queued frames (the cession, votes) get this long to leave before the
 /// connections close.
 constexpr std::chrono::milliseconds kDrainTime{100};
-
-net::Membership membership_of(const ClusterConfig& config) {
-    net::Membership m;
-    m.cluster = config.cluster;
-    for (const NodeEntry& entry : config.nodes) {
-        m.nodes.push_back(net::NodeAddress{entry.id, entry.peer.host, entry.peer.port});
-    }
-    return m;
-}
-
-net::MeshOptions mesh_options_of(const ClusterConfig& config, const NodeOptions& options,
-                                 const SecurityMaterial& security) {
-    net::MeshOptions m;
-    m.secret = security.cluster_secret;
-    if (config.tls) {
-        m.tls =
-            net::TlsOptions{config.tls->ca_path, config.tls->cert_path, config.tls->key_path, true};
-    }
-    m.seed = options.seed;
-    return m;
-}
 
 }  // namespace
 
@@ -111,8 +91,9 @@ class Node::Admin final : public AdminSource {
         }
         return node_.members();
     }
-    void change_membership(MembershipOp op, std::string id, MembershipCallback done) override {
-        node_.change_membership(op, std::move(id), std::move(done));
+    void change_membership(MembershipOp op, replication::Member member,
+                           MembershipCallback done) override {
+        node_.change_membership(op, std::move(member), std::move(done));
     }
     std::vector<std::string> node_ids() override {
         std::vector<std::string> ids;
@@ -139,15 +120,29 @@ Node::Node(std::unique_ptr<boost::asio::io_context> owned_io, boost::asio::io_co
       io_(owned_io_ ? owned_io_.get() : io),
       config_(std::move(config)),
       options_(std::move(options)),
-      stop_timer_(*io_) {
+      stop_timer_(*io_),
+      members_timer_(*io_) {
     logger_ = options_.logger ? options_.logger : make_logger(config_.self_entry().id, config_.log);
     // The mesh and the driver log through the node's logger (its format and level); the driver
     // leaves leadership changes to on_snapshot(), which logs each once with every field.
     // Secret files are read here, once (conclaved has already refused bad ones with exit 2);
     // a file that vanished since throws std::runtime_error naming it.
+    // R9 (docs/membership.md §8): a table learnt at run time (or by joining) replaces the
+    // config file's `nodes`.
+    const std::optional<StoredTable> stored = load_node_table(config_.data_dir);
+    if (stored) {
+        if (auto error = apply_stored_table(config_, *stored)) {
+            throw std::runtime_error(config_.data_dir.string() + "/" + kNodeTableFile + ": " +
+                                     *error);
+        }
+        logger_->info(
+            "membership: using the node table stored in {} ({} nodes; the config "
+            "file's nodes list is not used once the table is stored)",
+            (config_.data_dir / kNodeTableFile).string(), config_.nodes.size());
+    }
     const SecurityMaterial security = load_security_material(config_);
     admin_token_ = security.admin_token;
-    net::MeshOptions mesh_options = mesh_options_of(config_, options_, security);
+    net::MeshOptions mesh_options = mesh_options_of(config_, options_.seed, security);
     mesh_options.logger = logger_;
     mesh_ = std::make_unique<net::Mesh>(*io_, membership_of(config_), config_.self,
                                         std::move(mesh_options));
@@ -156,6 +151,32 @@ Node::Node(std::unique_ptr<boost::asio::io_context> owned_io, boost::asio::io_co
         net::DriverOptions{config_.data_dir, options_.seed, logger_, /*log_leadership=*/false,
                            options_.store_elector_state});
     create_log_driver();
+    if (stored) {
+        for (std::uint16_t i = 0; i < stored->removed.size(); ++i) {
+            if (stored->removed[i] && NodeId{i} != config_.self) {
+                mesh_->retire_node(NodeId{i});
+            }
+        }
+        // A joiner's log is empty: its elector starts with the configuration it was accepted
+        // with (a learner), not the implicit "every node votes".
+        if (stored->version > 0 && log_driver_ && !log_driver_->log().active_config().from_entry) {
+            NodeSet voters;
+            for (const std::string& id : stored->voters) {
+                if (auto n = config_.find_node(id)) {
+                    voters.insert(*n);
+                }
+            }
+            if (auto error = driver_->set_voters(voters, stored->version)) {
+                logger_->error("membership: the stored configuration was refused: {}", *error);
+            }
+        }
+    }
+    if (log_driver_) {
+        mesh_->set_join_handler([this](std::string id, net::JoinRequest request,
+                                       std::function<void(net::JoinAnswer)> respond) {
+            answer_join(std::move(id), std::move(request), std::move(respond));
+        });
+    }
     leadership_metrics_ = std::make_unique<LeadershipMetrics>(metrics_);
     register_metrics();
     register_metadata_metrics();
@@ -503,8 +524,8 @@ StatusReport Node::status() {
     const auto now = std::chrono::steady_clock::now();
     for (std::uint16_t i = 0; i < config_.nodes.size(); ++i) {
         const NodeId peer{i};
-        if (peer == config_.self) {
-            continue;
+        if (peer == config_.self || mesh_->is_retired(peer)) {
+            continue;  // a removed node is no peer (docs/membership.md §8)
         }
         const net::PeerStatus ps = mesh_->peer_status(peer);
         PeerStatus p;

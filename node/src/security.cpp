@@ -126,4 +126,25 @@ std::optional<std::string> insecure_banner(const ClusterConfig& config) {
     return line + ". For loopback demos and tests only.";
 }
 
+net::Membership membership_of(const ClusterConfig& config) {
+    net::Membership m;
+    m.cluster = config.cluster;
+    for (const NodeEntry& entry : config.nodes) {
+        m.nodes.push_back(net::NodeAddress{entry.id, entry.peer.host, entry.peer.port});
+    }
+    return m;
+}
+
+net::MeshOptions mesh_options_of(const ClusterConfig& config, std::optional<std::uint64_t> seed,
+                                 const SecurityMaterial& security) {
+    net::MeshOptions m;
+    m.secret = security.cluster_secret;
+    if (config.tls) {
+        m.tls =
+            net::TlsOptions{config.tls->ca_path, config.tls->cert_path, config.tls->key_path, true};
+    }
+    m.seed = seed;
+    return m;
+}
+
 }  // namespace conclave::node

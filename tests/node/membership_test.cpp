@@ -10,8 +10,10 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "conclave/drivers/log_driver.hpp"
+#include "conclave/node/join.hpp"
 #include "conclave/node/node.hpp"
 #include "node_cluster.hpp"
 
@@ -339,4 +341,82 @@ TEST_CASE("membership: POST and GET /members, /status", "[node][membership][http
         CHECK(r.body.at("detail").get<std::string>().find("is not a member") != std::string::npos);
     }
     c.stop_all();
+}
+
+TEST_CASE("membership §8: a new node joins through a seed, is promoted, replaces a voter",
+          "[node][membership][join]") {
+    MemberCluster c;
+    const std::size_t leader = c.start_and_elect();
+    const std::size_t replaced = (leader + 1) % 3;
+    const std::size_t seed = (leader + 2) % 3;  // a follower: the join is redirected
+    REQUIRE(c.propose(leader, "before", "1").ok());
+
+    // n4's config knows only itself; it joins through the seed's peer address.
+    const std::string n4_config =
+        R"({"cluster": "meta", "profile": "fast", "nodes": [{"id": "n4", "peer": "127.0.0.1:)" +
+        std::to_string(free_port(c.io)) + R"(", "http": "127.0.0.1:)" +
+        std::to_string(free_port(c.io)) + R"("}], "data_dir": ")" + c.root.string() +
+        R"(/{id}", "metadata": {"fsync": "batched", "propose_timeout_ms": 3000}})";
+    auto parsed = conclave::node::parse_cluster_config(n4_config, "n4");
+    REQUIRE(std::holds_alternative<ClusterConfig>(parsed));
+    const ClusterConfig config = std::get<ClusterConfig>(parsed);
+    auto quiet = std::make_shared<spdlog::logger>("join-test",
+                                                  std::make_shared<spdlog::sinks::null_sink_mt>());
+    std::atomic<bool> joined{false};
+    std::optional<std::string> join_error;
+    // join_cluster blocks on its own io_context: the cluster runs on this thread meanwhile.
+    std::thread joiner([&] {
+        join_error = conclave::node::join_cluster(config, c.nodes[seed]->config().self_entry().peer,
+                                                  *quiet, std::chrono::seconds(10));
+        joined = true;
+    });
+    const bool finished = run_until(c.io, [&] { return joined.load(); });
+    joiner.join();
+    REQUIRE(finished);
+    REQUIRE_FALSE(join_error);
+    const MembersView v1 = c.nodes[leader]->members();
+    CHECK(v1.version == 1);
+    CHECK(ids_with(v1, MemberRole::Learner) == std::vector<std::string>{"n4"});
+    REQUIRE(c.all_at(1));
+    for (auto& n : c.nodes) {
+        CHECK(n->config().nodes.size() == 4);  // every member's table grew
+    }
+
+    // n4 starts from the stored table (R9), as a learner, and catches up.
+    c.nodes.push_back(nullptr);
+    c.seen.emplace_back();
+    conclave::node::NodeOptions options;
+    options.logger = quiet;
+    options.seed = 104;
+    c.nodes[3] = std::make_unique<Node>(c.io, config, options);
+    CHECK(c.nodes[3]->config().nodes.size() == 4);
+    REQUIRE_FALSE(c.nodes[3]->start());
+    REQUIRE(c.caught_up(leader, 3));
+    std::optional<MembershipResult> promoted;
+    REQUIRE(run_until(c.io, [&] {
+        if (!promoted || !promoted->ok()) {
+            promoted = c.change(leader, conclave::node::MembershipOp::Promote, 3);
+        }
+        return promoted->ok();
+    }));
+
+    // The replaced node is removed: 3 voters again, n4 among them; writes commit.
+    REQUIRE(c.change(leader, conclave::node::MembershipOp::Remove, replaced).ok());
+    c.stop(replaced);
+    REQUIRE(c.all_at(3));
+    const MembersView v3 = c.nodes[leader]->members();
+    CHECK(ids_with(v3, MemberRole::Voter).size() == 3);
+    CHECK(c.nodes[3]->status().membership->role == "voter");
+    REQUIRE(c.propose(leader, "after", "2").ok());
+    REQUIRE(run_until(c.io, [&] {
+        return !c.nodes[3]->committed_after(conclave::replication::kNoLsn, 100).empty() &&
+               c.nodes[3]->commit_lsn() == c.nodes[leader]->commit_lsn();
+    }));
+    // The removed node's connections are closed for good (R8, once it knows).
+    REQUIRE(run_until(c.io, [&] {
+        const auto peers = c.nodes[leader]->status().peers;
+        return peers.size() == 2 && std::none_of(peers.begin(), peers.end(), [&](const auto& p) {
+                   return p.id == id_of(replaced);
+               });
+    }));
 }

@@ -103,6 +103,9 @@ class ElectorDriver {
     /// (LogDriver, on every NotifyMembership). Returns the reason when the elector refused them
     /// (Elector::voters_error; counted in its voter_set_refused).
     std::optional<std::string> set_voters(NodeSet voters, std::uint64_t version);
+    /// Membership (docs/membership.md §8): the node table grew to `cluster_size` (the mesh has
+    /// grown first). Returns the reason when the elector refused.
+    std::optional<std::string> grow_table(std::size_t cluster_size);
 
     const Elector& elector() const { return runtime_.elector(); }
     /// The last snapshot delivered to subscribers: what the application may act on. After a

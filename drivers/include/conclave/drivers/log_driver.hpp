@@ -102,6 +102,11 @@ struct LogDriverOptions {
     /// The log's storage (not yet recovered). Null (the default): a FileStorage in `dir` with
     /// `fsync`. Tests inject a faulty storage here (tests/net/storage_fault_test.cpp).
     std::shared_ptr<replication::LogStorage> storage{};
+    /// Membership (docs/membership.md §8): called for each NotifyMembership at once, inside the
+    /// batch, before any later action of it (which may send to a node the configuration added:
+    /// the owner grows the mesh and the elector here). Must not close connections or feed the
+    /// drivers inputs (post that).
+    std::function<void(const replication::NotifyMembership&)> on_membership{};
 };
 
 struct LogDriverCounters {

@@ -29,6 +29,10 @@ std::optional<DurableState> load_durable_state(const std::filesystem::path& data
                                                std::size_t cluster_size);
 /// Creates data_dir if needed. Throws StateFileError when any step fails.
 void store_durable_state(const std::filesystem::path& data_dir, const DurableState& state);
+/// Writes `text` to data_dir/name durably (a temporary file, fsync, rename, fsync of the
+/// directory), creating data_dir if needed. Throws StateFileError when any step fails.
+void store_file_durably(const std::filesystem::path& data_dir, const std::string& name,
+                        const std::string& text);
 
 /// std::filesystem::create_directories, plus an fsync of the parent of every directory it creates,
 /// so that a new directory's entry survives a machine crash. Throws StateFileError.

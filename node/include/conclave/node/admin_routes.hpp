@@ -22,6 +22,7 @@
 #include "conclave/node/membership.hpp"
 #include "conclave/node/metadata.hpp"
 #include "conclave/node/status.hpp"
+#include "conclave/replication/membership.hpp"
 
 namespace conclave::node {
 
@@ -67,9 +68,11 @@ class AdminSource {
     virtual std::optional<MembersView> members() { return std::nullopt; }
     /// Membership (POST /members): `done` runs once on the io_context thread. Default: no
     /// metadata log on this node.
-    virtual void change_membership(MembershipOp op, std::string id, MembershipCallback done) {
+    /// `member`: the id, and for a new node (add-learner) its peer and http addresses.
+    virtual void change_membership(MembershipOp op, replication::Member member,
+                                   MembershipCallback done) {
         (void)op;
-        (void)id;
+        (void)member;
         MembershipResult r;
         r.status = MetadataProposeStatus::Disabled;
         r.detail = "this node runs no metadata log";

@@ -32,6 +32,8 @@ struct CliOptions {
     /// Offline repair of a corrupt metadata log (issue 16; run_repair in repair.hpp).
     bool repair = false;
     std::optional<std::uint64_t> min_term;  // --min-term, with --repair only
+    /// --join HOST:PORT: ask that member to add this node (docs/membership.md §4; join.hpp).
+    std::optional<Endpoint> join;
 };
 
 /// Parses the arguments after argv[0]. Returns the options, or an error message. --help and

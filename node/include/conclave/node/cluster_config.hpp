@@ -36,6 +36,11 @@ std::string to_string(const Endpoint& e);
 /// Parses "host:port" / "[v6]:port" with a port in 1..65535; nullopt otherwise.
 std::optional<Endpoint> parse_endpoint(std::string_view text);
 
+/// Node ids (and cluster names) are used in file paths and logs: kNodeIdRule.
+bool valid_node_id(std::string_view id);
+inline constexpr const char* kNodeIdRule =
+    "1 to 64 characters from [A-Za-z0-9_.-], starting with a letter or digit";
+
 struct NodeEntry {
     std::string id;  // "n1": [A-Za-z0-9][A-Za-z0-9_.-]{0,63}
     Endpoint peer;   // elector mesh (TCP)

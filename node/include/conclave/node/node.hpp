@@ -39,11 +39,13 @@
 #include <vector>
 
 #include "conclave/elector/fencing.hpp"
+#include "conclave/net/handshake.hpp"
 #include "conclave/node/admin_routes.hpp"
 #include "conclave/node/cluster_config.hpp"
 #include "conclave/node/membership.hpp"
 #include "conclave/node/metadata.hpp"
 #include "conclave/node/metrics.hpp"
+#include "conclave/replication/actions.hpp"
 
 namespace conclave::net {
 class Mesh;
@@ -145,6 +147,11 @@ class Node {
     // TimedOut / LeadershipLost (outcome unknown); Stopped; Disabled.
     /// Adds a node of the table as a learner (it receives the log, never votes nor stands).
     void add_learner(std::string id, MembershipCallback done);
+    /// Adds a node as a learner under a new id, with its peer and http addresses ("host:port"):
+    /// the configuration carries the node table, which grows on every node when it commits
+    /// (docs/membership.md §8). An id already in the table is added back with its known
+    /// addresses (the ones given must match). This is what a seed does for `conclaved --join`.
+    void add_learner(replication::Member member, MembershipCallback done);
     /// Promotes a learner to voter, only once it holds the leader's committed prefix and is
     /// within metadata.promote_lag_entries of the leader's last entry (R7).
     void promote(std::string id, MembershipCallback done);
@@ -194,7 +201,20 @@ class Node {
     void propose_entry(std::string key, std::string value, bool config,
                        MetadataProposeCallback done);
     // membership.cpp
-    void change_membership(MembershipOp op, std::string id, MembershipCallback done);
+    void change_membership(MembershipOp op, replication::Member member, MembershipCallback done);
+    // Node table at run time (docs/membership.md §8; node_table.hpp).
+    /// Inside the log's batch: a configuration with a longer table committed: store the table,
+    /// then grow the mesh, the elector and config_.nodes.
+    void grow_table(const replication::NotifyMembership& m);
+    /// Connections follow the active configuration: a removed node is retired from the mesh once
+    /// the log stops replicating to it (R8), a node added back is readmitted.
+    void follow_members();
+    /// Seed side of `conclaved --join`: add the joiner as a learner (leader), redirect to the
+    /// leader, or refuse.
+    void answer_join(std::string id, net::JoinRequest request,
+                     std::function<void(net::JoinAnswer)> respond);
+    /// The active configuration as an entry's value would hold it (table included).
+    replication::Configuration active_configuration() const;
     void register_membership_metrics();
     std::optional<MembershipState> membership_state() const;
     // peer_metrics.cpp
@@ -222,6 +242,9 @@ class Node {
     std::vector<LeadershipCallback> subscribers_;
     std::optional<Leadership> last_;
     boost::asio::steady_timer stop_timer_;
+    boost::asio::steady_timer members_timer_;  // follow_members() while a removal is pending
+    /// Expires with the Node: work posted to the io_context checks it first.
+    std::shared_ptr<int> alive_ = std::make_shared<int>(0);
     std::vector<std::function<void()>> stop_waiters_;
     // storage (issue 16): a storage failure takes the node out of service: step down (hand over
     // when it can), stop, and conclaved exits with status 1.

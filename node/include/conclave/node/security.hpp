@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "conclave/net/mesh.hpp"
 #include "conclave/node/cluster_config.hpp"
 
 namespace conclave::node {
@@ -35,6 +36,11 @@ std::optional<std::string> read_secret_file(const std::string& path, const std::
 /// Reads the secret and token files named in the config. Throws std::runtime_error naming the
 /// field and the file when one is missing, empty, too short or group/world-accessible.
 SecurityMaterial load_security_material(const ClusterConfig& config);
+
+/// The mesh's table and options for `config` (the secret, TLS, the jitter seed).
+net::Membership membership_of(const ClusterConfig& config);
+net::MeshOptions mesh_options_of(const ClusterConfig& config, std::optional<std::uint64_t> seed,
+                                 const SecurityMaterial& security);
 
 /// Bytes of a replication frame beyond its key and value (CBOR map, term, LSNs, channel).
 inline constexpr std::size_t kEntryFrameOverheadBytes = 1024;

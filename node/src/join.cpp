@@ -1,0 +1,136 @@
+#include "conclave/node/join.hpp"
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "conclave/codec/membership_codec.hpp"
+#include "conclave/net/mesh.hpp"
+#include "conclave/node/node_table.hpp"
+#include "conclave/node/security.hpp"
+
+namespace conclave::node {
+
+namespace {
+
+constexpr int kMaxRedirects = 5;
+constexpr std::chrono::milliseconds kRetryDelay{500};
+
+/// The table and configuration a join was accepted with, or why they cannot be used.
+std::optional<std::string> TableOf(const ClusterConfig& config, const std::string& answer,
+                                   StoredTable& out) {
+    const auto cfg = decode_configuration(answer);
+    if (!cfg || cfg->table.empty()) {
+        return "the seed's answer is not a configuration with a node table";
+    }
+    const std::string& self = config.self_entry().id;
+    const auto is_self = [&](const replication::Member& m) { return m.id == self; };
+    if (std::none_of(cfg->learners.begin(), cfg->learners.end(), is_self) &&
+        std::none_of(cfg->voters.begin(), cfg->voters.end(), is_self)) {
+        return "the configuration the seed answered with does not name this node";
+    }
+    out.cluster = config.cluster;
+    out.version = cfg->version;
+    for (const auto& v : cfg->voters) {
+        out.voters.push_back(v.id);
+    }
+    for (const std::string& id : cfg->table) {
+        std::optional<Endpoint> peer, http;
+        for (const auto* list : {&cfg->voters, &cfg->learners}) {
+            for (const auto& m : *list) {
+                if (m.id == id) {
+                    peer = parse_endpoint(m.peer);
+                    http = parse_endpoint(m.http);
+                }
+            }
+        }
+        const bool known = peer && http;
+        out.nodes.push_back(NodeEntry{id, known ? *peer : Endpoint{"removed.invalid", 1},
+                                      known ? *http : Endpoint{"removed.invalid", 1}});
+        out.removed.push_back(!known);
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> join_cluster(const ClusterConfig& config, const Endpoint& seed,
+                                        spdlog::logger& log, std::chrono::milliseconds timeout) {
+    if (load_node_table(config.data_dir)) {
+        log.info("join: a node table is stored in {}: this node is already in the cluster",
+                 config.data_dir.string());
+        return std::nullopt;
+    }
+    boost::asio::io_context io;
+    const SecurityMaterial security = load_security_material(config);
+    net::MeshOptions options = mesh_options_of(config, std::nullopt, security);
+    options.logger = std::shared_ptr<spdlog::logger>(&log, [](spdlog::logger*) {});
+    net::Membership self;
+    self.cluster = config.cluster;
+    self.nodes.push_back(net::NodeAddress{config.self_entry().id, config.self_entry().peer.host,
+                                          config.self_entry().peer.port});
+    net::Mesh mesh(io, self, NodeId{0}, options);
+    const net::JoinRequest request{to_string(config.self_entry().peer),
+                                   to_string(config.self_entry().http)};
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    Endpoint target = seed;
+    int redirects = 0;
+    std::string last_error = "no answer";
+    while (std::chrono::steady_clock::now() < deadline) {
+        std::optional<net::JoinAnswer> answer;
+        std::string error;
+        bool done = false;
+        log.info("join: asking {} to add {} to cluster '{}'", to_string(target),
+                 config.self_entry().id, config.cluster);
+        mesh.request_join(target.host, target.port, request,
+                          [&](std::optional<net::JoinAnswer> a, std::string e) {
+                              answer = std::move(a);
+                              error = std::move(e);
+                              done = true;
+                          });
+        while (!done) {
+            io.run_one();
+        }
+        io.restart();
+        bool retry = true;
+        if (answer && answer->status == net::JoinStatus::Accepted) {
+            StoredTable table;
+            if (auto why = TableOf(config, answer->detail, table)) {
+                return *why;
+            }
+            store_node_table(config.data_dir, table);
+            log.info(
+                "join: added to cluster '{}' as a learner (configuration version {}, {} "
+                "nodes in the table); promote it with POST /members once it caught up",
+                config.cluster, table.version, table.nodes.size());
+            return std::nullopt;
+        }
+        if (answer && answer->status == net::JoinStatus::Redirect) {
+            const auto leader = parse_endpoint(answer->detail);
+            if (leader && redirects < kMaxRedirects) {
+                ++redirects;
+                target = *leader;
+                continue;
+            }
+            last_error = "redirected too often (last to " + answer->detail + ")";
+        } else if (answer) {
+            last_error = "refused: " + answer->detail;
+            // A cluster without a leader yet is worth waiting for; anything else is final.
+            retry = answer->detail.find("no leader") != std::string::npos;
+        } else {
+            last_error = error;
+            retry = error.find("refused") == std::string::npos;
+        }
+        if (!retry) {
+            break;
+        }
+        log.warn("join: {}; retrying", last_error);
+        target = seed;
+        redirects = 0;
+        boost::asio::steady_timer wait(io, kRetryDelay);
+        wait.wait();
+    }
+    return "cannot join cluster '" + config.cluster + "' through " + to_string(seed) + ": " +
+           last_error;
+}
+
+}  // namespace conclave::node
