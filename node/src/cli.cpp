@@ -71,7 +71,9 @@ Admin HTTP endpoints (see node/README.md; conclavectl is their command-line clie
   GET /status, GET /metrics (Prometheus text), GET /healthz,
   GET /leadership (?watch=1: NDJSON stream of changes; ?wait=S&after=TOKEN: long-poll),
   POST /transfer-leadership?to=ID, POST /step-down,
-  POST /metadata {"key","value"}, GET /metadata?from=TERM.COUNTER&max=N
+  POST /metadata {"key","value"}, GET /metadata?from=TERM.COUNTER&max=N,
+  GET /members, POST /members {"op": "add-learner"|"promote"|"remove", "id"
+  (, "peer", "http" to add a new node)}
   POST requests need "Authorization: Bearer <token>" (admin.token_file) unless
   insecure, and a JSON body (Content-Type: application/json); a Host or Origin
   that is not this node (or localhost) is refused with 403. With "admin":
@@ -91,7 +93,7 @@ Exit status:
      corrupt state file or metadata log: the message names the file and offset
      and the repair command, or a storage failure while running: ENOSPC/EIO/...
      on the log or state file; a leader hands over first; --repair: the node
-     runs, or the repair failed)
+     runs, or the repair failed; --join: refused, or no leader within 60 s)
   2  bad command line or bad config (the message names the option or field)
 )";
 }

@@ -64,6 +64,19 @@ TEST_CASE("command line: both forms, flags, and mistakes", "[cli]") {
     CHECK(ErrorOf({"--help=yes"}) == "--help takes no value");
 }
 
+TEST_CASE("command line: --join HOST:PORT", "[cli]") {
+    auto ok = parse_command_line({"--config", "c.json", "--node-id", "n4", "--join=10.0.0.1:7101"});
+    REQUIRE(std::holds_alternative<CliOptions>(ok));
+    REQUIRE(std::get<CliOptions>(ok).join);
+    CHECK(*std::get<CliOptions>(ok).join == Endpoint{"10.0.0.1", 7101});
+    CHECK(ErrorOf({"--config", "c", "--node-id", "n4", "--join", "nowhere"}) ==
+          "--join: expected HOST:PORT (a member's peer address), got \"nowhere\"");
+    CHECK(ErrorOf({"--config", "c", "--node-id", "n4", "--join", "h:1", "--repair"}) ==
+          "--join and --repair do not go together");
+    CHECK(ErrorOf({"--config", "c", "--node-id", "n4", "--join", "h:1", "--join", "h:2"}) ==
+          "--join given more than once");
+}
+
 TEST_CASE("help and version tell the truth", "[cli]") {
     const Run help = Prepare({"--help"});
     CHECK(help.status == kExitOk);
