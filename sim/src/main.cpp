@@ -71,8 +71,9 @@ Random schedules:
                        step: acknowledged entries never lost, committed prefixes one history,
                        ACTIVE leaders complete, the core's own invariants; at the end a fresh
                        proposal must commit and every log converge (within a bound)
-  --log-bug NAME       skip-sync | commit-without-quorum | compact-uncommitted | count-repaired
-                       (a deliberately broken log; implies --log)
+  --log-bug NAME       skip-sync | commit-without-quorum | compact-uncommitted | count-repaired |
+                       skip-own-term-commit (a deliberately broken log; implies --log; the
+                       last one matters only with --membership)
   --log-compact N      compact each log once N committed entries follow its snapshot (keeping
                        N/4; keys repeat so snapshots replace values); checked: every snapshot is
                        the committed state up to it; implies --log
@@ -406,7 +407,8 @@ int main(int argc, char** argv) {
                           << "  committed version " << r.committed_version << "  stale-config "
                           << r.stale_config_refusals << "  not-a-voter " << r.not_a_voter_refusals;
                 if (run.log) {
-                    std::cout << "  config proposals " << r.config_proposals << "  notices "
+                    std::cout << "  config proposals " << r.config_proposals << " (passive "
+                              << r.stats.config_proposals_passive << ")  notices "
                               << r.stats.config_notices << "  log steps " << r.stats.log_steps
                               << "  acked " << r.stats.proposals_acked;
                 }

@@ -326,12 +326,17 @@ class LogOperator {
         }
         for (std::uint16_t i = 0; i < sim_.size(); ++i) {
             const replication::ReplicatedLog* log = sim_.log(NodeId{i});
-            if (!log || !log->can_propose() || sim_.paused(NodeId{i})) {
+            if (!log || log->role() == replication::LogRole::Follower || sim_.paused(NodeId{i})) {
                 continue;
             }
+            // The ACTIVE leader (and, with the planted SkipOwnTermCommit, a PASSIVE one whose
+            // sync point is appended: check_config_change says which).
             const replication::Configuration next = next_config(log->active_config());
             if (log->check_config_change(next)) {
-                return;  // a change is pending (R2): wait for it
+                if (log->can_propose()) {
+                    return;  // a change is pending (R2): wait for it
+                }
+                continue;
             }
             if (sim_.propose_config_now(NodeId{i}, encode_configuration(next))) {
                 ++proposals_;

@@ -462,12 +462,14 @@ std::optional<Lsn> Simulator::propose_config_now(NodeId node, std::string value)
         }
     }
     const std::uint64_t refused_before = log.counters().config_proposals_refused;
+    const bool passive = !log.can_propose();
     Entry entry;
     entry.key = std::string(replication::kMembersKey);
     entry.value = std::move(value);
     const std::optional<Lsn> lsn = propose_entry(n, std::move(entry), true, !why);
     if (lsn) {
         ++stats_.config_proposals;
+        stats_.config_proposals_passive += passive ? 1U : 0U;
     }
     if (!violation_ && logs_[n] && !why && !lsn) {
         violation_ = Violation{
@@ -485,10 +487,15 @@ std::optional<Lsn> Simulator::propose_entry(std::size_t n, Entry entry, bool con
     const NodeId node = node_id(n);
     const ReplicatedLog& log = logs_[n]->rt.log();
     const std::size_t size_before = log.end_len();
-    const bool can = log.can_propose();
+    // A configuration change goes in when check_config_change says so (which, with the planted
+    // SkipOwnTermCommit, is also while PASSIVE once the sync point is appended).
+    const bool can = config ? config_acceptable : log.can_propose();
     if (can) {
         // As a driver does: the LSN comes from the elector, only once the log can take it.
         const std::optional<Lsn> issued = cores_[n]->issue_lsn();
+        if (!issued && !log.can_propose()) {
+            return std::nullopt;  // a PASSIVE leader whose elector has just lost: refused
+        }
         if (!issued) {
             violation_ =
                 Violation{ViolationKind::LogDriver, "log of n" + std::to_string(n) +
@@ -508,7 +515,7 @@ std::optional<Lsn> Simulator::propose_entry(std::size_t n, Entry entry, bool con
     }
     // A configuration entry the core will refuse (R2: one pending already) is not recorded as
     // proposed: its InvalidEntry refusal is expected (a client entry's is a LogDriver finding).
-    const bool expect_append = can && config_acceptable;
+    const bool expect_append = can;
     if (expect_append) {
         log_history_.on_proposed(entry);
     }

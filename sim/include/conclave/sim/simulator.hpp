@@ -217,9 +217,10 @@ struct SimStats {
     std::uint64_t proposals_refused = 0;     // NotLeader, NotActive, or the node was down
     std::uint64_t proposals_unknown = 0;     // TimedOut, LeadershipLost
     // Membership through the log (issue 18; zero unless configuration entries are proposed).
-    std::uint64_t config_proposals = 0;      // configuration entries a log appended
-    std::uint64_t config_notices = 0;        // NotifyMembership handed to electors
-    std::uint64_t config_notices_stale = 0;  // ... refused as older than the elector's own
+    std::uint64_t config_proposals = 0;          // configuration entries a log appended
+    std::uint64_t config_proposals_passive = 0;  // ... by a PASSIVE leader (SkipOwnTermCommit)
+    std::uint64_t config_notices = 0;            // NotifyMembership handed to electors
+    std::uint64_t config_notices_stale = 0;      // ... refused as older than the elector's own
 };
 
 class Simulator {
