@@ -127,3 +127,15 @@ TEST_CASE("membership through the log: SkipOwnTermCommit is exercised and harmle
     }
     CHECK(passive >= kLogSeeds / 3);  // the bug's path was taken (~2 per run)
 }
+
+// The durability check counts the voters of the configuration in effect: it must bite. A leader
+// that commits with one acknowledgement fewer than a quorum is caught at once.
+TEST_CASE("membership through the log: the voter-set durability check bites",
+          "[membership-log-quick]") {
+    MembershipRunOptions o = log_membership_options(1);
+    o.log_bug = replication::PlantedLogBug::CommitWithoutQuorum;
+    const MembershipRunResult r = run_log_membership_seed(o);
+    REQUIRE(r.violation);
+    CHECK(r.violation->kind == ViolationKind::LogNotDurable);
+    CHECK_THAT(r.violation->detail, Catch::Contains("voters of its configuration"));
+}
