@@ -255,31 +255,41 @@ std::string end_state(const Simulator& sim) {
     return out;
 }
 
-}  // namespace
-
-MembershipRunResult run_membership_seed(const MembershipRunOptions& o) {
-    constexpr std::size_t kNodes = 4;
+SimOptions sim_options(const MembershipRunOptions& o, std::size_t nodes) {
     SimOptions so;
-    so.nodes = kNodes;
+    so.nodes = nodes;
     so.seed = o.seed;
-    so.elector = Config::fast(kNodes, NodeId{0});
+    so.elector = Config::fast(nodes, NodeId{0});
     so.elector.planted_bug = o.planted_bug;
     so.trace = o.trace;
-    Simulator sim(so);
-    MembershipRunResult result;
-    result.seed = o.seed;
-    count_refusals(sim, result);
-    MembershipModel model(sim, o);
-    schedule_faults(sim, o);
-    model.bootstrap();
+    return so;
+}
+
+// Starts the cluster and runs it to the end of the tail, `driver` (the model or the operator)
+// ticking every 10 ms.
+template <class Driver>
+void run_to_end(Simulator& sim, const MembershipRunOptions& o, Driver& driver) {
     sim.start_all();
     const Millis end = o.fault_window + o.tail;
     while (sim.now() < end && !sim.violation()) {
         if (!sim.run_until(sim.now() + kTick)) {
             break;
         }
-        model.tick();
+        driver.tick();
     }
+}
+
+}  // namespace
+
+MembershipRunResult run_membership_seed(const MembershipRunOptions& o) {
+    Simulator sim(sim_options(o, 4));
+    MembershipRunResult result;
+    result.seed = o.seed;
+    count_refusals(sim, result);
+    MembershipModel model(sim, o);
+    schedule_faults(sim, o);
+    model.bootstrap();
+    run_to_end(sim, o, model);
     result.violation = sim.violation();
     result.violation_at = sim.now();
     result.leader_at_end = majority_leader(sim);
@@ -429,12 +439,7 @@ MembershipRunOptions log_membership_options(std::uint64_t seed) {
 }
 
 MembershipRunResult run_log_membership_seed(const MembershipRunOptions& o) {
-    SimOptions so;
-    so.nodes = o.nodes;
-    so.seed = o.seed;
-    so.elector = Config::fast(o.nodes, NodeId{0});
-    so.elector.planted_bug = o.planted_bug;
-    so.trace = o.trace;
+    SimOptions so = sim_options(o, o.nodes);
     so.log = true;
     so.log_options.config.decode_configuration = &decode_configuration;
     so.log_options.config.planted_bug = o.log_bug;
@@ -444,14 +449,7 @@ MembershipRunResult run_log_membership_seed(const MembershipRunOptions& o) {
     count_refusals(sim, result);
     LogOperator op(sim, o);
     schedule_faults(sim, o);
-    sim.start_all();
-    const Millis end = o.fault_window + o.tail;
-    while (sim.now() < end && !sim.violation()) {
-        if (!sim.run_until(sim.now() + kTick)) {
-            break;
-        }
-        op.tick();
-    }
+    run_to_end(sim, o, op);
     result.leader_at_end = voters_majority_leader(sim);
     // Liveness of the log: a fresh entry, at that leader once its log is ACTIVE, commits.
     const Millis start = sim.now();
