@@ -4,10 +4,13 @@
 // invariants checked after every step (sim/include/conclave/sim/membership.hpp,
 // run_log_membership_seed). The planted IgnoreConfigVersion (no version fence) must be caught.
 #include <catch2/catch.hpp>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 
+#include "conclave/codec/membership_codec.hpp"
 #include "conclave/sim/membership.hpp"
 
 using namespace conclave;
@@ -135,4 +138,75 @@ TEST_CASE("membership through the log: the voter-set durability check bites",
     REQUIRE(r.violation);
     CHECK(r.violation->kind == ViolationKind::LogNotDurable);
     CHECK_THAT(r.violation->detail, Catch::Contains("voters of its configuration"));
+}
+
+namespace {
+
+std::string config_json(std::uint64_t version, std::initializer_list<int> voters) {
+    replication::Configuration c;
+    c.version = version;
+    for (int v : voters) {
+        c.voters.push_back(replication::Member{std::to_string(v), "p", "h"});
+    }
+    return encode_configuration(c);
+}
+
+// 3 nodes with the log and membership on; returns the ACTIVE leader once C0 committed.
+std::optional<NodeId> bootstrapped(Simulator& sim) {
+    sim.start_all();
+    for (int i = 0; i < 200 && sim.run_until(sim.now() + Millis{10}); ++i) {
+        for (std::uint16_t n = 0; n < sim.size(); ++n) {
+            const replication::ReplicatedLog* log = sim.log(NodeId{n});
+            if (log && log->can_propose() && log->active_config().from_entry) {
+                return NodeId{n};
+            }
+            if (log && log->can_propose()) {
+                sim.propose_config_now(NodeId{n}, config_json(0, {0, 1, 2}));
+            }
+        }
+    }
+    return std::nullopt;
+}
+
+SimOptions membership_log_sim() {
+    SimOptions so;
+    so.nodes = 3;
+    so.seed = 11;
+    so.elector = Config::fast(3, NodeId{0});
+    so.log = true;
+    so.log_options.config.decode_configuration = &decode_configuration;
+    return so;
+}
+
+}  // namespace
+
+// membership-refused bites: a driver that gave an elector a configuration its log never made
+// active (version 1 with other voters) is caught when the log's own version 1 arrives.
+TEST_CASE("membership through the log: an elector refusing its log's configuration is caught",
+          "[membership-log-quick]") {
+    for (const bool wrong : {false, true}) {
+        Simulator sim(membership_log_sim());
+        const std::optional<NodeId> leader = bootstrapped(sim);
+        REQUIRE(leader);
+        const NodeId follower{static_cast<std::uint16_t>((leader->value + 1) % 3)};
+        const NodeId removed{static_cast<std::uint16_t>((leader->value + 2) % 3)};
+        if (wrong) {  // the canary: version 1 = {leader, removed} given by hand
+            NodeSet other;
+            other.insert(*leader);
+            other.insert(removed);
+            REQUIRE(sim.set_voters(follower, other, 1));
+        }
+        REQUIRE(sim.propose_config_now(
+            *leader, config_json(1, {static_cast<int>(leader->value), follower.value})));
+        sim.run_until(sim.now() + Millis{500});
+        if (wrong) {
+            REQUIRE(sim.violation());
+            CHECK(sim.violation()->kind == ViolationKind::MembershipRefused);
+        } else {
+            INFO((sim.violation() ? sim.violation()->detail : std::string()));
+            REQUIRE_FALSE(sim.violation());
+            CHECK(sim.state(follower)->config_version == 1);
+            CHECK(sim.stats().config_notices >= 4);
+        }
+    }
 }
