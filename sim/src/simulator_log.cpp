@@ -515,8 +515,7 @@ std::optional<Lsn> Simulator::propose_entry(std::size_t n, Entry entry, bool con
     }
     // A configuration entry the core will refuse (R2: one pending already) is not recorded as
     // proposed: its InvalidEntry refusal is expected (a client entry's is a LogDriver finding).
-    const bool expect_append = can;
-    if (expect_append) {
+    if (can) {
         log_history_.on_proposed(entry);
     }
     const Lsn lsn = entry.lsn;
@@ -530,14 +529,14 @@ std::optional<Lsn> Simulator::propose_entry(std::size_t n, Entry entry, bool con
         return std::nullopt;
     }
     const std::size_t grown = logs_[n]->rt.log().end_len() - size_before;
-    if (grown != (expect_append ? 1U : 0U)) {
+    if (grown != (can ? 1U : 0U)) {
         violation_ = Violation{ViolationKind::LogDriver,
-                               "log of n" + std::to_string(n) +
-                                   ": a proposal with can_propose()=" + (can ? "true" : "false") +
-                                   " appended " + std::to_string(grown) + " entries"};
+                               "log of n" + std::to_string(n) + ": a proposal expected to be " +
+                                   (can ? "appended" : "refused") + " appended " +
+                                   std::to_string(grown) + " entries"};
         return std::nullopt;
     }
-    return expect_append ? std::optional<Lsn>(lsn) : std::nullopt;
+    return can ? std::optional<Lsn>(lsn) : std::nullopt;
 }
 
 Simulator::LogNode::LogNode(Simulator& sim, std::size_t node, replication::LogConfig config,
