@@ -148,7 +148,8 @@ LogActions ReplicatedLog::ProposeEntry(Millis now, Lsn lsn, std::string key, std
     ProposeError error = ProposeError::None;
     if (!IsLeader() || lsn.term != state_.term) {
         error = ProposeError::NotLeader;
-    } else if (state_.role != LogRole::LeaderActive) {
+    } else if (state_.role != LogRole::LeaderActive &&
+               !(config && planted(PlantedLogBug::SkipOwnTermCommit) && sync_.done)) {
         error = ProposeError::NotActive;  // R3: only once the sync point (own term) committed
     } else if (key.empty() || key.size() > config_.max_key_bytes ||
                value.size() > config_.max_value_bytes || lsn.counter == 0 || !(lsn > last_lsn()) ||
@@ -1398,8 +1399,11 @@ std::string ReplicatedLog::check_invariants() const {
     if (IsLeader() && !active_.is_voter(config_.self)) {
         return "a leader is not a voter of its active configuration";
     }
+    // (Pending proposals exist only while ACTIVE because of R3; the planted SkipOwnTermCommit
+    // makes a PASSIVE leader hold one: its effects on safety are what the simulator looks for.)
+    const bool passive_may_pend = planted(PlantedLogBug::SkipOwnTermCommit) && IsLeader();
     for (const Pending& p : pending_) {
-        if (state_.role != LogRole::LeaderActive || !length_through(p.lsn) ||
+        if ((state_.role != LogRole::LeaderActive && !passive_may_pend) || !length_through(p.lsn) ||
             p.lsn <= commit_lsn()) {
             return "pending proposal " + to_string(p.lsn) + " is not an uncommitted entry";
         }
@@ -1538,7 +1542,9 @@ NodeSet ReplicatedLog::replication_targets() const {
 }
 
 std::optional<std::string> ReplicatedLog::check_config_change(const Configuration& cfg) const {
-    if (state_.role != LogRole::LeaderActive) {
+    if (state_.role != LogRole::LeaderActive &&
+        !(state_.role == LogRole::LeaderPassive && sync_.done &&
+          planted(PlantedLogBug::SkipOwnTermCommit))) {
         return "not the ACTIVE leader (R3: its sync point, of its own term, is not committed)";
     }
     if (config_pending()) {

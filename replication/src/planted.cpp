@@ -23,6 +23,8 @@ std::string_view to_string(PlantedLogBug b) {
             return "compact_uncommitted";
         case PlantedLogBug::CountRepaired:
             return "count_repaired";
+        case PlantedLogBug::SkipOwnTermCommit:
+            return "skip_own_term_commit";
     }
     return "?";
 }

@@ -49,6 +49,8 @@ std::string_view to_string(ViolationKind k) {
             return "log-alarm";
         case ViolationKind::LogTruncated:
             return "log-truncated";
+        case ViolationKind::MembershipRefused:
+            return "membership-refused";
     }
     return "?";
 }

@@ -2,9 +2,25 @@
 
 #include <algorithm>
 #include <cassert>
+#include <charconv>
 
 namespace conclave::sim {
 namespace {
+
+/// The voters of a configuration entry (ids: decimal NodeIds); empty when it does not decode.
+NodeSet voters_of(const replication::Entry& e, replication::ConfigurationDecoder decode) {
+    NodeSet voters;
+    if (const auto cfg = decode(e.value)) {
+        for (const replication::Member& m : cfg->voters) {
+            std::uint16_t id = 0;
+            const auto [ptr, ec] = std::from_chars(m.id.data(), m.id.data() + m.id.size(), id);
+            if (ec == std::errc{} && ptr == m.id.data() + m.id.size() && id < 64) {
+                voters.insert(NodeId{id});
+            }
+        }
+    }
+    return voters;
+}
 
 using replication::ApplyCommitted;
 using replication::Entry;
@@ -131,6 +147,9 @@ std::optional<Violation> LogHistory::check_prefix(
         } else if (k == history_.size()) {
             history_.push_back(*e);
             commit_term_.push_back(log.state().term);
+            if (options_.decode_configuration != nullptr && replication::is_config_entry(*e)) {
+                configs_.emplace_back(k, voters_of(*e, options_.decode_configuration));
+            }
         } else {
             return violation(ViolationKind::LogDivergence, node,
                              "committed index " + std::to_string(k) +
@@ -173,13 +192,16 @@ std::optional<Violation> LogHistory::check_snapshot(NodeId node, const Replicate
 std::optional<Violation> LogHistory::check_durable(NodeId committer, std::size_t from,
                                                    const std::vector<MemoryStorage>& storage) {
     for (std::size_t k = from; k < history_.size(); ++k) {
+        if (!configs_.empty()) {
+            if (auto v = check_durable_voters(k, storage)) {
+                return v;
+            }
+            continue;
+        }
         std::size_t holders = 0;
         std::size_t unnoticed = 0;
         for (std::size_t n = 0; n < storage.size(); ++n) {
-            const MemoryStorage& s = storage[n];
-            const std::size_t base = s.snapshot().len;  // durable, and checked against history
-            if (base > k ||
-                (s.synced_count() > k - base && s.entries()[k - base].lsn == history_[k].lsn)) {
+            if (holds(storage[n], k)) {
                 ++holders;
             } else if (loss_unnoticed_by_[n].contains(committer) &&
                        std::find(repair_lost_[n].begin(), repair_lost_[n].end(), history_[k].lsn) !=
@@ -198,6 +220,42 @@ std::optional<Violation> LogHistory::check_durable(NodeId committer, std::size_t
         }
     }
     return std::nullopt;
+}
+
+bool LogHistory::holds(const MemoryStorage& s, std::size_t k) const {
+    const std::size_t base = s.snapshot().len;  // durable, and checked against history
+    return base > k ||
+           (s.synced_count() > k - base && s.entries()[k - base].lsn == history_[k].lsn);
+}
+
+// Membership: durable on a majority of the voters of the configuration in effect at k (the
+// latest configuration entry before it; every node before the first) or of its predecessor.
+// (The repair allowance above is not applied here: membership runs inject no repairs.)
+std::optional<Violation> LogHistory::check_durable_voters(
+    std::size_t k, const std::vector<MemoryStorage>& storage) const {
+    const NodeSet all = NodeSet::first(nodes_);
+    const auto after = std::lower_bound(configs_.begin(), configs_.end(), k,
+                                        [](const auto& c, std::size_t i) { return c.first < i; });
+    const auto index = static_cast<std::size_t>(after - configs_.begin());
+    const NodeSet now = index >= 1 ? configs_[index - 1].second : all;
+    const NodeSet before = index >= 2 ? configs_[index - 2].second : all;
+    std::size_t held_now = 0;
+    std::size_t held_before = 0;
+    for (std::size_t n = 0; n < storage.size(); ++n) {
+        if (holds(storage[n], k)) {
+            held_now += now.contains(NodeId{static_cast<std::uint16_t>(n)}) ? 1U : 0U;
+            held_before += before.contains(NodeId{static_cast<std::uint16_t>(n)}) ? 1U : 0U;
+        }
+    }
+    if (held_now >= now.size() / 2 + 1 || held_before >= before.size() / 2 + 1) {
+        return std::nullopt;
+    }
+    return Violation{ViolationKind::LogNotDurable,
+                     "committed " + entry_text(history_[k]) + " (index " + std::to_string(k) +
+                         ", committed in term " + to_string(commit_term_[k]) + ") is durable on " +
+                         std::to_string(held_now) + " of the " + std::to_string(now.size()) +
+                         " voters of its configuration and " + std::to_string(held_before) +
+                         " of the " + std::to_string(before.size()) + " of the previous one"};
 }
 
 // Leader Completeness (tla/ReplicatedLog.tla): an ACTIVE leader of term T holds every entry
@@ -327,7 +385,9 @@ std::optional<Violation> LogHistory::after_step(NodeId node, const LogActions& a
         } else if (const auto* result = std::get_if<ProposeResult>(&a)) {
             auto proposed = proposed_.find(result->lsn);
             const bool appended = proposed != proposed_.end();
-            if (result->error == ProposeError::InvalidEntry) {
+            // (A configuration change the simulator expected the core to refuse, R2, is not
+            // recorded as proposed: its refusal is no finding.)
+            if (result->error == ProposeError::InvalidEntry && appended) {
                 return violation(
                     ViolationKind::LogDriver, node,
                     "a well-formed proposal " + to_string(result->lsn) + " was refused as invalid");

@@ -3,14 +3,13 @@
 #include <algorithm>
 #include <vector>
 
+#include "conclave/codec/membership_codec.hpp"
+
 namespace conclave::sim {
 namespace {
 
 constexpr Millis kTick{10};
 constexpr Millis kSyncDelay{30};  // a new leader's sync, before it is ACTIVE
-// Between a commit and the operator's next change request: changes spread over the faults.
-constexpr Millis kGapMin{200};
-constexpr Millis kGapMax{900};
 
 NodeId nth(std::size_t i) {
     return NodeId{static_cast<std::uint16_t>(i)};
@@ -150,7 +149,7 @@ class MembershipModel {
             committed_ = v + 1;
             pending_.reset();
             next_change_ =
-                sim_.now() + Millis{sim_.rng().between(kGapMin.count(), kGapMax.count())};
+                sim_.now() + Millis{sim_.rng().between(o_.gap_min.count(), o_.gap_max.count())};
             give(l, v + 1);  // a removed leader steps down here
         }
     }
@@ -217,20 +216,9 @@ void schedule_faults(Simulator& sim, const MembershipRunOptions& o) {
     }
 }
 
-}  // namespace
-
-MembershipRunResult run_membership_seed(const MembershipRunOptions& o) {
-    constexpr std::size_t kNodes = 4;
-    SimOptions so;
-    so.nodes = kNodes;
-    so.seed = o.seed;
-    so.elector = Config::fast(kNodes, NodeId{0});
-    so.elector.planted_bug = o.planted_bug;
-    so.trace = o.trace;
-    Simulator sim(so);
-    MembershipRunResult result;
-    result.seed = o.seed;
-    sim.on_step = [&](const Simulator&, const StepRecord& step) {
+// Counts the StaleConfig and NotAVoter answers the cores send (the fence at work).
+void count_refusals(Simulator& sim, MembershipRunResult& result) {
+    sim.on_step = [&result](const Simulator&, const StepRecord& step) {
         for (const Action& a : *step.actions) {
             const auto* send = std::get_if<SendTo>(&a);
             if (!send) {
@@ -246,36 +234,244 @@ MembershipRunResult run_membership_seed(const MembershipRunOptions& o) {
             result.not_a_voter_refusals += r == Refusal::NotAVoter ? 1 : 0;
         }
     };
-    MembershipModel model(sim, o);
-    schedule_faults(sim, o);
-    model.bootstrap();
+}
+
+// Every node at the end: role, term, leader, configuration version and voters (diagnosis).
+std::string end_state(const Simulator& sim) {
+    std::string out;
+    for (std::uint16_t i = 0; i < sim.size(); ++i) {
+        const NodeId n{i};
+        const ElectorState* s = sim.state(n);
+        out += "n" + std::to_string(i) + ":";
+        if (!s) {
+            out += "down ";
+            continue;
+        }
+        out += std::string(to_string(s->role)) + " t" + std::to_string(s->term.value) + " L" +
+               (s->leader ? std::to_string(s->leader->value) : "-") + " v" +
+               std::to_string(s->config_version) + " V" + std::to_string(s->voters.bits) +
+               (sim.paused(n) ? " paused" : "") + " ";
+    }
+    return out;
+}
+
+SimOptions sim_options(const MembershipRunOptions& o, std::size_t nodes) {
+    SimOptions so;
+    so.nodes = nodes;
+    so.seed = o.seed;
+    so.elector = Config::fast(nodes, NodeId{0});
+    so.elector.planted_bug = o.planted_bug;
+    so.trace = o.trace;
+    return so;
+}
+
+// Starts the cluster and runs it to the end of the tail, `driver` (the model or the operator)
+// ticking every 10 ms.
+template <class Driver>
+void run_to_end(Simulator& sim, const MembershipRunOptions& o, Driver& driver) {
     sim.start_all();
     const Millis end = o.fault_window + o.tail;
     while (sim.now() < end && !sim.violation()) {
         if (!sim.run_until(sim.now() + kTick)) {
             break;
         }
-        model.tick();
+        driver.tick();
     }
+}
+
+}  // namespace
+
+MembershipRunResult run_membership_seed(const MembershipRunOptions& o) {
+    Simulator sim(sim_options(o, 4));
+    MembershipRunResult result;
+    result.seed = o.seed;
+    count_refusals(sim, result);
+    MembershipModel model(sim, o);
+    schedule_faults(sim, o);
+    model.bootstrap();
+    run_to_end(sim, o, model);
     result.violation = sim.violation();
     result.violation_at = sim.now();
     result.leader_at_end = majority_leader(sim);
-    for (std::uint16_t i = 0; i < kNodes; ++i) {
-        const NodeId n{i};
-        const ElectorState* s = sim.state(n);
-        result.end_state += "n" + std::to_string(i) + ":";
-        if (!s) {
-            result.end_state += "down ";
-            continue;
-        }
-        const auto cfg = sim.voters_of(n);
-        result.end_state += std::string(to_string(s->role)) + " t" + std::to_string(s->term.value) +
-                            " L" + (s->leader ? std::to_string(s->leader->value) : "-") + " v" +
-                            std::to_string(cfg ? cfg->second : 0) + " V" +
-                            std::to_string(s->voters.bits) + (sim.paused(n) ? " paused" : "") + " ";
-    }
+    result.end_state = end_state(sim);
     result.committed_version = model.committed();
     result.set_voters_calls = model.calls();
+    result.stats = sim.stats();
+    return result;
+}
+
+// ---- Membership through the log ----------------------------------------------------------------
+
+namespace {
+
+constexpr Millis kFreshBound{3000};  // the fresh entry at the end commits within this
+
+replication::Member member(std::size_t i) {
+    const std::string id = std::to_string(i);
+    return replication::Member{id, "10.0.0." + id + ":7000", "10.0.0." + id + ":8080"};
+}
+
+// The operator: on the ACTIVE leader, the next single change (propose_config), one at a time.
+class LogOperator {
+  public:
+    LogOperator(Simulator& sim, const MembershipRunOptions& o) : sim_(sim), o_(o) {}
+
+    void tick() {
+        // The highest active (committed) configuration of any live log.
+        std::optional<std::uint64_t> highest;
+        for (const replication::ReplicatedLog* log : sim_.logs()) {
+            if (log && log->active_config().from_entry) {
+                highest = std::max(highest.value_or(0), log->active_config().version);
+            }
+        }
+        if (highest && (!bootstrapped_ || *highest > committed_)) {
+            bootstrapped_ = true;
+            committed_ = *highest;
+            next_change_ =
+                sim_.now() + Millis{sim_.rng().between(o_.gap_min.count(), o_.gap_max.count())};
+        }
+        if (sim_.now() < next_change_ || sim_.now() >= o_.fault_window ||
+            (bootstrapped_ && committed_ >= o_.changes)) {
+            return;  // the operator's next request has not come yet, or no more changes
+        }
+        for (std::uint16_t i = 0; i < sim_.size(); ++i) {
+            const replication::ReplicatedLog* log = sim_.log(NodeId{i});
+            if (!log || log->role() == replication::LogRole::Follower || sim_.paused(NodeId{i})) {
+                continue;
+            }
+            // The ACTIVE leader (and, with the planted SkipOwnTermCommit, a PASSIVE one whose
+            // sync point is appended: check_config_change says which).
+            const replication::Configuration next = next_config(log->active_config());
+            if (log->check_config_change(next)) {
+                if (log->can_propose()) {
+                    return;  // a change is pending (R2): wait for it
+                }
+                continue;
+            }
+            if (sim_.propose_config_now(NodeId{i}, encode_configuration(next))) {
+                ++proposals_;
+            }
+            return;
+        }
+    }
+
+    std::uint64_t committed() const { return committed_; }
+    std::uint64_t proposals() const { return proposals_; }
+
+  private:
+    // Bootstrap (C0, every node a voter), then: remove a random voter, add it back as a learner,
+    // promote it.
+    replication::Configuration next_config(const replication::ActiveConfig& active) {
+        replication::Configuration c;
+        const std::size_t n = sim_.size();
+        if (!active.from_entry) {
+            for (std::size_t i = 0; i < n; ++i) {
+                c.voters.push_back(member(i));
+            }
+            return c;
+        }
+        c.version = active.version + 1;
+        NodeSet voters = active.voters;
+        NodeSet learners = active.learners;
+        if (!learners.empty()) {
+            voters.bits |= learners.bits;  // promote the learner
+            learners = NodeSet{};
+        } else if (voters.size() == n) {
+            std::vector<NodeId> v;
+            for (std::size_t i = 0; i < n; ++i) {
+                if (voters.contains(nth(i))) {
+                    v.push_back(nth(i));
+                }
+            }
+            voters.erase(v[static_cast<std::size_t>(sim_.rng().below(v.size()))]);
+        } else {
+            learners.bits = NodeSet::first(n).bits & ~voters.bits;  // add it back as a learner
+        }
+        for (std::size_t i = 0; i < n; ++i) {
+            if (voters.contains(nth(i))) {
+                c.voters.push_back(member(i));
+            } else if (learners.contains(nth(i))) {
+                c.learners.push_back(member(i));
+            }
+        }
+        return c;
+    }
+
+    Simulator& sim_;
+    const MembershipRunOptions& o_;
+    bool bootstrapped_ = false;  // C0 committed somewhere
+    std::uint64_t committed_ = 0;
+    Millis next_change_{0};
+    std::uint64_t proposals_ = 0;
+};
+
+// A leader followed by a majority of its own voters (itself included when it is one).
+std::optional<NodeId> voters_majority_leader(const Simulator& sim) {
+    for (std::uint16_t i = 0; i < sim.size(); ++i) {
+        const ElectorState* s = sim.state(NodeId{i});
+        if (!s || s->role != Role::Leader || sim.paused(NodeId{i})) {
+            continue;
+        }
+        std::size_t followers = s->voters.contains(NodeId{i}) ? 1 : 0;
+        for (std::uint16_t j = 0; j < sim.size(); ++j) {
+            const ElectorState* f = sim.state(NodeId{j});
+            if (j != i && f && s->voters.contains(NodeId{j}) && f->leader == NodeId{i} &&
+                f->term == s->term) {
+                ++followers;
+            }
+        }
+        if (followers >= s->voters.size() / 2 + 1) {
+            return NodeId{i};
+        }
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
+MembershipRunOptions log_membership_options(std::uint64_t seed) {
+    MembershipRunOptions o;
+    o.seed = seed;
+    o.changes = 18;
+    o.gap_min = Millis{20};
+    o.gap_max = Millis{200};
+    return o;
+}
+
+MembershipRunResult run_log_membership_seed(const MembershipRunOptions& o) {
+    SimOptions so = sim_options(o, o.nodes);
+    so.log = true;
+    so.log_options.config.decode_configuration = &decode_configuration;
+    so.log_options.config.planted_bug = o.log_bug;
+    Simulator sim(so);
+    MembershipRunResult result;
+    result.seed = o.seed;
+    count_refusals(sim, result);
+    LogOperator op(sim, o);
+    schedule_faults(sim, o);
+    run_to_end(sim, o, op);
+    result.leader_at_end = voters_majority_leader(sim);
+    // Liveness of the log: a fresh entry, at that leader once its log is ACTIVE, commits.
+    const Millis start = sim.now();
+    std::optional<Lsn> fresh;
+    sim.set_workload(false);
+    while (!sim.violation() && result.leader_at_end && sim.now() < start + kFreshBound &&
+           !(fresh && sim.log_history().acknowledged(*fresh))) {
+        if (const auto leader = voters_majority_leader(sim); !fresh && leader) {
+            fresh = sim.propose_now(*leader);
+        }
+        if (!sim.run_until(sim.now() + Millis{5})) {
+            break;
+        }
+    }
+    result.fresh_committed = fresh && sim.log_history().acknowledged(*fresh);
+    result.fresh_committed_after = sim.now() - start;
+    result.violation = sim.violation();
+    result.violation_at = sim.now();
+    result.end_state = end_state(sim);
+    result.committed_version = op.committed();
+    result.config_proposals = op.proposals();
+    result.set_voters_calls = sim.stats().config_notices;
     result.stats = sim.stats();
     return result;
 }

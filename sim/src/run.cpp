@@ -253,15 +253,18 @@ std::string_view log_bug_name(replication::PlantedLogBug bug) {
             return "compact-uncommitted";
         case replication::PlantedLogBug::CountRepaired:
             return "count-repaired";
+        case replication::PlantedLogBug::SkipOwnTermCommit:
+            return "skip-own-term-commit";
     }
     return "?";
 }
 
 std::optional<replication::PlantedLogBug> parse_log_bug(std::string_view name) {
-    for (auto bug : {replication::PlantedLogBug::None, replication::PlantedLogBug::SkipSync,
-                     replication::PlantedLogBug::CommitWithoutQuorum,
-                     replication::PlantedLogBug::CompactUncommitted,
-                     replication::PlantedLogBug::CountRepaired}) {
+    for (auto bug :
+         {replication::PlantedLogBug::None, replication::PlantedLogBug::SkipSync,
+          replication::PlantedLogBug::CommitWithoutQuorum,
+          replication::PlantedLogBug::CompactUncommitted, replication::PlantedLogBug::CountRepaired,
+          replication::PlantedLogBug::SkipOwnTermCommit}) {
         if (name == log_bug_name(bug)) {
             return bug;
         }

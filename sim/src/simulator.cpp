@@ -116,6 +116,8 @@ SimOptions validated(SimOptions o) {
         throw std::invalid_argument("elector config: " + *error);
     }
     if (o.log) {
+        // Membership: the history's durability check reads configuration entries as the log does.
+        o.log_options.history.decode_configuration = o.log_options.config.decode_configuration;
         replication::LogConfig lc = o.log_options.config;
         lc.cluster_size = o.nodes;
         lc.self = NodeId{0};
@@ -271,6 +273,7 @@ void Simulator::ElectorEnv::before_actions(const Actions& actions) {
 template <class Call>
 void Simulator::input(std::size_t node, StepAction action, Call&& call, const Message* received,
                       std::optional<NodeId> peer, std::optional<TimerId> timer) {
+    const Busy busy(*this);
     pending_ = PendingStep{action, received, peer, timer, false, 0};
     if (const auto rtt = round_trip(node)) {
         cores_[node]->rt.observe_round_trip(*rtt);  // the ranked backoff's slot follows the links
@@ -768,7 +771,9 @@ void Simulator::restart(std::size_t n) {
         durable_[n] = DurableState{};
     }
     cores_[n] = std::make_unique<SimNode>(*this, n, config_for(n), durable_[n]);
-    if (configs_[n]) {  // membership: the restarted node reads its configuration from its log
+    // Membership: the restarted node reads its configuration from its log; with the log running,
+    // its start() does that (Env::membership, before the elector starts: R9).
+    if (configs_[n] && !options_.log) {
         const auto [voters, version] = *configs_[n];
         input(n, StepAction::SetVoters, [&](auto& rt) -> const Actions& {
             rt.set_voters(voters, version);
@@ -804,6 +809,48 @@ bool Simulator::set_voters(NodeId node, NodeSet voters, std::uint64_t version) {
         configs_[n] = std::make_pair(voters, version);
     }
     return !refused;
+}
+
+Simulator::Busy::~Busy() {
+    if (--sim.busy_ == 0 && !sim.pending_notices_.empty()) {
+        sim.deliver_membership();
+    }
+}
+
+// The log's active configuration goes to the elector once the input that changed it is over (its
+// actions all performed): a driver hands it over between two inputs, in order, before anything
+// else reaches that node. A node's elector refuses a configuration only when it is older than its
+// own (voters_error); its versions come only from its own log, whose active version never goes
+// back within an incarnation (and a restarted elector starts at version 0), so that refusal is
+// expected only if the log's did go back: it is counted (config_notices_stale), anything else is
+// a MembershipRefused violation.
+void Simulator::deliver_membership() {
+    const Busy busy(*this);  // notices raised while delivering wait for the next round
+    while (!pending_notices_.empty() && !violation_) {
+        const PendingNotice p = pending_notices_.front();
+        pending_notices_.erase(pending_notices_.begin());
+        if (!cores_[p.node] || incarnation_[p.node] != p.incarnation) {
+            continue;  // crashed since: its next start reads its log again
+        }
+        ++stats_.config_notices;
+        const std::uint64_t had = cores_[p.node]->state().config_version;
+        std::optional<std::string> error;
+        input(p.node, StepAction::SetVoters, [&](auto& rt) -> const Actions& {
+            error = rt.set_voters(p.voters, p.version);
+            return rt.last_actions();
+        });
+        if (!error) {
+            configs_[p.node] = std::make_pair(p.voters, p.version);
+        } else if (p.version < had) {
+            ++stats_.config_notices_stale;
+        } else if (!violation_) {
+            violation_ =
+                Violation{ViolationKind::MembershipRefused,
+                          "n" + std::to_string(p.node) + "'s elector refused version " +
+                              std::to_string(p.version) + " that its log made active: " + *error};
+        }
+    }
+    pending_notices_.clear();
 }
 
 // The operator's transfer_leadership, given to every node that believes it leads (a stale leader

@@ -435,7 +435,6 @@ std::optional<Lsn> Simulator::propose_now(NodeId node) {
         logs_[n]->rt.failed()) {
         return std::nullopt;  // (a failed log: the process is exiting, the request is refused)
     }
-    const ReplicatedLog& log = logs_[n]->rt.log();
     Entry entry;
     ++client_sequence_;
     // With compaction on, keys repeat (a small key space) so that snapshots replace superseded
@@ -443,11 +442,60 @@ std::optional<Lsn> Simulator::propose_now(NodeId node) {
     const std::uint64_t keys = options_.log_options.config.compact_threshold != 0 ? 24 : 0;
     entry.key = "c" + std::to_string(keys != 0 ? client_sequence_ % keys : client_sequence_);
     entry.value = client_value(rng_, client_sequence_);
+    return propose_entry(n, std::move(entry), false, true);
+}
+
+std::optional<Lsn> Simulator::propose_config_now(NodeId node, std::string value) {
+    const std::size_t n = node.value;
+    if (!options_.log || n >= options_.nodes || !logs_[n] || paused(node) || violation_ ||
+        logs_[n]->rt.failed()) {
+        return std::nullopt;
+    }
+    const ReplicatedLog& log = logs_[n]->rt.log();
+    // What the core will say (R2, R3, adjacency): a refusal it did not predict is a finding.
+    std::optional<std::string> why = std::string("membership is off");
+    if (log.config().decode_configuration != nullptr) {
+        if (const auto cfg = log.config().decode_configuration(value)) {
+            why = log.check_config_change(*cfg);
+        } else {
+            why = "malformed";
+        }
+    }
+    const std::uint64_t refused_before = log.counters().config_proposals_refused;
+    const bool passive = !log.can_propose();
+    Entry entry;
+    entry.key = std::string(replication::kMembersKey);
+    entry.value = std::move(value);
+    const std::optional<Lsn> lsn = propose_entry(n, std::move(entry), true, !why);
+    if (lsn) {
+        ++stats_.config_proposals;
+        stats_.config_proposals_passive += passive ? 1U : 0U;
+    }
+    if (!violation_ && logs_[n] && !why && !lsn) {
+        violation_ = Violation{
+            ViolationKind::LogDriver,
+            "log of n" + std::to_string(n) + " refused a configuration change (refusals " +
+                std::to_string(logs_[n]->rt.log().counters().config_proposals_refused -
+                               refused_before) +
+                ") that check_config_change accepted"};
+    }
+    return lsn;
+}
+
+std::optional<Lsn> Simulator::propose_entry(std::size_t n, Entry entry, bool config,
+                                            bool config_acceptable) {
+    const NodeId node = node_id(n);
+    const ReplicatedLog& log = logs_[n]->rt.log();
     const std::size_t size_before = log.end_len();
-    const bool can = log.can_propose();
+    // A configuration change goes in when check_config_change says so (which, with the planted
+    // SkipOwnTermCommit, is also while PASSIVE once the sync point is appended).
+    const bool can = config ? config_acceptable : log.can_propose();
     if (can) {
         // As a driver does: the LSN comes from the elector, only once the log can take it.
         const std::optional<Lsn> issued = cores_[n]->issue_lsn();
+        if (!issued && !log.can_propose()) {
+            return std::nullopt;  // a PASSIVE leader whose elector has just lost: refused
+        }
         if (!issued) {
             violation_ =
                 Violation{ViolationKind::LogDriver, "log of n" + std::to_string(n) +
@@ -460,14 +508,21 @@ std::optional<Lsn> Simulator::propose_now(NodeId node) {
             return std::nullopt;
         }
         entry.lsn = *issued;
-        log_history_.on_proposed(entry);
         ++stats_.proposals_appended;
     } else {
         // Not an ACTIVE leader: the request is refused without burning an LSN.
         entry.lsn = Lsn{log.state().term, 0};
     }
+    // A configuration entry the core will refuse (R2: one pending already) is not recorded as
+    // proposed: its InvalidEntry refusal is expected (a client entry's is a LogDriver finding).
+    if (can) {
+        log_history_.on_proposed(entry);
+    }
     const Lsn lsn = entry.lsn;
     log_input(n, LogInput::Propose, [&](ReplicatedLog& l) {
+        if (config) {
+            return l.propose_config(now(), lsn, std::move(entry.value));
+        }
         return l.propose(now(), lsn, std::move(entry.key), std::move(entry.value));
     });
     if (violation_ || !logs_[n]) {
@@ -476,9 +531,9 @@ std::optional<Lsn> Simulator::propose_now(NodeId node) {
     const std::size_t grown = logs_[n]->rt.log().end_len() - size_before;
     if (grown != (can ? 1U : 0U)) {
         violation_ = Violation{ViolationKind::LogDriver,
-                               "log of n" + std::to_string(n) +
-                                   ": a proposal with can_propose()=" + (can ? "true" : "false") +
-                                   " appended " + std::to_string(grown) + " entries"};
+                               "log of n" + std::to_string(n) + ": a proposal expected to be " +
+                                   (can ? "appended" : "refused") + " appended " +
+                                   std::to_string(grown) + " entries"};
         return std::nullopt;
     }
     return can ? std::optional<Lsn>(lsn) : std::nullopt;
@@ -546,6 +601,15 @@ void Simulator::LogEnv::propose_result(const ProposeResult& result) {
     }
 }
 
+void Simulator::LogEnv::membership(const replication::NotifyMembership& notice) {
+    sim->log_membership(node, notice);
+}
+
+void Simulator::log_membership(std::size_t n, const replication::NotifyMembership& notice) {
+    // The table never grows here (configurations name nodes of the simulated cluster only).
+    pending_notices_.push_back(PendingNotice{n, incarnation_[n], notice.voters, notice.version});
+}
+
 void Simulator::LogEnv::failed(const std::string& what) {
     if (sim->options_.log_options.storage_fault_ppm != 0) {
         // An injected storage fault: the runtime took the log out of service; the process then
@@ -600,6 +664,7 @@ void Simulator::log_step(std::size_t node, LogInput input,
                          const std::function<const LogActions&(LogRt&)>& call,
                          const LogMessage* received) {
     assert(logs_[node]);
+    const Busy busy(*this);
     pending_log_ = PendingLogStep{input, received};
     const std::uint64_t steps_before = stats_.log_steps;
     const LogActions* actions = nullptr;

@@ -24,7 +24,8 @@ TEST_CASE("the production log core refuses every planted bug", "[planted]") {
     using conclave::replication::ReplicatedLog;
     CHECK_NOTHROW(ReplicatedLog(PlantedRefusedConfig(PlantedLogBug::None), RecoveredLog{}));
     for (auto bug : {PlantedLogBug::SkipSync, PlantedLogBug::CommitWithoutQuorum,
-                     PlantedLogBug::CompactUncommitted, PlantedLogBug::CountRepaired}) {
+                     PlantedLogBug::CompactUncommitted, PlantedLogBug::CountRepaired,
+                     PlantedLogBug::SkipOwnTermCommit}) {
         CHECK_THROWS_WITH(ReplicatedLog(PlantedRefusedConfig(bug), RecoveredLog{}),
                           Catch::Contains("exist only in conclave_replication_planted"));
     }

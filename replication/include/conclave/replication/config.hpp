@@ -25,6 +25,9 @@ enum class PlantedLogBug : std::uint8_t {
     CompactUncommitted,   // compaction folds entries past the commit point into the snapshot
     CountRepaired,        // a repaired node acts as an ordinary one: answers sync, its acks
                           // (and, leading, its own log) count for commit (issue 16, --repair)
+    SkipOwnTermCommit,    // membership, no R3: propose_config is accepted from a PASSIVE leader
+                          // once its sync point is appended, before that entry of its own term
+                          // commits (docs/membership.md §7.4: harmless under the committed rule)
 };
 
 struct LogConfig {

@@ -46,6 +46,13 @@ struct LogHistoryOptions {
     /// storage held durably when it stopped, unless it carries the repaired marker). Off only to
     /// measure how often the other checks catch a silent repair through its consequences.
     bool check_recovered_floor = true;
+    /// Membership (issue 18): the decoder of configuration entries (the log's own,
+    /// LogConfig::decode_configuration; the simulator sets it). With it, "durable on a majority"
+    /// counts the voters of the configuration in effect at the entry (the latest configuration
+    /// entry before it in the history) or of the one before that (a leader's commit may reach
+    /// past a configuration entry on its predecessor's count before re-counting, R1). Ids are the
+    /// decimal NodeIds (the simulator's clusters have no id table).
+    replication::ConfigurationDecoder decode_configuration = nullptr;
 };
 
 class LogHistory {
@@ -95,6 +102,10 @@ class LogHistory {
     std::optional<Violation> check_durable(NodeId committer, std::size_t from,
                                            const std::vector<replication::MemoryStorage>& storage);
     std::optional<Violation> check_complete(NodeId node, const replication::ReplicatedLog& log);
+    std::optional<Violation> check_durable_voters(
+        std::size_t k, const std::vector<replication::MemoryStorage>& storage) const;
+    /// `s` holds history_[k] durably (flushed at k, or inside its snapshot).
+    bool holds(const replication::MemoryStorage& s, std::size_t k) const;
 
     std::size_t nodes_;
     std::size_t majority_;
@@ -111,6 +122,8 @@ class LogHistory {
     std::vector<std::vector<Lsn>> repair_lost_;   // per node: durable entries its repair dropped
     std::vector<NodeSet> loss_unnoticed_by_;      // per node: who has not been told of its crash
     std::size_t commits_on_unnoticed_loss_ = 0;
+    // Membership: history index and voters of each configuration entry of the history, in order.
+    std::vector<std::pair<std::size_t, NodeSet>> configs_;
 };
 
 }  // namespace conclave::sim

@@ -29,6 +29,7 @@
 #include <optional>
 #include <string>
 
+#include "conclave/replication/config.hpp"
 #include "conclave/sim/simulator.hpp"
 #include "conclave/sim/stability.hpp"
 
@@ -37,7 +38,16 @@ namespace conclave::sim {
 struct MembershipRunOptions {
     std::uint64_t seed = 1;
     PlantedBug planted_bug = PlantedBug::None;
-    /// Configuration changes after C1 (alternately: promote the non-voter, remove a voter).
+    /// Membership through the log (run_log_membership_seed) only: the cluster size (4 or 5) and
+    /// a bug planted in the log core.
+    std::size_t nodes = 4;
+    replication::PlantedLogBug log_bug = replication::PlantedLogBug::None;
+    /// The operator's next request comes [gap_min, gap_max] after a commit: changes spread over
+    /// the faults.
+    Millis gap_min{200};
+    Millis gap_max{900};
+    /// Configuration changes after C1 (alternately: promote the non-voter, remove a voter;
+    /// through the log: after C0, remove a voter, add it back as a learner, promote it).
     std::uint32_t changes = 6;
     /// Faults happen in [settle, fault_window); the run ends at fault_window + tail.
     Millis settle{800};
@@ -66,8 +76,36 @@ struct MembershipRunResult {
     /// Every node at the end: role, term, leader, configuration version and voters (diagnosis).
     std::string end_state;
     SimStats stats;
+    // Membership through the log only.
+    std::uint64_t config_proposals = 0;  // configuration entries appended by ACTIVE leaders
+    /// A fresh client entry proposed at the end (at the leader of leader_at_end, once its log is
+    /// ACTIVE) was acknowledged within log_liveness_ms.
+    bool fresh_committed = false;
+    Millis fresh_committed_after{};
 };
 
 MembershipRunResult run_membership_seed(const MembershipRunOptions& options);
+
+/// Membership through the real log core (issue 18): `nodes` nodes each running the elector and
+/// replication::ReplicatedLog (SimOptions::log, membership on: LogConfig::decode_configuration),
+/// the simulator handing every NotifyMembership to the node's elector (set_voters). The first
+/// ACTIVE leader writes the bootstrap configuration C0 (every node a voter); then an operator,
+/// on whichever node is the ACTIVE leader, proposes the next single change with propose_config,
+/// in a cycle: remove a random voter (the leader too), add it back as a learner, promote it;
+/// `changes` changes after C0, 200-900 ms after the previous one committed, none after
+/// `fault_window`. The client workload runs throughout; the fault schedule is the model runs'.
+/// Checked after every step: History (one leader per term, votes and quorums over the leader's
+/// own voters, ...), LogHistory (committed entries never lost, prefixes agree, the cores'
+/// check_invariants(), ...), and that no elector refuses a configuration its log made active
+/// (MembershipRefused). At the end (faults over for `tail`): leader_at_end (a leader followed by
+/// a majority of its voters) and fresh_committed (a fresh entry commits within 3 s).
+MembershipRunResult run_log_membership_seed(const MembershipRunOptions& options);
+
+/// The options membership runs through the log use by default (conclave-sim --membership --log,
+/// tests/sim/membership_log_test.cpp): 18 changes, 20-200 ms apart. A version-fence bug needs a
+/// node several versions behind when an election happens; the real log spreads commits within a
+/// heartbeat, so changes must come faster than in the model runs (with 6 changes 200-900 ms
+/// apart the planted IgnoreConfigVersion was caught in 3 of 1,000 seeds; with these, ~4 %).
+MembershipRunOptions log_membership_options(std::uint64_t seed);
 
 }  // namespace conclave::sim

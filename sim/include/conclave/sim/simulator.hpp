@@ -216,6 +216,11 @@ struct SimStats {
     std::uint64_t proposals_acked = 0;       // ProposeResult::None
     std::uint64_t proposals_refused = 0;     // NotLeader, NotActive, or the node was down
     std::uint64_t proposals_unknown = 0;     // TimedOut, LeadershipLost
+    // Membership through the log (issue 18; zero unless configuration entries are proposed).
+    std::uint64_t config_proposals = 0;          // configuration entries a log appended
+    std::uint64_t config_proposals_passive = 0;  // ... by a PASSIVE leader (SkipOwnTermCommit)
+    std::uint64_t config_notices = 0;            // NotifyMembership handed to electors
+    std::uint64_t config_notices_stale = 0;      // ... refused as older than the elector's own
 };
 
 class Simulator {
@@ -305,6 +310,12 @@ class Simulator {
     std::optional<std::pair<NodeSet, std::uint64_t>> voters_of(NodeId n) const {
         return configs_[n.value];
     }
+    /// Membership through the log (SimOptions::log with LogConfig::decode_configuration set): node
+    /// `n`'s log appends `value` (the codec's JSON of a Configuration) with propose_config, the
+    /// LSN from its elector, as an operator's request to the ACTIVE leader. The LSN if appended;
+    /// nullopt if refused (not the ACTIVE leader, a change pending, not adjacent), down or paused.
+    /// A refusal the log's check_config_change did not predict is a LogDriver violation.
+    std::optional<Lsn> propose_config_now(NodeId n, std::string value);
 
   private:
     enum class LogInput : std::uint8_t {
@@ -414,6 +425,10 @@ class Simulator {
         void apply(const std::vector<replication::Entry>&) {}  // LogHistory checks the actions
         void propose_result(const replication::ProposeResult& result);
         void role(const replication::NotifyLogRole&) {}
+        /// Membership (issue 18): the log's active configuration changed; the voters and the
+        /// version go to this node's elector (set_voters), as the production driver does. Handed
+        /// over once the outermost input under way is done (see Simulator::log_membership).
+        void membership(const replication::NotifyMembership& notice);
         void failed(const std::string& what);
         void after_batch() {}
         void before_actions(const replication::LogActions& actions);
@@ -531,6 +546,25 @@ class Simulator {
                         const replication::LogMessage* received);
     /// Whether the storage operation now under way fails (LogSimOptions::storage_fault_ppm).
     bool storage_fault();
+    /// Appends a client entry (config = false) or a configuration entry (propose_config) at
+    /// `node`'s log, the LSN from its elector when the log can take it (propose_now).
+    /// `config_acceptable`: check_config_change accepts it (a configuration the core will refuse
+    /// is not recorded as proposed: its InvalidEntry is expected).
+    std::optional<Lsn> propose_entry(std::size_t node, replication::Entry entry, bool config,
+                                     bool config_acceptable);
+    /// Membership through the log: queues `notice` for `node`'s elector; delivered by
+    /// deliver_membership() once no input is under way (an elector step may not run inside a
+    /// log step whose actions are half performed, nor inside another elector step).
+    void log_membership(std::size_t node, const replication::NotifyMembership& notice);
+    void deliver_membership();
+    /// Counts the inputs under way (elector and log, nested); at zero, queued notices go out.
+    struct Busy {
+        explicit Busy(Simulator& s) : sim(s) { ++sim.busy_; }
+        ~Busy();
+        Busy(const Busy&) = delete;
+        Busy& operator=(const Busy&) = delete;
+        Simulator& sim;
+    };
 
     SimOptions options_;
     Rng rng_;
@@ -579,8 +613,18 @@ class Simulator {
     std::uint16_t client_belief_ = 0;  // the node clients think leads
     std::uint64_t client_sequence_ = 0;
 
-    // Membership: the configuration each node was last given (re-given at its restarts).
+    // Membership: the configuration each node was last given (re-given at its restarts, unless
+    // the log runs: then the restarted log's start() hands its own to the elector, R9).
     std::vector<std::optional<std::pair<NodeSet, std::uint64_t>>> configs_;
+    // Membership through the log: NotifyMembership not yet handed to the elector.
+    struct PendingNotice {
+        std::size_t node = 0;
+        std::uint32_t incarnation = 0;
+        NodeSet voters;
+        std::uint64_t version = 0;
+    };
+    std::vector<PendingNotice> pending_notices_;
+    int busy_ = 0;
 
     std::optional<Violation> violation_;
     // SimOptions::keep_running_after_violations: violations moved out of violation_.
