@@ -53,15 +53,20 @@ class AdminSource {
     virtual CommandResult step_down() = 0;
     /// The configured node ids (to validate ?to=).
     virtual std::vector<std::string> node_ids() = 0;
+    /// The answer of the defaults below: no metadata log on this node.
+    template <class Result>
+    static Result disabled() {
+        Result r;
+        r.status = MetadataProposeStatus::Disabled;
+        r.detail = "this node runs no metadata log";
+        return r;
+    }
     /// The metadata log (POST/GET /metadata). Defaults: no metadata log on this node.
     virtual void propose_metadata(std::string key, std::string value,
                                   MetadataProposeCallback done) {
         (void)key;
         (void)value;
-        MetadataProposeResult r;
-        r.status = MetadataProposeStatus::Disabled;
-        r.detail = "this node runs no metadata log";
-        done(r);
+        done(disabled<MetadataProposeResult>());
     }
     /// Membership (GET /members): the active configuration; nullopt when there is no metadata
     /// log. Default: none.
@@ -73,10 +78,7 @@ class AdminSource {
                                    MembershipCallback done) {
         (void)op;
         (void)member;
-        MembershipResult r;
-        r.status = MetadataProposeStatus::Disabled;
-        r.detail = "this node runs no metadata log";
-        done(r);
+        done(disabled<MembershipResult>());
     }
     /// Calls `changed` (on the io_context thread) after every leadership change, for the
     /// /leadership long-poll. Default: never (waiters then time out with the current snapshot).
