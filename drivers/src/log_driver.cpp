@@ -451,6 +451,15 @@ void LogDriver::on_membership(const NotifyMembership& m) {
             return "[" + out + "]";
         };
         ++counters_.membership_changes;
+        const std::uint64_t known = elector_.elector().state().config_version;
+        if (m.version < known) {
+            // A joiner started at the configuration it was accepted with (node_table.hpp) and
+            // replays older ones while it catches up: not a refusal, nothing to tell the elector.
+            options_.logger->info(
+                "{} log: membership version {} replayed while catching up (the elector is at {})",
+                log_prefix(), m.version, known);
+            return;
+        }
         const NodeId self = mesh_.self();
         const char* role = m.voters.contains(self)     ? "voter"
                            : m.learners.contains(self) ? "learner (never votes nor stands)"
