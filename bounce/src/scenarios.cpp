@@ -537,6 +537,7 @@ asio::awaitable<void> replace_node(Run& r, NodeIndex old, NodeIndex fresh, Repla
     }
     x.removed_ms = r.rec.now_ms();
     r.voters.erase(old);
+    r.process_event(FaultKind::Remove, old);
     r.rec.note(fmt::format("rolling-replace: {}{} removed, {} ms after the promotion",
                            node_name(old), x.old_was_leader ? " (the leader)" : "",
                            x.removed_ms - x.promoted_ms));
