@@ -390,15 +390,23 @@ asio::awaitable<void> chaos(Run& r) {
     co_await r.sleep(kWatchAfterMs);
 }
 
-/// rolling-replace: the node to send membership requests to: the stable leader, else the
-/// effective one, else a running voter (a follower answers 307, which is followed).
-std::optional<NodeIndex> members_target(const Run& r) {
+/// rolling-replace: the node that leads as far as the polls show (the stable leader, else the
+/// effective one: a poll that missed one follower's answer must not hide the leader).
+std::optional<NodeIndex> current_leader(const Run& r) {
     if (const auto leader = r.stable_leader()) {
         return leader;
     }
-    if (const auto leader = r.rec.tracker().effective();
-        leader && r.cluster.running(leader->node)) {
+    if (const auto leader = r.rec.tracker().effective()) {
         return leader->node;
+    }
+    return std::nullopt;
+}
+
+/// rolling-replace: the node to send membership requests to: the stable leader, else the
+/// effective one, else a running voter (a follower answers 307, which is followed).
+std::optional<NodeIndex> members_target(const Run& r) {
+    if (const auto leader = current_leader(r); leader && r.cluster.running(*leader)) {
+        return leader;
     }
     for (NodeIndex v : r.voters) {
         if (r.cluster.running(v)) {
@@ -506,7 +514,7 @@ asio::awaitable<void> replace_node(Run& r, NodeIndex old, NodeIndex fresh, Repla
     x.new_node = fresh;
     // The seed: a running voter other than the one leaving, a follower when there is one (its
     // answer is a redirect to the leader, which the joiner follows).
-    const auto leader = r.stable_leader();
+    const auto leader = current_leader(r);
     x.seed = old;
     for (NodeIndex v : r.voters) {
         if (v != old && r.cluster.running(v) && (x.seed == old || x.seed == leader)) {
@@ -530,7 +538,7 @@ asio::awaitable<void> replace_node(Run& r, NodeIndex old, NodeIndex fresh, Repla
                     "start",
                     node_name(fresh), x.promote_attempts, x.promoted_ms - x.join_ms));
 
-    x.old_was_leader = r.stable_leader() == old;
+    x.old_was_leader = current_leader(r) == old;
     x.failure = co_await change_membership(r, "remove", old, fresh, x.remove_attempts);
     if (!x.failure.empty()) {
         co_return;
@@ -564,7 +572,7 @@ asio::awaitable<void> rolling_replace(Run& r) {
     NodeIndex fresh = static_cast<NodeIndex>(r.cluster.members());
     while (!remaining.empty()) {
         // Followers first: the leader (whichever node leads now) is replaced last.
-        const auto leader = r.stable_leader();
+        const auto leader = current_leader(r);
         auto pick = std::find_if(remaining.begin(), remaining.end(),
                                  [&](NodeIndex i) { return i != leader; });
         if (pick == remaining.end()) {
