@@ -136,7 +136,10 @@ Summary analyze(std::size_t node_count, const std::vector<Observation>& observat
     auto apply_faults_until = [&](std::int64_t t_ms) {
         for (; next_fault < faults.size() && faults[next_fault].at_ms <= t_ms; ++next_fault) {
             const FaultEvent& e = faults[next_fault];
-            if (e.kind == FaultKind::SetLink || e.node >= node_count) {
+            // A removed node still answers until it is stopped: its claims stand (a removed
+            // leader steps down by itself), so a removal silences nothing.
+            if (e.kind == FaultKind::SetLink || e.kind == FaultKind::Remove ||
+                e.node >= node_count) {
                 continue;
             }
             // A node whose disk filled is out of service (it hands over and exits): its change

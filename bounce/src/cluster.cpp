@@ -77,12 +77,12 @@ Cluster::Cluster(asio::io_context& io, ClusterOptions options)
     : options_(std::move(options)),
       dir_(make_temp_dir()),
       proxy_(io, options_.node_count, options_.seed),
-      nodes_(options_.node_count) {
+      nodes_(options_.node_count + options_.spares) {
     try {
         const std::size_t n = options_.node_count;
         std::set<std::uint16_t> taken;
         std::vector<tcp::acceptor> held;  // closed at the end of this block, before any start
-        for (NodeIndex i = 0; i < n; ++i) {
+        for (NodeIndex i = 0; i < nodes_.size(); ++i) {
             nodes_[i].peer =
                 tcp::endpoint(asio::ip::address_v4::loopback(), free_port(io, taken, held));
             nodes_[i].http =
@@ -136,6 +136,20 @@ Cluster::Cluster(asio::io_context& io, ClusterOptions options)
                 throw std::runtime_error("cannot write " + nodes_[i].config_path.string());
             }
         }
+        // A spare's config lists only itself: it is not a member until it joins (--join).
+        for (NodeIndex i = n; i < nodes_.size(); ++i) {
+            nodes_[i].config_path = dir_ / (node_name(i) + ".json");
+            nodes_[i].log_path = dir_ / (node_name(i) + ".log");
+            std::ofstream out(nodes_[i].config_path);
+            out << base(nlohmann::json::array({{{"id", node_name(i)},
+                                                {"peer", address(nodes_[i].peer)},
+                                                {"http", address(nodes_[i].http)}}}))
+                       .dump(2)
+                << "\n";
+            if (!out) {
+                throw std::runtime_error("cannot write " + nodes_[i].config_path.string());
+            }
+        }
     } catch (...) {
         std::error_code ec;
         fs::remove_all(dir_, ec);
@@ -157,12 +171,20 @@ void Cluster::start(NodeIndex i) {
     if (p.pid != 0) {
         throw std::logic_error(node_name(i) + " is already running");
     }
-    const std::string binary = options_.conclaved.string();
-    const std::string config = p.config_path.string();
-    const std::string id = node_name(i);
-    const std::string log = p.log_path.string();
-    const pid_t pid = spawn_daemon({binary, "--config", config, "--node-id", id}, log);
-    p.pid = pid;
+    p.pid = spawn_daemon({options_.conclaved.string(), "--config", p.config_path.string(),
+                          "--node-id", node_name(i)},
+                         p.log_path);
+    p.paused = false;
+}
+
+void Cluster::start_joining(NodeIndex i, const tcp::endpoint& seed) {
+    NodeProcess& p = nodes_.at(i);
+    if (p.pid != 0) {
+        throw std::logic_error(node_name(i) + " is already running");
+    }
+    p.pid = spawn_daemon({options_.conclaved.string(), "--config", p.config_path.string(),
+                          "--node-id", node_name(i), "--join", address(seed)},
+                         p.log_path);
     p.paused = false;
 }
 

@@ -71,6 +71,9 @@ void FaultState::apply(const FaultEvent& e) {
             return;
         case FaultKind::DiskFull:
             return;  // still running (until it exits, reported as a Stop)
+        case FaultKind::Remove:
+            processes.at(e.node) = ProcessState::Removed;  // not a member: counts for no quorum
+            return;
     }
 }
 
@@ -123,6 +126,8 @@ std::string FaultState::describe() const {
             add(node_name(i) + " down");
         } else if (processes[i] == ProcessState::Paused) {
             add(node_name(i) + " paused");
+        } else if (processes[i] == ProcessState::Removed) {
+            add(node_name(i) + " removed");
         }
     }
     return out;
@@ -220,6 +225,8 @@ std::vector<FaultInterval> fault_intervals(std::size_t node_count,
             open[{e.node, e.node}] = Open{e.at_ms, node_name(e.node) + " paused", {e.node}};
         } else if (e.kind == FaultKind::DiskFull) {
             open[{e.node, e.node}] = Open{e.at_ms, node_name(e.node) + " disk full", {e.node}};
+        } else if (e.kind == FaultKind::Remove) {
+            open[{e.node, e.node}] = Open{e.at_ms, node_name(e.node) + " removed", {e.node}};
         }
     }
     while (!open.empty()) {

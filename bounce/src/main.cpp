@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <fmt/core.h>
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -132,6 +133,16 @@ int main(int argc, char** argv) {
     }
     if (unsafe) {
         return kExitUnsafe;
+    }
+    for (const RunResult& r : runs) {
+        if (!r.replacements_complete()) {
+            fmt::print(stderr, "leader-bounce: {}: {} of {} nodes replaced\n",
+                       to_string(r.scenario),
+                       std::count_if(r.replacements.begin(), r.replacements.end(),
+                                     [](const Replacement& x) { return x.complete(); }),
+                       r.replacements_planned);
+            ok = false;
+        }
     }
     return ok ? kExitOk : kExitFailure;
 }

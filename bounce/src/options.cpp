@@ -16,6 +16,7 @@ constexpr std::pair<Scenario, std::string_view> kScenarios[] = {
     {Scenario::RollingRestart, "rolling-restart"},
     {Scenario::Chaos, "chaos"},
     {Scenario::DiskFull, "disk-full"},
+    {Scenario::RollingReplace, "rolling-replace"},
 };
 
 template <typename T>
@@ -43,6 +44,10 @@ std::size_t Options::nodes() const {
     return scenario == Scenario::NonSticky || scenario == Scenario::PingPong ? 4 : 3;
 }
 
+std::size_t Options::spares() const {
+    return scenario == Scenario::RollingReplace ? nodes() : 0;
+}
+
 std::string usage() {
     return R"(usage: leader-bounce SCENARIO [options]
 
@@ -58,11 +63,16 @@ Scenarios:
   chaos            random faults for --duration seconds, reproducible with --seed
   disk-full        the leader's disk fills during writes (unprivileged: RLIMIT_FSIZE); it
                    must step down and exit 1, losing no acknowledged entry; restarted later
+  rolling-replace  replace every node, the leader last, by a new one (n4, n5, n6 for 3 nodes)
+                   that joins through a seed (conclaved --join), is promoted once caught up
+                   (POST /members), then the old node is removed and stopped; reports the time
+                   of each replacement; --duration: pause between replacements
 
 Options:
   --scouting on|off   ElectionScouting (PreVote) in the config (default on)
   --compare           run with scouting on and off, print both summaries side by side
-  --nodes N           cluster size (default 4 for non-sticky and ping-pong, 3 otherwise)
+  --nodes N           cluster size (default 4 for non-sticky and ping-pong, 3 otherwise;
+                      rolling-replace starts N more nodes, so at most 4 there)
   --profile P         fast|default timing profile (default fast)
   --duration S        how long the fault lasts, in seconds (chaos: total time; default per scenario)
   --seed K            seed for chaos and the proxy's jitter (default 1)
@@ -79,7 +89,7 @@ Options:
   --rate N            metadata proposals per second (default 100, at most 4 outstanding)
   --help              this text
 
-Exit status: 0 fine, 1 runtime failure, 2 bad command line, 3 a safety check failed,
+Exit status: 0 fine, 1 runtime failure (rolling-replace: a replacement did not finish), 2 bad command line, 3 a safety check failed,
 130 interrupted.
 )";
 }
@@ -166,7 +176,7 @@ std::variant<Options, HelpRequested, std::string> parse_options(int argc, const 
             if (!found) {
                 return "unknown scenario '" + std::string(a) +
                        "' (expected non-sticky, ping-pong, leader-crash, leader-pause, "
-                       "rolling-restart, chaos or disk-full)";
+                       "rolling-restart, chaos, disk-full or rolling-replace)";
             }
             have_scenario = true;
         }
@@ -176,6 +186,9 @@ std::variant<Options, HelpRequested, std::string> parse_options(int argc, const 
     }
     if (o.scenario != Scenario::Chaos && o.nodes() < 3) {
         return std::string("--nodes: this scenario needs at least 3 nodes");
+    }
+    if (o.nodes() + o.spares() > 9) {
+        return std::string("--nodes: rolling-replace starts as many new nodes, 9 in all at most");
     }
     return o;
 }

@@ -109,6 +109,17 @@ std::vector<Row> summary_rows(const std::vector<RunResult>& runs) {
         rows.push_back(lost);
     }
     if (std::any_of(runs.begin(), runs.end(),
+                    [](const RunResult& r) { return !r.replacements.empty(); })) {
+        Row row{"nodes replaced", {}};
+        for (const RunResult& r : runs) {
+            const auto done = std::count_if(r.replacements.begin(), r.replacements.end(),
+                                            [](const Replacement& x) { return x.complete(); });
+            row.cells.push_back(fmt::format("{} of {}{}", done, r.replacements_planned,
+                                            r.replacements_complete() ? "" : " (FAILED)"));
+        }
+        rows.push_back(row);
+    }
+    if (std::any_of(runs.begin(), runs.end(),
                     [](const RunResult& r) { return r.new_leader_after_crash.has_value(); })) {
         Row row{"new leader after the crash", {}};
         for (const RunResult& r : runs) {
@@ -121,6 +132,30 @@ std::vector<Row> summary_rows(const std::vector<RunResult>& runs) {
 }
 
 }  // namespace
+
+std::string describe(const Replacement& x) {
+    const auto seconds = [](std::int64_t from, std::int64_t to) {
+        return fmt::format("{:.2f} s", static_cast<double>(to - from) / 1000.0);
+    };
+    std::string out =
+        fmt::format("replace {}{} by {} (joined through {}): ", node_name(x.old_node),
+                    x.old_was_leader ? " (leader)" : "", node_name(x.new_node), node_name(x.seed));
+    if (x.promoted_ms < 0) {
+        return out + "NOT PROMOTED: " + x.failure;
+    }
+    out += fmt::format("join -> promoted {} ({} attempts)", seconds(x.join_ms, x.promoted_ms),
+                       x.promote_attempts);
+    if (x.removed_ms < 0) {
+        return out + ", NOT REMOVED: " + x.failure;
+    }
+    out += fmt::format(", promoted -> removed {} ({} attempts), total {}",
+                       seconds(x.promoted_ms, x.removed_ms), x.remove_attempts,
+                       seconds(x.join_ms, x.removed_ms));
+    if (x.stopped_ms >= 0) {
+        out += fmt::format("; stopped {} later", seconds(x.removed_ms, x.stopped_ms));
+    }
+    return out;
+}
 
 std::string summary_table(const std::vector<RunResult>& runs) {
     const std::vector<Row> rows = summary_rows(runs);
@@ -160,6 +195,9 @@ std::string summary_table(const std::vector<RunResult>& runs) {
                     run_title(r), static_cast<double>(c.at_ms) / 1000.0, node_name(c.from),
                     c.from_term, node_name(c.to), c.to_term, node_name(c.from));
             }
+        }
+        for (const Replacement& x : r.replacements) {
+            out += fmt::format("  [{}] {}\n", run_title(r), describe(x));
         }
         for (const std::string& w : r.warnings) {
             out += fmt::format("  [{}] warning: {}\n", run_title(r), w);
@@ -240,6 +278,28 @@ nlohmann::json metadata_json(const RunResult& r) {
     };
 }
 
+nlohmann::json replacements_json(const RunResult& r) {
+    nlohmann::json out = nlohmann::json::array();
+    const auto ms = [](std::int64_t v) {
+        return v < 0 ? nlohmann::json(nullptr) : nlohmann::json(v);
+    };
+    for (const Replacement& x : r.replacements) {
+        out.push_back({{"old", node_name(x.old_node)},
+                       {"new", node_name(x.new_node)},
+                       {"seed", node_name(x.seed)},
+                       {"old_was_leader", x.old_was_leader},
+                       {"join_ms", ms(x.join_ms)},
+                       {"promoted_ms", ms(x.promoted_ms)},
+                       {"removed_ms", ms(x.removed_ms)},
+                       {"stopped_ms", ms(x.stopped_ms)},
+                       {"promote_attempts", x.promote_attempts},
+                       {"remove_attempts", x.remove_attempts},
+                       {"complete", x.complete()},
+                       {"failure", x.failure}});
+    }
+    return out;
+}
+
 }  // namespace
 
 nlohmann::json summary_json(const RunResult& r) {
@@ -292,6 +352,8 @@ nlohmann::json summary_json(const RunResult& r) {
         {"warnings", r.warnings},
         {"observations", r.observations.size()},
         {"metadata", metadata_json(r)},
+        {"replacements", replacements_json(r)},
+        {"replacements_complete", r.replacements_complete()},
     };
 }
 

@@ -8,10 +8,13 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <csignal>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 
 #include "conclave/bounce/cluster.hpp"
+#include "conclave/bounce/http_client.hpp"
 #include "conclave/bounce/poller.hpp"
 #include "conclave/bounce/proposer.hpp"
 #include "conclave/bounce/recorder.hpp"
@@ -35,6 +38,12 @@ constexpr std::int64_t kStopTimeoutMs = 5000;
 /// After the proposer stops: how long every live node may take to commit up to the last
 /// acknowledged entry before the logs are checked as they are.
 constexpr std::int64_t kCatchUpTimeoutMs = 10000;
+/// rolling-replace: how long one step (the new node promoted, the old one removed) may take.
+constexpr std::int64_t kReplaceStepTimeoutMs = 30000;
+/// rolling-replace: client deadline of one GET or POST /members.
+constexpr std::chrono::milliseconds kMembersRequestTimeout{2000};
+/// rolling-replace: pause between two attempts of a refused promote or remove.
+constexpr std::int64_t kMembersRetryMs = 100;
 
 struct Run {
     asio::io_context& io;
@@ -49,8 +58,12 @@ struct Run {
     std::string startup_failure;         // why the cluster could not start
     Proposer* proposer = nullptr;        // the metadata proposer (it runs only when started)
     std::optional<NodeIndex> disk_full;  // disk-full: the node whose disk filled
+    /// The voters as far as the tool knows (changed by rolling-replace): a stable leader needs a
+    /// majority of them.
+    std::set<NodeIndex> voters = {};
 
-    std::size_t size() const { return cluster.size(); }
+    /// The initial members (the faults act on them; rolling-replace's new nodes come on top).
+    std::size_t size() const { return cluster.members(); }
     std::int64_t hold_ms() const {
         const double s = options.duration_s.value_or(default_duration_s(options.scenario));
         return static_cast<std::int64_t>(s * 1000.0);
@@ -136,13 +149,16 @@ struct Run {
         }
         std::size_t agree = 0;
         for (const Observation& o : rec.tracker().latest) {
+            if (voters.count(o.node) == 0) {
+                continue;
+            }
             if (o.term == leader->term &&
                 ((o.role == ObservedRole::Leader && o.node == leader->node) ||
                  (o.role == ObservedRole::Follower && o.leader == leader->node))) {
                 agree += 1;
             }
         }
-        if (agree < size() / 2 + 1) {
+        if (agree < voters.size() / 2 + 1) {
             return std::nullopt;
         }
         return leader->node;
@@ -374,6 +390,213 @@ asio::awaitable<void> chaos(Run& r) {
     co_await r.sleep(kWatchAfterMs);
 }
 
+/// rolling-replace: the node that leads as far as the polls show (the stable leader, else the
+/// effective one: a poll that missed one follower's answer must not hide the leader).
+std::optional<NodeIndex> current_leader(const Run& r) {
+    if (const auto leader = r.stable_leader()) {
+        return leader;
+    }
+    if (const auto leader = r.rec.tracker().effective()) {
+        return leader->node;
+    }
+    return std::nullopt;
+}
+
+/// rolling-replace: the node to send membership requests to: the stable leader, else the
+/// effective one, else a running voter (a follower answers 307, which is followed).
+std::optional<NodeIndex> members_target(const Run& r) {
+    if (const auto leader = current_leader(r); leader && r.cluster.running(*leader)) {
+        return leader;
+    }
+    for (NodeIndex v : r.voters) {
+        if (r.cluster.running(v)) {
+            return v;
+        }
+    }
+    return std::nullopt;
+}
+
+std::string describe_answer(const HttpResult& h) {
+    if (!h.answered()) {
+        return h.error;
+    }
+    return fmt::format("{} {}", h.status, h.body.substr(0, 300));
+}
+
+/// POST /members {"op", "id"} to the leader, following at most 3 redirects.
+asio::awaitable<HttpResult> post_members(Run& r, const std::string& op, NodeIndex id) {
+    HttpResult h;
+    const auto target = members_target(r);
+    if (!target) {
+        h.error = "no running voter to ask";
+        co_return h;
+    }
+    asio::ip::tcp::endpoint endpoint = r.cluster.node(*target).http;
+    const std::string body = nlohmann::json{{"op", op}, {"id", node_name(id)}}.dump();
+    for (int hop = 0; hop <= 3; ++hop) {
+        h = co_await http_call(endpoint, true, "/members", body, kMembersRequestTimeout);
+        if (!h.answered() || h.status != 307) {
+            co_return h;
+        }
+        const auto next = parse_location(h.location);
+        if (!next) {
+            co_return h;
+        }
+        endpoint = *next;
+    }
+    co_return h;
+}
+
+/// GET /members on the leader (as members_target picks it): id -> "voter" | "learner".
+asio::awaitable<std::optional<std::map<std::string, std::string>>> members_roles(Run& r) {
+    const auto target = members_target(r);
+    if (!target) {
+        co_return std::nullopt;
+    }
+    const HttpResult h = co_await http_call(r.cluster.node(*target).http, false, "/members", "",
+                                            kMembersRequestTimeout);
+    if (!h.answered() || h.status != 200) {
+        co_return std::nullopt;
+    }
+    const auto doc = nlohmann::json::parse(h.body, nullptr, /*allow_exceptions=*/false);
+    if (!doc.is_object() || !doc.contains("members") || !doc["members"].is_array()) {
+        co_return std::nullopt;
+    }
+    std::map<std::string, std::string> roles;
+    for (const auto& m : doc["members"]) {
+        if (m.is_object() && m.contains("id") && m["id"].is_string() && m.contains("role") &&
+            m["role"].is_string()) {
+            roles[m["id"].get<std::string>()] = m["role"].get<std::string>();
+        }
+    }
+    co_return roles;
+}
+
+/// Repeats POST /members {op, id} until it answers 200 or GET /members shows the change made
+/// (an earlier attempt whose outcome was unknown may have committed it). Returns "" when done,
+/// else why not (timeout, the new node exited).
+asio::awaitable<std::string> change_membership(Run& r, const std::string& op, NodeIndex id,
+                                               NodeIndex joining, std::size_t& attempts) {
+    const std::int64_t deadline = r.rec.now_ms() + kReplaceStepTimeoutMs;
+    std::string last = "no attempt";
+    while (true) {
+        if (!r.cluster.running(joining)) {
+            co_return node_name(joining) + " is not running; log tail:\n" +
+                r.cluster.log_tail(joining, 8);
+        }
+        if (r.rec.now_ms() > deadline) {
+            co_return fmt::format("{} {} not done within {} ms; last answer: {}", op, node_name(id),
+                                  kReplaceStepTimeoutMs, last);
+        }
+        attempts += 1;
+        const HttpResult h = co_await post_members(r, op, id);
+        if (h.answered() && h.status == 200) {
+            co_return "";
+        }
+        last = describe_answer(h);
+        if (const auto roles = co_await members_roles(r)) {
+            const auto it = roles->find(node_name(id));
+            if (op == "promote" && it != roles->end() && it->second == "voter") {
+                co_return "";
+            }
+            if (op == "remove" && it == roles->end()) {
+                co_return "";
+            }
+        }
+        co_await r.sleep(kMembersRetryMs);
+    }
+}
+
+/// One replacement: `fresh` joins through a member, is promoted, then `old` is removed and
+/// stopped. Fills `x`; x.failure says which step did not finish.
+asio::awaitable<void> replace_node(Run& r, NodeIndex old, NodeIndex fresh, Replacement& x) {
+    x.old_node = old;
+    x.new_node = fresh;
+    // The seed: a running voter other than the one leaving, a follower when there is one (its
+    // answer is a redirect to the leader, which the joiner follows).
+    const auto leader = current_leader(r);
+    x.seed = old;
+    for (NodeIndex v : r.voters) {
+        if (v != old && r.cluster.running(v) && (x.seed == old || x.seed == leader)) {
+            x.seed = v;
+        }
+    }
+    r.rec.note(fmt::format("rolling-replace: {} joins through {} to replace {}", node_name(fresh),
+                           node_name(x.seed), node_name(old)));
+    x.join_ms = r.rec.now_ms();
+    r.cluster.start_joining(fresh, r.cluster.node(x.seed).peer);
+    r.process_event(FaultKind::Start, fresh);
+
+    x.failure = co_await change_membership(r, "promote", fresh, fresh, x.promote_attempts);
+    if (!x.failure.empty()) {
+        co_return;
+    }
+    x.promoted_ms = r.rec.now_ms();
+    r.voters.insert(fresh);
+    r.rec.note(
+        fmt::format("rolling-replace: {} promoted after {} attempt(s), {} ms after its "
+                    "start",
+                    node_name(fresh), x.promote_attempts, x.promoted_ms - x.join_ms));
+
+    x.old_was_leader = current_leader(r) == old;
+    x.failure = co_await change_membership(r, "remove", old, fresh, x.remove_attempts);
+    if (!x.failure.empty()) {
+        co_return;
+    }
+    x.removed_ms = r.rec.now_ms();
+    r.voters.erase(old);
+    r.process_event(FaultKind::Remove, old);
+    r.rec.note(fmt::format("rolling-replace: {}{} removed, {} ms after the promotion",
+                           node_name(old), x.old_was_leader ? " (the leader)" : "",
+                           x.removed_ms - x.promoted_ms));
+    if (x.old_was_leader && !co_await r.wait_for_leader(kRecoveryTimeoutMs, old)) {
+        r.result.warnings.push_back(
+            fmt::format("no leader other than {} within {} ms of its removal", node_name(old),
+                        kRecoveryTimeoutMs));
+    }
+    r.terminate(old);
+    if (!co_await r.wait_exit(old, kStopTimeoutMs)) {
+        r.result.warnings.push_back(node_name(old) + " did not stop within " +
+                                    std::to_string(kStopTimeoutMs) + " ms of SIGTERM");
+        r.expecting_exit.erase(old);
+        r.kill(old);
+    }
+    x.stopped_ms = r.rec.now_ms();
+}
+
+asio::awaitable<void> rolling_replace(Run& r) {
+    std::vector<NodeIndex> remaining;
+    for (NodeIndex i = 0; i < r.cluster.members(); ++i) {
+        remaining.push_back(i);
+    }
+    NodeIndex fresh = static_cast<NodeIndex>(r.cluster.members());
+    while (!remaining.empty()) {
+        // Followers first: the leader (whichever node leads now) is replaced last.
+        const auto leader = current_leader(r);
+        auto pick = std::find_if(remaining.begin(), remaining.end(),
+                                 [&](NodeIndex i) { return i != leader; });
+        if (pick == remaining.end()) {
+            pick = remaining.begin();
+        }
+        const NodeIndex old = *pick;
+        remaining.erase(pick);
+        Replacement& x = r.result.replacements.emplace_back();
+        co_await replace_node(r, old, fresh, x);
+        fresh += 1;
+        if (!x.failure.empty()) {
+            r.rec.note(fmt::format("rolling-replace: replacing {} by {} failed: {}",
+                                   node_name(x.old_node), node_name(x.new_node), x.failure));
+            co_return;
+        }
+        co_await r.sleep(r.hold_ms());
+        if (!co_await r.wait_for_leader(kRecoveryTimeoutMs)) {
+            r.result.warnings.push_back("no leader within " + std::to_string(kRecoveryTimeoutMs) +
+                                        " ms after replacing " + node_name(old));
+        }
+    }
+    co_await r.sleep(kWatchAfterMs);
+}
+
 /// Starts the proposer when the options and the daemon allow it; false if it stays off.
 asio::awaitable<bool> start_proposer(Run& r, NodeIndex leader) {
     if (r.options.metadata == MetadataMode::Off) {
@@ -416,7 +639,7 @@ asio::awaitable<void> check_metadata(Run& r) {
     while (true) {
         logs.clear();
         bool caught_up = true;
-        for (NodeIndex i = 0; i < r.size(); ++i) {
+        for (NodeIndex i = 0; i < r.cluster.size(); ++i) {
             if (!r.cluster.running(i) || r.cluster.node(i).paused) {
                 continue;
             }
@@ -456,6 +679,7 @@ asio::awaitable<void> check_metadata(Run& r) {
 asio::awaitable<void> scenario_main(Run& r) {
     for (NodeIndex i = 0; i < r.size(); ++i) {
         r.cluster.start(i);
+        r.voters.insert(i);
     }
     const auto first = co_await r.wait_for_leader(kStartupLeaderTimeoutMs);
     if (!r.startup_failure.empty()) {
@@ -495,6 +719,9 @@ asio::awaitable<void> scenario_main(Run& r) {
         case Scenario::DiskFull:
             co_await disk_full(r, leader);
             break;
+        case Scenario::RollingReplace:
+            co_await rolling_replace(r);
+            break;
     }
     if (!r.stable_leader()) {
         r.result.warnings.push_back("no stable leader at the end of the run");
@@ -522,6 +749,8 @@ double default_duration_s(Scenario s) {
             return 20;
         case Scenario::DiskFull:
             return 1;
+        case Scenario::RollingReplace:
+            return 1;
     }
     return 5;
 }
@@ -531,13 +760,16 @@ RunResult run_scenario(const Options& options, bool scouting,
     RunResult result;
     result.scenario = options.scenario;
     result.scouting = scouting;
-    result.node_count = options.nodes();
+    result.node_count = options.nodes() + options.spares();
+    result.replacements_planned = options.spares();
     std::FILE* out = options.quiet ? nullptr : stdout;
 
     asio::io_context io;
     Recorder rec(result.node_count, out);
-    Cluster cluster(io, ClusterOptions{result.node_count, scouting, options.profile, conclaved,
-                                       options.seed, options.keep_dir});
+    ClusterOptions cluster_options{options.nodes(), scouting,     options.profile,
+                                   conclaved,       options.seed, options.keep_dir};
+    cluster_options.spares = options.spares();
+    Cluster cluster(io, cluster_options);
     if (options.keep_dir) {
         result.kept_dir = cluster.dir();
     }

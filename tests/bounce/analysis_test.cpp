@@ -269,3 +269,27 @@ TEST_CASE("a paused leader's answers in flight are ignored until it is resumed")
     later.push_back(leader(1800, A, 5));
     CHECK(analyze(3, later, f, 2000).final_leader == A);
 }
+
+TEST_CASE("a leader removed from the configuration steps down: the change is not needless") {
+    // rolling-replace: A leads, is removed (it still runs and answers), steps down, B takes over.
+    const std::vector<FaultEvent> f{process(1000, FaultKind::Remove, A),
+                                    process(1200, FaultKind::Stop, A)};
+    std::vector<Observation> obs{leader(100, A, 1),
+                                 follower(100, B, 1, A),
+                                 follower(100, C, 1, A),
+                                 leader(1020, A, 1),
+                                 follower(1050, A, 1, std::nullopt),
+                                 leader(1100, B, 2)};
+    const Summary s = analyze(kNodes, obs, f, 2000);
+    REQUIRE(s.changes.size() == 1);
+    CHECK(s.changes[0].to == B);
+    CHECK_FALSE(s.changes[0].needless);
+    CHECK(s.safe());
+    FaultState state = fault_state_at(kNodes, f, 1100);
+    CHECK_FALSE(state.alive(A));
+    CHECK(state.describe() == "n1 removed");
+    const auto intervals = fault_intervals(kNodes, f, 2000);
+    REQUIRE(intervals.size() == 2);
+    CHECK(intervals[0].label == "n1 removed");
+    CHECK(intervals[1].label == "n1 stopped");
+}

@@ -130,12 +130,51 @@ TEST_CASE("disk-full: the leader whose disk fills exits 1 and no acknowledged en
     check_metadata(o.runs[0]);
 }
 
+TEST_CASE(
+    "rolling-replace: every node is replaced by one that joins, the leader last; nothing lost",
+    "[rolling-replace]") {
+    if (!BOUNCE_METADATA) {
+        WARN("skipped: the fake daemon has neither --join nor POST /members");
+        return;
+    }
+    const Outcome o = run_tool("rolling-replace --duration 0.5" + metadata_args());
+    REQUIRE(o.runs.size() == 1);
+    const nlohmann::json& run = o.runs[0];
+    INFO(run.at("warnings").dump());
+    INFO(run.at("replacements").dump());
+    REQUIRE(o.exit_status == 0);
+    CHECK(run.at("safe") == true);
+    CHECK(run.at("replacements_complete") == true);
+    const nlohmann::json& replaced = run.at("replacements");
+    REQUIRE(replaced.size() == 3);
+    bool leader_replaced = false;
+    for (std::size_t i = 0; i < replaced.size(); ++i) {
+        const nlohmann::json& x = replaced[i];
+        CHECK(x.at("new") == "n" + std::to_string(4 + i));
+        CHECK(x.at("complete") == true);
+        CHECK(x.at("join_ms").get<std::int64_t>() <= x.at("promoted_ms").get<std::int64_t>());
+        CHECK(x.at("promoted_ms").get<std::int64_t>() <= x.at("removed_ms").get<std::int64_t>());
+        leader_replaced = leader_replaced || x.at("old_was_leader").get<bool>();
+    }
+    // Followers go first, so the leader is the last one (unless leadership moved on its own).
+    CHECK(leader_replaced);
+    CHECK(run.at("final_leader").get<std::string>() >= "n4");
+    const nlohmann::json& m = run.at("metadata");
+    INFO(m.dump());
+    REQUIRE(m.at("enabled") == true);
+    CHECK(m.at("no_acknowledged_entry_lost") == true);
+    CHECK(m.at("acknowledged_before_faults").get<int>() > 0);
+    CHECK(m.at("acknowledged_after_faults").get<int>() > 0);
+    CHECK(m.at("nodes_read") == 3);  // the three new nodes; the old ones are stopped
+}
+
 TEST_CASE("bad command lines exit with status 2", "[cli]") {
     CHECK(run_tool("no-such-scenario").exit_status == 2);
     CHECK(run_tool("ping-pong --scouting maybe").exit_status == 2);
     CHECK(run_tool("chaos --duration -1").exit_status == 2);
     CHECK(run_tool("chaos --metadata maybe").exit_status == 2);
     CHECK(run_tool("chaos --rate 0").exit_status == 2);
+    CHECK(run_tool("rolling-replace --nodes 5").exit_status == 2);  // 10 nodes in all
 }
 
 TEST_CASE("a daemon that dies at start-up fails the run fast, leaving nothing behind", "[cli]") {

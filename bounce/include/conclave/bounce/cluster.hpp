@@ -34,6 +34,10 @@ struct ClusterOptions {
     std::uint64_t seed = 1;           // proxy jitter
     bool keep_dir = false;            // keep the temporary directory (logs) after the run
     std::string backoff = {};         // "uniform" / "ranked"; empty: the profile's default
+    /// Nodes beyond `node_count` (n<node_count+1>...) that are not in the cluster's configs: each
+    /// gets its own ports and a config listing only itself (same cluster and settings), and joins
+    /// at run time (start with a seed). Their peer links do not cross the proxy.
+    std::size_t spares = 0;
 };
 
 struct NodeProcess {
@@ -61,12 +65,17 @@ class Cluster {
     Cluster(const Cluster&) = delete;
     Cluster& operator=(const Cluster&) = delete;
 
+    /// Every node, spares included.
     std::size_t size() const { return nodes_.size(); }
+    /// The nodes of the initial configuration (n1..n<node_count>), whose links cross the proxy.
+    std::size_t members() const { return options_.node_count; }
     const std::filesystem::path& dir() const { return dir_; }
     const NodeProcess& node(NodeIndex i) const { return nodes_.at(i); }
     FaultProxy& proxy() { return proxy_; }
 
-    void start(NodeIndex i);      // throws if already running
+    void start(NodeIndex i);  // throws if already running
+    /// Starts spare node i with `--join <seed>` (a member's real peer address).
+    void start_joining(NodeIndex i, const boost::asio::ip::tcp::endpoint& seed);
     void kill(NodeIndex i);       // SIGKILL and reap
     void terminate(NodeIndex i);  // SIGTERM (graceful); reap() reports the exit later
     void pause(NodeIndex i);      // SIGSTOP

@@ -17,6 +17,8 @@ enum class FaultKind : std::uint8_t {
     Pause,     // SIGSTOP `node`
     Resume,    // SIGCONT `node`
     DiskFull,  // `node`'s disk fills (its files may grow no more; it keeps running until it exits)
+    Remove,    // `node` removed from the cluster's configuration (rolling-replace; it runs until
+               // stopped, but a leader steps down: the change it causes is forced, not needless)
 };
 
 struct FaultEvent {
@@ -27,7 +29,7 @@ struct FaultEvent {
     LinkMode mode = Pass{};
 };
 
-enum class ProcessState : std::uint8_t { Running, Down, Paused };
+enum class ProcessState : std::uint8_t { Running, Down, Paused, Removed };
 
 /// Proxy modes and process states at one instant. All nodes start Running, all links Pass.
 struct FaultState {

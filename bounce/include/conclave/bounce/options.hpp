@@ -16,7 +16,8 @@ enum class Scenario : std::uint8_t {
     LeaderPause,
     RollingRestart,
     Chaos,
-    DiskFull
+    DiskFull,
+    RollingReplace
 };
 
 std::string_view to_string(Scenario s);
@@ -42,6 +43,8 @@ struct Options {
     std::uint32_t rate_per_s = 100;  // metadata proposals per second
 
     std::size_t nodes() const;
+    /// Nodes started later that join at run time (rolling-replace: one per original node).
+    std::size_t spares() const;
 };
 
 struct HelpRequested {};

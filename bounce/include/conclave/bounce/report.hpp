@@ -12,6 +12,8 @@ namespace conclave::bounce {
 /// One column per run (with --compare: scouting on and off side by side).
 std::string summary_table(const std::vector<RunResult>& runs);
 nlohmann::json summary_json(const RunResult& run);
+/// rolling-replace: one line per replacement, with the time of each step.
+std::string describe(const Replacement& x);
 /// One picture for all runs, stacked: a lane per node coloured by role, faults shaded, leader
 /// changes marked (red: needless).
 std::string render_svg(const std::vector<RunResult>& runs);

@@ -7,6 +7,7 @@
 // a few seconds to watch the aftermath.
 #pragma once
 
+#include <algorithm>
 #include <filesystem>
 #include <optional>
 #include <stdexcept>
@@ -30,6 +31,24 @@ struct MetadataRun {
     std::size_t redirects_followed = 0;          // 307 answers followed
 };
 
+/// rolling-replace: one original node replaced by a new one. Times are ms since the run began;
+/// -1 means the step did not happen.
+struct Replacement {
+    NodeIndex old_node = 0;
+    NodeIndex new_node = 0;
+    NodeIndex seed = 0;           // the member whose peer address --join named
+    bool old_was_leader = false;  // the old node led when its removal was asked
+    std::int64_t join_ms = -1;    // the new node started with --join
+    std::int64_t promoted_ms = -1;
+    std::int64_t removed_ms = -1;  // the removal committed (200, or GET /members no longer has it)
+    std::int64_t stopped_ms = -1;  // the old node exited after SIGTERM
+    std::size_t promote_attempts = 0;
+    std::size_t remove_attempts = 0;
+    std::string failure;  // empty: every step done
+
+    bool complete() const { return failure.empty() && removed_ms >= 0; }
+};
+
 struct RunResult {
     Scenario scenario = Scenario::PingPong;
     bool scouting = true;
@@ -47,6 +66,9 @@ struct RunResult {
     /// disk-full: how the node whose disk filled exited ("exited with status 1"); nullopt if it
     /// did not exit within the scenario.
     std::optional<std::string> disk_full_exit;
+    /// rolling-replace: one entry per original node, in the order they were replaced.
+    std::vector<Replacement> replacements;
+    std::size_t replacements_planned = 0;  // rolling-replace: the original nodes
     std::optional<std::filesystem::path> kept_dir;
     /// Set when the proposer ran; `metadata_off` says why it did not.
     std::optional<MetadataRun> metadata;
@@ -54,6 +76,12 @@ struct RunResult {
 
     /// Both safety checks: one leader per term, and no acknowledged entry lost.
     bool safe() const { return summary.safe() && (!metadata || metadata->verdict.ok()); }
+    /// rolling-replace: every replacement completed (vacuously true for other scenarios).
+    bool replacements_complete() const {
+        return replacements.size() == replacements_planned &&
+               std::all_of(replacements.begin(), replacements.end(),
+                           [](const Replacement& x) { return x.complete(); });
+    }
 };
 
 /// Thrown when Ctrl-C (SIGINT) or SIGTERM interrupted the run; everything is cleaned up already.
