@@ -308,12 +308,9 @@ def test_members(root):
     """conclavectl members: the configuration, and a change through a follower (307 followed)."""
     cluster = ct.Cluster(root)
     try:
-        for nid in cluster.ids:
-            cluster.start(nid)
-        agreed = ct.wait_for(cluster.agreed_leader)
-        if not check(agreed, "members: 3 nodes agree on a leader"):
+        leader = cluster.start_all_agreed("members")
+        if leader is None:
             return
-        leader = agreed[0]
         followers = [n for n in cluster.ids if n != leader]
         r = ctl("--config", cluster.config, "members")
         lines = r.stdout.strip().splitlines()

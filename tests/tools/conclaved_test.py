@@ -99,6 +99,13 @@ class Cluster:
             [DAEMON, "--config", self.config, "--node-id", nid],
             stdout=log, stderr=log)
 
+    def start_all_agreed(self, what):
+        """Starts every node; the leader they agree on (checked, named `what`), else None."""
+        for nid in self.ids:
+            self.start(nid)
+        agreed = wait_for(self.agreed_leader)
+        return agreed[0] if check(agreed is not None, what + ": one leader") else None
+
     def status(self, nid):
         code, body = request(self.http_ports[nid], "GET", "/status")
         return json.loads(body) if code == 200 else None
@@ -590,12 +597,9 @@ def test_membership(root):
         return code, json.loads(body) if body else None
 
     try:
-        for nid in c.ids:
-            c.start(nid)
-        first = wait_for(c.agreed_leader)
-        if not check(first is not None, "membership: one leader"):
+        leader = c.start_all_agreed("membership")
+        if leader is None:
             return
-        leader = first[0]
         victim = [n for n in c.ids if n != leader][0]
         check(membership(victim) == {"version": 0, "from_entry": False, "role": "voter"},
               "membership: the implicit configuration at first (%r)" % membership(victim))
