@@ -72,8 +72,8 @@ Admin HTTP endpoints (see node/README.md; conclavectl is their command-line clie
   GET /leadership (?watch=1: NDJSON stream of changes; ?wait=S&after=TOKEN: long-poll),
   POST /transfer-leadership?to=ID, POST /step-down,
   POST /metadata {"key","value"}, GET /metadata?from=TERM.COUNTER&max=N,
-  GET /members, POST /members {"op": "add-learner"|"promote"|"remove", "id"
-  (, "peer", "http" to add a new node)}
+  GET /members, POST /members {"op": "add-learner"|"promote"|"remove", "id"}
+  (ids of the node table; a new node joins with --join)
   POST requests need "Authorization: Bearer <token>" (admin.token_file) unless
   insecure, and a JSON body (Content-Type: application/json); a Host or Origin
   that is not this node (or localhost) is refused with 403. With "admin":

@@ -9,7 +9,7 @@ using nlohmann::json;
 
 constexpr std::string_view kBodyShape =
     "body: expected a JSON object {\"op\": \"add-learner\" | \"promote\" | \"remove\", \"id\": "
-    "\"<node id>\"} (add-learner of a new node also \"peer\" and \"http\": \"host:port\")";
+    "\"<node id>\"}";
 
 std::optional<AdminResponse> RejectQuery(const AdminRequest& request) {
     if (request.query.empty()) {
@@ -44,10 +44,18 @@ void register_membership_routes(AdminServer& server, AdminSource& source) {
             }
             for (const auto& [field, unused] : body.items()) {
                 (void)unused;
-                if (field != "op" && field != "id" && field != "peer" && field != "http") {
-                    return respond(json_error(400, "bad_request",
-                                              "body." + field.substr(0, 64) +
-                                                  ": unknown field (expected op, id, peer, http)"));
+                if (field == "peer" || field == "http") {
+                    // A new node must learn the node table: it joins itself (join.hpp).
+                    return respond(json_error(
+                        400, "bad_request",
+                        "body." + field + ": a node that is not in the node table joins with "
+                        "conclaved --join HOST:PORT (it must learn the table); POST /members "
+                        "changes the members of the table"));
+                }
+                if (field != "op" && field != "id") {
+                    return respond(json_error(
+                        400, "bad_request",
+                        "body." + field.substr(0, 64) + ": unknown field (expected op, id)"));
                 }
             }
             const auto op = body.find("op");
@@ -68,22 +76,7 @@ void register_membership_routes(AdminServer& server, AdminSource& source) {
                 return respond(
                     json_error(400, "bad_request", "body.id: expected a non-empty node id"));
             }
-            // A new node (add-learner): its addresses, both or neither.
             replication::Member member{id->get<std::string>(), {}, {}};
-            const auto peer = body.find("peer");
-            const auto http = body.find("http");
-            if (peer != body.end() || http != body.end()) {
-                if (*parsed != MembershipOp::AddLearner || peer == body.end() ||
-                    http == body.end() || !peer->is_string() || !http->is_string() ||
-                    !parse_endpoint(peer->get<std::string>()) ||
-                    !parse_endpoint(http->get<std::string>())) {
-                    return respond(json_error(400, "bad_request",
-                                              "body.peer, body.http: both \"host:port\", with "
-                                              "op add-learner only"));
-                }
-                member.peer = peer->get<std::string>();
-                member.http = http->get<std::string>();
-            }
             source.change_membership(
                 *parsed, std::move(member),
                 [respond, scheme = request.scheme, path = request.path](const MembershipResult& r) {

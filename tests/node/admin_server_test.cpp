@@ -238,7 +238,9 @@ TEST_CASE("admin routes over loopback", "[admin]") {
                  {"{", "body: expected a JSON object"},
                  {R"({"op": "grow", "id": "n2"})", "body.op: unknown op \"grow\""},
                  {R"({"op": "remove"})", "body.id: expected a non-empty node id"},
-                 {R"({"op": "remove", "id": "n2", "x": 1})", "body.x: unknown field"}}) {
+                 {R"({"op": "remove", "id": "n2", "x": 1})", "body.x: unknown field"},
+                 {R"({"op": "add-learner", "id": "n9", "peer": "h:1", "http": "h:2"})",
+                  "body.http: a node that is not in the node table joins with conclaved --join"}}) {
             INFO(body);
             auto bad = client.Request(PostJson("/members", body));
             REQUIRE(bad);

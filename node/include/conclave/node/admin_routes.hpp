@@ -73,7 +73,7 @@ class AdminSource {
     virtual std::optional<MembersView> members() { return std::nullopt; }
     /// Membership (POST /members): `done` runs once on the io_context thread. Default: no
     /// metadata log on this node.
-    /// `member`: the id, and for a new node (add-learner) its peer and http addresses.
+    /// `member`: the id (POST /members gives ids of the node table only: no addresses).
     virtual void change_membership(MembershipOp op, replication::Member member,
                                    MembershipCallback done) {
         (void)op;
