@@ -48,9 +48,10 @@ void register_membership_routes(AdminServer& server, AdminSource& source) {
                     // A new node must learn the node table: it joins itself (join.hpp).
                     return respond(json_error(
                         400, "bad_request",
-                        "body." + field + ": a node that is not in the node table joins with "
-                        "conclaved --join HOST:PORT (it must learn the table); POST /members "
-                        "changes the members of the table"));
+                        "body." + field +
+                            ": a node that is not in the node table joins with "
+                            "conclaved --join HOST:PORT (it must learn the table); POST /members "
+                            "changes the members of the table"));
                 }
                 if (field != "op" && field != "id") {
                     return respond(json_error(
