@@ -412,6 +412,12 @@ TEST_CASE("membership §8: a new node joins through a seed, is promoted, replace
         return !c.nodes[3]->committed_after(conclave::replication::kNoLsn, 100).empty() &&
                c.nodes[3]->commit_lsn() == c.nodes[leader]->commit_lsn();
     }));
+    // An original member restarts from its stored table (R9), not its config file's 3 nodes.
+    c.stop(seed);
+    c.start(seed);
+    CHECK(c.nodes[seed]->config().nodes.size() == 4);
+    REQUIRE(c.all_at(3));
+    REQUIRE(c.propose(leader, "restarted", "3").ok());
     // The removed node's connections are closed for good (R8, once it knows).
     REQUIRE(run_until(c.io, [&] {
         const auto peers = c.nodes[leader]->status().peers;
