@@ -17,20 +17,28 @@ void Node::register_peer_metrics() {
         Gauge* last_contact_age;
     };
     auto series = std::make_shared<std::vector<PeerSeries>>();
-    for (std::uint16_t i = 0; i < config_.nodes.size(); ++i) {
-        if (NodeId{i} == config_.self) {
-            continue;
+    // Nodes the table gains at run time (docs/membership.md §8) get their series at the next
+    // scrape: `registered` counts the table entries seen so far.
+    auto registered = std::make_shared<std::size_t>(0);
+    const auto register_new = [this, series, registered] {
+        for (; *registered < config_.nodes.size(); ++*registered) {
+            const NodeId n{static_cast<std::uint16_t>(*registered)};
+            if (n == config_.self) {
+                continue;
+            }
+            const Labels labels = {{"peer", config_.nodes[n.value].id}};
+            series->push_back(
+                {n,
+                 &metrics_.gauge("conclave_peer_up",
+                                 "1 while the mesh connection to the peer is up", labels),
+                 &metrics_.gauge("conclave_peer_last_contact_age_seconds",
+                                 "Time since the last frame from the peer (NaN: never heard from)",
+                                 labels)});
         }
-        const Labels labels = {{"peer", config_.nodes[i].id}};
-        series->push_back(
-            {NodeId{i},
-             &metrics_.gauge("conclave_peer_up", "1 while the mesh connection to the peer is up",
-                             labels),
-             &metrics_.gauge("conclave_peer_last_contact_age_seconds",
-                             "Time since the last frame from the peer (NaN: never heard from)",
-                             labels)});
-    }
-    metrics_.on_collect([this, series] {
+    };
+    register_new();
+    metrics_.on_collect([this, series, register_new] {
+        register_new();
         const auto now = std::chrono::steady_clock::now();
         for (const PeerSeries& s : *series) {
             const net::PeerStatus ps = mesh_->peer_status(s.id);

@@ -380,6 +380,7 @@ TEST_CASE("membership §8: a new node joins through a seed, is promoted, replace
     REQUIRE(c.all_at(1));
     for (auto& n : c.nodes) {
         CHECK(n->config().nodes.size() == 4);  // every member's table grew
+        CHECK(n->metrics_text().find("conclave_peer_up{peer=\"n4\"}") != std::string::npos);
     }
 
     // n4 starts from the stored table (R9), as a learner, and catches up.
