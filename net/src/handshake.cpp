@@ -361,10 +361,9 @@ HelloCheck check_hello(const Hello& hello, const Membership& membership, NodeId 
     }
     const auto index = membership.index_of(hello.node);
     if (hello.join && !expected) {
-        if (index) {
-            c.refusal = HandshakeRefusal::JoinRefused;
-            c.detail = "node id '" + hello.node + "' is already in the cluster's table";
-        } else if (hello.node.empty()) {
+        // An id of the table may join again (a joiner whose answer was lost): it authenticates
+        // like anyone and its connection never becomes a peer; the node layer decides.
+        if (hello.node.empty()) {
             c.refusal = HandshakeRefusal::JoinRefused;
             c.detail = "empty node id";
         } else {

@@ -422,6 +422,23 @@ void Node::answer_join(std::string id, net::JoinRequest request,
         }
         return;
     }
+    // An id of the table asks again (its answer was lost, or it was added by hand): the current
+    // configuration when it is a member at these addresses; a removed one is added back.
+    if (const auto known = config_.find_node(id)) {
+        const NodeEntry& e = config_.nodes[known->value];
+        if (to_string(e.peer) != request.peer || to_string(e.http) != request.http) {
+            respond(net::JoinAnswer{
+                net::JoinStatus::Refused,
+                "node id \"" + id + "\" is in the table with other addresses (peer " +
+                    to_string(e.peer) + ", http " + to_string(e.http) + "): join under a new id"});
+            return;
+        }
+        if (log_driver_->log().active_config().is_member(*known)) {
+            respond(net::JoinAnswer{net::JoinStatus::Accepted,
+                                    encode_configuration(active_configuration())});
+            return;
+        }
+    }
     add_learner(replication::Member{id, request.peer, request.http},
                 [this, alive = std::weak_ptr<int>(alive_),
                  respond = std::move(respond)](const MembershipResult& r) {

@@ -165,7 +165,7 @@ TEST_CASE("bad input closes only the offending connection and the cluster keeps 
                           encode_frame(Channel::Control, encode_ping()));
         };
         const auto request = encode_frame(Channel::Control, encode_join_request({"a:1", "a:2"}));
-        expect_closed(joiner("n1"), refused(HandshakeRefusal::JoinRefused));
+        expect_closed(joiner(""), refused(HandshakeRefusal::JoinRefused));  // an empty id
         expect_closed(concat(joiner("n9"), frame(Channel::Elector, {0xa0})),
                       bad(BadFrameKind::UnexpectedControl));
         expect_closed(concat(joiner("n9"), frame(Channel::Control, encode_ping())),

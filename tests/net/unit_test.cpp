@@ -132,8 +132,9 @@ TEST_CASE("a joiner's hello carries join only when set, and is checked without t
     CHECK(check_hello(h, m, NodeId{2}, std::nullopt).joiner);
     const auto member =
         check_hello({kProtocolVersion, "demo", "n2", {}, {}, {}, true}, m, NodeId{0}, std::nullopt);
-    CHECK(member.refusal == HandshakeRefusal::JoinRefused);
-    CHECK_THAT(member.detail, Catch::Contains("already in the cluster"));
+    CHECK(member.joiner);  // may ask again (a lost answer); the node layer decides
+    CHECK_FALSE(member.peer);
+    CHECK_FALSE(member.refusal);
     CHECK(
         check_hello({kProtocolVersion, "other", "n4", {}, {}, {}, true}, m, NodeId{0}, std::nullopt)
             .refusal == HandshakeRefusal::WrongCluster);

@@ -15,6 +15,7 @@
 #include "conclave/drivers/log_driver.hpp"
 #include "conclave/node/join.hpp"
 #include "conclave/node/node.hpp"
+#include "conclave/node/node_table.hpp"
 #include "node_cluster.hpp"
 
 namespace {
@@ -362,18 +363,28 @@ TEST_CASE("membership §8: a new node joins through a seed, is promoted, replace
     const ClusterConfig config = std::get<ClusterConfig>(parsed);
     auto quiet = std::make_shared<spdlog::logger>("join-test",
                                                   std::make_shared<spdlog::sinks::null_sink_mt>());
-    std::atomic<bool> joined{false};
-    std::optional<std::string> join_error;
     // join_cluster blocks on its own io_context: the cluster runs on this thread meanwhile.
-    std::thread joiner([&] {
-        join_error = conclave::node::join_cluster(config, c.nodes[seed]->config().self_entry().peer,
-                                                  *quiet, std::chrono::seconds(10));
-        joined = true;
-    });
-    const bool finished = run_until(c.io, [&] { return joined.load(); });
-    joiner.join();
-    REQUIRE(finished);
-    REQUIRE_FALSE(join_error);
+    const auto join = [&] {
+        std::atomic<bool> joined{false};
+        std::optional<std::string> join_error;
+        std::thread joiner([&] {
+            join_error =
+                conclave::node::join_cluster(config, c.nodes[seed]->config().self_entry().peer,
+                                             *quiet, std::chrono::seconds(10));
+            joined = true;
+        });
+        const bool finished = run_until(c.io, [&] { return joined.load(); });
+        joiner.join();
+        REQUIRE(finished);
+        return join_error;
+    };
+    REQUIRE_FALSE(join());
+    // The answer was lost (here: the stored table): asking again changes nothing and answers.
+    const auto table_file = config.data_dir / conclave::node::kNodeTableFile;
+    REQUIRE(std::filesystem::exists(table_file));
+    std::filesystem::remove(table_file);
+    REQUIRE_FALSE(join());
+    REQUIRE(std::filesystem::exists(table_file));
     const MembersView v1 = c.nodes[leader]->members();
     CHECK(v1.version == 1);
     CHECK(ids_with(v1, MemberRole::Learner) == std::vector<std::string>{"n4"});

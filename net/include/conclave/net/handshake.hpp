@@ -23,7 +23,7 @@
 //
 // Join (net/README.md, "Join"): a node that is not in the table dials a member (a seed) with
 // Hello{..., "join": true}; the seed checks it like a member's hello minus the table and direction
-// checks (JoinRefused when it takes no joins or the id is in its table), answers with its Hello
+// checks (JoinRefused when it takes no joins), answers with its Hello
 // (MAC included), the joiner confirms (Ping + MAC), then sends one JoinRequest
 //   {"kind": "join_request", "peer": "host:port", "http": "host:port"}
 // and the seed answers with one JoinAnswer and closes:
@@ -155,7 +155,7 @@ enum class HandshakeRefusal : std::uint8_t {
     AuthFailed,                // cluster secret: missing or wrong MAC / nonce
     ChannelMismatch,           // the peers serve different channels (e.g. metadata on vs off)
     TooManyPendingFromSource,  // too many handshakes in progress from one source address
-    JoinRefused,  // a joiner's hello: this node takes no joins, or the id is in its table
+    JoinRefused,               // a joiner's hello: this node takes no joins (or an empty id)
 };
 // A hello that cannot be decoded is counted as bad frame "bad_handshake", not as a refusal.
 inline constexpr std::size_t kRefusalCount = 14;
