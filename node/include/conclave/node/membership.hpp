@@ -6,8 +6,10 @@
 // configuration's version once the entry committed, or an error (a MetadataProposeStatus:
 // not leader / no leader / not active / refused with the reason / unknown id (InvalidEntry) /
 // timed out or leadership lost = outcome unknown / stopped / disabled).
-// In this slice node ids are those of the config file's `nodes` table (a brand-new id needs the
-// runtime id table, being built), and a Member's addresses come from that table.
+// Node ids are those of the node table (the config file's `nodes`, grown at run time by the
+// configurations that add new ids: docs/membership.md §8); a Member's addresses come from it. A
+// new id is added with its addresses by Node::add_learner(Member), which the seed of
+// `conclaved --join` calls (join.hpp).
 #pragma once
 
 #include <cstddef>
