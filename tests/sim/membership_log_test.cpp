@@ -20,8 +20,9 @@ namespace {
 
 #ifdef SIM_TEST_LIGHT
 constexpr std::uint64_t kLogSeeds = 12;  // sanitizer builds check memory safety, not volume
-// The planted bug's seeds: a window holding the first ones found (85 and 97 of seeds 1-150).
-constexpr std::uint64_t kPlantedFirstSeed = 85;
+// The planted bug's seeds: a window holding three of those found (238, 241 and 242 of seeds
+// 238-249; the trajectories depend on the log core's rules: re-measure after changing them).
+constexpr std::uint64_t kPlantedFirstSeed = 238;
 #else
 constexpr std::uint64_t kLogSeeds = 150;  // ~2-3 s per test case in release
 constexpr std::uint64_t kPlantedFirstSeed = 1;
