@@ -33,20 +33,10 @@ std::optional<std::string> TableOf(const ClusterConfig& config, const std::strin
     for (const auto& v : cfg->voters) {
         out.voters.push_back(v.id);
     }
+    std::vector<replication::Member> members = cfg->voters;
+    members.insert(members.end(), cfg->learners.begin(), cfg->learners.end());
     for (const std::string& id : cfg->table) {
-        std::optional<Endpoint> peer, http;
-        for (const auto* list : {&cfg->voters, &cfg->learners}) {
-            for (const auto& m : *list) {
-                if (m.id == id) {
-                    peer = parse_endpoint(m.peer);
-                    http = parse_endpoint(m.http);
-                }
-            }
-        }
-        const bool known = peer && http;
-        out.nodes.push_back(NodeEntry{id, known ? *peer : Endpoint{"removed.invalid", 1},
-                                      known ? *http : Endpoint{"removed.invalid", 1}});
-        out.removed.push_back(!known);
+        out.append(id, members);
     }
     return std::nullopt;
 }

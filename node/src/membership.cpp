@@ -323,20 +323,7 @@ void Node::grow_table(const replication::NotifyMembership& m) {
             stored.removed[i] = mesh_->is_retired(NodeId{i});
         }
         for (std::size_t i = config_.nodes.size(); i < m.table.size(); ++i) {
-            const auto member = std::find_if(m.members.begin(), m.members.end(),
-                                             [&](const auto& x) { return x.id == m.table[i]; });
-            std::optional<Endpoint> peer, http;
-            if (member != m.members.end()) {
-                peer = parse_endpoint(member->peer);
-                http = parse_endpoint(member->http);
-            }
-            // A node removed before this node learnt of it keeps only its index: placeholder
-            // addresses, never dialed.
-            const bool known = peer && http;
-            stored.nodes.push_back(NodeEntry{m.table[i],
-                                             known ? *peer : Endpoint{"removed.invalid", 1},
-                                             known ? *http : Endpoint{"removed.invalid", 1}});
-            stored.removed.push_back(!known);
+            stored.append(m.table[i], m.members);
         }
         // Durable first: an elector state naming a new node must find it at the next start.
         try {

@@ -21,6 +21,20 @@ constexpr std::size_t kMaxTableFileBytes = 256 * 1024;
 
 }  // namespace
 
+void StoredTable::append(const std::string& id, const std::vector<replication::Member>& members) {
+    std::optional<Endpoint> peer, http;
+    for (const replication::Member& m : members) {
+        if (m.id == id) {
+            peer = parse_endpoint(m.peer);
+            http = parse_endpoint(m.http);
+        }
+    }
+    const bool known = peer && http;
+    const Endpoint placeholder{"removed.invalid", 1};
+    nodes.push_back(NodeEntry{id, known ? *peer : placeholder, known ? *http : placeholder});
+    removed.push_back(!known);
+}
+
 std::optional<StoredTable> load_node_table(const std::filesystem::path& data_dir) {
     const auto file = data_dir / kNodeTableFile;
     std::error_code ec;

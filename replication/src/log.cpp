@@ -178,8 +178,9 @@ LogActions ReplicatedLog::ProposeEntry(Millis now, Lsn lsn, std::string key, std
     Push(Entry{lsn, std::move(key), std::move(value)});
     out_.push_back(PersistEntries{{entries_.back()}});
     pending_.push_back(Pending{lsn, now, state_.tick + config_.propose_timeout_ticks});
+    const NodeSet targets = replication_targets();  // once per proposal, not once per node
     for (std::size_t n = 0; n < config_.cluster_size; ++n) {
-        if (IsTarget(NodeId{static_cast<std::uint16_t>(n)})) {
+        if (targets.contains(NodeId{static_cast<std::uint16_t>(n)})) {
             Replicate(NodeId{static_cast<std::uint16_t>(n)});
         }
     }
@@ -519,9 +520,10 @@ void ReplicatedLog::HeartbeatFired() {
         return;
     }
     ++state_.tick;
+    const NodeSet targets = replication_targets();
     for (std::size_t n = 0; n < config_.cluster_size; ++n) {
         const NodeId peer{static_cast<std::uint16_t>(n)};
-        if (!IsTarget(peer)) {
+        if (!targets.contains(peer)) {
             continue;  // R8: not a member of the active or the latest appended configuration
         }
         PeerProgress& p = progress_[n];
@@ -703,9 +705,10 @@ void ReplicatedLog::FinishSync() {
     sync_.source.reset();
     ++counters_.syncs_completed;
     Cancel(LogTimer::SyncRetry);
+    const NodeSet targets = replication_targets();
     for (std::size_t n = 0; n < config_.cluster_size; ++n) {
         const NodeId peer{static_cast<std::uint16_t>(n)};
-        if (!IsTarget(peer)) {
+        if (!targets.contains(peer)) {
             continue;
         }
         // Start where the follower's log (as reported) still matches ours; the first reply

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "conclave/node/cluster_config.hpp"
+#include "conclave/replication/membership.hpp"
 
 namespace conclave::node {
 
@@ -30,6 +31,11 @@ struct StoredTable {
     std::uint64_t version = 0;
     std::vector<std::string> voters;
     bool operator==(const StoredTable&) const = default;
+
+    /// Appends `id` with its addresses from `members` (a configuration's); an id that is no
+    /// member (removed before this node learnt of it) keeps only its index: placeholder
+    /// addresses, `removed`, never dialed.
+    void append(const std::string& id, const std::vector<replication::Member>& members);
 };
 
 /// nullopt when there is no file. Throws std::runtime_error naming the file and the field when
