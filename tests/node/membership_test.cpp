@@ -5,9 +5,12 @@
 // Every wait is bounded by a deadline.
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <string>
 #include <thread>
@@ -34,10 +37,13 @@ std::string id_of(std::size_t i) {
 struct MemberCluster : Cluster {
     static constexpr const char* kToken =
         "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    std::string metadata;  // the "metadata" section of every node's config, joiners' too
+
     explicit MemberCluster(
-        const std::string& metadata = R"({"fsync": "batched", "propose_timeout_ms": 3000})")
-        : Cluster(metadata, R"(, "admin": {"token_file": ")" + token_path().string() + R"("})",
-                  "membership") {
+        const std::string& metadata_section = R"({"fsync": "batched", "propose_timeout_ms": 3000})")
+        : Cluster(metadata_section,
+                  R"(, "admin": {"token_file": ")" + token_path().string() + R"("})", "membership"),
+          metadata(metadata_section) {
         std::filesystem::create_directories(root);
         std::ofstream(token_path()) << kToken;
         std::filesystem::permissions(
@@ -64,6 +70,36 @@ struct MemberCluster : Cluster {
         }
         REQUIRE(run_until(io, [&] { return result.has_value(); }));
         return *result;
+    }
+
+    /// The config of a new node `id` that knows only itself (it joins with --join).
+    ClusterConfig joiner_config(const std::string& id) {
+        const std::string text = R"({"cluster": "meta", "profile": "fast", "nodes": [{"id": ")" +
+                                 id + R"(", "peer": "127.0.0.1:)" + std::to_string(free_port(io)) +
+                                 R"(", "http": "127.0.0.1:)" + std::to_string(free_port(io)) +
+                                 R"("}], "data_dir": ")" + root.string() +
+                                 R"(/{id}", "metadata": )" + metadata + "}";
+        auto parsed = conclave::node::parse_cluster_config(text, id);
+        REQUIRE(std::holds_alternative<ClusterConfig>(parsed));
+        return std::get<ClusterConfig>(parsed);
+    }
+
+    /// join_cluster (conclaved --join) through node `seed`'s peer address. It blocks on its own
+    /// io_context, so it runs on a thread while the cluster runs on this one. The error, if any.
+    std::optional<std::string> join(const ClusterConfig& config, std::size_t seed) {
+        auto quiet = std::make_shared<spdlog::logger>(
+            "join-test", std::make_shared<spdlog::sinks::null_sink_mt>());
+        std::atomic<bool> joined{false};
+        std::optional<std::string> join_error;
+        std::thread joiner([&] {
+            join_error = conclave::node::join_cluster(
+                config, nodes[seed]->config().self_entry().peer, *quiet, std::chrono::seconds(10));
+            joined = true;
+        });
+        const bool finished = run_until(io, [&] { return joined.load(); });
+        joiner.join();
+        REQUIRE(finished);
+        return join_error;
     }
 
     /// Starts the three nodes; returns the ACTIVE leader's index.
@@ -353,31 +389,8 @@ TEST_CASE("membership §8: a new node joins through a seed, is promoted, replace
     REQUIRE(c.propose(leader, "before", "1").ok());
 
     // n4's config knows only itself; it joins through the seed's peer address.
-    const std::string n4_config =
-        R"({"cluster": "meta", "profile": "fast", "nodes": [{"id": "n4", "peer": "127.0.0.1:)" +
-        std::to_string(free_port(c.io)) + R"(", "http": "127.0.0.1:)" +
-        std::to_string(free_port(c.io)) + R"("}], "data_dir": ")" + c.root.string() +
-        R"(/{id}", "metadata": {"fsync": "batched", "propose_timeout_ms": 3000}})";
-    auto parsed = conclave::node::parse_cluster_config(n4_config, "n4");
-    REQUIRE(std::holds_alternative<ClusterConfig>(parsed));
-    const ClusterConfig config = std::get<ClusterConfig>(parsed);
-    auto quiet = std::make_shared<spdlog::logger>("join-test",
-                                                  std::make_shared<spdlog::sinks::null_sink_mt>());
-    // join_cluster blocks on its own io_context: the cluster runs on this thread meanwhile.
-    const auto join = [&] {
-        std::atomic<bool> joined{false};
-        std::optional<std::string> join_error;
-        std::thread joiner([&] {
-            join_error =
-                conclave::node::join_cluster(config, c.nodes[seed]->config().self_entry().peer,
-                                             *quiet, std::chrono::seconds(10));
-            joined = true;
-        });
-        const bool finished = run_until(c.io, [&] { return joined.load(); });
-        joiner.join();
-        REQUIRE(finished);
-        return join_error;
-    };
+    const ClusterConfig config = c.joiner_config("n4");
+    const auto join = [&] { return c.join(config, seed); };
     REQUIRE_FALSE(join());
     // The answer was lost (here: the stored table): asking again changes nothing and answers.
     const auto table_file = config.data_dir / conclave::node::kNodeTableFile;
@@ -395,14 +408,8 @@ TEST_CASE("membership §8: a new node joins through a seed, is promoted, replace
     }
 
     // n4 starts from the stored table (R9), as a learner, and catches up.
-    c.nodes.push_back(nullptr);
-    c.seen.emplace_back();
-    conclave::node::NodeOptions options;
-    options.logger = quiet;
-    options.seed = 104;
-    c.nodes[3] = std::make_unique<Node>(c.io, config, options);
+    c.start(3, config);
     CHECK(c.nodes[3]->config().nodes.size() == 4);
-    REQUIRE_FALSE(c.nodes[3]->start());
     REQUIRE(c.caught_up(leader, 3));
     std::optional<MembershipResult> promoted;
     REQUIRE(run_until(c.io, [&] {
@@ -437,4 +444,68 @@ TEST_CASE("membership §8: a new node joins through a seed, is promoted, replace
                    return p.id == id_of(replaced);
                });
     }));
+}
+
+// Issue 18, item 3 with compaction: a learner joining a compacted log catches up from the
+// snapshot; a member that was down while the node table grew and the log compacted past the
+// configuration that grew it learns the new node from the snapshot it installs (it restarts
+// with its config file's three nodes and no stored table).
+TEST_CASE("membership §8: a joiner and a member that was away catch up from snapshots",
+          "[node][membership][join]") {
+    MemberCluster c(R"({"fsync": "batched", "propose_timeout_ms": 3000, "compact_threshold": 20,
+                        "compact_retain": 5})");
+    const std::size_t leader = c.start_and_elect();
+    const std::size_t away = (leader + 1) % 3;
+    const std::size_t seed = (leader + 2) % 3;
+    c.stop(away);
+    // Writes over 4 keys: the log compacts every 20 entries.
+    const auto write = [&](int from, int to) {
+        for (int k = from; k < to; ++k) {
+            INFO(k);
+            REQUIRE(c.propose(leader, "key" + std::to_string(k % 4), std::to_string(k)).ok());
+        }
+    };
+    const auto map_of = [&](std::size_t i) {
+        std::map<std::string, std::string> map;
+        for (const Entry& e : c.seen[i]) {
+            map[e.key] = e.value;
+        }
+        return map;
+    };
+    write(0, 60);
+    const auto& log = c.nodes[leader]->log_driver()->log();
+    REQUIRE(log.counters().compactions > 0);
+    REQUIRE(log.snapshot().len > 0);
+
+    // n4 joins while n-away is down (the leader and the seed commit the change), starts, and
+    // catches up: what was compacted reaches it as a snapshot.
+    const ClusterConfig config = c.joiner_config("n4");
+    REQUIRE_FALSE(c.join(config, seed));
+    c.start(3, config);
+    REQUIRE(c.caught_up(leader, 3));
+    CHECK(c.nodes[3]->log_driver()->log().counters().snapshots_installed >= 1);
+    CHECK(c.nodes[3]->status().membership->role == "learner");
+    REQUIRE(run_until(c.io, [&] { return map_of(3) == map_of(leader); }));
+
+    // More writes fold the configuration that added n4 into the snapshot.
+    write(60, 120);
+    REQUIRE(c.nodes[leader]->log_driver()->log().snapshot().len > 0);
+    c.start(away);
+    CHECK(c.nodes[away]->config().nodes.size() == 3);  // its config file's table
+    REQUIRE(run_until(
+        c.io, [&] { return c.nodes[away]->log_driver()->log().commit_lsn() == log.commit_lsn(); }));
+    CHECK(c.nodes[away]->log_driver()->log().counters().snapshots_installed >= 1);
+    REQUIRE(c.all_at(1));
+    CHECK(c.nodes[away]->config().nodes.size() == 4);  // grown from the snapshot's configuration
+    CHECK(
+        std::filesystem::exists(c.nodes[away]->config().data_dir / conclave::node::kNodeTableFile));
+    // It connects to n4 (it dials the node of the highest index), and n4 to it.
+    const auto connected = [&](std::size_t from, const std::string& to) {
+        const auto peers = c.nodes[from]->status().peers;
+        return std::any_of(peers.begin(), peers.end(),
+                           [&](const auto& p) { return p.id == to && p.up; });
+    };
+    REQUIRE(run_until(c.io, [&] { return connected(away, "n4") && connected(3, id_of(away)); }));
+    REQUIRE(run_until(c.io, [&] { return map_of(away) == map_of(leader); }));
+    c.stop_all();
 }

@@ -132,6 +132,16 @@ struct Cluster {
         auto parsed =
             conclave::node::parse_cluster_config(config_text, "n" + std::to_string(i + 1));
         REQUIRE(std::holds_alternative<ClusterConfig>(parsed));
+        start(i, std::get<ClusterConfig>(parsed));
+    }
+
+    /// Starts nodes[i] from `config` (a node beyond the three, e.g. one that joined, grows the
+    /// vectors), with a subscriber that fills seen[i].
+    void start(std::size_t i, const ClusterConfig& config) {
+        if (i >= nodes.size()) {
+            nodes.resize(i + 1);
+            seen.resize(i + 1);
+        }
         conclave::node::NodeOptions options;
         options.logger = std::make_shared<spdlog::logger>(
             "metadata-test", std::make_shared<spdlog::sinks::null_sink_mt>());
@@ -139,7 +149,7 @@ struct Cluster {
         if (customize) {
             customize(i, options);
         }
-        nodes[i] = std::make_unique<Node>(io, std::get<ClusterConfig>(parsed), options);
+        nodes[i] = std::make_unique<Node>(io, config, options);
         seen[i].clear();
         nodes[i]->subscribe_committed([this, i](const Entry& e) {
             if (!conclave::replication::is_sync_point(e)) {
