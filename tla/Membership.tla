@@ -343,6 +343,13 @@ CanaryNoLeaderAfterRemoval ==
     ~\E e \in elected : \E r \in InitVoters : r \notin e.voters
 \* a learner was promoted (committed configuration where a non-initial voter votes)
 CanaryNoPromotion == \A a \in CommittedCfgs : a.e.cfg.voters \subseteq InitVoters
+\* the planted SkipOwnTermCommit is reached: a leader whose sync point has not committed holds a
+\* configuration entry of its own term (only the mutation appends one before ACTIVE; a leader
+\* never goes back from ACTIVE to synced within its term, so without it this never holds)
+CanaryNoChangeBeforeOwnTermCommit ==
+    ~\E l \in Node :
+        /\ role[l] = "L" /\ lst[l] = "synced"
+        /\ \E i \in 1..Len(log[l]) : log[l][i].kind = "cfg" /\ log[l][i].term = term[l]
 \* the promoted node became an ACTIVE leader
 CanaryJoinerNeverLeads ==
     \A n \in Node : (role[n] = "L" /\ lst[n] = "active") => n \in InitVoters
