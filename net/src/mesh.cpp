@@ -588,6 +588,14 @@ void Mesh::Impl::readmit_node(NodeId node) {
     }
 }
 
+void Mesh::set_address(NodeId node, std::string host, std::uint16_t port) {
+    CONCLAVE_CHECK(node.value < impl_->peers_.size() && node != impl_->self_,
+                   "an address is set for another node of the table");
+    NodeAddress& address = impl_->membership_.nodes[node.value];
+    address.host = std::move(host);
+    address.port = port;
+}
+
 Mesh::AddedNode Mesh::add_node(NodeAddress node, bool retired) {
     return impl_->add_node(std::move(node), retired);
 }

@@ -44,7 +44,10 @@ Options:
                     its data directory (members.json; later starts use it, not
                     the config's nodes, and need no --join). Promote it with
                     POST /members {"op": "promote", "id": ID} once caught up.
-                    Waits up to 60 s for a leader; exit 1 if refused
+                    A removed node restarted with --join is added back as a
+                    learner (at its addresses) and learns the current table.
+                    A member ignores --join. Waits up to 60 s for a leader;
+                    exit 1 if refused
   --print-config    print the effective config for this node as JSON and exit
                     (profile and overrides resolved, {id} substituted)
   --repair          offline, with the node stopped (refused while it runs: the

@@ -1,5 +1,6 @@
 #include "conclave/node/join.hpp"
 
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
@@ -45,10 +46,21 @@ std::optional<std::string> TableOf(const ClusterConfig& config, const std::strin
 
 std::optional<std::string> join_cluster(const ClusterConfig& config, const Endpoint& seed,
                                         spdlog::logger& log, std::chrono::milliseconds timeout) {
-    if (load_node_table(config.data_dir)) {
-        log.info("join: a node table is stored in {}: this node is already in the cluster",
-                 config.data_dir.string());
-        return std::nullopt;
+    if (const auto stored = load_node_table(config.data_dir)) {
+        const std::string& id = config.self_entry().id;
+        const auto self = std::find_if(stored->nodes.begin(), stored->nodes.end(),
+                                       [&](const NodeEntry& e) { return e.id == id; });
+        const auto index = static_cast<std::size_t>(self - stored->nodes.begin());
+        if (self == stored->nodes.end() || index >= stored->removed.size() ||
+            !stored->removed[index]) {
+            log.info("join: a node table is stored in {}: this node is already in the cluster",
+                     config.data_dir.string());
+            return std::nullopt;
+        }
+        // Removed (its log says so, and members.json with it): ask to be added back. The
+        // answer brings the current table, which may name nodes that joined since.
+        log.info("join: this node was removed from cluster '{}' ({}): asking to be added back",
+                 config.cluster, (config.data_dir / kNodeTableFile).string());
     }
     boost::asio::io_context io;
     const SecurityMaterial security = load_security_material(config);

@@ -191,6 +191,16 @@ void Node::change_membership(MembershipOp op, replication::Member member, Member
         }
         target = NodeId{static_cast<std::uint16_t>(table.size())};
         table.push_back(NodeEntry{id, *peer, *http});
+    } else if (target && !member.peer.empty() && is_placeholder(table[target->value])) {
+        // An id this node kept only by index (removed before it learnt of it) comes back: the
+        // configuration names its addresses, which every node then learns (follow_table).
+        const auto peer = parse_endpoint(member.peer);
+        const auto http = parse_endpoint(member.http);
+        if (!peer || !http) {
+            return answer(MetadataProposeStatus::InvalidEntry,
+                          "node " + id + " needs peer and http addresses host:port");
+        }
+        table[target->value] = NodeEntry{id, *peer, *http};
     } else if (target && !member.peer.empty() &&
                (member.peer != to_string(table[target->value].peer) ||
                 member.http != to_string(table[target->value].http))) {
@@ -313,18 +323,37 @@ replication::Configuration Node::active_configuration() const {
     return configuration_of(log_driver_->log().active_config(), config_.nodes);
 }
 
-void Node::grow_table(const replication::NotifyMembership& m) {
-    if (m.table.size() > config_.nodes.size()) {
-        StoredTable stored;
-        stored.cluster = config_.cluster;
-        stored.nodes = config_.nodes;
-        stored.removed.assign(config_.nodes.size(), false);
-        for (std::uint16_t i = 0; i < config_.nodes.size(); ++i) {
-            stored.removed[i] = mesh_->is_retired(NodeId{i});
+void Node::follow_table(const replication::NotifyMembership& m) {
+    // What the stored table (members.json) must learn from this configuration: ids added (the
+    // table grew), the addresses of ids this node kept only by index (a configuration adds them
+    // back), and whether this node itself is a member (a removed node rejoins with --join).
+    StoredTable stored;
+    stored.cluster = config_.cluster;
+    stored.nodes = config_.nodes;
+    stored.removed.assign(config_.nodes.size(), false);
+    for (std::uint16_t i = 0; i < config_.nodes.size(); ++i) {
+        stored.removed[i] =
+            NodeId{i} == config_.self ? self_removed_stored_ : mesh_->is_retired(NodeId{i});
+    }
+    const std::size_t old_size = config_.nodes.size();
+    for (std::size_t i = old_size; i < m.table.size(); ++i) {
+        stored.append(m.table[i], m.members);
+    }
+    std::vector<NodeId> addressed;  // placeholders a configuration names again
+    for (const replication::Member& member : m.members) {
+        const auto n = config_.find_node(member.id);
+        const auto peer = parse_endpoint(member.peer);
+        const auto http = parse_endpoint(member.http);
+        if (n && is_placeholder(stored.nodes[n->value]) && peer && http) {
+            stored.nodes[n->value] = NodeEntry{member.id, *peer, *http};
+            addressed.push_back(*n);
         }
-        for (std::size_t i = config_.nodes.size(); i < m.table.size(); ++i) {
-            stored.append(m.table[i], m.members);
-        }
+    }
+    const bool self_removed =
+        m.version > 0 && !m.voters.contains(config_.self) && !m.learners.contains(config_.self);
+    stored.removed[config_.self.value] = self_removed;
+    if (stored.nodes.size() > old_size || !addressed.empty() ||
+        self_removed != self_removed_stored_) {
         // Durable first: an elector state naming a new node must find it at the next start.
         try {
             store_node_table(config_.data_dir, stored);
@@ -332,21 +361,30 @@ void Node::grow_table(const replication::NotifyMembership& m) {
             fail_stop(std::string("cannot store the node table: ") + e.what());
             return;
         }
-        for (std::size_t i = config_.nodes.size(); i < stored.nodes.size(); ++i) {
+        self_removed_stored_ = self_removed;
+        for (const NodeId n : addressed) {
+            const NodeEntry& e = stored.nodes[n.value];
+            mesh_->set_address(n, e.peer.host, e.peer.port);
+            log_event(*logger_, spdlog::level::info, "membership: node addresses learnt",
+                      {{"id", e.id}, {"peer", to_string(e.peer)}, {"http", to_string(e.http)}});
+        }
+        for (std::size_t i = old_size; i < stored.nodes.size(); ++i) {
             const NodeEntry& e = stored.nodes[i];
             const auto added = mesh_->add_node(net::NodeAddress{e.id, e.peer.host, e.peer.port},
                                                stored.removed[i]);
             CONCLAVE_CHECK(added.index && added.index->value == i,
                            "the mesh's table grows like the log's");
         }
-        if (auto error = driver_->grow_table(stored.nodes.size())) {
-            logger_->error("membership: the elector refused the table of {} nodes: {}",
-                           stored.nodes.size(), *error);
+        if (stored.nodes.size() > old_size) {
+            if (auto error = driver_->grow_table(stored.nodes.size())) {
+                logger_->error("membership: the elector refused the table of {} nodes: {}",
+                               stored.nodes.size(), *error);
+            }
+            log_event(*logger_, spdlog::level::info, "membership: node table grew",
+                      {{"nodes", stored.nodes.size()}, {"version", m.version}});
         }
         config_.nodes = stored.nodes;
         config_.elector.cluster_size = stored.nodes.size();
-        log_event(*logger_, spdlog::level::info, "membership: node table grew",
-                  {{"nodes", config_.nodes.size()}, {"version", m.version}});
     }
     // Retiring closes connections: not inside the log's batch.
     boost::asio::post(*io_, [this, alive = std::weak_ptr<int>(alive_)] {
@@ -410,10 +448,13 @@ void Node::answer_join(std::string id, net::JoinRequest request,
         return;
     }
     // An id of the table asks again (its answer was lost, or it was added by hand): the current
-    // configuration when it is a member at these addresses; a removed one is added back.
+    // configuration when it is a member at these addresses; a removed one is added back (at
+    // any addresses when this node only kept its index: it was removed before this node
+    // joined).
     if (const auto known = config_.find_node(id)) {
         const NodeEntry& e = config_.nodes[known->value];
-        if (to_string(e.peer) != request.peer || to_string(e.http) != request.http) {
+        if (!is_placeholder(e) &&
+            (to_string(e.peer) != request.peer || to_string(e.http) != request.http)) {
             respond(net::JoinAnswer{
                 net::JoinStatus::Refused,
                 "node id \"" + id + "\" is in the table with other addresses (peer " +

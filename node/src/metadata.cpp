@@ -152,7 +152,7 @@ void Node::create_log_driver() {
     if (options_.log_storage) {
         options.storage = options_.log_storage(options.dir, options.fsync);
     }
-    options.on_membership = [this](const replication::NotifyMembership& m) { grow_table(m); };
+    options.on_membership = [this](const replication::NotifyMembership& m) { follow_table(m); };
     log_driver_ = std::make_unique<net::LogDriver>(*io_, *mesh_, *driver_, std::move(options));
 }
 

@@ -13,6 +13,7 @@ namespace {
 
 constexpr int kFormat = 1;
 constexpr std::size_t kMaxTableFileBytes = 256 * 1024;
+const Endpoint kPlaceholder{"removed.invalid", 1};  // RFC 2606: .invalid never resolves
 
 [[noreturn]] void Bad(const std::filesystem::path& file, const std::string& what) {
     throw std::runtime_error(file.string() + ": " + what +
@@ -30,9 +31,12 @@ void StoredTable::append(const std::string& id, const std::vector<replication::M
         }
     }
     const bool known = peer && http;
-    const Endpoint placeholder{"removed.invalid", 1};
-    nodes.push_back(NodeEntry{id, known ? *peer : placeholder, known ? *http : placeholder});
+    nodes.push_back(NodeEntry{id, known ? *peer : kPlaceholder, known ? *http : kPlaceholder});
     removed.push_back(!known);
+}
+
+bool is_placeholder(const NodeEntry& e) {
+    return e.peer == kPlaceholder;
 }
 
 std::optional<StoredTable> load_node_table(const std::filesystem::path& data_dir) {

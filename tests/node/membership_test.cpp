@@ -102,6 +102,18 @@ struct MemberCluster : Cluster {
         return join_error;
     }
 
+    /// Promotes `learner` on the leader `at`, again while R7 refuses (right after a leadership
+    /// change the leader learns a learner's progress from its next ack).
+    bool promote(std::size_t at, std::size_t learner) {
+        std::optional<MembershipResult> promoted;
+        return run_until(io, [&] {
+            if (!promoted || !promoted->ok()) {
+                promoted = change(at, conclave::node::MembershipOp::Promote, learner);
+            }
+            return promoted->ok();
+        });
+    }
+
     /// Starts the three nodes; returns the ACTIVE leader's index.
     std::size_t start_and_elect() {
         start_all();
@@ -411,13 +423,7 @@ TEST_CASE("membership §8: a new node joins through a seed, is promoted, replace
     c.start(3, config);
     CHECK(c.nodes[3]->config().nodes.size() == 4);
     REQUIRE(c.caught_up(leader, 3));
-    std::optional<MembershipResult> promoted;
-    REQUIRE(run_until(c.io, [&] {
-        if (!promoted || !promoted->ok()) {
-            promoted = c.change(leader, conclave::node::MembershipOp::Promote, 3);
-        }
-        return promoted->ok();
-    }));
+    REQUIRE(c.promote(leader, 3));
 
     // The replaced node is removed: 3 voters again, n4 among them; writes commit.
     REQUIRE(c.change(leader, conclave::node::MembershipOp::Remove, replaced).ok());
@@ -507,5 +513,61 @@ TEST_CASE("membership §8: a joiner and a member that was away catch up from sna
     };
     REQUIRE(run_until(c.io, [&] { return connected(away, "n4") && connected(3, id_of(away)); }));
     REQUIRE(run_until(c.io, [&] { return map_of(away) == map_of(leader); }));
+    c.stop_all();
+}
+
+// A removed node comes back after a node joined since it left (docs/membership.md §8): its table
+// is older than the cluster's, and the leader, which joined after the removal, knows it only by
+// index (placeholder addresses; it never dials it: the lower index of a pair dials). Added back
+// over POST /members it would never hear from that leader. It restarts with --join instead:
+// its members.json marks it removed, so the join is not skipped; the leader adds it back at the
+// addresses it asks with, and answers with the current table.
+TEST_CASE(
+    "membership §8: a removed node rejoins after the table grew, under a leader that joined "
+    "later",
+    "[node][membership][join]") {
+    MemberCluster c;
+    const std::size_t leader = c.start_and_elect();
+    const std::size_t removed = (leader + 1) % 3;
+    const std::size_t seed = (leader + 2) % 3;
+    REQUIRE(c.change(leader, Op::Remove, removed).ok());
+    REQUIRE(
+        run_until(c.io, [&] { return c.nodes[removed]->status().membership->role == "removed"; }));
+    const auto data_dir = c.nodes[removed]->config().data_dir;
+    const auto marked = conclave::node::load_node_table(data_dir);
+    REQUIRE(marked);
+    CHECK(marked->removed.at(removed));  // members.json says so: --join will not be skipped
+    c.stop(removed);
+
+    // n4 joins, is promoted and becomes the leader.
+    const ClusterConfig n4 = c.joiner_config("n4");
+    REQUIRE_FALSE(c.join(n4, seed));
+    c.start(3, n4);
+    REQUIRE(c.caught_up(leader, 3));
+    REQUIRE(c.promote(leader, 3));
+    REQUIRE(c.all_at(3));  // n4 knows it votes: a named successor that does not never stands
+    REQUIRE_FALSE(c.nodes[leader]->transfer_leadership("n4"));
+    REQUIRE(run_until(c.io, [&] {
+        return c.nodes[3]->status().log && c.nodes[3]->status().log->leader_status == "active";
+    }));
+    CHECK(conclave::node::is_placeholder(c.nodes[3]->config().nodes.at(removed)));
+
+    // The removed node rejoins through the seed (redirected to n4), with its old data directory.
+    auto parsed = conclave::node::parse_cluster_config(c.config_text, id_of(removed));
+    REQUIRE(std::holds_alternative<ClusterConfig>(parsed));
+    const ClusterConfig back = std::get<ClusterConfig>(parsed);
+    REQUIRE_FALSE(c.join(back, seed));
+    c.start(removed);
+    CHECK(c.nodes[removed]->config().nodes.size() == 4);  // the table the answer brought
+    REQUIRE(c.caught_up(3, removed));
+    for (const std::size_t i : {leader, seed, std::size_t{3}}) {
+        CHECK(c.nodes[i]->config().nodes.at(removed) == back.self_entry());  // addresses learnt
+    }
+    REQUIRE(c.promote(3, removed));
+    REQUIRE(c.all_at(5));  // remove, add n4, promote n4, add back, promote
+    CHECK(ids_with(c.nodes[3]->members(), MemberRole::Voter).size() == 4);
+    REQUIRE(c.propose(3, "back", "1").ok());
+    REQUIRE(run_until(c.io,
+                      [&] { return c.nodes[removed]->commit_lsn() == c.nodes[3]->commit_lsn(); }));
     c.stop_all();
 }

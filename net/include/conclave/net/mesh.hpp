@@ -197,6 +197,9 @@ class Mesh {
     void retire_node(NodeId node);
     /// A retired node was added back (same id, same index): it is connected again.
     void readmit_node(NodeId node);
+    /// The addresses of a node this table kept only by index (removed before this node learnt
+    /// of it) became known: a configuration that adds it back names them. Used by the next dial.
+    void set_address(NodeId node, std::string host, std::uint16_t port);
     bool is_retired(NodeId node) const;
 
     bool is_up(NodeId peer) const;

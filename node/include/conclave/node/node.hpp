@@ -203,9 +203,11 @@ class Node {
     // membership.cpp
     void change_membership(MembershipOp op, replication::Member member, MembershipCallback done);
     // Node table at run time (docs/membership.md §8; node_table.hpp).
-    /// Inside the log's batch: a configuration with a longer table committed: store the table,
-    /// then grow the mesh, the elector and config_.nodes.
-    void grow_table(const replication::NotifyMembership& m);
+    /// Inside the log's batch, for every configuration that becomes active: when its table is
+    /// longer, it names an id this node kept only by index (added back), or this node's own
+    /// membership changed, store the table (members.json), then grow or update the mesh, the
+    /// elector and config_.nodes.
+    void follow_table(const replication::NotifyMembership& m);
     /// Connections follow the active configuration: a removed node is retired from the mesh once
     /// the log stops replicating to it (R8), a node added back is readmitted.
     void follow_members();
@@ -243,6 +245,8 @@ class Node {
     std::optional<Leadership> last_;
     boost::asio::steady_timer stop_timer_;
     boost::asio::steady_timer members_timer_;  // follow_members() while a removal is pending
+    /// members.json marks this node removed (not a member of its active configuration).
+    bool self_removed_stored_ = false;
     /// Expires with the Node: work posted to the io_context checks it first.
     std::shared_ptr<int> alive_ = std::make_shared<int>(0);
     std::vector<std::function<void()>> stop_waiters_;

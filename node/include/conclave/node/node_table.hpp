@@ -38,6 +38,11 @@ struct StoredTable {
     void append(const std::string& id, const std::vector<replication::Member>& members);
 };
 
+/// An entry StoredTable::append made for an id that was no member (removed before this node
+/// learnt of it): it keeps its index, with placeholder addresses, until a configuration names
+/// the id again (it is added back) with its addresses.
+bool is_placeholder(const NodeEntry& e);
+
 /// nullopt when there is no file. Throws std::runtime_error naming the file and the field when
 /// it cannot be read or is malformed (a node does not start on a table it cannot trust).
 std::optional<StoredTable> load_node_table(const std::filesystem::path& data_dir);
