@@ -42,6 +42,13 @@ struct MembershipRunOptions {
     /// a bug planted in the log core.
     std::size_t nodes = 4;
     replication::PlantedLogBug log_bug = replication::PlantedLogBug::None;
+    /// Through the log only: node-table growth (docs/membership.md §8). The last of the `nodes`
+    /// nodes is in nobody's table at the start (the others' tables, logs and electors hold
+    /// nodes - 1; C0 is those nodes) and is not started; the operator's first change after C0
+    /// adds it as a learner with a configuration whose table names all `nodes`, and once that
+    /// has committed somewhere the node joins (Simulator::join, as `conclaved --join`). From
+    /// then on it takes part in the cycle like any other node (promoted, removed, added back).
+    bool joiner = false;
     /// The operator's next request comes [gap_min, gap_max] after a commit: changes spread over
     /// the faults.
     Millis gap_min{200};
@@ -82,6 +89,11 @@ struct MembershipRunResult {
     /// ACTIVE) was acknowledged within log_liveness_ms.
     bool fresh_committed = false;
     Millis fresh_committed_after{};
+    // Node-table growth (MembershipRunOptions::joiner).
+    std::optional<Millis> joined_at;  // when the new node was started (Simulator::join)
+    /// Committed configurations that made the new node a voter (seen by the operator: the
+    /// highest active configuration of the live logs, every 10 ms).
+    std::uint64_t joiner_promotions = 0;
 };
 
 MembershipRunResult run_membership_seed(const MembershipRunOptions& options);
@@ -102,7 +114,8 @@ MembershipRunResult run_membership_seed(const MembershipRunOptions& options);
 MembershipRunResult run_log_membership_seed(const MembershipRunOptions& options);
 
 /// The options membership runs through the log use by default (conclave-sim --membership --log,
-/// tests/sim/membership_log_test.cpp): 18 changes, 20-200 ms apart. A version-fence bug needs a
+/// tests/sim/membership_log_test.cpp): 18 changes, 20-200 ms apart, with a joiner (the table
+/// grows from nodes - 1 to nodes at the first change after C0). A version-fence bug needs a
 /// node several versions behind when an election happens; the real log spreads commits within a
 /// heartbeat, so changes must come faster than in the model runs (with 6 changes 200-900 ms
 /// apart the planted IgnoreConfigVersion was caught in 3 of 1,000 seeds; with these, ~4 %).
