@@ -384,7 +384,7 @@ int main(int argc, char** argv) {
         // Node-table growth (through the log, with the joiner): seeds where it joined, where it
         // was promoted, and the tables grown, messages dropped between nodes outside each
         // other's tables.
-        std::uint64_t joined = 0, promoted = 0, growths = 0, outside = 0;
+        std::uint64_t joined = 0, promoted = 0, growths = 0, outside = 0, restarts = 0;
         bool joiner_runs = false;
         for (std::uint64_t k = 0; k < seeds; ++k) {
             MembershipRunOptions mo =
@@ -409,6 +409,7 @@ int main(int argc, char** argv) {
             promoted += r.joiner_promotions > 0 ? 1U : 0U;
             growths += r.stats.table_growths;
             outside += r.stats.messages_outside_table;
+            restarts += r.stats.joiner_restarts;
             failures += r.violation || !live ? 1U : 0U;
             if (r.violation) {
                 std::cout << "VIOLATION seed=" << r.seed << " at " << r.violation_at.count()
@@ -461,7 +462,8 @@ int main(int argc, char** argv) {
             std::cout << "node-table growth: the new node joined in " << joined
                       << ", was promoted in " << promoted << " seed(s); " << growths
                       << " table growth(s), " << outside
-                      << " message(s) dropped between nodes outside each other's tables\n";
+                      << " message(s) dropped between nodes outside each other's tables; the "
+                      << "new node restarted " << restarts << " time(s)\n";
         }
         return failures == 0 ? (expect_violation ? 1 : 0) : (expect_violation ? 0 : 1);
     }

@@ -379,8 +379,17 @@ class LogOperator {
         if (joined_at_ || !highest || highest->table.size() < sim_.size()) {
             return;
         }
-        if (sim_.join(joiner(), highest->table.size(), highest->voters, highest->version)) {
-            joined_at_ = sim_.now();
+        if (!sim_.join(joiner(), highest->table.size(), highest->voters, highest->version)) {
+            return;
+        }
+        joined_at_ = sim_.now();
+        // In a quarter of the runs its process dies soon after it started (its log may hold no
+        // configuration yet: it restarts from the stored one, R9).
+        if (sim_.rng().below(4) == 0) {
+            const Millis crash = sim_.now() + Millis{sim_.rng().between(0, 30)};
+            const Millis restart = crash + Millis{sim_.rng().between(50, 500)};
+            sim_.schedule(crash, FaultAction{FaultKind::Crash, joiner(), {}, 0, 0});
+            sim_.schedule(restart, FaultAction{FaultKind::Restart, joiner(), {}, 0, 0});
         }
     }
 
@@ -480,6 +489,7 @@ MembershipRunResult run_log_membership_seed(const MembershipRunOptions& o) {
     SimOptions so = sim_options(o, o.nodes);
     so.log = true;
     so.initial_table = o.joiner ? o.nodes - 1 : 0;
+    so.skip_elector_growth = o.skip_elector_growth;
     so.log_options.config.decode_configuration = &decode_configuration;
     so.log_options.config.planted_bug = o.log_bug;
     Simulator sim(so);

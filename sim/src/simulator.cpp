@@ -833,6 +833,11 @@ void Simulator::restart(std::size_t n) {
     if (options_.log) {
         log_start(n);  // before the elector, whose start may already notify leadership
     }
+    if (join_config_[n]) {
+        ++stats_.joiner_restarts;
+        stats_.joiner_restarts_stored +=
+            logs_[n] && !logs_[n]->rt.log().active_config().from_entry ? 1U : 0U;
+    }
     start_joiner_config(n);
     input(n, StepAction::Restart, [](auto& rt) -> const Actions& { return rt.start(); });
     for (std::size_t j = 0; j < options_.nodes; ++j) {
@@ -928,7 +933,8 @@ void Simulator::deliver_membership() {
         ++stats_.config_notices;
         // §8: the table grew (the log core's first, the mesh's in log_membership): the elector's
         // now, before the voters (which may name the new node).
-        if (p.table > cores_[p.node]->rt.elector().config().cluster_size) {
+        if (p.table > cores_[p.node]->rt.elector().config().cluster_size &&
+            !options_.skip_elector_growth) {
             if (auto error = cores_[p.node]->rt.grow_table(p.table)) {
                 violation_ =
                     Violation{ViolationKind::NodeTable,

@@ -49,6 +49,8 @@ struct MembershipRunOptions {
     /// has committed somewhere the node joins (Simulator::join, as `conclaved --join`). From
     /// then on it takes part in the cycle like any other node (promoted, removed, added back).
     bool joiner = false;
+    /// The node-table check's canary (SimOptions::skip_elector_growth).
+    bool skip_elector_growth = false;
     /// The operator's next request comes [gap_min, gap_max] after a commit: changes spread over
     /// the faults.
     Millis gap_min{200};

@@ -125,6 +125,9 @@ struct SimOptions {
     /// and log core's cluster_size, the links its mesh has) grows when its log makes such a
     /// configuration active; a link is up only between two nodes that each hold the other.
     std::size_t initial_table = 0;
+    /// The canary of the node-table check: a node whose log's table grows does not grow its
+    /// elector (a driver that forgot Node::grow_table's elector step).
+    bool skip_elector_growth = false;
     /// Hostile runs against a lying member (tests/sim/hostile_test.cpp): a violation does not stop
     /// the run; it is recorded (violation_counts(), recorded_violations()) and the run goes on to
     /// the end of its budget. violation() then only holds one until the next step absorbs it.
@@ -231,6 +234,8 @@ struct SimStats {
     // Node-table growth (SimOptions::initial_table).
     std::uint64_t table_growths = 0;           // a node's table grew (its log, mesh, elector)
     std::uint64_t joins = 0;                   // nodes started by join()
+    std::uint64_t joiner_restarts = 0;         // restarts of a joined node
+    std::uint64_t joiner_restarts_stored = 0;  // ... whose log held no configuration (R9)
     std::uint64_t messages_outside_table = 0;  // dropped: one end's table lacks the other
 };
 
