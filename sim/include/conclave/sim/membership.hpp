@@ -108,10 +108,14 @@ MembershipRunResult run_membership_seed(const MembershipRunOptions& options);
 /// in a cycle: remove a random voter (the leader too), add it back as a learner, promote it;
 /// `changes` changes after C0, 200-900 ms after the previous one committed, none after
 /// `fault_window`. The client workload runs throughout; the fault schedule is the model runs'.
+/// With `joiner` (the default options' choice) the table grows: C0 is every node but the last,
+/// the first change adds the last as a learner with the whole table, and once that committed it
+/// joins (Simulator::join) and takes part in the cycle.
 /// Checked after every step: History (one leader per term, votes and quorums over the leader's
 /// own voters, ...), LogHistory (committed entries never lost, prefixes agree, the cores'
 /// check_invariants(), ...), and that no elector refuses a configuration its log made active
-/// (MembershipRefused). At the end (faults over for `tail`): leader_at_end (a leader followed by
+/// (MembershipRefused), and that each node's elector and log core hold its table (NodeTable). At
+/// the end (faults over for `tail`): leader_at_end (a leader followed by
 /// a majority of its voters) and fresh_committed (a fresh entry commits within 3 s).
 MembershipRunResult run_log_membership_seed(const MembershipRunOptions& options);
 
