@@ -51,6 +51,8 @@ std::string_view to_string(ViolationKind k) {
             return "log-truncated";
         case ViolationKind::MembershipRefused:
             return "membership-refused";
+        case ViolationKind::NodeTable:
+            return "node-table";
     }
     return "?";
 }

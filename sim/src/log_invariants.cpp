@@ -65,7 +65,7 @@ std::vector<Entry> state_of(const std::vector<Entry>& history, std::size_t len) 
 
 LogHistory::LogHistory(std::size_t nodes, LogHistoryOptions options)
     : nodes_(nodes),
-      majority_(nodes / 2 + 1),
+      majority_((options.initial_table != 0 ? options.initial_table : nodes) / 2 + 1),
       options_(options),
       verified_len_(nodes, 0),
       complete_len_(nodes, 0),
@@ -233,7 +233,8 @@ bool LogHistory::holds(const MemoryStorage& s, std::size_t k) const {
 // (The repair allowance above is not applied here: membership runs inject no repairs.)
 std::optional<Violation> LogHistory::check_durable_voters(
     std::size_t k, const std::vector<MemoryStorage>& storage) const {
-    const NodeSet all = NodeSet::first(nodes_);
+    const NodeSet all =
+        NodeSet::first(options_.initial_table != 0 ? options_.initial_table : nodes_);
     const auto after = std::lower_bound(configs_.begin(), configs_.end(), k,
                                         [](const auto& c, std::size_t i) { return c.first < i; });
     const auto index = static_cast<std::size_t>(after - configs_.begin());

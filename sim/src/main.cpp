@@ -53,7 +53,11 @@ Random schedules:
                        log's NotifyMembership drives each elector's set_voters; the client
                        workload runs; log invariants checked too; at the end a leader
                        followed by a majority of its voters must exist and a fresh entry
-                       must commit (3 s). --planted-bug and --log-bug apply
+                       must commit (3 s). --planted-bug and --log-bug apply. The last node
+                       joins (node-table growth): it is in nobody's table at the start, the
+                       first change after C0 adds it as a learner with the whole table, and
+                       it is started (as conclaved --join) once that committed; --no-joiner:
+                       every node in every table from the start
   --no-scouting        switch ElectionScouting (PreVote) off
   --backoff NAME       uniform (default) | ranked: the elector's wait after losing a leader and
                        at start (random runs only)
@@ -173,6 +177,7 @@ int main(int argc, char** argv) {
     bool episodes_given = false;
     bool expect_violation = false;
     bool quiet = false;
+    bool no_joiner = false;
     std::string trace_path;
     const std::string program = argc > 0 ? argv[0] : "conclave-sim";
 
@@ -322,6 +327,8 @@ int main(int argc, char** argv) {
             quiet = true;
         } else if (arg == "--membership") {
             membership_mode = true;
+        } else if (arg == "--no-joiner") {
+            no_joiner = true;
         } else if (arg == "--explore") {
             explore_mode = true;
         } else if (arg == "--max-term") {
@@ -374,6 +381,11 @@ int main(int argc, char** argv) {
             return usage_error("--membership --log: --nodes must be 3..8");
         }
         std::uint64_t failures = 0;
+        // Node-table growth (through the log, with the joiner): seeds where it joined, where it
+        // was promoted, and the tables grown, messages dropped between nodes outside each
+        // other's tables.
+        std::uint64_t joined = 0, promoted = 0, growths = 0, outside = 0, restarts = 0;
+        bool joiner_runs = false;
         for (std::uint64_t k = 0; k < seeds; ++k) {
             MembershipRunOptions mo =
                 run.log ? log_membership_options(run.seed + k) : MembershipRunOptions{};
@@ -386,11 +398,18 @@ int main(int argc, char** argv) {
             mo.planted_bug = run.planted_bug;
             mo.log_bug = run.log_bug;
             mo.nodes = nodes_given ? run.nodes : mo.nodes;
+            mo.joiner = mo.joiner && !no_joiner;
             const MembershipRunResult r =
                 run.log ? run_log_membership_seed(mo) : run_membership_seed(mo);
             // Through the log, liveness is checked here: a leader followed by a majority of its
             // voters, and a fresh entry committed (the model runs leave it to their test).
             const bool live = !run.log || (r.leader_at_end && r.fresh_committed);
+            joiner_runs = joiner_runs || (run.log && mo.joiner);
+            joined += r.joined_at ? 1U : 0U;
+            promoted += r.joiner_promotions > 0 ? 1U : 0U;
+            growths += r.stats.table_growths;
+            outside += r.stats.messages_outside_table;
+            restarts += r.stats.joiner_restarts;
             failures += r.violation || !live ? 1U : 0U;
             if (r.violation) {
                 std::cout << "VIOLATION seed=" << r.seed << " at " << r.violation_at.count()
@@ -411,12 +430,21 @@ int main(int argc, char** argv) {
                               << r.stats.config_proposals_passive << ")  notices "
                               << r.stats.config_notices << "  log steps " << r.stats.log_steps
                               << "  acked " << r.stats.proposals_acked;
+                    if (mo.joiner) {
+                        std::cout << "  joined "
+                                  << (r.joined_at ? std::to_string(r.joined_at->count()) + " ms"
+                                                  : std::string("never"))
+                                  << "  table growths " << r.stats.table_growths << "  promotions "
+                                  << r.joiner_promotions << "  outside-table "
+                                  << r.stats.messages_outside_table;
+                    }
                 }
                 std::cout << "\n";
             }
             if ((r.violation || !live) && mo.trace == nullptr) {
                 std::cout << "  replay: " << program << " --membership" << (run.log ? " --log" : "")
-                          << " --seed " << r.seed << " --nodes " << mo.nodes << " --episodes "
+                          << " --seed " << r.seed << " --nodes " << mo.nodes
+                          << (run.log && !mo.joiner ? " --no-joiner" : "") << " --episodes "
                           << mo.episodes << " --duration " << mo.fault_window.count() << " --tail "
                           << mo.tail.count()
                           << (mo.planted_bug != PlantedBug::None
@@ -430,6 +458,13 @@ int main(int argc, char** argv) {
         }
         std::cout << seeds << " membership seed(s)" << (run.log ? " through the log" : "") << ", "
                   << failures << " failure(s)\n";
+        if (joiner_runs) {
+            std::cout << "node-table growth: the new node joined in " << joined
+                      << ", was promoted in " << promoted << " seed(s); " << growths
+                      << " table growth(s), " << outside
+                      << " message(s) dropped between nodes outside each other's tables; the "
+                      << "new node restarted " << restarts << " time(s)\n";
+        }
         return failures == 0 ? (expect_violation ? 1 : 0) : (expect_violation ? 0 : 1);
     }
 

@@ -318,15 +318,24 @@ class LogOperator {
 
     void tick() {
         // The highest active (committed) configuration of any live log.
-        std::optional<std::uint64_t> highest;
+        const replication::ActiveConfig* highest = nullptr;
         for (const replication::ReplicatedLog* log : sim_.logs()) {
-            if (log && log->active_config().from_entry) {
-                highest = std::max(highest.value_or(0), log->active_config().version);
+            if (log && log->active_config().from_entry &&
+                (!highest || log->active_config().version > highest->version)) {
+                highest = &log->active_config();
             }
         }
-        if (highest && (!bootstrapped_ || *highest > committed_)) {
+        if (o_.joiner) {
+            join(highest);
+        }
+        if (highest && (!bootstrapped_ || highest->version > committed_)) {
             bootstrapped_ = true;
-            committed_ = *highest;
+            committed_ = highest->version;
+            if (o_.joiner) {
+                const bool voter = highest->is_voter(joiner());
+                joiner_promotions_ += voter && !joiner_voter_ ? 1U : 0U;
+                joiner_voter_ = voter;
+            }
             next_change_ =
                 sim_.now() + Millis{sim_.rng().between(o_.gap_min.count(), o_.gap_max.count())};
         }
@@ -357,13 +366,40 @@ class LogOperator {
 
     std::uint64_t committed() const { return committed_; }
     std::uint64_t proposals() const { return proposals_; }
+    std::optional<Millis> joined_at() const { return joined_at_; }
+    std::uint64_t joiner_promotions() const { return joiner_promotions_; }
 
   private:
-    // Bootstrap (C0, every node a voter), then: remove a random voter, add it back as a learner,
-    // promote it.
+    NodeId joiner() const { return nth(sim_.size() - 1); }
+
+    // §8: once a configuration whose table names the new node is active on some live log (it
+    // committed), the node is started as `conclaved --join` would start it, at that
+    // configuration (the join answer's).
+    void join(const replication::ActiveConfig* highest) {
+        if (joined_at_ || !highest || highest->table.size() < sim_.size()) {
+            return;
+        }
+        if (!sim_.join(joiner(), highest->table.size(), highest->voters, highest->version)) {
+            return;
+        }
+        joined_at_ = sim_.now();
+        // In a quarter of the runs its process dies soon after it started (its log may hold no
+        // configuration yet: it restarts from the stored one, R9).
+        if (sim_.rng().below(4) == 0) {
+            const Millis crash = sim_.now() + Millis{sim_.rng().between(0, 30)};
+            const Millis restart = crash + Millis{sim_.rng().between(50, 500)};
+            sim_.schedule(crash, FaultAction{FaultKind::Crash, joiner(), {}, 0, 0});
+            sim_.schedule(restart, FaultAction{FaultKind::Restart, joiner(), {}, 0, 0});
+        }
+    }
+
+    // Bootstrap (C0, every node of the initial table a voter); with a joiner, then add it as a
+    // learner (the table grows); then: remove a random voter, add it back as a learner, promote
+    // it. With a joiner, every configuration after C0 carries the whole table (§8: once one
+    // with a table is active, one without is refused).
     replication::Configuration next_config(const replication::ActiveConfig& active) {
         replication::Configuration c;
-        const std::size_t n = sim_.size();
+        const std::size_t n = o_.joiner && active.table.empty() ? sim_.size() - 1 : sim_.size();
         if (!active.from_entry) {
             for (std::size_t i = 0; i < n; ++i) {
                 c.voters.push_back(member(i));
@@ -373,7 +409,14 @@ class LogOperator {
         c.version = active.version + 1;
         NodeSet voters = active.voters;
         NodeSet learners = active.learners;
-        if (!learners.empty()) {
+        if (o_.joiner) {
+            for (std::size_t i = 0; i < sim_.size(); ++i) {
+                c.table.push_back(member(i).id);
+            }
+        }
+        if (o_.joiner && active.table.empty()) {
+            learners.insert(joiner());  // the new node, as a learner
+        } else if (!learners.empty()) {
             voters.bits |= learners.bits;  // promote the learner
             learners = NodeSet{};
         } else if (voters.size() == n) {
@@ -387,7 +430,7 @@ class LogOperator {
         } else {
             learners.bits = NodeSet::first(n).bits & ~voters.bits;  // add it back as a learner
         }
-        for (std::size_t i = 0; i < n; ++i) {
+        for (std::size_t i = 0; i < sim_.size(); ++i) {
             if (voters.contains(nth(i))) {
                 c.voters.push_back(member(i));
             } else if (learners.contains(nth(i))) {
@@ -403,6 +446,9 @@ class LogOperator {
     std::uint64_t committed_ = 0;
     Millis next_change_{0};
     std::uint64_t proposals_ = 0;
+    std::optional<Millis> joined_at_;
+    bool joiner_voter_ = false;  // in the highest configuration seen
+    std::uint64_t joiner_promotions_ = 0;
 };
 
 // A leader followed by a majority of its own voters (itself included when it is one).
@@ -435,12 +481,15 @@ MembershipRunOptions log_membership_options(std::uint64_t seed) {
     o.changes = 18;
     o.gap_min = Millis{20};
     o.gap_max = Millis{200};
+    o.joiner = true;
     return o;
 }
 
 MembershipRunResult run_log_membership_seed(const MembershipRunOptions& o) {
     SimOptions so = sim_options(o, o.nodes);
     so.log = true;
+    so.initial_table = o.joiner ? o.nodes - 1 : 0;
+    so.skip_elector_growth = o.skip_elector_growth;
     so.log_options.config.decode_configuration = &decode_configuration;
     so.log_options.config.planted_bug = o.log_bug;
     Simulator sim(so);
@@ -471,6 +520,8 @@ MembershipRunResult run_log_membership_seed(const MembershipRunOptions& o) {
     result.end_state = end_state(sim);
     result.committed_version = op.committed();
     result.config_proposals = op.proposals();
+    result.joined_at = op.joined_at();
+    result.joiner_promotions = op.joiner_promotions();
     result.set_voters_calls = sim.stats().config_notices;
     result.stats = sim.stats();
     return result;

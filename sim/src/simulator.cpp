@@ -109,8 +109,16 @@ SimOptions validated(SimOptions o) {
             "latency: need 0 <= latency_min_ms <= latency_max_ms, jitter_ms >= 0, "
             "peer_event_delay_ms >= 0 and lsn_period_ms >= 0");
     }
+    const std::size_t initial = o.initial_table != 0 ? o.initial_table : o.nodes;
+    if (o.initial_table > o.nodes ||
+        (o.initial_table != 0 && o.initial_table < o.nodes &&
+         (!o.log || o.log_options.config.decode_configuration == nullptr))) {
+        throw std::invalid_argument(
+            "initial_table: at most nodes, and below it only with the log and membership on "
+            "(log_options.config.decode_configuration): the table grows through configurations");
+    }
     Config c = o.elector;
-    c.cluster_size = o.nodes;
+    c.cluster_size = initial;
     c.self = NodeId{0};
     if (auto error = c.validate()) {
         throw std::invalid_argument("elector config: " + *error);
@@ -118,8 +126,9 @@ SimOptions validated(SimOptions o) {
     if (o.log) {
         // Membership: the history's durability check reads configuration entries as the log does.
         o.log_options.history.decode_configuration = o.log_options.config.decode_configuration;
+        o.log_options.history.initial_table = initial;
         replication::LogConfig lc = o.log_options.config;
-        lc.cluster_size = o.nodes;
+        lc.cluster_size = initial;
         lc.self = NodeId{0};
         if (auto error = lc.validate()) {
             throw std::invalid_argument("log config: " + *error);
@@ -151,6 +160,10 @@ Simulator::Simulator(SimOptions options)
     incarnation_.assign(n, 0);
     paused_until_ms_.assign(n, 0);
     configs_.assign(n, std::nullopt);
+    const std::size_t initial = options_.initial_table != 0 ? options_.initial_table : n;
+    table_.assign(n, 0);
+    std::fill(table_.begin(), table_.begin() + static_cast<std::ptrdiff_t>(initial), initial);
+    join_config_.assign(n, std::nullopt);
     cut_count_.assign(n * n, 0);
     blackhole_count_.assign(n * n, 0);
     slow_ms_.assign(n * n, 0);
@@ -161,7 +174,7 @@ Simulator::Simulator(SimOptions options)
     for (auto& latency : base_latency_ms_) {
         latency = rng_.between(options_.latency_min_ms, options_.latency_max_ms);
     }
-    for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t i = 0; i < initial; ++i) {  // the others join later (join())
         cores_[i] = std::make_unique<SimNode>(*this, i, config_for(i), DurableState{});
     }
     logs_.resize(n);
@@ -309,7 +322,7 @@ std::optional<std::chrono::microseconds> Simulator::round_trip(std::size_t node)
 
 Config Simulator::config_for(std::size_t node) const {
     Config c = options_.elector;
-    c.cluster_size = options_.nodes;
+    c.cluster_size = table_[node] != 0 ? table_[node] : options_.nodes;
     c.self = node_id(node);
     return c;
 }
@@ -366,6 +379,9 @@ void Simulator::start_all() {
     assert(!started_);
     started_ = true;
     for (std::size_t i = 0; i < options_.nodes; ++i) {
+        if (table_[i] == 0) {
+            continue;  // in nobody's table: it joins later (join())
+        }
         if (options_.log) {
             log_start(i);  // before the elector, whose start may already notify leadership
         }
@@ -410,8 +426,30 @@ bool Simulator::step() {
     now_ms_ = e.time_ms;
     ++stats_.events;
     dispatch(e);
+    check_tables();
     absorb_violation();
     return !violation_;
+}
+
+void Simulator::check_tables() {
+    if (violation_ || options_.initial_table == 0) {
+        return;  // (no table grows: nothing to compare)
+    }
+    for (std::size_t n = 0; n < options_.nodes; ++n) {
+        if (!cores_[n]) {
+            continue;
+        }
+        const std::size_t elector = cores_[n]->rt.elector().config().cluster_size;
+        const std::size_t log = logs_[n] ? logs_[n]->rt.log().config().cluster_size : table_[n];
+        if (elector != table_[n] || log != table_[n]) {
+            violation_ =
+                Violation{ViolationKind::NodeTable,
+                          node_name(node_id(n)) + "'s table holds " + std::to_string(table_[n]) +
+                              " nodes, its elector's " + std::to_string(elector) +
+                              ", its log core's " + std::to_string(log)};
+            return;
+        }
+    }
 }
 
 void Simulator::absorb_violation() {
@@ -482,6 +520,14 @@ void Simulator::dispatch(const Event& e) {
         } else if (e.kind == EventKind::ClientRequest) {
             dispatch_log(e);  // refused: connection refused
         }
+        return;
+    }
+    if ((e.kind == EventKind::Deliver || e.kind == EventKind::LogDeliver) && !knows(n, e.peer)) {
+        // A connection is up only between nodes that hold each other, and tables only grow.
+        violation_ = Violation{ViolationKind::NodeTable,
+                               node_name(node_id(n)) + " (table of " + std::to_string(table_[n]) +
+                                   ") got a message from " + node_name(node_id(e.peer)) +
+                                   " (table of " + std::to_string(table_[e.peer]) + ")"};
         return;
     }
     switch (e.kind) {
@@ -652,6 +698,10 @@ void Simulator::transmit(std::size_t from, std::size_t to, const Message* m,
     const char* drop = nullptr;
     if (connection_up_[l] == 0) {
         drop = "no connection";
+        if (!knows(from, to)) {
+            drop = "outside the node table";  // the mesh of one end does not know the other
+            ++stats_.messages_outside_table;
+        }
     } else if (blackhole_count_[l] != 0) {
         drop = "blackhole";
     } else if (loss_ppm_ != 0 && rng_.chance(loss_ppm_)) {
@@ -697,7 +747,7 @@ void Simulator::update_connection(std::size_t a, std::size_t b) {
     assert(a != b);
     const std::size_t ab = link(a, b);
     const std::size_t ba = link(b, a);
-    const bool want = started_ && cores_[a] && cores_[b] && cut_count_[ab] == 0;
+    const bool want = started_ && cores_[a] && cores_[b] && cut_count_[ab] == 0 && knows(a, b);
     if (want == (connection_up_[ab] != 0)) {
         return;
     }
@@ -761,8 +811,8 @@ void Simulator::crash(std::size_t n) {
 }
 
 void Simulator::restart(std::size_t n) {
-    if (cores_[n]) {
-        return;
+    if (cores_[n] || table_[n] == 0) {
+        return;  // running, or not joined yet (in nobody's table)
     }
     if (options_.log && !log_recovery_allows_start(n)) {
         return;  // recovery refused the flipped log: the process exits at once
@@ -783,11 +833,59 @@ void Simulator::restart(std::size_t n) {
     if (options_.log) {
         log_start(n);  // before the elector, whose start may already notify leadership
     }
+    if (join_config_[n]) {
+        ++stats_.joiner_restarts;
+        stats_.joiner_restarts_stored +=
+            logs_[n] && !logs_[n]->rt.log().active_config().from_entry ? 1U : 0U;
+    }
+    start_joiner_config(n);
     input(n, StepAction::Restart, [](auto& rt) -> const Actions& { return rt.start(); });
     for (std::size_t j = 0; j < options_.nodes; ++j) {
         if (j != n) {
             update_connection(n, j);
         }
+    }
+}
+
+bool Simulator::join(NodeId node, std::size_t table, NodeSet voters, std::uint64_t version) {
+    const std::size_t n = node.value;
+    if (!options_.log || n >= options_.nodes || table_[n] != 0 || table <= n ||
+        table > options_.nodes || violation_) {
+        return false;
+    }
+    // `conclaved --join`: the table and the configuration from the join answer, stored; an empty
+    // log; the elector at that configuration (a learner) before it starts.
+    table_[n] = table;
+    join_config_[n] = std::make_pair(voters, version);
+    ++stats_.joins;
+    cores_[n] = std::make_unique<SimNode>(*this, n, config_for(n), durable_[n]);
+    log_start(n);
+    start_joiner_config(n);
+    input(n, StepAction::Start, [](auto& rt) -> const Actions& { return rt.start(); });
+    for (std::size_t j = 0; j < options_.nodes; ++j) {
+        if (j != n) {
+            update_connection(n, j);
+        }
+    }
+    check_tables();
+    return !violation_;
+}
+
+void Simulator::start_joiner_config(std::size_t n) {
+    if (!join_config_[n] || violation_ || !cores_[n] ||
+        (logs_[n] && logs_[n]->rt.log().active_config().from_entry)) {
+        return;  // not a joiner, or its log's start() handed its own configuration over (R9)
+    }
+    const auto [voters, version] = *join_config_[n];
+    std::optional<std::string> error;
+    input(n, StepAction::SetVoters, [&](auto& rt) -> const Actions& {
+        error = rt.set_voters(voters, version);
+        return rt.last_actions();
+    });
+    if (error && !violation_) {
+        violation_ = Violation{ViolationKind::MembershipRefused,
+                               "joiner n" + std::to_string(n) + "'s elector refused version " +
+                                   std::to_string(version) + " it joined with: " + *error};
     }
 }
 
@@ -833,6 +931,18 @@ void Simulator::deliver_membership() {
             continue;  // crashed since: its next start reads its log again
         }
         ++stats_.config_notices;
+        // §8: the table grew (the log core's first, the mesh's in log_membership): the elector's
+        // now, before the voters (which may name the new node).
+        if (p.table > cores_[p.node]->rt.elector().config().cluster_size &&
+            !options_.skip_elector_growth) {
+            if (auto error = cores_[p.node]->rt.grow_table(p.table)) {
+                violation_ =
+                    Violation{ViolationKind::NodeTable,
+                              "n" + std::to_string(p.node) + "'s elector refused the table of " +
+                                  std::to_string(p.table) + " nodes: " + *error};
+                break;
+            }
+        }
         const std::uint64_t had = cores_[p.node]->state().config_version;
         std::optional<std::string> error;
         input(p.node, StepAction::SetVoters, [&](auto& rt) -> const Actions& {
@@ -1038,7 +1148,7 @@ void Simulator::trace_step(std::size_t node, StepAction action, const Actions& a
         if (const auto* to = std::get_if<SendTo>(&a)) {
             sent.push_back(message_to_json(to->message, to->to));
         } else if (const auto* all = std::get_if<Broadcast>(&a)) {
-            for (std::size_t j = 0; j < options_.nodes; ++j) {
+            for (std::size_t j = 0; j < table_[node]; ++j) {  // the nodes of its table
                 if (j != node) {
                     sent.push_back(message_to_json(all->message, node_id(j)));
                 }

@@ -80,7 +80,7 @@ void Simulator::install_log_check_handler() {
 
 replication::LogConfig Simulator::log_config_for(std::size_t node) const {
     replication::LogConfig c = options_.log_options.config;
-    c.cluster_size = options_.nodes;
+    c.cluster_size = table_[node];  // the stored table (R9: the log takes a longer one it holds)
     c.self = node_id(node);
     return c;
 }
@@ -606,8 +606,24 @@ void Simulator::LogEnv::membership(const replication::NotifyMembership& notice) 
 }
 
 void Simulator::log_membership(std::size_t n, const replication::NotifyMembership& notice) {
-    // The table never grows here (configurations name nodes of the simulated cluster only).
-    pending_notices_.push_back(PendingNotice{n, incarnation_[n], notice.voters, notice.version});
+    // §8, as Node::grow_table does (minus the file and the sockets): the table is stored first
+    // (table_ survives crashes), the mesh grows (links to the new nodes come up once they hold
+    // this node too), and the elector grows when the notice is handed over, before the voters.
+    // The log runtime has already rebuilt its broadcast list.
+    std::size_t grown_to = 0;
+    if (notice.table.size() > table_[n]) {
+        const std::size_t before = table_[n];
+        table_[n] = notice.table.size();
+        grown_to = table_[n];
+        ++stats_.table_growths;
+        for (std::size_t j = before; j < table_[n] && j < options_.nodes; ++j) {
+            if (j != n) {
+                update_connection(n, j);
+            }
+        }
+    }
+    pending_notices_.push_back(
+        PendingNotice{n, incarnation_[n], notice.voters, notice.version, grown_to});
 }
 
 void Simulator::LogEnv::failed(const std::string& what) {

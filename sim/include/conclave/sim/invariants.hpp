@@ -52,6 +52,10 @@ enum class ViolationKind : std::uint8_t {
     // active, other than one older than the elector's own (sim/README.md, "Membership through
     // the log").
     MembershipRefused,
+    // Node-table growth (docs/membership.md §8): a live node's elector and log core hold tables
+    // of different sizes between two events, or a message crossed a link between a node and one
+    // outside its table (the real mesh has no such connection).
+    NodeTable,
 };
 std::string_view to_string(ViolationKind k);
 

@@ -53,6 +53,10 @@ struct LogHistoryOptions {
     /// past a configuration entry on its predecessor's count before re-counting, R1). Ids are the
     /// decimal NodeIds (the simulator's clusters have no id table).
     replication::ConfigurationDecoder decode_configuration = nullptr;
+    /// Node-table growth (SimOptions::initial_table): the nodes of the table every node starts
+    /// with (0: all). Before the first configuration entry, "a majority" is a majority of these
+    /// (the implicit configuration: every node of the initial table votes).
+    std::size_t initial_table = 0;
 };
 
 class LogHistory {

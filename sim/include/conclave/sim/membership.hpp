@@ -42,6 +42,15 @@ struct MembershipRunOptions {
     /// a bug planted in the log core.
     std::size_t nodes = 4;
     replication::PlantedLogBug log_bug = replication::PlantedLogBug::None;
+    /// Through the log only: node-table growth (docs/membership.md §8). The last of the `nodes`
+    /// nodes is in nobody's table at the start (the others' tables, logs and electors hold
+    /// nodes - 1; C0 is those nodes) and is not started; the operator's first change after C0
+    /// adds it as a learner with a configuration whose table names all `nodes`, and once that
+    /// has committed somewhere the node joins (Simulator::join, as `conclaved --join`). From
+    /// then on it takes part in the cycle like any other node (promoted, removed, added back).
+    bool joiner = false;
+    /// The node-table check's canary (SimOptions::skip_elector_growth).
+    bool skip_elector_growth = false;
     /// The operator's next request comes [gap_min, gap_max] after a commit: changes spread over
     /// the faults.
     Millis gap_min{200};
@@ -82,6 +91,11 @@ struct MembershipRunResult {
     /// ACTIVE) was acknowledged within log_liveness_ms.
     bool fresh_committed = false;
     Millis fresh_committed_after{};
+    // Node-table growth (MembershipRunOptions::joiner).
+    std::optional<Millis> joined_at;  // when the new node was started (Simulator::join)
+    /// Committed configurations that made the new node a voter (seen by the operator: the
+    /// highest active configuration of the live logs, every 10 ms).
+    std::uint64_t joiner_promotions = 0;
 };
 
 MembershipRunResult run_membership_seed(const MembershipRunOptions& options);
@@ -94,15 +108,20 @@ MembershipRunResult run_membership_seed(const MembershipRunOptions& options);
 /// in a cycle: remove a random voter (the leader too), add it back as a learner, promote it;
 /// `changes` changes after C0, 200-900 ms after the previous one committed, none after
 /// `fault_window`. The client workload runs throughout; the fault schedule is the model runs'.
+/// With `joiner` (the default options' choice) the table grows: C0 is every node but the last,
+/// the first change adds the last as a learner with the whole table, and once that committed it
+/// joins (Simulator::join) and takes part in the cycle.
 /// Checked after every step: History (one leader per term, votes and quorums over the leader's
 /// own voters, ...), LogHistory (committed entries never lost, prefixes agree, the cores'
 /// check_invariants(), ...), and that no elector refuses a configuration its log made active
-/// (MembershipRefused). At the end (faults over for `tail`): leader_at_end (a leader followed by
+/// (MembershipRefused), and that each node's elector and log core hold its table (NodeTable). At
+/// the end (faults over for `tail`): leader_at_end (a leader followed by
 /// a majority of its voters) and fresh_committed (a fresh entry commits within 3 s).
 MembershipRunResult run_log_membership_seed(const MembershipRunOptions& options);
 
 /// The options membership runs through the log use by default (conclave-sim --membership --log,
-/// tests/sim/membership_log_test.cpp): 18 changes, 20-200 ms apart. A version-fence bug needs a
+/// tests/sim/membership_log_test.cpp): 18 changes, 20-200 ms apart, with a joiner (the table
+/// grows from nodes - 1 to nodes at the first change after C0). A version-fence bug needs a
 /// node several versions behind when an election happens; the real log spreads commits within a
 /// heartbeat, so changes must come faster than in the model runs (with 6 changes 200-900 ms
 /// apart the planted IgnoreConfigVersion was caught in 3 of 1,000 seeds; with these, ~4 %).

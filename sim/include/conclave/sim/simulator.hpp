@@ -118,6 +118,16 @@ struct SimOptions {
     /// Run a replicated log beside every elector, with a client workload.
     bool log = false;
     LogSimOptions log_options;
+    /// Node-table growth (docs/membership.md §8; membership through the log): how many nodes
+    /// every node's table holds at the start (0: all `nodes`). The nodes from `initial_table` on
+    /// are in nobody's table and are not started: join() starts one, as `conclaved --join` does,
+    /// once a configuration whose table names it has committed. A node's table (its elector's
+    /// and log core's cluster_size, the links its mesh has) grows when its log makes such a
+    /// configuration active; a link is up only between two nodes that each hold the other.
+    std::size_t initial_table = 0;
+    /// The canary of the node-table check: a node whose log's table grows does not grow its
+    /// elector (a driver that forgot Node::grow_table's elector step).
+    bool skip_elector_growth = false;
     /// Hostile runs against a lying member (tests/sim/hostile_test.cpp): a violation does not stop
     /// the run; it is recorded (violation_counts(), recorded_violations()) and the run goes on to
     /// the end of its budget. violation() then only holds one until the next step absorbs it.
@@ -221,6 +231,12 @@ struct SimStats {
     std::uint64_t config_proposals_passive = 0;  // ... by a PASSIVE leader (SkipOwnTermCommit)
     std::uint64_t config_notices = 0;            // NotifyMembership handed to electors
     std::uint64_t config_notices_stale = 0;      // ... refused as older than the elector's own
+    // Node-table growth (SimOptions::initial_table).
+    std::uint64_t table_growths = 0;           // a node's table grew (its log, mesh, elector)
+    std::uint64_t joins = 0;                   // nodes started by join()
+    std::uint64_t joiner_restarts = 0;         // restarts of a joined node
+    std::uint64_t joiner_restarts_stored = 0;  // ... whose log held no configuration (R9)
+    std::uint64_t messages_outside_table = 0;  // dropped: one end's table lacks the other
 };
 
 class Simulator {
@@ -316,6 +332,17 @@ class Simulator {
     /// nullopt if refused (not the ACTIVE leader, a change pending, not adjacent), down or paused.
     /// A refusal the log's check_config_change did not predict is a LogDriver violation.
     std::optional<Lsn> propose_config_now(NodeId n, std::string value);
+
+    // ---- Node-table growth (SimOptions::initial_table; docs/membership.md §8) ------------------
+    /// How many nodes `n`'s table holds (the table it starts with: stored, it survives crashes);
+    /// 0 while `n` is in nobody's table and has not joined.
+    std::size_t table_size(NodeId n) const { return table_[n.value]; }
+    /// Starts node `n` (outside the initial table, not started yet) as `conclaved --join` does
+    /// once the configuration adding it committed: its log core with a table of `table` nodes
+    /// and an empty log, its elector at that configuration (`voters`, `version`: a learner),
+    /// which it also starts with after a crash until its log holds a configuration (R9).
+    /// False when `n` has joined already, `table` does not name it, or the run has stopped.
+    bool join(NodeId n, std::size_t table, NodeSet voters, std::uint64_t version);
 
   private:
     enum class LogInput : std::uint8_t {
@@ -556,6 +583,13 @@ class Simulator {
     /// deliver_membership() once no input is under way (an elector step may not run inside a
     /// log step whose actions are half performed, nor inside another elector step).
     void log_membership(std::size_t node, const replication::NotifyMembership& notice);
+    /// Both ends hold each other in their tables (else the mesh has no connection between them).
+    bool knows(std::size_t a, std::size_t b) const { return b < table_[a] && a < table_[b]; }
+    /// After every event: each live node's elector and log core hold its table (NodeTable).
+    void check_tables();
+    /// A joiner's start (join() and its restarts): while its log holds no configuration, its
+    /// elector takes the one it was accepted with (node/src/node.cpp, the stored table).
+    void start_joiner_config(std::size_t node);
     void deliver_membership();
     /// Counts the inputs under way (elector and log, nested); at zero, queued notices go out.
     struct Busy {
@@ -622,8 +656,13 @@ class Simulator {
         std::uint32_t incarnation = 0;
         NodeSet voters;
         std::uint64_t version = 0;
+        std::size_t table = 0;  // the table size the elector grows to first (0: no growth)
     };
     std::vector<PendingNotice> pending_notices_;
+    // Node-table growth: each node's table size (0: not joined yet), and the configuration a
+    // joiner was accepted with (its elector's start while its log holds none).
+    std::vector<std::size_t> table_;
+    std::vector<std::optional<std::pair<NodeSet, std::uint64_t>>> join_config_;
     int busy_ = 0;
 
     std::optional<Violation> violation_;
