@@ -606,7 +606,7 @@ void Simulator::LogEnv::membership(const replication::NotifyMembership& notice) 
 }
 
 void Simulator::log_membership(std::size_t n, const replication::NotifyMembership& notice) {
-    // §8, as Node::grow_table does (minus the file and the sockets): the table is stored first
+    // §8, as Node::follow_table does (minus the file and the sockets): the table is stored first
     // (table_ survives crashes), the mesh grows (links to the new nodes come up once they hold
     // this node too), and the elector grows when the notice is handed over, before the voters.
     // The log runtime has already rebuilt its broadcast list.

@@ -126,7 +126,7 @@ struct SimOptions {
     /// configuration active; a link is up only between two nodes that each hold the other.
     std::size_t initial_table = 0;
     /// The canary of the node-table check: a node whose log's table grows does not grow its
-    /// elector (a driver that forgot Node::grow_table's elector step).
+    /// elector (a driver that forgot Node::follow_table's elector step).
     bool skip_elector_growth = false;
     /// Hostile runs against a lying member (tests/sim/hostile_test.cpp): a violation does not stop
     /// the run; it is recorded (violation_counts(), recorded_violations()) and the run goes on to
