@@ -250,6 +250,12 @@ void Node::change_membership(MembershipOp op, replication::Member member, Member
                     Refusal{ConfigRefusal::InvalidOp,
                             id + " is already a " +
                                 (active.is_voter(*target) ? "voter" : "learner") + version_text};
+            } else if (is_placeholder(table[target->value])) {
+                // It could not reach this leader: it does not know it (§8, coming back).
+                refusal = Refusal{ConfigRefusal::InvalidOp,
+                                  id + " was removed before this leader joined, which knows "
+                                       "neither its addresses nor whether it knows this leader: "
+                                       "restart it with conclaved --join to add it back"};
             }
             next.learners.insert(*target);
             break;

@@ -551,6 +551,10 @@ TEST_CASE(
         return c.nodes[3]->status().log && c.nodes[3]->status().log->leader_status == "active";
     }));
     CHECK(conclave::node::is_placeholder(c.nodes[3]->config().nodes.at(removed)));
+    // Adding it back by id alone is refused here (it could never hear from this leader).
+    const MembershipResult by_id = c.change(3, Op::AddLearner, removed);
+    CHECK(by_id.status == conclave::node::MetadataProposeStatus::Refused);
+    CHECK_THAT(by_id.detail, Catch::Contains("conclaved --join"));
 
     // The removed node rejoins through the seed (redirected to n4), with its old data directory.
     auto parsed = conclave::node::parse_cluster_config(c.config_text, id_of(removed));
