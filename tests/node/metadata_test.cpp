@@ -504,9 +504,12 @@ TEST_CASE("storage faults: a leader whose log write or fsync fails steps down, l
     // A failing append fails the proposal that makes it. A failing fsync runs on the leader's
     // storage thread: the two followers' acknowledgements may commit the entry before it does,
     // and then the write is rightly acknowledged (durable on a majority) and must be kept like
-    // the others; propose until the leader's own fsync fails.
+    // the others; propose until the leader's own fsync fails (a loaded machine may commit many
+    // entries on the followers' acks before the storage thread runs: bounded by time, not count).
     MetadataProposeResult failed = c.propose(leader, "during", "1");
-    for (int k = 0; which == "sync" && failed.ok() && k < 20; ++k) {
+    const auto deadline = std::chrono::steady_clock::now() + kBound;
+    for (int k = 0; which == "sync" && failed.ok() && std::chrono::steady_clock::now() < deadline;
+         ++k) {
         acked.push_back(failed.lsn);
         failed = c.propose(leader, "during" + std::to_string(k), "1");
     }
