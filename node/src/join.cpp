@@ -1,6 +1,5 @@
 #include "conclave/node/join.hpp"
 
-#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
@@ -47,12 +46,7 @@ std::optional<std::string> TableOf(const ClusterConfig& config, const std::strin
 std::optional<std::string> join_cluster(const ClusterConfig& config, const Endpoint& seed,
                                         spdlog::logger& log, std::chrono::milliseconds timeout) {
     if (const auto stored = load_node_table(config.data_dir)) {
-        const std::string& id = config.self_entry().id;
-        const auto self = std::find_if(stored->nodes.begin(), stored->nodes.end(),
-                                       [&](const NodeEntry& e) { return e.id == id; });
-        const auto index = static_cast<std::size_t>(self - stored->nodes.begin());
-        if (self == stored->nodes.end() || index >= stored->removed.size() ||
-            !stored->removed[index]) {
+        if (!stored->marks_removed(config.self_entry().id)) {
             log.info("join: a node table is stored in {}: this node is already in the cluster",
                      config.data_dir.string());
             return std::nullopt;

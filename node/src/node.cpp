@@ -139,8 +139,7 @@ Node::Node(std::unique_ptr<boost::asio::io_context> owned_io, boost::asio::io_co
             "membership: using the node table stored in {} ({} nodes; the config "
             "file's nodes list is not used once the table is stored)",
             (config_.data_dir / kNodeTableFile).string(), config_.nodes.size());
-        self_removed_stored_ =
-            config_.self.value < stored->removed.size() && stored->removed[config_.self.value];
+        self_removed_stored_ = stored->marks_removed(config_.self_entry().id);
     }
     const SecurityMaterial security = load_security_material(config_);
     admin_token_ = security.admin_token;

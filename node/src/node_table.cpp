@@ -35,6 +35,15 @@ void StoredTable::append(const std::string& id, const std::vector<replication::M
     removed.push_back(!known);
 }
 
+bool StoredTable::marks_removed(const std::string& id) const {
+    for (std::size_t i = 0; i < nodes.size() && i < removed.size(); ++i) {
+        if (nodes[i].id == id) {
+            return removed[i];
+        }
+    }
+    return false;
+}
+
 bool is_placeholder(const NodeEntry& e) {
     return e.peer == kPlaceholder;
 }

@@ -36,6 +36,9 @@ struct StoredTable {
     /// member (removed before this node learnt of it) keeps only its index: placeholder
     /// addresses, `removed`, never dialed.
     void append(const std::string& id, const std::vector<replication::Member>& members);
+    /// The table names `id` and marks it removed (a node marks itself when it learns its
+    /// removal, so that its next --join asks to be added back).
+    bool marks_removed(const std::string& id) const;
 };
 
 /// An entry StoredTable::append made for an id that was no member (removed before this node
