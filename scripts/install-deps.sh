@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Installs Conclave's build and test dependencies from Debian's packages.
 # Idempotent: does nothing (and says nothing) when everything is already installed.
+#   scripts/install-deps.sh           what the build and the demo need
+#   scripts/install-deps.sh --tests   also Java, which runs TLC (the TLA+ model checker) in the tests
 set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git
   libboost1.81-dev nlohmann-json3-dev catch2 libspdlog-dev libfmt-dev
-  libssl-dev openssl python3 curl clang-format
+  libssl-dev openssl python3 curl clang-format ccache
 )
+[ "${1:-}" = "--tests" ] && packages+=(default-jre-headless)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,11 +1,20 @@
 # Sourced by check.sh and validate-trace.sh: finds TLC.
-# Sets the array TLC_CMD, or prints the skip line and exits 77.
-if [[ -n "${TLA2TOOLS_JAR:-}" && -f "${TLA2TOOLS_JAR}" ]]; then
+# Sets the array TLC_CMD. Without TLC: in CI (CI=true) prints why and exits 1, so that a CI run
+# can never pass without model checking; elsewhere prints the skip line and exits 77 (CTest's
+# "skipped"; scripts/test.sh repeats it in its summary).
+if [[ -n "${TLA2TOOLS_JAR:-}" && -f "${TLA2TOOLS_JAR}" ]] && command -v java >/dev/null 2>&1; then
   TLC_CMD=(java -XX:+UseParallelGC -cp "${TLA2TOOLS_JAR}" tlc2.TLC)
 elif command -v tlc >/dev/null 2>&1; then
   TLC_CMD=(tlc)
 else
-  echo "TLC not found: set TLA2TOOLS_JAR or put tlc on PATH; skipping"
+  why="TLC not found: set TLA2TOOLS_JAR to a tla2tools.jar (and install Java: apt-get install default-jre-headless) or put tlc on PATH"
+  [[ -n "${TLA2TOOLS_JAR:-}" && ! -f "${TLA2TOOLS_JAR}" ]] && why="TLA2TOOLS_JAR=${TLA2TOOLS_JAR}: no such file"
+  [[ -n "${TLA2TOOLS_JAR:-}" && -f "${TLA2TOOLS_JAR}" ]] && why="TLA2TOOLS_JAR is set but java is not installed (apt-get install default-jre-headless)"
+  if [[ "${CI:-}" == true ]]; then
+    echo "$why; CI=true, so this is a failure, not a skip"
+    exit 1
+  fi
+  echo "$why; skipping"
   exit 77
 fi
 # TLC workers: the machine is shared; override with TLC_WORKERS.
