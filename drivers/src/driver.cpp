@@ -237,9 +237,8 @@ bool ElectorDriver::Env::persist(const DurableState& state) {
     try {
         if (driver->options_.store_state) {
             driver->options_.store_state(driver->options_.data_dir, state);
-        } else {
-            store_durable_state(driver->options_.data_dir, state);
         }
+        store_durable_state(driver->options_.data_dir, state, driver->options_.identity);
         ++driver->counters_.state_writes;
         return true;
     } catch (const StateFileError& e) {

@@ -4,6 +4,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/rand.h>
+
+#include <array>
+#include <boost/crc.hpp>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -47,7 +51,66 @@ void create_directories_durably(const fs::path& dir) {
     }
 }
 
-std::optional<DurableState> load_durable_state(const fs::path& data_dir, std::size_t cluster_size) {
+namespace {
+
+// The way back named by every refusal of a damaged or lost vote record: never "remove it".
+std::string refusal(const fs::path& path, const std::string& what) {
+    return "corrupt state file '" + path.string() + "': " + what +
+           "; refusing to start: this file holds the node's votes, and a node that forgets a vote "
+           "can vote twice in one term. Restore it from a backup taken after the node's last "
+           "vote, or run `conclaved --repair --min-term T` with T the cluster's current term "
+           "(GET /status on a running node; the node then rejoins as a non-voting member until "
+           "it has caught up), or remove the node from the cluster (conclavectl members remove) "
+           "and start it with an empty data directory and --join";
+}
+
+// CRC-32 of the object without its "crc32" field, as nlohmann dumps it (keys sorted).
+std::uint32_t checksum_of(nlohmann::json j) {
+    j.erase("crc32");
+    const std::string text = j.dump();
+    boost::crc_32_type crc;
+    crc.process_bytes(text.data(), text.size());
+    return crc.checksum();
+}
+
+std::string get_string(const nlohmann::json& j, const char* field) {
+    const auto it = j.find(field);
+    if (it == j.end() || !it->is_string()) {
+        throw DecodeError(std::string(field) + ": missing or not a string");
+    }
+    return it->get<std::string>();
+}
+
+NodeIdentity identity_from_json(const nlohmann::json& j) {
+    NodeIdentity id{get_string(j, "cluster"), get_string(j, "node"), get_string(j, "incarnation")};
+    if (id.incarnation.empty()) {
+        throw DecodeError("incarnation: empty");
+    }
+    return id;
+}
+
+StateFile decode_state_file(const nlohmann::json& j, std::size_t cluster_size) {
+    const auto format = get_u64(j, "format");
+    if (format != 1 && format != kStateFileFormat) {
+        throw DecodeError("format: unsupported state file format " + std::to_string(format));
+    }
+    StateFile file{durable_state_from_json(j), std::nullopt};
+    if (format == kStateFileFormat) {
+        if (get_u64(j, "crc32") != checksum_of(j)) {
+            throw DecodeError("crc32: the checksum does not match the content (a damaged file)");
+        }
+        file.identity = identity_from_json(j);
+    }
+    if (file.state.voted_for && file.state.voted_for->value >= cluster_size) {
+        throw DecodeError("voted_for: node index " + std::to_string(file.state.voted_for->value) +
+                          " is not below the cluster size " + std::to_string(cluster_size));
+    }
+    return file;
+}
+
+}  // namespace
+
+std::optional<StateFile> load_state_file(const fs::path& data_dir, std::size_t cluster_size) {
     const fs::path path = data_dir / kStateFileName;
     std::error_code ec;
     if (!fs::exists(path, ec)) {
@@ -64,32 +127,50 @@ std::optional<DurableState> load_durable_state(const fs::path& data_dir, std::si
     text << in.rdbuf();
     const auto j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.is_object()) {
-        throw StateFileError("corrupt state file '" + path.string() +
-                             "': not a JSON object; refusing to start (restore it or, if this "
-                             "node's vote may be forgotten, remove it)");
+        throw StateFileError(refusal(path, "not a JSON object"));
     }
     try {
-        const auto format = get_u64(j, "format");
-        if (format != kStateFileFormat) {
-            throw DecodeError("format: unsupported state file format " + std::to_string(format));
-        }
-        const DurableState state = durable_state_from_json(j);
-        if (state.voted_for && state.voted_for->value >= cluster_size) {
-            throw DecodeError("voted_for: node index " + std::to_string(state.voted_for->value) +
-                              " is not below the cluster size " + std::to_string(cluster_size));
-        }
-        return state;
+        return decode_state_file(j, cluster_size);
     } catch (const DecodeError& e) {
-        throw StateFileError("corrupt state file '" + path.string() + "': " + e.what() +
-                             "; refusing to start (restore it or, if this node's vote may be "
-                             "forgotten, remove it)");
+        throw StateFileError(refusal(path, e.what()));
     }
 }
 
-void store_durable_state(const fs::path& data_dir, const DurableState& state) {
+std::optional<DurableState> load_durable_state(const fs::path& data_dir, std::size_t cluster_size) {
+    auto file = load_state_file(data_dir, cluster_size);
+    if (!file) {
+        return std::nullopt;
+    }
+    return file->state;
+}
+
+std::string state_file_text(const DurableState& state, const NodeIdentity& identity) {
     nlohmann::json j = state;
     j["format"] = kStateFileFormat;
-    store_file_durably(data_dir, kStateFileName, j.dump() + "\n");
+    j["cluster"] = identity.cluster;
+    j["node"] = identity.node;
+    j["incarnation"] = identity.incarnation.empty() ? std::string("unset") : identity.incarnation;
+    j["crc32"] = checksum_of(j);
+    return j.dump() + "\n";
+}
+
+void store_durable_state(const fs::path& data_dir, const DurableState& state,
+                         const NodeIdentity& identity) {
+    store_file_durably(data_dir, kStateFileName, state_file_text(state, identity));
+}
+
+std::string new_incarnation() {
+    std::array<unsigned char, 16> bytes{};
+    if (RAND_bytes(bytes.data(), static_cast<int>(bytes.size())) != 1) {
+        throw StateFileError("cannot draw a random incarnation id (OpenSSL RAND_bytes failed)");
+    }
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string out;
+    for (const unsigned char b : bytes) {
+        out.push_back(kHex[b >> 4]);
+        out.push_back(kHex[b & 0xF]);
+    }
+    return out;
 }
 
 void store_file_durably(const fs::path& data_dir, const std::string& name,

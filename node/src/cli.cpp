@@ -93,11 +93,16 @@ Signals:
 Exit status:
   0  clean stop (also after --help, --version, --print-config)
   1  runtime failure (data directory locked by another process, port in use,
-     corrupt state file or metadata log: the message names the file and offset
-     and the repair command, or a storage failure while running: ENOSPC/EIO/...
+     corrupt metadata log: the message names the file and offset and the
+     repair command, or a storage failure while running: ENOSPC/EIO/...
      on the log or state file; a leader hands over first; --repair: the node
      runs, or the repair failed; --join: refused, or no leader within 60 s)
-  2  bad command line or bad config (the message names the option or field)
+  2  bad command line or bad config (the message names the option or field);
+     --repair without --min-term when the vote record is lost or unreadable
+  3  the node's state refused: elector-state.json damaged, of another node,
+     or missing beside a log or node table; or a peer knows this node by an
+     earlier incarnation (data directory emptied or replaced). The message
+     names the ways back (--repair --min-term T, or members remove + --join)
 )";
 }
 

@@ -5,6 +5,7 @@
 
 #include "conclave/codec/membership_codec.hpp"
 #include "conclave/net/mesh.hpp"
+#include "conclave/node/identity.hpp"
 #include "conclave/node/node_table.hpp"
 #include "conclave/node/security.hpp"
 
@@ -45,6 +46,9 @@ std::optional<std::string> TableOf(const ClusterConfig& config, const std::strin
 
 std::optional<std::string> join_cluster(const ClusterConfig& config, const Endpoint& seed,
                                         spdlog::logger& log, std::chrono::milliseconds timeout) {
+    // The identity first: an empty data directory gets its incarnation before the join writes
+    // members.json (identity.hpp: a node table without a vote record is refused).
+    check_identity(config);
     if (const auto stored = load_node_table(config.data_dir)) {
         if (!stored->marks_removed(config.self_entry().id)) {
             log.info("join: a node table is stored in {}: this node is already in the cluster",

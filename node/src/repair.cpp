@@ -7,23 +7,38 @@
 
 #include "conclave/drivers/state_file.hpp"
 #include "conclave/node/cli.hpp"
+#include "conclave/node/identity.hpp"
 #include "conclave/replication/storage.hpp"
 
 namespace conclave::node {
 namespace {
 
 struct ElectorRead {
-    std::optional<DurableState> state;  // nullopt: missing (or unreadable: see error)
-    std::optional<std::string> error;   // set: the state file is unreadable
+    std::optional<DurableState> state;          // nullopt: missing (or unreadable: see error)
+    std::optional<net::NodeIdentity> identity;  // format 2 files only
+    std::optional<std::string> error;           // set: the state file is unreadable
 };
 
 ElectorRead read_elector_state(const ClusterConfig& config) {
     try {
-        return ElectorRead{net::load_durable_state(config.data_dir, config.nodes.size()),
-                           std::nullopt};
+        auto file = net::load_state_file(config.data_dir, config.nodes.size());
+        if (!file) {
+            return ElectorRead{};
+        }
+        return ElectorRead{file->state, file->identity, std::nullopt};
     } catch (const net::StateFileError& e) {
-        return ElectorRead{std::nullopt, std::string(e.what())};
+        return ElectorRead{std::nullopt, std::nullopt, std::string(e.what())};
     }
+}
+
+// The identity written with the repaired vote record: the node's own, kept when it could be read;
+// else a new incarnation: the operator's --min-term bounds its lost votes, and its peers take the
+// new incarnation from a repaired node (identity.hpp).
+net::NodeIdentity repaired_identity(const ClusterConfig& config, const ElectorRead& read) {
+    if (read.identity) {
+        return *read.identity;
+    }
+    return net::NodeIdentity{config.cluster, config.self_entry().id, net::new_incarnation()};
 }
 
 }  // namespace
@@ -43,6 +58,15 @@ int run_repair(const ClusterConfig& config, std::optional<std::uint64_t> min_ter
     const std::optional<DurableState>& elector = read.state;
     const bool elector_corrupt = read.error.has_value();
     const std::string elector_error = read.error.value_or(std::string());
+    const bool elector_lost = !elector && !elector_corrupt;
+    if (elector_lost && !min_term) {
+        // Lost, not damaged: the same hole. log.meta's term does not bound its votes either.
+        err << "conclaved: --repair: " << (config.data_dir / net::kStateFileName).string()
+            << " is missing (its votes are lost): the highest term this node may have voted in "
+               "is unknown; pass --min-term T with T the cluster's current term (GET /status on "
+               "any running node); nothing was changed\n";
+        return kExitUsage;
+    }
     if (elector_corrupt && !min_term) {
         // Its votes are lost, and nothing on this node bounds the terms they were given in: it
         // votes for a candidate of term t before its log hears of t, so log.meta's term may be
@@ -100,7 +124,7 @@ int run_repair(const ClusterConfig& config, std::optional<std::uint64_t> min_ter
     }
     out << "conclaved: --repair: last entry kept " << to_string(r.last_kept) << ", commit point "
         << to_string(r.commit_lsn) << ", repaired marker R = term " << r.marker.value << "\n";
-    if (elector_corrupt) {
+    if (elector_corrupt || elector_lost) {
         // Its vote history is lost: vote for ourselves in R, so that no vote is ever given in a
         // term <= R (R is at least the operator's --min-term, required above), and keep a copy
         // of the damaged file. Copied, not renamed: the atomic replacement below is the only
@@ -109,10 +133,13 @@ int run_repair(const ClusterConfig& config, std::optional<std::uint64_t> min_ter
         // elector as a new node (term 0) that may repeat a lost vote.
         std::error_code ec;
         const fs::path state = config.data_dir / net::kStateFileName;
-        fs::copy_file(state, fs::path(state.string() + ".corrupt"),
-                      fs::copy_options::overwrite_existing, ec);
+        if (elector_corrupt) {
+            fs::copy_file(state, fs::path(state.string() + ".corrupt"),
+                          fs::copy_options::overwrite_existing, ec);
+        }
         try {
-            net::store_durable_state(config.data_dir, DurableState{r.marker, config.self});
+            net::store_durable_state(config.data_dir, DurableState{r.marker, config.self},
+                                     repaired_identity(config, read));
         } catch (const std::exception& e) {
             err << "conclaved: --repair: the log is repaired, but rewriting the elector state "
                    "failed: "
@@ -122,13 +149,19 @@ int run_repair(const ClusterConfig& config, std::optional<std::uint64_t> min_ter
         if (after_step) {
             after_step("elector");
         }
-        out << "conclaved: --repair: the elector state was unreadable (" << elector_error
-            << "); kept as " << net::kStateFileName << ".corrupt and rewritten with term "
-            << r.marker.value << "\n";
+        if (elector_corrupt) {
+            out << "conclaved: --repair: the elector state was unreadable (" << elector_error
+                << "); kept as " << net::kStateFileName << ".corrupt and rewritten with term "
+                << r.marker.value << "\n";
+        } else {
+            out << "conclaved: --repair: the elector state was missing; written with term "
+                << r.marker.value << "\n";
+        }
     } else if (elector && elector->term < r.marker) {
         // Never vote again in a term <= R: raise the elector's durable term to R (no vote in it).
         try {
-            net::store_durable_state(config.data_dir, DurableState{r.marker, std::nullopt});
+            net::store_durable_state(config.data_dir, DurableState{r.marker, std::nullopt},
+                                     repaired_identity(config, read));
         } catch (const std::exception& e) {
             err << "conclaved: --repair: the log is repaired, but raising the elector's term "
                    "failed: "

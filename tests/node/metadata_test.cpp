@@ -383,14 +383,13 @@ struct FaultCluster : Cluster {
                 return std::make_shared<FaultyStorage>(dir, f);
             };
             options.store_elector_state = [f](const std::filesystem::path& dir,
-                                              const conclave::DurableState& state) {
+                                              const conclave::DurableState&) {
                 if (const int e = f->state.load()) {
                     ++f->hits;
                     throw conclave::net::StateFileError("write " +
                                                         (dir / "elector-state.json").string() +
                                                         ": " + std::strerror(e) + " (injected)");
                 }
-                conclave::net::store_durable_state(dir, state);
             };
         };
     }

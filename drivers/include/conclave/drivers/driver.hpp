@@ -34,6 +34,7 @@
 #include <variant>
 #include <vector>
 
+#include "conclave/drivers/state_file.hpp"
 #include "conclave/elector/elector.hpp"
 #include "conclave/net/mesh.hpp"  // also declares spdlog::logger
 #include "conclave/runtime/elector_runtime.hpp"
@@ -52,9 +53,12 @@ struct DriverOptions {
     /// Log every leadership change (info). An owner that logs the changes itself (Node does,
     /// with structured fields) turns this off so that each transition is logged once.
     bool log_leadership = true;
-    /// Writes the durable state (throws StateFileError on failure); store_durable_state into
-    /// data_dir when unset. Tests inject write failures here (ENOSPC, EIO, EROFS).
+    /// Called before each write of the durable state; tests inject write failures here (ENOSPC,
+    /// EIO, EROFS) by throwing StateFileError.
     std::function<void(const std::filesystem::path&, const DurableState&)> store_state{};
+    /// Written into every state file beside the term and vote (state_file.hpp). Its cluster and
+    /// node are checked by the owner before the driver is built (identity.hpp).
+    NodeIdentity identity{};
 };
 
 /// Counters for the /metrics layer. Monotonic. Message arrays are indexed by MessageBody index

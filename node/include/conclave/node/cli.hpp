@@ -22,6 +22,10 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;
 /// Bad command line or bad config.
 inline constexpr int kExitUsage = 2;
+/// The node's durable state was refused: its vote record is lost or damaged, belongs to another
+/// node, or its peers know it by an earlier incarnation. Restarting cannot fix it: an operator
+/// must take one of the ways back the message names.
+inline constexpr int kExitStateRefused = 3;
 
 struct CliOptions {
     std::string config_path;

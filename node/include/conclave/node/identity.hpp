@@ -1,0 +1,75 @@
+// The node's identity and the cross-check of its durable state at every start.
+//
+// A node's durable state is one identity: the vote record (elector-state.json, which carries the
+// incarnation and a checksum), the metadata log (<data_dir>/log) and the node table
+// (members.json). The identity is created once, with an empty data directory, and written first,
+// before anything else of the node's state exists; so a start that finds a log or a node table but
+// no vote record is a node whose votes were lost, and is refused with the safe ways back (the
+// vote record cannot be rebuilt from the log: a node votes in a term before its log hears of it).
+// A vote record that fails its checksum, or names another node or cluster, is refused the same
+// way. A data directory that is entirely empty gets a fresh incarnation: its peers tell it apart
+// from its former self (docs/design.md, "Node identity").
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "conclave/drivers/state_file.hpp"
+#include "conclave/node/cluster_config.hpp"
+
+namespace conclave::node {
+
+/// The start was refused; what() names the file, what is wrong and the ways back.
+class IdentityError : public std::runtime_error {
+  public:
+    using std::runtime_error::runtime_error;
+};
+
+struct IdentityCheck {
+    net::NodeIdentity identity;
+    bool created = false;   // the data directory was empty: a fresh incarnation was written
+    bool upgraded = false;  // a format 1 vote record was given an identity
+};
+
+/// Reads (and on an empty data directory creates, durably) the node's identity, and checks the
+/// rest of the durable state against it. Throws IdentityError, or net::StateFileError for a vote
+/// record that cannot be read, parsed or checksummed.
+IdentityCheck check_identity(const ClusterConfig& config);
+
+/// The files of the data directory, other than the vote record, that show this node has taken part
+/// in a cluster (empty: none). Used by check_identity() and `conclaved --repair`.
+std::vector<std::string> state_evidence(const ClusterConfig& config);
+
+/// The ways back from a lost or damaged vote record, for error messages.
+std::string identity_ways_back(const ClusterConfig& config);
+
+/// The incarnations this node has admitted its peers with (<data_dir>/peers.json, checksummed,
+/// written durably before the peer is admitted). A peer that comes back with another incarnation
+/// has lost or replaced its state and is refused (HandshakeRefusal::StateLost), unless it is
+/// repaired (`conclaved --repair`: the operator's --min-term bounds its lost votes). A removed
+/// peer is forgotten, so that it can join again with an empty data directory.
+class PeerIncarnations {
+  public:
+    static constexpr const char* kFileName = "peers.json";
+    /// Reads the file (none: nothing remembered). Throws net::StateFileError for a damaged one.
+    explicit PeerIncarnations(std::filesystem::path data_dir);
+    /// nullopt: admitted (remembered durably first); else why `peer` is refused. An empty
+    /// incarnation (a peer that announces none) is admitted and not remembered. Throws
+    /// net::StateFileError when the file cannot be written.
+    std::optional<std::string> admit(const std::string& peer, const std::string& incarnation,
+                                     bool repaired);
+    /// Forgets `peer` (durably), e.g. once its removal has committed.
+    void forget(const std::string& peer);
+    const std::map<std::string, std::string>& known() const { return known_; }
+
+  private:
+    void store() const;
+    std::filesystem::path data_dir_;
+    std::map<std::string, std::string> known_;
+};
+
+}  // namespace conclave::node

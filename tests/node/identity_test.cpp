@@ -1,0 +1,163 @@
+// The node's identity (node/identity.hpp, drivers/state_file.hpp): the vote record's checksum and
+// owner, the cross-check of the data directory at start, and the peers' incarnations.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "conclave/drivers/state_file.hpp"
+#include "conclave/net/handshake.hpp"
+#include "conclave/node/identity.hpp"
+#include "conclave/replication/storage.hpp"
+#include "support/loopback.hpp"
+
+using namespace conclave;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string IdRead(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void IdWrite(const fs::path& p, const std::string& text) {
+    fs::create_directories(p.parent_path());
+    std::ofstream(p, std::ios::binary | std::ios::trunc) << text;
+}
+
+node::ClusterConfig IdConfig(const fs::path& data_dir, std::uint16_t self = 1) {
+    node::ClusterConfig c;
+    c.cluster = "demo";
+    c.nodes = {node::NodeEntry{"n1", {}, {}}, node::NodeEntry{"n2", {}, {}},
+               node::NodeEntry{"n3", {}, {}}};
+    c.self = NodeId{self};
+    c.data_dir = data_dir;
+    return c;
+}
+
+std::string Thrown(const std::function<void()>& f) {
+    try {
+        f();
+    } catch (const std::exception& e) {
+        return e.what();
+    }
+    return "";
+}
+
+}  // namespace
+
+TEST_CASE("the vote record: a checksum catches a flipped digit that keeps the JSON valid",
+          "[node][identity]") {
+    const fs::path dir = test::fresh_temp_dir("conclave-identity-crc");
+    const net::NodeIdentity id{"demo", "n2", "0123456789abcdef0123456789abcdef"};
+    net::store_durable_state(dir, DurableState{Term{31}, NodeId{2}}, id);
+    const auto back = net::load_state_file(dir, 3);
+    REQUIRE(back);
+    CHECK(back->state == DurableState{Term{31}, NodeId{2}});
+    CHECK(back->identity == id);
+    std::string text = IdRead(dir / net::kStateFileName);
+    const auto at = text.find("\"term\":31");
+    REQUIRE(at != std::string::npos);
+    text[at + 7] = '1';  // 31 -> 11: still valid JSON, a believable term
+    IdWrite(dir / net::kStateFileName, text);
+    const std::string why = Thrown([&] { net::load_state_file(dir, 3); });
+    CHECK_THAT(why, Catch::Contains("crc32"));
+    CHECK_THAT(why, Catch::Contains("--repair --min-term"));
+    CHECK_THAT(why, !Catch::Contains("remove it"));
+}
+
+TEST_CASE("the vote record: an earlier format is read and given an identity at start",
+          "[node][identity]") {
+    const fs::path dir = test::fresh_temp_dir("conclave-identity-v1");
+    IdWrite(dir / net::kStateFileName, "{\"format\": 1, \"term\": 4, \"voted_for\": 0}\n");
+    const auto check = node::check_identity(IdConfig(dir));
+    CHECK(check.upgraded);
+    CHECK_FALSE(check.created);
+    CHECK(check.identity.incarnation.size() == 32);
+    const auto back = net::load_state_file(dir, 3);
+    REQUIRE(back);
+    CHECK(back->state == DurableState{Term{4}, NodeId{0}});
+    CHECK(back->identity == check.identity);
+    // The next start reads the same identity.
+    CHECK(node::check_identity(IdConfig(dir)).identity == check.identity);
+}
+
+TEST_CASE("identity: an empty data directory is a new node; its identity is written first",
+          "[node][identity]") {
+    const fs::path dir = test::fresh_temp_dir("conclave-identity-new");
+    const auto first = node::check_identity(IdConfig(dir));
+    CHECK(first.created);
+    CHECK(first.identity.cluster == "demo");
+    CHECK(first.identity.node == "n2");
+    CHECK(fs::exists(dir / net::kStateFileName));
+    const auto again = node::check_identity(IdConfig(dir));
+    CHECK_FALSE(again.created);
+    CHECK(again.identity == first.identity);
+    // Two new nodes never share an incarnation.
+    const fs::path other = test::fresh_temp_dir("conclave-identity-new-2");
+    CHECK(node::check_identity(IdConfig(other)).identity.incarnation != first.identity.incarnation);
+}
+
+TEST_CASE("identity: a log or node table without the vote record is refused", "[node][identity]") {
+    for (const char* file : {"members.json", "log/log.meta", "log/log.dat"}) {
+        CAPTURE(file);
+        const fs::path dir = test::fresh_temp_dir("conclave-identity-lost");
+        fs::create_directories(dir / "log");
+        IdWrite(dir / file, "x");
+        const std::string why = Thrown([&] { node::check_identity(IdConfig(dir)); });
+        CHECK_THAT(why, Catch::Contains("elector-state.json' is missing"));
+        CHECK_THAT(why, Catch::Contains((dir / file).string()));
+        CHECK_THAT(why, Catch::Contains("--repair --min-term T"));
+        CHECK_THAT(why, Catch::Contains("--join"));
+        CHECK_FALSE(fs::exists(dir / net::kStateFileName));  // nothing was written
+    }
+}
+
+TEST_CASE("identity: another node's or cluster's vote record is refused", "[node][identity]") {
+    const fs::path dir = test::fresh_temp_dir("conclave-identity-owner");
+    node::check_identity(IdConfig(dir, 1));  // n2's
+    CHECK_THAT(Thrown([&] { node::check_identity(IdConfig(dir, 2)); }),
+               Catch::Contains("belongs to node 'n2' of cluster 'demo', not to node 'n3'"));
+    auto other_cluster = IdConfig(dir, 1);
+    other_cluster.cluster = "prod";
+    CHECK_THAT(Thrown([&] { node::check_identity(other_cluster); }),
+               Catch::Contains("of cluster 'demo', not to node 'n2' of cluster 'prod'"));
+}
+
+TEST_CASE("peer incarnations: remembered durably, another one refused unless repaired",
+          "[node][identity]") {
+    const fs::path dir = test::fresh_temp_dir("conclave-identity-peers");
+    {
+        node::PeerIncarnations peers(dir);
+        CHECK_FALSE(peers.admit("n1", "aaaa", false));
+        CHECK_FALSE(peers.admit("n1", "aaaa", false));
+        CHECK_FALSE(peers.admit("n3", "", false));  // announces none (an earlier version)
+        CHECK(peers.known().size() == 1);
+    }
+    node::PeerIncarnations peers(dir);  // from the file
+    CHECK(peers.known().at("n1") == "aaaa");
+    const auto why = peers.admit("n1", "bbbb", false);
+    REQUIRE(why);
+    CHECK_THAT(*why, Catch::Contains("known by incarnation aaaa..., not bbbb..."));
+    CHECK(why->size() <= net::kMaxRefusalDetailBytes);
+    CHECK(peers.known().at("n1") == "aaaa");  // a refusal changes nothing
+    // Repaired (--repair --min-term): the new incarnation replaces the old one.
+    CHECK_FALSE(peers.admit("n1", "bbbb", true));
+    CHECK(node::PeerIncarnations(dir).known().at("n1") == "bbbb");
+    // Removed: forgotten, so a later join with an empty data directory is taken.
+    peers.forget("n1");
+    CHECK(node::PeerIncarnations(dir).known().empty());
+    CHECK_FALSE(peers.admit("n1", "cccc", false));
+}
+
+TEST_CASE("peer incarnations: a damaged file is refused, not forgotten", "[node][identity]") {
+    const fs::path dir = test::fresh_temp_dir("conclave-identity-peers-bad");
+    node::PeerIncarnations(dir).admit("n1", "aaaa", false);
+    std::string text = IdRead(dir / node::PeerIncarnations::kFileName);
+    text[text.find("aaaa")] = 'b';
+    IdWrite(dir / node::PeerIncarnations::kFileName, text);
+    CHECK_THAT(Thrown([&] { node::PeerIncarnations peers(dir); }),
+               Catch::Contains("checksum mismatch"));
+}
