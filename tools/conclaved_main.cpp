@@ -2,8 +2,9 @@
 //   conclaved --config FILE --node-id ID [--join HOST:PORT] [--print-config] [--help] [--version]
 //   conclaved --repair --config FILE --node-id ID [--min-term T]   (offline, node stopped)
 // Exit status: 0 clean stop (SIGTERM/SIGINT, after a leadership hand-over), 1 runtime failure
-// (data directory locked, port in use, state file unreadable, corrupt metadata log, a storage
-// failure while running), 2 bad command line or config.
+// (data directory locked, port in use, corrupt metadata log, a storage failure while running),
+// 2 bad command line or config, 3 the node's durable state refused (vote record lost, damaged or
+// another node's; peers know the node by an earlier incarnation).
 #include <boost/asio/signal_set.hpp>
 #include <csignal>
 #include <exception>
@@ -14,6 +15,7 @@
 
 #include "conclave/node/cli.hpp"
 #include "conclave/node/data_dir_lock.hpp"
+#include "conclave/node/identity.hpp"
 #include "conclave/node/join.hpp"
 #include "conclave/node/logging.hpp"
 #include "conclave/node/node.hpp"
@@ -62,12 +64,22 @@ int main(int argc, char** argv) {
         });
         node.run();
         signals.cancel();
+        if (const auto& refused = node.state_refused()) {
+            std::cerr << "conclaved: " << *refused << "\n";
+            return cn::kExitStateRefused;
+        }
         if (const auto& failure = node.storage_failure()) {
             std::cerr << "conclaved: stopped on a storage failure: " << *failure
                       << "; fix the disk, then restart the node\n";
             return cn::kExitFailure;
         }
         return cn::kExitOk;
+    } catch (const cn::IdentityError& e) {
+        std::cerr << "conclaved: " << e.what() << "\n";
+        return cn::kExitStateRefused;
+    } catch (const conclave::net::StateFileError& e) {
+        std::cerr << "conclaved: " << e.what() << "\n";
+        return cn::kExitStateRefused;
     } catch (const conclave::replication::CorruptLogError& e) {
         std::cerr << "conclaved: " << e.what() << "; the repair command for this node: conclaved "
                   << "--repair --config " << ready.options.config_path << " --node-id "

@@ -318,10 +318,37 @@ void Connection::on_read(const error_code& ec, std::size_t n) {
     do_read();
 }
 
+namespace {
+
+bool is_refusal(std::span<const std::uint8_t> payload) {
+    try {
+        return decode_control_kind(payload) == ControlKind::Refused;
+    } catch (const DecodeError&) {
+        return false;
+    }
+}
+
+// What a dialer refused at its hello is told: only refusals it can act on, in words that give
+// away nothing of this node (not its cluster's name).
+std::optional<std::string> told_to_dialer(HandshakeRefusal r) {
+    switch (r) {
+        case HandshakeRefusal::WrongCluster:
+            return "this node belongs to another cluster (check the config's \"cluster\")";
+        case HandshakeRefusal::UnknownNode:
+            return "this node's table does not hold your id (removed, or never added: use --join)";
+        case HandshakeRefusal::UnsupportedVersion:
+            return "unsupported mesh protocol version";
+        default:
+            return std::nullopt;
+    }
+}
+
+}  // namespace
+
 void Connection::handle_frame(Frame& frame) {
     auto owner = owner_.lock();
-    if (!owner) {
-        return;
+    if (!owner || refused_) {
+        return;  // refused: only the Refused frame is still being written
     }
     switch (join_phase_) {
         case JoinPhase::AwaitingAnswer:
@@ -358,7 +385,12 @@ void Connection::handle_confirmation(Frame& frame) {
     if (!owner) {
         return;
     }
-    // Inbound: the dialer accepted our Hello and confirms with a ping (handshake.hpp).
+    // Inbound: the dialer accepted our Hello and confirms with a ping (handshake.hpp), or refuses
+    // this node with a Refused frame (e.g. state_lost).
+    if (frame.channel == Channel::Control && is_refusal(frame.payload)) {
+        take_refusal(frame.payload, /*acceptor_side=*/true);
+        return;
+    }
     bool is_ping = false;
     std::vector<std::uint8_t> mac;
     if (frame.channel == Channel::Control) {
@@ -379,9 +411,10 @@ void Connection::handle_confirmation(Frame& frame) {
     if (owner->has_secret()) {
         const std::string dialer = peer_name();
         if (!mac_equal(mac, owner->peer_mac(HandshakeRole::Dialer, dialer, peer_nonce_, nonce_))) {
-            close_refused(HandshakeRefusal::AuthFailed,
-                          "the confirmation of '" + dialer +
-                              "' does not prove the cluster secret (wrong or missing MAC)");
+            refuse_and_tell(HandshakeRefusal::AuthFailed,
+                            "the confirmation of '" + dialer +
+                                "' does not prove the cluster secret (wrong or missing MAC)",
+                            "the cluster secret does not match this node's");
             return;
         }
     }
@@ -394,6 +427,9 @@ void Connection::handle_confirmation(Frame& frame) {
     }
     if (!channel_mismatch_.empty()) {
         close(spdlog::level::warn, "handshake refused (channel_mismatch)");  // counted
+        return;
+    }
+    if (!admit_peer({})) {
         return;
     }
     if (auto refusal = owner->on_confirmation(*this)) {
@@ -411,6 +447,10 @@ void Connection::handle_hello(std::span<const std::uint8_t> payload) {
     if (joining() && seed_refused(payload)) {
         return;
     }
+    if (outbound_ && is_refusal(payload)) {  // the acceptor refused our hello and says why
+        take_refusal(payload, /*acceptor_side=*/false);
+        return;
+    }
     Hello hello;
     try {
         hello = decode_hello(payload);
@@ -423,17 +463,24 @@ void Connection::handle_hello(std::span<const std::uint8_t> payload) {
         if (*check.refusal == HandshakeRefusal::JoinRefused) {
             join_peer_ = hello.node;
             refuse_join(check.detail);
+        } else if (const auto told = told_to_dialer(*check.refusal); inbound() && told) {
+            refuse_and_tell(*check.refusal, check.detail, *told);
         } else {
             close_refused(*check.refusal, check.detail);
         }
         return;
     }
     peer_ = check.peer;
+    peer_incarnation_ = hello.incarnation;
+    peer_repaired_ = hello.repaired;
     if (outbound_) {
         // The acceptor's hello checks out (and proves the secret): confirm.
         std::vector<std::uint8_t> mac;
         if (owner->has_secret()) {
             mac = owner->own_mac(HandshakeRole::Dialer, hello.node, nonce_, hello.nonce);
+        }
+        if (!joining() && !admit_peer(mac)) {
+            return;
         }
         enqueue(Channel::Control, encode_confirmation(mac));
         if (!joining()) {
@@ -474,6 +521,59 @@ void Connection::handle_hello(std::span<const std::uint8_t> payload) {
     hello_sent_ = true;
     awaiting_confirmation_ = true;
     enqueue(Channel::Control, encode_hello(answer));
+}
+
+void Connection::refuse_and_tell(HandshakeRefusal refusal, const std::string& detail,
+                                 const std::string& told, std::vector<std::uint8_t> mac) {
+    auto owner = owner_.lock();
+    if (!owner || closed_) {
+        return;
+    }
+    ++owner->counters_.handshake_refusals[static_cast<std::size_t>(refusal)];
+    owner->log().warn("{} net: {}: handshake refused ({}): {}", owner->log_prefix(), describe(),
+                      to_string(refusal), detail);
+    refused_ = true;
+    close_after_write_ = true;
+    enqueue(Channel::Control,
+            encode_refusal(PeerRefusal{std::string(to_string(refusal)), told, std::move(mac)}));
+}
+
+void Connection::take_refusal(std::span<const std::uint8_t> payload, bool acceptor_side) {
+    auto owner = owner_.lock();
+    if (!owner) {
+        return;
+    }
+    PeerRefusal refusal;
+    try {
+        refusal = decode_refusal(payload);
+    } catch (const DecodeError& e) {
+        close_bad_frame(BadFrameKind::BadHandshake, std::string("malformed refusal: ") + e.what());
+        return;
+    }
+    // Proven: the dialer's refusal carries its confirmation MAC (checked like the ping's); a
+    // refusal in place of the acceptor's hello comes before the acceptor has proven anything.
+    bool proven = !owner->has_secret();
+    if (acceptor_side && owner->has_secret()) {
+        proven = mac_equal(
+            refusal.mac, owner->peer_mac(HandshakeRole::Dialer, peer_name(), peer_nonce_, nonce_));
+    }
+    if (acceptor_side && peer_ && proven) {
+        owner->on_refused_by_peer(*peer_, refusal);
+    }
+    close(spdlog::level::err, "refused by the peer (" + refusal.reason + "): " + refusal.detail +
+                                  (proven && acceptor_side ? "" : " [not authenticated]"));
+}
+
+bool Connection::admit_peer(std::vector<std::uint8_t> mac) {
+    auto owner = owner_.lock();
+    if (!owner || !peer_) {
+        return false;
+    }
+    if (auto why = owner->admit_incarnation(*peer_, peer_incarnation_, peer_repaired_)) {
+        refuse_and_tell(HandshakeRefusal::StateLost, *why, *why, std::move(mac));
+        return false;
+    }
+    return true;
 }
 
 void Connection::refuse_join(const std::string& detail) {
@@ -538,6 +638,10 @@ void Connection::handle_join_frame(Frame& frame) {
         return;
     }
     if (join_phase_ == JoinPhase::AwaitingAnswer) {
+        if (is_refusal(frame.payload)) {
+            take_refusal(frame.payload, /*acceptor_side=*/false);
+            return;
+        }
         if (auto answer =
                 decode_or_close(*this, decode_join_answer, frame.payload, "join answer")) {
             finish_join(std::move(*answer));

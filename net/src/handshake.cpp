@@ -132,6 +132,12 @@ std::vector<std::uint8_t> encode_hello(const Hello& hello) {
     if (hello.join) {
         j["join"] = true;
     }
+    if (!hello.incarnation.empty()) {
+        j["inc"] = hello.incarnation;
+    }
+    if (hello.repaired) {
+        j["rep"] = true;
+    }
     return json::to_cbor(j);
 }
 
@@ -205,8 +211,24 @@ ControlKind decode_control_kind(std::span<const std::uint8_t> payload) {
     if (kind == "join_answer") {
         return ControlKind::JoinAnswer;
     }
+    if (kind == "refused") {
+        return ControlKind::Refused;
+    }
     throw DecodeError("kind: unknown control frame kind '" + kind + "'");
 }
+
+namespace {
+
+std::string bounded_string(const json& j, const char* key, std::size_t max_bytes) {
+    std::string value = get_string(j, key);
+    if (value.size() > max_bytes) {
+        throw DecodeError(std::string(key) + ": longer than " + std::to_string(max_bytes) +
+                          " bytes");
+    }
+    return value;
+}
+
+}  // namespace
 
 Hello decode_hello(std::span<const std::uint8_t> payload) {
     const json j = parse_control(payload);
@@ -225,21 +247,36 @@ Hello decode_hello(std::span<const std::uint8_t> payload) {
     if (j.contains("join")) {
         h.join = get_bool(j, "join");
     }
+    if (j.contains("inc")) {
+        h.incarnation = bounded_string(j, "inc", kMaxIncarnationBytes);
+    }
+    if (j.contains("rep")) {
+        h.repaired = get_bool(j, "rep");
+    }
     return h;
 }
 
-namespace {
-
-std::string bounded_string(const json& j, const char* key, std::size_t max_bytes) {
-    std::string value = get_string(j, key);
-    if (value.size() > max_bytes) {
-        throw DecodeError(std::string(key) + ": longer than " + std::to_string(max_bytes) +
-                          " bytes");
+std::vector<std::uint8_t> encode_refusal(const PeerRefusal& refusal) {
+    json j{{"kind", "refused"},
+           {"reason", refusal.reason.substr(0, 64)},
+           {"detail", refusal.detail.substr(0, kMaxRefusalDetailBytes)}};
+    if (!refusal.mac.empty()) {
+        j["mac"] = json::binary(refusal.mac);
     }
-    return value;
+    return json::to_cbor(j);
 }
 
-}  // namespace
+PeerRefusal decode_refusal(std::span<const std::uint8_t> payload) {
+    const json j = parse_control(payload);
+    if (get_string(j, "kind") != "refused") {
+        throw DecodeError("kind: expected 'refused'");
+    }
+    PeerRefusal r;
+    r.reason = bounded_string(j, "reason", 64);
+    r.detail = bounded_string(j, "detail", kMaxRefusalDetailBytes);
+    r.mac = get_binary(j, "mac", kMacBytes);
+    return r;
+}
 
 std::vector<std::uint8_t> encode_join_request(const JoinRequest& request) {
     if (request.peer.size() > kMaxJoinAddressBytes || request.http.size() > kMaxJoinAddressBytes) {
@@ -329,6 +366,8 @@ std::string_view to_string(HandshakeRefusal r) {
             return "auth_failed";
         case HandshakeRefusal::ChannelMismatch:
             return "channel_mismatch";
+        case HandshakeRefusal::StateLost:
+            return "state_lost";
         case HandshakeRefusal::TooManyPendingFromSource:
             return "too_many_pending_from_source";
         case HandshakeRefusal::JoinRefused:

@@ -96,6 +96,8 @@ std::string Mesh::Impl::log_prefix() const {
 Hello Mesh::Impl::own_hello() const {
     Hello hello{kProtocolVersion, membership_.cluster, membership_.at(self_).id};
     hello.channels = served_channels();
+    hello.incarnation = options_.incarnation;
+    hello.repaired = options_.repaired;
     return hello;
 }
 
@@ -371,6 +373,26 @@ std::optional<std::pair<HandshakeRefusal, std::string>> Mesh::Impl::on_confirmat
     return std::nullopt;
 }
 
+std::optional<std::string> Mesh::Impl::admit_incarnation(NodeId peer,
+                                                         const std::string& incarnation,
+                                                         bool repaired) {
+    if (!options_.admit_incarnation) {
+        return std::nullopt;
+    }
+    return options_.admit_incarnation(peer, incarnation, repaired);
+}
+
+void Mesh::Impl::on_refused_by_peer(NodeId peer, const PeerRefusal& refusal) {
+    if (refusal.reason != to_string(HandshakeRefusal::StateLost)) {
+        return;
+    }
+    log().critical("{} net: node '{}' refuses this node (state_lost): {}", log_prefix(),
+                   membership_.at(peer).id, refusal.detail);
+    if (options_.on_state_lost) {
+        options_.on_state_lost(peer, refusal.detail);
+    }
+}
+
 void Mesh::Impl::on_established(const std::shared_ptr<Connection>& c) {
     const NodeId peer = *c->peer();
     auto& slot = *peers_[peer.value];
@@ -417,6 +439,16 @@ std::optional<FrameRejection> Mesh::Impl::on_frame(Connection& c, Frame& frame) 
         try {
             const ControlKind kind = decode_control_kind(frame.payload);
             if (kind == ControlKind::Ping) {
+                return std::nullopt;
+            }
+            if (kind == ControlKind::Refused && !c.dialed()) {
+                return FrameRejection{BadFrameKind::UnexpectedControl,
+                                      "refusal after the handshake on an accepted connection"};
+            }
+            if (kind == ControlKind::Refused) {
+                // The acceptor refused our confirmation (it has proven itself with its hello's
+                // MAC); it closes the connection once this is written.
+                on_refused_by_peer(peer, decode_refusal(frame.payload));
                 return std::nullopt;
             }
             return FrameRejection{BadFrameKind::UnexpectedControl,

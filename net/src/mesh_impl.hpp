@@ -93,6 +93,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
     void handle_join_frame(Frame& frame);
     /// Seed side: refuses a joiner's hello, telling it why (JoinAnswer "refused").
     void refuse_join(const std::string& detail);
+    /// Tells the peer why it is refused (a Refused frame, `mac` proving this side when it is the
+    /// dialer), counts and logs the refusal, and closes once the frame is written.
+    void refuse_and_tell(HandshakeRefusal refusal, const std::string& detail,
+                         const std::string& told, std::vector<std::uint8_t> mac = {});
+    /// A Refused frame received during the handshake: logged (and acted on by the owner when the
+    /// sender has proven itself), then the connection closes. `proven`: the sender's MAC checked.
+    void take_refusal(std::span<const std::uint8_t> payload, bool acceptor_side);
+    /// The peer's announced incarnation, offered to the owner (MeshOptions::admit_incarnation);
+    /// true when admitted, else the connection is refused and closed.
+    bool admit_peer(std::vector<std::uint8_t> mac);
     /// Joiner side: the seed refused in place of its hello (`payload` a JoinAnswer "refused").
     bool seed_refused(std::span<const std::uint8_t> payload);
     void finish_join(JoinAnswer answer);
@@ -124,6 +134,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     std::vector<std::uint8_t> nonce_;     // ours (secret handshake)
     std::vector<std::uint8_t> peer_nonce_;  // inbound: the dialer's
     std::string channel_mismatch_;          // inbound: why the confirmation will be refused
+    std::string peer_incarnation_;          // announced in the peer's hello
+    bool peer_repaired_ = false;
+    bool refused_ = false;  // a Refused frame is queued: nothing more is read
     std::string source_;
     FrameDecoder decoder_;
     std::array<std::uint8_t, 16384> read_buffer_{};
@@ -158,6 +171,12 @@ struct Mesh::Impl : std::enable_shared_from_this<Mesh::Impl> {
     HelloCheck on_hello(Connection& c, const Hello& hello);
     /// Inbound: the dialer confirmed; re-checks duplicates (two connections may claim one id).
     std::optional<std::pair<HandshakeRefusal, std::string>> on_confirmation(Connection& c);
+    /// MeshOptions::admit_incarnation for a proven peer (nullopt: admitted).
+    std::optional<std::string> admit_incarnation(NodeId peer, const std::string& incarnation,
+                                                 bool repaired);
+    /// A Refused frame from `peer`, which has proven itself: a state_lost refusal is handed to
+    /// MeshOptions::on_state_lost.
+    void on_refused_by_peer(NodeId peer, const PeerRefusal& refusal);
     void on_established(const std::shared_ptr<Connection>& c);
     std::optional<FrameRejection> on_frame(Connection& c, Frame& frame);
     void request_join(std::string host, std::uint16_t port, JoinRequest request, JoinCallback done);

@@ -424,6 +424,13 @@ void Node::follow_members() {
                 waiting = true;  // R8: the leader still tells it of its removal
             } else {
                 mesh_->retire_node(n);
+                // Removed: a later join of this id may come with an empty data directory.
+                try {
+                    peer_incarnations_->forget(config_.node_name(n));
+                } catch (const net::StateFileError& e) {
+                    logger_->error("membership: cannot forget the incarnation of '{}': {}",
+                                   config_.node_name(n), e.what());
+                }
             }
         }
     }

@@ -13,10 +13,12 @@
 #include "conclave/drivers/log_driver.hpp"
 #include "conclave/net/mesh.hpp"
 #include "conclave/node/hostile_input_metrics.hpp"
+#include "conclave/node/identity.hpp"
 #include "conclave/node/leadership_metrics.hpp"
 #include "conclave/node/logging.hpp"
 #include "conclave/node/node_table.hpp"
 #include "conclave/node/security.hpp"
+#include "conclave/replication/storage.hpp"
 
 namespace conclave::node {
 
@@ -129,6 +131,18 @@ Node::Node(std::unique_ptr<boost::asio::io_context> owned_io, boost::asio::io_co
     // a file that vanished since throws std::runtime_error naming it.
     // R9 (docs/membership.md §8): a table learnt at run time (or by joining) replaces the
     // config file's `nodes`.
+    // The durable state is checked as one identity before any of it is used (identity.hpp).
+    const IdentityCheck identity = check_identity(config_);
+    identity_ = identity.identity;
+    if (identity.created) {
+        logger_->info(
+            "identity: '{}' was empty: this is a new node of cluster '{}' "
+            "(incarnation {})",
+            config_.data_dir.string(), config_.cluster, identity_.incarnation);
+    } else if (identity.upgraded) {
+        logger_->info("identity: {} had no identity (an earlier format): incarnation {} written",
+                      net::kStateFileName, identity_.incarnation);
+    }
     const std::optional<StoredTable> stored = load_node_table(config_.data_dir);
     if (stored) {
         if (auto error = apply_stored_table(config_, *stored)) {
@@ -145,12 +159,25 @@ Node::Node(std::unique_ptr<boost::asio::io_context> owned_io, boost::asio::io_co
     admin_token_ = security.admin_token;
     net::MeshOptions mesh_options = mesh_options_of(config_, options_.seed, security);
     mesh_options.logger = logger_;
+    peer_incarnations_ = std::make_unique<PeerIncarnations>(config_.data_dir);
+    mesh_options.incarnation = identity_.incarnation;
+    std::error_code repaired_ec;
+    mesh_options.repaired = std::filesystem::exists(
+        config_.data_dir / "log" / std::string(replication::FileStorage::kRepairedFileName),
+        repaired_ec);
+    mesh_options.admit_incarnation = [this](NodeId peer, const std::string& incarnation,
+                                            bool repaired) {
+        return admit_peer(peer, incarnation, repaired);
+    };
+    mesh_options.on_state_lost = [this](NodeId peer, const std::string& detail) {
+        refused_as_lost(peer, detail);
+    };
     mesh_ = std::make_unique<net::Mesh>(*io_, membership_of(config_), config_.self,
                                         std::move(mesh_options));
     driver_ = std::make_unique<net::ElectorDriver>(
         *io_, *mesh_, config_.elector,
         net::DriverOptions{config_.data_dir, options_.seed, logger_, /*log_leadership=*/false,
-                           options_.store_elector_state});
+                           options_.store_elector_state, identity_});
     create_log_driver();
     if (stored) {
         for (std::uint16_t i = 0; i < stored->removed.size(); ++i) {
@@ -456,6 +483,43 @@ void Node::fail_stop(std::string why) {
     boost::asio::post(*io_, [this] { stop(); });
 }
 
+std::optional<std::string> Node::admit_peer(NodeId peer, const std::string& incarnation,
+                                            bool repaired) {
+    const std::string& id = config_.node_name(peer);
+    const auto known = peer_incarnations_->known().find(id);
+    const bool replaced =
+        known != peer_incarnations_->known().end() && known->second != incarnation;
+    try {
+        if (auto why = peer_incarnations_->admit(id, incarnation, repaired)) {
+            log_event(*logger_, spdlog::level::err, "peer refused: state lost",
+                      {{"peer", id}, {"reason", *why}});
+            return why;
+        }
+    } catch (const net::StateFileError& e) {
+        log_event(*logger_, spdlog::level::err, "peer refused: cannot remember its incarnation",
+                  {{"peer", id}, {"reason", e.what()}});
+        return std::string("the peer cannot record this node's incarnation: ") + e.what();
+    }
+    if (replaced && !incarnation.empty()) {
+        log_event(*logger_, spdlog::level::warn, "peer admitted with a new incarnation",
+                  {{"peer", id}, {"incarnation", incarnation}, {"why", "it is repaired"}});
+    }
+    return std::nullopt;
+}
+
+// A peer knows this node by an earlier incarnation: this data directory is not the one the
+// cluster knows. Stop at once (no hand-over: the node has no standing) and let conclaved exit 3.
+void Node::refused_as_lost(NodeId peer, const std::string& detail) {
+    if (state_refused_) {
+        return;
+    }
+    state_refused_ =
+        "node '" + config_.node_name(peer) + "' refuses this node (state_lost): " + detail;
+    log_event(*logger_, spdlog::level::critical, "refused by a peer: state lost",
+              {{"reason", *state_refused_}, {"action", "stopping; exit status 3"}});
+    boost::asio::post(*io_, [this] { stop(); });
+}
+
 void Node::finish_stop() {
     if (log_driver_) {
         log_driver_->stop();  // pending proposals are answered (outcome unknown)
@@ -522,6 +586,8 @@ StatusReport Node::status() {
     if (storage_failure_) {
         r.storage = StorageStatus{false, *storage_failure_, storage_failure_since_};
     }
+    r.incarnation = identity_.incarnation;
+    r.refused = state_refused_;
     const auto now = std::chrono::steady_clock::now();
     for (std::uint16_t i = 0; i < config_.nodes.size(); ++i) {
         const NodeId peer{i};
@@ -549,6 +615,9 @@ std::string Node::metrics_text() {
 }
 
 HealthReport Node::health() {
+    if (state_refused_) {
+        return {false, "refused by the cluster: " + *state_refused_};
+    }
     if (storage_failure_) {
         return {false, "storage failure: " + *storage_failure_ +
                            "; the node steps down and exits (fix the disk, then restart it)"};
@@ -561,6 +630,19 @@ HealthReport Node::health() {
     }
     if (!started_ || stopped_) {
         return {false, "the node is not running"};
+    }
+    // Running, but not a healthy voter: say so (a load balancer or an operator's probe must not
+    // take it for one).
+    if (log_driver_) {
+        if (const auto r = log_driver_->log().repaired()) {
+            return {false,
+                    "repaired (conclaved --repair): non-voting until a leader of a term "
+                    "above " +
+                        std::to_string(r->value) + " has brought it up to date"};
+        }
+        if (const auto m = membership_state(); m && m->role == "removed") {
+            return {false, "removed from the cluster's configuration: stop this node"};
+        }
     }
     return {true, ""};
 }

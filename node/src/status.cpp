@@ -40,6 +40,10 @@ nlohmann::json status_to_json(const StatusReport& status) {
                           {"reason", status.storage.reason},
                           {"since", status.storage.since}};
     }
+    out["identity"] = {{"incarnation", status.incarnation}};
+    if (status.refused) {
+        out["identity"]["refused"] = *status.refused;
+    }
     if (status.membership) {
         out["membership"] = {{"version", status.membership->version},
                              {"from_entry", status.membership->from_entry},

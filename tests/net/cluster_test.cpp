@@ -472,3 +472,77 @@ TEST_CASE("join: an answer above the bound is logged and replaced by a refusal")
     CHECK(s.answer->status == JoinStatus::Refused);
     CHECK_THAT(s.answer->detail, Catch::Contains("too large"));
 }
+
+// ---- Incarnations (node/identity.hpp): a peer known by another incarnation is refused --------
+
+TEST_CASE("incarnations: a node refused as state_lost is told, by the dialer and by the acceptor") {
+    for (const bool dialer_refuses : {true, false}) {
+        for (const bool secret : {true, false}) {
+            CAPTURE(dialer_refuses, secret);
+            asio::io_context io;
+            const auto m = make_membership(free_ports(2));
+            std::vector<std::unique_ptr<Mesh>> meshes;
+            std::vector<std::string> lost(2);
+            std::vector<int> asked(2, 0);
+            // n1 (index 0) always dials n2. The refusing side remembers the other by "old".
+            const std::size_t refuser = dialer_refuses ? 0 : 1;
+            for (std::uint16_t i = 0; i < 2; ++i) {
+                auto options = test_mesh_options();
+                options.seed = 70U + i;
+                if (secret) {
+                    options.secret = std::string(32, 'k');
+                }
+                options.incarnation = i == refuser ? "mine" : "new";
+                options.admit_incarnation = [&, i](NodeId, const std::string& inc, bool) {
+                    ++asked[i];
+                    return i == refuser && inc != "old"
+                               ? std::optional<std::string>("known by old, not " + inc)
+                               : std::nullopt;
+                };
+                options.on_state_lost = [&, i](NodeId, const std::string& detail) {
+                    lost[i] = detail;
+                };
+                meshes.push_back(std::make_unique<Mesh>(io, m, NodeId{i}, options));
+                meshes.back()->start();
+            }
+            const std::size_t refused = 1 - refuser;
+            REQUIRE(run_until(
+                io, [&] { return !lost[refused].empty(); }, 5000ms));
+            CHECK(lost[refused] == "known by old, not new");
+            CHECK(lost[refuser].empty());
+            CHECK(meshes[refuser]->counters().refusal(HandshakeRefusal::StateLost) >= 1);
+            run_for(io, 200ms);
+            CHECK_FALSE(meshes[refuser]->is_up(NodeId{static_cast<std::uint16_t>(refused)}));
+            for (auto& mesh : meshes) {
+                mesh->stop();
+            }
+        }
+    }
+}
+
+TEST_CASE("incarnations: an admitted incarnation connects; both sides are asked once") {
+    asio::io_context io;
+    const auto m = make_membership(free_ports(2));
+    std::vector<std::unique_ptr<Mesh>> meshes;
+    std::vector<std::string> seen(2);
+    for (std::uint16_t i = 0; i < 2; ++i) {
+        auto options = test_mesh_options();
+        options.seed = 80U + i;
+        options.secret = std::string(32, 'k');
+        options.incarnation = "inc-" + std::to_string(i);
+        options.repaired = i == 1;
+        options.admit_incarnation = [&, i](NodeId, const std::string& inc, bool repaired) {
+            seen[i] = inc + (repaired ? "/repaired" : "");
+            return std::optional<std::string>();
+        };
+        meshes.push_back(std::make_unique<Mesh>(io, m, NodeId{i}, options));
+        meshes.back()->start();
+    }
+    REQUIRE(run_until(
+        io, [&] { return meshes[0]->is_up(NodeId{1}) && meshes[1]->is_up(NodeId{0}); }, 5000ms));
+    CHECK(seen[0] == "inc-1/repaired");
+    CHECK(seen[1] == "inc-0");
+    for (auto& mesh : meshes) {
+        mesh->stop();
+    }
+}

@@ -76,6 +76,28 @@ TEST_CASE("the decoder rejects an empty frame and reports a partial one") {
     CHECK(partial.mid_frame());
 }
 
+TEST_CASE("hello carries the incarnation; a refusal frame round-trips within its bounds") {
+    Hello h{kProtocolVersion, "demo", "n1"};
+    CHECK(decode_hello(encode_hello(h)).incarnation.empty());
+    h.incarnation = "00112233445566778899aabbccddeeff";
+    h.repaired = true;
+    const Hello back = decode_hello(encode_hello(h));
+    CHECK(back.incarnation == h.incarnation);
+    CHECK(back.repaired);
+    h.incarnation = std::string(kMaxIncarnationBytes + 1, 'a');
+    CHECK_THROWS_AS(decode_hello(encode_hello(h)), DecodeError);
+
+    const PeerRefusal r{"state_lost", std::string(1000, 'd'), std::vector<std::uint8_t>(32, 7)};
+    const auto payload = encode_refusal(r);
+    CHECK(payload.size() <= kMaxControlPayloadBytes);
+    CHECK(decode_control_kind(payload) == ControlKind::Refused);
+    const PeerRefusal got = decode_refusal(payload);
+    CHECK(got.reason == "state_lost");
+    CHECK(got.detail.size() == kMaxRefusalDetailBytes);
+    CHECK(got.mac == r.mac);
+    CHECK_THROWS_AS(decode_refusal(encode_ping()), DecodeError);
+}
+
 TEST_CASE("hello round-trips and is checked against the membership") {
     const Hello h{kProtocolVersion, "demo", "n1"};
     const Hello back = decode_hello(encode_hello(h));

@@ -18,6 +18,7 @@ TEST_CASE("/status JSON has exactly the fields of interfaces.md", "[status]") {
     s.peers = {{"n2", true, 12}, {"n3", false, std::nullopt}};
     s.last_transition_reason = Reason::ElectionWon;
     s.last_transition_age_ms = 5310;
+    s.incarnation = "00112233445566778899aabbccddeeff";
 
     const json expected = json::parse(R"({
       "id": "n1", "cluster": "demo", "role": "leader", "term": 7, "leader": "n1",
@@ -25,7 +26,8 @@ TEST_CASE("/status JSON has exactly the fields of interfaces.md", "[status]") {
       "peers": [{"id": "n2", "up": true, "last_contact_ms": 12},
                 {"id": "n3", "up": false, "last_contact_ms": null}],
       "last_transition": {"reason": "ELECTION_WON", "age_ms": 5310},
-      "storage": {"state": "ok"}
+      "storage": {"state": "ok"},
+      "identity": {"incarnation": "00112233445566778899aabbccddeeff"}
     })");
     CHECK(status_to_json(s) == expected);
 
@@ -54,6 +56,12 @@ TEST_CASE("/status JSON has exactly the fields of interfaces.md", "[status]") {
             CHECK(status_to_json(s)["membership"] ==
                   json{{"version", 4}, {"from_entry", true}, {"role", role}});
         }
+    }
+    SECTION("a node its peers refuse as state_lost says why") {
+        s.refused = "node 'n2' refuses this node: its data directory was lost";
+        CHECK(status_to_json(s)["identity"] ==
+              json{{"incarnation", "00112233445566778899aabbccddeeff"},
+                   {"refused", "node 'n2' refuses this node: its data directory was lost"}});
     }
     SECTION("a storage failure says what and since when") {
         s.storage =

@@ -11,6 +11,7 @@ import http.client
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -353,6 +354,10 @@ def test_corrupt_storage_refused(root, config_text):
     wrong, and what to do; the file is left as found (issue 16)."""
     log_dir = os.path.join(root, "bad-n1", "log")
     os.makedirs(log_dir, exist_ok=True)
+    # The node's vote record (an earlier format, taken as is): without it the log alone is
+    # refused as lost state before the log is read (test_lost_state).
+    with open(os.path.join(root, "bad-n1", "elector-state.json"), "w") as f:
+        f.write('{"format": 1, "term": 1, "voted_for": null}\n')
     path = os.path.join(log_dir, "log.dat")
     first = b"CNCLLOG1" + log_record(1, 0)
     bad = bytearray(log_record(1, 1, b"order-1", b'{"n":1}'))
@@ -578,6 +583,135 @@ def test_repair(root):
         c.stop_all()
 
 
+def refusal_line(r):
+    lines = [l for l in r.stderr.splitlines() if l.startswith("conclaved:")]
+    return lines[0] if len(lines) == 1 else None
+
+
+def test_lost_state(root):
+    """A node whose durable state is lost or damaged never acts as its old self: a deleted or
+    bit-flipped vote record refuses the start (exit 3, naming the safe ways back); a wiped data
+    directory restarted with its normal config is refused by the peers that know its earlier
+    incarnation (exit 3), so the acknowledged writes it held are not lost when the leader dies;
+    `--repair --min-term` brings it back non-voting; a --join into the wrong cluster says so."""
+    c = Cluster(root)
+    try:
+        leader = c.start_all_agreed("lost state")
+        if leader is None:
+            return
+        f, g = [n for n in c.ids if n != leader]
+        state = os.path.join(root, f, "elector-state.json")
+        with open(state) as fh:
+            saved = fh.read()
+        check(json.loads(saved).get("format") == 2 and "crc32" in json.loads(saved) and
+              len(json.loads(saved).get("incarnation", "")) == 32,
+              "lost state: the vote record carries a checksum and an incarnation (%r)" % saved)
+        # 1. The vote record deleted: refused, naming --repair --min-term, never "remove it".
+        c.procs[f].send_signal(signal.SIGTERM)
+        c.procs[f].wait(timeout=WAIT_S)
+        os.remove(state)
+        r = subprocess.run([DAEMON, "--config", c.config, "--node-id", f],
+                           capture_output=True, text=True, timeout=WAIT_S)
+        line = refusal_line(r)
+        check(r.returncode == 3 and line and "elector-state.json" in line and "is missing" in line
+              and "--repair --min-term" in line and "--join" in line and "remove it" not in line,
+              "lost state: a deleted vote record refuses the start (%d, %r)" %
+              (r.returncode, r.stderr.strip()[-500:]))
+        # 2. A flipped digit that keeps the JSON valid: refused by the checksum.
+        doc = json.loads(saved)
+        flipped = saved.replace('"term":%d' % doc["term"], '"term":%d' % (doc["term"] + 10))
+        check(flipped != saved, "lost state: the term field was found to flip")
+        with open(state, "w") as fh:
+            fh.write(flipped)
+        r = subprocess.run([DAEMON, "--config", c.config, "--node-id", f],
+                           capture_output=True, text=True, timeout=WAIT_S)
+        line = refusal_line(r)
+        check(r.returncode == 3 and line and "crc32" in line and "--repair --min-term" in line,
+              "lost state: a flipped digit in the vote record is refused (%d, %r)" %
+              (r.returncode, r.stderr.strip()[-500:]))
+        # The intact record back: the node starts and follows.
+        with open(state, "w") as fh:
+            fh.write(saved)
+        c.start(f)
+        check(wait_for(lambda: c.agreed_leader() == c.agreed_leader() and
+                       (c.status(f) or {}).get("leader") == leader),
+              "lost state: the restored record starts as before")
+        # 3. A wiped disk under write load: g down, writes acknowledged by the leader and f.
+        c.procs[g].send_signal(signal.SIGTERM)
+        c.procs[g].wait(timeout=WAIT_S)
+        acked = []
+        for i in range(50):
+            code, _ = post_json(c.http_ports[leader], "/metadata", {"key": "w-%d" % i, "value": i})
+            if code == 200:
+                acked.append("w-%d" % i)
+        check(len(acked) == 50, "lost state: 50 writes acknowledged by the leader and f (%d)" %
+              len(acked))
+        c.procs[f].kill()
+        c.procs[f].wait()
+        shutil.rmtree(os.path.join(root, f))
+        c.start(g)
+        started = time.monotonic()
+        c.start(f)
+        try:
+            rc = c.procs[f].wait(timeout=WAIT_S)
+        except subprocess.TimeoutExpired:
+            rc = None
+        with open(c.logs[f]) as fh:
+            text = fh.read()
+        check(rc == 3 and "refuses this node (state_lost)" in text,
+              "lost state: the wiped node is refused by its peers and exits 3 (%r after %.1f s)" %
+              (rc, time.monotonic() - started))
+        check(any(r.get("msg") == "peer refused: state lost" for r in c.log_records(leader)),
+              "lost state: the leader logs why it refused the wiped node")
+        # The leader dies: g alone has no quorum (f is out), so nothing is elected without the
+        # entries; the old leader back, every acknowledged write is there.
+        c.procs[leader].kill()
+        c.procs[leader].wait()
+        time.sleep(1.0)
+        s = c.status(g)
+        check(s is not None and s["role"] != "leader",
+              "lost state: the surviving follower does not lead alone (%r)" % (s and s["role"]))
+        c.start(leader)
+        check(wait_for(lambda: c.agreed_leader([leader, g])) is not None,
+              "lost state: the old leader and g agree on a leader")
+        for nid in (leader, g):
+            keys = wait_for(lambda: (lambda k: k if k is not None and set(acked) <= k else None)(
+                committed_keys(c.http_ports[nid])))
+            check(keys is not None, "lost state: no acknowledged write lost on %s" % nid)
+        # 4. The way back: --repair --min-term on the wiped node, which rejoins non-voting.
+        term = max((c.status(n) or {}).get("term", 0) for n in (leader, g))
+        r = subprocess.run([DAEMON, "--repair", "--min-term", str(term), "--config", c.config,
+                            "--node-id", f], capture_output=True, text=True, timeout=WAIT_S)
+        check(r.returncode == 0, "lost state: --repair --min-term on the wiped node (%d, %r)" %
+              (r.returncode, r.stderr.strip()[-300:]))
+        c.start(f)
+        status = wait_for(lambda: (lambda s: s if s and s.get("repaired") and s.get("leader")
+                                   else None)(c.status(f)))
+        check(status is not None, "lost state: the repaired node rejoins, non-voting (%r)" %
+              c.status(f))
+        code, body = request(c.http_ports[f], "GET", "/healthz")
+        check(code == 503 and "repaired" in (body or ""),
+              "lost state: /healthz of the repaired node is 503, saying why (%r, %r)" % (code, body))
+        # 5. A join into the wrong cluster says so at once.
+        doc = json.load(open(c.config))
+        doc["cluster"] = "elsewhere"
+        doc["nodes"] = [{"id": "n9", "peer": "127.0.0.1:%d" % free_ports(1)[0],
+                         "http": "127.0.0.1:%d" % free_ports(1)[0]}]
+        wrong = os.path.join(root, "wrong.json")
+        with open(wrong, "w") as fh:
+            json.dump(doc, fh)
+        seed_peer = json.load(open(c.config))["nodes"][c.ids.index(g)]["peer"]
+        started = time.monotonic()
+        r = subprocess.run([DAEMON, "--config", wrong, "--node-id", "n9", "--join", seed_peer],
+                           capture_output=True, text=True, timeout=WAIT_S)
+        took = time.monotonic() - started
+        check(r.returncode == 1 and "wrong_cluster" in r.stderr and took < 5.0,
+              "lost state: a join into the wrong cluster names the cause (%d, %.1f s, %r)" %
+              (r.returncode, took, r.stderr.strip()[-300:]))
+    finally:
+        c.stop_all()
+
+
 def test_membership(root):
     """Membership through real daemons (issue 18): remove a follower (it shows "removed", writes
     go on without it), restart it (it keeps its stored configuration, R9), add it back as a
@@ -652,7 +786,7 @@ def test_membership(root):
 def main():
     with tempfile.TemporaryDirectory(prefix="conclaved-test-") as root:
         for test in (test_bad_configs, test_cluster, test_graceful_handover, test_disk_full,
-                     test_repair, test_membership):
+                     test_repair, test_membership, test_lost_state):
             sub = os.path.join(root, test.__name__)
             os.mkdir(sub)
             print("==", test.__name__, flush=True)

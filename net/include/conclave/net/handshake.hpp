@@ -81,9 +81,32 @@ struct Hello {
     /// A joiner's hello: the sender is not in the table and asks to be added (encoded only
     /// when true).
     bool join = false;
+    /// The sender's incarnation ("inc"; empty: not announced): a random id created with its data
+    /// directory. Its peers remember it and refuse another one (StateLost): a node whose state
+    /// was lost cannot come back as its old self. At most kMaxIncarnationBytes.
+    std::string incarnation{};
+    /// The sender is repaired (`conclaved --repair`, "rep", encoded only when true): a new
+    /// incarnation is then taken in place of the remembered one.
+    bool repaired = false;
 };
 
-enum class ControlKind : std::uint8_t { Hello, Ping, JoinRequest, JoinAnswer };
+/// Longest incarnation accepted in a Hello.
+inline constexpr std::size_t kMaxIncarnationBytes = 64;
+
+enum class ControlKind : std::uint8_t { Hello, Ping, JoinRequest, JoinAnswer, Refused };
+
+/// A refusal told to the other side before closing:
+///   {"kind": "refused", "reason": "<HandshakeRefusal name>", "detail": "...", "mac": ...}
+/// Sent for the refusals the other side can act on (wrong cluster, unknown node, state lost).
+/// A refusal from a side that has not proven the cluster secret is only logged by its receiver;
+/// "mac" (the dialer's confirmation MAC, when the dialer refuses) lets an acceptor check it.
+struct PeerRefusal {
+    std::string reason;
+    std::string detail;
+    std::vector<std::uint8_t> mac{};
+};
+/// Longest detail of a Refused frame.
+inline constexpr std::size_t kMaxRefusalDetailBytes = 300;
 
 /// What a joiner asks for: to be added at these addresses ("host:port" each).
 struct JoinRequest {
@@ -127,6 +150,11 @@ ControlKind decode_control_kind(std::span<const std::uint8_t> payload);
 /// Throws conclave::DecodeError naming the field.
 Hello decode_hello(std::span<const std::uint8_t> payload);
 
+/// The detail is cut to kMaxRefusalDetailBytes.
+std::vector<std::uint8_t> encode_refusal(const PeerRefusal& refusal);
+/// Throws conclave::DecodeError naming the field.
+PeerRefusal decode_refusal(std::span<const std::uint8_t> payload);
+
 /// Throws std::invalid_argument when a string is longer than kMaxJoinAddressBytes.
 std::vector<std::uint8_t> encode_join_request(const JoinRequest& request);
 /// Throws conclave::DecodeError (payload above kMaxJoinRequestBytes, nesting, fields).
@@ -156,9 +184,10 @@ enum class HandshakeRefusal : std::uint8_t {
     ChannelMismatch,           // the peers serve different channels (e.g. metadata on vs off)
     TooManyPendingFromSource,  // too many handshakes in progress from one source address
     JoinRefused,               // a joiner's hello: this node takes no joins (or an empty id)
+    StateLost,  // the peer is remembered with another incarnation: its state was lost or replaced
 };
 // A hello that cannot be decoded is counted as bad frame "bad_handshake", not as a refusal.
-inline constexpr std::size_t kRefusalCount = 14;
+inline constexpr std::size_t kRefusalCount = 15;
 
 std::string_view to_string(HandshakeRefusal r);
 

@@ -87,6 +87,20 @@ struct MeshOptions {
     /// Join exchange: a joiner waits this long for the seed's answer after the handshake; a seed
     /// closes a joiner's connection that has not been answered this long after its handshake.
     Millis join_timeout{10000};
+    /// This node's incarnation and whether it is repaired, announced in every Hello
+    /// (handshake.hpp); empty: not announced.
+    std::string incarnation{};
+    bool repaired = false;
+    /// Called once a peer has proven itself (MAC checked), before it is reported up, with the
+    /// incarnation it announced: returns why it is refused (HandshakeRefusal::StateLost, told to
+    /// the peer in a Refused frame), or nullopt once the incarnation is durably remembered.
+    /// Unset: every incarnation is taken.
+    std::function<std::optional<std::string>(NodeId peer, const std::string& incarnation,
+                                             bool repaired)>
+        admit_incarnation{};
+    /// Called when a proven peer refuses this node as state_lost: its peers know it by an
+    /// earlier incarnation. The owner stops the node: it must not come back as its old self.
+    std::function<void(NodeId peer, const std::string& detail)> on_state_lost{};
     /// Where the mesh logs (listening, peer up/down, closed connections); spdlog's default
     /// logger when unset. A daemon passes its own, so that these lines honour its format/level.
     std::shared_ptr<spdlog::logger> logger{};

@@ -38,10 +38,12 @@
 #include <string>
 #include <vector>
 
+#include "conclave/drivers/state_file.hpp"
 #include "conclave/elector/fencing.hpp"
 #include "conclave/net/handshake.hpp"
 #include "conclave/node/admin_routes.hpp"
 #include "conclave/node/cluster_config.hpp"
+#include "conclave/node/identity.hpp"
 #include "conclave/node/membership.hpp"
 #include "conclave/node/metadata.hpp"
 #include "conclave/node/metrics.hpp"
@@ -82,8 +84,8 @@ struct NodeOptions {
     std::function<std::shared_ptr<replication::LogStorage>(const std::filesystem::path&,
                                                            replication::FsyncPolicy)>
         log_storage;
-    /// Writes the elector's durable state (throws net::StateFileError); the state file in the
-    /// data dir when unset. Tests inject write failures here.
+    /// Called before each write of the elector's durable state; tests inject write failures
+    /// here by throwing net::StateFileError.
     std::function<void(const std::filesystem::path&, const DurableState&)> store_elector_state;
 };
 
@@ -174,6 +176,12 @@ class Node {
     /// Why a storage failure (metadata log, elector state file) took the node out of service, if
     /// one did: the node then steps down (handing over when it can) and stops; conclaved exits 1.
     const std::optional<std::string>& storage_failure() const { return storage_failure_; }
+    /// Why a peer refused this node as state_lost (it knows this node by an earlier incarnation:
+    /// the data directory was lost or replaced), if one did: the node stops without having taken
+    /// part; conclaved exits 3.
+    const std::optional<std::string>& state_refused() const { return state_refused_; }
+    /// The node's identity (cluster, id, incarnation), read or created at construction.
+    const net::NodeIdentity& identity() const { return identity_; }
     /// The AdminSource the HTTP routes use (for embedding in another server).
     AdminSource& admin_source();
 
@@ -247,6 +255,12 @@ class Node {
     boost::asio::steady_timer members_timer_;  // follow_members() while a removal is pending
     /// members.json marks this node removed (not a member of its active configuration).
     bool self_removed_stored_ = false;
+    net::NodeIdentity identity_;  // checked at construction (identity.hpp)
+    std::unique_ptr<PeerIncarnations> peer_incarnations_;
+    std::optional<std::string> state_refused_;
+    std::optional<std::string> admit_peer(NodeId peer, const std::string& incarnation,
+                                          bool repaired);
+    void refused_as_lost(NodeId peer, const std::string& detail);
     /// Expires with the Node: work posted to the io_context checks it first.
     std::shared_ptr<int> alive_ = std::make_shared<int>(0);
     std::vector<std::function<void()>> stop_waiters_;

@@ -7,7 +7,9 @@
 //   - "membership": {"version": N, "from_entry": bool, "role": "voter"|"learner"|"removed"}
 //     appears only when a metadata log is present (issue 18);
 //   - "storage": {"state": "ok"} or {"state": "failed", "reason": "...", "since": RFC 3339 UTC}
-//     (issue 16: a failed node steps down and exits; this is what it says meanwhile).
+//     (a failed node steps down and exits; this is what it says meanwhile);
+//   - "identity": {"incarnation": "<hex>"} plus "refused": "<why>" when a peer knows this node by
+//     an earlier incarnation (its data directory was lost or replaced; it stops, exit status 3).
 #pragma once
 
 #include <cstdint>
@@ -67,6 +69,10 @@ struct StatusReport {
     std::optional<LogStatus> log;
     std::optional<MembershipState> membership;
     StorageStatus storage;
+    /// The node's incarnation (elector-state.json; its peers remember it) and, when a peer
+    /// refused it as state_lost, why ("identity": {"incarnation": ..., "refused": ...}).
+    std::string incarnation;
+    std::optional<std::string> refused;
     std::vector<PeerStatus> peers;  // every other node, in config order
     Reason last_transition_reason = Reason::Stopped;
     std::int64_t last_transition_age_ms = 0;
