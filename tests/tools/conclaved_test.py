@@ -583,6 +583,16 @@ def test_repair(root):
         c.stop_all()
 
 
+def run_refused(args):
+    """Runs conclaved where it must refuse to start: a daemon that starts instead is killed after
+    WAIT_S and reported with returncode None."""
+    try:
+        return subprocess.run([DAEMON] + args, capture_output=True, text=True, timeout=WAIT_S)
+    except subprocess.TimeoutExpired as e:
+        return subprocess.CompletedProcess(e.cmd, None, "", (e.stderr or b"").decode()
+                                           if isinstance(e.stderr, bytes) else (e.stderr or ""))
+
+
 def refusal_line(r):
     lines = [l for l in r.stderr.splitlines() if l.startswith("conclaved:")]
     return lines[0] if len(lines) == 1 else None
@@ -610,12 +620,11 @@ def test_lost_state(root):
         c.procs[f].send_signal(signal.SIGTERM)
         c.procs[f].wait(timeout=WAIT_S)
         os.remove(state)
-        r = subprocess.run([DAEMON, "--config", c.config, "--node-id", f],
-                           capture_output=True, text=True, timeout=WAIT_S)
+        r = run_refused(["--config", c.config, "--node-id", f])
         line = refusal_line(r)
         check(r.returncode == 3 and line and "elector-state.json" in line and "is missing" in line
               and "--repair --min-term" in line and "--join" in line and "remove it" not in line,
-              "lost state: a deleted vote record refuses the start (%d, %r)" %
+              "lost state: a deleted vote record refuses the start (%r, %r)" %
               (r.returncode, r.stderr.strip()[-500:]))
         # 2. A flipped digit that keeps the JSON valid: refused by the checksum.
         doc = json.loads(saved)
@@ -623,11 +632,10 @@ def test_lost_state(root):
         check(flipped != saved, "lost state: the term field was found to flip")
         with open(state, "w") as fh:
             fh.write(flipped)
-        r = subprocess.run([DAEMON, "--config", c.config, "--node-id", f],
-                           capture_output=True, text=True, timeout=WAIT_S)
+        r = run_refused(["--config", c.config, "--node-id", f])
         line = refusal_line(r)
         check(r.returncode == 3 and line and "crc32" in line and "--repair --min-term" in line,
-              "lost state: a flipped digit in the vote record is refused (%d, %r)" %
+              "lost state: a flipped digit in the vote record is refused (%r, %r)" %
               (r.returncode, r.stderr.strip()[-500:]))
         # The intact record back: the node starts and follows.
         with open(state, "w") as fh:
