@@ -29,6 +29,14 @@ def ctl(*args, timeout_s=30):
     return subprocess.run([CTL, *args], capture_output=True, text=True, timeout=timeout_s)
 
 
+def loads(text, default=None):
+    """The JSON document in `text`, else `default` (a check then fails on it, not the script)."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return default
+
+
 def endpoints(cluster, nids):
     return ",".join("127.0.0.1:%d" % cluster.http_ports[n] for n in nids)
 
@@ -383,7 +391,7 @@ def test_cluster(root):
               "status --config: exit 0, a header and one row per node, one leader (%d, %r, %r)" %
               (r.returncode, r.stdout, r.stderr))
         r = ctl("--endpoints", endpoints(cluster, cluster.ids), "status", "-o", "json")
-        rows = json.loads(r.stdout) if r.returncode == 0 else []
+        rows = loads(r.stdout, []) if r.returncode == 0 else []
         check(len(rows) == 3 and [x["role"] for x in rows].count("leader") == 1 and
               {x["leader"] for x in rows} == {leader} and
               all(x["health"] == "ok" and x["commit_lsn"] is not None for x in rows),
@@ -397,7 +405,7 @@ def test_cluster(root):
         lsn = r.stdout.split()[-1] if r.returncode == 0 else "0.0"
         r = ctl("--endpoints", endpoints(cluster, followers), "put", "plain", "hello", "-o",
                 "json")
-        put = json.loads(r.stdout) if r.returncode == 0 else {}
+        put = loads(r.stdout, {}) if r.returncode == 0 else {}
         check(put.get("key") == "plain" and "lsn" in put,
               "put -o json of a non-JSON value (stored as a string) (%r)" % r.stdout)
         r = ctl("--config", cluster.config, "get")
@@ -405,7 +413,7 @@ def test_cluster(root):
               ' plain "hello"' in r.stdout,
               "get lists the committed entries (%r)" % r.stdout)
         r = ctl("--config", cluster.config, "get", "--from", lsn, "-o", "json")
-        entries = json.loads(r.stdout) if r.returncode == 0 else None
+        entries = loads(r.stdout, None) if r.returncode == 0 else None
         check(entries is not None and [e["key"] for e in entries] == ["plain"],
               "get --from LSN -o json: only what follows (%r)" % r.stdout)
 
@@ -454,14 +462,14 @@ def test_cluster(root):
               "watch ends on ^C (SIGINT) (%r)" % watch.returncode)
         r = ctl("--endpoints", endpoints(cluster, [followers[0]]), "watch", "--count", "1",
                 "-o", "json", timeout_s=15)
-        line = json.loads(r.stdout) if r.returncode == 0 else {}
+        line = loads(r.stdout, {}) if r.returncode == 0 else {}
         check(line.get("leader") == target and
               re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", line.get("time", "")),
               "watch --count 1 -o json: one JSON snapshot, then exit 0 (%r)" % r.stdout)
 
         # step-down hands leadership to another node.
         r = ctl("--config", cluster.config, "step-down", "-o", "json")
-        moved = json.loads(r.stdout) if r.returncode == 0 else {}
+        moved = loads(r.stdout, {}) if r.returncode == 0 else {}
         check(moved.get("from") == target and moved.get("to") not in (None, target),
               "step-down -o json: exit 0, another node leads (%d, %r, %r)" % (r.returncode,
                                                                               r.stdout, r.stderr))
@@ -521,13 +529,13 @@ def test_members(root):
               (r.returncode, r.stdout, r.stderr))
         r = ctl("--endpoints", endpoints(cluster, followers), "members", "remove", followers[1],
                 "-o", "json")
-        change = json.loads(r.stdout) if r.returncode == 0 else {}
+        change = loads(r.stdout, {}) if r.returncode == 0 else {}
         check(change.get("version") == 1 and change.get("op") == "remove" and
               change.get("id") == followers[1],
               "members remove -o json via a follower commits version 1 (%d, %r, %r)" %
               (r.returncode, r.stdout, r.stderr))
         r = ctl("--config", cluster.config, "members", "-o", "json")
-        view = json.loads(r.stdout) if r.returncode == 0 else {}
+        view = loads(r.stdout, {}) if r.returncode == 0 else {}
         check(view.get("version") == 1 and
               sorted(m["id"] for m in view.get("members", [])) == sorted([leader, followers[0]]),
               "members -o json: version 1 without the removed node (%r)" % r.stdout[:300])
