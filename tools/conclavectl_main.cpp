@@ -1161,6 +1161,7 @@ void LoadConfig(const std::string& path, Options& options, std::string& token_fi
 /// What the command line says, before the environment and the config fill the gaps.
 struct Flags {
     std::string endpoints, config, token_file, cacert, output, timeout, count;
+    std::string key, value, op, id;  // put KEY VALUE, members OP ID
     bool help = false;
     bool version = false;
 };
@@ -1212,9 +1213,13 @@ void Describe(CLI::App& app, Flags& flags, Options& options) {
     command("watch")->add_option("--count", flags.count);
     command("transfer")->add_option("--to", options.to)->required();
     command("step-down");
-    command("put")->add_option("args", options.args)->required()->expected(2);
+    CLI::App* put = command("put");
+    put->add_option("KEY", flags.key)->required();
+    put->add_option("VALUE", flags.value)->required();
     command("get")->add_option("--from", options.from);
-    command("members")->add_option("args", options.args)->expected(0, 2);
+    CLI::App* members = command("members");
+    members->add_option("OP", flags.op);
+    members->add_option("ID", flags.id);
 }
 
 void Validate(const Options& options, const Flags& flags) {
@@ -1222,10 +1227,10 @@ void Validate(const Options& options, const Flags& flags) {
         throw Failure(kExitUsage,
                       "missing COMMAND (status, watch, transfer, step-down, put, get, members)");
     }
-    if (options.command == "members" && !options.args.empty()) {
-        const std::string& op = options.args[0];
-        if (options.args.size() != 2) {
-            throw Failure(kExitUsage, "members: expected OP ID or nothing");
+    if (options.command == "members" && !flags.op.empty()) {
+        const std::string& op = flags.op;
+        if (flags.id.empty()) {
+            throw Failure(kExitUsage, "members " + op + ": missing ID");
         }
         if (op != "add-learner" && op != "promote" && op != "remove") {
             throw Failure(kExitUsage,
@@ -1289,6 +1294,11 @@ void Resolve(Flags& flags, Options& options) {
         options.count = n;
     }
     Validate(options, flags);
+    if (options.command == "put") {
+        options.args = {flags.key, flags.value};
+    } else if (options.command == "members" && !flags.op.empty()) {
+        options.args = {flags.op, flags.id};
+    }
     if (!flags.cacert.empty()) {
         options.tls = MakeTlsContext(flags.cacert, "--cacert");
     }

@@ -247,6 +247,23 @@ def test_token_not_leaked(root):
           "(%.1f s, %r)" % (took, r and (r.returncode, r.stderr)))
 
 
+def test_stalled_tls(root):
+    """A port that accepts connections and never answers the TLS handshake: bounded too."""
+    ca = os.path.join(root, "tls.crt")  # made by test_token_not_leaked's TlsPort
+    sock = ct.socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)  # never accept()ed: the kernel completes the connections, nobody speaks
+    try:
+        for command in (["status"], ["get"], ["watch"]):
+            r, took = timed_ctl("--endpoints", "127.0.0.1:%d" % sock.getsockname()[1], "--cacert",
+                                ca, "--timeout", "1s", *command, timeout_s=20)
+            check(r is not None and r.returncode == 4 and took < 8,
+                  "%s --cacert against a silent TLS port: exit 4 after its 1s deadline "
+                  "(%.1f s, %r)" % (command[0], took, r and (r.returncode, r.stderr)))
+    finally:
+        sock.close()
+
+
 def test_environment_and_config_token(root):
     """CONCLAVECTL_* variables; --config's admin.token_file, relative to the config's folder."""
     server = http.server.HTTPServer(("127.0.0.1", 0), AuthHandler)
@@ -570,6 +587,8 @@ def main():
         test_cluster_gone()
         print("== test_token_not_leaked", flush=True)
         test_token_not_leaked(root)
+        print("== test_stalled_tls", flush=True)
+        test_stalled_tls(root)
         print("== test_environment_and_config_token", flush=True)
         test_environment_and_config_token(root)
         paused = os.path.join(root, "paused")
