@@ -247,7 +247,7 @@ asio::awaitable<bool> SpeaksTls(const Endpoint& endpoint) {
 Failure SpeaksHttps(const Endpoint& endpoint) {
     return Failure(kExitUsage, Name(endpoint) +
                                    ": this endpoint speaks HTTPS: pass --cacert FILE "
-                                   "(the cluster CA); nothing was sent");
+                                   "(the cluster CA); no token was sent");
 }
 
 Reply ToReply(const http::response<http::string_body>& response) {
