@@ -8,7 +8,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git
   libboost1.81-dev nlohmann-json3-dev catch2 libspdlog-dev libfmt-dev
-  libssl-dev openssl python3 curl clang-format ccache
+  libssl-dev openssl python3 curl clang-format ccache libcli11-dev
 )
 [ "${1:-}" = "--tests" ] && packages+=(default-jre-headless)
 

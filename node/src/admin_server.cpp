@@ -1,6 +1,7 @@
 #include "conclave/node/admin_server.hpp"
 
 #include "conclave/core/check.hpp"
+#include "request_target.hpp"
 
 #include <openssl/crypto.h>
 #include <openssl/ssl.h>
@@ -78,79 +79,9 @@ namespace {
 
 using Shared = AdminServer::Shared;
 
-int HexValue(char c) {
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
-
-/// Percent-decoding of a query component ('+' is a space). nullopt on a bad escape.
-std::optional<std::string> PercentDecode(std::string_view text) {
-    std::string out;
-    for (std::size_t i = 0; i < text.size(); ++i) {
-        const char c = text[i];
-        if (c == '+') {
-            out += ' ';
-        } else if (c == '%') {
-            if (i + 2 >= text.size()) {
-                return std::nullopt;
-            }
-            const int high = HexValue(text[i + 1]);
-            const int low = HexValue(text[i + 2]);
-            if (high < 0 || low < 0) {
-                return std::nullopt;
-            }
-            out += static_cast<char>(high * 16 + low);
-            i += 2;
-        } else {
-            out += c;
-        }
-    }
-    return out;
-}
-
 /// Splits the target into path and decoded query; an error message on failure.
 std::optional<std::string> ParseTarget(std::string_view target, AdminRequest& request) {
-    if (target.empty() || target.front() != '/') {
-        return "request target must be an absolute path, got \"" +
-               std::string(target.substr(0, 100)) + "\"";
-    }
-    const std::size_t question = target.find('?');
-    request.path = std::string(target.substr(0, question));
-    if (question == std::string_view::npos) {
-        return std::nullopt;
-    }
-    std::string_view query = target.substr(question + 1);
-    while (!query.empty()) {
-        const std::size_t amp = query.find('&');
-        const std::string_view part = query.substr(0, amp);
-        query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
-        if (part.empty()) {
-            continue;
-        }
-        const std::size_t eq = part.find('=');
-        const auto key = PercentDecode(part.substr(0, eq));
-        const auto value =
-            PercentDecode(eq == std::string_view::npos ? std::string_view{} : part.substr(eq + 1));
-        if (!key || !value) {
-            return "query: invalid percent-encoding in \"" + std::string(part.substr(0, 100)) +
-                   "\"";
-        }
-        if (key->empty()) {
-            return std::string("query: empty parameter name");
-        }
-        if (!request.query.emplace(*key, *value).second) {
-            return "query: parameter \"" + *key + "\" given more than once";
-        }
-    }
-    return std::nullopt;
+    return parse_request_target(target, request.path, request.query);
 }
 
 using PlainStream = beast::tcp_stream;

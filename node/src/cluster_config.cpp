@@ -806,6 +806,40 @@ ConfigResult parse_cluster_config(std::string_view json_text, std::string_view n
     return cluster_config_from_json(document, node_id);
 }
 
+namespace {
+
+/// A relative path in a config file names a file next to that file: `base / path`.
+void ResolveAgainst(const std::filesystem::path& base, std::string& path) {
+    if (!path.empty() && std::filesystem::path(path).is_relative()) {
+        path = (base / path).lexically_normal().string();
+    }
+}
+
+/// Every path field of `config` (data_dir, secret_file, admin.token_file, admin.tls and tls
+/// files), resolved against the directory of the config file `config_path`.
+void ResolvePaths(ClusterConfig& config, const std::filesystem::path& config_path) {
+    std::error_code ec;
+    std::filesystem::path base = std::filesystem::absolute(config_path, ec).parent_path();
+    if (ec) {
+        base = config_path.parent_path();
+    }
+    ResolveAgainst(base, config.data_dir_template);
+    std::string data_dir = config.data_dir.string();
+    ResolveAgainst(base, data_dir);
+    config.data_dir = data_dir;
+    ResolveAgainst(base, config.security.secret_file);
+    ResolveAgainst(base, config.security.admin_token_file);
+    ResolveAgainst(base, config.security.admin_tls_cert);
+    ResolveAgainst(base, config.security.admin_tls_key);
+    if (config.tls) {
+        ResolveAgainst(base, config.tls->ca_path);
+        ResolveAgainst(base, config.tls->cert_path);
+        ResolveAgainst(base, config.tls->key_path);
+    }
+}
+
+}  // namespace
+
 ConfigResult load_cluster_config(const std::filesystem::path& path, std::string_view node_id) {
     const std::string name = path.string();
     std::error_code ec;
@@ -837,6 +871,8 @@ ConfigResult load_cluster_config(const std::filesystem::path& path, std::string_
     ConfigResult result = parse_cluster_config(text, node_id);
     if (auto* error = std::get_if<ConfigError>(&result)) {
         error->message = name + ": " + error->message;
+    } else {
+        ResolvePaths(std::get<ClusterConfig>(result), path);
     }
     return result;
 }

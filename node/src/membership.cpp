@@ -214,12 +214,12 @@ void Node::change_membership(MembershipOp op, replication::Member member, Member
         for (const NodeEntry& e : config_.nodes) {
             known += (known.empty() ? "" : ", ") + e.id;
         }
-        return answer(
-            MetadataProposeStatus::InvalidEntry,
-            "unknown node id \"" + id.substr(0, 64) + "\": not in the config's node table (" +
-                known +
-                "); to add a new node give its peer and http addresses (POST /members "
-                "{\"op\": \"add-learner\", \"id\", \"peer\", \"http\"}, or conclaved --join)");
+        return answer(MetadataProposeStatus::InvalidEntry,
+                      "unknown node id \"" + id.substr(0, 64) +
+                          "\": not in the config's node table (" + known +
+                          "); a new node is added by starting it with conclaved --join HOST:PORT "
+                          "(it joins as "
+                          "a learner)");
     }
     if (!log_driver_ || stopping_ || !started_ || !log_driver_->running()) {
         // propose_entry answers these (disabled, stopped, failed).

@@ -1,4 +1,5 @@
 #include "conclave/node/node.hpp"
+#include "conclave/node/cli.hpp"
 
 #include <array>
 #include <boost/asio/post.hpp>
@@ -207,6 +208,7 @@ Node::Node(std::unique_ptr<boost::asio::io_context> owned_io, boost::asio::io_co
     }
     leadership_metrics_ = std::make_unique<LeadershipMetrics>(metrics_);
     register_metrics();
+    register_process_metrics(metrics_, conclave_version());
     register_metadata_metrics();
     register_membership_metrics();
     register_peer_metrics();

@@ -45,10 +45,11 @@ void encode_record(const Entry& entry, std::string& out) {
     put_u32(out, static_cast<std::uint32_t>(entry.key.size()));
     out += entry.key;
     out += entry.value;
-    std::uint32_t crc = crc32(out.data() + start, 4);
-    crc = crc32(out.data() + start + kRecordHeaderBytes, payload_bytes, crc);
+    Crc32 crc;  // over the length field and the payload
+    crc.process_bytes(out.data() + start, 4);
+    crc.process_bytes(out.data() + start + kRecordHeaderBytes, payload_bytes);
     std::string crc_bytes;
-    put_u32(crc_bytes, crc);
+    put_u32(crc_bytes, crc.checksum());
     std::memcpy(out.data() + start + 4, crc_bytes.data(), 4);
 }
 
@@ -68,9 +69,10 @@ DecodedRecord decode_record(std::string_view data, std::uint32_t max_payload) {
         return r;
     }
     const char* payload = data.data() + kRecordHeaderBytes;
-    std::uint32_t crc = crc32(data.data(), 4);
-    crc = crc32(payload, payload_bytes, crc);
-    if (crc != get_u32(data.data() + 4)) {
+    Crc32 crc;
+    crc.process_bytes(data.data(), 4);
+    crc.process_bytes(payload, payload_bytes);
+    if (crc.checksum() != get_u32(data.data() + 4)) {
         r.problem = TailProblem::BadCrc;
         return r;
     }

@@ -436,6 +436,40 @@ TEST_CASE("the effective config round-trips", "[config]") {
     CHECK(effective_config_json(again) == effective);
 }
 
+TEST_CASE("relative paths in a config file name files next to it", "[config]") {
+    const auto dir = std::filesystem::temp_directory_path() /
+                     ("conclave-config-paths-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir / "etc");
+    json doc = GoodConfig();
+    doc["data_dir"] = "data/{id}";
+    doc["tls"] = {{"ca", "pki/ca.pem"}, {"cert", "/abs/n1.pem"}, {"key", "pki/../pki/n1.key"}};
+    doc["secret_file"] = "secret";
+    doc["admin"] = {{"token_file", "admin-token"},
+                    {"tls", {{"cert", "https/cert.pem"}, {"key", "https/key.pem"}}}};
+    {
+        std::ofstream out(dir / "etc" / "cluster.json");
+        out << doc.dump(2);
+    }
+    // Loaded through a path relative to the working directory, from another directory.
+    const auto cwd = std::filesystem::current_path();
+    std::filesystem::current_path(dir);
+    auto loaded = load_cluster_config("etc/cluster.json", "n2");
+    std::filesystem::current_path(cwd);
+    REQUIRE(std::holds_alternative<ClusterConfig>(loaded));
+    const ClusterConfig& c = std::get<ClusterConfig>(loaded);
+    const std::string etc = (dir / "etc").string();
+    CHECK(c.data_dir == etc + "/data/n2");
+    CHECK(c.data_dir_template == etc + "/data/{id}");
+    CHECK(c.tls->ca_path == etc + "/pki/ca.pem");
+    CHECK(c.tls->cert_path == "/abs/n1.pem");
+    CHECK(c.tls->key_path == etc + "/pki/n1.key");
+    CHECK(c.security.secret_file == etc + "/secret");
+    CHECK(c.security.admin_token_file == etc + "/admin-token");
+    CHECK(c.security.admin_tls_cert == etc + "/https/cert.pem");
+    CHECK(c.security.admin_tls_key == etc + "/https/key.pem");
+    std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("loading from a file", "[config]") {
     const auto dir = std::filesystem::temp_directory_path() /
                      ("conclave-config-test-" + std::to_string(::getpid()));

@@ -301,6 +301,9 @@ TEST_CASE("membership: one change at a time, invalid ops, unknown ids", "[node][
     REQUIRE(unknown);
     CHECK(unknown->status == MetadataProposeStatus::InvalidEntry);
     CHECK(unknown->detail.find("unknown node id \"n9\"") != std::string::npos);
+    // The way to add it is one an operator can take (POST /members takes no addresses).
+    CHECK(unknown->detail.find("conclaved --join") != std::string::npos);
+    CHECK(unknown->detail.find("POST /members") == std::string::npos);
     // A follower answers NotLeader with the leader.
     const MembershipResult follower = c.change(b, Op::AddLearner, a);
     CHECK(follower.status == MetadataProposeStatus::NotLeader);

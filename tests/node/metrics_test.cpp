@@ -79,6 +79,23 @@ TEST_CASE("counters, gauges and histograms render as Prometheus text", "[metrics
     CHECK(parsed.value("conclave_election_duration_seconds_bucket", {{"le", "+Inf"}}) == 4);
 }
 
+TEST_CASE("process metrics and the build info", "[metrics]") {
+    MetricsRegistry registry;
+    register_process_metrics(registry, "1.2.3");
+    const std::string text = registry.render();
+    const auto parsed = parse_prometheus_text(text);
+    REQUIRE(std::holds_alternative<PrometheusExposition>(parsed));
+    const auto& exposition = std::get<PrometheusExposition>(parsed);
+    CHECK(exposition.value("conclave_build_info", {{"version", "1.2.3"}}) == 1.0);
+    CHECK(exposition.types.at("process_cpu_seconds_total") == "counter");
+    CHECK(exposition.value("process_cpu_seconds_total").value_or(-1) >= 0);
+    CHECK(exposition.value("process_resident_memory_bytes").value_or(0) > 0);
+    CHECK(exposition.value("process_virtual_memory_bytes").value_or(0) > 0);
+    CHECK(exposition.value("process_open_fds").value_or(0) >= 3);  // stdin, stdout, stderr
+    CHECK(exposition.value("process_max_fds").value_or(0) > 0);
+    CHECK(exposition.value("process_start_time_seconds").value_or(0) > 1.7e9);
+}
+
 TEST_CASE("help text and label values are escaped", "[metrics]") {
     MetricsRegistry registry;
     registry.counter("m_total", "back\\slash and\nnewline", {{"peer", "a\"b\\c\nd"}}).inc();

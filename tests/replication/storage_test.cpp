@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "conclave/replication/storage.hpp"
+#include "crc32.hpp"
 #include "record.hpp"
 
 using namespace conclave;
@@ -69,6 +70,27 @@ std::uint64_t RecordEnd(std::size_t records) {  // file offset after `records` S
 }
 
 }  // namespace
+
+TEST_CASE("record format: the CRC-32 of the files is the IEEE one, as written before") {
+    // The check value of CRC-32/ISO-HDLC, and one piece after another as one.
+    CHECK(crc32("123456789", 9) == 0xCBF43926U);
+    Crc32 pieces;
+    pieces.process_bytes("1234", 4);
+    pieces.process_bytes("56789", 5);
+    CHECK(pieces.checksum() == 0xCBF43926U);
+    // A record as the log has always written it: u32 length 36, u32 crc over the length field
+    // and the payload (python3: zlib.crc32(struct.pack("<I", 36) + payload) == 0x4ad9598e),
+    // payload u64 term 3, u64 counter 17, u32 key length 9, key, value (little-endian).
+    std::string record;
+    encode_record(Entry{Lsn{Term{3}, 17}, "svc/owner", R"({"a":1})"}, record);
+    REQUIRE(record.size() == kRecordHeaderBytes + 36);
+    CHECK(get_u32(record.data()) == 36);
+    CHECK(get_u32(record.data() + 4) == 0x4AD9598EU);
+    const DecodedRecord decoded = decode_record(record, 1024);
+    CHECK(decoded.problem == TailProblem::None);
+    record[record.size() - 1] ^= 1;
+    CHECK(decode_record(record, 1024).problem == TailProblem::BadCrc);
+}
 
 TEST_CASE("file storage: a fresh directory recovers empty, then round-trips entries and meta") {
     TempDir dir;

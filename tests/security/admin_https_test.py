@@ -149,10 +149,12 @@ def main():
         check(r.returncode == 0,
               "conclavectl --config (its tls.ca) put over https (%d, %r)" % (r.returncode,
                                                                              r.stderr.strip()))
-        r = subprocess.run([CTL, "--endpoints", endpoint, "--timeout", "2", "status"],
-                           capture_output=True, text=True, timeout=WAIT_S)
-        check(r.returncode == 4, "conclavectl over plain http to it: unreachable (exit %d)"
-              % r.returncode)
+        for extra in ([], ["--token-file", token_path]):
+            r = subprocess.run([CTL, "--endpoints", endpoint, "--timeout", "2", *extra, "status"],
+                               capture_output=True, text=True, timeout=WAIT_S)
+            check(r.returncode == 2 and "this endpoint speaks HTTPS: pass --cacert" in r.stderr,
+                  "conclavectl over plain http to it %s: exit 2, says it speaks HTTPS (%d, %r)"
+                  % (" ".join(extra), r.returncode, r.stderr.strip()))
         r = subprocess.run([CTL, "--endpoints", endpoint, "--cacert", other_ca, "--timeout", "2",
                             "status"], capture_output=True, text=True, timeout=WAIT_S)
         check(r.returncode == 4 and "certificate verify failed" in r.stdout + r.stderr,

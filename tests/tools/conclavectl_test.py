@@ -9,6 +9,7 @@ conclaved_test.py (same folder).
 import http.server
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -19,13 +20,21 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import conclaved_test as ct  # noqa: E402
 
 ct.DAEMON = sys.argv[1] if len(sys.argv) > 1 else "build/release/tools/conclaved"
-CTL = sys.argv[2] if len(sys.argv) > 2 else "build/release/tools/conclavectl"
+CTL = os.path.abspath(sys.argv[2] if len(sys.argv) > 2 else "build/release/tools/conclavectl")
 EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples")
 check = ct.check
 
 
 def ctl(*args, timeout_s=30):
     return subprocess.run([CTL, *args], capture_output=True, text=True, timeout=timeout_s)
+
+
+def loads(text, default=None):
+    """The JSON document in `text`, else `default` (a check then fails on it, not the script)."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return default
 
 
 def endpoints(cluster, nids):
@@ -81,6 +90,215 @@ def test_auth(root):
               "401: exit 3, one line (%d, %r)" % (r.returncode, r.stderr.strip()))
         check("Bearer s3cret" in AuthHandler.seen,
               "--token-file sends Authorization: Bearer <token> (%r)" % AuthHandler.seen)
+    finally:
+        server.shutdown()
+
+
+def timed_ctl(*args, timeout_s=30):
+    """ctl, and how long it took (a run still going after timeout_s counts as a hang: None)."""
+    start = time.monotonic()
+    try:
+        r = ctl(*args, timeout_s=timeout_s)
+    except subprocess.TimeoutExpired:
+        return None, timeout_s
+    return r, time.monotonic() - start
+
+
+def test_paused(root):
+    """A SIGSTOPped node: every command ends by its --timeout; watch leaves the silent node."""
+    cluster = ct.Cluster(root)
+    paused = None
+    watch = None
+    try:
+        leader = cluster.start_all_agreed("paused")
+        if leader is None:
+            return
+        followers = [n for n in cluster.ids if n != leader]
+        paused, target = followers
+        order = [paused, target, leader]
+        watch_out = os.path.join(root, "watch.out")
+        with open(watch_out, "w") as out:
+            watch = subprocess.Popen([CTL, "--endpoints", endpoints(cluster, order), "--timeout",
+                                      "1s", "watch"], stdout=out, stderr=subprocess.STDOUT)
+
+        def watched():
+            with open(watch_out) as f:
+                return f.read()
+
+        check(ct.wait_for(lambda: ("leader=%s" % leader) in watched()),
+              "watch (following %s) prints the leader %s (%r)" % (paused, leader, watched()))
+        cluster.procs[paused].send_signal(ct.signal.SIGSTOP)
+        every = endpoints(cluster, order)
+        r, took = timed_ctl("--endpoints", every, "--timeout", "2s", "status")
+        check(r is not None and r.returncode == 4 and took < 10 and "unreachable" in r.stdout and
+              "no answer within 2s" in r.stderr,
+              "status with %s paused: exit 4 within its 2s deadline, the row unreachable "
+              "(%.1f s, %r)" % (paused, took, r and (r.returncode, r.stdout, r.stderr)))
+        r, took = timed_ctl("--endpoints", every, "--timeout", "2s", "put", "k", "v")
+        check(r is not None and r.returncode == 0 and took < 10,
+              "put with %s paused: committed through the leader (%.1f s, %r)" %
+              (paused, took, r and (r.returncode, r.stdout, r.stderr)))
+        r, took = timed_ctl("--endpoints", every, "--timeout", "1500ms", "get")
+        check(r is not None and r.returncode == 0 and " k " in r.stdout and took < 10,
+              "get with %s paused (--timeout 1500ms): exit 0 (%.1f s, %r)" %
+              (paused, took, r and (r.returncode, r.stdout, r.stderr)))
+        r, took = timed_ctl("--endpoints", endpoints(cluster, [paused]), "--timeout", "500ms",
+                            "get")
+        check(r is not None and r.returncode == 4 and took < 5,
+              "get from the paused node alone: exit 4 after 500ms (%.1f s, %r)" %
+              (took, r and (r.returncode, r.stderr)))
+        r, took = timed_ctl("--endpoints", every, "--timeout", "5s", "transfer", "--to", target)
+        check(r is not None and r.returncode == 0 and took < 15,
+              "transfer --to %s with %s paused: exit 0 (%.1f s, %r)" %
+              (target, paused, took, r and (r.returncode, r.stdout, r.stderr)))
+        check(ct.wait_for(lambda: ("leader=%s" % target) in watched()),
+              "watch leaves the paused %s and prints the new leader %s (%r)" %
+              (paused, target, watched()))
+        check(("%s: silent for 1s" % endpoints(cluster, [paused])) in watched(),
+              "watch says which node fell silent (%r)" % watched())
+    finally:
+        if watch is not None:
+            watch.kill()
+            watch.wait()
+        if paused is not None:
+            cluster.procs[paused].send_signal(ct.signal.SIGCONT)
+        cluster.stop_all()
+
+
+def test_cluster_gone():
+    """Nothing listening: watch ends with exit 4 after --timeout; transfer exits 4 too."""
+    port = ct.free_ports(1)[0]
+    r, took = timed_ctl("--endpoints", "127.0.0.1:%d" % port, "--timeout", "1s", "watch")
+    lines = r.stderr.strip().splitlines() if r else []
+    check(r is not None and r.returncode == 4 and took < 10 and
+          "no node to follow for 1s" in lines[-1] and len(lines) <= 3,
+          "watch with every node down: exit 4 after its timeout, a few lines (%.1f s, %r)" %
+          (took, r and (r.returncode, r.stderr)))
+    r = ctl("--endpoints", "127.0.0.1:%d" % port, "--timeout", "1s", "transfer", "--to", "n2")
+    check(r.returncode == 4, "transfer with every node down: exit 4 (%d, %r)" %
+          (r.returncode, r.stderr))
+    for bad in ["2x", "0ms", "-1s", "ms"]:
+        r = ctl("--endpoints", "127.0.0.1:%d" % port, "--timeout", bad, "status")
+        check(r.returncode == 2 and "--timeout" in r.stderr,
+              "--timeout %s: exit 2 (%d, %r)" % (bad, r.returncode, r.stderr))
+
+
+class TlsPort:
+    """A TLS server on 127.0.0.1 that records every plain-text byte it receives."""
+
+    def __init__(self, root):
+        import ssl
+        cert, key = os.path.join(root, "tls.crt"), os.path.join(root, "tls.key")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
+                        key, "-out", cert, "-subj", "/CN=127.0.0.1", "-days", "1"],
+                       check=True, capture_output=True)
+        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.context.load_cert_chain(cert, key)
+        self.sock = ct.socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.plain = b""
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            conn.settimeout(5)
+            try:
+                first = conn.recv(4096, ct.socket.MSG_PEEK)
+                if first[:1] == b"\x16":  # a TLS ClientHello: finish the handshake
+                    self.context.wrap_socket(conn, server_side=True).close()
+                else:
+                    self.plain += conn.recv(65536)
+                    conn.close()
+            except OSError:
+                conn.close()
+
+    def close(self):
+        self.sock.close()
+
+
+def test_token_not_leaked(root):
+    """The token never goes in clear: not to a port that speaks TLS, not off loopback."""
+    token = os.path.join(root, "token")
+    with open(token, "w") as f:
+        f.write("s3cret\n")
+    tls = TlsPort(root)
+    try:
+        for command in (["get"], ["put", "k", "v"], ["status"]):
+            r = ctl("--endpoints", "127.0.0.1:%d" % tls.port, "--token-file", token, "--timeout",
+                    "3s", *command)
+            check(r.returncode == 2 and "speaks HTTPS: pass --cacert" in r.stderr,
+                  "%s without --cacert against an HTTPS port: exit 2, says so (%d, %r)" %
+                  (command[0], r.returncode, r.stderr))
+        check(b"s3cret" not in tls.plain and b"Authorization" not in tls.plain,
+              "the HTTPS port never received the token in clear (%r)" % tls.plain[:300])
+    finally:
+        tls.close()
+    r, took = timed_ctl("--endpoints", "192.0.2.1:80", "--token-file", token, "--timeout", "3s",
+                        "status")
+    check(r is not None and r.returncode == 2 and "refusing to send the token" in r.stderr and
+          took < 2,
+          "a token over plain HTTP to a non-loopback address: refused before connecting "
+          "(%.1f s, %r)" % (took, r and (r.returncode, r.stderr)))
+
+
+def test_stalled_tls(root):
+    """A port that accepts connections and never answers the TLS handshake: bounded too."""
+    ca = os.path.join(root, "tls.crt")  # made by test_token_not_leaked's TlsPort
+    sock = ct.socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)  # never accept()ed: the kernel completes the connections, nobody speaks
+    try:
+        for command in (["status"], ["get"], ["watch"]):
+            r, took = timed_ctl("--endpoints", "127.0.0.1:%d" % sock.getsockname()[1], "--cacert",
+                                ca, "--timeout", "1s", *command, timeout_s=20)
+            check(r is not None and r.returncode == 4 and took < 8,
+                  "%s --cacert against a silent TLS port: exit 4 after its 1s deadline "
+                  "(%.1f s, %r)" % (command[0], took, r and (r.returncode, r.stderr)))
+    finally:
+        sock.close()
+
+
+def test_environment_and_config_token(root):
+    """CONCLAVECTL_* variables; --config's admin.token_file, relative to the config's folder."""
+    server = http.server.HTTPServer(("127.0.0.1", 0), AuthHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    try:
+        folder = os.path.join(root, "etc")
+        os.mkdir(folder)
+        with open(os.path.join(folder, "admin-token"), "w") as f:
+            f.write("from-config\n")
+        peer = ct.free_ports(1)[0]
+        config = os.path.join(folder, "cluster.json")
+        with open(config, "w") as f:
+            json.dump({"cluster": "t", "profile": "fast", "data_dir": "data/{id}",
+                       "nodes": [{"id": "n1", "peer": "127.0.0.1:%d" % peer,
+                                  "http": "127.0.0.1:%d" % port}],
+                       "insecure": True, "admin": {"token_file": "admin-token"}}, f)
+        AuthHandler.seen.clear()
+        r = subprocess.run([CTL, "--config", "etc/cluster.json", "get"], capture_output=True,
+                           text=True, timeout=30, cwd=root)
+        check(r.returncode == 3 and "Bearer from-config" in AuthHandler.seen,
+              "--config sends its admin.token_file's token, found next to the config (%d, %r, %r)"
+              % (r.returncode, r.stderr, AuthHandler.seen))
+        AuthHandler.seen.clear()
+        env = dict(os.environ, CONCLAVECTL_ENDPOINTS="127.0.0.1:%d" % port,
+                   CONCLAVECTL_TOKEN_FILE=os.path.join(folder, "admin-token"),
+                   CONCLAVECTL_OUTPUT="json", CONCLAVECTL_TIMEOUT="2s")
+        r = subprocess.run([CTL, "get"], capture_output=True, text=True, timeout=30, env=env)
+        check(r.returncode == 3 and "Bearer from-config" in AuthHandler.seen,
+              "CONCLAVECTL_ENDPOINTS and CONCLAVECTL_TOKEN_FILE (%d, %r, %r)" %
+              (r.returncode, r.stderr, AuthHandler.seen))
+        env["CONCLAVECTL_OUTPUT"] = "yaml"
+        r = subprocess.run([CTL, "get"], capture_output=True, text=True, timeout=30, env=env)
+        check(r.returncode == 2 and "--output" in r.stderr,
+              "CONCLAVECTL_OUTPUT is validated like -o (%d, %r)" % (r.returncode, r.stderr))
     finally:
         server.shutdown()
 
@@ -190,7 +408,7 @@ def test_cluster(root):
               "status --config: exit 0, a header and one row per node, one leader (%d, %r, %r)" %
               (r.returncode, r.stdout, r.stderr))
         r = ctl("--endpoints", endpoints(cluster, cluster.ids), "status", "-o", "json")
-        rows = json.loads(r.stdout) if r.returncode == 0 else []
+        rows = loads(r.stdout, []) if r.returncode == 0 else []
         check(len(rows) == 3 and [x["role"] for x in rows].count("leader") == 1 and
               {x["leader"] for x in rows} == {leader} and
               all(x["health"] == "ok" and x["commit_lsn"] is not None for x in rows),
@@ -202,14 +420,17 @@ def test_cluster(root):
               "put via a follower follows the 307 and commits (%d, %r, %r)" %
               (r.returncode, r.stdout, r.stderr))
         lsn = r.stdout.split()[-1] if r.returncode == 0 else "0.0"
-        r = ctl("--endpoints", endpoints(cluster, followers), "put", "plain", "hello")
-        check(r.returncode == 0, "put of a non-JSON value (stored as a string)")
+        r = ctl("--endpoints", endpoints(cluster, followers), "put", "plain", "hello", "-o",
+                "json")
+        put = loads(r.stdout, {}) if r.returncode == 0 else {}
+        check(put.get("key") == "plain" and "lsn" in put,
+              "put -o json of a non-JSON value (stored as a string) (%r)" % r.stdout)
         r = ctl("--config", cluster.config, "get")
         check(r.returncode == 0 and '%s svc/owner {"a":1}' % lsn in r.stdout and
               ' plain "hello"' in r.stdout,
               "get lists the committed entries (%r)" % r.stdout)
         r = ctl("--config", cluster.config, "get", "--from", lsn, "-o", "json")
-        entries = json.loads(r.stdout) if r.returncode == 0 else None
+        entries = loads(r.stdout, None) if r.returncode == 0 else None
         check(entries is not None and [e["key"] for e in entries] == ["plain"],
               "get --from LSN -o json: only what follows (%r)" % r.stdout)
 
@@ -241,7 +462,8 @@ def test_cluster(root):
         check(first and ("leader=%s" % leader) in first and "reason=" in first,
               "watch prints the current leadership first (%r)" % first)
         r = ctl("--config", cluster.config, "transfer", "--to", target)
-        check(r.returncode == 0 and ("leader is now %s" % target) in r.stdout,
+        check(r.returncode == 0 and ("leader is now %s" % target) in r.stdout and
+              r.stdout.count("\n") == 2,
               "transfer --to %s: exit 0 once it leads (%d, %r, %r)" %
               (target, r.returncode, r.stdout, r.stderr))
         seen = ct.wait_for(lambda: ("leader=%s" % target) in watched())
@@ -257,16 +479,17 @@ def test_cluster(root):
               "watch ends on ^C (SIGINT) (%r)" % watch.returncode)
         r = ctl("--endpoints", endpoints(cluster, [followers[0]]), "watch", "--count", "1",
                 "-o", "json", timeout_s=15)
-        line = json.loads(r.stdout) if r.returncode == 0 else {}
-        check(line.get("leader") == target and "time" in line,
+        line = loads(r.stdout, {}) if r.returncode == 0 else {}
+        check(line.get("leader") == target and
+              re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", line.get("time", "")),
               "watch --count 1 -o json: one JSON snapshot, then exit 0 (%r)" % r.stdout)
 
         # step-down hands leadership to another node.
-        r = ctl("--config", cluster.config, "step-down")
-        check(r.returncode == 0 and "leader is now" in r.stdout and target not in
-              r.stdout.split("leader is now")[-1],
-              "step-down: exit 0, another node leads (%d, %r, %r)" % (r.returncode, r.stdout,
-                                                                      r.stderr))
+        r = ctl("--config", cluster.config, "step-down", "-o", "json")
+        moved = loads(r.stdout, {}) if r.returncode == 0 else {}
+        check(moved.get("from") == target and moved.get("to") not in (None, target),
+              "step-down -o json: exit 0, another node leads (%d, %r, %r)" % (r.returncode,
+                                                                              r.stdout, r.stderr))
         new_token = (ct.wait_for(cluster.agreed_leader) or (None, None))[1]
         check(ct.wait_for(lambda: any(r["token"] == new_token for r in store.records())),
               "the worker beside the newest leader works under its token %r" % new_token)
@@ -315,16 +538,21 @@ def test_members(root):
         r = ctl("--config", cluster.config, "members")
         lines = r.stdout.strip().splitlines()
         check(r.returncode == 0 and lines[0].startswith("configuration version 0 (implicit") and
-              len(lines) == 4 and all(" voter " in line and "lag=" in line for line in lines[1:]),
-              "members: version 0, three voters with their catch-up (%d, %r, %r)" %
+              len(lines) == 5 and lines[1].split() == ["ID", "ROLE", "PEER", "HTTP",
+                                                       "ACKNOWLEDGED", "LAG", "CONNECTED"] and
+              all(line.split()[1] == "voter" and line.split()[6] == "true"
+                  for line in lines[2:]),
+              "members: version 0, a header, three voters with their catch-up (%d, %r, %r)" %
               (r.returncode, r.stdout, r.stderr))
-        r = ctl("--endpoints", endpoints(cluster, followers), "members", "remove", followers[1])
-        check(r.returncode == 0 and
-              r.stdout.strip() == "remove %s: committed, configuration version 1" % followers[1],
-              "members remove via a follower commits version 1 (%d, %r, %r)" %
+        r = ctl("--endpoints", endpoints(cluster, followers), "members", "remove", followers[1],
+                "-o", "json")
+        change = loads(r.stdout, {}) if r.returncode == 0 else {}
+        check(change.get("version") == 1 and change.get("op") == "remove" and
+              change.get("id") == followers[1],
+              "members remove -o json via a follower commits version 1 (%d, %r, %r)" %
               (r.returncode, r.stdout, r.stderr))
         r = ctl("--config", cluster.config, "members", "-o", "json")
-        view = json.loads(r.stdout) if r.returncode == 0 else {}
+        view = loads(r.stdout, {}) if r.returncode == 0 else {}
         check(view.get("version") == 1 and
               sorted(m["id"] for m in view.get("members", [])) == sorted([leader, followers[0]]),
               "members -o json: version 1 without the removed node (%r)" % r.stdout[:300])
@@ -355,6 +583,18 @@ def main():
         os.mkdir(members)
         print("== test_members", flush=True)
         test_members(members)
+        print("== test_cluster_gone", flush=True)
+        test_cluster_gone()
+        print("== test_token_not_leaked", flush=True)
+        test_token_not_leaked(root)
+        print("== test_stalled_tls", flush=True)
+        test_stalled_tls(root)
+        print("== test_environment_and_config_token", flush=True)
+        test_environment_and_config_token(root)
+        paused = os.path.join(root, "paused")
+        os.mkdir(paused)
+        print("== test_paused", flush=True)
+        test_paused(paused)
         if ct.failures:
             for name in sorted(os.listdir(sub)):
                 if name.endswith(".log"):

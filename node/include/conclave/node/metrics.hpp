@@ -114,6 +114,11 @@ class MetricsRegistry {
     std::vector<std::function<void()>> collectors_;
 };
 
+/// Registers process_cpu_seconds_total, process_resident_memory_bytes,
+/// process_virtual_memory_bytes, process_open_fds, process_max_fds, process_start_time_seconds
+/// (refreshed at every render; process_metrics.cpp) and conclave_build_info{version} 1.
+void register_process_metrics(MetricsRegistry& registry, std::string_view version);
+
 /// Text helpers shared by the renderer and the parser.
 bool valid_metric_name(std::string_view name);
 bool valid_label_name(std::string_view name);

@@ -1,0 +1,17 @@
+// The admin server's request target (private to node/src).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace conclave::node {
+
+/// Splits an origin-form target ("/path?k=v&...") into its path (not decoded) and its decoded
+/// query ('+' is a space; keys unique). An error message on failure: not an absolute path, bad
+/// percent-encoding or characters a target may not hold, an empty name, a repeated name.
+std::optional<std::string> parse_request_target(std::string_view target, std::string& path,
+                                                std::map<std::string, std::string>& query);
+
+}  // namespace conclave::node
