@@ -105,7 +105,12 @@ TEST_CASE("finding 1: without the cluster secret nobody logs in as another node"
             const auto answer = p.read_frame();
             if (answer) {
                 p.send(encode_confirmation(std::vector<std::uint8_t>(kMacBytes, 0x42)));
-                attacker_closed_forged = !p.read_frame().has_value();
+                // Told why (a Refused frame naming auth_failed, nothing more), then closed.
+                const auto told = p.read_frame();
+                const bool refusal = told &&
+                                     decode_control_kind(told->payload) == ControlKind::Refused &&
+                                     decode_refusal(told->payload).reason == "auth_failed";
+                attacker_closed_forged = (!told || refusal) && !p.read_frame().has_value();
             }
         }
         {
