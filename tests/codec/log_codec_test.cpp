@@ -30,7 +30,7 @@ std::vector<LogMessage> log_samples() {
         LogMessage{NodeId{0}, Term{3},
                    InstallSnapshot{L(3, 2), 40, 0, {entries[1], entries[2]}, false, false}},
         LogMessage{NodeId{1}, Term{3}, InstallSnapshot{L(2, 9), 17, 5, {}, true, true}},
-        // Issue 16: a repaired node's ack (the optional non_voting field).
+        // A repaired node's ack (the optional non_voting field).
         LogMessage{NodeId{2}, Term{5}, AppendAck{true, {}, L(3, 2), L(3, 1), true}},
     };
 }

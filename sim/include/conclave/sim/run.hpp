@@ -26,7 +26,7 @@ struct FaultMix {
     bool pause = false;       // stalled processes
     bool blackhole = false;   // both directions of a link drop silently; the connection stays up
     bool transfer = false;    // the operator's transfer_leadership at random moments
-    /// Issue 16: a crash whose restart finds the log's tail corrupt and `conclaved --repair`
+    /// A crash whose restart finds the log's tail corrupt and `conclaved --repair`
     /// run on it (CorruptRepair). Needs the log; not part of "all" (it would change every
     /// seed's schedule): name it, e.g. "all,repair".
     bool repair = false;
