@@ -1,5 +1,5 @@
 // heartbeat_gap: how late the elector's heartbeats reach a follower while the leader's io thread
-// also runs the metadata log (storage, issue 16 part 5). 3 Nodes in this process over loopback
+// also runs the metadata log (storage). 3 Nodes in this process over loopback
 // TCP, each on its own io_context and thread, profile "fast" (heartbeat every 100 ms) with
 // miss_count 30 so that a late heartbeat shows up as a gap instead of an election.
 //
@@ -12,7 +12,7 @@
 //   flood-always  fsync "always", a window of 64 proposals outstanding for S seconds
 //   large-read    N entries of B bytes committed, then GET /metadata (default page) in a loop
 //                 for S seconds on the leader's HTTP port
-// Target (issue 16): p99 gap <= 1.5 x the heartbeat period.
+// Target: p99 gap <= 1.5 x the heartbeat period.
 #include <spdlog/sinks/null_sink.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-// Compaction under a sustained write load (issue 16): one log core (a 1-node cluster: every entry
+// Compaction under a sustained write load: one log core (a 1-node cluster: every entry
 // commits once durable) on FileStorage in a temporary directory, fed as fast as it takes entries
 // for --seconds. Every --interval seconds it prints the process RSS, the bytes on disk
 // (log.dat + log.snap + log.meta), the entries held (snapshot + tail), and the restart time: the

@@ -206,7 +206,7 @@ Append body_from_json(std::type_identity<Append>, const json& j) {
 AppendAck body_from_json(std::type_identity<AppendAck>, const json& j) {
     AppendAck b{get_bool(j, "ok"), lsn_field(j, "prev_lsn"), lsn_field(j, "last_lsn"),
                 lsn_field(j, "commit_lsn")};
-    // Optional (issue 16, repaired nodes): absent in frames of nodes that are not repaired.
+    // Optional (repaired nodes): absent in frames of nodes that are not repaired.
     if (j.contains("non_voting")) {
         b.non_voting = get_bool(j, "non_voting");
         if (b.non_voting && !b.ok) {

@@ -27,10 +27,10 @@ Config Config::defaults(std::size_t cluster_size, NodeId self) {
     c.election_result_timeout = Millis{1000};
     c.heartbeat_period = Millis{500};
     // Six checks per inactivity interval, as in `fast` (12 made the first check that can drop a
-    // silent leader come relatively later: issue 17, bench/README.md).
+    // silent leader come relatively later: bench/README.md).
     c.heartbeat_check_period = Millis{500};
     c.heartbeat_miss_count = 6;
-    c.backoff = Backoff::Ranked;  // issue 17: measured in bench/README.md
+    c.backoff = Backoff::Ranked;  // failover figures: bench/README.md
     c.rank_slot = Millis{100};
     c.rank_slot_min = Millis{100};
     c.rank_slot_max = Millis{2000};
@@ -46,7 +46,7 @@ Config Config::fast(std::size_t cluster_size, NodeId self) {
     c.heartbeat_period = Millis{100};
     c.heartbeat_check_period = Millis{50};
     c.heartbeat_miss_count = 3;
-    c.backoff = Backoff::Ranked;  // issue 17: measured in bench/README.md
+    c.backoff = Backoff::Ranked;  // failover figures: bench/README.md
     c.rank_slot = Millis{25};
     c.rank_slot_min = Millis{25};
     c.rank_slot_max = Millis{500};

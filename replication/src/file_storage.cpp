@@ -188,12 +188,12 @@ void ReplaceFileDurably(const std::filesystem::path& dir, std::string_view name,
 
 }  // namespace
 
-// Compaction (issue 16): the snapshot file (defined at the end of this file).
+// Compaction: the snapshot file (defined at the end of this file).
 namespace {
 std::optional<Snapshot> ReadSnapshotFile(const std::filesystem::path& path);
 void WriteSnapshotFile(const std::filesystem::path& dir, const Snapshot& snapshot);
 
-// The repaired marker (issue 16, `conclaved --repair`): "CNCLREP1", u64 R, u32 crc32.
+// The repaired marker (`conclaved --repair`): "CNCLREP1", u64 R, u32 crc32.
 constexpr std::string_view kRepairedMagic = "CNCLREP1";
 constexpr std::size_t kRepairedBytes = 8 + 8 + 4;
 
@@ -479,7 +479,7 @@ void FileStorage::Write(const std::string& bytes, std::uint64_t offset) {
 
 }  // namespace conclave::replication
 
-// ---- Compaction (issue 16) -------------------------------------------------------------------
+// ---- Compaction ------------------------------------------------------------------------------
 
 namespace conclave::replication {
 namespace {
@@ -614,7 +614,7 @@ void FileStorage::DropFirstRecords(std::size_t count) {
 
 }  // namespace conclave::replication
 
-// ---- Repair (issue 16, `conclaved --repair`) ---------------------------------------------------
+// ---- Repair (`conclaved --repair`) -------------------------------------------------------------
 
 namespace conclave::replication {
 

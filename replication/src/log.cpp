@@ -1080,7 +1080,7 @@ void ReplicatedLog::HandleInstallSnapshot(const LogMessage& m, const InstallSnap
         Violation(m, LogViolationKind::SnapshotTooManyEntries);
         return;
     }
-    // Bounded in bytes (issue 16): what a snapshot may hold here is collected, never more.
+    // Bounded in bytes: what a snapshot may hold here is collected, never more.
     std::size_t bytes = incoming_->bytes;
     for (const Entry& e : body.entries) {
         bytes += entry_bytes(e);
@@ -1178,7 +1178,7 @@ void ReplicatedLog::HandleInstallSnapshot(const LogMessage& m, const InstallSnap
     }
 }
 
-// ---- Compaction and quota (issue 16) ------------------------------------------------------------
+// ---- Compaction and quota -----------------------------------------------------------------------
 
 void ReplicatedLog::Push(Entry entry) {
     tail_bytes_ += entry_bytes(entry);
@@ -1428,7 +1428,7 @@ bool ReplicatedLog::IsPeer(NodeId n) const {
     return n.value < config_.cluster_size && n != config_.self;
 }
 
-// ---- Membership (issue 18; docs/membership.md §6 "Log core") ----------------------------------
+// ---- Membership (docs/membership.md §6 "Log core") --------------------------------------------
 
 ActiveConfig ReplicatedLog::Implicit() const {
     ActiveConfig c;

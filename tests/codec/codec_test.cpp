@@ -17,7 +17,7 @@ std::vector<Message> samples() {
         Message{NodeId{1}, Term{9}, HeartbeatResponse{}},
         Message{NodeId{0}, Term{5}, LeadershipCession{NodeId{2}}},
         Message{NodeId{0}, Term{5}, LeadershipCession{}},
-        // Membership (issue 18): configuration versions and the membership refusals.
+        // Membership: configuration versions and the membership refusals.
         Message{NodeId{1}, Term{4}, ScoutingRequest{7, 3}},
         Message{NodeId{2}, Term{4}, ScoutingResponse{7, false, Refusal::StaleConfig, 4}},
         Message{NodeId{2}, Term{4}, ScoutingResponse{7, false, Refusal::NotAVoter, 2}},
@@ -98,7 +98,7 @@ TEST_CASE("CBOR decoding rejects deep nesting without recursing") {
     CHECK_THROWS_AS(decode_cbor(indefinite), DecodeError);
 }
 
-TEST_CASE("decoding refuses values no node can produce (issue 15)") {
+TEST_CASE("decoding refuses values no node can produce") {
     // Terms at or above 2^63: in the envelope, as voter_term, as an LSN term.
     CHECK(decode_refuses(Message{NodeId{0}, Term{kTermLimit}, LeaderHeartbeat{}}, "term"));
     CHECK(decode_refuses(Message{NodeId{0}, Term{~std::uint64_t{0}}, HeartbeatAck{}}, "term"));
@@ -122,7 +122,7 @@ TEST_CASE("decoding refuses values no node can produce (issue 15)") {
         DecodeError);
 }
 
-TEST_CASE("configuration versions: absent means 0, hostile values are refused (issue 18)") {
+TEST_CASE("configuration versions: absent means 0, hostile values are refused") {
     using nlohmann::json;
     SECTION("frames from before membership decode as version 0") {
         // As an older node writes them (and as they arrive: CBOR integers are unsigned).

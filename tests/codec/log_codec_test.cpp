@@ -30,7 +30,7 @@ std::vector<LogMessage> log_samples() {
         LogMessage{NodeId{0}, Term{3},
                    InstallSnapshot{L(3, 2), 40, 0, {entries[1], entries[2]}, false, false}},
         LogMessage{NodeId{1}, Term{3}, InstallSnapshot{L(2, 9), 17, 5, {}, true, true}},
-        // Issue 16: a repaired node's ack (the optional non_voting field).
+        // A repaired node's ack (the optional non_voting field).
         LogMessage{NodeId{2}, Term{5}, AppendAck{true, {}, L(3, 2), L(3, 1), true}},
     };
 }
@@ -167,7 +167,7 @@ TEST_CASE("deeply nested CBOR is refused before parsing") {
     CHECK_THAT(decode_bytes_error(bytes), Catch::Contains("nested deeper"));
 }
 
-TEST_CASE("log decoding refuses terms >= 2^63 and LSNs above the message term (issue 15)") {
+TEST_CASE("log decoding refuses terms >= 2^63 and LSNs above the message term") {
     auto refused = [](const LogMessage& m, const std::string& field) {
         try {
             decode_log_cbor(encode_log_cbor(m));
@@ -176,7 +176,7 @@ TEST_CASE("log decoding refuses terms >= 2^63 and LSNs above the message term (i
         }
         return false;
     };
-    // The frame that killed the metadata log forever (issue 15, finding 3).
+    // A term of 2^64 - 1: refused at decoding, it must never reach the log core.
     CHECK(refused(LogMessage{NodeId{1}, Term{~std::uint64_t{0}}, AppendAck{true, {}, {}, {}}},
                   "term"));
     CHECK(refused(LogMessage{NodeId{1}, Term{kTermLimit}, SyncRequest{}}, "term"));
@@ -194,7 +194,7 @@ TEST_CASE("log decoding refuses terms >= 2^63 and LSNs above the message term (i
         "entries[].lsn"));
     CHECK(refused(LogMessage{NodeId{1}, Term{3}, FetchResponse{L(1, 0), {}, L(kTermLimit, 0)}},
                   "last_lsn"));
-    // Compaction (issue 16): a snapshot chunk names LSNs within its term, and its offset and
+    // Compaction: a snapshot chunk names LSNs within its term, and its offset and
     // entries fit its length.
     CHECK(refused(LogMessage{NodeId{0}, Term{3}, InstallSnapshot{L(4, 1), 9, 0, {}, true, false}},
                   "lsn"));
@@ -209,7 +209,7 @@ TEST_CASE("log decoding refuses terms >= 2^63 and LSNs above the message term (i
                   "len/offset"));
 }
 
-TEST_CASE("AppendAck's non_voting is optional on the wire and only on ok acks (issue 16)") {
+TEST_CASE("AppendAck's non_voting is optional on the wire and only on ok acks") {
     // A node that is not repaired sends the frame of before: no field at all.
     const LogMessage plain{NodeId{2}, Term{3}, AppendAck{true, L(2, 7), L(3, 2), L(3, 1)}};
     CHECK_FALSE(wire_json(plain).contains("non_voting"));

@@ -1,4 +1,4 @@
-// Ranked candidacy (issue 17): the order every node computes, and the waits the core arms with
+// Ranked candidacy: the order every node computes, and the waits the core arms with
 // `"backoff": "ranked"` (the fast profile's 25 ms slot; the random source returns 7, so the
 // jitter is 7 mod (25 / 8 + 1) = 3 ms).
 #include <set>

@@ -334,7 +334,7 @@ TEST_CASE("F-none, F-scouting, Candidate, Leader x LeadershipCession: ignored", 
     }
 }
 
-TEST_CASE("a term no node can reach is dropped, never adopted (issue 15, finding 2)") {
+TEST_CASE("a term no node can reach is dropped, never adopted") {
     Node n = follower_no_leader();  // t=5
     // The frame that wedged elections: a heartbeat of term 2^64-1 (the codec refuses it too).
     CHECK(n.recv(B, ~std::uint64_t{0}, heartbeat(5)).empty());
@@ -351,14 +351,14 @@ namespace {
 }
 }  // namespace
 
-TEST_CASE("Term::next() cannot wrap: an always-on check (issue 15, finding 2)") {
+TEST_CASE("Term::next() cannot wrap: an always-on check") {
     const ScopedInvariantHandler handler(&ThrowCheck);
     CHECK(Term{kTermLimit - 2}.next() == Term{kTermLimit - 1});
     CHECK_THROWS_AS(Term{kTermLimit - 1}.next(), std::logic_error);
     CHECK_THROWS_AS(Term{~std::uint64_t{0}}.next(), std::logic_error);
 }
 
-TEST_CASE("at the last term below 2^63 no election starts: no abort, no wrap (issue 15)") {
+TEST_CASE("at the last term below 2^63 no election starts: no abort, no wrap") {
     Node n = follower_no_leader();
     n.recv(B, kTermLimit - 1, heartbeat(kTermLimit - 1));  // a forged, decodable term
     CHECK(n.e.state().leader == B);

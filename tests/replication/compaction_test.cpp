@@ -1,5 +1,5 @@
 // Compaction, snapshot install and the quota (NOSPACE) of the log core, and the snapshot file of
-// FileStorage (issue 16). Helpers are prefixed Cx so that the unity build does not clash.
+// FileStorage. Helpers are prefixed Cx so that the unity build does not clash.
 #include <unistd.h>
 
 #include <array>
@@ -245,7 +245,7 @@ TEST_CASE("compaction: a follower far behind gets the snapshot, in chunks", "[co
     CHECK(p.s1.snapshot().lsn == p.follower().snapshot().lsn);
 }
 
-// Hostile or oversized InstallSnapshot (issue 16): what a follower collects of an incoming
+// Hostile or oversized InstallSnapshot: what a follower collects of an incoming
 // snapshot is bounded in bytes (max_snapshot_bytes, derived from quota_bytes); beyond, the
 // snapshot is dropped and alarmed, the rest of its chunks are dropped, nothing is installed.
 TEST_CASE("compaction: an incoming snapshot beyond max_snapshot_bytes is dropped with an alarm",

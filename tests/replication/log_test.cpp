@@ -418,7 +418,7 @@ TEST_CASE("malformed input is dropped, not obeyed") {
     CHECK(sum == f.counters().messages_dropped);
 }
 
-TEST_CASE("a message that contradicts the log is dropped with an alarm, never aborts (issue 15)") {
+TEST_CASE("a message that contradicts the log is dropped with an alarm, never aborts") {
     // Committed through (1,1); (1,2) held but not committed.
     ReplicatedLog f = Make(Config3(N1), {E(1, 0), E(1, 1), E(1, 2)}, LogMeta{Term{1}, L(1, 1)});
     f.persisted(T0, L(1, 2));

@@ -1,4 +1,4 @@
-// Issue 16, `conclaved --repair`: FileStorage::repair() and the repaired marker on disk, and the
+// `conclaved --repair`: FileStorage::repair() and the repaired marker on disk, and the
 // log core's non-voting rules while the marker is set (no sync answer, non-voting acks the leader
 // does not count, a repaired leader that does not count itself) and when it is removed.
 #include <unistd.h>
@@ -226,7 +226,7 @@ TEST_CASE("leader: a non-voting ack counts for no commit") {
     CHECK(l.role() == LogRole::LeaderActive);
 }
 
-// Issue 16, seed 430 at 5 nodes: a follower acks, crashes and is repaired (losing what it
+// Seed 430 at 5 nodes: a follower acks, crashes and is repaired (losing what it
 // acked); once the leader is told (peer_down) that ack must not complete a commit quorum.
 TEST_CASE("leader: a peer's ack stops counting once its connection drops") {
     LogConfig c = RepairConfig(NodeId{0});

@@ -1,4 +1,4 @@
-// Ranked candidacy (issue 17) in the simulator: safety and liveness under faults that hit the
+// Ranked candidacy in the simulator: safety and liveness under faults that hit the
 // node ranked first, every node ranked first in turn, random schedules with the ranked backoff,
 // and cold starts that are not contested. Split votes are counted and printed per case.
 #include <catch2/catch.hpp>

@@ -1,4 +1,4 @@
-// Hostile-peer fuzzer (issue 15, "no input wedges or crashes a node"): well-formed messages with
+// Hostile-peer fuzzer ("no input wedges or crashes a node"): well-formed messages with
 // arbitrary field values, from any node id, handed to Elector::receive and ReplicatedLog::receive
 // inside the simulator, next to the honest traffic of a running cluster with a client workload.
 //
@@ -170,7 +170,7 @@ struct Fuzzer {
         return m;
     }
 
-    // A forged InstallSnapshot chunk (issue 16): chunks out of order, wrong or huge offsets and
+    // A forged InstallSnapshot chunk: chunks out of order, wrong or huge offsets and
     // declared lengths, entries that do not fit or are not ordered, a snapshot at an LSN at or
     // below the target's commit point, the fetch flag either way (the envelope's term and sender
     // already cover stale terms and non-leaders).
@@ -321,7 +321,7 @@ Outcome Run(std::uint64_t seed, bool members) {
     o.seed = seed;
     o.log = true;
     o.keep_running_after_violations = members;
-    // Half the runs compact (issue 16): forged InstallSnapshot chunks then meet logs that hold
+    // Half the runs compact: forged InstallSnapshot chunks then meet logs that hold
     // snapshots and leaders that send them.
     if (seed % 2 == 1) {
         o.log_options.config.compact_threshold = 16;

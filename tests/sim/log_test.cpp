@@ -210,7 +210,7 @@ TEST_CASE("simulator catches a leader that serves without syncing", "[planted][l
            v->first.kind == ViolationKind::LogNotDurable));
 }
 
-// Issue 16, `conclaved --repair`: a crashed node's log loses its last entries (a corrupt tail cut
+// `conclaved --repair`: a crashed node's log loses its last entries (a corrupt tail cut
 // by the repair) and carries the repaired marker. The correct log never counts such a node
 // towards a sync or commit quorum until it has caught up from a leader of a newer term; the
 // planted CountRepaired treats it as an ordinary node, which lets a new leader adopt a log that

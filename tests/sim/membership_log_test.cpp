@@ -1,4 +1,4 @@
-// Membership through the real log core (issue 18): configuration entries proposed with
+// Membership through the real log core: configuration entries proposed with
 // propose_config on the ACTIVE leader, the log's NotifyMembership handed to each node's elector
 // (Simulator's LogEnv::membership -> set_voters), under faults, with the elector's and the log's
 // invariants checked after every step (sim/include/conclave/sim/membership.hpp,

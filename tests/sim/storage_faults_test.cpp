@@ -1,4 +1,4 @@
-// Storage faults of the log as simulator faults (issue 13): bit flips in a stopped node's durable
+// Storage faults of the log as simulator faults: bit flips in a stopped node's durable
 // log (recovery refuses to start it; only the operator's repair brings it back) and slow storage
 // (the asynchronous group commit with fsyncs slower than the elector's heartbeat tolerance).
 // Each check is shown to bite: a planted silent repair and a planted early acknowledgement.

@@ -1,4 +1,4 @@
-// JSON form of a membership configuration (issue 18, docs/membership.md §1): the value of a
+// JSON form of a membership configuration (docs/membership.md §1): the value of a
 // configuration entry (key `_conclave/members`) of the replicated log.
 //
 //   {"version": 3,

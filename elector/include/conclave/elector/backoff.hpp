@@ -1,4 +1,4 @@
-// Ranked candidacy (issue 17): when to start scouting after losing the leader or at start.
+// Ranked candidacy: when to start scouting after losing the leader or at start.
 //
 // Every node computes the same order from what all of them know: the nodes by index, rotated by
 // the current term (so that no node is always first), with the lost leader left out. Rank r waits

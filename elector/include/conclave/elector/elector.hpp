@@ -80,7 +80,7 @@ struct ElectorCounters {
     // messages_dropped split by reason (the total stays).
     std::uint64_t dropped_not_a_peer = 0;         // sender is not another member
     std::uint64_t dropped_term_out_of_range = 0;  // a term >= 2^63 in the header or the body
-    // Membership (issue 18).
+    // Membership.
     std::uint64_t voter_set_changes = 0;        // set_voters() calls that changed the configuration
     std::uint64_t voter_set_refused = 0;        // set_voters() calls refused (see voters_error())
     std::uint64_t stale_config_heartbeats = 0;  // followed a leader of an older configuration

@@ -100,7 +100,7 @@ struct NotifyLogRole {  // for /status ("passive" | "active") and metrics
     bool operator==(const NotifyLogRole&) const = default;
 };
 
-/// The active configuration changed (membership, issue 18): a configuration entry entered the
+/// The active configuration changed (membership): a configuration entry entered the
 /// committed prefix (or a snapshot / the recovered log holds one). The runtime hands the voters
 /// to the elector (Elector::set_voters) and connects the mesh to the members.
 struct NotifyMembership {

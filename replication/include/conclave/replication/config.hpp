@@ -24,7 +24,7 @@ enum class PlantedLogBug : std::uint8_t {
     CommitWithoutQuorum,  // count one ack fewer than a quorum as a quorum
     CompactUncommitted,   // compaction folds entries past the commit point into the snapshot
     CountRepaired,        // a repaired node acts as an ordinary one: answers sync, its acks
-                          // (and, leading, its own log) count for commit (issue 16, --repair)
+                          // (and, leading, its own log) count for commit (--repair)
     SkipOwnTermCommit,    // membership, no R3: propose_config is accepted from a PASSIVE leader
                           // once its sync point is appended, before that entry of its own term
                           // commits (docs/membership.md §7.4: harmless under the committed rule)
@@ -55,7 +55,7 @@ struct LogConfig {
     std::size_t max_key_bytes = 1024;
     std::size_t max_value_bytes = std::size_t{64} << 10;
 
-    /// Quota (issue 16, etcd's NOSPACE): the held log (snapshot + tail, entry_bytes() each) may
+    /// Quota (etcd's NOSPACE): the held log (snapshot + tail, entry_bytes() each) may
     /// not grow beyond this many bytes / entries. A proposal that would take it beyond is refused
     /// (ProposeError::NoSpace) and raises the NOSPACE alarm, which refuses every proposal until a
     /// compaction frees space or the node stops leading. 0 = no limit. Followers never refuse
@@ -77,7 +77,7 @@ struct LogConfig {
     std::size_t compact_threshold = 0;
     std::size_t compact_retain = 0;
 
-    /// Membership (issue 18, replication/README.md "Membership"). The cluster's id table: the id
+    /// Membership (replication/README.md "Membership"). The cluster's id table: the id
     /// (string, as in configuration entries) of each NodeId, index = NodeId; empty = the ids are
     /// the decimal indexes ("0", "1", ...). Configuration entries may name only ids of this table.
     std::vector<std::string> node_ids;

@@ -42,7 +42,7 @@ inline std::size_t entry_bytes(const Entry& e) {
     return 16 + e.key.size() + e.value.size();
 }
 
-/// Compaction (issue 16): the state of the committed prefix of length `len`, ending at `lsn`, that
+/// Compaction: the state of the committed prefix of length `len`, ending at `lsn`, that
 /// replaces it. `entries` holds, for each key written in that prefix, the last entry that wrote it
 /// (sync points dropped), in LSN order: replaying them gives the same key -> value map as
 /// replaying the whole prefix. An empty snapshot (len 0, kNoLsn) covers nothing.
@@ -66,7 +66,7 @@ inline std::size_t snapshot_bytes(const Snapshot& s) {
 /// `term` is a promise: once durable, this node never accepts log messages of a lower term (that
 /// promise is what a new leader's sync relies on). `commit_lsn` is a lower bound of the commit
 /// point (written with the term; commit is re-learnt from the leader).
-/// `repaired` is the repaired marker (issue 16, `conclaved --repair`): set, the node lost part of
+/// `repaired` is the repaired marker (`conclaved --repair`): set, the node lost part of
 /// its log and holds R = the highest term it may have promised before; it gives no sync promise
 /// and its acknowledgements count for no commit until it holds, durably, the log of a leader of a
 /// term above R up to that leader's commit point at or after its sync point.

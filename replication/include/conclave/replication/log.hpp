@@ -114,7 +114,7 @@ enum class LogViolationKind : std::uint8_t {
     SnapshotInsideCommitted,    // InstallSnapshot: ends inside our committed prefix, not ours
     SnapshotTooLarge,           // InstallSnapshot: more bytes than max_snapshot_bytes
     MalformedConfiguration,     // a configuration entry (Append, fetch, snapshot) that does not
-                                // decode, or names an id outside the id table (issue 18)
+                                // decode, or names an id outside the id table
 };
 inline constexpr std::size_t kLogViolationKindCount = 12;
 
@@ -139,17 +139,17 @@ struct LogCounters {
     /// Messages dropped because no correct node could have sent them (they contradict a committed
     /// entry, name one LSN for two entries, commit between entries, ...): a broken or lying peer.
     std::uint64_t protocol_violation_alarms = 0;
-    // Compaction and quota (issue 16).
+    // Compaction and quota.
     std::uint64_t compactions = 0;          // snapshots taken locally
     std::uint64_t entries_compacted = 0;    // entries folded into snapshots
     std::uint64_t snapshots_sent = 0;       // leader/source: snapshots sent (all chunks)
     std::uint64_t snapshots_installed = 0;  // snapshots received and installed
     std::uint64_t nospace_refusals = 0;     // proposals refused by the quota
-    // Repair (issue 16, `conclaved --repair`).
+    // Repair (`conclaved --repair`).
     std::uint64_t sync_requests_unanswered = 0;  // repaired: SyncRequests not answered
     std::uint64_t non_voting_acks = 0;           // leader: ok acks not counted for commit
     std::uint64_t repairs_cleared = 0;           // the repaired marker was removed
-    // Membership (issue 18).
+    // Membership.
     std::uint64_t config_changes = 0;            // the active configuration changed
     std::uint64_t table_growths = 0;             // a configuration made the node table longer (§8)
     std::uint64_t config_proposals_refused = 0;  // propose_config refusals (R2, R3, malformed)
@@ -184,7 +184,7 @@ class ReplicatedLog {
     /// Keys of the reserved space `_conclave/` are refused (InvalidEntry): only propose_config
     /// writes there.
     LogActions propose(Millis now, Lsn lsn, std::string key, std::string value);
-    /// Membership (issue 18): appends a configuration entry (key kMembersKey, `value` the codec's
+    /// Membership: appends a configuration entry (key kMembersKey, `value` the codec's
     /// JSON of the new Configuration). Refused (ProposeResult, InvalidEntry; the reason from
     /// check_config_change) unless this node is the ACTIVE leader (R3), no configuration entry is
     /// pending (R2), and the change is adjacent to the active configuration: one learner promoted
@@ -284,7 +284,7 @@ class ReplicatedLog {
     void MaybeClearRepaired();
     LogMeta Meta() const { return LogMeta{state_.term, commit_lsn(), state_.repaired}; }
     bool IsPeer(NodeId n) const;
-    // Membership (issue 18).
+    // Membership.
     bool IsTarget(NodeId n) const { return IsPeer(n) && replication_targets().contains(n); }
     ActiveConfig Implicit() const;
     /// The id of table index `n` (the decimal index when LogConfig::node_ids is empty).

@@ -1,4 +1,4 @@
-// Membership (issue 18, docs/membership.md): configuration entries of the replicated log.
+// Membership (docs/membership.md): configuration entries of the replicated log.
 //
 // A configuration is an ordinary entry under the reserved key `_conclave/members`; its value is
 // the JSON of docs/membership.md §1, encoded and decoded by the codec (conclave/codec/

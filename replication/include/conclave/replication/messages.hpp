@@ -79,7 +79,7 @@ struct FetchResponse {
     bool operator==(const FetchResponse&) const = default;
 };
 
-/// One chunk of a snapshot (compaction, issue 16): the leader sends it to a follower whose next
+/// One chunk of a snapshot (compaction): the leader sends it to a follower whose next
 /// entry it has compacted away (`fetch` false: a request of the leader), or a sync source answers
 /// a FetchRequest whose `after_lsn` it has compacted away (`fetch` true: a response). Chunks of
 /// one snapshot carry the same (lsn, len) and consecutive `offset`s (index of the first entry in

@@ -71,7 +71,7 @@ struct Recovery {
     RecoveryReport report;
 };
 
-/// `conclaved --repair` (issue 16): what FileStorage::repair() is given. R, the repaired marker,
+/// `conclaved --repair`: what FileStorage::repair() is given. R, the repaired marker,
 /// is the highest term this node may have promised: the largest of the readable meta's term,
 /// `elector_term` (the elector state's), the terms in the kept log and `min_term`.
 struct RepairOptions {
@@ -179,7 +179,7 @@ class MemoryStorage final : public LogStorage {
 
     /// Drops every entry not yet durable, as a power loss would.
     void crash();
-    /// The simulator's disk corruption plus `conclaved --repair` (issue 16), on a stopped node:
+    /// The simulator's disk corruption plus `conclaved --repair`, on a stopped node:
     /// drops the last `drop` stored entries (not the snapshot), clamps the meta's commit point to
     /// what is left and sets the repaired marker R = max(meta term, `other_term`, last entry's
     /// term), and the meta's term to R. Returns the number of entries dropped.

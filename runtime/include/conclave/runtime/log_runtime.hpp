@@ -272,7 +272,7 @@ class LogRuntime {
                     if (a.table.size() > others_.size() + 1) {
                         others_ = others_of(a.table.size(), log_.config().self);
                     }
-                    // Optional in Env (issue 18): environments that do not follow membership
+                    // Optional in Env: environments that do not follow membership
                     // yet ignore it.
                     if constexpr (requires { env_.membership(a); }) {
                         env_.membership(a);

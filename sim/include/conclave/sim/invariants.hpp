@@ -48,7 +48,7 @@ enum class ViolationKind : std::uint8_t {
     NotDurable,           // the runtime sent a term or a vote before it was durable (runtime/)
     LogAlarm,  // a log core detected (and dropped) a message no correct peer sends: a lying peer
     LogTruncated,  // a node restarted on less than it held durably, without the repaired marker
-    // Membership through the log (issue 18): an elector refused a configuration its log made
+    // Membership through the log: an elector refused a configuration its log made
     // active, other than one older than the elector's own (sim/README.md, "Membership through
     // the log").
     MembershipRefused,

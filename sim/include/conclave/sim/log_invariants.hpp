@@ -46,7 +46,7 @@ struct LogHistoryOptions {
     /// storage held durably when it stopped, unless it carries the repaired marker). Off only to
     /// measure how often the other checks catch a silent repair through its consequences.
     bool check_recovered_floor = true;
-    /// Membership (issue 18): the decoder of configuration entries (the log's own,
+    /// Membership: the decoder of configuration entries (the log's own,
     /// LogConfig::decode_configuration; the simulator sets it). With it, "durable on a majority"
     /// counts the voters of the configuration in effect at the entry (the latest configuration
     /// entry before it in the history) or of the one before that (a leader's commit may reach

@@ -1,4 +1,4 @@
-// Membership runs (issue 18, the elector's slice): a 4-node cluster whose voter set changes the
+// Membership runs (the elector's slice): a 4-node cluster whose voter set changes the
 // way the replicated log would change it (docs/membership.md), under faults, with the History
 // invariants checked after every step (one leader per term, votes, quorums over the leader's own
 // voters).
@@ -100,7 +100,7 @@ struct MembershipRunResult {
 
 MembershipRunResult run_membership_seed(const MembershipRunOptions& options);
 
-/// Membership through the real log core (issue 18): `nodes` nodes each running the elector and
+/// Membership through the real log core: `nodes` nodes each running the elector and
 /// replication::ReplicatedLog (SimOptions::log, membership on: LogConfig::decode_configuration),
 /// the simulator handing every NotifyMembership to the node's elector (set_voters). The first
 /// ACTIVE leader writes the bootstrap configuration C0 (every node a voter); then an operator,

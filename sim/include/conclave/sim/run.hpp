@@ -26,7 +26,7 @@ struct FaultMix {
     bool pause = false;       // stalled processes
     bool blackhole = false;   // both directions of a link drop silently; the connection stays up
     bool transfer = false;    // the operator's transfer_leadership at random moments
-    /// Issue 16: a crash whose restart finds the log's tail corrupt and `conclaved --repair`
+    /// A crash whose restart finds the log's tail corrupt and `conclaved --repair`
     /// run on it (CorruptRepair). Needs the log; not part of "all" (it would change every
     /// seed's schedule): name it, e.g. "all,repair".
     bool repair = false;
@@ -53,7 +53,7 @@ struct RunOptions {
     /// Stop after this many steps (0: no limit). A truncated run skips the liveness check.
     std::uint64_t max_steps = 0;
     bool scouting = true;
-    /// The elector's backoff after losing a leader and at start (issue 17).
+    /// The elector's backoff after losing a leader and at start.
     Backoff backoff = Backoff::Uniform;
     PlantedBug planted_bug = PlantedBug::None;
     bool lose_durable_state = false;
@@ -66,7 +66,7 @@ struct RunOptions {
     bool log = false;
     replication::PlantedLogBug log_bug = replication::PlantedLogBug::None;
     LogHistoryOptions log_history;
-    /// Compaction (issue 16): the log's compact_threshold (0: off); compact_retain is a quarter of
+    /// Compaction: the log's compact_threshold (0: off); compact_retain is a quarter of
     /// it. Keys repeat (24 of them) so that snapshots replace superseded values.
     std::size_t log_compact = 0;
     /// Storage faults in the fault window (LogSimOptions::storage_fault_ppm at

@@ -157,7 +157,7 @@ enum class FaultKind : std::uint8_t {
     FailPersist,    // node a's next `value` (>= 1) elector state writes fail (EIO / ENOSPC)
     Transfer,       // the operator asks every node that believes it leads (alive, not paused) to
                     // transfer_leadership to b (to the node after b when it is b itself)
-    CorruptRepair,  // issue 16: crash a (if up); its log loses its last `value` stored entries
+    CorruptRepair,  // crash a (if up); its log loses its last `value` stored entries
                     // (a corrupt tail) and is "repaired": the marker R is set, as
                     // `conclaved --repair` does (only while the repaired nodes stay a minority:
                     // otherwise a plain crash). A later Restart brings it back.
@@ -167,7 +167,7 @@ enum class FaultKind : std::uint8_t {
                     // start it (every Restart is refused) until a Repair.
     Repair,         // the operator runs `conclaved --repair` on a's flipped log (truncate at the
                     // flip, or rewrite a flipped meta, and set the marker R), then starts it
-    SetVoters,      // membership (issue 18): node a's active configuration becomes voters `mask`
+    SetVoters,      // membership: node a's active configuration becomes voters `mask`
                     // at version `value` (Elector::set_voters, as the log's commit would call
                     // it); a crashed node gets it at its restart, as from its own log
 };
@@ -212,7 +212,7 @@ struct SimStats {
     std::uint64_t log_flushes = 0;
     std::uint64_t storage_faults = 0;        // injected ENOSPC / EIO (the node then crashes)
     std::uint64_t torn_tails = 0;            // crashes that kept part of an unsynced tail
-    std::uint64_t log_repairs = 0;           // CorruptRepair faults applied (issue 16)
+    std::uint64_t log_repairs = 0;           // CorruptRepair faults applied
     std::uint64_t log_entries_repaired = 0;  // stored entries they dropped
     std::uint64_t log_repairs_skipped = 0;   // not applied: a minority is repaired already
     std::uint64_t bit_flips = 0;             // BitFlip faults applied
@@ -226,7 +226,7 @@ struct SimStats {
     std::uint64_t proposals_acked = 0;       // ProposeResult::None
     std::uint64_t proposals_refused = 0;     // NotLeader, NotActive, or the node was down
     std::uint64_t proposals_unknown = 0;     // TimedOut, LeadershipLost
-    // Membership through the log (issue 18; zero unless configuration entries are proposed).
+    // Membership through the log (zero unless configuration entries are proposed).
     std::uint64_t config_proposals = 0;          // configuration entries a log appended
     std::uint64_t config_proposals_passive = 0;  // ... by a PASSIVE leader (SkipOwnTermCommit)
     std::uint64_t config_notices = 0;            // NotifyMembership handed to electors
@@ -318,7 +318,7 @@ class Simulator {
     /// The same for `to`'s log core (SimOptions::log).
     bool inject_log(NodeId to, const replication::LogMessage& m);
 
-    // ---- Membership (issue 18) -----------------------------------------------------------------
+    // ---- Membership ----------------------------------------------------------------------------
     /// Gives node `n` its new active configuration now (FaultKind::SetVoters). Remembered for
     /// its restarts. False when the core refused it (it counts the refusal).
     bool set_voters(NodeId n, NodeSet voters, std::uint64_t version);
@@ -452,7 +452,7 @@ class Simulator {
         void apply(const std::vector<replication::Entry>&) {}  // LogHistory checks the actions
         void propose_result(const replication::ProposeResult& result);
         void role(const replication::NotifyLogRole&) {}
-        /// Membership (issue 18): the log's active configuration changed; the voters and the
+        /// Membership: the log's active configuration changed; the voters and the
         /// version go to this node's elector (set_voters), as the production driver does. Handed
         /// over once the outermost input under way is done (see Simulator::log_membership).
         void membership(const replication::NotifyMembership& notice);
