@@ -83,6 +83,12 @@ std::string get_string(const nlohmann::json& j, const char* field) {
 
 NodeIdentity identity_from_json(const nlohmann::json& j) {
     NodeIdentity id{get_string(j, "cluster"), get_string(j, "node"), get_string(j, "incarnation")};
+    if (const auto it = j.find("registered"); it != j.end()) {
+        if (!it->is_boolean()) {
+            throw DecodeError("registered: not a boolean");
+        }
+        id.registered = it->get<bool>();
+    }
     if (id.incarnation.empty()) {
         throw DecodeError("incarnation: empty");
     }
@@ -150,6 +156,9 @@ std::string state_file_text(const DurableState& state, const NodeIdentity& ident
     j["cluster"] = identity.cluster;
     j["node"] = identity.node;
     j["incarnation"] = identity.incarnation.empty() ? std::string("unset") : identity.incarnation;
+    if (!identity.registered) {
+        j["registered"] = false;
+    }
     j["crc32"] = checksum_of(j);
     return j.dump() + "\n";
 }

@@ -47,6 +47,7 @@ Mesh::Impl::Impl(asio::io_context& io, Membership membership, NodeId self, MeshO
       acceptor_(io),
       accept_retry_timer_(io),
       rng_(options_.seed ? *options_.seed : std::random_device{}()) {
+    quarantined_ = options_.quarantined;
     if (auto error = membership_.validate()) {
         throw std::invalid_argument("membership: " + *error);
     }
@@ -382,6 +383,17 @@ std::optional<std::string> Mesh::Impl::admit_incarnation(NodeId peer,
     return options_.admit_incarnation(peer, incarnation, repaired);
 }
 
+void Mesh::Impl::note_admitted(NodeId peer) {
+    auto& slot = *peers_[peer.value];
+    if (slot.admitted) {
+        return;
+    }
+    slot.admitted = true;
+    if (options_.on_admitted_by) {
+        options_.on_admitted_by(peer);
+    }
+}
+
 void Mesh::Impl::on_refused_by_peer(NodeId peer, const PeerRefusal& refusal) {
     if (refusal.reason != to_string(HandshakeRefusal::StateLost)) {
         return;
@@ -406,10 +418,17 @@ void Mesh::Impl::on_established(const std::shared_ptr<Connection>& c) {
     }
     slot.connection = c;
     slot.up = true;
+    slot.admitted = false;
     const auto now = std::chrono::steady_clock::now();
     slot.up_since = now;
     slot.last_contact = now;
     ++counters_.handshakes_completed;
+    if (!c->dialed()) {
+        // The dialer admitted us before it confirmed; and it learns that we admitted it from
+        // our first frame (MeshOptions::on_admitted_by), this ping when nothing else is sent.
+        note_admitted(peer);
+        c->enqueue(Channel::Control, encode_ping());
+    }
     ++counters_.peer_ups;
     log().info("{} net: peer {} up ({} {})", log_prefix(), membership_.at(peer).id,
                c->dialed() ? "dialed" : "accepted from", c->remote());
@@ -431,6 +450,14 @@ std::optional<FrameRejection> Mesh::Impl::on_frame(Connection& c, Frame& frame) 
     auto& slot = *peers_[peer.value];
     const auto now = std::chrono::steady_clock::now();
     slot.last_contact = now;
+    // The acceptor reports us up (having admitted us) before it sends anything but a refusal.
+    if (c.dialed() && frame.channel != Channel::Control) {
+        note_admitted(peer);
+    }
+    if (quarantined_ && frame.channel != Channel::Control) {
+        ++counters_.quarantined_frames;
+        return std::nullopt;
+    }
     if (c.dialed() && slot.backoff != options_.reconnect_initial && slot.up_since &&
         now - *slot.up_since >= options_.backoff_reset_after) {
         slot.backoff = options_.reconnect_initial;
@@ -439,6 +466,9 @@ std::optional<FrameRejection> Mesh::Impl::on_frame(Connection& c, Frame& frame) 
         try {
             const ControlKind kind = decode_control_kind(frame.payload);
             if (kind == ControlKind::Ping) {
+                if (c.dialed()) {
+                    note_admitted(peer);
+                }
                 return std::nullopt;
             }
             if (kind == ControlKind::Refused && !c.dialed()) {
@@ -557,7 +587,7 @@ void Mesh::Impl::request_join(std::string host, std::uint16_t port, JoinRequest 
 bool Mesh::Impl::send(NodeId to, Channel channel, std::span<const std::uint8_t> payload) {
     CONCLAVE_CHECK(to.value < peers_.size() && to != self_, "a send names another member");
     auto& slot = *peers_[to.value];
-    if (stopped_ || !slot.up || !slot.connection) {
+    if (stopped_ || !slot.up || !slot.connection || (quarantined_ && channel != Channel::Control)) {
         ++counters_.sends_dropped;
         return false;
     }
@@ -599,6 +629,18 @@ void Mesh::start() {
 void Mesh::stop() {
     const auto keep = impl_;  // a join callback run by stop() may destroy this handle
     keep->stop();
+}
+
+void Mesh::end_quarantine() {
+    if (impl_->quarantined_) {
+        impl_->quarantined_ = false;
+        impl_->log().info("{} net: quarantine ended: frames flow on every channel",
+                          impl_->log_prefix());
+    }
+}
+
+bool Mesh::quarantined() const {
+    return impl_->quarantined_;
 }
 
 bool Mesh::send(NodeId to, Channel channel, std::span<const std::uint8_t> payload) {

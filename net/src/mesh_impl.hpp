@@ -157,6 +157,8 @@ struct PeerSlot {
     bool ever_dialed = false;
     /// Removed from the cluster (Mesh::retire_node): never dialed again, its hellos refused.
     bool retired = false;
+    /// The current connection's peer has admitted this node's incarnation (reported once).
+    bool admitted = false;
 };
 
 struct Mesh::Impl : std::enable_shared_from_this<Mesh::Impl> {
@@ -176,6 +178,9 @@ struct Mesh::Impl : std::enable_shared_from_this<Mesh::Impl> {
                                                  bool repaired);
     /// A Refused frame from `peer`, which has proven itself: a state_lost refusal is handed to
     /// MeshOptions::on_state_lost.
+    bool quarantined_ = false;
+    /// MeshOptions::on_admitted_by, once per connection of `peer`.
+    void note_admitted(NodeId peer);
     void on_refused_by_peer(NodeId peer, const PeerRefusal& refusal);
     void on_established(const std::shared_ptr<Connection>& c);
     std::optional<FrameRejection> on_frame(Connection& c, Frame& frame);

@@ -89,6 +89,7 @@ IdentityCheck check_identity(const ClusterConfig& config) {
     }
     net::NodeIdentity identity = expected_identity(config);
     identity.incarnation = net::new_incarnation();
+    identity.registered = false;
     net::store_durable_state(config.data_dir, DurableState{}, identity);
     return IdentityCheck{identity, true, false};
 }
@@ -155,8 +156,8 @@ std::optional<std::string> PeerIncarnations::admit(const std::string& peer,
     }
     if (it != known_.end() && !repaired) {
         // Told to the peer in a Refused frame (at most net::kMaxRefusalDetailBytes).
-        return "'" + peer + "' is known by incarnation " + it->second.substr(0, 8) +
-               "..., not " + incarnation.substr(0, 8) +
+        return "'" + peer + "' is known by incarnation " + it->second.substr(0, 8) + "..., not " +
+               incarnation.substr(0, 8) +
                "...: its data directory was lost or replaced. Ways back: conclaved --repair "
                "--min-term T (T: the cluster's term), or members remove + --join";
     }

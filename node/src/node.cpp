@@ -173,6 +173,8 @@ Node::Node(std::unique_ptr<boost::asio::io_context> owned_io, boost::asio::io_co
     mesh_options.on_state_lost = [this](NodeId peer, const std::string& detail) {
         refused_as_lost(peer, detail);
     };
+    mesh_options.quarantined = !identity_.registered;
+    mesh_options.on_admitted_by = [this](NodeId peer) { on_admitted_by(peer); };
     mesh_ = std::make_unique<net::Mesh>(*io_, membership_of(config_), config_.self,
                                         std::move(mesh_options));
     driver_ = std::make_unique<net::ElectorDriver>(
@@ -218,6 +220,9 @@ Node::Node(std::unique_ptr<boost::asio::io_context> owned_io, boost::asio::io_co
                        return log_driver_ ? &log_driver_->log().counters() : nullptr;
                    }});
     admin_source_ = std::make_unique<Admin>(*this);
+    if (!identity_.registered) {
+        maybe_end_quarantine("nobody yet");  // a single-voter cluster needs nobody's admission
+    }
     published_ = to_leadership(driver_->snapshot());
     driver_->subscribe([this](const LeadershipSnapshot& s) { on_snapshot(s); });
 }
@@ -509,6 +514,47 @@ std::optional<std::string> Node::admit_peer(NodeId peer, const std::string& inca
     return std::nullopt;
 }
 
+// A new incarnation leaves quarantine once a majority of the other voters have admitted it: any
+// majority that admitted an earlier incarnation of this node shares a member with this one, which
+// would have refused it (docs/design.md, "Node identity").
+void Node::on_admitted_by(NodeId peer) {
+    if (identity_.registered) {
+        return;
+    }
+    admitted_by_.insert(peer);
+    maybe_end_quarantine(config_.node_name(peer));
+}
+
+void Node::maybe_end_quarantine(const std::string& last) {
+    const NodeSet& voters = driver_->elector().state().voters;
+    std::size_t others = 0, admitted = 0;
+    for (std::uint16_t i = 0; i < config_.nodes.size(); ++i) {
+        const NodeId v{i};
+        if (v != config_.self && voters.contains(v)) {
+            ++others;
+            admitted += admitted_by_.contains(v) ? 1U : 0U;
+        }
+    }
+    if (others > 0 && admitted < others / 2 + 1) {
+        logger_->info("identity: admitted by {} ({} of the {} other voters; {} needed)", last,
+                      admitted, others, others / 2 + 1);
+        return;
+    }
+    identity_.registered = true;
+    try {
+        net::store_durable_state(config_.data_dir, driver_->elector().state().durable(), identity_);
+    } catch (const net::StateFileError& e) {
+        identity_.registered = false;
+        fail_stop(std::string("cannot record the end of quarantine: ") + e.what());
+        return;
+    }
+    driver_->set_identity(identity_);
+    mesh_->end_quarantine();
+    log_event(
+        *logger_, spdlog::level::info, "identity: registered, quarantine ended",
+        {{"admitted_by", std::to_string(admitted)}, {"other_voters", std::to_string(others)}});
+}
+
 // A peer knows this node by an earlier incarnation: this data directory is not the one the
 // cluster knows. Stop at once (no hand-over: the node has no standing) and let conclaved exit 3.
 void Node::refused_as_lost(NodeId peer, const std::string& detail) {
@@ -590,6 +636,7 @@ StatusReport Node::status() {
     }
     r.incarnation = identity_.incarnation;
     r.refused = state_refused_;
+    r.quarantined = !identity_.registered;
     const auto now = std::chrono::steady_clock::now();
     for (std::uint16_t i = 0; i < config_.nodes.size(); ++i) {
         const NodeId peer{i};
@@ -619,6 +666,11 @@ std::string Node::metrics_text() {
 HealthReport Node::health() {
     if (state_refused_) {
         return {false, "refused by the cluster: " + *state_refused_};
+    }
+    if (!identity_.registered) {
+        return {false,
+                "new node in quarantine: waiting for a majority of the other voters to "
+                "admit its incarnation (it neither votes nor acknowledges meanwhile)"};
     }
     if (storage_failure_) {
         return {false, "storage failure: " + *storage_failure_ +

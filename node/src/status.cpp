@@ -44,6 +44,9 @@ nlohmann::json status_to_json(const StatusReport& status) {
     if (status.refused) {
         out["identity"]["refused"] = *status.refused;
     }
+    if (status.quarantined) {
+        out["identity"]["quarantined"] = true;
+    }
     if (status.membership) {
         out["membership"] = {{"version", status.membership->version},
                              {"from_entry", status.membership->from_entry},

@@ -546,3 +546,54 @@ TEST_CASE("incarnations: an admitted incarnation connects; both sides are asked 
         mesh->stop();
     }
 }
+
+TEST_CASE("quarantine: a new incarnation exchanges no elector frame until it is ended") {
+    // Bare meshes with an elector channel handler counting frames: n2 is quarantined.
+    asio::io_context io;
+    const auto m = make_membership(free_ports(2));
+    std::vector<std::unique_ptr<Mesh>> meshes;
+    std::vector<int> frames(2, 0);
+    std::vector<NodeSet> admitted(2);
+    for (std::uint16_t i = 0; i < 2; ++i) {
+        auto options = test_mesh_options();
+        options.seed = 90U + i;
+        options.secret = std::string(32, 'k');
+        options.incarnation = "inc-" + std::to_string(i);
+        options.quarantined = i == 1;
+        options.on_admitted_by = [&, i](NodeId peer) { admitted[i].insert(peer); };
+        meshes.push_back(std::make_unique<Mesh>(io, m, NodeId{i}, options));
+        meshes.back()->set_frame_handler(
+            Channel::Elector,
+            [&, i](NodeId, std::span<const std::uint8_t>) -> std::optional<FrameRejection> {
+                ++frames[i];
+                return std::nullopt;
+            });
+        meshes.back()->start();
+    }
+    REQUIRE(run_until(
+        io, [&] { return meshes[0]->is_up(NodeId{1}) && meshes[1]->is_up(NodeId{0}); }, 5000ms));
+    // Each side learns that the other admitted it: n2 as the acceptor at once, n1 (the dialer)
+    // from n2's first frame (its ping).
+    REQUIRE(run_until(
+        io, [&] { return admitted[0].contains(NodeId{1}) && admitted[1].contains(NodeId{0}); },
+        2000ms));
+    const std::vector<std::uint8_t> payload{1, 2, 3};
+    CHECK(meshes[0]->send(NodeId{1}, Channel::Elector, payload));  // sent, dropped on arrival
+    CHECK_FALSE(meshes[1]->send(NodeId{0}, Channel::Elector, payload));
+    run_for(io, 200ms);
+    CHECK(frames == std::vector<int>{0, 0});
+    CHECK(meshes[1]->counters().quarantined_frames == 1);
+    CHECK(meshes[1]->quarantined());
+    meshes[1]->end_quarantine();
+    CHECK(meshes[0]->send(NodeId{1}, Channel::Elector, payload));
+    CHECK(meshes[1]->send(NodeId{0}, Channel::Elector, payload));
+    REQUIRE(run_until(
+        io,
+        [&] {
+            return frames == std::vector<int>{1, 1};
+        },
+        2000ms));
+    for (auto& mesh : meshes) {
+        mesh->stop();
+    }
+}

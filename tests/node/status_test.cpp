@@ -63,6 +63,10 @@ TEST_CASE("/status JSON has exactly the fields of interfaces.md", "[status]") {
               json{{"incarnation", "00112233445566778899aabbccddeeff"},
                    {"refused", "node 'n2' refuses this node: its data directory was lost"}});
     }
+    SECTION("a new node in quarantine says so") {
+        s.quarantined = true;
+        CHECK(status_to_json(s)["identity"]["quarantined"] == true);
+    }
     SECTION("a storage failure says what and since when") {
         s.storage =
             StorageStatus{false, "write log.dat: No space left on device", "2026-11-23T13:05:00Z"};

@@ -720,6 +720,42 @@ def test_lost_state(root):
         c.stop_all()
 
 
+def test_new_node_quarantine(root):
+    """A new node (empty data directory) neither votes nor acknowledges until a majority of the
+    other voters have admitted its incarnation: a brand-new 3-node cluster with two nodes
+    started elects nobody, says so in /status and /healthz, and elects once the third starts."""
+    c = Cluster(root)
+    try:
+        c.start("n1")
+        c.start("n2")
+        time.sleep(2.0)  # many election timeouts of the fast profile
+        statuses = [c.status(n) for n in ("n1", "n2")]
+        check(all(s is not None and s["leader"] is None for s in statuses),
+              "quarantine: two new nodes of three elect nobody (%r)" %
+              [s and (s["role"], s["leader"]) for s in statuses])
+        check(all(s is not None and s["identity"].get("quarantined") is True for s in statuses),
+              "quarantine: /status says quarantined (%r)" % [s and s["identity"] for s in statuses])
+        code, body = request(c.http_ports["n1"], "GET", "/healthz")
+        check(code == 503 and "quarantine" in (body or ""),
+              "quarantine: /healthz is 503 and says why (%r, %r)" % (code, body))
+        c.start("n3")
+        check(wait_for(c.agreed_leader) is not None, "quarantine: the third node starts: a leader")
+        check(wait_for(lambda: all("quarantined" not in (c.status(n) or {"identity": {"quarantined": 1}})["identity"]
+                                   for n in c.ids)),
+              "quarantine: every node is registered (%r)" % [(c.status(n) or {}).get("identity")
+                                                             for n in c.ids])
+        # Registered is durable: a restart of all three elects again without waiting for all.
+        for nid in c.ids:
+            c.procs[nid].send_signal(signal.SIGTERM)
+            c.procs[nid].wait(timeout=WAIT_S)
+        c.start("n1")
+        c.start("n2")
+        check(wait_for(lambda: c.agreed_leader(["n1", "n2"])) is not None,
+              "quarantine: after a restart two of three elect (registration is durable)")
+    finally:
+        c.stop_all()
+
+
 def test_membership(root):
     """Membership through real daemons (issue 18): remove a follower (it shows "removed", writes
     go on without it), restart it (it keeps its stored configuration, R9), add it back as a
@@ -794,7 +830,7 @@ def test_membership(root):
 def main():
     with tempfile.TemporaryDirectory(prefix="conclaved-test-") as root:
         for test in (test_bad_configs, test_cluster, test_graceful_handover, test_disk_full,
-                     test_repair, test_membership, test_lost_state):
+                     test_repair, test_membership, test_lost_state, test_new_node_quarantine):
             sub = os.path.join(root, test.__name__)
             os.mkdir(sub)
             print("==", test.__name__, flush=True)

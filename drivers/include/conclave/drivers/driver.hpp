@@ -92,6 +92,8 @@ class ElectorDriver {
 
     /// Starts the elector (the mesh is started separately, before or after).
     void start();
+    /// Replaces the identity written with every later state write (DriverOptions::identity).
+    void set_identity(NodeIdentity identity) { options_.identity = std::move(identity); }
     /// Stops the elector: a leader sends its cession; timers are cancelled.
     void stop();
 

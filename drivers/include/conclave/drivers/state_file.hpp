@@ -31,6 +31,9 @@ struct NodeIdentity {
     std::string cluster;
     std::string node;
     std::string incarnation;
+    /// A majority of the other voters have admitted this incarnation (identity.hpp): until then a
+    /// new node is quarantined (it neither votes nor acknowledges). Absent in the file: true.
+    bool registered = true;
     bool operator==(const NodeIdentity&) const = default;
 };
 

@@ -101,6 +101,14 @@ struct MeshOptions {
     /// Called when a proven peer refuses this node as state_lost: its peers know it by an
     /// earlier incarnation. The owner stops the node: it must not come back as its old self.
     std::function<void(NodeId peer, const std::string& detail)> on_state_lost{};
+    /// Quarantine (a node with a new incarnation, not yet admitted by enough peers): handshakes
+    /// run, but frames on every channel but Control are dropped both ways, so the node neither
+    /// votes nor acknowledges. Ended by Mesh::end_quarantine().
+    bool quarantined = false;
+    /// Called once per connection when `peer` has admitted this node's incarnation: at once for
+    /// a connection the peer dialed (it admits before confirming), at its first frame for one
+    /// this node dialed (the acceptor admits before it reports the peer up, then pings).
+    std::function<void(NodeId peer)> on_admitted_by{};
     /// Where the mesh logs (listening, peer up/down, closed connections); spdlog's default
     /// logger when unset. A daemon passes its own, so that these lines honour its format/level.
     std::shared_ptr<spdlog::logger> logger{};
@@ -121,9 +129,10 @@ struct MeshCounters {
     std::uint64_t handshakes_completed = 0;
     std::uint64_t peer_ups = 0;
     std::uint64_t peer_downs = 0;
-    std::uint64_t queue_overflows = 0;  // connections reset because their queue was full
-    std::uint64_t sends_dropped = 0;    // send() to a peer that is not up
-    std::uint64_t join_requests = 0;    // JoinRequests received from joiners (seed side)
+    std::uint64_t queue_overflows = 0;     // connections reset because their queue was full
+    std::uint64_t sends_dropped = 0;       // send() to a peer that is not up, or in quarantine
+    std::uint64_t quarantined_frames = 0;  // frames received and dropped in quarantine
+    std::uint64_t join_requests = 0;       // JoinRequests received from joiners (seed side)
 
     std::uint64_t bad_frame(BadFrameKind k) const {
         return bad_frames[static_cast<std::size_t>(k)];
@@ -193,6 +202,9 @@ class Mesh {
 
     /// Queues one frame for `to`. Returns false (and counts it) when the peer is not up, or when
     /// the queue overflowed and the connection was reset.
+    /// Ends the quarantine (MeshOptions::quarantined): frames flow on every channel.
+    void end_quarantine();
+    bool quarantined() const;
     bool send(NodeId to, Channel channel, std::span<const std::uint8_t> payload);
 
     /// Membership changes (docs/membership.md §8): the node table grows at run time. add_node

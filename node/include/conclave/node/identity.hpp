@@ -7,8 +7,11 @@
 // no vote record is a node whose votes were lost, and is refused with the safe ways back (the
 // vote record cannot be rebuilt from the log: a node votes in a term before its log hears of it).
 // A vote record that fails its checksum, or names another node or cluster, is refused the same
-// way. A data directory that is entirely empty gets a fresh incarnation: its peers tell it apart
-// from its former self (docs/design.md, "Node identity").
+// way. A data directory that is entirely empty gets a fresh incarnation, not yet registered: it
+// is quarantined (its mesh drops every elector and log frame both ways, so it neither votes nor
+// acknowledges) until a majority of the other voters have admitted it, which each does only when
+// it knows no other incarnation of the node. Its peers so tell it apart from its former self
+// (docs/design.md, "Node identity").
 #pragma once
 
 #include <filesystem>

@@ -261,6 +261,9 @@ class Node {
     std::optional<std::string> admit_peer(NodeId peer, const std::string& incarnation,
                                           bool repaired);
     void refused_as_lost(NodeId peer, const std::string& detail);
+    NodeSet admitted_by_;  // peers that admitted this node's new incarnation (quarantine)
+    void on_admitted_by(NodeId peer);
+    void maybe_end_quarantine(const std::string& last);
     /// Expires with the Node: work posted to the io_context checks it first.
     std::shared_ptr<int> alive_ = std::make_shared<int>(0);
     std::vector<std::function<void()>> stop_waiters_;

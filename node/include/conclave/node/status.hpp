@@ -9,7 +9,8 @@
 //   - "storage": {"state": "ok"} or {"state": "failed", "reason": "...", "since": RFC 3339 UTC}
 //     (a failed node steps down and exits; this is what it says meanwhile);
 //   - "identity": {"incarnation": "<hex>"} plus "refused": "<why>" when a peer knows this node by
-//     an earlier incarnation (its data directory was lost or replaced; it stops, exit status 3).
+//     an earlier incarnation (its data directory was lost or replaced; it stops, exit status 3),
+//     and "quarantined": true while a new node waits to be admitted by a majority of its peers.
 #pragma once
 
 #include <cstdint>
@@ -73,6 +74,8 @@ struct StatusReport {
     /// refused it as state_lost, why ("identity": {"incarnation": ..., "refused": ...}).
     std::string incarnation;
     std::optional<std::string> refused;
+    /// A new incarnation not yet admitted by a majority of the other voters ("quarantined": true).
+    bool quarantined = false;
     std::vector<PeerStatus> peers;  // every other node, in config order
     Reason last_transition_reason = Reason::Stopped;
     std::int64_t last_transition_age_ms = 0;
