@@ -177,6 +177,10 @@ struct Mesh::Impl : std::enable_shared_from_this<Mesh::Impl> {
     /// Describes a channel mismatch with `hello`, or "" when they agree (or it is unannounced).
     std::string channel_mismatch(const Hello& hello) const;
     void release_pending(const Connection& c);
+    /// Makes room for one more inbound connection from `source`: closes the oldest connection
+    /// still in its handshake from that source (per-source limit reached) or from anywhere
+    /// (global limit reached). Unauthenticated sockets never lock a new connection out.
+    void evict_pending_for(const std::string& source);
 
     // ---- Internal ----
     void do_accept();
@@ -200,6 +204,8 @@ struct Mesh::Impl : std::enable_shared_from_this<Mesh::Impl> {
     std::set<std::shared_ptr<Connection>> connections_;  // every open connection
     std::size_t pending_inbound_ = 0;
     std::map<std::string, std::size_t> pending_by_source_;
+    std::vector<Connection*>
+        pending_order_;  // inbound connections in their handshake, oldest first
     std::array<FrameHandler, kChannelCount> handlers_;
     std::vector<PeerHandler> peer_handlers_;
     JoinHandler join_handler_;

@@ -52,6 +52,10 @@ struct TlsOptions {
     bool check_common_name = true;
 };
 
+/// The TLS 1.2 cipher suites Conclave's servers and clients accept: AEAD with forward secrecy
+/// only (no CBC, no SHA-1 MACs). TLS 1.3 suites are all AEAD and stay OpenSSL's defaults.
+inline constexpr const char* kTls12Ciphers = "ECDHE+AESGCM:ECDHE+CHACHA20:!aNULL:!eNULL";
+
 struct MeshOptions {
     std::size_t max_frame_bytes = kDefaultMaxFrameBytes;
     /// Per peer: frames and bytes waiting to be written. Overflow resets that peer's connection.
