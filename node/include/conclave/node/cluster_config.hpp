@@ -106,8 +106,9 @@ struct SecuritySettings {
     std::string secret_file;
     /// File holding the admin bearer token (>= 32 bytes, mode 0600 or stricter); "" = none.
     std::string admin_token_file;
-    /// GET endpoints (/status, /metrics, /healthz, GET /metadata) answer without the token.
-    bool admin_open_reads = true;
+    /// Every GET endpoint (/status, /metadata, /members, /leadership, ...) answers without the
+    /// token. Off by default: only /healthz and /metrics do (AdminSecurity::public_paths).
+    bool admin_open_reads = false;
     /// Host names (besides the node's http host, localhost, 127.0.0.1 and ::1) accepted in the
     /// Host and Origin headers of admin requests.
     std::vector<std::string> admin_hosts;
