@@ -132,8 +132,8 @@ std::optional<std::string> check_key_files(const ClusterConfig& config) {
         files.emplace_back(config.tls->key_path, "tls.key", false);
     }
     if (config.security.admin_tls != SecuritySettings::AdminTls::Off) {
-        files.emplace_back(config.security.admin_tls_cert, "admin.tls cert", true);
-        files.emplace_back(config.security.admin_tls_key, "admin.tls key", false);
+        files.emplace_back(config.security.admin_tls_cert, "admin.tls.cert", true);
+        files.emplace_back(config.security.admin_tls_key, "admin.tls.key", false);
     }
     for (const auto& [path, field, readable] : files) {
         if (path.empty()) {
