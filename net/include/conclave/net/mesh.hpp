@@ -63,10 +63,11 @@ struct MeshOptions {
     std::size_t max_queue_bytes = std::size_t{8} << 20;
     /// A connection must finish connect + TLS + Hello within this time (slowloris bound).
     Millis handshake_timeout{2000};
-    /// Inbound connections allowed in their handshake at once; more are closed on accept.
+    /// Inbound connections allowed in their handshake at once; one more evicts (closes) the
+    /// oldest of them, so sockets that never finish their handshake cannot lock a peer out.
     std::size_t max_pending_inbound = 64;
-    /// Of those, from one source address: idle sockets from one host cannot fill the global limit
-    /// and lock real peers out (each is also closed by handshake_timeout).
+    /// Of those, from one source address; one more from it evicts its oldest (each is also
+    /// closed by handshake_timeout). Peers on one host, or behind one NAT, share an address.
     std::size_t max_pending_per_source = 8;
     /// Cluster secret (raw bytes, >= kMinSecretBytes): when set, every handshake is a mutual
     /// HMAC-SHA256 challenge-response (handshake.hpp); a peer that cannot prove it is refused
