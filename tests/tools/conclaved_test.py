@@ -427,7 +427,7 @@ def test_disk_full(root):
     a new leader takes over, and no acknowledged entry is lost (issue 16)."""
     mount_point = os.path.join(root, "n1")
     os.makedirs(mount_point)
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", mount_point],
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m,mode=0700", "tmpfs", mount_point],
                        capture_output=True, text=True)
     if r.returncode != 0:
         print("SKIP: test_disk_full: cannot mount a tmpfs (%s)" % r.stderr.strip(), flush=True)
