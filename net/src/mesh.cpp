@@ -161,22 +161,25 @@ void Mesh::Impl::evict_pending_for(const std::string& source) {
     const auto from_source = pending_by_source_.find(source);
     const bool source_full = from_source != pending_by_source_.end() &&
                              from_source->second >= options_.max_pending_per_source;
-    if (!source_full && pending_inbound_ < options_.max_pending_inbound) {
-        return;
+    const auto oldest = [&](bool same_source) {
+        return std::find_if(pending_order_.begin(), pending_order_.end(), [&](const Connection* c) {
+            return !c->proven_joiner() && (!same_source || c->source() == source);
+        });
+    };
+    auto victim = source_full ? oldest(true) : pending_order_.end();
+    const bool by_source = victim != pending_order_.end();
+    if (!by_source && pending_inbound_ >= options_.max_pending_inbound) {
+        victim = oldest(false);
     }
-    const auto victim =
-        std::find_if(pending_order_.begin(), pending_order_.end(),
-                     [&](const Connection* c) { return !source_full || c->source() == source; });
     if (victim == pending_order_.end()) {
         return;
     }
     ++counters_.handshake_refusals[static_cast<std::size_t>(
-        source_full ? HandshakeRefusal::TooManyPendingFromSource
-                    : HandshakeRefusal::TooManyPending)];
+        by_source ? HandshakeRefusal::TooManyPendingFromSource : HandshakeRefusal::TooManyPending)];
     // Debug only: a flood would flood the log; the counter shows it.
     (*victim)->close(spdlog::level::debug,
-                     source_full ? "evicted: the oldest of too many handshakes from " + source
-                                 : "evicted: the oldest of too many handshakes in progress");
+                     by_source ? "evicted: the oldest of too many handshakes from " + source
+                               : "evicted: the oldest of too many handshakes in progress");
 }
 
 void Mesh::Impl::start() {
@@ -249,7 +252,7 @@ void Mesh::Impl::do_accept() {
         // real peer (often at the same address) out.
         self->evict_pending_for(source);
         if (self->pending_inbound_ >= self->options_.max_pending_inbound) {
-            error_code close_ec;  // nothing to evict (cannot happen: the counts mirror the list)
+            error_code close_ec;  // every connection in its handshake is a proven joiner
             socket.close(close_ec);
         } else {
             auto c = std::make_shared<Connection>(weak, std::move(socket), self->tls_context_.get(),

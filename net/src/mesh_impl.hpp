@@ -62,6 +62,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
     bool inbound() const { return !outbound_; }
     /// This node's join request, until the seed's hello checks out.
     bool joining() const { return join_phase_ == JoinPhase::Joining; }
+    /// Inbound from a joiner that has proven itself (secret or certificate): still counted as in
+    /// its handshake until it closes, but never evicted to make room.
+    bool proven_joiner() const {
+        return join_phase_ == JoinPhase::AwaitingRequest ||
+               join_phase_ == JoinPhase::AwaitingHandler || join_phase_ == JoinPhase::Answered;
+    }
     bool established() const { return established_; }
     bool closed() const { return closed_; }
     const std::string& remote() const { return remote_; }
@@ -179,7 +185,8 @@ struct Mesh::Impl : std::enable_shared_from_this<Mesh::Impl> {
     void release_pending(const Connection& c);
     /// Makes room for one more inbound connection from `source`: closes the oldest connection
     /// still in its handshake from that source (per-source limit reached) or from anywhere
-    /// (global limit reached). Unauthenticated sockets never lock a new connection out.
+    /// (global limit reached), a proven joiner never. Unauthenticated sockets never lock a new
+    /// connection out.
     void evict_pending_for(const std::string& source);
 
     // ---- Internal ----
