@@ -5,6 +5,9 @@
 // (data directory locked, port in use, corrupt metadata log, a storage failure while running),
 // 2 bad command line or config, 3 the node's durable state refused (vote record lost, damaged or
 // another node's; peers know the node by an earlier incarnation).
+// SIGPIPE is ignored (a peer or client that goes away is an error on its socket); SIGHUP, SIGUSR1
+// and SIGUSR2 are logged and ignored: conclaved re-reads no file while it runs (restart it, one
+// node at a time, to load new certificates, a new token or secret).
 #include <boost/asio/signal_set.hpp>
 #include <csignal>
 #include <exception>
@@ -24,7 +27,30 @@
 
 namespace cn = conclave::node;
 
+namespace {
+
+/// Logs each signal of `signals` and keeps waiting.
+void IgnoreLogged(boost::asio::signal_set& signals, cn::Node& node) {
+    signals.async_wait([&signals, &node](const boost::system::error_code& ec, int signal_number) {
+        if (ec) {
+            return;
+        }
+        node.logger().warn(
+            "signal {} received: ignored (conclaved re-reads no file while it runs; restart the "
+            "node to load new certificates, token or secret)",
+            signal_number);
+        IgnoreLogged(signals, node);
+    });
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+    // Until the node's handlers are in place (and SIGPIPE for good): no signal but SIGTERM and
+    // SIGINT ends the process.
+    for (const int ignored : {SIGPIPE, SIGHUP, SIGUSR1, SIGUSR2}) {
+        std::signal(ignored, SIG_IGN);
+    }
     std::vector<std::string> args(argv + 1, argv + argc);
     auto prepared = cn::prepare_daemon(args, std::cout, std::cerr);
     if (auto* exit = std::get_if<cn::StartupExit>(&prepared)) {
@@ -62,8 +88,11 @@ int main(int argc, char** argv) {
             node.logger().info("signal {} received: stopping", signal_number);
             node.stop();
         });
+        boost::asio::signal_set ignored(node.io(), SIGHUP, SIGUSR1, SIGUSR2);
+        IgnoreLogged(ignored, node);
         node.run();
         signals.cancel();
+        ignored.cancel();
         if (const auto& refused = node.state_refused()) {
             std::cerr << "conclaved: " << *refused << "\n";
             return cn::kExitStateRefused;

@@ -187,7 +187,12 @@ void store_file_durably(const fs::path& data_dir, const std::string& name,
     create_directories_durably(data_dir);
     const fs::path path = data_dir / name;
     const fs::path temp = data_dir / (name + ".tmp");
-    const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    // A fresh file, never through a symbolic link planted in the directory: a leftover temp file
+    // (a crash between write and rename) is removed first, and O_EXCL refuses anything in its way.
+    if (::unlink(temp.c_str()) != 0 && errno != ENOENT) {
+        fail_errno("cannot remove the leftover", temp);
+    }
+    const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) {
         fail_errno("cannot create", temp);
     }

@@ -2,6 +2,7 @@
 """Leader-only work from a service not written in C++ (Python standard library only).
 
     leader_worker.py --node 127.0.0.1:8101 --id n1 --store /tmp/store.log [--duration SECONDS]
+                     [--token-file FILE]
 
 Runs beside one conclaved (its admin endpoint --node, its id --id) and follows that node's view of
 the leadership with GET /leadership?watch=1 (one NDJSON snapshot per change: role, term, leader,
@@ -77,12 +78,12 @@ class Leadership:
             return self.snapshot
 
 
-def follow(host, port, leadership, stop, log):
+def follow(host, port, headers, leadership, stop, log):
     """Follows GET /leadership?watch=1, reconnecting; the snapshot is None while disconnected."""
     while not stop.is_set():
         try:
             conn = http.client.HTTPConnection(host, port, timeout=45)  # keep-alive lines every 15 s
-            conn.request("GET", "/leadership?watch=1")
+            conn.request("GET", "/leadership?watch=1", headers=headers)
             response = conn.getresponse()
             if response.status != 200:
                 log("watch refused: HTTP %d %s" % (response.status, response.read()[:200]))
@@ -111,8 +112,14 @@ def main():
     parser.add_argument("--store", required=True, help="path of the fenced store file")
     parser.add_argument("--duration", type=float, default=0, help="seconds to run (0: until signal)")
     parser.add_argument("--interval", type=float, default=0.05, help="seconds between work items")
+    parser.add_argument("--token-file", help="the admin token (admin.token_file): reads need it "
+                        "unless the node is insecure or has admin.open_reads")
     args = parser.parse_args()
     host, _, port = args.node.rpartition(":")
+    headers = {}
+    if args.token_file:
+        with open(args.token_file) as f:
+            headers["Authorization"] = "Bearer " + f.readline().strip()
 
     def log(text):
         print("[worker %s] %s" % (args.id, text), flush=True)
@@ -121,7 +128,7 @@ def main():
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     leadership = Leadership()
-    watcher = threading.Thread(target=follow, args=(host, int(port), leadership, stop, log),
+    watcher = threading.Thread(target=follow, args=(host, int(port), headers, leadership, stop, log),
                                daemon=True)
     watcher.start()
     store = FencedStore(args.store)

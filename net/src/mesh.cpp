@@ -1,6 +1,7 @@
 // The mesh: listener, dialing with backoff, peer slots, frame dispatch.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/post.hpp>
 #include <stdexcept>
@@ -20,6 +21,9 @@ std::unique_ptr<ssl::context> make_tls_context(const TlsOptions& tls) {
     auto ctx = std::make_unique<ssl::context>(ssl::context::tls);
     ctx->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
                      ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1);
+    if (SSL_CTX_set_cipher_list(ctx->native_handle(), kTls12Ciphers) != 1) {
+        throw std::runtime_error("tls: OpenSSL offers none of the AEAD cipher suites");
+    }
     const auto load = [](const char* field, const std::string& file, auto&& fn) {
         error_code ec;
         fn(ec);
@@ -153,6 +157,32 @@ void Mesh::Impl::release_pending(const Connection& c) {
     if (it != pending_by_source_.end() && --it->second == 0) {
         pending_by_source_.erase(it);
     }
+    std::erase(pending_order_, &c);
+}
+
+void Mesh::Impl::evict_pending_for(const std::string& source) {
+    const auto from_source = pending_by_source_.find(source);
+    const bool source_full = from_source != pending_by_source_.end() &&
+                             from_source->second >= options_.max_pending_per_source;
+    const auto oldest = [&](bool same_source) {
+        return std::find_if(pending_order_.begin(), pending_order_.end(), [&](const Connection* c) {
+            return !c->proven_joiner() && (!same_source || c->source() == source);
+        });
+    };
+    auto victim = source_full ? oldest(true) : pending_order_.end();
+    const bool by_source = victim != pending_order_.end();
+    if (!by_source && pending_inbound_ >= options_.max_pending_inbound) {
+        victim = oldest(false);
+    }
+    if (victim == pending_order_.end()) {
+        return;
+    }
+    ++counters_.handshake_refusals[static_cast<std::size_t>(
+        by_source ? HandshakeRefusal::TooManyPendingFromSource : HandshakeRefusal::TooManyPending)];
+    // Debug only: a flood would flood the log; the counter shows it.
+    (*victim)->close(spdlog::level::debug,
+                     by_source ? "evicted: the oldest of too many handshakes from " + source
+                               : "evicted: the oldest of too many handshakes in progress");
 }
 
 void Mesh::Impl::start() {
@@ -221,29 +251,19 @@ void Mesh::Impl::do_accept() {
         error_code source_ec;
         const auto source_ep = socket.remote_endpoint(source_ec);
         const std::string source = source_ec ? "?" : source_ep.address().to_string();
-        const auto from_source = self->pending_by_source_.find(source);
-        if (from_source != self->pending_by_source_.end() &&
-            from_source->second >= self->options_.max_pending_per_source) {
-            ++self->counters_.handshake_refusals[static_cast<std::size_t>(
-                HandshakeRefusal::TooManyPendingFromSource)];
-            // Not logged per connection: a flood would flood the log; the counter shows it.
-            socket.close(source_ec);
-        } else if (self->pending_inbound_ >= self->options_.max_pending_inbound) {
-            ++self->counters_
-                  .handshake_refusals[static_cast<std::size_t>(HandshakeRefusal::TooManyPending)];
-            error_code ep_ec;
-            const auto ep = socket.remote_endpoint(ep_ec);
-            self->log().warn(
-                "{} net: refusing connection from {}: {} connections already in their "
-                "handshake",
-                self->log_prefix(), ep_ec ? "?" : ep.address().to_string(), self->pending_inbound_);
-            socket.close(ep_ec);
+        // Evict rather than refuse: sockets that never finish their handshake cannot keep a
+        // real peer (often at the same address) out.
+        self->evict_pending_for(source);
+        if (self->pending_inbound_ >= self->options_.max_pending_inbound) {
+            error_code close_ec;  // every connection in its handshake is a proven joiner
+            socket.close(close_ec);
         } else {
             auto c = std::make_shared<Connection>(weak, std::move(socket), self->tls_context_.get(),
                                                   std::nullopt);
             self->connections_.insert(c);
             ++self->pending_inbound_;
             ++self->pending_by_source_[source];
+            self->pending_order_.push_back(c.get());
             c->set_source(source);
             c->start_inbound();
         }

@@ -62,6 +62,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
     bool inbound() const { return !outbound_; }
     /// This node's join request, until the seed's hello checks out.
     bool joining() const { return join_phase_ == JoinPhase::Joining; }
+    /// Inbound from a joiner that has proven itself (secret or certificate): still counted as in
+    /// its handshake until it closes, but never evicted to make room.
+    bool proven_joiner() const {
+        return join_phase_ == JoinPhase::AwaitingRequest ||
+               join_phase_ == JoinPhase::AwaitingHandler || join_phase_ == JoinPhase::Answered;
+    }
     bool established() const { return established_; }
     bool closed() const { return closed_; }
     const std::string& remote() const { return remote_; }
@@ -201,6 +207,11 @@ struct Mesh::Impl : std::enable_shared_from_this<Mesh::Impl> {
     /// Describes a channel mismatch with `hello`, or "" when they agree (or it is unannounced).
     std::string channel_mismatch(const Hello& hello) const;
     void release_pending(const Connection& c);
+    /// Makes room for one more inbound connection from `source`: closes the oldest connection
+    /// still in its handshake from that source (per-source limit reached) or from anywhere
+    /// (global limit reached), a proven joiner never. Unauthenticated sockets never lock a new
+    /// connection out.
+    void evict_pending_for(const std::string& source);
 
     // ---- Internal ----
     void do_accept();
@@ -224,6 +235,8 @@ struct Mesh::Impl : std::enable_shared_from_this<Mesh::Impl> {
     std::set<std::shared_ptr<Connection>> connections_;  // every open connection
     std::size_t pending_inbound_ = 0;
     std::map<std::string, std::size_t> pending_by_source_;
+    std::vector<Connection*>
+        pending_order_;  // inbound connections in their handshake, oldest first
     std::array<FrameHandler, kChannelCount> handlers_;
     std::vector<PeerHandler> peer_handlers_;
     JoinHandler join_handler_;

@@ -2,6 +2,7 @@
 
 #include "conclave/core/check.hpp"
 #include "request_target.hpp"
+#include "conclave/net/mesh.hpp"
 
 #include <openssl/crypto.h>
 #include <openssl/ssl.h>
@@ -15,8 +16,10 @@
 #include <boost/beast/ssl.hpp>
 #include <cassert>
 #include <cctype>
+#include <charconv>
 #include <deque>
 #include <exception>
+#include <list>
 #include <set>
 
 namespace conclave::node {
@@ -29,8 +32,6 @@ using tcp = asio::ip::tcp;
 namespace {
 
 constexpr std::string_view kServerName = "conclaved";
-/// The 503 sent to a connection over the limit must not hold a slot for long.
-constexpr std::chrono::milliseconds kRefusalWriteTimeout{1000};
 /// After a failed accept (e.g. out of file descriptors), wait before trying again.
 constexpr std::chrono::milliseconds kAcceptRetryDelay{100};
 /// Lingering close after a final response: how long and how much to discard.
@@ -39,10 +40,16 @@ constexpr std::size_t kMaxDrainBytes = 1024 * 1024;
 /// The first read of a request (within the idle deadline) takes at most this much.
 constexpr std::size_t kFirstReadBytes = 4096;
 
-/// What AdminServer::stop() needs of a connection, whatever its stream type.
+/// What AdminServer::stop() and the eviction of unauthenticated connections need of a
+/// connection, whatever its stream type.
 class SessionBase {
   public:
     virtual void Close() = 0;
+
+    std::string source;  // remote address without the port
+    /// Counted against the limits of unauthenticated connections, at `position` in the list.
+    bool pooled = false;
+    std::list<SessionBase*>::iterator position;
 
   protected:
     ~SessionBase() = default;
@@ -62,17 +69,59 @@ struct AdminServer::Shared {
     asio::io_context& io;
     AdminServerLimits limits;
     AdminSecurity security;
-    std::map<std::string, std::size_t> per_source;  // open connections by source address
+    /// Connections that have not presented the token, oldest first, and their count by source
+    /// address. A connection that presents it leaves them for good (it is bounded by the
+    /// deadlines only); one beyond a limit evicts the oldest of them instead of being refused.
+    std::list<SessionBase*> unauthenticated;
+    std::map<std::string, std::size_t> per_source;
     std::map<std::string, std::map<std::string, AdminHandler>> routes;  // path -> method -> handler
     // Asynchronous handlers; each also has a (never called) entry in `routes` for 404/405.
     std::map<std::string, std::map<std::string, AsyncAdminHandler>> async_routes;
     AdminServerStats stats;
     tcp::acceptor acceptor;
     asio::steady_timer retry_timer;
-    std::set<SessionBase*> sessions;          // live connections (served and refused)
+    std::set<SessionBase*> sessions;          // live connections
     std::shared_ptr<asio::ssl::context> tls;  // HTTPS when set
-    std::size_t refusing = 0;                 // connections being answered 503
     bool stopped = false;
+
+    void Pool(SessionBase& session) {
+        session.position = unauthenticated.insert(unauthenticated.end(), &session);
+        session.pooled = true;
+        per_source[session.source] += 1;
+    }
+
+    void Unpool(SessionBase& session) {
+        if (!session.pooled) {
+            return;
+        }
+        session.pooled = false;
+        unauthenticated.erase(session.position);
+        const auto it = per_source.find(session.source);
+        if (it != per_source.end() && --it->second == 0) {
+            per_source.erase(it);
+        }
+    }
+
+    /// Before a connection from `source` joins the unauthenticated ones: closes the oldest of
+    /// them from that source (its limit reached) or from anywhere (max_connections reached).
+    void MakeRoomFor(const std::string& source) {
+        const auto from_source = per_source.find(source);
+        const bool source_full = from_source != per_source.end() &&
+                                 from_source->second >= limits.max_connections_per_source;
+        if (!source_full && unauthenticated.size() < limits.max_connections) {
+            return;
+        }
+        const auto victim =
+            std::find_if(unauthenticated.begin(), unauthenticated.end(),
+                         [&](const SessionBase* s) { return !source_full || s->source == source; });
+        if (victim == unauthenticated.end()) {
+            return;
+        }
+        SessionBase& session = **victim;
+        Unpool(session);
+        stats.connections_refused += 1;
+        session.Close();
+    }
 };
 
 namespace {
@@ -97,39 +146,27 @@ class Session : public SessionBase,
 
   public:
     template <class... StreamArgs>
-    Session(std::shared_ptr<Shared> shared, bool refuse, StreamArgs&&... stream_args)
+    Session(std::shared_ptr<Shared> shared, std::string source_address, StreamArgs&&... stream_args)
         : shared_(std::move(shared)),
           stream_(std::forward<StreamArgs>(stream_args)...),
           buffer_(shared_->limits.max_header_bytes + shared_->limits.max_body_bytes + 4096),
-          refuse_(refuse),
           write_timer_(stream_.get_executor()) {
         shared_->sessions.insert(this);
-        if (refuse_) {
-            shared_->refusing += 1;
-        } else {
-            shared_->stats.connections_active += 1;
-        }
+        shared_->stats.connections_active += 1;
         boost::system::error_code ec;
         const auto endpoint = Lowest().socket().remote_endpoint(ec);
         if (!ec) {
             remote_ = endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
-            source_ = endpoint.address().to_string();
         }
-        shared_->per_source[source_] += 1;
+        source = std::move(source_address);
+        shared_->Pool(*this);
     }
 
     ~Session() {
-        const auto it = shared_->per_source.find(source_);
-        if (it != shared_->per_source.end() && --it->second == 0) {
-            shared_->per_source.erase(it);
-        }
+        shared_->Unpool(*this);
         shared_->sessions.erase(this);
-        if (refuse_) {
-            shared_->refusing -= 1;
-        } else {
-            assert(shared_->stats.connections_active > 0);
-            shared_->stats.connections_active -= 1;
-        }
+        assert(shared_->stats.connections_active > 0);
+        shared_->stats.connections_active -= 1;
     }
 
     void Start() {
@@ -168,16 +205,7 @@ class Session : public SessionBase,
   private:
     beast::tcp_stream& Lowest() { return beast::get_lowest_layer(stream_); }
 
-    void Serve() {
-        if (refuse_) {
-            Respond(json_error(503, "overloaded",
-                               "too many connections (limit " +
-                                   std::to_string(shared_->limits.max_connections) + ")"),
-                    /*keep_alive=*/false, kRefusalWriteTimeout);
-            return;
-        }
-        Read();
-    }
+    void Serve() { Read(); }
 
     /// Waits for the first bytes of the next request within the idle deadline, then reads the
     /// whole request within the request deadline.
@@ -283,7 +311,7 @@ class Session : public SessionBase,
             shared_->stats.bad_requests += 1;
             return json_error(400, "bad_request", *error);
         }
-        if (auto refusal = CheckAccess(request)) {
+        if (auto refusal = CheckAccess(request, admin.path, admin.authenticated)) {
             return refusal;
         }
         const auto path = shared_->routes.find(admin.path);
@@ -337,48 +365,44 @@ class Session : public SessionBase,
         }
     }
 
+    /// Whether the request carries "Authorization: Bearer <token>" with the configured token
+    /// (constant-time compare).
+    bool PresentsToken(const http::request<http::string_body>& request) const {
+        const auto& token = shared_->security.token;
+        const auto auth = request.find(http::field::authorization);
+        if (!token || auth == request.end()) {
+            return false;
+        }
+        constexpr std::string_view kBearer = "Bearer ";
+        const std::string_view header = Sv(auth->value());
+        if (header.substr(0, kBearer.size()) != kBearer) {
+            return false;
+        }
+        const std::string_view given = header.substr(kBearer.size());
+        return given.size() == token->size() &&
+               CRYPTO_memcmp(given.data(), token->data(), given.size()) == 0;
+    }
+
     /// AdminSecurity's checks (header comment there); nullopt when the request may proceed.
-    std::optional<AdminResponse> CheckAccess(const http::request<http::string_body>& request) {
+    /// `authenticated`: set when the request presents the token (the connection then leaves the
+    /// unauthenticated ones for good).
+    std::optional<AdminResponse> CheckAccess(const http::request<http::string_body>& request,
+                                             const std::string& path, bool& authenticated) {
         const AdminSecurity& security = shared_->security;
-        if (!security.allowed_hosts.empty()) {
-            const auto host = request.find(http::field::host);
-            const std::string host_name =
-                host == request.end() ? std::string() : HostOf(Sv(host->value()));
-            if (!HostAllowed(host_name)) {
-                shared_->stats.forbidden += 1;
-                return json_error(403, "forbidden_host",
-                                  "Host '" + host_name.substr(0, 100) +
-                                      "' is not a name of this node (admin.hosts)");
-            }
-            const auto origin = request.find(http::field::origin);
-            if (origin != request.end()) {
-                const std::string_view value = Sv(origin->value());
-                const std::size_t scheme = value.find("://");
-                const std::string origin_host = scheme == std::string_view::npos
-                                                    ? std::string()
-                                                    : HostOf(value.substr(scheme + 3));
-                if (!HostAllowed(origin_host)) {
-                    shared_->stats.forbidden += 1;
-                    return json_error(403, "forbidden_origin",
-                                      "Origin '" + std::string(value.substr(0, 100)) +
-                                          "' is not this node (cross-site request refused)");
-                }
-            }
+        if (auto refusal = CheckHostAndOrigin(request)) {
+            return refusal;
         }
         const bool mutating =
             request.method() != http::verb::get && request.method() != http::verb::head;
-        if (security.token && (mutating || !security.open_reads)) {
-            const auto auth = request.find(http::field::authorization);
-            constexpr std::string_view kBearer = "Bearer ";
-            bool ok = false;
-            const std::string_view header =
-                auth == request.end() ? std::string_view() : Sv(auth->value());
-            if (header.substr(0, kBearer.size()) == kBearer) {
-                const std::string_view given = header.substr(kBearer.size());
-                ok = given.size() == security.token->size() &&
-                     CRYPTO_memcmp(given.data(), security.token->data(), given.size()) == 0;
-            }
-            if (!ok) {
+        authenticated = PresentsToken(request);
+        if (authenticated) {
+            shared_->Unpool(*this);
+        }
+        const bool open = security.open_reads ||
+                          std::find(security.public_paths.begin(), security.public_paths.end(),
+                                    path) != security.public_paths.end();
+        if (security.token && (mutating || !open)) {
+            if (!authenticated) {
                 shared_->stats.unauthorized += 1;
                 AdminResponse response =
                     json_error(401, "unauthorized",
@@ -405,23 +429,100 @@ class Session : public SessionBase,
 
     static std::string_view Sv(beast::string_view v) { return {v.data(), v.size()}; }
 
-    /// "host:port", "[v6]:port" or "host" -> lower-case host (brackets kept off).
-    static std::string HostOf(std::string_view authority) {
-        std::string_view host = authority;
-        if (!host.empty() && host.front() == '[') {
-            const std::size_t close = host.find(']');
-            host = close == std::string_view::npos ? std::string_view() : host.substr(1, close - 1);
-        } else if (const std::size_t colon = host.find(':'); colon != std::string_view::npos) {
-            host = host.substr(0, colon);
+    struct Authority {
+        std::string host;  // lower case, IPv6 without brackets
+        unsigned port = 0;
+    };
+
+    /// Strict "host[:port]" or "[v6][:port]" (nothing else: no path, no user, no space); a
+    /// missing port is `default_port`. nullopt when malformed.
+    static std::optional<Authority> ParseAuthority(std::string_view text, unsigned default_port) {
+        Authority out;
+        std::string_view rest;
+        if (!text.empty() && text.front() == '[') {
+            const std::size_t close = text.find(']');
+            if (close == std::string_view::npos || close == 1) {
+                return std::nullopt;
+            }
+            out.host = std::string(text.substr(1, close - 1));
+            rest = text.substr(close + 1);
+            if (out.host.find_first_not_of("0123456789abcdefABCDEF:.") != std::string::npos) {
+                return std::nullopt;
+            }
+        } else {
+            const std::size_t colon = text.find(':');
+            out.host = std::string(text.substr(0, colon));
+            rest = colon == std::string_view::npos ? std::string_view() : text.substr(colon);
+            constexpr std::string_view kHostChars =
+                "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_";
+            if (out.host.empty() || out.host.find_first_not_of(kHostChars) != std::string::npos) {
+                return std::nullopt;
+            }
         }
-        if (const std::size_t slash = host.find('/'); slash != std::string_view::npos) {
-            host = host.substr(0, slash);
+        out.port = default_port;
+        if (!rest.empty()) {
+            const std::string_view digits = rest.substr(1);
+            const auto [end, ec] =
+                std::from_chars(digits.data(), digits.data() + digits.size(), out.port);
+            if (rest.front() != ':' || digits.empty() || digits.size() > 5 || ec != std::errc() ||
+                end != digits.data() + digits.size() || out.port > 65535) {
+                return std::nullopt;
+            }
         }
-        std::string lower(host);
-        for (char& c : lower) {
+        for (char& c : out.host) {
             c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
         }
-        return lower;
+        return out;
+    }
+
+    /// One Host header, strictly parsed (400 otherwise); with admin.hosts, its host must be one
+    /// of them (403 forbidden_host), and an Origin must be this scheme, an allowed host and the
+    /// Host header's port (403 forbidden_origin: another site, or another service on this host).
+    std::optional<AdminResponse> CheckHostAndOrigin(
+        const http::request<http::string_body>& request) {
+        const unsigned default_port = kTls ? 443 : 80;
+        const auto host = request.find(http::field::host);
+        if (request.count(http::field::host) > 1) {
+            shared_->stats.bad_requests += 1;
+            return json_error(400, "bad_request", "more than one Host header");
+        }
+        std::optional<Authority> authority;
+        if (host != request.end()) {
+            authority = ParseAuthority(Sv(host->value()), default_port);
+            if (!authority) {
+                shared_->stats.bad_requests += 1;
+                return json_error(400, "bad_request",
+                                  "Host '" + std::string(Sv(host->value()).substr(0, 100)) +
+                                      "' is not host[:port]");
+            }
+        }
+        if (shared_->security.allowed_hosts.empty()) {
+            return std::nullopt;
+        }
+        if (!authority || !HostAllowed(authority->host)) {
+            shared_->stats.forbidden += 1;
+            return json_error(403, "forbidden_host",
+                              "Host '" + (authority ? authority->host.substr(0, 100) : "") +
+                                  "' is not a name of this node (admin.hosts)");
+        }
+        const auto origin = request.find(http::field::origin);
+        if (origin == request.end()) {
+            return std::nullopt;
+        }
+        const std::string_view value = Sv(origin->value());
+        const std::string_view scheme = kTls ? "https://" : "http://";
+        const auto origin_authority =
+            value.substr(0, scheme.size()) == scheme
+                ? ParseAuthority(value.substr(scheme.size()), default_port)
+                : std::nullopt;
+        if (request.count(http::field::origin) > 1 || !origin_authority ||
+            !HostAllowed(origin_authority->host) || origin_authority->port != authority->port) {
+            shared_->stats.forbidden += 1;
+            return json_error(403, "forbidden_origin",
+                              "Origin '" + std::string(value.substr(0, 100)) +
+                                  "' is not this node (cross-site request refused)");
+        }
+        return std::nullopt;
     }
 
     bool HostAllowed(const std::string& host) const {
@@ -665,12 +766,10 @@ class Session : public SessionBase,
     std::optional<http::request_parser<http::string_body>> parser_;
     http::response<http::string_body> response_;
     std::string remote_;
-    std::string source_;  // remote address without the port (per-source limit)
     unsigned version_ = 11;
     std::size_t served_ = 0;
     std::array<char, 4096> drain_buffer_{};
     std::size_t drained_bytes_ = 0;
-    bool refuse_;
     // Streamed responses (AdminStream).
     asio::steady_timer write_timer_;
     StreamState stream_state_ = StreamState::None;
@@ -684,12 +783,14 @@ class Session : public SessionBase,
 
 void Accept(const std::shared_ptr<Shared>& shared);
 
-void StartSession(const std::shared_ptr<Shared>& shared, tcp::socket socket, bool refuse) {
+void StartSession(const std::shared_ptr<Shared>& shared, tcp::socket socket, std::string source) {
     if (shared->tls) {
-        std::make_shared<Session<TlsStream>>(shared, refuse, std::move(socket), *shared->tls)
+        std::make_shared<Session<TlsStream>>(shared, std::move(source), std::move(socket),
+                                             *shared->tls)
             ->Start();
     } else {
-        std::make_shared<Session<PlainStream>>(shared, refuse, std::move(socket))->Start();
+        std::make_shared<Session<PlainStream>>(shared, std::move(source), std::move(socket))
+            ->Start();
     }
 }
 
@@ -709,27 +810,13 @@ void OnAccept(const std::shared_ptr<Shared>& shared, boost::system::error_code e
         return;
     }
     shared->stats.connections_accepted += 1;
-    const std::size_t limit = shared->limits.max_connections;
     boost::system::error_code source_ec;
-    const auto source = socket.remote_endpoint(source_ec);
-    const auto from_source =
-        shared->per_source.find(source_ec ? std::string() : source.address().to_string());
-    if (from_source != shared->per_source.end() &&
-        from_source->second >= shared->limits.max_connections_per_source) {
-        // One host holding its share of slots: close at once, no 503 (that would hold a slot).
-        shared->stats.connections_refused += 1;
-        socket.close(source_ec);
-    } else if (shared->stats.connections_active < limit) {
-        StartSession(shared, std::move(socket), /*refuse=*/false);
-    } else {
-        shared->stats.connections_refused += 1;
-        if (shared->refusing < limit) {
-            StartSession(shared, std::move(socket), /*refuse=*/true);
-        } else {
-            boost::system::error_code close_ec;
-            socket.close(close_ec);
-        }
-    }
+    const auto endpoint = socket.remote_endpoint(source_ec);
+    std::string source = source_ec ? std::string() : endpoint.address().to_string();
+    // Evict rather than refuse: connections that never present the token (idle, slow, streaming)
+    // cannot keep a new one out, whatever address they share with it.
+    shared->MakeRoomFor(source);
+    StartSession(shared, std::move(socket), std::move(source));
     Accept(shared);
 }
 
@@ -766,6 +853,10 @@ std::shared_ptr<asio::ssl::context> make_admin_tls_context(const std::string& ce
     context->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
                          asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
                          asio::ssl::context::no_tlsv1_1 | asio::ssl::context::single_dh_use);
+    if (SSL_CTX_set_cipher_list(context->native_handle(), net::kTls12Ciphers) != 1) {
+        error = field + ": OpenSSL offers none of the AEAD cipher suites";
+        return nullptr;
+    }
     boost::system::error_code ec;
     if (context->use_certificate_chain_file(cert_path, ec)) {
         error = field + ": cannot load the certificate '" + cert_path + "': " + ec.message();

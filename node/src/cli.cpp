@@ -77,9 +77,11 @@ Admin HTTP endpoints (see node/README.md; conclavectl is their command-line clie
   POST /metadata {"key","value"}, GET /metadata?from=TERM.COUNTER&max=N,
   GET /members, POST /members {"op": "add-learner"|"promote"|"remove", "id"}
   (ids of the node table; a new node joins with --join)
-  POST requests need "Authorization: Bearer <token>" (admin.token_file) unless
-  insecure, and a JSON body (Content-Type: application/json); a Host or Origin
-  that is not this node (or localhost) is refused with 403. With "admin":
+  Every request but GET /healthz and GET /metrics needs "Authorization: Bearer
+  <token>" (admin.token_file) unless insecure (admin.open_reads: true opens every
+  GET); POST requests need a JSON body (Content-Type: application/json); a Host
+  or Origin that is not this node (or localhost), or an Origin on another port,
+  is refused with 403. With "admin":
   {"tls": true} (the node certificate of "tls") or {"tls": {"cert", "key"}} they
   are served over HTTPS only. A connection that sends nothing for
   admin.idle_timeout_ms (2000) is closed.
@@ -89,6 +91,9 @@ Signals:
                     node before it exits; then exit status 0
   SIGKILL           no handover; the other nodes elect a new leader after the
                     heartbeat timeout
+  SIGHUP, SIGUSR1, SIGUSR2  logged and ignored (no file is re-read while the
+                    node runs: restart it to load new certificates or secrets)
+  SIGPIPE           ignored
 
 Exit status:
   0  clean stop (also after --help, --version, --print-config)
@@ -240,6 +245,10 @@ std::variant<StartupExit, StartupReady> prepare_daemon(const std::vector<std::st
         out << effective_config_json(config).dump(2) << "\n";
         return StartupExit{kExitOk};
     }
+    if (auto error = check_data_dir(config.data_dir)) {
+        err << "conclaved: bad config: " << *error << "\n";
+        return StartupExit{kExitUsage};
+    }
     if (options.repair) {
         return StartupReady{std::move(options), std::move(config)};  // offline: no secrets needed
     }
@@ -253,6 +262,10 @@ std::variant<StartupExit, StartupReady> prepare_daemon(const std::vector<std::st
         (void)load_security_material(config);
     } catch (const std::runtime_error& e) {
         err << "conclaved: bad config: " << e.what() << "\n";
+        return StartupExit{kExitUsage};
+    }
+    if (auto error = check_key_files(config)) {  // ownership and mode (SECURITY.md)
+        err << "conclaved: bad config: " << *error << "\n";
         return StartupExit{kExitUsage};
     }
     // HTTPS admin: the certificate and key must load (and match) before anything starts.

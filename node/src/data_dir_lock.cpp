@@ -59,13 +59,19 @@ DataDirLock::~DataDirLock() {
 
 std::variant<DataDirLock, DataDirLock::Error> DataDirLock::acquire(
     const std::filesystem::path& data_dir) {
+    std::error_code exists_ec;
+    const bool created = !std::filesystem::exists(data_dir, exists_ec);
     try {
         net::create_directories_durably(data_dir);  // the new entries survive a machine crash
     } catch (const net::StateFileError& e) {
         return Error{"data directory " + data_dir.string() + ": cannot create: " + e.what()};
     }
+    if (created && ::chmod(data_dir.c_str(), 0700) != 0) {
+        return Error{"data directory " + data_dir.string() + ": cannot chmod 700: " + Errno(errno)};
+    }
+    // Never through a symbolic link planted in the directory.
     const std::filesystem::path path = data_dir / "LOCK";
-    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) {
         return Error{path.string() + ": cannot open: " + Errno(errno)};
     }

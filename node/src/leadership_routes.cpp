@@ -112,8 +112,15 @@ AdminResponse TooMany(const LeadershipRouteLimits& limits) {
                           std::to_string(limits.max_watchers) + "); retry later");
 }
 
-void Watch(const std::shared_ptr<Watchers>& watchers, AdminResponder respond) {
-    if (watchers->Count() >= watchers->limits.max_watchers) {
+/// Requests that present the token are not held to max_watchers: watchers without it cannot
+/// keep an authorised one out.
+bool OverLimit(const Watchers& watchers, const AdminRequest& request) {
+    return !request.authenticated && watchers.Count() >= watchers.limits.max_watchers;
+}
+
+void Watch(const std::shared_ptr<Watchers>& watchers, const AdminRequest& request,
+           AdminResponder respond) {
+    if (OverLimit(*watchers, request)) {
         return respond(TooMany(watchers->limits));
     }
     watchers->Subscribe(watchers);
@@ -144,14 +151,15 @@ void Watch(const std::shared_ptr<Watchers>& watchers, AdminResponder respond) {
     respond(std::move(response));
 }
 
-void LongPoll(const std::shared_ptr<Watchers>& watchers, std::uint64_t wait_seconds,
-              std::optional<std::uint64_t> after, AdminResponder respond) {
+void LongPoll(const std::shared_ptr<Watchers>& watchers, const AdminRequest& request,
+              std::uint64_t wait_seconds, std::optional<std::uint64_t> after,
+              AdminResponder respond) {
     const json snapshot = Snapshot(watchers->source);
     watchers->last = snapshot;
     if (wait_seconds == 0 || !after || snapshot["fencing_token"].get<std::uint64_t>() != *after) {
         return respond(json_response(200, snapshot));
     }
-    if (watchers->Count() >= watchers->limits.max_watchers) {
+    if (OverLimit(*watchers, request)) {
         return respond(TooMany(watchers->limits));
     }
     watchers->Subscribe(watchers);
@@ -190,7 +198,7 @@ void Handle(const std::shared_ptr<Watchers>& watchers, const AdminRequest& reque
                                       "watch=1 takes no other parameter (wait and after are for "
                                       "the long-poll)"));
         }
-        return Watch(watchers, std::move(respond));
+        return Watch(watchers, request, std::move(respond));
     }
     std::uint64_t wait_seconds = 0;
     if (auto it = request.query.find("wait"); it != request.query.end()) {
@@ -212,7 +220,7 @@ void Handle(const std::shared_ptr<Watchers>& watchers, const AdminRequest& reque
                                           it->second.substr(0, 64) + "\""));
         }
     }
-    LongPoll(watchers, wait_seconds, after, std::move(respond));
+    LongPoll(watchers, request, wait_seconds, after, std::move(respond));
 }
 
 }  // namespace

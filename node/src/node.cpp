@@ -264,6 +264,7 @@ std::optional<std::string> Node::start() {
         AdminSecurity admin_security;
         admin_security.token = admin_token_;
         admin_security.open_reads = config_.security.admin_open_reads;
+        admin_security.public_paths = {"/healthz", "/metrics"};
         admin_security.allowed_hosts = {config_.self_entry().http.host, "localhost", "127.0.0.1",
                                         "::1"};
         for (const std::string& host : config_.security.admin_hosts) {

@@ -168,7 +168,13 @@ void ReplaceFileDurably(const std::filesystem::path& dir, std::string_view name,
                         const std::string& data) {
     const auto final_path = dir / std::string(name);
     const auto temp_path = dir / (std::string(name) + ".tmp");
-    const int fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    // A fresh file, never through a symbolic link planted in the directory: a leftover temp file
+    // (a crash between write and rename) is removed first, and O_EXCL refuses anything in its way.
+    if (::unlink(temp_path.c_str()) != 0 && errno != ENOENT) {
+        ThrowErrno("unlink", temp_path);
+    }
+    const int fd =
+        ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) {
         ThrowErrno("open", temp_path);
     }
@@ -226,7 +232,7 @@ FileStorage::FileStorage(std::filesystem::path dir, FsyncPolicy policy)
     : dir_(std::move(dir)), policy_(policy) {
     create_directories_durably(dir_);  // throws std::system_error, as every step here
     const auto path = log_path();
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd_ < 0) {
         ThrowErrno("open", path);
     }
@@ -596,7 +602,7 @@ void FileStorage::DropFirstRecords(std::size_t count) {
     }
     ReplaceFileDurably(dir_, kLogFileName, data);
     fsync_count_ += 2;
-    const int fd = ::open(log_path().c_str(), O_RDWR | O_CLOEXEC);
+    const int fd = ::open(log_path().c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) {
         ThrowErrno("open", log_path());
     }
@@ -740,7 +746,7 @@ RepairReport FileStorage::repair(const std::filesystem::path& dir, const RepairO
             done("snapshot-dropped");
         }
     } else if (keep < data.size()) {
-        const int fd = ::open(log_file.c_str(), O_RDWR | O_CLOEXEC);
+        const int fd = ::open(log_file.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
         if (fd < 0) {
             ThrowErrno("open", log_file);
         }

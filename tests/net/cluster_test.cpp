@@ -375,6 +375,31 @@ TEST_CASE("join: the handler answers later (redirect); a second respond does not
     CHECK(s.seed->counters().join_requests == 1);
 }
 
+TEST_CASE("join: a joiner waiting for its answer is never evicted by silent sockets") {
+    JoinSetup s;
+    std::function<void(JoinAnswer)> stored;
+    s.seed->set_join_handler([&](std::string, JoinRequest, std::function<void(JoinAnswer)> r) {
+        stored = std::move(r);
+    });
+    s.ask();
+    REQUIRE(run_until(
+        s.io, [&] { return stored != nullptr; }, 5000ms));
+    // Silent sockets from the joiner's address and from everywhere, reopened when closed: each
+    // new one evicts an older silent one, never the joiner that proved itself.
+    std::vector<std::unique_ptr<SilentHolder>> holders;
+    for (int source = 1; source <= 9; ++source) {
+        holders.push_back(std::make_unique<SilentHolder>(s.io, "127.0.0." + std::to_string(source),
+                                                         s.seed->local_port(), 8));
+    }
+    run_for(s.io, 300ms);
+    CHECK(s.done_calls == 0);  // still waiting, not closed
+    stored(JoinAnswer{JoinStatus::Redirect, "127.0.0.1:7001"});
+    REQUIRE(run_until(
+        s.io, [&] { return s.done_calls > 0; }, 5000ms));
+    CHECK(s.error.empty());
+    CHECK(s.answer.has_value());
+}
+
 TEST_CASE("join: a joiner with another secret is refused at the handshake") {
     JoinSetup s("n4", [](MeshOptions& seed, MeshOptions& joiner) {
         seed.secret = kTestSecret;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <boost/asio.hpp>
 #include <chrono>
 #include <filesystem>
@@ -60,6 +61,56 @@ inline std::vector<std::uint16_t> free_ports(std::size_t n) {
 }
 
 /// A temporary directory removed at scope exit.
+/// Holds `count` silent connections from `source` to `port` on `io`, and opens a new one as
+/// soon as the node closes one (what an attacker keeping its sockets does).
+class SilentHolder {
+  public:
+    SilentHolder(asio::io_context& io, std::string source, std::uint16_t port, int count)
+        : io_(io), source_(std::move(source)), port_(port) {
+        for (int i = 0; i < count; ++i) {
+            open();
+        }
+    }
+    int closed_by_node() const { return *closed_; }
+
+  private:
+    void open() {
+        auto s = std::make_shared<tcp::socket>(io_);
+        s->open(tcp::v4());
+        s->bind(tcp::endpoint(asio::ip::make_address(source_), 0));
+        boost::system::error_code ec;
+        s->connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port_), ec);
+        auto buffer = std::make_shared<std::array<std::uint8_t, 256>>();
+        // Reads until the node closes the socket, then reconnects (the held count never drops).
+        s->async_read_some(asio::buffer(*buffer),
+                           [this, s, buffer, closed = closed_, stopped = stopped_](
+                               boost::system::error_code read_ec, std::size_t) {
+                               if (read_ec == asio::error::operation_aborted || *stopped) {
+                                   return;  // `this` may be gone
+                               }
+                               ++*closed;
+                               open();
+                           });
+        sockets_.push_back(s);
+    }
+
+    asio::io_context& io_;
+    std::string source_;
+    std::uint16_t port_;
+    std::shared_ptr<int> closed_ = std::make_shared<int>(0);
+    std::shared_ptr<bool> stopped_ = std::make_shared<bool>(false);
+    std::vector<std::shared_ptr<tcp::socket>> sockets_;
+
+  public:
+    ~SilentHolder() {
+        *stopped_ = true;
+        for (auto& s : sockets_) {
+            boost::system::error_code ec;
+            s->close(ec);
+        }
+    }
+};
+
 struct TempDir {
     TempDir() {
         std::string pattern =

@@ -1,4 +1,5 @@
 // Mutual TLS with a cluster CA. Certificates are generated at run time with the openssl command.
+#include <boost/asio/ssl.hpp>
 #include <cstdlib>
 
 #include "fixture.hpp"
@@ -6,6 +7,7 @@
 using namespace conclave;
 using namespace conclave::net;
 using namespace conclave::net::test;
+namespace ssl = boost::asio::ssl;
 
 namespace {
 
@@ -133,4 +135,67 @@ TEST_CASE("TLS: a joiner's certificate must name the id it claims, and the seed'
         CHECK(s->joiner->counters().refusal(HandshakeRefusal::CertificateMismatch) == 1);
         CHECK(s->seed->counters().join_requests == 0);
     }
+}
+
+TEST_CASE("TLS: silent sockets from the peers' own address never keep a peer out") {
+    TempDir pki;
+    make_pki(pki.path, "ca", {"n1", "n2", "n3"});
+    TestCluster cluster(3, [&](NodeId n) {
+        auto o = test_mesh_options();
+        o.tls = tls(pki.path, "ca", "ca-n" + std::to_string(n.value + 1));
+        o.handshake_timeout = std::chrono::milliseconds(10'000);  // no help from the deadline
+        return o;
+    });
+    cluster.nodes[1]->start();
+    cluster.nodes[2]->start();
+    REQUIRE(cluster.wait_for_leader());
+    // 8 silent connections (the per-source limit) to each node from 127.0.0.1, reopened when
+    // closed: the address n1 dials from.
+    std::vector<std::unique_ptr<SilentHolder>> holders;
+    for (std::size_t target : {std::size_t{1}, std::size_t{2}}) {
+        holders.push_back(std::make_unique<SilentHolder>(
+            cluster.io, "127.0.0.1", cluster.nodes[target]->mesh->local_port(), 8));
+    }
+    run_for(cluster.io, std::chrono::milliseconds(300));
+    cluster.nodes[0]->start();
+    CHECK(run_until(
+        cluster.io,
+        [&] {
+            return cluster.nodes[1]->mesh->is_up(NodeId{0}) &&
+                   cluster.nodes[2]->mesh->is_up(NodeId{0});
+        },
+        std::chrono::milliseconds(2000)));
+}
+
+TEST_CASE("TLS 1.2: only AEAD cipher suites are accepted (no CBC, no SHA-1 MAC)") {
+    TempDir pki;
+    make_pki(pki.path, "ca", {"n1", "n2"});
+    TestCluster cluster(2, [&](NodeId n) {
+        auto o = test_mesh_options();
+        o.tls = tls(pki.path, "ca", "ca-n" + std::to_string(n.value + 1));
+        return o;
+    });
+    cluster.start_all();
+    const auto handshake = [&](const char* ciphers) {
+        ssl::context context(ssl::context::tlsv12_client);
+        REQUIRE(SSL_CTX_set_cipher_list(context.native_handle(), ciphers) == 1);
+        const std::string d = pki.path.string() + "/";
+        context.use_certificate_chain_file(d + "ca-n2.pem");
+        context.use_private_key_file(d + "ca-n2.key", ssl::context::pem);
+        ssl::stream<tcp::socket> stream(cluster.io, context);
+        stream.lowest_layer().connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"),
+                                                    cluster.nodes[0]->mesh->local_port()));
+        bool done = false;
+        boost::system::error_code result;
+        stream.async_handshake(ssl::stream_base::client, [&](boost::system::error_code ec) {
+            result = ec;
+            done = true;
+        });
+        REQUIRE(run_until(
+            cluster.io, [&] { return done; }, std::chrono::milliseconds(3000)));
+        return !result;
+    };
+    CHECK_FALSE(handshake("ECDHE-ECDSA-AES128-SHA"));     // CBC with HMAC-SHA1
+    CHECK_FALSE(handshake("ECDHE-ECDSA-AES128-SHA256"));  // CBC
+    CHECK(handshake("ECDHE-ECDSA-AES128-GCM-SHA256"));    // AEAD: the canary
 }

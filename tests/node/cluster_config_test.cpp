@@ -396,12 +396,13 @@ TEST_CASE("the effective config round-trips", "[config]") {
                        {"compact_retain", 40},    {"promote_lag_entries", 25}};
     doc["secret_file"] = "/etc/conclave/secret";
     doc["admin"] = {
-        {"token_file", "/etc/conclave/token"}, {"open_reads", false}, {"hosts", {"ops.example"}},
-        {"max_connections_per_source", 4},     {"max_watchers", 7},   {"idle_timeout_ms", 500}};
+        {"token_file", "/etc/conclave/token"}, {"open_reads", true}, {"hosts", {"ops.example"}},
+        {"max_connections_per_source", 4},     {"max_watchers", 7},  {"idle_timeout_ms", 500}};
     const ClusterConfig c = Parse(doc, "n3");
     CHECK(c.security.secret_file == "/etc/conclave/secret");
     CHECK(c.security.admin_token_file == "/etc/conclave/token");
-    CHECK_FALSE(c.security.admin_open_reads);
+    CHECK(c.security.admin_open_reads);
+    CHECK_FALSE(Parse(GoodConfig(), "n3").security.admin_open_reads);  // reads need the token
     CHECK(c.security.admin_hosts == std::vector<std::string>{"ops.example"});
     CHECK(c.security.admin_max_connections_per_source == 4);
     CHECK(c.security.admin_max_watchers == 7);

@@ -356,7 +356,11 @@ TEST_CASE("membership: POST and GET /members, /status", "[node][membership][http
         CHECK(r.body.at("version") == 1);
     }
     {
-        const HttpResult r = request(c.io, c.http_port(leader), http::verb::get, "/members");
+        // Reads of data need the token by default (admin.open_reads false); /healthz does not.
+        CHECK(request(c.io, c.http_port(leader), http::verb::get, "/members").status == 401);
+        CHECK(request(c.io, c.http_port(leader), http::verb::get, "/healthz").status == 200);
+        const HttpResult r =
+            request(c.io, c.http_port(leader), http::verb::get, "/members", "", token);
         REQUIRE(r.status == 200);
         CHECK(r.body.at("version") == 1);
         CHECK(r.body.at("from_entry") == true);
@@ -373,15 +377,18 @@ TEST_CASE("membership: POST and GET /members, /status", "[node][membership][http
     }
     REQUIRE(c.all_at(1));
     {
-        const HttpResult r = request(c.io, c.http_port(follower), http::verb::get, "/members");
+        const HttpResult r =
+            request(c.io, c.http_port(follower), http::verb::get, "/members", "", token);
         REQUIRE(r.status == 200);
         CHECK(r.body.at("version") == 1);
         CHECK_FALSE(r.body.contains("pending_change"));
         CHECK_FALSE(r.body.at("members").at(0).contains("catch_up"));
-        CHECK(request(c.io, c.http_port(follower), http::verb::get, "/members?x=1").status == 400);
+        CHECK(request(c.io, c.http_port(follower), http::verb::get, "/members?x=1", "", token)
+                  .status == 400);
     }
     {
-        const HttpResult r = request(c.io, c.http_port(target), http::verb::get, "/status");
+        const HttpResult r =
+            request(c.io, c.http_port(target), http::verb::get, "/status", "", token);
         REQUIRE(r.status == 200);
         CHECK(r.body.at("membership") ==
               json({{"version", 1}, {"from_entry", true}, {"role", "removed"}}));

@@ -99,7 +99,7 @@ def main():
                                         "key": os.path.join(certs, "n1.key")}})
     for name, doc, expected in [("no-tls.json", no_tls, "admin.tls: true serves HTTPS"),
                                 ("no-key.json", no_key, "admin.tls.key: missing"),
-                                ("missing.json", missing, "admin.tls: cannot load the certificate")]:
+                                ("missing.json", missing, "admin.tls.cert: cannot read")]:
         r = subprocess.run([DAEMON, "--config", write(name, doc), "--node-id", "n1"],
                            capture_output=True, text=True, timeout=WAIT_S)
         check(r.returncode == 2 and expected in r.stderr,
@@ -133,7 +133,8 @@ def main():
         check(status != 401 and status != 403, "POST with the token passes the checks (%d)" % status)
 
         endpoint = "127.0.0.1:%d" % port
-        r = subprocess.run([CTL, "--endpoints", endpoint, "--cacert", ca, "-o", "json", "status"],
+        r = subprocess.run([CTL, "--endpoints", endpoint, "--cacert", ca, "--token-file",
+                            token_path, "-o", "json", "status"],
                            capture_output=True, text=True, timeout=WAIT_S)
         check(r.returncode == 0 and '"id": "n1"' in r.stdout,
               "conclavectl --cacert status over https (%d, %r)" % (r.returncode, r.stderr.strip()))

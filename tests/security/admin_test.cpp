@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <array>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -15,8 +16,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "conclave/drivers/state_file.hpp"
 #include "conclave/node/admin_server.hpp"
 #include "conclave/node/cli.hpp"
+#include "conclave/node/data_dir_lock.hpp"
 #include "conclave/node/security.hpp"
 
 using namespace conclave::node;
@@ -48,6 +51,14 @@ struct Fixture {
         : server(io, limits, security(open_reads)) {
         server.route("GET", "/healthz", [](const AdminRequest&) {
             return json_response(200, {{"healthy", true}});
+        });
+        // A stream that never ends (as GET /leadership?watch=1 does).
+        server.route("GET", "/watch", [](const AdminRequest&) {
+            AdminResponse response = json_response(200, {});
+            response.stream = [](const std::shared_ptr<AdminStream>& stream) {
+                stream->write("{}\n");
+            };
+            return response;
         });
         server.route("POST", "/step-down", [this](const AdminRequest&) {
             ++step_downs;
@@ -143,6 +154,29 @@ TEST_CASE("finding 5: cross-site, rebinding and unauthenticated admin writes are
     CHECK(f.Request("GET /healthz HTTP/1.1\r\nHost: rebind.example\r\n\r\n") == 403);
 }
 
+TEST_CASE("one strict Host header; an Origin on another port of this host is another site") {
+    Fixture f;
+    const std::string ok_type = "Content-Type: application/json\r\n" + kAuth;
+    // Two Host headers (the first used to win), a Host that is not host[:port].
+    CHECK(f.Request(Post("Host: localhost\r\nHost: attacker.example\r\n" + kAuth)) == 400);
+    CHECK(f.Request(Post("Host: localhost:80x\r\n" + kAuth)) == 400);
+    CHECK(f.Request(Post("Host: user@localhost\r\n" + kAuth)) == 400);
+    // A page served by another local service (port 9999) posting to this node (port 8101).
+    CHECK(f.Request(Post("Host: localhost:8101\r\nOrigin: http://localhost:9999\r\n" + ok_type,
+                         "{}")) == 403);
+    CHECK(f.Request(Post("Host: localhost:8101\r\nOrigin: https://localhost:8101\r\n" + ok_type,
+                         "{}")) == 403);
+    CHECK(f.step_downs == 0);
+    // Same scheme, host and port: served (a missing port is the scheme's default).
+    CHECK(f.Request(Post("Host: localhost:8101\r\nOrigin: http://localhost:8101\r\n" + ok_type,
+                         "{}")) == 200);
+    CHECK(f.Request(Post("Host: localhost\r\nOrigin: http://localhost:80\r\n" + ok_type, "{}")) ==
+          200);
+    CHECK(f.Request(Post("Host: [::1]:8101\r\nOrigin: http://[::1]:8101\r\n" + ok_type, "{}")) ==
+          200);
+    CHECK(f.step_downs == 3);
+}
+
 TEST_CASE("admin reads can require the token too") {
     Fixture f(/*open_reads=*/false);
     CHECK(f.Request("GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n") == 401);
@@ -183,6 +217,52 @@ TEST_CASE("finding 6: /healthz answers while 200 idle sockets are open; idle one
     CHECK(closed_by_server == 200);
     // ... so the same host gets its slots back.
     CHECK(f.Request("GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n") == 200);
+}
+
+namespace {
+
+/// A connection from `source` to the fixture's server that sends `bytes` and then holds on.
+std::unique_ptr<tcp::socket> Hold(Fixture& f, const std::string& source, const std::string& bytes) {
+    auto s = std::make_unique<tcp::socket>(f.io);
+    s->open(tcp::v4());
+    s->bind(tcp::endpoint(asio::ip::make_address(source), 0));
+    s->connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), f.server.port()));
+    if (!bytes.empty()) {
+        asio::write(*s, asio::buffer(bytes));
+    }
+    f.io.poll();  // let the server accept as we go (the listen backlog may be small)
+    return s;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "streams, idle and slow connections from the client's own address never starve the "
+    "token") {
+    Fixture f(/*open_reads=*/true);
+    std::vector<std::unique_ptr<tcp::socket>> held;
+    // 16 watch streams (the per-source limit), 500 idle sockets and 64 slowloris requests from
+    // 127.0.0.1 and three more addresses: the authorised client also connects from 127.0.0.1.
+    for (int i = 0; i < 16; ++i) {
+        held.push_back(Hold(f, "127.0.0.1", "GET /watch HTTP/1.1\r\nHost: localhost\r\n\r\n"));
+    }
+    REQUIRE(RunUntil(f.io, [&] { return f.server.stats().requests == 16; }));
+    for (int i = 0; i < 500; ++i) {
+        held.push_back(Hold(f, "127.0.0.1", ""));
+    }
+    for (int i = 0; i < 64; ++i) {
+        held.push_back(Hold(f, "127.0.0." + std::to_string(1 + i % 4),
+                            "GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Slow: "));
+    }
+    for (int i = 0; i < 5; ++i) {
+        const auto started = std::chrono::steady_clock::now();
+        CHECK(f.Request(Post("Host: localhost\r\n" + kAuth)) == 200);
+        CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(1));
+    }
+    CHECK(f.step_downs == 5);
+    // Nothing without the token outgrows the limits: the oldest made room for the newest.
+    CHECK(f.server.stats().connections_active <= 64 + 5);
+    CHECK(f.server.stats().connections_refused >= 16 + 500 + 64 - 64);
 }
 
 namespace {
@@ -233,7 +313,7 @@ std::string Config(const std::string& extra) {
 
 TEST_CASE("conclaved refuses to start unauthenticated unless the config says insecure") {
     TempFiles t;
-    const std::string secret(40, 's');
+    const std::string secret = "0123456789abcdef0123456789abcdef-secret";
     const auto good_secret = t.write("secret", secret + "\n", 0600);
     const auto good_token = t.write("token", kToken, 0600);
     const auto secure = [&](const std::string& secret_path) {
@@ -270,6 +350,93 @@ TEST_CASE("conclaved refuses to start unauthenticated unless the config says ins
     const auto missing = Prepare(t.write("missing.json", secure((t.dir / "nope").string()), 0644));
     CHECK(missing.status == kExitUsage);
     CHECK(missing.err.find("secret_file: cannot read") != std::string::npos);
+}
+
+TEST_CASE(
+    "secrets, keys and the data directory must be this user's, in directories only it "
+    "writes") {
+    TempFiles t;
+    const std::string secret = "0123456789abcdef0123456789abcdef-secret";
+    const auto good_token = t.write("token", kToken, 0600);
+    const auto with_secret = [&](const std::string& secret_path, const std::string& extra = "") {
+        return Config(R"(, "secret_file": ")" + secret_path + R"(", "admin": {"token_file": ")" +
+                      good_token + "\"}" + extra);
+    };
+    const auto refused = [&](const std::string& name, const std::string& config,
+                             const std::string& expected) {
+        const auto p = Prepare(t.write(name + ".json", config, 0644));
+        INFO(name << ": " << p.err);
+        CHECK(p.status == kExitUsage);
+        CHECK(p.err.find(expected) != std::string::npos);
+        CHECK(std::count(p.err.begin(), p.err.end(), '\n') == 1);  // one line
+    };
+    // A directory others can write (mode 0777, not sticky): they could replace the secret.
+    std::filesystem::create_directory(t.dir / "shared");
+    ::chmod((t.dir / "shared").c_str(), 0777);
+    refused("shared-dir", with_secret(t.write("shared/secret", secret, 0600)),
+            "which group or others can write (mode 0777)");
+    // Not a secret: 32 NUL bytes, a process's environment.
+    refused("nul", with_secret(t.write("nul-secret", std::string(32, '\0'), 0600)),
+            "control characters");
+    refused("environ", with_secret("/proc/self/environ"), "'/proc/self/environ'");
+    // A TLS key others can read.
+    const auto ca = t.write("ca.pem", "x", 0644);
+    const auto cert = t.write("cert.pem", "x", 0644);
+    const auto key = t.write("key.pem", "x", 0644);
+    refused("key",
+            with_secret(t.write("secret", secret, 0600), R"(, "tls": {"ca": ")" + ca +
+                                                             R"(", "cert": ")" + cert +
+                                                             R"(", "key": ")" + key + "\"}"),
+            "tls.key: '" + key + "' is accessible by group or others (mode 0644): chmod 600");
+    ::chmod(key.c_str(), 0600);
+    CHECK(Prepare(t.write("key-ok.json",
+                          with_secret(t.dir / "secret", R"(, "tls": {"ca": ")" + ca +
+                                                            R"(", "cert": ")" + cert +
+                                                            R"(", "key": ")" + key + "\"}"),
+                          0644))
+              .status == 0);
+    // The data directory: a symbolic link, or writable by others.
+    const auto data_config = [&](const std::filesystem::path& dir) {
+        std::string config = with_secret(t.dir / "secret");
+        const std::string from = "/tmp/x/{id}";
+        return config.replace(config.find(from), from.size(), dir.string());
+    };
+    std::filesystem::create_directory(t.dir / "real");
+    ::chmod((t.dir / "real").c_str(), 0700);
+    std::filesystem::create_directory_symlink(t.dir / "real", t.dir / "link");
+    refused("data-link", data_config(t.dir / "link"), "is a symbolic link");
+    refused("data-shared", data_config(t.dir / "shared"),
+            "data_dir: '" + (t.dir / "shared").string() + "' is writable by group or others");
+    CHECK(Prepare(t.write("data-ok.json", data_config(t.dir / "real"), 0644)).status == 0);
+    if (::geteuid() == 0) {
+        // Owned by another user (root can make one): the secret, and the data directory.
+        const auto foreign = t.write("foreign-secret", secret, 0600);
+        REQUIRE(::chown(foreign.c_str(), 65534, 65534) == 0);
+        refused("foreign", with_secret(foreign), "is owned by uid 65534");
+        REQUIRE(::chown((t.dir / "real").c_str(), 65534, 65534) == 0);
+        refused("data-foreign", data_config(t.dir / "real"), "is owned by uid 65534");
+    } else {
+        WARN("not root: the checks of files owned by another user are skipped");
+    }
+}
+
+TEST_CASE("symbolic links planted in the data directory are not followed") {
+    TempFiles t;
+    const auto victim = t.write("victim", "keep me", 0600);
+    const auto data = t.dir / "data";
+    std::filesystem::create_directory(data);
+    ::chmod(data.c_str(), 0700);
+    std::filesystem::create_symlink(victim, data / "LOCK");
+    std::filesystem::create_symlink(victim, data / "elector-state.json.tmp");
+    const auto lock = DataDirLock::acquire(data);
+    CHECK(std::holds_alternative<DataDirLock::Error>(lock));
+    conclave::net::store_file_durably(data, "elector-state.json", "{}\n");
+    std::ifstream in(victim);
+    std::string text;
+    std::getline(in, text);
+    CHECK(text == "keep me");
+    CHECK(std::filesystem::is_regular_file(
+        std::filesystem::symlink_status(data / "elector-state.json")));
 }
 
 TEST_CASE("the insecure banner names what is open") {

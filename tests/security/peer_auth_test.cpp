@@ -218,6 +218,46 @@ TEST_CASE("finding 6: idle sockets from one source do not lock a restarted peer 
         3000ms));
 }
 
+TEST_CASE("silent sockets from the peers' own address and from everywhere never keep a peer out") {
+    // A long handshake deadline: the node must make room itself, not wait for the sockets to time
+    // out. The attacker connects from 127.0.0.1, the address every peer dials from here, holds the
+    // per-source limit, and fills the global limit from 127.0.0.2-9; it reopens what is closed.
+    TestCluster cluster(3, [](NodeId) {
+        auto o = secret_options();
+        o.handshake_timeout = 10'000ms;
+        return o;
+    });
+    cluster.nodes[1]->start();
+    cluster.nodes[2]->start();
+    REQUIRE(cluster.wait_for_leader());
+    std::vector<std::unique_ptr<SilentHolder>> holders;
+    for (std::size_t target : {std::size_t{1}, std::size_t{2}}) {
+        const auto port = cluster.nodes[target]->mesh->local_port();
+        for (int source = 1; source <= 9; ++source) {
+            holders.push_back(std::make_unique<SilentHolder>(
+                cluster.io, "127.0.0." + std::to_string(source), port, 8));
+        }
+    }
+    run_for(cluster.io, 300ms);
+    const auto started = std::chrono::steady_clock::now();
+    cluster.nodes[0]->start();
+    REQUIRE(run_until(
+        cluster.io,
+        [&] {
+            return cluster.nodes[1]->mesh->is_up(NodeId{0}) &&
+                   cluster.nodes[2]->mesh->is_up(NodeId{0});
+        },
+        2000ms));
+    INFO("n1 linked in " << std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::steady_clock::now() - started)
+                                .count()
+                         << " ms");
+    // The attacker's sockets were the ones closed to make room.
+    CHECK(cluster.nodes[1]->mesh->counters().refusal(HandshakeRefusal::TooManyPendingFromSource) +
+              cluster.nodes[1]->mesh->counters().refusal(HandshakeRefusal::TooManyPending) >
+          0);
+}
+
 TEST_CASE("finding 7: a peer that drops every frame after the handshake is redialed with backoff") {
     const auto ports = free_ports(2);
     const Membership membership = make_membership(ports);

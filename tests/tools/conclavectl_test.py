@@ -313,7 +313,12 @@ def test_watcher_limit(root):
     cluster = ct.Cluster(root, size=1)
     with open(cluster.config) as f:
         doc = json.load(f)
-    doc["admin"] = {"max_watchers": 2}
+    # With a token and open reads: watchers without it are limited, one with it is not.
+    token_path = os.path.join(root, "token")
+    token = os.urandom(32).hex()
+    with open(os.open(token_path, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+        f.write(token + "\n")
+    doc["admin"] = {"max_watchers": 2, "token_file": token_path, "open_reads": True}
     with open(cluster.config, "w") as f:
         json.dump(doc, f)
     try:
@@ -333,6 +338,12 @@ def test_watcher_limit(root):
         check(code == 503 and "too_many_watchers" in body and "(limit 2)" in body,
               "admin.max_watchers=2: the third watcher gets 503 naming the limit (%r, %r)" %
               (code, body))
+        c = ct.http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        c.request("GET", "/leadership?watch=1", headers={"Authorization": "Bearer " + token})
+        r = c.getresponse()
+        check(r.status == 200, "a watcher with the token is served beyond admin.max_watchers (%r)"
+              % r.status)
+        streams.append((c, r, True))
         for c, r, _ in streams:
             r.close()
             c.close()

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Process-level tests of conclaved (python3 stdlib only).
 
-    conclaved_test.py /path/to/conclaved
+    conclaved_test.py /path/to/conclaved [test_function ...]
 
 Runs real daemons on 127.0.0.1 (free ports picked by the OS) with temporary data directories,
 the "fast" profile, JSON logs. Every wait is bounded; assertions are about behaviour (who leads,
@@ -257,6 +257,14 @@ def test_graceful_handover(root):
         if not first:
             return
         leader, term = first
+        # Stray signals neither kill the node nor move leadership; each is logged.
+        for stray in (signal.SIGHUP, signal.SIGUSR1, signal.SIGPIPE):
+            c.procs[leader].send_signal(stray)
+        logged = wait_for(lambda: sum(1 for r in c.log_records(leader)
+                                      if "received: ignored" in r.get("msg", "")) >= 2)
+        check(c.procs[leader].poll() is None and c.agreed_leader() == first,
+              "SIGHUP, SIGUSR1, SIGPIPE: the leader keeps running and leading")
+        check(logged, "SIGHUP and SIGUSR1 are logged as ignored")
         c.procs[leader].send_signal(signal.SIGTERM)
         try:
             status = c.procs[leader].wait(timeout=WAIT_S)
@@ -424,7 +432,7 @@ def test_disk_full(root):
     a new leader takes over, and no acknowledged entry is lost (issue 16)."""
     mount_point = os.path.join(root, "n1")
     os.makedirs(mount_point)
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", mount_point],
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m,mode=0700", "tmpfs", mount_point],
                        capture_output=True, text=True)
     if r.returncode != 0:
         print("SKIP: test_disk_full: cannot mount a tmpfs (%s)" % r.stderr.strip(), flush=True)
@@ -829,8 +837,11 @@ def test_membership(root):
 
 def main():
     with tempfile.TemporaryDirectory(prefix="conclaved-test-") as root:
+        chosen = sys.argv[2:]  # test function names; all of them when none is given
         for test in (test_bad_configs, test_cluster, test_graceful_handover, test_disk_full,
                      test_repair, test_membership, test_lost_state, test_new_node_quarantine):
+            if chosen and test.__name__ not in chosen:
+                continue
             sub = os.path.join(root, test.__name__)
             os.mkdir(sub)
             print("==", test.__name__, flush=True)

@@ -179,8 +179,9 @@ def one_leader(config):
     deadline = time.monotonic() + 30
     rows = None
     while time.monotonic() < deadline:
-        r = run("/usr/bin/conclavectl", "--config", "/etc/conclave/n1.json", "-o", "json",
-                "status", timeout_s=30)
+        # Reads need the token (admin.open_reads is false by default).
+        r = run("/usr/bin/conclavectl", "--config", "/etc/conclave/n1.json", "--token-file",
+                config["admin"]["token_file"], "-o", "json", "status", timeout_s=30)
         if r.returncode == 0:
             rows = json.loads(r.stdout)
             leaders = [row["id"] for row in rows if row.get("role") == "leader"]

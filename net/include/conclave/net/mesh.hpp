@@ -52,6 +52,10 @@ struct TlsOptions {
     bool check_common_name = true;
 };
 
+/// The TLS 1.2 cipher suites Conclave's servers and clients accept: AEAD with forward secrecy
+/// only (no CBC, no SHA-1 MACs). TLS 1.3 suites are all AEAD and stay OpenSSL's defaults.
+inline constexpr const char* kTls12Ciphers = "ECDHE+AESGCM:ECDHE+CHACHA20:!aNULL:!eNULL";
+
 struct MeshOptions {
     std::size_t max_frame_bytes = kDefaultMaxFrameBytes;
     /// Per peer: frames and bytes waiting to be written. Overflow resets that peer's connection.
@@ -59,10 +63,11 @@ struct MeshOptions {
     std::size_t max_queue_bytes = std::size_t{8} << 20;
     /// A connection must finish connect + TLS + Hello within this time (slowloris bound).
     Millis handshake_timeout{2000};
-    /// Inbound connections allowed in their handshake at once; more are closed on accept.
+    /// Inbound connections allowed in their handshake at once; one more evicts (closes) the
+    /// oldest of them, so sockets that never finish their handshake cannot lock a peer out.
     std::size_t max_pending_inbound = 64;
-    /// Of those, from one source address: idle sockets from one host cannot fill the global limit
-    /// and lock real peers out (each is also closed by handshake_timeout).
+    /// Of those, from one source address; one more from it evicts its oldest (each is also
+    /// closed by handshake_timeout). Peers on one host, or behind one NAT, share an address.
     std::size_t max_pending_per_source = 8;
     /// Cluster secret (raw bytes, >= kMinSecretBytes): when set, every handshake is a mutual
     /// HMAC-SHA256 challenge-response (handshake.hpp); a peer that cannot prove it is refused

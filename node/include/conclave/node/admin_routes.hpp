@@ -98,9 +98,9 @@ class AdminSource {
 
 /// Bounds of GET /leadership watches and long-polls.
 struct LeadershipRouteLimits {
-    /// Watch streams plus waiting long-polls at once; one more is answered 503
-    /// "too_many_watchers". Below the server's max_connections, so that watchers cannot take
-    /// every connection of the admin API.
+    /// Watch streams plus waiting long-polls at once; one more without the token is answered 503
+    /// "too_many_watchers" (one that presents the token is always served). Below the server's
+    /// max_connections, so that watchers cannot take every connection of the admin API.
     std::size_t max_watchers = 32;  // the config's admin.max_watchers
     /// Upper bound of ?wait= (seconds).
     std::uint32_t max_wait_seconds = 60;

@@ -3,7 +3,10 @@
 // Routes are (method, exact path) -> handler; a handler gets the decoded request and returns a
 // status, content type and body. The server owns everything else, with limits that make it safe to
 // expose to a hostile client on the admin port:
-//   - header and body size limits (431 / 413), a cap on concurrent connections (503 beyond it),
+//   - header and body size limits (431 / 413); caps on connections that have not presented the
+//     token, in all and per source address: one more evicts (closes) the oldest of them, so idle,
+//     slow or streaming connections never lock out a new one; a connection that presents the
+//     token leaves those caps for good (its deadlines still bound it),
 //   - an idle deadline (a connection that sends nothing, on accept or between keep-alive
 //     requests, is closed after it), a deadline per request (from its first byte until it is
 //     fully read, so a slowloris client that trickles bytes is cut off) and per response write,
@@ -42,6 +45,8 @@ struct AdminRequest {
     std::string body;
     std::string remote;           // peer address, "127.0.0.1:54321"
     std::string scheme = "http";  // "https" when the server speaks TLS
+    /// The request presents the token (AdminSecurity::token).
+    bool authenticated = false;
 };
 
 class AdminStream;
@@ -90,8 +95,7 @@ struct AdminServerLimits {
     /// Request line plus headers.
     std::size_t max_header_bytes = 16 * 1024;
     std::size_t max_body_bytes = 64 * 1024;
-    /// Connections being served at once; one more is answered 503 and closed, beyond twice this
-    /// number new connections are closed at once.
+    /// Connections that have not presented the token, at once; one more evicts the oldest.
     std::size_t max_connections = 64;
     /// Deadline for reading one whole request, counted from its first byte, and for writing one
     /// response.
@@ -101,7 +105,7 @@ struct AdminServerLimits {
     /// admin slots for long.
     std::chrono::milliseconds idle_timeout{2'000};
     std::size_t max_requests_per_connection = 1000;
-    /// Connections at once from one source address; more are closed at once (counted refused),
+    /// Of those, from one source address; one more from it evicts its oldest (counted refused),
     /// so idle sockets from one host cannot take the slots of everybody else.
     std::size_t max_connections_per_source = 16;
     /// Streamed responses: bytes queued for a client that does not read before it is dropped.
@@ -111,20 +115,23 @@ struct AdminServerLimits {
 /// Who may use the admin API (SECURITY.md). Checked before routing, in this order:
 ///   403 forbidden_host   the Host header (port ignored) is not in `allowed_hosts` (DNS rebinding)
 ///   403 forbidden_origin an Origin header whose host is not in `allowed_hosts` (CSRF)
-///   401 unauthorized     a mutating request (not GET/HEAD), or any request when !open_reads,
-///                        without "Authorization: Bearer <token>" (constant-time compare)
+///   401 unauthorized     a mutating request (not GET/HEAD), or a GET/HEAD outside
+///                        `public_paths` when !open_reads, without "Authorization: Bearer
+///                        <token>" (constant-time compare)
 ///   415 unsupported_media_type  a mutating request with a body (or a Content-Type) that is not
 ///                        application/json
 /// An empty `allowed_hosts` disables the Host/Origin checks; no token disables the 401.
 struct AdminSecurity {
     std::vector<std::string> allowed_hosts;  // compared case-insensitively
     std::optional<std::string> token;
-    bool open_reads = true;
+    bool open_reads = false;
+    /// Paths whose GET/HEAD never need the token (conclaved: /healthz and /metrics).
+    std::vector<std::string> public_paths;
 };
 
 struct AdminServerStats {
     std::uint64_t connections_accepted = 0;
-    std::uint64_t connections_refused = 0;     // over max_connections
+    std::uint64_t connections_refused = 0;     // evicted: over max_connections(_per_source)
     std::uint64_t requests = 0;                // requests read (served or refused with 4xx)
     std::uint64_t bad_requests = 0;            // malformed, oversize (400, 413, 431)
     std::uint64_t timeouts = 0;                // connections cut off by a deadline (idle included)

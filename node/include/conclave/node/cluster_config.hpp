@@ -92,8 +92,9 @@ struct MetadataSettings {
 };
 std::string_view metadata_fsync_name(replication::FsyncPolicy p);
 
-/// Upper bound of `admin.max_watchers`: the admin server serves at most 64 connections
-/// (AdminServerLimits::max_connections) and keeps at least 16 of them for other requests.
+/// Upper bound of `admin.max_watchers`: the admin server holds at most 64 connections without
+/// the token (AdminServerLimits::max_connections) and keeps at least 16 of them for other
+/// requests.
 inline constexpr std::int64_t kMaxAdminWatchers = 48;
 
 /// Who may talk to this node ("insecure", "secret_file", "admin" fields; SECURITY.md). Parsed in
@@ -102,19 +103,22 @@ struct SecuritySettings {
     /// Run without peer authentication (no TLS, no secret) and without an admin token. Only for
     /// loopback demos and tests; conclaved says so loudly at start-up.
     bool insecure = false;
-    /// File holding the cluster secret (>= 32 bytes, mode 0600 or stricter); "" = none.
+    /// File holding the cluster secret (>= 32 bytes, mode 0600 or stricter, this user's, in
+    /// directories only it or root can write; security.hpp); "" = none.
     std::string secret_file;
     /// File holding the admin bearer token (>= 32 bytes, mode 0600 or stricter); "" = none.
     std::string admin_token_file;
-    /// GET endpoints (/status, /metrics, /healthz, GET /metadata) answer without the token.
-    bool admin_open_reads = true;
+    /// Every GET endpoint (/status, /metadata, /members, /leadership, ...) answers without the
+    /// token. Off by default: only /healthz and /metrics do (AdminSecurity::public_paths).
+    bool admin_open_reads = false;
     /// Host names (besides the node's http host, localhost, 127.0.0.1 and ::1) accepted in the
     /// Host and Origin headers of admin requests.
     std::vector<std::string> admin_hosts;
-    /// Concurrent admin connections from one source address.
+    /// Admin connections from one source address that have not presented the token; one more
+    /// evicts the oldest of them.
     std::uint32_t admin_max_connections_per_source = 16;
     /// GET /leadership watch streams plus waiting long-polls at once (1..kMaxAdminWatchers); one
-    /// more is answered 503 "too_many_watchers".
+    /// more without the token is answered 503 "too_many_watchers".
     std::uint32_t admin_max_watchers = 32;
     /// An admin connection that sends nothing for this long is closed (100..10000 ms: at most
     /// the 10 s request deadline).
