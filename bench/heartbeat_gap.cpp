@@ -16,6 +16,7 @@
 #include <spdlog/sinks/null_sink.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -308,23 +309,15 @@ void run(const Options& o) {
 
 int main(int argc, char** argv) {
     Options o;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        const bool has_value = i + 1 < argc;
-        if (a == "--seconds" && has_value) {
-            o.seconds = std::stod(argv[++i]);
-        } else if (a == "--read-entries" && has_value) {
-            o.read_entries = std::stoul(argv[++i]);
-        } else if (a == "--value-bytes" && has_value) {
-            o.value_bytes = std::stoul(argv[++i]);
-        } else if (a == "--dir" && has_value) {
-            o.dir = argv[++i];
-        } else {
-            std::fprintf(stderr,
-                         "usage: heartbeat_gap [--seconds S] [--read-entries N] "
-                         "[--value-bytes B] [--dir PATH]\n");
-            return 2;
-        }
+    CLI::App app("heartbeat_gap", "heartbeat_gap");
+    app.add_option("--seconds", o.seconds)->check(CLI::Range(0.001, 1e6));
+    app.add_option("--read-entries", o.read_entries);
+    app.add_option("--value-bytes", o.value_bytes);
+    app.add_option("--dir", o.dir);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e) == 0 ? 0 : 2;  // --help: 0; a bad command line: the reason and 2
     }
     try {
         run(o);

@@ -12,6 +12,7 @@
 //       [--value-bytes 200] [--threshold 10000] [--retain 1000] [--fsync batched|never]
 //       [--no-compact] [--dir DIR]
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <chrono>
 #include <cstdio>
@@ -45,57 +46,25 @@ struct Options {
     std::filesystem::path dir;
 };
 
-[[noreturn]] void Usage(const std::string& error) {
-    std::fprintf(stderr,
-                 "log_compaction: %s\nusage: log_compaction [--seconds S] [--interval S] "
-                 "[--keys N] [--value-bytes N] [--threshold N] [--retain N] "
-                 "[--fsync batched|never] [--no-compact] [--dir DIR]\n",
-                 error.c_str());
-    std::exit(2);
-}
-
 Options Parse(int argc, char** argv) {
     Options o;
-    for (int i = 1; i < argc; ++i) {
-        const std::string_view arg = argv[i];
-        const auto next = [&]() -> std::string {
-            if (i + 1 >= argc) {
-                Usage(std::string(arg) + " needs a value");
-            }
-            return argv[++i];
-        };
-        if (arg == "--seconds") {
-            o.seconds = std::stod(next());
-        } else if (arg == "--interval") {
-            o.interval = std::stod(next());
-        } else if (arg == "--keys") {
-            o.keys = std::stoul(next());
-        } else if (arg == "--value-bytes") {
-            o.value_bytes = std::stoul(next());
-        } else if (arg == "--threshold") {
-            o.threshold = std::stoul(next());
-        } else if (arg == "--retain") {
-            o.retain = std::stoul(next());
-        } else if (arg == "--fsync") {
-            const std::string v = next();
-            if (v == "batched") {
-                o.fsync = FsyncPolicy::Batched;
-            } else if (v == "never") {
-                o.fsync = FsyncPolicy::Never;
-            } else {
-                Usage("--fsync: expected batched or never");
-            }
-        } else if (arg == "--no-compact") {
-            o.compact = false;
-        } else if (arg == "--dir") {
-            o.dir = next();
-        } else {
-            Usage("unknown argument " + std::string(arg));
-        }
+    CLI::App app("log_compaction", "log_compaction");
+    app.add_option("--seconds", o.seconds)->check(CLI::Range(0.001, 1e6));
+    app.add_option("--interval", o.interval)->check(CLI::Range(0.001, 1e6));
+    app.add_option("--keys", o.keys)->check(CLI::Range(std::size_t{1}, std::size_t{1} << 40));
+    app.add_option("--value-bytes", o.value_bytes);
+    app.add_option("--threshold", o.threshold);
+    app.add_option("--retain", o.retain);
+    std::string fsync = "batched";
+    app.add_option("--fsync", fsync)->check(CLI::IsMember({"batched", "never"}));
+    app.add_flag_function("--no-compact", [&o](std::int64_t) { o.compact = false; });
+    app.add_option("--dir", o.dir);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        std::exit(app.exit(e) == 0 ? 0 : 2);  // --help: 0; a bad command line: 2
     }
-    if (o.keys == 0 || o.seconds <= 0 || o.interval <= 0) {
-        Usage("--keys, --seconds and --interval must be positive");
-    }
+    o.fsync = fsync == "never" ? FsyncPolicy::Never : FsyncPolicy::Batched;
     return o;
 }
 
@@ -170,7 +139,8 @@ int main(int argc, char** argv) {
     config.compact_retain = o.compact ? o.retain : 0;
     config.max_value_bytes = std::max<std::size_t>(o.value_bytes, 1);
     if (auto error = config.validate()) {
-        Usage(*error);
+        std::fprintf(stderr, "log_compaction: %s\n", error->c_str());
+        return 2;
     }
     std::printf(
         "log_compaction: %zu keys, %zu-byte values, fsync %s, compaction %s "

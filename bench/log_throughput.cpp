@@ -12,6 +12,7 @@
 #include <spdlog/sinks/null_sink.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <boost/asio/executor_work_guard.hpp>
@@ -189,13 +190,6 @@ double percentile(std::vector<double>& v, double p) {
     return v[k];
 }
 
-int usage() {
-    std::fprintf(stderr,
-                 "usage: log_throughput [--entries N] [--window W] [--value-bytes B] "
-                 "[--fsync never,batched,always] [--dir PATH]\n");
-    return 2;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -204,40 +198,18 @@ int main(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
         command += std::string(" ") + argv[i];
     }
+    CLI::App app("log_throughput", "log_throughput");
+    app.add_option("--entries", o.entries)->check(CLI::Range(std::size_t{1}, std::size_t{1} << 40));
+    app.add_option("--window", o.window)->check(CLI::Range(std::size_t{1}, std::size_t{1} << 40));
+    app.add_option("--value-bytes", o.value_bytes);
+    app.add_option("--dir", o.dir);
+    app.add_option("--fsync", o.fsync)
+        ->delimiter(',')
+        ->check(CLI::IsMember({"never", "batched", "always"}));
     try {
-        for (int i = 1; i < argc; ++i) {
-            const std::string arg = argv[i];
-            if (i + 1 >= argc) {
-                return usage();
-            }
-            const std::string value = argv[++i];
-            if (arg == "--entries") {
-                o.entries = std::stoul(value);
-            } else if (arg == "--window") {
-                o.window = std::stoul(value);
-            } else if (arg == "--value-bytes") {
-                o.value_bytes = std::stoul(value);
-            } else if (arg == "--dir") {
-                o.dir = value;
-            } else if (arg == "--fsync") {
-                o.fsync.clear();
-                std::stringstream list(value);
-                for (std::string item; std::getline(list, item, ',');) {
-                    if (item != "never" && item != "batched" && item != "always") {
-                        std::fprintf(stderr, "--fsync: unknown policy '%s'\n", item.c_str());
-                        return 2;
-                    }
-                    o.fsync.push_back(item);
-                }
-            } else {
-                return usage();
-            }
-        }
-    } catch (const std::exception&) {
-        return usage();
-    }
-    if (o.entries == 0 || o.window == 0) {
-        return usage();
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e) == 0 ? 0 : 2;  // --help: 0; a bad command line: the reason and 2
     }
     spdlog::set_level(spdlog::level::warn);
     std::printf("command: %s\n", command.c_str());

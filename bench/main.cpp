@@ -2,7 +2,7 @@
 #include <unistd.h>
 
 #include <fmt/core.h>
-#include <charconv>
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -37,90 +37,65 @@ options:
                     their paths (failover, cold-start, jitter, cost)
 )";
 
-double number(const std::string& flag, const std::string& text, double low, double high) {
-    double value = 0;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (ec != std::errc() || end != text.data() + text.size() || value < low || value > high) {
-        throw std::invalid_argument(
-            fmt::format("{}: expected a number in {}..{}, got \"{}\"", flag, low, high, text));
-    }
-    return value;
+/// The command line (CLI11): the FIGURE and its options; range and choice checks name the option.
+struct Args {
+    std::string figure;
+    int runs = 0;  // 0: the figure's default
+    std::string profile = "both";
+    std::string conclaved;
+    bool help = false;
+};
+
+void describe(CLI::App& app, Args& a, BenchOptions& options) {
+    app.set_help_flag();  // --help prints kUsage, not CLI11's own
+    app.add_flag("-h,--help", a.help);
+    app.add_option("FIGURE", a.figure)
+        ->check(CLI::IsMember({"failover", "cold-start", "jitter", "cost"}));
+    app.add_flag_function("--no-etcd", [&options](std::int64_t) { options.etcd = false; });
+    app.add_flag_function("--no-zookeeper",
+                          [&options](std::int64_t) { options.zookeeper = false; });
+    app.add_flag("--keep", options.keep);
+    app.add_option("--runs", a.runs)->check(CLI::Range(1, 10000));
+    app.add_option("--profile", a.profile)->check(CLI::IsMember({"fast", "default", "both"}));
+    app.add_option("--backoff", options.backoff)->check(CLI::IsMember({"uniform", "ranked"}));
+    app.add_option("--duration", options.duration_s)->check(CLI::Range(1.0, 86400.0));
+    app.add_option("--window", options.window_s)->check(CLI::Range(1.0, 86400.0));
+    app.add_option("--poll-ms", options.poll_ms)->check(CLI::Range(0.0, 1000.0));
+    app.add_option("--seed", options.seed)
+        ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{1'000'000'000'000'000}));
+    app.add_option("--conclaved", a.conclaved);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
     std::setvbuf(stdout, nullptr, _IOLBF, 0);  // figures appear as they are measured
-    std::vector<std::string> args(argv + 1, argv + argc);
-    if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-        fmt::print("{}", kUsage);
-        return args.empty() ? 2 : 0;
-    }
     const std::map<std::string, std::function<int(const BenchOptions&)>> figures = {
         {"failover", run_failover},
         {"cold-start", run_cold_start},
         {"jitter", run_jitter},
         {"cost", run_cost}};
-    const auto figure = figures.find(args[0]);
     BenchOptions options;
-    std::optional<int> runs;
-    std::string profile = "both";
-    std::optional<fs::path> conclaved;
+    Args a;
+    CLI::App app("conclave-bench", "conclave-bench");
+    describe(app, a, options);
     try {
-        if (figure == figures.end()) {
-            throw std::invalid_argument("unknown figure \"" + args[0] + "\"");
-        }
-        for (std::size_t i = 1; i < args.size(); ++i) {
-            const std::string& flag = args[i];
-            if (flag == "--no-etcd") {
-                options.etcd = false;
-                continue;
-            }
-            if (flag == "--no-zookeeper") {
-                options.zookeeper = false;
-                continue;
-            }
-            if (flag == "--keep") {
-                options.keep = true;
-                continue;
-            }
-            if (i + 1 >= args.size()) {
-                throw std::invalid_argument(flag + ": missing value (or unknown option)");
-            }
-            const std::string& value = args[++i];
-            if (flag == "--runs") {
-                runs = static_cast<int>(number(flag, value, 1, 10000));
-            } else if (flag == "--profile") {
-                if (value != "fast" && value != "default" && value != "both") {
-                    throw std::invalid_argument(
-                        "--profile: expected fast, default or both, got \"" + value + "\"");
-                }
-                profile = value;
-            } else if (flag == "--backoff") {
-                if (value != "uniform" && value != "ranked") {
-                    throw std::invalid_argument("--backoff: expected uniform or ranked, got \"" +
-                                                value + "\"");
-                }
-                options.backoff = value;
-            } else if (flag == "--duration") {
-                options.duration_s = number(flag, value, 1, 86400);
-            } else if (flag == "--window") {
-                options.window_s = number(flag, value, 1, 86400);
-            } else if (flag == "--poll-ms") {
-                options.poll_ms = number(flag, value, 0, 1000);
-            } else if (flag == "--seed") {
-                options.seed = static_cast<std::uint64_t>(number(flag, value, 0, 1e15));
-            } else if (flag == "--conclaved") {
-                conclaved = fs::absolute(value);
-            } else {
-                throw std::invalid_argument("unknown option " + flag);
-            }
-        }
-    } catch (const std::invalid_argument& e) {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
         fmt::print(stderr, "conclave-bench: {}\n(conclave-bench --help for usage)\n", e.what());
         return 2;
     }
-    options.runs = runs.value_or(args[0] == "cold-start" ? 10 : 20);
+    if (a.help || a.figure.empty()) {
+        fmt::print("{}", kUsage);
+        return a.help ? 0 : 2;
+    }
+    const auto figure = figures.find(a.figure);
+    const std::string& profile = a.profile;
+    std::optional<fs::path> conclaved;
+    if (!a.conclaved.empty()) {
+        conclaved = fs::absolute(a.conclaved);
+    }
+    options.runs = a.runs > 0 ? a.runs : (a.figure == "cold-start" ? 10 : 20);
     options.profiles = profile == "both" ? std::vector<std::string>{"fast", "default"}
                                          : std::vector<std::string>{profile};
     std::error_code ec;
@@ -138,7 +113,7 @@ int main(int argc, char** argv) {
     try {
         return figure->second(options);
     } catch (const std::exception& e) {
-        fmt::print(stderr, "conclave-bench {}: {}\n", args[0], e.what());
+        fmt::print(stderr, "conclave-bench {}: {}\n", a.figure, e.what());
         return 1;
     }
 }

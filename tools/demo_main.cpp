@@ -2,8 +2,8 @@
 // ping-pong) in the deterministic simulator, with ElectionScouting on and off, and prints a
 // leadership timeline and a summary per run. Simulated time, fast profile: takes well under a
 // second. Exit status 0, or 2 for a bad command line.
+#include <CLI/CLI.hpp>
 #include <algorithm>
-#include <charconv>
 #include <cstdio>
 #include <iostream>
 #include <string_view>
@@ -54,25 +54,24 @@ void print(const ScenarioResult& r) {
 
 int main(int argc, char** argv) {
     std::uint64_t seed = 7;
-    for (int i = 1; i < argc; ++i) {
-        const std::string_view arg = argv[i];
-        if (arg == "--help" || arg == "-h") {
-            std::cout << "usage: conclave-demo [--seed S]\n\n"
-                         "Runs the BlazingMQ article's two 4-node scenarios in the deterministic "
-                         "simulator\n(fast profile, simulated time), each with ElectionScouting on "
-                         "and off, and prints\nthe leadership timeline and a summary per run.\n"
-                         "  --seed S   seed of the simulated network (default 7)\n";
-            return 0;
-        }
-        if (arg == "--seed" && i + 1 < argc) {
-            const std::string_view text = argv[++i];
-            auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), seed);
-            if (ec == std::errc{} && ptr == text.data() + text.size()) {
-                continue;
-            }
-        }
-        std::cerr << "conclave-demo: bad argument '" << arg << "' (see --help)\n";
+    bool help = false;
+    CLI::App app("conclave-demo", "conclave-demo");
+    app.set_help_flag();  // --help prints the text below, not CLI11's own
+    app.add_flag("-h,--help", help);
+    app.add_option("--seed", seed);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        std::cerr << "conclave-demo: " << e.what() << " (see --help)\n";
         return 2;
+    }
+    if (help) {
+        std::cout << "usage: conclave-demo [--seed S]\n\n"
+                     "Runs the BlazingMQ article's two 4-node scenarios in the deterministic "
+                     "simulator\n(fast profile, simulated time), each with ElectionScouting on "
+                     "and off, and prints\nthe leadership timeline and a summary per run.\n"
+                     "  --seed S   seed of the simulated network (default 7)\n";
+        return 0;
     }
     std::printf(
         "Conclave interim demo: 4 elector cores in the deterministic simulator (seed %llu).\n"

@@ -1,7 +1,7 @@
 #include "conclave/bounce/options.hpp"
 
-#include <charconv>
-#include <cmath>
+#include <CLI/CLI.hpp>
+#include <algorithm>
 #include <vector>
 
 namespace conclave::bounce {
@@ -19,11 +19,44 @@ constexpr std::pair<Scenario, std::string_view> kScenarios[] = {
     {Scenario::RollingReplace, "rolling-replace"},
 };
 
-template <typename T>
-bool parse_number(std::string_view s, T& out) {
-    const auto* end = s.data() + s.size();
-    auto [ptr, ec] = std::from_chars(s.data(), end, out);
-    return ec == std::errc() && ptr == end;
+/// Text given for options whose value is checked or mapped after parsing.
+struct Texts {
+    std::string scenario, scouting = "on", metadata, html, svg, json, conclaved;
+    double duration_s = 0;
+};
+
+/// The CLI11 description: choices and ranges are checked by CLI11, which names the option.
+void describe(CLI::App& app, Options& o, Texts& t, bool& help) {
+    std::vector<std::string> names;
+    for (const auto& [value, name] : kScenarios) {
+        names.emplace_back(name);
+    }
+    app.set_help_flag();  // --help prints usage(), not CLI11's own
+    app.add_flag("-h,--help", help);
+    app.add_option("SCENARIO", t.scenario)->check(CLI::IsMember(names));
+    app.add_flag("--compare", o.compare);
+    app.add_flag("--keep", o.keep_dir);
+    app.add_flag("--quiet", o.quiet);
+    app.add_option("--scouting", t.scouting)->check(CLI::IsMember({"on", "off"}));
+    app.add_option("--metadata", t.metadata)->check(CLI::IsMember({"on", "off"}));
+    app.add_option("--rate", o.rate_per_s)->check(CLI::Range(1, 5000));
+    app.add_option("--nodes", o.node_count)->check(CLI::Range(1, 9));
+    app.add_option("--profile", o.profile)->check(CLI::IsMember({"fast", "default"}));
+    app.add_option("--duration", t.duration_s)
+        ->check(CLI::Range(0.0, 3600.0))
+        ->check(CLI::Validator(
+            [](const std::string& v) {
+                return v.find_first_not_of("0.") == std::string::npos ? "must be more than 0" : "";
+            },
+            "SECONDS"));
+    app.add_option("--seed", o.seed);
+    for (auto [flag, text] :
+         {std::pair{"--html", &t.html}, std::pair{"--svg", &t.svg}, std::pair{"--json", &t.json},
+          std::pair{"--conclaved", &t.conclaved}}) {
+        app.add_option(flag, *text)
+            ->check(CLI::Validator(
+                [](const std::string& v) { return v.empty() ? "expects a path" : ""; }, "PATH"));
+    }
 }
 
 }  // namespace
@@ -96,93 +129,45 @@ Exit status: 0 fine, 1 runtime failure (rolling-replace: a replacement did not f
 
 std::variant<Options, HelpRequested, std::string> parse_options(int argc, const char* const* argv) {
     Options o;
-    std::vector<std::string_view> args(argv + 1, argv + argc);
-    bool have_scenario = false;
-    for (std::size_t i = 0; i < args.size(); ++i) {
-        const std::string_view a = args[i];
-        auto value = [&](std::string_view& out) -> bool {
-            if (i + 1 >= args.size()) {
-                return false;
-            }
-            out = args[++i];
-            return true;
+    Texts t;
+    bool help = false;
+    CLI::App app("leader-bounce", "leader-bounce");
+    describe(app, o, t, help);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        const auto is_help = [](const char* arg) {
+            return std::string_view(arg) == "--help" || std::string_view(arg) == "-h";
         };
-        std::string_view v;
-        if (a == "--help" || a == "-h") {
+        if (std::any_of(argv + 1, argv + argc, is_help)) {
             return HelpRequested{};
         }
-        if (a == "--compare") {
-            o.compare = true;
-        } else if (a == "--keep") {
-            o.keep_dir = true;
-        } else if (a == "--quiet") {
-            o.quiet = true;
-        } else if (a == "--scouting") {
-            if (!value(v) || (v != "on" && v != "off")) {
-                return std::string("--scouting expects 'on' or 'off'");
-            }
-            o.scouting = v == "on";
-        } else if (a == "--metadata") {
-            if (!value(v) || (v != "on" && v != "off")) {
-                return std::string("--metadata expects 'on' or 'off'");
-            }
-            o.metadata = v == "on" ? MetadataMode::On : MetadataMode::Off;
-        } else if (a == "--rate") {
-            if (!value(v) || !parse_number(v, o.rate_per_s) || o.rate_per_s < 1 ||
-                o.rate_per_s > 5000) {
-                return std::string("--rate expects proposals per second, from 1 to 5000");
-            }
-        } else if (a == "--nodes") {
-            if (!value(v) || !parse_number(v, o.node_count) || o.node_count < 1 ||
-                o.node_count > 9) {
-                return std::string("--nodes expects a number from 1 to 9");
-            }
-        } else if (a == "--profile") {
-            if (!value(v) || (v != "fast" && v != "default")) {
-                return std::string("--profile expects 'fast' or 'default'");
-            }
-            o.profile = std::string(v);
-        } else if (a == "--duration") {
-            double d = 0;
-            if (!value(v) || !parse_number(v, d) || !std::isfinite(d) || d <= 0 || d > 3600) {
-                return std::string("--duration expects seconds, more than 0 and at most 3600");
-            }
-            o.duration_s = d;
-        } else if (a == "--seed") {
-            if (!value(v) || !parse_number(v, o.seed)) {
-                return std::string("--seed expects a non-negative integer");
-            }
-        } else if (a == "--html" || a == "--svg" || a == "--json" || a == "--conclaved") {
-            if (!value(v) || v.empty()) {
-                return std::string(a) + " expects a path";
-            }
-            auto& target = a == "--html"   ? o.html_path
-                           : a == "--svg"  ? o.svg_path
-                           : a == "--json" ? o.json_path
-                                           : o.conclaved;
-            target = std::filesystem::path(v);
-        } else if (!a.empty() && a[0] == '-') {
-            return "unknown option " + std::string(a);
-        } else if (have_scenario) {
-            return "more than one scenario given: " + std::string(a);
-        } else {
-            bool found = false;
-            for (const auto& [value_, name] : kScenarios) {
-                if (name == a) {
-                    o.scenario = value_;
-                    found = true;
-                }
-            }
-            if (!found) {
-                return "unknown scenario '" + std::string(a) +
-                       "' (expected non-sticky, ping-pong, leader-crash, leader-pause, "
-                       "rolling-restart, chaos, disk-full or rolling-replace)";
-            }
-            have_scenario = true;
+        return std::string(e.what());
+    }
+    if (help) {
+        return HelpRequested{};
+    }
+    if (t.scenario.empty()) {
+        return std::string("no scenario given");
+    }
+    for (const auto& [value, name] : kScenarios) {
+        if (name == t.scenario) {
+            o.scenario = value;
         }
     }
-    if (!have_scenario) {
-        return std::string("no scenario given");
+    o.scouting = t.scouting == "on";
+    if (!t.metadata.empty()) {
+        o.metadata = t.metadata == "on" ? MetadataMode::On : MetadataMode::Off;
+    }
+    if (app.count("--duration") > 0) {
+        o.duration_s = t.duration_s;
+    }
+    for (auto [text, target] :
+         {std::pair{&t.html, &o.html_path}, std::pair{&t.svg, &o.svg_path},
+          std::pair{&t.json, &o.json_path}, std::pair{&t.conclaved, &o.conclaved}}) {
+        if (!text->empty()) {
+            *target = std::filesystem::path(*text);
+        }
     }
     if (o.scenario != Scenario::Chaos && o.nodes() < 3) {
         return std::string("--nodes: this scenario needs at least 3 nodes");

@@ -1,5 +1,6 @@
 #include "conclave/node/cli.hpp"
 
+#include <CLI/CLI.hpp>
 #include <charconv>
 #include <ostream>
 
@@ -111,110 +112,95 @@ Exit status:
 )";
 }
 
-std::variant<CliOptions, std::string> parse_command_line(const std::vector<std::string>& args) {
-    CliOptions options;
-    bool have_config = false;
-    bool have_node = false;
-    bool have_min_term = false;
-    bool have_join = false;
-    for (std::size_t i = 0; i < args.size(); ++i) {
-        std::string arg = args[i];
-        std::string value;
-        bool inline_value = false;
-        if (arg.rfind("--", 0) == 0) {
-            const std::size_t eq = arg.find('=');
-            if (eq != std::string::npos) {
-                value = arg.substr(eq + 1);
-                arg = arg.substr(0, eq);
-                inline_value = true;
-            }
+namespace {
+
+/// Refuses an empty value ("--config="), which CLI11 would otherwise accept.
+const CLI::Validator kNonEmpty(
+    [](const std::string& value) { return value.empty() ? "needs a non-empty value" : ""; }, "");
+
+/// The CLI11 description of the command line: flags take no value (--help=yes is an error), and an
+/// option given twice is refused rather than one of its values silently kept.
+void describe(CLI::App& app, CliOptions& options, std::string& min_term, std::string& join) {
+    app.set_help_flag();  // --help prints usage_text(), not CLI11's own
+    app.allow_windows_style_options(false);
+    const auto flag = [&](const char* name, bool& target) {
+        app.add_flag(name, target)
+            ->disable_flag_override()
+            ->multi_option_policy(CLI::MultiOptionPolicy::Throw);
+    };
+    const auto value = [&](const char* name, std::string& target) {
+        app.add_option(name, target)
+            ->check(kNonEmpty)
+            ->multi_option_policy(CLI::MultiOptionPolicy::Throw);
+    };
+    value("--config", options.config_path);
+    value("--node-id", options.node_id);
+    value("--min-term", min_term);
+    value("--join", join);
+    flag("--print-config", options.print_config);
+    flag("--repair", options.repair);
+    flag("-h,--help", options.help);
+    flag("--version", options.version);
+}
+
+/// What the parser cannot say: --min-term's range, --join's form, and the options that need or
+/// exclude one another. Empty when the options hold together.
+std::string check_options(CliOptions& options, const std::string& min_term,
+                          const std::string& join) {
+    if (!min_term.empty()) {
+        std::uint64_t term = 0;
+        const auto [end, ec] =
+            std::from_chars(min_term.data(), min_term.data() + min_term.size(), term);
+        if (ec != std::errc{} || end != min_term.data() + min_term.size() ||
+            term >= (std::uint64_t{1} << 63)) {
+            return "--min-term: expected a term (an integer below 2^63), got \"" + min_term + "\"";
         }
-        const auto take_value = [&](bool& seen) -> std::optional<std::string> {
-            if (seen) {
-                return arg + " given more than once";
-            }
-            seen = true;
-            if (!inline_value) {
-                if (i + 1 >= args.size()) {
-                    return arg + " needs a value";
-                }
-                value = args[++i];
-            }
-            if (value.empty()) {
-                return arg + " needs a non-empty value";
-            }
-            return std::nullopt;
-        };
-        const auto flag = [&](bool& target) -> std::optional<std::string> {
-            if (inline_value) {
-                return arg + " takes no value";
-            }
-            target = true;
-            return std::nullopt;
-        };
-        std::optional<std::string> error;
-        if (arg == "--config") {
-            error = take_value(have_config);
-            options.config_path = value;
-        } else if (arg == "--node-id") {
-            error = take_value(have_node);
-            options.node_id = value;
-        } else if (arg == "--print-config") {
-            error = flag(options.print_config);
-        } else if (arg == "--repair") {
-            error = flag(options.repair);
-        } else if (arg == "--min-term") {
-            error = take_value(have_min_term);
-            if (!error) {
-                std::uint64_t term = 0;
-                const auto [end, ec] =
-                    std::from_chars(value.data(), value.data() + value.size(), term);
-                if (ec != std::errc{} || end != value.data() + value.size() ||
-                    term >= (std::uint64_t{1} << 63)) {
-                    error = "--min-term: expected a term (an integer below 2^63), got \"" + value +
-                            "\"";
-                }
-                options.min_term = term;
-            }
-        } else if (arg == "--join") {
-            error = take_value(have_join);
-            if (!error) {
-                options.join = parse_endpoint(value);
-                if (!options.join) {
-                    error = "--join: expected HOST:PORT (a member's peer address), got \"" + value +
-                            "\"";
-                }
-            }
-        } else if (arg == "--help" || arg == "-h") {
-            error = flag(options.help);
-        } else if (arg == "--version") {
-            error = flag(options.version);
-        } else if (arg.rfind("-", 0) == 0) {
-            error = "unknown option " + arg;
-        } else {
-            error = "unexpected argument \"" + arg + "\"";
-        }
-        if (error) {
-            return *error;
+        options.min_term = term;
+    }
+    if (!join.empty()) {
+        options.join = parse_endpoint(join);
+        if (!options.join) {
+            return "--join: expected HOST:PORT (a member's peer address), got \"" + join + "\"";
         }
     }
     if (options.help || options.version) {
-        return options;
+        return "";
     }
-    if (!have_config) {
-        return std::string("missing --config FILE");
+    if (options.config_path.empty()) {
+        return "missing --config FILE";
     }
-    if (!have_node) {
-        return std::string("missing --node-id ID");
+    if (options.node_id.empty()) {
+        return "missing --node-id ID";
     }
     if (options.min_term && !options.repair) {
-        return std::string("--min-term is only used with --repair");
+        return "--min-term is only used with --repair";
     }
     if (options.join && options.repair) {
-        return std::string("--join and --repair do not go together");
+        return "--join and --repair do not go together";
     }
     if (options.repair && options.print_config) {
-        return std::string("--repair and --print-config do not go together");
+        return "--repair and --print-config do not go together";
+    }
+    return "";
+}
+
+}  // namespace
+
+std::variant<CliOptions, std::string> parse_command_line(const std::vector<std::string>& args) {
+    CliOptions options;
+    std::string min_term;
+    std::string join;
+    CLI::App app("conclaved", "conclaved");
+    describe(app, options, min_term, join);
+    std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them backwards
+    try {
+        app.parse(reversed);
+    } catch (const CLI::ParseError& e) {
+        return std::string(e.what());
+    }
+    std::string error = check_options(options, min_term, join);
+    if (!error.empty()) {
+        return error;
     }
     return options;
 }

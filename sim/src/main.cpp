@@ -1,12 +1,13 @@
 // conclave-sim: runs seeded random schedules (or the exhaustive explorer) against the real elector
 // core and reports speed and any invariant violation. Exit status: 0 no violation, 1 a violation
 // (or, with --expect-violation, none), 2 bad command line.
+#include <CLI/CLI.hpp>
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -114,13 +115,6 @@ Exhaustive exploration (3 nodes by default):
   --help               this text
 )";
 
-template <typename T>
-bool parse_number(std::string_view text, T& out) {
-    const char* end = text.data() + text.size();
-    auto [ptr, ec] = std::from_chars(text.data(), end, out);
-    return ec == std::errc{} && ptr == end;
-}
-
 std::optional<PlantedBug> parse_bug(std::string_view name) {
     for (PlantedBug b : {PlantedBug::None, PlantedBug::DoubleVote, PlantedBug::MinorityQuorum,
                          PlantedBug::CountStaleScoutingReplies, PlantedBug::SkipStickyLeader,
@@ -135,6 +129,194 @@ std::optional<PlantedBug> parse_bug(std::string_view name) {
 int usage_error(const std::string& message) {
     std::cerr << "conclave-sim: " << message << "\n(see conclave-sim --help)\n";
     return 2;
+}
+
+/// The command line, parsed (CLI11): the run's and the explorer's options and the runner's flags.
+struct SimArgs {
+    RunOptions run;
+    ExploreOptions ex;
+    std::uint64_t seeds = 100;
+    bool explore_mode = false;
+    bool membership_mode = false;
+    bool expect_violation = false;
+    bool quiet = false;
+    bool no_joiner = false;
+    bool help = false;
+    bool nodes_given = false;
+    bool episodes_given = false;
+    std::string trace_path;
+    // Given as text, checked and applied by apply_named_options().
+    std::string faults, backoff, planted_bug, runtime_bug, storage_bug, log_bug;
+    std::int64_t duration_ms = -1;
+    std::int64_t tail_ms = -1;
+    std::size_t log_compact = 0;
+};
+
+/// A number option: CLI11 converts and range-checks it (the message names the option).
+template <typename T>
+CLI::Option* number(CLI::App& app, const char* name, T& target, T low, T high) {
+    return app.add_option(name, target)->check(CLI::Range(low, high));
+}
+
+void describe(CLI::App& app, SimArgs& a) {
+    constexpr std::uint64_t kMax64 = ~std::uint64_t{0};
+    app.set_help_flag();  // --help prints kUsage, not CLI11's own
+    app.add_flag("-h,--help", a.help);
+    number<std::uint64_t>(app, "--seeds", a.seeds, 1, kMax64);
+    number<std::uint64_t>(app, "--seed", a.run.seed, 0, kMax64);
+    number<std::size_t>(app, "--nodes", a.run.nodes, 1, 32);
+    app.add_option("--faults", a.faults);
+    number<std::size_t>(app, "--episodes", a.run.episodes, 0, 1000);
+    number<std::int64_t>(app, "--duration", a.duration_ms, 0, 86'400'000);
+    number<std::int64_t>(app, "--tail", a.tail_ms, 1, 86'400'000);
+    number<std::uint64_t>(app, "--steps", a.run.max_steps, 1, kMax64);
+    app.add_option("--trace", a.trace_path);
+    app.add_option("--backoff", a.backoff);
+    app.add_option("--planted-bug", a.planted_bug);
+    app.add_option("--runtime-bug", a.runtime_bug);
+    app.add_option("--storage-bug", a.storage_bug);
+    app.add_option("--log-bug", a.log_bug);
+    number<std::size_t>(app, "--log-compact", a.log_compact, 2, 1'000'000);
+    for (const char* flag :
+         {"--no-scouting", "--lose-durable-state", "--no-term-check", "--storage-faults",
+          "--no-floor-check", "--log", "--no-durable-check"}) {
+        app.add_flag(flag);  // applied by apply_flags()
+    }
+    app.add_flag("--expect-violation", a.expect_violation);
+    app.add_flag("--quiet", a.quiet);
+    app.add_flag("--membership", a.membership_mode);
+    app.add_flag("--no-joiner", a.no_joiner);
+    app.add_flag("--explore", a.explore_mode);
+    number<std::uint64_t>(app, "--max-term", a.ex.max_term, 0, 200);
+    number<std::size_t>(app, "--max-in-flight", a.ex.max_in_flight, 0, 64);
+    number<std::size_t>(app, "--max-crashes", a.ex.max_crashes, 0, 200);
+    number<std::uint64_t>(app, "--max-rounds", a.ex.max_rounds, 0, kMax64);
+    number<std::size_t>(app, "--max-dups", a.ex.max_duplications, 0, 200);
+    number<std::uint64_t>(app, "--max-states", a.ex.max_states, 0, kMax64);
+}
+
+/// The flags, and what options imply (--storage-faults, --log-compact: --log, ...).
+void apply_flags(const CLI::App& app, SimArgs& a) {
+    const auto given = [&](const char* name) { return app.count(name) > 0; };
+    if (given("--no-scouting")) {
+        a.run.scouting = a.ex.scouting = false;
+    }
+    if (given("--lose-durable-state")) {
+        a.run.lose_durable_state = a.ex.lose_durable_state = true;
+    }
+    if (given("--no-term-check")) {
+        a.run.history.check_term_monotonic = a.ex.history.check_term_monotonic = false;
+    }
+    if (given("--no-floor-check")) {
+        a.run.log_history.check_recovered_floor = false;
+    }
+    if (given("--no-durable-check")) {
+        a.run.log_history.check_durable_quorum = false;
+    }
+    if (given("--storage-faults") || given("--storage-bug")) {
+        a.run.storage_faults = true;
+    }
+    if (given("--log") || a.run.storage_faults || given("--log-bug") || given("--log-compact") ||
+        a.runtime_bug == "ack-before-fsync") {
+        a.run.log = true;
+    }
+    a.ex.nodes = a.run.nodes;
+    if (given("--duration")) {
+        a.run.fault_window = Millis{a.duration_ms};
+    }
+    if (given("--tail")) {
+        a.run.tail = Millis{a.tail_ms};
+    }
+    if (given("--log-compact")) {
+        a.run.log_compact = a.log_compact;
+    }
+    a.nodes_given = given("--nodes");
+    a.episodes_given = given("--episodes");
+    if (given("--seed") && !given("--seeds")) {
+        a.seeds = 1;
+    }
+}
+
+/// The named values (--faults, --backoff and the planted bugs). Empty, or what is wrong.
+std::string apply_named_options(const CLI::App& app, SimArgs& a) {
+    std::string error;
+    if (app.count("--faults") > 0) {
+        auto mix = FaultMix::parse(a.faults, &error);
+        if (!mix) {
+            return error;
+        }
+        a.run.faults = *mix;
+    }
+    if (app.count("--backoff") > 0) {
+        auto backoff = parse_backoff(a.backoff);
+        if (!backoff) {
+            return "--backoff: unknown backoff '" + a.backoff + "' (expected uniform or ranked)";
+        }
+        a.run.backoff = *backoff;
+    }
+    if (app.count("--planted-bug") > 0) {
+        auto bug = parse_bug(a.planted_bug);
+        if (!bug) {
+            return "--planted-bug: unknown bug '" + a.planted_bug +
+                   "' (expected double-vote, minority-quorum, count-stale-scouting-replies, "
+                   "skip-sticky-leader or ignore-config-version)";
+        }
+        a.run.planted_bug = a.ex.planted_bug = *bug;
+    }
+    if (a.runtime_bug == "send-before-persist") {
+        a.run.runtime_bug = runtime::RuntimeBug::SendBeforePersist;
+    } else if (a.runtime_bug == "ack-before-fsync") {
+        a.run.runtime_bug = runtime::RuntimeBug::AckBeforeFsync;
+    } else if (app.count("--runtime-bug") > 0) {
+        return "--runtime-bug: unknown bug '" + a.runtime_bug +
+               "' (expected send-before-persist or ack-before-fsync)";
+    }
+    if (app.count("--storage-bug") > 0) {
+        auto bug = parse_storage_bug(a.storage_bug);
+        if (!bug) {
+            return "--storage-bug: unknown bug '" + a.storage_bug +
+                   "' (expected silent-repair or none)";
+        }
+        a.run.storage_bug = *bug;
+    }
+    if (app.count("--log-bug") > 0) {
+        auto bug = parse_log_bug(a.log_bug);
+        if (!bug) {
+            return "--log-bug: unknown bug '" + a.log_bug +
+                   "' (expected skip-sync, commit-without-quorum, compact-uncommitted or "
+                   "count-repaired)";
+        }
+        a.run.log_bug = *bug;
+    }
+    return "";
+}
+
+/// Parses argv into `a`. Returns an exit status when the program should stop (help: 0, a bad
+/// command line: 2 with the reason on stderr).
+std::optional<int> parse_args(int argc, char** argv, SimArgs& a) {
+    CLI::App app("conclave-sim", "conclave-sim");
+    describe(app, a);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        const auto is_help = [](const char* arg) {
+            return std::string_view(arg) == "--help" || std::string_view(arg) == "-h";
+        };
+        if (std::any_of(argv + 1, argv + argc, is_help)) {
+            a.help = true;
+        } else {
+            return usage_error(e.what());
+        }
+    }
+    if (a.help) {
+        std::cout << kUsage;
+        return 0;
+    }
+    apply_flags(app, a);
+    if (std::string error = apply_named_options(app, a); !error.empty()) {
+        return usage_error(error);
+    }
+    return std::nullopt;
 }
 
 int run_explorer(const ExploreOptions& o, bool expect_violation) {
@@ -166,193 +348,23 @@ int run_explorer(const ExploreOptions& o, bool expect_violation) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    RunOptions run;
-    ExploreOptions ex;
-    std::uint64_t seeds = 100;
-    bool seeds_given = false;
-    bool seed_given = false;
-    bool explore_mode = false;
-    bool membership_mode = false;
-    bool nodes_given = false;
-    bool episodes_given = false;
-    bool expect_violation = false;
-    bool quiet = false;
-    bool no_joiner = false;
-    std::string trace_path;
+    SimArgs args;
+    if (const auto status = parse_args(argc, argv, args)) {
+        return *status;
+    }
+    RunOptions& run = args.run;
+    ExploreOptions& ex = args.ex;
+    const std::uint64_t seeds = args.seeds;
+    const bool explore_mode = args.explore_mode;
+    const bool membership_mode = args.membership_mode;
+    const bool nodes_given = args.nodes_given;
+    const bool episodes_given = args.episodes_given;
+    const bool expect_violation = args.expect_violation;
+    const bool quiet = args.quiet;
+    const bool no_joiner = args.no_joiner;
+    const std::string& trace_path = args.trace_path;
     const std::string program = argc > 0 ? argv[0] : "conclave-sim";
 
-    for (int i = 1; i < argc; ++i) {
-        const std::string_view arg = argv[i];
-        auto value = [&](std::string_view& out) {
-            if (i + 1 >= argc) {
-                return false;
-            }
-            out = argv[++i];
-            return true;
-        };
-        auto number = [&](auto& out) {
-            std::string_view text;
-            return value(text) && parse_number(text, out);
-        };
-        auto bad = [&]() { return usage_error(std::string(arg) + ": missing or invalid value"); };
-        std::string_view text;
-        std::int64_t ms = 0;
-        if (arg == "--help" || arg == "-h") {
-            std::cout << kUsage;
-            return 0;
-        } else if (arg == "--seeds") {
-            if (!number(seeds) || seeds == 0)
-                return bad();
-            seeds_given = true;
-        } else if (arg == "--seed") {
-            if (!number(run.seed))
-                return bad();
-            seed_given = true;
-        } else if (arg == "--nodes") {
-            nodes_given = true;
-            if (!number(run.nodes) || run.nodes == 0 || run.nodes > 32) {
-                return usage_error("--nodes: must be between 1 and 32");
-            }
-            ex.nodes = run.nodes;
-        } else if (arg == "--faults") {
-            std::string error;
-            if (!value(text))
-                return bad();
-            auto mix = FaultMix::parse(text, &error);
-            if (!mix)
-                return usage_error(error);
-            run.faults = *mix;
-        } else if (arg == "--episodes") {
-            episodes_given = true;
-            if (!number(run.episodes) || run.episodes > 1000)
-                return bad();
-        } else if (arg == "--duration") {
-            if (!number(ms) || ms < 0 || ms > 86'400'000)
-                return bad();
-            run.fault_window = Millis{ms};
-        } else if (arg == "--tail") {
-            if (!number(ms) || ms <= 0 || ms > 86'400'000)
-                return bad();
-            run.tail = Millis{ms};
-        } else if (arg == "--steps") {
-            if (!number(run.max_steps) || run.max_steps == 0)
-                return bad();
-        } else if (arg == "--trace") {
-            if (!value(text))
-                return bad();
-            trace_path = text;
-        } else if (arg == "--no-scouting") {
-            run.scouting = ex.scouting = false;
-        } else if (arg == "--backoff") {
-            if (!value(text))
-                return bad();
-            auto backoff = parse_backoff(text);
-            if (!backoff) {
-                return usage_error("--backoff: unknown backoff '" + std::string(text) +
-                                   "' (expected uniform or ranked)");
-            }
-            run.backoff = *backoff;
-        } else if (arg == "--planted-bug") {
-            if (!value(text))
-                return bad();
-            auto bug = parse_bug(text);
-            if (!bug) {
-                return usage_error("--planted-bug: unknown bug '" + std::string(text) +
-                                   "' (expected double-vote, minority-quorum, "
-                                   "count-stale-scouting-replies, skip-sticky-leader or "
-                                   "ignore-config-version)");
-            }
-            run.planted_bug = ex.planted_bug = *bug;
-        } else if (arg == "--runtime-bug") {
-            if (!value(text))
-                return bad();
-            if (std::string_view(text) == "send-before-persist") {
-                run.runtime_bug = runtime::RuntimeBug::SendBeforePersist;
-            } else if (std::string_view(text) == "ack-before-fsync") {
-                run.runtime_bug = runtime::RuntimeBug::AckBeforeFsync;
-                run.log = true;
-            } else {
-                return usage_error("--runtime-bug: unknown bug '" + std::string(text) +
-                                   "' (expected send-before-persist or ack-before-fsync)");
-            }
-        } else if (arg == "--lose-durable-state") {
-            run.lose_durable_state = ex.lose_durable_state = true;
-        } else if (arg == "--no-term-check") {
-            run.history.check_term_monotonic = ex.history.check_term_monotonic = false;
-        } else if (arg == "--storage-faults") {
-            run.storage_faults = true;
-            run.log = true;
-        } else if (arg == "--storage-bug") {
-            if (!value(text))
-                return bad();
-            auto bug = parse_storage_bug(text);
-            if (!bug) {
-                return usage_error("--storage-bug: unknown bug '" + std::string(text) +
-                                   "' (expected silent-repair or none)");
-            }
-            run.storage_bug = *bug;
-            run.storage_faults = true;
-            run.log = true;
-        } else if (arg == "--no-floor-check") {
-            run.log_history.check_recovered_floor = false;
-        } else if (arg == "--log") {
-            run.log = true;
-        } else if (arg == "--log-bug") {
-            if (!value(text))
-                return bad();
-            auto bug = parse_log_bug(text);
-            if (!bug) {
-                return usage_error("--log-bug: unknown bug '" + std::string(text) +
-                                   "' (expected skip-sync, commit-without-quorum, "
-                                   "compact-uncommitted or count-repaired)");
-            }
-            run.log_bug = *bug;
-            run.log = true;
-        } else if (arg == "--log-compact") {
-            if (!value(text))
-                return bad();
-            std::size_t n = 0;
-            const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-            if (ec != std::errc{} || ptr != text.data() + text.size() || n < 2 || n > 1'000'000) {
-                return usage_error("--log-compact: expected a number in 2..1000000, got '" +
-                                   std::string(text) + "'");
-            }
-            run.log_compact = n;
-            run.log = true;
-        } else if (arg == "--no-durable-check") {
-            run.log_history.check_durable_quorum = false;
-        } else if (arg == "--expect-violation") {
-            expect_violation = true;
-        } else if (arg == "--quiet") {
-            quiet = true;
-        } else if (arg == "--membership") {
-            membership_mode = true;
-        } else if (arg == "--no-joiner") {
-            no_joiner = true;
-        } else if (arg == "--explore") {
-            explore_mode = true;
-        } else if (arg == "--max-term") {
-            if (!number(ex.max_term) || ex.max_term > 200)
-                return bad();
-        } else if (arg == "--max-in-flight") {
-            if (!number(ex.max_in_flight) || ex.max_in_flight > 64)
-                return bad();
-        } else if (arg == "--max-crashes") {
-            if (!number(ex.max_crashes) || ex.max_crashes > 200)
-                return bad();
-        } else if (arg == "--max-rounds") {
-            if (!number(ex.max_rounds))
-                return bad();
-        } else if (arg == "--max-dups") {
-            if (!number(ex.max_duplications) || ex.max_duplications > 200)
-                return bad();
-        } else if (arg == "--max-states") {
-            if (!number(ex.max_states))
-                return bad();
-        } else {
-            return usage_error("unknown option '" + std::string(arg) + "'");
-        }
-    }
     if (explore_mode) {
         if (run.log) {
             return usage_error("--log: not supported by the explorer (random schedules only)");
@@ -361,9 +373,6 @@ int main(int argc, char** argv) {
             return usage_error("--nodes: the explorer supports 1..5 nodes");
         }
         return run_explorer(ex, expect_violation);
-    }
-    if (seed_given && !seeds_given) {
-        seeds = 1;
     }
     std::ofstream trace_file;
     if (!trace_path.empty()) {

@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
-"""The Debian package, end to end (python3 stdlib; issue 19).
+"""The Debian packages, end to end (python3 stdlib).
 
     deb_test.py BUILD_DIR CONSUMER_SOURCE_DIR
 
-Builds the package with `cpack -G DEB` from BUILD_DIR (already built), checks its name and
-contents, installs it with `dpkg -i`, runs `systemd-analyze verify` on the installed unit (when
-systemd-analyze exists), starts three conclaved processes from the INSTALLED binaries with the
-unit's own ExecStart line (%i = the node id) as the unit's User=, checks that exactly one of them
-leads with the installed `conclavectl status`, builds a find_package(Conclave) consumer against
-/usr, stops the nodes, then `dpkg -r` (binaries gone, data kept) and `dpkg --purge` (data, configs
-and the system user gone).
+Builds the packages with `cpack -G DEB` from BUILD_DIR (already built): conclave (daemon, CLI, cert
+tool, unit, example config, maintainer scripts) and conclave-dev (headers, static libraries and
+CMake package in /usr/lib/<multiarch>), both versioned <version>-<Debian revision>; checks their
+names and contents, installs both with `dpkg -i`, runs `systemd-analyze verify` on the installed
+unit (when systemd-analyze exists), starts three conclaved processes from the INSTALLED binaries
+with the unit's own ExecStart line (%i = the node id) as the unit's User=, checks that exactly one
+of them leads with the installed `conclavectl status`, builds a find_package(Conclave) consumer
+against /usr, then `dpkg -r conclave-dev` (headers gone), `dpkg -r conclave` with the nodes still
+running (the prerm stops them, without systemd here: each exits 0; binaries gone, data kept) and
+`dpkg --purge` of both (data, configs and the system user gone).
 
 It changes the machine (a package, a system user, /etc/conclave, /var/lib/conclave), so it runs
 only as root on a machine where none of those exist (CI's container); otherwise it prints why and
@@ -19,6 +22,7 @@ import glob
 import json
 import os
 import pwd
+import re
 import shlex
 import shutil
 import signal
@@ -31,6 +35,7 @@ import time
 SKIP = 77
 UNIT = "/usr/lib/systemd/system/conclaved@.service"
 IDS = ["n1", "n2", "n3"]
+PACKAGES = ["conclave", "conclave-dev"]
 failures = []
 
 
@@ -91,7 +96,25 @@ def unit_value(key):
     return None
 
 
+def deb_of(debs, name, arch):
+    """The one file in `debs` named <name>_<version>-<revision>_<arch>.deb, or None."""
+    pattern = re.compile(r"%s_\d+\.\d+\.\d+-\d+_%s\.deb" % (re.escape(name), re.escape(arch)))
+    found = [d for d in debs if pattern.fullmatch(os.path.basename(d))]
+    return found[0] if len(found) == 1 else None
+
+
+def holds(listing, path):
+    return (" " + path + "\n") in (listing + "\n") or (" " + path + " ") in listing
+
+
+def multiarch():
+    r = run("dpkg-architecture", "-qDEB_HOST_MULTIARCH") if shutil.which("dpkg-architecture") \
+        else run("gcc", "-print-multiarch")
+    return r.stdout.strip()
+
+
 def package(build, out):
+    """cpack -G DEB: the runtime package and the -dev package, each checked. Returns both paths."""
     t0 = time.monotonic()
     r = run("cpack", "-G", "DEB", "-B", out, cwd=build, timeout_s=300)
     if not check(r.returncode == 0, "cpack -G DEB (%.1f s)" % (time.monotonic() - t0)):
@@ -99,23 +122,35 @@ def package(build, out):
         return None
     arch = run("dpkg", "--print-architecture").stdout.strip()
     debs = glob.glob(os.path.join(out, "*.deb"))
-    names = [os.path.basename(d) for d in debs]
-    ok = len(debs) == 1 and names[0].startswith("conclave_") and names[0].endswith("_%s.deb" % arch)
-    if not check(ok, "one package named conclave_<version>_%s.deb (%r)" % (arch, names)):
+    names = sorted(os.path.basename(d) for d in debs)
+    runtime, dev = deb_of(debs, "conclave", arch), deb_of(debs, "conclave-dev", arch)
+    if not check(len(debs) == 2 and runtime and dev,
+                 "two packages, conclave_<version>-<revision>_%s.deb and conclave-dev_..._%s.deb "
+                 "(%r)" % (arch, arch, names)):
         return None
-    listing = run("dpkg-deb", "-c", debs[0]).stdout
+    for deb in (runtime, dev):
+        version = run("dpkg-deb", "-f", deb, "Version").stdout.strip()
+        check(re.fullmatch(r"\d+\.\d+\.\d+-\d+", version) is not None,
+              "%s: the version has a Debian revision (%r)" % (os.path.basename(deb), version))
+    listing = run("dpkg-deb", "-c", runtime).stdout
     for path in ["./usr/bin/conclaved", "./usr/bin/conclavectl", "./usr/bin/conclave-certs",
-                 "./usr/include/conclave/node/node.hpp",
-                 "./usr/lib/cmake/conclave/conclave-config.cmake",
-                 "./usr/lib/cmake/conclave/conclave-config-version.cmake",
-                 "./usr/lib/libconclave_node.a", "./usr/lib/systemd/system/conclaved@.service",
+                 "./usr/lib/systemd/system/conclaved@.service",
                  "./usr/share/doc/conclave/examples/cluster.json"]:
-        check(" " + path + "\n" in listing + "\n" or (" " + path + " ") in listing,
-              "the package holds " + path[1:])
-    control = run("dpkg-deb", "-I", debs[0]).stdout
+        check(holds(listing, path), "the conclave package holds " + path[1:])
+    check(".a\n" not in listing + "\n" and "/usr/include/" not in listing,
+          "the conclave package holds no headers or static libraries")
+    listing = run("dpkg-deb", "-c", dev).stdout
+    lib = "./usr/lib/" + multiarch()
+    for path in ["./usr/include/conclave/node/node.hpp", lib + "/libconclave_node.a",
+                 lib + "/cmake/conclave/conclave-config.cmake",
+                 lib + "/cmake/conclave/conclave-config-version.cmake",
+                 lib + "/pkgconfig/conclave.pc"]:
+        check(holds(listing, path), "the conclave-dev package holds " + path[1:])
+    check("./usr/bin/" not in listing, "the conclave-dev package holds no programs")
+    control = run("dpkg-deb", "-I", runtime).stdout
     check("postinst" in control and "postrm" in control and "prerm" in control,
-          "the package has postinst, prerm and postrm")
-    return debs[0]
+          "the conclave package has postinst, prerm and postrm")
+    return runtime, dev
 
 
 def verify_unit():
@@ -234,8 +269,9 @@ def main():
     for tool in ["dpkg", "dpkg-deb", "cpack", "cmake", "setpriv"]:
         if not shutil.which(tool):
             skip(tool + " not found")
-    if known("conclave"):
-        skip("a conclave package is already on this machine; not touching it")
+    for name in PACKAGES:
+        if known(name):
+            skip("a %s package is already on this machine; not touching it" % name)
     for path in ["/etc/conclave", "/var/lib/conclave"]:
         if os.path.exists(path):
             skip(path + " exists; not touching it")
@@ -249,11 +285,12 @@ def main():
     tmp = tempfile.mkdtemp(prefix="conclave-deb-")
     procs = {}
     try:
-        deb = package(build, os.path.join(tmp, "out"))
-        if deb is None:
+        debs = package(build, os.path.join(tmp, "out"))
+        if debs is None:
             return 1
-        r = run("dpkg", "-i", deb)
-        if not check(r.returncode == 0 and installed("conclave"), "dpkg -i: installed"):
+        r = run("dpkg", "-i", *debs)
+        if not check(r.returncode == 0 and all(installed(p) for p in PACKAGES),
+                     "dpkg -i: conclave and conclave-dev installed"):
             print(r.stdout + r.stderr)
             return 1
         try:
@@ -287,9 +324,6 @@ def main():
                 "/var/lib/conclave/" + nid) else None
             check(st is not None and pwd.getpwuid(st.st_uid).pw_name == "conclave",
                   "node %s keeps its data in /var/lib/conclave/%s, owned by conclave" % (nid, nid))
-        codes = stop_nodes(procs)
-        procs = {}
-        check(all(c == 0 for c in codes.values()), "SIGTERM: every node exits 0 (%r)" % codes)
         if failures:
             for nid in IDS:
                 print("--- %s.log" % nid)
@@ -297,16 +331,28 @@ def main():
 
         build_consumer(consumer, tmp)
 
+        r = run("dpkg", "-r", "conclave-dev")
+        check(r.returncode == 0 and not installed("conclave-dev") and installed("conclave") and
+              not any(os.path.exists(p) for p in
+                      ["/usr/include/conclave", "/usr/lib/%s/cmake/conclave" % multiarch()]),
+              "dpkg -r conclave-dev: headers and CMake files gone, conclave stays")
+        # The nodes still run: the prerm stops them (SIGTERM, graceful) with or without systemd.
         r = run("dpkg", "-r", "conclave")
-        check(r.returncode == 0 and not installed("conclave"), "dpkg -r: removed")
+        check(r.returncode == 0 and not installed("conclave"), "dpkg -r conclave: removed")
+        codes = {nid: proc.poll() for nid, (proc, _) in procs.items()}
+        check(all(c == 0 for c in codes.values()),
+              "dpkg -r conclave: prerm stopped every running node, each exited 0 (%r)" % codes)
+        stop_nodes(procs)
+        procs = {}
         check(not any(os.path.exists(p) for p in
                       ["/usr/bin/conclaved", "/usr/bin/conclavectl", "/usr/bin/conclave-certs",
-                       UNIT, "/usr/include/conclave", "/usr/lib/cmake/conclave"]),
-              "dpkg -r: binaries, unit, headers and CMake files gone")
+                       UNIT]),
+              "dpkg -r: binaries and unit gone")
         check(os.path.isdir("/var/lib/conclave/n1") and os.path.isfile("/etc/conclave/n1.json"),
               "dpkg -r: data and configs kept")
-        r = run("dpkg", "--purge", "conclave")
-        check(r.returncode == 0 and not known("conclave"), "dpkg --purge: purged")
+        r = run("dpkg", "--purge", *PACKAGES)
+        check(r.returncode == 0 and not any(known(p) for p in PACKAGES),
+              "dpkg --purge conclave conclave-dev: purged")
         gone = not os.path.exists("/var/lib/conclave") and not os.path.exists("/etc/conclave")
         check(gone, "dpkg --purge: /var/lib/conclave and /etc/conclave gone")
         try:
@@ -317,8 +363,9 @@ def main():
     finally:
         if procs:
             stop_nodes(procs)
-        if known("conclave"):
-            run("dpkg", "--purge", "conclave")
+        leftover = [p for p in PACKAGES if known(p)]
+        if leftover:
+            run("dpkg", "--purge", *leftover)
         shutil.rmtree(tmp, ignore_errors=True)
     print("deb test: %s in %.1f s" % ("FAILED" if failures else "ok", time.monotonic() - t0))
     return 1 if failures else 0

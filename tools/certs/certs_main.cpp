@@ -1,4 +1,6 @@
 // conclave-certs: certificates for a cluster's mutual TLS in two commands (SECURITY.md).
+#include <CLI/CLI.hpp>
+#include <algorithm>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -20,38 +22,59 @@ Keys are ECDSA P-256; existing files are never overwritten. Config: "tls": {"ca"
 Exit status: 0 done, 1 failure, 2 bad command line.
 )";
 
-}  // namespace
-
-int main(int argc, char** argv) {
-    const std::vector<std::string> args(argv + 1, argv + argc);
-    if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-        std::cout << kUsage;
-        return args.empty() ? 2 : 0;
-    }
-    const std::string command = args[0];
+/// The parsed command line (CLI11): a command and its options.
+struct Args {
+    std::string command;
     std::string dir;
     std::string id;
     std::vector<std::string> hosts;
-    for (std::size_t i = 1; i < args.size(); ++i) {
-        const std::string& arg = args[i];
-        if (i + 1 >= args.size() || (arg != "--dir" && arg != "--id" && arg != "--host")) {
-            std::cerr << "conclave-certs: unexpected argument '" << arg << "'\n" << kUsage;
+    bool help = false;
+};
+
+void describe(CLI::App& app, Args& a) {
+    app.set_help_flag();  // --help prints kUsage, not CLI11's own
+    app.add_flag("-h,--help", a.help);
+    app.require_subcommand(0, 1);
+    CLI::App* ca = app.add_subcommand("create-ca");
+    ca->add_option("--dir", a.dir)->required();
+    ca->callback([&a] { a.command = "create-ca"; });
+    CLI::App* node = app.add_subcommand("create-node");
+    node->add_option("--dir", a.dir)->required();
+    node->add_option("--id", a.id)->required();
+    node->add_option("--host", a.hosts);
+    node->callback([&a] { a.command = "create-node"; });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Args args;
+    CLI::App app("conclave-certs", "conclave-certs");
+    describe(app, args);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        const auto is_help = [](const char* arg) {
+            return std::string(arg) == "--help" || std::string(arg) == "-h";
+        };
+        args.help = std::any_of(argv + 1, argv + argc, is_help);
+        if (!args.help) {
+            std::cerr << "conclave-certs: " << e.what() << "\n" << kUsage;
             return 2;
         }
-        const std::string& value = args[++i];
-        if (arg == "--dir") {
-            dir = value;
-        } else if (arg == "--id") {
-            id = value;
-        } else {
-            hosts.push_back(value);
-        }
     }
-    if (dir.empty() || (command != "create-ca" && command != "create-node") ||
-        (command == "create-node" && id.empty()) || (command == "create-ca" && !id.empty())) {
-        std::cerr << "conclave-certs: bad command line\n" << kUsage;
+    if (args.help || args.command.empty()) {
+        std::cout << kUsage;
+        return args.help ? 0 : 2;
+    }
+    if (args.dir.empty() || (args.command == "create-node" && args.id.empty())) {
+        std::cerr << "conclave-certs: --dir and --id need a non-empty value\n" << kUsage;
         return 2;
     }
+    const std::string& command = args.command;
+    const std::string& dir = args.dir;
+    const std::string& id = args.id;
+    const std::vector<std::string>& hosts = args.hosts;
     const auto error = command == "create-ca" ? conclave::certs::create_ca(dir)
                                               : conclave::certs::create_node(dir, id, hosts);
     if (error) {

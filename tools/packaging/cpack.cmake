@@ -1,14 +1,18 @@
-# The Debian package (issue 19): `cpack -G DEB` in a build directory makes
-# conclave_<version>_<arch>.deb with conclaved, conclavectl, conclave-certs, the headers, static
-# libraries and CMake package files (install.cmake), the systemd unit conclaved@.service, the
-# maintainer scripts and an example config. Included from tools/install.cmake.
+# The Debian packages: `cpack -G DEB` in a build directory makes two, one per install component
+# (tools/install.cmake):
+#   conclave_<version>-<revision>_<arch>.deb      conclaved, conclavectl, conclave-certs, the systemd
+#       unit conclaved@.service, the maintainer scripts and an example config: what a server needs;
+#   conclave-dev_<version>-<revision>_<arch>.deb  headers, static libraries, CMake package
+#       (find_package(conclave)) and pkg-config file in the multiarch libdir: for embedding.
+# Included from tools/install.cmake.
 set(_pkg ${CMAKE_CURRENT_SOURCE_DIR}/packaging)
 
 # Paths are relative to the prefix (/usr in the package), so that `cmake --install --prefix DIR`
 # keeps everything under DIR. Debian 12 merges /lib into /usr/lib, where systemd finds the unit.
-install(FILES ${_pkg}/conclaved@.service DESTINATION lib/systemd/system)
-install(FILES ${_pkg}/cluster.json DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)
-install(FILES ${PROJECT_SOURCE_DIR}/node/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
+install(FILES ${_pkg}/conclaved@.service DESTINATION lib/systemd/system COMPONENT runtime)
+install(FILES ${_pkg}/cluster.json DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples COMPONENT runtime)
+install(FILES ${PROJECT_SOURCE_DIR}/node/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR}
+        COMPONENT runtime)
 # `cmake --install --strip` and CPack (CPACK_STRIP_FILES) strip the executables; the static
 # libraries lose their debug sections too (their symbols stay): 170 MB -> a few MB.
 set(_strip_code [[
@@ -21,31 +25,47 @@ set(_strip_code [[
   endif()
 ]])
 string(CONFIGURE "${_strip_code}" _strip_code @ONLY)
-install(CODE "${_strip_code}")
+install(CODE "${_strip_code}" COMPONENT dev)
 
 set(CPACK_PACKAGE_NAME conclave)
 set(CPACK_PACKAGE_VENDOR "Conclave")
 set(CPACK_PACKAGE_CONTACT "Conclave maintainers <conclave@localhost>")
-set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "Leader election with PreVote and a replicated metadata log")
-set(CPACK_PACKAGE_DESCRIPTION
-    "conclaved (a Raft-style elector with ElectionScouting and a replicated metadata log, HTTP admin),
-conclavectl (the operator's client), conclave-certs (cluster CA and node certificates), the
-systemd unit conclaved@.service, and the C++ headers, static libraries and CMake package
-(find_package(conclave)) for embedding.")
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_GENERATOR DEB)
 set(CPACK_STRIP_FILES ON)
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
-set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # conclave_<version>_<arch>.deb
-set(CPACK_DEBIAN_PACKAGE_SECTION net)
-set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
-# Shared-library dependencies come from dpkg-shlibdeps; adduser for the postinst. Building against
-# the headers also needs the -dev packages (scripts/install-deps.sh installs them).
-set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "adduser")
-set(CPACK_DEBIAN_PACKAGE_SUGGESTS
-    "libboost-dev (>= 1.74), nlohmann-json3-dev, libspdlog-dev, libssl-dev, cmake")
-set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${_pkg}/postinst ${_pkg}/prerm ${_pkg}/postrm)
-set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 set(CPACK_DEBIAN_COMPRESSION_TYPE gzip)  # xz: 30 % smaller, several times slower
+
+# One package per component; the Debian revision (the "-1" of 0.1.0-1) counts packagings of one
+# upstream version: raise it for a packaging-only change, reset it to 1 with a new version.
+set(CPACK_DEB_COMPONENT_INSTALL ON)
+set(CPACK_COMPONENTS_ALL runtime dev)
+set(CPACK_DEBIAN_PACKAGE_RELEASE 1 CACHE STRING "Debian revision of the packages")
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # <name>_<version>-<revision>_<arch>.deb
+set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
+
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_NAME conclave)
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_SECTION net)
+set(CPACK_COMPONENT_RUNTIME_DESCRIPTION
+    "Leader election with PreVote and a replicated metadata log
+conclaved (a Raft-style elector with ElectionScouting and a replicated metadata log, HTTP admin),
+conclavectl (the operator's client), conclave-certs (cluster CA and node certificates), the
+systemd unit conclaved@.service and an example cluster config.")
+# Shared-library dependencies come from dpkg-shlibdeps; adduser for the postinst.
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_DEPENDS "adduser")
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_CONTROL_EXTRA ${_pkg}/postinst ${_pkg}/prerm ${_pkg}/postrm)
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_CONTROL_STRICT_PERMISSION ON)
+
+set(CPACK_DEBIAN_DEV_PACKAGE_NAME conclave-dev)
+set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
+set(CPACK_COMPONENT_DEV_DESCRIPTION
+    "Leader election with PreVote: C++ headers and static libraries
+The C++20 headers, static libraries, CMake package (find_package(conclave): conclave::elector,
+conclave::codec, conclave::net, conclave::drivers, conclave::node) and pkg-config file for
+embedding Conclave's elector, mesh and node in a program.")
+# What find_package(conclave) looks up (find_dependency in conclaveConfig.cmake.in).
+set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
+    "libboost-dev (>= 1.74) | libboost1.81-dev, nlohmann-json3-dev, libspdlog-dev, libssl-dev")
+set(CPACK_DEBIAN_DEV_PACKAGE_SUGGESTS "cmake, pkg-config")
 include(CPack)
