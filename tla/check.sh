@@ -58,6 +58,9 @@ ci_models=(
   "ElectorLivePartitionNeverDropLeader.cfg:MCElectorLive:temporal:bfs"
   "ElectorLivePartitionRefuseWhileRemembering.cfg:MCElectorLive:temporal:bfs"
   "LogSafety.cfg:MCReplicatedLog:ok:bfs"
+  "LogSafety.cfg+CanaryNoClientEntryTerm2Committed:MCReplicatedLog:CanaryNoClientEntryTerm2Committed:bfs"
+  "LogStaleLeader.cfg:MCReplicatedLog:ok:bfs"
+  "LogStaleLeader.cfg+CanaryNoStaleActiveBesideNewer:MCReplicatedLog:CanaryNoStaleActiveBesideNewer:bfs"
   # the log at 3 terms with crashes, loss, duplication, step-downs and flush lag: random
   # behaviours of a fixed budget (the exhaustive model does not finish, see README.md)
   "LogDeep.cfg:MCReplicatedLog:ok:sim:300:60"
