@@ -72,7 +72,8 @@ VARIABLES
                 \* "transfer" (a leader of term t ceded to a named successor), "crash",
                 \* "checkquorum" (check-quorum stepped the leader of term t down),
                 \* "voterschanged" (SetVoters stepped the leader of term t down),
-                \* "catchup" (CatchesUpTerm: a scouting request raised n's term to t)
+                \* "catchup" (CatchesUpTerm: a scouting request raised n's term to t),
+                \* "higherterm" (the leader of term t stepped down on seeing a higher term)
     \* The log's side of membership (environment, not elector state):
     held        \* held[n]: the highest configuration version in n's log (maybe uncommitted)
 
@@ -95,7 +96,11 @@ N == Cardinality(Node)
 PlantedBugs == {"None", "DoubleVote", "MinorityQuorum", "CountStaleScoutingReplies",
                 "SkipStickyLeader", "IgnoreConfigVersion",
                 \* liveness mutants of the spec only (no C++ counterpart), see MCElectorLive:
-                "NeverDropLeader", "RefuseWhileRemembering", "NoRetry"}
+                "NeverDropLeader", "RefuseWhileRemembering", "NoRetry",
+                \* leader mutants of the spec only (no C++ counterpart), see ElectorKeepLeading*.cfg:
+                \* a leader adopts a newer term from a HeartbeatResponse, or from a newer leader's
+                \* heartbeat, and keeps leading instead of stepping down
+                "KeepLeadingOnHeartbeatResponse", "KeepLeadingOnNewerHeartbeat"}
 
 \* The models without membership changes: one configuration, every node votes, version 0.
 DefaultConfigs == <<Node>>
@@ -342,6 +347,9 @@ HandleLeaderHeartbeatR(n, s, m) ==
             THEN R(s, {LeaderHeartbeatMsg(n, src, t, s.lsn, s.config_version)})   \* RaiseAlarm
        ELSE IF m.term = t /\ s.role = "follower" /\ s.leader # Nil /\ s.leader # src
             THEN Same(s)                                        \* RaiseAlarm(TwoLeadersInTerm)
+       ELSE IF m.term > t /\ s.role = "leader" /\ PlantedBug = "KeepLeadingOnNewerHeartbeat"
+            THEN LET s1 == [AdoptTerm(s, m.term, Nil) EXCEPT !.lsn = [term |-> m.term, counter |-> 0]]
+                 IN R(s1, {LeaderHeartbeatMsg(n, src, s1.term, s1.lsn, s1.config_version)})
        \* note_lsn: the heartbeat's LSN is recorded only once this node is a follower, so a
        \* leader preempted here cedes the term it led (BecomeFollower reads its own LSN).
        ELSE LET NoteLsn(x) == IF LsnLess(x.lsn, m.lsn) THEN [x EXCEPT !.lsn = m.lsn] ELSE x
@@ -364,6 +372,8 @@ HandleHeartbeatAckR(n, s, m) ==
 
 HandleHeartbeatResponseR(n, s, m) ==
     IF s.role # "leader" \/ m.term <= s.term THEN Same(s)
+    ELSE IF PlantedBug = "KeepLeadingOnHeartbeatResponse"
+         THEN Same([AdoptTerm(s, m.term, Nil) EXCEPT !.lsn = [term |-> m.term, counter |-> 0]])
     ELSE BecomeFollower(n, AdoptTerm(s, m.term, Nil), Nil, Nil, Nil)
 
 HandleLeadershipCessionR(n, s, m) ==
@@ -522,6 +532,8 @@ StepH(n, r, consumed, ev, h) ==
     /\ events' = events \cup ev
                  \cup (IF r.st.term > node[n].term /\ \E c \in consumed : c.type = "ScoutingRequest"
                       THEN {<<"catchup", n, r.st.term>>} ELSE {})
+                 \cup (IF node[n].role = "leader" /\ r.st.role # "leader" /\ r.st.term > node[n].term
+                      THEN {<<"higherterm", n, node[n].term>>} ELSE {})
                  \cup {<<"transfer", m.successor, m.term>> :
                         m \in {c \in r.out : c.type = "LeadershipCession" /\ c.successor # Nil}}
     /\ held' = h
@@ -690,6 +702,21 @@ Init ==
     /\ events = {}
     /\ held = [n \in Node |-> 0]
 
+\* An established leader l: it won term 1 (scouting round 1, every vote), every node heard
+\* its first heartbeat and acked it, nothing is in flight. Init reaches this state up to the
+\* leader's name (MCElectorLive's canary CanaryNoEstablishedLeader, README.md, "Liveness").
+EstablishedNode(l, n) ==
+    IF n = l
+    THEN [Fresh(1, l) EXCEPT !.role = "leader", !.leader = l, !.supporters = Node,
+                             !.heard_since_check = Node \ {l}, !.peers_up = Node \ {l},
+                             !.last_round_id = 1, !.lsn = [term |-> 1, counter |-> 0],
+                             !.armed_timers = IF CheckQuorum
+                                              THEN {"HeartbeatBroadcast", "CheckQuorum"}
+                                              ELSE {"HeartbeatBroadcast"}]
+    ELSE [Fresh(1, l) EXCEPT !.role = "follower", !.leader = l, !.peers_up = Node \ {n},
+                             !.lsn = [term |-> 1, counter |-> 0],
+                             !.armed_timers = {"HeartbeatCheck"}]
+
 \* Freshly constructed cores, not started, no connection reported yet (trace validation).
 InitFresh ==
     /\ node = [n \in Node |-> Fresh(0, Nil)]
@@ -847,6 +874,26 @@ VotersOnlyCountAndStand ==
         /\ (n \notin s.voters /\ s.role # "stopped")
                => /\ s.role = "follower" /\ s.round.id = 0
                   /\ s.armed_timers \cap {"InitialWait", "RandomWait"} = {}
+
+\* What the application is told (Elector::NotifyIfChanged, NotifyLeadership): the role, the
+\* known leader and the fencing token, the known leader's term or 0 without one. Every change
+\* of role, leader, or term while a leader is known runs through Start, Stop, BecomeCandidate,
+\* BecomeLeader or BecomeFollower, each of which notifies, so after every step the last
+\* snapshot the application got is this function of the state.
+Told(n) ==
+    [role |-> node[n].role, leader |-> node[n].leader,
+     token |-> IF node[n].leader # Nil THEN node[n].term ELSE 0]
+
+\* No two nodes act as leader with the same fencing token: a store that fences on the token
+\* can tell every pair of acting leaders apart.
+FencingTokensUnique ==
+    \A a, b \in Node : (a # b /\ Told(a).role = "leader" /\ Told(b).role = "leader")
+                        => Told(a).token # Told(b).token
+
+\* Every leadership the application is told of (a node told it leads, or told who leads) was
+\* won in an election of the token's term.
+ToldLeaderWasElected ==
+    \A n \in Node : Told(n).leader # Nil => <<Told(n).token, Told(n).leader>> \in elected
 
 \* A current leader is one that was elected (and so had a quorum).
 LeaderWasElected ==

@@ -139,6 +139,23 @@ LeaderConstraint ==
            Cardinality({m \in msgs : m.type = "LeaderHeartbeat" /\ m.from = a /\ m.to = b}) <= 1
 
 -----------------------------------------------------------------------------
+(* Leader-life models started from an established leader (ElectorLeaderLife*.cfg): *)
+(* the term-1 election is the one Init reaches in a few steps (MCElectorLive's     *)
+(* canary CanaryNoEstablishedLeader shows it), so the budget goes to what follows  *)
+(* it: heartbeats, acks, LSNs, check-quorum, transfers, newer terms beside it.     *)
+
+EstablishedLeaderInit ==
+    /\ node = [n \in Node |-> EstablishedNode(CHOOSE l \in Node : TRUE, n)]
+    /\ msgs = {}
+    /\ faults = 0
+    /\ votes = {<<n, 1, CHOOSE l \in Node : TRUE>> : n \in Node}
+    /\ elected = {<<1, CHOOSE l \in Node : TRUE>>}
+    /\ events = {}
+    /\ held = [n \in Node |-> 0]
+
+LeaderSpec == EstablishedLeaderInit /\ [][Next]_vars
+
+-----------------------------------------------------------------------------
 (* Canaries: each must be VIOLATED (tla/check.sh runs them as expected       *)
 (* failures). If TLC cannot break one, the model never reaches that part of  *)
 (* the protocol and the invariants say nothing about it.                     *)
@@ -147,6 +164,16 @@ LeaderConstraint ==
 CanaryNoStaleLeader ==
     ~\E a, b \in Node : /\ node[a].role = "leader" /\ node[b].role = "leader"
                         /\ node[a].term < node[b].term /\ node[b].term >= 2
+\* A leader of term 1 still leads beside a leader of a term >= 2.
+CanaryNoTerm1BesideNewer ==
+    ~\E a, b \in Node : /\ node[a].role = "leader" /\ node[b].role = "leader"
+                        /\ node[a].term = 1 /\ node[b].term >= 2
+\* A newer leader's heartbeat is in flight to a stale leader (its delivery is enabled).
+CanaryNoNewerHeartbeatAtStaleLeader ==
+    ~\E m \in msgs : /\ m.type = "LeaderHeartbeat" /\ node[m.to].role = "leader"
+                     /\ m.term > node[m.to].term
+\* A leader stepped down on seeing a higher term (heartbeat, response, proposal, ...).
+CanaryNoHigherTermStepDown == ~\E e \in events : e[1] = "higherterm"
 \* A transfer completed: the named successor became leader in the next term.
 CanaryNoTransfer ==
     ~\E e \in events : e[1] = "transfer" /\ <<e[3] + 1, e[2]>> \in elected

@@ -180,17 +180,7 @@ LiveNext ==
 
 L == CHOOSE n \in Node : TRUE
 
-EstablishedNode(l, n) ==
-    IF n = l
-    THEN [Fresh(1, l) EXCEPT !.role = "leader", !.leader = l, !.supporters = Node,
-                             !.heard_since_check = Node \ {l}, !.peers_up = Node \ {l},
-                             !.last_round_id = 1, !.lsn = [term |-> 1, counter |-> 0],
-                             !.armed_timers = IF CheckQuorum
-                                              THEN {"HeartbeatBroadcast", "CheckQuorum"}
-                                              ELSE {"HeartbeatBroadcast"}]
-    ELSE [Fresh(1, l) EXCEPT !.role = "follower", !.leader = l, !.peers_up = Node \ {n},
-                             !.lsn = [term |-> 1, counter |-> 0],
-                             !.armed_timers = {"HeartbeatCheck"}]
+\* EstablishedNode: Elector.tla.
 
 EstablishedInit ==
     /\ node = [n \in Node |-> EstablishedNode(L, n)]
