@@ -97,6 +97,17 @@ ci_models=(
   "ElectorMembershipScripted.cfg+CanaryNoStaleConfigRefusal:MCElectorMembership:CanaryNoStaleConfigRefusal:bfs"
   "ElectorMembershipScripted.cfg+CanaryPromotedNeverLeads:MCElectorMembership:CanaryPromotedNeverLeads:bfs"
   "ElectorIgnoreConfigVersion.cfg:MCElectorMembership:OneLeaderPerTerm:bfs"
+  # ---- node identity (Identity.tla; README.md, "Node identity (Identity.tla)") ----
+  # the guard plus the rule the C++ lacks (FreshNeedsMajority), exhaustive, and its canaries
+  "IdentitySafety.cfg:Identity:ok:bfs"
+  "IdentitySafety.cfg+CanaryNoRefusal:Identity:CanaryNoRefusal:bfs"
+  "IdentitySafety.cfg+CanaryNoReadmission:Identity:CanaryNoReadmission:bfs"
+  "IdentitySafety.cfg+CanaryWipedNeverVotes:Identity:CanaryWipedNeverVotes:bfs"
+  # the guard as built (residual gap), the planted AdmitAny, a repair without a running quorum
+  "IdentityResidual.cfg:Identity:OneLeaderPerTerm:bfs"
+  "IdentityNoGuard.cfg:Identity:OneLeaderPerTerm:bfs"
+  "IdentityRepairNoQuorum.cfg:Identity:OneLeaderPerTerm:bfs"
+  # ---- end of node identity ----
 )
 extra_models=(
   # LogSafety plus one Repair step, exhaustive (does not finish in CI time: README.md, "Repair")
