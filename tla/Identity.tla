@@ -60,11 +60,10 @@ VARIABLES
     repairs,    \* RepairWithMinTerm steps taken
     leaders,    \* history: leaders[t] = the nodes that became leader of term t
     refused,    \* history: a peer refused a node as state_lost
-    readmitted, \* history: a peer took a repaired node's new incarnation
-    freshVoted  \* history: a node voted (for itself or another) after its state was lost
+    readmitted  \* history: a peer took a repaired node's new incarnation
 
 vars == <<term, votedFor, inc, known, repaired, up, role, votes, nextInc, wiped, repairs,
-          leaders, refused, readmitted, freshVoted>>
+          leaders, refused, readmitted>>
 
 Init ==
     /\ term = [n \in Node |-> 0]
@@ -81,7 +80,6 @@ Init ==
     /\ leaders = [t \in 1..MaxTerm |-> {}]
     /\ refused = FALSE
     /\ readmitted = FALSE
-    /\ freshVoted = FALSE
 
 -----------------------------------------------------------------------------
 (* The handshake's admission (PeerIncarnations::admit): n admits m's       *)
@@ -126,7 +124,7 @@ Handshake(n, m) ==
                                   \/ known[m][n] \notin {None, inc[n]}
                                   \/ known[n][m] \notin {None, inc[m]})
                 /\ UNCHANGED <<up, role, votes, refused>>
-    /\ UNCHANGED <<term, votedFor, inc, repaired, nextInc, wiped, repairs, leaders, freshVoted>>
+    /\ UNCHANGED <<term, votedFor, inc, repaired, nextInc, wiped, repairs, leaders>>
 
 -----------------------------------------------------------------------------
 (* Elections at the level of votes.                                        *)
@@ -139,7 +137,6 @@ Timeout(n) ==
     /\ votedFor' = [votedFor EXCEPT ![n] = n]
     /\ role' = [role EXCEPT ![n] = "candidate"]
     /\ votes' = [votes EXCEPT ![n] = {n}]
-    /\ freshVoted' = (freshVoted \/ n \in wiped)
     /\ UNCHANGED <<inc, known, repaired, up, nextInc, wiped, repairs, leaders, refused,
                    readmitted>>
 
@@ -155,7 +152,6 @@ Grant(v, c) ==
     /\ role' = [role EXCEPT ![v] = IF term[v] < term[c] THEN "follower" ELSE role[v]]
     /\ votes' = [votes EXCEPT ![c] = votes[c] \cup {v},
                               ![v] = IF term[v] < term[c] THEN {} ELSE votes[v]]
-    /\ freshVoted' = (freshVoted \/ v \in wiped)
     /\ UNCHANGED <<inc, known, repaired, up, nextInc, wiped, repairs, leaders, refused,
                    readmitted>>
 
@@ -168,14 +164,14 @@ AdoptTerm(v, c) ==
     /\ role' = [role EXCEPT ![v] = "follower"]
     /\ votes' = [votes EXCEPT ![v] = {}]
     /\ UNCHANGED <<inc, known, repaired, up, nextInc, wiped, repairs, leaders, refused,
-                   readmitted, freshVoted>>
+                   readmitted>>
 
 BecomeLeader(c) ==
     /\ up[c] /\ role[c] = "candidate" /\ Cardinality(votes[c]) >= Quorum
     /\ role' = [role EXCEPT ![c] = "leader"]
     /\ leaders' = [leaders EXCEPT ![term[c]] = @ \cup {c}]
     /\ UNCHANGED <<term, votedFor, inc, known, repaired, up, votes, nextInc, wiped, repairs,
-                   refused, readmitted, freshVoted>>
+                   refused, readmitted>>
 
 \* The repaired marker is not cleared in this model (the C++ clears it once a leader of a term
 \* above R has brought the node up to date; from then on the node announces itself as not
@@ -191,14 +187,14 @@ Crash(n) ==
     /\ role' = [role EXCEPT ![n] = "follower"]
     /\ votes' = [votes EXCEPT ![n] = {}]
     /\ UNCHANGED <<term, votedFor, inc, known, repaired, nextInc, wiped, repairs, leaders,
-                   refused, readmitted, freshVoted>>
+                   refused, readmitted>>
 
 \* A start from the durable record (a node refused as state_lost is refused again).
 Restart(n) ==
     /\ ~up[n]
     /\ up' = [up EXCEPT ![n] = TRUE]
     /\ UNCHANGED <<term, votedFor, inc, known, repaired, role, votes, nextInc, wiped,
-                   repairs, leaders, refused, readmitted, freshVoted>>
+                   repairs, leaders, refused, readmitted>>
 
 \* State loss: the node stops and its data directory is emptied; its next start creates a new
 \* incarnation (given here) with term 0, no vote and an empty peer table. Only one node loses
@@ -219,7 +215,7 @@ Wipe(n) ==
     /\ votes' = [votes EXCEPT ![n] = {}]
     /\ nextInc' = nextInc + 1
     /\ wiped' = wiped \cup {n}
-    /\ UNCHANGED <<repairs, leaders, refused, readmitted, freshVoted>>
+    /\ UNCHANGED <<repairs, leaders, refused, readmitted>>
 
 \* The operator's bound: the highest term of any running node.
 RunningTerms(n) == {term[m] : m \in {x \in Node \ {n} : up[x]}}
@@ -238,8 +234,7 @@ RepairWithMinTerm(n, T) ==
     /\ votedFor' = [votedFor EXCEPT ![n] = IF term[n] < T THEN n ELSE votedFor[n]]
     /\ repaired' = [repaired EXCEPT ![n] = TRUE]
     /\ repairs' = repairs + 1
-    /\ UNCHANGED <<inc, known, up, role, votes, nextInc, wiped, leaders, refused, readmitted,
-                   freshVoted>>
+    /\ UNCHANGED <<inc, known, up, role, votes, nextInc, wiped, leaders, refused, readmitted>>
 
 Next ==
     \/ \E n, m \in Node : Handshake(n, m)
@@ -273,6 +268,8 @@ OneLeaderPerTerm == \A t \in 1..MaxTerm : Cardinality(leaders[t]) <= 1
 CanaryNoRefusal == ~refused
 \* ... a repaired node is admitted with its new incarnation by a peer that knew the old one ...
 CanaryNoReadmission == ~readmitted
-\* ... and a node that lost its state votes again (the fix does not silence it for good).
-CanaryWipedNeverVotes == ~freshVoted
+\* ... and a node that lost its state stands or grants a vote again (the fix does not silence it
+\* for good).
+CanaryWipedNeverVotes ==
+    \A n \in wiped : role[n] # "candidate" /\ votedFor[n] \in {None, n}
 =============================================================================
