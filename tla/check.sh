@@ -117,6 +117,17 @@ ci_models=(
   "ElectorMembershipScripted.cfg+CanaryNoStaleConfigRefusal:MCElectorMembership:CanaryNoStaleConfigRefusal:bfs"
   "ElectorMembershipScripted.cfg+CanaryPromotedNeverLeads:MCElectorMembership:CanaryPromotedNeverLeads:bfs"
   "ElectorIgnoreConfigVersion.cfg:MCElectorMembership:OneLeaderPerTerm:bfs"
+  # ---- node identity (Identity.tla; README.md, "Node identity (Identity.tla)") ----
+  # the guard plus the rule the C++ lacks (FreshNeedsMajority), exhaustive, and its canaries
+  "IdentitySafety.cfg:Identity:ok:bfs"
+  "IdentitySafety.cfg+CanaryNoRefusal:Identity:CanaryNoRefusal:bfs"
+  "IdentitySafety.cfg+CanaryNoReadmission:Identity:CanaryNoReadmission:bfs"
+  "IdentitySafety.cfg+CanaryWipedNeverVotes:Identity:CanaryWipedNeverVotes:bfs"
+  # the guard as built (residual gap), the planted AdmitAny, a repair without a running quorum
+  "IdentityResidual.cfg:Identity:OneLeaderPerTerm:bfs"
+  "IdentityNoGuard.cfg:Identity:OneLeaderPerTerm:bfs"
+  "IdentityRepairNoQuorum.cfg:Identity:OneLeaderPerTerm:bfs"
+  # ---- end of node identity ----
 )
 extra_models=(
   # the random leader-life canaries that the exhaustive ElectorLeaderLife / ElectorTransfer
@@ -151,6 +162,10 @@ membership_actions=(HandleElectionResponse HandleSyncResponse HandleAppend Propo
 log_actions=(HandleSyncRequest HandleSyncResponse HandleAppend HandleAppendAck HandleFetchRequest
   HandleFetchResponse OnLeadership OnLeadershipLost Propose Replicate SyncRetryFired Persisted
   PeerDown Crash Repair)
+# ---- node identity: the actions of Identity.tla's Next (its own gate, below) ----
+identity_actions=(Handshake Timeout Grant AdoptTerm BecomeLeader Crash Restart Wipe
+  RepairWithMinTerm)
+# ---- end of node identity ----
 
 gate=0
 models=()
@@ -285,6 +300,20 @@ if [[ -n "$unknown" ]]; then
   echo "actions not in check.sh's lists (add them): $unknown"
   [[ $gate -eq 1 ]] && cov_failed=1
 fi
+# ---- node identity: every action of Identity.tla taken by some Identity model of this run ----
+for act in "${identity_actions[@]}"; do
+  best=$(cat "$work"/Identity*.log 2>/dev/null \
+         | grep -o "^<$act line [0-9]*, col 1 to .* of module Identity>: [0-9]*:[0-9]*$" \
+         | sed 's/.*: //' | sort -t: -k1,1nr | head -1)
+  [[ -z "$best" && $gate -eq 0 ]] && continue
+  note=""
+  if [[ -z "$best" || "${best%%:*}" -eq 0 ]]; then
+    note="NEVER TAKEN"; [[ $gate -eq 1 ]] && cov_failed=1
+  fi
+  printf '%-14s %-26s %-52s %10s %9s  %s\n' Identity "$act" "Identity*.cfg" "${best#*:}" \
+      "${best%%:*}" "$note"
+done
+# ---- end of node identity ----
 if [[ $cov_failed -eq 1 ]]; then
   echo "COVERAGE GATE FAILED: an action of Next was not taken by any model of this run"
   failed=1
