@@ -118,12 +118,13 @@ ci_models=(
   "ElectorMembershipScripted.cfg+CanaryPromotedNeverLeads:MCElectorMembership:CanaryPromotedNeverLeads:bfs"
   "ElectorIgnoreConfigVersion.cfg:MCElectorMembership:OneLeaderPerTerm:bfs"
   # ---- node identity (Identity.tla; README.md, "Node identity (Identity.tla)") ----
-  # the guard plus the rule the C++ lacks (FreshNeedsMajority), exhaustive, and its canaries
+  # the guard plus quarantine (FreshNeedsMajority), as the C++ builds them: exhaustive, canaries
   "IdentitySafety.cfg:Identity:ok:bfs"
   "IdentitySafety.cfg+CanaryNoRefusal:Identity:CanaryNoRefusal:bfs"
   "IdentitySafety.cfg+CanaryNoReadmission:Identity:CanaryNoReadmission:bfs"
   "IdentitySafety.cfg+CanaryWipedNeverVotes:Identity:CanaryWipedNeverVotes:bfs"
-  # the guard as built (residual gap), the planted AdmitAny, a repair without a running quorum
+  # planted: the guard without quarantine, peers that admit any incarnation, a repair without a
+  # running quorum
   "IdentityResidual.cfg:Identity:OneLeaderPerTerm:bfs"
   "IdentityNoGuard.cfg:Identity:OneLeaderPerTerm:bfs"
   "IdentityRepairNoQuorum.cfg:Identity:OneLeaderPerTerm:bfs"
