@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // conclave-bench: programs that PRINT figures (failover, cold start, jitter, cost, etcd).
 // Never run by ctest: they time real processes on a real (possibly busy) machine.
 #pragma once

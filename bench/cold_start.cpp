@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Cold start: launch N conclaved processes at once, time until one leader is known by all, and
 // count how often the first election needed more than one round; etcd and ZooKeeper clusters of
 // the same size at the same tolerance, interleaved run by run.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared pieces of conclave-bench: clocks, statistics, a blocking HTTP client, /proc readers.
 #include <fcntl.h>
 #include <unistd.h>

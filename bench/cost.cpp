@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Cost: idle CPU (utime + stime from /proc/<pid>/stat over a window) and VmRSS of each node of an
 // idle cluster at the fast profile, N = 3, 5, 9.
 #include <unistd.h>

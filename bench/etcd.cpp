@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // etcd as a FailoverTarget: N members on 127.0.0.1 (Debian's etcd-server), leader read from the
 // v3 HTTP gateway (POST /v3/maintenance/status) of each member.
 #include <signal.h>

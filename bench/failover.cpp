@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Failover: SIGKILL / SIGSTOP of the leader of 3 real conclaved processes on loopback, timed from
 // the signal to the moment every survivor's /status names the same new leader; next to it the
 // floor the core's own timers allow, and etcd measured the same way when it is installed.

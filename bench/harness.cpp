@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A conclaved cluster for the benchmarks, built on leader-bounce's Cluster (processes, configs,
 // fault proxy), with the proxy's io_context on its own thread.
 #include <signal.h>

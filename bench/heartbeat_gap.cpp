@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // heartbeat_gap: how late the elector's heartbeats reach a follower while the leader's io thread
 // also runs the metadata log (storage). 3 Nodes in this process over loopback
 // TCP, each on its own io_context and thread, profile "fast" (heartbeat every 100 ms) with

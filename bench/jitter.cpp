@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Stability under jitter: every peer link delayed by latency +- jitter (close to the heartbeat
 // period) in leader-bounce's proxy; leader changes counted from the nodes' own counters.
 #include <fmt/core.h>

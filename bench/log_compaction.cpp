@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Compaction under a sustained write load: one log core (a 1-node cluster: every entry
 // commits once durable) on FileStorage in a temporary directory, fed as fast as it takes entries
 // for --seconds. Every --interval seconds it prints the process RSS, the bytes on disk

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // log_throughput: commits per second and commit latency of the replicated metadata log through
 // the embedding API (Node::propose), on a 3-node cluster in this process over loopback TCP.
 // Each node runs on its own io_context and thread (as three daemons would); the proposer runs on

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // conclave-bench FIGURE [options]: prints benchmark figures (see bench/README.md).
 #include <unistd.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Processes of the peers the benchmarks compare with (etcd, ZooKeeper): finding the binary, free
 // loopback ports, a private temporary directory, and forking a member in its own process group
 // with its output in a log file.

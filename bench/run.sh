@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # One command per benchmark figure; each prints the command, the machine and the figures.
 # failover and cold-start compare with etcd and ZooKeeper when installed (interleaved run by run;
 # each missing peer is skipped with a line saying how to install it).

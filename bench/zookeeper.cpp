@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ZooKeeper as a FailoverTarget: N servers on 127.0.0.1, one JVM each (Debian's `zookeeper`
 // package: QuorumPeerMain from /usr/share/java/zookeeper.jar), each with its own data directory
 // and myid. Roles are read with the `srvr` four-letter word on each server's client port

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # A program links exactly one build of each pure core: the production one (conclave_elector,
 # conclave_replication) or the planted one (conclave_elector_planted, conclave_replication_planted),
 # never both. Both define the same symbols, so a static link that pulls in both would pick one per

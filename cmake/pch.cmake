@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Precompiled headers for the third-party headers that dominate compile time (Boost.Asio/Beast,
 # nlohmann_json, spdlog/fmt, Catch2). Each is parsed once per build flavour instead of once per
 # translation unit.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer entry point (CONCLAVE_FUZZ=ON with clang). Run, e.g.:
 //   build/fuzz/fuzz/frame_fuzzer -max_total_time=60 fuzz/corpus/frame
 #include "frame_target.hpp"

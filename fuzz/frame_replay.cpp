@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Deterministic stand-in for the fuzzer, built always and run by CTest:
 //   frame_replay CORPUS_DIR [EXTRA_INPUTS]   replays every file in CORPUS_DIR, then EXTRA_INPUTS
 //                                            (default 4000) random and mutated inputs from a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The body shared by the libFuzzer target and the corpus-replay driver: feeds arbitrary bytes
 // through what a node does with bytes from a socket (frame decoder, then the control and elector
 // decoders) and checks the decoder's invariants. Any crash, sanitizer report or failed check is a

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Configures and builds one flavour of Conclave.
 #   scripts/build.sh [release|asan|tsan] [TARGET...]   -> build/<flavour> (all targets by default)
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs the dependencies, builds conclaved and leader-bounce, and runs the demo: real conclaved
 # processes on 127.0.0.1 behind leader-bounce's fault proxy, in the BlazingMQ article's scenarios.
 #   1. ping-pong  (4 nodes, only the A-B link cut), scouting on vs off

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs Conclave's build and test dependencies from Debian's packages.
 # Idempotent: does nothing (and says nothing) when everything is already installed.
 #   scripts/install-deps.sh           what the build and the demo need

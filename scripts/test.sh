@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs the dependencies, builds Conclave, and runs every test: first the optimised build,
 # then the whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer, then the
 # networking tests (the only multi-threaded-capable code: Asio, TLS) and the Node API called from

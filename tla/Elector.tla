@@ -1,3 +1,4 @@
+\* SPDX-License-Identifier: Apache-2.0
 ------------------------------- MODULE Elector -------------------------------
 (***************************************************************************)
 (* Conclave's elector, one TLA+ action per C++ handler of                  *)

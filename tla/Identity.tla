@@ -1,3 +1,4 @@
+\* SPDX-License-Identifier: Apache-2.0
 ------------------------------- MODULE Identity -------------------------------
 (***************************************************************************)
 (* Node identity and state loss (docs/design.md, "Node identity";          *)

@@ -1,3 +1,4 @@
+\* SPDX-License-Identifier: Apache-2.0
 ------------------------------ MODULE MCElector ------------------------------
 (***************************************************************************)
 (* Model-checking wrapper for Elector: symmetry, state constraints, a      *)

@@ -1,3 +1,4 @@
+\* SPDX-License-Identifier: Apache-2.0
 ---------------------------- MODULE MCElectorLive ----------------------------
 (***************************************************************************)
 (* Liveness model: after the fault, does some node become leader and      *)

@@ -1,3 +1,4 @@
+\* SPDX-License-Identifier: Apache-2.0
 -------------------------- MODULE MCElectorMembership --------------------------
 (***************************************************************************)
 (* Model-checking wrapper for the membership slice of Elector.tla (issue   *)

@@ -1,3 +1,4 @@
+\* SPDX-License-Identifier: Apache-2.0
 ---------------------------- MODULE MCMembership ----------------------------
 (* Model-checking wrapper for Membership: symmetry over the initial voters  *)
 (* (configuration 0 treats them alike, and any voter may be removed), the   *)

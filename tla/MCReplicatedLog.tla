@@ -1,3 +1,4 @@
+\* SPDX-License-Identifier: Apache-2.0
 --------------------------- MODULE MCReplicatedLog ---------------------------
 (* Model-checking wrapper for ReplicatedLog: symmetry and the state         *)
 (* constraint.                                                               *)

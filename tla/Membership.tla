@@ -1,3 +1,4 @@
+\* SPDX-License-Identifier: Apache-2.0
 ----------------------------- MODULE Membership -----------------------------
 (***************************************************************************)
 (* Membership changes (issue 18): the design of docs/membership.md, before *)

@@ -1,3 +1,4 @@
+\* SPDX-License-Identifier: Apache-2.0
 ---------------------------- MODULE ReplicatedLog ----------------------------
 (***************************************************************************)
 (* Conclave's replicated metadata log with leader sync, one TLA+ action    *)

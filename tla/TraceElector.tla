@@ -1,3 +1,4 @@
+\* SPDX-License-Identifier: Apache-2.0
 ---------------------------- MODULE TraceElector ----------------------------
 (***************************************************************************)
 (* Trace validation: is a simulator trace a behaviour of Elector?          *)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs the TLC models of the elector and log specs and checks each gives the expected result.
 #   tla/check.sh             the CI set (CTest's tla_models), then the action-coverage gate
 #   tla/check.sh --all       the CI set and the bigger models (times in tla/README.md)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Sourced by check.sh and validate-trace.sh: finds TLC.
 # Sets the array TLC_CMD. Without TLC: in CI (CI=true) prints why and exits 1, so that a CI run
 # can never pass without model checking; elsewhere prints the skip line and exits 77 (CTest's

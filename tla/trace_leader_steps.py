@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Which leader-half steps do these simulator NDJSON traces take?
 
     trace_leader_steps.py [--require] TRACE.ndjson...

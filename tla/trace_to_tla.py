@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Converts a simulator NDJSON trace (see TRACE format in tla/README.md) into
 TraceData.tla and TraceElector.cfg for TraceElector.tla.
 

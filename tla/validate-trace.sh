@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Checks with TLC that simulator traces (NDJSON) are behaviours of Elector.tla.
 #   tla/validate-trace.sh [--expect-fail] TRACE.ndjson...
 # Exit 0 when every trace validates (or, with --expect-fail, when every trace is rejected),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // conclavectl: the operator's command-line client of conclaved's HTTP admin API (node/README.md,
 // "conclavectl"). Asynchronous Boost.Beast HTTP/1.1 client: every exchange runs on an io_context
 // that stops at the command's deadline (--timeout), so no node (paused, blackholed, half-open TLS)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // conclaved: one Conclave node as a daemon. See node/README.md and docs/interfaces.md.
 //   conclaved --config FILE --node-id ID [--join HOST:PORT] [--print-config] [--help] [--version]
 //   conclaved --repair --config FILE --node-id ID [--min-term T]   (offline, node stopped)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // conclave-demo: runs the BlazingMQ article's two 4-node scenarios (non-sticky leader, leader
 // ping-pong) in the deterministic simulator, with ElectionScouting on and off, and prints a
 // leadership timeline and a summary per run. Simulated time, fast profile: takes well under a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Install/export: headers and static libraries of elector, replication, codec, net, drivers and
 # node, a CMake package (find_package(conclave), or find_package(Conclave): the lower-case file
 # names serve both spellings -> conclave::elector, conclave::codec, conclave::net,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // leader-bounce: real conclaved processes, a fault proxy on every peer link, a timeline picture.
 #include <unistd.h>
 

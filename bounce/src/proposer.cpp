@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "conclave/bounce/proposer.hpp"
 
 #include <boost/asio/co_spawn.hpp>

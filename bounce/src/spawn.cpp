@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Forking a daemon with a clean set of descriptors (see spawn.hpp).
 #include "conclave/bounce/spawn.hpp"
 

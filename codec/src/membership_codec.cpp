@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "conclave/codec/membership_codec.hpp"
 
 #include <nlohmann/json.hpp>

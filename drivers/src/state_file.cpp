@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "conclave/drivers/state_file.hpp"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The elector core. "Departure N" refers to the numbered departures from BlazingMQ in
 // docs/design.md.
 #include "conclave/elector/elector.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Names of the planted bugs: compiled only into conclave_elector_planted (the simulator's and the
 // tests' build of the core), so that the production library and `conclaved` carry none of them.
 #include "conclave/elector/config.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Human-readable names for logs, traces and test failure messages.
 #include <sstream>
 

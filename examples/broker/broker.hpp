@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A broker-like service embedding conclave::node::Node (example).
 //
 // Every broker runs a Node. Only the leader does the leader-only work: it assigns the partitions

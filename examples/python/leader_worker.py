@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Leader-only work from a service not written in C++ (Python standard library only).
 
     leader_worker.py --node 127.0.0.1:8101 --id n1 --store /tmp/store.log [--duration SECONDS]

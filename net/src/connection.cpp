@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One mesh connection: connect or accept, optional TLS, Hello exchange, then frames both ways.
 #include <netinet/in.h>
 #include <netinet/tcp.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The mesh: listener, dialing with backoff, peer slots, frame dispatch.
 #include <spdlog/spdlog.h>
 

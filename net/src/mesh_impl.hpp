@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal to net/: the mesh's state and its connections. Not installed.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "conclave/node/admin_server.hpp"
 
 #include "conclave/core/check.hpp"

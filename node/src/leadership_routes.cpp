@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GET /leadership on the admin server: the node's leadership snapshot, and a bounded long-poll
 // for sidecars and services in any language (see node/README.md for the contract).
 #include <boost/asio/steady_timer.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GET /members and POST /members on the admin server (issue 18; node/README.md has the contract).
 #include "conclave/node/admin_routes.hpp"
 #include "conclave/node/membership.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Node's side of the replicated metadata log: the LogDriver's creation, propose(),
 // subscribe_committed(), /status fields and metrics. Kept apart from node.cpp.
 #include <algorithm>

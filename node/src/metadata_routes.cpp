@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // POST /metadata and GET /metadata on the admin server (see node/README.md for the contract).
 #include <algorithm>
 #include <charconv>

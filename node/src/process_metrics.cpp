@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // process_* metrics (the Prometheus client libraries' names) and conclave_build_info, from
 // getrusage, getrlimit and Linux's /proc/self. A file that cannot be read leaves its gauge as it
 // was: /metrics never fails because of it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers shared by the admin route files for reading query parameters (private to node/src).
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The admin server's request target: path and percent-decoded query, parsed by Boost.URL.
 #include "request_target.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The admin server's request target (private to node/src).
 #pragma once
 

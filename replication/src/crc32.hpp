@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CRC-32 of the log's files (IEEE 802.3, reflected polynomial 0xEDB88320, initial and final value
 // 0xFFFFFFFF: the zlib/PNG one): Boost.CRC. Internal to replication/.
 #pragma once

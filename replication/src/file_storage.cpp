@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FileStorage: append-only record file plus an atomically replaced meta file. POSIX only.
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The replicated log core. Read replication/README.md first: it states the protocol and the
 // invariants that the CONCLAVE_CHECKs below enforce.
 #include "conclave/replication/log.hpp"

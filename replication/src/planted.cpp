@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Names of the log's planted bugs: compiled only into conclave_replication_planted (the
 // simulator's and the tests' build of the log core), so that the production library and
 // `conclaved` carry none of them. The planted core's constructor looks its bug up here, so any

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Encoding of one log entry as a file record (see FileStorage). Internal to replication/.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "conclave/sim/log_invariants.hpp"
 
 #include <algorithm>

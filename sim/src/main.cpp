@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // conclave-sim: runs seeded random schedules (or the exhaustive explorer) against the real elector
 // core and reports speed and any invariant violation. Exit status: 0 no violation, 1 a violation
 // (or, with --expect-violation, none), 2 bad command line.

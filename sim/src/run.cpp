@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "conclave/sim/run.hpp"
 
 #include "conclave/elector/backoff.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Hostile input: messages handed straight to a node's cores, bypassing the simulated network (a
 // forged frame from anywhere). The run's invariants are checked after the step as for any input.
 #include "conclave/sim/simulator.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The replicated log in the simulator: each node's ReplicatedLog beside its elector, its storage,
 // timers, messages on the shared mesh, and the client workload. See simulator.hpp and
 // sim/README.md ("The replicated log").

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The summary computed from synthetic observation sequences.
 #include <catch2/catch.hpp>
 #include <vector>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A stand-in for `conclaved`, for leader-bounce's own end-to-end tests until the real daemon
 // lands. It speaks the command line, config and GET /status of docs/interfaces.md, runs
 // the real elector core, and uses a deliberately simple mesh: newline-delimited JSON messages over

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The "no acknowledged entry lost" check on synthetic proposals and logs, and the decoders it
 // relies on (GET /metadata pages, Location headers).
 #include <catch2/catch.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fault proxy's modes, each against a loopback echo server.
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>

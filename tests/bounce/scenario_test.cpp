@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // leader-bounce end to end: real processes, the expectations for each scenario.
 // BOUNCE_TOOL and BOUNCE_DAEMON are set by CMake (the daemon is conclaved, or the test-only
 // fake_conclaved until conclaved exists).

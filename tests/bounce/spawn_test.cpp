@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A daemon started by leader-bounce or the benchmarks inherits no descriptor of the tool: a
 // socket the tool holds (Asio opens them without close-on-exec) must not stay open in the child,
 // or resetting a proxied connection would not reach the peer while the child lives.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Ranked candidacy: the order every node computes, and the waits the core arms with
 // `"backoff": "ranked"` (the fast profile's 25 ms slot; the random source returns 7, so the
 // jitter is 7 mod (25 / 8 + 1) = 3 ms).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The paths the state builders of harness.hpp take, step by step, with every emitted action.
 // These are also the cells "Stopped x start", "F-none x InitialWait", "F-scouting x
 // ScoutingResponse(yes)", "F-none x ElectionProposal(higher)", "F-none x LeaderHeartbeat(equal)",

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Config profiles and validation; FencingGate.
 #include <catch2/catch.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Test harness for the elector core: a node under test driven through its public inputs, builders
 // for the actions it is expected to emit, and builders that put a node into each state of the
 // transition table (tests/elector/README.md).

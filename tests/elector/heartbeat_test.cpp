@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // "Departure N" refers to the numbered departures from BlazingMQ in docs/design.md.
 // Cells: every state x LeaderHeartbeat, HeartbeatAck, HeartbeatResponse, LeadershipCession.
 #include "harness.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Cells: every state x start, every state x stop, and Stopped x every other input.
 #include "harness.hpp"
 

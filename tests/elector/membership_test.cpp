@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Membership, the elector's slice (docs/membership.md R5, R7, R8): set_voters(), the
 // version fence in HandleScoutingRequest / HandleElectionProposal, counting over the voters, and a
 // non-voter that never stands. Simulated time; the conventions of harness.hpp.

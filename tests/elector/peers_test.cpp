@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Cells: every state x peer up, peer down (leader / other), transfer_leadership (accepted and each
 // refusal), and messages from nodes outside the cluster.
 #include "harness.hpp"

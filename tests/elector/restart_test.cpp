@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // "Departure N" refers to the numbered departures from BlazingMQ in docs/design.md.
 // Restart: the durable state a driver persisted (PersistState actions) is reloaded into a new
 // Elector. The node never votes twice in a term, never goes back in term, and a PersistState always

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A small deterministic in-test router for several electors: each node is an ElectorRuntime (the
 // one interpreter of the core's actions, runtime/) over a NodeEnv of this router; the router
 // delivers messages FIFO per link after a fixed latency, fires timers in simulated-time order and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The two disruptions of BlazingMQ's elector article (seed 002), 4 nodes, fast profile, a minute of
 // simulated time each, in the deterministic router:
 //   (a) non-sticky leader: B is isolated from everyone, then the network heals;

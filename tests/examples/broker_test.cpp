@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The broker example: 3 brokers (3 Nodes on one io_context, loopback, fast profile) share a store
 // guarded by a FencingGate. Only the leader assigns; a deposed leader's late writes are rejected.
 #include <catch2/catch.hpp>

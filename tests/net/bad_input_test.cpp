@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Bad input never hurts a node: each case closes only the offending connection, is counted, and
 // the cluster keeps its leader. Also: a stalled peer overflows its own queue only.
 #include <nlohmann/json.hpp>

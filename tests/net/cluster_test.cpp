@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Loopback clusters over real TCP: election, failover through connection loss, rejoin.
 #include <spdlog/sinks/null_sink.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers for the loopback tests: free ports, temp dirs, in-process nodes, bounded run loops.
 #pragma once
 

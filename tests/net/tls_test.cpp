@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Mutual TLS with a cluster CA. Certificates are generated at run time with the openssl command.
 #include <boost/asio/ssl.hpp>
 #include <cstdlib>

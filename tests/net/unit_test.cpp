@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Pure pieces of net/: frame decoder, handshake checks, state file.
 #include <stdlib.h>
 #include <catch2/catch.hpp>

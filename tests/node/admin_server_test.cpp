@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The admin HTTP server over real loopback sockets (127.0.0.1, port 0), driven by an async Beast
 // client on the same io_context. Every wait is bounded (RunUntil); timeouts are configured short.
 #include <catch2/catch.hpp>

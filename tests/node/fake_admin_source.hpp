@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A scripted AdminSource for admin-route tests: returns what the test put in it and records the
 // commands it received.
 #pragma once

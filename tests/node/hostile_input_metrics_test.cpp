@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The cores' drop and alarm counters reach /metrics, by reason (issue 15).
 #include <catch2/catch.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Bad input never crashes anything: seeded random mutations of a config file, and random bytes
 // sent to the admin HTTP server. Deterministic (fixed seeds) so that a failure reproduces.
 #include <catch2/catch.hpp>

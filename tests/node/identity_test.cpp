@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The node's identity (node/identity.hpp, drivers/state_file.hpp): the vote record's checksum and
 // owner, the cross-check of the data directory at start, and the peers' incarnations.
 #include <catch2/catch.hpp>

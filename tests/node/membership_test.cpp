@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Membership changes (issue 18) through the Node API and HTTP, on a real 3-node loopback cluster
 // in one process (node_cluster.hpp): remove a follower (writes commit without it), add it back as
 // a learner (it catches up, never votes) and promote it; remove the leader (it steps down, another

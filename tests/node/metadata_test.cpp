@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The replicated metadata log through the Node API and HTTP, on a real 3-node loopback cluster in
 // one process (one io_context): proposals commit and every node's subscriber sees them in order,
 // followers refuse (and redirect over HTTP), a new leader keeps what was acknowledged, a restarted

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A 3-node cluster of Nodes on 127.0.0.1 in one process (one io_context) with the metadata log,
 // and an HTTP client for their admin servers: shared by the metadata log's tests
 // (metadata_test.cpp) and membership's (membership_test.cpp). Every wait is bounded.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Node's embedding API on one real loopback node (a 1-node cluster elects itself): level-triggered
 // subscriptions, several subscribers, refusals, graceful stop. Bounded by run_one_for deadlines.
 #include <spdlog/sinks/ostream_sink.h>

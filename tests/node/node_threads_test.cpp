@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Node's embedding API called from threads other than the io thread while Node::run() drives the
 // node on its own thread (issue 19). Meant for TSan: a data race between the callers and the io
 // thread fails it. One real loopback node (a 1-node cluster elects itself); every wait bounded.

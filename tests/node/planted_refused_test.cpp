@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The production log core (conclave_replication, what node/ and conclaved link) has no planted-bug
 // code paths and refuses a config naming one; the planted build (conclave_replication_planted)
 // accepts them (tests/replication, tests/sim).

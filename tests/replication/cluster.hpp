@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A small deterministic in-test cluster of log cores, each inside the shared runtime
 // (runtime/log_runtime.hpp, LogRuntime<Cluster's NodeEnv>): the test plays the elector (one leader
 // per term, terms only grow), the network (loss, reorder, duplication), the clock (which armed

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Randomised runs of a 3-node (and 5-node) cluster of log cores in the shared runtime: leader
 // changes at any time (stale leaders left unaware), message loss / reorder / duplication, group
 // commit at random points, stale timer instances, crashes that lose non-durable entries. Checked

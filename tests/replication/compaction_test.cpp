@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Compaction, snapshot install and the quota (NOSPACE) of the log core, and the snapshot file of
 // FileStorage. Helpers are prefixed Cx so that the unity build does not clash.
 #include <unistd.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Test helpers shared by the log core's cell tests: pick actions of one type out of a batch.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The runtime's asynchronous group commit (LogRuntime::begin_sync / sync_done, what the daemon's
 // storage thread drives) and the storage side of it (LogStorage::begin_sync / sync / end_sync):
 // nothing is acknowledged before the sync covering it completed, appends made while a sync runs

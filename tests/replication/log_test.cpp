@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Unit tests of the log core's transitions, one input at a time, asserting the actions produced.
 #include <catch2/catch.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Membership in the log core (docs/membership.md §3 and §6 "Log core"): configuration
 // entries, the active configuration (latest in the committed prefix), R1-R4, R6, R8, one input
 // at a time with simulated time.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `conclaved --repair`: FileStorage::repair() and the repaired marker on disk, and the
 // log core's non-voting rules while the marker is set (no sync answer, non-voting acks the leader
 // does not count, a repaired leader that does not count itself) and when it is removed.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FileStorage and MemoryStorage: round trips, fsync policies, and recovery from torn or corrupt
 // files: a torn last record is reported and truncated, any other damage refused (never handed to
 // the core, never silently cut).

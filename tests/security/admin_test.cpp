@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Admin API attacks of issue 15 (finding 5: CSRF / DNS rebinding / unauthenticated writes;
 // finding 6: idle sockets on the admin port) and conclaved's secure-by-default start-up checks.
 #include <sys/stat.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Mesh attacks of issue 15 against the fixes: impersonation (finding 1), idle-socket floods
 // (finding 6), reconnect storms and channel mismatches (finding 7). Real loopback sockets.
 #include <atomic>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Ranked candidacy in the simulator: safety and liveness under faults that hit the
 // node ranked first, every node ranked first in turn, random schedules with the ranked backoff,
 // and cold starts that are not contested. Split votes are counted and printed per case.

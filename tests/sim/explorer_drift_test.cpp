@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The exhaustive explorer keeps its own interpreter of the elector's actions (cheap copies of
 // value-type states; HACKING.md, "Who interprets the cores' actions"). This test keeps the
 // exception honest: random walks through the explorer's step function (explorer_walk) are

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Hostile-peer fuzzer ("no input wedges or crashes a node"): well-formed messages with
 // arbitrary field values, from any node id, handed to Elector::receive and ReplicatedLog::receive
 // inside the simulator, next to the honest traffic of a running cluster with a client workload.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The replicated log in the simulator (SimOptions::log / RunOptions::log): replay, the workload,
 // liveness at the end of a run, the trace, and proof that the log checks bite (planted bugs).
 // The seeded batches with the log are in seeds_test.cpp ([log], [log-five-nodes]).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Membership through the real log core: configuration entries proposed with
 // propose_config on the ACTIVE leader, the log's NotifyMembership handed to each node's elector
 // (Simulator's LogEnv::membership -> set_voters), under faults, with the elector's and the log's

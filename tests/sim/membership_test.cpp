@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Membership, the elector's slice: voter sets changed the way the log would change
 // them (sim/include/conclave/sim/membership.hpp), under faults. The version fence (R5) keeps one
 // leader per term; the planted IgnoreConfigVersion (no fence) must be caught.

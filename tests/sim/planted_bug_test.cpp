@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Proof that the checks can fail: deliberately broken cores (Config::planted_bug) and a broken
 // driver (durable state lost on restart) must be caught by the simulator and the explorer.
 #include <catch2/catch.hpp>

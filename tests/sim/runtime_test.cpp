@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The shared runtime (runtime/elector_runtime.hpp, log_runtime.hpp): its rules on a scripted
 // environment, and proof that the simulator runs it (a bug planted in either runtime is caught by
 // the simulator).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Seeded random schedules of realistic length (about 1,400 events and 4-8 fault episodes each)
 // with zero violations, safety and liveness. 2,200 seeds in the release build, split into
 // batches that ctest runs in parallel; plus 230 seeds with the replicated log (30 of them with

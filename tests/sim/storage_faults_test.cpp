@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Storage faults of the log as simulator faults: bit flips in a stopped node's durable
 // log (recovery refuses to start it; only the operator's repair brings it back) and slow storage
 // (the asynchronous group commit with fsyncs slower than the elector's heartbeat tolerance).

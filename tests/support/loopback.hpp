@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Test support for Nodes on 127.0.0.1 in one process: free ports, a bounded event loop, the
 // cluster config text for N nodes, and a logger that discards everything. Used by the Node API
 // tests (tests/node) and the broker example's test (tests/examples).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs conclave-sim for a few seeds (fault-free and faulty schedules), writes their NDJSON traces
 # and validates each against tla/Elector.tla. The faulty seeds together must take the leader
 # half of the protocol (tla/trace_leader_steps.py --require): a leader preempted by a

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Process test of conclavectl and GET /leadership against three real conclaved (python3 stdlib).
 
     conclavectl_test.py /path/to/conclaved /path/to/conclavectl

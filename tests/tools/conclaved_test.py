@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Process-level tests of conclaved (python3 stdlib only).
 
     conclaved_test.py /path/to/conclaved [test_function ...]

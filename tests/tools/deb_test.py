@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The Debian packages, end to end (python3 stdlib).
 
     deb_test.py BUILD_DIR CONSUMER_SOURCE_DIR
@@ -135,7 +136,8 @@ def package(build, out):
     listing = run("dpkg-deb", "-c", runtime).stdout
     for path in ["./usr/bin/conclaved", "./usr/bin/conclavectl", "./usr/bin/conclave-certs",
                  "./usr/lib/systemd/system/conclaved@.service",
-                 "./usr/share/doc/conclave/examples/cluster.json"]:
+                 "./usr/share/doc/conclave/examples/cluster.json",
+                 "./usr/share/doc/conclave/copyright"]:
         check(holds(listing, path), "the conclave package holds " + path[1:])
     check(".a\n" not in listing + "\n" and "/usr/include/" not in listing,
           "the conclave package holds no headers or static libraries")
@@ -144,7 +146,7 @@ def package(build, out):
     for path in ["./usr/include/conclave/node/node.hpp", lib + "/libconclave_node.a",
                  lib + "/cmake/conclave/conclave-config.cmake",
                  lib + "/cmake/conclave/conclave-config-version.cmake",
-                 lib + "/pkgconfig/conclave.pc"]:
+                 lib + "/pkgconfig/conclave.pc", "./usr/share/doc/conclave-dev/copyright"]:
         check(holds(listing, path), "the conclave-dev package holds " + path[1:])
     check("./usr/bin/" not in listing, "the conclave-dev package holds no programs")
     control = run("dpkg-deb", "-I", runtime).stdout

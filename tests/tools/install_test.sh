@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs the build tree into a temporary prefix, one component at a time (the runtime and dev
 # packages' contents), then against that prefix: configures and builds a consumer project with
 # find_package(conclave) and runs it; builds examples/broker on its own, out of the tree; links the

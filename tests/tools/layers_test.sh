@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The folder graph reads bottom-up: a file under a folder may include conclave/<area>/ headers only
 # of the areas listed for that folder below (and its own). Top-level users (tools/, bench/,
 # examples/, tests/, fuzz/, bounce/) are not checked. Prints each backward edge and fails on any.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The metrics contract against live /metrics of three real conclaved (python3 stdlib; issue 19).
 
     metrics_contract_test.py promtool  CONCLAVED

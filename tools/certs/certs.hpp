@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // conclave-certs: a cluster CA and per-node certificates for the mesh's mutual TLS, made with
 // OpenSSL's API (EVP_PKEY, X509, X509V3 extensions). Keys are ECDSA P-256, signatures SHA-256.
 //   create_ca(dir):   dir/ca.pem (certificate, CA:TRUE) and dir/ca.key (mode 0600)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // conclave-certs: certificates for a cluster's mutual TLS in two commands (SECURITY.md).
 #include <CLI/CLI.hpp>
 #include <algorithm>

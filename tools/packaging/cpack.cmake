@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The Debian packages: `cpack -G DEB` in a build directory makes two, one per install component
 # (tools/install.cmake):
 #   conclave_<version>-<revision>_<arch>.deb      conclaved, conclavectl, conclave-certs, the systemd
@@ -13,6 +14,9 @@ install(FILES ${_pkg}/conclaved@.service DESTINATION lib/systemd/system COMPONEN
 install(FILES ${_pkg}/cluster.json DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples COMPONENT runtime)
 install(FILES ${PROJECT_SOURCE_DIR}/node/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR}
         COMPONENT runtime)
+# The licence, where Debian looks for it (Apache-2.0; LICENSE at the repository's root).
+install(FILES ${_pkg}/copyright DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT runtime)
+install(FILES ${_pkg}/copyright DESTINATION share/doc/conclave-dev COMPONENT dev)
 # `cmake --install --strip` and CPack (CPACK_STRIP_FILES) strip the executables; the static
 # libraries lose their debug sections too (their symbols stay): 170 MB -> a few MB.
 set(_strip_code [[

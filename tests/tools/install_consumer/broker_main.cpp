@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Links examples/broker against the installed package: its store admits a write under a newer
 // fencing token and refuses a late one under an older token.
 #include <iostream>

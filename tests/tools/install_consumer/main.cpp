@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Uses the installed headers and libraries: parses a config, builds a Node, and a FencingGate.
 #include <conclave/elector/fencing.hpp>
 #include <conclave/node/node.hpp>

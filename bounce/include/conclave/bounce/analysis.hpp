@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Turns a run's observations and faults into the numbers of the summary table.
 //
 // Definitions (also in bounce/README.md):

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Starts and stops real `conclaved` processes on 127.0.0.1, each peer link through the proxy.
 //
 // Routing: the daemon's config has one "peer" address per node, which is where that node listens

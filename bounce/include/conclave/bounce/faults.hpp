@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The faults a run injected, as a time-ordered event list, and the state they add up to.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A one-shot HTTP/1.1 client for the daemon's admin endpoints (Beast, one connection per request,
 // a deadline for the whole exchange). Used by the metadata proposer and the log reader.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The metadata-log check: "no acknowledged entry lost". Pure: takes what the proposer recorded
 // and every node's committed log as read through GET /metadata, returns the verdict.
 //

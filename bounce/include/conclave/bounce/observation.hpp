@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the poller saw: one record per GET /status answer (or failure to answer).
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Polls every node's GET /status (Beast HTTP client, short timeouts) and feeds the recorder.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The metadata proposer: while a scenario runs, a steady stream of small entries
 // (key "bounce/<seq>", value {"seq": seq}) to the node believed to lead, recording every outcome;
 // afterwards, every live node's committed log read back through GET /metadata.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fault proxy: every peer link of a leader-bounce cluster runs through it.
 //
 // For each directed link A->B the proxy opens one listener on 127.0.0.1; A is configured to dial

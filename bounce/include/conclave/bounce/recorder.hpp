@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Records every observation and fault of a run and prints the live timeline.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a run leaves behind: the summary table, a JSON summary, an SVG/HTML timeline picture.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The scenarios: each starts a cluster, waits for a leader, injects its faults, heals, and
 // returns everything the run recorded.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Starting a daemon (conclaved, or a peer the benchmarks compare with) as a child process: its own
 // process group, stdout and stderr appended to a log file, stdin from /dev/null, killed with the
 // parent, and none of the parent's descriptors inherited.

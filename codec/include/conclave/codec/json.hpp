@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // JSON (logs, traces, HTTP) and CBOR (wire) forms of the elector's message model and state.
 //
 // One message model everywhere: these functions are the only place that knows how a Message looks

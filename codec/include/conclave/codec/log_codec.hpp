@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // JSON (logs, traces) and CBOR (wire, mesh Channel::Replication) forms of the replicated log's
 // messages (replication/messages.hpp).
 //

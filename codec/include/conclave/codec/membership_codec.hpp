@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // JSON form of a membership configuration (docs/membership.md §1): the value of a
 // configuration entry (key `_conclave/members`) of the replicated log.
 //

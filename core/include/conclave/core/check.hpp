@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Always-on invariant checks (TigerStyle): a violated invariant stops the node at the line where
 // the assumption broke, in release builds too. Unlike `assert`, CONCLAVE_CHECK is never compiled
 // out. It is for the code's own invariants only: data from the network or disk is validated,

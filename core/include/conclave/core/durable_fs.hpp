@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Durable file-system steps shared by every component that keeps files (the elector's state file
 // in net/, the log's FileStorage in replication/).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The vocabulary every layer shares: node ids, terms, Leader Sequence Numbers, time and node sets
 // (the elector, the log, the codec, the simulator, the mesh and the daemon).
 //

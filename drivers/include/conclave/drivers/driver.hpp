@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ElectorDriver: runs the pure elector core on an io_context, over a Mesh.
 //
 // The core's Actions are interpreted by the shared runtime (runtime/elector_runtime.hpp, the same

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // LogDriver: runs the replicated metadata log core (replication/log.hpp) on the io_context of an
 // ElectorDriver, over the same Mesh (Channel::Replication), with FileStorage on disk.
 //

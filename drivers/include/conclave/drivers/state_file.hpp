@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The elector's durable state (term, vote) and the node's identity in
 // <data_dir>/elector-state.json.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the elector core asks its driver to do. Handlers return an ordered list of these.
 //
 // Ordering contract for drivers: perform the actions in order; a PersistState must be durable

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Ranked candidacy: when to start scouting after losing the leader or at start.
 //
 // Every node computes the same order from what all of them know: the nodes by index, rotated by

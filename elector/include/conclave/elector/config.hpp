@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Elector configuration: timing profiles and validation.
 #pragma once
 

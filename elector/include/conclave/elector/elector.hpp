@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The elector core: a pure, deterministic state machine.
 //
 // Inputs are method calls (start, stop, receive, timer_fired, peer_up, peer_down,

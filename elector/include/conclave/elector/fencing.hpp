@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fencing tokens (departure 7): a downstream store accepts a write only if its token is not older
 // than the newest token it has seen. Tokens come from LeadershipSnapshot::fencing_token.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The elector's message model: one envelope (sender, term) around a variant of bodies.
 //
 // This is the only message model in Conclave: the core consumes and produces it, the codec puts it

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Length-prefixed frames: the unit the mesh carries between nodes.
 //
 // Wire layout of one frame (all integers big-endian):

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The mesh handshake: the first frame each side sends on a new connection (channel Control).
 //
 // Three steps, all on channel Control:

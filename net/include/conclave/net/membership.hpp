@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The cluster membership table: which nodes exist, their string ids and their peer endpoints.
 // The position of a node in `nodes` is its NodeId index in the elector core.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The TCP full mesh: one connection per pair of nodes, carrying typed frames.
 //
 // The mesh knows nothing about elections. It

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The admin endpoints of a node, on top of AdminServer:
 //   GET  /status                    -> 200 status JSON (status.hpp)
 //   GET  /metrics                   -> 200 Prometheus text

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A small HTTP/1.1 server for the admin interface (Boost.Beast), on a caller-supplied io_context.
 //
 // Routes are (method, exact path) -> handler; a handler gets the decoded request and returns a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The command line of `conclaved` (contract: docs/interfaces.md):
 //   conclaved --config FILE --node-id ID [--print-config] [--help] [--version]
 //   conclaved --repair --config FILE --node-id ID [--min-term T]

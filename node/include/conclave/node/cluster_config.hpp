@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The cluster config file of `conclaved` (JSON; shape fixed in docs/interfaces.md).
 //
 // Parsing is strict: every field is type- and range-checked, unknown fields are rejected (a typo

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Exclusive ownership of a data directory: flock(LOCK_EX) on <data_dir>/LOCK, held for as long as
 // the DataDirLock lives (normally the process lifetime). The kernel drops the lock when the process
 // dies, however it dies, so a crashed daemon never leaves a stale lock behind. The file holds the

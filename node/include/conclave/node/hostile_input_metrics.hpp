@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Counters of the input the cores drop or alarm on (issue 15, "no input wedges or crashes a
 // node"), for /metrics. The elector and metadata-log cores drop what no correct member could have
 // sent and count it by reason (ElectorCounters, LogCounters); this mirrors those counts, at scrape

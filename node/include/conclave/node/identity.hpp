@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The node's identity and the cross-check of its durable state at every start.
 //
 // A node's durable state is one identity: the vote record (elector-state.json, which carries the

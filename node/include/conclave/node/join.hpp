@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `conclaved --join HOST:PORT` (issue 18, docs/membership.md §4): a node with an empty data
 // directory asks a member of the cluster (the seed) to add it.
 //

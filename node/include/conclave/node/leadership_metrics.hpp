@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The elector's metrics for /metrics, fed from the core's ElectorCounters and leadership
 // snapshots. The mesh/driver counters (messages in/out by type, bad frames by kind) are mirrored
 // the same way by the Node once net/ is wired in: a collector copies monotonic counters with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Logging through spdlog, as text (default) or JSON lines.
 //
 // Text:  2026-11-23T10:00:00.123Z info  [n1] leadership changed role=leader term=7 leader=n1

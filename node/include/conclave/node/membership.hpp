@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Membership changes (issue 18, docs/membership.md) as the embedding API and the admin routes see
 // them: Node::add_learner / promote / remove_member, Node::members(), GET and POST /members.
 //

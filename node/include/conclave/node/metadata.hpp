@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The replicated metadata log as the embedding API and the admin routes see it.
 //
 // Node::propose(key, value, done) answers with a MetadataProposeResult; Node::subscribe_committed

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A small metrics registry rendered as Prometheus text exposition format 0.0.4.
 //
 // Threading: single-threaded by design. A node runs its mesh, timers, elector and HTTP server on

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Node: one Conclave cluster member in a process — the mesh, the elector driver, the metrics and
 // (optionally) the HTTP admin server, all on one io_context. This is the embedding API; the
 // `conclaved` daemon is a thin main() around it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The node table a node has learnt at run time (docs/membership.md §8, R9):
 // <data_dir>/members.json.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A strict parser for Prometheus text exposition format 0.0.4, used by tests (and tools) to check
 // that /metrics output is well-formed and to read values back.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Secure by default: the checks conclaved runs before it starts, and the secret files.
 //
 //   - Peers must authenticate: TLS ("tls") or a cluster secret ("secret_file"), unless the config

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The node's status as plain data, and its JSON form served at GET /status.
 //
 // The JSON shape is a contract (docs/interfaces.md): the leader-bounce tool, benchmarks and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the log core asks its driver to do. Every input returns an ordered list of these.
 //
 // Ordering contract for drivers: perform the actions in order.

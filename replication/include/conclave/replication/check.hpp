@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Forwarding header: the always-on checks moved to the vocabulary library (core/). Kept so that
 // code including the old path still compiles.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Configuration of the log core, with validation that names the offending field.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Entries of the replicated metadata log and the small durable state that goes with them.
 //
 // Plain data: copyable, comparable, free of I/O. Shared by the log core, its storage, and (later)

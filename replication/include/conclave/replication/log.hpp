@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The replicated metadata log core: a pure, deterministic state machine beside the elector.
 //
 // Inputs are method calls (start, on_leadership, propose, receive, timer_fired, persisted,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Membership (docs/membership.md): configuration entries of the replicated log.
 //
 // A configuration is an ordinary entry under the reserved key `_conclave/members`; its value is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The log's message model: one envelope (sender, term) around a variant of bodies. Separate from
 // the elector's messages; a driver multiplexes both over the same mesh.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Storage for the log: the durable mirror of the core's in-memory log.
 //
 // The core never touches storage; a driver performs the core's PersistEntries / TruncateEntries /

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ElectorRuntime<Env>: the one place where the elector core's Actions are interpreted.
 //
 // Production (drivers/src/driver.cpp: Asio timers, the TCP mesh, the state file) and the simulator

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // LogRuntime<Env>: the one place where the replicated log core's LogActions are interpreted, for
 // production (drivers/src/log_driver.cpp: Asio, the mesh, FileStorage) and the simulator
 // (sim/src/simulator_log.cpp: simulated time and network, MemoryStorage). Its rules:

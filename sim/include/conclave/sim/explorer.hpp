@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Exhaustive explorer: every interleaving of deliveries, drops, duplications, timer firings (any
 // armed timer may fire, in any order: time is abstracted away, as in the TLA+ spec) and
 // crash/restart of a small cluster of real elector cores, within bounds, with state hashing.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Safety invariants over the whole history of a run, shared by the simulator and the explorer.
 //
 // Checked after every step of every node:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Safety invariants of the replicated log in the simulator, checked after every step of every
 // node's log core (history variables, like those of tla/ReplicatedLog.tla):
 //   - check_invariants() of the core holds (LogCoreCheck), and no CONCLAVE_CHECK fired;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Membership runs (the elector's slice): a 4-node cluster whose voter set changes the
 // way the replicated log would change it (docs/membership.md), under faults, with the History
 // invariants checked after every step (one leader per term, votes, quorums over the leader's own

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The simulator's only source of randomness: xoshiro256** seeded through splitmix64.
 //
 // Every random decision of a run (latencies, losses, fault schedule, the elector cores' backoff)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Seeded random schedules: a fault mix, a fault window, then a fault-free tail in which liveness
 // is checked. One call runs one seed; the runner and the tests call it for many seeds.
 #pragma once

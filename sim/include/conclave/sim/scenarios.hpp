@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The two 4-node scenarios of the BlazingMQ elector article, run in the simulator (fast profile):
 //   non-sticky leader: the leader is A; B is isolated from everybody, then the network heals;
 //   leader ping-pong:  the leader is A; only the A-B link is cut (and healed much later).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Deterministic cluster simulator: N real elector cores (conclave::Elector) on a simulated network
 // with simulated time. One seeded Rng drives everything (latencies, losses, duplications, the
 // cores' random backoff, the fault schedule built on top), so a seed replays bit for bit.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Leadership tracking over a run: who leads, leader changes, needless leader changes, leaderless
 // time, and the agreement predicates used by the liveness check.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Hashes of the elector's plain-data state and messages (explorer state hashing, run fingerprints).
 #pragma once
 
