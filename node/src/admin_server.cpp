@@ -2,8 +2,8 @@
 #include "conclave/node/admin_server.hpp"
 
 #include "conclave/core/check.hpp"
-#include "request_target.hpp"
 #include "conclave/net/mesh.hpp"
+#include "request_target.hpp"
 
 #include <openssl/crypto.h>
 #include <openssl/ssl.h>
