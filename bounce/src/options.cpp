@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "conclave/bounce/options.hpp"
+#include "conclave/core/command_line.hpp"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -137,10 +138,7 @@ std::variant<Options, HelpRequested, std::string> parse_options(int argc, const 
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
-        const auto is_help = [](const char* arg) {
-            return std::string_view(arg) == "--help" || std::string_view(arg) == "-h";
-        };
-        if (std::any_of(argv + 1, argv + argc, is_help)) {
+        if (asks_for_help(argc, argv)) {
             return HelpRequested{};
         }
         return std::string(e.what());

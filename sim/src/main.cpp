@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "conclave/core/command_line.hpp"
 #include "conclave/sim/explorer.hpp"
 #include "conclave/sim/membership.hpp"
 #include "conclave/sim/run.hpp"
@@ -300,10 +301,7 @@ std::optional<int> parse_args(int argc, char** argv, SimArgs& a) {
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
-        const auto is_help = [](const char* arg) {
-            return std::string_view(arg) == "--help" || std::string_view(arg) == "-h";
-        };
-        if (std::any_of(argv + 1, argv + argc, is_help)) {
+        if (asks_for_help(argc, argv)) {
             a.help = true;
         } else {
             return usage_error(e.what());

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "certs.hpp"
+#include "conclave/core/command_line.hpp"
 
 namespace {
 
@@ -55,10 +56,7 @@ int main(int argc, char** argv) {
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
-        const auto is_help = [](const char* arg) {
-            return std::string(arg) == "--help" || std::string(arg) == "-h";
-        };
-        args.help = std::any_of(argv + 1, argv + argc, is_help);
+        args.help = conclave::asks_for_help(argc, argv);
         if (!args.help) {
             std::cerr << "conclave-certs: " << e.what() << "\n" << kUsage;
             return 2;
