@@ -45,7 +45,7 @@ std::vector<std::pair<std::string, Bytes>> seed_corpus() {
           msg(LeadershipCession{NodeId{2}})}) {
         all.insert(all.end(), f.begin(), f.end());
     }
-    // Replication channel (issue 7): every log message type in one stream.
+    // Replication channel: every log message type in one stream.
     const auto log = [](replication::LogMessageBody body) {
         return encode_frame(Channel::Replication,
                             encode_log_cbor(replication::LogMessage{NodeId{0}, Term{3}, body}));
@@ -79,7 +79,7 @@ std::vector<std::pair<std::string, Bytes>> seed_corpus() {
         {"stream-all-types", with_chunk(255, all)},
         {"stream-log-types", with_chunk(255, log_all)},
         {"stream-log-types-bytewise", with_chunk(0, log_all)},
-        // Issue 16: the optional non_voting field of a repaired node's AppendAck.
+        // The optional non_voting field of a repaired node's AppendAck.
         {"log-ack-non-voting",
          with_chunk(255, log(replication::AppendAck{true, {}, b, a, /*non_voting=*/true}))},
         {"stream-all-types-bytewise", with_chunk(0, all)},
@@ -90,7 +90,7 @@ std::vector<std::pair<std::string, Bytes>> seed_corpus() {
         {"truncated", with_chunk(1, Bytes{0, 0, 0, 0x40, 0x01, 0xa1})},
         {"nested", with_chunk(255, encode_frame(Channel::Elector, Bytes(64, 0x81)))},
         {"unknown-channel", with_chunk(255, encode_frame(static_cast<Channel>(9), Bytes{1, 2}))},
-        // Issue 18: the join exchange, and a deep payload above 512 bytes (nesting pre-pass).
+        // The join exchange, and a deep payload above 512 bytes (nesting pre-pass).
         {"join", with_chunk(255, join)},
         {"join-deep", with_chunk(255, encode_frame(Channel::Control, Bytes(3000, 0x81)))},
     };

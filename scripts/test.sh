@@ -84,7 +84,7 @@ for flavour in "${flavours[@]}"; do
 done
 
 if [ "${1:-}" != "--quick" ]; then
-  # node_thread_tests: the Node API called from several threads while the node runs (issue 19).
+  # node_thread_tests: the Node API called from several threads while the node runs.
   tsan_tests=(net_unit_tests net_cluster_tests net_bad_input_tests net_tls_tests node_thread_tests)
   phase "build (tsan: net + node thread tests)" scripts/build.sh tsan "${tsan_tests[@]}"
   regex="^($(IFS='|'; echo "${tsan_tests[*]}"))\$"

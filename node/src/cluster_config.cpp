@@ -370,12 +370,12 @@ MetadataSettings ParseMetadata(const json& value) {
         metadata.propose_timeout_ms = static_cast<std::uint32_t>(
             ExpectInteger(*timeout, "metadata.propose_timeout_ms", 10, 3'600'000));
     }
-    // storage (issue 16): "never" can lose acknowledged entries on a machine crash; it needs an
+    // storage: "never" can lose acknowledged entries on a machine crash; it needs an
     // explicit consent.
     if (const json* consent = Find(value, "unsafe_no_fsync")) {
         metadata.unsafe_no_fsync = ExpectBool(*consent, "metadata.unsafe_no_fsync");
     }
-    // Quota and compaction (issue 16). The smallest quota holds one entry of the largest size.
+    // Quota and compaction. The smallest quota holds one entry of the largest size.
     constexpr std::int64_t kMinQuotaBytes = 16 + 1024 + (64 << 10);
     if (const json* v = Find(value, "quota_bytes")) {
         const std::int64_t n = ExpectInteger(*v, "metadata.quota_bytes", 0, std::int64_t{1} << 40);
@@ -402,7 +402,7 @@ MetadataSettings ParseMetadata(const json& value) {
         metadata.compact_retain = static_cast<std::uint64_t>(
             ExpectInteger(*v, "metadata.compact_retain", 0, std::int64_t{1} << 32));
     }
-    // Membership (issue 18, R7): how far behind the leader's last entry a learner may be when
+    // Membership (R7): how far behind the leader's last entry a learner may be when
     // it is promoted.
     if (const json* v = Find(value, "promote_lag_entries")) {
         metadata.promote_lag_entries = static_cast<std::uint64_t>(

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Node's side of membership changes (issue 18): add_learner / promote / remove_member, the
+// Node's side of membership changes: add_learner / promote / remove_member, the
 // members() view, /status's "membership" and the membership metrics. Kept apart from node.cpp.
 #include "conclave/node/membership.hpp"
 

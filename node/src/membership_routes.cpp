@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// GET /members and POST /members on the admin server (issue 18; node/README.md has the contract).
+// GET /members and POST /members on the admin server (node/README.md has the contract).
 #include "conclave/node/admin_routes.hpp"
 #include "conclave/node/membership.hpp"
 

@@ -133,7 +133,7 @@ void Node::create_log_driver() {
     log.quota_entries = static_cast<std::size_t>(config_.metadata.quota_entries);
     log.compact_threshold = static_cast<std::size_t>(config_.metadata.compact_threshold);
     log.compact_retain = static_cast<std::size_t>(config_.metadata.compact_retain);
-    // Membership (issue 18): configuration entries name the ids of the config's node table.
+    // Membership: configuration entries name the ids of the config's node table.
     log.cluster_size = config_.nodes.size();
     log.self = config_.self;
     for (const NodeEntry& e : config_.nodes) {

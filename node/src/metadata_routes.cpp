@@ -122,7 +122,7 @@ void register_metadata_routes(AdminServer& server, AdminSource& source) {
             if (replication::is_reserved_key(key->get<std::string>())) {
                 return respond(json_error(400, "bad_request",
                                           "body.key: the key space _conclave/ is reserved to "
-                                          "membership (issue 18)"));
+                                          "membership (docs/membership.md)"));
             }
             const auto value = body.find("value");
             if (value == body.end()) {
@@ -160,7 +160,7 @@ void register_metadata_routes(AdminServer& server, AdminSource& source) {
                 }
                 max = static_cast<std::size_t>(*parsed);
             }
-            // On the io thread: a copy of only the page's range (storage, issue 16), in small
+            // On the io thread: a copy of only the page's range (storage), in small
             // chunks, until its raw bytes reach the page's bound; the body encodes each entry in at
             // least its raw bytes, so the builder stops at the same entry or before.
             MetadataPage page;

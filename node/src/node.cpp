@@ -469,7 +469,7 @@ void Node::stop(std::function<void()> done) {
     finish_stop();
 }
 
-// storage (issue 16): out of service on a storage failure. Exiting is simpler than rejoining when
+// storage: out of service on a storage failure. Exiting is simpler than rejoining when
 // the disk recovers, and safe: the failed log sends no acknowledgement or sync promise any more,
 // the elector persists every vote before sending it, and a restart recovers (and re-checks) the
 // files from scratch. Posted: called from inside a driver's batch of actions.
@@ -749,7 +749,7 @@ void Node::register_metrics() {
             }
             peers_up.set(up);
         });
-    // Security (issue 15): handshake refusals by reason, admin requests refused by check.
+    // Security: handshake refusals by reason, admin requests refused by check.
     auto refusals = std::make_shared<std::vector<Counter*>>();
     for (std::size_t i = 0; i < net::kRefusalCount; ++i) {
         const std::string reason(net::to_string(static_cast<net::HandshakeRefusal>(i)));

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Peer health in /metrics (issue 19): one series per other node of the membership, so that a
+// Peer health in /metrics: one series per other node of the membership, so that a
 // dashboard shows which peer is down and how long ago it was last heard from.
 #include <chrono>
 #include <cmath>

@@ -152,7 +152,7 @@ TEST_CASE("bad input closes only the offending connection and the cluster keeps 
     }
 
     {
-        // Joiners (issue 18): the node takes joins but its handler never answers; whatever a
+        // Joiners: the node takes joins but its handler never answers; whatever a
         // joiner sends besides one JoinRequest after its handshake closes only its connection.
         std::vector<std::function<void(JoinAnswer)>> unanswered;
         target.mesh->set_join_handler(

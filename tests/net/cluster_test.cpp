@@ -135,7 +135,7 @@ TEST_CASE("a failed state write stops the driver before anything depending on it
     CHECK(driver.transfer_leadership(NodeId{0}).has_value());
 }
 
-// ---- The metadata log's storage thread (issue 16) ----------------------------------------------
+// ---- The metadata log's storage thread ----------------------------------------------
 // Here so that the TSan pass of CI (net tests) runs the storage thread: fsyncs run on it while the
 // io thread appends, and its failure comes back as a storage failure.
 

@@ -143,7 +143,7 @@ TEST_CASE("startup: bad command line and bad config exit 2 with the reason", "[c
     std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("command line: --repair and --min-term (issue 16)", "[cli]") {
+TEST_CASE("command line: --repair and --min-term", "[cli]") {
     auto ok =
         parse_command_line({"--repair", "--config", "c.json", "--node-id", "n2", "--min-term=7"});
     REQUIRE(std::holds_alternative<CliOptions>(ok));

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The cores' drop and alarm counters reach /metrics, by reason (issue 15).
+// The cores' drop and alarm counters reach /metrics, by reason.
 #include <catch2/catch.hpp>
 
 #include "conclave/node/hostile_input_metrics.hpp"

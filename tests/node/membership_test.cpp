@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Membership changes (issue 18) through the Node API and HTTP, on a real 3-node loopback cluster
+// Membership changes through the Node API and HTTP, on a real 3-node loopback cluster
 // in one process (node_cluster.hpp): remove a follower (writes commit without it), add it back as
 // a learner (it catches up, never votes) and promote it; remove the leader (it steps down, another
 // leads); R7's promote lag; POST/GET /members (auth, redirect, errors), /status and the metrics.
@@ -463,7 +463,7 @@ TEST_CASE("membership §8: a new node joins through a seed, is promoted, replace
     }));
 }
 
-// Issue 18, item 3 with compaction: a learner joining a compacted log catches up from the
+// With compaction: a learner joining a compacted log catches up from the
 // snapshot; a member that was down while the node table grew and the log compacted past the
 // configuration that grew it learns the new node from the snapshot it installs (it restarts
 // with its config file's three nodes and no stored table).

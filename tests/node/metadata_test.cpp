@@ -187,7 +187,7 @@ TEST_CASE("metadata log: 3 nodes commit, refuse, redirect, fail over and catch u
     CHECK(c.nodes[leader]->log_driver()->recovery().records > 0);
 
     // GET /metadata pages are bounded in bytes (1 MiB): 20 values of 64 KB take two pages, and
-    // next_from continues where the first stopped (storage, issue 16). An opaque (non-JSON)
+    // next_from continues where the first stopped (storage). An opaque (non-JSON)
     // value is served as a string.
     REQUIRE(c.propose(second, "opaque", "not json").ok());
     const std::string big = "\"" + std::string(64000, 'b') + "\"";
@@ -236,7 +236,7 @@ TEST_CASE("metadata log: 3 nodes commit, refuse, redirect, fail over and catch u
     }
 }
 
-// Compaction and the quota (issue 16) on a real cluster: a node that was down while the others
+// Compaction and the quota on a real cluster: a node that was down while the others
 // compacted catches up from the snapshot; distinct keys fill the quota and the cluster turns
 // read-only for metadata (507 NOSPACE, /status alarm, /healthz 200, reads work).
 TEST_CASE("metadata log: compaction, snapshot catch-up and the NOSPACE quota", "[node][metadata]") {
@@ -290,7 +290,7 @@ TEST_CASE("metadata log: compaction, snapshot catch-up and the NOSPACE quota", "
     CHECK(c.propose(leader, "key0", "1").status == MetadataProposeStatus::NoSpace);
 }
 
-// ---- Storage faults (issue 16): injected ENOSPC / EIO / EROFS
+// ---- Storage faults: injected ENOSPC / EIO / EROFS
 // --------------------------------
 
 namespace {
@@ -578,7 +578,7 @@ TEST_CASE("storage faults: a follower whose fsync or state file fails leaves; th
     }
 }
 
-// The other writes of the log (issue 16): its metadata file (the term promise, written when a
+// The other writes of the log: its metadata file (the term promise, written when a
 // node adopts a term: here a new leader's), the truncation of an uncommitted tail (a node that
 // led alone rejoins a cluster that went on without it), and the snapshot file (a leader's
 // compaction). Each failure takes the node out of service like a failed append or fsync:

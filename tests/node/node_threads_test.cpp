@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Node's embedding API called from threads other than the io thread while Node::run() drives the
-// node on its own thread (issue 19). Meant for TSan: a data race between the callers and the io
+// node on its own thread. Meant for TSan: a data race between the callers and the io
 // thread fails it. One real loopback node (a 1-node cluster elects itself); every wait bounded.
 #include <atomic>
 #include <boost/asio/ip/tcp.hpp>
@@ -107,7 +107,7 @@ TEST_CASE("Node: the embedding API may be called from other threads while run() 
         caller.join();
     }
     // GET /metadata pages are built on the node's reader thread and answered on the io thread
-    // (issue 16): several readers at once, while the io thread runs.
+    //: several readers at once, while the io thread runs.
     std::atomic<int> pages_ok{0};
     std::vector<std::thread> readers;
     for (int t = 0; t < 2; ++t) {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// `conclaved --repair` (issue 16), node/src/repair.cpp: the gates on the elector state.
+// `conclaved --repair`, node/src/repair.cpp: the gates on the elector state.
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>

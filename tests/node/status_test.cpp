@@ -44,13 +44,13 @@ TEST_CASE("/status JSON has exactly the fields of interfaces.md", "[status]") {
         CHECK(j["alarms"] == json::array({"NOSPACE"}));
         CHECK(j["repaired"] == false);
         CHECK_FALSE(j.contains("repaired_term"));
-        // conclaved --repair (issue 16): the marker's term while the node is non-voting.
+        // conclaved --repair: the marker's term while the node is non-voting.
         s.log->repaired = Term{6};
         const json r = status_to_json(s);
         CHECK(r["repaired"] == true);
         CHECK(r["repaired_term"] == 6);
     }
-    SECTION("membership (issue 18): version, from_entry and this node's role") {
+    SECTION("membership: version, from_entry and this node's role") {
         CHECK_FALSE(status_to_json(s).contains("membership"));
         for (const char* role : {"voter", "learner", "removed"}) {
             s.membership = MembershipState{4, true, role};

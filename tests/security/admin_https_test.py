@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""HTTPS admin API (issue 15, part 3), end to end with real processes (python3 stdlib).
+"""HTTPS admin API, end to end with real processes (python3 stdlib).
 
     admin_https_test.py CONCLAVED CONCLAVECTL CONCLAVE_CERTS
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Admin API attacks of issue 15 (finding 5: CSRF / DNS rebinding / unauthenticated writes;
+// Admin API attacks (finding 5: CSRF / DNS rebinding / unauthenticated writes;
 // finding 6: idle sockets on the admin port) and conclaved's secure-by-default start-up checks.
 #include <sys/stat.h>
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// conclave-certs (issue 15, part 2): a cluster started from its files elects a leader; a
+// conclave-certs (part 2): a cluster started from its files elects a leader; a
 // certificate for n2 cannot log in as n1; a certificate from another CA is refused.
 #include "certs.hpp"
 #include "net/fixture.hpp"

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Metadata-log attacks of issue 15 (finding 3: a forged AppendAck with term 2^64-1 killed the
+// Metadata-log attacks (finding 3: a forged AppendAck with term 2^64-1 killed the
 // metadata log forever; finding 4: an Append contradicting a committed entry aborted a follower)
 // against a running 3-node cluster on loopback, asserting that no acknowledged entry is lost.
 //

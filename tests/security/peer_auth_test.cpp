@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Mesh attacks of issue 15 against the fixes: impersonation (finding 1), idle-socket floods
+// Mesh attacks against the fixes: impersonation (finding 1), idle-socket floods
 // (finding 6), reconnect storms and channel mismatches (finding 7). Real loopback sockets.
 #include <atomic>
 #include <nlohmann/json.hpp>

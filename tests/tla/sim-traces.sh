@@ -22,7 +22,7 @@ traces=()
 # seed 5 with all faults includes a crash and a restart; seed 7 with transfers, open-connection
 # blackholes and pauses takes the leader-half steps (a paused leader resumes to a newer leader's
 # heartbeat; checked below); seed 13 has a follower drop its paused leader on a scouting request,
-# one heartbeat check early (corroboration, issue 17).
+# one heartbeat check early (corroboration).
 runs=(
   "1:--faults none --steps 300"
   "3:--faults all --steps 600"
@@ -62,7 +62,7 @@ for path in sys.argv[2:]:
             sys.exit(0)
 sys.exit("no transfer with a cession to corrupt")
 PY
-# Membership (issue 18): a membership run (voter sets change under faults; conclave-sim
+# Membership: a membership run (voter sets change under faults; conclave-sim
 # --membership), whose trace has SetVoters steps and StaleConfig / NotAVoter refusals, must
 # validate; a copy whose first StaleConfig refusal is turned into support must be rejected.
 mtrace="$out/membership-seed-7.ndjson"

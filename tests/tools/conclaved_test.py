@@ -360,7 +360,7 @@ def log_record(term, counter, key=b"", value=b""):
 
 def test_corrupt_storage_refused(root, config_text):
     """Damage a crash cannot explain: exit 1, one line naming the file, the offset, what is
-    wrong, and what to do; the file is left as found (issue 16)."""
+    wrong, and what to do; the file is left as found."""
     log_dir = os.path.join(root, "bad-n1", "log")
     os.makedirs(log_dir, exist_ok=True)
     # The node's vote record (an earlier format, taken as is): without it the log alone is
@@ -430,7 +430,7 @@ def committed_keys(port):
 
 def test_disk_full(root):
     """The leader's disk fills during writes (a 3 MB tmpfs): it steps down, exits 1 saying why,
-    a new leader takes over, and no acknowledged entry is lost (issue 16)."""
+    a new leader takes over, and no acknowledged entry is lost."""
     mount_point = os.path.join(root, "n1")
     os.makedirs(mount_point)
     r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m,mode=0700", "tmpfs", mount_point],
@@ -508,8 +508,7 @@ def test_repair(root):
     """A flipped bit mid-log on a stopped follower: the start is refused (exit 1, naming the
     repair command); --repair is refused while the data dir is locked, then cuts the log and
     marks the node (exit 0); it rejoins non-voting ("repaired": true) until a leader of a newer
-    term has brought it up to date, then the marker goes; no acknowledged entry is lost
-    (issue 16)."""
+    term has brought it up to date, then the marker goes; no acknowledged entry is lost"""
     c = Cluster(root)
     try:
         for nid in c.ids:
@@ -766,7 +765,7 @@ def test_new_node_quarantine(root):
 
 
 def test_membership(root):
-    """Membership through real daemons (issue 18): remove a follower (it shows "removed", writes
+    """Membership through real daemons: remove a follower (it shows "removed", writes
     go on without it), restart it (it keeps its stored configuration, R9), add it back as a
     learner, promote it once caught up; a whole-cluster restart keeps the configuration."""
     c = Cluster(root)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""The metrics contract against live /metrics of three real conclaved (python3 stdlib; issue 19).
+"""The metrics contract against live /metrics of three real conclaved (python3 stdlib).
 
     metrics_contract_test.py promtool  CONCLAVED
         `promtool check metrics` (Prometheus' linter: naming conventions, _total, units, HELP)

@@ -106,7 +106,7 @@ class ElectorDriver {
     /// Leader only: the next proposal LSN (Elector::issue_lsn()), for the replicated log.
     /// nullopt when not the leader or after a failed state write.
     std::optional<Lsn> issue_lsn();
-    /// Membership (issue 18): the active configuration's voters and version, from the log
+    /// Membership: the active configuration's voters and version, from the log
     /// (LogDriver, on every NotifyMembership). Returns the reason when the elector refused them
     /// (Elector::voters_error; counted in its voter_set_refused).
     std::optional<std::string> set_voters(NodeSet voters, std::uint64_t version);

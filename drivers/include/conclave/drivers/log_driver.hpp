@@ -119,7 +119,7 @@ struct LogDriverCounters {
     std::uint64_t storage_failures = 0;
     std::uint64_t proposals_ok = 0;
     std::uint64_t proposals_failed = 0;  // every other outcome
-    // Membership (issue 18).
+    // Membership.
     std::uint64_t membership_changes = 0;  // NotifyMembership handed to the elector
     std::uint64_t voter_set_refused = 0;   // ... and refused by it (ElectorDriver::set_voters)
 };
@@ -149,7 +149,7 @@ class LogDriver {
     /// Proposes an entry; `done` is called exactly once, on the io_context thread (possibly
     /// before propose returns, for a refusal).
     void propose(std::string key, std::string value, ProposeCallback done);
-    /// Membership (issue 18): proposes a configuration entry (`value`: encode_configuration's
+    /// Membership: proposes a configuration entry (`value`: encode_configuration's
     /// JSON) through ReplicatedLog::propose_config; answered like propose(). A change the core
     /// refuses (check_config_change) is InvalidEntry: callers check it first for the reason.
     void propose_config(std::string value, ProposeCallback done);

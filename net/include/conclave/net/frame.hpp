@@ -33,7 +33,7 @@ inline constexpr std::size_t kDefaultMaxFrameBytes = std::size_t{1} << 20;
 enum class Channel : std::uint8_t {
     Control = 0,      // mesh handshake (hello) and keep-alive probes; never seen by handlers
     Elector = 1,      // conclave::Message, CBOR (codec/json.hpp)
-    Replication = 2,  // reserved for the replication log (issue 7+)
+    Replication = 2,  // the replicated metadata log
 };
 inline constexpr std::size_t kChannelCount = 3;
 

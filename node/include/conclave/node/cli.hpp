@@ -34,7 +34,7 @@ struct CliOptions {
     bool print_config = false;
     bool help = false;
     bool version = false;
-    /// Offline repair of a corrupt metadata log (issue 16; run_repair in repair.hpp).
+    /// Offline repair of a corrupt metadata log (run_repair in repair.hpp).
     bool repair = false;
     std::optional<std::uint64_t> min_term;  // --min-term, with --repair only
     /// --join HOST:PORT: ask that member to add this node (docs/membership.md §4; join.hpp).

@@ -78,7 +78,7 @@ struct MetadataSettings {
     /// Consent to "fsync": "never" (refused without it: a machine crash can lose acknowledged
     /// entries).
     bool unsafe_no_fsync = false;
-    /// Quota (issue 16): the log (snapshot + tail) may hold at most this many bytes of entries /
+    /// Quota: the log (snapshot + tail) may hold at most this many bytes of entries /
     /// entries; beyond, writes are refused with 507 and the NOSPACE alarm. 0 = no limit.
     std::uint64_t quota_bytes = std::uint64_t{256} << 20;
     std::uint64_t quota_entries = 1'000'000;
@@ -86,7 +86,7 @@ struct MetadataSettings {
     /// `compact_retain` of them into a new snapshot. 0 = never compact.
     std::uint64_t compact_threshold = 10'000;
     std::uint64_t compact_retain = 1'000;
-    /// Membership (issue 18, R7): a learner is promoted only when it holds the leader's committed
+    /// Membership (R7): a learner is promoted only when it holds the leader's committed
     /// prefix and is at most this many entries behind the leader's last entry (0..2^32).
     std::uint64_t promote_lag_entries = 1'000;
     bool operator==(const MetadataSettings&) const = default;

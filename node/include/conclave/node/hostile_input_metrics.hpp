@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Counters of the input the cores drop or alarm on (issue 15, "no input wedges or crashes a
+// Counters of the input the cores drop or alarm on ("no input wedges or crashes a
 // node"), for /metrics. The elector and metadata-log cores drop what no correct member could have
 // sent and count it by reason (ElectorCounters, LogCounters); this mirrors those counts, at scrape
 // time, into Prometheus families (all counters):

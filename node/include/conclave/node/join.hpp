@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// `conclaved --join HOST:PORT` (issue 18, docs/membership.md §4): a node with an empty data
+// `conclaved --join HOST:PORT` (docs/membership.md §4): a node with an empty data
 // directory asks a member of the cluster (the seed) to add it.
 //
 // It authenticates as the cluster's peers do (the mesh's join exchange, net/README.md "Join":

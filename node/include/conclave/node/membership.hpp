@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Membership changes (issue 18, docs/membership.md) as the embedding API and the admin routes see
+// Membership changes (docs/membership.md) as the embedding API and the admin routes see
 // them: Node::add_learner / promote / remove_member, Node::members(), GET and POST /members.
 //
 // A change is one configuration entry of the replicated metadata log (key `_conclave/members`),

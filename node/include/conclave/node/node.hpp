@@ -140,7 +140,7 @@ class Node {
     /// The log driver (counters, recovery report); nullptr when disabled.
     const net::LogDriver* log_driver() const { return log_driver_.get(); }
 
-    // ---- Membership (issue 18; membership.hpp, docs/membership.md) ----------------------------
+    // ---- Membership (membership.hpp, docs/membership.md) ----------------------------
     // Leader only. Each builds the next configuration from the active one (the implicit one,
     // every node of the table a voter at version 0, while no configuration entry committed) and
     // proposes it; `done` runs exactly once on the io_context thread: Committed with the new
@@ -268,7 +268,7 @@ class Node {
     /// Expires with the Node: work posted to the io_context checks it first.
     std::shared_ptr<int> alive_ = std::make_shared<int>(0);
     std::vector<std::function<void()>> stop_waiters_;
-    // storage (issue 16): a storage failure takes the node out of service: step down (hand over
+    // storage: a storage failure takes the node out of service: step down (hand over
     // when it can), stop, and conclaved exits with status 1.
     std::optional<std::string> storage_failure_;
     std::string storage_failure_since_;  // RFC 3339 UTC, set with storage_failure_

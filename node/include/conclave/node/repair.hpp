@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// `conclaved --repair` (issue 16): the offline repair of a corrupt metadata log. See "Corrupt log"
+// `conclaved --repair`: the offline repair of a corrupt metadata log. See "Corrupt log"
 // in node/README.md (the operator's procedure) and replication/README.md (the design and its
 // safety argument).
 #pragma once

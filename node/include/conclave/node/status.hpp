@@ -6,7 +6,7 @@
 //   - "peers[].last_contact_ms" is null for a peer never heard from since start;
 //   - "leader_status" and "commit_lsn" appear only when a metadata log is present;
 //   - "membership": {"version": N, "from_entry": bool, "role": "voter"|"learner"|"removed"}
-//     appears only when a metadata log is present (issue 18);
+//     appears only when a metadata log is present;
 //   - "storage": {"state": "ok"} or {"state": "failed", "reason": "...", "since": RFC 3339 UTC}
 //     (a failed node steps down and exits; this is what it says meanwhile);
 //   - "identity": {"incarnation": "<hex>"} plus "refused": "<why>" when a peer knows this node by
@@ -39,11 +39,11 @@ struct LogStatus {
     Lsn commit_lsn{};
     /// Raised alarms ("NOSPACE": the quota is reached, metadata writes are refused).
     std::vector<std::string> alarms;
-    /// `conclaved --repair` (issue 16): the repaired marker R while this node is non-voting.
+    /// `conclaved --repair`: the repaired marker R while this node is non-voting.
     std::optional<Term> repaired;
 };
 
-/// Membership (issue 18): this node's active configuration, when it runs a metadata log.
+/// Membership: this node's active configuration, when it runs a metadata log.
 struct MembershipState {
     std::uint64_t version = 0;
     bool from_entry = false;  // false: no configuration entry yet (every node votes, version 0)
