@@ -501,22 +501,40 @@ TEST_CASE("join: an answer above the bound is logged and replaced by a refusal")
 
 // ---- Incarnations (node/identity.hpp): a peer known by another incarnation is refused --------
 
+namespace {
+
+/// Two bare meshes on loopback (n1 dials n2) with the cluster secret and incarnations "inc-0" and
+/// "inc-1"; `tune(i, options)` changes the rest before mesh i is made. Not started.
+std::vector<std::unique_ptr<Mesh>> two_meshes(
+    asio::io_context& io, unsigned seed,
+    const std::function<void(std::uint16_t, MeshOptions&)>& tune) {
+    const auto m = make_membership(free_ports(2));
+    std::vector<std::unique_ptr<Mesh>> meshes;
+    for (std::uint16_t i = 0; i < 2; ++i) {
+        auto options = test_mesh_options();
+        options.seed = seed + i;
+        options.secret = std::string(32, 'k');
+        options.incarnation = "inc-" + std::to_string(i);
+        tune(i, options);
+        meshes.push_back(std::make_unique<Mesh>(io, m, NodeId{i}, options));
+    }
+    return meshes;
+}
+
+}  // namespace
+
 TEST_CASE("incarnations: a node refused as state_lost is told, by the dialer and by the acceptor") {
     for (const bool dialer_refuses : {true, false}) {
         for (const bool secret : {true, false}) {
             CAPTURE(dialer_refuses, secret);
             asio::io_context io;
-            const auto m = make_membership(free_ports(2));
-            std::vector<std::unique_ptr<Mesh>> meshes;
             std::vector<std::string> lost(2);
             std::vector<int> asked(2, 0);
             // n1 (index 0) always dials n2. The refusing side remembers the other by "old".
             const std::size_t refuser = dialer_refuses ? 0 : 1;
-            for (std::uint16_t i = 0; i < 2; ++i) {
-                auto options = test_mesh_options();
-                options.seed = 70U + i;
-                if (secret) {
-                    options.secret = std::string(32, 'k');
+            auto meshes = two_meshes(io, 70U, [&](std::uint16_t i, MeshOptions& options) {
+                if (!secret) {
+                    options.secret.reset();
                 }
                 options.incarnation = i == refuser ? "mine" : "new";
                 options.admit_incarnation = [&, i](NodeId, const std::string& inc, bool) {
@@ -528,8 +546,9 @@ TEST_CASE("incarnations: a node refused as state_lost is told, by the dialer and
                 options.on_state_lost = [&, i](NodeId, const std::string& detail) {
                     lost[i] = detail;
                 };
-                meshes.push_back(std::make_unique<Mesh>(io, m, NodeId{i}, options));
-                meshes.back()->start();
+            });
+            for (auto& mesh : meshes) {
+                mesh->start();
             }
             const std::size_t refused = 1 - refuser;
             REQUIRE(run_until(
@@ -548,21 +567,16 @@ TEST_CASE("incarnations: a node refused as state_lost is told, by the dialer and
 
 TEST_CASE("incarnations: an admitted incarnation connects; both sides are asked once") {
     asio::io_context io;
-    const auto m = make_membership(free_ports(2));
-    std::vector<std::unique_ptr<Mesh>> meshes;
     std::vector<std::string> seen(2);
-    for (std::uint16_t i = 0; i < 2; ++i) {
-        auto options = test_mesh_options();
-        options.seed = 80U + i;
-        options.secret = std::string(32, 'k');
-        options.incarnation = "inc-" + std::to_string(i);
+    auto meshes = two_meshes(io, 80U, [&](std::uint16_t i, MeshOptions& options) {
         options.repaired = i == 1;
         options.admit_incarnation = [&, i](NodeId, const std::string& inc, bool repaired) {
             seen[i] = inc + (repaired ? "/repaired" : "");
             return std::optional<std::string>();
         };
-        meshes.push_back(std::make_unique<Mesh>(io, m, NodeId{i}, options));
-        meshes.back()->start();
+    });
+    for (auto& mesh : meshes) {
+        mesh->start();
     }
     REQUIRE(run_until(
         io, [&] { return meshes[0]->is_up(NodeId{1}) && meshes[1]->is_up(NodeId{0}); }, 5000ms));
@@ -576,25 +590,20 @@ TEST_CASE("incarnations: an admitted incarnation connects; both sides are asked 
 TEST_CASE("quarantine: a new incarnation exchanges no elector frame until it is ended") {
     // Bare meshes with an elector channel handler counting frames: n2 is quarantined.
     asio::io_context io;
-    const auto m = make_membership(free_ports(2));
-    std::vector<std::unique_ptr<Mesh>> meshes;
     std::vector<int> frames(2, 0);
     std::vector<NodeSet> admitted(2);
-    for (std::uint16_t i = 0; i < 2; ++i) {
-        auto options = test_mesh_options();
-        options.seed = 90U + i;
-        options.secret = std::string(32, 'k');
-        options.incarnation = "inc-" + std::to_string(i);
+    auto meshes = two_meshes(io, 90U, [&](std::uint16_t i, MeshOptions& options) {
         options.quarantined = i == 1;
         options.on_admitted_by = [&, i](NodeId peer) { admitted[i].insert(peer); };
-        meshes.push_back(std::make_unique<Mesh>(io, m, NodeId{i}, options));
-        meshes.back()->set_frame_handler(
+    });
+    for (std::uint16_t i = 0; i < 2; ++i) {
+        meshes[i]->set_frame_handler(
             Channel::Elector,
             [&, i](NodeId, std::span<const std::uint8_t>) -> std::optional<FrameRejection> {
                 ++frames[i];
                 return std::nullopt;
             });
-        meshes.back()->start();
+        meshes[i]->start();
     }
     REQUIRE(run_until(
         io, [&] { return meshes[0]->is_up(NodeId{1}) && meshes[1]->is_up(NodeId{0}); }, 5000ms));
