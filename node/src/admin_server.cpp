@@ -166,7 +166,7 @@ class Session : public SessionBase,
     ~Session() {
         shared_->Unpool(*this);
         shared_->sessions.erase(this);
-        assert(shared_->stats.connections_active > 0);
+        CONCLAVE_CHECK(shared_->stats.connections_active > 0, "a session ends once it began");
         shared_->stats.connections_active -= 1;
     }
 
