@@ -113,8 +113,9 @@ followed (http:// or https://, spoken as the first request was).
 
 Exit status:
   0  success
-  1  the operation failed (refused, no leader, server error, the new leader not
-     seen before the deadline)
+  1  the operation failed (refused, server error, no leader or a leader still
+     syncing its log until the deadline: put and members retry those, which
+     appended nothing, the new leader not seen before the deadline)
   2  bad command line or config (also: an endpoint speaks HTTPS and no --cacert
      was given; a token would go over plain HTTP to a non-loopback address)
   3  unauthorized: the node answered 401 or 403 (check --token-file)
@@ -141,9 +142,10 @@ struct Options {
 
 /// A failure that ends the command with one line and an exit status.
 struct Failure : std::runtime_error {
-    Failure(int status_code, const std::string& message)
-        : std::runtime_error(message), status(status_code) {}
+    Failure(int status_code, const std::string& message, std::string http_error = {})
+        : std::runtime_error(message), status(status_code), error(std::move(http_error)) {}
     int status;
+    std::string error;  // the "error" code of an HTTP answer, when there was one
 };
 
 struct Reply {
@@ -438,7 +440,12 @@ std::string Detail(const Reply& reply) {
     if (reply.status == 401 || reply.status == 403) {
         throw Failure(kExitAuth, line);
     }
-    throw Failure(kExitFailure, line);
+    std::string error;
+    if (reply.status == 503 && reply.document.is_object() && reply.document.contains("error") &&
+        reply.document["error"].is_string()) {
+        error = reply.document["error"].get<std::string>();
+    }
+    throw Failure(kExitFailure, line, error);
 }
 
 /// Same request, following 307/308 redirects to "http://host:port/..." (at most kMaxRedirects).
@@ -974,7 +981,7 @@ int Command(const Options& options, const std::string& path, const std::string& 
 /// POSTs `body` to `path` on the leader (found by asking every node at once, so that a silent
 /// node costs nothing), else on the first node that answers (a follower redirects to the
 /// leader); the 200 reply, else a Failure.
-Reply PostAnywhere(const Options& options, const std::string& path, const json& body) {
+Reply PostOnce(const Options& options, const std::string& path, const json& body) {
     std::vector<Endpoint> order = options.endpoints;
     if (const auto leader = FindLeader(options)) {
         order.insert(order.begin(), *leader);
@@ -997,6 +1004,28 @@ Reply PostAnywhere(const Options& options, const std::string& path, const json& 
         }
     }
     throw Failure(kExitUnreachable, "no node reachable (last: " + last_error + ")");
+}
+
+/// A 503 that says the proposal was never appended: no leader yet, or a leader still syncing its
+/// log. Sending the same request again cannot apply it twice.
+bool NotAppended(const Failure& failure) {
+    return failure.error == "no_leader" || failure.error == "not_active";
+}
+
+/// PostOnce, sent again while the cluster is electing or its new leader syncs (a 503 that appended
+/// nothing), until the deadline; then the last answer's failure.
+Reply PostAnywhere(const Options& options, const std::string& path, const json& body) {
+    for (;;) {
+        try {
+            return PostOnce(options, path, body);
+        } catch (const Failure& e) {
+            const auto pause = std::chrono::milliseconds(50);
+            if (!NotAppended(e) || Clock::now() + pause >= options.deadline) {
+                throw;
+            }
+            std::this_thread::sleep_for(pause);
+        }
+    }
 }
 
 int Put(const Options& options) {

@@ -577,6 +577,33 @@ def test_members(root):
         cluster.stop_all()
 
 
+def test_put_while_electing(root):
+    """A put sent while the cluster has no leader yet waits for one, within --timeout."""
+    cluster = ct.Cluster(root)
+    try:
+        # A new cluster elects once every voter has started: two of three give it no leader.
+        early = cluster.ids[:2]
+        for nid in early:
+            cluster.start(nid)
+        ct.wait_for(lambda: all(cluster.status(n) is not None for n in early))
+        put = subprocess.Popen([CTL, "--endpoints", endpoints(cluster, early), "--timeout", "15s",
+                                "put", "early", "1"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+        time.sleep(1.0)
+        check(put.poll() is None, "put with no leader yet keeps trying (%r)" % (put.poll(),))
+        cluster.start(cluster.ids[2])
+        try:
+            out, err = put.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            put.kill()
+            out, err = put.communicate()
+        check(put.returncode == 0 and "committed at" in out,
+              "put sent before the election commits once a leader is there (%r, %r)" %
+              (put.returncode, err.strip()))
+    finally:
+        cluster.stop_all()
+
+
 def main():
     with tempfile.TemporaryDirectory(prefix="conclavectl-test-") as root:
         print("== test_usage", flush=True)
@@ -603,6 +630,10 @@ def main():
         test_stalled_tls(root)
         print("== test_environment_and_config_token", flush=True)
         test_environment_and_config_token(root)
+        electing = os.path.join(root, "electing")
+        os.mkdir(electing)
+        print("== test_put_while_electing", flush=True)
+        test_put_while_electing(electing)
         paused = os.path.join(root, "paused")
         os.mkdir(paused)
         print("== test_paused", flush=True)
