@@ -169,6 +169,8 @@ Simulator::Simulator(SimOptions options)
     blackhole_count_.assign(n * n, 0);
     slow_ms_.assign(n * n, 0);
     connection_up_.assign(n * n, 0);
+    round_trip_cache_.assign(n, RoundTripCache{});
+    ++links_version_;
     epoch_.assign(n * n, 0);
     last_arrival_ms_.assign(n * n, 0);
     base_latency_ms_.assign(n * n, 0);
@@ -289,7 +291,7 @@ void Simulator::input(std::size_t node, StepAction action, Call&& call, const Me
                       std::optional<NodeId> peer, std::optional<TimerId> timer) {
     const Busy busy(*this);
     pending_ = PendingStep{action, received, peer, timer, false, 0};
-    if (const auto rtt = round_trip(node)) {
+    if (const auto rtt = current_round_trip(node)) {
         cores_[node]->rt.observe_round_trip(*rtt);  // the ranked backoff's slot follows the links
     }
     const Actions& actions = call(cores_[node]->rt);
@@ -319,6 +321,16 @@ std::optional<std::chrono::microseconds> Simulator::round_trip(std::size_t node)
         return std::nullopt;
     }
     return std::chrono::microseconds{*largest_ms * 1000};
+}
+
+// round_trip(node), computed again only after a link's state or latency changed (it is asked
+// before every input).
+std::optional<std::chrono::microseconds> Simulator::current_round_trip(std::size_t node) {
+    RoundTripCache& cached = round_trip_cache_[node];
+    if (cached.links_version != links_version_) {
+        cached = RoundTripCache{links_version_, round_trip(node)};
+    }
+    return cached.value;
 }
 
 Config Simulator::config_for(std::size_t node) const {
@@ -373,7 +385,24 @@ bool Simulator::fault_free() const {
 
 void Simulator::push(Event e) {
     e.seq = next_seq_++;
-    queue_.push(std::move(e));
+    std::uint32_t slot = 0;
+    if (free_slots_.empty()) {
+        slot = static_cast<std::uint32_t>(event_pool_.size());
+        event_pool_.push_back(std::move(e));
+    } else {
+        slot = free_slots_.back();
+        free_slots_.pop_back();
+        event_pool_[slot] = std::move(e);
+    }
+    const Event& queued = event_pool_[slot];
+    queue_.push(QueuedEvent{queued.time_ms, queued.seq, slot});
+}
+
+Simulator::Event Simulator::pop() {
+    const std::uint32_t slot = queue_.top().slot;
+    queue_.pop();
+    free_slots_.push_back(slot);
+    return std::move(event_pool_[slot]);
 }
 
 void Simulator::start_all() {
@@ -421,8 +450,7 @@ bool Simulator::step() {
     if (violation_ || queue_.empty()) {
         return false;
     }
-    const Event e = queue_.top();
-    queue_.pop();
+    const Event e = pop();
     assert(e.time_ms >= now_ms_);
     now_ms_ = e.time_ms;
     ++stats_.events;
@@ -753,6 +781,7 @@ void Simulator::update_connection(std::size_t a, std::size_t b) {
         return;
     }
     connection_up_[ab] = connection_up_[ba] = want ? 1 : 0;
+    ++links_version_;
     ++epoch_[ab];
     epoch_[ba] = epoch_[ab];
     last_arrival_ms_[ab] = last_arrival_ms_[ba] = 0;
@@ -1039,6 +1068,7 @@ void Simulator::apply(const FaultAction& f) {
                 for (std::size_t l : {link(a, b), link(b, a)}) {
                     slow_ms_[l] = std::max<std::int64_t>(0, slow_ms_[l] + delta);
                 }
+                ++links_version_;
             }
             break;
         case FaultKind::BeginLoss:
@@ -1125,6 +1155,7 @@ void Simulator::apply(const FaultAction& f) {
             std::fill(persist_failures_.begin(), persist_failures_.end(), 0);
             std::fill(blackhole_count_.begin(), blackhole_count_.end(), 0);
             std::fill(slow_ms_.begin(), slow_ms_.end(), 0);
+            ++links_version_;
             loss_ppm_ = duplication_ppm_ = 0;
             loss_depth_ = duplication_depth_ = reorder_depth_ = 0;
             std::fill(cut_count_.begin(), cut_count_.end(), 0);

@@ -346,6 +346,7 @@ class Simulator {
     bool join(NodeId n, std::size_t table, NodeSet voters, std::uint64_t version);
 
   private:
+    std::optional<std::chrono::microseconds> current_round_trip(std::size_t node);
     enum class LogInput : std::uint8_t {
         Start,
         OnLeadership,
@@ -384,7 +385,8 @@ class Simulator {
         Message message;
     };
     struct Later {
-        bool operator()(const Event& x, const Event& y) const {
+        template <class E>
+        bool operator()(const E& x, const E& y) const {
             return x.time_ms != y.time_ms ? x.time_ms > y.time_ms : x.seq > y.seq;
         }
     };
@@ -503,6 +505,7 @@ class Simulator {
 
     std::size_t link(std::size_t a, std::size_t b) const { return a * options_.nodes + b; }
     void push(Event e);
+    Event pop();  // the earliest event (the queue must not be empty)
     Config config_for(std::size_t node) const;
     void dispatch(const Event& e);
     /// A step that gives the core no input through the runtime (IssueLsn): hooks only.
@@ -606,7 +609,16 @@ class Simulator {
     History history_;
     std::int64_t now_ms_ = 0;
     std::uint64_t next_seq_ = 0;
-    std::priority_queue<Event, std::vector<Event>, Later> queue_;
+    // The event queue: a heap of (time, sequence, slot) keys over a pool of events, so the heap
+    // moves 24 bytes, not a whole event with its message.
+    struct QueuedEvent {
+        std::int64_t time_ms = 0;
+        std::uint64_t seq = 0;
+        std::uint32_t slot = 0;
+    };
+    std::priority_queue<QueuedEvent, std::vector<QueuedEvent>, Later> queue_;
+    std::vector<Event> event_pool_;
+    std::vector<std::uint32_t> free_slots_;
     std::vector<FaultAction> faults_;
 
     std::vector<std::unique_ptr<SimNode>> cores_;  // nullptr when crashed
@@ -621,9 +633,16 @@ class Simulator {
     std::vector<std::uint16_t> blackhole_count_;  // direction a -> b
     std::vector<std::int64_t> slow_ms_;           // symmetric extra latency
     std::vector<std::uint8_t> connection_up_;     // symmetric
-    std::vector<std::uint32_t> epoch_;            // symmetric connection epoch
-    std::vector<std::int64_t> base_latency_ms_;   // direction a -> b
-    std::vector<std::int64_t> last_arrival_ms_;   // direction a -> b (FIFO)
+    // Bumped whenever connection_up_, slow_ms_ or base_latency_ms_ change: round_trip()'s cache.
+    std::uint64_t links_version_ = 0;
+    struct RoundTripCache {
+        std::uint64_t links_version = ~std::uint64_t{0};
+        std::optional<std::chrono::microseconds> value;
+    };
+    std::vector<RoundTripCache> round_trip_cache_;
+    std::vector<std::uint32_t> epoch_;           // symmetric connection epoch
+    std::vector<std::int64_t> base_latency_ms_;  // direction a -> b
+    std::vector<std::int64_t> last_arrival_ms_;  // direction a -> b (FIFO)
 
     std::uint32_t loss_ppm_ = 0;
     std::uint32_t duplication_ppm_ = 0;
