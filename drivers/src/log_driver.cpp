@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "conclave/drivers/log_driver.hpp"
+#include "conclave/core/check.hpp"
 
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/post.hpp>
-#include <cassert>
 #include <limits>
 #include <stdexcept>
 
@@ -225,7 +225,7 @@ void LogDriver::propose_config(std::string value, ProposeCallback done) {
 
 void LogDriver::propose_entry(std::string key, std::string value, bool config,
                               ProposeCallback done) {
-    assert(done);
+    CONCLAVE_CHECK(done, "a proposal has a completion callback");
     if (!running()) {
         ++counters_.proposals_failed;
         done(ProposeOutcome{failed() ? ProposeStatus::Failed : ProposeStatus::Stopped, kNoLsn});

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "conclave/net/frame.hpp"
+#include "conclave/core/check.hpp"
 
-#include <cassert>
 #include <limits>
 
 namespace conclave::net {
@@ -42,7 +42,8 @@ std::string_view to_string(BadFrameKind k) {
 
 void encode_frame(Channel channel, std::span<const std::uint8_t> payload,
                   std::vector<std::uint8_t>& out) {
-    assert(payload.size() < std::numeric_limits<std::uint32_t>::max());
+    CONCLAVE_CHECK(payload.size() < std::numeric_limits<std::uint32_t>::max(),
+                   "a frame payload fits the 32-bit length prefix");
     const auto length = static_cast<std::uint32_t>(payload.size() + 1);
     out.reserve(out.size() + kFrameHeaderBytes + payload.size());
     out.push_back(static_cast<std::uint8_t>(length >> 24));
@@ -60,7 +61,7 @@ std::vector<std::uint8_t> encode_frame(Channel channel, std::span<const std::uin
 }
 
 FrameDecoder::FrameDecoder(std::size_t max_frame_bytes) : max_frame_bytes_(max_frame_bytes) {
-    assert(max_frame_bytes_ >= 1);
+    CONCLAVE_CHECK(max_frame_bytes_ >= 1, "a frame holds at least its channel byte");
 }
 
 void FrameDecoder::feed(std::span<const std::uint8_t> bytes) {

@@ -15,7 +15,6 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
-#include <cassert>
 #include <cctype>
 #include <charconv>
 #include <deque>
@@ -880,9 +879,9 @@ AdminServer::AdminServer(boost::asio::io_context& io, AdminServerLimits limits,
                          AdminSecurity security, std::shared_ptr<asio::ssl::context> tls)
     : shared_(std::make_shared<Shared>(io, limits, std::move(security))) {
     shared_->tls = std::move(tls);
-    assert(limits.max_connections > 0);
-    assert(limits.max_requests_per_connection > 0);
-    assert(limits.request_timeout.count() > 0);
+    CONCLAVE_CHECK(limits.max_connections > 0 && limits.max_requests_per_connection > 0 &&
+                       limits.request_timeout.count() > 0,
+                   "admin limits are positive (the config validates them)");
     CONCLAVE_CHECK(limits.idle_timeout.count() > 0, "admin idle timeout is positive");
 }
 
@@ -891,15 +890,15 @@ AdminServer::~AdminServer() {
 }
 
 void AdminServer::route(const std::string& method, const std::string& path, AdminHandler handler) {
-    assert(!path.empty() && path.front() == '/');
-    assert(handler);
+    CONCLAVE_CHECK(!path.empty() && path.front() == '/' && handler,
+                   "a route has an absolute path and a handler");
     shared_->routes[path][method] = std::move(handler);
 }
 
 void AdminServer::route_async(const std::string& method, const std::string& path,
                               AsyncAdminHandler handler) {
-    assert(!path.empty() && path.front() == '/');
-    assert(handler);
+    CONCLAVE_CHECK(!path.empty() && path.front() == '/' && handler,
+                   "a route has an absolute path and a handler");
     shared_->async_routes[path][method] = std::move(handler);
     shared_->routes[path][method] = [](const AdminRequest&) {
         return json_error(500, "internal", "asynchronous route called synchronously");

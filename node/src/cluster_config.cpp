@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "conclave/node/cluster_config.hpp"
+#include "conclave/core/check.hpp"
 
 #include <algorithm>
-#include <cassert>
 #include <cctype>
 #include <charconv>
 #include <fstream>
@@ -693,7 +693,7 @@ class DuplicateKeyCheck {
                 }
                 break;
             case json::parse_event_t::key: {
-                assert(!keys_.empty());
+                CONCLAVE_CHECK(!keys_.empty(), "the parser reports a key only inside an object");
                 const auto& key = parsed.get_ref<const std::string&>();
                 if (!keys_.back().insert(key).second) {
                     throw FieldError{"invalid JSON: duplicate key \"" + key +
@@ -777,7 +777,7 @@ std::optional<NodeId> ClusterConfig::find_node(std::string_view id) const {
 }
 
 const std::string& ClusterConfig::node_name(NodeId n) const {
-    assert(n.value < nodes.size());
+    CONCLAVE_CHECK(n.value < nodes.size(), "a node index names a configured node");
     return nodes[n.value].id;
 }
 

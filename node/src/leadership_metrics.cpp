@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "conclave/node/leadership_metrics.hpp"
+#include "conclave/core/check.hpp"
 
-#include <cassert>
 #include <string>
 
 #include "conclave/elector/messages.hpp"
@@ -94,7 +94,7 @@ void LeadershipMetrics::update_counters(const ElectorCounters& c) {
     mirror(silences_corroborated_, c.silences_corroborated);
     mirror(votes_granted_, c.votes_granted);
     for (std::size_t i = 1; i < votes_refused_.size(); ++i) {
-        assert(votes_refused_[i] != nullptr);
+        CONCLAVE_CHECK(votes_refused_[i] != nullptr, "every refusal reason has its counter");
         mirror(*votes_refused_[i], c.votes_refused_by_reason[i]);
     }
     mirror(leader_changes_, c.leader_changes);

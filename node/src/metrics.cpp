@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "conclave/node/metrics.hpp"
+#include "conclave/core/check.hpp"
 
 #include <algorithm>
-#include <cassert>
 #include <charconv>
 #include <cmath>
 #include <set>
@@ -126,7 +126,7 @@ std::string format_metric_value(double v) {
     }
     char buffer[64];
     const auto result = std::to_chars(buffer, buffer + sizeof buffer, v);
-    assert(result.ec == std::errc{});
+    CONCLAVE_CHECK(result.ec == std::errc{}, "a double fits 64 characters");
     return std::string(buffer, result.ptr);
 }
 

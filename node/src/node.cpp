@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "conclave/node/node.hpp"
+#include "conclave/core/check.hpp"
 #include "conclave/node/cli.hpp"
 
 #include <array>
 #include <boost/asio/post.hpp>
 #include <boost/system/system_error.hpp>
-#include <cassert>
 #include <chrono>
 #include <ctime>
 #include <future>
@@ -260,7 +260,7 @@ Node::~Node() {
 }
 
 std::optional<std::string> Node::start() {
-    assert(!started_);
+    CONCLAVE_CHECK(!started_, "Node::start() is called once");
     if (options_.admin_http) {
         AdminSecurity admin_security;
         admin_security.token = admin_token_;

@@ -13,7 +13,6 @@
 // (std::invalid_argument).
 #pragma once
 
-#include <cassert>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -23,6 +22,8 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "conclave/core/check.hpp"
 
 namespace conclave::node {
 
@@ -34,12 +35,12 @@ using Labels = std::vector<std::pair<std::string, std::string>>;
 class Counter {
   public:
     void inc(double n = 1) {
-        assert(n >= 0);
+        CONCLAVE_CHECK(n >= 0, "a counter only grows");
         value_ += n;
     }
     /// For counters mirrored from a monotonic source (e.g. ElectorCounters) in a collector.
     void set_total(double total) {
-        assert(total >= value_);
+        CONCLAVE_CHECK(total >= value_, "a mirrored counter only grows");
         value_ = total;
     }
     double value() const { return value_; }
