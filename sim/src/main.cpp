@@ -40,12 +40,13 @@ Random schedules:
                        transfer_leadership to a random node, 1-3 times in an episode; repair
                        (with --log; not in all: "all,repair"): a crash whose log loses 1-12
                        stored tail entries and is marked repaired, as conclaved --repair does;
-                       wipe (without --log; not in all: "all,wipe"): a crash whose node loses
-                       its vote record (its restarts are refused, as conclaved exits 3), its log
-                       (the elector keeps its state) or its whole data directory (a new
-                       incarnation: quarantined, refused by peers that know an earlier one);
-                       the operator repairs it (--repair --min-term T) at the end of the episode
-                       in one case of two, else at the end of the fault window
+                       wipe (not in all: "all,wipe"): a crash whose node loses its vote record
+                       (its restarts are refused, as conclaved exits 3), its log (it starts as
+                       itself on an empty log, as conclaved does; with --log reported as
+                       log-truncated) or its whole data directory (a new incarnation:
+                       quarantined, refused by peers that know an earlier one); the operator
+                       repairs it (--repair --min-term T) at the end of the episode in one case
+                       of two, else at the end of the fault window
   --episodes E         fault episodes per seed (default 4)
   --duration MS        fault window in simulated ms (default 6000); a fault-free tail follows
   --tail MS            length of the fault-free tail (default: liveness bound + 1000)
@@ -298,10 +299,6 @@ std::string apply_named_options(const CLI::App& app, SimArgs& a) {
                    "' (expected admit-any-incarnation or none)";
         }
         a.run.identity_bug = *bug;
-    }
-    if (a.run.faults.wipe && a.run.log) {
-        return "--faults wipe: not with the log (--log and the options that imply it): the wipe "
-               "models the elector's state only";
     }
     if (app.count("--log-bug") > 0) {
         auto bug = parse_log_bug(a.log_bug);

@@ -1137,10 +1137,8 @@ void Simulator::apply(const FaultAction& f) {
             }
             break;
         case FaultKind::Wipe:
-            if (a < n && !options_.log) {
+            if (a < n) {
                 wipe(a, static_cast<WipeLoss>(std::min<std::uint32_t>(f.value, 2)));
-            } else if (a < n) {
-                ++stats_.wipes_skipped;  // the log's state is not modelled by the wipe
             }
             break;
         case FaultKind::HealAll:

@@ -14,7 +14,8 @@
 //   real one reads the running nodes' /status while they form a quorum.
 // - A message to a quarantined node is dropped when it is sent, not when it arrives: a
 //   quarantine that ends while the message travels lets conclaved take it.
-// - The elector only: runs with the log refuse the wipe fault (SimOptions validation).
+// - With the log, a wiped log loses its durable entries; the peers that had not yet seen the node
+//   go down may still count its acknowledgements of them (LogHistory::on_repair_loss).
 #include <algorithm>
 #include <ostream>
 
@@ -43,18 +44,28 @@ void Simulator::init_identity() {
 }
 
 // The wipe applies to a stopped node's disk. Like bit flips, only while the nodes whose identity
-// is not whole (wiped, refused, quarantined) stay a minority: losing a majority's state is a lost
-// quorum that no check between peers can detect (tla/README.md, "Node identity").
+// is not whole (wiped, refused, quarantined; with the log, a flipped or repaired log) stay a
+// minority: losing a majority's state is a lost quorum that no check between peers can detect
+// (tla/README.md, "Node identity"), and a repaired log needs a quorum of intact ones.
 void Simulator::wipe(std::size_t n, WipeLoss loss) {
     std::size_t damaged = 1;
     for (std::size_t j = 0; j < options_.nodes; ++j) {
-        damaged += j != n && (identity_refused_[j] != 0 || registered_[j] == 0) ? 1U : 0U;
+        const bool log_damaged =
+            options_.log && (flipped_[j] || log_storage_[j].meta().repaired.has_value());
+        damaged +=
+            j != n && (identity_refused_[j] != 0 || registered_[j] == 0 || log_damaged) ? 1U : 0U;
     }
     if (damaged >= options_.nodes / 2 + 1) {
         ++stats_.wipes_skipped;
         return;
     }
     ++stats_.wipes;
+    NodeSet connected;  // who will be told of this crash (a peer_down) but has not been yet
+    for (std::size_t j = 0; j < options_.nodes; ++j) {
+        if (j != n && connection_up_[link(n, j)] != 0) {
+            connected.insert(node_id(j));
+        }
+    }
     crash(n);
     lost_term_[n] = std::max({lost_term_[n], durable_[n].term.value, history_.max_term()});
     switch (loss) {
@@ -64,7 +75,11 @@ void Simulator::wipe(std::size_t n, WipeLoss loss) {
             identity_refused_[n] = 1;
             break;
         case WipeLoss::Log:
-            break;  // the vote record and identity are intact: it starts as itself
+            // The vote record and identity are intact: conclaved starts it as itself, on an
+            // empty log, unmarked (check_identity looks for evidence only beside a missing
+            // vote record).
+            log_wipe(n, connected);
+            break;
         case WipeLoss::Everything:
             // An empty data directory: a fresh, unregistered incarnation with an empty peer table.
             durable_[n] = DurableState{};
@@ -75,8 +90,27 @@ void Simulator::wipe(std::size_t n, WipeLoss loss) {
                 known_incarnation_.begin() + static_cast<std::ptrdiff_t>(n * options_.nodes),
                 options_.nodes, 0U);
             history_.forget_term(node_id(n));
+            log_wipe(n, connected);
+            floor_len_[n] = 0;  // a new data directory: nothing held durably before
+            floor_term_[n] = Term{};
             break;
     }
+}
+
+// The log's storage is gone: the node's durable entries are lost (their acknowledgements may still
+// be counted by the peers that have not yet seen it go down, as with a repair's loss).
+void Simulator::log_wipe(std::size_t n, NodeSet unaware) {
+    if (!options_.log) {
+        return;
+    }
+    const replication::MemoryStorage& s = log_storage_[n];
+    std::vector<Lsn> lost;
+    for (std::size_t i = 0; i < s.synced_count(); ++i) {
+        lost.push_back(s.entries()[i].lsn);
+    }
+    log_storage_[n] = replication::MemoryStorage(replication::FsyncPolicy::Batched);
+    flipped_[n].reset();
+    log_history_.on_repair_loss(node_id(n), std::move(lost), unaware);
 }
 
 bool Simulator::identity_allows_start(std::size_t n) {
@@ -152,7 +186,14 @@ void Simulator::repair_identity(std::size_t n) {
         return;
     }
     ++stats_.identity_repairs;
-    const std::uint64_t t = std::max({lost_term_[n], durable_[n].term.value, history_.max_term()});
+    std::uint64_t t = std::max({lost_term_[n], durable_[n].term.value, history_.max_term()});
+    if (options_.log) {
+        // The repaired marker R (no entry dropped): its acknowledgements count for nothing until
+        // a leader of a later term has brought it up to date. The elector's term is raised to R.
+        flipped_[n].reset();
+        log_storage_[n].corrupt_and_repair(0, Term{t});
+        t = std::max(t, log_storage_[n].meta().repaired.value_or(Term{}).value);
+    }
     durable_[n] = DurableState{Term{t}, node_id(n)};
     data_incarnation_[n] = next_incarnation_++;
     repaired_identity_[n] = 1;

@@ -34,8 +34,9 @@ struct FaultMix {
     /// A crash whose node loses its vote record, its log or its whole data directory
     /// (FaultKind::Wipe, the loss drawn by the schedule): refused at start, or back as a new
     /// incarnation that its peers refuse (state_lost) and that stays quarantined; the operator
-    /// repairs it at the end of the episode (one case in two) or of the fault window. Elector-only
-    /// runs; not part of "all": name it, e.g. "all,wipe".
+    /// repairs it at the end of the episode (one case in two) or of the fault window. With the
+    /// log, a log lost beside its vote record restarts unmarked, as in conclaved, and is reported
+    /// (log-truncated). Not part of "all": name it, e.g. "all,wipe".
     bool wipe = false;
 
     static FaultMix all();

@@ -106,7 +106,8 @@ enum class IdentityBug : std::uint8_t {
 /// directory.
 enum class WipeLoss : std::uint8_t {
     VoteRecord,  // elector-state.json: the start is refused (exit 3) until the node is repaired
-    Log,         // the log, the vote record kept (elector-only runs: the elector loses nothing)
+    Log,         // the log, the vote record kept: conclaved starts it as itself on an empty,
+                 // unmarked log (without SimOptions::log: the elector loses nothing)
     Everything,  // the whole data directory: a new incarnation, quarantined, refused by peers
                  // that know an earlier one
 };
@@ -598,6 +599,9 @@ class Simulator {
     /// refuses it (the refused node exits). True when both admitted.
     bool handshake(std::size_t a, std::size_t b);
     bool admits(std::size_t self, std::size_t peer) const;
+    /// The wipe of `n`'s log storage (SimOptions::log); `unaware`: the peers not yet told of its
+    /// crash.
+    void log_wipe(std::size_t n, NodeSet unaware);
     /// `conclaved --repair --min-term T` on a node whose start is refused, then a restart.
     void repair_identity(std::size_t n);
     /// Messages from or to a quarantined node are dropped (counted; traced).
