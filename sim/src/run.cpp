@@ -34,6 +34,21 @@ std::pair<NodeId, NodeId> random_pair(Rng& rng, std::size_t nodes) {
     return {a, NodeId{b}};
 }
 
+/// A wipe episode: a node loses its vote record, its log or everything at `start`; its restart
+/// half-way is refused (vote record lost), or it is back as a new incarnation that its peers
+/// refuse; the operator repairs it at `end` in one case of two, else the HealAll at the end of
+/// the window does.
+void schedule_wipe(Simulator& sim, std::int64_t start, std::int64_t end) {
+    Rng& rng = sim.rng();
+    const NodeId a = random_node(rng, sim.size());
+    const auto loss = static_cast<std::uint32_t>(rng.below(3));
+    sim.schedule(Millis{start}, FaultAction{FaultKind::Wipe, a, {}, 0, loss});
+    sim.schedule(Millis{(start + end) / 2}, FaultAction{FaultKind::Restart, a, {}, 0, 0});
+    if (rng.below(2) == 0) {
+        sim.schedule(Millis{end}, FaultAction{FaultKind::Repair, a, {}, 0, 0});
+    }
+}
+
 /// Schedules `options.episodes` random fault episodes and the final HealAll.
 void schedule_faults(Simulator& sim, const RunOptions& options) {
     std::vector<bool FaultMix::*> enabled;
@@ -103,16 +118,7 @@ void schedule_faults(Simulator& sim, const RunOptions& options) {
                              0,
                              static_cast<std::uint32_t>(rng.between(1, 12))});
         } else if (kind == &FaultMix::wipe) {
-            // Lost state: refused at its restart (vote record lost), or back as a new incarnation
-            // that its peers refuse; repaired at the end of the episode in one case of two, else
-            // by the HealAll at the end of the window.
-            const NodeId a = random_node(rng, n);
-            const auto loss = static_cast<std::uint32_t>(rng.below(3));
-            sim.schedule(at(start), FaultAction{FaultKind::Wipe, a, {}, 0, loss});
-            sim.schedule(at((start + end) / 2), FaultAction{FaultKind::Restart, a, {}, 0, 0});
-            if (rng.below(2) == 0) {
-                sim.schedule(at(end), FaultAction{FaultKind::Repair, a, {}, 0, 0});
-            }
+            schedule_wipe(sim, start, end);
         } else if (kind == &FaultMix::blackhole) {
             // An open-connection blackhole: a-b drops every message both ways, and neither end
             // is told (no peer_down): only heartbeat checks and check-quorum can notice.
