@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "conclave/sim/invariants.hpp"
 
+#include <algorithm>
 #include <cassert>
 
 #include "conclave/sim/rng.hpp"
@@ -161,6 +162,11 @@ History::History(std::size_t nodes, HistoryOptions options)
       highest_term_(nodes, 0),
       last_lsn_of_node_(nodes) {
     assert(nodes > 0 && nodes < 255);
+}
+
+std::uint64_t History::max_term() const {
+    return highest_term_.empty() ? 0
+                                 : *std::max_element(highest_term_.begin(), highest_term_.end());
 }
 
 std::optional<NodeId> History::leader_of(Term term) const {

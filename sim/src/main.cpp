@@ -39,7 +39,14 @@ Random schedules:
                        drops both ways with the connection still up; transfer: the operator's
                        transfer_leadership to a random node, 1-3 times in an episode; repair
                        (with --log; not in all: "all,repair"): a crash whose log loses 1-12
-                       stored tail entries and is marked repaired, as conclaved --repair does
+                       stored tail entries and is marked repaired, as conclaved --repair does;
+                       wipe (not in all: "all,wipe"): a crash whose node loses its vote record
+                       (its restarts are refused, as conclaved exits 3), its log (it starts as
+                       itself on an empty log, as conclaved does; with --log reported as
+                       log-truncated) or its whole data directory (a new incarnation:
+                       quarantined, refused by peers that know an earlier one); the operator
+                       repairs it (--repair --min-term T) at the end of the episode in one case
+                       of two, else at the end of the fault window
   --episodes E         fault episodes per seed (default 4)
   --duration MS        fault window in simulated ms (default 6000); a fault-free tail follows
   --tail MS            length of the fault-free tail (default: liveness bound + 1000)
@@ -73,6 +80,9 @@ Random schedules:
                        (the log runtime tells the log core entries are durable before the
                        storage flush; caught as log-not-durable or ack-lost; implies --log)
   --no-term-check      do not check that terms never decrease (to see what lost state leads to)
+  --identity-bug NAME  admit-any-incarnation: the canary of the wipe fault, peers that admit any
+                       incarnation of a node (no state_lost refusal, so no quarantine holds a
+                       wiped node back); caught as double-vote or two leaders in a term
   --log                run the replicated log beside every elector: a client workload proposes
                        entries (to leaders, deposed leaders and followers); checked after every
                        step: acknowledged entries never lost, committed prefixes one history,
@@ -148,7 +158,7 @@ struct SimArgs {
     bool episodes_given = false;
     std::string trace_path;
     // Given as text, checked and applied by apply_named_options().
-    std::string faults, backoff, planted_bug, runtime_bug, storage_bug, log_bug;
+    std::string faults, backoff, planted_bug, runtime_bug, storage_bug, log_bug, identity_bug;
     std::int64_t duration_ms = -1;
     std::int64_t tail_ms = -1;
     std::size_t log_compact = 0;
@@ -177,6 +187,7 @@ void describe(CLI::App& app, SimArgs& a) {
     app.add_option("--planted-bug", a.planted_bug);
     app.add_option("--runtime-bug", a.runtime_bug);
     app.add_option("--storage-bug", a.storage_bug);
+    app.add_option("--identity-bug", a.identity_bug);
     app.add_option("--log-bug", a.log_bug);
     number<std::size_t>(app, "--log-compact", a.log_compact, 2, 1'000'000);
     for (const char* flag :
@@ -281,6 +292,14 @@ std::string apply_named_options(const CLI::App& app, SimArgs& a) {
         }
         a.run.storage_bug = *bug;
     }
+    if (app.count("--identity-bug") > 0) {
+        auto bug = parse_identity_bug(a.identity_bug);
+        if (!bug) {
+            return "--identity-bug: unknown bug '" + a.identity_bug +
+                   "' (expected admit-any-incarnation or none)";
+        }
+        a.run.identity_bug = *bug;
+    }
     if (app.count("--log-bug") > 0) {
         auto bug = parse_log_bug(a.log_bug);
         if (!bug) {
@@ -316,6 +335,30 @@ std::optional<int> parse_args(int argc, char** argv, SimArgs& a) {
         return usage_error(error);
     }
     return std::nullopt;
+}
+
+/// The identity counters of a batch (FaultKind::Wipe).
+void add_identity(SimStats& total, const SimStats& s) {
+    total.wipes += s.wipes;
+    total.wipes_skipped += s.wipes_skipped;
+    total.identity_refused += s.identity_refused;
+    total.state_lost_refusals += s.state_lost_refusals;
+    total.quarantines_ended += s.quarantines_ended;
+    total.quarantine_drops += s.quarantine_drops;
+    total.identity_repairs += s.identity_repairs;
+}
+
+void print_identity(const SimStats& t) {
+    std::printf(
+        "wipes: %llu (%llu skipped: a minority wiped already), restarts refused (vote record "
+        "lost) %llu, refused by a peer (state_lost) %llu, quarantines ended %llu, messages "
+        "dropped by quarantine %llu, repaired by the operator %llu\n",
+        static_cast<unsigned long long>(t.wipes), static_cast<unsigned long long>(t.wipes_skipped),
+        static_cast<unsigned long long>(t.identity_refused),
+        static_cast<unsigned long long>(t.state_lost_refusals),
+        static_cast<unsigned long long>(t.quarantines_ended),
+        static_cast<unsigned long long>(t.quarantine_drops),
+        static_cast<unsigned long long>(t.identity_repairs));
 }
 
 int run_explorer(const ExploreOptions& o, bool expect_violation) {
@@ -502,6 +545,7 @@ int main(int argc, char** argv) {
     std::uint64_t silent_repairs = 0;
     std::uint64_t slow_syncs = 0;
     std::uint64_t crashes = 0;
+    SimStats identity;
     std::int64_t slowest_log_ms = 0;
     std::int64_t log_bound_ms = 0;
     const auto started = std::chrono::steady_clock::now();
@@ -531,6 +575,7 @@ int main(int argc, char** argv) {
         silent_repairs += r.stats.silent_repairs;
         slow_syncs += r.stats.slow_syncs;
         crashes += r.stats.crashes;
+        add_identity(identity, r.stats);
         if (r.log_converged_after) {
             slowest_log_ms = std::max(slowest_log_ms, r.log_converged_after->count());
             log_bound_ms = std::max(log_bound_ms, r.log_bound.count());
@@ -588,6 +633,9 @@ int main(int argc, char** argv) {
         static_cast<unsigned long long>(elections), static_cast<unsigned long long>(contested),
         static_cast<unsigned long long>(split_votes),
         static_cast<unsigned long long>(seeds_with_split_votes));
+    if (run.faults.wipe) {
+        print_identity(identity);
+    }
     if (run.log) {
         std::printf(
             "log%s: %llu log core steps, %llu entries committed, %llu proposals acknowledged, "

@@ -21,6 +21,7 @@ constexpr Named kFaultNames[] = {
     {"asym", &FaultMix::asymmetric},   {"crash", &FaultMix::crash},
     {"pause", &FaultMix::pause},       {"blackhole", &FaultMix::blackhole},
     {"transfer", &FaultMix::transfer}, {"repair", &FaultMix::repair, false},
+    {"wipe", &FaultMix::wipe, false},
 };
 
 NodeId random_node(Rng& rng, std::size_t nodes) {
@@ -31,6 +32,21 @@ std::pair<NodeId, NodeId> random_pair(Rng& rng, std::size_t nodes) {
     const NodeId a = random_node(rng, nodes);
     auto b = static_cast<std::uint16_t>((a.value + 1 + rng.below(nodes - 1)) % nodes);
     return {a, NodeId{b}};
+}
+
+/// A wipe episode: a node loses its vote record, its log or everything at `start`; its restart
+/// half-way is refused (vote record lost), or it is back as a new incarnation that its peers
+/// refuse; the operator repairs it at `end` in one case of two, else the HealAll at the end of
+/// the window does.
+void schedule_wipe(Simulator& sim, std::int64_t start, std::int64_t end) {
+    Rng& rng = sim.rng();
+    const NodeId a = random_node(rng, sim.size());
+    const auto loss = static_cast<std::uint32_t>(rng.below(3));
+    sim.schedule(Millis{start}, FaultAction{FaultKind::Wipe, a, {}, 0, loss});
+    sim.schedule(Millis{(start + end) / 2}, FaultAction{FaultKind::Restart, a, {}, 0, 0});
+    if (rng.below(2) == 0) {
+        sim.schedule(Millis{end}, FaultAction{FaultKind::Repair, a, {}, 0, 0});
+    }
 }
 
 /// Schedules `options.episodes` random fault episodes and the final HealAll.
@@ -101,6 +117,8 @@ void schedule_faults(Simulator& sim, const RunOptions& options) {
                              {},
                              0,
                              static_cast<std::uint32_t>(rng.between(1, 12))});
+        } else if (kind == &FaultMix::wipe) {
+            schedule_wipe(sim, start, end);
         } else if (kind == &FaultMix::blackhole) {
             // An open-connection blackhole: a-b drops every message both ways, and neither end
             // is told (no peer_down): only heartbeat checks and check-quorum can notice.
@@ -180,7 +198,7 @@ std::optional<FaultMix> FaultMix::parse(std::string_view list, std::string* erro
             if (error) {
                 *error = "faults: unknown fault '" + std::string(item) +
                          "' (expected all, none, or a list of loss, dup, reorder, latency, cut, "
-                         "partition, asym, crash, pause, blackhole, transfer, repair)";
+                         "partition, asym, crash, pause, blackhole, transfer, repair, wipe)";
             }
             return std::nullopt;
         }
@@ -292,6 +310,25 @@ std::optional<StorageBug> parse_storage_bug(std::string_view name) {
     return std::nullopt;
 }
 
+std::string_view identity_bug_name(IdentityBug bug) {
+    switch (bug) {
+        case IdentityBug::None:
+            return "none";
+        case IdentityBug::AdmitAnyIncarnation:
+            return "admit-any-incarnation";
+    }
+    return "?";
+}
+
+std::optional<IdentityBug> parse_identity_bug(std::string_view name) {
+    for (auto bug : {IdentityBug::None, IdentityBug::AdmitAnyIncarnation}) {
+        if (name == identity_bug_name(bug)) {
+            return bug;
+        }
+    }
+    return std::nullopt;
+}
+
 namespace {
 
 /// End of a log run: the workload stops, a fresh proposal is made at the agreed leader (retried
@@ -357,6 +394,7 @@ RunResult run_seed(const RunOptions& options) {
     so.lose_durable_state = options.lose_durable_state;
     so.runtime_bug = options.runtime_bug;
     so.history = options.history;
+    so.identity_bug = options.identity_bug;
     so.trace = options.trace;
     so.log = options.log;
     so.log_options.config.planted_bug = options.log_bug;
@@ -468,6 +506,9 @@ std::string replay_command(std::string_view program, const RunOptions& o) {
     }
     if (!o.history.check_term_monotonic) {
         cmd += " --no-term-check";
+    }
+    if (o.identity_bug != IdentityBug::None) {
+        cmd += " --identity-bug " + std::string(identity_bug_name(o.identity_bug));
     }
     if (o.log) {
         cmd += " --log";

@@ -82,7 +82,12 @@ std::string describe(const FaultAction& f) {
         case FaultKind::BitFlip:
             return "crash " + a + " and flip a byte of its durable log";
         case FaultKind::Repair:
-            return "repair " + a + "'s flipped log (conclaved --repair) and start it";
+            return "repair " + a + " (conclaved --repair) and start it";
+        case FaultKind::Wipe:
+            return "crash " + a + " and lose its " +
+                   (f.value == static_cast<std::uint32_t>(WipeLoss::VoteRecord) ? "vote record"
+                    : f.value == static_cast<std::uint32_t>(WipeLoss::Log)      ? "log"
+                                                                                : "data directory");
         case FaultKind::SetVoters: {
             std::string voters;
             for (std::uint16_t i = 0; i < 64; ++i) {
@@ -186,6 +191,7 @@ Simulator::Simulator(SimOptions options)
     flipped_.assign(n, std::nullopt);
     floor_len_.assign(n, 0);
     floor_term_.assign(n, Term{});
+    init_identity();
     if (options_.log) {
         install_log_check_handler();
         workload_ = options_.log_options.propose_interval_max_ms > 0;
@@ -731,6 +737,8 @@ void Simulator::transmit(std::size_t from, std::size_t to, const Message* m,
             drop = "outside the node table";  // the mesh of one end does not know the other
             ++stats_.messages_outside_table;
         }
+    } else if (quarantine_drops(from, to, m, log_message)) {
+        return;
     } else if (blackhole_count_[l] != 0) {
         drop = "blackhole";
     } else if (loss_ppm_ != 0 && rng_.chance(loss_ppm_)) {
@@ -776,9 +784,12 @@ void Simulator::update_connection(std::size_t a, std::size_t b) {
     assert(a != b);
     const std::size_t ab = link(a, b);
     const std::size_t ba = link(b, a);
-    const bool want = started_ && cores_[a] && cores_[b] && cut_count_[ab] == 0 && knows(a, b);
+    bool want = started_ && cores_[a] && cores_[b] && cut_count_[ab] == 0 && knows(a, b);
     if (want == (connection_up_[ab] != 0)) {
         return;
+    }
+    if (want && !handshake(a, b)) {
+        return;  // refused (state_lost): the connection stays down, the refused node exits
     }
     connection_up_[ab] = connection_up_[ba] = want ? 1 : 0;
     ++links_version_;
@@ -846,6 +857,9 @@ void Simulator::restart(std::size_t n) {
     }
     if (options_.log && !log_recovery_allows_start(n)) {
         return;  // recovery refused the flipped log: the process exits at once
+    }
+    if (!identity_allows_start(n)) {
+        return;  // conclaved exits 3: its vote record is lost, or a peer refused it
     }
     if (options_.lose_durable_state) {
         durable_[n] = DurableState{};
@@ -1149,6 +1163,12 @@ void Simulator::apply(const FaultAction& f) {
         case FaultKind::Repair:
             if (a < n) {
                 log_repair_flip(a);
+                repair_identity(a);
+            }
+            break;
+        case FaultKind::Wipe:
+            if (a < n) {
+                wipe(a, static_cast<WipeLoss>(std::min<std::uint32_t>(f.value, 2)));
             }
             break;
         case FaultKind::HealAll:
@@ -1161,6 +1181,7 @@ void Simulator::apply(const FaultAction& f) {
             std::fill(cut_count_.begin(), cut_count_.end(), 0);
             for (std::size_t i = 0; i < n; ++i) {
                 log_repair_flip(i);  // the operator repairs every log recovery refuses
+                repair_identity(i);  // and every node whose identity is refused
                 restart(i);          // no-op for live nodes; brings the mesh back up
             }
             for (std::size_t i = 0; i < n; ++i) {

@@ -161,6 +161,13 @@ class History {
     /// returned) and checks every invariant. Returns the first violation, if any.
     std::optional<Violation> after_step(NodeId node, StepAction action, const ElectorState& after,
                                         const Actions& actions);
+    /// `node`'s durable state was lost entirely (a wipe): its next incarnation starts at term 0,
+    /// so its term is checked for monotony from there on. Its votes stay recorded: a new
+    /// incarnation voting again in a term its predecessor voted in is still a double vote.
+    void forget_term(NodeId node) { highest_term_[node.value] = 0; }
+    /// The highest term any node has reached (a wiped node's predecessors included, until
+    /// forget_term: the caller keeps what it needs).
+    std::uint64_t max_term() const;
     /// Records an LSN issued by `node` (whose state is `after`).
     std::optional<Violation> after_issue(NodeId node, Lsn issued, const ElectorState& after);
 

@@ -31,12 +31,19 @@ struct FaultMix {
     /// run on it (CorruptRepair). Needs the log; not part of "all" (it would change every
     /// seed's schedule): name it, e.g. "all,repair".
     bool repair = false;
+    /// A crash whose node loses its vote record, its log or its whole data directory
+    /// (FaultKind::Wipe, the loss drawn by the schedule): refused at start, or back as a new
+    /// incarnation that its peers refuse (state_lost) and that stays quarantined; the operator
+    /// repairs it at the end of the episode (one case in two) or of the fault window. With the
+    /// log, a log lost beside its vote record restarts unmarked, as in conclaved, and is reported
+    /// (log-truncated). Not part of "all": name it, e.g. "all,wipe".
+    bool wipe = false;
 
     static FaultMix all();
     bool any() const;
     /// "all", "none" or a comma-separated list of: all, loss, dup, reorder, latency, cut,
-    /// partition, asym, crash, pause, blackhole, transfer, repair. nullopt (and `error` set) for an
-    /// unknown name.
+    /// partition, asym, crash, pause, blackhole, transfer, repair, wipe. nullopt (and `error` set)
+    /// for an unknown name.
     static std::optional<FaultMix> parse(std::string_view list, std::string* error);
     std::string to_string() const;
 };
@@ -82,6 +89,8 @@ struct RunOptions {
     static constexpr std::int64_t kStorageLatencyMaxMs = 500;
     /// The bit-flip canary (StorageBug::SilentRepair): needs storage_faults.
     StorageBug storage_bug = StorageBug::None;
+    /// The identity canary (IdentityBug::AdmitAnyIncarnation): matters with the wipe fault.
+    IdentityBug identity_bug = IdentityBug::None;
 };
 
 struct RunResult {
@@ -145,6 +154,9 @@ std::optional<replication::PlantedLogBug> parse_log_bug(std::string_view name);
 /// "silent-repair" / "none".
 std::string_view storage_bug_name(StorageBug bug);
 std::optional<StorageBug> parse_storage_bug(std::string_view name);
+/// "admit-any-incarnation" / "none".
+std::string_view identity_bug_name(IdentityBug bug);
+std::optional<IdentityBug> parse_identity_bug(std::string_view name);
 
 RunResult run_seed(const RunOptions& options);
 

@@ -93,6 +93,25 @@ enum class StorageBug : std::uint8_t {
     SilentRepair,
 };
 
+/// A switch of the simulator's model of node identity (not production code): the canary that
+/// proves the wipe fault's checks bite.
+enum class IdentityBug : std::uint8_t {
+    None,
+    /// Peers admit any incarnation of a node (no state_lost refusal), so a wiped node is admitted
+    /// by a majority at its first handshakes and leaves quarantine at once.
+    AdmitAnyIncarnation,
+};
+
+/// What a wipe (FaultKind::Wipe, in FaultAction::value) takes from a stopped node's data
+/// directory.
+enum class WipeLoss : std::uint8_t {
+    VoteRecord,  // elector-state.json: the start is refused (exit 3) until the node is repaired
+    Log,         // the log, the vote record kept: conclaved starts it as itself on an empty,
+                 // unmarked log (without SimOptions::log: the elector loses nothing)
+    Everything,  // the whole data directory: a new incarnation, quarantined, refused by peers
+                 // that know an earlier one
+};
+
 struct SimOptions {
     std::size_t nodes = 3;
     std::uint64_t seed = 1;
@@ -104,6 +123,8 @@ struct SimOptions {
     runtime::RuntimeBug runtime_bug = runtime::RuntimeBug::None;
     /// A bug planted in the simulated storage's recovery (the bit-flip canary).
     StorageBug storage_bug = StorageBug::None;
+    /// The canary of the identity model (FaultKind::Wipe).
+    IdentityBug identity_bug = IdentityBug::None;
     HistoryOptions history;
     /// Each direction of each link gets a base latency uniform in [min, max]; every message adds a
     /// jitter uniform in [0, jitter].
@@ -168,6 +189,8 @@ enum class FaultKind : std::uint8_t {
                     // start it (every Restart is refused) until a Repair.
     Repair,         // the operator runs `conclaved --repair` on a's flipped log (truncate at the
                     // flip, or rewrite a flipped meta, and set the marker R), then starts it
+    Wipe,           // crash a (if up) and lose part of its durable state: WipeLoss{value}
+                    // (only while the nodes whose identity is not whole stay a minority)
     SetVoters,      // membership: node a's active configuration becomes voters `mask`
                     // at version `value` (Elector::set_voters, as the log's commit would call
                     // it); a crashed node gets it at its restart, as from its own log
@@ -238,6 +261,14 @@ struct SimStats {
     std::uint64_t joiner_restarts = 0;         // restarts of a joined node
     std::uint64_t joiner_restarts_stored = 0;  // ... whose log held no configuration (R9)
     std::uint64_t messages_outside_table = 0;  // dropped: one end's table lacks the other
+    // Node identity (FaultKind::Wipe).
+    std::uint64_t wipes = 0;                // wipes applied
+    std::uint64_t wipes_skipped = 0;        // not applied: a minority is wiped already
+    std::uint64_t identity_refused = 0;     // restarts refused: vote record lost beside a log
+    std::uint64_t state_lost_refusals = 0;  // handshakes a peer refused (state_lost, exit 3)
+    std::uint64_t quarantines_ended = 0;    // new incarnations admitted by a majority
+    std::uint64_t quarantine_drops = 0;     // messages dropped by a quarantined end
+    std::uint64_t identity_repairs = 0;     // --repair --min-term T on a refused node
 };
 
 class Simulator {
@@ -265,6 +296,13 @@ class Simulator {
     std::size_t size() const { return options_.nodes; }
     bool alive(NodeId n) const { return cores_[n.value] != nullptr; }
     bool paused(NodeId n) const { return paused_until_ms_[n.value] > now_ms_; }
+    /// A new incarnation not yet admitted by a majority of the other voters: its messages and
+    /// those sent to it are dropped.
+    bool quarantined(NodeId n) const { return registered_[n.value] == 0; }
+    /// The incarnation of `n`'s data directory (1 at the start; a wipe or a repair gives another).
+    std::uint32_t data_incarnation(NodeId n) const { return data_incarnation_[n.value]; }
+    /// Whether `n` may not start until it is repaired (vote record lost, or refused by a peer).
+    bool identity_refused(NodeId n) const { return identity_refused_[n.value] != 0; }
     /// State of a live node's core (nullptr when crashed).
     const ElectorState* state(NodeId n) const;
     /// The ranked backoff's current slot at `n` (it follows round_trip()); nullopt when crashed.
@@ -554,6 +592,24 @@ class Simulator {
     bool log_recovery_allows_start(std::size_t node);
     /// FaultKind::Repair (and HealAll): `conclaved --repair` on a flipped log, then a restart.
     void log_repair_flip(std::size_t node);
+    // Node identity (simulator_identity.cpp; node/src/identity.cpp, net/ handshake).
+    void init_identity();
+    /// FaultKind::Wipe on node `n`.
+    void wipe(std::size_t n, WipeLoss loss);
+    /// Whether `n` may start (false: its vote record is lost beside a log, or a peer refused it).
+    bool identity_allows_start(std::size_t n);
+    /// The handshake of a connection a-b coming up: each end admits the other's incarnation or
+    /// refuses it (the refused node exits). True when both admitted.
+    bool handshake(std::size_t a, std::size_t b);
+    bool admits(std::size_t self, std::size_t peer) const;
+    /// The wipe of `n`'s log storage (SimOptions::log); `unaware`: the peers not yet told of its
+    /// crash.
+    void log_wipe(std::size_t n, NodeSet unaware);
+    /// `conclaved --repair --min-term T` on a node whose start is refused, then a restart.
+    void repair_identity(std::size_t n);
+    /// Messages from or to a quarantined node are dropped (counted; traced).
+    bool quarantine_drops(std::size_t from, std::size_t to, const Message* m,
+                          const replication::LogMessage* log_message);
     /// A node's log restarts on at least what its storage held durably when it stopped, unless
     /// it carries the repaired marker (LogTruncated).
     void check_recovered_floor(std::size_t node);
@@ -684,6 +740,20 @@ class Simulator {
     std::vector<std::size_t> table_;
     std::vector<std::optional<std::pair<NodeSet, std::uint64_t>>> join_config_;
     int busy_ = 0;
+
+    // Node identity: each data directory's incarnation, whether it is registered (admitted by a
+    // majority; else quarantined) and repaired, whether its start is refused (1: vote record
+    // lost beside a log, 2: a peer refused it, state_lost), the peers that admitted it since its
+    // start, the incarnation each node admitted each peer with (peers.json, a * n + b; 0: none),
+    // and the highest term a wiped node's lost vote records held (the repair's bound).
+    std::vector<std::uint32_t> data_incarnation_;
+    std::vector<std::uint8_t> registered_;
+    std::vector<std::uint8_t> repaired_identity_;
+    std::vector<std::uint8_t> identity_refused_;
+    std::vector<std::uint64_t> admitted_by_;
+    std::vector<std::uint32_t> known_incarnation_;
+    std::vector<std::uint64_t> lost_term_;
+    std::uint32_t next_incarnation_ = 0;
 
     std::optional<Violation> violation_;
     // SimOptions::keep_running_after_violations: violations moved out of violation_.
