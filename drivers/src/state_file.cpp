@@ -90,6 +90,12 @@ NodeIdentity identity_from_json(const nlohmann::json& j) {
         }
         id.registered = it->get<bool>();
     }
+    if (const auto it = j.find("log"); it != j.end()) {
+        if (!it->is_boolean()) {
+            throw DecodeError("log: not a boolean");
+        }
+        id.log = it->get<bool>();
+    }
     if (id.incarnation.empty()) {
         throw DecodeError("incarnation: empty");
     }
@@ -159,6 +165,9 @@ std::string state_file_text(const DurableState& state, const NodeIdentity& ident
     j["incarnation"] = identity.incarnation.empty() ? std::string("unset") : identity.incarnation;
     if (!identity.registered) {
         j["registered"] = false;
+    }
+    if (identity.log) {
+        j["log"] = true;
     }
     j["crc32"] = checksum_of(j);
     return j.dump() + "\n";

@@ -41,6 +41,23 @@ void check_owner(const ClusterConfig& config, const net::NodeIdentity& found) {
 
 }  // namespace
 
+fs::path metadata_log_file(const ClusterConfig& config) {
+    return config.data_dir / "log" / "log.dat";
+}
+
+void check_log_kept(const ClusterConfig& config, const net::NodeIdentity& identity) {
+    if (!identity.log || !config.metadata.enabled || non_empty_file(metadata_log_file(config))) {
+        return;
+    }
+    throw IdentityError(
+        "'" + metadata_log_file(config).string() + "' is missing or empty, but '" +
+        (config.data_dir / net::kStateFileName).string() +
+        "' shows that this node created its metadata log: the entries it acknowledged are lost, "
+        "and starting it with its old votes on an empty log could let it count in a quorum "
+        "without them (a committed entry lost). Refusing to start; " +
+        identity_ways_back(config));
+}
+
 std::vector<std::string> state_evidence(const ClusterConfig& config) {
     std::vector<std::string> found;
     const fs::path log = config.data_dir / "log";
@@ -67,6 +84,7 @@ IdentityCheck check_identity(const ClusterConfig& config) {
     const auto file = net::load_state_file(config.data_dir, config.nodes.size());
     if (file && file->identity) {
         check_owner(config, *file->identity);
+        check_log_kept(config, *file->identity);
         return IdentityCheck{*file->identity, false, false};
     }
     if (file) {

@@ -309,6 +309,7 @@ std::optional<std::string> Node::start() {
     }
     if (log_driver_) {
         log_driver_->start();
+        note_log_created();
     }
     driver_->start();
     log_event(*logger_, spdlog::level::info, "node started",
@@ -555,6 +556,25 @@ void Node::maybe_end_quarantine(const std::string& last) {
     log_event(
         *logger_, spdlog::level::info, "identity: registered, quarantine ended",
         {{"admitted_by", std::to_string(admitted)}, {"other_voters", std::to_string(others)}});
+}
+
+// The identity records that it has a metadata log, once the log's file exists, so that a later
+// start without it is refused (check_log_kept).
+void Node::note_log_created() {
+    std::error_code ec;
+    const auto bytes = std::filesystem::file_size(metadata_log_file(config_), ec);
+    if (identity_.log || ec || bytes == 0) {
+        return;
+    }
+    identity_.log = true;
+    try {
+        net::store_durable_state(config_.data_dir, driver_->elector().state().durable(), identity_);
+    } catch (const net::StateFileError& e) {
+        identity_.log = false;
+        fail_stop(std::string("cannot record the metadata log in the vote record: ") + e.what());
+        return;
+    }
+    driver_->set_identity(identity_);
 }
 
 // A peer knows this node by an earlier incarnation: this data directory is not the one the

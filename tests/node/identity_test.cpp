@@ -116,6 +116,35 @@ TEST_CASE("identity: a log or node table without the vote record is refused", "[
     }
 }
 
+TEST_CASE("identity: a metadata log lost beside a kept vote record is refused",
+          "[node][identity]") {
+    const fs::path dir = test::fresh_temp_dir("conclave-identity-log-lost");
+    const auto config = IdConfig(dir);
+    net::NodeIdentity id = node::check_identity(config).identity;
+    // Before the log was created nothing is expected of it.
+    CHECK_NOTHROW(node::check_identity(config));
+    id.log = true;  // what Node records once log/log.dat exists
+    net::store_durable_state(dir, DurableState{Term{7}, NodeId{1}}, id);
+    CHECK(net::load_state_file(dir, 3)->identity->log);
+    IdWrite(dir / "log" / "log.dat", "CNCLVLOG");
+    CHECK_NOTHROW(node::check_identity(config));
+    for (const bool remove : {false, true}) {
+        CAPTURE(remove);
+        if (remove) {
+            fs::remove_all(dir / "log");
+        } else {
+            IdWrite(dir / "log" / "log.dat", "");
+        }
+        const std::string why = Thrown([&] { node::check_identity(config); });
+        CHECK_THAT(why, Catch::Contains("log.dat' is missing or empty"));
+        CHECK_THAT(why, Catch::Contains("--repair --min-term T"));
+        CHECK_THAT(why, Catch::Contains("--join"));
+    }
+    auto no_log = config;
+    no_log.metadata.enabled = false;  // a node that runs no metadata log expects none
+    CHECK_NOTHROW(node::check_identity(no_log));
+}
+
 TEST_CASE("identity: another node's or cluster's vote record is refused", "[node][identity]") {
     const fs::path dir = test::fresh_temp_dir("conclave-identity-owner");
     node::check_identity(IdConfig(dir, 1));  // n2's

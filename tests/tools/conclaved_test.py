@@ -608,7 +608,8 @@ def refusal_line(r):
 
 def test_lost_state(root):
     """A node whose durable state is lost or damaged never acts as its old self: a deleted or
-    bit-flipped vote record refuses the start (exit 3, naming the safe ways back); a wiped data
+    bit-flipped vote record, or a lost metadata log beside the vote record, refuses the start
+    (exit 3, naming the safe ways back); a wiped data
     directory restarted with its normal config is refused by the peers that know its earlier
     incarnation (exit 3), so the acknowledged writes it held are not lost when the leader dies;
     `--repair --min-term` brings it back non-voting; a --join into the wrong cluster says so."""
@@ -652,6 +653,22 @@ def test_lost_state(root):
         check(wait_for(lambda: c.agreed_leader() == c.agreed_leader() and
                        (c.status(f) or {}).get("leader") == leader),
               "lost state: the restored record starts as before")
+        # 2b. The metadata log lost beside the kept vote record: refused, not started on an
+        # empty log with its old votes.
+        c.procs[f].send_signal(signal.SIGTERM)
+        c.procs[f].wait(timeout=WAIT_S)
+        log_dir = os.path.join(root, f, "log")
+        os.rename(log_dir, log_dir + ".away")
+        r = run_refused(["--config", c.config, "--node-id", f])
+        line = refusal_line(r)
+        check(r.returncode == 3 and line and "log.dat' is missing or empty" in line and
+              "--repair --min-term" in line,
+              "lost state: a lost metadata log beside the vote record refuses the start (%r, %r)"
+              % (r.returncode, r.stderr.strip()[-500:]))
+        os.rename(log_dir + ".away", log_dir)
+        c.start(f)
+        check(wait_for(lambda: (c.status(f) or {}).get("leader") == leader),
+              "lost state: with its log back the node follows again")
         # 3. A wiped disk under write load: g down, writes acknowledged by the leader and f.
         c.procs[g].send_signal(signal.SIGTERM)
         c.procs[g].wait(timeout=WAIT_S)

@@ -35,6 +35,9 @@ struct NodeIdentity {
     /// A majority of the other voters have admitted this incarnation (identity.hpp): until then a
     /// new node is quarantined (it neither votes nor acknowledges). Absent in the file: true.
     bool registered = true;
+    /// This identity has created its metadata log (`log/log.dat`): a start that finds the log
+    /// gone refuses (node/identity.hpp). Absent in the file: false.
+    bool log = false;
     bool operator==(const NodeIdentity&) const = default;
 };
 

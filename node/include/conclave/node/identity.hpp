@@ -44,6 +44,13 @@ struct IdentityCheck {
 /// record that cannot be read, parsed or checksummed.
 IdentityCheck check_identity(const ClusterConfig& config);
 
+/// The metadata log's data file (`<data_dir>/log/log.dat`), created with the log.
+std::filesystem::path metadata_log_file(const ClusterConfig& config);
+
+/// Throws IdentityError when `identity` has created the metadata log but the log file is gone or
+/// empty (a log lost beside a kept vote record).
+void check_log_kept(const ClusterConfig& config, const net::NodeIdentity& identity);
+
 /// The files of the data directory, other than the vote record, that show this node has taken part
 /// in a cluster (empty: none). Used by check_identity() and `conclaved --repair`.
 std::vector<std::string> state_evidence(const ClusterConfig& config);

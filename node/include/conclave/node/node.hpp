@@ -265,6 +265,7 @@ class Node {
     NodeSet admitted_by_;  // peers that admitted this node's new incarnation (quarantine)
     void on_admitted_by(NodeId peer);
     void maybe_end_quarantine(const std::string& last);
+    void note_log_created();
     /// Expires with the Node: work posted to the io_context checks it first.
     std::shared_ptr<int> alive_ = std::make_shared<int>(0);
     std::vector<std::function<void()>> stop_waiters_;
