@@ -23,7 +23,8 @@ def st(role, term, leader):
 
 
 def clean_samples():
-    """n1 leads term 1, silence, n2 leads term 2 after a 0.5 s gap."""
+    """n1 leads term 1; then for 0.5 s n1 still says leader, cut off (a minority of one), while
+    the others know no leader; then n2 leads term 2 and n1 does not answer."""
     samples = []
     for i in range(10):
         t = i * 0.1
@@ -31,7 +32,7 @@ def clean_samples():
                     (t, "n3", st("follower", 1, "n1"))]
     for i in range(5):
         t = 1.0 + i * 0.1
-        samples += [(t, "n1", None), (t, "n2", st("candidate", 2, None)),
+        samples += [(t, "n1", st("leader", 1, "n1")), (t, "n2", st("candidate", 2, None)),
                     (t, "n3", st("follower", 2, None))]
     for i in range(5):
         t = 1.5 + i * 0.1
@@ -63,7 +64,7 @@ def main():
     expect(history.check_tokens(samples) == [], "fencing tokens: clean passes")
     gap, began = history.longest_leaderless(samples, ["n1", "n2", "n3"])
     expect(0.5 <= gap <= 0.7 and began is not None and 0.9 <= began <= 1.0,
-           "the leaderless gap is measured (%.2f s from %s s)" % (gap, began))
+           "a leader that only it names is no leader: the gap is measured (%.2f s from %s s)" % (gap, began))
 
     two = samples + [(2.0, "n3", st("leader", 2, "n3"))]
     bad = history.check_one_leader_per_term(two)
