@@ -128,6 +128,26 @@ def read_log(bed, nid):
     return keys
 
 
+ALARMS = ("conclave_two_leader_alarms_total", "conclave_metadata_two_leader_alarms_total",
+          "conclave_metadata_protocol_violations_total")
+
+
+def alarms(bed):
+    """The daemons' own safety alarms (counted since each one's last start) that are not 0."""
+    bad = []
+    for nid in bed.ids:
+        code, text, _ = netbed.request(bed.addr[nid], "GET", "/metrics", timeout_s=5.0)
+        if code != 200 or not isinstance(text, str):
+            bad.append("%s: /metrics did not answer" % nid)
+            continue
+        lines = [l for l in text.splitlines() if l.startswith(ALARMS)]
+        missing = [a for a in ALARMS if not any(l.startswith(a) for l in lines)]
+        if missing:
+            bad.append("%s: /metrics has no %s" % (nid, missing))
+        bad += ["%s: %s" % (nid, l) for l in lines if float(l.rsplit(" ", 1)[1]) != 0]
+    return bad
+
+
 # --- faults: each applies itself, lasts `d` seconds, and undoes itself -------------------------
 
 
@@ -262,6 +282,7 @@ def run_faults(bed, seed, duration_s):
         ("acknowledged writes on every node, once, in order", history.check_writes(load.acked, logs)),
         ("one leader per term", history.check_one_leader_per_term(load.samples)),
         ("no fencing token claimed by two nodes", history.check_tokens(load.samples)),
+        ("the daemons' two-leader and protocol-violation counters are 0", alarms(bed)),
     ]
     gap, began = history.longest_leaderless(load.samples, bed.ids)
     print("summary (seed %d):" % seed)
