@@ -4,6 +4,7 @@
 
     netns_faults.py CONCLAVED [--seed N] [--duration S] [--keep]
     netns_faults.py CONCLAVED --measure-vanish RUNS
+    netns_faults.py CONCLAVED --measure-rejoin RUNS
 
 Exit 0: every check holds; 1: a violation (each one printed); 77: skipped (no CAP_NET_ADMIN or
 CAP_SYS_ADMIN, no `ip` or `nft`, namespaces unavailable), with one line saying why.
@@ -333,6 +334,31 @@ def measure_vanish(bed, runs, seed):
     return 0
 
 
+def measure_rejoin(bed, runs, seed):
+    """How long a node whose host vanished (isolated, SIGKILL) for 1-8 s, then was restored and
+    restarted, takes to have both of its peer connections up again."""
+    rng = random.Random(seed)
+    for nid in bed.ids:
+        bed.start(nid)
+    for run in range(runs):
+        if not wait_for(bed.agreed_leader):
+            print("FAIL: no agreed leader before run %d" % run)
+            return 1
+        v, gone = rng.choice(bed.ids), rng.uniform(1.0, 8.0)
+        bed.isolate(v, "vanish")
+        bed.kill(v)
+        time.sleep(gone)
+        bed.undrop("vanish")
+        t0 = time.monotonic()
+        bed.start(v)
+        linked = wait_for(lambda: (lambda st: st and all(p["up"] for p in st["peers"]))(
+            bed.status(v)), timeout_s=30, step_s=0.01)
+        ms = (time.monotonic() - t0) * 1000
+        print("  run %d: %s gone %.1f s, restarted: %s after %.0f ms" %
+              (run, v, gone, "both peers up" if linked else "NOT linked", ms), flush=True)
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("conclaved")
@@ -340,6 +366,7 @@ def main():
     ap.add_argument("--duration", type=float, default=75.0, help="seconds of faults (75)")
     ap.add_argument("--no-drift", action="store_true", help="no node under faketime")
     ap.add_argument("--measure-vanish", type=int, metavar="RUNS", default=0)
+    ap.add_argument("--measure-rejoin", type=int, metavar="RUNS", default=0)
     ap.add_argument("--keep", action="store_true", help="keep the data dirs and daemon logs")
     args = ap.parse_args()
     reason = skip_reason()
@@ -352,7 +379,7 @@ def main():
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
     print("seed %d (reproduce the schedule: --seed %d)" % (seed, seed), flush=True)
     drift = None
-    if not args.no_drift and not args.measure_vanish and os.path.exists(netbed.FAKETIME_LIB):
+    if not args.no_drift and not (args.measure_vanish or args.measure_rejoin) and os.path.exists(netbed.FAKETIME_LIB):
         drift = random.Random(seed).choice(["n1", "n2", "n3"])
     root = netbed.make_root()
     failed = True
@@ -360,6 +387,8 @@ def main():
         with netbed.Bed(os.path.abspath(args.conclaved), root, drift_node=drift) as bed:
             if args.measure_vanish:
                 rc = measure_vanish(bed, args.measure_vanish, seed)
+            elif args.measure_rejoin:
+                rc = measure_rejoin(bed, args.measure_rejoin, seed)
             else:
                 rc = run_faults(bed, seed, args.duration)
             failed = rc != 0
