@@ -334,17 +334,21 @@ def measure_vanish(bed, runs, seed):
     return 0
 
 
-def measure_rejoin(bed, runs, seed):
+def measure_rejoin(bed, runs, seed, within_s=None):
     """How long a node whose host vanished (isolated, SIGKILL) for 1-8 s, then was restored and
-    restarted, takes to have both of its peer connections up again."""
+    restarted, takes to have both of its peer connections up again. With within_s: n1 (the
+    first node, the dialer of both of its links) is gone for 3.2-4.2 s (the peers' next
+    retransmission is then seconds away), and a run that takes longer than within_s fails."""
     rng = random.Random(seed)
+    failed = 0
     for nid in bed.ids:
         bed.start(nid)
     for run in range(runs):
         if not wait_for(bed.agreed_leader):
             print("FAIL: no agreed leader before run %d" % run)
             return 1
-        v, gone = rng.choice(bed.ids), rng.uniform(1.0, 8.0)
+        v = rng.choice(bed.ids) if within_s is None else bed.ids[0]
+        gone = rng.uniform(1.0, 8.0) if within_s is None else rng.uniform(3.2, 4.2)
         bed.isolate(v, "vanish")
         bed.kill(v)
         time.sleep(gone)
@@ -354,9 +358,12 @@ def measure_rejoin(bed, runs, seed):
         linked = wait_for(lambda: (lambda st: st and all(p["up"] for p in st["peers"]))(
             bed.status(v)), timeout_s=30, step_s=0.01)
         ms = (time.monotonic() - t0) * 1000
-        print("  run %d: %s gone %.1f s, restarted: %s after %.0f ms" %
-              (run, v, gone, "both peers up" if linked else "NOT linked", ms), flush=True)
-    return 0
+        late = not linked or (within_s is not None and ms > within_s * 1000)
+        failed += late
+        print("  run %d: %s gone %.1f s, restarted: %s after %.0f ms%s" %
+              (run, v, gone, "both peers up" if linked else "NOT linked", ms,
+               " (FAIL: more than %.1f s)" % within_s if late and within_s else ""), flush=True)
+    return 1 if failed else 0
 
 
 def main():
@@ -367,6 +374,8 @@ def main():
     ap.add_argument("--no-drift", action="store_true", help="no node under faketime")
     ap.add_argument("--measure-vanish", type=int, metavar="RUNS", default=0)
     ap.add_argument("--measure-rejoin", type=int, metavar="RUNS", default=0)
+    ap.add_argument("--rejoin-within", type=float, metavar="S", default=None,
+                    help="with --measure-rejoin: fail a run that takes longer")
     ap.add_argument("--keep", action="store_true", help="keep the data dirs and daemon logs")
     args = ap.parse_args()
     reason = skip_reason()
@@ -388,7 +397,7 @@ def main():
             if args.measure_vanish:
                 rc = measure_vanish(bed, args.measure_vanish, seed)
             elif args.measure_rejoin:
-                rc = measure_rejoin(bed, args.measure_rejoin, seed)
+                rc = measure_rejoin(bed, args.measure_rejoin, seed, args.rejoin_within)
             else:
                 rc = run_faults(bed, seed, args.duration)
             failed = rc != 0
