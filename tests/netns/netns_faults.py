@@ -63,9 +63,10 @@ class Workload:
         self.bed = bed
         self.stopping = threading.Event()
         self.acked, self.attempts, self.answers = [], 0, {}
-        self.samples = []
-        self.threads = [threading.Thread(target=self.poll, args=(nid,)) for nid in bed.ids]
-        self.threads.append(threading.Thread(target=self.write))
+        self.samples, self.errors = [], []
+        self.threads = [threading.Thread(target=self.guarded, args=(self.poll, nid))
+                        for nid in bed.ids]
+        self.threads.append(threading.Thread(target=self.guarded, args=(self.write,)))
 
     def __enter__(self):
         for t in self.threads:
@@ -79,6 +80,13 @@ class Workload:
         self.stopping.set()
         for t in self.threads:
             t.join(timeout=10)
+
+    def guarded(self, body, *args):
+        """Runs a thread's body; an exception is recorded (a violation), not lost."""
+        try:
+            body(*args)
+        except Exception as e:  # noqa: BLE001 -- reported in the summary
+            self.errors.append("%s%s: %r" % (body.__name__, args, e))
 
     def poll(self, nid):
         while not self.stopping.is_set():
@@ -107,7 +115,7 @@ class Workload:
             key = "w/%d" % self.attempts
             code, doc = self.put(self.bed.addr[self.guess_leader()], key)
             self.attempts += 1
-            what = code if code != 503 or not isinstance(doc, dict) else "503 " + doc["error"]
+            what = code if code != 503 or not isinstance(doc, dict) else "503 %s" % doc.get("error")
             self.answers[what] = self.answers.get(what, 0) + 1
             if code == 200:
                 self.acked.append(key)
@@ -278,6 +286,7 @@ def run_faults(bed, seed, duration_s):
     died += ["%s exited with status %s" % (n, bed.procs[n].returncode) for n in bed.ids
              if not bed.running(n)]
     verdicts = [
+        ("the writer and pollers ran to the end", load.errors),
         ("daemons never exited on their own", died),
         ("a leader agreed after healing", [] if agreed else ["none within %.0f s" % WAIT_S]),
         ("acknowledged writes on every node, once, in order", history.check_writes(load.acked, logs)),
