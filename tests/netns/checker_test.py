@@ -2,12 +2,17 @@
 # SPDX-License-Identifier: Apache-2.0
 """The checks of tests/netns/history.py on fabricated histories: a clean one passes, and each
 planted violation (a lost write, a duplicate, a reordering, logs that differ, two leaders in one
-term, a fencing token reused by another node, a leaderless gap) is reported. Exit 1 otherwise."""
+term, a fencing token reused by another node, a leaderless gap, two leaders of one term in the
+daemons' logs) is reported. Exit 1 otherwise."""
+import json
 import os
 import sys
+import tempfile
+import types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import history  # noqa: E402
+import netns_faults  # noqa: E402
 
 failures = []
 
@@ -73,6 +78,20 @@ def main():
                                       "fencing_token": 2})]
     bad = history.check_tokens(reused)
     expect(bad == ["fencing token 2 claimed for ['n2', 'n3']"], "a reused token: %s" % bad)
+
+    with tempfile.TemporaryDirectory() as d:
+        logs = {}
+        for nid in ("n1", "n2"):
+            logs[nid] = os.path.join(d, nid + ".log")
+            with open(logs[nid], "w") as f:
+                f.write("not json\n")
+                f.write(json.dumps({"msg": "leadership changed", "role": "leader", "term": 4,
+                                    "leader": nid, "fencing_token": 4}) + "\n")
+        logged = netns_faults.logged_leaderships(types.SimpleNamespace(logs=logs))
+        bad = history.check_one_leader_per_term(logged) + history.check_tokens(logged)
+        expect(bad == ["term 4: ['n1', 'n2'] all said leader",
+                       "fencing token 4 claimed for ['n1', 'n2']"],
+               "two leaders of one term in the daemons' logs are reported: %s" % bad)
     return 1 if failures else 0
 
 
