@@ -3,7 +3,8 @@
 # Installs Conclave's build and test dependencies from Debian's packages.
 # Idempotent: does nothing (and says nothing) when everything is already installed.
 #   scripts/install-deps.sh           what the build and the demo need
-#   scripts/install-deps.sh --tests   also Java, which runs TLC (the TLA+ model checker) in the tests
+#   scripts/install-deps.sh --tests   also Java, which runs TLC (the TLA+ model checker) in the tests,
+#                                     and ip, nft and libfaketime for tests/netns (the namespace test bed)
 set -euo pipefail
 
 packages=(
@@ -11,7 +12,7 @@ packages=(
   libboost1.81-dev nlohmann-json3-dev catch2 libspdlog-dev libfmt-dev
   libssl-dev openssl python3 curl clang-format ccache libcli11-dev
 )
-[ "${1:-}" = "--tests" ] && packages+=(default-jre-headless)
+[ "${1:-}" = "--tests" ] && packages+=(default-jre-headless iproute2 nftables faketime)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -165,6 +165,19 @@ std::optional<std::chrono::microseconds> Connection::smoothed_round_trip() {
     return std::chrono::microseconds{info.tcpi_rtt};
 }
 
+bool Connection::retransmitting() {
+    if (closed_ || !socket_.is_open()) {
+        return false;
+    }
+    tcp_info info{};
+    socklen_t length = sizeof info;
+    if (::getsockopt(socket_.native_handle(), IPPROTO_TCP, TCP_INFO, &info, &length) != 0 ||
+        length < offsetof(tcp_info, tcpi_unacked) + sizeof info.tcpi_unacked) {
+        return false;
+    }
+    return info.tcpi_backoff > 0 && info.tcpi_unacked > 0;
+}
+
 void Connection::on_connected() {
     error_code ec;
     const auto endpoint = socket_.remote_endpoint(ec);

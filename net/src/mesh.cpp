@@ -375,14 +375,30 @@ HelloCheck Mesh::Impl::on_hello(Connection& c, const Hello& hello) {
             check.peer.reset();
             check.refusal = HandshakeRefusal::DuplicateNode;
             check.detail = "node '" + hello.node + "' already has an established connection";
-            // The peer may have restarted without the old connection noticing: probe it, so that
-            // a dead connection fails (RST) and the peer's next redial succeeds.
-            if (slot.connection) {
-                slot.connection->enqueue(Channel::Control, encode_ping());
-            }
+            probe_old_connection(slot);
         }
     }
     return check;
+}
+
+void Mesh::Impl::probe_old_connection(PeerSlot& slot) {
+    // The peer may have restarted without the old connection noticing: probe it, so that a dead
+    // connection fails (RST) and the peer's next redial succeeds. A probe queued behind data that
+    // is being retransmitted would go out only with the next retransmission (exponential
+    // backoff, up to TCP_USER_TIMEOUT): such a stalled connection is closed instead, after the
+    // hello being checked has been refused.
+    if (!slot.connection) {
+        return;
+    }
+    if (!slot.connection->retransmitting()) {
+        slot.connection->enqueue(Channel::Control, encode_ping());
+        return;
+    }
+    asio::post(io_, [old = slot.connection] {
+        old->close(spdlog::level::info,
+                   "closed: its node dialed again while data sent here went unacknowledged "
+                   "(retransmitting)");
+    });
 }
 
 std::optional<std::pair<HandshakeRefusal, std::string>> Mesh::Impl::on_confirmation(Connection& c) {

@@ -76,6 +76,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
     /// exponentially weighted estimate over data/ACK pairs, i.e. the heartbeats and their
     /// acknowledgements); nullopt before the first sample or when the socket cannot say.
     std::optional<std::chrono::microseconds> smoothed_round_trip();
+    /// Whether data sent on this connection has gone unacknowledged for at least one
+    /// retransmission timeout (TCP_INFO: unacknowledged segments and a backed-off timer): the
+    /// remote host vanished, or its kernel no longer knows the connection and has not yet been
+    /// reached by a retransmission (which would draw an RST).
+    bool retransmitting();
     /// TLS: the common name of the peer certificate ("" without TLS or without a CN).
     std::string peer_common_name();
     /// TLS: whether the peer certificate names `id` (SAN DNS entries, else the CN); `names`
@@ -178,6 +183,9 @@ struct Mesh::Impl : std::enable_shared_from_this<Mesh::Impl> {
     // ---- Called by connections ----
     /// Checks a received Hello (membership, direction, TLS name, duplicates). Counts refusals.
     HelloCheck on_hello(Connection& c, const Hello& hello);
+    /// A hello came for a node whose connection is up: Ping that connection, or close it when
+    /// it is retransmitting (Connection::retransmitting).
+    void probe_old_connection(PeerSlot& slot);
     /// Inbound: the dialer confirmed; re-checks duplicates (two connections may claim one id).
     std::optional<std::pair<HandshakeRefusal, std::string>> on_confirmation(Connection& c);
     /// MeshOptions::admit_incarnation for a proven peer (nullopt: admitted).
