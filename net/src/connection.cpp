@@ -39,7 +39,7 @@ std::string Connection::describe() const {
     auto owner = owner_.lock();
     const auto who = peer_ ? peer_ : dialed_;
     if (owner && who) {
-        s += " (peer " + owner->membership_.at(*who).id + ")";
+        s += " (peer " + owner->membership_.at(*who).id + (dial_request_ ? ", dial request)" : ")");
     } else if (join_phase_ != JoinPhase::None) {
         s += outbound_ ? " (join request" : " (joiner";
         s += join_peer_.empty() ? std::string(")") : " '" + join_peer_ + "')";
@@ -279,6 +279,10 @@ void Connection::on_read(const error_code& ec, std::size_t n) {
     if (closed_) {
         return;
     }
+    if (ec && dial_request_sent_) {
+        close(spdlog::level::debug, "dial request delivered");
+        return;
+    }
     if (ec) {
         if (decoder_.mid_frame()) {
             close_bad_frame(BadFrameKind::Truncated, "connection ended inside a frame (" +
@@ -361,6 +365,10 @@ void Connection::handle_frame(Frame& frame) {
         default:
             break;
     }
+    if (dial_request_sent_) {
+        close_bad_frame(BadFrameKind::BadHandshake, "frame after the dial request's confirmation");
+        return;
+    }
     if (!established_) {
         if (awaiting_confirmation_) {
             handle_confirmation(frame);
@@ -418,6 +426,13 @@ void Connection::handle_confirmation(Frame& frame) {
                             "the cluster secret does not match this node's");
             return;
         }
+    }
+    if (dial_request_) {
+        // The peer proved itself: serve its request; this connection never carries frames.
+        const NodeId peer = *peer_;
+        close(spdlog::level::debug, "dial request served");
+        owner->on_dial_request(peer);
+        return;
     }
     if (join_phase_ == JoinPhase::JoinerHello) {
         // The joiner proved itself (with a secret); it is not a peer: wait for its request.
@@ -480,6 +495,12 @@ void Connection::handle_hello(std::span<const std::uint8_t> payload) {
         if (owner->has_secret()) {
             mac = owner->own_mac(HandshakeRole::Dialer, hello.node, nonce_, hello.nonce);
         }
+        if (dial_request_) {
+            // The peer admits nothing here (its own dial does): confirm, wait for it to close.
+            dial_request_sent_ = true;
+            enqueue(Channel::Control, encode_confirmation(mac));
+            return;
+        }
         if (!joining() && !admit_peer(mac)) {
             return;
         }
@@ -502,6 +523,7 @@ void Connection::handle_hello(std::span<const std::uint8_t> payload) {
         join_peer_ = hello.node;
         join_phase_ = JoinPhase::JoinerHello;
     }
+    dial_request_ = check.dial_request;
     // Inbound: answer with our hello; the peer is up once the dialer confirms it.
     Hello answer = owner->own_hello();
     if (owner->has_secret()) {
@@ -512,7 +534,8 @@ void Connection::handle_hello(std::span<const std::uint8_t> payload) {
     }
     // A channel mismatch is refused on both sides: the dialer refuses our hello (it sees our
     // channels), and we refuse its confirmation should it come anyway. Said here, once, clearly.
-    channel_mismatch_ = check.joiner ? std::string() : owner->channel_mismatch(hello);
+    channel_mismatch_ =
+        check.joiner || check.dial_request ? std::string() : owner->channel_mismatch(hello);
     if (!channel_mismatch_.empty()) {
         ++owner->counters_
               .handshake_refusals[static_cast<std::size_t>(HandshakeRefusal::ChannelMismatch)];
