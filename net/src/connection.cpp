@@ -490,33 +490,7 @@ void Connection::handle_hello(std::span<const std::uint8_t> payload) {
     peer_incarnation_ = hello.incarnation;
     peer_repaired_ = hello.repaired;
     if (outbound_) {
-        // The acceptor's hello checks out (and proves the secret): confirm.
-        std::vector<std::uint8_t> mac;
-        if (owner->has_secret()) {
-            mac = owner->own_mac(HandshakeRole::Dialer, hello.node, nonce_, hello.nonce);
-        }
-        if (dial_request_) {
-            // The peer admits nothing here (its own dial does): confirm, wait for it to close.
-            dial_request_sent_ = true;
-            enqueue(Channel::Control, encode_confirmation(mac));
-            return;
-        }
-        if (!joining() && !admit_peer(mac)) {
-            return;
-        }
-        enqueue(Channel::Control, encode_confirmation(mac));
-        if (!joining()) {
-            establish();  // the peer is up on our side
-            return;
-        }
-        // Joiner: ask, and wait for the answer. Only the answer may be this large (it carries a
-        // configuration).
-        join_peer_ = hello.node;
-        enqueue(Channel::Control, encode_join_request(join_request_));
-        join_phase_ = JoinPhase::AwaitingAnswer;
-        decoder_.set_max_frame_bytes(1 + kMaxJoinAnswerBytes);
-        arm_deadline(/*join=*/true);
-        owner->log().info("{} net: {}: join request sent", owner->log_prefix(), describe());
+        confirm_acceptor(hello);
         return;
     }
     if (check.joiner) {
@@ -545,6 +519,40 @@ void Connection::handle_hello(std::span<const std::uint8_t> payload) {
     hello_sent_ = true;
     awaiting_confirmation_ = true;
     enqueue(Channel::Control, encode_hello(answer));
+}
+
+void Connection::confirm_acceptor(const Hello& hello) {
+    auto owner = owner_.lock();
+    if (!owner) {
+        return;
+    }
+    // The acceptor's hello checks out (and proves the secret): confirm.
+    std::vector<std::uint8_t> mac;
+    if (owner->has_secret()) {
+        mac = owner->own_mac(HandshakeRole::Dialer, hello.node, nonce_, hello.nonce);
+    }
+    if (dial_request_) {
+        // The peer admits nothing here (its own dial does): confirm, wait for it to close.
+        dial_request_sent_ = true;
+        enqueue(Channel::Control, encode_confirmation(mac));
+        return;
+    }
+    if (!joining() && !admit_peer(mac)) {
+        return;
+    }
+    enqueue(Channel::Control, encode_confirmation(mac));
+    if (!joining()) {
+        establish();  // the peer is up on our side
+        return;
+    }
+    // Joiner: ask, and wait for the answer. Only the answer may be this large (it carries a
+    // configuration).
+    join_peer_ = hello.node;
+    enqueue(Channel::Control, encode_join_request(join_request_));
+    join_phase_ = JoinPhase::AwaitingAnswer;
+    decoder_.set_max_frame_bytes(1 + kMaxJoinAnswerBytes);
+    arm_deadline(/*join=*/true);
+    owner->log().info("{} net: {}: join request sent", owner->log_prefix(), describe());
 }
 
 void Connection::refuse_and_tell(HandshakeRefusal refusal, const std::string& detail,

@@ -99,6 +99,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     void on_read(const boost::system::error_code& ec, std::size_t n);
     void handle_frame(Frame& frame);
     void handle_hello(std::span<const std::uint8_t> payload);
+    /// Outbound: the acceptor's hello checked out: confirm, then establish, ask to join, or (a
+    /// dial request) wait for the acceptor to close.
+    void confirm_acceptor(const Hello& hello);
     void handle_confirmation(Frame& frame);
     void handle_join_frame(Frame& frame);
     /// Seed side: refuses a joiner's hello, telling it why (JoinAnswer "refused").
