@@ -349,7 +349,7 @@ void Mesh::Impl::on_dial_request(NodeId peer) {
     dial(peer);
 }
 
-HelloCheck Mesh::Impl::on_hello(Connection& c, const Hello& hello) {
+HelloCheck Mesh::Impl::check_table(const Connection& c, const Hello& hello) const {
     // A joiner checks the seed's answer without the table: the seed need not be in it.
     HelloCheck check = c.joining() ? check_seed_hello(hello, membership_.cluster)
                                    : check_hello(hello, membership_, self_, c.dialed());
@@ -361,6 +361,11 @@ HelloCheck Mesh::Impl::on_hello(Connection& c, const Hello& hello) {
             check.dial_request = true;
         }
     }
+    return check;
+}
+
+HelloCheck Mesh::Impl::on_hello(Connection& c, const Hello& hello) {
+    HelloCheck check = check_table(c, hello);
     if (check.refusal) {
         return check;
     }

@@ -187,6 +187,9 @@ struct Mesh::Impl : std::enable_shared_from_this<Mesh::Impl> {
     // ---- Called by connections ----
     /// Checks a received Hello (membership, direction, TLS name, duplicates). Counts refusals.
     HelloCheck on_hello(Connection& c, const Hello& hello);
+    /// The table's part of on_hello: version, cluster, id, direction; an inbound hello from a
+    /// member of higher index is a dial request.
+    HelloCheck check_table(const Connection& c, const Hello& hello) const;
     /// Inbound: the dialer confirmed; re-checks duplicates (two connections may claim one id).
     std::optional<std::pair<HandshakeRefusal, std::string>> on_confirmation(Connection& c);
     /// MeshOptions::admit_incarnation for a proven peer (nullopt: admitted).
