@@ -26,7 +26,8 @@ figures:
   restart      SIGKILL and restart the highest-index node of 3 (fast profile), time until all
                its links are up at both ends (/status peers), --runs times (default 100)
 options:
-  --runs N          failover runs per case (default 20), cold-start runs per N (default 10)
+  --runs N          failover runs per case (default 20), cold-start runs per N (default 10),
+                    restarts (default 100)
   --profile P       fast, default or both (failover and cold-start; default both)
   --backoff B       uniform or ranked (failover and cold-start; default: the profile's)
   --duration S      jitter: seconds per case (default 60)
