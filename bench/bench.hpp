@@ -142,7 +142,9 @@ struct BenchOptions {
     std::string backoff;                // "uniform" / "ranked"; empty: the profile's default
     double duration_s = 60;             // jitter: seconds per case
     double window_s = 20;               // cost: measuring window
-    double poll_ms = 1;                 // failover: /status polling period
+    double poll_ms = 1;                 // failover, restart: /status polling period
+    double downtime_min_ms = 100;       // restart: the killed node stays down a random time
+    double downtime_max_ms = 1500;      //   drawn uniformly from [min, max]
     bool etcd = true;                   // failover, cold start: compare with etcd when installed
     bool zookeeper = true;              // failover, cold start: compare with ZooKeeper likewise
     bool keep = false;                  // keep the clusters' temporary directories (logs)
@@ -153,6 +155,7 @@ int run_failover(const BenchOptions& options);
 int run_cold_start(const BenchOptions& options);
 int run_jitter(const BenchOptions& options);
 int run_cost(const BenchOptions& options);
+int run_restart(const BenchOptions& options);
 
 // ---- Failover, shared by conclaved and etcd ---------------------------------------------------
 

@@ -23,13 +23,19 @@ figures:
   cold-start   launch N = 3, 5, 7 nodes -> one leader known by all (etcd, ZooKeeper likewise)
   jitter       leader changes per hour with jittered peer links, scouting on and off
   cost         idle CPU and RSS per node, N = 3, 5, 9, fast profile
+  restart      SIGKILL and restart the highest-index node of 3 (fast profile), time until all
+               its links are up at both ends (/status peers), --runs times (default 100)
 options:
-  --runs N          failover runs per case (default 20), cold-start runs per N (default 10)
+  --runs N          failover runs per case (default 20), cold-start runs per N (default 10),
+                    restarts (default 100)
   --profile P       fast, default or both (failover and cold-start; default both)
   --backoff B       uniform or ranked (failover and cold-start; default: the profile's)
   --duration S      jitter: seconds per case (default 60)
   --window S        cost: measuring window in seconds (default 20)
-  --poll-ms MS      failover: polling period of the survivors' /status (default 1)
+  --poll-ms MS      failover, restart: polling period of /status (default 1)
+  --downtime-min-ms MS, --downtime-max-ms MS
+                    restart: the killed node stays down a time drawn uniformly from
+                    [min, max] (default 100, 1500)
   --no-etcd         failover, cold-start: skip the etcd comparison
   --no-zookeeper    failover, cold-start: skip the ZooKeeper comparison
   --seed K          randomness of calm periods, proxy jitter and the floor model (default 1)
@@ -51,7 +57,7 @@ void describe(CLI::App& app, Args& a, BenchOptions& options) {
     app.set_help_flag();  // --help prints kUsage, not CLI11's own
     app.add_flag("-h,--help", a.help);
     app.add_option("FIGURE", a.figure)
-        ->check(CLI::IsMember({"failover", "cold-start", "jitter", "cost"}));
+        ->check(CLI::IsMember({"failover", "cold-start", "jitter", "cost", "restart"}));
     app.add_flag_function("--no-etcd", [&options](std::int64_t) { options.etcd = false; });
     app.add_flag_function("--no-zookeeper",
                           [&options](std::int64_t) { options.zookeeper = false; });
@@ -62,6 +68,8 @@ void describe(CLI::App& app, Args& a, BenchOptions& options) {
     app.add_option("--duration", options.duration_s)->check(CLI::Range(1.0, 86400.0));
     app.add_option("--window", options.window_s)->check(CLI::Range(1.0, 86400.0));
     app.add_option("--poll-ms", options.poll_ms)->check(CLI::Range(0.0, 1000.0));
+    app.add_option("--downtime-min-ms", options.downtime_min_ms)->check(CLI::Range(0.0, 60000.0));
+    app.add_option("--downtime-max-ms", options.downtime_max_ms)->check(CLI::Range(0.0, 60000.0));
     app.add_option("--seed", options.seed)
         ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{1'000'000'000'000'000}));
     app.add_option("--conclaved", a.conclaved);
@@ -75,7 +83,8 @@ int main(int argc, char** argv) {
         {"failover", run_failover},
         {"cold-start", run_cold_start},
         {"jitter", run_jitter},
-        {"cost", run_cost}};
+        {"cost", run_cost},
+        {"restart", run_restart}};
     BenchOptions options;
     Args a;
     CLI::App app("conclave-bench", "conclave-bench");
@@ -96,7 +105,10 @@ int main(int argc, char** argv) {
     if (!a.conclaved.empty()) {
         conclaved = fs::absolute(a.conclaved);
     }
-    options.runs = a.runs > 0 ? a.runs : (a.figure == "cold-start" ? 10 : 20);
+    options.runs = a.runs > 0 ? a.runs
+                              : (a.figure == "cold-start" ? 10
+                                 : a.figure == "restart"  ? 100
+                                                          : 20);
     options.profiles = profile == "both" ? std::vector<std::string>{"fast", "default"}
                                          : std::vector<std::string>{profile};
     std::error_code ec;

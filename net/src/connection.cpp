@@ -39,7 +39,7 @@ std::string Connection::describe() const {
     auto owner = owner_.lock();
     const auto who = peer_ ? peer_ : dialed_;
     if (owner && who) {
-        s += " (peer " + owner->membership_.at(*who).id + ")";
+        s += " (peer " + owner->membership_.at(*who).id + (dial_request_ ? ", dial request)" : ")");
     } else if (join_phase_ != JoinPhase::None) {
         s += outbound_ ? " (join request" : " (joiner";
         s += join_peer_.empty() ? std::string(")") : " '" + join_peer_ + "')";
@@ -292,6 +292,10 @@ void Connection::on_read(const error_code& ec, std::size_t n) {
     if (closed_) {
         return;
     }
+    if (ec && dial_request_sent_) {
+        close(spdlog::level::debug, "dial request delivered");
+        return;
+    }
     if (ec) {
         if (decoder_.mid_frame()) {
             close_bad_frame(BadFrameKind::Truncated, "connection ended inside a frame (" +
@@ -374,6 +378,10 @@ void Connection::handle_frame(Frame& frame) {
         default:
             break;
     }
+    if (dial_request_sent_) {
+        close_bad_frame(BadFrameKind::BadHandshake, "frame after the dial request's confirmation");
+        return;
+    }
     if (!established_) {
         if (awaiting_confirmation_) {
             handle_confirmation(frame);
@@ -432,6 +440,13 @@ void Connection::handle_confirmation(Frame& frame) {
             return;
         }
     }
+    if (dial_request_) {
+        // The peer proved itself: serve its request; this connection never carries frames.
+        const NodeId peer = *peer_;
+        close(spdlog::level::debug, "dial request served");
+        owner->on_dial_request(peer);
+        return;
+    }
     if (join_phase_ == JoinPhase::JoinerHello) {
         // The joiner proved itself (with a secret); it is not a peer: wait for its request.
         awaiting_confirmation_ = false;
@@ -488,33 +503,14 @@ void Connection::handle_hello(std::span<const std::uint8_t> payload) {
     peer_incarnation_ = hello.incarnation;
     peer_repaired_ = hello.repaired;
     if (outbound_) {
-        // The acceptor's hello checks out (and proves the secret): confirm.
-        std::vector<std::uint8_t> mac;
-        if (owner->has_secret()) {
-            mac = owner->own_mac(HandshakeRole::Dialer, hello.node, nonce_, hello.nonce);
-        }
-        if (!joining() && !admit_peer(mac)) {
-            return;
-        }
-        enqueue(Channel::Control, encode_confirmation(mac));
-        if (!joining()) {
-            establish();  // the peer is up on our side
-            return;
-        }
-        // Joiner: ask, and wait for the answer. Only the answer may be this large (it carries a
-        // configuration).
-        join_peer_ = hello.node;
-        enqueue(Channel::Control, encode_join_request(join_request_));
-        join_phase_ = JoinPhase::AwaitingAnswer;
-        decoder_.set_max_frame_bytes(1 + kMaxJoinAnswerBytes);
-        arm_deadline(/*join=*/true);
-        owner->log().info("{} net: {}: join request sent", owner->log_prefix(), describe());
+        confirm_acceptor(hello);
         return;
     }
     if (check.joiner) {
         join_peer_ = hello.node;
         join_phase_ = JoinPhase::JoinerHello;
     }
+    dial_request_ = check.dial_request;
     // Inbound: answer with our hello; the peer is up once the dialer confirms it.
     Hello answer = owner->own_hello();
     if (owner->has_secret()) {
@@ -525,7 +521,8 @@ void Connection::handle_hello(std::span<const std::uint8_t> payload) {
     }
     // A channel mismatch is refused on both sides: the dialer refuses our hello (it sees our
     // channels), and we refuse its confirmation should it come anyway. Said here, once, clearly.
-    channel_mismatch_ = check.joiner ? std::string() : owner->channel_mismatch(hello);
+    channel_mismatch_ =
+        check.joiner || check.dial_request ? std::string() : owner->channel_mismatch(hello);
     if (!channel_mismatch_.empty()) {
         ++owner->counters_
               .handshake_refusals[static_cast<std::size_t>(HandshakeRefusal::ChannelMismatch)];
@@ -535,6 +532,40 @@ void Connection::handle_hello(std::span<const std::uint8_t> payload) {
     hello_sent_ = true;
     awaiting_confirmation_ = true;
     enqueue(Channel::Control, encode_hello(answer));
+}
+
+void Connection::confirm_acceptor(const Hello& hello) {
+    auto owner = owner_.lock();
+    if (!owner) {
+        return;
+    }
+    // The acceptor's hello checks out (and proves the secret): confirm.
+    std::vector<std::uint8_t> mac;
+    if (owner->has_secret()) {
+        mac = owner->own_mac(HandshakeRole::Dialer, hello.node, nonce_, hello.nonce);
+    }
+    if (dial_request_) {
+        // The peer admits nothing here (its own dial does): confirm, wait for it to close.
+        dial_request_sent_ = true;
+        enqueue(Channel::Control, encode_confirmation(mac));
+        return;
+    }
+    if (!joining() && !admit_peer(mac)) {
+        return;
+    }
+    enqueue(Channel::Control, encode_confirmation(mac));
+    if (!joining()) {
+        establish();  // the peer is up on our side
+        return;
+    }
+    // Joiner: ask, and wait for the answer. Only the answer may be this large (it carries a
+    // configuration).
+    join_peer_ = hello.node;
+    enqueue(Channel::Control, encode_join_request(join_request_));
+    join_phase_ = JoinPhase::AwaitingAnswer;
+    decoder_.set_max_frame_bytes(1 + kMaxJoinAnswerBytes);
+    arm_deadline(/*join=*/true);
+    owner->log().info("{} net: {}: join request sent", owner->log_prefix(), describe());
 }
 
 void Connection::refuse_and_tell(HandshakeRefusal refusal, const std::string& detail,

@@ -211,6 +211,10 @@ void Mesh::Impl::start() {
     for (std::size_t i = self_.value + 1U; i < membership_.size(); ++i) {
         dial(NodeId{static_cast<std::uint16_t>(i)});
     }
+    // The lower indexes dial this node, on their backoff, which grew while it was down.
+    for (std::uint16_t i = 0; i < self_.value; ++i) {
+        request_dial(NodeId{i});
+    }
 }
 
 void Mesh::Impl::stop() {
@@ -311,10 +315,57 @@ void Mesh::Impl::schedule_redial(NodeId peer) {
     });
 }
 
-HelloCheck Mesh::Impl::on_hello(Connection& c, const Hello& hello) {
+void Mesh::Impl::request_dial(NodeId peer) {
+    if (stopped_ || peers_[peer.value]->retired) {
+        return;
+    }
+    ++counters_.dial_requests_sent;
+    auto c =
+        std::make_shared<Connection>(weak_from_this(), tcp::socket(io_), tls_context_.get(), peer);
+    c->set_dial_request();
+    connections_.insert(c);
+    const auto& address = membership_.at(peer);
+    c->start_outbound(address.host, address.port);
+}
+
+void Mesh::Impl::on_dial_request(NodeId peer) {
+    auto& slot = *peers_[peer.value];
+    if (stopped_ || slot.retired) {
+        return;
+    }
+    ++counters_.dial_requests;
+    slot.backoff = options_.reconnect_initial;
+    if (slot.connection) {
+        // A dial in progress completes on its own; an established connection may be a dead one
+        // the restarted peer left: a ping makes it fail, and its redial waits reconnect_initial.
+        if (slot.up) {
+            slot.connection->enqueue(Channel::Control, encode_ping());
+        }
+        return;
+    }
+    log().info("{} net: peer {} asks to be dialed: dialing now", log_prefix(),
+               membership_.at(peer).id);
+    slot.redial_timer.cancel();
+    dial(peer);
+}
+
+HelloCheck Mesh::Impl::check_table(const Connection& c, const Hello& hello) const {
     // A joiner checks the seed's answer without the table: the seed need not be in it.
     HelloCheck check = c.joining() ? check_seed_hello(hello, membership_.cluster)
                                    : check_hello(hello, membership_, self_, c.dialed());
+    if (check.refusal == HandshakeRefusal::WrongDirection && c.inbound()) {
+        // A member this node dials asks to be dialed: the handshake proves it, then it is served.
+        if (const auto index = membership_.index_of(hello.node); index && *index != self_) {
+            check = HelloCheck{};
+            check.peer = index;
+            check.dial_request = true;
+        }
+    }
+    return check;
+}
+
+HelloCheck Mesh::Impl::on_hello(Connection& c, const Hello& hello) {
+    HelloCheck check = check_table(c, hello);
     if (check.refusal) {
         return check;
     }
@@ -369,7 +420,7 @@ HelloCheck Mesh::Impl::on_hello(Connection& c, const Hello& hello) {
             return check;
         }
     }
-    if (c.inbound() && check.peer) {
+    if (c.inbound() && check.peer && !check.dial_request) {
         auto& slot = *peers_[check.peer->value];
         if (slot.up) {
             check.peer.reset();

@@ -47,6 +47,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     void start_outbound(const std::string& host, std::uint16_t port);
     /// Makes this outbound connection a join request (before start_outbound).
     void set_join(JoinRequest request, JoinCallback done);
+    /// Makes this outbound connection a dial request to `dialed` (before start_outbound): the
+    /// handshake runs, then the peer closes it and dials this node (net/README.md).
+    void set_dial_request() { dial_request_ = true; }
     /// Seed side: writes the handler's answer and closes once written (no-op unless waiting).
     void respond_join(JoinAnswer answer);
 
@@ -101,6 +104,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     void on_read(const boost::system::error_code& ec, std::size_t n);
     void handle_frame(Frame& frame);
     void handle_hello(std::span<const std::uint8_t> payload);
+    /// Outbound: the acceptor's hello checked out: confirm, then establish, ask to join, or (a
+    /// dial request) wait for the acceptor to close.
+    void confirm_acceptor(const Hello& hello);
     void handle_confirmation(Frame& frame);
     void handle_join_frame(Frame& frame);
     /// Seed side: refuses a joiner's hello, telling it why (JoinAnswer "refused").
@@ -149,6 +155,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     std::string peer_incarnation_;          // announced in the peer's hello
     bool peer_repaired_ = false;
     bool refused_ = false;  // a Refused frame is queued: nothing more is read
+    /// A dial request (either side): never a peer's connection, closed after the handshake.
+    bool dial_request_ = false;
+    bool dial_request_sent_ = false;  // outbound: confirmed; waiting for the peer to close
     std::string source_;
     FrameDecoder decoder_;
     std::array<std::uint8_t, 16384> read_buffer_{};
@@ -186,6 +195,9 @@ struct Mesh::Impl : std::enable_shared_from_this<Mesh::Impl> {
     /// A hello came for a node whose connection is up: Ping that connection, or close it when
     /// it is retransmitting (Connection::retransmitting).
     void probe_old_connection(PeerSlot& slot);
+    /// The table's part of on_hello: version, cluster, id, direction; an inbound hello from a
+    /// member of higher index is a dial request.
+    HelloCheck check_table(const Connection& c, const Hello& hello) const;
     /// Inbound: the dialer confirmed; re-checks duplicates (two connections may claim one id).
     std::optional<std::pair<HandshakeRefusal, std::string>> on_confirmation(Connection& c);
     /// MeshOptions::admit_incarnation for a proven peer (nullopt: admitted).
@@ -197,6 +209,9 @@ struct Mesh::Impl : std::enable_shared_from_this<Mesh::Impl> {
     /// MeshOptions::on_admitted_by, once per connection of `peer`.
     void note_admitted(NodeId peer);
     void on_refused_by_peer(NodeId peer, const PeerRefusal& refusal);
+    /// A proven peer of higher index asks to be dialed (it restarted): its backoff is reset and
+    /// it is dialed now, or its established connection is probed.
+    void on_dial_request(NodeId peer);
     void on_established(const std::shared_ptr<Connection>& c);
     std::optional<FrameRejection> on_frame(Connection& c, Frame& frame);
     void request_join(std::string host, std::uint16_t port, JoinRequest request, JoinCallback done);
@@ -226,6 +241,8 @@ struct Mesh::Impl : std::enable_shared_from_this<Mesh::Impl> {
     void do_accept();
     void dial(NodeId peer);
     void schedule_redial(NodeId peer);
+    /// Asks `peer` (lower index, the dialer of the pair) to dial this node now.
+    void request_dial(NodeId peer);
     Mesh::AddedNode add_node(NodeAddress node, bool retired);
     void retire_node(NodeId node);
     void readmit_node(NodeId node);

@@ -632,3 +632,71 @@ TEST_CASE("quarantine: a new incarnation exchanges no elector frame until it is 
         mesh->stop();
     }
 }
+
+TEST_CASE(
+    "restart: a restarted peer is dialed at once, not on the redial backoff; an unproven one "
+    "is not") {
+    // n1 (index 0) dials n2. After the loss, its redial waits 2.5-5 s (reconnect_initial).
+    asio::io_context io;
+    const auto tune = [](std::uint16_t, MeshOptions& options) {
+        options.reconnect_initial = 5000ms;
+        options.reconnect_max = 20000ms;
+    };
+    auto meshes = two_meshes(io, 100U, tune);
+    for (auto& mesh : meshes) {
+        mesh->start();
+    }
+    const auto both_up = [&] {
+        return meshes[0]->is_up(NodeId{1}) && meshes[1] && meshes[1]->is_up(NodeId{0});
+    };
+    // n2's dial request at its first start is served too (n1's own dial is already under way).
+    REQUIRE(run_until(
+        io, [&] { return both_up() && meshes[0]->counters().dial_requests == 1; }, 5000ms));
+    const Membership membership = meshes[0]->membership();
+    meshes[1]->stop();
+    meshes[1].reset();
+    REQUIRE(run_until(
+        io, [&] { return !meshes[0]->is_up(NodeId{1}); }, 2000ms));
+    const auto restart_options = [&](std::string secret) {
+        auto options = test_mesh_options();
+        options.seed = 101U;
+        options.secret = std::move(secret);
+        options.incarnation = "inc-1";
+        tune(1, options);
+        return options;
+    };
+    const auto dialed = meshes[0]->counters().connections_dialed;
+    const auto accepted = meshes[0]->counters().connections_accepted;
+    {
+        // Someone without the secret starts as n2: its dial request proves nothing, so n1 neither
+        // dials nor resets its backoff.
+        Mesh impostor(io, membership, NodeId{1}, restart_options(std::string(32, 'x')));
+        impostor.start();
+        CHECK(run_until(
+            io, [&] { return meshes[0]->counters().connections_accepted == accepted + 1; },
+            2000ms));
+        run_for(io, 200ms);
+        CHECK(impostor.counters().refusal(HandshakeRefusal::AuthFailed) == 1);
+        CHECK(impostor.counters().dial_requests_sent == 1);
+        CHECK(meshes[0]->counters().dial_requests == 1);
+        CHECK(meshes[0]->counters().connections_dialed == dialed);
+        CHECK_FALSE(meshes[0]->is_up(NodeId{1}));
+    }
+    // The real n2 starts again: n1 dials it at once.
+    meshes[1] =
+        std::make_unique<Mesh>(io, membership, NodeId{1}, restart_options(std::string(32, 'k')));
+    meshes[1]->start();
+    REQUIRE(run_until(io, both_up, 1000ms));
+    CHECK(meshes[1]->counters().dial_requests_sent == 1);
+    CHECK(meshes[0]->counters().dial_requests == 2);
+    CHECK(meshes[0]->counters().connections_dialed == dialed + 1);
+    // The dial request is no connection of the pair: one each side, nothing refused.
+    run_for(io, 200ms);
+    CHECK(both_up());
+    CHECK(meshes[0]->counters().refusal(HandshakeRefusal::DuplicateNode) == 0);
+    CHECK(meshes[1]->counters().refusal(HandshakeRefusal::DuplicateNode) == 0);
+    CHECK(meshes[0]->counters().refusal(HandshakeRefusal::WrongDirection) == 0);
+    for (auto& mesh : meshes) {
+        mesh->stop();
+    }
+}

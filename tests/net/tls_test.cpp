@@ -57,6 +57,14 @@ TEST_CASE("TLS: a 3-node cluster elects; a foreign CA and a borrowed certificate
         for (const auto& n : cluster.nodes) {
             CHECK(n->mesh->counters().peer_ups == 2);
         }
+        // The dial requests of n2 and n3 at start pass the TLS handshake and are served.
+        REQUIRE(run_until(
+            cluster.io,
+            [&] {
+                return cluster.nodes[0]->mesh->counters().dial_requests == 2 &&
+                       cluster.nodes[1]->mesh->counters().dial_requests == 1;
+            },
+            2000ms));
     }
 
     SECTION("n3 presents a certificate from another CA") {
@@ -98,6 +106,12 @@ TEST_CASE("TLS: a 3-node cluster elects; a foreign CA and a borrowed certificate
             5000ms));
         CHECK_FALSE(cluster.nodes[0]->mesh->is_up(NodeId{2}));
         CHECK(cluster.nodes[2]->mesh->counters().peer_ups == 0);
+        // n3's dial requests prove nothing (the certificate names n2): neither peer serves them;
+        // n1 serves n2's only.
+        run_for(cluster.io, 300ms);
+        CHECK(cluster.nodes[2]->mesh->counters().dial_requests_sent == 2);
+        CHECK(cluster.nodes[0]->mesh->counters().dial_requests == 1);
+        CHECK(cluster.nodes[1]->mesh->counters().dial_requests == 0);
     }
 }
 

@@ -202,6 +202,9 @@ struct HelloCheck {
     std::optional<HandshakeRefusal> refusal;
     std::string detail;
     bool joiner = false;
+    /// Inbound from a member of higher index, which this node dials: not a connection for the
+    /// pair but a dial request (net/README.md, "Dial requests"), served once the peer is proven.
+    bool dial_request = false;
 };
 HelloCheck check_hello(const Hello& hello, const Membership& membership, NodeId self,
                        std::optional<NodeId> expected);

@@ -5,6 +5,9 @@
 //   - listens on this node's endpoint and dials every peer with a higher index (the lower index
 //     of a pair dials, so each pair has exactly one connection), redialing with exponential
 //     backoff plus jitter while the peer is down;
+//   - at start, asks every peer with a lower index to dial it now (a dial request: a handshake
+//     that proves both sides, then closes), so that a restarted node does not wait for its
+//     peers' grown backoff;
 //   - runs the handshake (optional mutual TLS, then Hello, see handshake.hpp) under a deadline;
 //   - reports peer up (after the handshake) and peer down (connection lost) to its listeners;
 //   - hands each received frame to the handler registered for its channel; a handler returns a
@@ -139,6 +142,8 @@ struct MeshCounters {
     std::uint64_t sends_dropped = 0;       // send() to a peer that is not up, or in quarantine
     std::uint64_t quarantined_frames = 0;  // frames received and dropped in quarantine
     std::uint64_t join_requests = 0;       // JoinRequests received from joiners (seed side)
+    std::uint64_t dial_requests_sent = 0;  // dial requests sent to lower-index peers at start
+    std::uint64_t dial_requests = 0;       // dial requests received from proven peers
 
     std::uint64_t bad_frame(BadFrameKind k) const {
         return bad_frames[static_cast<std::size_t>(k)];
