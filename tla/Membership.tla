@@ -1,7 +1,7 @@
 \* SPDX-License-Identifier: Apache-2.0
 ----------------------------- MODULE Membership -----------------------------
 (***************************************************************************)
-(* Membership changes (issue 18): the design of docs/membership.md, before *)
+(* Membership changes: the design of docs/membership.md, before *)
 (* any C++ exists. Elections and the replicated log are abstracted to the  *)
 (* parts membership touches; the full handlers are in Elector.tla and      *)
 (* ReplicatedLog.tla, whose action names are reused where an action here   *)

@@ -45,7 +45,7 @@
 (* keep it (duplication). A message is lost by never being delivered, or,  *)
 (* for the types in LossyTypes, by being lost as it is sent (it takes no  *)
 (* slot of MaxMsgs).                                                        *)
-(* Repair (issue 16, `conclaved --repair`): Repair(n) is a crash whose    *)
+(* Repair (`conclaved --repair`): Repair(n) is a crash whose    *)
 (* restart keeps any prefix of the log, even one missing durable and       *)
 (* committed entries (the corruption), and sets the repaired marker R.     *)
 (* While marked (NonVoting) the node answers no SyncRequest, its acks say  *)
@@ -532,7 +532,7 @@ Persisted(n) ==
        /\ UNCHANGED <<lastTerm, proposed, crashes, repairs>>
 
 \* peer_down(p): while fetching from p, AbandonSource; once synced, the leader
-\* stops counting p's acknowledgements (match_len[p] := 0, issue 16): p may
+\* stops counting p's acknowledgements (match_len[p] := 0): p may
 \* have crashed and lost, in a repair, entries it acknowledged, and the
 \* leader must not complete a commit quorum with them after it could know.
 \* The reset is taken only once a Repair happened: before it no

@@ -65,7 +65,7 @@ ci_models=(
   # the log at 3 terms with crashes, loss, duplication, step-downs and flush lag: random
   # behaviours of a fixed budget (the exhaustive model does not finish, see README.md)
   "LogDeep.cfg:MCReplicatedLog:ok:sim:300:60"
-  # the same with up to 2 Repair steps (issue 16, conclaved --repair), and its canaries: the
+  # the same with up to 2 Repair steps (conclaved --repair), and its canaries: the
   # runs reach a repaired node lacking a committed entry, and a cleared marker
   # (MaybeClearRepaired taken: depth 120, which half as many behaviours keep at the old cost;
   # at depth 60 no run cleared one, README.md, "Repair")
@@ -88,10 +88,10 @@ ci_models=(
   "ElectorKeepLeadingOnNewerHeartbeat.cfg:MCElector:FencingTokensUnique:bfs"
   "LogCommitWithoutQuorum.cfg:MCReplicatedLog:LeaderCompleteness:bfs"
   "LogSkipSync.cfg:MCReplicatedLog:LeaderCompleteness:bfs"
-  # repair (issue 16, conclaved --repair): the planted CountRepaired (a repaired node counts in
+  # repair (conclaved --repair): the planted CountRepaired (a repaired node counts in
   # quorums) must be found
   "LogCountRepaired.cfg:MCReplicatedLog:LeaderCompleteness:bfs"
-  # membership (issue 18, docs/membership.md): the 2-change model (a learner promoted, a voter
+  # membership (docs/membership.md): the 2-change model (a learner promoted, a voter
   # removed) by random behaviours (exhaustive, and shrink 4 -> 3: --all); canaries; the
   # version-fence mutation
   "MembershipSafety.cfg:MCMembership:ok:sim:300:30"
@@ -104,7 +104,7 @@ ci_models=(
   # the planted SkipOwnTermCommit (not a bug in this design, no violation: --all) is reached: a
   # leader appends a change before its sync point commits (docs/membership.md, 7.4)
   "MembershipSkipOwnTermCommit.cfg+CanaryNoChangeBeforeOwnTermCommit:MCMembership:CanaryNoChangeBeforeOwnTermCommit:bfs"
-  # membership in Elector.tla itself (issue 18, the C++ elector's slice): 4 nodes, the history
+  # membership in Elector.tla itself (the C++ elector's slice): 4 nodes, the history
   # C0 -> learner promoted -> a voter removed, learnt late or never; random behaviours of the
   # whole model (terms <= 2, scouting, check-quorum); the section 7.2 shape scripted, then every
   # election (exhaustive), its canaries and the planted IgnoreConfigVersion (two leaders)

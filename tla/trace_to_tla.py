@@ -157,7 +157,7 @@ class Converter:
             "lsn": self.lsn(s, "lsn", where),
             "armed_timers": "{" + ", ".join(json.dumps(t) for t in timers) + "}",
         }
-        # Traces written before the membership fields (issue 18): the default configuration.
+        # Traces written before the membership fields: the default configuration.
         cfg_src = {"voters": s.get("voters", list(range(self.nodes))),
                    "config_version": s.get("config_version", 0)}
         if keep_config is not None:

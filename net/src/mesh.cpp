@@ -337,9 +337,10 @@ void Mesh::Impl::on_dial_request(NodeId peer) {
     slot.backoff = options_.reconnect_initial;
     if (slot.connection) {
         // A dial in progress completes on its own; an established connection may be a dead one
-        // the restarted peer left: a ping makes it fail, and its redial waits reconnect_initial.
+        // the restarted peer left: probed (a ping makes it fail, or, retransmitting, it is
+        // closed), and its redial waits reconnect_initial.
         if (slot.up) {
-            slot.connection->enqueue(Channel::Control, encode_ping());
+            probe_old_connection(slot);
         }
         return;
     }
@@ -483,6 +484,12 @@ void Mesh::Impl::note_admitted(NodeId peer) {
 }
 
 void Mesh::Impl::on_refused_by_peer(NodeId peer, const PeerRefusal& refusal) {
+    if (refusal.reason == to_string(HandshakeRefusal::UnknownNode)) {
+        if (options_.on_unknown_to) {
+            options_.on_unknown_to(peer, refusal.detail);
+        }
+        return;
+    }
     if (refusal.reason != to_string(HandshakeRefusal::StateLost)) {
         return;
     }

@@ -46,11 +46,13 @@ fs::path metadata_log_file(const ClusterConfig& config) {
 }
 
 void check_log_kept(const ClusterConfig& config, const net::NodeIdentity& identity) {
-    if (!identity.log || !config.metadata.enabled || non_empty_file(metadata_log_file(config))) {
+    std::error_code ec;
+    if (!identity.log || !config.metadata.enabled ||
+        fs::is_regular_file(metadata_log_file(config), ec)) {
         return;
     }
     throw IdentityError(
-        "'" + metadata_log_file(config).string() + "' is missing or empty, but '" +
+        "'" + metadata_log_file(config).string() + "' is missing, but '" +
         (config.data_dir / net::kStateFileName).string() +
         "' shows that this node created its metadata log: the entries it acknowledged are lost, "
         "and starting it with its old votes on an empty log could let it count in a quorum "

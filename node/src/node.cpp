@@ -174,6 +174,15 @@ Node::Node(std::unique_ptr<boost::asio::io_context> owned_io, boost::asio::io_co
     mesh_options.on_state_lost = [this](NodeId peer, const std::string& detail) {
         refused_as_lost(peer, detail);
     };
+    mesh_options.on_unknown_to = [this](NodeId peer, const std::string&) {
+        if (unknown_to_.insert(peer).second) {
+            log_event(*logger_, spdlog::level::warn, "peer does not know this node (unknown_node)",
+                      {{"peer", config_.node_name(peer)},
+                       {"hint",
+                        "removed from the cluster while it was down? stop it, or empty "
+                        "its data directory and start it with --join"}});
+        }
+    };
     mesh_options.quarantined = !identity_.registered;
     mesh_options.on_admitted_by = [this](NodeId peer) { on_admitted_by(peer); };
     mesh_ = std::make_unique<net::Mesh>(*io_, membership_of(config_), config_.self,
@@ -183,6 +192,7 @@ Node::Node(std::unique_ptr<boost::asio::io_context> owned_io, boost::asio::io_co
         net::DriverOptions{config_.data_dir, options_.seed, logger_, /*log_leadership=*/false,
                            options_.store_elector_state, identity_});
     create_log_driver();
+    note_log_created();
     if (stored) {
         for (std::uint16_t i = 0; i < stored->removed.size(); ++i) {
             if (stored->removed[i] && NodeId{i} != config_.self) {
@@ -309,7 +319,6 @@ std::optional<std::string> Node::start() {
     }
     if (log_driver_) {
         log_driver_->start();
-        note_log_created();
     }
     driver_->start();
     log_event(*logger_, spdlog::level::info, "node started",
@@ -558,21 +567,21 @@ void Node::maybe_end_quarantine(const std::string& last) {
         {{"admitted_by", std::to_string(admitted)}, {"other_voters", std::to_string(others)}});
 }
 
-// The identity records that it has a metadata log, once the log's file exists, so that a later
-// start without it is refused (check_log_kept).
+// The identity records that it has a metadata log once the log's file exists (the log driver
+// creates it), so that a later start without it is refused (check_log_kept). Called before the
+// elector driver starts: nothing else writes the vote record yet.
 void Node::note_log_created() {
     std::error_code ec;
-    const auto bytes = std::filesystem::file_size(metadata_log_file(config_), ec);
-    if (identity_.log || ec || bytes == 0) {
+    if (identity_.log || !log_driver_ ||
+        !std::filesystem::is_regular_file(metadata_log_file(config_), ec)) {
         return;
     }
     identity_.log = true;
     try {
         net::store_durable_state(config_.data_dir, driver_->elector().state().durable(), identity_);
     } catch (const net::StateFileError& e) {
-        identity_.log = false;
-        fail_stop(std::string("cannot record the metadata log in the vote record: ") + e.what());
-        return;
+        throw std::runtime_error(
+            std::string("cannot record the metadata log in the vote record: ") + e.what());
     }
     driver_->set_identity(identity_);
 }
@@ -588,6 +597,27 @@ void Node::refused_as_lost(NodeId peer, const std::string& detail) {
     log_event(*logger_, spdlog::level::critical, "refused by a peer: state lost",
               {{"reason", *state_refused_}, {"action", "stopping; exit status 3"}});
     boost::asio::post(*io_, [this] { stop(); });
+}
+
+std::optional<std::string> Node::removed_by_peers() const {
+    std::size_t others = 0;
+    std::string names;
+    for (std::uint16_t i = 0; i < config_.nodes.size(); ++i) {
+        const NodeId n{i};
+        if (n == config_.self || mesh_->is_retired(n)) {
+            continue;
+        }
+        ++others;
+        if (unknown_to_.contains(n)) {
+            names += (names.empty() ? "" : ", ") + config_.node_name(n);
+        }
+    }
+    if (others == 0 || unknown_to_.size() < others / 2 + 1) {
+        return std::nullopt;
+    }
+    return "removed from the cluster while it was down? " + names +
+           " answer that their tables do not hold this node (unknown_node, not authenticated): "
+           "stop it, or empty its data directory and start it with --join";
 }
 
 void Node::finish_stop() {
@@ -659,6 +689,7 @@ StatusReport Node::status() {
     r.incarnation = identity_.incarnation;
     r.refused = state_refused_;
     r.quarantined = !identity_.registered;
+    r.unknown_to_peers = removed_by_peers();
     const auto now = std::chrono::steady_clock::now();
     for (std::uint16_t i = 0; i < config_.nodes.size(); ++i) {
         const NodeId peer{i};
@@ -688,6 +719,9 @@ std::string Node::metrics_text() {
 HealthReport Node::health() {
     if (state_refused_) {
         return {false, "refused by the cluster: " + *state_refused_};
+    }
+    if (const auto removed = removed_by_peers()) {
+        return {false, *removed};
     }
     if (!identity_.registered) {
         return {false,

@@ -48,6 +48,9 @@ nlohmann::json status_to_json(const StatusReport& status) {
     if (status.quarantined) {
         out["identity"]["quarantined"] = true;
     }
+    if (status.unknown_to_peers) {
+        out["identity"]["unknown_to_peers"] = *status.unknown_to_peers;
+    }
     if (status.membership) {
         out["membership"] = {{"version", status.membership->version},
                              {"from_entry", status.membership->from_entry},

@@ -661,7 +661,7 @@ def test_lost_state(root):
         os.rename(log_dir, log_dir + ".away")
         r = run_refused(["--config", c.config, "--node-id", f])
         line = refusal_line(r)
-        check(r.returncode == 3 and line and "log.dat' is missing or empty" in line and
+        check(r.returncode == 3 and line and "log.dat' is missing" in line and
               "--repair --min-term" in line,
               "lost state: a lost metadata log beside the vote record refuses the start (%r, %r)"
               % (r.returncode, r.stderr.strip()[-500:]))
@@ -852,11 +852,44 @@ def test_membership(root):
         c.stop_all()
 
 
+def test_removed_while_down(root):
+    """A node removed while it was down, restarted with its normal config, says so: its peers
+    answer its dials with unknown_node, and /status and /healthz report it (not a healthy voter
+    without a leader)."""
+    c = Cluster(root)
+    try:
+        leader = c.start_all_agreed("removed while down")
+        if leader is None:
+            return
+        victim = [n for n in c.ids if n != leader][-1]
+        c.procs[victim].send_signal(signal.SIGTERM)
+        c.procs[victim].wait(timeout=WAIT_S)
+        code, body = post_json(c.http_ports[leader], "/members", {"op": "remove", "id": victim})
+        check(code == 200, "removed while down: remove answers 200 (%r %r)" % (code, body))
+        c.start(victim)
+        started = time.monotonic()
+        status = wait_for(lambda: (lambda s: s if s and s.get("identity", {}).get(
+            "unknown_to_peers") else None)(c.status(victim)))
+        check(status is not None and time.monotonic() - started < 5.0 and
+              "--join" in status["identity"]["unknown_to_peers"],
+              "removed while down: /status says its peers do not know it (%.1f s, %r)" %
+              (time.monotonic() - started, c.status(victim)))
+        code, body = request(c.http_ports[victim], "GET", "/healthz")
+        check(code == 503 and "removed from the cluster" in (body or ""),
+              "removed while down: /healthz 503, saying why (%r, %r)" % (code, body))
+        check(any(r.get("msg") == "peer does not know this node (unknown_node)"
+                  for r in c.log_records(victim)),
+              "removed while down: the node logs which peers do not know it")
+    finally:
+        c.stop_all()
+
+
 def main():
     with tempfile.TemporaryDirectory(prefix="conclaved-test-") as root:
         chosen = sys.argv[2:]  # test function names; all of them when none is given
         for test in (test_bad_configs, test_cluster, test_graceful_handover, test_disk_full,
-                     test_repair, test_membership, test_lost_state, test_new_node_quarantine):
+                     test_repair, test_membership, test_lost_state, test_new_node_quarantine,
+                     test_removed_while_down):
             if chosen and test.__name__ not in chosen:
                 continue
             sub = os.path.join(root, test.__name__)

@@ -110,6 +110,10 @@ struct MeshOptions {
     /// Called when a proven peer refuses this node as state_lost: its peers know it by an
     /// earlier incarnation. The owner stops the node: it must not come back as its old self.
     std::function<void(NodeId peer, const std::string& detail)> on_state_lost{};
+    /// Called when a peer this node dialed answers that its table does not hold this node
+    /// (unknown_node: removed while this node was down, or never added). The refusal comes
+    /// before any proof, so it is reported, never acted on.
+    std::function<void(NodeId peer, const std::string& detail)> on_unknown_to{};
     /// Quarantine (a node with a new incarnation, not yet admitted by enough peers): handshakes
     /// run, but frames on every channel but Control are dropped both ways, so the node neither
     /// votes nor acknowledges. Ended by Mesh::end_quarantine().

@@ -47,8 +47,8 @@ IdentityCheck check_identity(const ClusterConfig& config);
 /// The metadata log's data file (`<data_dir>/log/log.dat`), created with the log.
 std::filesystem::path metadata_log_file(const ClusterConfig& config);
 
-/// Throws IdentityError when `identity` has created the metadata log but the log file is gone or
-/// empty (a log lost beside a kept vote record).
+/// Throws IdentityError when `identity` has created the metadata log but the log file is gone (a
+/// log lost beside a kept vote record).
 void check_log_kept(const ClusterConfig& config, const net::NodeIdentity& identity);
 
 /// The files of the data directory, other than the vote record, that show this node has taken part

@@ -36,6 +36,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -262,6 +263,10 @@ class Node {
     std::optional<std::string> admit_peer(NodeId peer, const std::string& incarnation,
                                           bool repaired);
     void refused_as_lost(NodeId peer, const std::string& detail);
+    /// Peers that answered this node's dial with unknown_node (their tables do not hold it).
+    std::set<NodeId> unknown_to_;
+    /// Why the node looks removed: a majority of the other nodes of its table do not know it.
+    std::optional<std::string> removed_by_peers() const;
     NodeSet admitted_by_;  // peers that admitted this node's new incarnation (quarantine)
     void on_admitted_by(NodeId peer);
     void maybe_end_quarantine(const std::string& last);

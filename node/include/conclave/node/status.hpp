@@ -11,7 +11,9 @@
 //     (a failed node steps down and exits; this is what it says meanwhile);
 //   - "identity": {"incarnation": "<hex>"} plus "refused": "<why>" when a peer knows this node by
 //     an earlier incarnation (its data directory was lost or replaced; it stops, exit status 3),
-//     and "quarantined": true while a new node waits to be admitted by a majority of its peers.
+//     "quarantined": true while a new node waits to be admitted by a majority of its peers, and
+//     "unknown_to_peers": "<why>" when a majority of its peers answer that they do not know it
+//     (removed while it was down).
 #pragma once
 
 #include <cstdint>
@@ -77,6 +79,9 @@ struct StatusReport {
     std::optional<std::string> refused;
     /// A new incarnation not yet admitted by a majority of the other voters ("quarantined": true).
     bool quarantined = false;
+    /// A majority of the other nodes answered this node's dials with unknown_node: why it looks
+    /// removed ("identity": {"unknown_to_peers": ...}).
+    std::optional<std::string> unknown_to_peers;
     std::vector<PeerStatus> peers;  // every other node, in config order
     Reason last_transition_reason = Reason::Stopped;
     std::int64_t last_transition_age_ms = 0;
