@@ -51,7 +51,7 @@
 (*                promise after their connection closed.                   *)
 (*              "ForgetPromiseOnRestart": a started node promises nothing. *)
 (*   DriftBeyond: a clock may advance Lo - DriftBeyond .. Hi + DriftBeyond *)
-(*     units per tick: drift beyond the stated bound (0 in the model).     *)
+(*     units per tick: drift beyond the stated bound (0 within it).       *)
 (***************************************************************************)
 EXTENDS Integers, FiniteSets
 
@@ -163,7 +163,8 @@ Stand(c) ==
     /\ up[c] /\ role[c] # "leader" /\ term[c] < MaxTerm
     /\ ~InPromise(c)
     /\ StandR(c, None)
-    /\ UNCHANGED <<faults, now, clock, up, promiseUntil, hadLease, lastRound, msgs, leaders, leased>>
+    /\ UNCHANGED <<faults, now, clock, up, promiseUntil, hadLease, lastRound, msgs, leaders,
+                   leased>>
 
 \* v grants c's proposal (proposal, grant and its receipt in one step). Inside its promise v
 \* grants only the successor its own leader chose (the proposal names the transfer and the
@@ -208,8 +209,8 @@ HeartbeatSend(l) ==
     /\ lastRound' = [lastRound EXCEPT ![l] = clock[l]]
     /\ msgs' = {m \in msgs : m.type # "Heartbeat" \/ m.from # l}
                \cup {Msg("Heartbeat", l, f, term[l], clock[l]) : f \in Node \ {l}}
-    /\ UNCHANGED <<faults, now, clock, up, term, votedFor, role, votes, xferFrom, promiseEnd, leaderOf,
-                   promiseUntil, hadLease, leaders, leased>>
+    /\ UNCHANGED <<faults, now, clock, up, term, votedFor, role, votes, xferFrom, promiseEnd,
+                   leaderOf, promiseUntil, hadLease, leaders, leased>>
 
 \* A follower hears its leader: it adopts the term, promises until clock + E and echoes the
 \* round. The leader takes the ack in the same step (HeartbeatAck): promiseUntil of the newest
@@ -328,8 +329,8 @@ Restart(n) ==
     /\ up' = [up EXCEPT ![n] = TRUE]
     /\ promiseEnd' = [promiseEnd EXCEPT ![n] =
                          IF PlantedBug = "ForgetPromiseOnRestart" THEN NoTime ELSE clock[n] + E]
-    /\ UNCHANGED <<faults, now, clock, term, votedFor, role, votes, xferFrom, leaderOf, promiseUntil,
-                   hadLease, lastRound, msgs, leaders, leased>>
+    /\ UNCHANGED <<faults, now, clock, term, votedFor, role, votes, xferFrom, leaderOf,
+                   promiseUntil, hadLease, lastRound, msgs, leaders, leased>>
 
 -----------------------------------------------------------------------------
 \* The deliveries, named so that TLC's coverage reports them (tla/check.sh's gate).
