@@ -167,8 +167,10 @@ extra_models=(
   # membership in Elector.tla: the leader-removal model, random behaviours (exhaustive: does
   # not finish, README.md "Membership in Elector.tla")
   "ElectorMembershipRemove.cfg:MCElectorMembership:ok:sim:300:60"
-  # the leader lease with two real ticks, exhaustive (README.md, "Leader lease (Lease.tla)")
+  # the leader lease with two real ticks, and from Init, exhaustive (README.md, "Leader lease
+  # (Lease.tla)")
   "LeaseDeep.cfg:Lease:ok:bfs"
+  "LeaseInit.cfg:Lease:ok:bfs"
 )
 # Every action of each spec's Next, by name (the "Any" wrappers are credited to the action).
 elector_actions=(HandleScoutingRequest HandleScoutingResponse HandleElectionProposal
