@@ -7,7 +7,7 @@
 # An entry is CFG[+CANARY]; CFG+CANARY runs CFG with the extra invariant CANARY, which TLC must
 # violate. Prints distinct states, depth and time per model, then a coverage table: for every
 # action of Elector.tla, ReplicatedLog.tla and Membership.tla, the model that reached the most
-# new (distinct) states through it, counting only models expected to pass (canary and
+# new (distinct) states through it (Identity.tla, Lease.tla: the most over their models), counting only models expected to pass (canary and
 # planted-bug runs prove that a check bites, never that an action is explored). Exit 0 when every result is the expected one (and, for the CI set, every action was
 # taken), 1 otherwise, 77 when TLC is not installed (CTest reports the test as skipped).
 set -uo pipefail
@@ -130,6 +130,21 @@ ci_models=(
   "IdentityNoGuard.cfg:Identity:OneLeaderPerTerm:bfs"
   "IdentityRepairNoQuorum.cfg:Identity:OneLeaderPerTerm:bfs"
   # ---- end of node identity ----
+  # ---- leader lease (Lease.tla; docs/tla-lease.md) ----
+  # the lease under the drift bound, from a just-elected leader: exhaustive, canaries
+  "LeaseSafety.cfg:Lease:ok:bfs"
+  "LeaseSafety.cfg+CanaryNoLease:Lease:CanaryNoLease:bfs"
+  "LeaseSafety.cfg+CanaryNoSecondLease:Lease:CanaryNoSecondLease:bfs"
+  "LeaseSafety.cfg+CanaryNoTransferLease:Lease:CanaryNoTransferLease:bfs"
+  # planted: a lease not shortened by the drift, a vote inside the promise, a promise kept by
+  # the leader after the connection closed, a promise forgotten on restart
+  "LeaseIgnoreDrift.cfg:Lease:LeaseExclusive:bfs"
+  "LeaseVoteInsidePromise.cfg:Lease:LeaseExclusive:bfs"
+  "LeaseKeepPromiseOnPeerDown.cfg:Lease:LeaseExclusive:bfs"
+  "LeaseForgetPromiseOnRestart.cfg:Lease:LeaseExclusive:bfs"
+  # outside the stated model: clocks beyond the drift bound break the correct spec
+  "LeaseDriftBeyond.cfg:Lease:LeaseExclusive:bfs"
+  # ---- end of leader lease ----
 )
 extra_models=(
   # the random leader-life canaries that the exhaustive ElectorLeaderLife / ElectorTransfer
@@ -152,6 +167,10 @@ extra_models=(
   # membership in Elector.tla: the leader-removal model, random behaviours (exhaustive: does
   # not finish, README.md "Membership in Elector.tla")
   "ElectorMembershipRemove.cfg:MCElectorMembership:ok:sim:300:60"
+  # the leader lease with two real ticks, and from Init, exhaustive (README.md, "Leader lease
+  # (Lease.tla)")
+  "LeaseDeep.cfg:Lease:ok:bfs"
+  "LeaseInit.cfg:Lease:ok:bfs"
 )
 # Every action of each spec's Next, by name (the "Any" wrappers are credited to the action).
 elector_actions=(HandleScoutingRequest HandleScoutingResponse HandleElectionProposal
@@ -168,6 +187,10 @@ log_actions=(HandleSyncRequest HandleSyncResponse HandleAppend HandleAppendAck H
 identity_actions=(Handshake Timeout Grant AdoptTerm BecomeLeader Crash Restart Wipe
   RepairWithMinTerm)
 # ---- end of node identity ----
+# ---- leader lease: the actions of Lease.tla's Next (its own gate, below) ----
+lease_actions=(Tick Stand Vote BecomeLeader HeartbeatSend HeartbeatAck LeaseExpireStepDown
+  TransferBegin HandleTransfer PeerDown Crash Restart)
+# ---- end of leader lease ----
 
 gate=0
 models=()
@@ -316,10 +339,31 @@ for act in "${identity_actions[@]}"; do
       "${best%%:*}" "$note"
 done
 # ---- end of node identity ----
+# ---- leader lease: every action of Lease.tla taken by some Lease model that must pass ----
+lease_ok_logs=()
+for entry in "${models[@]}"; do
+  IFS=: read -r name module expect _ <<<"$entry"
+  [[ "$module" == Lease && "$expect" == ok ]] && lease_ok_logs+=("$work/${name%.cfg}.log")
+done
+for act in "${lease_actions[@]}"; do
+  best=""
+  [[ ${#lease_ok_logs[@]} -gt 0 ]] && best=$(cat "${lease_ok_logs[@]}" 2>/dev/null \
+         | grep -o "^<$act\(Any\)\? line [0-9]*, col 1 to .* of module Lease>: [0-9]*:[0-9]*$" \
+         | sed 's/.*: //' | sort -t: -k1,1nr | head -1)
+  [[ -z "$best" && $gate -eq 0 ]] && continue
+  note=""
+  if [[ -z "$best" || "${best%%:*}" -eq 0 ]]; then
+    note="NEVER TAKEN"; [[ $gate -eq 1 ]] && cov_failed=1
+  fi
+  printf '%-14s %-26s %-52s %10s %9s  %s\n' Lease "$act" "Lease*.cfg (must pass)" "${best#*:}" \
+      "${best%%:*}" "$note"
+done
+# ---- end of leader lease ----
 if [[ $cov_failed -eq 1 ]]; then
   echo "COVERAGE GATE FAILED: an action of Next was not taken by any model of this run"
   failed=1
 elif [[ $gate -eq 1 ]]; then
-  echo "coverage gate: every action of Elector.tla, ReplicatedLog.tla and Membership.tla taken"
+  echo "coverage gate: every action of each spec's Next taken (Elector, ReplicatedLog, Membership,"
+  echo "  Identity, Lease)"
 fi
 exit $failed
