@@ -19,6 +19,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import time
 
 DAEMON, CTL, CERTS = sys.argv[1], sys.argv[2], sys.argv[3]
 WAIT_S = 15.0
