@@ -169,11 +169,6 @@ Actions Elector::start(Millis now) {
     if (IsVoter(config_.self)) {  // a learner or removed node never stands (R7, R8)
         Arm(TimerId::InitialWait, config_.initial_wait + ranked_start);
     }
-    // A promise given before a crash is forgotten with it: kept for E from the start instead
-    // (a node that never left term 0 never heard a leader, so it promised nobody).
-    if (state_.term.value > 0 && state_.voters.size() > 1) {
-        lease_.start_promise_until = now_ + config_.inactivity_interval();
-    }
     NotifyIfChanged(Reason::Started);
     return Finish();
 }
@@ -426,8 +421,7 @@ void Elector::HandleScoutingRequest(const Message& m, const ScoutingRequest& bod
     }
     // Sticky leader: a leader knows itself; a follower keeps its promise (PromiseHolds).
     const bool knows_leader =
-        state_.role == Role::Leader ||
-        ((PromiseHolds() || StartPromiseHolds()) && !planted(PlantedBug::SkipStickyLeader));
+        state_.role == Role::Leader || (PromiseHolds() && !planted(PlantedBug::SkipStickyLeader));
     const bool will_vote = fence == Refusal::None && !knows_leader && order == TermOrder::Newer;
     if (will_vote) {
         ++counters_.prevotes_granted;
@@ -500,7 +494,7 @@ void Elector::HandleElectionProposal(const Message& m, const ElectionProposal& b
     if (sticky && state_.role == Role::Leader) {
         return refuse(Refusal::IAmLeader);
     }
-    if (sticky && (PromiseHolds() || StartPromiseHolds())) {
+    if (sticky && PromiseHolds()) {
         return refuse(Refusal::HasLeader);
     }
     if (order == TermOrder::Equal) {
@@ -747,7 +741,6 @@ void Elector::PeerDown(NodeId peer) {
         // The follower's promise ended with the link (exception b, docs/design.md).
         if (!planted(PlantedBug::LeaseKeptOnPeerDown)) {
             lease_.promise_until[peer.value].reset();
-            lease_.down_at[peer.value] = now_;
             RecomputeLease();
         }
         if (state_.supporters.size() < quorum_) {
@@ -833,10 +826,6 @@ bool Elector::TermSpaceExhausted() {
 
 void Elector::StartScouting() {
     if (TermSpaceExhausted()) {
-        return;
-    }
-    if (StartPromiseHolds()) {  // it may have promised a leader before it restarted
-        Arm(TimerId::RandomWait, *lease_.start_promise_until - now_);
         return;
     }
     if (!config_.scouting) {
@@ -965,10 +954,6 @@ void Elector::LeaseExpires() {
     }
 }
 
-bool Elector::StartPromiseHolds() const {
-    return lease_.start_promise_until && now_ < *lease_.start_promise_until;
-}
-
 bool Elector::PromiseHolds() const {
     return state_.role == Role::Follower && state_.leader && lease_.heard_leader_at &&
            now_ < *lease_.heard_leader_at + config_.inactivity_interval();
@@ -998,10 +983,6 @@ void Elector::RenewPromise(NodeId peer, std::uint64_t round) {
     const LeaseTimes::SentRound& sent = lease_.sent[round % LeaseTimes::kRoundsKept];
     if (round >= lease_.next_round || sent.round != round) {
         return;
-    }
-    const std::optional<Millis>& down = lease_.down_at[peer.value];
-    if (down && sent.sent_at <= *down) {
-        return;  // the promise of that round ended when the link went down
     }
     const Millis promised = sent.sent_at + LeaseDuration();
     std::optional<Millis>& until = lease_.promise_until[peer.value];
@@ -1035,9 +1016,7 @@ void Elector::RecomputeLease() {
 }
 
 void Elector::EndLease() {
-    const std::optional<Millis> start_promise = lease_.start_promise_until;
     lease_ = LeaseTimes{};
-    lease_.start_promise_until = start_promise;
 }
 
 void Elector::CheckLeaseInvariants() const {

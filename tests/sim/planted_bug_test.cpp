@@ -38,7 +38,7 @@ TEST_CASE("simulator catches a core that votes twice in a term", "[planted]") {
 TEST_CASE("simulator catches a leader that keeps a promise after its link went down", "[planted]") {
     RunOptions o;
     o.planted_bug = PlantedBug::LeaseKeptOnPeerDown;
-    const auto v = first_violation(o, 5000);  // 10 of seeds 1-5000 with the default faults
+    const auto v = first_violation(o, 300);  // seed 166 with the default faults (all)
     REQUIRE(v);
     CHECK(v->kind == ViolationKind::LeaseExclusive);
 }

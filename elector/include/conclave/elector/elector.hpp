@@ -77,12 +77,6 @@ struct LeaseTimes {
     };
     /// Follower: when its leader was last heard. The promise holds while now < heard_leader_at + E.
     std::optional<Millis> heard_leader_at;
-    /// A node restarted with a term > 0 may have promised a leader before it crashed and no
-    /// longer knows it: until start + E it neither stands nor supports nor votes for anyone.
-    std::optional<Millis> start_promise_until;
-    /// Leader: per follower, when its connection last went down. An ack of a round sent before
-    /// renews nothing: the follower's promise for that round ended with the link.
-    std::array<std::optional<Millis>, kMaxClusterSize> down_at{};
     /// Leader: the id of the next heartbeat round, and the send times of the latest rounds
     /// (round r at index r % kRoundsKept).
     std::uint64_t next_round = 0;
@@ -224,7 +218,6 @@ class Elector {
     // The leader lease (docs/design.md).
     /// Follower: its leader was heard from at now (a heartbeat, or discovery).
     bool PromiseHolds() const;
-    bool StartPromiseHolds() const;
     /// Leader: starts heartbeat round next_round at now (to every other node) and returns it.
     LeaderHeartbeat StartHeartbeatRound();
     /// Leader: the heartbeat to send outside a round (the latest round's id).
