@@ -55,8 +55,6 @@ std::string_view to_string(ViolationKind k) {
             return "membership-refused";
         case ViolationKind::NodeTable:
             return "node-table";
-        case ViolationKind::LeaseExclusive:
-            return "lease-exclusive";
     }
     return "?";
 }

@@ -30,8 +30,7 @@ Lsn CxL(std::uint64_t term, std::uint64_t counter) {
 }
 
 LeadershipSnapshot CxLeads(NodeId n, std::uint64_t term) {
-    return LeadershipSnapshot{Role::Leader,        Term{term}, n,           term,
-                              Reason::ElectionWon, CxT0,       std::nullopt};
+    return LeadershipSnapshot{Role::Leader, Term{term}, n, term, Reason::ElectionWon, CxT0};
 }
 
 template <class T>
@@ -344,7 +343,7 @@ TEST_CASE("quota: NOSPACE refuses proposals until a compaction frees space", "[c
     CHECK(CxAll<ProposeResult>(a).at(0).error == ProposeError::NoSpace);
     // Leadership moves: the alarm is the leader's, evaluated anew by the next one.
     log.on_leadership(CxT0, LeadershipSnapshot{Role::Follower, Term{1}, std::nullopt, 1,
-                                               Reason::LeaderDiscovered, CxT0, std::nullopt});
+                                               Reason::LeaderDiscovered, CxT0});
     CHECK_FALSE(log.nospace_alarm());
 
     // Overwritten keys: the forced compaction folds them and the proposal fits.

@@ -75,8 +75,7 @@ ReplicatedLog MakeM(NodeId self, std::vector<Entry> entries = BaseLog(),
 }
 
 LeadershipSnapshot MLeads(NodeId n, std::uint64_t term) {
-    return LeadershipSnapshot{Role::Leader,        Term{term}, n,           term,
-                              Reason::ElectionWon, MT0,        std::nullopt};
+    return LeadershipSnapshot{Role::Leader, Term{term}, n, term, Reason::ElectionWon, MT0};
 }
 
 LogMessage MMsg(NodeId from, std::uint64_t term, LogMessageBody body) {
