@@ -604,6 +604,9 @@ void Connection::take_refusal(std::span<const std::uint8_t> payload, bool accept
     }
     if (acceptor_side && peer_ && proven) {
         owner->on_refused_by_peer(*peer_, refusal);
+    } else if (!acceptor_side && dialed_ &&
+               refusal.reason == to_string(HandshakeRefusal::UnknownNode)) {
+        owner->on_refused_by_peer(*dialed_, refusal);  // reported, never acted on (unproven)
     }
     close(spdlog::level::err, "refused by the peer (" + refusal.reason + "): " + refusal.detail +
                                   (proven && acceptor_side ? "" : " [not authenticated]"));

@@ -565,6 +565,31 @@ TEST_CASE("incarnations: a node refused as state_lost is told, by the dialer and
     }
 }
 
+TEST_CASE("removed: a node that dials a peer which removed it is told (unknown_node)") {
+    // The remover is the dialed lower index (the removed node's dial request) or the higher one.
+    for (const unsigned remover : {0U, 1U}) {
+        CAPTURE(remover);
+        asio::io_context io;
+        std::vector<std::string> told(2);
+        auto meshes = two_meshes(io, 60U, [&](std::uint16_t i, MeshOptions& options) {
+            options.on_unknown_to = [&, i](NodeId, const std::string& detail) { told[i] = detail; };
+        });
+        const auto removed = static_cast<std::uint16_t>(1U - remover);
+        meshes[remover]->retire_node(NodeId{removed});
+        for (auto& mesh : meshes) {
+            mesh->start();
+        }
+        REQUIRE(run_until(
+            io, [&] { return !told[removed].empty(); }, 5000ms));
+        CHECK_THAT(told[removed], Catch::Contains("does not hold your id"));
+        CHECK(told[remover].empty());
+        CHECK_FALSE(meshes[removed]->is_up(NodeId{static_cast<std::uint16_t>(remover)}));
+        for (auto& mesh : meshes) {
+            mesh->stop();
+        }
+    }
+}
+
 TEST_CASE("incarnations: an admitted incarnation connects; both sides are asked once") {
     asio::io_context io;
     std::vector<std::string> seen(2);
