@@ -75,10 +75,13 @@ void Simulator::wipe(std::size_t n, WipeLoss loss) {
             identity_refused_[n] = 1;
             break;
         case WipeLoss::Log:
-            // The vote record and identity are intact: conclaved starts it as itself, on an
-            // empty log, unmarked (check_identity looks for evidence only beside a missing
-            // vote record).
+            // The vote record says its identity created the log ("log": true): check_log_kept
+            // refuses the start, as for a lost vote record, until the node is repaired. (A node
+            // without a metadata log loses nothing.)
             log_wipe(n, connected);
+            if (options_.log) {
+                identity_refused_[n] = 1;
+            }
             break;
         case WipeLoss::Everything:
             // An empty data directory: a fresh, unregistered incarnation with an empty peer table.

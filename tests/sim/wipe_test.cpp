@@ -190,11 +190,10 @@ TEST_CASE("wipe with the log: a lost vote record or data directory loses no comm
     }
 }
 
-TEST_CASE("wipe with the log: a log lost beside its vote record restarts unmarked, and is reported",
+TEST_CASE("wipe with the log: a log lost beside its vote record is refused until repaired",
           "[wipe]") {
-    // conclaved's start checks the log only when the vote record is missing: a node whose log
-    // alone was lost comes back as itself, on an empty log, without the repaired marker. The
-    // simulator's floor check reports it at the restart.
+    // conclaved refuses a start whose vote record says the log existed while the log is gone
+    // (check_log_kept): the node stays down, nothing is truncated behind anyone's back.
     SimOptions so;
     so.log = true;
     Simulator sim(so);
@@ -204,9 +203,9 @@ TEST_CASE("wipe with the log: a log lost beside its vote record restarts unmarke
     REQUIRE(sim.log(victim)->end_len() >= 2);
     sim.apply(wipe_of(victim, WipeLoss::Log));
     sim.apply(FaultAction{FaultKind::Restart, victim, {}, 0, 0});
-    CHECK(sim.alive(victim));
-    REQUIRE(sim.violation());
-    CHECK(sim.violation()->kind == ViolationKind::LogTruncated);
+    CHECK_FALSE(sim.alive(victim));
+    CHECK(sim.identity_refused(victim));
+    CHECK_FALSE(sim.violation());
 }
 
 namespace {
@@ -245,12 +244,13 @@ WipeBatch run_wipe_batch(RunOptions o, std::uint64_t first, std::uint64_t count)
     return b;
 }
 
-RunOptions wipe_mix(const char* faults, std::size_t nodes, std::size_t episodes) {
+RunOptions wipe_mix(const char* faults, std::size_t nodes, std::size_t episodes, bool log = false) {
     RunOptions o;
     std::string error;
     o.faults = *FaultMix::parse(faults, &error);
     o.nodes = nodes;
     o.episodes = episodes;
+    o.log = log;
     return o;
 }
 
@@ -260,7 +260,9 @@ TEST_CASE("wipe: random schedules keep every invariant and stay live", "[.][wipe
     for (const auto& [o, first, count] :
          {std::tuple{wipe_mix("all,wipe", 3, 4), 1, 400},
           std::tuple{wipe_mix("all,wipe", 5, 4), 20'001, 150},
-          std::tuple{wipe_mix("wipe,crash,partition,cut", 3, 8), 40'001, 300}}) {
+          std::tuple{wipe_mix("wipe,crash,partition,cut", 3, 8), 40'001, 300},
+          // With the metadata log: a lost log refused until repaired, nothing committed lost.
+          std::tuple{wipe_mix("wipe,crash,partition", 3, 8, /*log=*/true), 60'001, 100}}) {
         const WipeBatch b =
             run_wipe_batch(o, static_cast<std::uint64_t>(first), static_cast<std::uint64_t>(count));
         INFO(o.faults.to_string() << ", " << o.nodes << " nodes: " << b.first);

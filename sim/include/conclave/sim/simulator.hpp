@@ -106,8 +106,9 @@ enum class IdentityBug : std::uint8_t {
 /// directory.
 enum class WipeLoss : std::uint8_t {
     VoteRecord,  // elector-state.json: the start is refused (exit 3) until the node is repaired
-    Log,         // the log, the vote record kept: conclaved starts it as itself on an empty,
-                 // unmarked log (without SimOptions::log: the elector loses nothing)
+    Log,         // the log, the vote record kept: the start is refused (exit 3, the vote record
+                 // says the log existed) until the node is repaired (without SimOptions::log:
+                 // the elector loses nothing)
     Everything,  // the whole data directory: a new incarnation, quarantined, refused by peers
                  // that know an earlier one
 };
