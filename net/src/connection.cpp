@@ -502,6 +502,7 @@ void Connection::handle_hello(std::span<const std::uint8_t> payload) {
     peer_ = check.peer;
     peer_incarnation_ = hello.incarnation;
     peer_repaired_ = hello.repaired;
+    peer_term_ = hello.term;
     if (outbound_) {
         confirm_acceptor(hello);
         return;
@@ -619,6 +620,10 @@ bool Connection::admit_peer(std::vector<std::uint8_t> mac) {
     }
     if (auto why = owner->admit_incarnation(*peer_, peer_incarnation_, peer_repaired_)) {
         refuse_and_tell(HandshakeRefusal::StateLost, *why, *why, std::move(mac));
+        return false;
+    }
+    if (auto refusal = owner->admit_term(*peer_, peer_incarnation_, peer_term_)) {
+        refuse_and_tell(refusal->first, refusal->second, refusal->second, std::move(mac));
         return false;
     }
     return true;

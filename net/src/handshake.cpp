@@ -139,6 +139,9 @@ std::vector<std::uint8_t> encode_hello(const Hello& hello) {
     if (hello.repaired) {
         j["rep"] = true;
     }
+    if (hello.term) {
+        j["term"] = *hello.term;
+    }
     return json::to_cbor(j);
 }
 
@@ -253,6 +256,9 @@ Hello decode_hello(std::span<const std::uint8_t> payload) {
     }
     if (j.contains("rep")) {
         h.repaired = get_bool(j, "rep");
+    }
+    if (j.contains("term")) {
+        h.term = get_term(j, "term").value;
     }
     return h;
 }
@@ -369,6 +375,8 @@ std::string_view to_string(HandshakeRefusal r) {
             return "channel_mismatch";
         case HandshakeRefusal::StateLost:
             return "state_lost";
+        case HandshakeRefusal::StateRegressed:
+            return "state_regressed";
         case HandshakeRefusal::TooManyPendingFromSource:
             return "too_many_pending_from_source";
         case HandshakeRefusal::JoinRefused:

@@ -104,6 +104,9 @@ Hello Mesh::Impl::own_hello() const {
     hello.channels = served_channels();
     hello.incarnation = options_.incarnation;
     hello.repaired = options_.repaired;
+    if (options_.durable_term) {
+        hello.term = options_.durable_term();
+    }
     return hello;
 }
 
@@ -472,6 +475,37 @@ std::optional<std::string> Mesh::Impl::admit_incarnation(NodeId peer,
     return options_.admit_incarnation(peer, incarnation, repaired);
 }
 
+std::optional<std::pair<HandshakeRefusal, std::string>> Mesh::Impl::admit_term(
+    NodeId peer, const std::string& incarnation, std::optional<std::uint64_t> term) {
+    if (!options_.durable_term) {
+        return std::nullopt;
+    }
+    const std::string& id = membership_.at(peer).id;
+    if (!term) {
+        return std::make_pair(
+            HandshakeRefusal::UnsupportedVersion,
+            "the hello of '" + id +
+                "' carries no durable term (\"term\"): a node of another version");
+    }
+    auto& slot = *peers_[peer.value];
+    if (slot.announced_term && slot.announced_incarnation == incarnation &&
+        *term < *slot.announced_term) {
+        return std::make_pair(
+            HandshakeRefusal::StateRegressed,
+            "node '" + id + "' announces durable term " + std::to_string(*term) +
+                ", below the term " + std::to_string(*slot.announced_term) + " it announced to '" +
+                membership_.at(self_).id +
+                "' before: its state was restored from an older copy (a VM snapshot?); "
+                "stop it and run conclaved --repair --min-term <the cluster's term>");
+    }
+    if (slot.announced_incarnation != incarnation || !slot.announced_term ||
+        *term > *slot.announced_term) {
+        slot.announced_term = term;
+        slot.announced_incarnation = incarnation;
+    }
+    return std::nullopt;
+}
+
 void Mesh::Impl::note_admitted(NodeId peer) {
     auto& slot = *peers_[peer.value];
     if (slot.admitted) {
@@ -487,6 +521,14 @@ void Mesh::Impl::on_refused_by_peer(NodeId peer, const PeerRefusal& refusal) {
     if (refusal.reason == to_string(HandshakeRefusal::UnknownNode)) {
         if (options_.on_unknown_to) {
             options_.on_unknown_to(peer, refusal.detail);
+        }
+        return;
+    }
+    if (refusal.reason == to_string(HandshakeRefusal::StateRegressed)) {
+        log().critical("{} net: node '{}' refuses this node (state_regressed): {}", log_prefix(),
+                       membership_.at(peer).id, refusal.detail);
+        if (options_.on_state_regressed) {
+            options_.on_state_regressed(peer, refusal.detail);
         }
         return;
     }

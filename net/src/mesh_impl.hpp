@@ -150,9 +150,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     bool hello_sent_ = false;
     bool awaiting_confirmation_ = false;  // inbound: our hello sent, waiting for the dialer's ping
     std::vector<std::uint8_t> nonce_;     // ours (secret handshake)
-    std::vector<std::uint8_t> peer_nonce_;  // inbound: the dialer's
-    std::string channel_mismatch_;          // inbound: why the confirmation will be refused
-    std::string peer_incarnation_;          // announced in the peer's hello
+    std::vector<std::uint8_t> peer_nonce_;    // inbound: the dialer's
+    std::string channel_mismatch_;            // inbound: why the confirmation will be refused
+    std::string peer_incarnation_;            // announced in the peer's hello
+    std::optional<std::uint64_t> peer_term_;  // announced in the peer's hello
     bool peer_repaired_ = false;
     bool refused_ = false;  // a Refused frame is queued: nothing more is read
     /// A dial request (either side): never a peer's connection, closed after the handshake.
@@ -180,6 +181,10 @@ struct PeerSlot {
     bool retired = false;
     /// The current connection's peer has admitted this node's incarnation (reported once).
     bool admitted = false;
+    /// The highest durable term the peer announced in a proven hello, and the incarnation that
+    /// announced it (MeshOptions::durable_term; memory only).
+    std::optional<std::uint64_t> announced_term;
+    std::string announced_incarnation;
 };
 
 struct Mesh::Impl : std::enable_shared_from_this<Mesh::Impl> {
@@ -203,6 +208,11 @@ struct Mesh::Impl : std::enable_shared_from_this<Mesh::Impl> {
     /// MeshOptions::admit_incarnation for a proven peer (nullopt: admitted).
     std::optional<std::string> admit_incarnation(NodeId peer, const std::string& incarnation,
                                                  bool repaired);
+    /// MeshOptions::durable_term: checks the durable term a proven peer announced against the
+    /// highest one its incarnation announced before, and remembers it when admitted. Returns the
+    /// refusal (StateRegressed, or UnsupportedVersion for a hello without a term) and its detail.
+    std::optional<std::pair<HandshakeRefusal, std::string>> admit_term(
+        NodeId peer, const std::string& incarnation, std::optional<std::uint64_t> term);
     /// A Refused frame from `peer`, which has proven itself: a state_lost refusal is handed to
     /// MeshOptions::on_state_lost.
     bool quarantined_ = false;

@@ -183,6 +183,12 @@ Node::Node(std::unique_ptr<boost::asio::io_context> owned_io, boost::asio::io_co
                         "its data directory and start it with --join"}});
         }
     };
+    mesh_options.durable_term = [this]() -> std::uint64_t {
+        return driver_ ? driver_->elector().state().durable().term.value : 0;
+    };
+    mesh_options.on_state_regressed = [this](NodeId peer, const std::string& detail) {
+        refused_as_regressed(peer, detail);
+    };
     mesh_options.quarantined = !identity_.registered;
     mesh_options.on_admitted_by = [this](NodeId peer) { on_admitted_by(peer); };
     mesh_ = std::make_unique<net::Mesh>(*io_, membership_of(config_), config_.self,
@@ -530,6 +536,10 @@ std::optional<std::string> Node::admit_peer(NodeId peer, const std::string& inca
 // majority that admitted an earlier incarnation of this node shares a member with this one, which
 // would have refused it (docs/design.md, "Node identity").
 void Node::on_admitted_by(NodeId peer) {
+    if (regressed_by_.erase(peer) > 0) {
+        log_event(*logger_, spdlog::level::info, "admitted again by a peer that refused it",
+                  {{"peer", config_.node_name(peer)}});
+    }
     if (identity_.registered) {
         return;
     }
@@ -620,6 +630,33 @@ std::optional<std::string> Node::removed_by_peers() const {
            "stop it, or empty its data directory and start it with --join";
 }
 
+// A peer remembers a higher durable term of this incarnation than the vote record holds: the
+// data directory was restored from an older copy. Reported (status, healthz, log); the peer keeps
+// refusing it until the node is repaired with a --min-term above the cluster's term.
+void Node::refused_as_regressed(NodeId peer, const std::string& detail) {
+    const bool first = regressed_by_.empty();
+    regressed_by_[peer] = detail;
+    if (first) {
+        log_event(*logger_, spdlog::level::critical, "refused by a peer: state regressed",
+                  {{"peer", config_.node_name(peer)},
+                   {"detail", detail},
+                   {"action",
+                    "stop this node and run conclaved --repair --min-term <the cluster's term>"}});
+    }
+}
+
+std::optional<std::string> Node::regressed_report() const {
+    if (regressed_by_.empty()) {
+        return std::nullopt;
+    }
+    const auto& [peer, detail] = *regressed_by_.begin();
+    const bool names_repair = detail.find("--repair --min-term") != std::string::npos;
+    return "restored from an older copy? " + config_.node_name(peer) +
+           " refuses this node (state_regressed): " + detail +
+           (names_repair ? ""
+                         : "; stop it and run conclaved --repair --min-term <the cluster's term>");
+}
+
 void Node::finish_stop() {
     if (log_driver_) {
         log_driver_->stop();  // pending proposals are answered (outcome unknown)
@@ -690,6 +727,7 @@ StatusReport Node::status() {
     r.refused = state_refused_;
     r.quarantined = !identity_.registered;
     r.unknown_to_peers = removed_by_peers();
+    r.state_regressed = regressed_report();
     const auto now = std::chrono::steady_clock::now();
     for (std::uint16_t i = 0; i < config_.nodes.size(); ++i) {
         const NodeId peer{i};
@@ -722,6 +760,9 @@ HealthReport Node::health() {
     }
     if (const auto removed = removed_by_peers()) {
         return {false, *removed};
+    }
+    if (const auto regressed = regressed_report()) {
+        return {false, *regressed};
     }
     if (!identity_.registered) {
         return {false,
@@ -820,19 +861,25 @@ void Node::register_metrics() {
     Counter* unauthorized = admin_refused("unauthorized");
     Counter* unsupported = admin_refused("unsupported_media_type");
     Counter* connections = admin_refused("connection_limit");
-    metrics_.on_collect([this, refusals, forbidden, unauthorized, unsupported, connections] {
-        const net::MeshCounters& m = mesh_->counters();
-        for (std::size_t i = 0; i < net::kRefusalCount; ++i) {
-            (*refusals)[i]->set_total(static_cast<double>(m.handshake_refusals[i]));
-        }
-        if (admin_) {
-            const AdminServerStats& s = admin_->stats();
-            forbidden->set_total(static_cast<double>(s.forbidden));
-            unauthorized->set_total(static_cast<double>(s.unauthorized));
-            unsupported->set_total(static_cast<double>(s.unsupported_media));
-            connections->set_total(static_cast<double>(s.connections_refused));
-        }
-    });
+    Gauge& regressed = metrics_.gauge(
+        "conclave_state_regressed_peers",
+        "Peers refusing this node as state_regressed (its durable term is below one it announced "
+        "to them: restored from an older copy)");
+    metrics_.on_collect(
+        [this, refusals, forbidden, unauthorized, unsupported, connections, &regressed] {
+            regressed.set(static_cast<double>(regressed_by_.size()));
+            const net::MeshCounters& m = mesh_->counters();
+            for (std::size_t i = 0; i < net::kRefusalCount; ++i) {
+                (*refusals)[i]->set_total(static_cast<double>(m.handshake_refusals[i]));
+            }
+            if (admin_) {
+                const AdminServerStats& s = admin_->stats();
+                forbidden->set_total(static_cast<double>(s.forbidden));
+                unauthorized->set_total(static_cast<double>(s.unauthorized));
+                unsupported->set_total(static_cast<double>(s.unsupported_media));
+                connections->set_total(static_cast<double>(s.connections_refused));
+            }
+        });
 }
 
 }  // namespace conclave::node

@@ -51,6 +51,9 @@ nlohmann::json status_to_json(const StatusReport& status) {
     if (status.unknown_to_peers) {
         out["identity"]["unknown_to_peers"] = *status.unknown_to_peers;
     }
+    if (status.state_regressed) {
+        out["identity"]["state_regressed"] = *status.state_regressed;
+    }
     if (status.membership) {
         out["membership"] = {{"version", status.membership->version},
                              {"from_entry", status.membership->from_entry},

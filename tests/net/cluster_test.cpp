@@ -565,6 +565,87 @@ TEST_CASE("incarnations: a node refused as state_lost is told, by the dialer and
     }
 }
 
+TEST_CASE(
+    "restored: a peer whose durable term falls below one it announced is refused "
+    "(state_regressed), by the dialer and by the acceptor") {
+    // The refuser keeps running; the other node restarts with the same incarnation and an older
+    // term (its data directory restored from a copy): refused and told; then with a term above
+    // the remembered one (repaired): admitted again.
+    for (const std::uint16_t refuser : {std::uint16_t{0}, std::uint16_t{1}}) {
+        CAPTURE(refuser);
+        asio::io_context io;
+        const auto m = make_membership(free_ports(2));
+        const auto restored = static_cast<std::uint16_t>(1 - refuser);
+        std::vector<std::uint64_t> terms{7, 7};
+        std::vector<std::string> told(2);
+        const auto make = [&](std::uint16_t i) {
+            auto options = test_mesh_options();
+            options.seed = 90U + i;
+            options.secret = std::string(32, 'k');
+            options.incarnation = "inc-" + std::to_string(i);
+            options.durable_term = [&terms, i] { return terms[i]; };
+            options.on_state_regressed = [&told, i](NodeId, const std::string& detail) {
+                told[i] = detail;
+            };
+            return std::make_unique<Mesh>(io, m, NodeId{i}, options);
+        };
+        std::vector<std::unique_ptr<Mesh>> meshes;
+        meshes.push_back(make(0));
+        meshes.push_back(make(1));
+        const auto restart = [&](std::uint64_t term) {
+            meshes[restored]->stop();
+            meshes[restored].reset();
+            terms[restored] = term;
+            meshes[restored] = make(restored);
+            meshes[restored]->start();
+        };
+        const auto linked = [&] {
+            return meshes[0]->is_up(NodeId{1}) && meshes[1]->is_up(NodeId{0});
+        };
+        for (auto& mesh : meshes) {
+            mesh->start();
+        }
+        REQUIRE(run_until(io, linked, 5000ms));
+        restart(7);  // the same term again: nothing regressed
+        REQUIRE(run_until(io, linked, 5000ms));
+        restart(3);
+        REQUIRE(run_until(
+            io, [&] { return !told[restored].empty(); }, 5000ms));
+        CHECK_THAT(told[restored], Catch::Contains("durable term 3, below the term 7"));
+        CHECK_THAT(told[restored], Catch::Contains("--repair --min-term"));
+        CHECK(told[refuser].empty());
+        CHECK(meshes[refuser]->counters().refusal(HandshakeRefusal::StateRegressed) >= 1);
+        run_for(io, 200ms);
+        CHECK_FALSE(meshes[refuser]->is_up(NodeId{restored}));
+        restart(8);  // repaired with a --min-term above the remembered term
+        REQUIRE(run_until(io, linked, 5000ms));
+        for (auto& mesh : meshes) {
+            mesh->stop();
+        }
+    }
+}
+
+TEST_CASE("restored: a member's hello without a durable term is refused when terms are checked") {
+    asio::io_context io;
+    auto meshes = two_meshes(io, 95U, [&](std::uint16_t i, MeshOptions& options) {
+        if (i == 1) {
+            options.durable_term = [] { return std::uint64_t{4}; };
+        }
+    });
+    for (auto& mesh : meshes) {
+        mesh->start();
+    }
+    REQUIRE(run_until(
+        io,
+        [&] { return meshes[1]->counters().refusal(HandshakeRefusal::UnsupportedVersion) >= 1; },
+        5000ms));
+    run_for(io, 200ms);
+    CHECK_FALSE(meshes[1]->is_up(NodeId{0}));
+    for (auto& mesh : meshes) {
+        mesh->stop();
+    }
+}
+
 TEST_CASE("removed: a node that dials a peer which removed it is told (unknown_node)") {
     // The remover is the dialed lower index (the removed node's dial request) or the higher one.
     for (const unsigned remover : {0U, 1U}) {

@@ -89,6 +89,10 @@ struct Hello {
     /// The sender is repaired (`conclaved --repair`, "rep", encoded only when true): a new
     /// incarnation is then taken in place of the remembered one.
     bool repaired = false;
+    /// The sender's durable term ("term", u64; nullopt: not announced, e.g. a bare mesh or a
+    /// joiner). Its peers remember the highest one each incarnation announced and refuse a lower
+    /// one (StateRegressed): the node's state was restored from an older copy.
+    std::optional<std::uint64_t> term{};
 };
 
 /// Longest incarnation accepted in a Hello.
@@ -98,7 +102,8 @@ enum class ControlKind : std::uint8_t { Hello, Ping, JoinRequest, JoinAnswer, Re
 
 /// A refusal told to the other side before closing:
 ///   {"kind": "refused", "reason": "<HandshakeRefusal name>", "detail": "...", "mac": ...}
-/// Sent for the refusals the other side can act on (wrong cluster, unknown node, state lost).
+/// Sent for the refusals the other side can act on (wrong cluster, unknown node, state lost,
+/// state regressed).
 /// A refusal from a side that has not proven the cluster secret is only logged by its receiver;
 /// "mac" (the dialer's confirmation MAC, when the dialer refuses) lets an acceptor check it.
 struct PeerRefusal {
@@ -186,9 +191,10 @@ enum class HandshakeRefusal : std::uint8_t {
     TooManyPendingFromSource,  // too many handshakes in progress from one source address
     JoinRefused,               // a joiner's hello: this node takes no joins (or an empty id)
     StateLost,  // the peer is remembered with another incarnation: its state was lost or replaced
+    StateRegressed,  // the peer's durable term is below one it announced before: an older copy
 };
 // A hello that cannot be decoded is counted as bad frame "bad_handshake", not as a refusal.
-inline constexpr std::size_t kRefusalCount = 15;
+inline constexpr std::size_t kRefusalCount = 16;
 
 std::string_view to_string(HandshakeRefusal r);
 

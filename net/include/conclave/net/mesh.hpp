@@ -110,6 +110,16 @@ struct MeshOptions {
     /// Called when a proven peer refuses this node as state_lost: its peers know it by an
     /// earlier incarnation. The owner stops the node: it must not come back as its old self.
     std::function<void(NodeId peer, const std::string& detail)> on_state_lost{};
+    /// This node's durable term, read for every Hello it sends (handshake.hpp "term"). When set,
+    /// the mesh also remembers, in memory only, the highest term each peer (id + incarnation) has
+    /// announced in a hello and refuses a proven peer whose hello announces a lower one
+    /// (HandshakeRefusal::StateRegressed, told in a Refused frame): its state was restored from an
+    /// older copy. A member's hello without a term is then refused (unsupported_version). Unset:
+    /// no term is announced or checked.
+    std::function<std::uint64_t()> durable_term{};
+    /// Called when a proven peer refuses this node as state_regressed (its durable term is below
+    /// one it announced to that peer before). The owner reports it; the mesh keeps redialing.
+    std::function<void(NodeId peer, const std::string& detail)> on_state_regressed{};
     /// Called when a peer this node dialed answers that its table does not hold this node
     /// (unknown_node: removed while this node was down, or never added). The refusal comes
     /// before any proof, so it is reported, never acted on.

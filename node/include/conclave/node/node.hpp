@@ -33,6 +33,7 @@
 #include <boost/asio/thread_pool.hpp>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -267,6 +268,12 @@ class Node {
     std::set<NodeId> unknown_to_;
     /// Why the node looks removed: a majority of the other nodes of its table do not know it.
     std::optional<std::string> removed_by_peers() const;
+    /// Peers that refused this node as state_regressed, with their detail (cleared when the
+    /// peer admits it again).
+    std::map<NodeId, std::string> regressed_by_;
+    void refused_as_regressed(NodeId peer, const std::string& detail);
+    /// Why the node looks restored from an older copy: a peer refuses it (state_regressed).
+    std::optional<std::string> regressed_report() const;
     NodeSet admitted_by_;  // peers that admitted this node's new incarnation (quarantine)
     void on_admitted_by(NodeId peer);
     void maybe_end_quarantine(const std::string& last);

@@ -13,7 +13,8 @@
 //     an earlier incarnation (its data directory was lost or replaced; it stops, exit status 3),
 //     "quarantined": true while a new node waits to be admitted by a majority of its peers, and
 //     "unknown_to_peers": "<why>" when a majority of its peers answer that they do not know it
-//     (removed while it was down).
+//     (removed while it was down), and "state_regressed": "<why>" when a peer refuses it because
+//     its durable term is below one it announced before (restored from an older copy).
 #pragma once
 
 #include <cstdint>
@@ -82,6 +83,9 @@ struct StatusReport {
     /// A majority of the other nodes answered this node's dials with unknown_node: why it looks
     /// removed ("identity": {"unknown_to_peers": ...}).
     std::optional<std::string> unknown_to_peers;
+    /// A peer refused this node as state_regressed: why, and the repair command
+    /// ("identity": {"state_regressed": ...}).
+    std::optional<std::string> state_regressed;
     std::vector<PeerStatus> peers;  // every other node, in config order
     Reason last_transition_reason = Reason::Stopped;
     std::int64_t last_transition_age_ms = 0;
