@@ -361,6 +361,19 @@ std::optional<std::string> told_to_dialer(HandshakeRefusal r) {
     }
 }
 
+// A joiner is also told the refusals it can only fix in its own config, so that it stops asking
+// (a member's dialer is not: it redials on its backoff, and its operator reads the peer's log).
+std::optional<std::string> told_to_joiner(HandshakeRefusal r) {
+    switch (r) {
+        case HandshakeRefusal::AuthFailed:
+            return "your hello does not prove the cluster secret (no nonce: is secret_file set?)";
+        case HandshakeRefusal::CertificateMismatch:
+            return "your certificate does not name the id your hello claims";
+        default:
+            return told_to_dialer(r);
+    }
+}
+
 }  // namespace
 
 void Connection::handle_frame(Frame& frame) {
@@ -492,7 +505,9 @@ void Connection::handle_hello(std::span<const std::uint8_t> payload) {
         if (*check.refusal == HandshakeRefusal::JoinRefused) {
             join_peer_ = hello.node;
             refuse_join(check.detail);
-        } else if (const auto told = told_to_dialer(*check.refusal); inbound() && told) {
+        } else if (const auto told =
+                       hello.join ? told_to_joiner(*check.refusal) : told_to_dialer(*check.refusal);
+                   inbound() && told) {
             refuse_and_tell(*check.refusal, check.detail, *told);
         } else {
             close_refused(*check.refusal, check.detail);

@@ -43,6 +43,24 @@ std::optional<std::string> TableOf(const ClusterConfig& config, const std::strin
     return std::nullopt;
 }
 
+/// The way forward for a join refused at the handshake, appended to its error.
+std::string way_forward(const std::string& error) {
+    const auto names = [&](std::string_view refusal) {
+        return error.find(refusal) != std::string::npos;
+    };
+    if (names("auth_failed")) {
+        return "; this node and the seed do not share the cluster secret: give this node the "
+               "cluster's secret_file";
+    }
+    if (names("certificate_mismatch") || names("tls_failed")) {
+        return "; give this node a certificate of the cluster CA naming its id (conclave-certs)";
+    }
+    if (names("wrong_cluster")) {
+        return "; set this config's \"cluster\" to the seed's cluster name";
+    }
+    return "";
+}
+
 }  // namespace
 
 std::optional<std::string> join_cluster(const ClusterConfig& config, const Endpoint& seed,
@@ -118,8 +136,8 @@ std::optional<std::string> join_cluster(const ClusterConfig& config, const Endpo
             // A cluster without a leader yet is worth waiting for; anything else is final.
             retry = answer->detail.find("no leader") != std::string::npos;
         } else {
-            last_error = error;
             retry = error.find("refused") == std::string::npos;
+            last_error = error + (retry ? "" : way_forward(error));
         }
         if (!retry) {
             break;

@@ -467,15 +467,24 @@ void Node::answer_join(std::string id, net::JoinRequest request,
     // joined).
     if (const auto known = config_.find_node(id)) {
         const NodeEntry& e = config_.nodes[known->value];
+        const bool member = log_driver_->log().active_config().is_member(*known);
         if (!is_placeholder(e) &&
             (to_string(e.peer) != request.peer || to_string(e.http) != request.http)) {
+            const std::string where =
+                "(peer " + to_string(e.peer) + ", http " + to_string(e.http) + ")";
             respond(net::JoinAnswer{
                 net::JoinStatus::Refused,
-                "node id \"" + id + "\" is in the table with other addresses (peer " +
-                    to_string(e.peer) + ", http " + to_string(e.http) + "): join under a new id"});
+                member ? "node id \"" + id + "\" is in use by a member of the cluster " + where +
+                             ": join under a new id"
+                       : "node id \"" + id +
+                             "\" was removed from the cluster; it was at other "
+                             "addresses " +
+                             where +
+                             ": join under a new id (ids are never given "
+                             "to another node), or from those addresses to add it back"});
             return;
         }
-        if (log_driver_->log().active_config().is_member(*known)) {
+        if (member) {
             respond(net::JoinAnswer{net::JoinStatus::Accepted,
                                     encode_configuration(active_configuration())});
             return;
