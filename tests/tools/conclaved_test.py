@@ -70,8 +70,16 @@ def request(port, method, path, timeout_s=2.0):
         return None, None
 
 
+def private_file(path, text):
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+        f.write(text)
+    return path
+
+
 class Cluster:
-    def __init__(self, root, size=3, timing=None):
+    def __init__(self, root, size=3, timing=None, secure=False):
+        """secure: a cluster secret and an admin token (secret_file, admin.token_file, as
+        tests/security/ configures them) instead of "insecure": true."""
         self.root = root
         ports = free_ports(2 * size)
         self.ids = ["n%d" % (i + 1) for i in range(size)]
@@ -84,10 +92,20 @@ class Cluster:
             "profile": "fast",
             "data_dir": os.path.join(root, "{id}"),
             "log": {"format": "json", "level": "info"},
-            "insecure": True,  # loopback test cluster (see SECURITY.md)
         }
+        self.token = None
+        if secure:
+            doc["secret_file"] = private_file(os.path.join(root, "secret"),
+                                              os.urandom(32).hex() + "\n")
+            self.token = os.urandom(32).hex()
+            doc["admin"] = {"token_file": private_file(os.path.join(root, "token"),
+                                                       self.token + "\n"),
+                            "open_reads": True}  # GET /status without the token
+        else:
+            doc["insecure"] = True  # loopback test cluster (see SECURITY.md)
         if timing:
             doc["timing"] = timing
+        self.doc = doc
         self.config = os.path.join(root, "cluster.json")
         with open(self.config, "w") as f:
             json.dump(doc, f)
@@ -400,10 +418,13 @@ def test_corrupt_storage_refused(root, config_text):
         check(f.read() == first, "only the torn record was cut")
 
 
-def post_json(port, path, doc, timeout_s=5.0):
+def post_json(port, path, doc, timeout_s=5.0, token=None):
     try:
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout_s)
-        c.request("POST", path, body=json.dumps(doc), headers={"Content-Type": "application/json"})
+        headers = {"Content-Type": "application/json"}
+        if token:
+            headers["Authorization"] = "Bearer " + token
+        c.request("POST", path, body=json.dumps(doc), headers=headers)
         r = c.getresponse()
         body = r.read().decode()
         c.close()
@@ -854,9 +875,10 @@ def test_membership(root):
 
 def test_snapshot_restored(root):
     """A follower's data directory restored from an older copy (a VM snapshot) is consistent, only
-    old: conclaved cannot tell. The documented procedure, --repair --min-term with the cluster's
-    term, brings it back non-voting until a newer leader has brought it up to date; no
-    acknowledged write is lost."""
+    old. Across a term change its peers notice: one that heard it announce a higher durable term
+    refuses it (state_regressed), and the node says so in /status, /healthz and /metrics. The
+    documented procedure, --repair --min-term with the cluster's term, brings it back non-voting
+    until a newer leader has brought it up to date; no acknowledged write is lost."""
     c = Cluster(root)
     try:
         leader = c.start_all_agreed("snapshot restored")
@@ -872,6 +894,7 @@ def test_snapshot_restored(root):
         c.procs[f].wait(timeout=WAIT_S)
         snapshot = os.path.join(root, f + ".snapshot")
         shutil.copytree(os.path.join(root, f), snapshot)
+        old_term = json.load(open(os.path.join(snapshot, "elector-state.json")))["term"]
         c.start(f)
         check(wait_for(lambda: (c.status(f) or {}).get("leader") == leader),
               "snapshot restored: the follower is back before the snapshot is restored")
@@ -879,10 +902,46 @@ def test_snapshot_restored(root):
             code, _ = post_json(c.http_ports[leader], "/metadata", {"key": "s-%d" % i, "value": i})
             if code == 200:
                 acked.append("s-%d" % i)
+        # A term change the copy does not hold: the leader dies, f and g elect, the old leader
+        # comes back and hears f announce its new durable term.
+        c.procs[leader].kill()
+        c.procs[leader].wait()
+        check(wait_for(lambda: c.agreed_leader()) is not None,
+              "snapshot restored: f and the other follower elect a new leader")
+        c.start(leader)
+        check(wait_for(lambda: c.agreed_leader() and
+                       all(p["up"] for p in (c.status(leader) or {"peers": [{"up": 0}]})["peers"])),
+              "snapshot restored: the old leader is back and linked to both")
+        new_term = (c.status(f) or {}).get("term", 0)
+        check(new_term > old_term, "snapshot restored: a term change since the copy (%d -> %d)" %
+              (old_term, new_term))
         c.procs[f].kill()
         c.procs[f].wait()
         shutil.rmtree(os.path.join(root, f))
         shutil.copytree(snapshot, os.path.join(root, f))
+        # Started as usual, without --repair: the old leader refuses it, and it says so.
+        started = time.monotonic()
+        c.start(f)
+        status = wait_for(lambda: (lambda s: s if s and s.get("identity", {}).get(
+            "state_regressed") else None)(c.status(f)))
+        took = time.monotonic() - started
+        check(status is not None and took < 5.0 and
+              "--repair --min-term" in status["identity"]["state_regressed"],
+              "snapshot restored: started without --repair, it is refused and reports it "
+              "(%.1f s, %r)" % (took, status and status["identity"]))
+        code, body = request(c.http_ports[f], "GET", "/healthz")
+        check(code == 503 and "state_regressed" in (body or "") and
+              "--repair --min-term" in (body or ""),
+              "snapshot restored: /healthz 503 naming the repair (%r, %r)" % (code, body))
+        check((metric(c.http_ports[f], "conclave_state_regressed_peers") or 0) >= 1,
+              "snapshot restored: conclave_state_regressed_peers on the restored node")
+        check((metric(c.http_ports[leader],
+                      'conclave_handshake_refusals_total{reason="state_regressed"}') or 0) >= 1,
+              "snapshot restored: the refusing node counts it")
+        check(any("state_regressed" in r.get("msg", "") for r in c.log_records(leader)),
+              "snapshot restored: the refusing node logs it")
+        c.procs[f].kill()
+        c.procs[f].wait()
         term = max((c.status(n) or {}).get("term", 0) for n in c.ids if n != f)
         r = subprocess.run([DAEMON, "--repair", "--min-term", str(term), "--config", c.config,
                             "--node-id", f], capture_output=True, text=True, timeout=WAIT_S)
@@ -890,8 +949,9 @@ def test_snapshot_restored(root):
               (term, r.returncode, r.stderr.strip()[-300:]))
         c.start(f)
         status = wait_for(lambda: (lambda s: s if s and s.get("repaired") and s.get("leader")
-                                   else None)(c.status(f)))
-        check(status is not None, "snapshot restored: it rejoins, non-voting (%r)" % c.status(f))
+                                   and all(p["up"] for p in s["peers"]) else None)(c.status(f)))
+        check(status is not None and "state_regressed" not in status["identity"],
+              "snapshot restored: repaired, it rejoins, non-voting (%r)" % c.status(f))
         code, body = request(c.http_ports[f], "GET", "/healthz")
         check(code == 503 and "repaired" in (body or ""),
               "snapshot restored: /healthz 503 while repaired (%r, %r)" % (code, body))
@@ -939,12 +999,65 @@ def test_removed_while_down(root):
         c.stop_all()
 
 
+def test_join_refused(root):
+    """Every refused --join exits 1 within 2 s naming the cause and the way forward: another
+    cluster secret, none (an "insecure" joiner), the id of a running member, the id of a removed node (at other addresses;
+    at its own addresses a removed id is added back, node/README.md "Membership")."""
+    c = Cluster(root, secure=True)
+    try:
+        leader = c.start_all_agreed("join refused")
+        if leader is None:
+            return
+        seed = c.doc["nodes"][c.ids.index([n for n in c.ids if n != leader][0])]["peer"]
+
+        def join(nid, what, **changes):
+            doc = dict(c.doc, data_dir=os.path.join(root, "joiners", "{id}"), **changes)
+            doc = {k: v for k, v in doc.items() if v is not None}
+            doc["nodes"] = [{"id": nid, "peer": "127.0.0.1:%d" % free_ports(1)[0],
+                             "http": "127.0.0.1:%d" % free_ports(1)[0]}]
+            path = os.path.join(root, what + ".json")
+            with open(path, "w") as fh:
+                json.dump(doc, fh)
+            started = time.monotonic()
+            try:
+                r = subprocess.run([DAEMON, "--config", path, "--node-id", nid, "--join", seed],
+                                   capture_output=True, text=True, timeout=WAIT_S)
+                rc, err = r.returncode, r.stderr
+            except subprocess.TimeoutExpired as e:
+                rc, err = None, (e.stderr or b"").decode()
+            took = time.monotonic() - started
+            lines = [l for l in err.splitlines() if l.startswith("conclaved:")]
+            return rc, took, (lines[-1] if lines else err.strip()[-400:])
+
+        other = private_file(os.path.join(root, "other-secret"), os.urandom(32).hex() + "\n")
+        rc, took, line = join("n9", "other-secret", secret_file=other)
+        check(rc == 1 and took < 2.0 and "auth_failed" in line and "secret_file" in line,
+              "join refused: another cluster secret (%r, %.1f s, %r)" % (rc, took, line))
+        rc, took, line = join("n9", "no-secret", insecure=True, secret_file=None)
+        check(rc == 1 and took < 2.0 and "auth_failed" in line and "secret_file" in line,
+              "join refused: no cluster secret (%r, %.1f s, %r)" % (rc, took, line))
+        rc, took, line = join(leader, "in-use")
+        check(rc == 1 and took < 2.0 and "in use by a member" in line and "new id" in line,
+              "join refused: the id of a running member (%r, %.1f s, %r)" % (rc, took, line))
+        victim = [n for n in c.ids if n != leader][-1]
+        code, body = post_json(c.http_ports[leader], "/members", {"op": "remove", "id": victim},
+                               token=c.token)
+        check(code == 200, "join refused: remove answers 200 (%r %r)" % (code, body))
+        c.procs[victim].send_signal(signal.SIGTERM)
+        c.procs[victim].wait(timeout=WAIT_S)
+        rc, took, line = join(victim, "removed")
+        check(rc == 1 and took < 2.0 and "was removed" in line and "new id" in line,
+              "join refused: the id of a removed node (%r, %.1f s, %r)" % (rc, took, line))
+    finally:
+        c.stop_all()
+
+
 def main():
     with tempfile.TemporaryDirectory(prefix="conclaved-test-") as root:
         chosen = sys.argv[2:]  # test function names; all of them when none is given
         for test in (test_bad_configs, test_cluster, test_graceful_handover, test_disk_full,
                      test_repair, test_membership, test_lost_state, test_new_node_quarantine,
-                     test_removed_while_down, test_snapshot_restored):
+                     test_removed_while_down, test_snapshot_restored, test_join_refused):
             if chosen and test.__name__ not in chosen:
                 continue
             sub = os.path.join(root, test.__name__)
