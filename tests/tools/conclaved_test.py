@@ -886,10 +886,14 @@ def test_snapshot_restored(root):
             return
         f = [n for n in c.ids if n != leader][0]
         acked = []
-        for i in range(10):
-            code, _ = post_json(c.http_ports[leader], "/metadata", {"key": "s-%d" % i, "value": i})
-            if code == 200:
+
+        def write(i):  # retried while the leader is not yet active (bounded)
+            if wait_for(lambda: post_json(c.http_ports[leader], "/metadata",
+                                          {"key": "s-%d" % i, "value": i})[0] == 200):
                 acked.append("s-%d" % i)
+
+        for i in range(10):
+            write(i)
         c.procs[f].send_signal(signal.SIGTERM)
         c.procs[f].wait(timeout=WAIT_S)
         snapshot = os.path.join(root, f + ".snapshot")
@@ -899,9 +903,7 @@ def test_snapshot_restored(root):
         check(wait_for(lambda: (c.status(f) or {}).get("leader") == leader),
               "snapshot restored: the follower is back before the snapshot is restored")
         for i in range(10, 40):
-            code, _ = post_json(c.http_ports[leader], "/metadata", {"key": "s-%d" % i, "value": i})
-            if code == 200:
-                acked.append("s-%d" % i)
+            write(i)
         # A term change the copy does not hold: the leader dies, f and g elect, the old leader
         # comes back and hears f announce its new durable term.
         c.procs[leader].kill()
