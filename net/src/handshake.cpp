@@ -200,6 +200,21 @@ std::vector<std::uint8_t> encode_ping() {
     return json::to_cbor(json{{"kind", "ping"}});
 }
 
+std::vector<std::uint8_t> encode_term_ping(std::uint64_t term) {
+    return json::to_cbor(json{{"kind", "ping"}, {"term", term}});
+}
+
+std::optional<std::uint64_t> decode_ping_term(std::span<const std::uint8_t> payload) {
+    const json j = parse_control(payload);
+    if (get_string(j, "kind") != "ping") {
+        throw DecodeError("kind: expected 'ping'");
+    }
+    if (!j.contains("term")) {
+        return std::nullopt;
+    }
+    return get_term(j, "term").value;
+}
+
 ControlKind decode_control_kind(std::span<const std::uint8_t> payload) {
     const json j = parse_control(payload);
     const std::string kind = get_string(j, "kind");

@@ -506,6 +506,26 @@ std::optional<std::pair<HandshakeRefusal, std::string>> Mesh::Impl::admit_term(
     return std::nullopt;
 }
 
+void Mesh::Impl::note_announced_term(PeerSlot& slot, std::optional<std::uint64_t> term) {
+    // The connection's incarnation was admitted (and its hello's term remembered) at the
+    // handshake; a term Ping only raises it.
+    if (options_.durable_term && term && slot.announced_term && *term > *slot.announced_term) {
+        slot.announced_term = term;
+    }
+}
+
+void Mesh::Impl::announce_term() {
+    if (!options_.durable_term || stopped_) {
+        return;
+    }
+    const auto ping = encode_term_ping(options_.durable_term());
+    for (const auto& slot : peers_) {
+        if (slot->up && slot->connection) {
+            slot->connection->enqueue(Channel::Control, ping);
+        }
+    }
+}
+
 void Mesh::Impl::note_admitted(NodeId peer) {
     auto& slot = *peers_[peer.value];
     if (slot.admitted) {
@@ -606,6 +626,7 @@ std::optional<FrameRejection> Mesh::Impl::on_frame(Connection& c, Frame& frame) 
                 if (c.dialed()) {
                     note_admitted(peer);
                 }
+                note_announced_term(slot, decode_ping_term(frame.payload));
                 return std::nullopt;
             }
             if (kind == ControlKind::Refused && !c.dialed()) {
@@ -816,6 +837,10 @@ void Mesh::retire_node(NodeId node) {
 void Mesh::readmit_node(NodeId node) {
     impl_->readmit_node(node);
 }
+void Mesh::announce_term() {
+    impl_->announce_term();
+}
+
 bool Mesh::is_retired(NodeId node) const {
     return node.value < impl_->peers_.size() && impl_->peers_[node.value]->retired;
 }

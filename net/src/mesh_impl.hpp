@@ -213,6 +213,10 @@ struct Mesh::Impl : std::enable_shared_from_this<Mesh::Impl> {
     /// refusal (StateRegressed, or UnsupportedVersion for a hello without a term) and its detail.
     std::optional<std::pair<HandshakeRefusal, std::string>> admit_term(
         NodeId peer, const std::string& incarnation, std::optional<std::uint64_t> term);
+    /// A term Ping from the peer of `slot` (nullopt: a Ping without one): raises the remembered
+    /// term (MeshOptions::durable_term).
+    void note_announced_term(PeerSlot& slot, std::optional<std::uint64_t> term);
+    void announce_term();
     /// A Refused frame from `peer`, which has proven itself: a state_lost refusal is handed to
     /// MeshOptions::on_state_lost.
     bool quarantined_ = false;

@@ -193,10 +193,28 @@ Node::Node(std::unique_ptr<boost::asio::io_context> owned_io, boost::asio::io_co
     mesh_options.on_admitted_by = [this](NodeId peer) { on_admitted_by(peer); };
     mesh_ = std::make_unique<net::Mesh>(*io_, membership_of(config_), config_.self,
                                         std::move(mesh_options));
+    // Every durable term rise is announced to the up peers once written (the hook runs just
+    // before the write; the posted work after it), so that they remember it (net/README.md).
+    auto store_state = [this, hook = options_.store_elector_state](const std::filesystem::path& dir,
+                                                                   const DurableState& state) {
+        if (hook) {
+            hook(dir, state);
+        }
+        boost::asio::post(*io_, [this, alive = std::weak_ptr<int>(alive_)] {
+            if (alive.expired() || driver_->failed()) {
+                return;
+            }
+            const std::uint64_t term = driver_->elector().state().durable().term.value;
+            if (term > announced_term_) {
+                announced_term_ = term;
+                mesh_->announce_term();
+            }
+        });
+    };
     driver_ = std::make_unique<net::ElectorDriver>(
         *io_, *mesh_, config_.elector,
         net::DriverOptions{config_.data_dir, options_.seed, logger_, /*log_leadership=*/false,
-                           options_.store_elector_state, identity_});
+                           std::move(store_state), identity_});
     create_log_driver();
     note_log_created();
     if (stored) {

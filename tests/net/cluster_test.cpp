@@ -568,9 +568,9 @@ TEST_CASE("incarnations: a node refused as state_lost is told, by the dialer and
 TEST_CASE(
     "restored: a peer whose durable term falls below one it announced is refused "
     "(state_regressed), by the dialer and by the acceptor") {
-    // The refuser keeps running; the other node restarts with the same incarnation and an older
-    // term (its data directory restored from a copy): refused and told; then with a term above
-    // the remembered one (repaired): admitted again.
+    // The refuser keeps running; the other node announces term 9 on the live connection, then
+    // restarts with the same incarnation and term 8 (its data directory restored from a copy):
+    // refused and told; then with the remembered term (repaired): admitted again.
     for (const std::uint16_t refuser : {std::uint16_t{0}, std::uint16_t{1}}) {
         CAPTURE(refuser);
         asio::io_context io;
@@ -608,16 +608,20 @@ TEST_CASE(
         REQUIRE(run_until(io, linked, 5000ms));
         restart(7);  // the same term again: nothing regressed
         REQUIRE(run_until(io, linked, 5000ms));
-        restart(3);
+        // A term reached while connected is announced on the live connection (a term Ping).
+        terms[restored] = 9;
+        meshes[restored]->announce_term();
+        run_for(io, 200ms);
+        restart(8);
         REQUIRE(run_until(
             io, [&] { return !told[restored].empty(); }, 5000ms));
-        CHECK_THAT(told[restored], Catch::Contains("durable term 3, below the term 7"));
+        CHECK_THAT(told[restored], Catch::Contains("durable term 8, below the term 9"));
         CHECK_THAT(told[restored], Catch::Contains("--repair --min-term"));
         CHECK(told[refuser].empty());
         CHECK(meshes[refuser]->counters().refusal(HandshakeRefusal::StateRegressed) >= 1);
         run_for(io, 200ms);
         CHECK_FALSE(meshes[refuser]->is_up(NodeId{restored}));
-        restart(8);  // repaired with a --min-term above the remembered term
+        restart(9);  // repaired with a --min-term at least the remembered term
         REQUIRE(run_until(io, linked, 5000ms));
         for (auto& mesh : meshes) {
             mesh->stop();

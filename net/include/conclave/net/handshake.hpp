@@ -136,6 +136,12 @@ std::vector<std::uint8_t> encode_ping();
 std::vector<std::uint8_t> encode_confirmation(std::span<const std::uint8_t> mac);
 /// The "mac" of a Ping (empty when it has none). Throws conclave::DecodeError.
 std::vector<std::uint8_t> decode_ping_mac(std::span<const std::uint8_t> payload);
+/// A Ping announcing the sender's durable term after the handshake ({"kind": "ping", "term": t}:
+/// Mesh::announce_term).
+std::vector<std::uint8_t> encode_term_ping(std::uint64_t term);
+/// The "term" of a Ping (nullopt when it has none). Throws conclave::DecodeError (not a ping, a
+/// term that is not an integer below 2^63).
+std::optional<std::uint64_t> decode_ping_term(std::span<const std::uint8_t> payload);
 
 /// Which side of the handshake computes a MAC (the label of handshake_mac's input).
 enum class HandshakeRole : std::uint8_t { Dialer, Acceptor };

@@ -110,12 +110,12 @@ struct MeshOptions {
     /// Called when a proven peer refuses this node as state_lost: its peers know it by an
     /// earlier incarnation. The owner stops the node: it must not come back as its old self.
     std::function<void(NodeId peer, const std::string& detail)> on_state_lost{};
-    /// This node's durable term, read for every Hello it sends (handshake.hpp "term"). When set,
-    /// the mesh also remembers, in memory only, the highest term each peer (id + incarnation) has
-    /// announced in a hello and refuses a proven peer whose hello announces a lower one
-    /// (HandshakeRefusal::StateRegressed, told in a Refused frame): its state was restored from an
-    /// older copy. A member's hello without a term is then refused (unsupported_version). Unset:
-    /// no term is announced or checked.
+    /// This node's durable term, read for every Hello it sends (handshake.hpp "term") and by
+    /// announce_term(). When set, the mesh also remembers, in memory only, the highest term each
+    /// peer (id + incarnation) has announced (in a hello or a term Ping) and refuses a proven peer
+    /// whose hello announces a lower one (HandshakeRefusal::StateRegressed, told in a Refused
+    /// frame): its state was restored from an older copy. A member's hello without a term is then
+    /// refused (unsupported_version). Unset: no term is announced or checked.
     std::function<std::uint64_t()> durable_term{};
     /// Called when a proven peer refuses this node as state_regressed (its durable term is below
     /// one it announced to that peer before). The owner reports it; the mesh keeps redialing.
@@ -227,6 +227,10 @@ class Mesh {
 
     /// Queues one frame for `to`. Returns false (and counts it) when the peer is not up, or when
     /// the queue overflowed and the connection was reset.
+    /// Sends this node's durable term (MeshOptions::durable_term) in a Ping to every up peer, so
+    /// that a term reached while a connection stays up is remembered by the peer as a hello's
+    /// would be. The owner calls it once its durable term has risen (after the write).
+    void announce_term();
     /// Ends the quarantine (MeshOptions::quarantined): frames flow on every channel.
     void end_quarantine();
     bool quarantined() const;

@@ -271,6 +271,7 @@ class Node {
     /// Peers that refused this node as state_regressed, with their detail (cleared when the
     /// peer admits it again).
     std::map<NodeId, std::string> regressed_by_;
+    std::uint64_t announced_term_ = 0;  // the last durable term announced to the up peers
     void refused_as_regressed(NodeId peer, const std::string& detail);
     /// Why the node looks restored from an older copy: a peer refuses it (state_regressed).
     std::optional<std::string> regressed_report() const;
