@@ -18,9 +18,12 @@
 // CRYPTO_memcmp. Each Hello also carries "channels", the bit mask of the channels its sender
 // serves: a mismatch (metadata log on at one node, off at the other) is refused at the handshake
 // on both sides instead of as a bad frame after it.
-// Ping payload: {"kind": "ping"} (+ "mac" when confirming). After the handshake a Ping is ignored
-// by its receiver (the mesh sends one to probe a connection that may be dead); any other control
-// frame is a bad frame.
+// With MeshOptions::durable_term each Hello also carries "term", the sender's durable term: a
+// peer refuses one below the highest that incarnation announced before (StateRegressed).
+// Ping payload: {"kind": "ping"} (+ "mac" when confirming, + "term" when announcing a durable
+// term that rose: Mesh::announce_term). After the handshake a Ping changes nothing but the term
+// remembered for its sender (the mesh sends one to probe a connection that may be dead); any
+// other control frame is a bad frame.
 //
 // Join (net/README.md, "Join"): a node that is not in the table dials a member (a seed) with
 // Hello{..., "join": true}; the seed checks it like a member's hello minus the table and direction
