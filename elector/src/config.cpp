@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "conclave/elector/config.hpp"
 
+#include <algorithm>
+
 namespace conclave {
 namespace {
 
@@ -72,8 +74,12 @@ std::size_t Config::effective_quorum() const {
     return quorum != 0 ? quorum : cluster_size / 2 + 1;
 }
 
+Millis Config::promise_duration() const {
+    return inactivity_interval() - std::min(heartbeat_check_period, inactivity_interval() / 2);
+}
+
 Millis Config::lease_duration() const {
-    const auto e = inactivity_interval().count();
+    const auto e = promise_duration().count();
     return Millis{e * (1000 - lease_drift_permille) / (1000 + lease_drift_permille)};
 }
 

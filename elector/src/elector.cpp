@@ -169,10 +169,10 @@ Actions Elector::start(Millis now) {
     if (IsVoter(config_.self)) {  // a learner or removed node never stands (R7, R8)
         Arm(TimerId::InitialWait, config_.initial_wait + ranked_start);
     }
-    // A promise given before a crash is forgotten with it: kept for E from the start instead
+    // A promise given before a crash is forgotten with it: kept for P from the start instead
     // (a node that never left term 0 never heard a leader, so it promised nobody).
     if (state_.term.value > 0 && state_.voters.size() > 1) {
-        lease_.start_promise_until = now_ + config_.inactivity_interval();
+        lease_.start_promise_until = now_ + config_.promise_duration();
     }
     NotifyIfChanged(Reason::Started);
     return Finish();
@@ -602,7 +602,7 @@ void Elector::HandleLeaderHeartbeat(const Message& m, const LeaderHeartbeat& bod
     if (same_term && state_.role == Role::Follower && state_.leader == src) {
         note_lsn();
         state_.missed_checks = 0;       // the common case: our leader is alive
-        lease_.heard_leader_at = now_;  // the promise runs from here for E
+        lease_.heard_leader_at = now_;  // the promise runs from here for P (promise_duration)
         Send(src, t, HeartbeatAck{body.round});
         return;
     }
@@ -703,9 +703,8 @@ void Elector::HeartbeatCheckFired() {
         Arm(TimerId::HeartbeatCheck, config_.heartbeat_check_period);
         return;
     }
-    if (PromiseHolds()) {  // the promise lasts E on this clock, whatever the checks counted
-        Arm(TimerId::HeartbeatCheck,
-            *lease_.heard_leader_at + config_.inactivity_interval() - now_);
+    if (PromiseHolds()) {  // the promise lasts P on this clock, whatever the checks counted
+        Arm(TimerId::HeartbeatCheck, *lease_.heard_leader_at + config_.promise_duration() - now_);
         return;
     }
     StepDown(Reason::LeaderNoHeartbeat);
@@ -971,11 +970,11 @@ bool Elector::StartPromiseHolds() const {
 
 bool Elector::PromiseHolds() const {
     return state_.role == Role::Follower && state_.leader && lease_.heard_leader_at &&
-           now_ < *lease_.heard_leader_at + config_.inactivity_interval();
+           now_ < *lease_.heard_leader_at + config_.promise_duration();
 }
 
 Millis Elector::LeaseDuration() const {
-    return planted(PlantedBug::LeaseIgnoresDrift) ? config_.inactivity_interval()
+    return planted(PlantedBug::LeaseIgnoresDrift) ? config_.promise_duration()
                                                   : config_.lease_duration();
 }
 
@@ -1047,7 +1046,7 @@ void Elector::CheckLeaseInvariants() const {
     } else if (lease_.lease_end) {
         CONCLAVE_CHECK(planted(PlantedBug::LeaseIgnoresDrift) ||
                            *lease_.lease_end <= now_ + config_.lease_duration(),
-                       "a lease ends at most E(1-rho)/(1+rho) from now");
+                       "a lease ends at most P(1-rho)/(1+rho) from now");
     }
     CONCLAVE_CHECK(!lease_.heard_leader_at || (state_.role == Role::Follower && state_.leader),
                    "only a follower of a leader promises");

@@ -276,7 +276,7 @@ class Explorer {
         };
         const std::optional<Millis> promise =
             l.heard_leader_at
-                ? std::optional<Millis>(*l.heard_leader_at + e.config().inactivity_interval())
+                ? std::optional<Millis>(*l.heard_leader_at + e.config().promise_duration())
                 : std::nullopt;
         return left(promise) | (left(l.lease_end) << 32);
     }

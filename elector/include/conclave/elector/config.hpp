@@ -74,7 +74,7 @@ struct Config {
     std::uint32_t heartbeat_miss_count = 10;
     /// The leader lease (docs/design.md): the bound rho on every node's clock drift, in permille
     /// (a monotonic clock runs at a rate within [1 - rho, 1 + rho] of real time). A follower
-    /// promises for inactivity_interval() E; the leader holds its lease for E(1-rho)/(1+rho)
+    /// promises for promise_duration() P; the leader holds its lease for P(1-rho)/(1+rho)
     /// after the send time of the heartbeat round a quorum acknowledged. Validated: <= 200.
     std::uint32_t lease_drift_permille = 50;
     static constexpr std::uint32_t kMaxLeaseDriftPermille = 200;
@@ -99,8 +99,13 @@ struct Config {
 
     /// Inactivity interval: heartbeat_miss_count * heartbeat_period.
     Millis inactivity_interval() const { return heartbeat_period * heartbeat_miss_count; }
+    /// How long a follower promises its leader after hearing it, P: the inactivity interval E less
+    /// one heartbeat check period (at most E / 2). The promise ends before the follower's own
+    /// check can find the leader silent, so every follower that heard the last heartbeat at about
+    /// the same time has ended its promise when the first of them scouts (docs/design.md).
+    Millis promise_duration() const;
     /// How long after sending a heartbeat round the leader may rely on the promises of the
-    /// followers that acknowledged it, on its own clock: floor(E x (1000 - rho) / (1000 + rho)).
+    /// followers that acknowledged it, on its own clock: floor(P x (1000 - rho) / (1000 + rho)).
     Millis lease_duration() const;
     /// Effective quorum (resolves 0 to a majority).
     std::size_t effective_quorum() const;
