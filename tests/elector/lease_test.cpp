@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// The leader lease (docs/design.md): the follower's promise (exact time, E = 300 ms in the fast
-// profile), the leader's lease E(1-rho)/(1+rho) after the send time of a quorum-acknowledged
-// heartbeat round (271 ms with rho = 5 %), its expiry, peer_down and transfer.
+// The leader lease (docs/design.md): the follower's promise (exact time, P = 250 ms in the fast
+// profile: E = 300 ms less one 50 ms check period), the leader's lease P(1-rho)/(1+rho) after the
+// send time of a quorum-acknowledged heartbeat round (226 ms with rho = 5 %), its expiry, peer_down and transfer.
 #include "harness.hpp"
 
 #include "conclave/elector/fencing.hpp"
@@ -10,7 +10,7 @@ namespace conclave::test {
 namespace {
 
 constexpr Millis kElected{1000};
-constexpr Millis kLease{271};  // floor(300 x 950 / 1050)
+constexpr Millis kLease{226};  // floor(250 x 950 / 1050)
 
 /// Leader in term 6 elected at 1000 ms (heartbeat round 0 sent then), no ack yet.
 Node leader_at_1000(Config config = fast3()) {
@@ -32,8 +32,8 @@ TEST_CASE("a new leader has no lease until a quorum acknowledges a heartbeat rou
     REQUIRE(n.e.lease_end());
     CHECK(*n.e.lease_end() == kElected + kLease);
     CHECK(n.e.snapshot().lease_end == n.e.lease_end());
-    CHECK(n.e.snapshot().valid_at(Millis{1270}));
-    CHECK_FALSE(n.e.snapshot().valid_at(Millis{1271}));
+    CHECK(n.e.snapshot().valid_at(Millis{1225}));
+    CHECK_FALSE(n.e.snapshot().valid_at(Millis{1226}));
     SECTION("renewed by the next acknowledged round, from that round's send time") {
         n.now = Millis{1100};
         CHECK(n.fire(TimerId::HeartbeatBroadcast) ==
@@ -55,7 +55,7 @@ TEST_CASE("a new leader has no lease until a quorum acknowledges a heartbeat rou
 
 TEST_CASE("the lease is shortened by the drift bound rho") {
     for (const auto& [permille, lease] :
-         {std::pair{0U, Millis{300}}, std::pair{50U, kLease}, std::pair{200U, Millis{200}}}) {
+         {std::pair{0U, Millis{250}}, std::pair{50U, kLease}, std::pair{200U, Millis{166}}}) {
         Config config = fast3();
         config.lease_drift_permille = permille;
         CHECK(config.lease_duration() == lease);
@@ -63,12 +63,12 @@ TEST_CASE("the lease is shortened by the drift bound rho") {
         n.recv(B, 6, HeartbeatAck{0});
         CHECK(*n.e.lease_end() == kElected + lease);
     }
-    SECTION("planted LeaseIgnoresDrift: the leader relies on the whole promise E") {
+    SECTION("planted LeaseIgnoresDrift: the leader relies on the whole promise P") {
         Config config = fast3();
         config.planted_bug = PlantedBug::LeaseIgnoresDrift;
         Node n = leader_at_1000(config);
         n.recv(B, 6, HeartbeatAck{0});
-        CHECK(*n.e.lease_end() == kElected + Millis{300});
+        CHECK(*n.e.lease_end() == kElected + Millis{250});
     }
     CHECK(Config::fast(3, A).validate() == std::nullopt);
     Config bad = fast3();
@@ -80,10 +80,10 @@ TEST_CASE("the lease is shortened by the drift bound rho") {
 TEST_CASE("peer_down of a follower drops its promise: the lease shrinks at once") {
     auto with_two_acks = [](Config config) {
         Node n = leader_at_1000(config);
-        n.recv(C, 6, HeartbeatAck{0});  // C: 1271
+        n.recv(C, 6, HeartbeatAck{0});  // C: 1226
         n.now = Millis{1100};
         n.fire(TimerId::HeartbeatBroadcast);
-        n.recv(B, 6, HeartbeatAck{1});  // B (and the leader): 1371
+        n.recv(B, 6, HeartbeatAck{1});  // B (and the leader): 1326
         REQUIRE(*n.e.lease_end() == Millis{1100} + kLease);
         return n;
     };
@@ -132,13 +132,13 @@ TEST_CASE("an expired lease: invalid at once, the first input steps down") {
     }
 }
 
-TEST_CASE("the follower's promise: E on its clock, exactly") {
-    Node n = follower_with_leader();  // B heard at 900 ms: promise until 1200 ms
+TEST_CASE("the follower's promise: P on its clock, exactly") {
+    Node n = follower_with_leader();  // B heard at 900 ms: promise until 1150 ms
     SECTION("a proposal inside the promise is refused, after it granted") {
-        n.now = Millis{1199};
+        n.now = Millis{1149};
         CHECK(n.recv(C, 6, ElectionProposal{}) ==
               Actions{send(C, 6, refuse(Refusal::HasLeader, 5))});
-        n.now = Millis{1200};
+        n.now = Millis{1150};
         CHECK(n.recv(C, 6, ElectionProposal{}) ==
               Actions{persist(6, C), cancel(TimerId::HeartbeatCheck),
                       arm(TimerId::HeartbeatCheck, Millis{50}),
@@ -148,7 +148,7 @@ TEST_CASE("the follower's promise: E on its clock, exactly") {
     SECTION("a heartbeat renews it from the time it is heard") {
         n.now = Millis{1100};
         CHECK(n.recv(B, 5, heartbeat(5, 3, 4)) == Actions{send(B, 5, HeartbeatAck{4})});
-        n.now = Millis{1399};
+        n.now = Millis{1349};
         CHECK(n.recv(C, 6, ElectionProposal{}) ==
               Actions{send(C, 6, refuse(Refusal::HasLeader, 5))});
     }
@@ -157,8 +157,8 @@ TEST_CASE("the follower's promise: E on its clock, exactly") {
             n.fire(TimerId::HeartbeatCheck);
         }
         CHECK(n.fire(TimerId::HeartbeatCheck) ==
-              Actions{arm(TimerId::HeartbeatCheck, Millis{200})});
-        n.now = Millis{1200};
+              Actions{arm(TimerId::HeartbeatCheck, Millis{150})});
+        n.now = Millis{1150};
         CHECK(n.fire(TimerId::HeartbeatCheck) ==
               Actions{arm(TimerId::RandomWait, kBackoff),
                       notify(Role::Follower, 5, kNone, Reason::LeaderNoHeartbeat, n.now)});
@@ -190,8 +190,8 @@ TEST_CASE("FencingGate refuses work after the lease ends", "[fencing]") {
     CHECK_FALSE(gate.admit(n.e.snapshot(), n.now));  // lease pending
     n.recv(B, 6, HeartbeatAck{0});
     const LeadershipSnapshot held = n.e.snapshot();
-    CHECK(gate.admit(held, Millis{1270}));
-    CHECK_FALSE(gate.admit(held, Millis{1271}));  // the same token, its lease over
+    CHECK(gate.admit(held, Millis{1225}));
+    CHECK_FALSE(gate.admit(held, Millis{1226}));  // the same token, its lease over
     CHECK(gate.highest() == 6);
 }
 

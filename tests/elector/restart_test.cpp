@@ -29,7 +29,7 @@ std::optional<DurableState> last_persisted(const Actions& actions) {
 }
 
 /// A node brought back from `disk` after a crash, started at 5000 ms, its peers connected again.
-/// With `past_start_promise`, the clock then moves on by E (300 ms in fast3), past the promise a
+/// With `past_start_promise`, the clock then moves on by E (300 ms in fast3, more than P), past the promise a
 /// restarted node keeps from its start.
 Node restarted(const DurableState& disk, bool past_start_promise = true, Config config = fast3()) {
     Node n(config, disk);
@@ -85,16 +85,16 @@ TEST_CASE("restart after standing for election: the self-vote holds, next electi
                   bcast(7, ElectionProposal{false}), arm(TimerId::ElectionResult, Millis{200})});
 }
 
-TEST_CASE("restart: for E from its start a node keeps the promise it may have forgotten",
+TEST_CASE("restart: for P from its start a node keeps the promise it may have forgotten",
           "[restart][lease]") {
-    // It may have heard a leader just before the crash and promised it E: until start + E it
+    // It may have heard a leader just before the crash and promised it P: until start + P it
     // neither votes for, nor supports, nor stands against anyone.
     Node r = restarted(DurableState{Term{6}, kNone}, /*past_start_promise=*/false);
     CHECK(r.recv(C, 7, ElectionProposal{}) == Actions{send(C, 7, refuse(Refusal::HasLeader, 6))});
     CHECK(r.recv(C, 7, ScoutingRequest{1}) == Actions{send(C, 7, ScoutingResponse{1, false})});
     r.now = Millis{5200};
-    CHECK(r.fire(TimerId::InitialWait) == Actions{arm(TimerId::RandomWait, Millis{100})});
-    r.now = Millis{5300};  // start + E: the promise is over
+    CHECK(r.fire(TimerId::InitialWait) == Actions{arm(TimerId::RandomWait, Millis{50})});
+    r.now = Millis{5250};  // start + P: the promise is over
     CHECK(r.recv(C, 7, ElectionProposal{}) == Actions{persist(7, C), cancel(TimerId::RandomWait),
                                                       arm(TimerId::HeartbeatCheck, Millis{50}),
                                                       send(C, 7, grant(7))});

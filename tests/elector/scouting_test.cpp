@@ -137,7 +137,7 @@ TEST_CASE("every state but F-scouting x ScoutingResponse: ignored", "[cell]") {
 }
 
 // Corroboration (elector.cpp, HandleScoutingRequest): the follower's promise to its leader lasts
-// E = 300 ms from the heartbeat heard at 900 ms; a request for a newer term arriving after it ran
+// P = 250 ms (E = 300 ms less one 50 ms check period) from the heartbeat heard at 900 ms; a request for a newer term arriving after it ran
 // out, before the heartbeat check that would drop the leader fires, stands in for that check.
 TEST_CASE("F-leader whose promise ran out x ScoutingRequest: corroboration", "[cell]") {
     Node n = follower_with_leader();  // leader B, term 5, heard at 900 ms
@@ -147,16 +147,16 @@ TEST_CASE("F-leader whose promise ran out x ScoutingRequest: corroboration", "[c
         for (std::uint32_t k = 0; k + 1 < misses; ++k) {
             n.fire(TimerId::HeartbeatCheck);
         }
-        n.now = Millis{1199};
+        n.now = Millis{1149};
         check_scouting_answer(n, 6, false);
     }
     SECTION("promise over: an equal or older term changes nothing") {
-        n.now = Millis{1200};
+        n.now = Millis{1150};
         check_scouting_answer(n, 5, false);
         check_scouting_answer(n, 4, false);
     }
     SECTION("promise over, newer term: drop the leader, say yes, let the asker go first") {
-        n.now = Millis{1200};
+        n.now = Millis{1150};
         CHECK(n.recv(C, 6, ScoutingRequest{9}) ==
               Actions{cancel(TimerId::HeartbeatCheck),
                       arm(TimerId::RandomWait, Millis{200} + kBackoff),
