@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The leader lease (docs/design.md): the follower's promise (exact time, P = 250 ms in the fast
 // profile: E = 300 ms less one 50 ms check period), the leader's lease P(1-rho)/(1+rho) after the
-// send time of a quorum-acknowledged heartbeat round (226 ms with rho = 5 %), its expiry, peer_down and transfer.
+// send time of a quorum-acknowledged heartbeat round (226 ms with rho = 5 %), its expiry,
+// peer_down and transfer.
 #include "harness.hpp"
 
 #include "conclave/elector/fencing.hpp"

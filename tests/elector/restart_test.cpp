@@ -29,8 +29,8 @@ std::optional<DurableState> last_persisted(const Actions& actions) {
 }
 
 /// A node brought back from `disk` after a crash, started at 5000 ms, its peers connected again.
-/// With `past_start_promise`, the clock then moves on by E (300 ms in fast3, more than P), past the promise a
-/// restarted node keeps from its start.
+/// With `past_start_promise`, the clock then moves on by E (300 ms in fast3, more than P), past the
+/// promise a restarted node keeps from its start.
 Node restarted(const DurableState& disk, bool past_start_promise = true, Config config = fast3()) {
     Node n(config, disk);
     n.now = Millis{5000};

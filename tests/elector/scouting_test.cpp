@@ -137,8 +137,9 @@ TEST_CASE("every state but F-scouting x ScoutingResponse: ignored", "[cell]") {
 }
 
 // Corroboration (elector.cpp, HandleScoutingRequest): the follower's promise to its leader lasts
-// P = 250 ms (E = 300 ms less one 50 ms check period) from the heartbeat heard at 900 ms; a request for a newer term arriving after it ran
-// out, before the heartbeat check that would drop the leader fires, stands in for that check.
+// P = 250 ms (E = 300 ms less one 50 ms check period) from the heartbeat heard at 900 ms; a request
+// for a newer term arriving after it ran out, before the heartbeat check that would drop the leader
+// fires, stands in for that check.
 TEST_CASE("F-leader whose promise ran out x ScoutingRequest: corroboration", "[cell]") {
     Node n = follower_with_leader();  // leader B, term 5, heard at 900 ms
     const std::uint32_t misses = n.e.config().heartbeat_check_misses();
