@@ -51,8 +51,9 @@ for run in "${runs[@]}"; do
   traces+=("$trace")
 done
 python3 "$tla/trace_leader_steps.py" --require "${traces[@]}"
-# A corrupted copy of the first trace with an accepted transfer: the leader's cession names no
-# successor. TLC must reject it.
+# A corrupted copy of the first trace with an accepted transfer: the leader's cession names
+# another node than the transfer's target. TLC must reject it. (A cession that names nobody is a
+# behaviour: a leader whose lease ended just before the transfer steps down and refuses it.)
 corrupt="$out/corrupt-transfer.ndjson"
 python3 - "$corrupt" "${traces[@]}" <<'PY'
 import json, sys
@@ -65,8 +66,10 @@ for path in sys.argv[2:]:
         # to nobody and refuses the transfer)
         if (obj.get("kind") == "step" and obj["action"] == "TransferLeadership"
                 and any(m.get("successor") is not None for m in obj["sent"])):
+            other = next(x for x in range(json.loads(lines[0])["nodes"])
+                         if x not in (obj["node"], obj["peer"]))
             for m in obj["sent"]:
-                m["successor"] = None
+                m["successor"] = other
             lines[i] = json.dumps(obj)
             open(out, "w").write("\n".join(lines[: i + 1]) + "\n")
             sys.exit(0)
