@@ -252,8 +252,9 @@ StartScouting(n, s, c) ==
 (* chosen per input, of Clocks(n)); without it, the base protocol's one    *)
 (* answer (BaseClock, which no handler reads), so that every model with    *)
 (* LeaseSteps = FALSE explores exactly the base protocol. The lease's own  *)
-(* property, one valid lease at a time under the drift bound, is Lease.tla's *)
-(* LeaseExclusive (and the simulator's check after every step).            *)
+(* property, one valid lease at a time under the drift bound, is           *)
+(* Lease.tla's LeaseExclusive (and the simulator's check after every       *)
+(* step).                                                                  *)
 (*                                                                         *)
 (* What the answers can do, and why the safety invariants keep their       *)
 (* meaning (each is a step the base spec takes, or one that only holds     *)
@@ -262,12 +263,13 @@ StartScouting(n, s, c) ==
 (*    on any other step-down (it ends a leadership early);                 *)
 (*  - start, or promise held: a node refuses scouting support and votes,   *)
 (*    does not stand (it waits again), and a follower's last heartbeat     *)
-(*    check keeps its leader (it withholds, or keeps a follower following); *)
+(*    check keeps its leader (it withholds, or keeps a follower            *)
+(*    following);                                                          *)
 (*  - promise ended: the follower no longer keeps the leader it records:   *)
 (*    it corroborates a newer scouting request at any missed_checks, and   *)
 (*    answers a proposal without the has-leader refusal. That is the state *)
 (*    the base spec reaches by firing its remaining heartbeat checks first *)
-(*    (any armed timer may fire at any moment), except for a proposal of  *)
+(*    (any armed timer may fire at any moment), except for a proposal of   *)
 (*    its own term: its answer (the grant of the vote it already cast, or  *)
 (*    a refusal) leaves the follower following, as the has-leader refusal  *)
 (*    does; a vote is never cast twice (OneVotePerTerm).                   *)
@@ -315,7 +317,8 @@ AfterLeaseCheck(n, s, c, H(_)) ==
 \* evidence (never with a single check). It drops the leader first, exactly
 \* as HeartbeatCheckFired's last check would (its longer wait is time, which
 \* the spec abstracts), then answers as a node without a leader. With
-\* LeaseSteps, the C++ rule: once its promise has ended (any missed_checks).
+\* LeaseSteps, the C++ rule: once its promise has ended (at any missed_checks,
+\* also with a single check).
 CorroboratesSilence(s, m, c) ==
     /\ s.role = "follower" /\ s.leader # Nil
     /\ m.term > s.term
@@ -388,8 +391,8 @@ HandleElectionProposalR(n, s, m, c) ==
     IN IF m.term < t THEN Refuse("stale-term")
        ELSE IF fence # "none" THEN Refuse(fence)   \* the term is left alone
        ELSE IF sticky /\ s.role = "leader" THEN Refuse("i-am-leader")
-       ELSE IF sticky /\ IF LeaseSteps THEN PromiseHolds(s, c) \/ c.start
-                         ELSE s.role = "follower" /\ s.leader # Nil
+       ELSE IF sticky /\ (IF LeaseSteps THEN PromiseHolds(s, c) \/ c.start
+                          ELSE s.role = "follower" /\ s.leader # Nil)
             THEN Refuse("has-leader")
        ELSE IF m.term = t
             THEN IF s.voted_for = m.from THEN R(s, {grant})
