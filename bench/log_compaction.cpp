@@ -156,9 +156,9 @@ int main(int argc, char** argv) {
     const auto lead = [&] {
         ++term;
         r.rt->run([&](ReplicatedLog& log) {
-            return log.on_leadership(Millis{0},
-                                     LeadershipSnapshot{Role::Leader, Term{term}, NodeId{0}, term,
-                                                        Reason::ElectionWon, Millis{0}});
+            return log.on_leadership(
+                Millis{0}, LeadershipSnapshot{Role::Leader, Term{term}, NodeId{0}, term,
+                                              Reason::ElectionWon, Millis{0}, std::nullopt});
         });
         r.rt->flush();
     };

@@ -17,7 +17,9 @@
 (* BecomeLeader, AdoptTerm, StartScouting) are composed exactly as the C++ *)
 (* calls them. Time is left out: the core decides on state only, so a      *)
 (* timer is an action enabled while it is armed, and any armed timer may   *)
-(* fire at any moment (random backoff values do not matter).               *)
+(* fire at any moment (random backoff values do not matter). The one       *)
+(* exception, the leader lease's clock, is abstracted by nondeterminism    *)
+(* under the constant LeaseSteps ("The leader lease", below).              *)
 (*                                                                         *)
 (* The network is a set of messages: a receive may consume the message or  *)
 (* keep it (duplication). A message is lost by never being delivered, or,  *)
@@ -58,9 +60,12 @@ CONSTANTS
     LossyTypes,     \* message types that may be lost as they are sent
     DurableLost,    \* NEGATIVE MODEL ONLY: a restart forgets term and vote
     PlantedBug,     \* "None" or a PlantedBug of config.hpp (mutation models)
-    Configs         \* the configuration history: Configs[k + 1] is the voter set of
+    Configs,        \* the configuration history: Configs[k + 1] is the voter set of
                     \* version k; DefaultConfigs (every node votes, version 0) for the
                     \* models without membership changes
+    LeaseSteps      \* the leader lease's clock decisions, by nondeterminism (see "The
+                    \* leader lease" below): TRUE for trace validation of the C++ core,
+                    \* FALSE in the models of the protocol without it
 
 VARIABLES
     node,       \* node[n]: the ElectorState of n (a record, see Fresh)
@@ -74,7 +79,8 @@ VARIABLES
                 \* "checkquorum" (check-quorum stepped the leader of term t down),
                 \* "voterschanged" (SetVoters stepped the leader of term t down),
                 \* "catchup" (CatchesUpTerm: a scouting request raised n's term to t),
-                \* "higherterm" (the leader of term t stepped down on seeing a higher term)
+                \* "higherterm" (the leader of term t stepped down on seeing a higher term),
+                \* "leaseexpired" (LeaseSteps: the lease check stepped the leader of term t down)
     \* The log's side of membership (environment, not elector state):
     held        \* held[n]: the highest configuration version in n's log (maybe uncommitted)
 
@@ -220,8 +226,10 @@ LostElection(n, s) ==
 EndScoutingRound(s) ==
     [s EXCEPT !.round = NoRound, !.armed_timers = @ \ {"ScoutingResult"}]
 
-StartScouting(n, s) ==
-    IF ~Scouting THEN BecomeCandidate(n, s, FALSE)
+\* With a start promise (LeaseSteps) the node does not stand: it waits again.
+StartScouting(n, s, c) ==
+    IF c.start THEN Same([s EXCEPT !.armed_timers = @ \cup {"RandomWait"}])
+    ELSE IF ~Scouting THEN BecomeCandidate(n, s, FALSE)
     ELSE LET id == s.last_round_id + 1
              s1 == [s EXCEPT !.last_round_id = id,
                              !.round = [id |-> id, term |-> s.term + 1, yes |-> {n}, no |-> {}]]
@@ -232,18 +240,90 @@ StartScouting(n, s) ==
                                                                  s1.config_version)))
 
 -----------------------------------------------------------------------------
+(* The leader lease (docs/design.md, "The leader lease")                    *)
+(*                                                                         *)
+(* The C++ core answers three questions by its clock (LeaseTimes, kept     *)
+(* apart from ElectorState): has this leader's lease ended (LeaseExpires,  *)
+(* asked before every input of a running node)? does this follower's       *)
+(* promise to its leader still hold (PromiseHolds: P after it last heard   *)
+(* it)? does this node's start promise still hold (StartPromiseHolds: P    *)
+(* after a start with a term > 0)? The spec leaves time out: with          *)
+(* LeaseSteps, every input of a running node takes any answers (a Clock,   *)
+(* chosen per input, of Clocks(n)); without it, the base protocol's one    *)
+(* answer (BaseClock, which no handler reads), so that every model with    *)
+(* LeaseSteps = FALSE explores exactly the base protocol. The lease's own  *)
+(* property, one valid lease at a time under the drift bound, is           *)
+(* Lease.tla's LeaseExclusive (and the simulator's check after every       *)
+(* step).                                                                  *)
+(*                                                                         *)
+(* What the answers can do, and why the safety invariants keep their       *)
+(* meaning (each is a step the base spec takes, or one that only holds     *)
+(* back or ends what the base spec does):                                  *)
+(*  - expired: a leader steps down and cedes before the input, exactly as  *)
+(*    on any other step-down (it ends a leadership early);                 *)
+(*  - start, or promise held: a node refuses scouting support and votes,   *)
+(*    does not stand (it waits again), and a follower's last heartbeat     *)
+(*    check keeps its leader (it withholds, or keeps a follower            *)
+(*    following);                                                          *)
+(*  - promise ended: the follower no longer keeps the leader it records:   *)
+(*    it corroborates a newer scouting request at any missed_checks, and   *)
+(*    answers a proposal without the has-leader refusal. That is the state *)
+(*    the base spec reaches by firing its remaining heartbeat checks first *)
+(*    (any armed timer may fire at any moment), except for a proposal of   *)
+(*    its own term: its answer (the grant of the vote it already cast, or  *)
+(*    a refusal) leaves the follower following, as the has-leader refusal  *)
+(*    does; a vote is never cast twice (OneVotePerTerm).                   *)
+(* The lease's other checks inside a handler (PeerDown and SetVoters of a  *)
+(* leader recompute the lease over its remaining promises and may expire   *)
+(* it) step down to the state and cession that the check before the input *)
+(* gives, so they need no answer of their own. Heartbeat round ids         *)
+(* (LeaderHeartbeat.round, HeartbeatAck.round) only feed the lease's       *)
+(* times; the spec's messages leave them out.                              *)
+
+BaseClock == [expired |-> FALSE, promise |-> FALSE, start |-> FALSE]
+
+\* The answers the clock may give at an input of n: only a leader's lease can have ended, only
+\* a follower of a leader promises, and only a node started with a term > 0 (terms never
+\* decrease) holds a start promise.
+Clocks(n) ==
+    IF ~LeaseSteps THEN {BaseClock}
+    ELSE LET s == node[n] IN
+         [expired : IF s.role = "leader" THEN BOOLEAN ELSE {FALSE},
+          promise : IF s.role = "follower" /\ s.leader # Nil THEN BOOLEAN ELSE {FALSE},
+          start : IF s.term > 0 THEN BOOLEAN ELSE {FALSE}]
+
+\* Elector::PromiseHolds.
+PromiseHolds(s, c) == c.promise /\ s.role = "follower" /\ s.leader # Nil
+
+\* Elector::LeaseExpires: a leader whose lease ended steps down (Reason::LeaseExpired).
+LeaseExpiresR(n, s) == BecomeFollower(n, s, Nil, Nil, Nil)
+
+\* The history event of the lease check with answer c at n.
+LeaseEv(n, c) == IF c.expired THEN {<<"leaseexpired", n, node[n].term>>} ELSE {}
+
+\* An input: the lease check with answer c, then the input's handler H, with the messages of both.
+AfterLeaseCheck(n, s, c, H(_)) ==
+    IF c.expired
+    THEN LET x == LeaseExpiresR(n, s)
+             y == H(x.st)
+         IN R(y.st, x.out \cup y.out)
+    ELSE H(s)
+
+-----------------------------------------------------------------------------
 (* Message handlers                                                         *)
 
 \* Elector::CorroboratesSilence: a follower one heartbeat check short of
 \* dropping its leader takes a request for a newer term as that check's
 \* evidence (never with a single check). It drops the leader first, exactly
 \* as HeartbeatCheckFired's last check would (its longer wait is time, which
-\* the spec abstracts), then answers as a node without a leader.
-CorroboratesSilence(s, m) ==
-    /\ CheckMisses >= 2
+\* the spec abstracts), then answers as a node without a leader. With
+\* LeaseSteps, the C++ rule: once its promise has ended (at any missed_checks,
+\* also with a single check).
+CorroboratesSilence(s, m, c) ==
     /\ s.role = "follower" /\ s.leader # Nil
-    /\ s.missed_checks + 1 >= CheckMisses
     /\ m.term > s.term
+    /\ IF LeaseSteps THEN ~PromiseHolds(s, c)
+       ELSE CheckMisses >= 2 /\ s.missed_checks + 1 >= CheckMisses
 
 \* Elector::ConfigFence (membership R5): no support or vote for a candidate of an older
 \* configuration; a non-voter of its own configuration supports and votes only for a candidate
@@ -262,15 +342,21 @@ CatchesUpTerm(s, m, fence) ==
     /\ s.leader = Nil
     /\ m.term - 1 > s.term
 
-\* The fence first: a request it refuses corroborates nothing either.
-HandleScoutingRequestR(n, s, m) ==
+\* The fence first: a request it refuses corroborates nothing either. Sticky leader: a node
+\* that knows a leader says no; with LeaseSteps, a leader, and a node within its promise or
+\* its start promise (the C++ rule).
+HandleScoutingRequestR(n, s, m, c) ==
     LET fence == ConfigFence(n, s, m)
         s0 == IF CatchesUpTerm(s, m, fence)
               THEN BecomeFollower(n, AdoptTerm(s, m.term - 1, Nil), Nil, Nil, Nil).st ELSE s
-        s1 == IF fence = "none" /\ CorroboratesSilence(s0, m)
+        s1 == IF fence = "none" /\ CorroboratesSilence(s0, m, c)
               THEN BecomeFollower(n, s0, Nil, Nil, Nil).st ELSE s0
-        knows_leader == (s1.leader # Nil \/ (PlantedBug = "RefuseWhileRemembering" /\ s1.lsn.term > 0))
-                        /\ ~(PlantedBug = "SkipStickyLeader" /\ s1.role = "follower")
+        knows_leader ==
+            IF LeaseSteps
+            THEN \/ s1.role = "leader"
+                 \/ (PromiseHolds(s1, c) \/ c.start) /\ PlantedBug # "SkipStickyLeader"
+            ELSE /\ (s1.leader # Nil \/ (PlantedBug = "RefuseWhileRemembering" /\ s1.lsn.term > 0))
+                 /\ ~(PlantedBug = "SkipStickyLeader" /\ s1.role = "follower")
         will_vote == fence = "none" /\ ~knows_leader /\ m.term > s1.term
     IN R(s1, {ScoutingResponseMsg(n, m.from, m.term, m.round, will_vote, fence,
                                   s1.config_version)})
@@ -293,7 +379,9 @@ HandleScoutingResponseR(n, s, m) ==
             ELSE Same(s1)
 
 \* A stale term is refused by the kind's term rule, before the handler (and the fence) runs.
-HandleElectionProposalR(n, s, m) ==
+\* has-leader: a follower of a leader; with LeaseSteps, a node within its promise or its start
+\* promise (the C++ rule).
+HandleElectionProposalR(n, s, m, c) ==
     LET t == s.term
         Refuse(why) == R(s, {ElectionResponseMsg(n, m.from, m.term, FALSE, why, t,
                                                  s.config_version)})
@@ -303,7 +391,9 @@ HandleElectionProposalR(n, s, m) ==
     IN IF m.term < t THEN Refuse("stale-term")
        ELSE IF fence # "none" THEN Refuse(fence)   \* the term is left alone
        ELSE IF sticky /\ s.role = "leader" THEN Refuse("i-am-leader")
-       ELSE IF sticky /\ s.role = "follower" /\ s.leader # Nil THEN Refuse("has-leader")
+       ELSE IF sticky /\ (IF LeaseSteps THEN PromiseHolds(s, c) \/ c.start
+                          ELSE s.role = "follower" /\ s.leader # Nil)
+            THEN Refuse("has-leader")
        ELSE IF m.term = t
             THEN IF s.voted_for = m.from THEN R(s, {grant})
                  ELSE IF PlantedBug = "DoubleVote" /\ s.role = "follower"
@@ -386,11 +476,11 @@ HandleLeadershipCessionR(n, s, m) ==
 -----------------------------------------------------------------------------
 (* Timer handlers (called after timer_fired cleared the timer's bit)        *)
 
-RandomWaitFiredR(n, s) ==
+RandomWaitFiredR(n, s, c) ==
     IF s.role = "follower" /\ s.leader = Nil /\ s.tentative_leader = Nil /\ IsVoter(n, s)
-    THEN StartScouting(n, s) ELSE Same(s)
+    THEN StartScouting(n, s, c) ELSE Same(s)
 
-InitialWaitFiredR(n, s) == RandomWaitFiredR(n, s)
+InitialWaitFiredR(n, s, c) == RandomWaitFiredR(n, s, c)
 
 ScoutingResultFiredR(n, s) ==
     IF s.round.id # 0
@@ -405,12 +495,16 @@ HeartbeatBroadcastFiredR(n, s) ==
     ELSE R([s EXCEPT !.armed_timers = @ \cup {"HeartbeatBroadcast"}],
            ToAll(n, LAMBDA p : LeaderHeartbeatMsg(n, p, s.term, s.lsn, s.config_version)))
 
-HeartbeatCheckFiredR(n, s) ==
+\* With LeaseSteps, the last check keeps a leader whose promise still holds and re-arms for
+\* the promise's end, where it has ended: the check after it never finds it holding (so
+\* missed_checks stays within CheckMisses).
+HeartbeatCheckFiredR(n, s, c) ==
     IF s.role # "follower" \/ (s.leader = Nil /\ s.tentative_leader = Nil) THEN Same(s)
     ELSE IF PlantedBug = "NeverDropLeader" /\ s.leader # Nil   \* liveness mutant
          THEN Same([s EXCEPT !.armed_timers = @ \cup {"HeartbeatCheck"}])
     ELSE LET s1 == [s EXCEPT !.missed_checks = @ + 1]
-         IN IF s1.missed_checks < CheckMisses
+         IN IF \/ s1.missed_checks < CheckMisses
+               \/ PromiseHolds(s1, c) /\ s1.missed_checks = CheckMisses
             THEN Same([s1 EXCEPT !.armed_timers = @ \cup {"HeartbeatCheck"}])
             ELSE BecomeFollower(n, s1, Nil, Nil, Nil)
 
@@ -545,10 +639,10 @@ Step(n, r, consumed) == StepE(n, r, consumed, {})
 
 \* receive(): ignored while stopped; dispatch on the body (std::visit).
 \* `keep` leaves the message in flight, so that it can be delivered again (duplication).
-Handler(n, s, m) ==
-    CASE m.type = "ScoutingRequest" -> HandleScoutingRequestR(n, s, m)
+Handler(n, s, m, c) ==
+    CASE m.type = "ScoutingRequest" -> HandleScoutingRequestR(n, s, m, c)
       [] m.type = "ScoutingResponse" -> HandleScoutingResponseR(n, s, m)
-      [] m.type = "ElectionProposal" -> HandleElectionProposalR(n, s, m)
+      [] m.type = "ElectionProposal" -> HandleElectionProposalR(n, s, m, c)
       [] m.type = "ElectionResponse" -> HandleElectionResponseR(n, s, m)
       [] m.type = "LeaderHeartbeat" -> HandleLeaderHeartbeatR(n, s, m)
       [] m.type = "HeartbeatAck" -> HandleHeartbeatAckR(n, s, m)
@@ -559,7 +653,9 @@ Receive(m, keep) ==
     LET n == m.to IN
     /\ m.from # n
     /\ node[n].role # "stopped"
-    /\ Step(n, Handler(n, node[n], m), IF keep THEN {} ELSE {m})
+    /\ \E c \in Clocks(n) :
+          StepE(n, AfterLeaseCheck(n, node[n], c, LAMBDA s : Handler(n, s, m, c)),
+                IF keep THEN {} ELSE {m}, LeaseEv(n, c))
     /\ UNCHANGED faults
 
 HandleScoutingRequest(m, keep) == m.type = "ScoutingRequest" /\ Receive(m, keep)
@@ -573,23 +669,27 @@ HandleLeadershipCession(m, keep) == m.type = "LeadershipCession" /\ Receive(m, k
 
 \* (Each XFired(n) below repeats Fired's "armed" guard so that TLC's coverage report
 \* names the action XFired rather than Fired.)
-\* timer_fired(): ignored while stopped or when the timer is not armed; clears its bit.
-TimerHandler(n, timer, s) ==
-    CASE timer = "InitialWait" -> InitialWaitFiredR(n, s)
-      [] timer = "RandomWait" -> RandomWaitFiredR(n, s)
+\* timer_fired(): ignored while stopped; clears the timer's bit, runs the lease check, then
+\* ignores a timer that was not armed (LeaseExpiresOnly below).
+TimerHandler(n, timer, s, c) ==
+    CASE timer = "InitialWait" -> InitialWaitFiredR(n, s, c)
+      [] timer = "RandomWait" -> RandomWaitFiredR(n, s, c)
       [] timer = "ScoutingResult" -> ScoutingResultFiredR(n, s)
       [] timer = "ElectionResult" -> ElectionResultFiredR(n, s)
       [] timer = "HeartbeatBroadcast" -> HeartbeatBroadcastFiredR(n, s)
-      [] timer = "HeartbeatCheck" -> HeartbeatCheckFiredR(n, s)
+      [] timer = "HeartbeatCheck" -> HeartbeatCheckFiredR(n, s, c)
       [] timer = "CheckQuorum" -> CheckQuorumFiredR(n, s)
 
 Fired(n, timer) ==
     /\ node[n].role # "stopped"
     /\ timer \in node[n].armed_timers
-    /\ LET r == TimerHandler(n, timer, [node[n] EXCEPT !.armed_timers = @ \ {timer}])
-       IN StepE(n, r, {}, IF timer = "CheckQuorum" /\ node[n].role = "leader"
-                             /\ r.st.role # "leader"
-                          THEN {<<"checkquorum", n, node[n].term>>} ELSE {})
+    /\ \E c \in Clocks(n) :
+          LET r == AfterLeaseCheck(n, [node[n] EXCEPT !.armed_timers = @ \ {timer}], c,
+                                   LAMBDA s : TimerHandler(n, timer, s, c))
+          IN StepE(n, r, {}, LeaseEv(n, c) \cup
+                             (IF timer = "CheckQuorum" /\ node[n].role = "leader"
+                                 /\ r.st.role # "leader" /\ ~c.expired
+                              THEN {<<"checkquorum", n, node[n].term>>} ELSE {}))
     /\ UNCHANGED faults
 
 InitialWaitFired(n) == "InitialWait" \in node[n].armed_timers /\ Fired(n, "InitialWait")
@@ -600,9 +700,30 @@ HeartbeatBroadcastFired(n) == "HeartbeatBroadcast" \in node[n].armed_timers /\ F
 HeartbeatCheckFired(n) == "HeartbeatCheck" \in node[n].armed_timers /\ Fired(n, "HeartbeatCheck")
 CheckQuorumFired(n) == "CheckQuorum" \in node[n].armed_timers /\ Fired(n, "CheckQuorum")
 
-PeerUp(n, p) == p # n /\ Step(n, PeerUpR(n, node[n], p), {}) /\ UNCHANGED faults
+\* The connection events and set_voters run the lease check first too; transfer_leadership
+\* does, and then refuses a leader that stepped down (LeaseExpiresOnly below).
+PeerUp(n, p) ==
+    /\ p # n
+    /\ \E c \in Clocks(n) :
+          StepE(n, AfterLeaseCheck(n, node[n], c, LAMBDA s : PeerUpR(n, s, p)), {}, LeaseEv(n, c))
+    /\ UNCHANGED faults
 
-PeerDown(n, p) == p # n /\ Step(n, PeerDownR(n, node[n], p), {}) /\ faults' = faults + 1
+PeerDown(n, p) ==
+    /\ p # n
+    /\ \E c \in Clocks(n) :
+          StepE(n, AfterLeaseCheck(n, node[n], c, LAMBDA s : PeerDownR(n, s, p)), {},
+                LeaseEv(n, c))
+    /\ faults' = faults + 1
+
+\* An input that the core ignores after the lease check (a timer that is not armed, a transfer
+\* refused because the leader just stepped down, a connection event about the node itself):
+\* the check alone. Not in Next: HeartbeatBroadcastFired (armed at every leader) with an
+\* ended lease takes the same step. Trace validation uses it.
+LeaseExpiresOnly(n) ==
+    /\ LeaseSteps
+    /\ node[n].role = "leader"
+    /\ StepE(n, LeaseExpiresR(n, node[n]), {}, {<<"leaseexpired", n, node[n].term>>})
+    /\ UNCHANGED faults
 
 TransferLeadership(n, target) ==
     /\ TransferAllowed(n, node[n], target)
@@ -672,12 +793,14 @@ HandleAppend(n) ==
     /\ held' = [held EXCEPT ![n] = k]
     /\ UNCHANGED <<node, msgs, faults, votes, elected, events>>
 
-\* set_voters(V, v) on n, the log's holding h after it.
+\* set_voters(V, v) on n (after the lease check), the log's holding h after it.
 SetVotersStep(n, V, v, h) ==
-    LET r == SetVotersR(n, node[n], V, v)
-    IN /\ StepH(n, r, {}, IF node[n].role = "leader" /\ r.st.role # "leader"
-                          THEN {<<"voterschanged", n, node[n].term>>} ELSE {}, h)
-       /\ UNCHANGED faults
+    /\ \E c \in Clocks(n) :
+          LET r == AfterLeaseCheck(n, node[n], c, LAMBDA s : SetVotersR(n, s, V, v))
+          IN StepH(n, r, {}, LeaseEv(n, c) \cup
+                             (IF node[n].role = "leader" /\ r.st.role # "leader" /\ ~c.expired
+                              THEN {<<"voterschanged", n, node[n].term>>} ELSE {}), h)
+    /\ UNCHANGED faults
 
 SetVoters(n, k) ==
     /\ node[n].config_version < k /\ k <= Committed
@@ -926,7 +1049,7 @@ StickyLeaderHonoured ==
 \* would be corroborated. TLC must violate it in a model with CheckMisses >= 2,
 \* which shows the corroboration branch is reached.
 CanaryNoCorroboration ==
-    \A m \in msgs : m.type = "ScoutingRequest" => ~CorroboratesSilence(node[m.to], m)
+    \A m \in msgs : m.type = "ScoutingRequest" => ~CorroboratesSilence(node[m.to], m, BaseClock)
 
 \* Stability (not safety): a reply to another scouting round than the
 \* receiver's current one changes nothing. Broken by PlantedBug

@@ -185,6 +185,8 @@ CanaryNoCheckQuorumStepDown == ~\E e \in events : e[1] = "checkquorum"
 \* A node that crashed and restarted became leader.
 CanaryRestartedNeverLeads ==
     ~\E e \in events : e[1] = "crash" /\ node[e[2]].role = "leader"
+\* LeaseSteps: the lease check stepped a leader down (LeaseExpires).
+CanaryNoLeaseExpiry == ~\E e \in events : e[1] = "leaseexpired"
 
 \* TLC checks invariants only on states whose view is new; this action
 \* property checks TypeOK on every state reached, whatever its view.

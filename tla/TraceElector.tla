@@ -17,6 +17,13 @@
 (* and duplicates in the trace need no step of their own; a received       *)
 (* message must have been sent before.                                     *)
 (*                                                                         *)
+(* The leader lease: the trace is of the core with the lease, whose clock *)
+(* decisions Elector abstracts by nondeterminism under LeaseSteps          *)
+(* (TraceLeaseSteps, TRUE unless trace_to_tla.py is told otherwise). Every *)
+(* input of a running node begins with the lease check (LeaseExpires),     *)
+(* which Elector's actions compose with the handler; an input the core      *)
+(* then ignores is Elector's LeaseExpiresOnly, or changes nothing.         *)
+(*                                                                         *)
 (* If a step does not match, no successor exists and TLC reports a         *)
 (* deadlock whose last state shows the step index i. When the whole trace  *)
 (* matched, the spec stutters and TLC finishes without error.              *)
@@ -35,7 +42,8 @@ E == INSTANCE Elector WITH
         FaultKinds <- {}, Transfers <- FALSE,
         Duplication <- TRUE, LossyTypes <- {}, DurableLost <- FALSE,
         PlantedBug <- "None",
-        Configs <- TraceConfigs
+        Configs <- TraceConfigs,
+        LeaseSteps <- TraceLeaseSteps
 
 specVars == <<node, msgs, faults, votes, elected, events, held>>
 
@@ -73,6 +81,16 @@ Act(e) ==
        /\ e.msg \in msgs
        /\ E!Receive(e.msg, TRUE)
 
+\* Inputs the C++ core ignores after the lease check (elector.cpp, "Inputs"): a timer that is
+\* not armed (an armed one: its Fired), a connection event about the node itself, a transfer
+\* (refused once the leader stepped down).
+CheckedThenIgnored(e) ==
+    /\ \/ e.action \in DOMAIN TimerOf /\ e.timer = TimerOf[e.action]
+          /\ e.timer \notin node[e.node].armed_timers
+       \/ e.action \in {"PeerUp", "PeerDown"} /\ e.peer = e.node
+       \/ e.action = "TransferLeadership"
+    /\ E!LeaseExpiresOnly(e.node)
+
 \* Inputs the C++ core ignores before reaching a handler (elector.cpp, "Inputs").
 Ignored(e) ==
     LET s == node[e.node] IN
@@ -93,7 +111,7 @@ Init == E!InitFresh /\ i = 1
 TraceStep ==
     /\ i <= Len(Trace)
     /\ LET e == Trace[i] IN
-       /\ Act(e) \/ Ignored(e)
+       /\ Act(e) \/ Ignored(e) \/ CheckedThenIgnored(e)
        /\ node'[e.node] = e.state
        /\ msgs' = msgs \cup e.sent
        /\ \A m \in e.sent : m.from = e.node

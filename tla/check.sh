@@ -37,6 +37,10 @@ ci_models=(
   "ElectorTransfer.cfg+CanaryNoTerm1BesideNewer:MCElector:CanaryNoTerm1BesideNewer:bfs"
   "ElectorTransfer.cfg+CanaryNoNewerHeartbeatAtStaleLeader:MCElector:CanaryNoNewerHeartbeatAtStaleLeader:bfs"
   "ElectorTransfer.cfg+CanaryNoHigherTermStepDown:MCElector:CanaryNoHigherTermStepDown:bfs"
+  # the leader's own term with LeaseSteps (the leader lease's clock decisions as
+  # nondeterminism), exhaustive, and its canary: the lease check steps a leader down
+  "ElectorLeaseLeaderLife.cfg:MCElector:ok:bfs"
+  "ElectorLeaseLeaderLife.cfg+CanaryNoLeaseExpiry:MCElector:CanaryNoLeaseExpiry:bfs"
   # a leader's whole life with faults: random behaviours of a fixed budget (the exhaustive
   # runs are in --all and do not finish in CI time, see README.md)
   "ElectorLeaderFaults.cfg:MCElector:ok:sim:1000:60"

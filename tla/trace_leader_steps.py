@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Which leader-half steps do these simulator NDJSON traces take?
+"""Which leader-half and leader-lease steps do these simulator NDJSON traces take?
 
     trace_leader_steps.py [--require] TRACE.ndjson...
 
@@ -9,22 +9,54 @@ Prints, for each kind of step below, how many times the traces take it and the f
 trace validation of tests/tla/sim-traces.sh cannot quietly stop covering the leader half.
 
   preempted-leader  HandleLeaderHeartbeat at a leader, from a higher term (it steps down)
-  transfer          TransferLeadership (the operator's hand-over, accepted by the leader)
-  checkquorum-down  CheckQuorumFired at a leader that steps down
+  transfer          TransferLeadership (the operator's hand-over, accepted by the leader: its
+                    cession names the successor)
+  checkquorum-down  CheckQuorumFired at a leader that steps down having heard from fewer than a
+                    quorum of its voters (itself included) since the last check
   cession           HandleLeadershipCession that changes the follower's state
-  corroboration     HandleScoutingRequest at a follower that drops its leader (one check short)
+  corroboration     HandleScoutingRequest at a follower that drops its leader (its promise ended)
+  lease-expiry      a leader that steps down on HeartbeatBroadcastFired, or on CheckQuorumFired
+                    having heard from a quorum: only the lease check (LeaseExpires) ends a
+                    leadership there
+  start-promise     a follower without a leader that does not stand when its wait fires, or
+                    refuses a scouting request for a newer term with no membership refusal:
+                    only a start promise withholds it
 """
 import json
 import sys
 
-KINDS = ["preempted-leader", "transfer", "checkquorum-down", "cession", "corroboration"]
+KINDS = ["preempted-leader", "transfer", "checkquorum-down", "cession", "corroboration",
+         "lease-expiry", "start-promise"]
+
+
+def heard_quorum(node, state, quorum):
+    heard = (set(state["heard_since_check"]) | {node}) & set(state["voters"])
+    return len(heard) >= quorum
+
+
+def withheld_by_start_promise(obj, prev, after):
+    """A leaderless voter follower that neither stands nor supports a newer term."""
+    n, action = obj["node"], obj["action"]
+    if (prev["role"] != "follower" or prev["leader"] is not None
+            or prev["tentative_leader"] is not None or n not in prev["voters"]):
+        return False
+    if action in ("InitialWaitFired", "RandomWaitFired"):
+        return (obj["timer"] in prev["armed_timers"] and after["role"] == "follower"
+                and after["round"]["id"] == 0)
+    if action == "HandleScoutingRequest" and obj["msg"]["term"] > prev["term"]:
+        return any(m["type"] == "ScoutingResponse" and not m["will_vote"] and "refusal" not in m
+                   for m in obj["sent"])
+    return False
 
 
 def scan(path, found):
     before = {}  # node -> state after its previous step
+    quorum = None
     with open(path) as f:
         for lineno, line in enumerate(f, 1):
             obj = json.loads(line)
+            if obj.get("kind") == "header":
+                quorum = obj["quorum"]
             if obj.get("kind") != "step":
                 continue
             n, action, after = obj["node"], obj["action"], obj["state"]
@@ -34,16 +66,22 @@ def scan(path, found):
                 if (action == "HandleLeaderHeartbeat" and obj["msg"]["term"] > prev["term"]
                         and after["role"] == "follower"):
                     kind = "preempted-leader"
-                elif action == "TransferLeadership" and after["role"] == "follower":
+                elif (action == "TransferLeadership" and after["role"] == "follower"
+                      and any(m.get("successor") is not None for m in obj["sent"])):
                     kind = "transfer"
                 elif action == "CheckQuorumFired" and after["role"] == "follower":
-                    kind = "checkquorum-down"
+                    kind = ("lease-expiry" if heard_quorum(n, prev, quorum)
+                            else "checkquorum-down")
+                elif action == "HeartbeatBroadcastFired" and after["role"] == "follower":
+                    kind = "lease-expiry"
             if action == "HandleLeadershipCession" and prev is not None and prev != after:
                 kind = "cession"
             if (action == "HandleScoutingRequest" and prev is not None
                     and prev["role"] == "follower" and prev["leader"] is not None
                     and after["leader"] is None):
                 kind = "corroboration"
+            if kind is None and prev is not None and withheld_by_start_promise(obj, prev, after):
+                kind = "start-promise"
             if kind:
                 found.setdefault(kind, []).append((path, lineno))
             before[n] = after

@@ -3,7 +3,11 @@
 """Converts a simulator NDJSON trace (see TRACE format in tla/README.md) into
 TraceData.tla and TraceElector.cfg for TraceElector.tla.
 
-    trace_to_tla.py TRACE.ndjson OUT_DIR
+    trace_to_tla.py [--no-lease-steps] TRACE.ndjson OUT_DIR
+
+TraceLeaseSteps (Elector's LeaseSteps: the leader lease's clock decisions as nondeterminism) is
+TRUE, the core the simulator runs; --no-lease-steps sets it FALSE, the protocol without the
+lease, which must reject a trace in which the lease decided a step (tests/tla/sim-traces.sh).
 
 Bad input gives one error line naming the trace line and the field, exit 2.
 """
@@ -38,9 +42,10 @@ class TraceError(Exception):
 
 
 class Converter:
-    def __init__(self):
+    def __init__(self, lease_steps=True):
         self.line = 0
         self.nodes = 0
+        self.lease_steps = lease_steps
 
     def fail(self, where, what):
         raise TraceError(f"line {self.line}: {where}: {what}")
@@ -127,6 +132,9 @@ class Converter:
             fields["voter_term"] = self.nat(m, "voter_term", where)
         elif t == "LeaderHeartbeat":
             fields["lsn"] = self.lsn(m, "lsn", where)
+        # The heartbeat round id ("round" on a LeaderHeartbeat and a HeartbeatAck, written only
+        # when not 0) is dropped: it only feeds the lease's times, which Elector.tla abstracts
+        # (its messages have no such field; "The leader lease" in the spec).
         elif t == "LeadershipCession":
             fields["successor"] = self.node_or_nil(m, "successor", where)
         return "[" + ", ".join(f"{k} |-> {v}" for k, v in fields.items()) + "]"
@@ -279,6 +287,9 @@ class Converter:
             f"TraceCheckQuorum == {check_quorum}",
             f"\\* heartbeat_check_misses: {misses_source}",
             f"TraceCheckMisses == {misses}",
+            "\\* Elector's LeaseSteps: the lease's clock decisions (trace_to_tla.py --no-lease-steps:",
+            "\\* FALSE).",
+            f"TraceLeaseSteps == {'TRUE' if self.lease_steps else 'FALSE'}",
             "\\* The configurations the trace's states hold, by version (versions never seen:",
             "\\* every node); read only by the invariant LeaderHadQuorum.",
             "TraceConfigs == <<" + ", ".join(
@@ -304,8 +315,12 @@ INVARIANT TraceInvariants
 
 
 def main(argv):
+    lease_steps = True
+    if len(argv) > 1 and argv[1] == "--no-lease-steps":
+        lease_steps = False
+        argv = argv[:1] + argv[2:]
     if len(argv) != 3:
-        print("usage: trace_to_tla.py TRACE.ndjson OUT_DIR", file=sys.stderr)
+        print("usage: trace_to_tla.py [--no-lease-steps] TRACE.ndjson OUT_DIR", file=sys.stderr)
         return 2
     try:
         with open(argv[1], encoding="utf-8") as f:
@@ -314,7 +329,7 @@ def main(argv):
         print(f"trace_to_tla: cannot read {argv[1]}: {e.strerror}", file=sys.stderr)
         return 2
     try:
-        data, count, misses, source = Converter().convert(lines)
+        data, count, misses, source = Converter(lease_steps).convert(lines)
     except TraceError as e:
         print(f"trace_to_tla: {argv[1]}: {e}", file=sys.stderr)
         return 2

@@ -1,15 +1,24 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Checks with TLC that simulator traces (NDJSON) are behaviours of Elector.tla.
-#   tla/validate-trace.sh [--expect-fail] TRACE.ndjson...
+#   tla/validate-trace.sh [--expect-fail] [--no-lease-steps] TRACE.ndjson...
+# --no-lease-steps checks against Elector.tla with LeaseSteps = FALSE (the protocol without the
+# leader lease's clock decisions), which must reject a trace whose steps the lease decided.
 # Exit 0 when every trace validates (or, with --expect-fail, when every trace is rejected),
 # 1 otherwise, 2 on bad usage or unreadable trace, 77 when TLC is not installed.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 expect_fail=0
-if [[ "${1:-}" == "--expect-fail" ]]; then expect_fail=1; shift; fi
+convert_opts=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --expect-fail) expect_fail=1; shift ;;
+    --no-lease-steps) convert_opts+=(--no-lease-steps); shift ;;
+    *) break ;;
+  esac
+done
 if [[ $# -eq 0 ]]; then
-  echo "usage: validate-trace.sh [--expect-fail] TRACE.ndjson..." >&2
+  echo "usage: validate-trace.sh [--expect-fail] [--no-lease-steps] TRACE.ndjson..." >&2
   exit 2
 fi
 source "$here/tlc-env.sh"
@@ -18,7 +27,7 @@ status=0
 for trace in "$@"; do
   work=$(mktemp -d "${TMPDIR:-/tmp}/conclave-trace.XXXXXX")
   cp "$here/Elector.tla" "$here/TraceElector.tla" "$work/"
-  if ! python3 "$here/trace_to_tla.py" "$trace" "$work" >"$work/convert.log" 2>&1; then
+  if ! python3 "$here/trace_to_tla.py" "${convert_opts[@]}" "$trace" "$work" >"$work/convert.log" 2>&1; then
     cat "$work/convert.log"
     rm -rf "$work"
     exit 2

@@ -68,7 +68,8 @@ Operates a Conclave cluster through the nodes' HTTP admin endpoints.
 
 Commands:
   status              one line per node: id, endpoint, role, term, leader, fencing
-                      token, commit LSN, health, storage (ok, or failed: /status
+                      token, lease (a leader's remaining lease in ms, "-" when it
+                      holds none), commit LSN, health, storage (ok, or failed: /status
                       storage.reason and .since with -o json), last contact (ms
                       since the node was last heard from by another node,
                       smallest value)
@@ -564,6 +565,10 @@ std::string Str(const json& j, const char* key) {
     if (it->is_object() && it->contains("term") && it->contains("counter")) {
         return (*it)["term"].dump() + "." + (*it)["counter"].dump();
     }
+    if (it->is_object() && it->contains("valid") && it->contains("remaining_ms")) {
+        // "lease": the remaining milliseconds of a valid leader lease, "-" when it is not valid
+        return (*it)["valid"] == true ? (*it)["remaining_ms"].dump() : "-";
+    }
     return it->dump();
 }
 
@@ -651,8 +656,8 @@ int Status(const Options& options) {
         json row = {{"endpoint", Name(view.endpoint)}, {"health", view.health}};
         if (view.status) {
             const json& s = *view.status;
-            for (const char* key :
-                 {"id", "role", "term", "leader", "fencing_token", "commit_lsn", "storage"}) {
+            for (const char* key : {"id", "role", "term", "leader", "fencing_token", "lease",
+                                    "commit_lsn", "storage"}) {
                 row[key] = s.contains(key) ? s[key] : json(nullptr);
             }
         } else {
@@ -675,6 +680,7 @@ int Status(const Options& options) {
         {"TERM", "term"},
         {"LEADER", "leader"},
         {"TOKEN", "fencing_token"},
+        {"LEASE", "lease"},
         {"COMMIT", "commit_lsn"},
         {"HEALTH", "health"},
         {"STORAGE", "storage"},

@@ -69,6 +69,22 @@ void put_config_version(json& j, std::uint64_t version) {
     }
 }
 
+// The leader lease's heartbeat round: frames from before the field existed, and round 0 (not
+// encoded), decode as 0. Any value is accepted: the leader counts an echoed round only if it
+// still remembers sending it.
+std::uint64_t heartbeat_round_from(const json& j) {
+    if (j.is_object() && !j.contains("round")) {
+        return 0;
+    }
+    return get_u64(j, "round");
+}
+
+void put_heartbeat_round(json& j, std::uint64_t round) {
+    if (round != 0) {
+        j["round"] = round;
+    }
+}
+
 // One decoder per body, found by overload resolution: a body without one fails to compile.
 ScoutingRequest body_from_json(std::type_identity<ScoutingRequest>, const json& j) {
     return ScoutingRequest{get_u64(j, "round"), config_version_from(j)};
@@ -102,10 +118,11 @@ ElectionResponse body_from_json(std::type_identity<ElectionResponse>, const json
     return r;
 }
 LeaderHeartbeat body_from_json(std::type_identity<LeaderHeartbeat>, const json& j) {
-    return LeaderHeartbeat{lsn_from_json(get_field(j, "lsn")), config_version_from(j)};
+    return LeaderHeartbeat{lsn_from_json(get_field(j, "lsn")), config_version_from(j),
+                           heartbeat_round_from(j)};
 }
-HeartbeatAck body_from_json(std::type_identity<HeartbeatAck>, const json&) {
-    return HeartbeatAck{};
+HeartbeatAck body_from_json(std::type_identity<HeartbeatAck>, const json& j) {
+    return HeartbeatAck{heartbeat_round_from(j)};
 }
 HeartbeatResponse body_from_json(std::type_identity<HeartbeatResponse>, const json&) {
     return HeartbeatResponse{};
@@ -305,6 +322,9 @@ json message_to_json(const Message& m, std::optional<NodeId> to) {
             } else if constexpr (std::is_same_v<T, LeaderHeartbeat>) {
                 j["lsn"] = b.lsn;
                 put_config_version(j, b.config_version);
+                put_heartbeat_round(j, b.round);
+            } else if constexpr (std::is_same_v<T, HeartbeatAck>) {
+                put_heartbeat_round(j, b.round);
             } else if constexpr (std::is_same_v<T, LeadershipCession>) {
                 j["successor"] = optional_node(b.successor);
             } else {

@@ -264,12 +264,40 @@ void ElectorDriver::Env::alarm(const RaiseAlarm& a) {
 void ElectorDriver::Env::failed(const DurableState&) {
     // The runtime has cancelled every timer and ignores further inputs. Tell the application it
     // must not act on any leadership any more.
+    driver->lease_deadline_ns_.store(kNoLease);
     LeadershipSnapshot stopped;
     stopped.role = Role::Stopped;
     stopped.term = driver->snapshot_.term;
     stopped.reason = Reason::Stopped;
     stopped.changed_at = driver->now();
     driver->notify(stopped);
+}
+
+void ElectorDriver::publish_lease() {
+    const std::optional<Millis> end = runtime_.elector().lease_end();
+    if (!end || runtime_.failed()) {
+        lease_deadline_ns_.store(kNoLease);
+        return;
+    }
+    const auto deadline =
+        epoch_ + std::chrono::duration_cast<std::chrono::steady_clock::duration>(*end);
+    lease_deadline_ns_.store(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count());
+}
+
+std::optional<std::chrono::steady_clock::time_point> ElectorDriver::lease_deadline() const {
+    const std::int64_t ns = lease_deadline_ns_.load();
+    if (ns == kNoLease) {
+        return std::nullopt;
+    }
+    return std::chrono::steady_clock::time_point(
+        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+            std::chrono::nanoseconds(ns)));
+}
+
+bool ElectorDriver::lease_valid_now() const {
+    const auto deadline = lease_deadline();
+    return deadline && std::chrono::steady_clock::now() < *deadline;
 }
 
 void ElectorDriver::notify(const LeadershipSnapshot& snapshot) {

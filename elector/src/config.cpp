@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "conclave/elector/config.hpp"
 
+#include <algorithm>
+
 namespace conclave {
 namespace {
 
@@ -72,6 +74,15 @@ std::size_t Config::effective_quorum() const {
     return quorum != 0 ? quorum : cluster_size / 2 + 1;
 }
 
+Millis Config::promise_duration() const {
+    return inactivity_interval() - std::min(heartbeat_check_period, inactivity_interval() / 2);
+}
+
+Millis Config::lease_duration() const {
+    const auto e = promise_duration().count();
+    return Millis{e * (1000 - lease_drift_permille) / (1000 + lease_drift_permille)};
+}
+
 std::uint32_t Config::heartbeat_check_misses() const {
     const auto period = heartbeat_check_period.count();
     const auto inactivity = inactivity_interval().count();
@@ -120,6 +131,10 @@ std::optional<std::string> Config::validate() const {
         return "heartbeat_check_period: must not exceed the inactivity interval "
                "(heartbeat_period * heartbeat_miss_count = " +
                ms(inactivity_interval()) + "), got " + ms(heartbeat_check_period);
+    }
+    if (lease_drift_permille > kMaxLeaseDriftPermille) {
+        return "lease_drift_permille: must be at most " + std::to_string(kMaxLeaseDriftPermille) +
+               ", got " + std::to_string(lease_drift_permille);
     }
     if (rank_slot_min < kMinRankSlot || rank_slot_min > kMaxRankSlot) {
         return "rank_slot_min: must be between " + ms(kMinRankSlot) + " and " + ms(kMaxRankSlot) +

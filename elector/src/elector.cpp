@@ -5,6 +5,8 @@
 
 #include "conclave/elector/backoff.hpp"
 
+#include <algorithm>
+#include <functional>
 #include <stdexcept>
 
 namespace conclave {
@@ -144,8 +146,8 @@ Elector::Elector(Config config, DurableState restored, RandomSource random)
     RecomputeQuorum();
     state_.term = restored.term;
     state_.voted_for = restored.voted_for;
-    snapshot_ =
-        LeadershipSnapshot{Role::Stopped, state_.term, std::nullopt, 0, Reason::Stopped, Millis{0}};
+    snapshot_ = LeadershipSnapshot{Role::Stopped,   state_.term, std::nullopt, 0,
+                                   Reason::Stopped, Millis{0},   std::nullopt};
 }
 
 // ---- Inputs ------------------------------------------------------------------------------------
@@ -166,6 +168,11 @@ Actions Elector::start(Millis now) {
                                     : Millis{0};
     if (IsVoter(config_.self)) {  // a learner or removed node never stands (R7, R8)
         Arm(TimerId::InitialWait, config_.initial_wait + ranked_start);
+    }
+    // A promise given before a crash is forgotten with it: kept for P from the start instead
+    // (a node that never left term 0 never heard a leader, so it promised nobody).
+    if (state_.term.value > 0 && state_.voters.size() > 1) {
+        lease_.start_promise_until = now_ + config_.promise_duration();
     }
     NotifyIfChanged(Reason::Started);
     return Finish();
@@ -190,6 +197,7 @@ Actions Elector::stop(Millis now) {
     state_.peers_up = kept.peers_up;
     state_.voters = kept.voters;
     state_.config_version = kept.config_version;
+    EndLease();
     NotifyIfChanged(Reason::Stopped);
     return Finish();
 }
@@ -199,6 +207,7 @@ Actions Elector::receive(Millis now, const Message& message) {
     if (state_.role == Role::Stopped) {
         return Finish();
     }
+    LeaseExpires();
     // The codec refuses terms >= 2^63; a core fed directly (simulator, tests) refuses them too,
     // so that no message can bring a term within reach of wrapping.
     if (!IsPeer(message.from) || message.term.value >= kTermLimit ||
@@ -245,10 +254,15 @@ Actions Elector::receive(Millis now, const Message& message) {
 
 Actions Elector::timer_fired(Millis now, TimerId timer) {
     now_ = now;
-    if (state_.role == Role::Stopped || !state_.timer_armed(timer)) {
+    if (state_.role == Role::Stopped) {
         return Finish();
     }
-    state_.armed_timers &= static_cast<std::uint8_t>(~timer_bit(timer));
+    const bool armed = state_.timer_armed(timer);
+    state_.armed_timers &= static_cast<std::uint8_t>(~timer_bit(timer));  // consumed
+    LeaseExpires();  // the handlers below are by role: a leader that stepped down ignores its own
+    if (!armed) {
+        return Finish();
+    }
     switch (timer) {
         case TimerId::InitialWait:
             InitialWaitFired();
@@ -277,6 +291,7 @@ Actions Elector::timer_fired(Millis now, TimerId timer) {
 
 Actions Elector::peer_up(Millis now, NodeId peer) {
     now_ = now;
+    LeaseExpires();
     if (IsPeer(peer)) {
         PeerUp(peer);
     }
@@ -285,6 +300,7 @@ Actions Elector::peer_up(Millis now, NodeId peer) {
 
 Actions Elector::peer_down(Millis now, NodeId peer) {
     now_ = now;
+    LeaseExpires();
     if (IsPeer(peer)) {
         PeerDown(peer);
     }
@@ -293,6 +309,7 @@ Actions Elector::peer_down(Millis now, NodeId peer) {
 
 Actions Elector::transfer_leadership(Millis now, NodeId target) {
     now_ = now;
+    LeaseExpires();
     if (!transfer_error(target)) {
         TransferLeadership(target);
     }
@@ -321,6 +338,7 @@ std::optional<std::string> Elector::transfer_error(NodeId target) const {
 
 Actions Elector::set_voters(Millis now, NodeSet voters, std::uint64_t version) {
     now_ = now;
+    LeaseExpires();
     if (voters_error(voters, version)) {
         ++counters_.voter_set_refused;
         return Finish();
@@ -387,12 +405,12 @@ std::optional<Lsn> Elector::issue_lsn() {
 // the node is already in the sender's term).
 
 // Any state: answer whether we would vote for the sender in the proposed term. Sticky leader: a
-// node that knows a leader (a leader knows itself) says no, and the answer changes no state, with
-// one exception. Corroboration: a follower whose leader has been silent for all its heartbeat
-// checks but the last takes a request for a newer term as the evidence that check would bring
-// (the asker's own checks ran out). It drops the leader as that check would, says yes, and waits
-// a scouting timeout more before scouting itself, so that the asker wins uncontested. Without it,
-// the first survivor to notice a paused leader is refused by the others, still one check short.
+// leader (it knows itself) and a follower within its promise to its leader (the leader lease:
+// now < last heard + E, docs/design.md) say no, and the answer changes no state, with one
+// exception. Corroboration: a follower whose promise has run out but whose heartbeat check has
+// not fired yet takes a request for a newer term as the evidence that check would bring. It drops
+// the leader as that check would, says yes, and waits a scouting timeout more before scouting
+// itself, so that the asker wins uncontested.
 void Elector::HandleScoutingRequest(const Message& m, const ScoutingRequest& body,
                                     TermOrder order) {
     // Membership (R5, ConfigFence): a candidate of an older configuration gets no support, nor
@@ -406,9 +424,10 @@ void Elector::HandleScoutingRequest(const Message& m, const ScoutingRequest& bod
         ++counters_.silences_corroborated;
         StepDown(Reason::LeaderNoHeartbeat, config_.scouting_result_timeout);
     }
+    // Sticky leader: a leader knows itself; a follower keeps its promise (PromiseHolds).
     const bool knows_leader =
-        state_.leader.has_value() &&
-        !(planted(PlantedBug::SkipStickyLeader) && state_.role == Role::Follower);
+        state_.role == Role::Leader ||
+        ((PromiseHolds() || StartPromiseHolds()) && !planted(PlantedBug::SkipStickyLeader));
     const bool will_vote = fence == Refusal::None && !knows_leader && order == TermOrder::Newer;
     if (will_vote) {
         ++counters_.prevotes_granted;
@@ -455,8 +474,9 @@ void Elector::RefuseStaleProposal(const Message& m, const ElectionProposal&) {
          ElectionResponse{false, Refusal::StaleTerm, state_.term, state_.config_version});
 }
 
-// Vote or refuse explicitly (departure 4). With scouting on, a node that knows a live leader
-// refuses (sticky leader) unless the proposal comes from the leader's chosen successor. A newer
+// Vote or refuse explicitly (departure 4). With scouting on, a leader, and a follower within its
+// promise to its leader (PromiseHolds), refuse (sticky leader) unless the proposal comes from
+// the leader's chosen successor (the leader ended its lease before it named it). A newer
 // term is adopted only together with the vote (so a sticky refusal leaves the term alone).
 void Elector::HandleElectionProposal(const Message& m, const ElectionProposal& body,
                                      TermOrder order) {
@@ -480,7 +500,7 @@ void Elector::HandleElectionProposal(const Message& m, const ElectionProposal& b
     if (sticky && state_.role == Role::Leader) {
         return refuse(Refusal::IAmLeader);
     }
-    if (sticky && state_.role == Role::Follower && state_.leader) {
+    if (sticky && (PromiseHolds() || StartPromiseHolds())) {
         return refuse(Refusal::HasLeader);
     }
     if (order == TermOrder::Equal) {
@@ -544,7 +564,7 @@ void Elector::HandleElectionResponse(const Message& m, const ElectionResponse& b
 // it follow us), anybody else with the article's InvalidHeartbeat (here is my higher term).
 void Elector::ReplyToStaleHeartbeat(const Message& m, const LeaderHeartbeat&) {
     if (state_.role == Role::Leader) {
-        Send(m.from, state_.term, LeaderHeartbeat{state_.lsn, state_.config_version});
+        Send(m.from, state_.term, LatestHeartbeat());
     } else {
         Send(m.from, state_.term, HeartbeatResponse{});
     }
@@ -564,7 +584,7 @@ void Elector::HandleLeaderHeartbeat(const Message& m, const LeaderHeartbeat& bod
         // Two leaders in one term: impossible by construction; detected and reported anyway.
         ++counters_.two_leader_alarms;
         out_.push_back(RaiseAlarm{AlarmKind::TwoLeadersInTerm, src, t});
-        Send(src, t, LeaderHeartbeat{state_.lsn, state_.config_version});
+        Send(src, t, LatestHeartbeat());
         return;
     }
     if (same_term && state_.role == Role::Follower && state_.leader && *state_.leader != src) {
@@ -581,8 +601,9 @@ void Elector::HandleLeaderHeartbeat(const Message& m, const LeaderHeartbeat& bod
     };
     if (same_term && state_.role == Role::Follower && state_.leader == src) {
         note_lsn();
-        state_.missed_checks = 0;  // the common case: our leader is alive
-        Send(src, t, HeartbeatAck{});
+        state_.missed_checks = 0;       // the common case: our leader is alive
+        lease_.heard_leader_at = now_;  // the promise runs from here for P (promise_duration)
+        Send(src, t, HeartbeatAck{body.round});
         return;
     }
     // A leader we do not follow yet, in our term or a newer one.
@@ -596,7 +617,7 @@ void Elector::HandleLeaderHeartbeat(const Message& m, const LeaderHeartbeat& bod
     FollowLeader(reason, src);
     note_lsn();
     if (was_tentative && same_term) {
-        Send(src, state_.term, HeartbeatAck{});  // we already voted for it
+        Send(src, state_.term, HeartbeatAck{body.round});  // we already voted for it
     } else {
         // Unsolicited support so that the leader counts this node (reference behaviour).
         Send(src, state_.term,
@@ -604,12 +625,13 @@ void Elector::HandleLeaderHeartbeat(const Message& m, const LeaderHeartbeat& bod
     }
 }
 
-void Elector::HandleHeartbeatAck(const Message& m, const HeartbeatAck&, TermOrder) {
+void Elector::HandleHeartbeatAck(const Message& m, const HeartbeatAck& body, TermOrder) {
     if (!IsVoter(m.from)) {
         return;  // a learner's ack counts toward no quorum (R7)
     }
     state_.supporters.insert(m.from);
     state_.heard_since_check.insert(m.from);
+    RenewPromise(m.from, body.round);
 }
 
 // InvalidHeartbeat: a follower tells the leader that it has moved to a higher term, which the
@@ -661,16 +683,15 @@ void Elector::HeartbeatBroadcastFired() {
     if (state_.role != Role::Leader) {
         return;
     }
-    SendToAll(state_.term, LeaderHeartbeat{state_.lsn, state_.config_version});
+    SendToAll(state_.term, StartHeartbeatRound());
     Arm(TimerId::HeartbeatBroadcast, config_.heartbeat_period);
 }
 
-// Rule of HandleScoutingRequest (corroboration). A profile with a single check never corroborates:
-// there the last check is the first.
+// Rule of HandleScoutingRequest (corroboration): the follower's promise has run out, its check
+// has not fired yet.
 bool Elector::CorroboratesSilence(TermOrder order) const {
-    const std::uint32_t misses = config_.heartbeat_check_misses();
     return order == TermOrder::Newer && state_.role == Role::Follower && state_.leader &&
-           misses >= 2 && state_.missed_checks + 1 >= misses;
+           !PromiseHolds();
 }
 
 void Elector::HeartbeatCheckFired() {
@@ -680,6 +701,10 @@ void Elector::HeartbeatCheckFired() {
     ++state_.missed_checks;
     if (state_.missed_checks < config_.heartbeat_check_misses()) {
         Arm(TimerId::HeartbeatCheck, config_.heartbeat_check_period);
+        return;
+    }
+    if (PromiseHolds()) {  // the promise lasts P on this clock, whatever the checks counted
+        Arm(TimerId::HeartbeatCheck, *lease_.heard_leader_at + config_.promise_duration() - now_);
         return;
     }
     StepDown(Reason::LeaderNoHeartbeat);
@@ -707,7 +732,7 @@ void Elector::CheckQuorumFired() {
 void Elector::PeerUp(NodeId peer) {
     state_.peers_up.insert(peer);
     if (state_.role == Role::Leader) {
-        Send(peer, state_.term, LeaderHeartbeat{state_.lsn, state_.config_version});
+        Send(peer, state_.term, LatestHeartbeat());
     }
 }
 
@@ -718,16 +743,26 @@ void Elector::PeerDown(NodeId peer) {
         StepDown(Reason::LeaderUnavailable);
     } else if (state_.role == Role::Leader) {
         state_.supporters.erase(peer);
+        // The follower's promise ended with the link (exception b, docs/design.md).
+        if (!planted(PlantedBug::LeaseKeptOnPeerDown)) {
+            lease_.promise_until[peer.value].reset();
+            lease_.down_at[peer.value] = now_;
+            RecomputeLease();
+        }
         if (state_.supporters.size() < quorum_) {
             StepDown(Reason::QuorumNotAchieved);
+        } else {
+            LeaseExpires();
         }
     }
 }
 
 // Departure 5: the leader names a successor in its cession; the successor proposes at once with
 // the transfer flag, which lets followers of the old leader vote for it. Safety still rests on
-// terms and one vote per term. The old leader waits an election timeout before competing.
+// terms and one vote per term. The old leader waits an election timeout before competing. Its
+// lease ends before the cession leaves (the followers' promises no longer protect it).
 void Elector::TransferLeadership(NodeId target) {
+    EndLease();
     BecomeFollower(Reason::LeadershipTransferred, std::nullopt, std::nullopt, target,
                    config_.election_result_timeout);
 }
@@ -749,6 +784,13 @@ void Elector::SetVoters(NodeSet voters, std::uint64_t version) {
     state_.round.no.bits &= voters.bits;
     if (state_.role == Role::Stopped) {
         return;
+    }
+    if (state_.role == Role::Leader) {
+        RecomputeLease();  // over the new voters: it may shrink
+        LeaseExpires();
+        if (state_.role != Role::Leader) {
+            return;
+        }
     }
     const bool voter = IsVoter(config_.self);
     if ((state_.role == Role::Leader && !voter) ||
@@ -792,6 +834,10 @@ void Elector::StartScouting() {
     if (TermSpaceExhausted()) {
         return;
     }
+    if (StartPromiseHolds()) {  // it may have promised a leader before it restarted
+        Arm(TimerId::RandomWait, *lease_.start_promise_until - now_);
+        return;
+    }
     if (!config_.scouting) {
         BecomeCandidate(/*transfer=*/false);
         return;
@@ -822,6 +868,7 @@ void Elector::BecomeCandidate(bool transfer) {
     state_.heard_since_check.clear();
     state_.supporters.clear();
     state_.supporters.insert(config_.self);
+    EndLease();
     AdoptTerm(state_.term.next(), config_.self);
     NotifyIfChanged(Reason::ElectionStarted);
     if (state_.supporters.size() >= quorum_) {
@@ -844,7 +891,8 @@ void Elector::BecomeLeader() {
     state_.refusals.clear();
     state_.heard_since_check.clear();
     state_.lsn = Lsn{state_.term, 0};
-    SendToAll(state_.term, LeaderHeartbeat{state_.lsn, state_.config_version});
+    EndLease();  // none until a quorum acknowledges a heartbeat round
+    SendToAll(state_.term, StartHeartbeatRound());
     Arm(TimerId::HeartbeatBroadcast, config_.heartbeat_period);
     if (config_.check_quorum) {
         Arm(TimerId::CheckQuorum, config_.inactivity_interval());
@@ -873,6 +921,10 @@ void Elector::BecomeFollower(Reason reason, std::optional<NodeId> leader,
     state_.heard_since_check.clear();
     state_.missed_checks = 0;
     state_.round = ScoutingRound{};
+    EndLease();
+    if (leader) {
+        lease_.heard_leader_at = now_;  // its heartbeat was just heard: the promise starts
+    }
     if (leader || tentative) {
         Arm(TimerId::HeartbeatCheck, config_.heartbeat_check_period);
     } else if (IsVoter(config_.self)) {  // a learner or removed node never stands (R7, R8)
@@ -901,6 +953,103 @@ void Elector::AdoptTerm(Term term, std::optional<NodeId> vote) {
     state_.term = term;
     state_.voted_for = vote;
     Persist();
+}
+
+// ---- The leader lease (docs/design.md) ---------------------------------------------------------
+
+void Elector::LeaseExpires() {
+    if (state_.role == Role::Leader && lease_.had_lease &&
+        (!lease_.lease_end || now_ >= *lease_.lease_end)) {
+        StepDown(Reason::LeaseExpired);
+    }
+}
+
+bool Elector::StartPromiseHolds() const {
+    return lease_.start_promise_until && now_ < *lease_.start_promise_until;
+}
+
+bool Elector::PromiseHolds() const {
+    return state_.role == Role::Follower && state_.leader && lease_.heard_leader_at &&
+           now_ < *lease_.heard_leader_at + config_.promise_duration();
+}
+
+Millis Elector::LeaseDuration() const {
+    return planted(PlantedBug::LeaseIgnoresDrift) ? config_.promise_duration()
+                                                  : config_.lease_duration();
+}
+
+LeaderHeartbeat Elector::StartHeartbeatRound() {
+    const std::uint64_t round = lease_.next_round++;
+    lease_.sent[round % LeaseTimes::kRoundsKept] = LeaseTimes::SentRound{round, now_};
+    lease_.promise_until[config_.self.value] = now_ + LeaseDuration();  // the leader counts itself
+    RecomputeLease();
+    return LeaderHeartbeat{state_.lsn, state_.config_version, round};
+}
+
+LeaderHeartbeat Elector::LatestHeartbeat() const {
+    const std::uint64_t round = lease_.next_round == 0 ? 0 : lease_.next_round - 1;
+    return LeaderHeartbeat{state_.lsn, state_.config_version, round};
+}
+
+// promise_until[peer] = s_k + lease duration for the newest round k it acknowledged; an ack of a
+// round not sent in this leadership, or no longer remembered, renews nothing.
+void Elector::RenewPromise(NodeId peer, std::uint64_t round) {
+    const LeaseTimes::SentRound& sent = lease_.sent[round % LeaseTimes::kRoundsKept];
+    if (round >= lease_.next_round || sent.round != round) {
+        return;
+    }
+    const std::optional<Millis>& down = lease_.down_at[peer.value];
+    if (down && sent.sent_at <= *down) {
+        return;  // the promise of that round ended when the link went down
+    }
+    const Millis promised = sent.sent_at + LeaseDuration();
+    std::optional<Millis>& until = lease_.promise_until[peer.value];
+    if (!until || *until < promised) {
+        until = promised;
+    }
+    RecomputeLease();
+}
+
+// lease_end: the quorum-th largest promise over the voters (the leader's own among them).
+void Elector::RecomputeLease() {
+    std::array<Millis, kMaxClusterSize> until{};
+    std::size_t n = 0;
+    for (std::uint16_t i = 0; i < config_.cluster_size; ++i) {
+        if (IsVoter(NodeId{i}) && lease_.promise_until[i]) {
+            until[n++] = *lease_.promise_until[i];
+        }
+    }
+    const std::size_t q = std::max<std::size_t>(quorum_, 1);
+    // The lease rests on the followers' promise, which is the sticky-leader rule: with scouting
+    // off (a setting that only demonstrates what scouting prevents) nobody promises.
+    if (n < q || !config_.scouting) {
+        lease_.lease_end.reset();
+        return;
+    }
+    std::nth_element(until.begin(), until.begin() + static_cast<std::ptrdiff_t>(q - 1),
+                     until.begin() + static_cast<std::ptrdiff_t>(n), std::greater<>());
+    lease_.lease_end = until[q - 1];
+    // A quorum's acks that arrive after the promises they renew ran out give no lease.
+    lease_.had_lease = lease_.had_lease || now_ < *lease_.lease_end;
+}
+
+void Elector::EndLease() {
+    const std::optional<Millis> start_promise = lease_.start_promise_until;
+    lease_ = LeaseTimes{};
+    lease_.start_promise_until = start_promise;
+}
+
+void Elector::CheckLeaseInvariants() const {
+    if (state_.role != Role::Leader) {
+        CONCLAVE_CHECK(!lease_.lease_end && !lease_.had_lease && lease_.next_round == 0,
+                       "a non-leader has no lease");
+    } else if (lease_.lease_end) {
+        CONCLAVE_CHECK(planted(PlantedBug::LeaseIgnoresDrift) ||
+                           *lease_.lease_end <= now_ + config_.lease_duration(),
+                       "a lease ends at most P(1-rho)/(1+rho) from now");
+    }
+    CONCLAVE_CHECK(!lease_.heard_leader_at || (state_.role == Role::Follower && state_.leader),
+                   "only a follower of a leader promises");
 }
 
 void Elector::EndScoutingRound() {
@@ -970,7 +1119,8 @@ void Elector::NotifyIfChanged(Reason reason) {
     if (snapshot_.leader != state_.leader && state_.leader) {
         ++counters_.leader_changes;
     }
-    snapshot_ = LeadershipSnapshot{state_.role, state_.term, state_.leader, token, reason, now_};
+    snapshot_ = LeadershipSnapshot{state_.role, state_.term, state_.leader,   token,
+                                   reason,      now_,        lease_.lease_end};
     out_.push_back(NotifyLeadership{snapshot_});
 }
 
@@ -1055,6 +1205,8 @@ bool Elector::IsPeer(NodeId n) const {
 
 Actions Elector::Finish() {
     CheckMembershipInvariants();
+    CheckLeaseInvariants();
+    snapshot_.lease_end = lease_.lease_end;  // renewals change no leadership: no notification
     Actions result;
     result.swap(out_);
     return result;

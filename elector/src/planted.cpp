@@ -23,6 +23,10 @@ std::string_view to_string(PlantedBug b) {
             return "skip-sticky-leader";
         case PlantedBug::IgnoreConfigVersion:
             return "ignore-config-version";
+        case PlantedBug::LeaseIgnoresDrift:
+            return "lease-ignores-drift";
+        case PlantedBug::LeaseKeptOnPeerDown:
+            return "lease-kept-on-peer-down";
     }
     return "?";
 }

@@ -53,7 +53,10 @@ std::string to_string(const Message& m) {
                    << " voter_term=" << b.voter_term.value
                    << " config_version=" << b.config_version;
             } else if constexpr (std::is_same_v<T, LeaderHeartbeat>) {
-                os << " lsn=" << to_string(b.lsn) << " config_version=" << b.config_version;
+                os << " lsn=" << to_string(b.lsn) << " config_version=" << b.config_version
+                   << " round=" << b.round;
+            } else if constexpr (std::is_same_v<T, HeartbeatAck>) {
+                os << " round=" << b.round;
             } else if constexpr (std::is_same_v<T, LeadershipCession>) {
                 if (b.successor) {
                     os << " successor=" << to_string(*b.successor);
@@ -109,6 +112,8 @@ std::string_view to_string(Reason r) {
             return "CHECK_QUORUM_FAILED";
         case Reason::LeadershipTransferred:
             return "LEADERSHIP_TRANSFERRED";
+        case Reason::LeaseExpired:
+            return "LEASE_EXPIRED";
         case Reason::VotersChanged:
             return "VOTERS_CHANGED";
         case Reason::NewerTermSeen:

@@ -7,8 +7,14 @@
 
 Runs beside one conclaved (its admin endpoint --node, its id --id) and follows that node's view of
 the leadership with GET /leadership?watch=1 (one NDJSON snapshot per change: role, term, leader,
-fencing_token, reason). While its node leads, it does the "leader-only work": it appends records
-to a store, each carrying the fencing token of the leadership it acted under. The store checks
+fencing_token, reason, lease). While its node leads, it does the "leader-only work": it appends
+records to a store, each carrying the fencing token of the leadership it acted under.
+
+Before each work item it asks GET /leadership for the node's current leader lease
+(docs/design.md): it acts only while the lease is valid, measured from before the request left
+(remaining_ms on its own monotonic clock), and never while the watch stream is down: a closed
+stream may mean that conclaved died, and a successor can be elected within milliseconds. The
+lease makes "at most one leader at a time" hold for the work it gates. The store also checks
 the token (FencedStore below): a write with a token lower than one it has already seen is
 refused, so a deposed leader that has not heard the news yet (a GC pause, a partition) cannot
 overwrite the work of its successor. The store here is a file shared by the workers under an
@@ -79,6 +85,30 @@ class Leadership:
             return self.snapshot
 
 
+def lease_deadline(host, port, headers, node_id):
+    """The node's leader lease as a time.monotonic() deadline, or None (not leading, lease
+    pending or over, node unreachable). Measured from before the request left: never later than
+    the node's own deadline."""
+    sent = time.monotonic()
+    try:
+        conn = http.client.HTTPConnection(host, port, timeout=1)
+        conn.request("GET", "/leadership", headers=headers)
+        response = conn.getresponse()
+        body = response.read()
+        conn.close()
+        if response.status != 200:
+            return None
+        snapshot = json.loads(body)
+    except (OSError, http.client.HTTPException, ValueError):
+        return None
+    lease = snapshot.get("lease")
+    if snapshot.get("role") != "leader" or snapshot.get("leader") != node_id or not lease:
+        return None
+    if not lease.get("valid"):
+        return None
+    return sent + lease["remaining_ms"] / 1000.0
+
+
 def follow(host, port, headers, leadership, stop, log):
     """Follows GET /leadership?watch=1, reconnecting; the snapshot is None while disconnected."""
     while not stop.is_set():
@@ -136,8 +166,11 @@ def main():
     deadline = time.monotonic() + args.duration if args.duration else None
     done = fenced = 0
     while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
-        snapshot = leadership.get()
-        if snapshot and snapshot["role"] == "leader" and snapshot["leader"] == args.id:
+        snapshot = leadership.get()  # None while the watch stream is down: no work
+        leading = snapshot and snapshot["role"] == "leader" and snapshot["leader"] == args.id
+        lease = lease_deadline(host, int(port), headers, args.id) if leading else None
+        # The lease is checked right before acting; the watch must still be up.
+        if lease is not None and time.monotonic() < lease and leadership.get() is snapshot:
             token = snapshot["fencing_token"]
             try:
                 store.write(token, args.id, "work item %d" % done)

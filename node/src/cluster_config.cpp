@@ -214,6 +214,7 @@ constexpr TimingField kTimingFields[] = {
     {"rank_slot_min_ms", "rank_slot_min"},
     {"rank_slot_max_ms", "rank_slot_max"},
     {"rank_slot_rtt_multiple", "rank_slot_rtt_multiple"},
+    {"lease_drift_permille", "lease_drift_permille"},
 };
 
 constexpr std::int64_t kMaxTimingMs = 3'600'000;  // one hour, as Config::validate() allows
@@ -225,7 +226,7 @@ void ApplyTiming(const json& timing, Config& config) {
         timing, "timing",
         {"heartbeat_ms", "miss_count", "max_random_wait_ms", "initial_wait_ms",
          "scouting_result_ms", "election_result_ms", "heartbeat_check_ms", "rank_slot_ms",
-         "rank_slot_min_ms", "rank_slot_max_ms", "rank_slot_rtt_multiple"});
+         "rank_slot_min_ms", "rank_slot_max_ms", "rank_slot_rtt_multiple", "lease_drift_permille"});
     const auto ms = [&](std::string_view key, Millis& out) {
         if (const json* v = Find(timing, key)) {
             out = Millis{ExpectInteger(*v, Join("timing", key), 0, kMaxTimingMs)};
@@ -249,6 +250,10 @@ void ApplyTiming(const json& timing, Config& config) {
     if (const json* v = Find(timing, "rank_slot_rtt_multiple")) {
         config.rank_slot_rtt_multiple = static_cast<std::uint32_t>(
             ExpectInteger(*v, "timing.rank_slot_rtt_multiple", 0, Config::kMaxRankSlotRttMultiple));
+    }
+    if (const json* v = Find(timing, "lease_drift_permille")) {
+        config.lease_drift_permille = static_cast<std::uint32_t>(
+            ExpectInteger(*v, "timing.lease_drift_permille", 0, Config::kMaxLeaseDriftPermille));
     }
     if (const json* v = Find(timing, "miss_count")) {
         config.heartbeat_miss_count =
@@ -934,7 +939,8 @@ nlohmann::ordered_json effective_config_json(const ClusterConfig& config) {
           {"rank_slot_ms", e.rank_slot.count()},
           {"rank_slot_min_ms", e.rank_slot_min.count()},
           {"rank_slot_max_ms", e.rank_slot_max.count()},
-          {"rank_slot_rtt_multiple", e.rank_slot_rtt_multiple}}},
+          {"rank_slot_rtt_multiple", e.rank_slot_rtt_multiple},
+          {"lease_drift_permille", e.lease_drift_permille}}},
         {"backoff", to_string(e.backoff)},
         {"scouting", e.scouting},
         {"check_quorum", e.check_quorum},

@@ -25,7 +25,8 @@ json Snapshot(AdminSource& source) {
             {"term", s.term.value},
             {"leader", s.leader ? json(*s.leader) : json(nullptr)},
             {"fencing_token", s.fencing_token},
-            {"reason", std::string(to_string(s.last_transition_reason))}};
+            {"reason", std::string(to_string(s.last_transition_reason))},
+            {"lease", lease_to_json(s.lease)}};
 }
 
 struct Waiter {

@@ -363,6 +363,9 @@ Leadership Node::to_leadership(const LeadershipSnapshot& s) const {
     }
     l.fencing_token = s.fencing_token;
     l.reason = s.reason;
+    if (l.is_leader()) {
+        l.lease_deadline = driver_->lease_deadline();
+    }
     return l;
 }
 
@@ -410,8 +413,15 @@ void Node::subscribe(LeadershipCallback callback) {
 
 Leadership Node::current() const {
     if (must_post()) {
-        const std::lock_guard lock(published_mutex_);
-        return published_;  // the last snapshot the io thread published
+        Leadership l;
+        {
+            const std::lock_guard lock(published_mutex_);
+            l = published_;  // the last snapshot the io thread published
+        }
+        if (l.is_leader()) {
+            l.lease_deadline = driver_->lease_deadline();  // the current lease (thread-safe)
+        }
+        return l;
     }
     return to_leadership(driver_->snapshot());
 }
@@ -765,6 +775,9 @@ StatusReport Node::status() {
     }
     r.last_transition_reason = s.reason;
     r.last_transition_age_ms = (driver_->now() - s.changed_at).count();
+    if (s.role == Role::Leader) {
+        r.lease = lease_status(driver_->lease_deadline(), now);
+    }
     return r;
 }
 

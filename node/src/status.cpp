@@ -7,6 +7,23 @@ nlohmann::json lsn_to_json(const Lsn& lsn) {
     return {{"term", lsn.term.value}, {"counter", lsn.counter}};
 }
 
+LeaseStatus lease_status(std::optional<std::chrono::steady_clock::time_point> deadline,
+                         std::chrono::steady_clock::time_point now) {
+    if (!deadline || now >= *deadline) {
+        return LeaseStatus{};
+    }
+    // Rounded down: a client never sees more time than is left.
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - now);
+    return LeaseStatus{true, left.count()};
+}
+
+nlohmann::json lease_to_json(const std::optional<LeaseStatus>& lease) {
+    if (!lease) {
+        return nullptr;
+    }
+    return {{"valid", lease->valid}, {"remaining_ms", lease->remaining_ms}};
+}
+
 nlohmann::json status_to_json(const StatusReport& status) {
     nlohmann::json peers = nlohmann::json::array();
     for (const PeerStatus& peer : status.peers) {
@@ -33,6 +50,7 @@ nlohmann::json status_to_json(const StatusReport& status) {
         {"last_transition",
          {{"reason", std::string(to_string(status.last_transition_reason))},
           {"age_ms", status.last_transition_age_ms}}},
+        {"lease", lease_to_json(status.lease)},
     };
     if (status.storage.ok) {
         out["storage"] = {{"state", "ok"}};

@@ -42,6 +42,11 @@ struct XState {
     std::vector<DurableState> durable;
     std::vector<InFlight> in_flight;  // sorted by key: a canonical multiset
     History history;
+    // The leader lease compares times: each node's clock advances by a timer's delay when the
+    // timer fires (messages take no time), so a promise or a lease lasts as many firings as in
+    // a run. Left out of the hash but for what the lease decides on (LeaseHash).
+    std::vector<Millis> clock;
+    std::vector<std::array<Millis, kTimerCount>> armed_delay;
     std::uint8_t crashes = 0;
     std::uint8_t duplications = 0;
     std::uint32_t depth = 0;
@@ -104,17 +109,22 @@ class Explorer {
     }
 
     XState initial() {
-        XState s{{}, std::vector<DurableState>(o_.nodes), {}, History(o_.nodes, o_.history)};
+        XState s{{},
+                 std::vector<DurableState>(o_.nodes),
+                 {},
+                 History(o_.nodes, o_.history),
+                 std::vector<Millis>(o_.nodes, Millis{0}),
+                 std::vector<std::array<Millis, kTimerCount>>(o_.nodes)};
         for (std::size_t i = 0; i < o_.nodes; ++i) {
             s.cores.emplace_back(std::in_place, configs_[i], DurableState{}, zero_random);
         }
         for (std::size_t i = 0; i < o_.nodes; ++i) {
-            perform(s, i, StepAction::Start, s.cores[i]->start(Millis{0}));
+            perform(s, i, StepAction::Start, s.cores[i]->start(s.clock[i]));
         }
         for (std::size_t i = 0; i < o_.nodes; ++i) {
             for (std::size_t j = 0; j < o_.nodes; ++j) {
                 if (i != j) {
-                    perform(s, i, StepAction::PeerUp, s.cores[i]->peer_up(Millis{0}, node(j)));
+                    perform(s, i, StepAction::PeerUp, s.cores[i]->peer_up(s.clock[i], node(j)));
                 }
             }
         }
@@ -164,7 +174,8 @@ class Explorer {
         switch (label.kind) {
             case LabelKind::Fire: {
                 const auto timer = static_cast<TimerId>(label.arg);
-                perform(s, n, action_for(timer), s.cores[n]->timer_fired(Millis{0}, timer));
+                s.clock[n] += s.armed_delay[n][static_cast<std::size_t>(timer)];
+                perform(s, n, action_for(timer), s.cores[n]->timer_fired(s.clock[n], timer));
                 break;
             }
             case LabelKind::Crash: {
@@ -177,7 +188,7 @@ class Explorer {
                 for (std::size_t j = 0; j < o_.nodes; ++j) {
                     if (s.cores[j]) {
                         perform(s, j, StepAction::PeerDown,
-                                s.cores[j]->peer_down(Millis{0}, node(n)));
+                                s.cores[j]->peer_down(s.clock[j], node(n)));
                     }
                 }
                 break;
@@ -187,11 +198,11 @@ class Explorer {
                     s.durable[n] = DurableState{};
                 }
                 s.cores[n].emplace(configs_[n], s.durable[n], zero_random);
-                perform(s, n, StepAction::Restart, s.cores[n]->start(Millis{0}));
+                perform(s, n, StepAction::Restart, s.cores[n]->start(s.clock[n]));
                 for (std::size_t j = 0; j < o_.nodes; ++j) {
                     if (j != n && s.cores[j]) {
-                        perform(s, n, StepAction::PeerUp, s.cores[n]->peer_up(Millis{0}, node(j)));
-                        perform(s, j, StepAction::PeerUp, s.cores[j]->peer_up(Millis{0}, node(n)));
+                        perform(s, n, StepAction::PeerUp, s.cores[n]->peer_up(s.clock[n], node(j)));
+                        perform(s, j, StepAction::PeerUp, s.cores[j]->peer_up(s.clock[j], node(n)));
                     }
                 }
                 break;
@@ -202,7 +213,7 @@ class Explorer {
                 const std::size_t to = f.to.value;
                 assert(s.cores[to]);
                 perform(s, to, action_for(f.message.body),
-                        s.cores[to]->receive(Millis{0}, f.message));
+                        s.cores[to]->receive(s.clock[to], f.message));
                 break;
             }
             case LabelKind::Drop:
@@ -256,11 +267,26 @@ class Explorer {
         return true;
     }
 
+    /// What the leader lease decides on at `now`: how long the follower's promise and the
+    /// leader's lease have left (0 when over or none).
+    static std::uint64_t LeaseHash(const Elector& e, Millis now) {
+        const LeaseTimes& l = e.lease();
+        const auto left = [&](std::optional<Millis> until) -> std::uint64_t {
+            return until && *until > now ? static_cast<std::uint64_t>((*until - now).count()) : 0;
+        };
+        const std::optional<Millis> promise =
+            l.heard_leader_at
+                ? std::optional<Millis>(*l.heard_leader_at + e.config().promise_duration())
+                : std::nullopt;
+        return left(promise) | (left(l.lease_end) << 32);
+    }
+
     static std::uint64_t hash(const XState& s) {
         std::uint64_t h = hash_mix(0x4558, s.crashes | (std::uint64_t{s.duplications} << 8));
         for (std::size_t i = 0; i < s.cores.size(); ++i) {
             if (s.cores[i]) {
                 h = hash_mix(h, hash_state(s.cores[i]->state()));
+                h = hash_mix(h, LeaseHash(*s.cores[i], s.clock[i]));
             } else {
                 h = hash_mix(h, 0xDEAD0000ULL ^ (s.durable[i].term.value << 20) ^
                                     optional_node_code(s.durable[i].voted_for));
@@ -312,6 +338,8 @@ class Explorer {
                 }
             } else if (const auto* persist = std::get_if<PersistState>(&a)) {
                 s.durable[n] = persist->state;
+            } else if (const auto* arm = std::get_if<ArmTimer>(&a)) {
+                s.armed_delay[n][static_cast<std::size_t>(arm->timer)] = arm->delay;
             }
         }
         if (violation_) {

@@ -55,6 +55,8 @@ std::string_view to_string(ViolationKind k) {
             return "membership-refused";
         case ViolationKind::NodeTable:
             return "node-table";
+        case ViolationKind::LeaseExclusive:
+            return "lease-exclusive";
     }
     return "?";
 }

@@ -72,8 +72,9 @@ Random schedules:
   --backoff NAME       uniform (default) | ranked: the elector's wait after losing a leader and
                        at start (random runs only)
   --planted-bug NAME   double-vote | minority-quorum | count-stale-scouting-replies |
-                       skip-sticky-leader | ignore-config-version (a deliberately broken core;
-                       the last one matters only with --membership)
+                       skip-sticky-leader | ignore-config-version | lease-ignores-drift |
+                       lease-kept-on-peer-down (a deliberately broken core; ignore-config-version
+                       matters only with --membership, the lease ones break the leader lease)
   --lose-durable-state restart crashed nodes with empty durable state (a broken driver)
   --runtime-bug NAME   send-before-persist (a deliberately broken runtime/: a batch's state
                        write happens after its sends; caught as not-durable) | ack-before-fsync
@@ -130,7 +131,8 @@ Exhaustive exploration (3 nodes by default):
 std::optional<PlantedBug> parse_bug(std::string_view name) {
     for (PlantedBug b : {PlantedBug::None, PlantedBug::DoubleVote, PlantedBug::MinorityQuorum,
                          PlantedBug::CountStaleScoutingReplies, PlantedBug::SkipStickyLeader,
-                         PlantedBug::IgnoreConfigVersion}) {
+                         PlantedBug::IgnoreConfigVersion, PlantedBug::LeaseIgnoresDrift,
+                         PlantedBug::LeaseKeptOnPeerDown}) {
         if (name == to_string(b)) {
             return b;
         }
@@ -272,7 +274,8 @@ std::string apply_named_options(const CLI::App& app, SimArgs& a) {
         if (!bug) {
             return "--planted-bug: unknown bug '" + a.planted_bug +
                    "' (expected double-vote, minority-quorum, count-stale-scouting-replies, "
-                   "skip-sticky-leader or ignore-config-version)";
+                   "skip-sticky-leader, ignore-config-version, lease-ignores-drift or "
+                   "lease-kept-on-peer-down)";
         }
         a.run.planted_bug = a.ex.planted_bug = *bug;
     }

@@ -27,6 +27,10 @@ std::vector<Message> samples() {
         Message{NodeId{3}, Term{5}, ElectionResponse{false, Refusal::StaleConfig, Term{5}, 9}},
         Message{NodeId{3}, Term{5}, ElectionResponse{false, Refusal::NotAVoter, Term{5}, 1}},
         Message{NodeId{0}, Term{5}, LeaderHeartbeat{Lsn{Term{5}, 42}, 6}},
+        // The leader lease: heartbeat rounds, echoed by the ack.
+        Message{NodeId{0}, Term{5}, LeaderHeartbeat{Lsn{Term{5}, 42}, 6, 17}},
+        Message{NodeId{0}, Term{5}, LeaderHeartbeat{Lsn{Term{5}, 42}, 0, ~std::uint64_t{0}}},
+        Message{NodeId{1}, Term{5}, HeartbeatAck{17}},
     };
 }
 
@@ -48,6 +52,18 @@ TEST_CASE("every message survives a JSON and a CBOR round trip") {
         CHECK(message_from_json(message_to_json(m)) == m);
         CHECK(decode_cbor(encode_cbor(m)) == m);
     }
+}
+
+TEST_CASE("heartbeat rounds: absent means 0, a malformed one is refused naming the field") {
+    auto j = message_to_json(Message{NodeId{1}, Term{5}, HeartbeatAck{17}});
+    CHECK(j.at("round") == 17);
+    j.erase("round");  // a peer from before the leader lease
+    CHECK(message_from_json(j) == Message{NodeId{1}, Term{5}, HeartbeatAck{0}});
+    j["round"] = "seventeen";
+    CHECK_THROWS_WITH(message_from_json(j), Catch::StartsWith("round"));
+    auto h = message_to_json(Message{NodeId{0}, Term{5}, LeaderHeartbeat{Lsn{Term{5}, 1}, 0, 3}});
+    h["round"] = -1;
+    CHECK_THROWS_WITH(message_from_json(h), Catch::StartsWith("round"));
 }
 
 TEST_CASE("decoding names the offending field") {

@@ -21,10 +21,10 @@ TEST_CASE("builder transcript: start, then follow, lose and re-find a leader", "
           View{Role::Follower, 5, kNone, kNone, kNone, Reason::Started, {TimerId::InitialWait}});
 
     // F-none x LeaderHeartbeat(equal term): adopt B, tell it we support it.
-    n.now = Millis{500};
+    n.now = Millis{900};
     CHECK(n.recv(B, 5, heartbeat(5, 3)) ==
           Actions{cancel(TimerId::InitialWait), arm(TimerId::HeartbeatCheck, Millis{50}),
-                  notify(Role::Follower, 5, B, Reason::LeaderDiscovered, Millis{500}),
+                  notify(Role::Follower, 5, B, Reason::LeaderDiscovered, Millis{900}),
                   send(B, 5, grant(5))});
     CHECK(n.view() == View{Role::Follower,
                            5,
@@ -37,10 +37,10 @@ TEST_CASE("builder transcript: start, then follow, lose and re-find a leader", "
     CHECK(n.e.snapshot().fencing_token == 5);
 
     // F-leader x peer down(leader)
-    n.now = Millis{600};
+    n.now = Millis{950};
     CHECK(n.down(B) ==
           Actions{cancel(TimerId::HeartbeatCheck), arm(TimerId::RandomWait, kBackoff),
-                  notify(Role::Follower, 5, kNone, Reason::LeaderUnavailable, Millis{600})});
+                  notify(Role::Follower, 5, kNone, Reason::LeaderUnavailable, Millis{950})});
     CHECK(n.up(B) == Actions{});
     CHECK(n.view() == View{Role::Follower,
                            5,

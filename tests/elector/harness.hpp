@@ -60,7 +60,8 @@ inline Action persist(std::uint64_t term, std::optional<NodeId> vote) {
 inline Action notify(Role role, std::uint64_t term, std::optional<NodeId> leader, Reason reason,
                      Millis at = kNow) {
     const std::uint64_t token = leader ? term : 0;
-    return NotifyLeadership{LeadershipSnapshot{role, Term{term}, leader, token, reason, at}};
+    return NotifyLeadership{
+        LeadershipSnapshot{role, Term{term}, leader, token, reason, at, std::nullopt}};
 }
 inline Action alarm(NodeId peer, std::uint64_t term) {
     return RaiseAlarm{AlarmKind::TwoLeadersInTerm, peer, Term{term}};
@@ -71,8 +72,9 @@ inline ElectionResponse grant(std::uint64_t term) {
 inline ElectionResponse refuse(Refusal why, std::uint64_t voter_term) {
     return ElectionResponse{false, why, Term{voter_term}};
 }
-inline LeaderHeartbeat heartbeat(std::uint64_t term, std::uint64_t counter = 0) {
-    return LeaderHeartbeat{Lsn{Term{term}, counter}};
+inline LeaderHeartbeat heartbeat(std::uint64_t term, std::uint64_t counter = 0,
+                                 std::uint64_t round = 0) {
+    return LeaderHeartbeat{Lsn{Term{term}, counter}, 0, round};
 }
 inline LeadershipCession cession(std::optional<NodeId> successor = std::nullopt) {
     return LeadershipCession{successor};
@@ -162,10 +164,11 @@ inline Node follower_no_leader(Config config = fast3()) {
     return n;
 }
 
-/// Follower following B in term 5 (learnt from B's heartbeat), HeartbeatCheck armed.
+/// Follower following B in term 5 (learnt from B's heartbeat at 900 ms, so that its promise to B
+/// holds until 1200 ms), HeartbeatCheck armed.
 inline Node follower_with_leader(Config config = fast3()) {
     Node n = follower_no_leader(config);
-    n.now = Millis{500};
+    n.now = Millis{900};
     n.recv(B, 5, heartbeat(5, 3));
     n.now = kNow;
     return n;
@@ -174,7 +177,7 @@ inline Node follower_with_leader(Config config = fast3()) {
 /// Follower with no leader after losing B (RandomWait armed), term 5.
 inline Node follower_leader_lost(Config config = fast3()) {
     Node n = follower_with_leader(config);
-    n.now = Millis{600};
+    n.now = Millis{950};
     n.down(B);
     n.up(B);
     n.now = kNow;

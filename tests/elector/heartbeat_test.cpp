@@ -365,6 +365,7 @@ TEST_CASE("at the last term below 2^63 no election starts: no abort, no wrap") {
     CHECK(n.e.state().leader == B);
     SECTION("the leader goes silent: the random wait fires, no scouting round starts") {
         for (int i = 0; i < 10; ++i) {
+            n.now += Millis{50};
             n.fire(TimerId::HeartbeatCheck);
         }
         CHECK(n.e.state().timer_armed(TimerId::RandomWait));

@@ -106,7 +106,7 @@ TEST_CASE("check-quorum counts the voters only; heartbeats still reach the learn
     REQUIRE(n.e.state().role == Role::Leader);
     // Heartbeats go to every member (learners follow the leader too) and carry the version.
     CHECK(n.fire(TimerId::HeartbeatBroadcast) ==
-          Actions{bcast(6, LeaderHeartbeat{Lsn{Term{6}, 0}, 1}),
+          Actions{bcast(6, LeaderHeartbeat{Lsn{Term{6}, 0}, 1, 1}),
                   arm(TimerId::HeartbeatBroadcast, Config::fast(4, A).heartbeat_period)});
     n.recv(D, 6, HeartbeatAck{});  // the learner's ack
     SECTION("only the learner heard: a minority of the voters") {

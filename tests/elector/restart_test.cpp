@@ -28,8 +28,10 @@ std::optional<DurableState> last_persisted(const Actions& actions) {
     return last;
 }
 
-/// A node brought back from `disk` after a crash, started, its peers connected again.
-Node restarted(const DurableState& disk, Config config = fast3()) {
+/// A node brought back from `disk` after a crash, started at 5000 ms, its peers connected again.
+/// With `past_start_promise`, the clock then moves on by E (300 ms in fast3, more than P), past the
+/// promise a restarted node keeps from its start.
+Node restarted(const DurableState& disk, bool past_start_promise = true, Config config = fast3()) {
     Node n(config, disk);
     n.now = Millis{5000};
     CHECK(n.start() ==
@@ -38,6 +40,9 @@ Node restarted(const DurableState& disk, Config config = fast3()) {
     n.up(B);
     n.up(C);
     CHECK(n.e.state().durable() == disk);
+    if (past_start_promise) {
+        n.now = Millis{5300};
+    }
     return n;
 }
 
@@ -76,8 +81,30 @@ TEST_CASE("restart after standing for election: the self-vote holds, next electi
     r.fire(TimerId::InitialWait);
     CHECK(r.recv(B, 7, ScoutingResponse{1, true}) ==
           Actions{cancel(TimerId::ScoutingResult), persist(7, A),
-                  notify(Role::Candidate, 7, kNone, Reason::ElectionStarted, Millis{5000}),
+                  notify(Role::Candidate, 7, kNone, Reason::ElectionStarted, Millis{5300}),
                   bcast(7, ElectionProposal{false}), arm(TimerId::ElectionResult, Millis{200})});
+}
+
+TEST_CASE("restart: for P from its start a node keeps the promise it may have forgotten",
+          "[restart][lease]") {
+    // It may have heard a leader just before the crash and promised it P: until start + P it
+    // neither votes for, nor supports, nor stands against anyone.
+    Node r = restarted(DurableState{Term{6}, kNone}, /*past_start_promise=*/false);
+    CHECK(r.recv(C, 7, ElectionProposal{}) == Actions{send(C, 7, refuse(Refusal::HasLeader, 6))});
+    CHECK(r.recv(C, 7, ScoutingRequest{1}) == Actions{send(C, 7, ScoutingResponse{1, false})});
+    r.now = Millis{5200};
+    CHECK(r.fire(TimerId::InitialWait) == Actions{arm(TimerId::RandomWait, Millis{50})});
+    r.now = Millis{5250};  // start + P: the promise is over
+    CHECK(r.recv(C, 7, ElectionProposal{}) == Actions{persist(7, C), cancel(TimerId::RandomWait),
+                                                      arm(TimerId::HeartbeatCheck, Millis{50}),
+                                                      send(C, 7, grant(7))});
+}
+
+TEST_CASE("restart: a node that never left term 0 promised nobody", "[restart][lease]") {
+    Node r = restarted(DurableState{}, /*past_start_promise=*/false);
+    CHECK(r.recv(C, 1, ElectionProposal{}) == Actions{persist(1, C), cancel(TimerId::InitialWait),
+                                                      arm(TimerId::HeartbeatCheck, Millis{50}),
+                                                      send(C, 1, grant(1))});
 }
 
 TEST_CASE("restart after a term adopted from a heartbeat: term kept, no vote", "[restart]") {

@@ -74,15 +74,17 @@ TEST_CASE("F-scouting x ScoutingResult (armed): end the round, back off, scout a
 TEST_CASE("F-leader / F-tentative x HeartbeatCheck (armed)", "[cell][timer]") {
     // Fast profile: inactivity 3 x 100 ms, check period 50 ms: the 6th silent check gives up.
     SECTION("F-leader: five silent checks re-arm, the sixth drops the leader") {
-        Node n = follower_with_leader();
+        Node n = follower_with_leader();  // B heard at 900 ms
         for (std::uint32_t i = 1; i <= 5; ++i) {
+            n.now += Millis{50};
             CHECK(n.fire(TimerId::HeartbeatCheck) ==
                   Actions{arm(TimerId::HeartbeatCheck, Millis{50})});
             CHECK(n.e.state().missed_checks == i);
         }
+        n.now += Millis{50};  // 1300 ms: the promise (900 + 300 ms) is over
         CHECK(n.fire(TimerId::HeartbeatCheck) ==
               Actions{arm(TimerId::RandomWait, kBackoff),
-                      notify(Role::Follower, 5, kNone, Reason::LeaderNoHeartbeat)});
+                      notify(Role::Follower, 5, kNone, Reason::LeaderNoHeartbeat, n.now)});
         CHECK(n.view() == View{Role::Follower,
                                5,
                                kNone,
@@ -118,11 +120,11 @@ TEST_CASE("Leader x HeartbeatBroadcast (armed): heartbeat with the latest LSN, r
           "[cell][timer]") {
     Node n = leader();
     CHECK(n.fire(TimerId::HeartbeatBroadcast) ==
-          Actions{bcast(6, heartbeat(6, 0)), arm(TimerId::HeartbeatBroadcast, Millis{100})});
+          Actions{bcast(6, heartbeat(6, 0, 1)), arm(TimerId::HeartbeatBroadcast, Millis{100})});
     CHECK(n.e.issue_lsn() == Lsn{Term{6}, 1});
     CHECK(n.e.issue_lsn() == Lsn{Term{6}, 2});
     CHECK(n.fire(TimerId::HeartbeatBroadcast) ==
-          Actions{bcast(6, heartbeat(6, 2)), arm(TimerId::HeartbeatBroadcast, Millis{100})});
+          Actions{bcast(6, heartbeat(6, 2, 2)), arm(TimerId::HeartbeatBroadcast, Millis{100})});
     CHECK(n.view() == View{Role::Leader,
                            6,
                            A,

@@ -155,6 +155,14 @@ TEST_CASE("profiles and every timing override", "[config]") {
         CHECK(ErrorOf(doc).find("timing.rank_slot_rtt_multiple: must be an integer between 0 and "
                                 "100") != std::string::npos);
     }
+    SECTION("the leader lease's drift bound: 50 permille in every profile, 0..200") {
+        CHECK(Parse(doc).elector.lease_drift_permille == 50);
+        doc["timing"] = {{"lease_drift_permille", 120}};
+        CHECK(Parse(doc).elector.lease_drift_permille == 120);
+        doc["timing"] = {{"lease_drift_permille", 201}};
+        CHECK(ErrorOf(doc).find("timing.lease_drift_permille: must be an integer between 0 and "
+                                "200") != std::string::npos);
+    }
 }
 
 TEST_CASE("tls, log and IPv6 endpoints", "[config]") {

@@ -16,8 +16,8 @@ PrometheusExposition Render(MetricsRegistry& registry) {
 }
 
 LeadershipSnapshot Snapshot(Role role, std::uint64_t term, std::optional<NodeId> leader) {
-    return LeadershipSnapshot{role,     Term{term}, leader, leader ? term : 0, Reason::Started,
-                              Millis{0}};
+    return LeadershipSnapshot{role,      Term{term},  leader, leader ? term : 0, Reason::Started,
+                              Millis{0}, std::nullopt};
 }
 
 }  // namespace
@@ -74,7 +74,8 @@ TEST_CASE("leadership metrics: election duration by outcome", "[metrics]") {
     LeadershipMetrics metrics(registry);
     const auto at = [](Role role, std::uint64_t term, std::optional<NodeId> leader, Reason reason,
                        std::int64_t now_ms) {
-        LeadershipSnapshot s{role, Term{term}, leader, leader ? term : 0, reason, Millis{now_ms}};
+        LeadershipSnapshot s{role,   Term{term},     leader,      leader ? term : 0,
+                             reason, Millis{now_ms}, std::nullopt};
         return std::pair{s, Millis{now_ms}};
     };
     const auto feed = [&](std::pair<LeadershipSnapshot, Millis> p) {

@@ -28,9 +28,17 @@ TEST_CASE("/status JSON has exactly the fields of interfaces.md", "[status]") {
                 {"id": "n3", "up": false, "last_contact_ms": null}],
       "last_transition": {"reason": "ELECTION_WON", "age_ms": 5310},
       "storage": {"state": "ok"},
-      "identity": {"incarnation": "00112233445566778899aabbccddeeff"}
+      "identity": {"incarnation": "00112233445566778899aabbccddeeff"},
+      "lease": null
     })");
     CHECK(status_to_json(s) == expected);
+
+    SECTION("a leader's lease: valid with the milliseconds left, or not valid") {
+        s.lease = LeaseStatus{true, 268};
+        CHECK(status_to_json(s)["lease"] == json{{"valid", true}, {"remaining_ms", 268}});
+        s.lease = LeaseStatus{};
+        CHECK(status_to_json(s)["lease"] == json{{"valid", false}, {"remaining_ms", 0}});
+    }
 
     SECTION("no leader is null; the metadata log adds two fields") {
         s.role = Role::Follower;
@@ -83,4 +91,19 @@ TEST_CASE("/status JSON has exactly the fields of interfaces.md", "[status]") {
             CHECK(status_to_json(s)["role"] == name);
         }
     }
+}
+
+TEST_CASE("lease_status: valid strictly before the deadline, remaining rounded down", "[status]") {
+    using std::chrono::microseconds;
+    using std::chrono::milliseconds;
+    const std::chrono::steady_clock::time_point now{std::chrono::hours(1)};
+    const LeaseStatus pending = lease_status(std::nullopt, now);
+    CHECK_FALSE(pending.valid);
+    CHECK(pending.remaining_ms == 0);
+    const LeaseStatus held = lease_status(now + microseconds(268'900), now);
+    CHECK(held.valid);
+    CHECK(held.remaining_ms == 268);
+    CHECK_FALSE(lease_status(now, now).valid);
+    CHECK_FALSE(lease_status(now - milliseconds(5), now).valid);
+    CHECK(lease_status(now - milliseconds(5), now).remaining_ms == 0);
 }

@@ -30,7 +30,8 @@ Lsn CxL(std::uint64_t term, std::uint64_t counter) {
 }
 
 LeadershipSnapshot CxLeads(NodeId n, std::uint64_t term) {
-    return LeadershipSnapshot{Role::Leader, Term{term}, n, term, Reason::ElectionWon, CxT0};
+    return LeadershipSnapshot{Role::Leader,        Term{term}, n,           term,
+                              Reason::ElectionWon, CxT0,       std::nullopt};
 }
 
 template <class T>
@@ -343,7 +344,7 @@ TEST_CASE("quota: NOSPACE refuses proposals until a compaction frees space", "[c
     CHECK(CxAll<ProposeResult>(a).at(0).error == ProposeError::NoSpace);
     // Leadership moves: the alarm is the leader's, evaluated anew by the next one.
     log.on_leadership(CxT0, LeadershipSnapshot{Role::Follower, Term{1}, std::nullopt, 1,
-                                               Reason::LeaderDiscovered, CxT0});
+                                               Reason::LeaderDiscovered, CxT0, std::nullopt});
     CHECK_FALSE(log.nospace_alarm());
 
     // Overwritten keys: the forced compaction folds them and the proposal fits.

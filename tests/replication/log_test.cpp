@@ -43,11 +43,12 @@ ReplicatedLog Make(LogConfig config, std::vector<Entry> entries = {}, LogMeta me
 }
 
 LeadershipSnapshot Leads(NodeId n, std::uint64_t term) {
-    return LeadershipSnapshot{Role::Leader, Term{term}, n, term, Reason::ElectionWon, T0};
+    return LeadershipSnapshot{Role::Leader,        Term{term}, n,           term,
+                              Reason::ElectionWon, T0,         std::nullopt};
 }
 LeadershipSnapshot Follows(NodeId leader, std::uint64_t term) {
-    return LeadershipSnapshot{Role::Follower,           Term{term}, leader, term,
-                              Reason::LeaderDiscovered, T0};
+    return LeadershipSnapshot{Role::Follower,           Term{term}, leader,      term,
+                              Reason::LeaderDiscovered, T0,         std::nullopt};
 }
 
 LogMessage Msg(NodeId from, std::uint64_t term, LogMessageBody body) {

@@ -75,7 +75,8 @@ ReplicatedLog MakeM(NodeId self, std::vector<Entry> entries = BaseLog(),
 }
 
 LeadershipSnapshot MLeads(NodeId n, std::uint64_t term) {
-    return LeadershipSnapshot{Role::Leader, Term{term}, n, term, Reason::ElectionWon, MT0};
+    return LeadershipSnapshot{Role::Leader,        Term{term}, n,           term,
+                              Reason::ElectionWon, MT0,        std::nullopt};
 }
 
 LogMessage MMsg(NodeId from, std::uint64_t term, LogMessageBody body) {

@@ -99,7 +99,8 @@ LogMessage From(NodeId from, std::uint64_t term, LogMessageBody body) {
 }
 
 LeadershipSnapshot Leading(NodeId n, std::uint64_t term) {
-    return LeadershipSnapshot{Role::Leader, Term{term}, n, term, Reason::ElectionWon, Millis{0}};
+    return LeadershipSnapshot{Role::Leader,        Term{term}, n,           term,
+                              Reason::ElectionWon, Millis{0},  std::nullopt};
 }
 
 }  // namespace

@@ -34,10 +34,15 @@ struct DriftEnv {
     std::size_t node = 0;
     static constexpr bool kPlantedBugs = false;
     std::array<std::optional<runtime::TimerGeneration>, kTimerCount> armed{};
-    Millis now() const { return Millis{0}; }
+    // The node's clock, advanced by a timer's delay when it fires, as explorer.cpp does (the
+    // leader lease compares times).
+    std::array<Millis, kTimerCount> delay{};
+    Millis clock{0};
+    Millis now() const { return clock; }
     void send(std::span<const NodeId> to, const Message& m);
-    void arm(TimerId t, Millis, runtime::TimerGeneration g) {
+    void arm(TimerId t, Millis d, runtime::TimerGeneration g) {
         armed[static_cast<std::size_t>(t)] = g;
+        delay[static_cast<std::size_t>(t)] = d;
     }
     void cancel(TimerId t) { armed[static_cast<std::size_t>(t)].reset(); }
     bool persist(const DurableState& s);
@@ -104,6 +109,7 @@ struct DriftWorld {
                     return "the explorer fires " + std::string(to_string(step.timer)) + " of n" +
                            std::to_string(n) + ", which the runtime has not armed";
                 }
+                nodes[n].env.clock += nodes[n].env.delay[static_cast<std::size_t>(step.timer)];
                 rt(n).timer_fired(step.timer, *g);
                 return {};
             }

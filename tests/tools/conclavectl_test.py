@@ -425,6 +425,26 @@ def test_cluster(root):
               {x["leader"] for x in rows} == {leader} and
               all(x["health"] == "ok" and x["commit_lsn"] is not None for x in rows),
               "status -o json: 3 healthy nodes agreeing on %s (%r)" % (leader, r.stdout[:500]))
+        # The leader lease: the leader's is valid for at most E (fast profile: 300 ms), the
+        # followers have none; the table's LEASE column shows the leader's remaining ms.
+        leases = {x["id"]: x["lease"] for x in rows}
+        check(len(rows) == 3 and leases.get(leader) is not None and
+              leases[leader]["valid"] is True and 0 <= leases[leader]["remaining_ms"] <= 300 and
+              all(v is None for k, v in leases.items() if k != leader),
+              "status -o json: the leader holds a lease, the followers none (%r)" % leases)
+        r = ctl("--config", cluster.config, "status")
+        header = r.stdout.splitlines()[0].split() if r.stdout else []
+        column = header.index("LEASE") if "LEASE" in header else -1
+        cells = [line.split()[column] for line in r.stdout.strip().splitlines()[1:]
+                 if column >= 0 and " leader " in line]
+        check(column >= 0 and len(cells) == 1 and cells[0].isdigit(),
+              "status: a LEASE column with the leader's remaining ms (%r)" % r.stdout)
+        code, body = leadership(cluster, leader)
+        code_f, body_f = leadership(cluster, followers[0])
+        check(code == 200 and (body or {}).get("lease", {}).get("valid") is True and
+              code_f == 200 and "lease" in (body_f or {}) and body_f["lease"] is None,
+              "GET /leadership: the leader's lease is valid, a follower's is null (%r, %r)" %
+              (body, body_f))
 
         # put through a follower (307 to the leader), get from the start and after an LSN.
         r = ctl("--endpoints", endpoints(cluster, followers), "put", "svc/owner", '{"a": 1}')

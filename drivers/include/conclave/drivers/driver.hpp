@@ -24,6 +24,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <filesystem>
@@ -124,6 +125,14 @@ class ElectorDriver {
     bool failed() const { return runtime_.failed(); }
     /// The driver's clock, as given to the core.
     Millis now() const;
+    /// The leader lease (docs/design.md) on std::chrono::steady_clock: the end of this node's
+    /// current lease; nullopt when it does not lead, no quorum has acknowledged a heartbeat round
+    /// of its leadership yet, or a state write failed. Updated after every elector input, before
+    /// any of its actions (a transfer's cession leaves after the lease ended). Thread-safe.
+    std::optional<std::chrono::steady_clock::time_point> lease_deadline() const;
+    /// True iff this node holds a lease now (lease_deadline() is in the future): what an
+    /// application checks right before it acts as the leader. Thread-safe.
+    bool lease_valid_now() const;
 
   private:
     /// The runtime's production environment: Asio timers, the mesh, the state file.
@@ -138,6 +147,8 @@ class ElectorDriver {
         void notify(const LeadershipSnapshot& snapshot) { driver->notify(snapshot); }
         void alarm(const RaiseAlarm& alarm);
         void failed(const DurableState& state);
+        /// After each input, before its actions: publishes the elector's lease.
+        void before_actions(const Actions&) { driver->publish_lease(); }
     };
 
     std::optional<FrameRejection> on_frame(NodeId from, std::span<const std::uint8_t> payload);
@@ -148,6 +159,8 @@ class ElectorDriver {
     void send(NodeId to, const Message& message, const std::vector<std::uint8_t>& bytes);
     void sync_timer_counters();
     void notify(const LeadershipSnapshot& snapshot);
+    /// lease_deadline_ from the elector's lease (none after a failed state write).
+    void publish_lease();
     std::string log_prefix() const;
     spdlog::logger& log() const { return *options_.logger; }
 
@@ -162,6 +175,9 @@ class ElectorDriver {
     std::uint64_t aborted_waits_ = 0;  // timer waits cancelled (always of a stale instance)
     std::vector<LeadershipCallback> subscribers_;
     LeadershipSnapshot snapshot_;
+    /// lease_deadline() as steady_clock nanoseconds since its epoch; kNoLease when none.
+    static constexpr std::int64_t kNoLease = 0;
+    std::atomic<std::int64_t> lease_deadline_ns_{kNoLease};
     DriverCounters counters_;
     /// Callbacks registered with the mesh and the timers hold a weak_ptr to this: a callback
     /// that outlives the driver sees it expired and does nothing.

@@ -38,6 +38,7 @@ enum class Reason : std::uint8_t {
                             // candidate's election was asked under the previous configuration
     NewerTermSeen,          // a leaderless follower refused a candidate of an older configuration
                             // whose term is ahead of its own, and took that term (membership R5)
+    LeaseExpired,           // leader's lease ran out (no quorum acknowledged a recent heartbeat)
 };
 
 /// Which leadership the application sees. The tentative leader is never shown.
@@ -51,7 +52,22 @@ struct LeadershipSnapshot {
     Reason reason = Reason::Stopped;
     /// The `now` of the input that caused the change.
     Millis changed_at{};
-    bool operator==(const LeadershipSnapshot&) const = default;
+    /// Leader: the end of its lease on the driver's clock (docs/design.md, the leader lease);
+    /// none when not a leader or while no quorum has acknowledged a heartbeat round. Renewed
+    /// every heartbeat round without a notification: it is not part of a leadership change
+    /// (operator== leaves it out), and Elector::snapshot() always carries the current one.
+    std::optional<Millis> lease_end;
+    /// True iff this node leads and `now` (the driver's clock) is before the lease's end. An
+    /// application checks it right before it acts: after a pause it is false before the elector
+    /// has run again.
+    bool valid_at(Millis now) const {
+        return role == Role::Leader && lease_end.has_value() && now < *lease_end;
+    }
+    /// A leadership change: role, term, leader, token, reason and time (not the lease).
+    bool operator==(const LeadershipSnapshot& o) const {
+        return role == o.role && term == o.term && leader == o.leader &&
+               fencing_token == o.fencing_token && reason == o.reason && changed_at == o.changed_at;
+    }
 };
 
 /// The elector's timers. A driver keeps at most one pending instance of each: arming an armed

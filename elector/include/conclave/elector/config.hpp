@@ -24,6 +24,8 @@ enum class PlantedBug : std::uint8_t {
     SkipStickyLeader,           // say yes to scouting and proposals while following a live leader
     IgnoreConfigVersion,        // membership: grant scouting support and votes to a candidate of an
                                 // older configuration (no R5 version fence; docs/membership.md)
+    LeaseIgnoresDrift,    // leader lease: promise_until = s + E instead of s + E(1-rho)/(1+rho)
+    LeaseKeptOnPeerDown,  // leader lease: keep a follower's promise after its link went down
 };
 
 /// How a follower that has no leader chooses when to start scouting (see elector/README.md).
@@ -70,6 +72,12 @@ struct Config {
     /// The leader is presumed gone after heartbeat_miss_count * heartbeat_period without a
     /// heartbeat.
     std::uint32_t heartbeat_miss_count = 10;
+    /// The leader lease (docs/design.md): the bound rho on every node's clock drift, in permille
+    /// (a monotonic clock runs at a rate within [1 - rho, 1 + rho] of real time). A follower
+    /// promises for promise_duration() P; the leader holds its lease for P(1-rho)/(1+rho)
+    /// after the send time of the heartbeat round a quorum acknowledged. Validated: <= 200.
+    std::uint32_t lease_drift_permille = 50;
+    static constexpr std::uint32_t kMaxLeaseDriftPermille = 200;
 
     /// ElectionScouting (PreVote). Switched off only to demonstrate what it prevents.
     bool scouting = true;
@@ -91,6 +99,14 @@ struct Config {
 
     /// Inactivity interval: heartbeat_miss_count * heartbeat_period.
     Millis inactivity_interval() const { return heartbeat_period * heartbeat_miss_count; }
+    /// How long a follower promises its leader after hearing it, P: the inactivity interval E less
+    /// one heartbeat check period (at most E / 2). The promise ends before the follower's own
+    /// check can find the leader silent, so every follower that heard the last heartbeat at about
+    /// the same time has ended its promise when the first of them scouts (docs/design.md).
+    Millis promise_duration() const;
+    /// How long after sending a heartbeat round the leader may rely on the promises of the
+    /// followers that acknowledged it, on its own clock: floor(P x (1000 - rho) / (1000 + rho)).
+    Millis lease_duration() const;
     /// Effective quorum (resolves 0 to a majority).
     std::size_t effective_quorum() const;
     /// Number of consecutive heartbeat checks without a heartbeat after which the leader is

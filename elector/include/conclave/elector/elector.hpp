@@ -7,8 +7,10 @@
 // random generator, a socket or a file: randomness comes from the injected RandomSource.
 //
 // Every handler is named after the TLA+ action that mirrors it (tla/Elector.tla); the table in
-// tla/README.md links the two. Protocol decisions depend only on `ElectorState` (never on `now`),
-// which is what lets the explorer hash states and the spec leave time out.
+// tla/README.md links the two. Protocol decisions depend only on `ElectorState`, with one
+// exception: the leader lease (docs/design.md) compares `now` with the deadlines in `LeaseTimes`
+// (the follower's promise, the leader's lease). Those are kept apart, so that the explorer can
+// still hash states and tla/Elector.tla leave time out (the lease has its own model).
 #pragma once
 
 #include <array>
@@ -61,6 +63,38 @@ struct ElectorState {
     bool timer_armed(TimerId t) const { return (armed_timers >> static_cast<unsigned>(t)) & 1U; }
     DurableState durable() const { return DurableState{term, voted_for}; }
     bool operator==(const ElectorState&) const = default;
+};
+
+/// The leader lease (docs/design.md), on the driver's clock. Not part of ElectorState: its times
+/// are what the explorer and tla/Elector.tla abstract away.
+struct LeaseTimes {
+    /// Heartbeat rounds remembered per leadership: an ack of an older round is not counted.
+    static constexpr std::size_t kRoundsKept = 8;
+    struct SentRound {
+        std::uint64_t round = 0;
+        Millis sent_at{};
+        bool operator==(const SentRound&) const = default;
+    };
+    /// Follower: when its leader was last heard. The promise holds while now < heard_leader_at + E.
+    std::optional<Millis> heard_leader_at;
+    /// A node restarted with a term > 0 may have promised a leader before it crashed and no
+    /// longer knows it: until start + E it neither stands nor supports nor votes for anyone.
+    std::optional<Millis> start_promise_until;
+    /// Leader: per follower, when its connection last went down. An ack of a round sent before
+    /// renews nothing: the follower's promise for that round ended with the link.
+    std::array<std::optional<Millis>, kMaxClusterSize> down_at{};
+    /// Leader: the id of the next heartbeat round, and the send times of the latest rounds
+    /// (round r at index r % kRoundsKept).
+    std::uint64_t next_round = 0;
+    std::array<SentRound, kRoundsKept> sent{};
+    /// Leader: per voter (self included), until when its promise covers this leadership:
+    /// s + Config::lease_duration() for the newest round s it acknowledged.
+    std::array<std::optional<Millis>, kMaxClusterSize> promise_until{};
+    /// Leader: the quorum-th largest promise_until over the voters (none: no lease).
+    std::optional<Millis> lease_end;
+    /// Leader: a lease was held in this leadership (expiry steps down only after one).
+    bool had_lease = false;
+    bool operator==(const LeaseTimes&) const = default;
 };
 
 /// Counters for metrics. Not part of the protocol state.
@@ -141,6 +175,10 @@ class Elector {
     const ElectorState& state() const { return state_; }
     const Config& config() const { return config_; }
     const LeadershipSnapshot& snapshot() const { return snapshot_; }
+    const LeaseTimes& lease() const { return lease_; }
+    /// Leader: the end of its lease on the driver's clock; none when not a leader or no quorum
+    /// has acknowledged a heartbeat round yet (docs/design.md, the leader lease).
+    std::optional<Millis> lease_end() const { return lease_.lease_end; }
     const ElectorCounters& counters() const { return counters_; }
     std::size_t quorum() const { return quorum_; }
 
@@ -179,6 +217,28 @@ class Elector {
     void PeerDown(NodeId peer);
     void TransferLeadership(NodeId target);
     void SetVoters(NodeSet voters, std::uint64_t version);
+    /// Every input of a running node, before its handler: a leader whose lease has run out
+    /// (now >= lease_end after it held one) steps down with Reason::LeaseExpired.
+    void LeaseExpires();
+
+    // The leader lease (docs/design.md).
+    /// Follower: its leader was heard from at now (a heartbeat, or discovery).
+    bool PromiseHolds() const;
+    bool StartPromiseHolds() const;
+    /// Leader: starts heartbeat round next_round at now (to every other node) and returns it.
+    LeaderHeartbeat StartHeartbeatRound();
+    /// Leader: the heartbeat to send outside a round (the latest round's id).
+    LeaderHeartbeat LatestHeartbeat() const;
+    /// Leader: `peer` acknowledged heartbeat round `round`.
+    void RenewPromise(NodeId peer, std::uint64_t round);
+    /// The leader's lease duration: Config::lease_duration() (E with the planted
+    /// LeaseIgnoresDrift).
+    Millis LeaseDuration() const;
+    /// Leader: lease_end from promise_until over the current voters.
+    void RecomputeLease();
+    /// Forgets every lease time (a node that is not a leader, or a new leadership).
+    void EndLease();
+    void CheckLeaseInvariants() const;
 
     // Transitions shared by several handlers (etcd-raft's becomeX).
     bool CorroboratesSilence(TermOrder order) const;
@@ -237,6 +297,7 @@ class Elector {
     RandomSource random_;
     ElectorState state_;
     LeadershipSnapshot snapshot_;
+    LeaseTimes lease_;
     ElectorCounters counters_;
     Millis now_{};
     Actions out_;

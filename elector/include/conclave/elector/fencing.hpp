@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "conclave/elector/actions.hpp"
+
 namespace conclave {
 
 /// Tracks the highest fencing token seen by a downstream resource. Not thread-safe: guard it with
@@ -21,6 +23,12 @@ class FencingGate {
         }
         highest_ = token;
         return true;
+    }
+    /// The leader lease too (docs/design.md): admits the snapshot's token only while its lease
+    /// is valid at `now` (the driver's clock, LeadershipSnapshot::valid_at); work offered after
+    /// the lease ended is refused and the token is not remembered.
+    bool admit(const LeadershipSnapshot& leadership, Millis now) {
+        return leadership.valid_at(now) && admit(leadership.fencing_token);
     }
     std::uint64_t highest() const { return highest_; }
 

@@ -82,19 +82,24 @@ struct ElectionResponse {
     bool operator==(const ElectionResponse&) const = default;
 };
 
-/// Periodic leader heartbeat. Carries the leader's latest issued Leader Sequence Number and its
-/// active configuration version (a follower of a newer one still follows it and counts it, R5).
+/// Periodic leader heartbeat. Carries the leader's latest issued Leader Sequence Number, its
+/// active configuration version (a follower of a newer one still follows it and counts it, R5)
+/// and the heartbeat round (numbered from 0 in each leadership), which the follower's
+/// HeartbeatAck echoes: the leader lease starts at the round's send time (docs/design.md).
 struct LeaderHeartbeat {
     static constexpr std::string_view kName = "LeaderHeartbeat";
     Lsn lsn{};
     std::uint64_t config_version = 0;
+    std::uint64_t round = 0;
     bool operator==(const LeaderHeartbeat&) const = default;
 };
 
 /// A follower's acknowledgement of a heartbeat in the envelope term; lets the leader run
-/// check-quorum on what it hears rather than on TCP connection state (departure 3).
+/// check-quorum on what it hears rather than on TCP connection state (departure 3). `round`
+/// echoes the acknowledged heartbeat's round (the leader lease).
 struct HeartbeatAck {
     static constexpr std::string_view kName = "HeartbeatAck";
+    std::uint64_t round = 0;
     bool operator==(const HeartbeatAck&) const = default;
 };
 

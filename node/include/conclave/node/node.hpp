@@ -71,8 +71,21 @@ struct Leadership {
     std::optional<std::string> leader;  // nullopt: no leader known
     std::uint64_t fencing_token = 0;    // 0 when no leader is known
     Reason reason = Reason::Stopped;
+    /// The leader lease (docs/design.md): the end of this node's lease on steady_clock, read when
+    /// the value is made (current(), or a subscriber's notification); nullopt when it does not
+    /// lead or no quorum has acknowledged a heartbeat round of its leadership yet.
+    std::optional<std::chrono::steady_clock::time_point> lease_deadline;
     bool is_leader() const { return role == Role::Leader; }
-    bool operator==(const Leadership&) const = default;
+    /// True iff this node leads and its lease has not ended: check it right before each action
+    /// (a paused process finds it false when it resumes, before the elector has run again).
+    bool valid_now() const {
+        return is_leader() && lease_deadline && std::chrono::steady_clock::now() < *lease_deadline;
+    }
+    /// A leadership change: role, term, leader, token and reason (lease renewals are not).
+    bool operator==(const Leadership& o) const {
+        return role == o.role && term == o.term && leader == o.leader &&
+               fencing_token == o.fencing_token && reason == o.reason;
+    }
 };
 
 struct NodeOptions {

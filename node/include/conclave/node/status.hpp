@@ -17,6 +17,7 @@
 //     its durable term is below one it announced before (restored from an older copy).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -62,6 +63,18 @@ struct StorageStatus {
     std::string since;   // when failed: RFC 3339 UTC time of the failure
 };
 
+/// The leader lease (docs/design.md) as served: valid now, and for how long more (0 when not).
+struct LeaseStatus {
+    bool valid = false;
+    std::int64_t remaining_ms = 0;
+};
+
+/// A leader's lease status from its deadline (nullopt: lease pending) at `now`.
+LeaseStatus lease_status(std::optional<std::chrono::steady_clock::time_point> deadline,
+                         std::chrono::steady_clock::time_point now);
+/// {"valid": bool, "remaining_ms": N}, or null without a lease status (not a leader).
+nlohmann::json lease_to_json(const std::optional<LeaseStatus>& lease);
+
 struct StatusReport {
     std::string id;
     std::string cluster;
@@ -89,6 +102,8 @@ struct StatusReport {
     std::vector<PeerStatus> peers;  // every other node, in config order
     Reason last_transition_reason = Reason::Stopped;
     std::int64_t last_transition_age_ms = 0;
+    /// Leader only: its lease ("lease": {"valid": bool, "remaining_ms": N}, null otherwise).
+    std::optional<LeaseStatus> lease;
 };
 
 nlohmann::json lsn_to_json(const Lsn& lsn);

@@ -57,6 +57,8 @@ enum class ViolationKind : std::uint8_t {
     // of different sizes between two events, or a message crossed a link between a node and one
     // outside its table (the real mesh has no such connection).
     NodeTable,
+    // The leader lease (docs/design.md): two nodes lead with a valid lease at the same time.
+    LeaseExclusive,
 };
 std::string_view to_string(ViolationKind k);
 

@@ -570,6 +570,8 @@ class Simulator {
     void record_violation(Violation v);
     void check(std::size_t node, StepAction action, const ElectorState& state,
                const Actions& actions);
+    /// LeaseExclusive: no two live nodes hold a valid leader lease at now().
+    void check_lease_exclusive();
 
     // The replicated log (simulator_log.cpp).
     replication::LogConfig log_config_for(std::size_t node) const;

@@ -74,7 +74,11 @@ inline PackedMessage pack(NodeId to, const Message& m) {
                 p.body = (b.granted ? 1U : 0U) | (static_cast<std::uint64_t>(b.refusal) << 1) |
                          (b.config_version << 4) | (b.voter_term.value << 12);
             } else if constexpr (std::is_same_v<T, LeaderHeartbeat>) {
+                // The heartbeat round is left out, as time is: it only matters to the leader
+                // lease, whose deadlines the explorer (like tla/Elector.tla) does not model.
                 p.body = (b.lsn.term.value << 32) | (b.config_version << 24) | b.lsn.counter;
+            } else if constexpr (std::is_same_v<T, HeartbeatAck>) {
+                p.body = 0;  // its only field is the heartbeat round (see LeaderHeartbeat)
             } else if constexpr (std::is_same_v<T, LeadershipCession>) {
                 p.body = optional_node_code(b.successor);
             } else {
