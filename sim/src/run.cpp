@@ -21,7 +21,7 @@ constexpr Named kFaultNames[] = {
     {"asym", &FaultMix::asymmetric},   {"crash", &FaultMix::crash},
     {"pause", &FaultMix::pause},       {"blackhole", &FaultMix::blackhole},
     {"transfer", &FaultMix::transfer}, {"repair", &FaultMix::repair, false},
-    {"wipe", &FaultMix::wipe, false},
+    {"wipe", &FaultMix::wipe, false},  {"isolate", &FaultMix::isolate, false},
 };
 
 NodeId random_node(Rng& rng, std::size_t nodes) {
@@ -125,6 +125,18 @@ void schedule_faults(Simulator& sim, const RunOptions& options) {
             const auto [a, b] = random_pair(rng, n);
             both(FaultKind::Blackhole, FaultKind::Unblackhole, FaultAction{{}, a, b, 0, 0});
             both(FaultKind::Blackhole, FaultKind::Unblackhole, FaultAction{{}, b, a, 0, 0});
+        } else if (kind == &FaultMix::isolate) {
+            // A node silently cut off: every link of it drops both ways, the connections stay
+            // up (no peer_down anywhere): a leader keeps its lease until it ends on its own clock.
+            const NodeId a = random_node(rng, n);
+            for (std::uint16_t j = 0; j < n; ++j) {
+                if (j != a.value) {
+                    both(FaultKind::Blackhole, FaultKind::Unblackhole,
+                         FaultAction{{}, a, NodeId{j}, 0, 0});
+                    both(FaultKind::Blackhole, FaultKind::Unblackhole,
+                         FaultAction{{}, NodeId{j}, a, 0, 0});
+                }
+            }
         } else if (kind == &FaultMix::transfer) {
             // The operator hands leadership over, one to three times in the episode, to a
             // random node (refused when it is not connected to the leader).
@@ -196,9 +208,10 @@ std::optional<FaultMix> FaultMix::parse(std::string_view list, std::string* erro
         }
         if (!found) {
             if (error) {
-                *error = "faults: unknown fault '" + std::string(item) +
-                         "' (expected all, none, or a list of loss, dup, reorder, latency, cut, "
-                         "partition, asym, crash, pause, blackhole, transfer, repair, wipe)";
+                *error =
+                    "faults: unknown fault '" + std::string(item) +
+                    "' (expected all, none, or a list of loss, dup, reorder, latency, cut, "
+                    "partition, asym, crash, pause, blackhole, transfer, repair, wipe, isolate)";
             }
             return std::nullopt;
         }
@@ -329,6 +342,47 @@ std::optional<IdentityBug> parse_identity_bug(std::string_view name) {
     return std::nullopt;
 }
 
+std::string_view drift_name(ClockDrift drift) {
+    switch (drift) {
+        case ClockDrift::None:
+            return "none";
+        case ClockDrift::Within:
+            return "within";
+        case ClockDrift::Beyond:
+            return "beyond";
+    }
+    return "?";
+}
+
+std::optional<ClockDrift> parse_drift(std::string_view name) {
+    for (auto drift : {ClockDrift::None, ClockDrift::Within, ClockDrift::Beyond}) {
+        if (name == drift_name(drift)) {
+            return drift;
+        }
+    }
+    return std::nullopt;
+}
+
+std::vector<std::int32_t> draw_clock_drift(const RunOptions& options) {
+    if (options.drift == ClockDrift::None) {
+        return {};
+    }
+    // A generator of its own (not the simulator's): the seed's schedule stays as it is.
+    Rng rng(options.seed ^ 0xd1f7c10c4d21f7ULL);
+    const std::int64_t rho = std::int64_t{run_config(options).lease_drift_permille} * 1000;
+    std::vector<std::int32_t> drift(options.nodes);
+    for (auto& d : drift) {
+        d = static_cast<std::int32_t>(rng.between(-rho, rho));
+    }
+    if (options.drift == ClockDrift::Beyond && options.nodes >= 2) {
+        const std::size_t slow = rng.below(options.nodes);
+        const std::size_t fast = (slow + 1 + rng.below(options.nodes - 1)) % options.nodes;
+        drift[slow] = static_cast<std::int32_t>(-3 * rho);
+        drift[fast] = static_cast<std::int32_t>(3 * rho);
+    }
+    return drift;
+}
+
 namespace {
 
 /// End of a log run: the workload stops, a fresh proposal is made at the agreed leader (retried
@@ -386,7 +440,10 @@ void check_log_liveness(Simulator& sim, RunResult& result) {
 
 }  // namespace
 
-RunResult run_seed(const RunOptions& options) {
+namespace {
+
+/// The simulator's options for a random run.
+SimOptions sim_options(const RunOptions& options) {
     SimOptions so;
     so.nodes = options.nodes;
     so.seed = options.seed;
@@ -407,11 +464,71 @@ RunResult run_seed(const RunOptions& options) {
         so.log_options.storage_latency_max_ms = RunOptions::kStorageLatencyMaxMs;
         so.storage_bug = options.storage_bug;
     }
-    Simulator sim(so);
+    so.clock_drift_ppm = draw_clock_drift(options);
+    return so;
+}
 
+/// The liveness bound in real time: the cores' timeouts run on their own clocks, so the slowest
+/// clock stretches them (the bound unchanged without drift).
+Millis real_liveness_bound(const SimOptions& so) {
+    const Millis bound = liveness_bound(so.elector, so.latency_max_ms + so.jitter_ms);
+    std::int64_t slowest = 0;
+    for (const std::int32_t d : so.clock_drift_ppm) {
+        slowest = std::min<std::int64_t>(slowest, d);
+    }
+    return slowest == 0
+               ? bound
+               : Millis{(bound.count() * 1000000 + 999999 + slowest) / (1000000 + slowest)};
+}
+
+/// Liveness (the nodes agreed on a leader within the bound after the faults) and, with the log,
+/// log liveness, unless a violation or the step limit ended the run.
+void check_end(Simulator& sim, const RunOptions& options, std::optional<Millis> converged_at,
+               RunResult& result) {
+    const Millis faults_end = options.fault_window;
+    if (converged_at) {
+        result.converged_after = *converged_at - faults_end;
+    }
+    if (!converged_at || *result.converged_after > result.liveness_bound) {
+        result.violation =
+            Violation{ViolationKind::Liveness, "the nodes did not agree on a leader within " +
+                                                   std::to_string(result.liveness_bound.count()) +
+                                                   " ms after the faults ended at " +
+                                                   std::to_string(faults_end.count()) + " ms"};
+        return;
+    }
+    if (options.log) {
+        check_log_liveness(sim, result);
+        if (!result.violation && sim.violation()) {
+            result.violation = sim.violation();
+        }
+        result.violation_at = sim.now();
+    }
+}
+
+/// What the run leaves: counters, the logs' compactions, the fingerprint.
+void collect(const Simulator& sim, const RunOptions& options, RunResult& result) {
+    result.log_committed = sim.log_history().history().size();
+    result.log_acked = sim.log_history().acked();
+    for (std::size_t n = 0; n < options.nodes; ++n) {
+        if (const replication::ReplicatedLog* log =
+                sim.log(NodeId{static_cast<std::uint16_t>(n)})) {
+            result.log_compactions += log->counters().compactions;
+            result.log_snapshots_installed += log->counters().snapshots_installed;
+        }
+    }
+    result.stats = sim.stats();
+    result.end = sim.now();
+    result.fingerprint = sim.fingerprint();
+}
+
+}  // namespace
+
+RunResult run_seed(const RunOptions& options) {
+    Simulator sim(sim_options(options));
     RunResult result;
     result.seed = options.seed;
-    result.liveness_bound = liveness_bound(so.elector, so.latency_max_ms + so.jitter_ms);
+    result.liveness_bound = real_liveness_bound(sim.options());
     const Millis faults_end = options.fault_window;
     const Millis tail =
         options.tail.count() > 0 ? options.tail : result.liveness_bound + Millis{1000};
@@ -442,36 +559,9 @@ RunResult run_seed(const RunOptions& options) {
     result.violation = sim.violation();
     result.violation_at = sim.now();
     if (!result.violation && !truncated) {
-        if (converged_at) {
-            result.converged_after = *converged_at - faults_end;
-        }
-        if (!converged_at || *result.converged_after > result.liveness_bound) {
-            result.violation = Violation{ViolationKind::Liveness,
-                                         "the nodes did not agree on a leader within " +
-                                             std::to_string(result.liveness_bound.count()) +
-                                             " ms after the faults ended at " +
-                                             std::to_string(faults_end.count()) + " ms"};
-        }
+        check_end(sim, options, converged_at, result);
     }
-    if (options.log && !result.violation && !truncated) {
-        check_log_liveness(sim, result);
-        if (!result.violation && sim.violation()) {
-            result.violation = sim.violation();
-        }
-        result.violation_at = sim.now();
-    }
-    result.log_committed = sim.log_history().history().size();
-    result.log_acked = sim.log_history().acked();
-    for (std::size_t n = 0; n < options.nodes; ++n) {
-        if (const replication::ReplicatedLog* log =
-                sim.log(NodeId{static_cast<std::uint16_t>(n)})) {
-            result.log_compactions += log->counters().compactions;
-            result.log_snapshots_installed += log->counters().snapshots_installed;
-        }
-    }
-    result.stats = sim.stats();
-    result.end = sim.now();
-    result.fingerprint = sim.fingerprint();
+    collect(sim, options, result);
     result.leadership = tracker.summary();
     return result;
 }
@@ -506,6 +596,9 @@ std::string replay_command(std::string_view program, const RunOptions& o) {
     }
     if (!o.history.check_term_monotonic) {
         cmd += " --no-term-check";
+    }
+    if (o.drift != ClockDrift::None) {
+        cmd += " --drift " + std::string(drift_name(o.drift));
     }
     if (o.identity_bug != IdentityBug::None) {
         cmd += " --identity-bug " + std::string(identity_bug_name(o.identity_bug));

@@ -115,6 +115,13 @@ SimOptions validated(SimOptions o) {
             "latency: need 0 <= latency_min_ms <= latency_max_ms, jitter_ms >= 0, "
             "peer_event_delay_ms >= 0 and lsn_period_ms >= 0");
     }
+    if (o.clock_drift_ppm.size() > o.nodes ||
+        std::any_of(o.clock_drift_ppm.begin(), o.clock_drift_ppm.end(), [](std::int32_t d) {
+            return d < -SimOptions::kMaxClockDriftPpm || d > SimOptions::kMaxClockDriftPpm;
+        })) {
+        throw std::invalid_argument("clock_drift_ppm: at most one per node, each within +-" +
+                                    std::to_string(SimOptions::kMaxClockDriftPpm));
+    }
     const std::size_t initial = o.initial_table != 0 ? o.initial_table : o.nodes;
     if (o.initial_table > o.nodes ||
         (o.initial_table != 0 && o.initial_table < o.nodes &&
@@ -165,6 +172,8 @@ Simulator::Simulator(SimOptions options)
     persist_failures_.assign(n, 0);
     incarnation_.assign(n, 0);
     paused_until_ms_.assign(n, 0);
+    drift_ppm_.assign(n, 0);
+    std::copy(options_.clock_drift_ppm.begin(), options_.clock_drift_ppm.end(), drift_ppm_.begin());
     configs_.assign(n, std::nullopt);
     const std::size_t initial = options_.initial_table != 0 ? options_.initial_table : n;
     table_.assign(n, 0);
@@ -240,9 +249,26 @@ void Simulator::ElectorEnv::send(std::span<const NodeId> to, const Message& m) {
     }
 }
 
+std::int64_t Simulator::real_ms_at(std::size_t n, std::int64_t local) const {
+    const std::int64_t d = drift_ppm_[n];
+    if (d == 0) {
+        return std::max(local, now_ms_);
+    }
+    // local_ms is non-decreasing: start from the inverse of the rate and step to the first
+    // millisecond that reads `local` or more.
+    std::int64_t t = std::max(now_ms_, floor_div(local * 1000000, 1000000 + d));
+    while (local_ms(n, t) < local) {
+        ++t;
+    }
+    while (t > now_ms_ && local_ms(n, t - 1) >= local) {
+        --t;
+    }
+    return t;
+}
+
 void Simulator::ElectorEnv::arm(TimerId timer, Millis delay, runtime::TimerGeneration generation) {
     Event e;
-    e.time_ms = sim->now_ms_ + delay.count();
+    e.time_ms = sim->real_ms_at(node, sim->local_ms(node, sim->now_ms_) + delay.count());
     e.kind = EventKind::Timer;
     e.node = static_cast<std::uint16_t>(node);
     e.timer = timer;
@@ -265,8 +291,9 @@ bool Simulator::ElectorEnv::persist(const DurableState& state) {
 void Simulator::ElectorEnv::notify(const LeadershipSnapshot& snapshot) {
     if (sim->logs_[node] && !sim->violation_) {
         const LeadershipSnapshot copy = snapshot;
-        sim->log_input(node, LogInput::OnLeadership,
-                       [&](auto& log) { return log.on_leadership(sim->now(), copy); });
+        sim->log_input(node, LogInput::OnLeadership, [&](auto& log) {
+            return log.on_leadership(sim->local_now(node_id(node)), copy);
+        });
     }
 }
 
@@ -630,7 +657,8 @@ void Simulator::dispatch(const Event& e) {
                 nullptr, peer);
             if (logs_[n] && !violation_) {
                 log_history_.on_peer_event(node_id(n), peer);
-                log_input(n, LogInput::PeerUp, [&](auto& log) { return log.peer_up(now(), peer); });
+                log_input(n, LogInput::PeerUp,
+                          [&](auto& log) { return log.peer_up(local_now(node_id(n)), peer); });
             }
             break;
         case EventKind::PeerDown:
@@ -640,7 +668,7 @@ void Simulator::dispatch(const Event& e) {
             if (logs_[n] && !violation_) {
                 log_history_.on_peer_event(node_id(n), peer);
                 log_input(n, LogInput::PeerDown,
-                          [&](auto& log) { return log.peer_down(now(), peer); });
+                          [&](auto& log) { return log.peer_down(local_now(node_id(n)), peer); });
             }
             break;
         case EventKind::LogDeliver:
@@ -722,11 +750,12 @@ void Simulator::check(std::size_t node, StepAction action, const ElectorState& s
     check_lease_exclusive();
 }
 
-// LeaseExclusive (docs/design.md, the leader lease): at no time do two nodes both lead with a
-// lease that has not ended. Every node's clock is the simulated one (no drift here). A paused
-// node cannot act: it counts from when it resumes (and has seen what happened meanwhile). The
-// simulator's cuts close a connection on both sides at once, also a paused leader's, which no
-// real network does (the forged reset that docs/design.md excludes).
+// LeaseExclusive (docs/design.md, the leader lease): at no real time do two nodes both lead with
+// a lease that has not ended, each lease read on its own node's clock
+// (SimOptions::clock_drift_ppm). Checked after every step: a lease only starts or is renewed at a
+// step of its node. A paused node cannot act: it counts from when it resumes (and has seen what
+// happened meanwhile). The simulator's cuts close a connection on both sides at once, also a paused
+// leader's, which no real network does (the forged reset that docs/design.md excludes).
 void Simulator::check_lease_exclusive() {
     std::optional<std::size_t> holder;
     for (std::size_t n = 0; n < cores_.size(); ++n) {
@@ -735,18 +764,38 @@ void Simulator::check_lease_exclusive() {
         }
         const LeadershipSnapshot& s = cores_[n]->rt.elector().snapshot();
         // Until the instant it resumes is over: the events it missed are handled at that instant.
-        if (!s.valid_at(now()) || paused_until_ms_[n] >= now_ms_) {
+        if (!s.valid_at(local_now(node_id(n))) || paused_until_ms_[n] >= now_ms_) {
             continue;
         }
         if (holder) {
             violation_ = Violation{ViolationKind::LeaseExclusive,
                                    "n" + std::to_string(*holder) + " and n" + std::to_string(n) +
                                        " both hold a valid leader lease at " +
-                                       std::to_string(now().count()) + " ms"};
+                                       std::to_string(now().count()) + " ms" + drift_note()};
             return;
         }
         holder = n;
     }
+}
+
+// The clocks' drift, for a LeaseExclusive report: the lease holds only within the bound rho.
+std::string Simulator::drift_note() const {
+    const std::int64_t bound = std::int64_t{options_.elector.lease_drift_permille} * 1000;
+    std::string rates;
+    bool beyond = false;
+    for (std::size_t n = 0; n < drift_ppm_.size(); ++n) {
+        if (drift_ppm_[n] != 0) {
+            rates += (rates.empty() ? "" : ", ") + node_name(node_id(n)) + " " +
+                     (drift_ppm_[n] > 0 ? "+" : "") + std::to_string(drift_ppm_[n]) + " ppm";
+        }
+        beyond = beyond || drift_ppm_[n] > bound || drift_ppm_[n] < -bound;
+    }
+    if (rates.empty()) {
+        return "";
+    }
+    return " (clock drift " + rates + (beyond ? ": BEYOND" : ": within") +
+           " the stated bound rho = " + std::to_string(options_.elector.lease_drift_permille) +
+           " permille" + (beyond ? ", which the lease assumes" : "") + ")";
 }
 
 void Simulator::send(std::size_t from, std::size_t to, const Message& m) {
