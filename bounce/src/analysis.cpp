@@ -149,7 +149,8 @@ Summary analyze(std::size_t node_count, const std::vector<Observation>& observat
                                  e.kind == FaultKind::Pause || e.kind == FaultKind::DiskFull;
             silenced[e.node] = silence;
             if (silence) {
-                tracker.observe(Observation{e.at_ms, e.node, ObservedRole::Unreachable, 0, {}});
+                tracker.observe(
+                    Observation{e.at_ms, e.node, ObservedRole::Unreachable, 0, {}, {}, e.at_ms});
                 step(e.at_ms);
             }
         }

@@ -41,74 +41,85 @@ struct Row {
     std::vector<std::string> cells;
 };
 
-std::vector<Row> summary_rows(const std::vector<RunResult>& runs) {
-    std::vector<Row> rows{{"", {}},
-                          {"leader changes", {}},
-                          {"needless leader changes", {}},
-                          {"highest term", {}},
-                          {"leaderless time", {}},
-                          {"failover min/median/max", {}},
-                          {"safety: one leader per term", {}}};
+std::string safety_cell(const Summary& s) {
+    std::string safety = s.safe() ? "ok" : "VIOLATED";
+    for (const SafetyViolation& v : s.violations) {
+        std::string who;
+        for (NodeIndex n : v.leaders) {
+            who += (who.empty() ? "" : "+") + node_name(n);
+        }
+        safety += fmt::format(" (term {}: {})", v.term, who);
+    }
+    return safety;
+}
+
+/// The lease rows (from the /status lease fields): "-" for a daemon without the lease.
+void lease_rows(const std::vector<RunResult>& runs, std::vector<Row>& rows) {
+    Row overlap{"lease overlap (longest)", {}};
+    Row without{"longest without a valid lease", {}};
     for (const RunResult& r : runs) {
-        const Summary& s = r.summary;
-        rows[0].cells.push_back(fmt::format("scouting {}", r.scouting ? "on" : "off"));
-        rows[1].cells.push_back(std::to_string(s.leader_changes));
-        rows[2].cells.push_back(std::to_string(s.needless_leader_changes));
-        rows[3].cells.push_back(std::to_string(s.highest_term));
-        rows[4].cells.push_back(fmt::format("{} ms", s.leaderless_ms));
-        rows[5].cells.push_back(s.failover_ms.empty()
-                                    ? std::string("-")
-                                    : fmt::format("{}/{}/{} ms", *s.failover_min_ms(),
-                                                  *s.failover_median_ms(), *s.failover_max_ms()));
-        std::string safety = s.safe() ? "ok" : "VIOLATED";
-        for (const SafetyViolation& v : s.violations) {
-            std::string who;
-            for (NodeIndex n : v.leaders) {
-                who += (who.empty() ? "" : "+") + node_name(n);
-            }
-            safety += fmt::format(" (term {}: {})", v.term, who);
+        const LeaseSummary& l = r.lease;
+        if (!l.reported) {
+            overlap.cells.push_back("-");
+            without.cells.push_back("-");
+            continue;
         }
-        rows[6].cells.push_back(safety);
+        const std::string error = fmt::format("polling error <= {} ms", l.polling_error_ms);
+        overlap.cells.push_back(
+            l.longest_overlap
+                ? fmt::format("{} ms, {}+{} at {:.2f}s ({})", l.longest_overlap->length_ms,
+                              node_name(l.longest_overlap->a), node_name(l.longest_overlap->b),
+                              static_cast<double>(l.longest_overlap->begin_ms) / 1000.0, error)
+                : fmt::format("0 ms ({})", error));
+        without.cells.push_back(
+            fmt::format("{} ms (from {:.2f}s)", l.longest_without_ms,
+                        static_cast<double>(l.longest_without_from_ms) / 1000.0));
     }
-    if (std::any_of(runs.begin(), runs.end(),
-                    [](const RunResult& r) { return r.metadata.has_value(); })) {
-        Row acknowledged{"entries acknowledged", {}};
-        Row unknown{"outcome unknown", {}};
-        Row refused{"refused", {}};
-        Row lost{"no acknowledged entry lost", {}};
-        for (const RunResult& r : runs) {
-            if (!r.metadata) {
-                for (Row* row : {&acknowledged, &unknown, &refused}) {
-                    row->cells.push_back("-");
-                }
-                lost.cells.push_back(r.metadata_off.empty() ? "-" : r.metadata_off);
-                continue;
+    rows.push_back(overlap);
+    rows.push_back(without);
+}
+
+/// The metadata log's rows (when any run had the proposer).
+void metadata_rows(const std::vector<RunResult>& runs, std::vector<Row>& rows) {
+    Row acknowledged{"entries acknowledged", {}};
+    Row unknown{"outcome unknown", {}};
+    Row refused{"refused", {}};
+    Row lost{"no acknowledged entry lost", {}};
+    for (const RunResult& r : runs) {
+        if (!r.metadata) {
+            for (Row* row : {&acknowledged, &unknown, &refused}) {
+                row->cells.push_back("-");
             }
-            const MetadataRun& m = *r.metadata;
-            const LogVerdict& v = m.verdict;
-            acknowledged.cells.push_back(
-                m.first_fault_ms < 0
-                    ? std::to_string(v.acknowledged)
-                    : fmt::format("{} ({} before the faults, {} after)", v.acknowledged,
-                                  m.acknowledged_before_faults, m.acknowledged_after_faults));
-            unknown.cells.push_back(
-                fmt::format("{} ({} committed)", v.unknown, v.unknown_committed));
-            refused.cells.push_back(std::to_string(v.refused));
-            if (v.ok()) {
-                lost.cells.push_back(fmt::format("ok ({} logs checked)", v.nodes_read));
-            } else {
-                std::string cell = "VIOLATED (" + v.violations.at(0);
-                if (v.violation_count > 1) {
-                    cell += fmt::format("; {} more", v.violation_count - 1);
-                }
-                lost.cells.push_back(cell + ")");
-            }
+            lost.cells.push_back(r.metadata_off.empty() ? "-" : r.metadata_off);
+            continue;
         }
-        rows.push_back(acknowledged);
-        rows.push_back(unknown);
-        rows.push_back(refused);
-        rows.push_back(lost);
+        const MetadataRun& m = *r.metadata;
+        const LogVerdict& v = m.verdict;
+        acknowledged.cells.push_back(m.first_fault_ms < 0
+                                         ? std::to_string(v.acknowledged)
+                                         : fmt::format("{} ({} before the faults, {} after)",
+                                                       v.acknowledged, m.acknowledged_before_faults,
+                                                       m.acknowledged_after_faults));
+        unknown.cells.push_back(fmt::format("{} ({} committed)", v.unknown, v.unknown_committed));
+        refused.cells.push_back(std::to_string(v.refused));
+        if (v.ok()) {
+            lost.cells.push_back(fmt::format("ok ({} logs checked)", v.nodes_read));
+        } else {
+            std::string cell = "VIOLATED (" + v.violations.at(0);
+            if (v.violation_count > 1) {
+                cell += fmt::format("; {} more", v.violation_count - 1);
+            }
+            lost.cells.push_back(cell + ")");
+        }
     }
+    rows.push_back(acknowledged);
+    rows.push_back(unknown);
+    rows.push_back(refused);
+    rows.push_back(lost);
+}
+
+/// rolling-replace's and leader-crash's rows.
+void scenario_rows(const std::vector<RunResult>& runs, std::vector<Row>& rows) {
     if (std::any_of(runs.begin(), runs.end(),
                     [](const RunResult& r) { return !r.replacements.empty(); })) {
         Row row{"nodes replaced", {}};
@@ -129,6 +140,35 @@ std::vector<Row> summary_rows(const std::vector<RunResult>& runs) {
         }
         rows.push_back(row);
     }
+}
+
+std::vector<Row> summary_rows(const std::vector<RunResult>& runs) {
+    std::vector<Row> rows{{"", {}},
+                          {"leader changes", {}},
+                          {"needless leader changes", {}},
+                          {"highest term", {}},
+                          {"leaderless time", {}},
+                          {"failover min/median/max", {}},
+                          {"safety: one leader per term", {}}};
+    for (const RunResult& r : runs) {
+        const Summary& s = r.summary;
+        rows[0].cells.push_back(fmt::format("scouting {}", r.scouting ? "on" : "off"));
+        rows[1].cells.push_back(std::to_string(s.leader_changes));
+        rows[2].cells.push_back(std::to_string(s.needless_leader_changes));
+        rows[3].cells.push_back(std::to_string(s.highest_term));
+        rows[4].cells.push_back(fmt::format("{} ms", s.leaderless_ms));
+        rows[5].cells.push_back(s.failover_ms.empty()
+                                    ? std::string("-")
+                                    : fmt::format("{}/{}/{} ms", *s.failover_min_ms(),
+                                                  *s.failover_median_ms(), *s.failover_max_ms()));
+        rows[6].cells.push_back(safety_cell(s));
+    }
+    lease_rows(runs, rows);
+    if (std::any_of(runs.begin(), runs.end(),
+                    [](const RunResult& r) { return r.metadata.has_value(); })) {
+        metadata_rows(runs, rows);
+    }
+    scenario_rows(runs, rows);
     return rows;
 }
 
@@ -279,6 +319,22 @@ nlohmann::json metadata_json(const RunResult& r) {
     };
 }
 
+nlohmann::json lease_json(const LeaseSummary& l) {
+    nlohmann::json overlap = nullptr;
+    if (l.longest_overlap) {
+        overlap = {{"a", node_name(l.longest_overlap->a)},
+                   {"b", node_name(l.longest_overlap->b)},
+                   {"begin_ms", l.longest_overlap->begin_ms},
+                   {"length_ms", l.longest_overlap->length_ms}};
+    }
+    return {{"reported", l.reported},
+            {"longest_overlap_ms", l.longest_overlap ? l.longest_overlap->length_ms : 0},
+            {"longest_overlap", overlap},
+            {"longest_without_ms", l.longest_without_ms},
+            {"longest_without_from_ms", l.longest_without_from_ms},
+            {"polling_error_ms", l.polling_error_ms}};
+}
+
 nlohmann::json replacements_json(const RunResult& r) {
     nlohmann::json out = nlohmann::json::array();
     const auto ms = [](std::int64_t v) {
@@ -353,6 +409,7 @@ nlohmann::json summary_json(const RunResult& r) {
         {"warnings", r.warnings},
         {"observations", r.observations.size()},
         {"metadata", metadata_json(r)},
+        {"lease", lease_json(r.lease)},
         {"replacements", replacements_json(r)},
         {"replacements_complete", r.replacements_complete()},
     };
