@@ -568,6 +568,11 @@ class Simulator {
     Event pop();  // the earliest event (the queue must not be empty)
     Config config_for(std::size_t node) const;
     void dispatch(const Event& e);
+    // dispatch(), by case.
+    void lsn_tick(const Event& e);
+    void dispatch_to_crashed(const Event& e);
+    bool drop_stale(const Event& e);
+    void deliver(const Event& e);
     /// A step that gives the core no input through the runtime (IssueLsn): hooks only.
     void perform(std::size_t node, StepAction action, const Actions& actions);
     void send(std::size_t from, std::size_t to, const Message& m);
@@ -577,6 +582,14 @@ class Simulator {
     void crash_now(std::size_t node);
     void restart(std::size_t n);
     void transfer(std::size_t target);
+    // apply(), by kind of fault: true when the fault was of that kind.
+    bool apply_link_fault(const FaultAction& f);
+    bool apply_loss_fault(const FaultAction& f);
+    void apply_node_fault(const FaultAction& f);
+    /// FaultKind::CorruptRepair on node `a`.
+    void corrupt_repair(std::size_t a, std::uint32_t drop);
+    /// FaultKind::HealAll.
+    void heal_all();
     void cut_pair(std::size_t a, std::size_t b, int delta);
     void trace_step(std::size_t node, StepAction action, const Actions& actions,
                     const ElectorState& state, const Message* received, std::optional<NodeId> peer,
