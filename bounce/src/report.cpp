@@ -53,6 +53,21 @@ std::string safety_cell(const Summary& s) {
     return safety;
 }
 
+/// The overlap, or without one the closest approach of two leases, +- the polling error.
+std::string lease_overlap_cell(const LeaseSummary& l) {
+    const auto seconds = [](std::int64_t ms) { return static_cast<double>(ms) / 1000.0; };
+    if (const auto& o = l.longest_overlap) {
+        return fmt::format("{} ms +-{}, {}+{} at {:.2f}s", o->length_ms, o->error_ms,
+                           node_name(o->a), node_name(o->b), seconds(o->begin_ms));
+    }
+    if (const auto& c = l.closest) {
+        return fmt::format("0 ms ({}'s ended {} ms +-{} before {}'s began, {:.2f}s)",
+                           node_name(c->a), c->length_ms, c->error_ms, node_name(c->b),
+                           seconds(c->begin_ms));
+    }
+    return "0 ms";
+}
+
 /// The lease rows (from the /status lease fields): "-" for a daemon without the lease.
 void lease_rows(const std::vector<RunResult>& runs, std::vector<Row>& rows) {
     Row overlap{"lease overlap (longest)", {}};
@@ -64,16 +79,10 @@ void lease_rows(const std::vector<RunResult>& runs, std::vector<Row>& rows) {
             without.cells.push_back("-");
             continue;
         }
-        const std::string error = fmt::format("polling error <= {} ms", l.polling_error_ms);
-        overlap.cells.push_back(
-            l.longest_overlap
-                ? fmt::format("{} ms, {}+{} at {:.2f}s ({})", l.longest_overlap->length_ms,
-                              node_name(l.longest_overlap->a), node_name(l.longest_overlap->b),
-                              static_cast<double>(l.longest_overlap->begin_ms) / 1000.0, error)
-                : fmt::format("0 ms ({})", error));
-        without.cells.push_back(
-            fmt::format("{} ms (from {:.2f}s)", l.longest_without_ms,
-                        static_cast<double>(l.longest_without_from_ms) / 1000.0));
+        overlap.cells.push_back(lease_overlap_cell(l));
+        without.cells.push_back(fmt::format(
+            "{} ms +-{} (from {:.2f}s)", l.longest_without_ms, l.longest_without_error_ms,
+            static_cast<double>(l.longest_without_from_ms) / 1000.0));
     }
     rows.push_back(overlap);
     rows.push_back(without);
@@ -319,20 +328,25 @@ nlohmann::json metadata_json(const RunResult& r) {
     };
 }
 
-nlohmann::json lease_json(const LeaseSummary& l) {
-    nlohmann::json overlap = nullptr;
-    if (l.longest_overlap) {
-        overlap = {{"a", node_name(l.longest_overlap->a)},
-                   {"b", node_name(l.longest_overlap->b)},
-                   {"begin_ms", l.longest_overlap->begin_ms},
-                   {"length_ms", l.longest_overlap->length_ms}};
+nlohmann::json overlap_json(const std::optional<LeaseOverlap>& o) {
+    if (!o) {
+        return nullptr;
     }
+    return {{"a", node_name(o->a)},
+            {"b", node_name(o->b)},
+            {"begin_ms", o->begin_ms},
+            {"length_ms", o->length_ms},
+            {"error_ms", o->error_ms}};
+}
+
+nlohmann::json lease_json(const LeaseSummary& l) {
     return {{"reported", l.reported},
             {"longest_overlap_ms", l.longest_overlap ? l.longest_overlap->length_ms : 0},
-            {"longest_overlap", overlap},
+            {"longest_overlap", overlap_json(l.longest_overlap)},
+            {"closest", overlap_json(l.closest)},
             {"longest_without_ms", l.longest_without_ms},
             {"longest_without_from_ms", l.longest_without_from_ms},
-            {"polling_error_ms", l.polling_error_ms}};
+            {"longest_without_error_ms", l.longest_without_error_ms}};
 }
 
 nlohmann::json replacements_json(const RunResult& r) {

@@ -767,12 +767,12 @@ void collect(RunResult& result, const Recorder& rec) {
     result.lease =
         lease_summary(result.node_count, result.observations, result.faults, result.end_ms);
     const auto& overlap = result.lease.longest_overlap;
-    if (overlap && overlap->length_ms > result.lease.polling_error_ms) {
+    if (overlap && overlap->length_ms > overlap->error_ms) {
         result.warnings.push_back(fmt::format(
             "{} and {} both held a valid leader lease for {} ms from {:.3f}s (polling error at "
             "most {} ms)",
             node_name(overlap->a), node_name(overlap->b), overlap->length_ms,
-            static_cast<double>(overlap->begin_ms) / 1000.0, result.lease.polling_error_ms));
+            static_cast<double>(overlap->begin_ms) / 1000.0, overlap->error_ms));
     }
 }
 

@@ -84,10 +84,29 @@ TEST_CASE("a lease ends at the answer that no longer shows it, or at the kill") 
     }
 }
 
-TEST_CASE("the polling error is twice the longest round trip plus the rounding") {
-    const std::vector<Observation> obs{lease(0, A, 1, 200, 3), lease(50, A, 1, 200, 7)};
-    const LeaseSummary s = lease_summary(kNodes, obs, {}, 1000);
-    CHECK(s.polling_error_ms == 16);
+TEST_CASE("an overlap's or a gap's error is the round trips of the answers at its ends") {
+    SECTION("an overlap") {
+        const std::vector<Observation> obs{lease(0, A, 1, 200, 3), lease(50, A, 1, 200, 7),
+                                           lease(240, B, 2, 200, 2)};
+        const LeaseSummary s = lease_summary(kNodes, obs, {}, 1000);
+        REQUIRE(s.longest_overlap);
+        CHECK(s.longest_overlap->length_ms == 10);
+        CHECK(s.longest_overlap->error_ms == (7 + 1) + (2 + 1));
+    }
+    SECTION("the closest approach and the gap") {
+        const std::vector<Observation> obs{lease(0, A, 1, 200, 3),
+                                           no_lease(150, A, ObservedRole::Follower, 2),
+                                           lease(400, B, 2, 200, 5)};
+        const LeaseSummary s = lease_summary(kNodes, obs, {killed(100, A)}, 600);
+        CHECK_FALSE(s.longest_overlap);
+        REQUIRE(s.closest);
+        CHECK(s.closest->a == A);
+        CHECK(s.closest->b == B);
+        CHECK(s.closest->length_ms == 300);
+        CHECK(s.closest->error_ms == 0 + (5 + 1));  // the kill is exact
+        CHECK(s.longest_without_ms == 300);
+        CHECK(s.longest_without_error_ms == 6);
+    }
 }
 
 TEST_CASE("a daemon without the lease field reports nothing") {
