@@ -49,6 +49,135 @@ void schedule_wipe(Simulator& sim, std::int64_t start, std::int64_t end) {
     }
 }
 
+/// One fault episode over [start, end]: schedules its beginning and its end.
+struct Episode {
+    Simulator& sim;
+    Rng& rng;
+    std::int64_t start = 0;
+    std::int64_t end = 0;
+    std::size_t n = 0;
+    void both(FaultKind begin, FaultKind finish, FaultAction f) const {
+        f.kind = begin;
+        sim.schedule(Millis{start}, f);
+        f.kind = finish;
+        sim.schedule(Millis{end}, f);
+    }
+    /// Both directions of every link of `a` drop (the connections stay up).
+    void silence(NodeId a, bool inbound_only) const {
+        for (std::uint16_t j = 0; j < n; ++j) {
+            if (j != a.value) {
+                if (!inbound_only) {
+                    both(FaultKind::Blackhole, FaultKind::Unblackhole,
+                         FaultAction{{}, a, NodeId{j}, 0, 0});
+                }
+                both(FaultKind::Blackhole, FaultKind::Unblackhole,
+                     FaultAction{{}, NodeId{j}, a, 0, 0});
+            }
+        }
+    }
+};
+
+/// Loss, duplication, reordering, slowed links: true when `kind` is one of them.
+bool schedule_message_fault(const Episode& e, bool FaultMix::*kind) {
+    Rng& rng = e.rng;
+    if (kind == &FaultMix::loss) {
+        e.both(
+            FaultKind::BeginLoss, FaultKind::EndLoss,
+            FaultAction{{}, {}, {}, 0, static_cast<std::uint32_t>(rng.between(20'000, 300'000))});
+    } else if (kind == &FaultMix::duplication) {
+        e.both(
+            FaultKind::BeginDuplication, FaultKind::EndDuplication,
+            FaultAction{{}, {}, {}, 0, static_cast<std::uint32_t>(rng.between(20'000, 200'000))});
+    } else if (kind == &FaultMix::reorder) {
+        e.both(FaultKind::BeginReorder, FaultKind::EndReorder, FaultAction{});
+    } else if (kind == &FaultMix::latency) {
+        const auto [a, b] = random_pair(rng, e.n);
+        e.both(FaultKind::SlowLink, FaultKind::UnslowLink,
+               FaultAction{{}, a, b, 0, static_cast<std::uint32_t>(rng.between(20, 300))});
+    } else {
+        return false;
+    }
+    return true;
+}
+
+/// Cuts, partitions, one-way and two-way blackholes, isolations: true when `kind` is one.
+bool schedule_link_fault(const Episode& e, bool FaultMix::*kind) {
+    Rng& rng = e.rng;
+    if (kind == &FaultMix::cut) {
+        const auto [a, b] = random_pair(rng, e.n);
+        e.both(FaultKind::Cut, FaultKind::Heal, FaultAction{{}, a, b, 0, 0});
+    } else if (kind == &FaultMix::partition) {
+        const std::uint64_t full = NodeSet::first(e.n).bits;
+        const std::uint64_t mask = 1 + rng.below(full - 1);  // non-empty, not everyone
+        e.both(FaultKind::Partition, FaultKind::Unpartition, FaultAction{{}, {}, {}, mask, 0});
+    } else if (kind == &FaultMix::asymmetric) {
+        const auto [a, b] = random_pair(rng, e.n);
+        if (rng.below(2) == 0) {
+            e.both(FaultKind::Blackhole, FaultKind::Unblackhole, FaultAction{{}, a, b, 0, 0});
+        } else {  // a deaf node: hears nobody, everybody hears it
+            e.silence(a, true);
+        }
+    } else if (kind == &FaultMix::blackhole) {
+        // An open-connection blackhole: a-b drops every message both ways, and neither end
+        // is told (no peer_down): only heartbeat checks and check-quorum can notice.
+        const auto [a, b] = random_pair(rng, e.n);
+        e.both(FaultKind::Blackhole, FaultKind::Unblackhole, FaultAction{{}, a, b, 0, 0});
+        e.both(FaultKind::Blackhole, FaultKind::Unblackhole, FaultAction{{}, b, a, 0, 0});
+    } else if (kind == &FaultMix::isolate) {
+        // A node silently cut off: every link of it drops both ways, the connections stay
+        // up (no peer_down anywhere): a leader keeps its lease until it ends on its own clock.
+        e.silence(random_node(rng, e.n), false);
+    } else {
+        return false;
+    }
+    return true;
+}
+
+/// Crashes, repairs, wipes, transfers, pauses.
+void schedule_node_fault(const Episode& e, bool FaultMix::*kind) {
+    Rng& rng = e.rng;
+    if (kind == &FaultMix::crash) {
+        e.both(FaultKind::Crash, FaultKind::Restart,
+               FaultAction{{}, random_node(rng, e.n), {}, 0, 0});
+    } else if (kind == &FaultMix::repair) {
+        // A crash that loses 1..12 stored entries of the log's tail, then --repair.
+        const NodeId a = random_node(rng, e.n);
+        e.both(FaultKind::CorruptRepair, FaultKind::Restart,
+               FaultAction{{}, a, {}, 0, static_cast<std::uint32_t>(rng.between(1, 12))});
+    } else if (kind == &FaultMix::wipe) {
+        schedule_wipe(e.sim, e.start, e.end);
+    } else if (kind == &FaultMix::transfer) {
+        // The operator hands leadership over, one to three times in the episode, to a
+        // random node (refused when it is not connected to the leader).
+        const std::int64_t count = rng.between(1, 3);
+        for (std::int64_t k = 0; k < count; ++k) {
+            e.sim.schedule(Millis{rng.between(e.start, e.end)},
+                           FaultAction{FaultKind::Transfer, {}, random_node(rng, e.n), 0, 0});
+        }
+    } else if (kind == &FaultMix::pause) {
+        e.sim.schedule(Millis{e.start}, FaultAction{FaultKind::Pause,
+                                                    random_node(rng, e.n),
+                                                    {},
+                                                    0,
+                                                    static_cast<std::uint32_t>(e.end - e.start)});
+    }
+}
+
+/// A bit flip in a node's durable log (storage faults, one run in two): it crashes, a restart
+/// attempt is refused, and the operator repairs it at the end of the episode (HealAll repairs
+/// it otherwise).
+void schedule_bit_flip(Simulator& sim, std::int64_t window) {
+    Rng& rng = sim.rng();
+    const NodeId a = random_node(rng, sim.size());
+    const std::int64_t start = rng.between(100, window - 200);
+    const std::int64_t end = std::min(start + rng.between(100, 2500), window - 50);
+    sim.schedule(Millis{start}, FaultAction{FaultKind::BitFlip, a, {}, 0, 0});
+    sim.schedule(Millis{(start + end) / 2}, FaultAction{FaultKind::Restart, a, {}, 0, 0});
+    if (rng.below(2) == 0) {
+        sim.schedule(Millis{end}, FaultAction{FaultKind::Repair, a, {}, 0, 0});
+    }
+}
+
 /// Schedules `options.episodes` random fault episodes and the final HealAll.
 void schedule_faults(Simulator& sim, const RunOptions& options) {
     std::vector<bool FaultMix::*> enabled;
@@ -65,102 +194,13 @@ void schedule_faults(Simulator& sim, const RunOptions& options) {
         bool FaultMix::*kind = enabled[rng.below(enabled.size())];
         const std::int64_t start = rng.between(100, window - 200);
         const std::int64_t end = std::min(start + rng.between(100, 2500), window - 50);
-        const auto length = static_cast<std::uint32_t>(end - start);
-        auto at = [](std::int64_t ms) { return Millis{ms}; };
-        auto both = [&](FaultKind begin, FaultKind finish, FaultAction f) {
-            f.kind = begin;
-            sim.schedule(at(start), f);
-            f.kind = finish;
-            sim.schedule(at(end), f);
-        };
-        if (kind == &FaultMix::loss) {
-            both(FaultKind::BeginLoss, FaultKind::EndLoss,
-                 FaultAction{
-                     {}, {}, {}, 0, static_cast<std::uint32_t>(rng.between(20'000, 300'000))});
-        } else if (kind == &FaultMix::duplication) {
-            both(FaultKind::BeginDuplication, FaultKind::EndDuplication,
-                 FaultAction{
-                     {}, {}, {}, 0, static_cast<std::uint32_t>(rng.between(20'000, 200'000))});
-        } else if (kind == &FaultMix::reorder) {
-            both(FaultKind::BeginReorder, FaultKind::EndReorder, FaultAction{});
-        } else if (kind == &FaultMix::latency) {
-            const auto [a, b] = random_pair(rng, n);
-            both(FaultKind::SlowLink, FaultKind::UnslowLink,
-                 FaultAction{{}, a, b, 0, static_cast<std::uint32_t>(rng.between(20, 300))});
-        } else if (kind == &FaultMix::cut) {
-            const auto [a, b] = random_pair(rng, n);
-            both(FaultKind::Cut, FaultKind::Heal, FaultAction{{}, a, b, 0, 0});
-        } else if (kind == &FaultMix::partition) {
-            const std::uint64_t full = NodeSet::first(n).bits;
-            const std::uint64_t mask = 1 + rng.below(full - 1);  // non-empty, not everyone
-            both(FaultKind::Partition, FaultKind::Unpartition, FaultAction{{}, {}, {}, mask, 0});
-        } else if (kind == &FaultMix::asymmetric) {
-            const auto [a, b] = random_pair(rng, n);
-            if (rng.below(2) == 0) {
-                both(FaultKind::Blackhole, FaultKind::Unblackhole, FaultAction{{}, a, b, 0, 0});
-            } else {  // a deaf node: hears nobody, everybody hears it
-                for (std::uint16_t j = 0; j < n; ++j) {
-                    if (j != a.value) {
-                        both(FaultKind::Blackhole, FaultKind::Unblackhole,
-                             FaultAction{{}, NodeId{j}, a, 0, 0});
-                    }
-                }
-            }
-        } else if (kind == &FaultMix::crash) {
-            both(FaultKind::Crash, FaultKind::Restart,
-                 FaultAction{{}, random_node(rng, n), {}, 0, 0});
-        } else if (kind == &FaultMix::repair) {
-            // A crash that loses 1..12 stored entries of the log's tail, then --repair.
-            both(FaultKind::CorruptRepair, FaultKind::Restart,
-                 FaultAction{{},
-                             random_node(rng, n),
-                             {},
-                             0,
-                             static_cast<std::uint32_t>(rng.between(1, 12))});
-        } else if (kind == &FaultMix::wipe) {
-            schedule_wipe(sim, start, end);
-        } else if (kind == &FaultMix::blackhole) {
-            // An open-connection blackhole: a-b drops every message both ways, and neither end
-            // is told (no peer_down): only heartbeat checks and check-quorum can notice.
-            const auto [a, b] = random_pair(rng, n);
-            both(FaultKind::Blackhole, FaultKind::Unblackhole, FaultAction{{}, a, b, 0, 0});
-            both(FaultKind::Blackhole, FaultKind::Unblackhole, FaultAction{{}, b, a, 0, 0});
-        } else if (kind == &FaultMix::isolate) {
-            // A node silently cut off: every link of it drops both ways, the connections stay
-            // up (no peer_down anywhere): a leader keeps its lease until it ends on its own clock.
-            const NodeId a = random_node(rng, n);
-            for (std::uint16_t j = 0; j < n; ++j) {
-                if (j != a.value) {
-                    both(FaultKind::Blackhole, FaultKind::Unblackhole,
-                         FaultAction{{}, a, NodeId{j}, 0, 0});
-                    both(FaultKind::Blackhole, FaultKind::Unblackhole,
-                         FaultAction{{}, NodeId{j}, a, 0, 0});
-                }
-            }
-        } else if (kind == &FaultMix::transfer) {
-            // The operator hands leadership over, one to three times in the episode, to a
-            // random node (refused when it is not connected to the leader).
-            const std::int64_t count = rng.between(1, 3);
-            for (std::int64_t k = 0; k < count; ++k) {
-                sim.schedule(at(rng.between(start, end)),
-                             FaultAction{FaultKind::Transfer, {}, random_node(rng, n), 0, 0});
-            }
-        } else if (kind == &FaultMix::pause) {
-            sim.schedule(at(start),
-                         FaultAction{FaultKind::Pause, random_node(rng, n), {}, 0, length});
+        const Episode episode{sim, rng, start, end, n};
+        if (!schedule_message_fault(episode, kind) && !schedule_link_fault(episode, kind)) {
+            schedule_node_fault(episode, kind);
         }
     }
     if (options.storage_faults && options.log && n > 1 && window > 400 && rng.below(2) == 0) {
-        // A bit flip in a node's durable log: it crashes, a restart attempt is refused, and the
-        // operator repairs it at the end of the episode (HealAll repairs it otherwise).
-        const NodeId a = random_node(rng, n);
-        const std::int64_t start = rng.between(100, window - 200);
-        const std::int64_t end = std::min(start + rng.between(100, 2500), window - 50);
-        sim.schedule(Millis{start}, FaultAction{FaultKind::BitFlip, a, {}, 0, 0});
-        sim.schedule(Millis{(start + end) / 2}, FaultAction{FaultKind::Restart, a, {}, 0, 0});
-        if (rng.below(2) == 0) {
-            sim.schedule(Millis{end}, FaultAction{FaultKind::Repair, a, {}, 0, 0});
-        }
+        schedule_bit_flip(sim, window);
     }
     sim.schedule(options.fault_window, FaultAction{FaultKind::HealAll, {}, {}, 0, 0});
 }
