@@ -80,9 +80,12 @@ void lease_rows(const std::vector<RunResult>& runs, std::vector<Row>& rows) {
             continue;
         }
         overlap.cells.push_back(lease_overlap_cell(l));
-        without.cells.push_back(fmt::format(
-            "{} ms +-{} (from {:.2f}s)", l.longest_without_ms, l.longest_without_error_ms,
-            static_cast<double>(l.longest_without_from_ms) / 1000.0));
+        without.cells.push_back(
+            l.longest_without_ms == 0
+                ? std::string("0 ms")
+                : fmt::format("{} ms +-{} (from {:.2f}s)", l.longest_without_ms,
+                              l.longest_without_error_ms,
+                              static_cast<double>(l.longest_without_from_ms) / 1000.0));
     }
     rows.push_back(overlap);
     rows.push_back(without);
