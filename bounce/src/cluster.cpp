@@ -72,6 +72,39 @@ fs::path make_temp_dir() {
     return fs::path(buf.data());
 }
 
+/// A node's config: the cluster's settings with `node_list` as its nodes.
+nlohmann::json config_doc(const ClusterOptions& options, const fs::path& dir,
+                          nlohmann::json node_list) {
+    nlohmann::json doc{{"cluster", "bounce"},
+                       {"nodes", std::move(node_list)},
+                       {"profile", options.profile},
+                       {"scouting", options.scouting},
+                       {"data_dir", (dir / "data" / "{id}").string()},
+                       {"tls", nullptr},
+                       // Loopback demo cluster behind the fault proxy (SECURITY.md).
+                       {"insecure", true},
+                       {"log", {{"format", "text"}, {"level", "info"}}}};
+    if (!options.backoff.empty()) {
+        doc["backoff"] = options.backoff;
+    }
+    return doc;
+}
+
+nlohmann::json node_entry(NodeIndex i, const tcp::endpoint& peer, const tcp::endpoint& http) {
+    return {{"id", node_name(i)}, {"peer", address(peer)}, {"http", address(http)}};
+}
+
+/// Writes node i's config (its path and log path set in `node`).
+void write_config(NodeProcess& node, NodeIndex i, const fs::path& dir, const nlohmann::json& doc) {
+    node.config_path = dir / (node_name(i) + ".json");
+    node.log_path = dir / (node_name(i) + ".log");
+    std::ofstream out(node.config_path);
+    out << doc.dump(2) << "\n";
+    if (!out) {
+        throw std::runtime_error("cannot write " + node.config_path.string());
+    }
+}
+
 }  // namespace
 
 Cluster::Cluster(asio::io_context& io, ClusterOptions options)
@@ -80,7 +113,6 @@ Cluster::Cluster(asio::io_context& io, ClusterOptions options)
       proxy_(io, options_.node_count, options_.seed),
       nodes_(options_.node_count + options_.spares) {
     try {
-        const std::size_t n = options_.node_count;
         std::set<std::uint16_t> taken;
         std::vector<tcp::acceptor> held;  // closed at the end of this block, before any start
         for (NodeIndex i = 0; i < nodes_.size(); ++i) {
@@ -89,72 +121,45 @@ Cluster::Cluster(asio::io_context& io, ClusterOptions options)
             nodes_[i].http =
                 tcp::endpoint(asio::ip::address_v4::loopback(), free_port(io, taken, held));
         }
-        // proxy_for[i][j]: where node i dials node j.
-        std::vector<std::vector<tcp::endpoint>> proxy_for(n, std::vector<tcp::endpoint>(n));
-        for (NodeIndex i = 0; i < n; ++i) {
-            for (NodeIndex j = 0; j < n; ++j) {
-                if (i != j) {
-                    proxy_for[i][j] = proxy_.add_route({i, j}, nodes_[j].peer);
-                }
-            }
-        }
-        fs::create_directories(dir_ / "data");
-        nlohmann::json real_nodes = nlohmann::json::array();
-        for (NodeIndex i = 0; i < n; ++i) {
-            real_nodes.push_back({{"id", node_name(i)},
-                                  {"peer", address(nodes_[i].peer)},
-                                  {"http", address(nodes_[i].http)}});
-        }
-        auto base = [&](nlohmann::json node_list) {
-            nlohmann::json doc{{"cluster", "bounce"},
-                               {"nodes", std::move(node_list)},
-                               {"profile", options_.profile},
-                               {"scouting", options_.scouting},
-                               {"data_dir", (dir_ / "data" / "{id}").string()},
-                               {"tls", nullptr},
-                               // Loopback demo cluster behind the fault proxy (SECURITY.md).
-                               {"insecure", true},
-                               {"log", {{"format", "text"}, {"level", "info"}}}};
-            if (!options_.backoff.empty()) {
-                doc["backoff"] = options_.backoff;
-            }
-            return doc;
-        };
-        std::ofstream(dir_ / "cluster.json") << base(real_nodes).dump(2) << "\n";
-        for (NodeIndex i = 0; i < n; ++i) {
-            nlohmann::json list = nlohmann::json::array();
-            for (NodeIndex j = 0; j < n; ++j) {
-                const tcp::endpoint peer = i == j ? nodes_[j].peer : proxy_for[i][j];
-                list.push_back({{"id", node_name(j)},
-                                {"peer", address(peer)},
-                                {"http", address(nodes_[j].http)}});
-            }
-            nodes_[i].config_path = dir_ / (node_name(i) + ".json");
-            nodes_[i].log_path = dir_ / (node_name(i) + ".log");
-            std::ofstream out(nodes_[i].config_path);
-            out << base(list).dump(2) << "\n";
-            if (!out) {
-                throw std::runtime_error("cannot write " + nodes_[i].config_path.string());
-            }
-        }
-        // A spare's config lists only itself: it is not a member until it joins (--join).
-        for (NodeIndex i = n; i < nodes_.size(); ++i) {
-            nodes_[i].config_path = dir_ / (node_name(i) + ".json");
-            nodes_[i].log_path = dir_ / (node_name(i) + ".log");
-            std::ofstream out(nodes_[i].config_path);
-            out << base(nlohmann::json::array({{{"id", node_name(i)},
-                                                {"peer", address(nodes_[i].peer)},
-                                                {"http", address(nodes_[i].http)}}}))
-                       .dump(2)
-                << "\n";
-            if (!out) {
-                throw std::runtime_error("cannot write " + nodes_[i].config_path.string());
-            }
-        }
+        write_configs();
     } catch (...) {
         std::error_code ec;
         fs::remove_all(dir_, ec);
         throw;
+    }
+}
+
+void Cluster::write_configs() {
+    const std::size_t n = options_.node_count;
+    // proxy_for[i][j]: where node i dials node j.
+    std::vector<std::vector<tcp::endpoint>> proxy_for(n, std::vector<tcp::endpoint>(n));
+    for (NodeIndex i = 0; i < n; ++i) {
+        for (NodeIndex j = 0; j < n; ++j) {
+            if (i != j) {
+                proxy_for[i][j] = proxy_.add_route({i, j}, nodes_[j].peer);
+            }
+        }
+    }
+    fs::create_directories(dir_ / "data");
+    nlohmann::json real_nodes = nlohmann::json::array();
+    for (NodeIndex i = 0; i < n; ++i) {
+        real_nodes.push_back(node_entry(i, nodes_[i].peer, nodes_[i].http));
+    }
+    std::ofstream(dir_ / "cluster.json") << config_doc(options_, dir_, real_nodes).dump(2) << "\n";
+    for (NodeIndex i = 0; i < n; ++i) {
+        nlohmann::json list = nlohmann::json::array();
+        for (NodeIndex j = 0; j < n; ++j) {
+            list.push_back(
+                node_entry(j, i == j ? nodes_[j].peer : proxy_for[i][j], nodes_[j].http));
+        }
+        write_config(nodes_[i], i, dir_, config_doc(options_, dir_, list));
+    }
+    // A spare's config lists only itself: it is not a member until it joins (--join).
+    for (NodeIndex i = n; i < nodes_.size(); ++i) {
+        write_config(
+            nodes_[i], i, dir_,
+            config_doc(options_, dir_,
+                       nlohmann::json::array({node_entry(i, nodes_[i].peer, nodes_[i].http)})));
     }
 }
 

@@ -100,46 +100,15 @@ MetadataPageBody parse_metadata_page(const std::string& body) {
     return page;
 }
 
-LogVerdict check_log(const std::vector<ProposalRecord>& proposals,
-                     const std::vector<NodeLog>& logs) {
-    Checker c;
-    std::unordered_map<std::string, const ProposalRecord*> by_key;
-    for (const ProposalRecord& p : proposals) {
-        by_key.emplace(proposal_key(p.seq), &p);
-        switch (p.outcome) {
-            case ProposalOutcome::Acknowledged:
-                c.v.acknowledged += 1;
-                break;
-            case ProposalOutcome::Unknown:
-                c.v.unknown += 1;
-                break;
-            case ProposalOutcome::Refused:
-                c.v.refused += 1;
-                break;
-        }
-    }
+namespace {
 
-    std::vector<const NodeLog*> read;
-    for (const NodeLog& log : logs) {
-        if (log.read) {
-            read.push_back(&log);
-        } else {
-            c.v.warnings.push_back(node_name(log.node) + ": committed log not read: " + log.error);
-        }
-    }
-    c.v.nodes_read = read.size();
-    if (read.empty()) {
-        if (c.v.acknowledged > 0) {
-            c.violation(
-                "no node's committed log could be read, so no acknowledged entry can "
-                "be found");
-        }
-        return c.v;
-    }
+using ByKey = std::unordered_map<std::string, const ProposalRecord*>;
+using AtLsn = std::vector<std::map<LogLsn, const LogEntry*>>;
 
-    // Per node: LSN order, each key at most once, refused keys never.
-    std::vector<std::map<LogLsn, const LogEntry*>> at_lsn(read.size());
-    std::unordered_map<std::string, bool> committed_somewhere;
+/// Per node: LSN order, each key at most once, refused keys never. Fills `at_lsn` and the keys
+/// committed somewhere.
+void check_each_log(Checker& c, const std::vector<const NodeLog*>& read, const ByKey& by_key,
+                    AtLsn& at_lsn, std::unordered_map<std::string, bool>& committed_somewhere) {
     for (std::size_t n = 0; n < read.size(); ++n) {
         const NodeLog& log = *read[n];
         const std::string who = node_name(log.node);
@@ -171,59 +140,53 @@ LogVerdict check_log(const std::vector<ProposalRecord>& proposals,
             }
         }
     }
-    for (const ProposalRecord& p : proposals) {
-        if (p.outcome == ProposalOutcome::Unknown &&
-            committed_somewhere.count(proposal_key(p.seq))) {
-            c.v.unknown_committed += 1;
-        }
-    }
+}
 
-    // Every acknowledged entry on every node whose committed log reaches its LSN.
-    std::vector<bool> lag_reported(read.size(), false);
-    for (const ProposalRecord& p : proposals) {
-        if (p.outcome != ProposalOutcome::Acknowledged) {
+/// One acknowledged entry on every node whose committed log reaches its LSN.
+void check_acknowledged(Checker& c, const ProposalRecord& p,
+                        const std::vector<const NodeLog*>& read, const AtLsn& at_lsn,
+                        std::vector<bool>& lag_reported) {
+    const std::string key = proposal_key(p.seq);
+    if (!p.lsn) {
+        c.violation(key + ": acknowledged without an LSN");
+        return;
+    }
+    const LogLsn lsn = *p.lsn;
+    bool covered = false;
+    for (std::size_t n = 0; n < read.size(); ++n) {
+        const NodeLog& log = *read[n];
+        if (log.end < lsn) {
+            if (!lag_reported[n]) {
+                lag_reported[n] = true;
+                c.v.warnings.push_back(
+                    fmt::format("{}: committed log ends at {}, before acknowledged entries "
+                                "(e.g. {} at {}): "
+                                "not caught up when read",
+                                node_name(log.node), to_string(log.end), key, to_string(lsn)));
+            }
             continue;
         }
-        const std::string key = proposal_key(p.seq);
-        if (!p.lsn) {
-            c.violation(key + ": acknowledged without an LSN");
-            continue;
-        }
-        const LogLsn lsn = *p.lsn;
-        bool covered = false;
-        for (std::size_t n = 0; n < read.size(); ++n) {
-            const NodeLog& log = *read[n];
-            if (log.end < lsn) {
-                if (!lag_reported[n]) {
-                    lag_reported[n] = true;
-                    c.v.warnings.push_back(
-                        fmt::format("{}: committed log ends at {}, before acknowledged entries "
-                                    "(e.g. {} at {}): "
-                                    "not caught up when read",
-                                    node_name(log.node), to_string(log.end), key, to_string(lsn)));
-                }
-                continue;
-            }
-            covered = true;
-            const auto it = at_lsn[n].find(lsn);
-            if (it == at_lsn[n].end()) {
-                c.violation(
-                    fmt::format("{}: acknowledged {} at {} is missing (committed log "
-                                "reaches {})",
-                                node_name(log.node), key, to_string(lsn), to_string(log.end)));
-            } else if (it->second->key != key || it->second->value != proposal_value(p.seq)) {
-                c.violation(fmt::format("{}: acknowledged {} at {} but the log holds {}",
-                                        node_name(log.node), key, to_string(lsn),
-                                        describe(*it->second)));
-            }
-        }
-        if (!covered) {
-            c.violation(fmt::format("acknowledged {} at {} is beyond every node's committed log",
-                                    key, to_string(lsn)));
+        covered = true;
+        const auto it = at_lsn[n].find(lsn);
+        if (it == at_lsn[n].end()) {
+            c.violation(
+                fmt::format("{}: acknowledged {} at {} is missing (committed log "
+                            "reaches {})",
+                            node_name(log.node), key, to_string(lsn), to_string(log.end)));
+        } else if (it->second->key != key || it->second->value != proposal_value(p.seq)) {
+            c.violation(fmt::format("{}: acknowledged {} at {} but the log holds {}",
+                                    node_name(log.node), key, to_string(lsn),
+                                    describe(*it->second)));
         }
     }
+    if (!covered) {
+        c.violation(fmt::format("acknowledged {} at {} is beyond every node's committed log", key,
+                                to_string(lsn)));
+    }
+}
 
-    // The committed logs are prefixes of one another.
+/// The committed logs are prefixes of one another.
+void check_prefixes(Checker& c, const std::vector<const NodeLog*>& read) {
     for (std::size_t a = 0; a < read.size(); ++a) {
         for (std::size_t b = a + 1; b < read.size(); ++b) {
             const auto& x = read[a]->entries;
@@ -240,6 +203,67 @@ LogVerdict check_log(const std::vector<ProposalRecord>& proposals,
             }
         }
     }
+}
+
+/// Counts the outcomes and indexes the proposals by key.
+ByKey count_outcomes(Checker& c, const std::vector<ProposalRecord>& proposals) {
+    ByKey by_key;
+    for (const ProposalRecord& p : proposals) {
+        by_key.emplace(proposal_key(p.seq), &p);
+        switch (p.outcome) {
+            case ProposalOutcome::Acknowledged:
+                c.v.acknowledged += 1;
+                break;
+            case ProposalOutcome::Unknown:
+                c.v.unknown += 1;
+                break;
+            case ProposalOutcome::Refused:
+                c.v.refused += 1;
+                break;
+        }
+    }
+    return by_key;
+}
+
+}  // namespace
+
+LogVerdict check_log(const std::vector<ProposalRecord>& proposals,
+                     const std::vector<NodeLog>& logs) {
+    Checker c;
+    const ByKey by_key = count_outcomes(c, proposals);
+    std::vector<const NodeLog*> read;
+    for (const NodeLog& log : logs) {
+        if (log.read) {
+            read.push_back(&log);
+        } else {
+            c.v.warnings.push_back(node_name(log.node) + ": committed log not read: " + log.error);
+        }
+    }
+    c.v.nodes_read = read.size();
+    if (read.empty()) {
+        if (c.v.acknowledged > 0) {
+            c.violation(
+                "no node's committed log could be read, so no acknowledged entry can "
+                "be found");
+        }
+        return c.v;
+    }
+    AtLsn at_lsn(read.size());
+    std::unordered_map<std::string, bool> committed_somewhere;
+    check_each_log(c, read, by_key, at_lsn, committed_somewhere);
+    for (const ProposalRecord& p : proposals) {
+        if (p.outcome == ProposalOutcome::Unknown &&
+            committed_somewhere.count(proposal_key(p.seq))) {
+            c.v.unknown_committed += 1;
+        }
+    }
+    std::vector<bool> lag_reported(read.size(), false);
+    for (const ProposalRecord& p : proposals) {
+        if (p.outcome == ProposalOutcome::Acknowledged) {
+            check_acknowledged(c, p, read, at_lsn, lag_reported);
+        }
+    }
+    check_prefixes(c, read);
     return c.v;
 }
 

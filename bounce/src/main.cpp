@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <variant>
 
 #include "conclave/bounce/cluster.hpp"
@@ -44,62 +45,29 @@ fs::path self_exe(const char* argv0) {
     return ec ? fs::path(argv0) : p;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-    const auto parsed = parse_options(argc, argv);
-    if (std::holds_alternative<HelpRequested>(parsed)) {
-        fmt::print("{}", usage());
-        return kExitOk;
-    }
-    if (const auto* error = std::get_if<std::string>(&parsed)) {
-        fmt::print(stderr, "leader-bounce: {}\n(leader-bounce --help for usage)\n", *error);
-        return kExitUsage;
-    }
-    const Options options = std::get<Options>(parsed);
-
-    fs::path conclaved;
+/// The daemon to run: --conclaved, else found next to leader-bounce; nullopt (with the reason
+/// on stderr) when there is none.
+std::optional<fs::path> daemon_path(const Options& options, const char* argv0) {
     if (options.conclaved) {
-        conclaved = fs::absolute(*options.conclaved);
+        fs::path conclaved = fs::absolute(*options.conclaved);
         if (!fs::is_regular_file(conclaved) || ::access(conclaved.c_str(), X_OK) != 0) {
             fmt::print(stderr, "leader-bounce: --conclaved: {} is not an executable file\n",
                        conclaved.string());
-            return kExitUsage;
+            return std::nullopt;
         }
-    } else if (auto found = find_conclaved(self_exe(argv[0]))) {
-        conclaved = *found;
-    } else {
-        fmt::print(stderr,
-                   "leader-bounce: cannot find conclaved (looked next to leader-bounce, in "
-                   "../tools/ and in build/release/tools/); pass --conclaved PATH\n");
-        return kExitUsage;
+        return conclaved;
     }
+    if (auto found = find_conclaved(self_exe(argv0))) {
+        return *found;
+    }
+    fmt::print(stderr,
+               "leader-bounce: cannot find conclaved (looked next to leader-bounce, in "
+               "../tools/ and in build/release/tools/); pass --conclaved PATH\n");
+    return std::nullopt;
+}
 
-    std::vector<bool> modes;
-    if (options.compare) {
-        modes = {true, false};
-    } else {
-        modes = {options.scouting};
-    }
-    std::vector<RunResult> runs;
-    try {
-        for (bool scouting : modes) {
-            runs.push_back(run_scenario(options, scouting, conclaved));
-            if (runs.back().kept_dir) {
-                fmt::print("kept {}\n", runs.back().kept_dir->string());
-            }
-        }
-    } catch (const Interrupted&) {
-        fmt::print(stderr,
-                   "\nleader-bounce: interrupted; every daemon stopped, temporary files "
-                   "removed\n");
-        return kExitInterrupted;
-    } catch (const std::exception& e) {
-        fmt::print(stderr, "leader-bounce: {}\n", e.what());
-        return kExitFailure;
-    }
-
-    fmt::print("{}", summary_table(runs));
+/// --html, --svg, --json. False when one could not be written.
+bool write_outputs(const Options& options, const std::vector<RunResult>& runs) {
     bool ok = true;
     if (options.html_path) {
         ok = write_file(*options.html_path, render_html(runs)) && ok;
@@ -114,6 +82,11 @@ int main(int argc, char** argv) {
         }
         ok = write_file(*options.json_path, j.dump(2) + "\n") && ok;
     }
+    return ok;
+}
+
+/// Reports the safety violations of the runs; true when there was one.
+bool report_unsafe(const std::vector<RunResult>& runs) {
     bool unsafe = false;
     for (const RunResult& r : runs) {
         if (!r.summary.safe()) {
@@ -132,9 +105,12 @@ int main(int argc, char** argv) {
             unsafe = true;
         }
     }
-    if (unsafe) {
-        return kExitUnsafe;
-    }
+    return unsafe;
+}
+
+/// Reports rolling-replace runs whose replacements did not all finish; true when all did.
+bool replacements_done(const std::vector<RunResult>& runs) {
+    bool ok = true;
     for (const RunResult& r : runs) {
         if (!r.replacements_complete()) {
             fmt::print(stderr, "leader-bounce: {}: {} of {} nodes replaced\n",
@@ -145,5 +121,50 @@ int main(int argc, char** argv) {
             ok = false;
         }
     }
-    return ok ? kExitOk : kExitFailure;
+    return ok;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const auto parsed = parse_options(argc, argv);
+    if (std::holds_alternative<HelpRequested>(parsed)) {
+        fmt::print("{}", usage());
+        return kExitOk;
+    }
+    if (const auto* error = std::get_if<std::string>(&parsed)) {
+        fmt::print(stderr, "leader-bounce: {}\n(leader-bounce --help for usage)\n", *error);
+        return kExitUsage;
+    }
+    const Options options = std::get<Options>(parsed);
+    const std::optional<fs::path> conclaved = daemon_path(options, argv[0]);
+    if (!conclaved) {
+        return kExitUsage;
+    }
+    const std::vector<bool> modes =
+        options.compare ? std::vector<bool>{true, false} : std::vector<bool>{options.scouting};
+    std::vector<RunResult> runs;
+    try {
+        for (bool scouting : modes) {
+            runs.push_back(run_scenario(options, scouting, *conclaved));
+            if (runs.back().kept_dir) {
+                fmt::print("kept {}\n", runs.back().kept_dir->string());
+            }
+        }
+    } catch (const Interrupted&) {
+        fmt::print(stderr,
+                   "\nleader-bounce: interrupted; every daemon stopped, temporary files "
+                   "removed\n");
+        return kExitInterrupted;
+    } catch (const std::exception& e) {
+        fmt::print(stderr, "leader-bounce: {}\n", e.what());
+        return kExitFailure;
+    }
+    fmt::print("{}", summary_table(runs));
+    const bool written = write_outputs(options, runs);
+    if (report_unsafe(runs)) {
+        return kExitUnsafe;
+    }
+    const bool replaced = replacements_done(runs);
+    return written && replaced ? kExitOk : kExitFailure;
 }

@@ -17,6 +17,35 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 
+namespace {
+
+/// The "lease" field: null or absent (not a leader, or a daemon without the lease), or
+/// {"valid": bool, "remaining_ms": 0..kMaxLeaseMs}. The remaining time of a valid lease.
+std::optional<std::int64_t> parse_lease(const nlohmann::json& j) {
+    constexpr std::int64_t kMaxLeaseMs = 86'400'000;  // far above any profile's lease
+    const auto it = j.find("lease");
+    if (it == j.end() || it->is_null()) {
+        return std::nullopt;
+    }
+    const nlohmann::json& lease = *it;
+    if (!lease.is_object() || !lease.contains("valid") || !lease["valid"].is_boolean() ||
+        !lease.contains("remaining_ms") || !lease["remaining_ms"].is_number_integer()) {
+        throw std::runtime_error("/status: field 'lease' is not {valid, remaining_ms}: " +
+                                 lease.dump());
+    }
+    const auto remaining = lease["remaining_ms"].get<std::int64_t>();
+    if (remaining < 0 || remaining > kMaxLeaseMs) {
+        throw std::runtime_error("/status: lease remaining_ms out of range: " +
+                                 std::to_string(remaining));
+    }
+    if (!lease["valid"].get<bool>()) {
+        return std::nullopt;
+    }
+    return remaining;
+}
+
+}  // namespace
+
 Observation parse_status(const std::string& body, NodeIndex node, std::size_t node_count) {
     const auto j = nlohmann::json::parse(body, nullptr, false);
     if (j.is_discarded() || !j.is_object()) {
@@ -46,6 +75,7 @@ Observation parse_status(const std::string& body, NodeIndex node, std::size_t no
                                      j["leader"].dump());
         }
     }
+    o.lease_remaining_ms = parse_lease(j);
     return o;
 }
 
@@ -126,6 +156,7 @@ asio::awaitable<void> Poller::loop(NodeIndex node) {
             break;
         }
         o.at_ms = at_ms;
+        o.answered_ms = recorder_.now_ms();
         // Report only errors that say something beyond "the node is down".
         const bool interesting =
             !error.empty() && error.rfind("connect:", 0) != 0 && error.rfind("read:", 0) != 0;

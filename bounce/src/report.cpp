@@ -41,74 +41,97 @@ struct Row {
     std::vector<std::string> cells;
 };
 
-std::vector<Row> summary_rows(const std::vector<RunResult>& runs) {
-    std::vector<Row> rows{{"", {}},
-                          {"leader changes", {}},
-                          {"needless leader changes", {}},
-                          {"highest term", {}},
-                          {"leaderless time", {}},
-                          {"failover min/median/max", {}},
-                          {"safety: one leader per term", {}}};
+std::string safety_cell(const Summary& s) {
+    std::string safety = s.safe() ? "ok" : "VIOLATED";
+    for (const SafetyViolation& v : s.violations) {
+        std::string who;
+        for (NodeIndex n : v.leaders) {
+            who += (who.empty() ? "" : "+") + node_name(n);
+        }
+        safety += fmt::format(" (term {}: {})", v.term, who);
+    }
+    return safety;
+}
+
+/// The overlap, or without one the closest approach of two leases, +- the polling error.
+std::string lease_overlap_cell(const LeaseSummary& l) {
+    const auto seconds = [](std::int64_t ms) { return static_cast<double>(ms) / 1000.0; };
+    if (const auto& o = l.longest_overlap) {
+        return fmt::format("{} ms +-{}, {}+{} at {:.2f}s", o->length_ms, o->error_ms,
+                           node_name(o->a), node_name(o->b), seconds(o->begin_ms));
+    }
+    if (const auto& c = l.closest) {
+        return fmt::format("0 ms ({}'s ended {} ms +-{} before {}'s began, {:.2f}s)",
+                           node_name(c->a), c->length_ms, c->error_ms, node_name(c->b),
+                           seconds(c->begin_ms));
+    }
+    return "0 ms";
+}
+
+/// The lease rows (from the /status lease fields): "-" for a daemon without the lease.
+void lease_rows(const std::vector<RunResult>& runs, std::vector<Row>& rows) {
+    Row overlap{"lease overlap (longest)", {}};
+    Row without{"longest without a valid lease", {}};
     for (const RunResult& r : runs) {
-        const Summary& s = r.summary;
-        rows[0].cells.push_back(fmt::format("scouting {}", r.scouting ? "on" : "off"));
-        rows[1].cells.push_back(std::to_string(s.leader_changes));
-        rows[2].cells.push_back(std::to_string(s.needless_leader_changes));
-        rows[3].cells.push_back(std::to_string(s.highest_term));
-        rows[4].cells.push_back(fmt::format("{} ms", s.leaderless_ms));
-        rows[5].cells.push_back(s.failover_ms.empty()
-                                    ? std::string("-")
-                                    : fmt::format("{}/{}/{} ms", *s.failover_min_ms(),
-                                                  *s.failover_median_ms(), *s.failover_max_ms()));
-        std::string safety = s.safe() ? "ok" : "VIOLATED";
-        for (const SafetyViolation& v : s.violations) {
-            std::string who;
-            for (NodeIndex n : v.leaders) {
-                who += (who.empty() ? "" : "+") + node_name(n);
-            }
-            safety += fmt::format(" (term {}: {})", v.term, who);
+        const LeaseSummary& l = r.lease;
+        if (!l.reported) {
+            overlap.cells.push_back("-");
+            without.cells.push_back("-");
+            continue;
         }
-        rows[6].cells.push_back(safety);
+        overlap.cells.push_back(lease_overlap_cell(l));
+        without.cells.push_back(
+            l.longest_without_ms == 0
+                ? std::string("0 ms")
+                : fmt::format("{} ms +-{} (from {:.2f}s)", l.longest_without_ms,
+                              l.longest_without_error_ms,
+                              static_cast<double>(l.longest_without_from_ms) / 1000.0));
     }
-    if (std::any_of(runs.begin(), runs.end(),
-                    [](const RunResult& r) { return r.metadata.has_value(); })) {
-        Row acknowledged{"entries acknowledged", {}};
-        Row unknown{"outcome unknown", {}};
-        Row refused{"refused", {}};
-        Row lost{"no acknowledged entry lost", {}};
-        for (const RunResult& r : runs) {
-            if (!r.metadata) {
-                for (Row* row : {&acknowledged, &unknown, &refused}) {
-                    row->cells.push_back("-");
-                }
-                lost.cells.push_back(r.metadata_off.empty() ? "-" : r.metadata_off);
-                continue;
+    rows.push_back(overlap);
+    rows.push_back(without);
+}
+
+/// The metadata log's rows (when any run had the proposer).
+void metadata_rows(const std::vector<RunResult>& runs, std::vector<Row>& rows) {
+    Row acknowledged{"entries acknowledged", {}};
+    Row unknown{"outcome unknown", {}};
+    Row refused{"refused", {}};
+    Row lost{"no acknowledged entry lost", {}};
+    for (const RunResult& r : runs) {
+        if (!r.metadata) {
+            for (Row* row : {&acknowledged, &unknown, &refused}) {
+                row->cells.push_back("-");
             }
-            const MetadataRun& m = *r.metadata;
-            const LogVerdict& v = m.verdict;
-            acknowledged.cells.push_back(
-                m.first_fault_ms < 0
-                    ? std::to_string(v.acknowledged)
-                    : fmt::format("{} ({} before the faults, {} after)", v.acknowledged,
-                                  m.acknowledged_before_faults, m.acknowledged_after_faults));
-            unknown.cells.push_back(
-                fmt::format("{} ({} committed)", v.unknown, v.unknown_committed));
-            refused.cells.push_back(std::to_string(v.refused));
-            if (v.ok()) {
-                lost.cells.push_back(fmt::format("ok ({} logs checked)", v.nodes_read));
-            } else {
-                std::string cell = "VIOLATED (" + v.violations.at(0);
-                if (v.violation_count > 1) {
-                    cell += fmt::format("; {} more", v.violation_count - 1);
-                }
-                lost.cells.push_back(cell + ")");
-            }
+            lost.cells.push_back(r.metadata_off.empty() ? "-" : r.metadata_off);
+            continue;
         }
-        rows.push_back(acknowledged);
-        rows.push_back(unknown);
-        rows.push_back(refused);
-        rows.push_back(lost);
+        const MetadataRun& m = *r.metadata;
+        const LogVerdict& v = m.verdict;
+        acknowledged.cells.push_back(m.first_fault_ms < 0
+                                         ? std::to_string(v.acknowledged)
+                                         : fmt::format("{} ({} before the faults, {} after)",
+                                                       v.acknowledged, m.acknowledged_before_faults,
+                                                       m.acknowledged_after_faults));
+        unknown.cells.push_back(fmt::format("{} ({} committed)", v.unknown, v.unknown_committed));
+        refused.cells.push_back(std::to_string(v.refused));
+        if (v.ok()) {
+            lost.cells.push_back(fmt::format("ok ({} logs checked)", v.nodes_read));
+        } else {
+            std::string cell = "VIOLATED (" + v.violations.at(0);
+            if (v.violation_count > 1) {
+                cell += fmt::format("; {} more", v.violation_count - 1);
+            }
+            lost.cells.push_back(cell + ")");
+        }
     }
+    rows.push_back(acknowledged);
+    rows.push_back(unknown);
+    rows.push_back(refused);
+    rows.push_back(lost);
+}
+
+/// rolling-replace's and leader-crash's rows.
+void scenario_rows(const std::vector<RunResult>& runs, std::vector<Row>& rows) {
     if (std::any_of(runs.begin(), runs.end(),
                     [](const RunResult& r) { return !r.replacements.empty(); })) {
         Row row{"nodes replaced", {}};
@@ -129,6 +152,35 @@ std::vector<Row> summary_rows(const std::vector<RunResult>& runs) {
         }
         rows.push_back(row);
     }
+}
+
+std::vector<Row> summary_rows(const std::vector<RunResult>& runs) {
+    std::vector<Row> rows{{"", {}},
+                          {"leader changes", {}},
+                          {"needless leader changes", {}},
+                          {"highest term", {}},
+                          {"leaderless time", {}},
+                          {"failover min/median/max", {}},
+                          {"safety: one leader per term", {}}};
+    for (const RunResult& r : runs) {
+        const Summary& s = r.summary;
+        rows[0].cells.push_back(fmt::format("scouting {}", r.scouting ? "on" : "off"));
+        rows[1].cells.push_back(std::to_string(s.leader_changes));
+        rows[2].cells.push_back(std::to_string(s.needless_leader_changes));
+        rows[3].cells.push_back(std::to_string(s.highest_term));
+        rows[4].cells.push_back(fmt::format("{} ms", s.leaderless_ms));
+        rows[5].cells.push_back(s.failover_ms.empty()
+                                    ? std::string("-")
+                                    : fmt::format("{}/{}/{} ms", *s.failover_min_ms(),
+                                                  *s.failover_median_ms(), *s.failover_max_ms()));
+        rows[6].cells.push_back(safety_cell(s));
+    }
+    lease_rows(runs, rows);
+    if (std::any_of(runs.begin(), runs.end(),
+                    [](const RunResult& r) { return r.metadata.has_value(); })) {
+        metadata_rows(runs, rows);
+    }
+    scenario_rows(runs, rows);
     return rows;
 }
 
@@ -279,6 +331,27 @@ nlohmann::json metadata_json(const RunResult& r) {
     };
 }
 
+nlohmann::json overlap_json(const std::optional<LeaseOverlap>& o) {
+    if (!o) {
+        return nullptr;
+    }
+    return {{"a", node_name(o->a)},
+            {"b", node_name(o->b)},
+            {"begin_ms", o->begin_ms},
+            {"length_ms", o->length_ms},
+            {"error_ms", o->error_ms}};
+}
+
+nlohmann::json lease_json(const LeaseSummary& l) {
+    return {{"reported", l.reported},
+            {"longest_overlap_ms", l.longest_overlap ? l.longest_overlap->length_ms : 0},
+            {"longest_overlap", overlap_json(l.longest_overlap)},
+            {"closest", overlap_json(l.closest)},
+            {"longest_without_ms", l.longest_without_ms},
+            {"longest_without_from_ms", l.longest_without_from_ms},
+            {"longest_without_error_ms", l.longest_without_error_ms}};
+}
+
 nlohmann::json replacements_json(const RunResult& r) {
     nlohmann::json out = nlohmann::json::array();
     const auto ms = [](std::int64_t v) {
@@ -353,6 +426,7 @@ nlohmann::json summary_json(const RunResult& r) {
         {"warnings", r.warnings},
         {"observations", r.observations.size()},
         {"metadata", metadata_json(r)},
+        {"lease", lease_json(r.lease)},
         {"replacements", replacements_json(r)},
         {"replacements_complete", r.replacements_complete()},
     };
@@ -421,18 +495,19 @@ void draw_proposals(std::string& svg, const RunResult& r, double top, X x) {
 }
 
 /// Draws one run starting at `top`; returns the height used.
-double draw_run(std::string& svg, const RunResult& r, double top) {
-    const double end = static_cast<double>(std::max<std::int64_t>(r.end_ms, 1));
-    auto x = [&](std::int64_t ms) {
+/// The picture's geometry for one run: time to x, node to lane.
+struct Frame {
+    double end = 1;
+    double lanes_top = 0;
+    double x(std::int64_t ms) const {
         return kLeft + kWidth * std::clamp(static_cast<double>(ms), 0.0, end) / end;
-    };
-    const std::size_t n = r.node_count;
-    const double lanes_top = top + 24;
-    auto lane_y = [&](NodeIndex i) {
+    }
+    double lane_y(NodeIndex i) const {
         return lanes_top + static_cast<double>(i) * (kLaneHeight + kLaneGap);
-    };
-    // With the metadata proposer, one more lane below the nodes: proposals per second.
-    const double lanes_bottom = lane_y(r.metadata ? n + 1 : n);
+    }
+};
+
+void draw_title(std::string& svg, const RunResult& r, double top) {
     const Summary& s = r.summary;
     svg += fmt::format(
         "<text x=\"{}\" y=\"{}\" font-weight=\"bold\">{} — {} leader changes ({} needless), "
@@ -442,60 +517,58 @@ double draw_run(std::string& svg, const RunResult& r, double top) {
         r.metadata ? fmt::format(", writes: {} acked, lost {}", r.metadata->verdict.acknowledged,
                                  r.metadata->verdict.ok() ? "none" : "SOME")
                    : std::string());
+}
 
-    // Role segments per node lane.
-    for (NodeIndex i = 0; i < n; ++i) {
-        svg += fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", 8, lane_y(i) + 15, node_name(i));
-        std::vector<const Observation*> mine;
-        for (const Observation& o : r.observations) {
-            if (o.node == i) {
-                mine.push_back(&o);
-            }
+/// Role segments of node i's lane.
+void draw_lane(std::string& svg, const RunResult& r, NodeIndex i, const Frame& f) {
+    svg += fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", 8, f.lane_y(i) + 15, node_name(i));
+    std::vector<const Observation*> mine;
+    for (const Observation& o : r.observations) {
+        if (o.node == i) {
+            mine.push_back(&o);
         }
-        std::size_t k = 0;
-        while (k < mine.size()) {
-            std::size_t j = k + 1;
-            while (j < mine.size() && mine[j]->role == mine[k]->role &&
-                   mine[j]->term == mine[k]->term) {
-                ++j;
-            }
-            const std::int64_t begin = mine[k]->at_ms;
-            const std::int64_t finish = j < mine.size() ? mine[j]->at_ms : r.end_ms;
-            const double x0 = x(begin);
-            const double w = std::max(0.5, x(finish) - x0);
+    }
+    std::size_t k = 0;
+    while (k < mine.size()) {
+        std::size_t j = k + 1;
+        while (j < mine.size() && mine[j]->role == mine[k]->role &&
+               mine[j]->term == mine[k]->term) {
+            ++j;
+        }
+        const std::int64_t begin = mine[k]->at_ms;
+        const std::int64_t finish = j < mine.size() ? mine[j]->at_ms : r.end_ms;
+        const double x0 = f.x(begin);
+        const double w = std::max(0.5, f.x(finish) - x0);
+        svg += fmt::format(
+            "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\">"
+            "<title>{} {} term {} ({:.2f}s-{:.2f}s)</title></rect>\n",
+            x0, f.lane_y(i), w, kLaneHeight, role_colour(mine[k]->role), node_name(i),
+            to_string(mine[k]->role), mine[k]->term, static_cast<double>(begin) / 1000.0,
+            static_cast<double>(finish) / 1000.0);
+        if (mine[k]->role == ObservedRole::Leader && w > 26) {
             svg += fmt::format(
-                "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\">"
-                "<title>{} {} term {} ({:.2f}s-{:.2f}s)</title></rect>\n",
-                x0, lane_y(i), w, kLaneHeight, role_colour(mine[k]->role), node_name(i),
-                to_string(mine[k]->role), mine[k]->term, static_cast<double>(begin) / 1000.0,
-                static_cast<double>(finish) / 1000.0);
-            if (mine[k]->role == ObservedRole::Leader && w > 26) {
-                svg += fmt::format(
-                    "<text x=\"{:.1f}\" y=\"{:.1f}\" fill=\"white\" font-size=\"11\">t{}</text>\n",
-                    x0 + 3, lane_y(i) + 15, mine[k]->term);
-            }
-            k = j;
+                "<text x=\"{:.1f}\" y=\"{:.1f}\" fill=\"white\" font-size=\"11\">t{}</text>\n",
+                x0 + 3, f.lane_y(i) + 15, mine[k]->term);
         }
+        k = j;
     }
+}
 
-    if (r.metadata) {
-        draw_proposals(svg, r, lane_y(n), x);
-    }
-
-    // Faults: shade the lanes they touch, and label them in rows below the lanes.
-    const std::vector<FaultInterval> intervals = fault_intervals(n, r.faults, r.end_ms);
+/// Faults: shade the lanes they touch, and label them in rows below the lanes. Returns the
+/// labels' height.
+double draw_faults(std::string& svg, const RunResult& r, const Frame& f, double lanes_bottom) {
     std::vector<double> row_end;  // greedy rows so that labels do not overlap
     double labels_height = 0;
-    for (const FaultInterval& f : intervals) {
-        for (NodeIndex node : f.nodes) {
+    for (const FaultInterval& fi : fault_intervals(r.node_count, r.faults, r.end_ms)) {
+        for (NodeIndex node : fi.nodes) {
             svg += fmt::format(
                 "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{}\" fill=\"#d32f2f\" "
                 "fill-opacity=\"0.28\" stroke=\"#b71c1c\" stroke-dasharray=\"3,2\"/>\n",
-                x(f.begin_ms), lane_y(node) - 2, std::max(1.0, x(f.end_ms) - x(f.begin_ms)),
-                kLaneHeight + 4);
+                f.x(fi.begin_ms), f.lane_y(node) - 2,
+                std::max(1.0, f.x(fi.end_ms) - f.x(fi.begin_ms)), kLaneHeight + 4);
         }
-        const double x0 = x(f.begin_ms);
-        const double label_w = 7.0 * static_cast<double>(f.label.size()) + 8;
+        const double x0 = f.x(fi.begin_ms);
+        const double label_w = 7.0 * static_cast<double>(fi.label.size()) + 8;
         std::size_t row = 0;
         while (row < row_end.size() && row_end[row] > x0) {
             ++row;
@@ -503,28 +576,31 @@ double draw_run(std::string& svg, const RunResult& r, double top) {
         if (row == row_end.size()) {
             row_end.push_back(0);
         }
-        row_end[row] = std::max(x(f.end_ms), x0 + label_w);
+        row_end[row] = std::max(f.x(fi.end_ms), x0 + label_w);
         const double y = lanes_bottom + 4 + static_cast<double>(row) * 16;
         svg += fmt::format(
             "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"12\" fill=\"#d32f2f\" "
             "fill-opacity=\"0.5\"/><text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\">{}</text>\n",
-            x0, y, std::max(1.0, x(f.end_ms) - x0), x0 + 2, y + 10, escape(f.label));
+            x0, y, std::max(1.0, f.x(fi.end_ms) - x0), x0 + 2, y + 10, escape(fi.label));
         labels_height = std::max(labels_height, static_cast<double>(row + 1) * 16);
     }
+    return labels_height;
+}
 
-    // Leader changes: a marker above the lanes, a solid red one when needless, hollow when forced.
+/// Leader changes: a marker above the lanes, a solid red one when needless, hollow when forced.
+void draw_changes(std::string& svg, const Summary& s, const Frame& f) {
     for (const LeaderChange& c : s.changes) {
-        const double cx = x(c.at_ms);
+        const double cx = f.x(c.at_ms);
         svg += fmt::format(
             "<path d=\"M{:.1f},{:.1f} l-5,-8 h10 z\" {}><title>{} (t{}) -> {} (t{}){}"
             "</title></path>\n",
-            cx, lanes_top - 1, c.needless ? "fill=\"#d50000\"" : "fill=\"none\" stroke=\"#212121\"",
-            node_name(c.from), c.from_term, node_name(c.to), c.to_term,
-            c.needless ? ", needless" : ", forced");
+            cx, f.lanes_top - 1,
+            c.needless ? "fill=\"#d50000\"" : "fill=\"none\" stroke=\"#212121\"", node_name(c.from),
+            c.from_term, node_name(c.to), c.to_term, c.needless ? ", needless" : ", forced");
     }
+}
 
-    // Time axis.
-    const double axis_y = lanes_bottom + 8 + labels_height;
+void draw_axis(std::string& svg, const RunResult& r, const Frame& f, double axis_y) {
     const std::int64_t step_ms = r.end_ms > 60000 ? 10000 : (r.end_ms > 20000 ? 5000 : 1000);
     svg += fmt::format("<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"#555\"/>\n",
                        kLeft, axis_y, kLeft + kWidth, axis_y);
@@ -533,8 +609,26 @@ double draw_run(std::string& svg, const RunResult& r, double top) {
             "<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" stroke=\"#555\"/>"
             "<text x=\"{0:.1f}\" y=\"{3:.1f}\" font-size=\"10\" text-anchor=\"middle\">{4}s"
             "</text>\n",
-            x(t), axis_y, axis_y + 4, axis_y + 15, t / 1000);
+            f.x(t), axis_y, axis_y + 4, axis_y + 15, t / 1000);
     }
+}
+
+double draw_run(std::string& svg, const RunResult& r, double top) {
+    const Frame f{static_cast<double>(std::max<std::int64_t>(r.end_ms, 1)), top + 24};
+    const std::size_t n = r.node_count;
+    // With the metadata proposer, one more lane below the nodes: proposals per second.
+    const double lanes_bottom = f.lane_y(r.metadata ? n + 1 : n);
+    draw_title(svg, r, top);
+    for (NodeIndex i = 0; i < n; ++i) {
+        draw_lane(svg, r, i, f);
+    }
+    if (r.metadata) {
+        draw_proposals(svg, r, f.lane_y(n), [&f](std::int64_t ms) { return f.x(ms); });
+    }
+    const double labels_height = draw_faults(svg, r, f, lanes_bottom);
+    draw_changes(svg, r.summary, f);
+    const double axis_y = lanes_bottom + 8 + labels_height;
+    draw_axis(svg, r, f, axis_y);
     return axis_y + 30 - top;
 }
 

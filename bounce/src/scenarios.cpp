@@ -756,6 +756,28 @@ double default_duration_s(Scenario s) {
     return 5;
 }
 
+namespace {
+
+/// What the recorder kept, and the figures computed from it.
+void collect(RunResult& result, const Recorder& rec) {
+    result.observations = rec.sorted_observations();
+    result.faults = rec.faults();
+    result.notes = rec.notes();
+    result.summary = analyze(result.node_count, result.observations, result.faults, result.end_ms);
+    result.lease =
+        lease_summary(result.node_count, result.observations, result.faults, result.end_ms);
+    const auto& overlap = result.lease.longest_overlap;
+    if (overlap && overlap->length_ms > overlap->error_ms) {
+        result.warnings.push_back(fmt::format(
+            "{} and {} both held a valid leader lease for {} ms from {:.3f}s (polling error at "
+            "most {} ms)",
+            node_name(overlap->a), node_name(overlap->b), overlap->length_ms,
+            static_cast<double>(overlap->begin_ms) / 1000.0, overlap->error_ms));
+    }
+}
+
+}  // namespace
+
 RunResult run_scenario(const Options& options, bool scouting,
                        const std::filesystem::path& conclaved) {
     RunResult result;
@@ -824,10 +846,7 @@ RunResult run_scenario(const Options& options, bool scouting,
     if (!finished) {
         throw std::runtime_error("the scenario stopped before it finished");
     }
-    result.observations = rec.sorted_observations();
-    result.faults = rec.faults();
-    result.notes = rec.notes();
-    result.summary = analyze(result.node_count, result.observations, result.faults, result.end_ms);
+    collect(result, rec);
     return result;
 }
 

@@ -412,6 +412,42 @@ Config explorer_config(const ExploreOptions& options) {
     return c;
 }
 
+namespace {
+
+/// A state's place in the search tree: its parent's index and the label that led to it.
+struct PathNode {
+    std::uint32_t parent;
+    std::uint32_t label;
+};
+
+/// Replays the path to the failing state (`failure`: the state's path and the last label) and
+/// describes each step.
+std::vector<std::string> counterexample(const ExploreOptions& options,
+                                        const std::vector<PathNode>& arena,
+                                        const std::pair<std::uint32_t, Label>& failure,
+                                        bool initial_violates) {
+    std::vector<Label> path;
+    for (std::uint32_t p = failure.first; p != 0; p = arena[p].parent) {
+        path.push_back(Label::decode(arena[p].label));
+    }
+    std::reverse(path.begin(), path.end());
+    path.push_back(failure.second);
+    std::vector<std::string> out;
+    Explorer replay(options);
+    XState s = replay.initial();
+    std::size_t step = 0;
+    for (const Label& label : path) {
+        if (initial_violates && path.size() == 1) {
+            break;  // the initial state itself violates
+        }
+        out.push_back(std::to_string(++step) + ". " + replay.describe(s, label));
+        replay.apply(s, label);
+    }
+    return out;
+}
+
+}  // namespace
+
 ExploreResult explore(const ExploreOptions& options) {
     if (options.nodes < 1 || options.nodes > 5) {
         throw std::invalid_argument("explore nodes: must be between 1 and 5, got " +
@@ -420,10 +456,6 @@ ExploreResult explore(const ExploreOptions& options) {
     const auto started = std::chrono::steady_clock::now();
     Explorer x(options);
     ExploreResult result;
-    struct PathNode {
-        std::uint32_t parent;
-        std::uint32_t label;
-    };
     std::vector<PathNode> arena{{0, 0}};
     HashSet visited;
     std::vector<XState> stack;
@@ -464,24 +496,8 @@ ExploreResult explore(const ExploreOptions& options) {
     }
     if (failure) {
         result.violation = x.violation_;
-        std::vector<Label> path;
-        for (std::uint32_t p = failure->first; p != 0; p = arena[p].parent) {
-            path.push_back(Label::decode(arena[p].label));
-        }
-        std::reverse(path.begin(), path.end());
-        path.push_back(failure->second);
-        Explorer replay(options);
-        XState s = replay.initial();
-        std::size_t step = 0;
-        for (const Label& label : path) {
-            if (failure->first == 0 && x.violation_ && path.size() == 1 &&
-                result.transitions == 0) {
-                break;  // the initial state itself violates
-            }
-            result.counterexample.push_back(std::to_string(++step) + ". " +
-                                            replay.describe(s, label));
-            replay.apply(s, label);
-        }
+        const bool initial_violates = failure->first == 0 && result.transitions == 0;
+        result.counterexample = counterexample(options, arena, *failure, initial_violates);
     }
     result.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

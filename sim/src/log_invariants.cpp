@@ -293,13 +293,8 @@ std::optional<Violation> LogHistory::check_complete(NodeId node, const Replicate
     return std::nullopt;
 }
 
-std::optional<Violation> LogHistory::after_step(NodeId node, const LogActions& actions,
-                                                const std::vector<const ReplicatedLog*>& logs,
-                                                const std::vector<MemoryStorage>& all_storage,
-                                                bool storage_failed) {
-    assert(node.value < nodes_ && logs.size() == nodes_ && logs[node.value]);
-    const ReplicatedLog& log = *logs[node.value];
-    const MemoryStorage& storage = all_storage[node.value];
+std::map<std::size_t, Entry> LogHistory::scan_step(NodeId node, const LogActions& actions,
+                                                   const ReplicatedLog& log) {
     // Entries applied in this step, by position (a snapshot's state restarts the positions).
     std::map<std::size_t, Entry> step_applied;
     std::size_t apply_pos = applied_[node.value];
@@ -323,21 +318,114 @@ std::optional<Violation> LogHistory::after_step(NodeId node, const LogActions& a
             }
         }
     }
+    return step_applied;
+}
+
+std::optional<Violation> LogHistory::check_driver(NodeId node, const ReplicatedLog& log,
+                                                  const MemoryStorage& storage) {
     // The driver: promises durable, storage a mirror of the core's log.
-    // (Not after a failed storage write: the core holds what storage refused.)
-    if (!storage_failed && storage.meta().term != log.state().term) {
+    if (storage.meta().term != log.state().term) {
         return violation(ViolationKind::LogDriver, node,
                          "promised term " + to_string(log.state().term) +
                              " is not durable (storage has " + to_string(storage.meta().term) +
                              ")");
     }
-    if (!storage_failed &&
-        (storage.entries().size() != log.entries().size() ||
-         storage.snapshot().lsn != log.snapshot().lsn ||
-         (!log.entries().empty() && storage.entries().back().lsn != log.last_lsn()))) {
+    if (storage.entries().size() != log.entries().size() ||
+        storage.snapshot().lsn != log.snapshot().lsn ||
+        (!log.entries().empty() && storage.entries().back().lsn != log.last_lsn())) {
         return violation(ViolationKind::LogDriver, node,
                          "storage holds " + std::to_string(storage.entries().size()) +
                              " entries, the core " + std::to_string(log.entries().size()));
+    }
+    return std::nullopt;
+}
+
+std::optional<Violation> LogHistory::check_applied(NodeId node, const ApplyCommitted& apply) {
+    if (apply.snapshot_lsn != replication::kNoLsn) {
+        // A snapshot's state replaces what was applied: it must be the history's state.
+        auto at = std::lower_bound(history_.begin(), history_.end(), apply.snapshot_lsn,
+                                   [](const Entry& e, Lsn l) { return e.lsn < l; });
+        if (at == history_.end() || at->lsn != apply.snapshot_lsn) {
+            return violation(ViolationKind::LogDivergence, node,
+                             "applied a snapshot at " + to_string(apply.snapshot_lsn) +
+                                 ", which is not a committed entry");
+        }
+        const auto len = static_cast<std::size_t>(at - history_.begin()) + 1;
+        if (apply.entries != state_of(history_, len)) {
+            return violation(ViolationKind::LogDivergence, node,
+                             "applied a snapshot at " + to_string(apply.snapshot_lsn) +
+                                 " that is not the committed state up to it");
+        }
+        applied_[node.value] = len;
+        return std::nullopt;
+    }
+    for (const Entry& e : apply.entries) {
+        const std::size_t k = applied_[node.value]++;
+        if (k >= history_.size() || history_[k] != e) {
+            return violation(ViolationKind::LogDivergence, node,
+                             "applied " + entry_text(e) + " as entry " + std::to_string(k) +
+                                 ", which is not the committed one");
+        }
+    }
+    return std::nullopt;
+}
+
+std::optional<Violation> LogHistory::check_result(NodeId node, const ProposeResult& result,
+                                                  const ReplicatedLog& log) {
+    auto proposed = proposed_.find(result.lsn);
+    const bool appended = proposed != proposed_.end();
+    // (A configuration change the simulator expected the core to refuse, R2, is not
+    // recorded as proposed: its refusal is no finding.)
+    if (result.error == ProposeError::InvalidEntry && appended) {
+        return violation(
+            ViolationKind::LogDriver, node,
+            "a well-formed proposal " + to_string(result.lsn) + " was refused as invalid");
+    }
+    if (result.error != ProposeError::None) {
+        if (appended) {
+            proposed_.erase(proposed);  // outcome unknown: it may still commit
+        }
+        return std::nullopt;
+    }
+    if (!appended) {
+        return violation(
+            ViolationKind::LogDriver, node,
+            "acknowledged " + to_string(result.lsn) + ", which no client proposal appended");
+    }
+    auto len = log.length_through(result.lsn);
+    // Compacted already (committed and folded in the same step): find it in the history.
+    std::optional<std::size_t> at_history;
+    auto h = std::lower_bound(history_.begin(), history_.end(), result.lsn,
+                              [](const Entry& e, Lsn l) { return e.lsn < l; });
+    if (h != history_.end() && h->lsn == result.lsn) {
+        at_history = static_cast<std::size_t>(h - history_.begin()) + 1;
+    }
+    if (!len && at_history && *at_history <= log.snapshot().len) {
+        len = at_history;
+    }
+    if (!len || *len > log.state().commit_len || *len > history_.size() ||
+        history_[*len - 1] != proposed->second) {
+        return violation(
+            ViolationKind::LogAckLost, node,
+            "acknowledged " + entry_text(proposed->second) + " is not committed as proposed");
+    }
+    acked_[result.lsn] = *len - 1;
+    proposed_.erase(proposed);
+    return std::nullopt;
+}
+
+std::optional<Violation> LogHistory::after_step(NodeId node, const LogActions& actions,
+                                                const std::vector<const ReplicatedLog*>& logs,
+                                                const std::vector<MemoryStorage>& all_storage,
+                                                bool storage_failed) {
+    assert(node.value < nodes_ && logs.size() == nodes_ && logs[node.value]);
+    const ReplicatedLog& log = *logs[node.value];
+    const std::map<std::size_t, Entry> step_applied = scan_step(node, actions, log);
+    // (Not after a failed storage write: the core holds what storage refused.)
+    if (!storage_failed) {
+        if (auto v = check_driver(node, log, all_storage[node.value])) {
+            return v;
+        }
     }
     const std::size_t history_before = history_.size();
     if (auto v = check_prefix(node, log, step_applied)) {
@@ -357,75 +445,22 @@ std::optional<Violation> LogHistory::after_step(NodeId node, const LogActions& a
         }
     }
     for (const LogAction& a : actions) {
+        std::optional<Violation> v;
         if (const auto* apply = std::get_if<ApplyCommitted>(&a)) {
-            if (apply->snapshot_lsn != replication::kNoLsn) {
-                // A snapshot's state replaces what was applied: it must be the history's state.
-                auto at = std::lower_bound(history_.begin(), history_.end(), apply->snapshot_lsn,
-                                           [](const Entry& e, Lsn l) { return e.lsn < l; });
-                if (at == history_.end() || at->lsn != apply->snapshot_lsn) {
-                    return violation(ViolationKind::LogDivergence, node,
-                                     "applied a snapshot at " + to_string(apply->snapshot_lsn) +
-                                         ", which is not a committed entry");
-                }
-                const auto len = static_cast<std::size_t>(at - history_.begin()) + 1;
-                if (apply->entries != state_of(history_, len)) {
-                    return violation(ViolationKind::LogDivergence, node,
-                                     "applied a snapshot at " + to_string(apply->snapshot_lsn) +
-                                         " that is not the committed state up to it");
-                }
-                applied_[node.value] = len;
-                continue;
-            }
-            for (const Entry& e : apply->entries) {
-                const std::size_t k = applied_[node.value]++;
-                if (k >= history_.size() || history_[k] != e) {
-                    return violation(ViolationKind::LogDivergence, node,
-                                     "applied " + entry_text(e) + " as entry " + std::to_string(k) +
-                                         ", which is not the committed one");
-                }
-            }
+            v = check_applied(node, *apply);
         } else if (const auto* result = std::get_if<ProposeResult>(&a)) {
-            auto proposed = proposed_.find(result->lsn);
-            const bool appended = proposed != proposed_.end();
-            // (A configuration change the simulator expected the core to refuse, R2, is not
-            // recorded as proposed: its refusal is no finding.)
-            if (result->error == ProposeError::InvalidEntry && appended) {
-                return violation(
-                    ViolationKind::LogDriver, node,
-                    "a well-formed proposal " + to_string(result->lsn) + " was refused as invalid");
-            }
-            if (result->error != ProposeError::None) {
-                if (appended) {
-                    proposed_.erase(proposed);  // outcome unknown: it may still commit
-                }
-                continue;
-            }
-            if (!appended) {
-                return violation(ViolationKind::LogDriver, node,
-                                 "acknowledged " + to_string(result->lsn) +
-                                     ", which no client proposal appended");
-            }
-            auto len = log.length_through(result->lsn);
-            // Compacted already (committed and folded in the same step): find it in the history.
-            std::optional<std::size_t> at_history;
-            auto h = std::lower_bound(history_.begin(), history_.end(), result->lsn,
-                                      [](const Entry& e, Lsn l) { return e.lsn < l; });
-            if (h != history_.end() && h->lsn == result->lsn) {
-                at_history = static_cast<std::size_t>(h - history_.begin()) + 1;
-            }
-            if (!len && at_history && *at_history <= log.snapshot().len) {
-                len = at_history;
-            }
-            if (!len || *len > log.state().commit_len || *len > history_.size() ||
-                history_[*len - 1] != proposed->second) {
-                return violation(ViolationKind::LogAckLost, node,
-                                 "acknowledged " + entry_text(proposed->second) +
-                                     " is not committed as proposed");
-            }
-            acked_[result->lsn] = *len - 1;
-            proposed_.erase(proposed);
+            v = check_result(node, *result, log);
+        }
+        if (v) {
+            return v;
         }
     }
+    return check_after_actions(node, history_before, logs);
+}
+
+std::optional<Violation> LogHistory::check_after_actions(
+    NodeId node, std::size_t history_before, const std::vector<const ReplicatedLog*>& logs) {
+    const ReplicatedLog& log = *logs[node.value];
     if (applied_[node.value] != log.state().commit_len) {
         return violation(ViolationKind::LogDivergence, node,
                          "applied " + std::to_string(applied_[node.value]) +

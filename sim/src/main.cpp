@@ -35,9 +35,10 @@ Random schedules:
   --seed S             first seed (default 1); seeds S, S+1, ..., S+K-1 are run
   --nodes N            cluster size, 1..32 (default 3)
   --faults LIST        all | none | comma list of loss,dup,reorder,latency,cut,partition,asym,
-                       crash,pause,blackhole,transfer,repair (default all); blackhole: a link
-                       drops both ways with the connection still up; transfer: the operator's
-                       transfer_leadership to a random node, 1-3 times in an episode; repair
+                       crash,pause,blackhole,transfer,repair,wipe,isolate (default all);
+                       blackhole: a link drops both ways with the connection still up;
+                       transfer: the operator's transfer_leadership to a random node, 1-3
+                       times in an episode; repair
                        (with --log; not in all: "all,repair"): a crash whose log loses 1-12
                        stored tail entries and is marked repaired, as conclaved --repair does;
                        wipe (not in all: "all,wipe"): a crash whose node loses its vote record
@@ -46,7 +47,10 @@ Random schedules:
                        log-truncated) or its whole data directory (a new incarnation:
                        quarantined, refused by peers that know an earlier one); the operator
                        repairs it (--repair --min-term T) at the end of the episode in one case
-                       of two, else at the end of the fault window
+                       of two, else at the end of the fault window; isolate (not in all:
+                       "all,isolate"): a node silently cut off, every link of it dropping both
+                       ways with its connections up (no peer_down: a leader keeps its lease
+                       until it ends on its own clock)
   --episodes E         fault episodes per seed (default 4)
   --duration MS        fault window in simulated ms (default 6000); a fault-free tail follows
   --tail MS            length of the fault-free tail (default: liveness bound + 1000)
@@ -69,6 +73,12 @@ Random schedules:
                        it is started (as conclaved --join) once that committed; --no-joiner:
                        every node in every table from the start
   --no-scouting        switch ElectionScouting (PreVote) off
+  --drift MODE         none (default) | within | beyond: each node's monotonic clock runs at its
+                       own rate, drawn per node per seed (the fault schedule unchanged): within
+                       [1 - rho, 1 + rho] of real time (rho: lease_drift_permille, 5 %), or
+                       beyond it (as within, then one node at 1 - 3 rho and another at
+                       1 + 3 rho). The cores get their node's time; the leader lease is checked
+                       on real time, each lease on its own node's clock (random runs only)
   --backoff NAME       uniform (default) | ranked: the elector's wait after losing a leader and
                        at start (random runs only)
   --planted-bug NAME   double-vote | minority-quorum | count-stale-scouting-replies |
@@ -160,7 +170,8 @@ struct SimArgs {
     bool episodes_given = false;
     std::string trace_path;
     // Given as text, checked and applied by apply_named_options().
-    std::string faults, backoff, planted_bug, runtime_bug, storage_bug, log_bug, identity_bug;
+    std::string faults, backoff, planted_bug, runtime_bug, storage_bug, log_bug, identity_bug,
+        drift;
     std::int64_t duration_ms = -1;
     std::int64_t tail_ms = -1;
     std::size_t log_compact = 0;
@@ -186,6 +197,7 @@ void describe(CLI::App& app, SimArgs& a) {
     number<std::uint64_t>(app, "--steps", a.run.max_steps, 1, kMax64);
     app.add_option("--trace", a.trace_path);
     app.add_option("--backoff", a.backoff);
+    app.add_option("--drift", a.drift);
     app.add_option("--planted-bug", a.planted_bug);
     app.add_option("--runtime-bug", a.runtime_bug);
     app.add_option("--storage-bug", a.storage_bug);
@@ -268,6 +280,13 @@ std::string apply_named_options(const CLI::App& app, SimArgs& a) {
             return "--backoff: unknown backoff '" + a.backoff + "' (expected uniform or ranked)";
         }
         a.run.backoff = *backoff;
+    }
+    if (app.count("--drift") > 0) {
+        auto drift = parse_drift(a.drift);
+        if (!drift) {
+            return "--drift: unknown mode '" + a.drift + "' (expected none, within or beyond)";
+        }
+        a.run.drift = *drift;
     }
     if (app.count("--planted-bug") > 0) {
         auto bug = parse_bug(a.planted_bug);
@@ -390,171 +409,135 @@ int run_explorer(const ExploreOptions& o, bool expect_violation) {
     return (r.violation.has_value() == expect_violation) ? 0 : 1;
 }
 
-}  // namespace
+/// One membership seed's options from the command line.
+MembershipRunOptions membership_options(const SimArgs& a, std::uint64_t seed) {
+    const RunOptions& run = a.run;
+    MembershipRunOptions mo = run.log ? log_membership_options(seed) : MembershipRunOptions{};
+    mo.seed = seed;
+    mo.fault_window = run.fault_window;
+    mo.tail = run.tail.count() > 0 ? run.tail : mo.tail;
+    // (The model runs have always taken --episodes' default, 4; through the log: 8.)
+    mo.episodes = run.log && !a.episodes_given ? mo.episodes : run.episodes;
+    mo.trace = run.trace;
+    mo.planted_bug = run.planted_bug;
+    mo.log_bug = run.log_bug;
+    mo.nodes = a.nodes_given ? run.nodes : mo.nodes;
+    mo.joiner = mo.joiner && !a.no_joiner;
+    return mo;
+}
 
-int main(int argc, char** argv) {
-    SimArgs args;
-    if (const auto status = parse_args(argc, argv, args)) {
-        return *status;
+/// The line of a membership seed that passed.
+void print_membership_ok(const MembershipRunResult& r, const MembershipRunOptions& mo, bool log) {
+    std::cout << "seed " << r.seed << ": ok  steps " << r.stats.steps << "  committed version "
+              << r.committed_version << "  stale-config " << r.stale_config_refusals
+              << "  not-a-voter " << r.not_a_voter_refusals;
+    if (log) {
+        std::cout << "  config proposals " << r.config_proposals << " (passive "
+                  << r.stats.config_proposals_passive << ")  notices " << r.stats.config_notices
+                  << "  log steps " << r.stats.log_steps << "  acked " << r.stats.proposals_acked;
+        if (mo.joiner) {
+            std::cout << "  joined "
+                      << (r.joined_at ? std::to_string(r.joined_at->count()) + " ms"
+                                      : std::string("never"))
+                      << "  table growths " << r.stats.table_growths << "  promotions "
+                      << r.joiner_promotions << "  outside-table "
+                      << r.stats.messages_outside_table;
+        }
     }
-    RunOptions& run = args.run;
-    ExploreOptions& ex = args.ex;
-    const std::uint64_t seeds = args.seeds;
-    const bool explore_mode = args.explore_mode;
-    const bool membership_mode = args.membership_mode;
-    const bool nodes_given = args.nodes_given;
-    const bool episodes_given = args.episodes_given;
-    const bool expect_violation = args.expect_violation;
-    const bool quiet = args.quiet;
-    const bool no_joiner = args.no_joiner;
-    const std::string& trace_path = args.trace_path;
-    const std::string program = argc > 0 ? argv[0] : "conclave-sim";
+    std::cout << "\n";
+}
 
-    if (explore_mode) {
-        if (run.log) {
-            return usage_error("--log: not supported by the explorer (random schedules only)");
-        }
-        if (ex.nodes > 5) {
-            return usage_error("--nodes: the explorer supports 1..5 nodes");
-        }
-        return run_explorer(ex, expect_violation);
-    }
-    std::ofstream trace_file;
-    if (!trace_path.empty()) {
-        if (seeds != 1) {
-            return usage_error("--trace: needs a single seed (use --seed S without --seeds)");
-        }
-        trace_file.open(trace_path);
-        if (!trace_file) {
-            return usage_error("--trace: cannot open '" + trace_path + "' for writing");
-        }
-        run.trace = &trace_file;
-    }
-    if (membership_mode) {
-        if (run.log && nodes_given && (run.nodes < 3 || run.nodes > 8)) {
-            return usage_error("--membership --log: --nodes must be 3..8");
-        }
-        std::uint64_t failures = 0;
-        // Node-table growth (through the log, with the joiner): seeds where it joined, where it
-        // was promoted, and the tables grown, messages dropped between nodes outside each
-        // other's tables.
-        std::uint64_t joined = 0, promoted = 0, growths = 0, outside = 0, restarts = 0;
-        bool joiner_runs = false;
-        for (std::uint64_t k = 0; k < seeds; ++k) {
-            MembershipRunOptions mo =
-                run.log ? log_membership_options(run.seed + k) : MembershipRunOptions{};
-            mo.seed = run.seed + k;
-            mo.fault_window = run.fault_window;
-            mo.tail = run.tail.count() > 0 ? run.tail : mo.tail;
-            // (The model runs have always taken --episodes' default, 4; through the log: 8.)
-            mo.episodes = run.log && !episodes_given ? mo.episodes : run.episodes;
-            mo.trace = run.trace;
-            mo.planted_bug = run.planted_bug;
-            mo.log_bug = run.log_bug;
-            mo.nodes = nodes_given ? run.nodes : mo.nodes;
-            mo.joiner = mo.joiner && !no_joiner;
-            const MembershipRunResult r =
-                run.log ? run_log_membership_seed(mo) : run_membership_seed(mo);
-            // Through the log, liveness is checked here: a leader followed by a majority of its
-            // voters, and a fresh entry committed (the model runs leave it to their test).
-            const bool live = !run.log || (r.leader_at_end && r.fresh_committed);
-            joiner_runs = joiner_runs || (run.log && mo.joiner);
-            joined += r.joined_at ? 1U : 0U;
-            promoted += r.joiner_promotions > 0 ? 1U : 0U;
-            growths += r.stats.table_growths;
-            outside += r.stats.messages_outside_table;
-            restarts += r.stats.joiner_restarts;
-            failures += r.violation || !live ? 1U : 0U;
-            if (r.violation) {
-                std::cout << "VIOLATION seed=" << r.seed << " at " << r.violation_at.count()
-                          << " ms: " << to_string(r.violation->kind) << ": " << r.violation->detail
-                          << "\n";
-            } else if (!live) {
-                std::cout << "LIVENESS seed=" << r.seed << ": "
-                          << (r.leader_at_end ? "no fresh entry committed within 3 s"
-                                              : "no leader followed by a majority of its voters")
-                          << " (committed version " << r.committed_version << "): " << r.end_state
-                          << "\n";
-            } else if (!quiet) {
-                std::cout << "seed " << r.seed << ": ok  steps " << r.stats.steps
-                          << "  committed version " << r.committed_version << "  stale-config "
-                          << r.stale_config_refusals << "  not-a-voter " << r.not_a_voter_refusals;
-                if (run.log) {
-                    std::cout << "  config proposals " << r.config_proposals << " (passive "
-                              << r.stats.config_proposals_passive << ")  notices "
-                              << r.stats.config_notices << "  log steps " << r.stats.log_steps
-                              << "  acked " << r.stats.proposals_acked;
-                    if (mo.joiner) {
-                        std::cout << "  joined "
-                                  << (r.joined_at ? std::to_string(r.joined_at->count()) + " ms"
-                                                  : std::string("never"))
-                                  << "  table growths " << r.stats.table_growths << "  promotions "
-                                  << r.joiner_promotions << "  outside-table "
-                                  << r.stats.messages_outside_table;
-                    }
-                }
-                std::cout << "\n";
-            }
-            if ((r.violation || !live) && mo.trace == nullptr) {
-                std::cout << "  replay: " << program << " --membership" << (run.log ? " --log" : "")
-                          << " --seed " << r.seed << " --nodes " << mo.nodes
-                          << (run.log && !mo.joiner ? " --no-joiner" : "") << " --episodes "
-                          << mo.episodes << " --duration " << mo.fault_window.count() << " --tail "
-                          << mo.tail.count()
-                          << (mo.planted_bug != PlantedBug::None
-                                  ? " --planted-bug " + std::string(to_string(mo.planted_bug))
-                                  : std::string())
-                          << (mo.log_bug != replication::PlantedLogBug::None
-                                  ? " --log-bug " + std::string(log_bug_name(mo.log_bug))
-                                  : std::string())
-                          << " --trace seed-" << r.seed << ".ndjson\n";
-            }
-        }
-        std::cout << seeds << " membership seed(s)" << (run.log ? " through the log" : "") << ", "
-                  << failures << " failure(s)\n";
-        if (joiner_runs) {
-            std::cout << "node-table growth: the new node joined in " << joined
-                      << ", was promoted in " << promoted << " seed(s); " << growths
-                      << " table growth(s), " << outside
-                      << " message(s) dropped between nodes outside each other's tables; the "
-                      << "new node restarted " << restarts << " time(s)\n";
-        }
-        return failures == 0 ? (expect_violation ? 1 : 0) : (expect_violation ? 0 : 1);
-    }
+/// The command line that replays a failed membership seed.
+void print_membership_replay(const std::string& program, const MembershipRunResult& r,
+                             const MembershipRunOptions& mo, bool log) {
+    std::cout << "  replay: " << program << " --membership" << (log ? " --log" : "") << " --seed "
+              << r.seed << " --nodes " << mo.nodes << (log && !mo.joiner ? " --no-joiner" : "")
+              << " --episodes " << mo.episodes << " --duration " << mo.fault_window.count()
+              << " --tail " << mo.tail.count()
+              << (mo.planted_bug != PlantedBug::None
+                      ? " --planted-bug " + std::string(to_string(mo.planted_bug))
+                      : std::string())
+              << (mo.log_bug != replication::PlantedLogBug::None
+                      ? " --log-bug " + std::string(log_bug_name(mo.log_bug))
+                      : std::string())
+              << " --trace seed-" << r.seed << ".ndjson\n";
+}
 
-    const std::uint64_t first = run.seed;
-    std::uint64_t events = 0;
-    std::uint64_t steps = 0;
-    std::uint64_t violations = 0;
-    std::uint64_t sim_ms = 0;
-    std::int64_t slowest_convergence_ms = 0;
-    std::int64_t bound_ms = 0;
-    std::uint64_t contested = 0;
-    std::uint64_t split_votes = 0;
-    std::uint64_t seeds_with_split_votes = 0;
-    std::uint64_t elections = 0;
-    std::uint64_t log_steps = 0;
-    std::uint64_t committed = 0;
-    std::uint64_t acked = 0;
-    std::uint64_t refused = 0;
-    std::uint64_t unknown = 0;
-    std::uint64_t compactions = 0;
-    std::uint64_t installed = 0;
-    std::uint64_t storage_faults = 0;
-    std::uint64_t torn_tails = 0;
-    std::uint64_t bit_flips = 0;
-    std::uint64_t starts_refused = 0;
-    std::uint64_t flip_repairs = 0;
-    std::uint64_t silent_repairs = 0;
-    std::uint64_t slow_syncs = 0;
-    std::uint64_t crashes = 0;
-    SimStats identity;
-    std::int64_t slowest_log_ms = 0;
-    std::int64_t log_bound_ms = 0;
-    const auto started = std::chrono::steady_clock::now();
-    for (std::uint64_t k = 0; k < seeds; ++k) {
-        run.seed = first + k;
-        const RunResult r = run_seed(run);
+/// What a batch of membership seeds adds up to (node-table growth, through the log, with the
+/// joiner: seeds where it joined, where it was promoted, tables grown, messages dropped between
+/// nodes outside each other's tables, restarts of the new node).
+struct MembershipTotals {
+    std::uint64_t failures = 0;
+    std::uint64_t joined = 0, promoted = 0, growths = 0, outside = 0, restarts = 0;
+    bool joiner_runs = false;
+};
+
+/// Runs one membership seed, prints its line; true when it passed.
+bool membership_seed(const SimArgs& a, const std::string& program, std::uint64_t seed,
+                     MembershipTotals& t) {
+    const bool log = a.run.log;
+    const MembershipRunOptions mo = membership_options(a, seed);
+    const MembershipRunResult r = log ? run_log_membership_seed(mo) : run_membership_seed(mo);
+    // Through the log, liveness is checked here: a leader followed by a majority of its
+    // voters, and a fresh entry committed (the model runs leave it to their test).
+    const bool live = !log || (r.leader_at_end && r.fresh_committed);
+    t.joiner_runs = t.joiner_runs || (log && mo.joiner);
+    t.joined += r.joined_at ? 1U : 0U;
+    t.promoted += r.joiner_promotions > 0 ? 1U : 0U;
+    t.growths += r.stats.table_growths;
+    t.outside += r.stats.messages_outside_table;
+    t.restarts += r.stats.joiner_restarts;
+    if (r.violation) {
+        std::cout << "VIOLATION seed=" << r.seed << " at " << r.violation_at.count()
+                  << " ms: " << to_string(r.violation->kind) << ": " << r.violation->detail << "\n";
+    } else if (!live) {
+        std::cout << "LIVENESS seed=" << r.seed << ": "
+                  << (r.leader_at_end ? "no fresh entry committed within 3 s"
+                                      : "no leader followed by a majority of its voters")
+                  << " (committed version " << r.committed_version << "): " << r.end_state << "\n";
+    } else if (!a.quiet) {
+        print_membership_ok(r, mo, log);
+    }
+    if ((r.violation || !live) && mo.trace == nullptr) {
+        print_membership_replay(program, r, mo, log);
+    }
+    return !r.violation && live;
+}
+
+/// --membership: the membership seeds (sim_membership's runs, or through the log).
+int run_membership(const SimArgs& a, const std::string& program) {
+    const RunOptions& run = a.run;
+    if (run.log && a.nodes_given && (run.nodes < 3 || run.nodes > 8)) {
+        return usage_error("--membership --log: --nodes must be 3..8");
+    }
+    MembershipTotals t;
+    for (std::uint64_t k = 0; k < a.seeds; ++k) {
+        t.failures += membership_seed(a, program, run.seed + k, t) ? 0U : 1U;
+    }
+    std::cout << a.seeds << " membership seed(s)" << (run.log ? " through the log" : "") << ", "
+              << t.failures << " failure(s)\n";
+    if (t.joiner_runs) {
+        std::cout << "node-table growth: the new node joined in " << t.joined
+                  << ", was promoted in " << t.promoted << " seed(s); " << t.growths
+                  << " table growth(s), " << t.outside
+                  << " message(s) dropped between nodes outside each other's tables; the "
+                  << "new node restarted " << t.restarts << " time(s)\n";
+    }
+    const bool failed = t.failures != 0;
+    return failed == a.expect_violation ? 0 : 1;
+}
+
+/// What a batch of random seeds adds up to.
+struct Totals {
+    std::uint64_t events = 0, steps = 0, violations = 0, sim_ms = 0;
+    std::int64_t slowest_convergence_ms = 0, bound_ms = 0;
+    std::uint64_t contested = 0, split_votes = 0, seeds_with_split_votes = 0, elections = 0;
+    std::uint64_t log_steps = 0, committed = 0, acked = 0, refused = 0, unknown = 0;
+    std::uint64_t compactions = 0, installed = 0;
+    std::int64_t slowest_log_ms = 0, log_bound_ms = 0;
+    SimStats stats;  // storage and identity counters, crashes
+
+    void add(const RunResult& r) {
         events += r.stats.events;
         steps += r.stats.steps;
         sim_ms += static_cast<std::uint64_t>(r.end.count());
@@ -570,15 +553,8 @@ int main(int argc, char** argv) {
         unknown += r.stats.proposals_unknown;
         compactions += r.log_compactions;
         installed += r.log_snapshots_installed;
-        storage_faults += r.stats.storage_faults;
-        torn_tails += r.stats.torn_tails;
-        bit_flips += r.stats.bit_flips;
-        starts_refused += r.stats.starts_refused;
-        flip_repairs += r.stats.flip_repairs;
-        silent_repairs += r.stats.silent_repairs;
-        slow_syncs += r.stats.slow_syncs;
-        crashes += r.stats.crashes;
-        add_identity(identity, r.stats);
+        add_storage(r.stats);
+        add_identity(stats, r.stats);
         if (r.log_converged_after) {
             slowest_log_ms = std::max(slowest_log_ms, r.log_converged_after->count());
             log_bound_ms = std::max(log_bound_ms, r.log_bound.count());
@@ -586,98 +562,173 @@ int main(int argc, char** argv) {
         if (r.converged_after) {
             slowest_convergence_ms = std::max(slowest_convergence_ms, r.converged_after->count());
         }
-        if (r.violation) {
-            ++violations;
-            std::cout << "VIOLATION seed=" << r.seed << " at " << r.violation_at.count()
-                      << " ms: " << to_string(r.violation->kind) << ": " << r.violation->detail
-                      << "\n  replay: " << replay_command(program, run) << " --trace seed-"
-                      << r.seed << ".ndjson\n";
-        } else if (!quiet && seeds <= 20) {
-            std::cout << "seed " << r.seed << ": ok  events " << r.stats.events << "  steps "
-                      << r.stats.steps << "  sim " << r.end.count() << " ms  converged after "
-                      << (r.converged_after ? std::to_string(r.converged_after->count()) + " ms"
-                                            : std::string("-"))
-                      << " (bound " << r.liveness_bound.count() << " ms)  leader changes "
-                      << r.leadership.leader_changes << "  split votes " << r.leadership.split_votes
-                      << "  highest term " << r.leadership.highest_term.value << "  crashes "
-                      << r.stats.crashes << "  transfers " << r.stats.transfers << "  dropped "
-                      << r.stats.messages_dropped;
-            if (run.log) {
-                std::cout << "  log: committed " << r.log_committed << " acked " << r.log_acked
-                          << " refused " << r.stats.proposals_refused << " unknown "
-                          << r.stats.proposals_unknown << " fresh commit + convergence "
-                          << (r.log_converged_after
-                                  ? std::to_string(r.log_converged_after->count()) + " ms"
-                                  : std::string("-"))
-                          << " (bound " << r.log_bound.count() << " ms)";
-            }
-            std::cout << "  fingerprint " << std::hex << r.fingerprint << std::dec << "\n";
-        }
+        violations += r.violation ? 1U : 0U;
     }
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    void add_storage(const SimStats& s) {
+        stats.storage_faults += s.storage_faults;
+        stats.torn_tails += s.torn_tails;
+        stats.bit_flips += s.bit_flips;
+        stats.starts_refused += s.starts_refused;
+        stats.flip_repairs += s.flip_repairs;
+        stats.silent_repairs += s.silent_repairs;
+        stats.slow_syncs += s.slow_syncs;
+        stats.crashes += s.crashes;
+    }
+};
+
+/// The line of a random seed that passed (small batches only).
+void print_seed(const RunResult& r, bool log) {
+    std::cout << "seed " << r.seed << ": ok  events " << r.stats.events << "  steps "
+              << r.stats.steps << "  sim " << r.end.count() << " ms  converged after "
+              << (r.converged_after ? std::to_string(r.converged_after->count()) + " ms"
+                                    : std::string("-"))
+              << " (bound " << r.liveness_bound.count() << " ms)  leader changes "
+              << r.leadership.leader_changes << "  split votes " << r.leadership.split_votes
+              << "  highest term " << r.leadership.highest_term.value << "  crashes "
+              << r.stats.crashes << "  transfers " << r.stats.transfers << "  dropped "
+              << r.stats.messages_dropped;
+    if (log) {
+        std::cout << "  log: committed " << r.log_committed << " acked " << r.log_acked
+                  << " refused " << r.stats.proposals_refused << " unknown "
+                  << r.stats.proposals_unknown << " fresh commit + convergence "
+                  << (r.log_converged_after ? std::to_string(r.log_converged_after->count()) + " ms"
+                                            : std::string("-"))
+                  << " (bound " << r.log_bound.count() << " ms)";
+    }
+    std::cout << "  fingerprint " << std::hex << r.fingerprint << std::dec << "\n";
+}
+
+/// The log's part of the summary (--log).
+void print_log_summary(const Totals& t, const RunOptions& run) {
+    std::printf(
+        "log%s: %llu log core steps, %llu entries committed, %llu proposals acknowledged, "
+        "%llu refused, %llu outcome unknown; slowest fresh commit + convergence after the "
+        "tail: %lld ms (bound up to %lld ms)\n",
+        run.log_bug == replication::PlantedLogBug::None
+            ? ""
+            : (" (planted bug " + std::string(log_bug_name(run.log_bug)) + ")").c_str(),
+        static_cast<unsigned long long>(t.log_steps), static_cast<unsigned long long>(t.committed),
+        static_cast<unsigned long long>(t.acked), static_cast<unsigned long long>(t.refused),
+        static_cast<unsigned long long>(t.unknown), static_cast<long long>(t.slowest_log_ms),
+        static_cast<long long>(t.log_bound_ms));
+    if (run.log_compact != 0) {
+        std::printf(
+            "compaction: %llu snapshots taken, %llu installed from a leader or source "
+            "(nodes alive at the end)\n",
+            static_cast<unsigned long long>(t.compactions),
+            static_cast<unsigned long long>(t.installed));
+    }
+    if (run.storage_faults) {
+        const SimStats& s = t.stats;
+        std::printf(
+            "storage faults: %llu injected (ENOSPC on append, EIO on fsync), %llu crashes in "
+            "all, %llu kept part of an unsynced tail\n",
+            static_cast<unsigned long long>(s.storage_faults),
+            static_cast<unsigned long long>(s.crashes),
+            static_cast<unsigned long long>(s.torn_tails));
+        std::printf(
+            "bit flips: %llu, restarts refused by recovery %llu, repaired by the operator "
+            "%llu, repaired silently (planted) %llu; slow fsyncs (up to %lld ms): %llu\n",
+            static_cast<unsigned long long>(s.bit_flips),
+            static_cast<unsigned long long>(s.starts_refused),
+            static_cast<unsigned long long>(s.flip_repairs),
+            static_cast<unsigned long long>(s.silent_repairs),
+            static_cast<long long>(RunOptions::kStorageLatencyMaxMs),
+            static_cast<unsigned long long>(s.slow_syncs));
+    }
+}
+
+/// The summary of a batch of random seeds.
+void print_summary(const Totals& t, const RunOptions& run, std::uint64_t seeds, double seconds) {
     std::printf(
         "%llu seeds (faults %s, %zu nodes), %llu events (%llu core steps), %.1f s simulated, "
         "%.2f s wall: %.0f seeds/s, %.0f events/s; violations: %llu\n",
         static_cast<unsigned long long>(seeds), run.faults.to_string().c_str(), run.nodes,
-        static_cast<unsigned long long>(events), static_cast<unsigned long long>(steps),
-        static_cast<double>(sim_ms) / 1000.0, seconds,
+        static_cast<unsigned long long>(t.events), static_cast<unsigned long long>(t.steps),
+        static_cast<double>(t.sim_ms) / 1000.0, seconds,
         seconds > 0 ? static_cast<double>(seeds) / seconds : 0.0,
-        seconds > 0 ? static_cast<double>(events) / seconds : 0.0,
-        static_cast<unsigned long long>(violations));
+        seconds > 0 ? static_cast<double>(t.events) / seconds : 0.0,
+        static_cast<unsigned long long>(t.violations));
     std::printf(
         "slowest agreement on a leader after the faults ended: %lld ms (liveness bound %lld "
         "ms)\n",
-        static_cast<long long>(slowest_convergence_ms), static_cast<long long>(bound_ms));
+        static_cast<long long>(t.slowest_convergence_ms), static_cast<long long>(t.bound_ms));
     std::printf(
         "backoff %s: %llu elections won, %llu contested terms (two or more candidates), %llu "
         "split votes (contested, nobody won) in %llu seeds\n",
         std::string(conclave::to_string(run.backoff)).c_str(),
-        static_cast<unsigned long long>(elections), static_cast<unsigned long long>(contested),
-        static_cast<unsigned long long>(split_votes),
-        static_cast<unsigned long long>(seeds_with_split_votes));
+        static_cast<unsigned long long>(t.elections), static_cast<unsigned long long>(t.contested),
+        static_cast<unsigned long long>(t.split_votes),
+        static_cast<unsigned long long>(t.seeds_with_split_votes));
+    if (run.drift != ClockDrift::None) {
+        std::printf(
+            "clock drift %s the lease's bound rho = %u permille (drawn per node per seed)\n",
+            run.drift == ClockDrift::Within ? "within" : "BEYOND",
+            run_config(run).lease_drift_permille);
+    }
     if (run.faults.wipe) {
-        print_identity(identity);
+        print_identity(t.stats);
     }
     if (run.log) {
-        std::printf(
-            "log%s: %llu log core steps, %llu entries committed, %llu proposals acknowledged, "
-            "%llu refused, %llu outcome unknown; slowest fresh commit + convergence after the "
-            "tail: %lld ms (bound up to %lld ms)\n",
-            run.log_bug == replication::PlantedLogBug::None
-                ? ""
-                : (" (planted bug " + std::string(log_bug_name(run.log_bug)) + ")").c_str(),
-            static_cast<unsigned long long>(log_steps), static_cast<unsigned long long>(committed),
-            static_cast<unsigned long long>(acked), static_cast<unsigned long long>(refused),
-            static_cast<unsigned long long>(unknown), static_cast<long long>(slowest_log_ms),
-            static_cast<long long>(log_bound_ms));
-        if (run.log_compact != 0) {
-            std::printf(
-                "compaction: %llu snapshots taken, %llu installed from a leader or source "
-                "(nodes alive at the end)\n",
-                static_cast<unsigned long long>(compactions),
-                static_cast<unsigned long long>(installed));
-        }
-        if (run.storage_faults) {
-            std::printf(
-                "storage faults: %llu injected (ENOSPC on append, EIO on fsync), %llu crashes in "
-                "all, %llu kept part of an unsynced tail\n",
-                static_cast<unsigned long long>(storage_faults),
-                static_cast<unsigned long long>(crashes),
-                static_cast<unsigned long long>(torn_tails));
-            std::printf(
-                "bit flips: %llu, restarts refused by recovery %llu, repaired by the operator "
-                "%llu, repaired silently (planted) %llu; slow fsyncs (up to %lld ms): %llu\n",
-                static_cast<unsigned long long>(bit_flips),
-                static_cast<unsigned long long>(starts_refused),
-                static_cast<unsigned long long>(flip_repairs),
-                static_cast<unsigned long long>(silent_repairs),
-                static_cast<long long>(RunOptions::kStorageLatencyMaxMs),
-                static_cast<unsigned long long>(slow_syncs));
+        print_log_summary(t, run);
+    }
+}
+
+/// The random seeds (the default mode).
+int run_seeds(SimArgs& a, const std::string& program) {
+    RunOptions& run = a.run;
+    const std::uint64_t first = run.seed;
+    Totals totals;
+    const auto started = std::chrono::steady_clock::now();
+    for (std::uint64_t k = 0; k < a.seeds; ++k) {
+        run.seed = first + k;
+        const RunResult r = run_seed(run);
+        totals.add(r);
+        if (r.violation) {
+            std::cout << "VIOLATION seed=" << r.seed << " at " << r.violation_at.count()
+                      << " ms: " << to_string(r.violation->kind) << ": " << r.violation->detail
+                      << "\n  replay: " << replay_command(program, run) << " --trace seed-"
+                      << r.seed << ".ndjson\n";
+        } else if (!a.quiet && a.seeds <= 20) {
+            print_seed(r, run.log);
         }
     }
-    if (expect_violation) {
-        return violations > 0 ? 0 : 1;
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    print_summary(totals, run, a.seeds, seconds);
+    return (totals.violations > 0) == a.expect_violation ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    SimArgs args;
+    if (const auto status = parse_args(argc, argv, args)) {
+        return *status;
     }
-    return violations > 0 ? 1 : 0;
+    const std::string program = argc > 0 ? argv[0] : "conclave-sim";
+    if (args.explore_mode) {
+        if (args.run.log) {
+            return usage_error("--log: not supported by the explorer (random schedules only)");
+        }
+        if (args.ex.nodes > 5) {
+            return usage_error("--nodes: the explorer supports 1..5 nodes");
+        }
+        return run_explorer(args.ex, args.expect_violation);
+    }
+    std::ofstream trace_file;
+    if (!args.trace_path.empty()) {
+        if (args.seeds != 1) {
+            return usage_error("--trace: needs a single seed (use --seed S without --seeds)");
+        }
+        trace_file.open(args.trace_path);
+        if (!trace_file) {
+            return usage_error("--trace: cannot open '" + args.trace_path + "' for writing");
+        }
+        args.run.trace = &trace_file;
+    }
+    if (args.membership_mode) {
+        return run_membership(args, program);
+    }
+    return run_seeds(args, program);
 }

@@ -21,7 +21,7 @@ constexpr Named kFaultNames[] = {
     {"asym", &FaultMix::asymmetric},   {"crash", &FaultMix::crash},
     {"pause", &FaultMix::pause},       {"blackhole", &FaultMix::blackhole},
     {"transfer", &FaultMix::transfer}, {"repair", &FaultMix::repair, false},
-    {"wipe", &FaultMix::wipe, false},
+    {"wipe", &FaultMix::wipe, false},  {"isolate", &FaultMix::isolate, false},
 };
 
 NodeId random_node(Rng& rng, std::size_t nodes) {
@@ -49,6 +49,135 @@ void schedule_wipe(Simulator& sim, std::int64_t start, std::int64_t end) {
     }
 }
 
+/// One fault episode over [start, end]: schedules its beginning and its end.
+struct Episode {
+    Simulator& sim;
+    Rng& rng;
+    std::int64_t start = 0;
+    std::int64_t end = 0;
+    std::size_t n = 0;
+    void both(FaultKind begin, FaultKind finish, FaultAction f) const {
+        f.kind = begin;
+        sim.schedule(Millis{start}, f);
+        f.kind = finish;
+        sim.schedule(Millis{end}, f);
+    }
+    /// Both directions of every link of `a` drop (the connections stay up).
+    void silence(NodeId a, bool inbound_only) const {
+        for (std::uint16_t j = 0; j < n; ++j) {
+            if (j != a.value) {
+                if (!inbound_only) {
+                    both(FaultKind::Blackhole, FaultKind::Unblackhole,
+                         FaultAction{{}, a, NodeId{j}, 0, 0});
+                }
+                both(FaultKind::Blackhole, FaultKind::Unblackhole,
+                     FaultAction{{}, NodeId{j}, a, 0, 0});
+            }
+        }
+    }
+};
+
+/// Loss, duplication, reordering, slowed links: true when `kind` is one of them.
+bool schedule_message_fault(const Episode& e, bool FaultMix::*kind) {
+    Rng& rng = e.rng;
+    if (kind == &FaultMix::loss) {
+        e.both(
+            FaultKind::BeginLoss, FaultKind::EndLoss,
+            FaultAction{{}, {}, {}, 0, static_cast<std::uint32_t>(rng.between(20'000, 300'000))});
+    } else if (kind == &FaultMix::duplication) {
+        e.both(
+            FaultKind::BeginDuplication, FaultKind::EndDuplication,
+            FaultAction{{}, {}, {}, 0, static_cast<std::uint32_t>(rng.between(20'000, 200'000))});
+    } else if (kind == &FaultMix::reorder) {
+        e.both(FaultKind::BeginReorder, FaultKind::EndReorder, FaultAction{});
+    } else if (kind == &FaultMix::latency) {
+        const auto [a, b] = random_pair(rng, e.n);
+        e.both(FaultKind::SlowLink, FaultKind::UnslowLink,
+               FaultAction{{}, a, b, 0, static_cast<std::uint32_t>(rng.between(20, 300))});
+    } else {
+        return false;
+    }
+    return true;
+}
+
+/// Cuts, partitions, one-way and two-way blackholes, isolations: true when `kind` is one.
+bool schedule_link_fault(const Episode& e, bool FaultMix::*kind) {
+    Rng& rng = e.rng;
+    if (kind == &FaultMix::cut) {
+        const auto [a, b] = random_pair(rng, e.n);
+        e.both(FaultKind::Cut, FaultKind::Heal, FaultAction{{}, a, b, 0, 0});
+    } else if (kind == &FaultMix::partition) {
+        const std::uint64_t full = NodeSet::first(e.n).bits;
+        const std::uint64_t mask = 1 + rng.below(full - 1);  // non-empty, not everyone
+        e.both(FaultKind::Partition, FaultKind::Unpartition, FaultAction{{}, {}, {}, mask, 0});
+    } else if (kind == &FaultMix::asymmetric) {
+        const auto [a, b] = random_pair(rng, e.n);
+        if (rng.below(2) == 0) {
+            e.both(FaultKind::Blackhole, FaultKind::Unblackhole, FaultAction{{}, a, b, 0, 0});
+        } else {  // a deaf node: hears nobody, everybody hears it
+            e.silence(a, true);
+        }
+    } else if (kind == &FaultMix::blackhole) {
+        // An open-connection blackhole: a-b drops every message both ways, and neither end
+        // is told (no peer_down): only heartbeat checks and check-quorum can notice.
+        const auto [a, b] = random_pair(rng, e.n);
+        e.both(FaultKind::Blackhole, FaultKind::Unblackhole, FaultAction{{}, a, b, 0, 0});
+        e.both(FaultKind::Blackhole, FaultKind::Unblackhole, FaultAction{{}, b, a, 0, 0});
+    } else if (kind == &FaultMix::isolate) {
+        // A node silently cut off: every link of it drops both ways, the connections stay
+        // up (no peer_down anywhere): a leader keeps its lease until it ends on its own clock.
+        e.silence(random_node(rng, e.n), false);
+    } else {
+        return false;
+    }
+    return true;
+}
+
+/// Crashes, repairs, wipes, transfers, pauses.
+void schedule_node_fault(const Episode& e, bool FaultMix::*kind) {
+    Rng& rng = e.rng;
+    if (kind == &FaultMix::crash) {
+        e.both(FaultKind::Crash, FaultKind::Restart,
+               FaultAction{{}, random_node(rng, e.n), {}, 0, 0});
+    } else if (kind == &FaultMix::repair) {
+        // A crash that loses 1..12 stored entries of the log's tail, then --repair.
+        const NodeId a = random_node(rng, e.n);
+        e.both(FaultKind::CorruptRepair, FaultKind::Restart,
+               FaultAction{{}, a, {}, 0, static_cast<std::uint32_t>(rng.between(1, 12))});
+    } else if (kind == &FaultMix::wipe) {
+        schedule_wipe(e.sim, e.start, e.end);
+    } else if (kind == &FaultMix::transfer) {
+        // The operator hands leadership over, one to three times in the episode, to a
+        // random node (refused when it is not connected to the leader).
+        const std::int64_t count = rng.between(1, 3);
+        for (std::int64_t k = 0; k < count; ++k) {
+            e.sim.schedule(Millis{rng.between(e.start, e.end)},
+                           FaultAction{FaultKind::Transfer, {}, random_node(rng, e.n), 0, 0});
+        }
+    } else if (kind == &FaultMix::pause) {
+        e.sim.schedule(Millis{e.start}, FaultAction{FaultKind::Pause,
+                                                    random_node(rng, e.n),
+                                                    {},
+                                                    0,
+                                                    static_cast<std::uint32_t>(e.end - e.start)});
+    }
+}
+
+/// A bit flip in a node's durable log (storage faults, one run in two): it crashes, a restart
+/// attempt is refused, and the operator repairs it at the end of the episode (HealAll repairs
+/// it otherwise).
+void schedule_bit_flip(Simulator& sim, std::int64_t window) {
+    Rng& rng = sim.rng();
+    const NodeId a = random_node(rng, sim.size());
+    const std::int64_t start = rng.between(100, window - 200);
+    const std::int64_t end = std::min(start + rng.between(100, 2500), window - 50);
+    sim.schedule(Millis{start}, FaultAction{FaultKind::BitFlip, a, {}, 0, 0});
+    sim.schedule(Millis{(start + end) / 2}, FaultAction{FaultKind::Restart, a, {}, 0, 0});
+    if (rng.below(2) == 0) {
+        sim.schedule(Millis{end}, FaultAction{FaultKind::Repair, a, {}, 0, 0});
+    }
+}
+
 /// Schedules `options.episodes` random fault episodes and the final HealAll.
 void schedule_faults(Simulator& sim, const RunOptions& options) {
     std::vector<bool FaultMix::*> enabled;
@@ -65,90 +194,13 @@ void schedule_faults(Simulator& sim, const RunOptions& options) {
         bool FaultMix::*kind = enabled[rng.below(enabled.size())];
         const std::int64_t start = rng.between(100, window - 200);
         const std::int64_t end = std::min(start + rng.between(100, 2500), window - 50);
-        const auto length = static_cast<std::uint32_t>(end - start);
-        auto at = [](std::int64_t ms) { return Millis{ms}; };
-        auto both = [&](FaultKind begin, FaultKind finish, FaultAction f) {
-            f.kind = begin;
-            sim.schedule(at(start), f);
-            f.kind = finish;
-            sim.schedule(at(end), f);
-        };
-        if (kind == &FaultMix::loss) {
-            both(FaultKind::BeginLoss, FaultKind::EndLoss,
-                 FaultAction{
-                     {}, {}, {}, 0, static_cast<std::uint32_t>(rng.between(20'000, 300'000))});
-        } else if (kind == &FaultMix::duplication) {
-            both(FaultKind::BeginDuplication, FaultKind::EndDuplication,
-                 FaultAction{
-                     {}, {}, {}, 0, static_cast<std::uint32_t>(rng.between(20'000, 200'000))});
-        } else if (kind == &FaultMix::reorder) {
-            both(FaultKind::BeginReorder, FaultKind::EndReorder, FaultAction{});
-        } else if (kind == &FaultMix::latency) {
-            const auto [a, b] = random_pair(rng, n);
-            both(FaultKind::SlowLink, FaultKind::UnslowLink,
-                 FaultAction{{}, a, b, 0, static_cast<std::uint32_t>(rng.between(20, 300))});
-        } else if (kind == &FaultMix::cut) {
-            const auto [a, b] = random_pair(rng, n);
-            both(FaultKind::Cut, FaultKind::Heal, FaultAction{{}, a, b, 0, 0});
-        } else if (kind == &FaultMix::partition) {
-            const std::uint64_t full = NodeSet::first(n).bits;
-            const std::uint64_t mask = 1 + rng.below(full - 1);  // non-empty, not everyone
-            both(FaultKind::Partition, FaultKind::Unpartition, FaultAction{{}, {}, {}, mask, 0});
-        } else if (kind == &FaultMix::asymmetric) {
-            const auto [a, b] = random_pair(rng, n);
-            if (rng.below(2) == 0) {
-                both(FaultKind::Blackhole, FaultKind::Unblackhole, FaultAction{{}, a, b, 0, 0});
-            } else {  // a deaf node: hears nobody, everybody hears it
-                for (std::uint16_t j = 0; j < n; ++j) {
-                    if (j != a.value) {
-                        both(FaultKind::Blackhole, FaultKind::Unblackhole,
-                             FaultAction{{}, NodeId{j}, a, 0, 0});
-                    }
-                }
-            }
-        } else if (kind == &FaultMix::crash) {
-            both(FaultKind::Crash, FaultKind::Restart,
-                 FaultAction{{}, random_node(rng, n), {}, 0, 0});
-        } else if (kind == &FaultMix::repair) {
-            // A crash that loses 1..12 stored entries of the log's tail, then --repair.
-            both(FaultKind::CorruptRepair, FaultKind::Restart,
-                 FaultAction{{},
-                             random_node(rng, n),
-                             {},
-                             0,
-                             static_cast<std::uint32_t>(rng.between(1, 12))});
-        } else if (kind == &FaultMix::wipe) {
-            schedule_wipe(sim, start, end);
-        } else if (kind == &FaultMix::blackhole) {
-            // An open-connection blackhole: a-b drops every message both ways, and neither end
-            // is told (no peer_down): only heartbeat checks and check-quorum can notice.
-            const auto [a, b] = random_pair(rng, n);
-            both(FaultKind::Blackhole, FaultKind::Unblackhole, FaultAction{{}, a, b, 0, 0});
-            both(FaultKind::Blackhole, FaultKind::Unblackhole, FaultAction{{}, b, a, 0, 0});
-        } else if (kind == &FaultMix::transfer) {
-            // The operator hands leadership over, one to three times in the episode, to a
-            // random node (refused when it is not connected to the leader).
-            const std::int64_t count = rng.between(1, 3);
-            for (std::int64_t k = 0; k < count; ++k) {
-                sim.schedule(at(rng.between(start, end)),
-                             FaultAction{FaultKind::Transfer, {}, random_node(rng, n), 0, 0});
-            }
-        } else if (kind == &FaultMix::pause) {
-            sim.schedule(at(start),
-                         FaultAction{FaultKind::Pause, random_node(rng, n), {}, 0, length});
+        const Episode episode{sim, rng, start, end, n};
+        if (!schedule_message_fault(episode, kind) && !schedule_link_fault(episode, kind)) {
+            schedule_node_fault(episode, kind);
         }
     }
     if (options.storage_faults && options.log && n > 1 && window > 400 && rng.below(2) == 0) {
-        // A bit flip in a node's durable log: it crashes, a restart attempt is refused, and the
-        // operator repairs it at the end of the episode (HealAll repairs it otherwise).
-        const NodeId a = random_node(rng, n);
-        const std::int64_t start = rng.between(100, window - 200);
-        const std::int64_t end = std::min(start + rng.between(100, 2500), window - 50);
-        sim.schedule(Millis{start}, FaultAction{FaultKind::BitFlip, a, {}, 0, 0});
-        sim.schedule(Millis{(start + end) / 2}, FaultAction{FaultKind::Restart, a, {}, 0, 0});
-        if (rng.below(2) == 0) {
-            sim.schedule(Millis{end}, FaultAction{FaultKind::Repair, a, {}, 0, 0});
-        }
+        schedule_bit_flip(sim, window);
     }
     sim.schedule(options.fault_window, FaultAction{FaultKind::HealAll, {}, {}, 0, 0});
 }
@@ -196,9 +248,10 @@ std::optional<FaultMix> FaultMix::parse(std::string_view list, std::string* erro
         }
         if (!found) {
             if (error) {
-                *error = "faults: unknown fault '" + std::string(item) +
-                         "' (expected all, none, or a list of loss, dup, reorder, latency, cut, "
-                         "partition, asym, crash, pause, blackhole, transfer, repair, wipe)";
+                *error =
+                    "faults: unknown fault '" + std::string(item) +
+                    "' (expected all, none, or a list of loss, dup, reorder, latency, cut, "
+                    "partition, asym, crash, pause, blackhole, transfer, repair, wipe, isolate)";
             }
             return std::nullopt;
         }
@@ -329,6 +382,47 @@ std::optional<IdentityBug> parse_identity_bug(std::string_view name) {
     return std::nullopt;
 }
 
+std::string_view drift_name(ClockDrift drift) {
+    switch (drift) {
+        case ClockDrift::None:
+            return "none";
+        case ClockDrift::Within:
+            return "within";
+        case ClockDrift::Beyond:
+            return "beyond";
+    }
+    return "?";
+}
+
+std::optional<ClockDrift> parse_drift(std::string_view name) {
+    for (auto drift : {ClockDrift::None, ClockDrift::Within, ClockDrift::Beyond}) {
+        if (name == drift_name(drift)) {
+            return drift;
+        }
+    }
+    return std::nullopt;
+}
+
+std::vector<std::int32_t> draw_clock_drift(const RunOptions& options) {
+    if (options.drift == ClockDrift::None) {
+        return {};
+    }
+    // A generator of its own (not the simulator's): the seed's schedule stays as it is.
+    Rng rng(options.seed ^ 0xd1f7c10c4d21f7ULL);
+    const std::int64_t rho = std::int64_t{run_config(options).lease_drift_permille} * 1000;
+    std::vector<std::int32_t> drift(options.nodes);
+    for (auto& d : drift) {
+        d = static_cast<std::int32_t>(rng.between(-rho, rho));
+    }
+    if (options.drift == ClockDrift::Beyond && options.nodes >= 2) {
+        const std::size_t slow = rng.below(options.nodes);
+        const std::size_t fast = (slow + 1 + rng.below(options.nodes - 1)) % options.nodes;
+        drift[slow] = static_cast<std::int32_t>(-3 * rho);
+        drift[fast] = static_cast<std::int32_t>(3 * rho);
+    }
+    return drift;
+}
+
 namespace {
 
 /// End of a log run: the workload stops, a fresh proposal is made at the agreed leader (retried
@@ -386,7 +480,10 @@ void check_log_liveness(Simulator& sim, RunResult& result) {
 
 }  // namespace
 
-RunResult run_seed(const RunOptions& options) {
+namespace {
+
+/// The simulator's options for a random run.
+SimOptions sim_options(const RunOptions& options) {
     SimOptions so;
     so.nodes = options.nodes;
     so.seed = options.seed;
@@ -407,11 +504,71 @@ RunResult run_seed(const RunOptions& options) {
         so.log_options.storage_latency_max_ms = RunOptions::kStorageLatencyMaxMs;
         so.storage_bug = options.storage_bug;
     }
-    Simulator sim(so);
+    so.clock_drift_ppm = draw_clock_drift(options);
+    return so;
+}
 
+/// The liveness bound in real time: the cores' timeouts run on their own clocks, so the slowest
+/// clock stretches them (the bound unchanged without drift).
+Millis real_liveness_bound(const SimOptions& so) {
+    const Millis bound = liveness_bound(so.elector, so.latency_max_ms + so.jitter_ms);
+    std::int64_t slowest = 0;
+    for (const std::int32_t d : so.clock_drift_ppm) {
+        slowest = std::min<std::int64_t>(slowest, d);
+    }
+    return slowest == 0
+               ? bound
+               : Millis{(bound.count() * 1000000 + 999999 + slowest) / (1000000 + slowest)};
+}
+
+/// Liveness (the nodes agreed on a leader within the bound after the faults) and, with the log,
+/// log liveness, unless a violation or the step limit ended the run.
+void check_end(Simulator& sim, const RunOptions& options, std::optional<Millis> converged_at,
+               RunResult& result) {
+    const Millis faults_end = options.fault_window;
+    if (converged_at) {
+        result.converged_after = *converged_at - faults_end;
+    }
+    if (!converged_at || *result.converged_after > result.liveness_bound) {
+        result.violation =
+            Violation{ViolationKind::Liveness, "the nodes did not agree on a leader within " +
+                                                   std::to_string(result.liveness_bound.count()) +
+                                                   " ms after the faults ended at " +
+                                                   std::to_string(faults_end.count()) + " ms"};
+        return;
+    }
+    if (options.log) {
+        check_log_liveness(sim, result);
+        if (!result.violation && sim.violation()) {
+            result.violation = sim.violation();
+        }
+        result.violation_at = sim.now();
+    }
+}
+
+/// What the run leaves: counters, the logs' compactions, the fingerprint.
+void collect(const Simulator& sim, const RunOptions& options, RunResult& result) {
+    result.log_committed = sim.log_history().history().size();
+    result.log_acked = sim.log_history().acked();
+    for (std::size_t n = 0; n < options.nodes; ++n) {
+        if (const replication::ReplicatedLog* log =
+                sim.log(NodeId{static_cast<std::uint16_t>(n)})) {
+            result.log_compactions += log->counters().compactions;
+            result.log_snapshots_installed += log->counters().snapshots_installed;
+        }
+    }
+    result.stats = sim.stats();
+    result.end = sim.now();
+    result.fingerprint = sim.fingerprint();
+}
+
+}  // namespace
+
+RunResult run_seed(const RunOptions& options) {
+    Simulator sim(sim_options(options));
     RunResult result;
     result.seed = options.seed;
-    result.liveness_bound = liveness_bound(so.elector, so.latency_max_ms + so.jitter_ms);
+    result.liveness_bound = real_liveness_bound(sim.options());
     const Millis faults_end = options.fault_window;
     const Millis tail =
         options.tail.count() > 0 ? options.tail : result.liveness_bound + Millis{1000};
@@ -442,36 +599,9 @@ RunResult run_seed(const RunOptions& options) {
     result.violation = sim.violation();
     result.violation_at = sim.now();
     if (!result.violation && !truncated) {
-        if (converged_at) {
-            result.converged_after = *converged_at - faults_end;
-        }
-        if (!converged_at || *result.converged_after > result.liveness_bound) {
-            result.violation = Violation{ViolationKind::Liveness,
-                                         "the nodes did not agree on a leader within " +
-                                             std::to_string(result.liveness_bound.count()) +
-                                             " ms after the faults ended at " +
-                                             std::to_string(faults_end.count()) + " ms"};
-        }
+        check_end(sim, options, converged_at, result);
     }
-    if (options.log && !result.violation && !truncated) {
-        check_log_liveness(sim, result);
-        if (!result.violation && sim.violation()) {
-            result.violation = sim.violation();
-        }
-        result.violation_at = sim.now();
-    }
-    result.log_committed = sim.log_history().history().size();
-    result.log_acked = sim.log_history().acked();
-    for (std::size_t n = 0; n < options.nodes; ++n) {
-        if (const replication::ReplicatedLog* log =
-                sim.log(NodeId{static_cast<std::uint16_t>(n)})) {
-            result.log_compactions += log->counters().compactions;
-            result.log_snapshots_installed += log->counters().snapshots_installed;
-        }
-    }
-    result.stats = sim.stats();
-    result.end = sim.now();
-    result.fingerprint = sim.fingerprint();
+    collect(sim, options, result);
     result.leadership = tracker.summary();
     return result;
 }
@@ -506,6 +636,9 @@ std::string replay_command(std::string_view program, const RunOptions& o) {
     }
     if (!o.history.check_term_monotonic) {
         cmd += " --no-term-check";
+    }
+    if (o.drift != ClockDrift::None) {
+        cmd += " --drift " + std::string(drift_name(o.drift));
     }
     if (o.identity_bug != IdentityBug::None) {
         cmd += " --identity-bug " + std::string(identity_bug_name(o.identity_bug));

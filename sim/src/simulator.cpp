@@ -115,6 +115,13 @@ SimOptions validated(SimOptions o) {
             "latency: need 0 <= latency_min_ms <= latency_max_ms, jitter_ms >= 0, "
             "peer_event_delay_ms >= 0 and lsn_period_ms >= 0");
     }
+    if (o.clock_drift_ppm.size() > o.nodes ||
+        std::any_of(o.clock_drift_ppm.begin(), o.clock_drift_ppm.end(), [](std::int32_t d) {
+            return d < -SimOptions::kMaxClockDriftPpm || d > SimOptions::kMaxClockDriftPpm;
+        })) {
+        throw std::invalid_argument("clock_drift_ppm: at most one per node, each within +-" +
+                                    std::to_string(SimOptions::kMaxClockDriftPpm));
+    }
     const std::size_t initial = o.initial_table != 0 ? o.initial_table : o.nodes;
     if (o.initial_table > o.nodes ||
         (o.initial_table != 0 && o.initial_table < o.nodes &&
@@ -165,6 +172,8 @@ Simulator::Simulator(SimOptions options)
     persist_failures_.assign(n, 0);
     incarnation_.assign(n, 0);
     paused_until_ms_.assign(n, 0);
+    drift_ppm_.assign(n, 0);
+    std::copy(options_.clock_drift_ppm.begin(), options_.clock_drift_ppm.end(), drift_ppm_.begin());
     configs_.assign(n, std::nullopt);
     const std::size_t initial = options_.initial_table != 0 ? options_.initial_table : n;
     table_.assign(n, 0);
@@ -240,9 +249,26 @@ void Simulator::ElectorEnv::send(std::span<const NodeId> to, const Message& m) {
     }
 }
 
+std::int64_t Simulator::real_ms_at(std::size_t n, std::int64_t local) const {
+    const std::int64_t d = drift_ppm_[n];
+    if (d == 0) {
+        return std::max(local, now_ms_);
+    }
+    // local_ms is non-decreasing: start from the inverse of the rate and step to the first
+    // millisecond that reads `local` or more.
+    std::int64_t t = std::max(now_ms_, floor_div(local * 1000000, 1000000 + d));
+    while (local_ms(n, t) < local) {
+        ++t;
+    }
+    while (t > now_ms_ && local_ms(n, t - 1) >= local) {
+        --t;
+    }
+    return t;
+}
+
 void Simulator::ElectorEnv::arm(TimerId timer, Millis delay, runtime::TimerGeneration generation) {
     Event e;
-    e.time_ms = sim->now_ms_ + delay.count();
+    e.time_ms = sim->real_ms_at(node, sim->local_ms(node, sim->now_ms_) + delay.count());
     e.kind = EventKind::Timer;
     e.node = static_cast<std::uint16_t>(node);
     e.timer = timer;
@@ -265,8 +291,9 @@ bool Simulator::ElectorEnv::persist(const DurableState& state) {
 void Simulator::ElectorEnv::notify(const LeadershipSnapshot& snapshot) {
     if (sim->logs_[node] && !sim->violation_) {
         const LeadershipSnapshot copy = snapshot;
-        sim->log_input(node, LogInput::OnLeadership,
-                       [&](auto& log) { return log.on_leadership(sim->now(), copy); });
+        sim->log_input(node, LogInput::OnLeadership, [&](auto& log) {
+            return log.on_leadership(sim->local_now(node_id(node)), copy);
+        });
     }
 }
 
@@ -518,24 +545,7 @@ void Simulator::dispatch(const Event& e) {
         return;
     }
     if (e.kind == EventKind::LsnTick) {
-        for (std::size_t i = 0; i < options_.nodes && !violation_; ++i) {
-            if (!cores_[i] || paused_until_ms_[i] > now_ms_ ||
-                cores_[i]->state().role != Role::Leader) {
-                continue;
-            }
-            const std::optional<Lsn> issued = cores_[i]->issue_lsn();
-            assert(issued);
-            ++stats_.lsns_issued;
-            perform(i, StepAction::IssueLsn, Actions{});
-            if (!violation_) {
-                if (auto v = history_.after_issue(node_id(i), *issued, cores_[i]->state())) {
-                    violation_ = std::move(v);
-                }
-            }
-        }
-        Event tick = e;
-        tick.time_ms = now_ms_ + options_.lsn_period_ms;
-        push(tick);
+        lsn_tick(e);
         return;
     }
     if (e.kind == EventKind::ClientTick) {
@@ -544,17 +554,7 @@ void Simulator::dispatch(const Event& e) {
     }
     const std::size_t n = e.node;
     if (!cores_[n]) {
-        if (e.kind == EventKind::Deliver) {
-            ++stats_.messages_dropped;
-            if (options_.trace) {
-                trace_net("Drop", &e.message, n, "receiver crashed");
-            }
-        } else if (e.kind == EventKind::LogDeliver) {
-            ++stats_.log_messages_dropped;
-            take_payload(e.payload);
-        } else if (e.kind == EventKind::ClientRequest) {
-            dispatch_log(e);  // refused: connection refused
-        }
+        dispatch_to_crashed(e);
         return;
     }
     if ((e.kind == EventKind::Deliver || e.kind == EventKind::LogDeliver) && !knows(n, e.peer)) {
@@ -565,42 +565,8 @@ void Simulator::dispatch(const Event& e) {
                                    " (table of " + std::to_string(table_[e.peer]) + ")"};
         return;
     }
-    switch (e.kind) {
-        case EventKind::Deliver:
-            if (epoch_[link(e.peer, n)] != e.stamp) {
-                ++stats_.messages_dropped;  // the connection it travelled on was reset
-                if (options_.trace) {
-                    trace_net("Drop", &e.message, n, "connection reset");
-                }
-                return;
-            }
-            break;
-        case EventKind::Timer:
-            if (incarnation_[n] != e.payload ||
-                static_cast<std::uint32_t>(cores_[n]->rt.generation(e.timer)) != e.stamp) {
-                return;  // a previous incarnation's, replaced or cancelled
-            }
-            break;
-        case EventKind::LogDeliver:
-            if (epoch_[link(e.peer, n)] != e.stamp) {
-                ++stats_.log_messages_dropped;  // the connection it travelled on was reset
-                take_payload(e.payload);
-                return;
-            }
-            break;
-        case EventKind::LogTimerFired:
-            if (!logs_[n] || incarnation_[n] != e.payload ||
-                static_cast<std::uint32_t>(logs_[n]->rt.generation(e.log_timer)) != e.stamp) {
-                return;  // a previous incarnation's, replaced or cancelled
-            }
-            break;
-        case EventKind::ClientRequest:
-            break;  // a request reaches whichever incarnation is running
-        default:
-            if (incarnation_[n] != e.stamp) {
-                return;  // addressed to a previous incarnation of the process
-            }
-            break;
+    if (drop_stale(e)) {
+        return;
     }
     if (paused_until_ms_[n] > now_ms_) {
         Event later = e;  // a stalled process handles it when it resumes
@@ -608,6 +574,93 @@ void Simulator::dispatch(const Event& e) {
         push(later);
         return;
     }
+    deliver(e);
+}
+
+void Simulator::lsn_tick(const Event& e) {
+    for (std::size_t i = 0; i < options_.nodes && !violation_; ++i) {
+        if (!cores_[i] || paused_until_ms_[i] > now_ms_ ||
+            cores_[i]->state().role != Role::Leader) {
+            continue;
+        }
+        const std::optional<Lsn> issued = cores_[i]->issue_lsn();
+        assert(issued);
+        ++stats_.lsns_issued;
+        perform(i, StepAction::IssueLsn, Actions{});
+        if (!violation_) {
+            if (auto v = history_.after_issue(node_id(i), *issued, cores_[i]->state())) {
+                violation_ = std::move(v);
+            }
+        }
+    }
+    Event tick = e;
+    tick.time_ms = now_ms_ + options_.lsn_period_ms;
+    push(tick);
+}
+
+// An event addressed to a crashed node: its messages are lost, its requests refused.
+void Simulator::dispatch_to_crashed(const Event& e) {
+    const std::size_t n = e.node;
+    if (e.kind == EventKind::Deliver) {
+        ++stats_.messages_dropped;
+        if (options_.trace) {
+            trace_net("Drop", &e.message, n, "receiver crashed");
+        }
+    } else if (e.kind == EventKind::LogDeliver) {
+        ++stats_.log_messages_dropped;
+        take_payload(e.payload);
+    } else if (e.kind == EventKind::ClientRequest) {
+        dispatch_log(e);  // refused: connection refused
+    }
+}
+
+// Drops a stale event (true): its connection was reset, its timer replaced or cancelled, or it
+// was addressed to a previous incarnation of the process.
+bool Simulator::drop_stale(const Event& e) {
+    const std::size_t n = e.node;
+    switch (e.kind) {
+        case EventKind::Deliver:
+            if (epoch_[link(e.peer, n)] != e.stamp) {
+                ++stats_.messages_dropped;  // the connection it travelled on was reset
+                if (options_.trace) {
+                    trace_net("Drop", &e.message, n, "connection reset");
+                }
+                return true;
+            }
+            break;
+        case EventKind::Timer:
+            if (incarnation_[n] != e.payload ||
+                static_cast<std::uint32_t>(cores_[n]->rt.generation(e.timer)) != e.stamp) {
+                return true;  // a previous incarnation's, replaced or cancelled
+            }
+            break;
+        case EventKind::LogDeliver:
+            if (epoch_[link(e.peer, n)] != e.stamp) {
+                ++stats_.log_messages_dropped;  // the connection it travelled on was reset
+                take_payload(e.payload);
+                return true;
+            }
+            break;
+        case EventKind::LogTimerFired:
+            if (!logs_[n] || incarnation_[n] != e.payload ||
+                static_cast<std::uint32_t>(logs_[n]->rt.generation(e.log_timer)) != e.stamp) {
+                return true;  // a previous incarnation's, replaced or cancelled
+            }
+            break;
+        case EventKind::ClientRequest:
+            break;  // a request reaches whichever incarnation is running
+        default:
+            if (incarnation_[n] != e.stamp) {
+                return true;  // addressed to a previous incarnation of the process
+            }
+            break;
+    }
+    return false;
+}
+
+// Hands a live, running node the event addressed to it.
+void Simulator::deliver(const Event& e) {
+    const std::size_t n = e.node;
     const NodeId peer = node_id(e.peer);
     switch (e.kind) {
         case EventKind::Deliver:
@@ -630,7 +683,8 @@ void Simulator::dispatch(const Event& e) {
                 nullptr, peer);
             if (logs_[n] && !violation_) {
                 log_history_.on_peer_event(node_id(n), peer);
-                log_input(n, LogInput::PeerUp, [&](auto& log) { return log.peer_up(now(), peer); });
+                log_input(n, LogInput::PeerUp,
+                          [&](auto& log) { return log.peer_up(local_now(node_id(n)), peer); });
             }
             break;
         case EventKind::PeerDown:
@@ -640,7 +694,7 @@ void Simulator::dispatch(const Event& e) {
             if (logs_[n] && !violation_) {
                 log_history_.on_peer_event(node_id(n), peer);
                 log_input(n, LogInput::PeerDown,
-                          [&](auto& log) { return log.peer_down(now(), peer); });
+                          [&](auto& log) { return log.peer_down(local_now(node_id(n)), peer); });
             }
             break;
         case EventKind::LogDeliver:
@@ -722,11 +776,12 @@ void Simulator::check(std::size_t node, StepAction action, const ElectorState& s
     check_lease_exclusive();
 }
 
-// LeaseExclusive (docs/design.md, the leader lease): at no time do two nodes both lead with a
-// lease that has not ended. Every node's clock is the simulated one (no drift here). A paused
-// node cannot act: it counts from when it resumes (and has seen what happened meanwhile). The
-// simulator's cuts close a connection on both sides at once, also a paused leader's, which no
-// real network does (the forged reset that docs/design.md excludes).
+// LeaseExclusive (docs/design.md, the leader lease): at no real time do two nodes both lead with
+// a lease that has not ended, each lease read on its own node's clock
+// (SimOptions::clock_drift_ppm). Checked after every step: a lease only starts or is renewed at a
+// step of its node. A paused node cannot act: it counts from when it resumes (and has seen what
+// happened meanwhile). The simulator's cuts close a connection on both sides at once, also a paused
+// leader's, which no real network does (the forged reset that docs/design.md excludes).
 void Simulator::check_lease_exclusive() {
     std::optional<std::size_t> holder;
     for (std::size_t n = 0; n < cores_.size(); ++n) {
@@ -735,18 +790,38 @@ void Simulator::check_lease_exclusive() {
         }
         const LeadershipSnapshot& s = cores_[n]->rt.elector().snapshot();
         // Until the instant it resumes is over: the events it missed are handled at that instant.
-        if (!s.valid_at(now()) || paused_until_ms_[n] >= now_ms_) {
+        if (!s.valid_at(local_now(node_id(n))) || paused_until_ms_[n] >= now_ms_) {
             continue;
         }
         if (holder) {
             violation_ = Violation{ViolationKind::LeaseExclusive,
                                    "n" + std::to_string(*holder) + " and n" + std::to_string(n) +
                                        " both hold a valid leader lease at " +
-                                       std::to_string(now().count()) + " ms"};
+                                       std::to_string(now().count()) + " ms" + drift_note()};
             return;
         }
         holder = n;
     }
+}
+
+// The clocks' drift, for a LeaseExclusive report: the lease holds only within the bound rho.
+std::string Simulator::drift_note() const {
+    const std::int64_t bound = std::int64_t{options_.elector.lease_drift_permille} * 1000;
+    std::string rates;
+    bool beyond = false;
+    for (std::size_t n = 0; n < drift_ppm_.size(); ++n) {
+        if (drift_ppm_[n] != 0) {
+            rates += (rates.empty() ? "" : ", ") + node_name(node_id(n)) + " " +
+                     (drift_ppm_[n] > 0 ? "+" : "") + std::to_string(drift_ppm_[n]) + " ppm";
+        }
+        beyond = beyond || drift_ppm_[n] > bound || drift_ppm_[n] < -bound;
+    }
+    if (rates.empty()) {
+        return "";
+    }
+    return " (clock drift " + rates + (beyond ? ": BEYOND" : ": within") +
+           " the stated bound rho = " + std::to_string(options_.elector.lease_drift_permille) +
+           " permille" + (beyond ? ", which the lease assumes" : "") + ")";
 }
 
 void Simulator::send(std::size_t from, std::size_t to, const Message& m) {
@@ -1059,10 +1134,6 @@ void Simulator::transfer(std::size_t target) {
 }
 
 void Simulator::apply(const FaultAction& f) {
-    const std::size_t n = options_.nodes;
-    const std::size_t a = f.a.value;
-    const std::size_t b = f.b.value;
-    const bool pair_ok = a < n && b < n && a != b;
     if (options_.trace && f.kind != FaultKind::Crash && f.kind != FaultKind::Restart &&
         f.kind != FaultKind::Transfer &&
         f.kind != FaultKind::SetVoters) {  // these are traced as the steps they cause
@@ -1076,13 +1147,23 @@ void Simulator::apply(const FaultAction& f) {
                                .dump()
                         << '\n';
     }
+    if (!apply_link_fault(f) && !apply_loss_fault(f)) {
+        apply_node_fault(f);
+    }
+}
+
+bool Simulator::apply_link_fault(const FaultAction& f) {
+    const std::size_t n = options_.nodes;
+    const std::size_t a = f.a.value;
+    const std::size_t b = f.b.value;
+    const bool pair_ok = a < n && b < n && a != b;
     switch (f.kind) {
         case FaultKind::Cut:
         case FaultKind::Heal:
             if (pair_ok) {
                 cut_pair(a, b, f.kind == FaultKind::Cut ? 1 : -1);
             }
-            break;
+            return true;
         case FaultKind::Partition:
         case FaultKind::Unpartition:
             for (std::size_t i = 0; i < n; ++i) {
@@ -1092,17 +1173,17 @@ void Simulator::apply(const FaultAction& f) {
                     }
                 }
             }
-            break;
+            return true;
         case FaultKind::Blackhole:
             if (pair_ok) {
                 ++blackhole_count_[link(a, b)];
             }
-            break;
+            return true;
         case FaultKind::Unblackhole:
             if (pair_ok && blackhole_count_[link(a, b)] > 0) {
                 --blackhole_count_[link(a, b)];
             }
-            break;
+            return true;
         case FaultKind::SlowLink:
         case FaultKind::UnslowLink:
             if (pair_ok) {
@@ -1113,112 +1194,127 @@ void Simulator::apply(const FaultAction& f) {
                 }
                 ++links_version_;
             }
-            break;
+            return true;
+        default:
+            return false;
+    }
+}
+
+bool Simulator::apply_loss_fault(const FaultAction& f) {
+    switch (f.kind) {
         case FaultKind::BeginLoss:
             ++loss_depth_;
             loss_ppm_ = std::max(loss_ppm_, f.value);
-            break;
+            return true;
         case FaultKind::EndLoss:
             if (loss_depth_ > 0 && --loss_depth_ == 0) {
                 loss_ppm_ = 0;
             }
-            break;
+            return true;
         case FaultKind::BeginDuplication:
             ++duplication_depth_;
             duplication_ppm_ = std::max(duplication_ppm_, f.value);
-            break;
+            return true;
         case FaultKind::EndDuplication:
             if (duplication_depth_ > 0 && --duplication_depth_ == 0) {
                 duplication_ppm_ = 0;
             }
-            break;
+            return true;
         case FaultKind::BeginReorder:
             ++reorder_depth_;
-            break;
+            return true;
         case FaultKind::EndReorder:
             if (reorder_depth_ > 0) {
                 --reorder_depth_;
             }
-            break;
+            return true;
+        default:
+            return false;
+    }
+}
+
+void Simulator::apply_node_fault(const FaultAction& f) {
+    const std::size_t a = f.a.value;
+    if (f.kind == FaultKind::HealAll) {
+        heal_all();
+        return;
+    }
+    if (f.kind == FaultKind::Transfer) {
+        if (f.b.value < options_.nodes) {
+            transfer(f.b.value);
+        }
+        return;
+    }
+    if (a >= options_.nodes) {
+        return;
+    }
+    switch (f.kind) {
         case FaultKind::Crash:
-            if (a < n) {
-                crash(a);
-            }
+            crash(a);
             break;
         case FaultKind::Restart:
-            if (a < n) {
-                restart(a);
-            }
+            restart(a);
             break;
         case FaultKind::Pause:
-            if (a < n && cores_[a]) {
+            if (cores_[a]) {
                 ++stats_.pauses;
                 paused_until_ms_[a] = std::max(paused_until_ms_[a], now_ms_ + f.value);
             }
             break;
         case FaultKind::FailPersist:
-            if (a < n) {
-                persist_failures_[a] += std::max<std::uint32_t>(1, f.value);
-            }
-            break;
-        case FaultKind::Transfer:
-            if (b < n) {
-                transfer(b);
-            }
+            persist_failures_[a] += std::max<std::uint32_t>(1, f.value);
             break;
         case FaultKind::SetVoters:
-            if (a < n) {
-                set_voters(f.a, NodeSet{f.mask}, f.value);
-            }
+            set_voters(f.a, NodeSet{f.mask}, f.value);
             break;
         case FaultKind::CorruptRepair:
-            if (a < n) {
-                // Who will be told of this crash (a peer_down) but has not been yet.
-                NodeSet connected;
-                for (std::size_t j = 0; j < n; ++j) {
-                    if (j != a && connection_up_[link(a, j)] != 0) {
-                        connected.insert(node_id(j));
-                    }
-                }
-                crash(a);
-                log_corrupt_and_repair(a, f.value, connected);
-            }
+            corrupt_repair(a, f.value);
             break;
         case FaultKind::BitFlip:
-            if (a < n) {
-                log_bit_flip(a);
-            }
+            log_bit_flip(a);
             break;
         case FaultKind::Repair:
-            if (a < n) {
-                log_repair_flip(a);
-                repair_identity(a);
-            }
+            log_repair_flip(a);
+            repair_identity(a);
             break;
         case FaultKind::Wipe:
-            if (a < n) {
-                wipe(a, static_cast<WipeLoss>(std::min<std::uint32_t>(f.value, 2)));
-            }
+            wipe(a, static_cast<WipeLoss>(std::min<std::uint32_t>(f.value, 2)));
             break;
-        case FaultKind::HealAll:
-            std::fill(persist_failures_.begin(), persist_failures_.end(), 0);
-            std::fill(blackhole_count_.begin(), blackhole_count_.end(), 0);
-            std::fill(slow_ms_.begin(), slow_ms_.end(), 0);
-            ++links_version_;
-            loss_ppm_ = duplication_ppm_ = 0;
-            loss_depth_ = duplication_depth_ = reorder_depth_ = 0;
-            std::fill(cut_count_.begin(), cut_count_.end(), 0);
-            for (std::size_t i = 0; i < n; ++i) {
-                log_repair_flip(i);  // the operator repairs every log recovery refuses
-                repair_identity(i);  // and every node whose identity is refused
-                restart(i);          // no-op for live nodes; brings the mesh back up
-            }
-            for (std::size_t i = 0; i < n; ++i) {
-                for (std::size_t j = i + 1; j < n; ++j) {
-                    update_connection(i, j);
-                }
-            }
+        default:
             break;
+    }
+}
+
+void Simulator::corrupt_repair(std::size_t a, std::uint32_t drop) {
+    // Who will be told of this crash (a peer_down) but has not been yet.
+    NodeSet connected;
+    for (std::size_t j = 0; j < options_.nodes; ++j) {
+        if (j != a && connection_up_[link(a, j)] != 0) {
+            connected.insert(node_id(j));
+        }
+    }
+    crash(a);
+    log_corrupt_and_repair(a, drop, connected);
+}
+
+void Simulator::heal_all() {
+    const std::size_t n = options_.nodes;
+    std::fill(persist_failures_.begin(), persist_failures_.end(), 0);
+    std::fill(blackhole_count_.begin(), blackhole_count_.end(), 0);
+    std::fill(slow_ms_.begin(), slow_ms_.end(), 0);
+    ++links_version_;
+    loss_ppm_ = duplication_ppm_ = 0;
+    loss_depth_ = duplication_depth_ = reorder_depth_ = 0;
+    std::fill(cut_count_.begin(), cut_count_.end(), 0);
+    for (std::size_t i = 0; i < n; ++i) {
+        log_repair_flip(i);  // the operator repairs every log recovery refuses
+        repair_identity(i);  // and every node whose identity is refused
+        restart(i);          // no-op for live nodes; brings the mesh back up
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+        for (std::size_t j = i + 1; j < n; ++j) {
+            update_connection(i, j);
+        }
     }
 }
 

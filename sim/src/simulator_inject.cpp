@@ -16,7 +16,7 @@ bool Simulator::inject_log(NodeId to, const replication::LogMessage& m) {
     }
     log_input(
         n, LogInput::Receive,
-        [&](replication::ReplicatedLog& log) { return log.receive(now(), m); }, &m);
+        [&](replication::ReplicatedLog& log) { return log.receive(local_now(to), m); }, &m);
     return true;
 }
 

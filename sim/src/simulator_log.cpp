@@ -134,7 +134,8 @@ void Simulator::log_start(std::size_t n) {
         std::make_unique<LogNode>(*this, n, log_config_for(n), log_storage_[n].recover().log);
     log_views_[n] = &logs_[n]->rt.log();
     log_history_.on_restart(node_id(n));
-    log_input(n, LogInput::Start, [&](ReplicatedLog& log) { return log.start(now()); });
+    log_input(n, LogInput::Start,
+              [&](ReplicatedLog& log) { return log.start(local_now(node_id(n))); });
 }
 
 void Simulator::log_crash(std::size_t n) {
@@ -355,8 +356,8 @@ void Simulator::dispatch_log(const Event& e) {
             const LogMessage m = take_payload(e.payload);
             ++stats_.log_messages_delivered;
             log_input(
-                n, LogInput::Receive, [&](ReplicatedLog& log) { return log.receive(now(), m); },
-                &m);
+                n, LogInput::Receive,
+                [&](ReplicatedLog& log) { return log.receive(local_now(node_id(n)), m); }, &m);
             break;
         }
         case EventKind::LogTimerFired:
@@ -522,9 +523,9 @@ std::optional<Lsn> Simulator::propose_entry(std::size_t n, Entry entry, bool con
     const Lsn lsn = entry.lsn;
     log_input(n, LogInput::Propose, [&](ReplicatedLog& l) {
         if (config) {
-            return l.propose_config(now(), lsn, std::move(entry.value));
+            return l.propose_config(local_now(node_id(n)), lsn, std::move(entry.value));
         }
-        return l.propose(now(), lsn, std::move(entry.key), std::move(entry.value));
+        return l.propose(local_now(node_id(n)), lsn, std::move(entry.key), std::move(entry.value));
     });
     if (violation_ || !logs_[n]) {
         return std::nullopt;
@@ -554,7 +555,7 @@ void Simulator::LogEnv::send(std::span<const NodeId> to, const LogMessage& m) {
 void Simulator::LogEnv::arm(replication::LogTimer timer, Millis delay,
                             runtime::TimerGeneration generation) {
     Event e;
-    e.time_ms = sim->now_ms_ + delay.count();
+    e.time_ms = sim->real_ms_at(node, sim->local_ms(node, sim->now_ms_) + delay.count());
     e.kind = EventKind::LogTimerFired;
     e.node = static_cast<std::uint16_t>(node);
     e.log_timer = timer;

@@ -18,17 +18,17 @@ constexpr NodeIndex C = 2;
 constexpr NodeIndex D = 3;
 
 Observation leader(std::int64_t at, NodeIndex n, std::uint64_t term) {
-    return Observation{at, n, ObservedRole::Leader, term, n};
+    return Observation{at, n, ObservedRole::Leader, term, n, {}, at};
 }
 Observation follower(std::int64_t at, NodeIndex n, std::uint64_t term,
                      std::optional<NodeIndex> of) {
-    return Observation{at, n, ObservedRole::Follower, term, of};
+    return Observation{at, n, ObservedRole::Follower, term, of, {}, at};
 }
 Observation candidate(std::int64_t at, NodeIndex n, std::uint64_t term) {
-    return Observation{at, n, ObservedRole::Candidate, term, std::nullopt};
+    return Observation{at, n, ObservedRole::Candidate, term, std::nullopt, {}, at};
 }
 Observation unreachable(std::int64_t at, NodeIndex n) {
-    return Observation{at, n, ObservedRole::Unreachable, 0, std::nullopt};
+    return Observation{at, n, ObservedRole::Unreachable, 0, std::nullopt, {}, at};
 }
 FaultEvent link(std::int64_t at, NodeIndex from, NodeIndex to, LinkMode mode) {
     FaultEvent e;

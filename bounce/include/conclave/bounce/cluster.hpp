@@ -95,6 +95,9 @@ class Cluster {
     std::string log_tail(NodeIndex i, std::size_t lines) const;
 
   private:
+    /// The configs: cluster.json (the real addresses), one per node (its peers behind the
+    /// proxy) and one per spare (only itself).
+    void write_configs();
     ClusterOptions options_;
     std::filesystem::path dir_;
     FaultProxy proxy_;

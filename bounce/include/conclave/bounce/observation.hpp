@@ -23,6 +23,10 @@ struct Observation {
     ObservedRole role = ObservedRole::Unreachable;
     std::uint64_t term = 0;
     std::optional<NodeIndex> leader;  // who the node says leads `term`
+    /// A leader whose "lease" is valid: the milliseconds it had left (rounded down) when it
+    /// answered; nullopt otherwise (no lease, not valid, or a daemon without the field).
+    std::optional<std::int64_t> lease_remaining_ms;
+    std::int64_t answered_ms = 0;  // when the answer arrived, on the same clock as at_ms
 };
 
 /// Node ids in configs and /status: "n1".."nN" for indices 0..N-1.

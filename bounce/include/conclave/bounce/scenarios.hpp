@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "conclave/bounce/analysis.hpp"
+#include "conclave/bounce/lease.hpp"
 #include "conclave/bounce/log_check.hpp"
 #include "conclave/bounce/options.hpp"
 
@@ -56,6 +57,8 @@ struct RunResult {
     std::size_t node_count = 0;
     std::int64_t end_ms = 0;
     Summary summary;
+    /// Lease overlap and time without a valid lease, from the /status lease fields.
+    LeaseSummary lease;
     std::vector<Observation> observations;
     std::vector<FaultEvent> faults;
     std::vector<std::string> notes;

@@ -100,6 +100,19 @@ class LogHistory {
     std::size_t commits_on_unnoticed_loss() const { return commits_on_unnoticed_loss_; }
 
   private:
+    // after_step(), in parts: what the step applied and truncated; storage against the core;
+    // each applied batch and each proposal outcome; the counts and completeness after them.
+    std::map<std::size_t, replication::Entry> scan_step(NodeId node,
+                                                        const replication::LogActions& actions,
+                                                        const replication::ReplicatedLog& log);
+    std::optional<Violation> check_driver(NodeId node, const replication::ReplicatedLog& log,
+                                          const replication::MemoryStorage& storage);
+    std::optional<Violation> check_applied(NodeId node, const replication::ApplyCommitted& apply);
+    std::optional<Violation> check_result(NodeId node, const replication::ProposeResult& result,
+                                          const replication::ReplicatedLog& log);
+    std::optional<Violation> check_after_actions(
+        NodeId node, std::size_t history_before,
+        const std::vector<const replication::ReplicatedLog*>& logs);
     std::optional<Violation> check_prefix(
         NodeId node, const replication::ReplicatedLog& log,
         const std::map<std::size_t, replication::Entry>& step_applied);

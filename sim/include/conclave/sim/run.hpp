@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "conclave/sim/simulator.hpp"
 #include "conclave/sim/stability.hpp"
@@ -38,14 +39,26 @@ struct FaultMix {
     /// log, a log lost beside its vote record restarts unmarked, as in conclaved, and is reported
     /// (log-truncated). Not part of "all": name it, e.g. "all,wipe".
     bool wipe = false;
+    /// A node silently cut off: every link of it drops both ways while its connections stay up
+    /// (nobody gets peer_down), so a leader cut off this way keeps its lease until the lease ends
+    /// on its own clock, the case clock drift matters for. Not part of "all": "all,isolate".
+    bool isolate = false;
 
     static FaultMix all();
     bool any() const;
     /// "all", "none" or a comma-separated list of: all, loss, dup, reorder, latency, cut,
-    /// partition, asym, crash, pause, blackhole, transfer, repair, wipe. nullopt (and `error` set)
-    /// for an unknown name.
+    /// partition, asym, crash, pause, blackhole, transfer, repair, wipe, isolate. nullopt (and
+    /// `error` set) for an unknown name.
     static std::optional<FaultMix> parse(std::string_view list, std::string* error);
     std::string to_string() const;
+};
+
+/// Clock drift of random runs (SimOptions::clock_drift_ppm), drawn per node per seed from a
+/// generator of its own, so the fault schedule of a seed is the same with and without drift.
+enum class ClockDrift : std::uint8_t {
+    None,    // every clock is the simulated one
+    Within,  // each node's rate uniform in [1 - rho, 1 + rho] (rho: lease_drift_permille)
+    Beyond,  // as Within, then two nodes at 1 - 3 rho and 1 + 3 rho: beyond what the lease assumes
 };
 
 struct RunOptions {
@@ -91,6 +104,7 @@ struct RunOptions {
     StorageBug storage_bug = StorageBug::None;
     /// The identity canary (IdentityBug::AdmitAnyIncarnation): matters with the wipe fault.
     IdentityBug identity_bug = IdentityBug::None;
+    ClockDrift drift = ClockDrift::None;
 };
 
 struct RunResult {
@@ -157,6 +171,12 @@ std::optional<StorageBug> parse_storage_bug(std::string_view name);
 /// "admit-any-incarnation" / "none".
 std::string_view identity_bug_name(IdentityBug bug);
 std::optional<IdentityBug> parse_identity_bug(std::string_view name);
+
+/// "none" / "within" / "beyond".
+std::string_view drift_name(ClockDrift drift);
+std::optional<ClockDrift> parse_drift(std::string_view name);
+/// Each node's clock drift in ppm for `options` (empty for ClockDrift::None).
+std::vector<std::int32_t> draw_clock_drift(const RunOptions& options);
 
 RunResult run_seed(const RunOptions& options);
 

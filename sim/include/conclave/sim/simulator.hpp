@@ -155,6 +155,13 @@ struct SimOptions {
     /// the run; it is recorded (violation_counts(), recorded_violations()) and the run goes on to
     /// the end of its budget. violation() then only holds one until the next step absorbs it.
     bool keep_running_after_violations = false;
+    /// Clock drift (docs/design.md, the leader lease): node i's monotonic clock runs at
+    /// 1 + clock_drift_ppm[i] / 1e6 times the simulated real time (missing or 0: the simulated
+    /// clock itself). Its elector and log cores get its local time, and a timer armed on it fires
+    /// at the first real millisecond at which the local clock has reached the deadline. Validated:
+    /// |drift| <= kMaxClockDriftPpm.
+    std::vector<std::int32_t> clock_drift_ppm;
+    static constexpr std::int32_t kMaxClockDriftPpm = 500000;
 };
 
 /// A change to the simulated world, applied at a given time (see Simulator::schedule).
@@ -294,6 +301,10 @@ class Simulator {
 
     // ---- Observation ---------------------------------------------------------------------------
     Millis now() const { return Millis{now_ms_}; }
+    /// What node `n`'s own clock reads now (SimOptions::clock_drift_ppm; now() without drift).
+    Millis local_now(NodeId n) const { return Millis{local_ms(n.value, now_ms_)}; }
+    /// The drift of `n`'s clock in ppm (0: none).
+    std::int32_t clock_drift_ppm(NodeId n) const { return drift_ppm_[n.value]; }
     std::size_t size() const { return options_.nodes; }
     bool alive(NodeId n) const { return cores_[n.value] != nullptr; }
     bool paused(NodeId n) const { return paused_until_ms_[n.value] > now_ms_; }
@@ -385,6 +396,16 @@ class Simulator {
     bool join(NodeId n, std::size_t table, NodeSet voters, std::uint64_t version);
 
   private:
+    /// Node `n`'s clock at real time `real_ms`, and the first real time at which it reads at
+    /// least `local` (never before now: a timer armed now fires now or later).
+    std::int64_t local_ms(std::size_t n, std::int64_t real_ms) const {
+        const std::int64_t d = drift_ppm_[n];
+        return d == 0 ? real_ms : real_ms + floor_div(real_ms * d, 1000000);
+    }
+    std::int64_t real_ms_at(std::size_t n, std::int64_t local) const;
+    static std::int64_t floor_div(std::int64_t a, std::int64_t b) {
+        return a / b - ((a % b != 0) && ((a < 0) != (b < 0)) ? 1 : 0);
+    }
     std::optional<std::chrono::microseconds> current_round_trip(std::size_t node);
     enum class LogInput : std::uint8_t {
         Start,
@@ -436,7 +457,7 @@ class Simulator {
         Simulator* sim = nullptr;
         std::size_t node = 0;
         static constexpr bool kPlantedBugs = true;
-        Millis now() const { return sim->now(); }
+        Millis now() const { return sim->local_now(NodeId{static_cast<std::uint16_t>(node)}); }
         void send(std::span<const NodeId> to, const Message& m);
         void arm(TimerId timer, Millis delay, runtime::TimerGeneration generation);
         void cancel(TimerId) {}
@@ -485,7 +506,7 @@ class Simulator {
         std::size_t node = 0;
         FaultyLogStorage store;
         static constexpr bool kPlantedBugs = true;
-        Millis now() const { return sim->now(); }
+        Millis now() const { return sim->local_now(NodeId{static_cast<std::uint16_t>(node)}); }
         replication::LogStorage& storage() { return store; }
         void send(std::span<const NodeId> to, const replication::LogMessage& m);
         void arm(replication::LogTimer timer, Millis delay, runtime::TimerGeneration generation);
@@ -547,6 +568,11 @@ class Simulator {
     Event pop();  // the earliest event (the queue must not be empty)
     Config config_for(std::size_t node) const;
     void dispatch(const Event& e);
+    // dispatch(), by case.
+    void lsn_tick(const Event& e);
+    void dispatch_to_crashed(const Event& e);
+    bool drop_stale(const Event& e);
+    void deliver(const Event& e);
     /// A step that gives the core no input through the runtime (IssueLsn): hooks only.
     void perform(std::size_t node, StepAction action, const Actions& actions);
     void send(std::size_t from, std::size_t to, const Message& m);
@@ -556,6 +582,14 @@ class Simulator {
     void crash_now(std::size_t node);
     void restart(std::size_t n);
     void transfer(std::size_t target);
+    // apply(), by kind of fault: true when the fault was of that kind.
+    bool apply_link_fault(const FaultAction& f);
+    bool apply_loss_fault(const FaultAction& f);
+    void apply_node_fault(const FaultAction& f);
+    /// FaultKind::CorruptRepair on node `a`.
+    void corrupt_repair(std::size_t a, std::uint32_t drop);
+    /// FaultKind::HealAll.
+    void heal_all();
     void cut_pair(std::size_t a, std::size_t b, int delta);
     void trace_step(std::size_t node, StepAction action, const Actions& actions,
                     const ElectorState& state, const Message* received, std::optional<NodeId> peer,
@@ -572,6 +606,8 @@ class Simulator {
                const Actions& actions);
     /// LeaseExclusive: no two live nodes hold a valid leader lease at now().
     void check_lease_exclusive();
+    /// The clocks' drift and whether it is beyond the bound rho ("" without drift).
+    std::string drift_note() const;
 
     // The replicated log (simulator_log.cpp).
     replication::LogConfig log_config_for(std::size_t node) const;
@@ -685,6 +721,7 @@ class Simulator {
     std::vector<std::uint32_t> persist_failures_;  // pending injected state-write failures
     std::vector<std::uint32_t> incarnation_;
     std::vector<std::int64_t> paused_until_ms_;
+    std::vector<std::int32_t> drift_ppm_;  // per node (SimOptions::clock_drift_ppm)
     PendingStep pending_;
 
     // Per ordered pair (a * n + b).

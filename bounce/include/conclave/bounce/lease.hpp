@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: Apache-2.0
+// The leader lease as the poller sees it (docs/design.md "The leader lease"; /status "lease"):
+// when two nodes held a valid lease at once, and how long no node held one.
+//
+// Each answer with a valid lease says the node held it from the moment it answered until that
+// moment + remaining_ms, unless a later answer of the same node shows no valid lease (it ended
+// before that answer) or the node was killed, stopped, paused or its disk filled (a process that
+// cannot run cannot act on its lease). The moment a node answered is not known exactly: it lies
+// between the poll's send time (at_ms) and its arrival (answered_ms), on the poller's clock, the
+// same monotonic clock as the daemons' on one host. at_ms is used, so an interval end set by an
+// answer is off by at most that poll's round trip + 1 ms (remaining_ms is rounded down; an end set
+// by a signal the tool sent is exact): an overlap or a gap between two ends is off by at most the
+// sum of their two errors (`error_ms`).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "conclave/bounce/faults.hpp"
+#include "conclave/bounce/observation.hpp"
+
+namespace conclave::bounce {
+
+struct LeaseInterval {
+    std::int64_t begin_ms = 0;
+    std::int64_t end_ms = 0;
+    std::int64_t begin_error_ms = 0;  // how far the true begin may lie from begin_ms
+    std::int64_t end_error_ms = 0;
+};
+
+/// Two nodes' leases: an overlap (both valid over [begin_ms, begin_ms + length_ms)), or the
+/// closest approach (a's ended length_ms before b's began, at begin_ms).
+struct LeaseOverlap {
+    NodeIndex a = 0;
+    NodeIndex b = 0;
+    std::int64_t begin_ms = 0;
+    std::int64_t length_ms = 0;
+    std::int64_t error_ms = 0;  // the bound on length_ms's error
+};
+
+struct LeaseSummary {
+    /// Some answer carried a valid lease (daemons without the lease report nothing).
+    bool reported = false;
+    /// The longest time two nodes both held a valid lease (expected: none).
+    std::optional<LeaseOverlap> longest_overlap;
+    /// Without an overlap: the shortest time between one node's lease and another's.
+    std::optional<LeaseOverlap> closest;
+    /// The longest time no node held a valid lease, from the first lease to the end of the run.
+    std::int64_t longest_without_ms = 0;
+    std::int64_t longest_without_from_ms = 0;
+    std::int64_t longest_without_error_ms = 0;
+    /// Per node: the times it held a valid lease, in order, disjoint.
+    std::vector<std::vector<LeaseInterval>> held;
+};
+
+/// `observations` and `faults` sorted by time; `end_ms` is the end of the run.
+LeaseSummary lease_summary(std::size_t node_count, const std::vector<Observation>& observations,
+                           const std::vector<FaultEvent>& faults, std::int64_t end_ms);
+
+}  // namespace conclave::bounce
