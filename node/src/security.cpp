@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -295,6 +297,11 @@ net::MeshOptions mesh_options_of(const ClusterConfig& config, std::optional<std:
             net::TlsOptions{config.tls->ca_path, config.tls->cert_path, config.tls->key_path, true};
     }
     m.seed = seed;
+    // A follower's kernel must not give up on its leader's silent connection before the
+    // follower's promise has run out (docs/design.md, the leader lease, assumption 3): the
+    // keepalive budget (idle + interval x probes, also TCP_USER_TIMEOUT) exceeds the promise.
+    const auto promise = std::chrono::ceil<std::chrono::seconds>(config.elector.promise_duration());
+    m.keepalive_idle = std::max(m.keepalive_idle, promise + std::chrono::seconds{1});
     return m;
 }
 

@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "conclave/node/cluster_config.hpp"
+#include "conclave/node/security.hpp"
 
 using conclave::Millis;
 using conclave::NodeId;
@@ -97,6 +98,25 @@ TEST_CASE("a minimal config takes the defaults", "[config]") {
     CHECK(c.elector.check_quorum);
     CHECK(c.data_dir == "d");
     CHECK(c.log == LogSettings{});
+}
+
+TEST_CASE("the mesh keeps a silent link open longer than a follower's promise", "[config][lease]") {
+    // The leader lease (docs/design.md, assumption 3): the follower's kernel must not close its
+    // link to the leader before the promise has run out. The keepalive budget (idle + 2 s x 3
+    // probes, also TCP_USER_TIMEOUT) stays 16 s where that is enough, and grows beyond it.
+    json doc = GoodConfig();
+    doc.erase("timing");
+    for (const char* profile : {"fast", "default", "reference"}) {
+        CAPTURE(profile);
+        doc["profile"] = profile;
+        const ClusterConfig config = Parse(doc);
+        const conclave::net::MeshOptions m = mesh_options_of(config, std::nullopt, {});
+        const auto budget = m.keepalive_idle + m.keepalive_interval * m.keepalive_probes;
+        CHECK(budget > config.elector.promise_duration() + std::chrono::seconds{6});
+        CHECK(m.keepalive_idle >= std::chrono::seconds{10});
+    }
+    doc["profile"] = "reference";  // E = 20 s: a 16 s budget would end the promise early
+    CHECK(mesh_options_of(Parse(doc), std::nullopt, {}).keepalive_idle == std::chrono::seconds{21});
 }
 
 TEST_CASE("profiles and every timing override", "[config]") {
