@@ -41,6 +41,8 @@ std::string to_string(const LogMessage& m) {
                      " offset=" + std::to_string(b.offset) +
                      " entries=" + std::to_string(b.entries.size()) + (b.done ? " done" : "") +
                      (b.fetch ? " fetch" : "");
+            } else {
+                static_assert(std::is_same_v<T, SyncRequest>, "to_string must print every message");
             }
         },
         m.body);
