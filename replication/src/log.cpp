@@ -19,9 +19,9 @@ namespace {
 // The tiers of the log core's own checks after every input (ReplicatedLog::CheckInvariants):
 // the O(1) invariants are always on; the whole check_invariants(), O(log length), runs after
 // every input only in debug builds (no NDEBUG: the asan flavour) or when built with
-// -DCONCLAVE_FULL_LOG_CHECKS. Release builds (conclaved) run the O(1) tier; the simulator runs
+// -DCONCLAVE_FULL_CHECKS. Release builds (conclaved) run the O(1) tier; the simulator runs
 // the whole check_invariants() after every log step itself (sim/src/log_invariants.cpp).
-#if !defined(NDEBUG) || defined(CONCLAVE_FULL_LOG_CHECKS)
+#if !defined(NDEBUG) || defined(CONCLAVE_FULL_CHECKS)
 constexpr bool kFullLogChecks = true;
 #else
 constexpr bool kFullLogChecks = false;
