@@ -833,8 +833,8 @@ TypeOK ==
         /\ s.armed_timers \subseteq Timers
         /\ s.voters \subseteq Node /\ s.voters # {}
         /\ s.config_version \in Nat
-        \* role-specific shape (Elector::CheckRoleInvariants and CheckTimerInvariants, always on
-        \* in the C++, check these and more after every input)
+        \* role-specific shape (Elector::CheckRoleInvariants and CheckTimerInvariants check these
+        \* and more after every input in the C++'s debug builds)
         /\ s.role = "stopped" => s.armed_timers = {}
         /\ s.role = "leader" => s.leader = n /\ s.lsn.term = s.term
         /\ s.tentative_leader # Nil => s.role = "follower" /\ s.leader = Nil

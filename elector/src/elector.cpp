@@ -1216,8 +1216,8 @@ bool Elector::IsPeer(NodeId n) const {
     return n.value < config_.cluster_size && n != config_.self;
 }
 
-// The state invariants below hold after every input (always on: O(1), a few comparisons). Where
-// tla/Elector.tla states the same property, its name is given ("TypeOK: role-specific shape").
+// The state invariants below hold after every input (checked where kFullElectorChecks: O(1), a
+// few comparisons). Where tla/Elector.tla states the same property, its name is given.
 void Elector::CheckRoleInvariants() const {
     const ElectorState& s = state_;
     // TypeOK (role-specific shape).

@@ -283,8 +283,8 @@ class Elector {
     /// The membership refusal (R5) this node gives a candidate of `version`, or None.
     Refusal ConfigFence(std::uint64_t version) const;
     bool CatchesUpTerm(const Message& m, Refusal fence) const;
-    /// Postconditions of every input (always-on checks): role, leader, term and vote
-    /// consistency, the application's snapshot and the persisted durable state (role), and the
+    /// Postconditions of every input (debug builds, kFullElectorChecks): role, leader, term and
+    /// vote consistency, the application's snapshot and the persisted durable state (role), and the
     /// timers each role keeps armed (timers).
     void CheckRoleInvariants() const;
     void CheckTimerInvariants() const;
