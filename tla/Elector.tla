@@ -878,7 +878,7 @@ VotersOnlyCountAndStand ==
                   /\ s.armed_timers \cap {"InitialWait", "RandomWait"} = {}
 
 \* What the application is told (Elector::NotifyIfChanged, NotifyLeadership; checked after every
-\* input by Elector::CheckRoleInvariants): the role, the
+\* input by Elector::CheckRoleInvariants in debug builds): the role, the
 \* known leader and the fencing token, the known leader's term or 0 without one. Every change
 \* of role, leader, or term while a leader is known runs through Start, Stop, BecomeCandidate,
 \* BecomeLeader or BecomeFollower, each of which notifies, so after every step the last
