@@ -956,7 +956,8 @@ TypeOK ==
         /\ s.armed_timers \subseteq Timers
         /\ s.voters \subseteq Node /\ s.voters # {}
         /\ s.config_version \in Nat
-        \* role-specific shape
+        \* role-specific shape (Elector::CheckRoleInvariants and CheckTimerInvariants check these
+        \* and more after every input in the C++'s debug builds)
         /\ s.role = "stopped" => s.armed_timers = {}
         /\ s.role = "leader" => s.leader = n /\ s.lsn.term = s.term
         /\ s.tentative_leader # Nil => s.role = "follower" /\ s.leader = Nil
@@ -999,7 +1000,8 @@ VotersOnlyCountAndStand ==
                => /\ s.role = "follower" /\ s.round.id = 0
                   /\ s.armed_timers \cap {"InitialWait", "RandomWait"} = {}
 
-\* What the application is told (Elector::NotifyIfChanged, NotifyLeadership): the role, the
+\* What the application is told (Elector::NotifyIfChanged, NotifyLeadership; checked after every
+\* input by Elector::CheckRoleInvariants in debug builds): the role, the
 \* known leader and the fencing token, the known leader's term or 0 without one. Every change
 \* of role, leader, or term while a leader is known runs through Start, Stop, BecomeCandidate,
 \* BecomeLeader or BecomeFollower, each of which notifies, so after every step the last

@@ -87,9 +87,11 @@ void put_heartbeat_round(json& j, std::uint64_t round) {
 
 // One decoder per body, found by overload resolution: a body without one fails to compile.
 ScoutingRequest body_from_json(std::type_identity<ScoutingRequest>, const json& j) {
+    static_assert(kBodyFieldCount<ScoutingRequest> == 2, "body_from_json must decode every field");
     return ScoutingRequest{get_u64(j, "round"), config_version_from(j)};
 }
 ScoutingResponse body_from_json(std::type_identity<ScoutingResponse>, const json& j) {
+    static_assert(kBodyFieldCount<ScoutingResponse> == 4, "body_from_json must decode every field");
     ScoutingResponse r{get_u64(j, "round"), get_bool(j, "will_vote")};
     // Scouting names only the membership refusals; absent (older frames): none.
     if (j.contains("refusal")) {
@@ -106,9 +108,11 @@ ScoutingResponse body_from_json(std::type_identity<ScoutingResponse>, const json
     return r;
 }
 ElectionProposal body_from_json(std::type_identity<ElectionProposal>, const json& j) {
+    static_assert(kBodyFieldCount<ElectionProposal> == 2, "body_from_json must decode every field");
     return ElectionProposal{get_bool(j, "transfer"), config_version_from(j)};
 }
 ElectionResponse body_from_json(std::type_identity<ElectionResponse>, const json& j) {
+    static_assert(kBodyFieldCount<ElectionResponse> == 4, "body_from_json must decode every field");
     const ElectionResponse r{get_bool(j, "granted"), refusal_from(j), get_term(j, "voter_term"),
                              config_version_from(j)};
     if (r.granted != (r.refusal == Refusal::None)) {
@@ -118,16 +122,22 @@ ElectionResponse body_from_json(std::type_identity<ElectionResponse>, const json
     return r;
 }
 LeaderHeartbeat body_from_json(std::type_identity<LeaderHeartbeat>, const json& j) {
+    static_assert(kBodyFieldCount<LeaderHeartbeat> == 3, "body_from_json must decode every field");
     return LeaderHeartbeat{lsn_from_json(get_field(j, "lsn")), config_version_from(j),
                            heartbeat_round_from(j)};
 }
 HeartbeatAck body_from_json(std::type_identity<HeartbeatAck>, const json& j) {
+    static_assert(kBodyFieldCount<HeartbeatAck> == 1, "body_from_json must decode every field");
     return HeartbeatAck{heartbeat_round_from(j)};
 }
 HeartbeatResponse body_from_json(std::type_identity<HeartbeatResponse>, const json&) {
+    static_assert(kBodyFieldCount<HeartbeatResponse> == 0,
+                  "body_from_json must decode every field");
     return HeartbeatResponse{};
 }
 LeadershipCession body_from_json(std::type_identity<LeadershipCession>, const json& j) {
+    static_assert(kBodyFieldCount<LeadershipCession> == 1,
+                  "body_from_json must decode every field");
     return LeadershipCession{optional_node_from(j, "successor")};
 }
 
@@ -302,9 +312,11 @@ json message_to_json(const Message& m, std::optional<NodeId> to) {
         [&](const auto& b) {
             using T = std::decay_t<decltype(b)>;
             if constexpr (std::is_same_v<T, ScoutingRequest>) {
+                static_assert(kBodyFieldCount<T> == 2, "message_to_json must encode every field");
                 j["round"] = b.round;
                 put_config_version(j, b.config_version);
             } else if constexpr (std::is_same_v<T, ScoutingResponse>) {
+                static_assert(kBodyFieldCount<T> == 4, "message_to_json must encode every field");
                 j["round"] = b.round;
                 j["will_vote"] = b.will_vote;
                 if (b.refusal != Refusal::None) {
@@ -312,20 +324,25 @@ json message_to_json(const Message& m, std::optional<NodeId> to) {
                 }
                 put_config_version(j, b.config_version);
             } else if constexpr (std::is_same_v<T, ElectionProposal>) {
+                static_assert(kBodyFieldCount<T> == 2, "message_to_json must encode every field");
                 j["transfer"] = b.transfer;
                 put_config_version(j, b.config_version);
             } else if constexpr (std::is_same_v<T, ElectionResponse>) {
+                static_assert(kBodyFieldCount<T> == 4, "message_to_json must encode every field");
                 j["granted"] = b.granted;
                 j["refusal"] = to_string(b.refusal);
                 j["voter_term"] = b.voter_term.value;
                 put_config_version(j, b.config_version);
             } else if constexpr (std::is_same_v<T, LeaderHeartbeat>) {
+                static_assert(kBodyFieldCount<T> == 3, "message_to_json must encode every field");
                 j["lsn"] = b.lsn;
                 put_config_version(j, b.config_version);
                 put_heartbeat_round(j, b.round);
             } else if constexpr (std::is_same_v<T, HeartbeatAck>) {
+                static_assert(kBodyFieldCount<T> == 1, "message_to_json must encode every field");
                 put_heartbeat_round(j, b.round);
             } else if constexpr (std::is_same_v<T, LeadershipCession>) {
+                static_assert(kBodyFieldCount<T> == 1, "message_to_json must encode every field");
                 j["successor"] = optional_node(b.successor);
             } else {
                 static_assert(std::is_empty_v<T>, "message_to_json must encode every field");

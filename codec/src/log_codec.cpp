@@ -157,13 +157,16 @@ json to_json_form(const LogMessage& m, bool binary) {
         [&](const auto& b) {
             using T = std::decay_t<decltype(b)>;
             if constexpr (std::is_same_v<T, SyncResponse>) {
+                static_assert(kBodyFieldCount<T> == 2, "to_json_form must encode every field");
                 j["last_lsn"] = b.last_lsn;
                 j["commit_lsn"] = b.commit_lsn;
             } else if constexpr (std::is_same_v<T, Append>) {
+                static_assert(kBodyFieldCount<T> == 3, "to_json_form must encode every field");
                 j["prev_lsn"] = b.prev_lsn;
                 j["entries"] = entries_to_json(b.entries, binary);
                 j["commit_lsn"] = b.commit_lsn;
             } else if constexpr (std::is_same_v<T, AppendAck>) {
+                static_assert(kBodyFieldCount<T> == 5, "to_json_form must encode every field");
                 j["ok"] = b.ok;
                 j["prev_lsn"] = b.prev_lsn;
                 j["last_lsn"] = b.last_lsn;
@@ -172,14 +175,17 @@ json to_json_form(const LogMessage& m, bool binary) {
                     j["non_voting"] = true;
                 }
             } else if constexpr (std::is_same_v<T, FetchRequest>) {
+                static_assert(kBodyFieldCount<T> == 3, "to_json_form must encode every field");
                 j["after_lsn"] = b.after_lsn;
                 j["up_to_lsn"] = b.up_to_lsn;
                 j["max_entries"] = b.max_entries;
             } else if constexpr (std::is_same_v<T, FetchResponse>) {
+                static_assert(kBodyFieldCount<T> == 3, "to_json_form must encode every field");
                 j["after_lsn"] = b.after_lsn;
                 j["entries"] = entries_to_json(b.entries, binary);
                 j["last_lsn"] = b.last_lsn;
             } else if constexpr (std::is_same_v<T, InstallSnapshot>) {
+                static_assert(kBodyFieldCount<T> == 6, "to_json_form must encode every field");
                 j["lsn"] = b.lsn;
                 j["len"] = b.len;
                 j["offset"] = b.offset;
@@ -187,7 +193,7 @@ json to_json_form(const LogMessage& m, bool binary) {
                 j["done"] = b.done;
                 j["fetch"] = b.fetch;
             } else {
-                static_assert(std::is_same_v<T, SyncRequest>);
+                static_assert(std::is_same_v<T, SyncRequest> && kBodyFieldCount<T> == 0);
             }
         },
         m.body);
@@ -196,15 +202,19 @@ json to_json_form(const LogMessage& m, bool binary) {
 
 // One decoder per body, found by overload resolution: a body without one fails to compile.
 SyncRequest body_from_json(std::type_identity<SyncRequest>, const json&) {
+    static_assert(kBodyFieldCount<SyncRequest> == 0, "body_from_json must decode every field");
     return SyncRequest{};
 }
 SyncResponse body_from_json(std::type_identity<SyncResponse>, const json& j) {
+    static_assert(kBodyFieldCount<SyncResponse> == 2, "body_from_json must decode every field");
     return SyncResponse{lsn_field(j, "last_lsn"), lsn_field(j, "commit_lsn")};
 }
 Append body_from_json(std::type_identity<Append>, const json& j) {
+    static_assert(kBodyFieldCount<Append> == 3, "body_from_json must decode every field");
     return Append{lsn_field(j, "prev_lsn"), entries_from_json(j), lsn_field(j, "commit_lsn")};
 }
 AppendAck body_from_json(std::type_identity<AppendAck>, const json& j) {
+    static_assert(kBodyFieldCount<AppendAck> == 5, "body_from_json must decode every field");
     AppendAck b{get_bool(j, "ok"), lsn_field(j, "prev_lsn"), lsn_field(j, "last_lsn"),
                 lsn_field(j, "commit_lsn")};
     // Optional (repaired nodes): absent in frames of nodes that are not repaired.
@@ -217,6 +227,7 @@ AppendAck body_from_json(std::type_identity<AppendAck>, const json& j) {
     return b;
 }
 FetchRequest body_from_json(std::type_identity<FetchRequest>, const json& j) {
+    static_assert(kBodyFieldCount<FetchRequest> == 3, "body_from_json must decode every field");
     const std::uint64_t max = get_u64(j, "max_entries");
     if (max > std::numeric_limits<std::uint32_t>::max()) {
         fail("max_entries: " + std::to_string(max) + " does not fit in 32 bits");
@@ -225,10 +236,12 @@ FetchRequest body_from_json(std::type_identity<FetchRequest>, const json& j) {
                         static_cast<std::uint32_t>(max)};
 }
 FetchResponse body_from_json(std::type_identity<FetchResponse>, const json& j) {
+    static_assert(kBodyFieldCount<FetchResponse> == 3, "body_from_json must decode every field");
     return FetchResponse{lsn_field(j, "after_lsn"), entries_from_json(j), lsn_field(j, "last_lsn")};
 }
 
 InstallSnapshot body_from_json(std::type_identity<InstallSnapshot>, const json& j) {
+    static_assert(kBodyFieldCount<InstallSnapshot> == 6, "body_from_json must decode every field");
     InstallSnapshot b{lsn_field(j, "lsn"),  get_u64(j, "len"),   get_u64(j, "offset"),
                       entries_from_json(j), get_bool(j, "done"), get_bool(j, "fetch")};
     // A snapshot's length counts entries of a history: anything near 2^64 is forged.

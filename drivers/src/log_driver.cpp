@@ -102,13 +102,6 @@ bool outcome_unknown(ProposeStatus s) {
            s == ProposeStatus::Failed;
 }
 
-std::string_view log_message_type_name(std::size_t index) {
-    static constexpr std::array<std::string_view, kLogMessageTypeCount> kNames = {
-        "SyncRequest",  "SyncResponse",  "Append",         "AppendAck",
-        "FetchRequest", "FetchResponse", "InstallSnapshot"};
-    return index < kNames.size() ? kNames[index] : "unknown";
-}
-
 LogDriver::LogDriver(asio::io_context& io, Mesh& mesh, ElectorDriver& elector,
                      LogDriverOptions options)
     : io_(io),

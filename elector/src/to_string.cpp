@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Human-readable names for logs, traces and test failure messages.
+#include <optional>
 #include <sstream>
+#include <type_traits>
 
 #include "conclave/elector/actions.hpp"
 #include "conclave/elector/messages.hpp"
@@ -32,36 +34,41 @@ std::string_view to_string(Refusal r) {
     return "?";
 }
 
+namespace {
+
+void print_field(std::ostream& os, const char* name, std::uint64_t v) {
+    os << ' ' << name << '=' << v;
+}
+void print_field(std::ostream& os, const char* name, bool v) {
+    os << ' ' << name << '=' << v;
+}
+void print_field(std::ostream& os, const char* name, Refusal v) {
+    os << ' ' << name << '=' << to_string(v);
+}
+void print_field(std::ostream& os, const char* name, Term v) {
+    os << ' ' << name << '=' << v.value;
+}
+void print_field(std::ostream& os, const char* name, const Lsn& v) {
+    os << ' ' << name << '=' << to_string(v);
+}
+void print_field(std::ostream& os, const char* name, const std::optional<NodeId>& v) {
+    if (v) {  // left out when unset
+        os << ' ' << name << '=' << to_string(*v);
+    }
+}
+
+}  // namespace
+
+// Every field of every body, in its BOOST_DESCRIBE_STRUCT order (messages.hpp): a new field is
+// printed without a change here (or fails to compile until print_field knows its type).
 std::string to_string(const Message& m) {
     std::ostringstream os;
     os << message_name(m.body) << "{from=" << to_string(m.from) << " term=" << m.term.value;
     std::visit(
         [&](const auto& b) {
             using T = std::decay_t<decltype(b)>;
-            if constexpr (std::is_same_v<T, ScoutingRequest>) {
-                os << " round=" << b.round << " config_version=" << b.config_version;
-            } else if constexpr (std::is_same_v<T, ScoutingResponse>) {
-                os << " round=" << b.round << " will_vote=" << b.will_vote;
-                if (b.refusal != Refusal::None) {
-                    os << " refusal=" << to_string(b.refusal);
-                }
-                os << " config_version=" << b.config_version;
-            } else if constexpr (std::is_same_v<T, ElectionProposal>) {
-                os << " transfer=" << b.transfer << " config_version=" << b.config_version;
-            } else if constexpr (std::is_same_v<T, ElectionResponse>) {
-                os << " granted=" << b.granted << " refusal=" << to_string(b.refusal)
-                   << " voter_term=" << b.voter_term.value
-                   << " config_version=" << b.config_version;
-            } else if constexpr (std::is_same_v<T, LeaderHeartbeat>) {
-                os << " lsn=" << to_string(b.lsn) << " config_version=" << b.config_version
-                   << " round=" << b.round;
-            } else if constexpr (std::is_same_v<T, HeartbeatAck>) {
-                os << " round=" << b.round;
-            } else if constexpr (std::is_same_v<T, LeadershipCession>) {
-                if (b.successor) {
-                    os << " successor=" << to_string(*b.successor);
-                }
-            }
+            boost::mp11::mp_for_each<BodyFields<T>>(
+                [&](auto field) { print_field(os, field.name, b.*field.pointer); });
         },
         m.body);
     os << "}";
@@ -173,6 +180,7 @@ std::string to_string(const Action& a) {
                        " token=" + std::to_string(s.fencing_token) +
                        " reason=" + std::string(to_string(s.reason)) + ")";
             } else {
+                static_assert(std::is_same_v<T, RaiseAlarm>, "to_string must print every action");
                 return "Alarm(" + std::string(to_string(x.kind)) + " peer=" + to_string(x.peer) +
                        " term=" + to_string(x.term) + ")";
             }

@@ -16,6 +16,19 @@
 namespace conclave::replication {
 
 namespace {
+// The tiers of the log core's own checks after every input (ReplicatedLog::CheckInvariants):
+// the O(1) invariants are always on; the whole check_invariants(), O(log length), runs after
+// every input only in debug builds (no NDEBUG: the asan flavour) or when built with
+// -DCONCLAVE_FULL_CHECKS. Release builds (conclaved) run the O(1) tier; the simulator runs
+// the whole check_invariants() after every log step itself (sim/src/log_invariants.cpp).
+#if !defined(NDEBUG) || defined(CONCLAVE_FULL_CHECKS)
+constexpr bool kFullLogChecks = true;
+#else
+constexpr bool kFullLogChecks = false;
+#endif
+}  // namespace
+
+namespace {
 
 bool StrictlyIncreasing(Lsn after, const std::vector<Entry>& entries) {
     Lsn prev = after;
@@ -1361,13 +1374,43 @@ std::vector<Entry> ReplicatedLog::committed_after(Lsn after, std::size_t max_ent
 }
 
 std::string ReplicatedLog::check_invariants() const {
-    if (!StrictlyIncreasing(snapshot_.lsn, entries_)) {
-        return "entry LSNs are not strictly increasing";
-    }
+    std::string violated = CheapInvariants();
+    return violated.empty() ? FullInvariants() : violated;
+}
+
+std::string ReplicatedLog::CheapInvariants() const {
     if (snapshot_.len > state_.commit_len) {
         return "the snapshot (length " + std::to_string(snapshot_.len) +
                ") covers uncommitted entries (commit length " + std::to_string(state_.commit_len) +
                ")";
+    }
+    if (state_.commit_len > end_len() || state_.applied_len != state_.commit_len ||
+        state_.durable_len > end_len() || state_.matched_len > end_len()) {
+        return "a prefix length exceeds the log";
+    }
+    if (!entries_.empty() && entries_.back().lsn.term > state_.term) {
+        return "the last entry " + to_string(entries_.back().lsn) +
+               " is of a term above the promised term";
+    }
+    if (state_.role == LogRole::LeaderActive) {
+        if (!sync_.done || state_.sync_index >= state_.commit_len ||
+            (state_.sync_index >= snapshot_.len &&
+             at(state_.sync_index).lsn != Lsn{state_.term, 0})) {
+            return "an ACTIVE leader's sync point is not committed";
+        }
+    }
+    if (IsLeader() && state_.leader != config_.self) {
+        return "a leader does not name itself leader";
+    }
+    if (IsLeader() && !active_.is_voter(config_.self)) {
+        return "a leader is not a voter of its active configuration";
+    }
+    return {};
+}
+
+std::string ReplicatedLog::FullInvariants() const {
+    if (!StrictlyIncreasing(snapshot_.lsn, entries_)) {
+        return "entry LSNs are not strictly increasing";
     }
     if (!StrictlyIncreasing(kNoLsn, snapshot_.entries) ||
         (!snapshot_.entries.empty() && snapshot_.entries.back().lsn > snapshot_.lsn) ||
@@ -1382,26 +1425,9 @@ std::string ReplicatedLog::check_invariants() const {
             return "entry " + to_string(e.lsn) + ": only sync points have an empty key";
         }
     }
-    if (state_.commit_len > end_len() || state_.applied_len != state_.commit_len ||
-        state_.durable_len > end_len() || state_.matched_len > end_len()) {
-        return "a prefix length exceeds the log";
-    }
-    if (state_.role == LogRole::LeaderActive) {
-        if (!sync_.done || state_.sync_index >= state_.commit_len ||
-            (state_.sync_index >= snapshot_.len &&
-             at(state_.sync_index).lsn != Lsn{state_.term, 0})) {
-            return "an ACTIVE leader's sync point is not committed";
-        }
-    }
-    if (IsLeader() && state_.leader != config_.self) {
-        return "a leader does not name itself leader";
-    }
     if (!(LatestConfigBefore(state_.commit_len).second == active_)) {
         return "the active configuration is not the latest configuration entry of the committed "
                "prefix";
-    }
-    if (IsLeader() && !active_.is_voter(config_.self)) {
-        return "a leader is not a voter of its active configuration";
     }
     // (Pending proposals exist only while ACTIVE because of R3; the planted SkipOwnTermCommit
     // makes a PASSIVE leader hold one: its effects on safety are what the simulator looks for.)
@@ -1413,6 +1439,18 @@ std::string ReplicatedLog::check_invariants() const {
         }
     }
     return {};
+}
+
+void ReplicatedLog::CheckInvariants() const {
+    // The planted CompactUncommitted breaks the snapshot invariant on purpose: the simulator's
+    // history check must find it (tests/sim/log_test.cpp), so the core leaves it to that check.
+    if (planted(PlantedLogBug::CompactUncommitted)) {
+        return;
+    }
+    const std::string violated = kFullLogChecks ? check_invariants() : CheapInvariants();
+    if (!violated.empty()) [[unlikely]] {
+        ::conclave::invariant_failed(__FILE__, __LINE__, "check_invariants()", violated.c_str());
+    }
 }
 
 // ---- Primitive outputs -------------------------------------------------------------------------
@@ -1726,6 +1764,7 @@ void ReplicatedLog::MaybeClearRepaired() {
 LogActions ReplicatedLog::Finish() {
     MaybeClearRepaired();
     MaybeCompact();  // after every input: never in the middle of a handler
+    CheckInvariants();
     LogActions out;
     out.swap(out_);
     return out;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "conclave/replication/actions.hpp"
 
@@ -10,38 +11,35 @@ std::string_view message_name(const LogMessageBody& body) {
     return kLogMessageNames[body.index()];
 }
 
+namespace {
+
+void print_field(std::string& s, const char* name, const Lsn& v) {
+    s += std::string(" ") + name + "=" + conclave::to_string(v);
+}
+void print_field(std::string& s, const char* name, std::uint64_t v) {
+    s += std::string(" ") + name + "=" + std::to_string(v);
+}
+void print_field(std::string& s, const char* name, std::uint32_t v) {
+    s += std::string(" ") + name + "=" + std::to_string(v);
+}
+void print_field(std::string& s, const char* name, bool v) {
+    s += std::string(" ") + name + "=" + (v ? "true" : "false");
+}
+void print_field(std::string& s, const char* name, const std::vector<Entry>& v) {
+    s += std::string(" ") + name + "=" + std::to_string(v.size());  // the count, not the entries
+}
+
+}  // namespace
+
+// Every field of every body, in its BOOST_DESCRIBE_STRUCT order (messages.hpp).
 std::string to_string(const LogMessage& m) {
     std::string s = std::string(message_name(m.body)) + "{from=" + conclave::to_string(m.from) +
                     " term=" + conclave::to_string(m.term);
     std::visit(
         [&](const auto& b) {
             using T = std::decay_t<decltype(b)>;
-            if constexpr (std::is_same_v<T, SyncResponse>) {
-                s += " last=" + conclave::to_string(b.last_lsn) +
-                     " commit=" + conclave::to_string(b.commit_lsn);
-            } else if constexpr (std::is_same_v<T, Append>) {
-                s += " prev=" + conclave::to_string(b.prev_lsn) +
-                     " entries=" + std::to_string(b.entries.size()) +
-                     " commit=" + conclave::to_string(b.commit_lsn);
-            } else if constexpr (std::is_same_v<T, AppendAck>) {
-                s += std::string(" ok=") + (b.ok ? "true" : "false") +
-                     " last=" + conclave::to_string(b.last_lsn) +
-                     " commit=" + conclave::to_string(b.commit_lsn) +
-                     (b.non_voting ? " non_voting" : "");
-            } else if constexpr (std::is_same_v<T, FetchRequest>) {
-                s += " after=" + conclave::to_string(b.after_lsn) +
-                     " up_to=" + conclave::to_string(b.up_to_lsn) +
-                     " max=" + std::to_string(b.max_entries);
-            } else if constexpr (std::is_same_v<T, FetchResponse>) {
-                s += " after=" + conclave::to_string(b.after_lsn) +
-                     " entries=" + std::to_string(b.entries.size()) +
-                     " last=" + conclave::to_string(b.last_lsn);
-            } else if constexpr (std::is_same_v<T, InstallSnapshot>) {
-                s += " lsn=" + conclave::to_string(b.lsn) + " len=" + std::to_string(b.len) +
-                     " offset=" + std::to_string(b.offset) +
-                     " entries=" + std::to_string(b.entries.size()) + (b.done ? " done" : "") +
-                     (b.fetch ? " fetch" : "");
-            }
+            boost::mp11::mp_for_each<BodyFields<T>>(
+                [&](auto field) { print_field(s, field.name, b.*field.pointer); });
         },
         m.body);
     return s + "}";

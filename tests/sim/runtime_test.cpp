@@ -4,6 +4,9 @@
 // the simulator).
 #include <catch2/catch.hpp>
 
+#include <stdexcept>
+
+#include "conclave/core/check.hpp"
 #include "conclave/runtime/elector_runtime.hpp"
 #include "conclave/sim/run.hpp"
 #include "conclave/sim/simulator.hpp"
@@ -38,6 +41,18 @@ struct ScriptEnv {
     void failed(const DurableState&) { ++failed_calls; }
 };
 
+/// As the simulator's environment: leaves the planted SendBeforePersist to its own check.
+struct OwnCheckEnv : ScriptEnv {
+    static constexpr bool kOwnPersistOrderCheck = true;
+};
+
+struct CheckFailed : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+[[noreturn]] void ThrowCheck(const char* what) {
+    throw CheckFailed(what);
+}
+
 Message proposal(Term term) {
     return Message{NodeId{1}, term, ElectionProposal{}};
 }
@@ -47,6 +62,7 @@ Message proposal(Term term) {
 TEST_CASE("runtime: persist before send, fan-out, stale timers, stop after a failed persist",
           "[runtime]") {
     ScriptEnv env;
+    OwnCheckEnv own;
     runtime::ElectorRuntime<ScriptEnv> rt(env, Config::fast(3, NodeId{0}), DurableState{},
                                           [] { return std::uint64_t{7}; });
     rt.start();
@@ -88,15 +104,39 @@ TEST_CASE("runtime: persist before send, fan-out, stale timers, stop after a fai
         CHECK(env.log.size() == 1);
     }
     SECTION("planted SendBeforePersist reorders the batch (what the simulator must catch)") {
-        runtime::ElectorRuntime<ScriptEnv> bad(
-            env, Config::fast(3, NodeId{0}), DurableState{}, [] { return std::uint64_t{7}; },
+        runtime::ElectorRuntime<OwnCheckEnv> bad(
+            own, Config::fast(3, NodeId{0}), DurableState{}, [] { return std::uint64_t{7}; },
             runtime::RuntimeBug::SendBeforePersist);
         bad.start();
-        env.log.clear();
+        own.log.clear();
         bad.receive(proposal(Term{5}));
-        REQUIRE(env.log.size() >= 2);
-        CHECK(env.log[0] == "send ElectionResponse to 1");
-        CHECK(env.log.back() == "persist 5");
+        REQUIRE(own.log.size() >= 2);
+        CHECK(own.log[0] == "send ElectionResponse to 1");
+        CHECK(own.log.back() == "persist 5");
+    }
+}
+
+TEST_CASE("runtime: a vote or term sent before the persist that makes it durable is caught",
+          "[runtime]") {
+    const ScopedInvariantHandler handler(&ThrowCheck);
+    ScriptEnv env;
+    runtime::ElectorRuntime<ScriptEnv> bad(
+        env, Config::fast(3, NodeId{0}), DurableState{}, [] { return std::uint64_t{7}; },
+        runtime::RuntimeBug::SendBeforePersist);
+    bad.start();
+    env.log.clear();
+    SECTION("a vote granted in a new term") {
+        CHECK_THROWS_WITH(bad.receive(proposal(Term{5})),
+                          Catch::Contains("is durable before it leaves"));
+        CHECK(env.log.empty());  // stopped before the send
+    }
+    SECTION("the same inputs pass in the shipped order") {
+        runtime::ElectorRuntime<ScriptEnv> good(env, Config::fast(3, NodeId{0}), DurableState{},
+                                                [] { return std::uint64_t{7}; });
+        good.start();
+        env.log.clear();
+        CHECK_NOTHROW(good.receive(proposal(Term{5})));
+        CHECK(env.log.size() >= 2);
     }
 }
 

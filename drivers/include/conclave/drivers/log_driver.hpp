@@ -124,8 +124,6 @@ struct LogDriverCounters {
     std::uint64_t voter_set_refused = 0;   // ... and refused by it (ElectorDriver::set_voters)
 };
 
-std::string_view log_message_type_name(std::size_t index);
-
 class LogDriver {
   public:
     using ProposeCallback = std::function<void(const ProposeOutcome&)>;

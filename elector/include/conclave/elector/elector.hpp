@@ -283,6 +283,11 @@ class Elector {
     /// The membership refusal (R5) this node gives a candidate of `version`, or None.
     Refusal ConfigFence(std::uint64_t version) const;
     bool CatchesUpTerm(const Message& m, Refusal fence) const;
+    /// Postconditions of every input (debug builds, kFullElectorChecks): role, leader, term and
+    /// vote consistency, the application's snapshot and the persisted durable state (role), and the
+    /// timers each role keeps armed (timers).
+    void CheckRoleInvariants() const;
+    void CheckTimerInvariants() const;
     /// Postconditions of every input about membership (always-on checks).
     void CheckMembershipInvariants() const;
     /// True when `bug` is planted. Always false in the production library (conclave_elector):
@@ -299,6 +304,9 @@ class Elector {
     LeadershipSnapshot snapshot_;
     LeaseTimes lease_;
     ElectorCounters counters_;
+    /// The durable state of the latest PersistState (the restored one before any): after every
+    /// input it equals state_.durable().
+    DurableState persisted_;
     Millis now_{};
     Actions out_;
 };

@@ -14,6 +14,10 @@
 #include <utility>
 #include <variant>
 
+#include <boost/describe/class.hpp>
+#include <boost/describe/members.hpp>
+#include <boost/mp11/algorithm.hpp>
+
 #include "conclave/elector/types.hpp"
 
 namespace conclave {
@@ -121,6 +125,51 @@ using MessageBody =
     std::variant<ScoutingRequest, ScoutingResponse, ElectionProposal, ElectionResponse,
                  LeaderHeartbeat, HeartbeatAck, HeartbeatResponse, LeadershipCession>;
 
+// Each body's fields, listed once (Boost.Describe). The printer (to_string.cpp) is derived from
+// these lists; the JSON codec (codec/src/json.cpp) and the simulator's state hash
+// (sim/include/conclave/sim/state_hash.hpp) assert the field count they handle, so a field added
+// here fails their build until they handle it. kAllFieldsDescribed (below) fails the build when
+// a body has a field its list leaves out.
+BOOST_DESCRIBE_STRUCT(ScoutingRequest, (), (round, config_version))
+BOOST_DESCRIBE_STRUCT(ScoutingResponse, (), (round, will_vote, refusal, config_version))
+BOOST_DESCRIBE_STRUCT(ElectionProposal, (), (transfer, config_version))
+BOOST_DESCRIBE_STRUCT(ElectionResponse, (), (granted, refusal, voter_term, config_version))
+BOOST_DESCRIBE_STRUCT(LeaderHeartbeat, (), (lsn, config_version, round))
+BOOST_DESCRIBE_STRUCT(HeartbeatAck, (), (round))
+BOOST_DESCRIBE_STRUCT(HeartbeatResponse, (), ())
+BOOST_DESCRIBE_STRUCT(LeadershipCession, (), (successor))
+
+/// The described fields of a message body, in declaration order.
+template <class Body>
+using BodyFields = boost::describe::describe_members<Body, boost::describe::mod_public>;
+template <class Body>
+inline constexpr std::size_t kBodyFieldCount = boost::mp11::mp_size<BodyFields<Body>>::value;
+
+namespace detail {
+/// Converts to any field type: counts an aggregate's fields (unevaluated contexts only).
+struct AnyField {
+    template <class T>
+    operator T() const;  // NOLINT(google-explicit-constructor): the point is implicit
+};
+template <class T, class... Fields>
+constexpr std::size_t aggregate_field_count() {
+    if constexpr (requires { T{Fields{}..., AnyField{}}; }) {
+        return aggregate_field_count<T, Fields..., AnyField>();
+    } else {
+        return sizeof...(Fields);
+    }
+}
+template <class... Bodies>
+constexpr bool all_fields_described(const std::variant<Bodies...>*) {
+    return ((aggregate_field_count<Bodies>() == kBodyFieldCount<Bodies>)&&...);
+}
+}  // namespace detail
+
+/// True when every body's BOOST_DESCRIBE_STRUCT lists all of its fields.
+template <class Variant>
+inline constexpr bool kAllFieldsDescribed =
+    detail::all_fields_described(static_cast<const Variant*>(nullptr));
+
 /// Every message carries its sender and a term.
 struct Message {
     NodeId from{};
@@ -138,6 +187,9 @@ template <class Variant, std::size_t... I>
 constexpr std::array<std::string_view, sizeof...(I)> body_names(std::index_sequence<I...>) {
     return {std::variant_alternative_t<I, Variant>::kName...};
 }
+
+static_assert(kAllFieldsDescribed<MessageBody>,
+              "every field of every elector message body is in its BOOST_DESCRIBE_STRUCT list");
 
 /// Names of MessageBody's alternatives, by index.
 inline constexpr std::array<std::string_view, kMessageKindCount> kMessageNames =

@@ -248,6 +248,9 @@ class ReplicatedLog {
     /// Committed entries after `after` (exclusive), at most `max_entries` (GET /metadata?from=).
     std::vector<Entry> committed_after(Lsn after, std::size_t max_entries) const;
     /// Empty when every local invariant holds; otherwise a description of the first violation.
+    /// O(log length). After every input the core checks the O(1) part itself (always on) and
+    /// the whole of it in debug builds (kFullLogChecks, log.cpp); the simulator calls it after
+    /// every log step.
     std::string check_invariants() const;
 
     /// LSN of the last entry of the prefix of length `len` (kNoLsn for 0, the snapshot's LSN for
@@ -263,6 +266,11 @@ class ReplicatedLog {
     // check first; timer_fired() only for an armed timer), and each input ends with Finish(),
     // which hands the batch of actions out. Tests drive them through the inputs.
     void HandleSyncRequest(const LogMessage& m);
+    // check_invariants() in two tiers: O(1) (always on after every input) and the rest.
+    std::string CheapInvariants() const;
+    std::string FullInvariants() const;
+    /// After every input (Finish): a violation fails a CONCLAVE_CHECK.
+    void CheckInvariants() const;
     void HandleSyncResponse(const LogMessage& m, const SyncResponse& body);
     void HandleAppend(const LogMessage& m, const Append& body);
     void HandleAppendAck(const LogMessage& m, const AppendAck& body);

@@ -97,8 +97,20 @@ struct InstallSnapshot {
     bool operator==(const InstallSnapshot&) const = default;
 };
 
+// Each body's fields, listed once (Boost.Describe; see the elector's messages.hpp): the printer
+// (to_string.cpp) is derived from them, the log codec asserts the count it handles.
+BOOST_DESCRIBE_STRUCT(SyncRequest, (), ())
+BOOST_DESCRIBE_STRUCT(SyncResponse, (), (last_lsn, commit_lsn))
+BOOST_DESCRIBE_STRUCT(Append, (), (prev_lsn, entries, commit_lsn))
+BOOST_DESCRIBE_STRUCT(AppendAck, (), (ok, prev_lsn, last_lsn, commit_lsn, non_voting))
+BOOST_DESCRIBE_STRUCT(FetchRequest, (), (after_lsn, up_to_lsn, max_entries))
+BOOST_DESCRIBE_STRUCT(FetchResponse, (), (after_lsn, entries, last_lsn))
+BOOST_DESCRIBE_STRUCT(InstallSnapshot, (), (lsn, len, offset, entries, done, fetch))
+
 using LogMessageBody = std::variant<SyncRequest, SyncResponse, Append, AppendAck, FetchRequest,
                                     FetchResponse, InstallSnapshot>;
+static_assert(kAllFieldsDescribed<LogMessageBody>,
+              "every field of every log message body is in its BOOST_DESCRIBE_STRUCT list");
 
 /// Names of LogMessageBody's alternatives, by index, derived from each body's `kName`.
 inline constexpr std::array<std::string_view, std::variant_size_v<LogMessageBody>>

@@ -10,7 +10,10 @@
 //     whose generation is not the current one (replaced, cancelled, consumed) never reaches the
 //     core;
 //   - persist before send: actions run in order, and PersistState must return durable before the
-//     next action of the batch runs;
+//     next action of the batch runs; the runtime checks it (CONCLAVE_CHECK, check_durable below):
+//     a message leaves only when what it says of this node's durable state is durable (its term;
+//     a vote it grants), so a batch that would send one before the PersistState making it true
+//     stops the node instead;
 //   - failed persist: if PersistState fails, nothing later in the batch takes effect, every timer
 //     is cancelled, the environment is told (Env::failed), and the runtime ignores every further
 //     input: the node is out of service until restarted.
@@ -29,7 +32,10 @@
 // and optionally `void before_actions(const Actions&)` (tracing; runs before any action).
 //
 // Planted bugs (RuntimeBug) take effect only when Env::kPlantedBugs is true; the production
-// environment sets it to false, so `conclaved` cannot enable them.
+// environment sets it to false, so `conclaved` cannot enable them. An environment that proves
+// its own check catches the planted SendBeforePersist (the simulator's history: not-durable)
+// declares `static constexpr bool kOwnPersistOrderCheck = true;`: the runtime's check then
+// leaves that planted bug to it (and only that one).
 #pragma once
 
 #include <array>
@@ -43,6 +49,7 @@
 #include <variant>
 #include <vector>
 
+#include "conclave/core/check.hpp"
 #include "conclave/elector/elector.hpp"
 
 namespace conclave::runtime {
@@ -75,7 +82,10 @@ class ElectorRuntime {
     /// `config` must validate (Elector throws std::invalid_argument otherwise).
     ElectorRuntime(Env& env, Config config, DurableState restored, RandomSource random,
                    RuntimeBug bug = RuntimeBug::None)
-        : env_(env), elector_(std::move(config), restored, std::move(random)), bug_(bug) {
+        : env_(env),
+          elector_(std::move(config), restored, std::move(random)),
+          bug_(bug),
+          durable_(restored) {
         others_ = others_of(elector_.config().cluster_size, elector_.config().self);
     }
     ElectorRuntime(const ElectorRuntime&) = delete;
@@ -226,8 +236,10 @@ class ElectorRuntime {
             [&](const auto& a) {
                 using T = std::decay_t<decltype(a)>;
                 if constexpr (std::is_same_v<T, SendTo>) {
+                    check_durable(a.message, a.to);
                     env_.send(std::span<const NodeId>(&a.to, 1), a.message);
                 } else if constexpr (std::is_same_v<T, Broadcast>) {
+                    check_durable(a.message, std::nullopt);
                     env_.send(std::span<const NodeId>(others_), a.message);
                 } else if constexpr (std::is_same_v<T, ArmTimer>) {
                     const TimerGeneration g = ++generations_[index(a.timer)];
@@ -235,7 +247,9 @@ class ElectorRuntime {
                 } else if constexpr (std::is_same_v<T, CancelTimer>) {
                     cancel(a.timer);
                 } else if constexpr (std::is_same_v<T, PersistState>) {
-                    if (!env_.persist(a.state)) {
+                    if (env_.persist(a.state)) {
+                        durable_ = a.state;
+                    } else {
                         failed_ = true;
                         for (std::size_t i = 0; i < kTimerCount; ++i) {
                             cancel(static_cast<TimerId>(i));
@@ -257,9 +271,37 @@ class ElectorRuntime {
         env_.cancel(timer);
     }
 
+    /// Persist before send, checked: `m` may leave only if the term it claims for this node is
+    /// durable (the envelope term; a vote response's voter_term, its envelope echoes the
+    /// proposal's; not a PreVote message's, which is the proposed term), and so is the vote it
+    /// grants (a granted ElectionResponse to the node the state votes for in that term; one to
+    /// another node is the support a follower sends the leader it discovered, not a vote).
+    void check_durable(const Message& m, std::optional<NodeId> to) const {
+        if constexpr (requires { Env::kOwnPersistOrderCheck; }) {
+            if (Env::kOwnPersistOrderCheck && planted(RuntimeBug::SendBeforePersist)) {
+                return;
+            }
+        }
+        const auto* response = std::get_if<ElectionResponse>(&m.body);
+        const bool prevote = std::holds_alternative<ScoutingRequest>(m.body) ||
+                             std::holds_alternative<ScoutingResponse>(m.body);
+        const Term claimed = response ? response->voter_term : prevote ? Term{} : m.term;
+        CONCLAVE_CHECK(
+            claimed <= durable_.term,
+            "persist before send: the term a message claims is durable before it leaves");
+        if (response == nullptr || !response->granted) {
+            return;
+        }
+        const ElectorState& state = elector_.state();
+        const bool vote = to && state.term == m.term && state.voted_for == to;
+        CONCLAVE_CHECK(!vote || (durable_.term == m.term && durable_.voted_for == to),
+                       "persist before send: a vote is durable before it is granted");
+    }
+
     Env& env_;
     Elector elector_;
     RuntimeBug bug_;
+    DurableState durable_;  // what the last PersistState made durable (the restored state before)
     std::vector<NodeId> others_;
     std::array<TimerGeneration, kTimerCount> generations_{};
     Actions last_;

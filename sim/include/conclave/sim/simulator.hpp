@@ -457,6 +457,9 @@ class Simulator {
         Simulator* sim = nullptr;
         std::size_t node = 0;
         static constexpr bool kPlantedBugs = true;
+        // The planted SendBeforePersist is caught by History (not-durable), not by the
+        // runtime's own check (tests/sim/runtime_test.cpp shows both).
+        static constexpr bool kOwnPersistOrderCheck = true;
         Millis now() const { return sim->local_now(NodeId{static_cast<std::uint16_t>(node)}); }
         void send(std::span<const NodeId> to, const Message& m);
         void arm(TimerId timer, Millis delay, runtime::TimerGeneration generation);
