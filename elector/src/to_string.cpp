@@ -2,9 +2,9 @@
 // Human-readable names for logs, traces and test failure messages.
 #include <sstream>
 
+#include "conclave/core/types.hpp"
 #include "conclave/elector/actions.hpp"
 #include "conclave/elector/messages.hpp"
-#include "conclave/elector/types.hpp"
 
 namespace conclave {
 

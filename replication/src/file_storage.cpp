@@ -12,8 +12,8 @@
 #include <string>
 #include <system_error>
 
+#include "conclave/core/check.hpp"
 #include "conclave/core/durable_fs.hpp"
-#include "conclave/replication/check.hpp"
 #include "conclave/replication/storage.hpp"
 #include "crc32.hpp"
 #include "record.hpp"

@@ -11,7 +11,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "conclave/replication/check.hpp"
+#include "conclave/core/check.hpp"
 
 namespace conclave::replication {
 

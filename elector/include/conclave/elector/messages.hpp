@@ -14,7 +14,7 @@
 #include <utility>
 #include <variant>
 
-#include "conclave/elector/types.hpp"
+#include "conclave/core/types.hpp"
 
 namespace conclave {
 
