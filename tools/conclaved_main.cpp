@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
     } catch (const cn::IdentityError& e) {
         std::cerr << "conclaved: " << e.what() << "\n";
         return cn::kExitStateRefused;
-    } catch (const conclave::net::StateFileError& e) {
+    } catch (const conclave::drivers::StateFileError& e) {
         std::cerr << "conclaved: " << e.what() << "\n";
         return cn::kExitStateRefused;
     } catch (const conclave::replication::CorruptLogError& e) {

@@ -428,7 +428,7 @@ void Node::follow_members() {
                 // Removed: a later join of this id may come with an empty data directory.
                 try {
                     peer_incarnations_->forget(config_.node_name(n));
-                } catch (const net::StateFileError& e) {
+                } catch (const drivers::StateFileError& e) {
                     logger_->error("membership: cannot forget the incarnation of '{}': {}",
                                    config_.node_name(n), e.what());
                 }

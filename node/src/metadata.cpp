@@ -16,25 +16,25 @@ namespace conclave::node {
 
 namespace {
 
-MetadataProposeStatus status_of(net::ProposeStatus s) {
+MetadataProposeStatus status_of(drivers::ProposeStatus s) {
     switch (s) {
-        case net::ProposeStatus::Committed:
+        case drivers::ProposeStatus::Committed:
             return MetadataProposeStatus::Committed;
-        case net::ProposeStatus::NotLeader:
+        case drivers::ProposeStatus::NotLeader:
             return MetadataProposeStatus::NotLeader;
-        case net::ProposeStatus::NotActive:
+        case drivers::ProposeStatus::NotActive:
             return MetadataProposeStatus::NotActive;
-        case net::ProposeStatus::InvalidEntry:
+        case drivers::ProposeStatus::InvalidEntry:
             return MetadataProposeStatus::InvalidEntry;
-        case net::ProposeStatus::TimedOut:
+        case drivers::ProposeStatus::TimedOut:
             return MetadataProposeStatus::TimedOut;
-        case net::ProposeStatus::LeadershipLost:
+        case drivers::ProposeStatus::LeadershipLost:
             return MetadataProposeStatus::LeadershipLost;
-        case net::ProposeStatus::Stopped:
+        case drivers::ProposeStatus::Stopped:
             return MetadataProposeStatus::Stopped;
-        case net::ProposeStatus::Failed:
+        case drivers::ProposeStatus::Failed:
             return MetadataProposeStatus::Failed;
-        case net::ProposeStatus::NoSpace:
+        case drivers::ProposeStatus::NoSpace:
             return MetadataProposeStatus::NoSpace;
     }
     return MetadataProposeStatus::Failed;
@@ -147,14 +147,14 @@ void Node::create_log_driver() {
                                   net::kDefaultMaxFrameBytes)) {  // the node's mesh limit
         throw std::invalid_argument(*error);
     }
-    net::LogDriverOptions options{
+    drivers::LogDriverOptions options{
         config_.data_dir / "log", config_.metadata.fsync, log, logger_,
         [this](const std::string& what) { fail_stop("metadata log storage failed: " + what); }};
     if (options_.log_storage) {
         options.storage = options_.log_storage(options.dir, options.fsync);
     }
     options.on_membership = [this](const replication::NotifyMembership& m) { follow_table(m); };
-    log_driver_ = std::make_unique<net::LogDriver>(*io_, *mesh_, *driver_, std::move(options));
+    log_driver_ = std::make_unique<drivers::LogDriver>(*io_, *mesh_, *driver_, std::move(options));
 }
 
 MetadataProposeResult Node::proposal_result(MetadataProposeStatus status, Lsn lsn) const {
@@ -194,7 +194,8 @@ void Node::propose_entry(std::string key, std::string value, bool config,
         return done(proposal_result(MetadataProposeStatus::Stopped, replication::kNoLsn));
     }
     const auto proposed_at = std::chrono::steady_clock::now();
-    auto answer = [this, done = std::move(done), proposed_at](const net::ProposeOutcome& outcome) {
+    auto answer = [this, done = std::move(done),
+                   proposed_at](const drivers::ProposeOutcome& outcome) {
         const MetadataProposeStatus status = status_of(outcome.status);
         if (status == MetadataProposeStatus::Committed && commit_latency_ != nullptr) {
             commit_latency_->observe(
@@ -310,7 +311,7 @@ void Node::register_metadata_metrics() {
     });
     metrics_.on_collect(
         [this, &commits, &ok, &failed, &fsyncs, &flushes, &bad, &dropped, &length, &commit_index] {
-            const net::LogDriver& d = *log_driver_;
+            const drivers::LogDriver& d = *log_driver_;
             commits.set_total(static_cast<double>(d.log().counters().entries_committed));
             ok.set_total(static_cast<double>(d.counters().proposals_ok));
             failed.set_total(static_cast<double>(d.counters().proposals_failed));

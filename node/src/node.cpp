@@ -143,7 +143,7 @@ Node::Node(std::unique_ptr<boost::asio::io_context> owned_io, boost::asio::io_co
             config_.data_dir.string(), config_.cluster, identity_.incarnation);
     } else if (identity.upgraded) {
         logger_->info("identity: {} had no identity (an earlier format): incarnation {} written",
-                      net::kStateFileName, identity_.incarnation);
+                      drivers::kStateFileName, identity_.incarnation);
     }
     const std::optional<StoredTable> stored = load_node_table(config_.data_dir);
     if (stored) {
@@ -187,10 +187,10 @@ Node::Node(std::unique_ptr<boost::asio::io_context> owned_io, boost::asio::io_co
     mesh_options.on_admitted_by = [this](NodeId peer) { on_admitted_by(peer); };
     mesh_ = std::make_unique<net::Mesh>(*io_, membership_of(config_), config_.self,
                                         std::move(mesh_options));
-    driver_ = std::make_unique<net::ElectorDriver>(
+    driver_ = std::make_unique<drivers::ElectorDriver>(
         *io_, *mesh_, config_.elector,
-        net::DriverOptions{config_.data_dir, options_.seed, logger_, /*log_leadership=*/false,
-                           options_.store_elector_state, identity_});
+        drivers::DriverOptions{config_.data_dir, options_.seed, logger_, /*log_leadership=*/false,
+                               options_.store_elector_state, identity_});
     create_log_driver();
     note_log_created();
     if (stored) {
@@ -524,7 +524,7 @@ std::optional<std::string> Node::admit_peer(NodeId peer, const std::string& inca
                       {{"peer", id}, {"reason", *why}});
             return why;
         }
-    } catch (const net::StateFileError& e) {
+    } catch (const drivers::StateFileError& e) {
         log_event(*logger_, spdlog::level::err, "peer refused: cannot remember its incarnation",
                   {{"peer", id}, {"reason", e.what()}});
         return std::string("the peer cannot record this node's incarnation: ") + e.what();
@@ -564,8 +564,9 @@ void Node::maybe_end_quarantine(const std::string& last) {
     }
     identity_.registered = true;
     try {
-        net::store_durable_state(config_.data_dir, driver_->elector().state().durable(), identity_);
-    } catch (const net::StateFileError& e) {
+        drivers::store_durable_state(config_.data_dir, driver_->elector().state().durable(),
+                                     identity_);
+    } catch (const drivers::StateFileError& e) {
         identity_.registered = false;
         fail_stop(std::string("cannot record the end of quarantine: ") + e.what());
         return;
@@ -588,8 +589,9 @@ void Node::note_log_created() {
     }
     identity_.log = true;
     try {
-        net::store_durable_state(config_.data_dir, driver_->elector().state().durable(), identity_);
-    } catch (const net::StateFileError& e) {
+        drivers::store_durable_state(config_.data_dir, driver_->elector().state().durable(),
+                                     identity_);
+    } catch (const drivers::StateFileError& e) {
         throw std::runtime_error(
             std::string("cannot record the metadata log in the vote record: ") + e.what());
     }
@@ -773,8 +775,8 @@ HealthReport Node::health() {
 void Node::register_metrics() {
     auto messages_in = std::make_shared<std::vector<Counter*>>();
     auto messages_out = std::make_shared<std::vector<Counter*>>();
-    for (std::size_t i = 0; i < net::kMessageTypeCount; ++i) {
-        const std::string type(net::message_type_name(i));
+    for (std::size_t i = 0; i < drivers::kMessageTypeCount; ++i) {
+        const std::string type(drivers::message_type_name(i));
         messages_in->push_back(&metrics_.counter("conclave_messages_received_total",
                                                  "Elector messages received, by type",
                                                  {{"type", type}}));
@@ -797,8 +799,8 @@ void Node::register_metrics() {
         [this, messages_in, messages_out, bad_frames, &dropped, &reconnects, &peers_up] {
             leadership_metrics_->update_counters(driver_->elector().counters());
             leadership_metrics_->refresh(driver_->now());
-            const net::DriverCounters& d = driver_->counters();
-            for (std::size_t i = 0; i < net::kMessageTypeCount; ++i) {
+            const drivers::DriverCounters& d = driver_->counters();
+            for (std::size_t i = 0; i < drivers::kMessageTypeCount; ++i) {
                 (*messages_in)[i]->set_total(static_cast<double>(d.messages_in[i]));
                 (*messages_out)[i]->set_total(static_cast<double>(d.messages_out[i]));
             }

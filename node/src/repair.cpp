@@ -15,19 +15,19 @@ namespace conclave::node {
 namespace {
 
 struct ElectorRead {
-    std::optional<DurableState> state;          // nullopt: missing (or unreadable: see error)
-    std::optional<net::NodeIdentity> identity;  // format 2 files only
-    std::optional<std::string> error;           // set: the state file is unreadable
+    std::optional<DurableState> state;              // nullopt: missing (or unreadable: see error)
+    std::optional<drivers::NodeIdentity> identity;  // format 2 files only
+    std::optional<std::string> error;               // set: the state file is unreadable
 };
 
 ElectorRead read_elector_state(const ClusterConfig& config) {
     try {
-        auto file = net::load_state_file(config.data_dir, config.nodes.size());
+        auto file = drivers::load_state_file(config.data_dir, config.nodes.size());
         if (!file) {
             return ElectorRead{};
         }
         return ElectorRead{file->state, file->identity, std::nullopt};
-    } catch (const net::StateFileError& e) {
+    } catch (const drivers::StateFileError& e) {
         return ElectorRead{std::nullopt, std::nullopt, std::string(e.what())};
     }
 }
@@ -35,11 +35,12 @@ ElectorRead read_elector_state(const ClusterConfig& config) {
 // The identity written with the repaired vote record: the node's own, kept when it could be read;
 // else a new incarnation: the operator's --min-term bounds its lost votes, and its peers take the
 // new incarnation from a repaired node (identity.hpp).
-net::NodeIdentity repaired_identity(const ClusterConfig& config, const ElectorRead& read) {
+drivers::NodeIdentity repaired_identity(const ClusterConfig& config, const ElectorRead& read) {
     if (read.identity) {
         return *read.identity;
     }
-    return net::NodeIdentity{config.cluster, config.self_entry().id, net::new_incarnation()};
+    return drivers::NodeIdentity{config.cluster, config.self_entry().id,
+                                 drivers::new_incarnation()};
 }
 
 }  // namespace
@@ -62,7 +63,7 @@ int run_repair(const ClusterConfig& config, std::optional<std::uint64_t> min_ter
     const bool elector_lost = !elector && !elector_corrupt;
     if (elector_lost && !min_term) {
         // Lost, not damaged: the same hole. log.meta's term does not bound its votes either.
-        err << "conclaved: --repair: " << (config.data_dir / net::kStateFileName).string()
+        err << "conclaved: --repair: " << (config.data_dir / drivers::kStateFileName).string()
             << " is missing (its votes are lost): the highest term this node may have voted in "
                "is unknown; pass --min-term T with T the cluster's current term (GET /status on "
                "any running node); nothing was changed\n";
@@ -133,14 +134,14 @@ int run_repair(const ClusterConfig& config, std::optional<std::uint64_t> min_ter
         // to start; run --repair again) or the new one -- never no file, which would start the
         // elector as a new node (term 0) that may repeat a lost vote.
         std::error_code ec;
-        const fs::path state = config.data_dir / net::kStateFileName;
+        const fs::path state = config.data_dir / drivers::kStateFileName;
         if (elector_corrupt) {
             fs::copy_file(state, fs::path(state.string() + ".corrupt"),
                           fs::copy_options::overwrite_existing, ec);
         }
         try {
-            net::store_durable_state(config.data_dir, DurableState{r.marker, config.self},
-                                     repaired_identity(config, read));
+            drivers::store_durable_state(config.data_dir, DurableState{r.marker, config.self},
+                                         repaired_identity(config, read));
         } catch (const std::exception& e) {
             err << "conclaved: --repair: the log is repaired, but rewriting the elector state "
                    "failed: "
@@ -152,7 +153,7 @@ int run_repair(const ClusterConfig& config, std::optional<std::uint64_t> min_ter
         }
         if (elector_corrupt) {
             out << "conclaved: --repair: the elector state was unreadable (" << elector_error
-                << "); kept as " << net::kStateFileName << ".corrupt and rewritten with term "
+                << "); kept as " << drivers::kStateFileName << ".corrupt and rewritten with term "
                 << r.marker.value << "\n";
         } else {
             out << "conclaved: --repair: the elector state was missing; written with term "
@@ -161,8 +162,8 @@ int run_repair(const ClusterConfig& config, std::optional<std::uint64_t> min_ter
     } else if (elector && elector->term < r.marker) {
         // Never vote again in a term <= R: raise the elector's durable term to R (no vote in it).
         try {
-            net::store_durable_state(config.data_dir, DurableState{r.marker, std::nullopt},
-                                     repaired_identity(config, read));
+            drivers::store_durable_state(config.data_dir, DurableState{r.marker, std::nullopt},
+                                         repaired_identity(config, read));
         } catch (const std::exception& e) {
             err << "conclaved: --repair: the log is repaired, but raising the elector's term "
                    "failed: "
