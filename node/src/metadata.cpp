@@ -251,6 +251,43 @@ std::optional<LogStatus> Node::log_status() const {
     return s;
 }
 
+namespace {
+
+/// Space and compaction of the metadata log: bytes held, the NOSPACE alarm, compactions,
+/// snapshots installed, quota refusals, the repaired marker.
+void register_log_space_metrics(MetricsRegistry& metrics,
+                                const std::unique_ptr<drivers::LogDriver>& log_driver) {
+    Gauge& used_bytes = metrics.gauge(
+        "conclave_metadata_log_bytes",
+        "Bytes of entries held by the metadata log (snapshot + tail), as the quota counts them");
+    Gauge& nospace = metrics.gauge(
+        "conclave_metadata_nospace_alarm",
+        "1 while the NOSPACE alarm is raised (quota reached: metadata writes refused)");
+    Counter& compactions = metrics.counter("conclave_metadata_compactions_total",
+                                           "Snapshots taken by compaction on this node");
+    Counter& installed = metrics.counter("conclave_metadata_snapshots_installed_total",
+                                         "Snapshots received from a leader and installed");
+    Counter& nospace_refusals = metrics.counter("conclave_metadata_nospace_refusals_total",
+                                                "Metadata writes refused by the quota");
+    Gauge& repaired = metrics.gauge(
+        "conclave_metadata_repaired",
+        "1 while this node's log carries the repaired marker (conclaved --repair): it gives no "
+        "sync promise and its acknowledgements count for no commit until it has caught up");
+    metrics.on_collect(
+        [&log_driver, &repaired] { repaired.set(log_driver->log().repaired() ? 1.0 : 0.0); });
+    metrics.on_collect(
+        [&log_driver, &used_bytes, &nospace, &compactions, &installed, &nospace_refusals] {
+            const replication::ReplicatedLog& log = log_driver->log();
+            used_bytes.set(static_cast<double>(log.used_bytes()));
+            nospace.set(log.nospace_alarm() ? 1.0 : 0.0);
+            compactions.set_total(static_cast<double>(log.counters().compactions));
+            installed.set_total(static_cast<double>(log.counters().snapshots_installed));
+            nospace_refusals.set_total(static_cast<double>(log.counters().nospace_refusals));
+        });
+}
+
+}  // namespace
+
 void Node::register_metadata_metrics() {
     Gauge& storage_failed = metrics_.gauge(
         "conclave_storage_failed",
@@ -283,32 +320,7 @@ void Node::register_metadata_metrics() {
         "conclave_metadata_commit_latency_seconds",
         "Time from a metadata proposal reaching the leader to its commit (successful ones)",
         {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10});
-    Gauge& used_bytes = metrics_.gauge(
-        "conclave_metadata_log_bytes",
-        "Bytes of entries held by the metadata log (snapshot + tail), as the quota counts them");
-    Gauge& nospace = metrics_.gauge(
-        "conclave_metadata_nospace_alarm",
-        "1 while the NOSPACE alarm is raised (quota reached: metadata writes refused)");
-    Counter& compactions = metrics_.counter("conclave_metadata_compactions_total",
-                                            "Snapshots taken by compaction on this node");
-    Counter& installed = metrics_.counter("conclave_metadata_snapshots_installed_total",
-                                          "Snapshots received from a leader and installed");
-    Counter& nospace_refusals = metrics_.counter("conclave_metadata_nospace_refusals_total",
-                                                 "Metadata writes refused by the quota");
-    Gauge& repaired = metrics_.gauge(
-        "conclave_metadata_repaired",
-        "1 while this node's log carries the repaired marker (conclaved --repair): it gives no "
-        "sync promise and its acknowledgements count for no commit until it has caught up");
-    metrics_.on_collect(
-        [this, &repaired] { repaired.set(log_driver_->log().repaired() ? 1.0 : 0.0); });
-    metrics_.on_collect([this, &used_bytes, &nospace, &compactions, &installed, &nospace_refusals] {
-        const replication::ReplicatedLog& log = log_driver_->log();
-        used_bytes.set(static_cast<double>(log.used_bytes()));
-        nospace.set(log.nospace_alarm() ? 1.0 : 0.0);
-        compactions.set_total(static_cast<double>(log.counters().compactions));
-        installed.set_total(static_cast<double>(log.counters().snapshots_installed));
-        nospace_refusals.set_total(static_cast<double>(log.counters().nospace_refusals));
-    });
+    register_log_space_metrics(metrics_, log_driver_);
     metrics_.on_collect(
         [this, &commits, &ok, &failed, &fsyncs, &flushes, &bad, &dropped, &length, &commit_index] {
             const drivers::LogDriver& d = *log_driver_;
