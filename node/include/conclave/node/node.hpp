@@ -65,6 +65,7 @@ namespace conclave::node {
 using conclave::FencingGate;
 
 class LeadershipMetrics;
+struct StoredTable;
 
 /// What the application may act on, with string node ids.
 struct Leadership {
@@ -217,6 +218,12 @@ class Node {
     void finish_stop();
     void fail_stop(std::string why);
     void register_metrics();
+    void register_security_metrics();
+    // Steps of the constructor: the mesh (its options from the config, the security material
+    // and the node's callbacks), the removed nodes and voters of a stored table, every metric.
+    void create_mesh();
+    void restore_stored_configuration(const StoredTable& stored);
+    void register_all_metrics();
     std::optional<NodeId> pick_successor() const;
     // metadata.cpp
     void create_log_driver();
@@ -287,6 +294,9 @@ class Node {
     void on_admitted_by(NodeId peer);
     void maybe_end_quarantine(const std::string& last);
     void note_log_created();
+    /// Writes the vote record with identity_ and hands identity_ to the elector driver (throws
+    /// drivers::StateFileError).
+    void store_identity();
     /// Expires with the Node: work posted to the io_context checks it first.
     std::shared_ptr<int> alive_ = std::make_shared<int>(0);
     std::vector<std::function<void()>> stop_waiters_;
