@@ -44,6 +44,38 @@ void IgnoreLogged(boost::asio::signal_set& signals, cn::Node& node) {
     });
 }
 
+/// Runs the node until it stops (a signal, a storage failure, its state refused); the exit status.
+int RunNode(const cn::ClusterConfig& config) {
+    cn::Node node(config);
+    if (auto error = node.start()) {
+        std::cerr << "conclaved: cannot start: " << *error << "\n";
+        return cn::kExitFailure;
+    }
+    boost::asio::signal_set signals(node.io(), SIGTERM, SIGINT);
+    signals.async_wait([&node](const boost::system::error_code& ec, int signal_number) {
+        if (ec) {
+            return;
+        }
+        node.logger().info("signal {} received: stopping", signal_number);
+        node.stop();
+    });
+    boost::asio::signal_set ignored(node.io(), SIGHUP, SIGUSR1, SIGUSR2);
+    IgnoreLogged(ignored, node);
+    node.run();
+    signals.cancel();
+    ignored.cancel();
+    if (const auto& refused = node.state_refused()) {
+        std::cerr << "conclaved: " << *refused << "\n";
+        return cn::kExitStateRefused;
+    }
+    if (const auto& failure = node.storage_failure()) {
+        std::cerr << "conclaved: stopped on a storage failure: " << *failure
+                  << "; fix the disk, then restart the node\n";
+        return cn::kExitFailure;
+    }
+    return cn::kExitOk;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -76,38 +108,11 @@ int main(int argc, char** argv) {
                 return cn::kExitFailure;
             }
         }
-        cn::Node node(ready.config);
-        if (auto error = node.start()) {
-            std::cerr << "conclaved: cannot start: " << *error << "\n";
-            return cn::kExitFailure;
-        }
-        boost::asio::signal_set signals(node.io(), SIGTERM, SIGINT);
-        signals.async_wait([&node](const boost::system::error_code& ec, int signal_number) {
-            if (ec) {
-                return;
-            }
-            node.logger().info("signal {} received: stopping", signal_number);
-            node.stop();
-        });
-        boost::asio::signal_set ignored(node.io(), SIGHUP, SIGUSR1, SIGUSR2);
-        IgnoreLogged(ignored, node);
-        node.run();
-        signals.cancel();
-        ignored.cancel();
-        if (const auto& refused = node.state_refused()) {
-            std::cerr << "conclaved: " << *refused << "\n";
-            return cn::kExitStateRefused;
-        }
-        if (const auto& failure = node.storage_failure()) {
-            std::cerr << "conclaved: stopped on a storage failure: " << *failure
-                      << "; fix the disk, then restart the node\n";
-            return cn::kExitFailure;
-        }
-        return cn::kExitOk;
+        return RunNode(ready.config);
     } catch (const cn::IdentityError& e) {
         std::cerr << "conclaved: " << e.what() << "\n";
         return cn::kExitStateRefused;
-    } catch (const conclave::net::StateFileError& e) {
+    } catch (const conclave::drivers::StateFileError& e) {
         std::cerr << "conclaved: " << e.what() << "\n";
         return cn::kExitStateRefused;
     } catch (const conclave::replication::CorruptLogError& e) {

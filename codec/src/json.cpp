@@ -156,36 +156,45 @@ bool body_by_name(std::string_view type, const json& j, MessageBody& out,
     return (one(std::type_identity<std::variant_alternative_t<I, MessageBody>>{}) || ...);
 }
 
+constexpr std::uint64_t kCborIndefinite = std::numeric_limits<std::uint64_t>::max();
+
+// Reads the argument of a CBOR head whose additional information is `info` (its bytes follow at
+// `pos`, which advances past them); kCborIndefinite for 31. False when it is malformed.
+bool read_cbor_argument(std::span<const std::uint8_t> in, std::size_t& pos, std::uint8_t info,
+                        std::uint64_t& value) {
+    if (info < 24) {
+        value = info;
+        return true;
+    }
+    if (info == 31) {
+        value = kCborIndefinite;
+        return true;
+    }
+    if (info > 27) {
+        return false;
+    }
+    const std::size_t len = std::size_t{1} << (info - 24);
+    if (in.size() - pos < len) {
+        return false;
+    }
+    value = 0;
+    for (std::size_t i = 0; i < len; ++i) {
+        value = (value << 8) | in[pos++];
+    }
+    return true;
+}
+
 }  // namespace
 
 // nlohmann's CBOR reader recurses once per nesting level, so a hostile frame of a million nested
 // arrays would overflow the stack. This iterative walk bounds the nesting depth before parsing.
 // Returns false for too-deep or structurally broken input (the parser would reject the latter).
 bool cbor_depth_ok(std::span<const std::uint8_t> in, std::size_t max_depth) {
-    constexpr std::uint64_t kIndefinite = std::numeric_limits<std::uint64_t>::max();
+    constexpr std::uint64_t kIndefinite = kCborIndefinite;
     std::vector<std::uint64_t> open;  // items still expected by each open array/map/tag
     std::size_t pos = 0;
     auto read_arg = [&](std::uint8_t info, std::uint64_t& value) {
-        if (info < 24) {
-            value = info;
-            return true;
-        }
-        if (info == 31) {
-            value = kIndefinite;
-            return true;
-        }
-        if (info > 27) {
-            return false;
-        }
-        const std::size_t len = std::size_t{1} << (info - 24);
-        if (in.size() - pos < len) {
-            return false;
-        }
-        value = 0;
-        for (std::size_t i = 0; i < len; ++i) {
-            value = (value << 8) | in[pos++];
-        }
-        return true;
+        return read_cbor_argument(in, pos, info, value);
     };
     do {
         if (pos >= in.size()) {
@@ -417,7 +426,8 @@ std::vector<std::uint8_t> encode_cbor(const Message& m) {
     return json::to_cbor(j);
 }
 
-Message decode_cbor(std::span<const std::uint8_t> bytes) {
+json cbor_document(std::span<const std::uint8_t> bytes, std::uint64_t format_version,
+                   std::string_view family) {
     if (!cbor_depth_ok(bytes, kMaxCborDepth)) {
         fail("cbor: malformed or nested deeper than " + std::to_string(kMaxCborDepth));
     }
@@ -427,10 +437,15 @@ Message decode_cbor(std::span<const std::uint8_t> bytes) {
         fail("cbor: malformed");
     }
     const std::uint64_t version = get_u64(j, "v");
-    if (version != kMessageFormatVersion) {
-        fail("v: unsupported message format version " + std::to_string(version));
+    if (version != format_version) {
+        fail("v: unsupported " + std::string(family) + " format version " +
+             std::to_string(version));
     }
-    return message_from_json(j);
+    return j;
+}
+
+Message decode_cbor(std::span<const std::uint8_t> bytes) {
+    return message_from_json(cbor_document(bytes, kMessageFormatVersion, "message"));
 }
 
 }  // namespace conclave

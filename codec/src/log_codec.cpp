@@ -300,19 +300,7 @@ std::vector<std::uint8_t> encode_log_cbor(const LogMessage& m) {
 
 LogMessage decode_log_cbor(std::span<const std::uint8_t> bytes) {
     // Entries add two levels (array, entry map) plus the LSN map: still well within the bound.
-    if (!cbor_depth_ok(bytes, kMaxCborDepth)) {
-        fail("cbor: malformed or nested deeper than " + std::to_string(kMaxCborDepth));
-    }
-    json j =
-        json::from_cbor(bytes.begin(), bytes.end(), /*strict=*/true, /*allow_exceptions=*/false);
-    if (j.is_discarded()) {
-        fail("cbor: malformed");
-    }
-    const std::uint64_t version = get_u64(j, "v");
-    if (version != kLogMessageFormatVersion) {
-        fail("v: unsupported log message format version " + std::to_string(version));
-    }
-    return log_message_from_json(j);
+    return log_message_from_json(cbor_document(bytes, kLogMessageFormatVersion, "log message"));
 }
 
 }  // namespace conclave

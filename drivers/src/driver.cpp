@@ -8,14 +8,14 @@
 #include "conclave/codec/json.hpp"
 #include "conclave/drivers/state_file.hpp"
 
-namespace conclave::net {
+namespace conclave::drivers {
 
 namespace asio = boost::asio;
 using boost::system::error_code;
 
 namespace {
 
-Config checked(Config config, const Mesh& mesh) {
+Config checked(Config config, const net::Mesh& mesh) {
     if (auto error = config.validate()) {
         throw std::invalid_argument("elector config: " + *error);
     }
@@ -37,7 +37,7 @@ DriverOptions with_logger(DriverOptions options) {
     return options;
 }
 
-DurableState restore(const DriverOptions& options, const Config& config, const Mesh& mesh) {
+DurableState restore(const DriverOptions& options, const Config& config, const net::Mesh& mesh) {
     const std::string& id = mesh.membership().at(config.self).id;
     auto state = load_durable_state(options.data_dir, config.cluster_size);
     if (!state) {
@@ -56,7 +56,8 @@ std::string_view message_type_name(std::size_t index) {
     return index < kMessageNames.size() ? kMessageNames[index] : "unknown";
 }
 
-ElectorDriver::ElectorDriver(asio::io_context& io, Mesh& mesh, Config config, DriverOptions options)
+ElectorDriver::ElectorDriver(asio::io_context& io, net::Mesh& mesh, Config config,
+                             DriverOptions options)
     : io_(io),
       mesh_(mesh),
       options_(with_logger(std::move(options))),
@@ -70,11 +71,12 @@ ElectorDriver::ElectorDriver(asio::io_context& io, Mesh& mesh, Config config, Dr
     }
     std::weak_ptr<int> alive = alive_;
     mesh_.set_frame_handler(
-        Channel::Elector,
+        net::Channel::Elector,
         [this, alive](NodeId from,
-                      std::span<const std::uint8_t> payload) -> std::optional<FrameRejection> {
+                      std::span<const std::uint8_t> payload) -> std::optional<net::FrameRejection> {
             if (alive.expired()) {
-                return FrameRejection{BadFrameKind::UnknownChannel, "elector driver is gone"};
+                return net::FrameRejection{net::BadFrameKind::UnknownChannel,
+                                           "elector driver is gone"};
             }
             return on_frame(from, payload);
         });
@@ -137,28 +139,30 @@ std::optional<std::string> ElectorDriver::grow_table(std::size_t cluster_size) {
     return runtime_.grow_table(cluster_size);
 }
 
-std::optional<FrameRejection> ElectorDriver::on_frame(NodeId from,
-                                                      std::span<const std::uint8_t> payload) {
+std::optional<net::FrameRejection> ElectorDriver::on_frame(NodeId from,
+                                                           std::span<const std::uint8_t> payload) {
     Message message;
     try {
         message = decode_cbor(payload);
     } catch (const DecodeError& e) {
-        return FrameRejection{BadFrameKind::Undecodable, e.what()};
+        return net::FrameRejection{net::BadFrameKind::Undecodable, e.what()};
     } catch (const std::exception& e) {
         // Defence in depth: no parser exception may escape into the io_context.
-        return FrameRejection{BadFrameKind::Undecodable, std::string("cbor: ") + e.what()};
+        return net::FrameRejection{net::BadFrameKind::Undecodable,
+                                   std::string("cbor: ") + e.what()};
     }
     if (message.from != from) {
-        return FrameRejection{BadFrameKind::WrongSender,
-                              "message claims sender index " + std::to_string(message.from.value) +
-                                  ", connection belongs to index " + std::to_string(from.value)};
+        return net::FrameRejection{
+            net::BadFrameKind::WrongSender,
+            "message claims sender index " + std::to_string(message.from.value) +
+                ", connection belongs to index " + std::to_string(from.value)};
     }
     if (const auto* cession = std::get_if<LeadershipCession>(&message.body)) {
         if (cession->successor && cession->successor->value >= elector().config().cluster_size) {
-            return FrameRejection{BadFrameKind::Undecodable,
-                                  "successor: node index " +
-                                      std::to_string(cession->successor->value) +
-                                      " is not in the cluster"};
+            return net::FrameRejection{net::BadFrameKind::Undecodable,
+                                       "successor: node index " +
+                                           std::to_string(cession->successor->value) +
+                                           " is not in the cluster"};
         }
     }
     ++counters_.messages_in[message.body.index()];
@@ -190,7 +194,7 @@ void ElectorDriver::on_peer(NodeId peer, bool up) {
 
 void ElectorDriver::send(NodeId to, const Message& message,
                          const std::vector<std::uint8_t>& bytes) {
-    if (mesh_.send(to, Channel::Elector, bytes)) {
+    if (mesh_.send(to, net::Channel::Elector, bytes)) {
         ++counters_.messages_out[message.body.index()];
     } else {
         ++counters_.messages_dropped;
@@ -315,4 +319,4 @@ void ElectorDriver::notify(const LeadershipSnapshot& snapshot) {
     }
 }
 
-}  // namespace conclave::net
+}  // namespace conclave::drivers

@@ -10,7 +10,7 @@
 
 #include "conclave/codec/log_codec.hpp"
 
-namespace conclave::net {
+namespace conclave::drivers {
 
 namespace asio = boost::asio;
 using boost::system::error_code;
@@ -29,7 +29,7 @@ LogDriverOptions with_default_logger(LogDriverOptions options) {
 /// max_batch_entries) stays well below the 1 MiB frame limit.
 constexpr std::size_t kMaxBatchBytesOnWire = std::size_t{512} << 10;
 
-LogConfig checked(LogConfig config, const Mesh& mesh) {
+LogConfig checked(LogConfig config, const net::Mesh& mesh) {
     config.cluster_size = mesh.membership().size();
     config.self = mesh.self();
     config.max_batch_bytes = std::min(config.max_batch_bytes, kMaxBatchBytesOnWire);
@@ -102,7 +102,7 @@ bool outcome_unknown(ProposeStatus s) {
            s == ProposeStatus::Failed;
 }
 
-LogDriver::LogDriver(asio::io_context& io, Mesh& mesh, ElectorDriver& elector,
+LogDriver::LogDriver(asio::io_context& io, net::Mesh& mesh, ElectorDriver& elector,
                      LogDriverOptions options)
     : io_(io),
       mesh_(mesh),
@@ -132,11 +132,11 @@ LogDriver::LogDriver(asio::io_context& io, Mesh& mesh, ElectorDriver& elector,
     }
     std::weak_ptr<int> alive = alive_;
     mesh_.set_frame_handler(
-        Channel::Replication,
+        net::Channel::Replication,
         [this, alive](NodeId from,
-                      std::span<const std::uint8_t> payload) -> std::optional<FrameRejection> {
+                      std::span<const std::uint8_t> payload) -> std::optional<net::FrameRejection> {
             if (alive.expired()) {
-                return FrameRejection{BadFrameKind::UnknownChannel, "log driver is gone"};
+                return net::FrameRejection{net::BadFrameKind::UnknownChannel, "log driver is gone"};
             }
             return on_frame(from, payload);
         });
@@ -244,24 +244,26 @@ void LogDriver::propose_entry(std::string key, std::string value, bool config,
     });
 }
 
-std::optional<FrameRejection> LogDriver::on_frame(NodeId from,
-                                                  std::span<const std::uint8_t> payload) {
+std::optional<net::FrameRejection> LogDriver::on_frame(NodeId from,
+                                                       std::span<const std::uint8_t> payload) {
     LogMessage message;
     try {
         message = decode_log_cbor(payload);
     } catch (const DecodeError& e) {
         ++counters_.bad_frames;
-        return FrameRejection{BadFrameKind::Undecodable, std::string("log message: ") + e.what()};
+        return net::FrameRejection{net::BadFrameKind::Undecodable,
+                                   std::string("log message: ") + e.what()};
     } catch (const std::exception& e) {
         ++counters_.bad_frames;
-        return FrameRejection{BadFrameKind::Undecodable, std::string("log message: ") + e.what()};
+        return net::FrameRejection{net::BadFrameKind::Undecodable,
+                                   std::string("log message: ") + e.what()};
     }
     if (message.from != from) {
         ++counters_.bad_frames;
-        return FrameRejection{BadFrameKind::WrongSender, "log message claims sender index " +
-                                                             std::to_string(message.from.value) +
-                                                             ", connection belongs to index " +
-                                                             std::to_string(from.value)};
+        return net::FrameRejection{
+            net::BadFrameKind::WrongSender,
+            "log message claims sender index " + std::to_string(message.from.value) +
+                ", connection belongs to index " + std::to_string(from.value)};
     }
     ++counters_.messages_in[message.body.index()];
     if (running()) {
@@ -320,7 +322,7 @@ void LogDriver::run_deferred() {
 }
 
 void LogDriver::send(NodeId to, const LogMessage& m, const std::vector<std::uint8_t>& bytes) {
-    if (mesh_.send(to, Channel::Replication, bytes)) {
+    if (mesh_.send(to, net::Channel::Replication, bytes)) {
         ++counters_.messages_out[m.body.index()];
     } else {
         ++counters_.messages_dropped;
@@ -492,4 +494,4 @@ void LogDriver::Env::failed(const std::string& what) {
     }
 }
 
-}  // namespace conclave::net
+}  // namespace conclave::drivers

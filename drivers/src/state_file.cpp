@@ -18,7 +18,7 @@
 #include "conclave/codec/json.hpp"
 #include "conclave/core/durable_fs.hpp"
 
-namespace conclave::net {
+namespace conclave::drivers {
 
 namespace fs = std::filesystem;
 
@@ -235,4 +235,4 @@ void store_file_durably(const fs::path& data_dir, const std::string& name,
     fsync_path(data_dir, O_RDONLY | O_DIRECTORY);
 }
 
-}  // namespace conclave::net
+}  // namespace conclave::drivers

@@ -16,6 +16,28 @@ std::string ms(Millis m) {
     return std::to_string(m.count()) + " ms";
 }
 
+/// The ranked backoff's slot bounds (Config::validate).
+std::optional<std::string> rank_slot_error(const Config& c) {
+    if (c.rank_slot_min < Config::kMinRankSlot || c.rank_slot_min > Config::kMaxRankSlot) {
+        return "rank_slot_min: must be between " + ms(Config::kMinRankSlot) + " and " +
+               ms(Config::kMaxRankSlot) + ", got " + ms(c.rank_slot_min);
+    }
+    if (c.rank_slot_max < c.rank_slot_min || c.rank_slot_max > Config::kMaxRankSlot) {
+        return "rank_slot_max: must be between rank_slot_min (" + ms(c.rank_slot_min) + ") and " +
+               ms(Config::kMaxRankSlot) + ", got " + ms(c.rank_slot_max);
+    }
+    if (c.rank_slot < c.rank_slot_min || c.rank_slot > c.rank_slot_max) {
+        return "rank_slot: must be between rank_slot_min (" + ms(c.rank_slot_min) +
+               ") and rank_slot_max (" + ms(c.rank_slot_max) + "), got " + ms(c.rank_slot);
+    }
+    if (c.rank_slot_rtt_multiple > Config::kMaxRankSlotRttMultiple) {
+        return "rank_slot_rtt_multiple: must be at most " +
+               std::to_string(Config::kMaxRankSlotRttMultiple) + ", got " +
+               std::to_string(c.rank_slot_rtt_multiple);
+    }
+    return std::nullopt;
+}
+
 }  // namespace
 
 Config Config::reference(std::size_t cluster_size, NodeId self) {
@@ -136,22 +158,8 @@ std::optional<std::string> Config::validate() const {
         return "lease_drift_permille: must be at most " + std::to_string(kMaxLeaseDriftPermille) +
                ", got " + std::to_string(lease_drift_permille);
     }
-    if (rank_slot_min < kMinRankSlot || rank_slot_min > kMaxRankSlot) {
-        return "rank_slot_min: must be between " + ms(kMinRankSlot) + " and " + ms(kMaxRankSlot) +
-               ", got " + ms(rank_slot_min);
-    }
-    if (rank_slot_max < rank_slot_min || rank_slot_max > kMaxRankSlot) {
-        return "rank_slot_max: must be between rank_slot_min (" + ms(rank_slot_min) + ") and " +
-               ms(kMaxRankSlot) + ", got " + ms(rank_slot_max);
-    }
-    if (rank_slot < rank_slot_min || rank_slot > rank_slot_max) {
-        return "rank_slot: must be between rank_slot_min (" + ms(rank_slot_min) +
-               ") and rank_slot_max (" + ms(rank_slot_max) + "), got " + ms(rank_slot);
-    }
-    if (rank_slot_rtt_multiple > kMaxRankSlotRttMultiple) {
-        return "rank_slot_rtt_multiple: must be at most " +
-               std::to_string(kMaxRankSlotRttMultiple) + ", got " +
-               std::to_string(rank_slot_rtt_multiple);
+    if (auto error = rank_slot_error(*this)) {
+        return error;
     }
     if (backoff != Backoff::Uniform && backoff != Backoff::Ranked) {
         return "backoff: must be uniform or ranked";

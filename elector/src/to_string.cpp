@@ -4,9 +4,9 @@
 #include <sstream>
 #include <type_traits>
 
+#include "conclave/core/types.hpp"
 #include "conclave/elector/actions.hpp"
 #include "conclave/elector/messages.hpp"
-#include "conclave/elector/types.hpp"
 
 namespace conclave {
 

@@ -40,8 +40,11 @@ constexpr std::size_t kMaxDrainBytes = 1024 * 1024;
 /// The first read of a request (within the idle deadline) takes at most this much.
 constexpr std::size_t kFirstReadBytes = 4096;
 
+}  // namespace
+
 /// What AdminServer::stop() and the eviction of unauthenticated connections need of a
-/// connection, whatever its stream type.
+/// connection, whatever its stream type. Outside the anonymous namespace: AdminServer::Shared
+/// holds pointers to it.
 class SessionBase {
   public:
     virtual void Close() = 0;
@@ -54,8 +57,6 @@ class SessionBase {
   protected:
     ~SessionBase() = default;
 };
-
-}  // namespace
 
 struct AdminServer::Shared {
     Shared(asio::io_context& io_context, AdminServerLimits server_limits,

@@ -22,15 +22,19 @@ std::string version_text() {
     return "conclaved " + std::string(conclave_version()) + "\n";
 }
 
-std::string usage_text() {
-    return R"(Usage: conclaved --config FILE --node-id ID [--join HOST:PORT] [--print-config]
+namespace {
+
+// `conclaved --help`, in its sections.
+constexpr std::string_view kUsageSynopsis =
+    R"(Usage: conclaved --config FILE --node-id ID [--join HOST:PORT] [--print-config]
        conclaved --repair --config FILE --node-id ID [--min-term T]
        conclaved --help | --version
 
 Runs one node of a Conclave cluster: leader election among the nodes listed in the
 cluster config, with an HTTP admin interface on the node's "http" endpoint.
 
-Options:
+)";
+constexpr std::string_view kUsageOptions = R"(Options:
   --config FILE     cluster config (JSON): cluster name, nodes (id, peer, http),
                     profile ("default", "fast", "reference") and timing overrides,
                     scouting, check_quorum, data_dir, tls, log (format, level),
@@ -72,7 +76,9 @@ Options:
   --version         print the version and exit
 Options also accept the --option=VALUE form.
 
-Admin HTTP endpoints (see node/README.md; conclavectl is their command-line client):
+)";
+constexpr std::string_view kUsageEndpoints =
+    R"(Admin HTTP endpoints (see node/README.md; conclavectl is their command-line client):
   GET /status, GET /metrics (Prometheus text), GET /healthz,
   GET /leadership (?watch=1: NDJSON stream of changes; ?wait=S&after=TOKEN: long-poll),
   POST /transfer-leadership?to=ID, POST /step-down,
@@ -88,7 +94,8 @@ Admin HTTP endpoints (see node/README.md; conclavectl is their command-line clie
   are served over HTTPS only. A connection that sends nothing for
   admin.idle_timeout_ms (2000) is closed.
 
-Signals:
+)";
+constexpr std::string_view kUsageSignals = R"(Signals:
   SIGTERM, SIGINT   graceful stop: a leader hands leadership over to another
                     node before it exits; then exit status 0
   SIGKILL           no handover; the other nodes elect a new leader after the
@@ -97,7 +104,8 @@ Signals:
                     node runs: restart it to load new certificates or secrets)
   SIGPIPE           ignored
 
-Exit status:
+)";
+constexpr std::string_view kUsageExitStatus = R"(Exit status:
   0  clean stop (also after --help, --version, --print-config)
   1  runtime failure (data directory locked by another process, port in use,
      corrupt metadata log: the message names the file and offset and the
@@ -111,6 +119,12 @@ Exit status:
      earlier incarnation (data directory emptied or replaced). The message
      names the ways back (--repair --min-term T, or members remove + --join)
 )";
+
+}  // namespace
+
+std::string usage_text() {
+    return std::string(kUsageSynopsis) + std::string(kUsageOptions) + std::string(kUsageEndpoints) +
+           std::string(kUsageSignals) + std::string(kUsageExitStatus);
 }
 
 namespace {

@@ -348,39 +348,9 @@ LogSettings ParseLog(const json& value) {
     return log;
 }
 
-MetadataSettings ParseMetadata(const json& value) {
-    ExpectObject(value, "metadata");
-    RejectUnknownFields(
-        value, "metadata",
-        {"enabled", "fsync", "propose_timeout_ms", "unsafe_no_fsync", "quota_bytes",
-         "quota_entries", "compact_threshold", "compact_retain", "promote_lag_entries"});
-    MetadataSettings metadata;
-    if (const json* enabled = Find(value, "enabled")) {
-        metadata.enabled = ExpectBool(*enabled, "metadata.enabled");
-    }
-    if (const json* fsync = Find(value, "fsync")) {
-        const std::string& text = ExpectString(*fsync, "metadata.fsync");
-        if (text == "batched") {
-            metadata.fsync = replication::FsyncPolicy::Batched;
-        } else if (text == "always") {
-            metadata.fsync = replication::FsyncPolicy::EveryEntry;
-        } else if (text == "never") {
-            metadata.fsync = replication::FsyncPolicy::Never;
-        } else {
-            Fail("metadata.fsync",
-                 "expected \"batched\", \"always\" or \"never\", got " + Describe(*fsync));
-        }
-    }
-    if (const json* timeout = Find(value, "propose_timeout_ms")) {
-        metadata.propose_timeout_ms = static_cast<std::uint32_t>(
-            ExpectInteger(*timeout, "metadata.propose_timeout_ms", 10, 3'600'000));
-    }
-    // storage: "never" can lose acknowledged entries on a machine crash; it needs an
-    // explicit consent.
-    if (const json* consent = Find(value, "unsafe_no_fsync")) {
-        metadata.unsafe_no_fsync = ExpectBool(*consent, "metadata.unsafe_no_fsync");
-    }
-    // Quota and compaction. The smallest quota holds one entry of the largest size.
+// metadata's quota, compaction and promotion limits.
+void ParseQuota(const json& value, MetadataSettings& metadata) {
+    // The smallest quota holds one entry of the largest size.
     constexpr std::int64_t kMinQuotaBytes = 16 + 1024 + (64 << 10);
     if (const json* v = Find(value, "quota_bytes")) {
         const std::int64_t n = ExpectInteger(*v, "metadata.quota_bytes", 0, std::int64_t{1} << 40);
@@ -413,6 +383,41 @@ MetadataSettings ParseMetadata(const json& value) {
         metadata.promote_lag_entries = static_cast<std::uint64_t>(
             ExpectInteger(*v, "metadata.promote_lag_entries", 0, std::int64_t{1} << 32));
     }
+}
+
+MetadataSettings ParseMetadata(const json& value) {
+    ExpectObject(value, "metadata");
+    RejectUnknownFields(
+        value, "metadata",
+        {"enabled", "fsync", "propose_timeout_ms", "unsafe_no_fsync", "quota_bytes",
+         "quota_entries", "compact_threshold", "compact_retain", "promote_lag_entries"});
+    MetadataSettings metadata;
+    if (const json* enabled = Find(value, "enabled")) {
+        metadata.enabled = ExpectBool(*enabled, "metadata.enabled");
+    }
+    if (const json* fsync = Find(value, "fsync")) {
+        const std::string& text = ExpectString(*fsync, "metadata.fsync");
+        if (text == "batched") {
+            metadata.fsync = replication::FsyncPolicy::Batched;
+        } else if (text == "always") {
+            metadata.fsync = replication::FsyncPolicy::EveryEntry;
+        } else if (text == "never") {
+            metadata.fsync = replication::FsyncPolicy::Never;
+        } else {
+            Fail("metadata.fsync",
+                 "expected \"batched\", \"always\" or \"never\", got " + Describe(*fsync));
+        }
+    }
+    if (const json* timeout = Find(value, "propose_timeout_ms")) {
+        metadata.propose_timeout_ms = static_cast<std::uint32_t>(
+            ExpectInteger(*timeout, "metadata.propose_timeout_ms", 10, 3'600'000));
+    }
+    // storage: "never" can lose acknowledged entries on a machine crash; it needs an
+    // explicit consent.
+    if (const json* consent = Find(value, "unsafe_no_fsync")) {
+        metadata.unsafe_no_fsync = ExpectBool(*consent, "metadata.unsafe_no_fsync");
+    }
+    ParseQuota(value, metadata);
     if (metadata.compact_threshold != 0 && metadata.compact_retain >= metadata.compact_threshold) {
         Fail("metadata.compact_retain", "must be below metadata.compact_threshold (" +
                                             std::to_string(metadata.compact_threshold) + "), got " +
@@ -607,33 +612,9 @@ std::vector<NodeEntry> ParseNodes(const json& value) {
     return nodes;
 }
 
-ClusterConfig ParseDocument(const json& document, std::string_view node_id) {
-    if (!document.is_object()) {
-        Fail("(top level)", "expected a JSON object, got " + Describe(document));
-    }
-    RejectUnknownFields(
-        document, "",
-        {"cluster", "nodes", "profile", "timing", "backoff", "scouting", "check_quorum", "data_dir",
-         "tls", "log", "metadata", "insecure", "secret_file", "admin"});
-    ClusterConfig config;
-    const json& cluster = Require(document, "", "cluster");
-    config.cluster = ExpectString(cluster, "cluster");
-    if (!ValidName(config.cluster)) {
-        Fail("cluster", std::string("expected ") + kNameRule + ", got " + Describe(cluster));
-    }
-    config.nodes = ParseNodes(Require(document, "", "nodes"));
-
-    const auto self = config.find_node(node_id);
-    if (!self) {
-        std::string known;
-        for (const NodeEntry& n : config.nodes) {
-            known += (known.empty() ? "" : ", ") + n.id;
-        }
-        Fail("--node-id",
-             "\"" + std::string(node_id) + "\" is not one of the configured nodes (" + known + ")");
-    }
-    config.self = *self;
-
+// The elector's settings: the profile for the cluster's size, then timing, backoff, scouting and
+// check_quorum overrides, validated together.
+void ParseElector(const json& document, ClusterConfig& config) {
     if (const json* profile = Find(document, "profile")) {
         config.profile = ExpectString(*profile, "profile");
     }
@@ -667,6 +648,36 @@ ClusterConfig ParseDocument(const json& document, std::string_view node_id) {
         }
         throw FieldError{message};
     }
+}
+
+ClusterConfig ParseDocument(const json& document, std::string_view node_id) {
+    if (!document.is_object()) {
+        Fail("(top level)", "expected a JSON object, got " + Describe(document));
+    }
+    RejectUnknownFields(
+        document, "",
+        {"cluster", "nodes", "profile", "timing", "backoff", "scouting", "check_quorum", "data_dir",
+         "tls", "log", "metadata", "insecure", "secret_file", "admin"});
+    ClusterConfig config;
+    const json& cluster = Require(document, "", "cluster");
+    config.cluster = ExpectString(cluster, "cluster");
+    if (!ValidName(config.cluster)) {
+        Fail("cluster", std::string("expected ") + kNameRule + ", got " + Describe(cluster));
+    }
+    config.nodes = ParseNodes(Require(document, "", "nodes"));
+
+    const auto self = config.find_node(node_id);
+    if (!self) {
+        std::string known;
+        for (const NodeEntry& n : config.nodes) {
+            known += (known.empty() ? "" : ", ") + n.id;
+        }
+        Fail("--node-id",
+             "\"" + std::string(node_id) + "\" is not one of the configured nodes (" + known + ")");
+    }
+    config.self = *self;
+
+    ParseElector(document, config);
 
     config.data_dir_template = ParseDataDir(Require(document, "", "data_dir"), "data_dir");
     config.data_dir = SubstituteId(config.data_dir_template, config.self_entry().id);

@@ -63,8 +63,8 @@ std::variant<DataDirLock, DataDirLock::Error> DataDirLock::acquire(
     std::error_code exists_ec;
     const bool created = !std::filesystem::exists(data_dir, exists_ec);
     try {
-        net::create_directories_durably(data_dir);  // the new entries survive a machine crash
-    } catch (const net::StateFileError& e) {
+        drivers::create_directories_durably(data_dir);  // the new entries survive a machine crash
+    } catch (const drivers::StateFileError& e) {
         return Error{"data directory " + data_dir.string() + ": cannot create: " + e.what()};
     }
     if (created && ::chmod(data_dir.c_str(), 0700) != 0) {

@@ -22,16 +22,16 @@ bool non_empty_file(const fs::path& path) {
     return fs::is_regular_file(path, ec) && fs::file_size(path, ec) > 0 && !ec;
 }
 
-net::NodeIdentity expected_identity(const ClusterConfig& config) {
-    return net::NodeIdentity{config.cluster, config.self_entry().id, ""};
+drivers::NodeIdentity expected_identity(const ClusterConfig& config) {
+    return drivers::NodeIdentity{config.cluster, config.self_entry().id, ""};
 }
 
-void check_owner(const ClusterConfig& config, const net::NodeIdentity& found) {
-    const net::NodeIdentity want = expected_identity(config);
+void check_owner(const ClusterConfig& config, const drivers::NodeIdentity& found) {
+    const drivers::NodeIdentity want = expected_identity(config);
     if (found.cluster == want.cluster && found.node == want.node) {
         return;
     }
-    throw IdentityError("'" + (config.data_dir / net::kStateFileName).string() +
+    throw IdentityError("'" + (config.data_dir / drivers::kStateFileName).string() +
                         "' belongs to node '" + found.node + "' of cluster '" + found.cluster +
                         "', not to node '" + want.node + "' of cluster '" + want.cluster +
                         "': refusing to start (a data directory copied or restored from another "
@@ -45,7 +45,7 @@ fs::path metadata_log_file(const ClusterConfig& config) {
     return config.data_dir / "log" / "log.dat";
 }
 
-void check_log_kept(const ClusterConfig& config, const net::NodeIdentity& identity) {
+void check_log_kept(const ClusterConfig& config, const drivers::NodeIdentity& identity) {
     std::error_code ec;
     if (!identity.log || !config.metadata.enabled ||
         fs::is_regular_file(metadata_log_file(config), ec)) {
@@ -53,7 +53,7 @@ void check_log_kept(const ClusterConfig& config, const net::NodeIdentity& identi
     }
     throw IdentityError(
         "'" + metadata_log_file(config).string() + "' is missing, but '" +
-        (config.data_dir / net::kStateFileName).string() +
+        (config.data_dir / drivers::kStateFileName).string() +
         "' shows that this node created its metadata log: the entries it acknowledged are lost, "
         "and starting it with its old votes on an empty log could let it count in a quorum "
         "without them (a committed entry lost). Refusing to start; " +
@@ -83,7 +83,7 @@ std::string identity_ways_back(const ClusterConfig& config) {
 }
 
 IdentityCheck check_identity(const ClusterConfig& config) {
-    const auto file = net::load_state_file(config.data_dir, config.nodes.size());
+    const auto file = drivers::load_state_file(config.data_dir, config.nodes.size());
     if (file && file->identity) {
         check_owner(config, *file->identity);
         check_log_kept(config, *file->identity);
@@ -92,15 +92,15 @@ IdentityCheck check_identity(const ClusterConfig& config) {
     if (file) {
         // A vote record from before identities: intact (it parsed), so this is the same node; it
         // gets its incarnation now (its peers, of the same earlier version, remember none).
-        net::NodeIdentity identity = expected_identity(config);
-        identity.incarnation = net::new_incarnation();
-        net::store_durable_state(config.data_dir, file->state, identity);
+        drivers::NodeIdentity identity = expected_identity(config);
+        identity.incarnation = drivers::new_incarnation();
+        drivers::store_durable_state(config.data_dir, file->state, identity);
         return IdentityCheck{identity, false, true};
     }
     const std::vector<std::string> evidence = state_evidence(config);
     if (!evidence.empty()) {
         throw IdentityError(
-            "'" + (config.data_dir / net::kStateFileName).string() + "' is missing, but '" +
+            "'" + (config.data_dir / drivers::kStateFileName).string() + "' is missing, but '" +
             evidence.front() +
             "' shows that this node has taken part in the cluster: its votes are lost, and "
             "starting it as a new node could make it vote twice in one term (two leaders with "
@@ -108,10 +108,10 @@ IdentityCheck check_identity(const ClusterConfig& config) {
             "Refusing to start; " +
             identity_ways_back(config));
     }
-    net::NodeIdentity identity = expected_identity(config);
-    identity.incarnation = net::new_incarnation();
+    drivers::NodeIdentity identity = expected_identity(config);
+    identity.incarnation = drivers::new_incarnation();
     identity.registered = false;
-    net::store_durable_state(config.data_dir, DurableState{}, identity);
+    drivers::store_durable_state(config.data_dir, DurableState{}, identity);
     return IdentityCheck{identity, true, false};
 }
 
@@ -136,7 +136,7 @@ PeerIncarnations::PeerIncarnations(fs::path data_dir) : data_dir_(std::move(data
     text << in.rdbuf();
     const auto j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
     const auto damaged = [&](const std::string& what) {
-        return net::StateFileError(
+        return drivers::StateFileError(
             "damaged '" + path.string() + "' (" + what +
             "): refusing to start. It holds the incarnations this node knows its peers by; "
             "removing it makes this node take any incarnation of each peer once (a peer whose "
@@ -163,7 +163,7 @@ void PeerIncarnations::store() const {
         peers[id] = inc;
     }
     const nlohmann::json j{{"format", 1}, {"peers", peers}, {"crc32", crc_of(peers.dump())}};
-    net::store_file_durably(data_dir_, kFileName, j.dump() + "\n");
+    drivers::store_file_durably(data_dir_, kFileName, j.dump() + "\n");
 }
 
 std::optional<std::string> PeerIncarnations::admit(const std::string& peer,

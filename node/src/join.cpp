@@ -61,6 +61,45 @@ std::string way_forward(const std::string& error) {
     return "";
 }
 
+/// Whether a stored node table says this node is in the cluster already. A table that marks it
+/// removed (its log says so, and members.json with it) means: ask to be added back; the answer
+/// brings the current table, which may name nodes that joined since.
+bool AlreadyJoined(const ClusterConfig& config, spdlog::logger& log) {
+    const auto stored = load_node_table(config.data_dir);
+    if (!stored) {
+        return false;
+    }
+    if (!stored->marks_removed(config.self_entry().id)) {
+        log.info("join: a node table is stored in {}: this node is already in the cluster",
+                 config.data_dir.string());
+        return true;
+    }
+    log.info("join: this node was removed from cluster '{}' ({}): asking to be added back",
+             config.cluster, (config.data_dir / kNodeTableFile).string());
+    return false;
+}
+
+/// One join request to `target`, run to its answer (or the error that ended it).
+std::pair<std::optional<net::JoinAnswer>, std::string> AskToJoin(boost::asio::io_context& io,
+                                                                 net::Mesh& mesh,
+                                                                 const Endpoint& target,
+                                                                 const net::JoinRequest& request) {
+    std::optional<net::JoinAnswer> answer;
+    std::string error;
+    bool done = false;
+    mesh.request_join(target.host, target.port, request,
+                      [&](std::optional<net::JoinAnswer> a, std::string e) {
+                          answer = std::move(a);
+                          error = std::move(e);
+                          done = true;
+                      });
+    while (!done) {
+        io.run_one();
+    }
+    io.restart();
+    return {std::move(answer), std::move(error)};
+}
+
 }  // namespace
 
 std::optional<std::string> join_cluster(const ClusterConfig& config, const Endpoint& seed,
@@ -68,16 +107,8 @@ std::optional<std::string> join_cluster(const ClusterConfig& config, const Endpo
     // The identity first: an empty data directory gets its incarnation before the join writes
     // members.json (identity.hpp: a node table without a vote record is refused).
     check_identity(config);
-    if (const auto stored = load_node_table(config.data_dir)) {
-        if (!stored->marks_removed(config.self_entry().id)) {
-            log.info("join: a node table is stored in {}: this node is already in the cluster",
-                     config.data_dir.string());
-            return std::nullopt;
-        }
-        // Removed (its log says so, and members.json with it): ask to be added back. The
-        // answer brings the current table, which may name nodes that joined since.
-        log.info("join: this node was removed from cluster '{}' ({}): asking to be added back",
-                 config.cluster, (config.data_dir / kNodeTableFile).string());
+    if (AlreadyJoined(config, log)) {
+        return std::nullopt;
     }
     boost::asio::io_context io;
     const SecurityMaterial security = load_security_material(config);
@@ -95,21 +126,9 @@ std::optional<std::string> join_cluster(const ClusterConfig& config, const Endpo
     int redirects = 0;
     std::string last_error = "no answer";
     while (std::chrono::steady_clock::now() < deadline) {
-        std::optional<net::JoinAnswer> answer;
-        std::string error;
-        bool done = false;
         log.info("join: asking {} to add {} to cluster '{}'", to_string(target),
                  config.self_entry().id, config.cluster);
-        mesh.request_join(target.host, target.port, request,
-                          [&](std::optional<net::JoinAnswer> a, std::string e) {
-                              answer = std::move(a);
-                              error = std::move(e);
-                              done = true;
-                          });
-        while (!done) {
-            io.run_one();
-        }
-        io.restart();
+        auto [answer, error] = AskToJoin(io, mesh, target, request);
         bool retry = true;
         if (answer && answer->status == net::JoinStatus::Accepted) {
             StoredTable table;

@@ -48,6 +48,133 @@ replication::Configuration configuration_of(const replication::ActiveConfig& c,
     return cfg;
 }
 
+/// The table index a membership change is about, or why the request is invalid. A brand-new id
+/// (§8) added as a learner with its addresses takes the next index of `table`; an id this node
+/// kept only by index (removed before it learnt of it) gets the addresses the request names.
+std::variant<NodeId, std::string> resolve_target(const ClusterConfig& config,
+                                                 std::vector<NodeEntry>& table, MembershipOp op,
+                                                 const replication::Member& member) {
+    const std::string& id = member.id;
+    std::optional<NodeId> target = config.find_node(id);
+    if (!target && op == MembershipOp::AddLearner && !member.peer.empty()) {
+        const auto peer = parse_endpoint(member.peer);
+        const auto http = parse_endpoint(member.http);
+        if (!peer || !http || !valid_node_id(id)) {
+            return "a new node needs an id (" + std::string(kNodeIdRule) +
+                   ") and peer and http addresses host:port";
+        }
+        if (table.size() >= kMaxClusterSize) {
+            return "the node table is full (" + std::to_string(kMaxClusterSize) +
+                   " ids ever added; ids are never reused)";
+        }
+        table.push_back(NodeEntry{id, *peer, *http});
+        return NodeId{static_cast<std::uint16_t>(table.size() - 1)};
+    }
+    if (target && !member.peer.empty() && is_placeholder(table[target->value])) {
+        // It comes back: the configuration names its addresses, which every node then learns
+        // (follow_table).
+        const auto peer = parse_endpoint(member.peer);
+        const auto http = parse_endpoint(member.http);
+        if (!peer || !http) {
+            return "node " + id + " needs peer and http addresses host:port";
+        }
+        table[target->value] = NodeEntry{id, *peer, *http};
+    } else if (target && !member.peer.empty() &&
+               (member.peer != to_string(table[target->value].peer) ||
+                member.http != to_string(table[target->value].http))) {
+        return "node " + id + " is in the table with other addresses (peer " +
+               to_string(table[target->value].peer) + ", http " +
+               to_string(table[target->value].http) + ")";
+    }
+    if (!target) {
+        std::string known;
+        for (const NodeEntry& e : config.nodes) {
+            known += (known.empty() ? "" : ", ") + e.id;
+        }
+        return "unknown node id \"" + id.substr(0, 64) + "\": not in the config's node table (" +
+               known +
+               "); a new node is added by starting it with conclaved --join HOST:PORT (it joins "
+               "as a learner)";
+    }
+    return *target;
+}
+
+/// R7: a learner is promoted only when it holds the leader's committed prefix and is within
+/// `promote_lag` entries of its last one.
+std::optional<Refusal> promote_refusal(const replication::ReplicatedLog& log, const std::string& id,
+                                       NodeId target, std::uint64_t promote_lag) {
+    const std::size_t acked = log.progress()[target.value].match_len;
+    const std::size_t last = log.end_len();
+    const std::size_t commit = log.state().commit_len;
+    const std::size_t behind = last - std::min(acked, last);
+    if (acked >= commit && behind <= promote_lag) {
+        return std::nullopt;
+    }
+    return Refusal{ConfigRefusal::PromoteLag,
+                   id + " is not caught up (R7): it acknowledged " + std::to_string(acked) +
+                       " entries, the leader holds " + std::to_string(last) + " (" +
+                       std::to_string(commit) + " committed): " + std::to_string(behind) +
+                       " behind; a promotion needs the committed prefix and at most "
+                       "metadata.promote_lag_entries (" +
+                       std::to_string(promote_lag) + ") behind"};
+}
+
+/// Applies `op` on `target` to `next` (a copy of the active configuration, whose version it
+/// bumps); the refusal when the operation does not fit the active configuration.
+std::optional<Refusal> next_configuration(const replication::ReplicatedLog& log, MembershipOp op,
+                                          const std::string& id, NodeId target,
+                                          const std::vector<NodeEntry>& table,
+                                          std::uint64_t promote_lag,
+                                          replication::ActiveConfig& next) {
+    const replication::ActiveConfig& active = log.active_config();
+    next.version = active.version + 1;
+    const std::string version_text = " of configuration version " + std::to_string(active.version);
+    std::optional<Refusal> refusal;
+    switch (op) {
+        case MembershipOp::AddLearner:
+            if (active.is_member(target)) {
+                refusal =
+                    Refusal{ConfigRefusal::InvalidOp,
+                            id + " is already a " +
+                                (active.is_voter(target) ? "voter" : "learner") + version_text};
+            } else if (is_placeholder(table[target.value])) {
+                // It could not reach this leader: it does not know it (§8, coming back).
+                refusal = Refusal{ConfigRefusal::InvalidOp,
+                                  id + " was removed before this leader joined, which knows "
+                                       "neither its addresses nor whether it knows this leader: "
+                                       "restart it with conclaved --join to add it back"};
+            }
+            next.learners.insert(target);
+            break;
+        case MembershipOp::Promote:
+            if (!active.learners.contains(target)) {
+                return Refusal{ConfigRefusal::InvalidOp, id + " is not a learner" + version_text +
+                                                             " (add it as a learner first)"};
+            }
+            refusal = promote_refusal(log, id, target, promote_lag);
+            next.learners.erase(target);
+            next.voters.insert(target);
+            break;
+        case MembershipOp::Remove:
+            if (!active.is_member(target)) {
+                refusal = Refusal{ConfigRefusal::InvalidOp, id + " is not a member" + version_text};
+            }
+            next.voters.erase(target);
+            next.learners.erase(target);
+            break;
+    }
+    return refusal;
+}
+
+void log_refusal(spdlog::logger& logger, MembershipOp op, const std::string& id,
+                 const Refusal& refusal) {
+    log_event(logger, spdlog::level::warn, "membership change refused",
+              {{"op", std::string(to_string(op))},
+               {"id", id},
+               {"reason", std::string(to_string(refusal.reason))},
+               {"detail", refusal.detail}});
+}
+
 }  // namespace
 
 std::string_view to_string(MembershipOp op) {
@@ -174,53 +301,10 @@ void Node::change_membership(MembershipOp op, replication::Member member, Member
         }
         done(r);
     };
-    // A brand-new id (§8): it takes the next index of the table; its addresses come with it.
     std::vector<NodeEntry> table = config_.nodes;
-    std::optional<NodeId> target = config_.find_node(id);
-    if (!target && op == MembershipOp::AddLearner && !member.peer.empty()) {
-        const auto peer = parse_endpoint(member.peer);
-        const auto http = parse_endpoint(member.http);
-        if (!peer || !http || !valid_node_id(id)) {
-            return answer(MetadataProposeStatus::InvalidEntry,
-                          "a new node needs an id (" + std::string(kNodeIdRule) +
-                              ") and peer and http addresses host:port");
-        }
-        if (table.size() >= kMaxClusterSize) {
-            return answer(MetadataProposeStatus::InvalidEntry,
-                          "the node table is full (" + std::to_string(kMaxClusterSize) +
-                              " ids ever added; ids are never reused)");
-        }
-        target = NodeId{static_cast<std::uint16_t>(table.size())};
-        table.push_back(NodeEntry{id, *peer, *http});
-    } else if (target && !member.peer.empty() && is_placeholder(table[target->value])) {
-        // An id this node kept only by index (removed before it learnt of it) comes back: the
-        // configuration names its addresses, which every node then learns (follow_table).
-        const auto peer = parse_endpoint(member.peer);
-        const auto http = parse_endpoint(member.http);
-        if (!peer || !http) {
-            return answer(MetadataProposeStatus::InvalidEntry,
-                          "node " + id + " needs peer and http addresses host:port");
-        }
-        table[target->value] = NodeEntry{id, *peer, *http};
-    } else if (target && !member.peer.empty() &&
-               (member.peer != to_string(table[target->value].peer) ||
-                member.http != to_string(table[target->value].http))) {
-        return answer(MetadataProposeStatus::InvalidEntry,
-                      "node " + id + " is in the table with other addresses (peer " +
-                          to_string(table[target->value].peer) + ", http " +
-                          to_string(table[target->value].http) + ")");
-    }
-    if (!target) {
-        std::string known;
-        for (const NodeEntry& e : config_.nodes) {
-            known += (known.empty() ? "" : ", ") + e.id;
-        }
-        return answer(MetadataProposeStatus::InvalidEntry,
-                      "unknown node id \"" + id.substr(0, 64) +
-                          "\": not in the config's node table (" + known +
-                          "); a new node is added by starting it with conclaved --join HOST:PORT "
-                          "(it joins as "
-                          "a learner)");
+    const std::variant<NodeId, std::string> target = resolve_target(config_, table, op, member);
+    if (const auto* why = std::get_if<std::string>(&target)) {
+        return answer(MetadataProposeStatus::InvalidEntry, *why);
     }
     if (!log_driver_ || stopping_ || !started_ || !log_driver_->running()) {
         // propose_entry answers these (disabled, stopped, failed).
@@ -239,61 +323,9 @@ void Node::change_membership(MembershipOp op, replication::Member member, Member
     }
     // The next configuration, from the active one (the implicit one included: every node of the
     // table a voter at version 0).
-    const replication::ActiveConfig& active = log.active_config();
-    replication::ActiveConfig next = active;
-    next.version = active.version + 1;
-    const std::string version_text = " of configuration version " + std::to_string(active.version);
-    std::optional<Refusal> refusal;
-    switch (op) {
-        case MembershipOp::AddLearner:
-            if (active.is_member(*target)) {
-                refusal =
-                    Refusal{ConfigRefusal::InvalidOp,
-                            id + " is already a " +
-                                (active.is_voter(*target) ? "voter" : "learner") + version_text};
-            } else if (is_placeholder(table[target->value])) {
-                // It could not reach this leader: it does not know it (§8, coming back).
-                refusal = Refusal{ConfigRefusal::InvalidOp,
-                                  id + " was removed before this leader joined, which knows "
-                                       "neither its addresses nor whether it knows this leader: "
-                                       "restart it with conclaved --join to add it back"};
-            }
-            next.learners.insert(*target);
-            break;
-        case MembershipOp::Promote: {
-            if (!active.learners.contains(*target)) {
-                refusal =
-                    Refusal{ConfigRefusal::InvalidOp, id + " is not a learner" + version_text +
-                                                          " (add it as a learner first)"};
-                break;
-            }
-            // R7: the learner holds the leader's committed prefix and is close to its last entry.
-            const std::size_t acked = log.progress()[target->value].match_len;
-            const std::size_t last = log.end_len();
-            const std::size_t commit = log.state().commit_len;
-            const std::size_t behind = last - std::min(acked, last);
-            if (acked < commit || behind > config_.metadata.promote_lag_entries) {
-                refusal = Refusal{
-                    ConfigRefusal::PromoteLag,
-                    id + " is not caught up (R7): it acknowledged " + std::to_string(acked) +
-                        " entries, the leader holds " + std::to_string(last) + " (" +
-                        std::to_string(commit) + " committed): " + std::to_string(behind) +
-                        " behind; a promotion needs the committed prefix and at most "
-                        "metadata.promote_lag_entries (" +
-                        std::to_string(config_.metadata.promote_lag_entries) + ") behind"};
-            }
-            next.learners.erase(*target);
-            next.voters.insert(*target);
-            break;
-        }
-        case MembershipOp::Remove:
-            if (!active.is_member(*target)) {
-                refusal = Refusal{ConfigRefusal::InvalidOp, id + " is not a member" + version_text};
-            }
-            next.voters.erase(*target);
-            next.learners.erase(*target);
-            break;
-    }
+    replication::ActiveConfig next = log.active_config();
+    std::optional<Refusal> refusal = next_configuration(
+        log, op, id, std::get<NodeId>(target), table, config_.metadata.promote_lag_entries, next);
     const replication::Configuration cfg = configuration_of(next, table);
     if (!refusal) {
         if (auto why = log.check_config_change(cfg)) {
@@ -303,11 +335,7 @@ void Node::change_membership(MembershipOp op, replication::Member member, Member
     }
     if (refusal) {
         config_refusals_[static_cast<std::size_t>(refusal->reason)]->inc();
-        log_event(*logger_, spdlog::level::warn, "membership change refused",
-                  {{"op", std::string(to_string(op))},
-                   {"id", id},
-                   {"reason", std::string(to_string(refusal->reason))},
-                   {"detail", refusal->detail}});
+        log_refusal(*logger_, op, id, *refusal);
         return answer(MetadataProposeStatus::Refused, std::move(refusal->detail));
     }
     log_event(*logger_, spdlog::level::info, "membership change proposed",
@@ -428,7 +456,7 @@ void Node::follow_members() {
                 // Removed: a later join of this id may come with an empty data directory.
                 try {
                     peer_incarnations_->forget(config_.node_name(n));
-                } catch (const net::StateFileError& e) {
+                } catch (const drivers::StateFileError& e) {
                     logger_->error("membership: cannot forget the incarnation of '{}': {}",
                                    config_.node_name(n), e.what());
                 }

@@ -16,25 +16,25 @@ namespace conclave::node {
 
 namespace {
 
-MetadataProposeStatus status_of(net::ProposeStatus s) {
+MetadataProposeStatus status_of(drivers::ProposeStatus s) {
     switch (s) {
-        case net::ProposeStatus::Committed:
+        case drivers::ProposeStatus::Committed:
             return MetadataProposeStatus::Committed;
-        case net::ProposeStatus::NotLeader:
+        case drivers::ProposeStatus::NotLeader:
             return MetadataProposeStatus::NotLeader;
-        case net::ProposeStatus::NotActive:
+        case drivers::ProposeStatus::NotActive:
             return MetadataProposeStatus::NotActive;
-        case net::ProposeStatus::InvalidEntry:
+        case drivers::ProposeStatus::InvalidEntry:
             return MetadataProposeStatus::InvalidEntry;
-        case net::ProposeStatus::TimedOut:
+        case drivers::ProposeStatus::TimedOut:
             return MetadataProposeStatus::TimedOut;
-        case net::ProposeStatus::LeadershipLost:
+        case drivers::ProposeStatus::LeadershipLost:
             return MetadataProposeStatus::LeadershipLost;
-        case net::ProposeStatus::Stopped:
+        case drivers::ProposeStatus::Stopped:
             return MetadataProposeStatus::Stopped;
-        case net::ProposeStatus::Failed:
+        case drivers::ProposeStatus::Failed:
             return MetadataProposeStatus::Failed;
-        case net::ProposeStatus::NoSpace:
+        case drivers::ProposeStatus::NoSpace:
             return MetadataProposeStatus::NoSpace;
     }
     return MetadataProposeStatus::Failed;
@@ -147,14 +147,14 @@ void Node::create_log_driver() {
                                   net::kDefaultMaxFrameBytes)) {  // the node's mesh limit
         throw std::invalid_argument(*error);
     }
-    net::LogDriverOptions options{
+    drivers::LogDriverOptions options{
         config_.data_dir / "log", config_.metadata.fsync, log, logger_,
         [this](const std::string& what) { fail_stop("metadata log storage failed: " + what); }};
     if (options_.log_storage) {
         options.storage = options_.log_storage(options.dir, options.fsync);
     }
     options.on_membership = [this](const replication::NotifyMembership& m) { follow_table(m); };
-    log_driver_ = std::make_unique<net::LogDriver>(*io_, *mesh_, *driver_, std::move(options));
+    log_driver_ = std::make_unique<drivers::LogDriver>(*io_, *mesh_, *driver_, std::move(options));
 }
 
 MetadataProposeResult Node::proposal_result(MetadataProposeStatus status, Lsn lsn) const {
@@ -194,7 +194,8 @@ void Node::propose_entry(std::string key, std::string value, bool config,
         return done(proposal_result(MetadataProposeStatus::Stopped, replication::kNoLsn));
     }
     const auto proposed_at = std::chrono::steady_clock::now();
-    auto answer = [this, done = std::move(done), proposed_at](const net::ProposeOutcome& outcome) {
+    auto answer = [this, done = std::move(done),
+                   proposed_at](const drivers::ProposeOutcome& outcome) {
         const MetadataProposeStatus status = status_of(outcome.status);
         if (status == MetadataProposeStatus::Committed && commit_latency_ != nullptr) {
             commit_latency_->observe(
@@ -250,6 +251,43 @@ std::optional<LogStatus> Node::log_status() const {
     return s;
 }
 
+namespace {
+
+/// Space and compaction of the metadata log: bytes held, the NOSPACE alarm, compactions,
+/// snapshots installed, quota refusals, the repaired marker.
+void register_log_space_metrics(MetricsRegistry& metrics,
+                                const std::unique_ptr<drivers::LogDriver>& log_driver) {
+    Gauge& used_bytes = metrics.gauge(
+        "conclave_metadata_log_bytes",
+        "Bytes of entries held by the metadata log (snapshot + tail), as the quota counts them");
+    Gauge& nospace = metrics.gauge(
+        "conclave_metadata_nospace_alarm",
+        "1 while the NOSPACE alarm is raised (quota reached: metadata writes refused)");
+    Counter& compactions = metrics.counter("conclave_metadata_compactions_total",
+                                           "Snapshots taken by compaction on this node");
+    Counter& installed = metrics.counter("conclave_metadata_snapshots_installed_total",
+                                         "Snapshots received from a leader and installed");
+    Counter& nospace_refusals = metrics.counter("conclave_metadata_nospace_refusals_total",
+                                                "Metadata writes refused by the quota");
+    Gauge& repaired = metrics.gauge(
+        "conclave_metadata_repaired",
+        "1 while this node's log carries the repaired marker (conclaved --repair): it gives no "
+        "sync promise and its acknowledgements count for no commit until it has caught up");
+    metrics.on_collect(
+        [&log_driver, &repaired] { repaired.set(log_driver->log().repaired() ? 1.0 : 0.0); });
+    metrics.on_collect(
+        [&log_driver, &used_bytes, &nospace, &compactions, &installed, &nospace_refusals] {
+            const replication::ReplicatedLog& log = log_driver->log();
+            used_bytes.set(static_cast<double>(log.used_bytes()));
+            nospace.set(log.nospace_alarm() ? 1.0 : 0.0);
+            compactions.set_total(static_cast<double>(log.counters().compactions));
+            installed.set_total(static_cast<double>(log.counters().snapshots_installed));
+            nospace_refusals.set_total(static_cast<double>(log.counters().nospace_refusals));
+        });
+}
+
+}  // namespace
+
 void Node::register_metadata_metrics() {
     Gauge& storage_failed = metrics_.gauge(
         "conclave_storage_failed",
@@ -282,35 +320,10 @@ void Node::register_metadata_metrics() {
         "conclave_metadata_commit_latency_seconds",
         "Time from a metadata proposal reaching the leader to its commit (successful ones)",
         {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10});
-    Gauge& used_bytes = metrics_.gauge(
-        "conclave_metadata_log_bytes",
-        "Bytes of entries held by the metadata log (snapshot + tail), as the quota counts them");
-    Gauge& nospace = metrics_.gauge(
-        "conclave_metadata_nospace_alarm",
-        "1 while the NOSPACE alarm is raised (quota reached: metadata writes refused)");
-    Counter& compactions = metrics_.counter("conclave_metadata_compactions_total",
-                                            "Snapshots taken by compaction on this node");
-    Counter& installed = metrics_.counter("conclave_metadata_snapshots_installed_total",
-                                          "Snapshots received from a leader and installed");
-    Counter& nospace_refusals = metrics_.counter("conclave_metadata_nospace_refusals_total",
-                                                 "Metadata writes refused by the quota");
-    Gauge& repaired = metrics_.gauge(
-        "conclave_metadata_repaired",
-        "1 while this node's log carries the repaired marker (conclaved --repair): it gives no "
-        "sync promise and its acknowledgements count for no commit until it has caught up");
-    metrics_.on_collect(
-        [this, &repaired] { repaired.set(log_driver_->log().repaired() ? 1.0 : 0.0); });
-    metrics_.on_collect([this, &used_bytes, &nospace, &compactions, &installed, &nospace_refusals] {
-        const replication::ReplicatedLog& log = log_driver_->log();
-        used_bytes.set(static_cast<double>(log.used_bytes()));
-        nospace.set(log.nospace_alarm() ? 1.0 : 0.0);
-        compactions.set_total(static_cast<double>(log.counters().compactions));
-        installed.set_total(static_cast<double>(log.counters().snapshots_installed));
-        nospace_refusals.set_total(static_cast<double>(log.counters().nospace_refusals));
-    });
+    register_log_space_metrics(metrics_, log_driver_);
     metrics_.on_collect(
         [this, &commits, &ok, &failed, &fsyncs, &flushes, &bad, &dropped, &length, &commit_index] {
-            const net::LogDriver& d = *log_driver_;
+            const drivers::LogDriver& d = *log_driver_;
             commits.set_total(static_cast<double>(d.log().counters().entries_committed));
             ok.set_total(static_cast<double>(d.counters().proposals_ok));
             failed.set_total(static_cast<double>(d.counters().proposals_failed));

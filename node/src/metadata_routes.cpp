@@ -89,108 +89,120 @@ std::optional<Lsn> parse_lsn_text(std::string_view text) {
     return Lsn{Term{*term}, *counter};
 }
 
+namespace {
+
+// POST /metadata: {"key": "...", "value": <any JSON>}, proposed through the log.
+void PostMetadata(AdminSource& source, const AdminRequest& request, AdminResponder respond) {
+    if (auto error = RejectParameters(request, {})) {
+        return respond(*error);
+    }
+    const json body = json::parse(request.body, nullptr, /*allow_exceptions=*/false);
+    if (body.is_discarded()) {
+        return respond(json_error(400, "bad_request",
+                                  "body: expected a JSON object {\"key\": \"...\", "
+                                  "\"value\": <any JSON>}, got malformed JSON"));
+    }
+    if (!body.is_object()) {
+        return respond(json_error(400, "bad_request",
+                                  "body: expected a JSON object {\"key\": \"...\", "
+                                  "\"value\": <any JSON>}"));
+    }
+    for (const auto& [field, unused] : body.items()) {
+        (void)unused;
+        if (field != "key" && field != "value") {
+            return respond(json_error(
+                400, "bad_request",
+                "body." + field.substr(0, 64) + ": unknown field (expected key, value)"));
+        }
+    }
+    const auto key = body.find("key");
+    if (key == body.end() || !key->is_string() || key->get<std::string>().empty()) {
+        return respond(json_error(400, "bad_request", "body.key: expected a non-empty string"));
+    }
+    if (replication::is_reserved_key(key->get<std::string>())) {
+        return respond(json_error(400, "bad_request",
+                                  "body.key: the key space _conclave/ is reserved to "
+                                  "membership (docs/membership.md)"));
+    }
+    const auto value = body.find("value");
+    if (value == body.end()) {
+        return respond(json_error(400, "bad_request", "body.value: missing"));
+    }
+    source.propose_metadata(
+        key->get<std::string>(), value->dump(),
+        [respond, scheme = request.scheme, path = request.path](const MetadataProposeResult& r) {
+            respond(propose_response(r, scheme, path));
+        });
+}
+
+// GET /metadata?from=TERM.COUNTER&max=N: a page of committed entries after `from`.
+void GetMetadata(AdminSource& source, const AdminRequest& request, AdminResponder respond) {
+    if (auto error = RejectParameters(request, {"from", "max"})) {
+        return respond(*error);
+    }
+    Lsn from{};
+    if (auto it = request.query.find("from"); it != request.query.end()) {
+        auto parsed = parse_lsn_text(it->second);
+        if (!parsed) {
+            return respond(json_error(400, "bad_request",
+                                      "from: expected TERM.COUNTER (e.g. 3.17), got \"" +
+                                          it->second.substr(0, 64) + "\""));
+        }
+        from = *parsed;
+    }
+    std::size_t max = kDefaultMetadataPage;
+    if (auto it = request.query.find("max"); it != request.query.end()) {
+        auto parsed = ParseU64(it->second);
+        if (!parsed || *parsed == 0 || *parsed > kMaxMetadataPage) {
+            return respond(json_error(400, "bad_request",
+                                      "max: expected an integer in 1.." +
+                                          std::to_string(kMaxMetadataPage) + ", got \"" +
+                                          it->second.substr(0, 64) + "\""));
+        }
+        max = static_cast<std::size_t>(*parsed);
+    }
+    // On the io thread: a copy of only the page's range (storage), in small
+    // chunks, until its raw bytes reach the page's bound; the body encodes each entry in at
+    // least its raw bytes, so the builder stops at the same entry or before.
+    MetadataPage page;
+    std::size_t raw_bytes = 0;
+    Lsn last = from;
+    while (page.entries.size() < max && raw_bytes < kMetadataPageBytes) {
+        constexpr std::size_t kChunk = 16;
+        std::optional<MetadataPage> chunk =
+            source.metadata_after(last, std::min(max - page.entries.size(), kChunk));
+        if (!chunk) {
+            return respond(json_error(503, "disabled", "this node runs no metadata log"));
+        }
+        page.commit_lsn = chunk->commit_lsn;
+        if (chunk->entries.empty()) {
+            break;
+        }
+        for (replication::Entry& e : chunk->entries) {
+            if (raw_bytes >= kMetadataPageBytes) {
+                break;
+            }
+            raw_bytes += e.key.size() + e.value.size();
+            last = e.lsn;
+            page.entries.push_back(std::move(e));
+        }
+    }
+    // Off the io thread: checking and encoding the values (the heavy part) from that copy.
+    source.offload([page = std::move(page), from]() { return metadata_page_body(page, from); },
+                   std::move(respond));
+}
+
+}  // namespace
+
 void register_metadata_routes(AdminServer& server, AdminSource& source) {
-    server.route_async(
-        "POST", "/metadata", [&source](const AdminRequest& request, AdminResponder respond) {
-            if (auto error = RejectParameters(request, {})) {
-                return respond(*error);
-            }
-            const json body = json::parse(request.body, nullptr, /*allow_exceptions=*/false);
-            if (body.is_discarded()) {
-                return respond(json_error(400, "bad_request",
-                                          "body: expected a JSON object {\"key\": \"...\", "
-                                          "\"value\": <any JSON>}, got malformed JSON"));
-            }
-            if (!body.is_object()) {
-                return respond(json_error(400, "bad_request",
-                                          "body: expected a JSON object {\"key\": \"...\", "
-                                          "\"value\": <any JSON>}"));
-            }
-            for (const auto& [field, unused] : body.items()) {
-                (void)unused;
-                if (field != "key" && field != "value") {
-                    return respond(json_error(
-                        400, "bad_request",
-                        "body." + field.substr(0, 64) + ": unknown field (expected key, value)"));
-                }
-            }
-            const auto key = body.find("key");
-            if (key == body.end() || !key->is_string() || key->get<std::string>().empty()) {
-                return respond(
-                    json_error(400, "bad_request", "body.key: expected a non-empty string"));
-            }
-            if (replication::is_reserved_key(key->get<std::string>())) {
-                return respond(json_error(400, "bad_request",
-                                          "body.key: the key space _conclave/ is reserved to "
-                                          "membership (docs/membership.md)"));
-            }
-            const auto value = body.find("value");
-            if (value == body.end()) {
-                return respond(json_error(400, "bad_request", "body.value: missing"));
-            }
-            source.propose_metadata(key->get<std::string>(), value->dump(),
-                                    [respond, scheme = request.scheme,
-                                     path = request.path](const MetadataProposeResult& r) {
-                                        respond(propose_response(r, scheme, path));
-                                    });
-        });
-    server.route_async(
-        "GET", "/metadata", [&source](const AdminRequest& request, AdminResponder respond) {
-            if (auto error = RejectParameters(request, {"from", "max"})) {
-                return respond(*error);
-            }
-            Lsn from{};
-            if (auto it = request.query.find("from"); it != request.query.end()) {
-                auto parsed = parse_lsn_text(it->second);
-                if (!parsed) {
-                    return respond(json_error(400, "bad_request",
-                                              "from: expected TERM.COUNTER (e.g. 3.17), got \"" +
-                                                  it->second.substr(0, 64) + "\""));
-                }
-                from = *parsed;
-            }
-            std::size_t max = kDefaultMetadataPage;
-            if (auto it = request.query.find("max"); it != request.query.end()) {
-                auto parsed = ParseU64(it->second);
-                if (!parsed || *parsed == 0 || *parsed > kMaxMetadataPage) {
-                    return respond(json_error(400, "bad_request",
-                                              "max: expected an integer in 1.." +
-                                                  std::to_string(kMaxMetadataPage) + ", got \"" +
-                                                  it->second.substr(0, 64) + "\""));
-                }
-                max = static_cast<std::size_t>(*parsed);
-            }
-            // On the io thread: a copy of only the page's range (storage), in small
-            // chunks, until its raw bytes reach the page's bound; the body encodes each entry in at
-            // least its raw bytes, so the builder stops at the same entry or before.
-            MetadataPage page;
-            std::size_t raw_bytes = 0;
-            Lsn last = from;
-            while (page.entries.size() < max && raw_bytes < kMetadataPageBytes) {
-                constexpr std::size_t kChunk = 16;
-                std::optional<MetadataPage> chunk =
-                    source.metadata_after(last, std::min(max - page.entries.size(), kChunk));
-                if (!chunk) {
-                    return respond(json_error(503, "disabled", "this node runs no metadata log"));
-                }
-                page.commit_lsn = chunk->commit_lsn;
-                if (chunk->entries.empty()) {
-                    break;
-                }
-                for (replication::Entry& e : chunk->entries) {
-                    if (raw_bytes >= kMetadataPageBytes) {
-                        break;
-                    }
-                    raw_bytes += e.key.size() + e.value.size();
-                    last = e.lsn;
-                    page.entries.push_back(std::move(e));
-                }
-            }
-            // Off the io thread: checking and encoding the values (the heavy part) from that copy.
-            source.offload(
-                [page = std::move(page), from]() { return metadata_page_body(page, from); },
-                std::move(respond));
-        });
+    server.route_async("POST", "/metadata",
+                       [&source](const AdminRequest& request, AdminResponder respond) {
+                           PostMetadata(source, request, std::move(respond));
+                       });
+    server.route_async("GET", "/metadata",
+                       [&source](const AdminRequest& request, AdminResponder respond) {
+                           GetMetadata(source, request, std::move(respond));
+                       });
 }
 
 AdminResponse metadata_page_body(const MetadataPage& page, Lsn from) {

@@ -30,6 +30,54 @@ namespace {
 /// connections close.
 constexpr std::chrono::milliseconds kDrainTime{100};
 
+/// The smallest majority of `n` nodes.
+constexpr std::size_t majority_of(std::size_t n) {
+    return n / 2 + 1;
+}
+
+/// How many nodes of the table other than this one `counts` (called once for each) holds for.
+template <typename Counts>
+std::size_t count_others(const ClusterConfig& config, Counts&& counts) {
+    std::size_t others = 0;
+    for (std::uint16_t i = 0; i < config.nodes.size(); ++i) {
+        const NodeId n{i};
+        if (n != config.self && counts(n)) {
+            ++others;
+        }
+    }
+    return others;
+}
+
+void log_identity(spdlog::logger& logger, const ClusterConfig& config,
+                  const IdentityCheck& identity) {
+    if (identity.created) {
+        logger.info(
+            "identity: '{}' was empty: this is a new node of cluster '{}' "
+            "(incarnation {})",
+            config.data_dir.string(), config.cluster, identity.identity.incarnation);
+    } else if (identity.upgraded) {
+        logger.info("identity: {} had no identity (an earlier format): incarnation {} written",
+                    drivers::kStateFileName, identity.identity.incarnation);
+    }
+}
+
+/// R9 (docs/membership.md §8): a table learnt at run time (or by joining), stored in the data
+/// directory, replaces the config file's `nodes`.
+std::optional<StoredTable> adopt_stored_table(ClusterConfig& config, spdlog::logger& logger) {
+    std::optional<StoredTable> stored = load_node_table(config.data_dir);
+    if (!stored) {
+        return stored;
+    }
+    if (auto error = apply_stored_table(config, *stored)) {
+        throw std::runtime_error(config.data_dir.string() + "/" + kNodeTableFile + ": " + *error);
+    }
+    logger.info(
+        "membership: using the node table stored in {} ({} nodes; the config "
+        "file's nodes list is not used once the table is stored)",
+        (config.data_dir / kNodeTableFile).string(), config.nodes.size());
+    return stored;
+}
+
 }  // namespace
 
 class Node::Admin final : public AdminSource {
@@ -136,27 +184,37 @@ Node::Node(std::unique_ptr<boost::asio::io_context> owned_io, boost::asio::io_co
     // The durable state is checked as one identity before any of it is used (identity.hpp).
     const IdentityCheck identity = check_identity(config_);
     identity_ = identity.identity;
-    if (identity.created) {
-        logger_->info(
-            "identity: '{}' was empty: this is a new node of cluster '{}' "
-            "(incarnation {})",
-            config_.data_dir.string(), config_.cluster, identity_.incarnation);
-    } else if (identity.upgraded) {
-        logger_->info("identity: {} had no identity (an earlier format): incarnation {} written",
-                      net::kStateFileName, identity_.incarnation);
-    }
-    const std::optional<StoredTable> stored = load_node_table(config_.data_dir);
+    log_identity(*logger_, config_, identity);
+    const std::optional<StoredTable> stored = adopt_stored_table(config_, *logger_);
     if (stored) {
-        if (auto error = apply_stored_table(config_, *stored)) {
-            throw std::runtime_error(config_.data_dir.string() + "/" + kNodeTableFile + ": " +
-                                     *error);
-        }
-        logger_->info(
-            "membership: using the node table stored in {} ({} nodes; the config "
-            "file's nodes list is not used once the table is stored)",
-            (config_.data_dir / kNodeTableFile).string(), config_.nodes.size());
         self_removed_stored_ = stored->marks_removed(config_.self_entry().id);
     }
+    create_mesh();
+    driver_ = std::make_unique<drivers::ElectorDriver>(
+        *io_, *mesh_, config_.elector,
+        drivers::DriverOptions{config_.data_dir, options_.seed, logger_, /*log_leadership=*/false,
+                               announcing_store_hook(), identity_});
+    create_log_driver();
+    note_log_created();
+    if (stored) {
+        restore_stored_configuration(*stored);
+    }
+    if (log_driver_) {
+        mesh_->set_join_handler([this](std::string id, net::JoinRequest request,
+                                       std::function<void(net::JoinAnswer)> respond) {
+            answer_join(std::move(id), std::move(request), std::move(respond));
+        });
+    }
+    register_all_metrics();
+    admin_source_ = std::make_unique<Admin>(*this);
+    if (!identity_.registered) {
+        maybe_end_quarantine("nobody yet");  // a single-voter cluster needs nobody's admission
+    }
+    published_ = to_leadership(driver_->snapshot());
+    driver_->subscribe([this](const LeadershipSnapshot& s) { on_snapshot(s); });
+}
+
+void Node::create_mesh() {
     const SecurityMaterial security = load_security_material(config_);
     admin_token_ = security.admin_token;
     net::MeshOptions mesh_options = mesh_options_of(config_, options_.seed, security);
@@ -193,10 +251,15 @@ Node::Node(std::unique_ptr<boost::asio::io_context> owned_io, boost::asio::io_co
     mesh_options.on_admitted_by = [this](NodeId peer) { on_admitted_by(peer); };
     mesh_ = std::make_unique<net::Mesh>(*io_, membership_of(config_), config_.self,
                                         std::move(mesh_options));
-    // Every durable term rise is announced to the up peers once written (the hook runs just
-    // before the write; the posted work after it), so that they remember it (net/README.md).
-    auto store_state = [this, hook = options_.store_elector_state](const std::filesystem::path& dir,
-                                                                   const DurableState& state) {
+}
+
+// The driver's store hook: every durable term rise is announced to the up peers once written
+// (the hook runs just before the write; the posted work after it), so that they remember it
+// (net/README.md).
+std::function<void(const std::filesystem::path&, const DurableState&)>
+Node::announcing_store_hook() {
+    return [this, hook = options_.store_elector_state](const std::filesystem::path& dir,
+                                                       const DurableState& state) {
         if (hook) {
             hook(dir, state);
         }
@@ -211,40 +274,33 @@ Node::Node(std::unique_ptr<boost::asio::io_context> owned_io, boost::asio::io_co
             }
         });
     };
-    driver_ = std::make_unique<net::ElectorDriver>(
-        *io_, *mesh_, config_.elector,
-        net::DriverOptions{config_.data_dir, options_.seed, logger_, /*log_leadership=*/false,
-                           std::move(store_state), identity_});
-    create_log_driver();
-    note_log_created();
-    if (stored) {
-        for (std::uint16_t i = 0; i < stored->removed.size(); ++i) {
-            if (stored->removed[i] && NodeId{i} != config_.self) {
-                mesh_->retire_node(NodeId{i});
-            }
-        }
-        // A joiner's log is empty: its elector starts with the configuration it was accepted
-        // with (a learner), not the implicit "every node votes".
-        if (stored->version > 0 && log_driver_ && !log_driver_->log().active_config().from_entry) {
-            NodeSet voters;
-            for (const std::string& id : stored->voters) {
-                if (auto n = config_.find_node(id)) {
-                    voters.insert(*n);
-                }
-            }
-            if (auto error = driver_->set_voters(voters, stored->version)) {
-                logger_->error("membership: the stored configuration was refused: {}", *error);
-            }
+}
+
+void Node::restore_stored_configuration(const StoredTable& stored) {
+    for (std::uint16_t i = 0; i < stored.removed.size(); ++i) {
+        if (stored.removed[i] && NodeId{i} != config_.self) {
+            mesh_->retire_node(NodeId{i});
         }
     }
-    if (log_driver_) {
-        mesh_->set_join_handler([this](std::string id, net::JoinRequest request,
-                                       std::function<void(net::JoinAnswer)> respond) {
-            answer_join(std::move(id), std::move(request), std::move(respond));
-        });
+    // A joiner's log is empty: its elector starts with the configuration it was accepted
+    // with (a learner), not the implicit "every node votes".
+    if (stored.version > 0 && log_driver_ && !log_driver_->log().active_config().from_entry) {
+        NodeSet voters;
+        for (const std::string& id : stored.voters) {
+            if (auto n = config_.find_node(id)) {
+                voters.insert(*n);
+            }
+        }
+        if (auto error = driver_->set_voters(voters, stored.version)) {
+            logger_->error("membership: the stored configuration was refused: {}", *error);
+        }
     }
+}
+
+void Node::register_all_metrics() {
     leadership_metrics_ = std::make_unique<LeadershipMetrics>(metrics_);
     register_metrics();
+    register_security_metrics();
     register_process_metrics(metrics_, conclave_version());
     register_metadata_metrics();
     register_membership_metrics();
@@ -254,12 +310,6 @@ Node::Node(std::unique_ptr<boost::asio::io_context> owned_io, boost::asio::io_co
                    [this]() -> const replication::LogCounters* {
                        return log_driver_ ? &log_driver_->log().counters() : nullptr;
                    }});
-    admin_source_ = std::make_unique<Admin>(*this);
-    if (!identity_.registered) {
-        maybe_end_quarantine("nobody yet");  // a single-voter cluster needs nobody's admission
-    }
-    published_ = to_leadership(driver_->snapshot());
-    driver_->subscribe([this](const LeadershipSnapshot& s) { on_snapshot(s); });
 }
 
 bool Node::must_post() const {
@@ -548,7 +598,7 @@ std::optional<std::string> Node::admit_peer(NodeId peer, const std::string& inca
                       {{"peer", id}, {"reason", *why}});
             return why;
         }
-    } catch (const net::StateFileError& e) {
+    } catch (const drivers::StateFileError& e) {
         log_event(*logger_, spdlog::level::err, "peer refused: cannot remember its incarnation",
                   {{"peer", id}, {"reason", e.what()}});
         return std::string("the peer cannot record this node's incarnation: ") + e.what();
@@ -577,28 +627,27 @@ void Node::on_admitted_by(NodeId peer) {
 
 void Node::maybe_end_quarantine(const std::string& last) {
     const NodeSet& voters = driver_->elector().state().voters;
-    std::size_t others = 0, admitted = 0;
-    for (std::uint16_t i = 0; i < config_.nodes.size(); ++i) {
-        const NodeId v{i};
-        if (v != config_.self && voters.contains(v)) {
-            ++others;
-            admitted += admitted_by_.contains(v) ? 1U : 0U;
+    std::size_t admitted = 0;
+    const std::size_t others = count_others(config_, [&](NodeId v) {
+        if (!voters.contains(v)) {
+            return false;
         }
-    }
-    if (others > 0 && admitted < others / 2 + 1) {
+        admitted += admitted_by_.contains(v) ? 1U : 0U;
+        return true;
+    });
+    if (others > 0 && admitted < majority_of(others)) {
         logger_->info("identity: admitted by {} ({} of the {} other voters; {} needed)", last,
-                      admitted, others, others / 2 + 1);
+                      admitted, others, majority_of(others));
         return;
     }
     identity_.registered = true;
     try {
-        net::store_durable_state(config_.data_dir, driver_->elector().state().durable(), identity_);
-    } catch (const net::StateFileError& e) {
+        store_identity();
+    } catch (const drivers::StateFileError& e) {
         identity_.registered = false;
         fail_stop(std::string("cannot record the end of quarantine: ") + e.what());
         return;
     }
-    driver_->set_identity(identity_);
     mesh_->end_quarantine();
     log_event(
         *logger_, spdlog::level::info, "identity: registered, quarantine ended",
@@ -616,11 +665,15 @@ void Node::note_log_created() {
     }
     identity_.log = true;
     try {
-        net::store_durable_state(config_.data_dir, driver_->elector().state().durable(), identity_);
-    } catch (const net::StateFileError& e) {
+        store_identity();
+    } catch (const drivers::StateFileError& e) {
         throw std::runtime_error(
             std::string("cannot record the metadata log in the vote record: ") + e.what());
     }
+}
+
+void Node::store_identity() {
+    drivers::store_durable_state(config_.data_dir, driver_->elector().state().durable(), identity_);
     driver_->set_identity(identity_);
 }
 
@@ -638,19 +691,17 @@ void Node::refused_as_lost(NodeId peer, const std::string& detail) {
 }
 
 std::optional<std::string> Node::removed_by_peers() const {
-    std::size_t others = 0;
     std::string names;
-    for (std::uint16_t i = 0; i < config_.nodes.size(); ++i) {
-        const NodeId n{i};
-        if (n == config_.self || mesh_->is_retired(n)) {
-            continue;
+    const std::size_t others = count_others(config_, [&](NodeId n) {
+        if (mesh_->is_retired(n)) {
+            return false;
         }
-        ++others;
         if (unknown_to_.contains(n)) {
             names += (names.empty() ? "" : ", ") + config_.node_name(n);
         }
-    }
-    if (others == 0 || unknown_to_.size() < others / 2 + 1) {
+        return true;
+    });
+    if (others == 0 || unknown_to_.size() < majority_of(others)) {
         return std::nullopt;
     }
     return "removed from the cluster while it was down? " + names +
@@ -832,8 +883,8 @@ HealthReport Node::health() {
 void Node::register_metrics() {
     auto messages_in = std::make_shared<std::vector<Counter*>>();
     auto messages_out = std::make_shared<std::vector<Counter*>>();
-    for (std::size_t i = 0; i < net::kMessageTypeCount; ++i) {
-        const std::string type(net::message_type_name(i));
+    for (std::size_t i = 0; i < drivers::kMessageTypeCount; ++i) {
+        const std::string type(drivers::message_type_name(i));
         messages_in->push_back(&metrics_.counter("conclave_messages_received_total",
                                                  "Elector messages received, by type",
                                                  {{"type", type}}));
@@ -856,8 +907,8 @@ void Node::register_metrics() {
         [this, messages_in, messages_out, bad_frames, &dropped, &reconnects, &peers_up] {
             leadership_metrics_->update_counters(driver_->elector().counters());
             leadership_metrics_->refresh(driver_->now());
-            const net::DriverCounters& d = driver_->counters();
-            for (std::size_t i = 0; i < net::kMessageTypeCount; ++i) {
+            const drivers::DriverCounters& d = driver_->counters();
+            for (std::size_t i = 0; i < drivers::kMessageTypeCount; ++i) {
                 (*messages_in)[i]->set_total(static_cast<double>(d.messages_in[i]));
                 (*messages_out)[i]->set_total(static_cast<double>(d.messages_out[i]));
             }
@@ -875,7 +926,10 @@ void Node::register_metrics() {
             }
             peers_up.set(up);
         });
-    // Security: handshake refusals by reason, admin requests refused by check.
+}
+
+// Security: handshake refusals by reason, admin requests refused by check.
+void Node::register_security_metrics() {
     auto refusals = std::make_shared<std::vector<Counter*>>();
     for (std::size_t i = 0; i < net::kRefusalCount; ++i) {
         const std::string reason(net::to_string(static_cast<net::HandshakeRefusal>(i)));

@@ -114,7 +114,7 @@ void store_node_table(const std::filesystem::path& data_dir, const StoredTable& 
                            {"version", table.version},
                            {"voters", table.voters},
                            {"nodes", std::move(nodes)}};
-    net::store_file_durably(data_dir, kNodeTableFile, j.dump(2) + "\n");
+    drivers::store_file_durably(data_dir, kNodeTableFile, j.dump(2) + "\n");
 }
 
 std::optional<std::string> apply_stored_table(ClusterConfig& config, const StoredTable& table) {

@@ -15,19 +15,19 @@ namespace conclave::node {
 namespace {
 
 struct ElectorRead {
-    std::optional<DurableState> state;          // nullopt: missing (or unreadable: see error)
-    std::optional<net::NodeIdentity> identity;  // format 2 files only
-    std::optional<std::string> error;           // set: the state file is unreadable
+    std::optional<DurableState> state;              // nullopt: missing (or unreadable: see error)
+    std::optional<drivers::NodeIdentity> identity;  // format 2 files only
+    std::optional<std::string> error;               // set: the state file is unreadable
 };
 
 ElectorRead read_elector_state(const ClusterConfig& config) {
     try {
-        auto file = net::load_state_file(config.data_dir, config.nodes.size());
+        auto file = drivers::load_state_file(config.data_dir, config.nodes.size());
         if (!file) {
             return ElectorRead{};
         }
         return ElectorRead{file->state, file->identity, std::nullopt};
-    } catch (const net::StateFileError& e) {
+    } catch (const drivers::StateFileError& e) {
         return ElectorRead{std::nullopt, std::nullopt, std::string(e.what())};
     }
 }
@@ -35,11 +35,110 @@ ElectorRead read_elector_state(const ClusterConfig& config) {
 // The identity written with the repaired vote record: the node's own, kept when it could be read;
 // else a new incarnation: the operator's --min-term bounds its lost votes, and its peers take the
 // new incarnation from a repaired node (identity.hpp).
-net::NodeIdentity repaired_identity(const ClusterConfig& config, const ElectorRead& read) {
+drivers::NodeIdentity repaired_identity(const ClusterConfig& config, const ElectorRead& read) {
     if (read.identity) {
         return *read.identity;
     }
-    return net::NodeIdentity{config.cluster, config.self_entry().id, net::new_incarnation()};
+    return drivers::NodeIdentity{config.cluster, config.self_entry().id,
+                                 drivers::new_incarnation()};
+}
+
+// What --repair did to the log, for the operator.
+void print_log_repair(const replication::RepairReport& r, const std::filesystem::path& log_dir,
+                      std::ostream& out) {
+    using replication::FileStorage;
+    const std::filesystem::path log_file = log_dir / FileStorage::kLogFileName;
+    if (r.snapshot_dropped) {
+        out << "conclaved: --repair: " << (log_dir / FileStorage::kSnapshotFileName).string()
+            << " was damaged: it is kept as log.snap.corrupt and all of " << log_file.string()
+            << " (" << r.file_bytes << " bytes) was dropped\n";
+    } else if (r.bad_magic) {
+        out << "conclaved: --repair: " << log_file.string()
+            << " is not a Conclave log (bad magic): all " << r.file_bytes
+            << " bytes were dropped\n";
+    } else if (r.problem != replication::TailProblem::None) {
+        out << "conclaved: --repair: " << log_file.string() << ": "
+            << replication::to_string(r.problem) << " record at offset " << r.problem_offset
+            << "; kept " << r.kept_records << " records (" << r.kept_bytes
+            << " bytes), dropped bytes " << r.kept_bytes << ".." << r.file_bytes << " ("
+            << r.dropped_bytes() << " bytes, " << r.dropped_valid
+            << " of them intact-looking records, dropped too: they may depend on what was lost)\n";
+    } else {
+        out << "conclaved: --repair: " << log_file.string() << " is intact (" << r.kept_records
+            << " records); the node is marked repaired anyway (e.g. a log restored from a "
+               "backup may lack acknowledged entries)\n";
+    }
+    if (!r.saved.empty()) {
+        out << "conclaved: --repair: the dropped bytes are kept in " << r.saved.string() << "\n";
+    }
+    if (!r.meta_readable) {
+        out << "conclaved: --repair: log.meta was missing or damaged; rewritten\n";
+    }
+    out << "conclaved: --repair: last entry kept " << to_string(r.last_kept) << ", commit point "
+        << to_string(r.commit_lsn) << ", repaired marker R = term " << r.marker.value << "\n";
+}
+
+// Writes the repaired vote record (term R, with `vote`) through the atomic replacement of the
+// state file; false (the error printed) when that fails.
+bool write_vote_record(const ClusterConfig& config, const ElectorRead& read, DurableState state,
+                       const char* what, std::ostream& err,
+                       const std::function<void(std::string_view step)>& after_step) {
+    try {
+        drivers::store_durable_state(config.data_dir, state, repaired_identity(config, read));
+    } catch (const std::exception& e) {
+        err << "conclaved: --repair: the log is repaired, but " << what << " failed: " << e.what()
+            << "\n";
+        return false;
+    }
+    if (after_step) {
+        after_step("elector");
+    }
+    return true;
+}
+
+// The elector state after the log's repair: a lost or unreadable one is rewritten with a vote for
+// this node in R, one below R is raised to R. False when that write failed.
+bool repair_elector_state(const ClusterConfig& config, const ElectorRead& read, Term marker,
+                          std::ostream& out, std::ostream& err,
+                          const std::function<void(std::string_view step)>& after_step) {
+    namespace fs = std::filesystem;
+    const std::optional<DurableState>& elector = read.state;
+    const bool elector_corrupt = read.error.has_value();
+    if (elector_corrupt || !elector) {
+        // Its vote history is lost: vote for ourselves in R, so that no vote is ever given in a
+        // term <= R (R is at least the operator's --min-term, required above), and keep a copy
+        // of the damaged file. Copied, not renamed: the atomic replacement below is the only
+        // change to the state file, so a crash leaves either the damaged file (the node refuses
+        // to start; run --repair again) or the new one -- never no file, which would start the
+        // elector as a new node (term 0) that may repeat a lost vote.
+        std::error_code ec;
+        const fs::path state = config.data_dir / drivers::kStateFileName;
+        if (elector_corrupt) {
+            fs::copy_file(state, fs::path(state.string() + ".corrupt"),
+                          fs::copy_options::overwrite_existing, ec);
+        }
+        if (!write_vote_record(config, read, DurableState{marker, config.self},
+                               "rewriting the elector state", err, after_step)) {
+            return false;
+        }
+        if (elector_corrupt) {
+            out << "conclaved: --repair: the elector state was unreadable (" << *read.error
+                << "); kept as " << drivers::kStateFileName << ".corrupt and rewritten with term "
+                << marker.value << "\n";
+        } else {
+            out << "conclaved: --repair: the elector state was missing; written with term "
+                << marker.value << "\n";
+        }
+    } else if (elector->term < marker) {
+        // Never vote again in a term <= R: raise the elector's durable term to R (no vote in it).
+        if (!write_vote_record(config, read, DurableState{marker, std::nullopt},
+                               "raising the elector's term", err, after_step)) {
+            return false;
+        }
+        out << "conclaved: --repair: the elector's term is raised from " << elector->term.value
+            << " to " << marker.value << "\n";
+    }
+    return true;
 }
 
 }  // namespace
@@ -62,7 +161,7 @@ int run_repair(const ClusterConfig& config, std::optional<std::uint64_t> min_ter
     const bool elector_lost = !elector && !elector_corrupt;
     if (elector_lost && !min_term) {
         // Lost, not damaged: the same hole. log.meta's term does not bound its votes either.
-        err << "conclaved: --repair: " << (config.data_dir / net::kStateFileName).string()
+        err << "conclaved: --repair: " << (config.data_dir / drivers::kStateFileName).string()
             << " is missing (its votes are lost): the highest term this node may have voted in "
                "is unknown; pass --min-term T with T the cluster's current term (GET /status on "
                "any running node); nothing was changed\n";
@@ -96,84 +195,9 @@ int run_repair(const ClusterConfig& config, std::optional<std::uint64_t> min_ter
         err << "conclaved: --repair failed: " << e.what() << "\n";
         return kExitFailure;
     }
-    const fs::path log_file = log_dir / FileStorage::kLogFileName;
-    if (r.snapshot_dropped) {
-        out << "conclaved: --repair: " << (log_dir / FileStorage::kSnapshotFileName).string()
-            << " was damaged: it is kept as log.snap.corrupt and all of " << log_file.string()
-            << " (" << r.file_bytes << " bytes) was dropped\n";
-    } else if (r.bad_magic) {
-        out << "conclaved: --repair: " << log_file.string()
-            << " is not a Conclave log (bad magic): all " << r.file_bytes
-            << " bytes were dropped\n";
-    } else if (r.problem != replication::TailProblem::None) {
-        out << "conclaved: --repair: " << log_file.string() << ": "
-            << replication::to_string(r.problem) << " record at offset " << r.problem_offset
-            << "; kept " << r.kept_records << " records (" << r.kept_bytes
-            << " bytes), dropped bytes " << r.kept_bytes << ".." << r.file_bytes << " ("
-            << r.dropped_bytes() << " bytes, " << r.dropped_valid
-            << " of them intact-looking records, dropped too: they may depend on what was lost)\n";
-    } else {
-        out << "conclaved: --repair: " << log_file.string() << " is intact (" << r.kept_records
-            << " records); the node is marked repaired anyway (e.g. a log restored from a "
-               "backup may lack acknowledged entries)\n";
-    }
-    if (!r.saved.empty()) {
-        out << "conclaved: --repair: the dropped bytes are kept in " << r.saved.string() << "\n";
-    }
-    if (!r.meta_readable) {
-        out << "conclaved: --repair: log.meta was missing or damaged; rewritten\n";
-    }
-    out << "conclaved: --repair: last entry kept " << to_string(r.last_kept) << ", commit point "
-        << to_string(r.commit_lsn) << ", repaired marker R = term " << r.marker.value << "\n";
-    if (elector_corrupt || elector_lost) {
-        // Its vote history is lost: vote for ourselves in R, so that no vote is ever given in a
-        // term <= R (R is at least the operator's --min-term, required above), and keep a copy
-        // of the damaged file. Copied, not renamed: the atomic replacement below is the only
-        // change to the state file, so a crash leaves either the damaged file (the node refuses
-        // to start; run --repair again) or the new one -- never no file, which would start the
-        // elector as a new node (term 0) that may repeat a lost vote.
-        std::error_code ec;
-        const fs::path state = config.data_dir / net::kStateFileName;
-        if (elector_corrupt) {
-            fs::copy_file(state, fs::path(state.string() + ".corrupt"),
-                          fs::copy_options::overwrite_existing, ec);
-        }
-        try {
-            net::store_durable_state(config.data_dir, DurableState{r.marker, config.self},
-                                     repaired_identity(config, read));
-        } catch (const std::exception& e) {
-            err << "conclaved: --repair: the log is repaired, but rewriting the elector state "
-                   "failed: "
-                << e.what() << "\n";
-            return kExitFailure;
-        }
-        if (after_step) {
-            after_step("elector");
-        }
-        if (elector_corrupt) {
-            out << "conclaved: --repair: the elector state was unreadable (" << elector_error
-                << "); kept as " << net::kStateFileName << ".corrupt and rewritten with term "
-                << r.marker.value << "\n";
-        } else {
-            out << "conclaved: --repair: the elector state was missing; written with term "
-                << r.marker.value << "\n";
-        }
-    } else if (elector && elector->term < r.marker) {
-        // Never vote again in a term <= R: raise the elector's durable term to R (no vote in it).
-        try {
-            net::store_durable_state(config.data_dir, DurableState{r.marker, std::nullopt},
-                                     repaired_identity(config, read));
-        } catch (const std::exception& e) {
-            err << "conclaved: --repair: the log is repaired, but raising the elector's term "
-                   "failed: "
-                << e.what() << "\n";
-            return kExitFailure;
-        }
-        if (after_step) {
-            after_step("elector");
-        }
-        out << "conclaved: --repair: the elector's term is raised from " << elector->term.value
-            << " to " << r.marker.value << "\n";
+    print_log_repair(r, log_dir, out);
+    if (!repair_elector_state(config, read, r.marker, out, err, after_step)) {
+        return kExitFailure;
     }
     out << "conclaved: --repair: next: start the node as usual. It rejoins as a non-voting member "
            "(/status \"repaired\": true): no sync promise, its acknowledgements count for no "

@@ -12,8 +12,8 @@
 #include <string>
 #include <system_error>
 
+#include "conclave/core/check.hpp"
 #include "conclave/core/durable_fs.hpp"
-#include "conclave/replication/check.hpp"
 #include "conclave/replication/storage.hpp"
 #include "crc32.hpp"
 #include "record.hpp"
@@ -104,20 +104,34 @@ std::string Refusal(const std::filesystem::path& path, std::uint64_t offset,
            "node/README.md)";
 }
 
-// Reads log.meta; nullopt when it does not exist. A damaged meta file is not guessed around: it is
-// replaced atomically, so damage means the disk lies, and the node must not start on a guess.
-std::optional<LogMeta> ReadMeta(const std::filesystem::path& path) {
-    const std::optional<std::string> file = ReadWholeFile(path);
+// A small file of `size` bytes: an 8-byte magic, its fields, and the crc32 of everything before
+// it; nullopt when it does not exist. Such files are replaced atomically, so one with another
+// size, magic or checksum means the disk lies: CorruptLogError naming it as `what`.
+std::optional<std::string> ReadCheckedFile(const std::filesystem::path& path, std::size_t size,
+                                           std::string_view magic, const std::string& what) {
+    std::optional<std::string> file = ReadWholeFile(path);
     if (!file) {
         return std::nullopt;
     }
     const std::string& data = *file;
-    if (data.size() != kMetaBytes || std::string_view(data).substr(0, 8) != kMetaMagic ||
-        crc32(data.data(), kMetaBytes - 4) != get_u32(data.data() + kMetaBytes - 4)) {
+    if (data.size() != size || std::string_view(data).substr(0, 8) != magic ||
+        crc32(data.data(), size - 4) != get_u32(data.data() + size - 4)) {
         throw CorruptLogError(Refusal(path, 0,
-                                      "corrupt meta file (" + std::to_string(data.size()) +
+                                      "corrupt " + what + " (" + std::to_string(data.size()) +
                                           " bytes: bad magic, size or checksum)"));
     }
+    return file;
+}
+
+// Reads log.meta; nullopt when it does not exist. A damaged meta file is not guessed around: it is
+// replaced atomically, so damage means the disk lies, and the node must not start on a guess.
+std::optional<LogMeta> ReadMeta(const std::filesystem::path& path) {
+    const std::optional<std::string> file =
+        ReadCheckedFile(path, kMetaBytes, kMetaMagic, "meta file");
+    if (!file) {
+        return std::nullopt;
+    }
+    const std::string& data = *file;
     LogMeta meta;
     meta.term = Term{get_u64(data.data() + 8)};
     meta.commit_lsn = Lsn{Term{get_u64(data.data() + 16)}, get_u64(data.data() + 24)};
@@ -162,6 +176,35 @@ void CheckTornTail(const std::filesystem::path& path, std::string_view data, std
                     std::to_string(data.size() - offset) + " bytes would be lost)"));
         }
     }
+}
+
+// Where a scan of log.dat's records stopped: the end of the last good record, the problem of the
+// record there (None: the end of the data) and the LSN of the last good record.
+struct ScanEnd {
+    std::size_t offset = 0;
+    TailProblem problem = TailProblem::None;
+    Lsn prev = kNoLsn;
+};
+
+// Decodes the records of `data` from `offset` (just after the magic), calling on_record(entry,
+// end offset) for each, up to the first that fails its checks or does not follow the one before.
+template <typename OnRecord>
+ScanEnd ScanRecords(const std::string& data, std::size_t offset, OnRecord&& on_record) {
+    Lsn prev = kNoLsn;
+    while (offset < data.size()) {
+        DecodedRecord r =
+            decode_record(std::string_view(data).substr(offset), FileStorage::kMaxRecordBytes);
+        if (r.problem == TailProblem::None && !(r.entry.lsn > prev)) {
+            r.problem = TailProblem::OutOfOrder;
+        }
+        if (r.problem != TailProblem::None) {
+            return ScanEnd{offset, r.problem, prev};
+        }
+        offset += r.bytes;
+        prev = r.entry.lsn;
+        on_record(std::move(r.entry), offset);
+    }
+    return ScanEnd{offset, TailProblem::None, prev};
 }
 
 // Writes `data` to dir/name durably and atomically: name.tmp, fsync, rename, fsync the directory.
@@ -213,20 +256,13 @@ std::string EncodeRepairedMarker(Term r) {
 }  // namespace
 
 std::optional<Term> FileStorage::read_repaired_marker(const std::filesystem::path& dir) {
-    const auto path = dir / kRepairedFileName;
-    const std::optional<std::string> file = ReadWholeFile(path);
+    // Never guessed around: without it the node would count towards quorums again.
+    const std::optional<std::string> file =
+        ReadCheckedFile(dir / kRepairedFileName, kRepairedBytes, kRepairedMagic, "repaired marker");
     if (!file) {
         return std::nullopt;
     }
-    const std::string& data = *file;
-    if (data.size() != kRepairedBytes || std::string_view(data).substr(0, 8) != kRepairedMagic ||
-        crc32(data.data(), kRepairedBytes - 4) != get_u32(data.data() + kRepairedBytes - 4)) {
-        // Never guessed around: without it the node would count towards quorums again.
-        throw CorruptLogError(Refusal(path, 0,
-                                      "corrupt repaired marker (" + std::to_string(data.size()) +
-                                          " bytes: bad magic, size or checksum)"));
-    }
-    return Term{get_u64(data.data() + 8)};
+    return Term{get_u64(file->data() + 8)};
 }
 
 FileStorage::FileStorage(std::filesystem::path dir, FsyncPolicy policy)
@@ -248,10 +284,9 @@ FileStorage::~FileStorage() {
 Recovery FileStorage::recover() {
     CONCLAVE_CHECK(!recovered_, "recover() is called once");
     recovered_ = true;
-    const auto path = log_path();
     Recovery result;
     RecoveryReport& report = result.report;
-    const std::string data = ReadAll(fd_, path);
+    const std::string data = ReadAll(fd_, log_path());
     report.file_bytes = data.size();
     // Everything is checked before anything is changed: a refusal leaves the files as found.
     if (auto meta = ReadMeta(meta_path())) {
@@ -263,62 +298,9 @@ Recovery FileStorage::recover() {
     if (auto snapshot = ReadSnapshotFile(snapshot_path())) {
         result.log.snapshot = std::move(*snapshot);
     }
-
-    std::size_t offset = 0;
-    if (data.size() < kLogMagic.size()) {
-        if (kLogMagic.substr(0, data.size()) != data) {
-            throw CorruptLogError(Refusal(path, 0, "not a Conclave log file (bad magic)"));
-        }
-        if (!data.empty()) {  // torn while writing the magic of a fresh file
-            report.problem = TailProblem::TornHeader;
-        }
-    } else if (std::string_view(data).substr(0, kLogMagic.size()) != kLogMagic) {
-        throw CorruptLogError(Refusal(path, 0, "not a Conclave log file (bad magic)"));
-    } else {
-        offset = kLogMagic.size();
-        Lsn prev = kNoLsn;
-        while (offset < data.size()) {
-            DecodedRecord r = decode_record(std::string_view(data).substr(offset), kMaxRecordBytes);
-            if (r.problem == TailProblem::None && !(r.entry.lsn > prev)) {
-                r.problem = TailProblem::OutOfOrder;
-            }
-            if (r.problem != TailProblem::None) {
-                report.problem = r.problem;
-                report.problem_offset = offset;
-                CheckTornTail(path, data, offset, r.problem, prev);
-                break;
-            }
-            offset += r.bytes;
-            prev = r.entry.lsn;
-            index_.push_back(Indexed{prev, offset});
-            result.log.entries.push_back(std::move(r.entry));
-        }
-    }
+    const std::size_t offset = ReadRecords(data, result);
     report.records = result.log.entries.size();
-    if (offset == 0) {
-        // Fresh (or torn-at-birth) file: write the magic durably.
-        std::string magic(kLogMagic);
-        WriteAll(fd_, magic.data(), magic.size(), 0, path);
-        if (::ftruncate(fd_, static_cast<off_t>(magic.size())) != 0) {
-            ThrowErrno("truncate", path);
-        }
-        size_ = magic.size();
-        report.valid_bytes = 0;
-    } else {
-        size_ = offset;
-        report.valid_bytes = offset;
-        if (offset < data.size()) {  // cut the torn tail off before anything is appended
-            if (::ftruncate(fd_, static_cast<off_t>(offset)) != 0) {
-                ThrowErrno("truncate", path);
-            }
-        }
-    }
-    // What was read back may never have reached the disk (a crash of this process after write()
-    // but before fsync leaves it in the page cache only): make it durable before reporting it so.
-    FsyncOrThrow(fd_, path);
-    fsync_directory(dir_);
-    fsync_count_ += 2;
-    synced_ = index_.size();
+    SettleLogFile(offset, data.size(), report);
 
     std::error_code ignored;
     std::filesystem::remove(dir_ / (std::string(kMetaFileName) + ".tmp"), ignored);
@@ -336,6 +318,62 @@ Recovery FileStorage::recover() {
         entries.erase(entries.begin(), entries.begin() + static_cast<std::ptrdiff_t>(covered));
     }
     return result;
+}
+
+std::size_t FileStorage::ReadRecords(const std::string& data, Recovery& result) {
+    const auto path = log_path();
+    RecoveryReport& report = result.report;
+    if (data.size() < kLogMagic.size()) {
+        if (kLogMagic.substr(0, data.size()) != data) {
+            throw CorruptLogError(Refusal(path, 0, "not a Conclave log file (bad magic)"));
+        }
+        if (!data.empty()) {  // torn while writing the magic of a fresh file
+            report.problem = TailProblem::TornHeader;
+        }
+        return 0;
+    }
+    if (std::string_view(data).substr(0, kLogMagic.size()) != kLogMagic) {
+        throw CorruptLogError(Refusal(path, 0, "not a Conclave log file (bad magic)"));
+    }
+    const ScanEnd end = ScanRecords(data, kLogMagic.size(), [&](Entry entry, std::size_t at) {
+        index_.push_back(Indexed{entry.lsn, at});
+        result.log.entries.push_back(std::move(entry));
+    });
+    if (end.problem != TailProblem::None) {
+        report.problem = end.problem;
+        report.problem_offset = end.offset;
+        CheckTornTail(path, data, end.offset, end.problem, end.prev);
+    }
+    return end.offset;
+}
+
+void FileStorage::SettleLogFile(std::size_t valid_end, std::size_t file_bytes,
+                                RecoveryReport& report) {
+    const auto path = log_path();
+    if (valid_end == 0) {
+        // Fresh (or torn-at-birth) file: write the magic durably.
+        std::string magic(kLogMagic);
+        WriteAll(fd_, magic.data(), magic.size(), 0, path);
+        if (::ftruncate(fd_, static_cast<off_t>(magic.size())) != 0) {
+            ThrowErrno("truncate", path);
+        }
+        size_ = magic.size();
+        report.valid_bytes = 0;
+    } else {
+        size_ = valid_end;
+        report.valid_bytes = valid_end;
+        if (valid_end < file_bytes) {  // cut the torn tail off before anything is appended
+            if (::ftruncate(fd_, static_cast<off_t>(valid_end)) != 0) {
+                ThrowErrno("truncate", path);
+            }
+        }
+    }
+    // What was read back may never have reached the disk (a crash of this process after write()
+    // but before fsync leaves it in the page cache only): make it durable before reporting it so.
+    FsyncOrThrow(fd_, path);
+    fsync_directory(dir_);
+    fsync_count_ += 2;
+    synced_ = index_.size();
 }
 
 void FileStorage::append(const std::vector<Entry>& entries) {
@@ -495,21 +533,11 @@ constexpr std::string_view kSnapshotMagic = "CNCLSNP1";
 constexpr std::size_t kSnapshotFixedBytes = 8 + 24 + 4;  // magic, lsn, len, count
 
 std::optional<Snapshot> ReadSnapshotFile(const std::filesystem::path& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT) {
-            return std::nullopt;
-        }
-        ThrowErrno("open", path);
+    const std::optional<std::string> file = ReadWholeFile(path);
+    if (!file) {
+        return std::nullopt;
     }
-    std::string data;
-    try {
-        data = ReadAll(fd, path);
-    } catch (...) {
-        ::close(fd);
-        throw;
-    }
-    ::close(fd);
+    const std::string& data = *file;
     // Replaced atomically: any damage means the disk lies. Refuse, naming what is wrong.
     if (data.size() < kSnapshotFixedBytes + 4 ||
         std::string_view(data).substr(0, 8) != kSnapshotMagic) {
@@ -625,149 +653,187 @@ void FileStorage::DropFirstRecords(std::size_t count) {
 
 namespace conclave::replication {
 
-RepairReport FileStorage::repair(const std::filesystem::path& dir, const RepairOptions& options) {
-    RepairReport report;
-    const auto log_file = dir / kLogFileName;
-    // Everything is read and decided before anything is changed.
+namespace {
+
+// What repair() reads before it changes anything.
+struct RepairInput {
     std::optional<LogMeta> meta;
-    try {
-        meta = ReadMeta(dir / kMetaFileName);
-        report.meta_readable = meta.has_value();
-    } catch (const CorruptLogError&) {
-        meta.reset();
-    }
     std::optional<Term> old_marker;
-    try {
-        old_marker = read_repaired_marker(dir);
-    } catch (const CorruptLogError&) {
-        old_marker.reset();  // rewritten below
-    }
     std::optional<Snapshot> snapshot;
+    std::string data;  // log.dat
+};
+
+RepairInput ReadForRepair(const std::filesystem::path& dir, RepairReport& report) {
+    RepairInput in;
     try {
-        snapshot = ReadSnapshotFile(dir / kSnapshotFileName);
+        in.meta = ReadMeta(dir / FileStorage::kMetaFileName);
+        report.meta_readable = in.meta.has_value();
+    } catch (const CorruptLogError&) {
+        in.meta.reset();
+    }
+    try {
+        in.old_marker = FileStorage::read_repaired_marker(dir);
+    } catch (const CorruptLogError&) {
+        in.old_marker.reset();  // rewritten below
+    }
+    try {
+        in.snapshot = ReadSnapshotFile(dir / FileStorage::kSnapshotFileName);
     } catch (const CorruptLogError&) {
         report.snapshot_dropped = true;
     }
-    const std::string data = ReadWholeFile(log_file).value_or(std::string());
-    report.file_bytes = data.size();
-    std::size_t keep = kLogMagic.size();
-    Lsn last = snapshot ? snapshot->lsn : kNoLsn;
-    Term highest = last.term;
+    in.data = ReadWholeFile(dir / FileStorage::kLogFileName).value_or(std::string());
+    report.file_bytes = in.data.size();
+    return in;
+}
+
+// The valid prefix of log.dat that repair() keeps.
+struct KeptPrefix {
+    std::size_t end = kLogMagic.size();  // bytes kept
+    Lsn last = kNoLsn;                   // last entry kept (or the snapshot's LSN)
+    Term highest{};                      // highest term in what is kept
+};
+
+KeptPrefix ScanForRepair(const RepairInput& in, RepairReport& report) {
+    KeptPrefix kept;
+    kept.last = in.snapshot ? in.snapshot->lsn : kNoLsn;
+    kept.highest = kept.last.term;
+    const std::string& data = in.data;
     if (report.snapshot_dropped) {
-        keep = kLogMagic.size();  // entries after a lost snapshot have no known position
-        report.kept_bytes = 0;
-    } else if (data.size() < kLogMagic.size() ||
-               std::string_view(data).substr(0, kLogMagic.size()) != kLogMagic) {
+        report.kept_bytes = 0;  // entries after a lost snapshot have no known position
+        return kept;
+    }
+    if (data.size() < kLogMagic.size() ||
+        std::string_view(data).substr(0, kLogMagic.size()) != kLogMagic) {
         report.bad_magic = !data.empty();
         if (report.bad_magic) {
             report.problem = TailProblem::TornHeader;
         }
-    } else {
-        Lsn prev = kNoLsn;
-        while (keep < data.size()) {
-            DecodedRecord r = decode_record(std::string_view(data).substr(keep), kMaxRecordBytes);
-            if (r.problem == TailProblem::None && !(r.entry.lsn > prev)) {
-                r.problem = TailProblem::OutOfOrder;
-            }
-            if (r.problem != TailProblem::None) {
-                report.problem = r.problem;
-                report.problem_offset = keep;
-                break;
-            }
-            keep += r.bytes;
-            prev = r.entry.lsn;
-            highest = std::max(highest, prev.term);
-            ++report.kept_records;
-            if (prev > last) {
-                last = prev;
-            }
-        }
-        report.kept_bytes = keep;
-        // For the report: records that still pass their checksum in what is dropped.
-        for (std::size_t at = keep + 1; at < data.size();) {
-            if (ValidRecordAt(data, at, kNoLsn)) {
-                ++report.dropped_valid;
-                at += kRecordHeaderBytes + get_u32(data.data() + at);
-            } else {
-                ++at;
-            }
+        return kept;
+    }
+    const ScanEnd end = ScanRecords(data, kLogMagic.size(), [&](const Entry& e, std::size_t) {
+        kept.highest = std::max(kept.highest, e.lsn.term);
+        ++report.kept_records;
+        kept.last = std::max(kept.last, e.lsn);
+    });
+    if (end.problem != TailProblem::None) {
+        report.problem = end.problem;
+        report.problem_offset = end.offset;
+    }
+    kept.end = end.offset;
+    report.kept_bytes = kept.end;
+    // For the report: records that still pass their checksum in what is dropped.
+    for (std::size_t at = kept.end + 1; at < data.size();) {
+        if (ValidRecordAt(data, at, kNoLsn)) {
+            ++report.dropped_valid;
+            at += kRecordHeaderBytes + get_u32(data.data() + at);
+        } else {
+            ++at;
         }
     }
-    // R: the highest term this node may have promised (or voted in).
-    if (!report.meta_readable && !options.elector_term && !options.min_term) {
+    return kept;
+}
+
+// R: the highest term this node may have promised (or voted in).
+Term RepairPromise(const std::filesystem::path& dir, const RepairInput& in, Term highest,
+                   const RepairOptions& options, bool meta_readable) {
+    if (!meta_readable && !options.elector_term && !options.min_term) {
         throw RepairNeedsMinTerm(
-            "neither " + (dir / kMetaFileName).string() +
+            "neither " + (dir / FileStorage::kMetaFileName).string() +
             " nor the elector state is readable: the highest term this node may have promised is "
             "unknown; pass --min-term T with T the cluster's current term (GET /status on any "
             "running node)");
     }
     Term r = highest;
-    for (const auto& t : {meta ? std::optional<Term>(meta->term) : std::nullopt,
-                          options.elector_term, options.min_term, old_marker}) {
+    for (const auto& t : {in.meta ? std::optional<Term>(in.meta->term) : std::nullopt,
+                          options.elector_term, options.min_term, in.old_marker}) {
         if (t) {
             r = std::max(r, *t);
         }
     }
+    return r;
+}
+
+void RepairStepDone(const RepairOptions& options, std::string_view step) {
+    if (options.after_step) {
+        options.after_step(step);
+    }
+}
+
+// Truncates the file at `path` to `size` bytes, durably.
+void TruncateDurably(const std::filesystem::path& path, std::size_t size) {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+        ThrowErrno("open", path);
+    }
+    const bool ok = ::ftruncate(fd, static_cast<off_t>(size)) == 0;
+    const int saved_errno = errno;
+    if (ok) {
+        try {
+            FsyncOrThrow(fd, path);
+        } catch (...) {
+            ::close(fd);
+            throw;
+        }
+    }
+    ::close(fd);
+    if (!ok) {
+        errno = saved_errno;
+        ThrowErrno("truncate", path);
+    }
+}
+
+// Step 2 of repair(): keeps a copy of what is dropped, then cuts (or rewrites) log.dat; a damaged
+// log.snap is set aside as log.snap.corrupt.
+void CutLog(const std::filesystem::path& dir, const std::string& data, std::size_t keep,
+            RepairReport& report, const RepairOptions& options) {
+    const bool cut = report.snapshot_dropped || report.bad_magic || keep < data.size();
+    if (cut && report.file_bytes > report.kept_bytes) {
+        report.saved = dir / (std::string(FileStorage::kLogFileName) + ".dropped-" +
+                              std::to_string(report.kept_bytes));
+        const std::string dropped = data.substr(static_cast<std::size_t>(report.kept_bytes));
+        ReplaceFileDurably(dir, report.saved.filename().string(), dropped);
+        RepairStepDone(options, "dropped-saved");
+    }
+    if (report.snapshot_dropped || report.bad_magic || data.size() < kLogMagic.size()) {
+        ReplaceFileDurably(dir, FileStorage::kLogFileName, std::string(kLogMagic));
+        RepairStepDone(options, "log-cut");
+        if (report.snapshot_dropped) {
+            const auto snap = dir / FileStorage::kSnapshotFileName;
+            const auto saved = dir / (std::string(FileStorage::kSnapshotFileName) + ".corrupt");
+            if (::rename(snap.c_str(), saved.c_str()) != 0) {
+                ThrowErrno("rename to " + saved.string() + " from", snap);
+            }
+            fsync_directory(dir);
+            RepairStepDone(options, "snapshot-dropped");
+        }
+    } else if (keep < data.size()) {
+        TruncateDurably(dir / FileStorage::kLogFileName, keep);
+        RepairStepDone(options, "log-cut");
+    }
+}
+
+}  // namespace
+
+RepairReport FileStorage::repair(const std::filesystem::path& dir, const RepairOptions& options) {
+    RepairReport report;
+    // Everything is read and decided before anything is changed.
+    const RepairInput in = ReadForRepair(dir, report);
+    const KeptPrefix kept = ScanForRepair(in, report);
+    const Term r = RepairPromise(dir, in, kept.highest, options, report.meta_readable);
     report.marker = r;
-    report.last_kept = report.snapshot_dropped ? kNoLsn : last;
-    const Lsn recorded_commit = meta ? meta->commit_lsn : kNoLsn;
-    const Lsn snapshot_lsn = snapshot && !report.snapshot_dropped ? snapshot->lsn : kNoLsn;
+    report.last_kept = report.snapshot_dropped ? kNoLsn : kept.last;
+    const Lsn recorded_commit = in.meta ? in.meta->commit_lsn : kNoLsn;
+    const Lsn snapshot_lsn = in.snapshot && !report.snapshot_dropped ? in.snapshot->lsn : kNoLsn;
     report.commit_lsn = std::max(std::min(recorded_commit, report.last_kept), snapshot_lsn);
 
-    auto done = [&options](std::string_view step) {
-        if (options.after_step) {
-            options.after_step(step);
-        }
-    };
     // Each step below is durable before the next starts (fsync of the file and of the
     // directory); the crash-ordering test stops after each one (replication/README.md, "Repair
     // gates"). 1. The marker first: a crash anywhere below leaves the node marked (the safe side).
     create_directories_durably(dir);
     ReplaceFileDurably(dir, kRepairedFileName, EncodeRepairedMarker(r));
-    done("marker");
+    RepairStepDone(options, "marker");
     // 2. Keep a copy of what is dropped, then cut (or rewrite) log.dat.
-    const bool cut = report.snapshot_dropped || report.bad_magic || keep < data.size();
-    if (cut && report.file_bytes > report.kept_bytes) {
-        report.saved =
-            dir / (std::string(kLogFileName) + ".dropped-" + std::to_string(report.kept_bytes));
-        const std::string dropped = data.substr(static_cast<std::size_t>(report.kept_bytes));
-        ReplaceFileDurably(dir, report.saved.filename().string(), dropped);
-        done("dropped-saved");
-    }
-    if (report.snapshot_dropped || report.bad_magic || data.size() < kLogMagic.size()) {
-        ReplaceFileDurably(dir, kLogFileName, std::string(kLogMagic));
-        done("log-cut");
-        if (report.snapshot_dropped) {
-            const auto snap = dir / kSnapshotFileName;
-            const auto saved = dir / (std::string(kSnapshotFileName) + ".corrupt");
-            if (::rename(snap.c_str(), saved.c_str()) != 0) {
-                ThrowErrno("rename to " + saved.string() + " from", snap);
-            }
-            fsync_directory(dir);
-            done("snapshot-dropped");
-        }
-    } else if (keep < data.size()) {
-        const int fd = ::open(log_file.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-        if (fd < 0) {
-            ThrowErrno("open", log_file);
-        }
-        const bool ok = ::ftruncate(fd, static_cast<off_t>(keep)) == 0;
-        const int saved_errno = errno;
-        if (ok) {
-            try {
-                FsyncOrThrow(fd, log_file);
-            } catch (...) {
-                ::close(fd);
-                throw;
-            }
-        }
-        ::close(fd);
-        if (!ok) {
-            errno = saved_errno;
-            ThrowErrno("truncate", log_file);
-        }
-        done("log-cut");
-    }
+    CutLog(dir, in.data, kept.end, report, options);
     // 3. The meta for what is left: the promise R (raising a promise is always safe), a commit
     // point inside the kept log.
     std::string meta_data(kMetaMagic);
@@ -776,7 +842,7 @@ RepairReport FileStorage::repair(const std::filesystem::path& dir, const RepairO
     put_u64(meta_data, report.commit_lsn.counter);
     put_u32(meta_data, crc32(meta_data.data(), meta_data.size()));
     ReplaceFileDurably(dir, kMetaFileName, meta_data);
-    done("meta");
+    RepairStepDone(options, "meta");
     return report;
 }
 

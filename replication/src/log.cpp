@@ -11,7 +11,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "conclave/replication/check.hpp"
+#include "conclave/core/check.hpp"
 
 namespace conclave::replication {
 
@@ -1073,67 +1073,11 @@ void ReplicatedLog::HandleInstallSnapshot(const LogMessage& m, const InstallSnap
                    : IsLeader()) {
         return;  // late, or not for us
     }
-    if (body.offset == 0) {
-        incoming_ = Incoming{m.from, m.term, body.fetch, Snapshot{body.lsn, 0, {}}, 0};
-        if (body.len > std::uint64_t{1} << 48) {
-            incoming_.reset();
-            Violation(m, LogViolationKind::SnapshotAbsurdLength);
-            return;
-        }
-        incoming_->snapshot.len = static_cast<std::size_t>(body.len);
-    } else if (!incoming_ || incoming_->from != m.from || incoming_->term != m.term ||
-               incoming_->fetch != body.fetch || incoming_->snapshot.lsn != body.lsn ||
-               incoming_->snapshot.len != body.len ||
-               incoming_->snapshot.entries.size() != body.offset) {
-        Drop(LogDropReason::SnapshotChunkOutOfOrder);  // lost or reordered: it is sent again
+    std::optional<Snapshot> whole = CollectSnapshotChunk(m, body);
+    if (!whole || !SnapshotAcceptable(m, body, *whole)) {
         return;
     }
-    Snapshot& s = incoming_->snapshot;
-    if (s.entries.size() + body.entries.size() > s.len) {
-        incoming_.reset();
-        Violation(m, LogViolationKind::SnapshotTooManyEntries);
-        return;
-    }
-    // Bounded in bytes: what a snapshot may hold here is collected, never more.
-    std::size_t bytes = incoming_->bytes;
-    for (const Entry& e : body.entries) {
-        bytes += entry_bytes(e);
-    }
-    if (bytes > config_.effective_max_snapshot_bytes()) {
-        incoming_.reset();
-        Violation(m, LogViolationKind::SnapshotTooLarge);
-        if (body.fetch) {
-            AbandonSource();  // another source may hold a snapshot that fits
-        }
-        return;
-    }
-    incoming_->bytes = bytes;
-    s.entries.insert(s.entries.end(), body.entries.begin(), body.entries.end());
-    if (!body.done) {
-        return;
-    }
-    Snapshot snapshot = std::move(s);
-    incoming_.reset();
-    const bool well_formed =
-        snapshot.len > 0 && snapshot.lsn != kNoLsn && snapshot.lsn.term <= state_.term &&
-        StrictlyIncreasing(kNoLsn, snapshot.entries) &&
-        (snapshot.entries.empty() || snapshot.entries.back().lsn <= snapshot.lsn) &&
-        std::none_of(snapshot.entries.begin(), snapshot.entries.end(),
-                     [](const Entry& e) { return e.key.empty() || is_sync_point(e); });
-    if (!well_formed) {
-        Violation(m, LogViolationKind::SnapshotNotOrdered);
-        if (body.fetch) {
-            AbandonSource();
-        }
-        return;
-    }
-    if (MalformedConfig(snapshot.entries)) {
-        Violation(m, LogViolationKind::MalformedConfiguration);
-        if (body.fetch) {
-            AbandonSource();
-        }
-        return;
-    }
+    Snapshot& snapshot = *whole;
     if (body.fetch && snapshot.lsn > sync_.target) {
         AbandonSource();
         return;
@@ -1150,10 +1094,7 @@ void ReplicatedLog::HandleInstallSnapshot(const LogMessage& m, const InstallSnap
     }
     if (auto held = length_through(snapshot.lsn)) {
         if (*held != snapshot.len) {
-            Violation(m, LogViolationKind::SnapshotLengthContradicts);
-            if (body.fetch) {
-                AbandonSource();
-            }
+            RefuseSnapshot(m, body, LogViolationKind::SnapshotLengthContradicts);
             return;
         }
         // We hold its LSN: our prefix up to there is the sender's (Log Matching), and committed.
@@ -1167,10 +1108,7 @@ void ReplicatedLog::HandleInstallSnapshot(const LogMessage& m, const InstallSnap
         }
     } else {
         if (snapshot.len < state_.commit_len || snapshot.lsn <= commit_lsn()) {
-            Violation(m, LogViolationKind::SnapshotInsideCommitted);
-            if (body.fetch) {
-                AbandonSource();
-            }
+            RefuseSnapshot(m, body, LogViolationKind::SnapshotInsideCommitted);
             return;
         }
         InstallWhole(std::move(snapshot));
@@ -1189,6 +1127,77 @@ void ReplicatedLog::HandleInstallSnapshot(const LogMessage& m, const InstallSnap
         FetchDone();
     } else {
         SendFetch();
+    }
+}
+
+std::optional<Snapshot> ReplicatedLog::CollectSnapshotChunk(const LogMessage& m,
+                                                            const InstallSnapshot& body) {
+    if (body.offset == 0) {
+        incoming_ = Incoming{m.from, m.term, body.fetch, Snapshot{body.lsn, 0, {}}, 0};
+        if (body.len > std::uint64_t{1} << 48) {
+            incoming_.reset();
+            Violation(m, LogViolationKind::SnapshotAbsurdLength);
+            return std::nullopt;
+        }
+        incoming_->snapshot.len = static_cast<std::size_t>(body.len);
+    } else if (!incoming_ || incoming_->from != m.from || incoming_->term != m.term ||
+               incoming_->fetch != body.fetch || incoming_->snapshot.lsn != body.lsn ||
+               incoming_->snapshot.len != body.len ||
+               incoming_->snapshot.entries.size() != body.offset) {
+        Drop(LogDropReason::SnapshotChunkOutOfOrder);  // lost or reordered: it is sent again
+        return std::nullopt;
+    }
+    Snapshot& s = incoming_->snapshot;
+    if (s.entries.size() + body.entries.size() > s.len) {
+        incoming_.reset();
+        Violation(m, LogViolationKind::SnapshotTooManyEntries);
+        return std::nullopt;
+    }
+    // Bounded in bytes: what a snapshot may hold here is collected, never more.
+    std::size_t bytes = incoming_->bytes;
+    for (const Entry& e : body.entries) {
+        bytes += entry_bytes(e);
+    }
+    if (bytes > config_.effective_max_snapshot_bytes()) {
+        incoming_.reset();
+        // A fetch abandons its source: another one may hold a snapshot that fits.
+        RefuseSnapshot(m, body, LogViolationKind::SnapshotTooLarge);
+        return std::nullopt;
+    }
+    incoming_->bytes = bytes;
+    s.entries.insert(s.entries.end(), body.entries.begin(), body.entries.end());
+    if (!body.done) {
+        return std::nullopt;
+    }
+    Snapshot snapshot = std::move(s);
+    incoming_.reset();
+    return snapshot;
+}
+
+bool ReplicatedLog::SnapshotAcceptable(const LogMessage& m, const InstallSnapshot& body,
+                                       const Snapshot& snapshot) {
+    const bool well_formed =
+        snapshot.len > 0 && snapshot.lsn != kNoLsn && snapshot.lsn.term <= state_.term &&
+        StrictlyIncreasing(kNoLsn, snapshot.entries) &&
+        (snapshot.entries.empty() || snapshot.entries.back().lsn <= snapshot.lsn) &&
+        std::none_of(snapshot.entries.begin(), snapshot.entries.end(),
+                     [](const Entry& e) { return e.key.empty() || is_sync_point(e); });
+    if (!well_formed) {
+        RefuseSnapshot(m, body, LogViolationKind::SnapshotNotOrdered);
+        return false;
+    }
+    if (MalformedConfig(snapshot.entries)) {
+        RefuseSnapshot(m, body, LogViolationKind::MalformedConfiguration);
+        return false;
+    }
+    return true;
+}
+
+void ReplicatedLog::RefuseSnapshot(const LogMessage& m, const InstallSnapshot& body,
+                                   LogViolationKind kind) {
+    Violation(m, kind);
+    if (body.fetch) {
+        AbandonSource();
     }
 }
 

@@ -3,7 +3,7 @@
 #include <stdexcept>
 #include <type_traits>
 
-#include "conclave/replication/check.hpp"
+#include "conclave/core/check.hpp"
 #include "conclave/replication/storage.hpp"
 
 namespace conclave::replication {

@@ -220,7 +220,7 @@ Simulator::Simulator(SimOptions options)
 
 Simulator::~Simulator() {
     if (options_.log) {
-        replication::set_invariant_failure_handler(previous_check_handler_);
+        conclave::set_invariant_failure_handler(previous_check_handler_);
     }
 }
 

@@ -10,7 +10,7 @@
 #include <type_traits>
 
 #include "conclave/codec/json.hpp"
-#include "conclave/replication/check.hpp"
+#include "conclave/core/check.hpp"
 #include "conclave/sim/simulator.hpp"
 #include "conclave/sim/state_hash.hpp"
 
@@ -76,7 +76,7 @@ replication::LogConfig sim_log_config() {
 }
 
 void Simulator::install_log_check_handler() {
-    previous_check_handler_ = replication::set_invariant_failure_handler(&throw_check_failure);
+    previous_check_handler_ = conclave::set_invariant_failure_handler(&throw_check_failure);
 }
 
 replication::LogConfig Simulator::log_config_for(std::size_t node) const {

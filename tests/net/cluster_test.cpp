@@ -10,6 +10,7 @@
 
 using namespace conclave;
 using namespace conclave::net;
+using namespace conclave::drivers;
 using namespace conclave::net::test;
 
 TEST_CASE("a 3-node loopback cluster elects exactly one leader") {

@@ -165,8 +165,9 @@ struct TestNode {
     void start() {
         mesh_options.seed = 1000 + self.value;
         mesh = std::make_unique<Mesh>(io, membership, self, mesh_options);
-        driver = std::make_unique<ElectorDriver>(io, *mesh, test_config(membership.size(), self),
-                                                 DriverOptions{data_dir, 7 + self.value});
+        driver = std::make_unique<drivers::ElectorDriver>(
+            io, *mesh, test_config(membership.size(), self),
+            drivers::DriverOptions{data_dir, 7 + self.value});
         driver->subscribe([this](const LeadershipSnapshot& s) { history.push_back(s); });
         mesh->start();
         driver->start();
@@ -196,7 +197,7 @@ struct TestNode {
     std::filesystem::path data_dir;
     MeshOptions mesh_options;
     std::unique_ptr<Mesh> mesh;
-    std::unique_ptr<ElectorDriver> driver;
+    std::unique_ptr<drivers::ElectorDriver> driver;
     std::vector<LeadershipSnapshot> history;
 };
 

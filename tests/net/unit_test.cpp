@@ -15,6 +15,7 @@
 
 using namespace conclave;
 using namespace conclave::net;
+using namespace conclave::drivers;
 
 namespace {
 

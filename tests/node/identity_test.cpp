@@ -52,18 +52,18 @@ std::string Thrown(const std::function<void()>& f) {
 TEST_CASE("the vote record: a checksum catches a flipped digit that keeps the JSON valid",
           "[node][identity]") {
     const fs::path dir = test::fresh_temp_dir("conclave-identity-crc");
-    const net::NodeIdentity id{"demo", "n2", "0123456789abcdef0123456789abcdef"};
-    net::store_durable_state(dir, DurableState{Term{31}, NodeId{2}}, id);
-    const auto back = net::load_state_file(dir, 3);
+    const drivers::NodeIdentity id{"demo", "n2", "0123456789abcdef0123456789abcdef"};
+    drivers::store_durable_state(dir, DurableState{Term{31}, NodeId{2}}, id);
+    const auto back = drivers::load_state_file(dir, 3);
     REQUIRE(back);
     CHECK(back->state == DurableState{Term{31}, NodeId{2}});
     CHECK(back->identity == id);
-    std::string text = IdRead(dir / net::kStateFileName);
+    std::string text = IdRead(dir / drivers::kStateFileName);
     const auto at = text.find("\"term\":31");
     REQUIRE(at != std::string::npos);
     text[at + 7] = '1';  // 31 -> 11: still valid JSON, a believable term
-    IdWrite(dir / net::kStateFileName, text);
-    const std::string why = Thrown([&] { net::load_state_file(dir, 3); });
+    IdWrite(dir / drivers::kStateFileName, text);
+    const std::string why = Thrown([&] { drivers::load_state_file(dir, 3); });
     CHECK_THAT(why, Catch::Contains("crc32"));
     CHECK_THAT(why, Catch::Contains("--repair --min-term"));
     CHECK_THAT(why, !Catch::Contains("remove it"));
@@ -72,12 +72,12 @@ TEST_CASE("the vote record: a checksum catches a flipped digit that keeps the JS
 TEST_CASE("the vote record: an earlier format is read and given an identity at start",
           "[node][identity]") {
     const fs::path dir = test::fresh_temp_dir("conclave-identity-v1");
-    IdWrite(dir / net::kStateFileName, "{\"format\": 1, \"term\": 4, \"voted_for\": 0}\n");
+    IdWrite(dir / drivers::kStateFileName, "{\"format\": 1, \"term\": 4, \"voted_for\": 0}\n");
     const auto check = node::check_identity(IdConfig(dir));
     CHECK(check.upgraded);
     CHECK_FALSE(check.created);
     CHECK(check.identity.incarnation.size() == 32);
-    const auto back = net::load_state_file(dir, 3);
+    const auto back = drivers::load_state_file(dir, 3);
     REQUIRE(back);
     CHECK(back->state == DurableState{Term{4}, NodeId{0}});
     CHECK(back->identity == check.identity);
@@ -92,7 +92,7 @@ TEST_CASE("identity: an empty data directory is a new node; its identity is writ
     CHECK(first.created);
     CHECK(first.identity.cluster == "demo");
     CHECK(first.identity.node == "n2");
-    CHECK(fs::exists(dir / net::kStateFileName));
+    CHECK(fs::exists(dir / drivers::kStateFileName));
     const auto again = node::check_identity(IdConfig(dir));
     CHECK_FALSE(again.created);
     CHECK(again.identity == first.identity);
@@ -112,7 +112,7 @@ TEST_CASE("identity: a log or node table without the vote record is refused", "[
         CHECK_THAT(why, Catch::Contains((dir / file).string()));
         CHECK_THAT(why, Catch::Contains("--repair --min-term T"));
         CHECK_THAT(why, Catch::Contains("--join"));
-        CHECK_FALSE(fs::exists(dir / net::kStateFileName));  // nothing was written
+        CHECK_FALSE(fs::exists(dir / drivers::kStateFileName));  // nothing was written
     }
 }
 
@@ -120,12 +120,12 @@ TEST_CASE("identity: a metadata log lost beside a kept vote record is refused",
           "[node][identity]") {
     const fs::path dir = test::fresh_temp_dir("conclave-identity-log-lost");
     const auto config = IdConfig(dir);
-    net::NodeIdentity id = node::check_identity(config).identity;
+    drivers::NodeIdentity id = node::check_identity(config).identity;
     // Before the log was created nothing is expected of it.
     CHECK_NOTHROW(node::check_identity(config));
     id.log = true;  // what Node records once log/log.dat exists
-    net::store_durable_state(dir, DurableState{Term{7}, NodeId{1}}, id);
-    CHECK(net::load_state_file(dir, 3)->identity->log);
+    drivers::store_durable_state(dir, DurableState{Term{7}, NodeId{1}}, id);
+    CHECK(drivers::load_state_file(dir, 3)->identity->log);
     IdWrite(dir / "log" / "log.dat", "CNCLVLOG");
     CHECK_NOTHROW(node::check_identity(config));
     for (const bool whole_directory : {false, true}) {

@@ -387,9 +387,9 @@ struct FaultCluster : Cluster {
                                               const conclave::DurableState&) {
                 if (const int e = f->state.load()) {
                     ++f->hits;
-                    throw conclave::net::StateFileError("write " +
-                                                        (dir / "elector-state.json").string() +
-                                                        ": " + std::strerror(e) + " (injected)");
+                    throw conclave::drivers::StateFileError(
+                        "write " + (dir / "elector-state.json").string() + ": " + std::strerror(e) +
+                        " (injected)");
                 }
             };
         };

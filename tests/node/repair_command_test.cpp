@@ -39,7 +39,7 @@ void VotedAboveItsLog(const fs::path& data_dir) {
     s.append({Entry{Lsn{Term{2}, 0}, {}, {}}, Entry{Lsn{Term{2}, 1}, "k", "v"}});
     s.flush();
     s.write_meta(replication::LogMeta{Term{2}, Lsn{Term{2}, 1}});
-    net::store_durable_state(data_dir, DurableState{Term{5}, NodeId{2}});
+    drivers::store_durable_state(data_dir, DurableState{Term{5}, NodeId{2}});
 }
 
 }  // namespace
@@ -48,11 +48,11 @@ TEST_CASE("--repair: an unreadable elector state needs --min-term; it is replace
           "[node][repair]") {
     const fs::path dir = test::fresh_temp_dir("conclave-repair-command-unreadable");
     VotedAboveItsLog(dir);
-    const fs::path state = dir / net::kStateFileName;
+    const fs::path state = dir / drivers::kStateFileName;
     std::string damaged = ReadBytes(state);
     damaged[damaged.size() / 2] = '\x01';
     std::ofstream(state, std::ios::binary | std::ios::trunc) << damaged;
-    REQUIRE_THROWS_AS(net::load_durable_state(dir, 3), net::StateFileError);
+    REQUIRE_THROWS_AS(drivers::load_durable_state(dir, 3), drivers::StateFileError);
 
     // Without --min-term, R would be log.meta's term 2 and the rewritten state {2, self}: the
     // node would then vote again in term 5, where it already voted for n3 (two leaders of 5).
@@ -66,7 +66,7 @@ TEST_CASE("--repair: an unreadable elector state needs --min-term; it is replace
     // (R once came out as garbage here: see read_elector_state in node/src/repair.cpp.)
     CHECK(node::run_repair(ThreeNodes(dir), 5, out, err) == node::kExitOk);
     CHECK(out.str().find("repaired marker R = term 5\n") != std::string::npos);
-    CHECK(net::load_durable_state(dir, 3) == DurableState{Term{5}, NodeId{1}});
+    CHECK(drivers::load_durable_state(dir, 3) == DurableState{Term{5}, NodeId{1}});
     CHECK(ReadBytes(fs::path(state.string() + ".corrupt")) == damaged);
     CHECK(replication::FileStorage::read_repaired_marker(dir / "log") == Term{5});
     fs::remove_all(dir);
@@ -79,10 +79,10 @@ TEST_CASE("--repair: a readable elector state bounds R and is raised to it", "[n
     REQUIRE(node::run_repair(ThreeNodes(dir), std::nullopt, out, err) == node::kExitOk);
     // R takes the elector's term 5 (its vote there stays recorded: the term is not raised).
     CHECK(replication::FileStorage::read_repaired_marker(dir / "log") == Term{5});
-    CHECK(net::load_durable_state(dir, 3) == DurableState{Term{5}, NodeId{2}});
+    CHECK(drivers::load_durable_state(dir, 3) == DurableState{Term{5}, NodeId{2}});
     REQUIRE(node::run_repair(ThreeNodes(dir), 7, out, err) == node::kExitOk);
     CHECK(replication::FileStorage::read_repaired_marker(dir / "log") == Term{7});
-    CHECK(net::load_durable_state(dir, 3) == DurableState{Term{7}, std::nullopt});
+    CHECK(drivers::load_durable_state(dir, 3) == DurableState{Term{7}, std::nullopt});
     fs::remove_all(dir);
 }
 
@@ -99,11 +99,11 @@ struct Started {
 std::optional<Started> StartNodeOn(const fs::path& dir) {
     try {
         replication::FileStorage s(dir / "log", replication::FsyncPolicy::Batched);
-        Started st{s.recover().log, net::load_durable_state(dir, 3)};
+        Started st{s.recover().log, drivers::load_durable_state(dir, 3)};
         return st;
     } catch (const replication::CorruptLogError&) {
         return std::nullopt;
-    } catch (const net::StateFileError&) {
+    } catch (const drivers::StateFileError&) {
         return std::nullopt;
     }
 }
@@ -119,7 +119,7 @@ void FlippedFirstRecord(const fs::path& dir, bool damage_elector) {
     bytes[at] = static_cast<char>(bytes[at] ^ 0x10);
     std::ofstream(dat, std::ios::binary | std::ios::trunc) << bytes;
     if (damage_elector) {
-        const fs::path state = dir / net::kStateFileName;
+        const fs::path state = dir / drivers::kStateFileName;
         std::string s = ReadBytes(state);
         s[s.size() / 2] = '\x01';
         std::ofstream(state, std::ios::binary | std::ios::trunc) << s;

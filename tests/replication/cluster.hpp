@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "conclave/replication/check.hpp"
+#include "conclave/core/check.hpp"
 #include "conclave/replication/log.hpp"
 #include "conclave/replication/storage.hpp"
 #include "conclave/runtime/log_runtime.hpp"

@@ -431,7 +431,7 @@ TEST_CASE("symbolic links planted in the data directory are not followed") {
     std::filesystem::create_symlink(victim, data / "elector-state.json.tmp");
     const auto lock = DataDirLock::acquire(data);
     CHECK(std::holds_alternative<DataDirLock::Error>(lock));
-    conclave::net::store_file_durably(data, "elector-state.json", "{}\n");
+    conclave::drivers::store_file_durably(data, "elector-state.json", "{}\n");
     std::ifstream in(victim);
     std::string text;
     std::getline(in, text);

@@ -11,6 +11,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "conclave/elector/actions.hpp"
@@ -59,6 +60,11 @@ inline constexpr std::size_t kMaxCborDepth = 16;
 /// Iterative pre-check of a CBOR item: false when it is structurally broken or nests arrays/maps
 /// deeper than `max_depth` (nlohmann's recursive reader must not see such input).
 bool cbor_depth_ok(std::span<const std::uint8_t> in, std::size_t max_depth);
+
+/// The JSON document of a CBOR frame (cbor_depth_ok first) whose "v" is `format_version`;
+/// throws DecodeError on malformed CBOR or another version (`family` names the messages in it).
+nlohmann::json cbor_document(std::span<const std::uint8_t> bytes, std::uint64_t format_version,
+                             std::string_view family);
 
 /// CBOR wire form of a message (a JSON object with "v" = kMessageFormatVersion).
 std::vector<std::uint8_t> encode_cbor(const Message& m);

@@ -41,7 +41,7 @@
 #include "conclave/net/mesh.hpp"  // also declares spdlog::logger
 #include "conclave/runtime/elector_runtime.hpp"
 
-namespace conclave::net {
+namespace conclave::drivers {
 
 inline constexpr std::size_t kMessageTypeCount = std::variant_size_v<MessageBody>;
 
@@ -87,7 +87,8 @@ class ElectorDriver {
     /// Loads the durable state from options.data_dir (missing file: new node). Throws
     /// StateFileError for a corrupt state file and std::invalid_argument for a config that does
     /// not validate or does not match the mesh (cluster size, self).
-    ElectorDriver(boost::asio::io_context& io, Mesh& mesh, Config config, DriverOptions options);
+    ElectorDriver(boost::asio::io_context& io, net::Mesh& mesh, Config config,
+                  DriverOptions options);
     ~ElectorDriver();
     ElectorDriver(const ElectorDriver&) = delete;
     ElectorDriver& operator=(const ElectorDriver&) = delete;
@@ -151,7 +152,7 @@ class ElectorDriver {
         void before_actions(const Actions&) { driver->publish_lease(); }
     };
 
-    std::optional<FrameRejection> on_frame(NodeId from, std::span<const std::uint8_t> payload);
+    std::optional<net::FrameRejection> on_frame(NodeId from, std::span<const std::uint8_t> payload);
     void on_peer(NodeId peer, bool up);
     /// Gives the core the largest smoothed round trip among the up peers (Mesh::round_trip), so
     /// that its ranked backoff's slot follows the links; called before every input.
@@ -165,7 +166,7 @@ class ElectorDriver {
     spdlog::logger& log() const { return *options_.logger; }
 
     boost::asio::io_context& io_;
-    Mesh& mesh_;
+    net::Mesh& mesh_;
     DriverOptions options_;
     std::chrono::steady_clock::time_point epoch_;
     std::mt19937_64 rng_;
@@ -184,4 +185,4 @@ class ElectorDriver {
     std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 };
 
-}  // namespace conclave::net
+}  // namespace conclave::drivers

@@ -61,7 +61,7 @@
 #include "conclave/replication/storage.hpp"
 #include "conclave/runtime/log_runtime.hpp"
 
-namespace conclave::net {
+namespace conclave::drivers {
 
 inline constexpr std::size_t kLogMessageTypeCount =
     std::variant_size_v<replication::LogMessageBody>;
@@ -132,7 +132,7 @@ class LogDriver {
     /// Recovers the log from options.dir (a torn tail is truncated and logged). Throws
     /// std::runtime_error / std::system_error naming the file when the directory holds a foreign
     /// or damaged log, std::invalid_argument for a config that does not validate.
-    LogDriver(boost::asio::io_context& io, Mesh& mesh, ElectorDriver& elector,
+    LogDriver(boost::asio::io_context& io, net::Mesh& mesh, ElectorDriver& elector,
               LogDriverOptions options);
     ~LogDriver();
     LogDriver(const LogDriver&) = delete;
@@ -187,7 +187,7 @@ class LogDriver {
         }
     };
 
-    std::optional<FrameRejection> on_frame(NodeId from, std::span<const std::uint8_t> payload);
+    std::optional<net::FrameRejection> on_frame(NodeId from, std::span<const std::uint8_t> payload);
     void on_peer(NodeId peer, bool up);
     void on_leadership(const LeadershipSnapshot& snapshot);
     template <class Input>
@@ -207,7 +207,7 @@ class LogDriver {
     std::string log_prefix() const;
 
     boost::asio::io_context& io_;
-    Mesh& mesh_;
+    net::Mesh& mesh_;
     ElectorDriver& elector_;
     LogDriverOptions options_;
     std::shared_ptr<replication::LogStorage> storage_;  // options_.storage or a FileStorage
@@ -228,4 +228,4 @@ class LogDriver {
     boost::asio::thread_pool storage_thread_{1};
 };
 
-}  // namespace conclave::net
+}  // namespace conclave::drivers

@@ -18,7 +18,7 @@
 
 #include "conclave/elector/actions.hpp"
 
-namespace conclave::net {
+namespace conclave::drivers {
 
 inline constexpr const char* kStateFileName = "elector-state.json";
 /// Version of the state file's layout ("format" field). Format 1 (term and vote, no identity, no
@@ -76,4 +76,4 @@ void store_file_durably(const std::filesystem::path& data_dir, const std::string
 /// so that a new directory's entry survives a machine crash. Throws StateFileError.
 void create_directories_durably(const std::filesystem::path& dir);
 
-}  // namespace conclave::net
+}  // namespace conclave::drivers

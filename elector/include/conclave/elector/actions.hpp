@@ -11,8 +11,8 @@
 #include <variant>
 #include <vector>
 
+#include "conclave/core/types.hpp"
 #include "conclave/elector/messages.hpp"
-#include "conclave/elector/types.hpp"
 
 namespace conclave {
 

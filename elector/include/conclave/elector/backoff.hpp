@@ -15,8 +15,8 @@
 #include <cstdint>
 #include <optional>
 
+#include "conclave/core/types.hpp"
 #include "conclave/elector/config.hpp"
-#include "conclave/elector/types.hpp"
 
 namespace conclave {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "conclave/elector/types.hpp"
+#include "conclave/core/types.hpp"
 
 namespace conclave {
 

@@ -18,7 +18,7 @@
 #include <boost/describe/members.hpp>
 #include <boost/mp11/algorithm.hpp>
 
-#include "conclave/elector/types.hpp"
+#include "conclave/core/types.hpp"
 
 namespace conclave {
 

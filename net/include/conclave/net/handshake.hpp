@@ -42,7 +42,7 @@
 #include <string_view>
 #include <vector>
 
-#include "conclave/elector/types.hpp"
+#include "conclave/core/types.hpp"
 #include "conclave/net/membership.hpp"
 
 namespace conclave::net {

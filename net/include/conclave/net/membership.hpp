@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "conclave/elector/types.hpp"
+#include "conclave/core/types.hpp"
 
 namespace conclave::net {
 

@@ -33,7 +33,7 @@
 #include <span>
 #include <string>
 
-#include "conclave/elector/types.hpp"
+#include "conclave/core/types.hpp"
 #include "conclave/net/frame.hpp"
 #include "conclave/net/handshake.hpp"
 #include "conclave/net/membership.hpp"

@@ -18,8 +18,8 @@
 #include <variant>
 #include <vector>
 
+#include "conclave/core/types.hpp"
 #include "conclave/elector/config.hpp"
-#include "conclave/elector/types.hpp"
 #include "conclave/replication/storage.hpp"
 
 namespace conclave::node {

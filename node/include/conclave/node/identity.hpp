@@ -34,14 +34,14 @@ class IdentityError : public std::runtime_error {
 };
 
 struct IdentityCheck {
-    net::NodeIdentity identity;
+    drivers::NodeIdentity identity;
     bool created = false;   // the data directory was empty: a fresh incarnation was written
     bool upgraded = false;  // a format 1 vote record was given an identity
 };
 
 /// Reads (and on an empty data directory creates, durably) the node's identity, and checks the
-/// rest of the durable state against it. Throws IdentityError, or net::StateFileError for a vote
-/// record that cannot be read, parsed or checksummed.
+/// rest of the durable state against it. Throws IdentityError, or drivers::StateFileError for a
+/// vote record that cannot be read, parsed or checksummed.
 IdentityCheck check_identity(const ClusterConfig& config);
 
 /// The metadata log's data file (`<data_dir>/log/log.dat`), created with the log.
@@ -49,7 +49,7 @@ std::filesystem::path metadata_log_file(const ClusterConfig& config);
 
 /// Throws IdentityError when `identity` has created the metadata log but the log file is gone (a
 /// log lost beside a kept vote record).
-void check_log_kept(const ClusterConfig& config, const net::NodeIdentity& identity);
+void check_log_kept(const ClusterConfig& config, const drivers::NodeIdentity& identity);
 
 /// The files of the data directory, other than the vote record, that show this node has taken part
 /// in a cluster (empty: none). Used by check_identity() and `conclaved --repair`.
@@ -66,11 +66,11 @@ std::string identity_ways_back(const ClusterConfig& config);
 class PeerIncarnations {
   public:
     static constexpr const char* kFileName = "peers.json";
-    /// Reads the file (none: nothing remembered). Throws net::StateFileError for a damaged one.
+    /// Reads the file (none: nothing remembered). Throws drivers::StateFileError for a damaged one.
     explicit PeerIncarnations(std::filesystem::path data_dir);
     /// nullopt: admitted (remembered durably first); else why `peer` is refused. An empty
     /// incarnation (a peer that announces none) is admitted and not remembered. Throws
-    /// net::StateFileError when the file cannot be written.
+    /// drivers::StateFileError when the file cannot be written.
     std::optional<std::string> admit(const std::string& peer, const std::string& incarnation,
                                      bool repaired);
     /// Forgets `peer` (durably), e.g. once its removal has committed.

@@ -54,15 +54,19 @@
 
 namespace conclave::net {
 class Mesh;
+}  // namespace conclave::net
+
+namespace conclave::drivers {
 class ElectorDriver;
 class LogDriver;
-}  // namespace conclave::net
+}  // namespace conclave::drivers
 
 namespace conclave::node {
 
 using conclave::FencingGate;
 
 class LeadershipMetrics;
+struct StoredTable;
 
 /// What the application may act on, with string node ids.
 struct Leadership {
@@ -101,7 +105,7 @@ struct NodeOptions {
                                                            replication::FsyncPolicy)>
         log_storage;
     /// Called before each write of the elector's durable state; tests inject write failures
-    /// here by throwing net::StateFileError.
+    /// here by throwing drivers::StateFileError.
     std::function<void(const std::filesystem::path&, const DurableState&)> store_elector_state;
 };
 
@@ -153,7 +157,7 @@ class Node {
     Lsn commit_lsn() const;
     bool metadata_enabled() const { return log_driver_ != nullptr; }
     /// The log driver (counters, recovery report); nullptr when disabled.
-    const net::LogDriver* log_driver() const { return log_driver_.get(); }
+    const drivers::LogDriver* log_driver() const { return log_driver_.get(); }
 
     // ---- Membership (membership.hpp, docs/membership.md) ----------------------------
     // Leader only. Each builds the next configuration from the active one (the implicit one,
@@ -197,7 +201,7 @@ class Node {
     /// part; conclaved exits 3.
     const std::optional<std::string>& state_refused() const { return state_refused_; }
     /// The node's identity (cluster, id, incarnation), read or created at construction.
-    const net::NodeIdentity& identity() const { return identity_; }
+    const drivers::NodeIdentity& identity() const { return identity_; }
     /// The AdminSource the HTTP routes use (for embedding in another server).
     AdminSource& admin_source();
 
@@ -215,6 +219,13 @@ class Node {
     void finish_stop();
     void fail_stop(std::string why);
     void register_metrics();
+    void register_security_metrics();
+    // Steps of the constructor: the mesh (its options from the config, the security material
+    // and the node's callbacks), the removed nodes and voters of a stored table, every metric.
+    void create_mesh();
+    std::function<void(const std::filesystem::path&, const DurableState&)> announcing_store_hook();
+    void restore_stored_configuration(const StoredTable& stored);
+    void register_all_metrics();
     std::optional<NodeId> pick_successor() const;
     // metadata.cpp
     void create_log_driver();
@@ -253,8 +264,8 @@ class Node {
     NodeOptions options_;
     std::shared_ptr<spdlog::logger> logger_;
     std::unique_ptr<net::Mesh> mesh_;
-    std::unique_ptr<net::ElectorDriver> driver_;
-    std::unique_ptr<net::LogDriver> log_driver_;  // nullptr when the metadata log is disabled
+    std::unique_ptr<drivers::ElectorDriver> driver_;
+    std::unique_ptr<drivers::LogDriver> log_driver_;  // nullptr when the metadata log is disabled
     MetricsRegistry metrics_;
     std::unique_ptr<LeadershipMetrics> leadership_metrics_;
     Histogram* commit_latency_ = nullptr;  // conclave_metadata_commit_latency_seconds
@@ -271,7 +282,7 @@ class Node {
     boost::asio::steady_timer members_timer_;  // follow_members() while a removal is pending
     /// members.json marks this node removed (not a member of its active configuration).
     bool self_removed_stored_ = false;
-    net::NodeIdentity identity_;  // checked at construction (identity.hpp)
+    drivers::NodeIdentity identity_;  // checked at construction (identity.hpp)
     std::unique_ptr<PeerIncarnations> peer_incarnations_;
     std::optional<std::string> state_refused_;
     std::optional<std::string> admit_peer(NodeId peer, const std::string& incarnation,
@@ -292,6 +303,9 @@ class Node {
     void on_admitted_by(NodeId peer);
     void maybe_end_quarantine(const std::string& last);
     void note_log_created();
+    /// Writes the vote record with identity_ and hands identity_ to the elector driver (throws
+    /// drivers::StateFileError).
+    void store_identity();
     /// Expires with the Node: work posted to the io_context checks it first.
     std::shared_ptr<int> alive_ = std::make_shared<int>(0);
     std::vector<std::function<void()>> stop_waiters_;

@@ -50,7 +50,7 @@ bool is_placeholder(const NodeEntry& e);
 /// nullopt when there is no file. Throws std::runtime_error naming the file and the field when
 /// it cannot be read or is malformed (a node does not start on a table it cannot trust).
 std::optional<StoredTable> load_node_table(const std::filesystem::path& data_dir);
-/// Durable (temporary file, fsync, rename). Throws on failure (net::StateFileError).
+/// Durable (temporary file, fsync, rename). Throws on failure (drivers::StateFileError).
 void store_node_table(const std::filesystem::path& data_dir, const StoredTable& table);
 
 /// R9 at start: `config` with the stored table in place of its `nodes` (self found again by id,

@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
+#include "conclave/core/types.hpp"
 #include "conclave/elector/actions.hpp"
-#include "conclave/elector/types.hpp"
 
 namespace conclave::node {
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "conclave/elector/types.hpp"
+#include "conclave/core/types.hpp"
 
 namespace conclave::replication {
 

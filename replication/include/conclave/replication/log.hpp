@@ -277,6 +277,13 @@ class ReplicatedLog {
     void HandleFetchRequest(const LogMessage& m, const FetchRequest& body);
     void HandleFetchResponse(const LogMessage& m, const FetchResponse& body);
     void HandleInstallSnapshot(const LogMessage& m, const InstallSnapshot& body);
+    // Steps of HandleInstallSnapshot: collecting a chunk (the whole snapshot once the last one
+    // is in), the checks of a whole snapshot, and a refusal (a violation; a fetch abandons its
+    // source).
+    std::optional<Snapshot> CollectSnapshotChunk(const LogMessage& m, const InstallSnapshot& body);
+    bool SnapshotAcceptable(const LogMessage& m, const InstallSnapshot& body,
+                            const Snapshot& snapshot);
+    void RefuseSnapshot(const LogMessage& m, const InstallSnapshot& body, LogViolationKind kind);
     void HeartbeatFired();
     void SyncRetryFired();
 

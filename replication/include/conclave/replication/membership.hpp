@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-#include "conclave/elector/types.hpp"
+#include "conclave/core/types.hpp"
 #include "conclave/replication/entry.hpp"
 
 namespace conclave::replication {

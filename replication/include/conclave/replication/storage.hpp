@@ -271,6 +271,10 @@ class FileStorage final : public LogStorage {
     void Write(const std::string& bytes, std::uint64_t offset);
     /// Rewrites log.dat without its first `count` records (write temp, fsync, rename, fsync dir).
     void DropFirstRecords(std::size_t count);
+    // Steps of recover(): reading log.dat's records into `result` (returns the end of the valid
+    // prefix, 0 for a file without a whole magic), then making the file that prefix, durably.
+    std::size_t ReadRecords(const std::string& data, Recovery& result);
+    void SettleLogFile(std::size_t valid_end, std::size_t file_bytes, RecoveryReport& report);
 
     std::filesystem::path dir_;
     FsyncPolicy policy_;

@@ -38,8 +38,8 @@
 #include <span>
 #include <vector>
 
+#include "conclave/core/check.hpp"
 #include "conclave/elector/elector.hpp"
-#include "conclave/replication/check.hpp"
 #include "conclave/replication/log.hpp"
 #include "conclave/replication/storage.hpp"
 #include "conclave/runtime/elector_runtime.hpp"
@@ -760,7 +760,7 @@ class Simulator {
     std::vector<replication::LogMessage> log_payloads_;
     std::vector<std::uint32_t> free_payloads_;
     LogHistory log_history_;
-    replication::InvariantFailureHandler previous_check_handler_ = nullptr;
+    conclave::InvariantFailureHandler previous_check_handler_ = nullptr;
     bool workload_ = false;
     bool workload_ticking_ = false;
     std::uint16_t client_belief_ = 0;  // the node clients think leads

@@ -1,4 +1,4 @@
 // SPDX-License-Identifier: Apache-2.0
 // Canary for tests/tools/layers_test.sh: core/ includes nothing above it. Not compiled.
 #pragma once
-#include "conclave/elector/types.hpp"
+#include "conclave/elector/messages.hpp"
