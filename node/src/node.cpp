@@ -297,9 +297,27 @@ void Node::restore_stored_configuration(const StoredTable& stored) {
     }
 }
 
+// Dial requests (net/README.md): a restarted node asks its lower-index peers to dial it at once.
+void Node::register_dial_request_metrics() {
+    const auto dial_requests = [this](const char* direction) {
+        return &metrics_.counter("conclave_dial_requests_total",
+                                 "Mesh dial requests: sent to lower-index peers at start, or "
+                                 "received from proven peers and served",
+                                 {{"direction", direction}});
+    };
+    Counter* sent = dial_requests("sent");
+    Counter* received = dial_requests("received");
+    metrics_.on_collect([this, sent, received] {
+        const net::MeshCounters& m = mesh_->counters();
+        sent->set_total(static_cast<double>(m.dial_requests_sent));
+        received->set_total(static_cast<double>(m.dial_requests));
+    });
+}
+
 void Node::register_all_metrics() {
     leadership_metrics_ = std::make_unique<LeadershipMetrics>(metrics_);
     register_metrics();
+    register_dial_request_metrics();
     register_security_metrics();
     register_process_metrics(metrics_, conclave_version());
     register_metadata_metrics();

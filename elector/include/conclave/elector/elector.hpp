@@ -10,7 +10,8 @@
 // tla/README.md links the two. Protocol decisions depend only on `ElectorState`, with one
 // exception: the leader lease (docs/design.md) compares `now` with the deadlines in `LeaseTimes`
 // (the follower's promise, the leader's lease). Those are kept apart, so that the explorer can
-// still hash states and tla/Elector.tla leave time out (the lease has its own model).
+// still hash states and tla/Elector.tla leave time out (its LeaseSteps let each input take either
+// answer of the clock; tla/Lease.tla models the times).
 #pragma once
 
 #include <array>

@@ -226,6 +226,7 @@ class Node {
     std::function<void(const std::filesystem::path&, const DurableState&)> announcing_store_hook();
     void restore_stored_configuration(const StoredTable& stored);
     void register_all_metrics();
+    void register_dial_request_metrics();
     std::optional<NodeId> pick_successor() const;
     // metadata.cpp
     void create_log_driver();
