@@ -776,6 +776,18 @@ void collect(RunResult& result, const Recorder& rec) {
     }
 }
 
+/// The run's first lines on the live output (none with --quiet).
+void print_header(std::FILE* out, const Options& options, const RunResult& result,
+                  const Cluster& cluster) {
+    if (out == nullptr) {
+        return;
+    }
+    fmt::print(out, "\n== {} | {} nodes | scouting {} | profile {} | files in {}\n",
+               to_string(options.scenario), result.node_count, result.scouting ? "on" : "off",
+               options.profile, cluster.dir().string());
+    fmt::print(out, "   cells: L<term> leader, F follower, C candidate, -- no answer\n");
+}
+
 }  // namespace
 
 RunResult run_scenario(const Options& options, bool scouting,
@@ -796,12 +808,7 @@ RunResult run_scenario(const Options& options, bool scouting,
     if (options.keep_dir) {
         result.kept_dir = cluster.dir();
     }
-    if (out != nullptr) {
-        fmt::print(out, "\n== {} | {} nodes | scouting {} | profile {} | files in {}\n",
-                   to_string(options.scenario), result.node_count, scouting ? "on" : "off",
-                   options.profile, cluster.dir().string());
-        fmt::print(out, "   cells: L<term> leader, F follower, C candidate, -- no answer\n");
-    }
+    print_header(out, options, result, cluster);
     std::vector<asio::ip::tcp::endpoint> endpoints;
     for (NodeIndex i = 0; i < result.node_count; ++i) {
         endpoints.push_back(cluster.node(i).http);

@@ -115,8 +115,8 @@ TEST_CASE("the mesh keeps a silent link open longer than a follower's promise", 
         CHECK(budget > config.elector.promise_duration() + std::chrono::seconds{6});
         CHECK(m.keepalive_idle >= std::chrono::seconds{10});
     }
-    doc["profile"] = "reference";  // E = 20 s: a 16 s budget would end the promise early
-    CHECK(mesh_options_of(Parse(doc), std::nullopt, {}).keepalive_idle == std::chrono::seconds{21});
+    doc["profile"] = "reference";  // P = 19 s: a 16 s budget would end the promise early
+    CHECK(mesh_options_of(Parse(doc), std::nullopt, {}).keepalive_idle == std::chrono::seconds{20});
 }
 
 TEST_CASE("profiles and every timing override", "[config]") {

@@ -114,6 +114,7 @@ struct AttackedCluster {
         }
         conclave::net::MeshOptions options;
         options.seed = 4;
+        options.durable_term = [] { return std::uint64_t{1}; };  // a member's hello names one
         options.logger = std::make_shared<spdlog::logger>(
             "attacker", std::make_shared<spdlog::sinks::null_sink_mt>());
         attacker = std::make_unique<conclave::net::Mesh>(io, membership, NodeId{3}, options);
