@@ -1,144 +1,109 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "conclave/codec/json.hpp"
 
-#include <array>
 #include <limits>
+#include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
+#include <variant>
+
+#include "field_codec.hpp"
 
 namespace conclave {
 namespace {
 
 using nlohmann::json;
 
-[[noreturn]] void fail(const std::string& what) {
-    throw DecodeError(what);
+using field_codec::fail;
+using field_codec::node_from;
+using field_codec::optional_node;
+using field_codec::optional_node_from;
+
+// The membership configuration versions (docs/membership.md): like terms, below 2^63 (one per
+// committed change, nothing honest gets near it); written only when not 0, read as 0 when absent
+// (frames from before the field existed, and frames of the default configuration).
+using ConfigVersionFields =
+    FieldSet<&ScoutingRequest::config_version, &ScoutingResponse::config_version,
+             &ElectionProposal::config_version, &ElectionResponse::config_version,
+             &LeaderHeartbeat::config_version>;
+
+// Every field left out while it holds its default and read as the default when absent, so that
+// frames of older nodes decode unchanged: the configuration versions; the scouting refusal
+// (scouting names only the membership refusals); the leader lease's heartbeat round (any value is
+// accepted: the leader counts an echoed round only if it still remembers sending it).
+struct OmittedFields {
+    template <auto Member>
+    static constexpr bool contains = ConfigVersionFields::contains<Member> ||
+                                     FieldSet<&ScoutingResponse::refusal, &LeaderHeartbeat::round,
+                                              &HeartbeatAck::round>::contains<Member>;
+};
+
+// True when every described field named config_version is in ConfigVersionFields.
+template <class... Bodies>
+constexpr bool config_versions_listed(std::type_identity<std::variant<Bodies...>>) {
+    bool listed = true;
+    auto body = [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        boost::mp11::mp_for_each<BodyFields<T>>([&](auto d) {
+            using D = decltype(d);
+            if (std::string_view(D::name) == "config_version" &&
+                !ConfigVersionFields::contains<D::pointer>) {
+                listed = false;
+            }
+        });
+    };
+    (body(std::type_identity<Bodies>{}), ...);
+    return listed;
 }
+static_assert(config_versions_listed(std::type_identity<MessageBody>{}),
+              "a body's config_version is missing from ConfigVersionFields");
 
-NodeId node_from(const json& j, const char* field) {
-    const std::uint64_t v = get_u64(j, field);
-    if (v >= kMaxClusterSize) {
-        fail(std::string(field) + ": node index " + std::to_string(v) + " out of range");
-    }
-    return NodeId{static_cast<std::uint16_t>(v)};
-}
-
-std::optional<NodeId> optional_node_from(const json& j, const char* field) {
-    const json& f = get_field(j, field);
-    if (f.is_null()) {
-        return std::nullopt;
-    }
-    return node_from(j, field);
-}
-
-json optional_node(const std::optional<NodeId>& n) {
-    return n ? json(n->value) : json(nullptr);
-}
-
-constexpr std::array<Refusal, kVoteRefusalCount> kRefusals = {
-    Refusal::None,      Refusal::StaleTerm,   Refusal::AlreadyVoted, Refusal::HasLeader,
-    Refusal::IAmLeader, Refusal::StaleConfig, Refusal::NotAVoter};
-
-Refusal refusal_from(const json& j) {
-    const std::string name = get_string(j, "refusal");
-    for (Refusal r : kRefusals) {
-        if (to_string(r) == name) {
-            return r;
+template <class Body>
+void check_config_versions(const Body& b) {
+    boost::mp11::mp_for_each<BodyFields<Body>>([&](auto d) {
+        using D = decltype(d);
+        if constexpr (ConfigVersionFields::contains<D::pointer>) {
+            const std::uint64_t v = b.*D::pointer;
+            if (v >= kConfigVersionLimit) {
+                fail(std::string(D::name) + ": " + std::to_string(v) + " is not below 2^63");
+            }
         }
-    }
-    fail("refusal: unknown value '" + name.substr(0, 64) + "'");
+    });
 }
 
-// Membership (docs/membership.md): a configuration version. Frames from before the field
-// existed, and frames of the default configuration (version 0, not encoded), decode as 0. Like
-// terms, versions stay below 2^63: one per committed change, nothing honest gets near it.
-std::uint64_t config_version_from(const json& j) {
-    if (j.is_object() && !j.contains("config_version")) {
-        return 0;
-    }
-    const std::uint64_t v = get_u64(j, "config_version");
-    if (v >= kConfigVersionLimit) {
-        fail("config_version: " + std::to_string(v) + " is not below 2^63");
-    }
-    return v;
-}
+// Checks across the fields of one body, run on the decoded body: what the protocol cannot send.
+template <class Body>
+void check_body(const Body&, const json&) {}
 
-void put_config_version(json& j, std::uint64_t version) {
-    if (version != 0) {
-        j["config_version"] = version;
+void check_body(const ScoutingResponse& r, const json& j) {
+    // Scouting names only the membership refusals, and only when it says no.
+    if (!j.contains("refusal")) {
+        return;
+    }
+    if (r.refusal != Refusal::StaleConfig && r.refusal != Refusal::NotAVoter) {
+        fail("refusal: '" + std::string(to_string(r.refusal)) +
+             "' is not a scouting refusal (stale-config or not-a-voter)");
+    }
+    if (r.will_vote) {
+        fail("refusal: '" + std::string(to_string(r.refusal)) + "' with will_vote=true");
     }
 }
 
-// The leader lease's heartbeat round: frames from before the field existed, and round 0 (not
-// encoded), decode as 0. Any value is accepted: the leader counts an echoed round only if it
-// still remembers sending it.
-std::uint64_t heartbeat_round_from(const json& j) {
-    if (j.is_object() && !j.contains("round")) {
-        return 0;
-    }
-    return get_u64(j, "round");
-}
-
-void put_heartbeat_round(json& j, std::uint64_t round) {
-    if (round != 0) {
-        j["round"] = round;
-    }
-}
-
-// One decoder per body, found by overload resolution: a body without one fails to compile.
-ScoutingRequest body_from_json(std::type_identity<ScoutingRequest>, const json& j) {
-    static_assert(kBodyFieldCount<ScoutingRequest> == 2, "body_from_json must decode every field");
-    return ScoutingRequest{get_u64(j, "round"), config_version_from(j)};
-}
-ScoutingResponse body_from_json(std::type_identity<ScoutingResponse>, const json& j) {
-    static_assert(kBodyFieldCount<ScoutingResponse> == 4, "body_from_json must decode every field");
-    ScoutingResponse r{get_u64(j, "round"), get_bool(j, "will_vote")};
-    // Scouting names only the membership refusals; absent (older frames): none.
-    if (j.contains("refusal")) {
-        r.refusal = refusal_from(j);
-        if (r.refusal != Refusal::StaleConfig && r.refusal != Refusal::NotAVoter) {
-            fail("refusal: '" + std::string(to_string(r.refusal)) +
-                 "' is not a scouting refusal (stale-config or not-a-voter)");
-        }
-        if (r.will_vote) {
-            fail("refusal: '" + std::string(to_string(r.refusal)) + "' with will_vote=true");
-        }
-    }
-    r.config_version = config_version_from(j);
-    return r;
-}
-ElectionProposal body_from_json(std::type_identity<ElectionProposal>, const json& j) {
-    static_assert(kBodyFieldCount<ElectionProposal> == 2, "body_from_json must decode every field");
-    return ElectionProposal{get_bool(j, "transfer"), config_version_from(j)};
-}
-ElectionResponse body_from_json(std::type_identity<ElectionResponse>, const json& j) {
-    static_assert(kBodyFieldCount<ElectionResponse> == 4, "body_from_json must decode every field");
-    const ElectionResponse r{get_bool(j, "granted"), refusal_from(j), get_term(j, "voter_term"),
-                             config_version_from(j)};
+void check_body(const ElectionResponse& r, const json&) {
     if (r.granted != (r.refusal == Refusal::None)) {
         fail("refusal: '" + std::string(to_string(r.refusal)) + "' with granted=" +
              (r.granted ? "true" : "false") + " (a vote is granted exactly when not refused)");
     }
-    return r;
 }
-LeaderHeartbeat body_from_json(std::type_identity<LeaderHeartbeat>, const json& j) {
-    static_assert(kBodyFieldCount<LeaderHeartbeat> == 3, "body_from_json must decode every field");
-    return LeaderHeartbeat{lsn_from_json(get_field(j, "lsn")), config_version_from(j),
-                           heartbeat_round_from(j)};
-}
-HeartbeatAck body_from_json(std::type_identity<HeartbeatAck>, const json& j) {
-    static_assert(kBodyFieldCount<HeartbeatAck> == 1, "body_from_json must decode every field");
-    return HeartbeatAck{heartbeat_round_from(j)};
-}
-HeartbeatResponse body_from_json(std::type_identity<HeartbeatResponse>, const json&) {
-    static_assert(kBodyFieldCount<HeartbeatResponse> == 0,
-                  "body_from_json must decode every field");
-    return HeartbeatResponse{};
-}
-LeadershipCession body_from_json(std::type_identity<LeadershipCession>, const json& j) {
-    static_assert(kBodyFieldCount<LeadershipCession> == 1,
-                  "body_from_json must decode every field");
-    return LeadershipCession{optional_node_from(j, "successor")};
+
+// Every field from its Describe list (field_codec.hpp), then the checks above.
+template <class Body>
+Body body_from_json(std::type_identity<Body>, const json& j) {
+    Body b = field_codec::get_fields<field_codec::FieldCodec, OmittedFields, Body>(j);
+    check_config_versions(b);
+    check_body(b, j);
+    return b;
 }
 
 // Decodes the body whose kName is `type`; false when no body has that name.
@@ -319,43 +284,8 @@ json message_to_json(const Message& m, std::optional<NodeId> to) {
     }
     std::visit(
         [&](const auto& b) {
-            using T = std::decay_t<decltype(b)>;
-            if constexpr (std::is_same_v<T, ScoutingRequest>) {
-                static_assert(kBodyFieldCount<T> == 2, "message_to_json must encode every field");
-                j["round"] = b.round;
-                put_config_version(j, b.config_version);
-            } else if constexpr (std::is_same_v<T, ScoutingResponse>) {
-                static_assert(kBodyFieldCount<T> == 4, "message_to_json must encode every field");
-                j["round"] = b.round;
-                j["will_vote"] = b.will_vote;
-                if (b.refusal != Refusal::None) {
-                    j["refusal"] = to_string(b.refusal);
-                }
-                put_config_version(j, b.config_version);
-            } else if constexpr (std::is_same_v<T, ElectionProposal>) {
-                static_assert(kBodyFieldCount<T> == 2, "message_to_json must encode every field");
-                j["transfer"] = b.transfer;
-                put_config_version(j, b.config_version);
-            } else if constexpr (std::is_same_v<T, ElectionResponse>) {
-                static_assert(kBodyFieldCount<T> == 4, "message_to_json must encode every field");
-                j["granted"] = b.granted;
-                j["refusal"] = to_string(b.refusal);
-                j["voter_term"] = b.voter_term.value;
-                put_config_version(j, b.config_version);
-            } else if constexpr (std::is_same_v<T, LeaderHeartbeat>) {
-                static_assert(kBodyFieldCount<T> == 3, "message_to_json must encode every field");
-                j["lsn"] = b.lsn;
-                put_config_version(j, b.config_version);
-                put_heartbeat_round(j, b.round);
-            } else if constexpr (std::is_same_v<T, HeartbeatAck>) {
-                static_assert(kBodyFieldCount<T> == 1, "message_to_json must encode every field");
-                put_heartbeat_round(j, b.round);
-            } else if constexpr (std::is_same_v<T, LeadershipCession>) {
-                static_assert(kBodyFieldCount<T> == 1, "message_to_json must encode every field");
-                j["successor"] = optional_node(b.successor);
-            } else {
-                static_assert(std::is_empty_v<T>, "message_to_json must encode every field");
-            }
+            field_codec::put_fields<field_codec::FieldCodec, OmittedFields>(
+                j, b, field_codec::Form::Text);
         },
         m.body);
     return j;
