@@ -2,8 +2,13 @@
 // Hashes of the elector's plain-data state and messages (explorer state hashing, run fingerprints).
 #pragma once
 
+#include <boost/mp11/algorithm.hpp>
 #include <cstdint>
+#include <optional>
+#include <type_traits>
+#include <variant>
 
+#include "conclave/core/field_set.hpp"
 #include "conclave/elector/elector.hpp"
 #include "conclave/sim/rng.hpp"
 
@@ -46,9 +51,38 @@ inline std::uint64_t hash_state(const ElectorState& s) {
     return Rng::splitmix64(a);
 }
 
-/// A message packed into two words, unique for the values simulations produce (node ids below
-/// 256, terms and round ids below 2^32, configuration versions below 2^8). Used to order and hash
-/// the explorer's in-flight multiset.
+/// Message body fields the explorer does not tell apart: the heartbeat round, as time: it only
+/// matters to the leader lease, whose deadlines the explorer (like tla/Elector.tla) does not model.
+using UnhashedFields = FieldSet<&LeaderHeartbeat::round, &HeartbeatAck::round>;
+
+/// One body field into the message hash, chosen by the field's type: a new field of one of these
+/// types is hashed without an edit; a field of any other type fails to compile (the deleted
+/// template is the exact match, so no implicit conversion picks an overload by accident).
+template <class T>
+std::uint64_t hash_field(std::uint64_t h, const T& v) = delete;
+inline std::uint64_t hash_field(std::uint64_t h, const std::uint64_t& v) {
+    return hash_fold(h, v);
+}
+inline std::uint64_t hash_field(std::uint64_t h, const bool& v) {
+    return hash_fold(h, v ? 1U : 0U);
+}
+inline std::uint64_t hash_field(std::uint64_t h, const Refusal& v) {
+    return hash_fold(h, static_cast<std::uint64_t>(v));
+}
+inline std::uint64_t hash_field(std::uint64_t h, const Term& v) {
+    return hash_fold(h, v.value);
+}
+inline std::uint64_t hash_field(std::uint64_t h, const Lsn& v) {
+    return hash_fold(hash_fold(h, v.term.value), v.counter);
+}
+inline std::uint64_t hash_field(std::uint64_t h, const std::optional<NodeId>& v) {
+    return hash_fold(h, optional_node_code(v));
+}
+
+/// A message in two words: `head` packs the routing (unique for node ids below 256 and terms
+/// below 2^40), `body` hashes every field of the body (its BOOST_DESCRIBE_STRUCT list in
+/// elector/messages.hpp) but the UnhashedFields. Used to order and hash the explorer's in-flight
+/// multiset.
 struct PackedMessage {
     std::uint64_t head = 0;  // to | from << 8 | type << 16 | term << 24
     std::uint64_t body = 0;
@@ -62,44 +96,12 @@ inline PackedMessage pack(NodeId to, const Message& m) {
     std::visit(
         [&](const auto& b) {
             using T = std::decay_t<decltype(b)>;
-            if constexpr (std::is_same_v<T, ScoutingRequest>) {
-                static_assert(kBodyFieldCount<T> == 2,
-                              "pack() must hash (or knowingly leave out) every field");
-                p.body = b.round | (b.config_version << 40);
-            } else if constexpr (std::is_same_v<T, ScoutingResponse>) {
-                static_assert(kBodyFieldCount<T> == 4,
-                              "pack() must hash (or knowingly leave out) every field");
-                p.body = b.round | (b.config_version << 40) |
-                         (static_cast<std::uint64_t>(b.refusal) << 56) |
-                         (std::uint64_t{b.will_vote} << 63);
-            } else if constexpr (std::is_same_v<T, ElectionProposal>) {
-                static_assert(kBodyFieldCount<T> == 2,
-                              "pack() must hash (or knowingly leave out) every field");
-                p.body = (b.transfer ? 1U : 0U) | (b.config_version << 1);
-            } else if constexpr (std::is_same_v<T, ElectionResponse>) {
-                static_assert(kBodyFieldCount<T> == 4,
-                              "pack() must hash (or knowingly leave out) every field");
-                p.body = (b.granted ? 1U : 0U) | (static_cast<std::uint64_t>(b.refusal) << 1) |
-                         (b.config_version << 4) | (b.voter_term.value << 12);
-            } else if constexpr (std::is_same_v<T, LeaderHeartbeat>) {
-                static_assert(kBodyFieldCount<T> == 3,
-                              "pack() must hash (or knowingly leave out) every field");
-                // The heartbeat round is left out, as time is: it only matters to the leader
-                // lease, whose deadlines the explorer (like tla/Elector.tla) does not model.
-                p.body = (b.lsn.term.value << 32) | (b.config_version << 24) | b.lsn.counter;
-            } else if constexpr (std::is_same_v<T, HeartbeatAck>) {
-                static_assert(kBodyFieldCount<T> == 1,
-                              "pack() must hash (or knowingly leave out) every field");
-                p.body = 0;  // its only field is the heartbeat round (see LeaderHeartbeat)
-            } else if constexpr (std::is_same_v<T, LeadershipCession>) {
-                static_assert(kBodyFieldCount<T> == 1,
-                              "pack() must hash (or knowingly leave out) every field");
-                p.body = optional_node_code(b.successor);
-            } else {
-                // Bodies not listed above carry no field; a new one with fields must be listed.
-                static_assert(std::is_empty_v<T>, "pack() must hash every field of every body");
-                p.body = 0;
-            }
+            boost::mp11::mp_for_each<BodyFields<T>>([&](auto d) {
+                using D = decltype(d);
+                if constexpr (!UnhashedFields::contains<D::pointer>) {
+                    p.body = hash_field(p.body, b.*D::pointer);
+                }
+            });
         },
         m.body);
     return p;
