@@ -113,30 +113,10 @@ class Converter:
             "voter_term": "0", "lsn": "[term |-> 0, counter |-> 0]", "successor": "Nil",
             "config_version": "0",
         }
-        # config_version: written only when not 0 (codec/), on the five bodies that carry it.
-        if t in ("ScoutingRequest", "ScoutingResponse", "ElectionProposal", "ElectionResponse",
-                 "LeaderHeartbeat") and "config_version" in m:
-            fields["config_version"] = self.nat(m, "config_version", where)
-        if t == "ScoutingRequest":
-            fields["round"] = self.nat(m, "round", where)
-        elif t == "ScoutingResponse":
-            fields["round"] = self.nat(m, "round", where)
-            fields["will_vote"] = self.boolean(m, "will_vote", where)
-            if "refusal" in m:
-                fields["refusal"] = self.enum(m, "refusal", where, SCOUTING_REFUSALS)
-        elif t == "ElectionProposal":
-            fields["transfer"] = self.boolean(m, "transfer", where)
-        elif t == "ElectionResponse":
-            fields["granted"] = self.boolean(m, "granted", where)
-            fields["refusal"] = self.enum(m, "refusal", where, REFUSALS)
-            fields["voter_term"] = self.nat(m, "voter_term", where)
-        elif t == "LeaderHeartbeat":
-            fields["lsn"] = self.lsn(m, "lsn", where)
-        # The heartbeat round id ("round" on a LeaderHeartbeat and a HeartbeatAck, written only
-        # when not 0) is dropped: it only feeds the lease's times, which Elector.tla abstracts
-        # (its messages have no such field; "The leader lease" in the spec).
-        elif t == "LeadershipCession":
-            fields["successor"] = self.node_or_nil(m, "successor", where)
+        for key, (read, optional) in BODY_FIELDS[t].items():
+            if read is None or (optional and key not in m):
+                continue  # dropped, or written only when not at its default (codec/)
+            fields[key] = read(self, m, key, where)
         return "[" + ", ".join(f"{k} |-> {v}" for k, v in fields.items()) + "]"
 
     def state(self, s, where, keep_config=None):
@@ -312,6 +292,44 @@ INIT Init
 NEXT Next
 INVARIANT TraceInvariants
 """
+
+
+# Each body's fields, in the order of its BOOST_DESCRIBE_STRUCT list (elector/messages.hpp), with
+# how the trace's JSON value becomes the TLA+ record field: (reader, optional). `optional`: the
+# codec writes it only when not at its default (the record keeps the default when absent). Reader
+# None: dropped; the heartbeat round ("round" on a LeaderHeartbeat and a HeartbeatAck) only feeds
+# the lease's times, which Elector.tla abstracts (its messages have no such field; "The leader
+# lease" in the spec). CTest tla_message_fields checks the keys against the C++ lists.
+BODY_FIELDS = {
+    "ScoutingRequest": {
+        "round": (Converter.nat, False),
+        "config_version": (Converter.nat, True),
+    },
+    "ScoutingResponse": {
+        "round": (Converter.nat, False),
+        "will_vote": (Converter.boolean, False),
+        "refusal": (lambda c, m, k, w: c.enum(m, k, w, SCOUTING_REFUSALS), True),
+        "config_version": (Converter.nat, True),
+    },
+    "ElectionProposal": {
+        "transfer": (Converter.boolean, False),
+        "config_version": (Converter.nat, True),
+    },
+    "ElectionResponse": {
+        "granted": (Converter.boolean, False),
+        "refusal": (lambda c, m, k, w: c.enum(m, k, w, REFUSALS), False),
+        "voter_term": (Converter.nat, False),
+        "config_version": (Converter.nat, True),
+    },
+    "LeaderHeartbeat": {
+        "lsn": (Converter.lsn, False),
+        "config_version": (Converter.nat, True),
+        "round": (None, True),
+    },
+    "HeartbeatAck": {"round": (None, True)},
+    "HeartbeatResponse": {},
+    "LeadershipCession": {"successor": (Converter.node_or_nil, False)},
+}
 
 
 def main(argv):
