@@ -125,11 +125,11 @@ using MessageBody =
     std::variant<ScoutingRequest, ScoutingResponse, ElectionProposal, ElectionResponse,
                  LeaderHeartbeat, HeartbeatAck, HeartbeatResponse, LeadershipCession>;
 
-// Each body's fields, listed once (Boost.Describe). The printer (to_string.cpp) is derived from
-// these lists; the JSON codec (codec/src/json.cpp) and the simulator's state hash
-// (sim/include/conclave/sim/state_hash.hpp) assert the field count they handle, so a field added
-// here fails their build until they handle it. kAllFieldsDescribed (below) fails the build when
-// a body has a field its list leaves out.
+// Each body's fields, listed once (Boost.Describe). Derived from them: the printer (to_string.cpp),
+// the codec (codec/src/field_codec.hpp: every field under its C++ name) and the explorer's message
+// hash (sim/.../state_hash.hpp, pack()); a field of a type one of them lacks fails its build. CTest
+// tla_message_fields checks tla/trace_to_tla.py's table against them. kAllFieldsDescribed (below)
+// fails the build when a body has a field its list leaves out.
 BOOST_DESCRIBE_STRUCT(ScoutingRequest, (), (round, config_version))
 BOOST_DESCRIBE_STRUCT(ScoutingResponse, (), (round, will_vote, refusal, config_version))
 BOOST_DESCRIBE_STRUCT(ElectionProposal, (), (transfer, config_version))

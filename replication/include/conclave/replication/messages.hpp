@@ -98,7 +98,7 @@ struct InstallSnapshot {
 };
 
 // Each body's fields, listed once (Boost.Describe; see the elector's messages.hpp): the printer
-// (to_string.cpp) is derived from them, the log codec asserts the count it handles.
+// (to_string.cpp) and the log codec (codec/src/log_codec.cpp, LSN checks too) derive from them.
 BOOST_DESCRIBE_STRUCT(SyncRequest, (), ())
 BOOST_DESCRIBE_STRUCT(SyncResponse, (), (last_lsn, commit_lsn))
 BOOST_DESCRIBE_STRUCT(Append, (), (prev_lsn, entries, commit_lsn))
