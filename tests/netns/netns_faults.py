@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Random kernel-level faults against 3 conclaved daemons in network namespaces (README.md).
+"""Kernel-level faults against 3 conclaved daemons (or etcd members) in network namespaces.
 
     netns_faults.py CONCLAVED [--seed N] [--duration S] [--keep]
     netns_faults.py CONCLAVED --measure-vanish RUNS
     netns_faults.py CONCLAVED --measure-rejoin RUNS
+    netns_faults.py --system etcd --measure-vanish RUNS     (etcd on PATH; no CONCLAVED)
 
 Exit 0: every check holds; 1: a violation (each one printed); 77: skipped (no CAP_NET_ADMIN or
 CAP_SYS_ADMIN, no `ip` or `nft`, namespaces unavailable), with one line saying why.
@@ -358,8 +359,8 @@ def measure_vanish(bed, runs, seed):
               % (run, old, isolated_ms, after[0], after[1], ms), flush=True)
         bed.undrop("vanish")
         bed.start(old)
-    print("vanish failover over %d runs: min %.0f / median %.0f / max %.0f ms" %
-          (runs, min(figures), statistics.median(figures), max(figures)))
+    print("vanish failover of %s over %d runs: min %.0f / median %.0f / max %.0f ms" %
+          (bed.system, runs, min(figures), statistics.median(figures), max(figures)))
     return 0
 
 
@@ -397,17 +398,30 @@ def measure_rejoin(bed, runs, seed, within_s=None):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("conclaved")
+    ap.add_argument("conclaved", nargs="?", help="the conclaved binary (not with --system etcd)")
+    ap.add_argument("--system", choices=("conclaved", "etcd"), default="conclaved",
+                    help="etcd: 3 etcd members (`etcd` on PATH, apt-get install -y etcd-server) "
+                    "at the fast profile's timing (heartbeat %d ms, election timeout %d ms, "
+                    "pre-vote), with --measure-vanish only (default: conclaved)" %
+                    (netbed.ETCD_FAST_HEARTBEAT_MS, netbed.ETCD_FAST_ELECTION_MS))
     ap.add_argument("--seed", type=int, default=None, help="fault schedule seed (default: random)")
     ap.add_argument("--duration", type=float, default=75.0, help="seconds of faults (75)")
     ap.add_argument("--no-drift", action="store_true", help="no node under faketime")
-    ap.add_argument("--measure-vanish", type=int, metavar="RUNS", default=0)
-    ap.add_argument("--measure-rejoin", type=int, metavar="RUNS", default=0)
+    ap.add_argument("--measure-vanish", type=int, metavar="RUNS", default=0,
+                    help="time RUNS failovers after the leader's host vanishes")
+    ap.add_argument("--measure-rejoin", type=int, metavar="RUNS", default=0,
+                    help="time RUNS rejoins of a node whose host vanished")
     ap.add_argument("--rejoin-within", type=float, metavar="S", default=None,
                     help="with --measure-rejoin: fail a run that takes longer")
     ap.add_argument("--keep", action="store_true", help="keep the data dirs and daemon logs")
     args = ap.parse_args()
+    if (args.system == "etcd") != (args.conclaved is None):
+        ap.error("CONCLAVED is required, except with --system etcd, which takes none")
+    if args.system == "etcd" and not args.measure_vanish:
+        ap.error("--system etcd goes with --measure-vanish only")
     reason = skip_reason()
+    if not reason and args.system == "etcd" and not shutil.which("etcd"):
+        reason = "no `etcd` on PATH (apt-get install -y etcd-server)"
     if reason:
         print("SKIP: netns test bed not run: " + reason, flush=True)
         return 77
@@ -422,7 +436,11 @@ def main():
     root = netbed.make_root()
     failed = True
     try:
-        with netbed.Bed(os.path.abspath(args.conclaved), root, drift_node=drift) as bed:
+        if args.system == "etcd":
+            bed = netbed.EtcdBed(shutil.which("etcd"), root)
+        else:
+            bed = netbed.Bed(os.path.abspath(args.conclaved), root, drift_node=drift)
+        with bed:
             if args.measure_vanish:
                 rc = measure_vanish(bed, args.measure_vanish, seed)
             elif args.measure_rejoin:
