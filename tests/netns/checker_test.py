@@ -70,7 +70,8 @@ def check_etcd():
     expect(parse(etcd_answer("11", None, "5")) == ("11", None, 5),
            "an etcd status without `leader` (left out when 0) names no leader")
     expect(parse(etcd_answer("11", "0", "5")) == ("11", None, 5), "leader 0 is no leader")
-    for bad, what in ((None, "no answer"), ("text", "text"), ({"error": "x", "code": 14}, "an error"),
+    for bad, what in ((None, "no answer"), ("text", "text"),
+                      ({"error": "x", "code": 14}, "an error"),
                       (etcd_answer("x1", "22", "5"), "a member id that is no number"),
                       (etcd_answer("0", "22", "5"), "member id 0"),
                       (etcd_answer("11", "22", 5), "a term that is no decimal string"),
@@ -94,9 +95,11 @@ def check_etcd_agreement(bed):
     expect(bed.status("n1") == {"role": "follower", "term": 5, "leader": "n2"} and
            bed.status("n2") == {"role": "leader", "term": 5, "leader": "n2"},
            "etcd: a status in conclaved's terms (leader when it names itself)")
-    expect(bed.agreed_leader(["n1", "n3"]) is None, "etcd: the survivors still name the vanished n2")
+    expect(bed.agreed_leader(["n1", "n3"]) is None,
+           "etcd: the survivors still name the vanished n2")
     bed.answers.update(n1=etcd_answer("11", "11", "6"), n3=etcd_answer("33", "11", "6"))
-    expect(bed.agreed_leader(["n1", "n3"]) == ("n1", 6), "etcd: n1 leads term 6, agreed by n1 and n3")
+    expect(bed.agreed_leader(["n1", "n3"]) == ("n1", 6),
+           "etcd: n1 leads term 6, agreed by n1 and n3")
     bed.answers.update(n3=etcd_answer("33", "11", "5"))
     expect(bed.agreed_leader(["n1", "n3"]) is None, "etcd: no agreement across two terms")
     bed.answers.update(n1=etcd_answer("11", "33", "6"), n3=etcd_answer("33", "11", "6"))

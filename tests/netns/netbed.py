@@ -3,10 +3,11 @@
 (stdlib + ip/nft).
 
 Names carry a prefix and the runner's pid (namespaces `cnetns-<pid>-<node>`, bridge `cnb<pid>`,
-host-side veths `cnv<pid><node>`); `cleanup_leftovers()` removes those of runs whose process is
-gone. Faults are nftables rules in the receiving node's namespace (an `inet` table, input hook):
-a dropped packet is silence, never an RST, so the kernel's own timeouts (SYN retries, unanswered
-segments, half-open connections) are what the daemons see.
+host-side veths `cnv<pid><node>`; an etcd bed's nodes are e1.. and its bridge `cnb<pid>e`);
+`cleanup_leftovers()` removes those of runs whose process is gone. Faults are nftables rules in
+the receiving node's namespace (an `inet` table, input hook): a dropped packet is silence, never
+an RST, so the kernel's own timeouts (SYN retries, unanswered segments, half-open connections)
+are what the daemons see.
 """
 import http.client
 import json
@@ -73,7 +74,8 @@ def delete_run(pid):
             run("ip", "netns", "delete", ns, check=False)
     links = run("ip", "-o", "link", "show", check=False).stdout
     for name in re.findall(r"^\d+: ([^:@]+)", links, re.M):
-        if name.startswith("%s%d" % (VETH_PREFIX, pid)) or name == "%s%d" % (BRIDGE_PREFIX, pid):
+        if name.startswith("%s%d" % (VETH_PREFIX, pid)) or re.fullmatch(
+                "%s%d[a-z]?" % (BRIDGE_PREFIX, pid), name):
             run("ip", "link", "delete", name, check=False)
 
 
@@ -85,7 +87,7 @@ def cleanup_leftovers():
         if m and not pid_alive(int(m.group(1))):
             dead.add(int(m.group(1)))
     links = run("ip", "-o", "link", "show", check=False).stdout
-    for m in re.finditer(r"^\d+: %s(\d+)[:@]" % BRIDGE_PREFIX, links, re.M):
+    for m in re.finditer(r"^\d+: %s(\d+)[a-z]?[:@]" % BRIDGE_PREFIX, links, re.M):
         if not pid_alive(int(m.group(1))):
             dead.add(int(m.group(1)))
     for pid in dead:
@@ -129,14 +131,16 @@ class Bed:
 
     system = "conclaved"
 
-    def __init__(self, daemon, root, size=3, drift_node=None):
+    def __init__(self, daemon, root, size=3, drift_node=None, letter="n"):
+        """Nodes <letter>1..<letter><size>; a bed with another letter can run beside this one
+        (its namespaces, veths and bridge have other names)."""
         self.daemon = daemon
         self.root = root
         self.pid = os.getpid()
-        self.ids = ["n%d" % (i + 1) for i in range(size)]
+        self.ids = ["%s%d" % (letter, i + 1) for i in range(size)]
         self.subnet = free_subnet(self.pid)
         self.addr = {nid: "%s.%d" % (self.subnet, i + 1) for i, nid in enumerate(self.ids)}
-        self.bridge = "%s%d" % (BRIDGE_PREFIX, self.pid)
+        self.bridge = "%s%d%s" % (BRIDGE_PREFIX, self.pid, "" if letter == "n" else letter)
         self.drift_node = drift_node
         self.procs = {}
         self.logs = {}
@@ -330,7 +334,7 @@ class EtcdBed(Bed):
     system = "etcd"
 
     def __init__(self, etcd, root, size=3):
-        super().__init__(etcd, root, size)
+        super().__init__(etcd, root, size, letter="e")
         self.names = {}  # member id (decimal string) -> node id, learnt from each one's status
 
     def write_config(self):

@@ -6,11 +6,13 @@
     netns_faults.py CONCLAVED --measure-vanish RUNS
     netns_faults.py CONCLAVED --measure-rejoin RUNS
     netns_faults.py --system etcd --measure-vanish RUNS     (etcd on PATH; no CONCLAVED)
+    netns_faults.py CONCLAVED --system both --measure-vanish RUNS   (interleaved run by run)
 
 Exit 0: every check holds; 1: a violation (each one printed); 77: skipped (no CAP_NET_ADMIN or
 CAP_SYS_ADMIN, no `ip` or `nft`, namespaces unavailable), with one line saying why.
 """
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -329,38 +331,51 @@ def run_faults(bed, seed, duration_s):
     return 1 if any(bad for _, bad in verdicts) else 0
 
 
-def measure_vanish(bed, runs, seed):
-    """Time from the leader's host vanishing (isolated, then SIGKILL) to both others naming the
-    same new leader in the same term, the leader saying so."""
-    rng = random.Random(seed)
-    for nid in bed.ids:
-        bed.start(nid)
-    figures = []
+def vanish_once(bed, rng, run):
+    """One run: the time (ms) from the leader's host vanishing (isolated, then SIGKILL) to both
+    others naming the same new leader in the same term, the leader saying so; None on failure
+    (printed). The vanished node is restored and restarted afterwards."""
+    first = wait_for(bed.agreed_leader)
+    if not first:
+        print("FAIL: %s: no agreed leader before run %d" % (bed.system, run))
+        return None
+    time.sleep(rng.uniform(0.1, 0.2))  # a random phase of the heartbeat
+    old = first[0]
+    others = [n for n in bed.ids if n != old]
+    t0 = time.monotonic()
+    bed.isolate(old, "vanish")
+    bed.kill(old)
+    isolated_ms = (time.monotonic() - t0) * 1000
+    after = wait_for(lambda: (lambda a: a if a and a[0] != old else None)(
+        bed.agreed_leader(others)), step_s=0.002)
+    ms = (time.monotonic() - t0) * 1000
+    if not after:
+        print("FAIL: %s: run %d: no new leader within %.0f s" % (bed.system, run, WAIT_S))
+        return None
+    print("  run %d, %s: %s vanished (rules + SIGKILL in %.0f ms), %s leads term %d after %.0f ms"
+          % (run, bed.system, old, isolated_ms, after[0], after[1], ms), flush=True)
+    bed.undrop("vanish")
+    bed.start(old)
+    return ms
+
+
+def measure_vanish(beds, runs, seed):
+    """vanish_once RUNS times on each bed, interleaved run by run (run k on each bed, then run
+    k + 1), each bed drawing the same calms from its own generator seeded with `seed`."""
+    rngs = [random.Random(seed) for _ in beds]
+    for bed in beds:
+        for nid in bed.ids:
+            bed.start(nid)
+    figures = {bed.system: [] for bed in beds}
     for run in range(runs):
-        first = wait_for(bed.agreed_leader)
-        if not first:
-            print("FAIL: no agreed leader before run %d" % run)
-            return 1
-        time.sleep(rng.uniform(0.1, 0.2))  # a random phase of the heartbeat
-        old = first[0]
-        others = [n for n in bed.ids if n != old]
-        t0 = time.monotonic()
-        bed.isolate(old, "vanish")
-        bed.kill(old)
-        isolated_ms = (time.monotonic() - t0) * 1000
-        after = wait_for(lambda: (lambda a: a if a and a[0] != old else None)(
-            bed.agreed_leader(others)), step_s=0.002)
-        ms = (time.monotonic() - t0) * 1000
-        if not after:
-            print("FAIL: run %d: no new leader within %.0f s" % (run, WAIT_S))
-            return 1
-        figures.append(ms)
-        print("  run %d: %s vanished (rules + SIGKILL in %.0f ms), %s leads term %d after %.0f ms"
-              % (run, old, isolated_ms, after[0], after[1], ms), flush=True)
-        bed.undrop("vanish")
-        bed.start(old)
-    print("vanish failover of %s over %d runs: min %.0f / median %.0f / max %.0f ms" %
-          (bed.system, runs, min(figures), statistics.median(figures), max(figures)))
+        for bed, rng in zip(beds, rngs):
+            ms = vanish_once(bed, rng, run)
+            if ms is None:
+                return 1
+            figures[bed.system].append(ms)
+    for system, f in figures.items():
+        print("vanish failover of %s over %d runs: min %.0f / median %.0f / max %.0f ms" %
+              (system, runs, min(f), statistics.median(f), max(f)))
     return 0
 
 
@@ -398,11 +413,14 @@ def measure_rejoin(bed, runs, seed, within_s=None):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("conclaved", nargs="?", help="the conclaved binary (not with --system etcd)")
-    ap.add_argument("--system", choices=("conclaved", "etcd"), default="conclaved",
+    ap.add_argument("conclaved", nargs="?",
+                    help="the conclaved binary (required, except with --system etcd)")
+    ap.add_argument("--system", choices=("conclaved", "etcd", "both"), default="conclaved",
                     help="etcd: 3 etcd members (`etcd` on PATH, apt-get install -y etcd-server) "
                     "at the fast profile's timing (heartbeat %d ms, election timeout %d ms, "
-                    "pre-vote), with --measure-vanish only (default: conclaved)" %
+                    "pre-vote) instead of conclaved; both: the two clusters side by side, runs "
+                    "interleaved; etcd and both go with --measure-vanish only "
+                    "(default: conclaved)" %
                     (netbed.ETCD_FAST_HEARTBEAT_MS, netbed.ETCD_FAST_ELECTION_MS))
     ap.add_argument("--seed", type=int, default=None, help="fault schedule seed (default: random)")
     ap.add_argument("--duration", type=float, default=75.0, help="seconds of faults (75)")
@@ -417,10 +435,10 @@ def main():
     args = ap.parse_args()
     if (args.system == "etcd") != (args.conclaved is None):
         ap.error("CONCLAVED is required, except with --system etcd, which takes none")
-    if args.system == "etcd" and not args.measure_vanish:
-        ap.error("--system etcd goes with --measure-vanish only")
+    if args.system != "conclaved" and not args.measure_vanish:
+        ap.error("--system %s goes with --measure-vanish only" % args.system)
     reason = skip_reason()
-    if not reason and args.system == "etcd" and not shutil.which("etcd"):
+    if not reason and args.system != "conclaved" and not shutil.which("etcd"):
         reason = "no `etcd` on PATH (apt-get install -y etcd-server)"
     if reason:
         print("SKIP: netns test bed not run: " + reason, flush=True)
@@ -436,13 +454,16 @@ def main():
     root = netbed.make_root()
     failed = True
     try:
-        if args.system == "etcd":
-            bed = netbed.EtcdBed(shutil.which("etcd"), root)
-        else:
-            bed = netbed.Bed(os.path.abspath(args.conclaved), root, drift_node=drift)
-        with bed:
+        with contextlib.ExitStack() as stack:
+            beds = []
+            if args.system != "etcd":
+                beds.append(stack.enter_context(
+                    netbed.Bed(os.path.abspath(args.conclaved), root, drift_node=drift)))
+            if args.system != "conclaved":
+                beds.append(stack.enter_context(netbed.EtcdBed(shutil.which("etcd"), root)))
+            bed = beds[0]
             if args.measure_vanish:
-                rc = measure_vanish(bed, args.measure_vanish, seed)
+                rc = measure_vanish(beds, args.measure_vanish, seed)
             elif args.measure_rejoin:
                 rc = measure_rejoin(bed, args.measure_rejoin, seed, args.rejoin_within)
             else:
