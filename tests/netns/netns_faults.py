@@ -422,7 +422,10 @@ def main():
                     "interleaved; etcd and both go with --measure-vanish only "
                     "(default: conclaved)" %
                     (netbed.ETCD_FAST_HEARTBEAT_MS, netbed.ETCD_FAST_ELECTION_MS))
-    ap.add_argument("--seed", type=int, default=None, help="fault schedule seed (default: random)")
+    ap.add_argument("--seed", type=int, default=None,
+                    help="seed of the fault schedule; with --measure-vanish, of the calms "
+                    "before each vanish; with --measure-rejoin, of the victims and outages "
+                    "(default: random)")
     ap.add_argument("--duration", type=float, default=75.0, help="seconds of faults (75)")
     ap.add_argument("--no-drift", action="store_true", help="no node under faketime")
     ap.add_argument("--measure-vanish", type=int, metavar="RUNS", default=0,
