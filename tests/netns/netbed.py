@@ -3,7 +3,7 @@
 (stdlib + ip/nft).
 
 Names carry a prefix and the runner's pid (namespaces `cnetns-<pid>-<node>`, bridge `cnb<pid>`,
-host-side veths `cnv<pid><node>`; an etcd bed's nodes are e1.. and its bridge `cnb<pid>e`);
+host-side veths `cnv<pid>-<node>`; an etcd bed's nodes are e1.. and its bridge `cnb<pid>e`);
 `cleanup_leftovers()` removes those of runs whose process is gone. Faults are nftables rules in
 the receiving node's namespace (an `inet` table, input hook): a dropped packet is silence, never
 an RST, so the kernel's own timeouts (SYN retries, unanswered segments, half-open connections)
@@ -74,7 +74,7 @@ def delete_run(pid):
             run("ip", "netns", "delete", ns, check=False)
     links = run("ip", "-o", "link", "show", check=False).stdout
     for name in re.findall(r"^\d+: ([^:@]+)", links, re.M):
-        if name.startswith("%s%d" % (VETH_PREFIX, pid)) or re.fullmatch(
+        if re.fullmatch("%s%d-[a-z]?\\d+" % (VETH_PREFIX, pid), name) or re.fullmatch(
                 "%s%d[a-z]?" % (BRIDGE_PREFIX, pid), name):
             run("ip", "link", "delete", name, check=False)
 
@@ -167,7 +167,7 @@ class Bed:
         run("ip", "addr", "add", self.subnet + ".254/24", "dev", self.bridge)
         run("ip", "link", "set", self.bridge, "up")
         for nid in self.ids:
-            ns, host = self.ns(nid), "%s%d%s" % (VETH_PREFIX, self.pid, nid)
+            ns, host = self.ns(nid), "%s%d-%s" % (VETH_PREFIX, self.pid, nid)
             run("ip", "netns", "add", ns)
             run("ip", "link", "add", host, "type", "veth", "peer", "name", "eth0", "netns", ns)
             run("ip", "link", "set", host, "master", self.bridge, "up")
