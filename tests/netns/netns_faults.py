@@ -4,7 +4,7 @@
 
     netns_faults.py CONCLAVED [--seed N] [--duration S] [--keep]
     netns_faults.py CONCLAVED --measure-vanish RUNS
-    netns_faults.py CONCLAVED --measure-rejoin RUNS
+    netns_faults.py CONCLAVED --measure-rejoin RUNS [--rejoin-node nK]
     netns_faults.py --system etcd --measure-vanish RUNS     (etcd on PATH; no CONCLAVED)
     netns_faults.py CONCLAVED --system both --measure-vanish RUNS   (interleaved run by run)
 
@@ -379,13 +379,15 @@ def measure_vanish(beds, runs, seed):
     return 0
 
 
-def measure_rejoin(bed, runs, seed, within_s=None):
+def measure_rejoin(bed, runs, seed, within_s=None, node=None):
     """How long a node whose host vanished (isolated, SIGKILL) for 1-8 s, then was restored and
     restarted, takes to have both of its peer connections up again. With within_s: n1 (the
     first node, the dialer of both of its links) is gone for 3.2-4.2 s (the peers' next
-    retransmission is then seconds away), and a run that takes longer than within_s fails."""
+    retransmission is then seconds away), and a run that takes longer than within_s fails.
+    With node: that node is the victim every time (the downtimes stay those of the seed)."""
     rng = random.Random(seed)
     failed = 0
+    figures = []
     for nid in bed.ids:
         bed.start(nid)
     for run in range(runs):
@@ -393,6 +395,7 @@ def measure_rejoin(bed, runs, seed, within_s=None):
             print("FAIL: no agreed leader before run %d" % run)
             return 1
         v = rng.choice(bed.ids) if within_s is None else bed.ids[0]
+        v = node or v
         gone = rng.uniform(1.0, 8.0) if within_s is None else rng.uniform(3.2, 4.2)
         bed.isolate(v, "vanish")
         bed.kill(v)
@@ -405,9 +408,12 @@ def measure_rejoin(bed, runs, seed, within_s=None):
         ms = (time.monotonic() - t0) * 1000
         late = not linked or (within_s is not None and ms > within_s * 1000)
         failed += late
+        figures.append(ms)
         print("  run %d: %s gone %.1f s, restarted: %s after %.0f ms%s" %
               (run, v, gone, "both peers up" if linked else "NOT linked", ms,
                " (FAIL: more than %.1f s)" % within_s if late and within_s else ""), flush=True)
+    print("restart -> both peers up over %d runs: min %.0f / median %.0f / max %.0f ms" %
+          (runs, min(figures), statistics.median(figures), max(figures)))
     return 1 if failed else 0
 
 
@@ -434,6 +440,9 @@ def main():
                     help="time RUNS rejoins of a node whose host vanished")
     ap.add_argument("--rejoin-within", type=float, metavar="S", default=None,
                     help="with --measure-rejoin: fail a run that takes longer")
+    ap.add_argument("--rejoin-node", choices=["n1", "n2", "n3"], default=None,
+                    help="with --measure-rejoin: always vanish this node (default: random; n1 "
+                         "with --rejoin-within)")
     ap.add_argument("--keep", action="store_true", help="keep the data dirs and daemon logs")
     args = ap.parse_args()
     if (args.system == "etcd") != (args.conclaved is None):
@@ -468,7 +477,8 @@ def main():
             if args.measure_vanish:
                 rc = measure_vanish(beds, args.measure_vanish, seed)
             elif args.measure_rejoin:
-                rc = measure_rejoin(bed, args.measure_rejoin, seed, args.rejoin_within)
+                rc = measure_rejoin(bed, args.measure_rejoin, seed, args.rejoin_within,
+                                    args.rejoin_node)
             else:
                 rc = run_faults(bed, seed, args.duration)
             failed = rc != 0
