@@ -21,8 +21,9 @@
 #include "conclave/core/field_set.hpp"
 #include "conclave/elector/messages.hpp"
 
-namespace conclave::field_codec {
+namespace conclave::codec::field_codec {
 
+using elector::Refusal;
 using nlohmann::json;
 
 [[noreturn]] inline void fail(const std::string& what) {
@@ -99,7 +100,7 @@ struct FieldCodec<Lsn> {
 /// Its to_string() name ("stale-term", ...).
 template <>
 struct FieldCodec<Refusal> {
-    static constexpr std::array<Refusal, kVoteRefusalCount> kAll = {
+    static constexpr std::array<Refusal, elector::kVoteRefusalCount> kAll = {
         Refusal::None,      Refusal::StaleTerm,   Refusal::AlreadyVoted, Refusal::HasLeader,
         Refusal::IAmLeader, Refusal::StaleConfig, Refusal::NotAVoter};
     static json to_json(Refusal v, Form) { return to_string(v); }
@@ -127,7 +128,7 @@ struct FieldCodec<std::optional<NodeId>> {
 /// field in `Omitted` (a FieldSet) is left out while it holds its default value (0, false, None).
 template <template <class> class Codec, class Omitted, class Body>
 void put_fields(json& j, const Body& body, Form form) {
-    boost::mp11::mp_for_each<BodyFields<Body>>([&](auto d) {
+    boost::mp11::mp_for_each<elector::BodyFields<Body>>([&](auto d) {
         using D = decltype(d);
         using V = std::remove_cvref_t<decltype(body.*D::pointer)>;
         const V& v = body.*D::pointer;
@@ -145,7 +146,7 @@ void put_fields(json& j, const Body& body, Form form) {
 template <template <class> class Codec, class Omitted, class Body>
 Body get_fields(const json& j) {
     Body body{};
-    boost::mp11::mp_for_each<BodyFields<Body>>([&](auto d) {
+    boost::mp11::mp_for_each<elector::BodyFields<Body>>([&](auto d) {
         using D = decltype(d);
         using V = std::remove_cvref_t<decltype(body.*D::pointer)>;
         if constexpr (Omitted::template contains<D::pointer>) {
@@ -158,4 +159,4 @@ Body get_fields(const json& j) {
     return body;
 }
 
-}  // namespace conclave::field_codec
+}  // namespace conclave::codec::field_codec

@@ -10,10 +10,23 @@
 
 #include "field_codec.hpp"
 
-namespace conclave {
-namespace {
+namespace conclave::codec {
 
+using elector::DurableState;
+using elector::ElectionProposal;
+using elector::ElectionResponse;
+using elector::HeartbeatAck;
+using elector::HeartbeatResponse;
+using elector::LeaderHeartbeat;
+using elector::LeadershipCession;
+using elector::Message;
+using elector::MessageBody;
+using elector::Refusal;
+using elector::ScoutingRequest;
+using elector::ScoutingResponse;
 using nlohmann::json;
+
+namespace {
 
 using field_codec::fail;
 using field_codec::node_from;
@@ -45,7 +58,7 @@ constexpr bool config_versions_listed(std::type_identity<std::variant<Bodies...>
     bool listed = true;
     auto body = [&](auto tag) {
         using T = typename decltype(tag)::type;
-        boost::mp11::mp_for_each<BodyFields<T>>([&](auto d) {
+        boost::mp11::mp_for_each<elector::BodyFields<T>>([&](auto d) {
             using D = decltype(d);
             if (std::string_view(D::name) == "config_version" &&
                 !ConfigVersionFields::contains<D::pointer>) {
@@ -61,11 +74,11 @@ static_assert(config_versions_listed(std::type_identity<MessageBody>{}),
 
 template <class Body>
 void check_config_versions(const Body& b) {
-    boost::mp11::mp_for_each<BodyFields<Body>>([&](auto d) {
+    boost::mp11::mp_for_each<elector::BodyFields<Body>>([&](auto d) {
         using D = decltype(d);
         if constexpr (ConfigVersionFields::contains<D::pointer>) {
             const std::uint64_t v = b.*D::pointer;
-            if (v >= kConfigVersionLimit) {
+            if (v >= elector::kConfigVersionLimit) {
                 fail(std::string(D::name) + ": " + std::to_string(v) + " is not below 2^63");
             }
         }
@@ -253,32 +266,13 @@ std::string get_string(const json& j, const char* field) {
     return f.get<std::string>();
 }
 
-void to_json(json& j, NodeId n) {
-    j = n.value;
-}
-void to_json(json& j, Term t) {
-    j = t.value;
-}
-void to_json(json& j, const Lsn& l) {
-    j = json{{"term", l.term.value}, {"counter", l.counter}};
-}
-
-void to_json(json& j, const NodeSet& s) {
-    j = json::array();
-    for (std::uint16_t i = 0; i < kMaxClusterSize; ++i) {
-        if (s.contains(NodeId{i})) {
-            j.push_back(i);
-        }
-    }
-}
-
 Lsn lsn_from_json(const json& j) {
     const json& l = j;
     return Lsn{get_term(l, "term"), get_u64(l, "counter")};
 }
 
 json message_to_json(const Message& m, std::optional<NodeId> to) {
-    json j{{"type", message_name(m.body)}, {"from", m.from.value}, {"term", m.term.value}};
+    json j{{"type", elector::message_name(m.body)}, {"from", m.from.value}, {"term", m.term.value}};
     if (to) {
         j["to"] = to->value;
     }
@@ -291,19 +285,82 @@ json message_to_json(const Message& m, std::optional<NodeId> to) {
     return j;
 }
 
-void to_json(json& j, const Message& m) {
-    j = message_to_json(m);
-}
-
 Message message_from_json(const json& j) {
     Message m;
     m.from = node_from(j, "from");
     m.term = get_term(j, "term");
     const std::string type = get_string(j, "type");
-    if (!body_by_name(type, j, m.body, std::make_index_sequence<kMessageKindCount>{})) {
+    if (!body_by_name(type, j, m.body, std::make_index_sequence<elector::kMessageKindCount>{})) {
         fail("type: unknown message type '" + type.substr(0, 64) + "'");
     }
     return m;
+}
+
+DurableState durable_state_from_json(const json& j) {
+    return DurableState{get_term(j, "term"), optional_node_from(j, "voted_for")};
+}
+
+std::vector<std::uint8_t> encode_cbor(const Message& m) {
+    json j = message_to_json(m);
+    j["v"] = kMessageFormatVersion;
+    return json::to_cbor(j);
+}
+
+json cbor_document(std::span<const std::uint8_t> bytes, std::uint64_t format_version,
+                   std::string_view family) {
+    if (!cbor_depth_ok(bytes, kMaxCborDepth)) {
+        fail("cbor: malformed or nested deeper than " + std::to_string(kMaxCborDepth));
+    }
+    json j =
+        json::from_cbor(bytes.begin(), bytes.end(), /*strict=*/true, /*allow_exceptions=*/false);
+    if (j.is_discarded()) {
+        fail("cbor: malformed");
+    }
+    const std::uint64_t version = get_u64(j, "v");
+    if (version != format_version) {
+        fail("v: unsupported " + std::string(family) + " format version " +
+             std::to_string(version));
+    }
+    return j;
+}
+
+Message decode_cbor(std::span<const std::uint8_t> bytes) {
+    return message_from_json(cbor_document(bytes, kMessageFormatVersion, "message"));
+}
+
+}  // namespace conclave::codec
+
+namespace conclave {
+
+using nlohmann::json;
+
+void to_json(json& j, NodeId n) {
+    j = n.value;
+}
+void to_json(json& j, Term t) {
+    j = t.value;
+}
+void to_json(json& j, const Lsn& l) {
+    j = json{{"term", l.term.value}, {"counter", l.counter}};
+}
+void to_json(json& j, const NodeSet& s) {
+    j = json::array();
+    for (std::uint16_t i = 0; i < kMaxClusterSize; ++i) {
+        if (s.contains(NodeId{i})) {
+            j.push_back(i);
+        }
+    }
+}
+
+}  // namespace conclave
+
+namespace conclave::elector {
+
+using codec::optional_node;
+using nlohmann::json;
+
+void to_json(json& j, const Message& m) {
+    j = codec::message_to_json(m);
 }
 
 void to_json(json& j, const ElectorState& s) {
@@ -346,36 +403,4 @@ void to_json(json& j, const DurableState& s) {
     j = json{{"term", s.term.value}, {"voted_for", optional_node(s.voted_for)}};
 }
 
-DurableState durable_state_from_json(const json& j) {
-    return DurableState{get_term(j, "term"), optional_node_from(j, "voted_for")};
-}
-
-std::vector<std::uint8_t> encode_cbor(const Message& m) {
-    json j = message_to_json(m);
-    j["v"] = kMessageFormatVersion;
-    return json::to_cbor(j);
-}
-
-json cbor_document(std::span<const std::uint8_t> bytes, std::uint64_t format_version,
-                   std::string_view family) {
-    if (!cbor_depth_ok(bytes, kMaxCborDepth)) {
-        fail("cbor: malformed or nested deeper than " + std::to_string(kMaxCborDepth));
-    }
-    json j =
-        json::from_cbor(bytes.begin(), bytes.end(), /*strict=*/true, /*allow_exceptions=*/false);
-    if (j.is_discarded()) {
-        fail("cbor: malformed");
-    }
-    const std::uint64_t version = get_u64(j, "v");
-    if (version != format_version) {
-        fail("v: unsupported " + std::string(family) + " format version " +
-             std::to_string(version));
-    }
-    return j;
-}
-
-Message decode_cbor(std::span<const std::uint8_t> bytes) {
-    return message_from_json(cbor_document(bytes, kMessageFormatVersion, "message"));
-}
-
-}  // namespace conclave
+}  // namespace conclave::elector

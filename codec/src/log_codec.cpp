@@ -9,11 +9,12 @@
 
 #include "field_codec.hpp"
 
-namespace conclave {
+namespace conclave::codec {
 namespace {
 
 using nlohmann::json;
 using namespace conclave::replication;
+using elector::BodyFields;
 
 using field_codec::fail;
 using field_codec::node_from;
@@ -242,4 +243,4 @@ LogMessage decode_log_cbor(std::span<const std::uint8_t> bytes) {
     return log_message_from_json(cbor_document(bytes, kLogMessageFormatVersion, "log message"));
 }
 
-}  // namespace conclave
+}  // namespace conclave::codec

@@ -10,6 +10,8 @@
 #include "conclave/codec/log_codec.hpp"
 
 using namespace conclave;
+using namespace conclave::codec;
+using namespace conclave::elector;
 using nlohmann::json;
 
 namespace golden {

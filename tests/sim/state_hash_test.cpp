@@ -7,6 +7,7 @@
 #include "conclave/sim/state_hash.hpp"
 
 using namespace conclave;
+using namespace conclave::elector;
 using namespace conclave::sim;
 
 namespace {

@@ -17,7 +17,7 @@ void print_bodies(std::type_identity<std::variant<Bodies...>>) {
         using T = typename decltype(tag)::type;
         std::cout << body_sep << '"' << T::kName << "\": [";
         const char* field_sep = "";
-        boost::mp11::mp_for_each<conclave::BodyFields<T>>([&](auto d) {
+        boost::mp11::mp_for_each<conclave::elector::BodyFields<T>>([&](auto d) {
             std::cout << field_sep << '"' << decltype(d)::name << '"';
             field_sep = ", ";
         });
@@ -32,6 +32,6 @@ void print_bodies(std::type_identity<std::variant<Bodies...>>) {
 }  // namespace
 
 int main() {
-    print_bodies(std::type_identity<conclave::MessageBody>{});
+    print_bodies(std::type_identity<conclave::elector::MessageBody>{});
     return 0;
 }

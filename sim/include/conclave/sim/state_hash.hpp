@@ -27,7 +27,7 @@ inline std::uint64_t hash_fold(std::uint64_t h, std::uint64_t v) {
 }
 
 /// Two independent lanes (the processor folds them in parallel), joined at the end.
-inline std::uint64_t hash_state(const ElectorState& s) {
+inline std::uint64_t hash_state(const elector::ElectorState& s) {
     std::uint64_t a = static_cast<std::uint64_t>(s.role);
     std::uint64_t b = s.term.value;
     a = hash_fold(a, optional_node_code(s.voted_for) | (optional_node_code(s.leader) << 16) |
@@ -53,7 +53,7 @@ inline std::uint64_t hash_state(const ElectorState& s) {
 
 /// Message body fields the explorer does not tell apart: the heartbeat round, as time: it only
 /// matters to the leader lease, whose deadlines the explorer (like tla/Elector.tla) does not model.
-using UnhashedFields = FieldSet<&LeaderHeartbeat::round, &HeartbeatAck::round>;
+using UnhashedFields = FieldSet<&elector::LeaderHeartbeat::round, &elector::HeartbeatAck::round>;
 
 /// One body field into the message hash, chosen by the field's type: a new field of one of these
 /// types is hashed without an edit; a field of any other type fails to compile (the deleted
@@ -66,7 +66,7 @@ inline std::uint64_t hash_field(std::uint64_t h, const std::uint64_t& v) {
 inline std::uint64_t hash_field(std::uint64_t h, const bool& v) {
     return hash_fold(h, v ? 1U : 0U);
 }
-inline std::uint64_t hash_field(std::uint64_t h, const Refusal& v) {
+inline std::uint64_t hash_field(std::uint64_t h, const elector::Refusal& v) {
     return hash_fold(h, static_cast<std::uint64_t>(v));
 }
 inline std::uint64_t hash_field(std::uint64_t h, const Term& v) {
@@ -89,14 +89,14 @@ struct PackedMessage {
     auto operator<=>(const PackedMessage&) const = default;
 };
 
-inline PackedMessage pack(NodeId to, const Message& m) {
+inline PackedMessage pack(NodeId to, const elector::Message& m) {
     PackedMessage p;
     p.head = std::uint64_t{to.value} | (std::uint64_t{m.from.value} << 8) |
              (static_cast<std::uint64_t>(m.body.index()) << 16) | (m.term.value << 24);
     std::visit(
         [&](const auto& b) {
             using T = std::decay_t<decltype(b)>;
-            boost::mp11::mp_for_each<BodyFields<T>>([&](auto d) {
+            boost::mp11::mp_for_each<elector::BodyFields<T>>([&](auto d) {
                 using D = decltype(d);
                 if constexpr (!UnhashedFields::contains<D::pointer>) {
                     p.body = hash_field(p.body, b.*D::pointer);
