@@ -123,8 +123,17 @@ ElectionResponse body_from_json(std::type_identity<ElectionResponse>, const json
 }
 LeaderHeartbeat body_from_json(std::type_identity<LeaderHeartbeat>, const json& j) {
     static_assert(kBodyFieldCount<LeaderHeartbeat> == 3, "body_from_json must decode every field");
-    return LeaderHeartbeat{lsn_from_json(get_field(j, "lsn")), config_version_from(j),
-                           heartbeat_round_from(j)};
+    const LeaderHeartbeat h{lsn_from_json(get_field(j, "lsn")), config_version_from(j),
+                            heartbeat_round_from(j)};
+    // A leader's LSN is of its own term or older, and a node that answers "follow us" carries
+    // an LSN of at most its term (Elector.tla's TypeOK: lsn.term <= term): above the envelope
+    // term is a forgery, which would raise a follower's recorded LSN above its own term.
+    const Term term = get_term(j, "term");
+    if (h.lsn.term > term) {
+        fail("lsn: LSN term " + std::to_string(h.lsn.term.value) + " above the message term " +
+             std::to_string(term.value));
+    }
+    return h;
 }
 HeartbeatAck body_from_json(std::type_identity<HeartbeatAck>, const json& j) {
     static_assert(kBodyFieldCount<HeartbeatAck> == 1, "body_from_json must decode every field");

@@ -38,6 +38,14 @@ std::uint64_t LargestBodyTerm(const MessageBody& body) {
     return 0;
 }
 
+// A heartbeat whose LSN is of a term above its envelope's: no node sends one (a leader's LSN is
+// of its term or older; Elector.tla's TypeOK), and noting it would lift a follower's LSN above
+// its term.
+bool HeartbeatLsnAhead(const Message& m) {
+    const auto* h = std::get_if<LeaderHeartbeat>(&m.body);
+    return h != nullptr && h->lsn.term > m.term;
+}
+
 }  // namespace
 
 // ---- The term rules, once per message kind -----------------------------------------------------
@@ -220,10 +228,11 @@ Actions Elector::receive(Millis now, const Message& message) {
         return Finish();
     }
     LeaseExpires();
-    // The codec refuses terms >= 2^63; a core fed directly (simulator, tests) refuses them too,
-    // so that no message can bring a term within reach of wrapping.
+    // The codec refuses terms >= 2^63 and a heartbeat's LSN term above its envelope's; a core fed
+    // directly (simulator, tests) refuses them too, so that no message can bring a term within
+    // reach of wrapping, or a follower's LSN above its term.
     if (!IsPeer(message.from) || message.term.value >= kTermLimit ||
-        LargestBodyTerm(message.body) >= kTermLimit) {
+        LargestBodyTerm(message.body) >= kTermLimit || HeartbeatLsnAhead(message)) {
         ++counters_.messages_dropped;
         ++(IsPeer(message.from) ? counters_.dropped_term_out_of_range
                                 : counters_.dropped_not_a_peer);
@@ -1221,8 +1230,7 @@ bool Elector::IsPeer(NodeId n) const {
 void Elector::CheckRoleInvariants() const {
     const ElectorState& s = state_;
     // TypeOK (role-specific shape).
-    // (Not TypeOK's lsn.term <= term for every role: a follower's LSN is the highest it saw in
-    // heartbeats, and a peer's heartbeat decides it; only a leader's LSN is its own.)
+    CONCLAVE_CHECK(s.lsn.term <= s.term, "a node's LSN is of its term or older");
     // The planted DoubleVote sets a tentative leader outside these rules (the simulator and the
     // explorer must catch the double vote itself).
     const bool double_vote = planted(PlantedBug::DoubleVote);
