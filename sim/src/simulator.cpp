@@ -790,7 +790,9 @@ void Simulator::check_lease_exclusive() {
         }
         const LeadershipSnapshot& s = cores_[n]->rt.elector().snapshot();
         // Until the instant it resumes is over: the events it missed are handled at that instant.
-        if (!s.valid_at(local_now(node_id(n))) || paused_until_ms_[n] >= now_ms_) {
+        // (valid_at, its cheap tests first: most steps have no leader with a lease.)
+        if (s.role != Role::Leader || !s.lease_end || paused_until_ms_[n] >= now_ms_ ||
+            !s.valid_at(local_now(node_id(n)))) {
             continue;
         }
         if (holder) {

@@ -236,6 +236,8 @@ class Elector {
     /// The leader's lease duration: Config::lease_duration() (E with the planted
     /// LeaseIgnoresDrift).
     Millis LeaseDuration() const;
+    /// Leader: sets `who`'s promise_until and updates lease_end (RecomputeLease when it can move).
+    void RaisePromise(NodeId who, Millis until);
     /// Leader: lease_end from promise_until over the current voters.
     void RecomputeLease();
     /// Forgets every lease time (a node that is not a leader, or a new leadership).
@@ -301,6 +303,11 @@ class Elector {
 
     Config config_;
     std::size_t quorum_;
+    // Config::promise_duration() and lease_duration(), computed once (the config's timing fields
+    // never change): the lease checks read them on every input.
+    Millis promise_duration_{};
+    Millis lease_duration_{};
+    std::size_t lease_quorum_ = 0;  // the quorum lease_end was last computed over
     RandomSource random_;
     ElectorState state_;
     LeadershipSnapshot snapshot_;
