@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-namespace conclave {
+namespace conclave::elector {
 namespace {
 
 Config with_cluster(Config c, std::size_t cluster_size, NodeId self) {
@@ -192,4 +192,4 @@ std::optional<Backoff> parse_backoff(std::string_view name) {
     return std::nullopt;
 }
 
-}  // namespace conclave
+}  // namespace conclave::elector

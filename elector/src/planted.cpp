@@ -7,7 +7,7 @@
 #error "planted.cpp belongs to conclave_elector_planted only"
 #endif
 
-namespace conclave {
+namespace conclave::elector {
 
 std::string_view to_string(PlantedBug b) {
     switch (b) {
@@ -31,4 +31,4 @@ std::string_view to_string(PlantedBug b) {
     return "?";
 }
 
-}  // namespace conclave
+}  // namespace conclave::elector

@@ -138,11 +138,12 @@ Exhaustive exploration (3 nodes by default):
   --help               this text
 )";
 
-std::optional<PlantedBug> parse_bug(std::string_view name) {
-    for (PlantedBug b : {PlantedBug::None, PlantedBug::DoubleVote, PlantedBug::MinorityQuorum,
-                         PlantedBug::CountStaleScoutingReplies, PlantedBug::SkipStickyLeader,
-                         PlantedBug::IgnoreConfigVersion, PlantedBug::LeaseIgnoresDrift,
-                         PlantedBug::LeaseKeptOnPeerDown}) {
+std::optional<elector::PlantedBug> parse_bug(std::string_view name) {
+    for (elector::PlantedBug b :
+         {elector::PlantedBug::None, elector::PlantedBug::DoubleVote,
+          elector::PlantedBug::MinorityQuorum, elector::PlantedBug::CountStaleScoutingReplies,
+          elector::PlantedBug::SkipStickyLeader, elector::PlantedBug::IgnoreConfigVersion,
+          elector::PlantedBug::LeaseIgnoresDrift, elector::PlantedBug::LeaseKeptOnPeerDown}) {
         if (name == to_string(b)) {
             return b;
         }
@@ -275,7 +276,7 @@ std::string apply_named_options(const CLI::App& app, SimArgs& a) {
         a.run.faults = *mix;
     }
     if (app.count("--backoff") > 0) {
-        auto backoff = parse_backoff(a.backoff);
+        auto backoff = elector::parse_backoff(a.backoff);
         if (!backoff) {
             return "--backoff: unknown backoff '" + a.backoff + "' (expected uniform or ranked)";
         }
@@ -454,7 +455,7 @@ void print_membership_replay(const std::string& program, const MembershipRunResu
               << r.seed << " --nodes " << mo.nodes << (log && !mo.joiner ? " --no-joiner" : "")
               << " --episodes " << mo.episodes << " --duration " << mo.fault_window.count()
               << " --tail " << mo.tail.count()
-              << (mo.planted_bug != PlantedBug::None
+              << (mo.planted_bug != elector::PlantedBug::None
                       ? " --planted-bug " + std::string(to_string(mo.planted_bug))
                       : std::string())
               << (mo.log_bug != replication::PlantedLogBug::None
@@ -656,7 +657,7 @@ void print_summary(const Totals& t, const RunOptions& run, std::uint64_t seeds, 
     std::printf(
         "backoff %s: %llu elections won, %llu contested terms (two or more candidates), %llu "
         "split votes (contested, nobody won) in %llu seeds\n",
-        std::string(conclave::to_string(run.backoff)).c_str(),
+        std::string(elector::to_string(run.backoff)).c_str(),
         static_cast<unsigned long long>(t.elections), static_cast<unsigned long long>(t.contested),
         static_cast<unsigned long long>(t.split_votes),
         static_cast<unsigned long long>(t.seeds_with_split_votes));

@@ -94,8 +94,9 @@ struct Follower {
         rt.run([](ReplicatedLog& log) { return log.start(Millis{0}); });
         rt.run([](ReplicatedLog& log) {
             return log.on_leadership(
-                Millis{0}, LeadershipSnapshot{Role::Follower, Term{2}, kLeader, 2,
-                                              Reason::LeaderDiscovered, Millis{0}, std::nullopt});
+                Millis{0}, elector::LeadershipSnapshot{elector::Role::Follower, Term{2}, kLeader, 2,
+                                                       elector::Reason::LeaderDiscovered, Millis{0},
+                                                       std::nullopt});
         });
     }
     void receive(const LogMessage& m) {
@@ -263,8 +264,9 @@ TEST_CASE("runtime: the planted AckBeforeFsync is caught by the runtime's own ch
     rt.run([](ReplicatedLog& log) { return log.start(Millis{0}); });
     rt.run([](ReplicatedLog& log) {
         return log.on_leadership(
-            Millis{0}, LeadershipSnapshot{Role::Follower, Term{2}, kLeader, 2,
-                                          Reason::LeaderDiscovered, Millis{0}, std::nullopt});
+            Millis{0}, elector::LeadershipSnapshot{elector::Role::Follower, Term{2}, kLeader, 2,
+                                                   elector::Reason::LeaderDiscovered, Millis{0},
+                                                   std::nullopt});
     });
     rt.run([](ReplicatedLog& log) {
         return log.receive(Millis{0}, FromLeader(2, Append{Lsn{}, {RtE(2, 0), RtE(2, 1)}, Lsn{}}));

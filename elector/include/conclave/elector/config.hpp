@@ -9,7 +9,7 @@
 
 #include "conclave/core/types.hpp"
 
-namespace conclave {
+namespace conclave::elector {
 
 /// Deliberately wrong behaviours, switched on only by tests, the simulator and the explorer to
 /// prove that their invariant checks can fail. `None` in every real configuration: the code paths
@@ -123,4 +123,4 @@ std::string_view to_string(Backoff b);
 /// "uniform" or "ranked".
 std::optional<Backoff> parse_backoff(std::string_view name);
 
-}  // namespace conclave
+}  // namespace conclave::elector

@@ -97,9 +97,9 @@ enum class StepAction : std::uint8_t {
 };
 std::string_view to_string(StepAction a);
 /// The step that receiving `body` is (its handler, kHandlerSteps[body.index()]).
-StepAction action_for(const MessageBody& body);
+StepAction action_for(const elector::MessageBody& body);
 /// The step that a firing of `timer` is.
-StepAction action_for(TimerId timer);
+StepAction action_for(elector::TimerId timer);
 
 /// The handler step of each message kind, declared once per body; the table below is derived
 /// from the variant, so a body without an entry fails to compile (and invariants.cpp checks at
@@ -107,35 +107,35 @@ StepAction action_for(TimerId timer);
 template <class Body>
 struct HandlerStep;
 template <>
-struct HandlerStep<ScoutingRequest> {
+struct HandlerStep<elector::ScoutingRequest> {
     static constexpr StepAction value = StepAction::HandleScoutingRequest;
 };
 template <>
-struct HandlerStep<ScoutingResponse> {
+struct HandlerStep<elector::ScoutingResponse> {
     static constexpr StepAction value = StepAction::HandleScoutingResponse;
 };
 template <>
-struct HandlerStep<ElectionProposal> {
+struct HandlerStep<elector::ElectionProposal> {
     static constexpr StepAction value = StepAction::HandleElectionProposal;
 };
 template <>
-struct HandlerStep<ElectionResponse> {
+struct HandlerStep<elector::ElectionResponse> {
     static constexpr StepAction value = StepAction::HandleElectionResponse;
 };
 template <>
-struct HandlerStep<LeaderHeartbeat> {
+struct HandlerStep<elector::LeaderHeartbeat> {
     static constexpr StepAction value = StepAction::HandleLeaderHeartbeat;
 };
 template <>
-struct HandlerStep<HeartbeatAck> {
+struct HandlerStep<elector::HeartbeatAck> {
     static constexpr StepAction value = StepAction::HandleHeartbeatAck;
 };
 template <>
-struct HandlerStep<HeartbeatResponse> {
+struct HandlerStep<elector::HeartbeatResponse> {
     static constexpr StepAction value = StepAction::HandleHeartbeatResponse;
 };
 template <>
-struct HandlerStep<LeadershipCession> {
+struct HandlerStep<elector::LeadershipCession> {
     static constexpr StepAction value = StepAction::HandleLeadershipCession;
 };
 
@@ -144,8 +144,8 @@ constexpr std::array<StepAction, sizeof...(I)> handler_steps(std::index_sequence
     return {HandlerStep<std::variant_alternative_t<I, Variant>>::value...};
 }
 /// Handler steps of MessageBody's alternatives, by index.
-inline constexpr std::array<StepAction, kMessageKindCount> kHandlerSteps =
-    handler_steps<MessageBody>(std::make_index_sequence<kMessageKindCount>{});
+inline constexpr std::array<StepAction, elector::kMessageKindCount> kHandlerSteps =
+    handler_steps<elector::MessageBody>(std::make_index_sequence<elector::kMessageKindCount>{});
 
 struct HistoryOptions {
     /// Off only in the test that shows what losing durable state leads to beyond a term decrease.
@@ -161,8 +161,9 @@ class History {
 
     /// Records the step `action` that `node` just took (its state after it and the actions it
     /// returned) and checks every invariant. Returns the first violation, if any.
-    std::optional<Violation> after_step(NodeId node, StepAction action, const ElectorState& after,
-                                        const Actions& actions);
+    std::optional<Violation> after_step(NodeId node, StepAction action,
+                                        const elector::ElectorState& after,
+                                        const elector::Actions& actions);
     /// `node`'s durable state was lost entirely (a wipe): its next incarnation starts at term 0,
     /// so its term is checked for monotony from there on. Its votes stay recorded: a new
     /// incarnation voting again in a term its predecessor voted in is still a double vote.
@@ -171,7 +172,8 @@ class History {
     /// forget_term: the caller keeps what it needs).
     std::uint64_t max_term() const;
     /// Records an LSN issued by `node` (whose state is `after`).
-    std::optional<Violation> after_issue(NodeId node, Lsn issued, const ElectorState& after);
+    std::optional<Violation> after_issue(NodeId node, Lsn issued,
+                                         const elector::ElectorState& after);
 
     std::size_t majority() const { return majority_; }
     /// Node that led `term`, if any.
