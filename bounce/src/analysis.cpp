@@ -2,10 +2,11 @@
 #include "conclave/bounce/analysis.hpp"
 
 #include <algorithm>
-#include <cassert>
 #include <limits>
 #include <map>
 #include <set>
+
+#include "conclave/core/check.hpp"
 
 namespace conclave::bounce {
 
@@ -16,7 +17,7 @@ LeaderTracker::LeaderTracker(std::size_t node_count) : latest(node_count) {
 }
 
 void LeaderTracker::observe(const Observation& o) {
-    assert(o.node < latest.size());
+    CONCLAVE_CHECK(o.node < latest.size(), "an observation names one of the nodes");
     latest[o.node] = o;
 }
 
@@ -72,7 +73,7 @@ class Analyzer {
     }
 
     void observe(const Observation& o) {
-        assert(o.node < node_count_);
+        CONCLAVE_CHECK(o.node < node_count_, "an observation names one of the nodes");
         apply_faults_until(o.at_ms);
         s_.highest_term = std::max(s_.highest_term, o.term);
         if (o.role == ObservedRole::Leader) {

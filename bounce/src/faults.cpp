@@ -2,10 +2,10 @@
 #include "conclave/bounce/faults.hpp"
 
 #include <algorithm>
-#include <cassert>
 #include <map>
 
 #include "conclave/bounce/observation.hpp"
+#include "conclave/core/check.hpp"
 
 namespace conclave::bounce {
 
@@ -56,7 +56,8 @@ FaultState::FaultState(std::size_t node_count_)
 void FaultState::apply(const FaultEvent& e) {
     switch (e.kind) {
         case FaultKind::SetLink:
-            assert(e.link.from < node_count && e.link.to < node_count);
+            CONCLAVE_CHECK(e.link.from < node_count && e.link.to < node_count,
+                           "a fault names a link between the nodes");
             modes[e.link.from * node_count + e.link.to] = e.mode;
             return;
         case FaultKind::Kill:

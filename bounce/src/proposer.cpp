@@ -6,9 +6,9 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <cassert>
 
 #include "conclave/bounce/http_client.hpp"
+#include "conclave/core/check.hpp"
 
 namespace conclave::bounce {
 
@@ -45,8 +45,9 @@ std::string error_kind(const std::string& body) {
 Proposer::Proposer(asio::io_context& io, std::vector<tcp::endpoint> http, const Recorder& recorder,
                    ProposerOptions options)
     : io_(io), http_(std::move(http)), recorder_(recorder), options_(options) {
-    assert(!http_.empty());
-    assert(options_.rate_per_s > 0 && options_.window > 0);
+    CONCLAVE_CHECK(!http_.empty(), "the proposer has an HTTP endpoint to propose to");
+    CONCLAVE_CHECK(options_.rate_per_s > 0 && options_.window > 0,
+                   "the proposer's rate and window are positive (the options check them)");
 }
 
 void Proposer::start() {

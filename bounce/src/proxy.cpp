@@ -7,7 +7,6 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
-#include <cassert>
 #include <chrono>
 #include <deque>
 #include <list>
@@ -15,6 +14,8 @@
 #include <random>
 #include <stdexcept>
 #include <vector>
+
+#include "conclave/core/check.hpp"
 
 namespace conclave::bounce {
 
@@ -297,7 +298,7 @@ asio::awaitable<void> accept_loop(std::shared_ptr<State> st, DirectedLink link,
 
 FaultProxy::FaultProxy(asio::io_context& io, std::size_t node_count, std::uint64_t seed)
     : state_(std::make_shared<State>(io, node_count, seed)) {
-    assert(node_count >= 1);
+    CONCLAVE_CHECK(node_count >= 1, "the proxy serves at least one node");
 }
 
 FaultProxy::~FaultProxy() {

@@ -110,6 +110,17 @@ void check_body(const ElectionResponse& r, const json&) {
     }
 }
 
+void check_body(const LeaderHeartbeat& h, const json& j) {
+    // A leader's LSN is of its own term or older, and a node that answers "follow us" carries
+    // an LSN of at most its term (Elector.tla's TypeOK: lsn.term <= term): above the envelope
+    // term is a forgery, which would raise a follower's recorded LSN above its own term.
+    const Term term = get_term(j, "term");
+    if (h.lsn.term > term) {
+        fail("lsn: LSN term " + std::to_string(h.lsn.term.value) + " above the message term " +
+             std::to_string(term.value));
+    }
+}
+
 // Every field from its Describe list (field_codec.hpp), then the checks above.
 template <class Body>
 Body body_from_json(std::type_identity<Body>, const json& j) {

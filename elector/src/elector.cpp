@@ -38,6 +38,14 @@ std::uint64_t LargestBodyTerm(const MessageBody& body) {
     return 0;
 }
 
+// A heartbeat whose LSN is of a term above its envelope's: no node sends one (a leader's LSN is
+// of its term or older; Elector.tla's TypeOK), and noting it would lift a follower's LSN above
+// its term.
+bool HeartbeatLsnAhead(const Message& m) {
+    const auto* h = std::get_if<LeaderHeartbeat>(&m.body);
+    return h != nullptr && h->lsn.term > m.term;
+}
+
 }  // namespace
 
 // ---- The term rules, once per message kind -----------------------------------------------------
@@ -150,6 +158,8 @@ Elector::Elector(Config config, DurableState restored, RandomSource random)
     }
 #endif
     quorum_ = config_.effective_quorum();
+    promise_duration_ = config_.promise_duration();
+    lease_duration_ = config_.lease_duration();
     CONCLAVE_CHECK(quorum_ >= 1 && quorum_ <= config_.cluster_size, "quorum <= cluster size");
     CONCLAVE_CHECK(config_.self.value < config_.cluster_size, "node index in range");
     // The default configuration (until set_voters): every member votes, version 0.
@@ -184,7 +194,7 @@ Actions Elector::start(Millis now) {
     // A promise given before a crash is forgotten with it: kept for P from the start instead
     // (a node that never left term 0 never heard a leader, so it promised nobody).
     if (state_.term.value > 0 && state_.voters.size() > 1) {
-        lease_.start_promise_until = now_ + config_.promise_duration();
+        lease_.start_promise_until = now_ + promise_duration_;
     }
     NotifyIfChanged(Reason::Started);
     return Finish();
@@ -220,10 +230,11 @@ Actions Elector::receive(Millis now, const Message& message) {
         return Finish();
     }
     LeaseExpires();
-    // The codec refuses terms >= 2^63; a core fed directly (simulator, tests) refuses them too,
-    // so that no message can bring a term within reach of wrapping.
+    // The codec refuses terms >= 2^63 and a heartbeat's LSN term above its envelope's; a core fed
+    // directly (simulator, tests) refuses them too, so that no message can bring a term within
+    // reach of wrapping, or a follower's LSN above its term.
     if (!IsPeer(message.from) || message.term.value >= kTermLimit ||
-        LargestBodyTerm(message.body) >= kTermLimit) {
+        LargestBodyTerm(message.body) >= kTermLimit || HeartbeatLsnAhead(message)) {
         ++counters_.messages_dropped;
         ++(IsPeer(message.from) ? counters_.dropped_term_out_of_range
                                 : counters_.dropped_not_a_peer);
@@ -716,7 +727,7 @@ void Elector::HeartbeatCheckFired() {
         return;
     }
     if (PromiseHolds()) {  // the promise lasts P on this clock, whatever the checks counted
-        Arm(TimerId::HeartbeatCheck, *lease_.heard_leader_at + config_.promise_duration() - now_);
+        Arm(TimerId::HeartbeatCheck, *lease_.heard_leader_at + promise_duration_ - now_);
         return;
     }
     StepDown(Reason::LeaderNoHeartbeat);
@@ -982,19 +993,17 @@ bool Elector::StartPromiseHolds() const {
 
 bool Elector::PromiseHolds() const {
     return state_.role == Role::Follower && state_.leader && lease_.heard_leader_at &&
-           now_ < *lease_.heard_leader_at + config_.promise_duration();
+           now_ < *lease_.heard_leader_at + promise_duration_;
 }
 
 Millis Elector::LeaseDuration() const {
-    return planted(PlantedBug::LeaseIgnoresDrift) ? config_.promise_duration()
-                                                  : config_.lease_duration();
+    return planted(PlantedBug::LeaseIgnoresDrift) ? promise_duration_ : lease_duration_;
 }
 
 LeaderHeartbeat Elector::StartHeartbeatRound() {
     const std::uint64_t round = lease_.next_round++;
     lease_.sent[round % LeaseTimes::kRoundsKept] = LeaseTimes::SentRound{round, now_};
-    lease_.promise_until[config_.self.value] = now_ + LeaseDuration();  // the leader counts itself
-    RecomputeLease();
+    RaisePromise(config_.self, now_ + LeaseDuration());  // the leader counts itself
     return LeaderHeartbeat{state_.lsn, state_.config_version, round};
 }
 
@@ -1015,11 +1024,27 @@ void Elector::RenewPromise(NodeId peer, std::uint64_t round) {
         return;  // the promise of that round ended when the link went down
     }
     const Millis promised = sent.sent_at + LeaseDuration();
-    std::optional<Millis>& until = lease_.promise_until[peer.value];
-    if (!until || *until < promised) {
-        until = promised;
+    const std::optional<Millis>& until = lease_.promise_until[peer.value];
+    RaisePromise(peer, until && *until >= promised ? *until : promised);
+}
+
+// Sets `who`'s promise to `until`. When lease_end is known (over the same quorum) and the promise
+// neither falls nor crosses it from at or below (it stays at or below lease_end, or was above it
+// already, or `who` does not vote), the quorum-th largest promise is unchanged: the nth_element of
+// RecomputeLease is skipped, with the same result.
+void Elector::RaisePromise(NodeId who, Millis until) {
+    std::optional<Millis>& promise = lease_.promise_until[who.value];
+    const std::optional<Millis> before = promise;
+    promise = until;
+    const std::optional<Millis>& end = lease_.lease_end;
+    const bool unchanged = end && lease_quorum_ == quorum_ &&
+                           (!IsVoter(who) || ((!before || *before <= until) &&
+                                              (until <= *end || (before && *before > *end))));
+    if (!unchanged) {
+        RecomputeLease();
+        return;
     }
-    RecomputeLease();
+    lease_.had_lease = lease_.had_lease || now_ < *end;
 }
 
 // lease_end: the quorum-th largest promise over the voters (the leader's own among them).
@@ -1032,6 +1057,7 @@ void Elector::RecomputeLease() {
         }
     }
     const std::size_t q = std::max<std::size_t>(quorum_, 1);
+    lease_quorum_ = quorum_;
     // The lease rests on the followers' promise, which is the sticky-leader rule: with scouting
     // off (a setting that only demonstrates what scouting prevents) nobody promises.
     if (n < q || !config_.scouting) {
@@ -1056,9 +1082,9 @@ void Elector::CheckLeaseInvariants() const {
         CONCLAVE_CHECK(!lease_.lease_end && !lease_.had_lease && lease_.next_round == 0,
                        "a non-leader has no lease");
     } else if (lease_.lease_end) {
-        CONCLAVE_CHECK(planted(PlantedBug::LeaseIgnoresDrift) ||
-                           *lease_.lease_end <= now_ + config_.lease_duration(),
-                       "a lease ends at most P(1-rho)/(1+rho) from now");
+        CONCLAVE_CHECK(
+            planted(PlantedBug::LeaseIgnoresDrift) || *lease_.lease_end <= now_ + lease_duration_,
+            "a lease ends at most P(1-rho)/(1+rho) from now");
     }
     CONCLAVE_CHECK(!lease_.heard_leader_at || (state_.role == Role::Follower && state_.leader),
                    "only a follower of a leader promises");
@@ -1221,8 +1247,7 @@ bool Elector::IsPeer(NodeId n) const {
 void Elector::CheckRoleInvariants() const {
     const ElectorState& s = state_;
     // TypeOK (role-specific shape).
-    // (Not TypeOK's lsn.term <= term for every role: a follower's LSN is the highest it saw in
-    // heartbeats, and a peer's heartbeat decides it; only a leader's LSN is its own.)
+    CONCLAVE_CHECK(s.lsn.term <= s.term, "a node's LSN is of its term or older");
     // The planted DoubleVote sets a tentative leader outside these rules (the simulator and the
     // explorer must catch the double vote itself).
     const bool double_vote = planted(PlantedBug::DoubleVote);

@@ -2,9 +2,9 @@
 #include "conclave/sim/explorer.hpp"
 
 #include <algorithm>
-#include <cassert>
 #include <chrono>
 
+#include "conclave/core/check.hpp"
 #include "conclave/elector/elector.hpp"
 #include "conclave/sim/rng.hpp"
 #include "conclave/sim/state_hash.hpp"
@@ -211,7 +211,7 @@ class Explorer {
                 const InFlight f = s.in_flight[label.arg];
                 s.in_flight.erase(s.in_flight.begin() + label.arg);
                 const std::size_t to = f.to.value;
-                assert(s.cores[to]);
+                CONCLAVE_CHECK(s.cores[to], "a message is delivered to a running core");
                 perform(s, to, action_for(f.message.body),
                         s.cores[to]->receive(s.clock[to], f.message));
                 break;

@@ -2,8 +2,8 @@
 #include "conclave/sim/invariants.hpp"
 
 #include <algorithm>
-#include <cassert>
 
+#include "conclave/core/check.hpp"
 #include "conclave/sim/rng.hpp"
 
 namespace conclave::sim {
@@ -163,7 +163,7 @@ History::History(std::size_t nodes, HistoryOptions options)
       options_(options),
       highest_term_(nodes, 0),
       last_lsn_of_node_(nodes) {
-    assert(nodes > 0 && nodes < 255);
+    CONCLAVE_CHECK(nodes > 0 && nodes < 255, "the history has 1 to 254 nodes");
 }
 
 std::uint64_t History::max_term() const {
@@ -209,7 +209,7 @@ std::optional<Violation> History::record_vote(NodeId voter, Term term, NodeId ca
 std::optional<Violation> History::after_step(NodeId node, StepAction action,
                                              const elector::ElectorState& after,
                                              const elector::Actions& actions) {
-    assert(node.value < nodes_);
+    CONCLAVE_CHECK(node.value < nodes_, "a step names one of the nodes");
     std::uint64_t& highest = highest_term_[node.value];
     if (after.term.value < highest && options_.check_term_monotonic) {
         return Violation{ViolationKind::TermDecreased, node_name(node) + " went from term " +

@@ -2,8 +2,9 @@
 #include "conclave/sim/log_invariants.hpp"
 
 #include <algorithm>
-#include <cassert>
 #include <charconv>
+
+#include "conclave/core/check.hpp"
 
 namespace conclave::sim {
 namespace {
@@ -75,7 +76,7 @@ LogHistory::LogHistory(std::size_t nodes, LogHistoryOptions options)
       snapshot_checked_(nodes),
       repair_lost_(nodes),
       loss_unnoticed_by_(nodes) {
-    assert(nodes > 0);
+    CONCLAVE_CHECK(nodes > 0, "the history has nodes");
 }
 
 void LogHistory::on_proposed(const Entry& entry) {
@@ -418,7 +419,8 @@ std::optional<Violation> LogHistory::after_step(NodeId node, const LogActions& a
                                                 const std::vector<const ReplicatedLog*>& logs,
                                                 const std::vector<MemoryStorage>& all_storage,
                                                 bool storage_failed) {
-    assert(node.value < nodes_ && logs.size() == nodes_ && logs[node.value]);
+    CONCLAVE_CHECK(node.value < nodes_ && logs.size() == nodes_ && logs[node.value],
+                   "a step is checked against the log of one of the nodes");
     const ReplicatedLog& log = *logs[node.value];
     const std::map<std::size_t, Entry> step_applied = scan_step(node, actions, log);
     // (Not after a failed storage write: the core holds what storage refused.)

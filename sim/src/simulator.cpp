@@ -2,11 +2,11 @@
 #include "conclave/sim/simulator.hpp"
 
 #include <algorithm>
-#include <cassert>
 #include <ostream>
 #include <stdexcept>
 
 #include "conclave/codec/json.hpp"
+#include "conclave/core/check.hpp"
 #include "conclave/sim/state_hash.hpp"
 
 namespace conclave::sim {
@@ -442,7 +442,7 @@ Simulator::Event Simulator::pop() {
 }
 
 void Simulator::start_all() {
-    assert(!started_);
+    CONCLAVE_CHECK(!started_, "the nodes are started once");
     started_ = true;
     for (std::size_t i = 0; i < options_.nodes; ++i) {
         if (table_[i] == 0) {
@@ -472,7 +472,7 @@ void Simulator::start_all() {
 }
 
 void Simulator::schedule(Millis at, FaultAction fault) {
-    assert(at.count() >= now_ms_);
+    CONCLAVE_CHECK(at.count() >= now_ms_, "a fault is not scheduled in the past");
     Event e;
     e.time_ms = at.count();
     e.kind = EventKind::Fault;
@@ -487,7 +487,7 @@ bool Simulator::step() {
         return false;
     }
     const Event e = pop();
-    assert(e.time_ms >= now_ms_);
+    CONCLAVE_CHECK(e.time_ms >= now_ms_, "an event is not scheduled in the past");
     now_ms_ = e.time_ms;
     ++stats_.events;
     dispatch(e);
@@ -587,7 +587,7 @@ void Simulator::lsn_tick(const Event& e) {
             continue;
         }
         const std::optional<Lsn> issued = cores_[i]->issue_lsn();
-        assert(issued);
+        CONCLAVE_CHECK(issued, "a running leader issues an LSN");
         ++stats_.lsns_issued;
         perform(i, StepAction::IssueLsn, elector::Actions{});
         if (!violation_) {
@@ -711,7 +711,7 @@ void Simulator::deliver(const Event& e) {
             dispatch_log(e);
             break;
         default:
-            assert(false);
+            CONCLAVE_CHECK(false, "every event kind is dispatched");
     }
 }
 
@@ -797,7 +797,9 @@ void Simulator::check_lease_exclusive() {
         }
         const elector::LeadershipSnapshot& s = cores_[n]->rt.elector().snapshot();
         // Until the instant it resumes is over: the events it missed are handled at that instant.
-        if (!s.valid_at(local_now(node_id(n))) || paused_until_ms_[n] >= now_ms_) {
+        // (valid_at, its cheap tests first: most steps have no leader with a lease.)
+        if (s.role != elector::Role::Leader || !s.lease_end || paused_until_ms_[n] >= now_ms_ ||
+            !s.valid_at(local_now(node_id(n)))) {
             continue;
         }
         if (holder) {
@@ -892,7 +894,7 @@ void Simulator::transmit(std::size_t from, std::size_t to, const elector::Messag
 }
 
 void Simulator::update_connection(std::size_t a, std::size_t b) {
-    assert(a != b);
+    CONCLAVE_CHECK(a != b, "a connection joins two different nodes");
     const std::size_t ab = link(a, b);
     const std::size_t ba = link(b, a);
     bool want = started_ && cores_[a] && cores_[b] && cut_count_[ab] == 0 && knows(a, b);

@@ -2,7 +2,6 @@
 // The replicated log in the simulator: each node's ReplicatedLog beside its elector, its storage,
 // timers, messages on the shared mesh, and the client workload. See simulator.hpp and
 // sim/README.md ("The replicated log").
-#include <cassert>
 #include <cerrno>
 #include <ostream>
 #include <stdexcept>
@@ -117,7 +116,7 @@ std::uint32_t Simulator::store_payload(const LogMessage& m) {
 }
 
 LogMessage Simulator::take_payload(std::uint32_t index) {
-    assert(index < log_payloads_.size());
+    CONCLAVE_CHECK(index < log_payloads_.size(), "a log event names a stored payload");
     LogMessage m = std::move(log_payloads_[index]);
     log_payloads_[index] = LogMessage{};
     free_payloads_.push_back(index);
@@ -385,7 +384,7 @@ void Simulator::dispatch_log(const Event& e) {
             client_request(n);
             break;
         default:
-            assert(false);
+            CONCLAVE_CHECK(false, "every log event kind is dispatched");
     }
 }
 
@@ -681,7 +680,7 @@ void Simulator::log_input(std::size_t node, LogInput input,
 void Simulator::log_step(std::size_t node, LogInput input,
                          const std::function<const LogActions&(LogRt&)>& call,
                          const LogMessage* received) {
-    assert(logs_[node]);
+    CONCLAVE_CHECK(logs_[node], "a log step runs on a running log");
     const Busy busy(*this);
     pending_log_ = PendingLogStep{input, received};
     const std::uint64_t steps_before = stats_.log_steps;

@@ -11,9 +11,9 @@ using namespace conclave::bounce;
 
 namespace {
 
-constexpr std::size_t kNodes = 3;
-constexpr NodeIndex A = 0;
-constexpr NodeIndex B = 1;
+constexpr std::size_t kLeaseNodes = 3;
+constexpr NodeIndex kLeaseA = 0;
+constexpr NodeIndex kLeaseB = 1;
 
 /// A leader's answer to the poll sent at `at`, arriving `round_trip` ms later.
 Observation lease(std::int64_t at, NodeIndex n, std::uint64_t term, std::int64_t remaining,
@@ -35,50 +35,52 @@ FaultEvent killed(std::int64_t at, NodeIndex n) {
 }  // namespace
 
 TEST_CASE("a hand-over without overlap: the gap between the leases is the time without one") {
-    const std::vector<Observation> obs{lease(0, A, 1, 200), lease(50, A, 1, 200),
-                                       no_lease(300, A, ObservedRole::Follower, 2),
-                                       lease(400, B, 2, 200), lease(450, B, 2, 200)};
-    const LeaseSummary s = lease_summary(kNodes, obs, {}, 1000);
+    const std::vector<Observation> obs{lease(0, kLeaseA, 1, 200), lease(50, kLeaseA, 1, 200),
+                                       no_lease(300, kLeaseA, ObservedRole::Follower, 2),
+                                       lease(400, kLeaseB, 2, 200), lease(450, kLeaseB, 2, 200)};
+    const LeaseSummary s = lease_summary(kLeaseNodes, obs, {}, 1000);
     CHECK(s.reported);
     CHECK_FALSE(s.longest_overlap);
-    REQUIRE(s.held[A].size() == 1);
-    CHECK(s.held[A][0].begin_ms == 0);
-    CHECK(s.held[A][0].end_ms == 250);
-    // From A's end (250) to B's first answer (400); B's lease then runs to 650, the end 1000.
+    REQUIRE(s.held[kLeaseA].size() == 1);
+    CHECK(s.held[kLeaseA][0].begin_ms == 0);
+    CHECK(s.held[kLeaseA][0].end_ms == 250);
+    // From A's end (250) to B's first answer (400); B's lease then runs to 650,
+    // the end 1000.
     CHECK(s.longest_without_ms == 350);
     CHECK(s.longest_without_from_ms == 650);
 }
 
 TEST_CASE("two valid leases at once are reported as an overlap") {
-    const std::vector<Observation> obs{lease(100, A, 1, 300), lease(300, B, 2, 200)};
-    const LeaseSummary s = lease_summary(kNodes, obs, {}, 1000);
+    const std::vector<Observation> obs{lease(100, kLeaseA, 1, 300), lease(300, kLeaseB, 2, 200)};
+    const LeaseSummary s = lease_summary(kLeaseNodes, obs, {}, 1000);
     REQUIRE(s.longest_overlap);
-    CHECK(s.longest_overlap->a == A);
-    CHECK(s.longest_overlap->b == B);
+    CHECK(s.longest_overlap->a == kLeaseA);
+    CHECK(s.longest_overlap->b == kLeaseB);
     CHECK(s.longest_overlap->begin_ms == 300);
     CHECK(s.longest_overlap->length_ms == 100);
 }
 
 TEST_CASE("a lease ends at the answer that no longer shows it, or at the kill") {
     SECTION("a later answer without a valid lease") {
-        const std::vector<Observation> obs{lease(100, A, 1, 300),
-                                           no_lease(200, A, ObservedRole::Leader, 1),
-                                           lease(250, B, 2, 200)};
-        const LeaseSummary s = lease_summary(kNodes, obs, {}, 1000);
+        const std::vector<Observation> obs{lease(100, kLeaseA, 1, 300),
+                                           no_lease(200, kLeaseA, ObservedRole::Leader, 1),
+                                           lease(250, kLeaseB, 2, 200)};
+        const LeaseSummary s = lease_summary(kLeaseNodes, obs, {}, 1000);
         CHECK_FALSE(s.longest_overlap);
-        CHECK(s.held[A].at(0).end_ms == 200);
+        CHECK(s.held[kLeaseA].at(0).end_ms == 200);
     }
     SECTION("a killed leader acts no more") {
-        const std::vector<Observation> obs{lease(100, A, 1, 300), lease(250, B, 2, 200)};
-        const LeaseSummary s = lease_summary(kNodes, obs, {killed(150, A)}, 1000);
+        const std::vector<Observation> obs{lease(100, kLeaseA, 1, 300),
+                                           lease(250, kLeaseB, 2, 200)};
+        const LeaseSummary s = lease_summary(kLeaseNodes, obs, {killed(150, kLeaseA)}, 1000);
         CHECK_FALSE(s.longest_overlap);
-        CHECK(s.held[A].at(0).end_ms == 150);
+        CHECK(s.held[kLeaseA].at(0).end_ms == 150);
     }
     SECTION("an unanswered poll says nothing") {
-        const std::vector<Observation> obs{lease(100, A, 1, 300),
-                                           no_lease(200, A, ObservedRole::Unreachable, 0),
-                                           lease(250, B, 2, 200)};
-        const LeaseSummary s = lease_summary(kNodes, obs, {}, 1000);
+        const std::vector<Observation> obs{lease(100, kLeaseA, 1, 300),
+                                           no_lease(200, kLeaseA, ObservedRole::Unreachable, 0),
+                                           lease(250, kLeaseB, 2, 200)};
+        const LeaseSummary s = lease_summary(kLeaseNodes, obs, {}, 1000);
         REQUIRE(s.longest_overlap);
         CHECK(s.longest_overlap->length_ms == 150);
     }
@@ -86,22 +88,23 @@ TEST_CASE("a lease ends at the answer that no longer shows it, or at the kill") 
 
 TEST_CASE("an overlap's or a gap's error is the round trips of the answers at its ends") {
     SECTION("an overlap") {
-        const std::vector<Observation> obs{lease(0, A, 1, 200, 3), lease(50, A, 1, 200, 7),
-                                           lease(240, B, 2, 200, 2)};
-        const LeaseSummary s = lease_summary(kNodes, obs, {}, 1000);
+        const std::vector<Observation> obs{lease(0, kLeaseA, 1, 200, 3),
+                                           lease(50, kLeaseA, 1, 200, 7),
+                                           lease(240, kLeaseB, 2, 200, 2)};
+        const LeaseSummary s = lease_summary(kLeaseNodes, obs, {}, 1000);
         REQUIRE(s.longest_overlap);
         CHECK(s.longest_overlap->length_ms == 10);
         CHECK(s.longest_overlap->error_ms == (7 + 1) + (2 + 1));
     }
     SECTION("the closest approach and the gap") {
-        const std::vector<Observation> obs{lease(0, A, 1, 200, 3),
-                                           no_lease(150, A, ObservedRole::Follower, 2),
-                                           lease(400, B, 2, 200, 5)};
-        const LeaseSummary s = lease_summary(kNodes, obs, {killed(100, A)}, 600);
+        const std::vector<Observation> obs{lease(0, kLeaseA, 1, 200, 3),
+                                           no_lease(150, kLeaseA, ObservedRole::Follower, 2),
+                                           lease(400, kLeaseB, 2, 200, 5)};
+        const LeaseSummary s = lease_summary(kLeaseNodes, obs, {killed(100, kLeaseA)}, 600);
         CHECK_FALSE(s.longest_overlap);
         REQUIRE(s.closest);
-        CHECK(s.closest->a == A);
-        CHECK(s.closest->b == B);
+        CHECK(s.closest->a == kLeaseA);
+        CHECK(s.closest->b == kLeaseB);
         CHECK(s.closest->length_ms == 300);
         CHECK(s.closest->error_ms == 0 + (5 + 1));  // the kill is exact
         CHECK(s.longest_without_ms == 300);
@@ -110,22 +113,25 @@ TEST_CASE("an overlap's or a gap's error is the round trips of the answers at it
 }
 
 TEST_CASE("a daemon without the lease field reports nothing") {
-    const std::vector<Observation> obs{no_lease(0, A, ObservedRole::Leader, 1)};
-    const LeaseSummary s = lease_summary(kNodes, obs, {}, 1000);
+    const std::vector<Observation> obs{no_lease(0, kLeaseA, ObservedRole::Leader, 1)};
+    const LeaseSummary s = lease_summary(kLeaseNodes, obs, {}, 1000);
     CHECK_FALSE(s.reported);
     CHECK(s.longest_without_ms == 0);
 }
 
 TEST_CASE("/status lease field: valid, not valid, absent, malformed") {
     const std::string head = R"({"role": "leader", "term": 3, "leader": "n1", "lease": )";
-    CHECK(parse_status(head + R"({"valid": true, "remaining_ms": 212}})", A, kNodes)
+    CHECK(parse_status(head + R"({"valid": true, "remaining_ms": 212}})", kLeaseA, kLeaseNodes)
               .lease_remaining_ms == 212);
-    CHECK_FALSE(parse_status(head + R"({"valid": false, "remaining_ms": 0}})", A, kNodes)
+    CHECK_FALSE(parse_status(head + R"({"valid": false, "remaining_ms": 0}})", kLeaseA, kLeaseNodes)
                     .lease_remaining_ms);
-    CHECK_FALSE(parse_status(head + "null}", A, kNodes).lease_remaining_ms);
-    CHECK_FALSE(parse_status(R"({"role": "follower", "term": 3})", A, kNodes).lease_remaining_ms);
-    CHECK_THROWS(parse_status(head + R"({"valid": true}})", A, kNodes));
-    CHECK_THROWS(parse_status(head + R"({"valid": true, "remaining_ms": -1}})", A, kNodes));
-    CHECK_THROWS(parse_status(head + R"({"valid": 1, "remaining_ms": 5}})", A, kNodes));
-    CHECK_THROWS(parse_status(head + R"({"valid": true, "remaining_ms": 1e30}})", A, kNodes));
+    CHECK_FALSE(parse_status(head + "null}", kLeaseA, kLeaseNodes).lease_remaining_ms);
+    CHECK_FALSE(parse_status(R"({"role": "follower", "term": 3})", kLeaseA, kLeaseNodes)
+                    .lease_remaining_ms);
+    CHECK_THROWS(parse_status(head + R"({"valid": true}})", kLeaseA, kLeaseNodes));
+    CHECK_THROWS(
+        parse_status(head + R"({"valid": true, "remaining_ms": -1}})", kLeaseA, kLeaseNodes));
+    CHECK_THROWS(parse_status(head + R"({"valid": 1, "remaining_ms": 5}})", kLeaseA, kLeaseNodes));
+    CHECK_THROWS(
+        parse_status(head + R"({"valid": true, "remaining_ms": 1e30}})", kLeaseA, kLeaseNodes));
 }

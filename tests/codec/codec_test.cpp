@@ -126,6 +126,12 @@ TEST_CASE("decoding refuses values no node can produce") {
         "voter_term"));
     CHECK(decode_refuses(Message{NodeId{0}, Term{5}, LeaderHeartbeat{Lsn{Term{kTermLimit}, 1}}},
                          "term"));
+    // A heartbeat's LSN of a term above its envelope's (a leader's LSN is of its term or older).
+    const Message ahead{NodeId{0}, Term{5}, LeaderHeartbeat{Lsn{Term{6}, 1}}};
+    CHECK(decode_refuses(ahead, "lsn"));
+    CHECK_THROWS_WITH(decode_cbor(encode_cbor(ahead)), Catch::Contains("above the message term"));
+    const Message within{NodeId{0}, Term{5}, LeaderHeartbeat{Lsn{Term{5}, 1}}};
+    CHECK(decode_cbor(encode_cbor(within)) == within);
     // A vote both granted and refused, or neither.
     CHECK(decode_refuses(
         Message{NodeId{0}, Term{5}, ElectionResponse{true, Refusal::HasLeader, Term{5}}},

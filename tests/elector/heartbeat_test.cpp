@@ -347,6 +347,19 @@ TEST_CASE("a term no node can reach is dropped, never adopted") {
     CHECK(n.e.counters().messages_dropped == 4);
 }
 
+TEST_CASE("a heartbeat whose LSN term is above its term is dropped, never noted") {
+    Node n = follower_with_leader();  // t=5, leader B, lsn 5.3
+    CHECK(n.recv(B, 5, LeaderHeartbeat{Lsn{Term{6}, 1}}).empty());
+    CHECK(n.recv(C, 6, LeaderHeartbeat{Lsn{Term{9}, 1}}).empty());
+    CHECK(n.e.state().lsn == Lsn{Term{5}, 3});
+    CHECK(n.e.state().term == Term{5});
+    CHECK(n.e.state().leader == B);
+    CHECK(n.e.counters().dropped_term_out_of_range == 2);
+    // At the message's term it is noted as before.
+    n.recv(B, 5, LeaderHeartbeat{Lsn{Term{5}, 4}});
+    CHECK(n.e.state().lsn == Lsn{Term{5}, 4});
+}
+
 namespace {
 [[noreturn]] void ThrowCheck(const char* what) {
     throw std::logic_error(what);

@@ -69,7 +69,7 @@ struct MemberCluster : Cluster {
                 nodes[at]->remove_member(id_of(target), done);
                 break;
         }
-        REQUIRE(run_until(io, [&] { return result.has_value(); }));
+        REQUIRE(run_cluster_until(io, [&] { return result.has_value(); }));
         return *result;
     }
 
@@ -97,7 +97,7 @@ struct MemberCluster : Cluster {
                 config, nodes[seed]->config().self_entry().peer, *quiet, std::chrono::seconds(10));
             joined = true;
         });
-        const bool finished = run_until(io, [&] { return joined.load(); });
+        const bool finished = run_cluster_until(io, [&] { return joined.load(); });
         joiner.join();
         REQUIRE(finished);
         return join_error;
@@ -107,7 +107,7 @@ struct MemberCluster : Cluster {
     /// change the leader learns a learner's progress from its next ack).
     bool promote(std::size_t at, std::size_t learner) {
         std::optional<MembershipResult> promoted;
-        return run_until(io, [&] {
+        return run_cluster_until(io, [&] {
             if (!promoted || !promoted->ok()) {
                 promoted = change(at, conclave::node::MembershipOp::Promote, learner);
             }
@@ -123,7 +123,7 @@ struct MemberCluster : Cluster {
 
     /// The leader `at` sees learner `learner` connected and no entry behind (GET /members).
     bool caught_up(std::size_t at, std::size_t learner) {
-        return run_until(io, [&] {
+        return run_cluster_until(io, [&] {
             for (const auto& m : nodes[at]->members().members) {
                 if (m.id == id_of(learner)) {
                     return m.role == MemberRole::Learner && m.catch_up && m.catch_up->connected &&
@@ -136,7 +136,7 @@ struct MemberCluster : Cluster {
 
     /// Every running node has configuration `version` active.
     bool all_at(std::uint64_t version) {
-        return run_until(io, [&] {
+        return run_cluster_until(io, [&] {
             for (auto& n : nodes) {
                 if (n && n->status().membership->version != version) {
                     return false;
@@ -231,7 +231,7 @@ TEST_CASE(
     // configuration, so the learner grants nothing; the voters alone elect the new leader.
     const double granted = metric(c.nodes[gone]->metrics_text(), "conclave_votes_granted_total");
     REQUIRE_FALSE(c.nodes[leader]->transfer_leadership(id_of(other)));
-    REQUIRE(run_until(c.io, [&] {
+    REQUIRE(run_cluster_until(c.io, [&] {
         const auto log = c.nodes[other]->status().log;
         return log && log->leader_status == "active";
     }));
@@ -258,7 +258,7 @@ TEST_CASE("membership: removing the leader makes it step down, another node lead
     // Counted under the configuration that still holds it: committed, then it steps down.
     REQUIRE(removed.ok());
     CHECK(removed.version == 1);
-    REQUIRE(run_until(c.io, [&] {
+    REQUIRE(run_cluster_until(c.io, [&] {
         const std::size_t now = c.active_leader();
         return now != old_leader;
     }));
@@ -287,7 +287,7 @@ TEST_CASE("membership: one change at a time, invalid ops, unknown ids", "[node][
     REQUIRE(second);
     CHECK(second->status == MetadataProposeStatus::Refused);
     CHECK(second->detail.find("pending") != std::string::npos);
-    REQUIRE(run_until(c.io, [&] { return first.has_value(); }));
+    REQUIRE(run_cluster_until(c.io, [&] { return first.has_value(); }));
     CHECK(first->ok());
     CHECK(c.nodes[leader]->metrics_text().find(
               "conclave_config_refusals_total{reason=\"pending\"} 1") != std::string::npos);
@@ -444,7 +444,7 @@ TEST_CASE("membership §8: a new node joins through a seed, is promoted, replace
     CHECK(ids_with(v3, MemberRole::Voter).size() == 3);
     CHECK(c.nodes[3]->status().membership->role == "voter");
     REQUIRE(c.propose(leader, "after", "2").ok());
-    REQUIRE(run_until(c.io, [&] {
+    REQUIRE(run_cluster_until(c.io, [&] {
         return !c.nodes[3]->committed_after(conclave::replication::kNoLsn, 100).empty() &&
                c.nodes[3]->commit_lsn() == c.nodes[leader]->commit_lsn();
     }));
@@ -455,7 +455,7 @@ TEST_CASE("membership §8: a new node joins through a seed, is promoted, replace
     REQUIRE(c.all_at(3));
     REQUIRE(c.propose(leader, "restarted", "3").ok());
     // The removed node's connections are closed for good (R8, once it knows).
-    REQUIRE(run_until(c.io, [&] {
+    REQUIRE(run_cluster_until(c.io, [&] {
         const auto peers = c.nodes[leader]->status().peers;
         return peers.size() == 2 && std::none_of(peers.begin(), peers.end(), [&](const auto& p) {
                    return p.id == id_of(replaced);
@@ -502,14 +502,14 @@ TEST_CASE("membership §8: a joiner and a member that was away catch up from sna
     REQUIRE(c.caught_up(leader, 3));
     CHECK(c.nodes[3]->log_driver()->log().counters().snapshots_installed >= 1);
     CHECK(c.nodes[3]->status().membership->role == "learner");
-    REQUIRE(run_until(c.io, [&] { return map_of(3) == map_of(leader); }));
+    REQUIRE(run_cluster_until(c.io, [&] { return map_of(3) == map_of(leader); }));
 
     // More writes fold the configuration that added n4 into the snapshot.
     write(60, 120);
     REQUIRE(c.nodes[leader]->log_driver()->log().snapshot().len > 0);
     c.start(away);
     CHECK(c.nodes[away]->config().nodes.size() == 3);  // its config file's table
-    REQUIRE(run_until(
+    REQUIRE(run_cluster_until(
         c.io, [&] { return c.nodes[away]->log_driver()->log().commit_lsn() == log.commit_lsn(); }));
     CHECK(c.nodes[away]->log_driver()->log().counters().snapshots_installed >= 1);
     REQUIRE(c.all_at(1));
@@ -522,8 +522,9 @@ TEST_CASE("membership §8: a joiner and a member that was away catch up from sna
         return std::any_of(peers.begin(), peers.end(),
                            [&](const auto& p) { return p.id == to && p.up; });
     };
-    REQUIRE(run_until(c.io, [&] { return connected(away, "n4") && connected(3, id_of(away)); }));
-    REQUIRE(run_until(c.io, [&] { return map_of(away) == map_of(leader); }));
+    REQUIRE(run_cluster_until(c.io,
+                              [&] { return connected(away, "n4") && connected(3, id_of(away)); }));
+    REQUIRE(run_cluster_until(c.io, [&] { return map_of(away) == map_of(leader); }));
     c.stop_all();
 }
 
@@ -542,8 +543,8 @@ TEST_CASE(
     const std::size_t removed = (leader + 1) % 3;
     const std::size_t seed = (leader + 2) % 3;
     REQUIRE(c.change(leader, Op::Remove, removed).ok());
-    REQUIRE(
-        run_until(c.io, [&] { return c.nodes[removed]->status().membership->role == "removed"; }));
+    REQUIRE(run_cluster_until(
+        c.io, [&] { return c.nodes[removed]->status().membership->role == "removed"; }));
     const auto data_dir = c.nodes[removed]->config().data_dir;
     const auto marked = conclave::node::load_node_table(data_dir);
     REQUIRE(marked);
@@ -558,7 +559,7 @@ TEST_CASE(
     REQUIRE(c.promote(leader, 3));
     REQUIRE(c.all_at(3));  // n4 knows it votes: a named successor that does not never stands
     REQUIRE_FALSE(c.nodes[leader]->transfer_leadership("n4"));
-    REQUIRE(run_until(c.io, [&] {
+    REQUIRE(run_cluster_until(c.io, [&] {
         return c.nodes[3]->status().log && c.nodes[3]->status().log->leader_status == "active";
     }));
     CHECK(conclave::node::is_placeholder(c.nodes[3]->config().nodes.at(removed)));
@@ -582,7 +583,7 @@ TEST_CASE(
     REQUIRE(c.all_at(5));  // remove, add n4, promote n4, add back, promote
     CHECK(ids_with(c.nodes[3]->members(), MemberRole::Voter).size() == 4);
     REQUIRE(c.propose(3, "back", "1").ok());
-    REQUIRE(run_until(c.io,
-                      [&] { return c.nodes[removed]->commit_lsn() == c.nodes[3]->commit_lsn(); }));
+    REQUIRE(run_cluster_until(
+        c.io, [&] { return c.nodes[removed]->commit_lsn() == c.nodes[3]->commit_lsn(); }));
     c.stop_all();
 }

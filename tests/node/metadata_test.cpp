@@ -74,7 +74,7 @@ TEST_CASE("metadata log: 3 nodes commit, refuse, redirect, fail over and catch u
         c.nodes[leader]->propose("key" + std::to_string(k), std::to_string(k),
                                  [&](const MetadataProposeResult& r) { results.push_back(r); });
     }
-    REQUIRE(run_until(c.io, [&] { return results.size() == 20; }));
+    REQUIRE(run_cluster_until(c.io, [&] { return results.size() == 20; }));
     for (std::size_t k = 0; k < results.size(); ++k) {
         INFO(k << " " << results[k].detail);
         REQUIRE(results[k].ok());
@@ -82,7 +82,7 @@ TEST_CASE("metadata log: 3 nodes commit, refuse, redirect, fail over and catch u
             CHECK(results[k - 1].lsn < results[k].lsn);
         }
     }
-    REQUIRE(run_until(c.io, [&] {
+    REQUIRE(run_cluster_until(c.io, [&] {
         return c.seen[0].size() == 20 && c.seen[1].size() == 20 && c.seen[2].size() == 20;
     }));
     for (std::size_t n = 0; n < 3; ++n) {
@@ -181,7 +181,7 @@ TEST_CASE("metadata log: 3 nodes commit, refuse, redirect, fail over and catch u
 
     // Restart the old leader from its data dir: it replays its committed prefix and catches up.
     c.start(leader);
-    REQUIRE(run_until(c.io, [&] { return c.seen[leader].size() == 22; }));
+    REQUIRE(run_cluster_until(c.io, [&] { return c.seen[leader].size() == 22; }));
     CHECK(c.seen[leader][20].lsn == http_lsn);
     CHECK(c.seen[leader][21].key == "after-failover");
     CHECK(c.nodes[leader]->log_driver()->recovery().records > 0);
@@ -226,7 +226,7 @@ TEST_CASE("metadata log: 3 nodes commit, refuse, redirect, fail over and catch u
                 answered = std::this_thread::get_id();
                 done = true;
             });
-        REQUIRE(run_until(c.io, [&] { return done; }));
+        REQUIRE(run_cluster_until(c.io, [&] { return done; }));
         CHECK(worker != std::this_thread::get_id());
         CHECK(answered == std::this_thread::get_id());
     }
@@ -257,7 +257,7 @@ TEST_CASE("metadata log: compaction, snapshot catch-up and the NOSPACE quota", "
     CHECK(log.counters().compactions > 0);
     CHECK(log.used_entries() < 40);
     c.start(away);
-    REQUIRE(run_until(
+    REQUIRE(run_cluster_until(
         c.io, [&] { return c.nodes[away]->log_driver()->log().commit_lsn() == log.commit_lsn(); }));
     CHECK(c.nodes[away]->log_driver()->log().counters().snapshots_installed >= 1);
     // Its subscriber ends with the same map: the last value of each key.
@@ -444,7 +444,7 @@ struct FaultCluster : Cluster {
     void wait_stopped(std::size_t i) {
         bool done = false;
         nodes[i]->stop([&] { done = true; });
-        REQUIRE(run_until(io, [&] { return done; }));
+        REQUIRE(run_cluster_until(io, [&] { return done; }));
     }
 
     /// The failed node is out of service and refuses writes; a survivor takes over (returned),
@@ -463,9 +463,9 @@ struct FaultCluster : Cluster {
 
     /// Waits until node i has stopped and the others have an ACTIVE leader; returns it.
     std::size_t survivors_lead(std::size_t failed) {
-        REQUIRE(run_until(io, [&] { return !nodes[failed]->health().healthy; }));
+        REQUIRE(run_cluster_until(io, [&] { return !nodes[failed]->health().healthy; }));
         std::optional<std::size_t> next;
-        REQUIRE(run_until(io, [&] {
+        REQUIRE(run_cluster_until(io, [&] {
             for (std::size_t i = 0; i < nodes.size(); ++i) {
                 if (i != failed && nodes[i] && nodes[i]->status().log &&
                     nodes[i]->status().log->leader_status == "active") {
@@ -531,7 +531,8 @@ TEST_CASE("storage faults: a leader whose log write or fsync fails steps down, l
         CHECK(r.leader == "n" + std::to_string(next + 1));
         // The failed leader's last proposal may have committed too (outcome unknown): wait for
         // the commit point, not for a count.
-        REQUIRE(run_until(c.io, [&] { return !(c.nodes[i]->commit_lsn() < acked.back()); }));
+        REQUIRE(
+            run_cluster_until(c.io, [&] { return !(c.nodes[i]->commit_lsn() < acked.back()); }));
         c.check_kept(i, acked);
     }
 }
@@ -550,14 +551,15 @@ TEST_CASE("storage faults: a follower whose fsync or state file fails leaves; th
     const std::size_t leader = c.active_leader();
     const std::size_t follower = (leader + 1) % 3;
     std::vector<Lsn> acked = c.commit(leader, "before", 5);
-    REQUIRE(run_until(c.io, [&] { return c.seen[follower].size() == 5; }));
+    REQUIRE(run_cluster_until(c.io, [&] { return c.seen[follower].size() == 5; }));
 
     if (which == "sync") {
         c.faults[follower]->sync.store(error);
         // The leader still commits with the third node; the follower acknowledges nothing more.
         const std::vector<Lsn> more = c.commit(leader, "during", 3);
         acked.insert(acked.end(), more.begin(), more.end());
-        REQUIRE(run_until(c.io, [&] { return c.nodes[follower]->storage_failure().has_value(); }));
+        REQUIRE(run_cluster_until(
+            c.io, [&] { return c.nodes[follower]->storage_failure().has_value(); }));
         c.check_out_of_service(follower, reason);
         c.wait_stopped(follower);
         c.check_kept(leader, acked);
@@ -566,7 +568,8 @@ TEST_CASE("storage faults: a follower whose fsync or state file fails leaves; th
         // campaign (or vote) cannot be made durable, so it stops and never votes or leads.
         c.faults[follower]->state.store(error);
         REQUIRE_FALSE(c.nodes[leader]->step_down());
-        REQUIRE(run_until(c.io, [&] { return c.nodes[follower]->storage_failure().has_value(); }));
+        REQUIRE(run_cluster_until(
+            c.io, [&] { return c.nodes[follower]->storage_failure().has_value(); }));
         CHECK(c.nodes[follower]->status().role != conclave::elector::Role::Leader);
         c.check_out_of_service(follower, "elector state");
         const std::size_t next = c.survivors_lead(follower);
@@ -609,7 +612,8 @@ TEST_CASE("storage faults: a failed meta, truncate or snapshot write takes the n
         failed = (leader + 1) % 3;
         c.faults[failed]->meta.store(error);
         REQUIRE_FALSE(c.nodes[leader]->transfer_leadership("n" + std::to_string(failed + 1)));
-        REQUIRE(run_until(c.io, [&] { return c.nodes[failed]->storage_failure().has_value(); }));
+        REQUIRE(run_cluster_until(c.io,
+                                  [&] { return c.nodes[failed]->storage_failure().has_value(); }));
     } else if (which == "truncate") {
         // The leader held entries nobody else got (an uncommitted tail of its term, written
         // into its log while every node is stopped); the others go on without it. Restarted,
@@ -642,7 +646,8 @@ TEST_CASE("storage faults: a failed meta, truncate or snapshot write takes the n
         acked.insert(acked.end(), more.begin(), more.end());
         c.faults[leader]->truncate.store(error);
         c.start(leader);
-        REQUIRE(run_until(c.io, [&] { return c.nodes[leader]->storage_failure().has_value(); }));
+        REQUIRE(run_cluster_until(c.io,
+                                  [&] { return c.nodes[leader]->storage_failure().has_value(); }));
         CHECK(c.faults[leader]->hits.load() >= 1);
     } else {
         // The leader's next compaction cannot write its snapshot file.
@@ -659,7 +664,8 @@ TEST_CASE("storage faults: a failed meta, truncate or snapshot write takes the n
     c.check_kept(next, acked);
     for (std::size_t i = 0; i < 3; ++i) {
         if (i != failed && i != next) {
-            REQUIRE(run_until(c.io, [&] { return !(c.nodes[i]->commit_lsn() < acked.back()); }));
+            REQUIRE(run_cluster_until(c.io,
+                                      [&] { return !(c.nodes[i]->commit_lsn() < acked.back()); }));
             c.check_kept(i, acked);
         }
     }

@@ -38,7 +38,8 @@ using nlohmann::json;
 
 constexpr std::chrono::seconds kBound{15};
 
-inline bool run_until(asio::io_context& io, const std::function<bool()>& done) {
+/// run_until with the cluster tests' bound.
+inline bool run_cluster_until(asio::io_context& io, const std::function<bool()>& done) {
     return conclave::test::run_until(io, done, kBound);
 }
 
@@ -87,7 +88,7 @@ inline HttpResult request(asio::io_context& io, std::uint16_t port, http::verb v
                                      [&](beast::error_code, std::size_t) { done = true; });
                 });
         });
-    REQUIRE(run_until(io, [&] { return done; }));
+    REQUIRE(run_cluster_until(io, [&] { return done; }));
     HttpResult out;
     out.status = res->result_int();
     out.location = std::string((*res)[http::field::location]);
@@ -178,14 +179,14 @@ struct Cluster {
     void stop(std::size_t i) {
         bool done = false;
         nodes[i]->stop([&] { done = true; });
-        REQUIRE(run_until(io, [&] { return done; }));
+        REQUIRE(run_cluster_until(io, [&] { return done; }));
         nodes[i].reset();
     }
 
     /// Index of the node whose log is an ACTIVE leader, once there is one.
     std::size_t active_leader() {
         std::optional<std::size_t> leader;
-        REQUIRE(run_until(io, [&] {
+        REQUIRE(run_cluster_until(io, [&] {
             for (std::size_t i = 0; i < nodes.size(); ++i) {
                 if (nodes[i] && nodes[i]->status().log &&
                     nodes[i]->status().log->leader_status == "active") {
@@ -201,7 +202,7 @@ struct Cluster {
     MetadataProposeResult propose(std::size_t i, const std::string& key, const std::string& value) {
         std::optional<MetadataProposeResult> result;
         nodes[i]->propose(key, value, [&](const MetadataProposeResult& r) { result = r; });
-        REQUIRE(run_until(io, [&] { return result.has_value(); }));
+        REQUIRE(run_cluster_until(io, [&] { return result.has_value(); }));
         return *result;
     }
 

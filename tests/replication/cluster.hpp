@@ -43,6 +43,8 @@ struct NodeEnv {
     Cluster* cluster = nullptr;
     std::size_t node = 0;
     static constexpr bool kPlantedBugs = true;  // a test environment (RuntimeBug below)
+    // The planted AckBeforeFsync is caught by the cluster's own durability checks.
+    static constexpr bool kOwnPersistOrderCheck = true;
     Millis now() const { return Millis{0}; }
     LogStorage& storage();
     void send(std::span<const NodeId> to, const LogMessage& m);

@@ -8,10 +8,13 @@
 
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <initializer_list>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "conclave/core/check.hpp"
 #include "conclave/replication/log.hpp"
 #include "conclave/replication/storage.hpp"
 #include "conclave/runtime/log_runtime.hpp"
@@ -191,4 +194,85 @@ TEST_CASE("storage: a truncation during an asynchronous sync is never reported d
         }
         std::filesystem::remove_all(dir);
     }
+}
+
+namespace {
+
+struct RtCheckFailed : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+[[noreturn]] void RtThrowCheck(const char* what) {
+    throw RtCheckFailed(what);
+}
+
+/// RecordingEnv with planted bugs allowed and no durability check of its own.
+struct PlantedEnv : RecordingEnv {
+    static constexpr bool kPlantedBugs = true;
+};
+
+LogActions RtActions(std::initializer_list<LogAction> actions) {
+    return LogActions(actions);
+}
+
+}  // namespace
+
+TEST_CASE("runtime: a log message leaving before what it claims is durable is caught") {
+    const ScopedInvariantHandler handler(&RtThrowCheck);
+    Follower f;
+    const AppendAck ack{true, {}, RtL(2, 1), Lsn{}, false};
+    // The promise of term 2 made durable (the core would do it on the leader's first message).
+    const LogActions promise = RtActions({PersistMeta{LogMeta{Term{2}, Lsn{}}}});
+    f.rt.run([&](ReplicatedLog&) { return promise; });
+    SECTION("a term sent before the PersistMeta that makes it durable") {
+        const AppendAck refusal{false, RtL(3, 0), Lsn{}, Lsn{}, false};
+        const LogActions wrong = RtActions({SendLog{kLeader, LogMessage{kSelf, Term{3}, refusal}},
+                                            PersistMeta{LogMeta{Term{3}, Lsn{}}}});
+        CHECK_THROWS_WITH(f.rt.run([&](ReplicatedLog&) { return wrong; }),
+                          Catch::Contains("term a log message claims is durable"));
+        CHECK(f.env.acks.empty());  // stopped before the send
+        const LogActions right = RtActions({PersistMeta{LogMeta{Term{3}, Lsn{}}},
+                                            SendLog{kLeader, LogMessage{kSelf, Term{3}, refusal}}});
+        CHECK_NOTHROW(f.rt.run([&](ReplicatedLog&) { return right; }));
+        CHECK(f.env.acks.size() == 1);
+    }
+    SECTION("an ok AppendAck of entries appended but not flushed") {
+        const LogActions wrong = RtActions({PersistEntries{{RtE(2, 0), RtE(2, 1)}},
+                                            SendLog{kLeader, LogMessage{kSelf, Term{2}, ack}}});
+        CHECK_THROWS_WITH(f.rt.run([&](ReplicatedLog&) { return wrong; }),
+                          Catch::Contains("AppendAck acknowledges are durable"));
+        CHECK(f.env.acks.empty());
+        f.rt.flush(false);  // the storage flushes (2,1)
+        const LogActions after_flush =
+            RtActions({SendLog{kLeader, LogMessage{kSelf, Term{2}, ack}}});
+        CHECK_NOTHROW(f.rt.run([&](ReplicatedLog&) { return after_flush; }));
+        CHECK(f.env.acks.size() == 1);
+    }
+    SECTION("a refusal carries no durability claim") {
+        const AppendAck refusal{false, RtL(2, 5), RtL(2, 9), Lsn{}, false};
+        const LogActions refuse =
+            RtActions({SendLog{kLeader, LogMessage{kSelf, Term{2}, refusal}}});
+        CHECK_NOTHROW(f.rt.run([&](ReplicatedLog&) { return refuse; }));
+    }
+}
+
+TEST_CASE("runtime: the planted AckBeforeFsync is caught by the runtime's own check") {
+    const ScopedInvariantHandler handler(&RtThrowCheck);
+    PlantedEnv env;
+    runtime::LogRuntime<PlantedEnv> rt{env, FollowerConfig(), env.store.recover().log,
+                                       runtime::RuntimeBug::AckBeforeFsync};
+    rt.run([](ReplicatedLog& log) { return log.start(Millis{0}); });
+    rt.run([](ReplicatedLog& log) {
+        return log.on_leadership(
+            Millis{0}, elector::LeadershipSnapshot{elector::Role::Follower, Term{2}, kLeader, 2,
+                                                   elector::Reason::LeaderDiscovered, Millis{0},
+                                                   std::nullopt});
+    });
+    rt.run([](ReplicatedLog& log) {
+        return log.receive(Millis{0}, FromLeader(2, Append{Lsn{}, {RtE(2, 0), RtE(2, 1)}, Lsn{}}));
+    });
+    REQUIRE(env.acks.empty());
+    // The bug tells the core (2,1) is durable without flushing: its AppendAck must not leave.
+    CHECK_THROWS_WITH(rt.flush(), Catch::Contains("AppendAck acknowledges are durable"));
+    CHECK(LastAcked(env) < RtL(2, 0));
 }

@@ -11,9 +11,11 @@
 
 #include "conclave/replication/log.hpp"
 #include "conclave/replication/storage.hpp"
+#include "log_actions.hpp"
 
 using namespace conclave;
 using namespace conclave::replication;
+using conclave::replication::testing::SentBodies;
 namespace fs = std::filesystem;
 
 namespace {
@@ -70,18 +72,6 @@ LogConfig RepairConfig(NodeId self) {
     c.cluster_size = 3;
     c.self = self;
     return c;
-}
-
-template <class B>
-std::vector<B> SentBodies(const LogActions& actions, NodeId to) {
-    std::vector<B> out;
-    for (const auto& a : actions) {
-        if (const auto* s = std::get_if<SendLog>(&a);
-            s && s->to == to && std::holds_alternative<B>(s->message.body)) {
-            out.push_back(std::get<B>(s->message.body));
-        }
-    }
-    return out;
 }
 
 std::vector<LogMeta> MetasWritten(const LogActions& actions) {

@@ -39,7 +39,7 @@ struct TempDir {
     fs::path path;
 };
 
-Entry E(std::uint64_t term, std::uint64_t counter, std::string value = "v") {
+Entry StE(std::uint64_t term, std::uint64_t counter, std::string value = "v") {
     if (counter == 0) {
         return Entry{Lsn{Term{term}, 0}, {}, {}};
     }
@@ -47,8 +47,8 @@ Entry E(std::uint64_t term, std::uint64_t counter, std::string value = "v") {
 }
 
 std::vector<Entry> Sample() {
-    return {E(1, 0), E(1, 1, "{\"owner\":\"n1\"}"), E(1, 2, std::string("\0binary\xff", 8)),
-            E(2, 0), E(2, 1)};
+    return {StE(1, 0), StE(1, 1, "{\"owner\":\"n1\"}"), StE(1, 2, std::string("\0binary\xff", 8)),
+            StE(2, 0), StE(2, 1)};
 }
 
 std::string ReadFile(const fs::path& p) {
@@ -125,13 +125,13 @@ TEST_CASE("file storage: truncate_after is durable and appends continue after it
         s.append(Sample());
         s.truncate_after(Lsn{Term{1}, 2});
         CHECK(s.durable_lsn() == Lsn{Term{1}, 2});
-        s.append({E(3, 0), E(3, 1)});
+        s.append({StE(3, 0), StE(3, 1)});
         s.truncate_after(kNoLsn);
-        s.append({E(4, 0)});
+        s.append({StE(4, 0)});
     }
     FileStorage s(dir.path, FsyncPolicy::EveryEntry);
     Recovery r = s.recover();
-    CHECK(r.log.entries == std::vector<Entry>{E(4, 0)});
+    CHECK(r.log.entries == std::vector<Entry>{StE(4, 0)});
     CHECK(r.report.problem == TailProblem::None);
 }
 
@@ -141,8 +141,8 @@ TEST_CASE("file storage: fsync policies") {
         FileStorage s(dir.path, FsyncPolicy::EveryEntry);
         s.recover();
         const auto before = s.fsync_count();
-        s.append({E(1, 0)});
-        s.append({E(1, 1)});
+        s.append({StE(1, 0)});
+        s.append({StE(1, 1)});
         CHECK(s.durable_lsn() == Lsn{Term{1}, 1});
         CHECK(s.fsync_count() == before + 2);
         CHECK(s.flush() == Lsn{Term{1}, 1});
@@ -152,8 +152,8 @@ TEST_CASE("file storage: fsync policies") {
         FileStorage s(dir.path, FsyncPolicy::Batched);
         s.recover();
         const auto before = s.fsync_count();
-        s.append({E(1, 0)});
-        s.append({E(1, 1), E(1, 2)});
+        s.append({StE(1, 0)});
+        s.append({StE(1, 1), StE(1, 2)});
         CHECK(s.durable_lsn() == kNoLsn);
         CHECK(s.flush() == Lsn{Term{1}, 2});
         CHECK(s.fsync_count() == before + 1);
@@ -164,7 +164,7 @@ TEST_CASE("file storage: fsync policies") {
         FileStorage s(dir.path, FsyncPolicy::Never);
         s.recover();
         const auto before = s.fsync_count();
-        s.append({E(1, 0), E(1, 1)});
+        s.append({StE(1, 0), StE(1, 1)});
         CHECK(s.flush() == Lsn{Term{1}, 1});
         CHECK(s.fsync_count() == before);
     }
@@ -231,14 +231,14 @@ TEST_CASE("file storage: a torn last record is reported and truncated, never app
         CHECK(r.report.describe().find(std::string(to_string(expect_problem))) !=
               std::string::npos);
         CHECK(fs::file_size(log) == expect_offset);
-        s.append({E(9, 0)});  // appends continue cleanly after the cut
+        s.append({StE(9, 0)});  // appends continue cleanly after the cut
         s.flush();
     }
     FileStorage s(dir.path, FsyncPolicy::Batched);
     Recovery r = s.recover();
     CHECK(r.report.problem == TailProblem::None);
     CHECK(r.log.entries.size() == expect_records + 1);
-    CHECK(r.log.entries.back() == E(9, 0));
+    CHECK(r.log.entries.back() == StE(9, 0));
 }
 
 TEST_CASE("file storage: damage a crash cannot explain is refused, the files left unchanged") {
@@ -271,7 +271,7 @@ TEST_CASE("file storage: damage a crash cannot explain is refused, the files lef
         expect_offset = RecordEnd(2);
     }
     SECTION("a valid record out of LSN order is not a torn write") {
-        encode_record(E(1, 7), bytes);
+        encode_record(StE(1, 7), bytes);
         expect_what = "out_of_order record with a valid checksum";
         expect_offset = RecordEnd(5);
     }
@@ -439,23 +439,23 @@ TEST_CASE("file storage: meta is replaced atomically; a damaged one is refused")
 
 TEST_CASE("memory storage: a crash loses exactly what was not flushed") {
     MemoryStorage s(FsyncPolicy::Batched);
-    s.append({E(1, 0), E(1, 1)});
+    s.append({StE(1, 0), StE(1, 1)});
     CHECK(s.flush() == Lsn{Term{1}, 1});
-    s.append({E(1, 2)});
+    s.append({StE(1, 2)});
     CHECK(s.durable_lsn() == Lsn{Term{1}, 1});
     s.write_meta(LogMeta{Term{2}, Lsn{Term{1}, 1}});
     s.crash();
     Recovery r = s.recover();
-    CHECK(r.log.entries == std::vector<Entry>{E(1, 0), E(1, 1)});
+    CHECK(r.log.entries == std::vector<Entry>{StE(1, 0), StE(1, 1)});
     CHECK(r.log.meta.term == Term{2});
 
     MemoryStorage every(FsyncPolicy::EveryEntry);
-    every.append({E(1, 0)});
+    every.append({StE(1, 0)});
     every.crash();
     CHECK(every.recover().log.entries.size() == 1);
 
     MemoryStorage never(FsyncPolicy::Never);
-    never.append({E(1, 0)});
+    never.append({StE(1, 0)});
     CHECK(never.flush() == Lsn{Term{1}, 0});  // reported durable...
     never.crash();
     CHECK(never.recover().log.entries.empty());  // ...but lost by a power cut

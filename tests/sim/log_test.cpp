@@ -24,8 +24,8 @@ RunOptions log_run(std::uint64_t seed) {
 }
 
 /// Runs seeds 1..max_seeds until one violates; returns the violation and its seed.
-std::optional<std::pair<Violation, std::uint64_t>> first_violation(RunOptions o,
-                                                                   std::uint64_t max_seeds) {
+std::optional<std::pair<Violation, std::uint64_t>> first_log_violation(RunOptions o,
+                                                                       std::uint64_t max_seeds) {
     for (std::uint64_t seed = 1; seed <= max_seeds; ++seed) {
         o.seed = seed;
         const RunResult r = run_seed(o);
@@ -167,7 +167,7 @@ TEST_CASE("simulator catches a log that commits without a quorum", "[planted][lo
         o.log_history.check_durable_quorum = false;
         o.faults = mix("crash,partition,asym,cut");
         o.episodes = 8;
-        const auto v = first_violation(o, 30);
+        const auto v = first_log_violation(o, 30);
         REQUIRE(v);
         INFO("seed " << v->second << ": " << v->first.detail);
         CHECK((v->first.kind == ViolationKind::LogDivergence ||
@@ -184,7 +184,7 @@ TEST_CASE("simulator catches a log that compacts past its commit point", "[plant
     RunOptions o = log_run(1);
     o.log_compact = 8;
     o.log_bug = PlantedLogBug::CompactUncommitted;
-    const auto v = first_violation(o, 5);
+    const auto v = first_log_violation(o, 5);
     REQUIRE(v);
     INFO("seed " << v->second << ": " << v->first.detail);
     CHECK(v->first.kind == ViolationKind::LogDivergence);
@@ -199,7 +199,7 @@ TEST_CASE("simulator catches a leader that serves without syncing", "[planted][l
     o.log_bug = PlantedLogBug::SkipSync;
     o.faults = mix("crash,partition,asym,cut");
     o.episodes = 8;
-    const auto v = first_violation(o, 40);
+    const auto v = first_log_violation(o, 40);
     REQUIRE(v);
     INFO("seed " << v->second << ": " << v->first.detail);
     // A stale leader's sync point makes a follower truncate committed entries (the core's own
@@ -224,7 +224,7 @@ TEST_CASE("simulator catches a repaired node counted towards a quorum", "[plante
     o.faults = mix("crash,partition,repair");
     o.episodes = 16;
     o.log_bug = PlantedLogBug::CountRepaired;
-    const auto v = first_violation(o, 80);
+    const auto v = first_log_violation(o, 80);
     REQUIRE(v);
     INFO("seed " << v->second << ": " << v->first.detail);
     // A committed (acknowledged) entry replaced at its index, or a follower told to truncate one.

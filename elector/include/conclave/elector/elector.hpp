@@ -114,8 +114,9 @@ struct ElectorCounters {
     std::uint64_t messages_dropped = 0;      // from a non-member, or with a term no node can reach
     std::uint64_t term_space_exhausted = 0;  // elections not started: the term is 2^63 - 1
     // messages_dropped split by reason (the total stays).
-    std::uint64_t dropped_not_a_peer = 0;         // sender is not another member
-    std::uint64_t dropped_term_out_of_range = 0;  // a term >= 2^63 in the header or the body
+    std::uint64_t dropped_not_a_peer = 0;  // sender is not another member
+    // A term >= 2^63 in the header or the body, or a heartbeat's LSN term above the header's.
+    std::uint64_t dropped_term_out_of_range = 0;
     // Membership.
     std::uint64_t voter_set_changes = 0;        // set_voters() calls that changed the configuration
     std::uint64_t voter_set_refused = 0;        // set_voters() calls refused (see voters_error())
@@ -235,6 +236,8 @@ class Elector {
     /// The leader's lease duration: Config::lease_duration() (E with the planted
     /// LeaseIgnoresDrift).
     Millis LeaseDuration() const;
+    /// Leader: sets `who`'s promise_until and updates lease_end (RecomputeLease when it can move).
+    void RaisePromise(NodeId who, Millis until);
     /// Leader: lease_end from promise_until over the current voters.
     void RecomputeLease();
     /// Forgets every lease time (a node that is not a leader, or a new leadership).
@@ -300,6 +303,11 @@ class Elector {
 
     Config config_;
     std::size_t quorum_;
+    // Config::promise_duration() and lease_duration(), computed once (the config's timing fields
+    // never change): the lease checks read them on every input.
+    Millis promise_duration_{};
+    Millis lease_duration_{};
+    std::size_t lease_quorum_ = 0;  // the quorum lease_end was last computed over
     RandomSource random_;
     ElectorState state_;
     LeadershipSnapshot snapshot_;

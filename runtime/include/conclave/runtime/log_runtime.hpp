@@ -16,6 +16,11 @@
 //     core hears persisted() only then, so nothing is acknowledged before its fsync completed.
 //     Appends made while a sync runs are covered by the next one, scheduled by sync_done (group
 //     commit across the batch that accumulated meanwhile); one sync is in flight at a time;
+//   - persist before send, checked (CONCLAVE_CHECK, check_durable below): a message leaves only
+//     if the term it claims is durable (the last PersistMeta's, or the recovered one), and an ok
+//     AppendAck only if the entries it acknowledges are: its last_lsn is at or below what the
+//     storage itself reported durable (flush() / end_sync(), PersistSnapshot, lowered by
+//     TruncateEntries), whatever the core was told;
 //   - failed storage: an exception from the storage (EIO, ENOSPC, ...) stops the log for good:
 //     nothing later in the batch takes effect, every timer is cancelled, Env::failed(what) runs,
 //     and every later input is ignored.
@@ -25,6 +30,10 @@
 // crash in between loses entries the node acknowledged (the simulator must catch it). In the
 // asynchronous group commit, sync_done() tells the core that every stored entry is durable,
 // those appended while the sync ran (not covered by it) included.
+//
+// An environment that catches the planted AckBeforeFsync with its own checks (the simulator, the
+// log's cluster test) declares `static constexpr bool kOwnPersistOrderCheck = true;`: the
+// runtime's AppendAck check then stays out of that bug's way (as in ElectorRuntime).
 //
 // Env must provide:
 //   Millis now();
@@ -43,6 +52,7 @@
 // `void membership(const replication::NotifyMembership&)` (the active configuration changed).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <exception>
 #include <optional>
@@ -53,6 +63,7 @@
 #include <variant>
 #include <vector>
 
+#include "conclave/core/check.hpp"
 #include "conclave/replication/log.hpp"
 #include "conclave/replication/storage.hpp"
 #include "conclave/runtime/elector_runtime.hpp"
@@ -67,6 +78,8 @@ class LogRuntime {
         : env_(env),
           log_(std::move(config), std::move(recovered)),
           reported_durable_(log_.last_lsn()),
+          stored_durable_(reported_durable_),
+          durable_term_(log_.state().term),
           bug_(bug) {
         others_ = others_of(log_.config().cluster_size, log_.config().self);
     }
@@ -126,6 +139,7 @@ class LogRuntime {
             } else {
                 fsync_deferred_ = false;
                 durable = env_.storage().flush();
+                stored_durable_ = std::max(stored_durable_, durable);
             }
         } catch (const std::exception& e) {
             fail(e.what());
@@ -172,6 +186,7 @@ class LogRuntime {
         Lsn durable{};
         try {
             durable = env_.storage().end_sync(ticket);
+            stored_durable_ = std::max(stored_durable_, durable);
         } catch (const std::exception& e) {
             fail(e.what());
             env_.after_batch();
@@ -242,8 +257,10 @@ class LogRuntime {
             [&](const auto& a) {
                 using T = std::decay_t<decltype(a)>;
                 if constexpr (std::is_same_v<T, SendLog>) {
+                    check_durable(a.message);
                     env_.send(std::span<const NodeId>(&a.to, 1), a.message);
                 } else if constexpr (std::is_same_v<T, BroadcastLog>) {
+                    check_durable(a.message);
                     env_.send(std::span<const NodeId>(others_), a.message);
                 } else if constexpr (std::is_same_v<T, PersistMeta> ||
                                      std::is_same_v<T, PersistEntries> ||
@@ -255,9 +272,7 @@ class LogRuntime {
                         fail(e.what());
                         return;
                     }
-                    if constexpr (std::is_same_v<T, PersistEntries>) {
-                        appended_ = true;
-                    }
+                    stored(a);
                 } else if constexpr (std::is_same_v<T, ArmLogTimer>) {
                     const TimerGeneration g = ++generations_[index(a.timer)];
                     env_.arm(a.timer, a.delay, g);
@@ -286,6 +301,39 @@ class LogRuntime {
             action);
     }
 
+    /// What a storage action that returned made durable (PersistEntries: nothing yet).
+    template <class T>
+    void stored(const T& a) {
+        using namespace replication;
+        if constexpr (std::is_same_v<T, PersistEntries>) {
+            appended_ = true;
+        } else if constexpr (std::is_same_v<T, PersistMeta>) {
+            durable_term_ = a.meta.term;
+        } else if constexpr (std::is_same_v<T, TruncateEntries>) {
+            stored_durable_ = std::min(stored_durable_, a.after_lsn);
+        } else {
+            static_assert(std::is_same_v<T, PersistSnapshot>);
+            stored_durable_ = std::max(stored_durable_, a.snapshot.lsn);
+        }
+    }
+
+    /// Persist before send, checked: `m` may leave only if the term it claims is durable, and an
+    /// ok AppendAck only if the prefix it acknowledges (up to last_lsn) is durable in storage.
+    void check_durable(const replication::LogMessage& m) const {
+        CONCLAVE_CHECK(m.term <= durable_term_,
+                       "persist before send: the term a log message claims is durable before it "
+                       "leaves");
+        if constexpr (requires { Env::kOwnPersistOrderCheck; }) {
+            if (Env::kOwnPersistOrderCheck && planted(RuntimeBug::AckBeforeFsync)) {
+                return;
+            }
+        }
+        const auto* ack = std::get_if<replication::AppendAck>(&m.body);
+        CONCLAVE_CHECK(!ack || !ack->ok || ack->last_lsn <= stored_durable_,
+                       "persist before send: the entries an AppendAck acknowledges are durable "
+                       "before it leaves");
+    }
+
     void cancel(replication::LogTimer timer) {
         ++generations_[index(timer)];
         env_.cancel(timer);
@@ -302,6 +350,10 @@ class LogRuntime {
     std::vector<NodeId> others_;
     std::array<TimerGeneration, replication::kLogTimerCount> generations_{};
     Lsn reported_durable_{};  // what recovery found is durable
+    // What the storage made durable (the last entry's LSN; an over-estimate after a snapshot),
+    // and the durable promised term: what check_durable compares sends with.
+    Lsn stored_durable_{};
+    Term durable_term_{};
     replication::LogActions last_;
     int depth_ = 0;
     bool appended_ = false;

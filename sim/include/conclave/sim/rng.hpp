@@ -7,8 +7,9 @@
 // not specified bit for bit across standard libraries.
 #pragma once
 
-#include <cassert>
 #include <cstdint>
+
+#include "conclave/core/check.hpp"
 
 namespace conclave::sim {
 
@@ -35,14 +36,14 @@ class Rng {
 
     /// Uniform in [0, bound) (bound > 0); Lemire's multiply-shift, bias below 2^-32 for our bounds.
     std::uint64_t below(std::uint64_t bound) {
-        assert(bound > 0);
+        CONCLAVE_CHECK(bound > 0, "below() draws from a non-empty range");
         const U128 product = static_cast<U128>(next()) * bound;
         return static_cast<std::uint64_t>(product >> 64);
     }
 
     /// Uniform in [low, high] (inclusive).
     std::int64_t between(std::int64_t low, std::int64_t high) {
-        assert(low <= high);
+        CONCLAVE_CHECK(low <= high, "range() draws from a non-empty range");
         return low + static_cast<std::int64_t>(below(static_cast<std::uint64_t>(high - low) + 1));
     }
 

@@ -510,6 +510,9 @@ class Simulator {
         std::size_t node = 0;
         FaultyLogStorage store;
         static constexpr bool kPlantedBugs = true;
+        // The planted AckBeforeFsync is caught by LogHistory (log-not-durable, log-ack-lost), not
+        // by the runtime's own check (tests/replication/log_runtime_test.cpp shows that one).
+        static constexpr bool kOwnPersistOrderCheck = true;
         Millis now() const { return sim->local_now(NodeId{static_cast<std::uint16_t>(node)}); }
         replication::LogStorage& storage() { return store; }
         void send(std::span<const NodeId> to, const replication::LogMessage& m);
