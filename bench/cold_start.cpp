@@ -55,7 +55,7 @@ int run_cold_start(const BenchOptions& options) {
             throw std::runtime_error("--profile: unknown profile " + profile);
         }
         if (!options.backoff.empty()) {
-            config->backoff = *parse_backoff(options.backoff);
+            config->backoff = *parse_enum<Backoff>(options.backoff);
         }
         const PeerSettings ps = peer_settings(*config);
         fmt::print(

@@ -198,7 +198,7 @@ int run_failover(const BenchOptions& options) {
             throw std::runtime_error("--profile: unknown profile " + profile);
         }
         if (!options.backoff.empty()) {
-            config->backoff = *parse_backoff(options.backoff);
+            config->backoff = *parse_enum<Backoff>(options.backoff);
         }
         const double period = static_cast<double>(config->heartbeat_period.count());
         const double inactivity = static_cast<double>(config->inactivity_interval().count());

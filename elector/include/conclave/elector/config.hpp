@@ -2,6 +2,7 @@
 // Elector configuration: timing profiles and validation.
 #pragma once
 
+#include <boost/describe/enum.hpp>
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -27,6 +28,8 @@ enum class PlantedBug : std::uint8_t {
     LeaseIgnoresDrift,    // leader lease: promise_until = s + E instead of s + E(1-rho)/(1+rho)
     LeaseKeptOnPeerDown,  // leader lease: keep a follower's promise after its link went down
 };
+BOOST_DESCRIBE_ENUM(PlantedBug, None, DoubleVote, MinorityQuorum, CountStaleScoutingReplies,
+                    SkipStickyLeader, IgnoreConfigVersion, LeaseIgnoresDrift, LeaseKeptOnPeerDown)
 
 /// How a follower that has no leader chooses when to start scouting (see elector/README.md).
 enum class Backoff : std::uint8_t {
@@ -34,6 +37,7 @@ enum class Backoff : std::uint8_t {
     Ranked,   // rank x rank_slot (+ jitter) after losing a leader or at start; uniform after a
               // failed round
 };
+BOOST_DESCRIBE_ENUM(Backoff, Uniform, Ranked)
 
 struct Config {
     /// Number of nodes in the cluster (1..kMaxClusterSize) and this node's index in it.
@@ -121,6 +125,5 @@ struct Config {
 std::string_view to_string(PlantedBug b);
 std::string_view to_string(Backoff b);
 /// "uniform" or "ranked".
-std::optional<Backoff> parse_backoff(std::string_view name);
 
 }  // namespace conclave

@@ -2,6 +2,7 @@
 // Configuration of the log core, with validation that names the offending field.
 #pragma once
 
+#include <boost/describe/enum.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -30,6 +31,8 @@ enum class PlantedLogBug : std::uint8_t {
                           // once its sync point is appended, before that entry of its own term
                           // commits (docs/membership.md §7.4: harmless under the committed rule)
 };
+BOOST_DESCRIBE_ENUM(PlantedLogBug, None, SkipSync, CommitWithoutQuorum, CompactUncommitted,
+                    CountRepaired, SkipOwnTermCommit)
 
 struct LogConfig {
     /// Number of nodes (1..kMaxClusterSize) and this node's index.

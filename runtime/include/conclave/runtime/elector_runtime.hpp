@@ -39,6 +39,7 @@
 #pragma once
 
 #include <array>
+#include <boost/describe/enum.hpp>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -62,6 +63,7 @@ enum class RuntimeBug : std::uint8_t {
     SendBeforePersist,  // perform a batch's PersistState after the batch's sends
     AckBeforeFsync,     // LogRuntime: tell the log core persisted() before the storage flush
 };
+BOOST_DESCRIBE_ENUM(RuntimeBug, None, SendBeforePersist, AckBeforeFsync)
 
 /// Every node of an n-node table but `self`, in index order: whom a broadcast goes to.
 inline std::vector<NodeId> others_of(std::size_t n, NodeId self) {

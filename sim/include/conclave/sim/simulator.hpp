@@ -28,6 +28,7 @@
 //   client workload; LogHistory checks its invariants after every step of every log.
 #pragma once
 
+#include <boost/describe/enum.hpp>
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
@@ -92,6 +93,7 @@ enum class StorageBug : std::uint8_t {
     /// marker, instead of recovery refusing to start.
     SilentRepair,
 };
+BOOST_DESCRIBE_ENUM(StorageBug, None, SilentRepair)
 
 /// A switch of the simulator's model of node identity (not production code): the canary that
 /// proves the wipe fault's checks bite.
@@ -101,6 +103,7 @@ enum class IdentityBug : std::uint8_t {
     /// by a majority at its first handshakes and leaves quarantine at once.
     AdmitAnyIncarnation,
 };
+BOOST_DESCRIBE_ENUM(IdentityBug, None, AdmitAnyIncarnation)
 
 /// What a wipe (FaultKind::Wipe, in FaultAction::value) takes from a stopped node's data
 /// directory.
@@ -444,6 +447,10 @@ class Simulator {
         std::uint32_t payload = 0;  // LogDeliver: index into log_payloads_
         Message message;
     };
+    /// A timer event of `kind` for node `n`, due `delay` from now on n's clock, stamped with the
+    /// timer's generation and n's incarnation (the caller sets which timer it is).
+    Event timer_event(std::size_t n, Millis delay, EventKind kind,
+                      runtime::TimerGeneration generation) const;
     struct Later {
         template <class E>
         bool operator()(const E& x, const E& y) const {
