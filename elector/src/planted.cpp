@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Names of the planted bugs: compiled only into conclave_elector_planted (the simulator's and the
-// tests' build of the core), so that the production library and `conclaved` carry none of them.
+// Names of the planted bugs (core/enum_names.hpp): instantiated only in conclave_elector_planted
+// (the simulator's and the tests' build of the core), so that the production library and
+// `conclaved` carry none of them.
 #include "conclave/core/enum_names.hpp"
 #include "conclave/elector/config.hpp"
 
