@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "conclave/sim/invariants.hpp"
 
+#include "conclave/core/enum_names.hpp"
+
 #include <algorithm>
 #include <cassert>
 
@@ -61,77 +63,9 @@ std::string_view to_string(ViolationKind k) {
     return "?";
 }
 
-namespace {
-
-constexpr std::string_view step_name(StepAction a) {
-    switch (a) {
-        case StepAction::Start:
-            return "Start";
-        case StepAction::Stop:
-            return "Stop";
-        case StepAction::Crash:
-            return "Crash";
-        case StepAction::Restart:
-            return "Restart";
-        case StepAction::HandleScoutingRequest:
-            return "HandleScoutingRequest";
-        case StepAction::HandleScoutingResponse:
-            return "HandleScoutingResponse";
-        case StepAction::HandleElectionProposal:
-            return "HandleElectionProposal";
-        case StepAction::HandleElectionResponse:
-            return "HandleElectionResponse";
-        case StepAction::HandleLeaderHeartbeat:
-            return "HandleLeaderHeartbeat";
-        case StepAction::HandleHeartbeatAck:
-            return "HandleHeartbeatAck";
-        case StepAction::HandleHeartbeatResponse:
-            return "HandleHeartbeatResponse";
-        case StepAction::HandleLeadershipCession:
-            return "HandleLeadershipCession";
-        case StepAction::InitialWaitFired:
-            return "InitialWaitFired";
-        case StepAction::RandomWaitFired:
-            return "RandomWaitFired";
-        case StepAction::ScoutingResultFired:
-            return "ScoutingResultFired";
-        case StepAction::ElectionResultFired:
-            return "ElectionResultFired";
-        case StepAction::HeartbeatBroadcastFired:
-            return "HeartbeatBroadcastFired";
-        case StepAction::HeartbeatCheckFired:
-            return "HeartbeatCheckFired";
-        case StepAction::CheckQuorumFired:
-            return "CheckQuorumFired";
-        case StepAction::PeerUp:
-            return "PeerUp";
-        case StepAction::PeerDown:
-            return "PeerDown";
-        case StepAction::TransferLeadership:
-            return "TransferLeadership";
-        case StepAction::IssueLsn:
-            return "IssueLsn";
-        case StepAction::SetVoters:
-            return "SetVoters";
-    }
-    return "?";
-}
-
-}  // namespace
-
 std::string_view to_string(StepAction a) {
-    return step_name(a);
+    return enumerator_name(a);
 }
-
-// Each message kind's handler step is named after the kind: "Handle" + kName.
-template <std::size_t... I>
-constexpr bool handler_steps_named(std::index_sequence<I...>) {
-    constexpr std::string_view prefix = "Handle";
-    return ((step_name(kHandlerSteps[I]).starts_with(prefix) &&
-             step_name(kHandlerSteps[I]).substr(prefix.size()) == kMessageNames[I]) &&
-            ...);
-}
-static_assert(handler_steps_named(std::make_index_sequence<kMessageKindCount>{}));
 
 StepAction action_for(const MessageBody& body) {
     return kHandlerSteps[body.index()];

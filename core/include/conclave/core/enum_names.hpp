@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// The names of enums described with BOOST_DESCRIBE_ENUM, derived from the enumerators: an
-// enumerator's name is its C++ name in kebab case (SkipSync -> "skip-sync"). Command lines,
-// configuration files and reports take and print these names; the enum is the one list.
+// The names of enums defined with BOOST_DEFINE_FIXED_ENUM_CLASS (or described with
+// BOOST_DESCRIBE_ENUM), derived from the enumerators: an enumerator's name is its C++ name in
+// kebab case (SkipSync -> "skip-sync"). Command lines, configuration files and reports take and
+// print these names; the enum is the one list.
 #pragma once
 
 #include <boost/describe/enum.hpp>
@@ -53,7 +54,19 @@ const auto& enum_name_table() {
 
 }  // namespace detail
 
-/// The name of `value`; "?" for a value that is no enumerator.
+/// The C++ name of `value`'s enumerator ("SkipSync"); "?" for a value that is no enumerator.
+template <class E>
+constexpr std::string_view enumerator_name(E value) {
+    std::string_view name = "?";
+    boost::mp11::mp_for_each<boost::describe::describe_enumerators<E>>([&](auto d) {
+        if (d.value == value) {
+            name = d.name;
+        }
+    });
+    return name;
+}
+
+/// The name of `value` in kebab case ("skip-sync"); "?" for a value that is no enumerator.
 template <class E>
 std::string_view enum_name(E value) {
     for (const auto& [v, name] : detail::enum_name_table<E>()) {

@@ -56,12 +56,12 @@ struct FaultMix {
 
 /// Clock drift of random runs (SimOptions::clock_drift_ppm), drawn per node per seed from a
 /// generator of its own, so the fault schedule of a seed is the same with and without drift.
-enum class ClockDrift : std::uint8_t {
+BOOST_DEFINE_FIXED_ENUM_CLASS(
+    ClockDrift, std::uint8_t,
     None,    // every clock is the simulated one
     Within,  // each node's rate uniform in [1 - rho, 1 + rho] (rho: lease_drift_permille)
-    Beyond,  // as Within, then two nodes at 1 - 3 rho and 1 + 3 rho: beyond what the lease assumes
-};
-BOOST_DESCRIBE_ENUM(ClockDrift, None, Within, Beyond)
+    Beyond   // as Within, then two nodes at 1 - 3 rho and 1 + 3 rho: beyond what the lease assumes
+)
 
 struct RunOptions {
     std::uint64_t seed = 1;

@@ -86,24 +86,20 @@ struct LogSimOptions {
 
 /// A bug planted in the simulator's storage handling (not in any production code): the canary
 /// that proves the bit-flip checks bite.
-enum class StorageBug : std::uint8_t {
-    None,
+BOOST_DEFINE_FIXED_ENUM_CLASS(
+    StorageBug, std::uint8_t, None,
     /// At restart, a log with a flipped byte is "repaired" silently: truncated at the flip (a
     /// flipped meta: replaced by a fresh one) and started as a voter, without the repaired
     /// marker, instead of recovery refusing to start.
-    SilentRepair,
-};
-BOOST_DESCRIBE_ENUM(StorageBug, None, SilentRepair)
+    SilentRepair)
 
 /// A switch of the simulator's model of node identity (not production code): the canary that
 /// proves the wipe fault's checks bite.
-enum class IdentityBug : std::uint8_t {
-    None,
+BOOST_DEFINE_FIXED_ENUM_CLASS(
+    IdentityBug, std::uint8_t, None,
     /// Peers admit any incarnation of a node (no state_lost refusal), so a wiped node is admitted
     /// by a majority at its first handshakes and leaves quarantine at once.
-    AdmitAnyIncarnation,
-};
-BOOST_DESCRIBE_ENUM(IdentityBug, None, AdmitAnyIncarnation)
+    AdmitAnyIncarnation)
 
 /// What a wipe (FaultKind::Wipe, in FaultAction::value) takes from a stopped node's data
 /// directory.
