@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "bench.hpp"
+#include "conclave/core/enum_names.hpp"
 
 namespace conclave::bench {
 

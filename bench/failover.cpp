@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "bench.hpp"
+#include "conclave/core/enum_names.hpp"
 
 namespace conclave::bench {
 

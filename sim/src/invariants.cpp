@@ -18,49 +18,7 @@ std::string node_name(NodeId n) {
 }  // namespace
 
 std::string_view to_string(ViolationKind k) {
-    switch (k) {
-        case ViolationKind::TwoLeadersInTerm:
-            return "two-leaders-in-term";
-        case ViolationKind::TermDecreased:
-            return "term-decreased";
-        case ViolationKind::DoubleVote:
-            return "double-vote";
-        case ViolationKind::LeaderWithoutQuorum:
-            return "leader-without-quorum";
-        case ViolationKind::LsnNotIncreasing:
-            return "lsn-not-increasing";
-        case ViolationKind::Alarm:
-            return "core-alarm";
-        case ViolationKind::Liveness:
-            return "liveness";
-        case ViolationKind::LogDivergence:
-            return "log-divergence";
-        case ViolationKind::LogAckLost:
-            return "log-ack-lost";
-        case ViolationKind::LogLeaderIncomplete:
-            return "log-leader-incomplete";
-        case ViolationKind::LogNotDurable:
-            return "log-not-durable";
-        case ViolationKind::LogCoreCheck:
-            return "log-core-check";
-        case ViolationKind::LogDriver:
-            return "log-driver";
-        case ViolationKind::LogLiveness:
-            return "log-liveness";
-        case ViolationKind::NotDurable:
-            return "not-durable";
-        case ViolationKind::LogAlarm:
-            return "log-alarm";
-        case ViolationKind::LogTruncated:
-            return "log-truncated";
-        case ViolationKind::MembershipRefused:
-            return "membership-refused";
-        case ViolationKind::NodeTable:
-            return "node-table";
-        case ViolationKind::LeaseExclusive:
-            return "lease-exclusive";
-    }
-    return "?";
+    return enum_name(k);
 }
 
 std::string_view to_string(StepAction a) {
@@ -168,10 +126,10 @@ std::optional<Violation> History::after_step(NodeId node, StepAction action,
                 }
             }
         } else if (const auto* alarm = std::get_if<RaiseAlarm>(&a)) {
-            return Violation{ViolationKind::Alarm, node_name(node) +
-                                                       " raised the two-leaders alarm about " +
-                                                       node_name(alarm->peer) + " in term " +
-                                                       std::to_string(alarm->term.value)};
+            return Violation{ViolationKind::CoreAlarm, node_name(node) +
+                                                           " raised the two-leaders alarm about " +
+                                                           node_name(alarm->peer) + " in term " +
+                                                           std::to_string(alarm->term.value)};
         }
     }
     if (after.role == Role::Leader) {

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// The names of enums defined with BOOST_DEFINE_FIXED_ENUM_CLASS (or described with
-// BOOST_DESCRIBE_ENUM), derived from the enumerators: an enumerator's name is its C++ name in
-// kebab case (SkipSync -> "skip-sync"). Command lines, configuration files and reports take and
-// print these names; the enum is the one list.
+// The names of enums defined with BOOST_DEFINE_FIXED_ENUM_CLASS, derived from the enumerators in
+// one of four spellings (NameStyle): kebab case (SkipSync -> "skip-sync", the default), snake case
+// ("skip_sync"), upper snake case ("SKIP_SYNC") or the C++ name itself. Command lines, files,
+// metrics and reports take and print these names; the enum is the one list.
 #pragma once
 
 #include <boost/describe/enum.hpp>
@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cctype>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,26 +19,34 @@
 
 namespace conclave {
 
+enum class NameStyle : std::uint8_t { Kebab, Snake, UpperSnake, Cpp };
+
+/// How many enumerators E has.
+template <class E>
+inline constexpr std::size_t kEnumeratorCount =
+    boost::mp11::mp_size<boost::describe::describe_enumerators<E>>::value;
+
 namespace detail {
 
-inline std::string kebab_case(std::string_view camel) {
+inline std::string spelled(std::string_view cpp, NameStyle style) {
+    if (style == NameStyle::Cpp) {
+        return std::string(cpp);
+    }
+    const char separator = style == NameStyle::Kebab ? '-' : '_';
     std::string out;
-    for (const char c : camel) {
+    for (const char c : cpp) {
         const auto u = static_cast<unsigned char>(c);
-        if (std::isupper(u) != 0) {
-            if (!out.empty()) {
-                out += '-';
-            }
-            out += static_cast<char>(std::tolower(u));
-        } else {
-            out += c;
+        if (std::isupper(u) != 0 && !out.empty()) {
+            out += separator;
         }
+        out +=
+            static_cast<char>(style == NameStyle::UpperSnake ? std::toupper(u) : std::tolower(u));
     }
     return out;
 }
 
-/// Every enumerator of E with its name, in declaration order, built once.
-template <class E>
+/// Every enumerator of E with its name in `Style`, in declaration order, built once.
+template <class E, NameStyle Style>
 const auto& enum_name_table() {
     using Enumerators = boost::describe::describe_enumerators<E>;
     using Table = std::array<std::pair<E, std::string>, boost::mp11::mp_size<Enumerators>::value>;
@@ -45,7 +54,7 @@ const auto& enum_name_table() {
         Table t;
         std::size_t i = 0;
         boost::mp11::mp_for_each<Enumerators>([&](auto d) {
-            t[i++] = {d.value, kebab_case(d.name)};
+            t[i++] = {d.value, spelled(d.name, Style)};
         });
         return t;
     }();
@@ -55,6 +64,7 @@ const auto& enum_name_table() {
 }  // namespace detail
 
 /// The C++ name of `value`'s enumerator ("SkipSync"); "?" for a value that is no enumerator.
+/// Usable in constant expressions.
 template <class E>
 constexpr std::string_view enumerator_name(E value) {
     std::string_view name = "?";
@@ -66,10 +76,10 @@ constexpr std::string_view enumerator_name(E value) {
     return name;
 }
 
-/// The name of `value` in kebab case ("skip-sync"); "?" for a value that is no enumerator.
-template <class E>
+/// The name of `value` in `Style`; "?" for a value that is no enumerator.
+template <NameStyle Style = NameStyle::Kebab, class E>
 std::string_view enum_name(E value) {
-    for (const auto& [v, name] : detail::enum_name_table<E>()) {
+    for (const auto& [v, name] : detail::enum_name_table<E, Style>()) {
         if (v == value) {
             return name;
         }
@@ -77,10 +87,10 @@ std::string_view enum_name(E value) {
     return "?";
 }
 
-/// The enumerator named `name` (exactly, in kebab case); nullopt for any other text.
-template <class E>
+/// The enumerator named `name` (exactly, in `Style`); nullopt for any other text.
+template <class E, NameStyle Style = NameStyle::Kebab>
 std::optional<E> parse_enum(std::string_view name) {
-    for (const auto& [v, n] : detail::enum_name_table<E>()) {
+    for (const auto& [v, n] : detail::enum_name_table<E, Style>()) {
         if (n == name) {
             return v;
         }
@@ -88,10 +98,10 @@ std::optional<E> parse_enum(std::string_view name) {
     return std::nullopt;
 }
 
-/// Every name, for messages and help texts: "a, b or c".
-template <class E>
+/// Every name in `Style`, for messages and help texts: "a, b or c".
+template <class E, NameStyle Style = NameStyle::Kebab>
 std::string enum_choices() {
-    const auto& table = detail::enum_name_table<E>();
+    const auto& table = detail::enum_name_table<E, Style>();
     std::string out;
     for (std::size_t i = 0; i < table.size(); ++i) {
         if (i > 0) {

@@ -34,14 +34,9 @@
 
 namespace conclave::sim {
 
-enum class ViolationKind : std::uint8_t {
-    TwoLeadersInTerm,
-    TermDecreased,
-    DoubleVote,
-    LeaderWithoutQuorum,
-    LsnNotIncreasing,
-    Alarm,
-    Liveness,
+BOOST_DEFINE_FIXED_ENUM_CLASS(
+    ViolationKind, std::uint8_t, TwoLeadersInTerm, TermDecreased, DoubleVote, LeaderWithoutQuorum,
+    LsnNotIncreasing, CoreAlarm, Liveness,
     // The replicated log (SimOptions::log; see log_invariants.hpp).
     LogDivergence,        // committed prefixes are not prefixes of one history
     LogAckLost,           // an acknowledged entry is not where (or what) it was acknowledged
@@ -62,8 +57,7 @@ enum class ViolationKind : std::uint8_t {
     // outside its table (the real mesh has no such connection).
     NodeTable,
     // The leader lease (docs/design.md): two nodes lead with a valid lease at the same time.
-    LeaseExclusive,
-};
+    LeaseExclusive)
 std::string_view to_string(ViolationKind k);
 
 struct Violation {
