@@ -190,7 +190,7 @@ std::optional<double> failover_once(FailoverTarget& target, int signal, double c
 /// Idealised failover time of the core alone (no network, no disk), from the profile's timers:
 /// Monte Carlo of the two survivors of a 3-node cluster. `silent`: SIGSTOP (heartbeats stop;
 /// detection by missed checks), else SIGKILL (connection loss: detection at once).
-std::vector<double> floor_model_ms(const Config& config, bool silent, int samples,
+std::vector<double> floor_model_ms(const elector::Config& config, bool silent, int samples,
                                    std::mt19937_64& random);
 
 /// etcd (Debian's etcd-server) when an `etcd` binary is on PATH; nullopt otherwise.
@@ -222,7 +222,7 @@ struct PeerSettings {
     std::uint32_t zk_tick_ms = 0;
     std::uint32_t zk_sync_limit = 3;
 };
-PeerSettings peer_settings(const Config& profile);
+PeerSettings peer_settings(const elector::Config& profile);
 
 /// Every peer of the comparison, in order: conclave first, then etcd and ZooKeeper when enabled
 /// and installed. Prints one line per peer that is skipped and how to enable it.

@@ -51,12 +51,12 @@ std::string describe_terms(const std::map<std::uint64_t, int>& terms) {
 int run_cold_start(const BenchOptions& options) {
     const Peers peers = find_peers(options);
     for (const std::string& profile : options.profiles) {
-        auto config = Config::profile(profile, 3, NodeId{0});
+        auto config = elector::Config::profile(profile, 3, NodeId{0});
         if (!config) {
             throw std::runtime_error("--profile: unknown profile " + profile);
         }
         if (!options.backoff.empty()) {
-            config->backoff = *parse_enum<Backoff>(options.backoff);
+            config->backoff = *parse_enum<elector::Backoff>(options.backoff);
         }
         const PeerSettings ps = peer_settings(*config);
         fmt::print(
@@ -64,7 +64,7 @@ int run_cold_start(const BenchOptions& options) {
             "scouting timeout {} ms); {} runs per N, interleaved run by run with the peers; "
             "/status (srvr, maintenance/status) of every member polled every 2 ms\n",
             profile, config->initial_wait.count(), to_string(config->backoff),
-            config->backoff == Backoff::Ranked
+            config->backoff == elector::Backoff::Ranked
                 ? fmt::format(" (slot {} ms)", config->rank_slot.count())
                 : "",
             config->max_random_wait.count(), config->scouting_result_timeout.count(), options.runs);

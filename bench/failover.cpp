@@ -82,7 +82,7 @@ std::optional<double> failover_once(FailoverTarget& target, int signal, double c
 //    proposal) and two persists (A's term and vote, B's vote), which the model leaves out.
 //    Otherwise B says no; one "no" of two is not yet a lost round, so A waits
 //    scouting_result_timeout, then backs off again.
-std::vector<double> floor_model_ms(const Config& c, bool silent, int samples,
+std::vector<double> floor_model_ms(const elector::Config& c, bool silent, int samples,
                                    std::mt19937_64& random) {
     const double period = static_cast<double>(c.heartbeat_period.count());
     const double check = static_cast<double>(c.heartbeat_check_period.count());
@@ -103,7 +103,7 @@ std::vector<double> floor_model_ms(const Config& c, bool silent, int samples,
         }
         double attempt[2] = {detect[0] + static_cast<double>(backoff(random)),
                              detect[1] + static_cast<double>(backoff(random))};
-        if (c.backoff == Backoff::Ranked) {
+        if (c.backoff == elector::Backoff::Ranked) {
             const std::int64_t slot = c.rank_slot.count();
             std::uniform_int_distribution<std::int64_t> jitter(0, slot / 8);
             attempt[0] = detect[0] + static_cast<double>(jitter(random));
@@ -129,19 +129,20 @@ struct Case {
     int signal;
 };
 
-std::string describe_profile(const Config& c) {
+std::string describe_profile(const elector::Config& c) {
     return fmt::format(
         "heartbeat {} ms, check every {} ms, {} missed checks = inactivity {} ms, backoff {}{} "
         "then 0-{} ms, scouting timeout {} ms",
         c.heartbeat_period.count(), c.heartbeat_check_period.count(), c.heartbeat_check_misses(),
         c.inactivity_interval().count(), to_string(c.backoff),
-        c.backoff == Backoff::Ranked ? fmt::format(" (slot {} ms)", c.rank_slot.count()) : "",
+        c.backoff == elector::Backoff::Ranked ? fmt::format(" (slot {} ms)", c.rank_slot.count())
+                                              : "",
         c.max_random_wait.count(), c.scouting_result_timeout.count());
 }
 
 }  // namespace
 
-PeerSettings peer_settings(const Config& c) {
+PeerSettings peer_settings(const elector::Config& c) {
     const double period = static_cast<double>(c.heartbeat_period.count());
     const double inactivity = static_cast<double>(c.inactivity_interval().count());
     PeerSettings p;
@@ -194,12 +195,12 @@ int run_failover(const BenchOptions& options) {
                std::filesystem::temp_directory_path().string(), persist_ms);
     const Case cases[] = {{"SIGKILL", SIGKILL}, {"SIGSTOP", SIGSTOP}};
     for (const std::string& profile : options.profiles) {
-        auto config = Config::profile(profile, 3, NodeId{0});
+        auto config = elector::Config::profile(profile, 3, NodeId{0});
         if (!config) {
             throw std::runtime_error("--profile: unknown profile " + profile);
         }
         if (!options.backoff.empty()) {
-            config->backoff = *parse_enum<Backoff>(options.backoff);
+            config->backoff = *parse_enum<elector::Backoff>(options.backoff);
         }
         const double period = static_cast<double>(config->heartbeat_period.count());
         const double inactivity = static_cast<double>(config->inactivity_interval().count());
@@ -270,7 +271,7 @@ int run_failover(const BenchOptions& options) {
                 silent ? fmt::format("{:.0f}-{:.0f} ms after the signal (missed checks)",
                                      (misses - 1) * check - period, misses * check)
                        : std::string("~0 (connection loss)"),
-                config->backoff == Backoff::Ranked
+                config->backoff == elector::Backoff::Ranked
                     ? fmt::format("rank x {} ms + jitter 0-{} ms (ranks 0 and 1)",
                                   config->rank_slot.count(), config->rank_slot.count() / 8)
                     : fmt::format("the earlier of two draws in 0-{} ms",

@@ -35,7 +35,7 @@ Totals read_totals(Harness& h) {
 
 int run_jitter(const BenchOptions& options) {
     const std::string profile = "fast";
-    const auto config = *Config::profile(profile, 3, NodeId{0});
+    const auto config = *elector::Config::profile(profile, 3, NodeId{0});
     const auto period = static_cast<std::uint32_t>(config.heartbeat_period.count());
     // Each chunk waits uniform [latency - jitter, latency + jitter]; bytes are never reordered.
     const bounce::Delay settings[] = {

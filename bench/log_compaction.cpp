@@ -157,8 +157,9 @@ int main(int argc, char** argv) {
         ++term;
         r.rt->run([&](ReplicatedLog& log) {
             return log.on_leadership(
-                Millis{0}, LeadershipSnapshot{Role::Leader, Term{term}, NodeId{0}, term,
-                                              Reason::ElectionWon, Millis{0}, std::nullopt});
+                Millis{0},
+                elector::LeadershipSnapshot{elector::Role::Leader, Term{term}, NodeId{0}, term,
+                                            elector::Reason::ElectionWon, Millis{0}, std::nullopt});
         });
         r.rt->flush();
     };

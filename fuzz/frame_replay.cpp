@@ -32,23 +32,24 @@ Bytes with_chunk(std::uint8_t chunk, const Bytes& stream) {
 }
 
 std::vector<std::pair<std::string, Bytes>> seed_corpus() {
-    const auto msg = [](MessageBody body) {
-        return encode_frame(Channel::Elector, encode_cbor(Message{NodeId{1}, Term{3}, body}));
+    const auto msg = [](elector::MessageBody body) {
+        return encode_frame(Channel::Elector,
+                            codec::encode_cbor(elector::Message{NodeId{1}, Term{3}, body}));
     };
     Bytes all;
     for (const auto& f :
          {encode_frame(Channel::Control, encode_hello(Hello{kProtocolVersion, "demo", "n1"})),
-          encode_frame(Channel::Control, encode_ping()), msg(ScoutingRequest{4}),
-          msg(ScoutingResponse{4, true}), msg(ElectionProposal{true}),
-          msg(ElectionResponse{false, Refusal::AlreadyVoted, Term{5}}),
-          msg(LeaderHeartbeat{Lsn{Term{3}, 9}}), msg(HeartbeatAck{}), msg(HeartbeatResponse{}),
-          msg(LeadershipCession{NodeId{2}})}) {
+          encode_frame(Channel::Control, encode_ping()), msg(elector::ScoutingRequest{4}),
+          msg(elector::ScoutingResponse{4, true}), msg(elector::ElectionProposal{true}),
+          msg(elector::ElectionResponse{false, elector::Refusal::AlreadyVoted, Term{5}}),
+          msg(elector::LeaderHeartbeat{Lsn{Term{3}, 9}}), msg(elector::HeartbeatAck{}),
+          msg(elector::HeartbeatResponse{}), msg(elector::LeadershipCession{NodeId{2}})}) {
         all.insert(all.end(), f.begin(), f.end());
     }
     // Replication channel: every log message type in one stream.
     const auto log = [](replication::LogMessageBody body) {
-        return encode_frame(Channel::Replication,
-                            encode_log_cbor(replication::LogMessage{NodeId{0}, Term{3}, body}));
+        return encode_frame(Channel::Replication, codec::encode_log_cbor(replication::LogMessage{
+                                                      NodeId{0}, Term{3}, body}));
     };
     const Lsn a{Term{2}, 7};
     const Lsn b{Term{3}, 1};

@@ -28,13 +28,13 @@ void decode_join(std::span<const std::uint8_t> payload) {
         const JoinRequest r = decode_join_request(payload);
         const JoinRequest again = decode_join_request(encode_join_request(r));
         check(again.peer == r.peer && again.http == r.http, "join request round trip");
-    } catch (const DecodeError&) {
+    } catch (const codec::DecodeError&) {
     }
     try {
         const JoinAnswer a = decode_join_answer(payload);
         const JoinAnswer again = decode_join_answer(encode_join_answer(a));
         check(again.status == a.status && again.detail == a.detail, "join answer round trip");
-    } catch (const DecodeError&) {
+    } catch (const codec::DecodeError&) {
     }
 }
 
@@ -46,14 +46,14 @@ void decode_payload(const Frame& frame) {
                 (void)decode_hello(frame.payload);
             }
         } else if (frame.channel == Channel::Elector) {
-            const Message m = decode_cbor(frame.payload);
+            const elector::Message m = codec::decode_cbor(frame.payload);
             // What decodes must re-encode and decode to the same message.
-            check(decode_cbor(encode_cbor(m)) == m, "elector message round trip");
+            check(codec::decode_cbor(codec::encode_cbor(m)) == m, "elector message round trip");
         } else if (frame.channel == Channel::Replication) {
-            const replication::LogMessage m = decode_log_cbor(frame.payload);
-            check(decode_log_cbor(encode_log_cbor(m)) == m, "log message round trip");
+            const replication::LogMessage m = codec::decode_log_cbor(frame.payload);
+            check(codec::decode_log_cbor(codec::encode_log_cbor(m)) == m, "log message round trip");
         }
-    } catch (const DecodeError&) {
+    } catch (const codec::DecodeError&) {
         // expected for bad input
     }
 }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -96,6 +97,7 @@ class Analyzer {
         if (current_) {
             s_.final_leader = current_->node;
         }
+        s_.quorum_leaderless = leaderless_while_quorum_runs(node_count_, s_.epochs, faults_);
         return std::move(s_);
     }
 
@@ -179,6 +181,10 @@ class Analyzer {
     void apply_faults_until(std::int64_t t_ms) {
         for (; next_fault_ < faults_.size() && faults_[next_fault_].at_ms <= t_ms; ++next_fault_) {
             const FaultEvent& e = faults_[next_fault_];
+            if (e.kind == FaultKind::Kill) {
+                s_.kills += 1;
+                s_.leader_kills += current_ && current_->node == e.node ? 1U : 0U;
+            }
             // A removed node still answers until it is stopped: its claims stand (a removed
             // leader steps down by itself), so a removal silences nothing.
             if (e.kind == FaultKind::SetLink || e.kind == FaultKind::Remove ||
@@ -213,7 +219,73 @@ class Analyzer {
     std::size_t next_fault_ = 0;
 };
 
+/// [begin, end) stretches in which at least a quorum of the nodes ran; the last one is open.
+std::vector<std::pair<std::int64_t, std::int64_t>> quorum_running(
+    std::size_t node_count, const std::vector<FaultEvent>& faults) {
+    std::vector<std::pair<std::int64_t, std::int64_t>> out;
+    FaultState state(node_count);
+    bool up = true;
+    std::int64_t since = 0;
+    for (const FaultEvent& e : faults) {
+        if (e.kind != FaultKind::SetLink && e.node >= node_count) {
+            continue;
+        }
+        state.apply(e);
+        std::size_t running = 0;
+        for (NodeIndex i = 0; i < node_count; ++i) {
+            running += state.alive(i) ? 1U : 0U;
+        }
+        const bool now = running >= node_count / 2 + 1;
+        if (up && !now) {
+            out.emplace_back(since, e.at_ms);
+        } else if (!up && now) {
+            since = e.at_ms;
+        }
+        up = now;
+    }
+    if (up) {
+        out.emplace_back(since, std::numeric_limits<std::int64_t>::max());
+    }
+    return out;
+}
+
 }  // namespace
+
+QuorumLeaderless leaderless_while_quorum_runs(std::size_t node_count,
+                                              const std::vector<LeaderEpoch>& epochs,
+                                              const std::vector<FaultEvent>& faults) {
+    const auto running = quorum_running(node_count, faults);
+    std::vector<std::pair<std::int64_t, std::int64_t>> gaps;  // merged when they touch
+    bool led = false;
+    for (const LeaderEpoch& e : epochs) {
+        led = led || e.leader.has_value();
+        if (!led || e.leader) {
+            continue;
+        }
+        for (const auto& [begin, end] : running) {
+            const std::int64_t from = std::max(begin, e.begin_ms);
+            const std::int64_t to = std::min(end, e.end_ms);
+            if (to <= from) {
+                continue;
+            }
+            if (!gaps.empty() && gaps.back().second == from) {
+                gaps.back().second = to;
+            } else {
+                gaps.emplace_back(from, to);
+            }
+        }
+    }
+    QuorumLeaderless q;
+    q.gaps = gaps.size();
+    for (const auto& [from, to] : gaps) {
+        q.total_ms += to - from;
+        if (to - from > q.longest_ms) {
+            q.longest_ms = to - from;
+            q.longest_from_ms = from;
+        }
+    }
+    return q;
+}
 
 Summary analyze(std::size_t node_count, const std::vector<Observation>& observations,
                 const std::vector<FaultEvent>& faults, std::int64_t end_ms) {

@@ -19,6 +19,7 @@ constexpr std::pair<Scenario, std::string_view> kScenarios[] = {
     {Scenario::Chaos, "chaos"},
     {Scenario::DiskFull, "disk-full"},
     {Scenario::RollingReplace, "rolling-replace"},
+    {Scenario::CrashChaos, "crash-chaos"},
 };
 
 /// Text given for options whose value is checked or mapped after parsing.
@@ -102,6 +103,9 @@ Scenarios:
                    that joins through a seed (conclaved --join), is promoted once caught up
                    (POST /members), then the old node is removed and stopped; reports the time
                    of each replacement; --duration: pause between replacements
+  crash-chaos      for --duration seconds (default 90): SIGKILL a random node (leader or not),
+                   restart it after 100-1500 ms, let all run 100-1500 ms, again; one node down
+                   at a time; reports the SIGKILLs and the leaderless time while a quorum runs
 
 Options:
   --scouting on|off   ElectionScouting (PreVote) in the config (default on)
@@ -109,8 +113,9 @@ Options:
   --nodes N           cluster size (default 4 for non-sticky and ping-pong, 3 otherwise;
                       rolling-replace starts N more nodes, so at most 4 there)
   --profile P         fast|default timing profile (default fast)
-  --duration S        how long the fault lasts, in seconds (chaos: total time; default per scenario)
-  --seed K            seed for chaos and the proxy's jitter (default 1)
+  --duration S        how long the fault lasts, in seconds (chaos, crash-chaos: total time;
+                      default per scenario)
+  --seed K            seed for chaos, crash-chaos and the proxy's jitter (default 1)
   --html FILE         write a self-contained HTML report with the timeline picture
   --svg FILE          write the timeline picture as SVG
   --json FILE         write the summary as JSON (for scripts and tests)

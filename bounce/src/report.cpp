@@ -130,6 +130,29 @@ void metadata_rows(const std::vector<RunResult>& runs, std::vector<Row>& rows) {
     rows.push_back(lost);
 }
 
+/// Runs that SIGKILLed a node: how many, of the leader, and the leaderless time while a quorum
+/// of the nodes ran (the rest of the leaderless time had too few nodes to elect one).
+void kill_rows(const std::vector<RunResult>& runs, std::vector<Row>& rows) {
+    if (std::none_of(runs.begin(), runs.end(),
+                     [](const RunResult& r) { return r.summary.kills > 0; })) {
+        return;
+    }
+    Row kills{"SIGKILLs (of the leader)", {}};
+    Row quorum{"leaderless while a quorum runs", {}};
+    for (const RunResult& r : runs) {
+        const Summary& s = r.summary;
+        kills.cells.push_back(fmt::format("{} ({})", s.kills, s.leader_kills));
+        const QuorumLeaderless& q = s.quorum_leaderless;
+        quorum.cells.push_back(q.gaps == 0
+                                   ? std::string("0 ms")
+                                   : fmt::format("{} ms in {} gaps, longest {} ms (from {:.2f}s)",
+                                                 q.total_ms, q.gaps, q.longest_ms,
+                                                 static_cast<double>(q.longest_from_ms) / 1000.0));
+    }
+    rows.push_back(kills);
+    rows.push_back(quorum);
+}
+
 /// rolling-replace's and leader-crash's rows.
 void scenario_rows(const std::vector<RunResult>& runs, std::vector<Row>& rows) {
     if (std::any_of(runs.begin(), runs.end(),
@@ -175,6 +198,7 @@ std::vector<Row> summary_rows(const std::vector<RunResult>& runs) {
                                                   *s.failover_median_ms(), *s.failover_max_ms()));
         rows[6].cells.push_back(safety_cell(s));
     }
+    kill_rows(runs, rows);
     lease_rows(runs, rows);
     if (std::any_of(runs.begin(), runs.end(),
                     [](const RunResult& r) { return r.metadata.has_value(); })) {
@@ -222,8 +246,9 @@ std::string summary_table(const std::vector<RunResult>& runs) {
     }
     std::string out;
     if (!runs.empty()) {
-        out += fmt::format("\nSummary: {} ({} nodes, {:.1f} s)\n", to_string(runs[0].scenario),
-                           runs[0].node_count, static_cast<double>(runs[0].end_ms) / 1000.0);
+        out += fmt::format("\nSummary: {} ({} nodes, {:.1f} s, seed {})\n",
+                           to_string(runs[0].scenario), runs[0].node_count,
+                           static_cast<double>(runs[0].end_ms) / 1000.0, runs[0].seed);
     }
     for (const Row& row : rows) {
         out += fmt::format("  {:<{}}", row.name, name_width);
@@ -401,12 +426,20 @@ nlohmann::json summary_json(const RunResult& r) {
     return nlohmann::json{
         {"scenario", std::string(to_string(r.scenario))},
         {"scouting", r.scouting},
+        {"seed", r.seed},
         {"nodes", r.node_count},
         {"duration_ms", r.end_ms},
         {"leader_changes", s.leader_changes},
         {"needless_leader_changes", s.needless_leader_changes},
         {"highest_term", s.highest_term},
         {"leaderless_ms", s.leaderless_ms},
+        {"leaderless_while_quorum_runs",
+         {{"total_ms", s.quorum_leaderless.total_ms},
+          {"gaps", s.quorum_leaderless.gaps},
+          {"longest_ms", s.quorum_leaderless.longest_ms},
+          {"longest_from_ms", s.quorum_leaderless.longest_from_ms}}},
+        {"kills", s.kills},
+        {"leader_kills", s.leader_kills},
         {"failover_ms",
          {{"min", opt(s.failover_min_ms())},
           {"median", opt(s.failover_median_ms())},

@@ -39,6 +39,11 @@ constexpr std::int64_t kStopTimeoutMs = 5000;
 /// After the proposer stops: how long every live node may take to commit up to the last
 /// acknowledged entry before the logs are checked as they are.
 constexpr std::int64_t kCatchUpTimeoutMs = 10000;
+/// crash-chaos: a killed node's downtime, and the time every node runs before the next SIGKILL.
+constexpr std::int64_t kCrashDownMinMs = 100;
+constexpr std::int64_t kCrashDownMaxMs = 1500;
+constexpr std::int64_t kCrashUpMinMs = 100;
+constexpr std::int64_t kCrashUpMaxMs = 1500;
 /// rolling-replace: how long one step (the new node promoted, the old one removed) may take.
 constexpr std::int64_t kReplaceStepTimeoutMs = 30000;
 /// rolling-replace: client deadline of one GET or POST /members.
@@ -391,6 +396,37 @@ asio::awaitable<void> chaos(Run& r) {
     co_await r.sleep(kWatchAfterMs);
 }
 
+/// crash-chaos: SIGKILL a random node (leader or not), restart it after a random downtime, let
+/// every node run for a random time, again, until --duration has passed. The schedule (victims,
+/// downtimes, uptimes) depends on --seed only. A node that exited by itself is restarted too.
+asio::awaitable<void> crash_chaos(Run& r) {
+    const std::int64_t end_ms = r.rec.now_ms() + r.hold_ms();
+    r.rec.note(fmt::format(
+        "crash-chaos: seed {}, SIGKILL a random node, down {}-{} ms, up {}-{} ms, for {:.1f}s",
+        r.options.seed, kCrashDownMinMs, kCrashDownMaxMs, kCrashUpMinMs, kCrashUpMaxMs,
+        static_cast<double>(r.hold_ms()) / 1000));
+    while (r.rec.now_ms() < end_ms) {
+        const NodeIndex victim = r.random_node();
+        const std::int64_t down = r.random_ms(kCrashDownMinMs, kCrashDownMaxMs);
+        const std::int64_t up = r.random_ms(kCrashUpMinMs, kCrashUpMaxMs);
+        if (r.cluster.running(victim)) {
+            r.kill(victim);
+        }
+        co_await r.sleep(down);
+        for (NodeIndex i = 0; i < r.size(); ++i) {
+            if (!r.cluster.running(i)) {
+                r.start(i);
+            }
+        }
+        co_await r.sleep(up);
+    }
+    if (!co_await r.wait_for_leader(kRecoveryTimeoutMs)) {
+        r.result.warnings.push_back("no leader within " + std::to_string(kRecoveryTimeoutMs) +
+                                    " ms of the last restart");
+    }
+    co_await r.sleep(kWatchAfterMs);
+}
+
 /// rolling-replace: the node that leads as far as the polls show (the stable leader, else the
 /// effective one: a poll that missed one follower's answer must not hide the leader).
 std::optional<NodeIndex> current_leader(const Run& r) {
@@ -723,6 +759,9 @@ asio::awaitable<void> scenario_main(Run& r) {
         case Scenario::RollingReplace:
             co_await rolling_replace(r);
             break;
+        case Scenario::CrashChaos:
+            co_await crash_chaos(r);
+            break;
     }
     if (!r.stable_leader()) {
         r.result.warnings.push_back("no stable leader at the end of the run");
@@ -752,6 +791,8 @@ double default_duration_s(Scenario s) {
             return 1;
         case Scenario::RollingReplace:
             return 1;
+        case Scenario::CrashChaos:
+            return 90;
     }
     return 5;
 }
@@ -782,9 +823,9 @@ void print_header(std::FILE* out, const Options& options, const RunResult& resul
     if (out == nullptr) {
         return;
     }
-    fmt::print(out, "\n== {} | {} nodes | scouting {} | profile {} | files in {}\n",
+    fmt::print(out, "\n== {} | {} nodes | scouting {} | profile {} | seed {} | files in {}\n",
                to_string(options.scenario), result.node_count, result.scouting ? "on" : "off",
-               options.profile, cluster.dir().string());
+               options.profile, options.seed, cluster.dir().string());
     fmt::print(out, "   cells: L<term> leader, F follower, C candidate, -- no answer\n");
 }
 
@@ -795,6 +836,7 @@ RunResult run_scenario(const Options& options, bool scouting,
     RunResult result;
     result.scenario = options.scenario;
     result.scouting = scouting;
+    result.seed = options.seed;
     result.node_count = options.nodes() + options.spares();
     result.replacements_planned = options.spares();
     std::FILE* out = options.quiet ? nullptr : stdout;

@@ -6,10 +6,24 @@
 #include <type_traits>
 #include <utility>
 
-namespace conclave {
-namespace {
+namespace conclave::codec {
 
+using elector::DurableState;
+using elector::ElectionProposal;
+using elector::ElectionResponse;
+using elector::HeartbeatAck;
+using elector::HeartbeatResponse;
+using elector::kBodyFieldCount;
+using elector::LeaderHeartbeat;
+using elector::LeadershipCession;
+using elector::Message;
+using elector::MessageBody;
+using elector::Refusal;
+using elector::ScoutingRequest;
+using elector::ScoutingResponse;
 using nlohmann::json;
+
+namespace {
 
 [[noreturn]] void fail(const std::string& what) {
     throw DecodeError(what);
@@ -35,7 +49,7 @@ json optional_node(const std::optional<NodeId>& n) {
     return n ? json(n->value) : json(nullptr);
 }
 
-constexpr std::array<Refusal, kVoteRefusalCount> kRefusals = {
+constexpr std::array<Refusal, elector::kVoteRefusalCount> kRefusals = {
     Refusal::None,      Refusal::StaleTerm,   Refusal::AlreadyVoted, Refusal::HasLeader,
     Refusal::IAmLeader, Refusal::StaleConfig, Refusal::NotAVoter};
 
@@ -57,7 +71,7 @@ std::uint64_t config_version_from(const json& j) {
         return 0;
     }
     const std::uint64_t v = get_u64(j, "config_version");
-    if (v >= kConfigVersionLimit) {
+    if (v >= elector::kConfigVersionLimit) {
         fail("config_version: " + std::to_string(v) + " is not below 2^63");
     }
     return v;
@@ -288,32 +302,13 @@ std::string get_string(const json& j, const char* field) {
     return f.get<std::string>();
 }
 
-void to_json(json& j, NodeId n) {
-    j = n.value;
-}
-void to_json(json& j, Term t) {
-    j = t.value;
-}
-void to_json(json& j, const Lsn& l) {
-    j = json{{"term", l.term.value}, {"counter", l.counter}};
-}
-
-void to_json(json& j, const NodeSet& s) {
-    j = json::array();
-    for (std::uint16_t i = 0; i < kMaxClusterSize; ++i) {
-        if (s.contains(NodeId{i})) {
-            j.push_back(i);
-        }
-    }
-}
-
 Lsn lsn_from_json(const json& j) {
     const json& l = j;
     return Lsn{get_term(l, "term"), get_u64(l, "counter")};
 }
 
 json message_to_json(const Message& m, std::optional<NodeId> to) {
-    json j{{"type", message_name(m.body)}, {"from", m.from.value}, {"term", m.term.value}};
+    json j{{"type", elector::message_name(m.body)}, {"from", m.from.value}, {"term", m.term.value}};
     if (to) {
         j["to"] = to->value;
     }
@@ -361,19 +356,82 @@ json message_to_json(const Message& m, std::optional<NodeId> to) {
     return j;
 }
 
-void to_json(json& j, const Message& m) {
-    j = message_to_json(m);
-}
-
 Message message_from_json(const json& j) {
     Message m;
     m.from = node_from(j, "from");
     m.term = get_term(j, "term");
     const std::string type = get_string(j, "type");
-    if (!body_by_name(type, j, m.body, std::make_index_sequence<kMessageKindCount>{})) {
+    if (!body_by_name(type, j, m.body, std::make_index_sequence<elector::kMessageKindCount>{})) {
         fail("type: unknown message type '" + type.substr(0, 64) + "'");
     }
     return m;
+}
+
+DurableState durable_state_from_json(const json& j) {
+    return DurableState{get_term(j, "term"), optional_node_from(j, "voted_for")};
+}
+
+std::vector<std::uint8_t> encode_cbor(const Message& m) {
+    json j = message_to_json(m);
+    j["v"] = kMessageFormatVersion;
+    return json::to_cbor(j);
+}
+
+json cbor_document(std::span<const std::uint8_t> bytes, std::uint64_t format_version,
+                   std::string_view family) {
+    if (!cbor_depth_ok(bytes, kMaxCborDepth)) {
+        fail("cbor: malformed or nested deeper than " + std::to_string(kMaxCborDepth));
+    }
+    json j =
+        json::from_cbor(bytes.begin(), bytes.end(), /*strict=*/true, /*allow_exceptions=*/false);
+    if (j.is_discarded()) {
+        fail("cbor: malformed");
+    }
+    const std::uint64_t version = get_u64(j, "v");
+    if (version != format_version) {
+        fail("v: unsupported " + std::string(family) + " format version " +
+             std::to_string(version));
+    }
+    return j;
+}
+
+Message decode_cbor(std::span<const std::uint8_t> bytes) {
+    return message_from_json(cbor_document(bytes, kMessageFormatVersion, "message"));
+}
+
+}  // namespace conclave::codec
+
+namespace conclave {
+
+using nlohmann::json;
+
+void to_json(json& j, NodeId n) {
+    j = n.value;
+}
+void to_json(json& j, Term t) {
+    j = t.value;
+}
+void to_json(json& j, const Lsn& l) {
+    j = json{{"term", l.term.value}, {"counter", l.counter}};
+}
+void to_json(json& j, const NodeSet& s) {
+    j = json::array();
+    for (std::uint16_t i = 0; i < kMaxClusterSize; ++i) {
+        if (s.contains(NodeId{i})) {
+            j.push_back(i);
+        }
+    }
+}
+
+}  // namespace conclave
+
+namespace conclave::elector {
+
+using codec::optional_node;
+using nlohmann::json;
+
+void to_json(json& j, const Message& m) {
+    j = codec::message_to_json(m);
 }
 
 void to_json(json& j, const ElectorState& s) {
@@ -416,36 +474,4 @@ void to_json(json& j, const DurableState& s) {
     j = json{{"term", s.term.value}, {"voted_for", optional_node(s.voted_for)}};
 }
 
-DurableState durable_state_from_json(const json& j) {
-    return DurableState{get_term(j, "term"), optional_node_from(j, "voted_for")};
-}
-
-std::vector<std::uint8_t> encode_cbor(const Message& m) {
-    json j = message_to_json(m);
-    j["v"] = kMessageFormatVersion;
-    return json::to_cbor(j);
-}
-
-json cbor_document(std::span<const std::uint8_t> bytes, std::uint64_t format_version,
-                   std::string_view family) {
-    if (!cbor_depth_ok(bytes, kMaxCborDepth)) {
-        fail("cbor: malformed or nested deeper than " + std::to_string(kMaxCborDepth));
-    }
-    json j =
-        json::from_cbor(bytes.begin(), bytes.end(), /*strict=*/true, /*allow_exceptions=*/false);
-    if (j.is_discarded()) {
-        fail("cbor: malformed");
-    }
-    const std::uint64_t version = get_u64(j, "v");
-    if (version != format_version) {
-        fail("v: unsupported " + std::string(family) + " format version " +
-             std::to_string(version));
-    }
-    return j;
-}
-
-Message decode_cbor(std::span<const std::uint8_t> bytes) {
-    return message_from_json(cbor_document(bytes, kMessageFormatVersion, "message"));
-}
-
-}  // namespace conclave
+}  // namespace conclave::elector

@@ -6,11 +6,12 @@
 #include <type_traits>
 #include <utility>
 
-namespace conclave {
+namespace conclave::codec {
 namespace {
 
 using nlohmann::json;
 using namespace conclave::replication;
+using elector::kBodyFieldCount;
 
 [[noreturn]] void fail(const std::string& what) {
     throw DecodeError(what);
@@ -303,4 +304,4 @@ LogMessage decode_log_cbor(std::span<const std::uint8_t> bytes) {
     return log_message_from_json(cbor_document(bytes, kLogMessageFormatVersion, "log message"));
 }
 
-}  // namespace conclave
+}  // namespace conclave::codec

@@ -6,7 +6,7 @@
 
 #include "conclave/core/types.hpp"
 
-namespace conclave {
+namespace conclave::codec {
 namespace {
 
 using replication::Configuration;
@@ -105,4 +105,4 @@ std::optional<Configuration> decode_configuration(std::string_view value) {
     return cfg;
 }
 
-}  // namespace conclave
+}  // namespace conclave::codec

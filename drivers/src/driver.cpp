@@ -15,7 +15,7 @@ using boost::system::error_code;
 
 namespace {
 
-Config checked(Config config, const net::Mesh& mesh) {
+elector::Config checked(elector::Config config, const net::Mesh& mesh) {
     if (auto error = config.validate()) {
         throw std::invalid_argument("elector config: " + *error);
     }
@@ -37,13 +37,14 @@ DriverOptions with_logger(DriverOptions options) {
     return options;
 }
 
-DurableState restore(const DriverOptions& options, const Config& config, const net::Mesh& mesh) {
+elector::DurableState restore(const DriverOptions& options, const elector::Config& config,
+                              const net::Mesh& mesh) {
     const std::string& id = mesh.membership().at(config.self).id;
     auto state = load_durable_state(options.data_dir, config.cluster_size);
     if (!state) {
         options.logger->info("[{}] driver: no {} in '{}': starting as a new node (term 0)", id,
                              kStateFileName, options.data_dir.string());
-        return DurableState{};
+        return elector::DurableState{};
     }
     options.logger->info("[{}] driver: restored term {} (voted for {})", id, state->term.value,
                          state->voted_for ? mesh.membership().at(*state->voted_for).id : "nobody");
@@ -53,10 +54,10 @@ DurableState restore(const DriverOptions& options, const Config& config, const n
 }  // namespace
 
 std::string_view message_type_name(std::size_t index) {
-    return index < kMessageNames.size() ? kMessageNames[index] : "unknown";
+    return index < elector::kMessageNames.size() ? elector::kMessageNames[index] : "unknown";
 }
 
-ElectorDriver::ElectorDriver(asio::io_context& io, net::Mesh& mesh, Config config,
+ElectorDriver::ElectorDriver(asio::io_context& io, net::Mesh& mesh, elector::Config config,
                              DriverOptions options)
     : io_(io),
       mesh_(mesh),
@@ -141,10 +142,10 @@ std::optional<std::string> ElectorDriver::grow_table(std::size_t cluster_size) {
 
 std::optional<net::FrameRejection> ElectorDriver::on_frame(NodeId from,
                                                            std::span<const std::uint8_t> payload) {
-    Message message;
+    elector::Message message;
     try {
-        message = decode_cbor(payload);
-    } catch (const DecodeError& e) {
+        message = codec::decode_cbor(payload);
+    } catch (const codec::DecodeError& e) {
         return net::FrameRejection{net::BadFrameKind::Undecodable, e.what()};
     } catch (const std::exception& e) {
         // Defence in depth: no parser exception may escape into the io_context.
@@ -157,7 +158,7 @@ std::optional<net::FrameRejection> ElectorDriver::on_frame(NodeId from,
             "message claims sender index " + std::to_string(message.from.value) +
                 ", connection belongs to index " + std::to_string(from.value)};
     }
-    if (const auto* cession = std::get_if<LeadershipCession>(&message.body)) {
+    if (const auto* cession = std::get_if<elector::LeadershipCession>(&message.body)) {
         if (cession->successor && cession->successor->value >= elector().config().cluster_size) {
             return net::FrameRejection{net::BadFrameKind::Undecodable,
                                        "successor: node index " +
@@ -192,7 +193,7 @@ void ElectorDriver::on_peer(NodeId peer, bool up) {
     }
 }
 
-void ElectorDriver::send(NodeId to, const Message& message,
+void ElectorDriver::send(NodeId to, const elector::Message& message,
                          const std::vector<std::uint8_t>& bytes) {
     if (mesh_.send(to, net::Channel::Elector, bytes)) {
         ++counters_.messages_out[message.body.index()];
@@ -208,14 +209,15 @@ void ElectorDriver::sync_timer_counters() {
 
 // ---- The runtime's environment ----------------------------------------------------------------
 
-void ElectorDriver::Env::send(std::span<const NodeId> to, const Message& message) {
-    const auto bytes = encode_cbor(message);  // once for every recipient of a broadcast
+void ElectorDriver::Env::send(std::span<const NodeId> to, const elector::Message& message) {
+    const auto bytes = codec::encode_cbor(message);  // once for every recipient of a broadcast
     for (const NodeId peer : to) {
         driver->send(peer, message, bytes);
     }
 }
 
-void ElectorDriver::Env::arm(TimerId timer, Millis delay, runtime::TimerGeneration generation) {
+void ElectorDriver::Env::arm(elector::TimerId timer, Millis delay,
+                             runtime::TimerGeneration generation) {
     ElectorDriver* d = driver;
     auto& t = *d->timers_[static_cast<std::size_t>(timer)];
     t.expires_after(delay);
@@ -234,11 +236,11 @@ void ElectorDriver::Env::arm(TimerId timer, Millis delay, runtime::TimerGenerati
         });
 }
 
-void ElectorDriver::Env::cancel(TimerId timer) {
+void ElectorDriver::Env::cancel(elector::TimerId timer) {
     driver->timers_[static_cast<std::size_t>(timer)]->cancel();
 }
 
-bool ElectorDriver::Env::persist(const DurableState& state) {
+bool ElectorDriver::Env::persist(const elector::DurableState& state) {
     try {
         if (driver->options_.store_state) {
             driver->options_.store_state(driver->options_.data_dir, state);
@@ -256,7 +258,7 @@ bool ElectorDriver::Env::persist(const DurableState& state) {
     }
 }
 
-void ElectorDriver::Env::alarm(const RaiseAlarm& a) {
+void ElectorDriver::Env::alarm(const elector::RaiseAlarm& a) {
     ++driver->counters_.alarms;
     driver->log().error(
         "{} ALARM {}: peer {} in term {} — this must never happen; "
@@ -265,14 +267,14 @@ void ElectorDriver::Env::alarm(const RaiseAlarm& a) {
         a.term.value);
 }
 
-void ElectorDriver::Env::failed(const DurableState&) {
+void ElectorDriver::Env::failed(const elector::DurableState&) {
     // The runtime has cancelled every timer and ignores further inputs. Tell the application it
     // must not act on any leadership any more.
     driver->lease_deadline_ns_.store(kNoLease);
-    LeadershipSnapshot stopped;
-    stopped.role = Role::Stopped;
+    elector::LeadershipSnapshot stopped;
+    stopped.role = elector::Role::Stopped;
     stopped.term = driver->snapshot_.term;
-    stopped.reason = Reason::Stopped;
+    stopped.reason = elector::Reason::Stopped;
     stopped.changed_at = driver->now();
     driver->notify(stopped);
 }
@@ -304,7 +306,7 @@ bool ElectorDriver::lease_valid_now() const {
     return deadline && std::chrono::steady_clock::now() < *deadline;
 }
 
-void ElectorDriver::notify(const LeadershipSnapshot& snapshot) {
+void ElectorDriver::notify(const elector::LeadershipSnapshot& snapshot) {
     ++counters_.leadership_notifications;
     snapshot_ = snapshot;
     if (options_.log_leadership) {

@@ -145,7 +145,7 @@ LogDriver::LogDriver(asio::io_context& io, net::Mesh& mesh, ElectorDriver& elect
             on_peer(peer, up);
         }
     });
-    elector_.subscribe([this, alive](const LeadershipSnapshot& snapshot) {
+    elector_.subscribe([this, alive](const elector::LeadershipSnapshot& snapshot) {
         if (!alive.expired()) {
             on_leadership(snapshot);
         }
@@ -248,8 +248,8 @@ std::optional<net::FrameRejection> LogDriver::on_frame(NodeId from,
                                                        std::span<const std::uint8_t> payload) {
     LogMessage message;
     try {
-        message = decode_log_cbor(payload);
-    } catch (const DecodeError& e) {
+        message = codec::decode_log_cbor(payload);
+    } catch (const codec::DecodeError& e) {
         ++counters_.bad_frames;
         return net::FrameRejection{net::BadFrameKind::Undecodable,
                                    std::string("log message: ") + e.what()};
@@ -290,7 +290,7 @@ void LogDriver::on_peer(NodeId peer, bool up) {
     }
 }
 
-void LogDriver::on_leadership(const LeadershipSnapshot& snapshot) {
+void LogDriver::on_leadership(const elector::LeadershipSnapshot& snapshot) {
     if (running()) {
         input([&](ReplicatedLog& log) { return log.on_leadership(elector_.now(), snapshot); });
     }
@@ -332,7 +332,7 @@ void LogDriver::send(NodeId to, const LogMessage& m, const std::vector<std::uint
 // ---- The runtime's environment ----------------------------------------------------------------
 
 void LogDriver::Env::send(std::span<const NodeId> to, const LogMessage& m) {
-    const auto bytes = encode_log_cbor(m);  // once for every recipient of a broadcast
+    const auto bytes = codec::encode_log_cbor(m);  // once for every recipient of a broadcast
     for (const NodeId peer : to) {
         driver->send(peer, m, bytes);
     }

@@ -77,7 +77,7 @@ std::uint32_t checksum_of(nlohmann::json j) {
 std::string get_string(const nlohmann::json& j, const char* field) {
     const auto it = j.find(field);
     if (it == j.end() || !it->is_string()) {
-        throw DecodeError(std::string(field) + ": missing or not a string");
+        throw codec::DecodeError(std::string(field) + ": missing or not a string");
     }
     return it->get<std::string>();
 }
@@ -86,37 +86,39 @@ NodeIdentity identity_from_json(const nlohmann::json& j) {
     NodeIdentity id{get_string(j, "cluster"), get_string(j, "node"), get_string(j, "incarnation")};
     if (const auto it = j.find("registered"); it != j.end()) {
         if (!it->is_boolean()) {
-            throw DecodeError("registered: not a boolean");
+            throw codec::DecodeError("registered: not a boolean");
         }
         id.registered = it->get<bool>();
     }
     if (const auto it = j.find("log"); it != j.end()) {
         if (!it->is_boolean()) {
-            throw DecodeError("log: not a boolean");
+            throw codec::DecodeError("log: not a boolean");
         }
         id.log = it->get<bool>();
     }
     if (id.incarnation.empty()) {
-        throw DecodeError("incarnation: empty");
+        throw codec::DecodeError("incarnation: empty");
     }
     return id;
 }
 
 StateFile decode_state_file(const nlohmann::json& j, std::size_t cluster_size) {
-    const auto format = get_u64(j, "format");
+    const auto format = codec::get_u64(j, "format");
     if (format != 1 && format != kStateFileFormat) {
-        throw DecodeError("format: unsupported state file format " + std::to_string(format));
+        throw codec::DecodeError("format: unsupported state file format " + std::to_string(format));
     }
-    StateFile file{durable_state_from_json(j), std::nullopt};
+    StateFile file{codec::durable_state_from_json(j), std::nullopt};
     if (format == kStateFileFormat) {
-        if (get_u64(j, "crc32") != checksum_of(j)) {
-            throw DecodeError("crc32: the checksum does not match the content (a damaged file)");
+        if (codec::get_u64(j, "crc32") != checksum_of(j)) {
+            throw codec::DecodeError(
+                "crc32: the checksum does not match the content (a damaged file)");
         }
         file.identity = identity_from_json(j);
     }
     if (file.state.voted_for && file.state.voted_for->value >= cluster_size) {
-        throw DecodeError("voted_for: node index " + std::to_string(file.state.voted_for->value) +
-                          " is not below the cluster size " + std::to_string(cluster_size));
+        throw codec::DecodeError("voted_for: node index " +
+                                 std::to_string(file.state.voted_for->value) +
+                                 " is not below the cluster size " + std::to_string(cluster_size));
     }
     return file;
 }
@@ -144,12 +146,13 @@ std::optional<StateFile> load_state_file(const fs::path& data_dir, std::size_t c
     }
     try {
         return decode_state_file(j, cluster_size);
-    } catch (const DecodeError& e) {
+    } catch (const codec::DecodeError& e) {
         throw StateFileError(refusal(path, e.what()));
     }
 }
 
-std::optional<DurableState> load_durable_state(const fs::path& data_dir, std::size_t cluster_size) {
+std::optional<elector::DurableState> load_durable_state(const fs::path& data_dir,
+                                                        std::size_t cluster_size) {
     auto file = load_state_file(data_dir, cluster_size);
     if (!file) {
         return std::nullopt;
@@ -157,7 +160,7 @@ std::optional<DurableState> load_durable_state(const fs::path& data_dir, std::si
     return file->state;
 }
 
-std::string state_file_text(const DurableState& state, const NodeIdentity& identity) {
+std::string state_file_text(const elector::DurableState& state, const NodeIdentity& identity) {
     nlohmann::json j = state;
     j["format"] = kStateFileFormat;
     j["cluster"] = identity.cluster;
@@ -173,7 +176,7 @@ std::string state_file_text(const DurableState& state, const NodeIdentity& ident
     return j.dump() + "\n";
 }
 
-void store_durable_state(const fs::path& data_dir, const DurableState& state,
+void store_durable_state(const fs::path& data_dir, const elector::DurableState& state,
                          const NodeIdentity& identity) {
     store_file_durably(data_dir, kStateFileName, state_file_text(state, identity));
 }

@@ -5,7 +5,7 @@
 
 #include "conclave/elector/elector.hpp"
 
-namespace conclave {
+namespace conclave::elector {
 
 std::size_t candidacy_rank(std::size_t cluster_size, NodeId self, Term term,
                            std::optional<NodeId> lost_leader) {
@@ -53,4 +53,4 @@ Millis ranked_backoff(const Config& config, Term term, std::optional<NodeId> los
     return Millis{static_cast<Millis::rep>(rank * slot + jitter)};
 }
 
-}  // namespace conclave
+}  // namespace conclave::elector

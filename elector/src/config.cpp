@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-namespace conclave {
+namespace conclave::elector {
 namespace {
 
 Config with_cluster(Config c, std::size_t cluster_size, NodeId self) {
@@ -178,4 +178,4 @@ std::string_view to_string(Backoff b) {
     return enum_name(b);
 }
 
-}  // namespace conclave
+}  // namespace conclave::elector

@@ -9,7 +9,7 @@
 #include <functional>
 #include <stdexcept>
 
-namespace conclave {
+namespace conclave::elector {
 namespace {
 
 // The tiers of the elector's own checks after every input (Finish): the membership and lease
@@ -1091,7 +1091,7 @@ void Elector::SendToVoters(Term term, MessageBody body) {
 
 void Elector::SendToAll(Term term, MessageBody body) {
     if (config_.cluster_size > 1) {
-        out_.push_back(conclave::Broadcast{Message{config_.self, term, std::move(body)}});
+        out_.push_back(elector::Broadcast{Message{config_.self, term, std::move(body)}});
     }
 }
 
@@ -1299,4 +1299,4 @@ Actions Elector::Finish() {
     return result;
 }
 
-}  // namespace conclave
+}  // namespace conclave::elector

@@ -9,10 +9,10 @@
 #error "planted.cpp belongs to conclave_elector_planted only"
 #endif
 
-namespace conclave {
+namespace conclave::elector {
 
 std::string_view to_string(PlantedBug b) {
     return enum_name(b);
 }
 
-}  // namespace conclave
+}  // namespace conclave::elector

@@ -8,7 +8,7 @@
 #include "conclave/elector/actions.hpp"
 #include "conclave/elector/messages.hpp"
 
-namespace conclave {
+namespace conclave::elector {
 
 std::string_view message_name(const MessageBody& body) {
     return kMessageNames[body.index()];
@@ -188,4 +188,4 @@ std::string to_string(const Action& a) {
         a);
 }
 
-}  // namespace conclave
+}  // namespace conclave::elector

@@ -29,7 +29,7 @@ class AssignmentStore {
     std::uint64_t highest_token() const { return gate_.highest(); }
 
   private:
-    FencingGate gate_;
+    elector::FencingGate gate_;
     std::map<int, std::string> assignments_;
     std::uint64_t accepted_ = 0;
     std::uint64_t rejected_ = 0;

@@ -341,7 +341,7 @@ namespace {
 bool is_refusal(std::span<const std::uint8_t> payload) {
     try {
         return decode_control_kind(payload) == ControlKind::Refused;
-    } catch (const DecodeError&) {
+    } catch (const codec::DecodeError&) {
         return false;
     }
 }
@@ -434,7 +434,7 @@ void Connection::handle_confirmation(Frame& frame) {
             if (is_ping) {
                 mac = decode_ping_mac(frame.payload);
             }
-        } catch (const DecodeError&) {
+        } catch (const codec::DecodeError&) {
             is_ping = false;
         }
     }
@@ -496,7 +496,7 @@ void Connection::handle_hello(std::span<const std::uint8_t> payload) {
     Hello hello;
     try {
         hello = decode_hello(payload);
-    } catch (const DecodeError& e) {
+    } catch (const codec::DecodeError& e) {
         close_bad_frame(BadFrameKind::BadHandshake, std::string("malformed hello: ") + e.what());
         return;
     }
@@ -607,7 +607,7 @@ void Connection::take_refusal(std::span<const std::uint8_t> payload, bool accept
     PeerRefusal refusal;
     try {
         refusal = decode_refusal(payload);
-    } catch (const DecodeError& e) {
+    } catch (const codec::DecodeError& e) {
         close_bad_frame(BadFrameKind::BadHandshake, std::string("malformed refusal: ") + e.what());
         return;
     }
@@ -664,7 +664,7 @@ bool Connection::seed_refused(std::span<const std::uint8_t> payload) {
     JoinAnswer answer;
     try {
         answer = decode_join_answer(payload);
-    } catch (const DecodeError&) {
+    } catch (const codec::DecodeError&) {
         return false;  // not an answer: the seed's hello (checked next)
     }
     if (answer.status != JoinStatus::Refused) {
@@ -686,7 +686,7 @@ auto decode_or_close(Connection& c, Decode decode, std::span<const std::uint8_t>
                      const char* what) -> std::optional<decltype(decode(payload))> {
     try {
         return decode(payload);
-    } catch (const DecodeError& e) {
+    } catch (const codec::DecodeError& e) {
         c.close_bad_frame(BadFrameKind::Undecodable, std::string(what) + ": " + e.what());
         return std::nullopt;
     }

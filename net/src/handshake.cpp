@@ -55,13 +55,13 @@ json parse_control(std::span<const std::uint8_t> payload,
     // Up to kMaxControlPayloadBytes, the size bound also bounds the nesting depth the recursive
     // CBOR parser can reach; above it (join frames), a non-recursive pre-pass bounds the depth.
     if (payload.size() > max_bytes) {
-        throw DecodeError("control: payload of " + std::to_string(payload.size()) +
-                          " bytes, above the maximum " + std::to_string(max_bytes));
+        throw codec::DecodeError("control: payload of " + std::to_string(payload.size()) +
+                                 " bytes, above the maximum " + std::to_string(max_bytes));
     }
     if (payload.size() > kMaxControlPayloadBytes &&
         !cbor_nesting_within(payload, kMaxControlNesting)) {
-        throw DecodeError("control: malformed CBOR or nested deeper than " +
-                          std::to_string(kMaxControlNesting));
+        throw codec::DecodeError("control: malformed CBOR or nested deeper than " +
+                                 std::to_string(kMaxControlNesting));
     }
     json j;
     try {
@@ -70,10 +70,10 @@ json parse_control(std::span<const std::uint8_t> payload,
         j = json::from_cbor(payload.begin(), payload.end(), /*strict=*/true,
                             /*allow_exceptions=*/false);
     } catch (const json::exception& e) {
-        throw DecodeError(std::string("control: malformed CBOR: ") + e.what());
+        throw codec::DecodeError(std::string("control: malformed CBOR: ") + e.what());
     }
     if (j.is_discarded() || !j.is_object()) {
-        throw DecodeError("control: not a CBOR map");
+        throw codec::DecodeError("control: not a CBOR map");
     }
     return j;
 }
@@ -85,12 +85,12 @@ std::vector<std::uint8_t> get_binary(const json& j, const char* key, std::size_t
         return {};
     }
     if (!it->is_binary()) {
-        throw DecodeError(std::string(key) + ": expected a byte string");
+        throw codec::DecodeError(std::string(key) + ": expected a byte string");
     }
     const auto& bytes = it->get_binary();
     if (bytes.size() > max_bytes) {
-        throw DecodeError(std::string(key) + ": longer than " + std::to_string(max_bytes) +
-                          " bytes");
+        throw codec::DecodeError(std::string(key) + ": longer than " + std::to_string(max_bytes) +
+                                 " bytes");
     }
     return std::vector<std::uint8_t>(bytes.begin(), bytes.end());
 }
@@ -156,8 +156,8 @@ std::vector<std::uint8_t> encode_confirmation(std::span<const std::uint8_t> mac)
 
 std::vector<std::uint8_t> decode_ping_mac(std::span<const std::uint8_t> payload) {
     const json j = parse_control(payload);
-    if (get_string(j, "kind") != "ping") {
-        throw DecodeError("kind: expected 'ping'");
+    if (codec::get_string(j, "kind") != "ping") {
+        throw codec::DecodeError("kind: expected 'ping'");
     }
     return get_binary(j, "mac", kMacBytes);
 }
@@ -207,18 +207,18 @@ std::vector<std::uint8_t> encode_term_ping(std::uint64_t term) {
 
 std::optional<std::uint64_t> decode_ping_term(std::span<const std::uint8_t> payload) {
     const json j = parse_control(payload);
-    if (get_string(j, "kind") != "ping") {
-        throw DecodeError("kind: expected 'ping'");
+    if (codec::get_string(j, "kind") != "ping") {
+        throw codec::DecodeError("kind: expected 'ping'");
     }
     if (!j.contains("term")) {
         return std::nullopt;
     }
-    return get_term(j, "term").value;
+    return codec::get_term(j, "term").value;
 }
 
 ControlKind decode_control_kind(std::span<const std::uint8_t> payload) {
     const json j = parse_control(payload);
-    const std::string kind = get_string(j, "kind");
+    const std::string kind = codec::get_string(j, "kind");
     if (kind == "hello") {
         return ControlKind::Hello;
     }
@@ -234,16 +234,16 @@ ControlKind decode_control_kind(std::span<const std::uint8_t> payload) {
     if (kind == "refused") {
         return ControlKind::Refused;
     }
-    throw DecodeError("kind: unknown control frame kind '" + kind + "'");
+    throw codec::DecodeError("kind: unknown control frame kind '" + kind + "'");
 }
 
 namespace {
 
 std::string bounded_string(const json& j, const char* key, std::size_t max_bytes) {
-    std::string value = get_string(j, key);
+    std::string value = codec::get_string(j, key);
     if (value.size() > max_bytes) {
-        throw DecodeError(std::string(key) + ": longer than " + std::to_string(max_bytes) +
-                          " bytes");
+        throw codec::DecodeError(std::string(key) + ": longer than " + std::to_string(max_bytes) +
+                                 " bytes");
     }
     return value;
 }
@@ -252,29 +252,29 @@ std::string bounded_string(const json& j, const char* key, std::size_t max_bytes
 
 Hello decode_hello(std::span<const std::uint8_t> payload) {
     const json j = parse_control(payload);
-    if (get_string(j, "kind") != "hello") {
-        throw DecodeError("kind: expected 'hello'");
+    if (codec::get_string(j, "kind") != "hello") {
+        throw codec::DecodeError("kind: expected 'hello'");
     }
     Hello h;
-    h.version = get_u64(j, "v");
-    h.cluster = get_string(j, "cluster");
-    h.node = get_string(j, "node");
+    h.version = codec::get_u64(j, "v");
+    h.cluster = codec::get_string(j, "cluster");
+    h.node = codec::get_string(j, "node");
     h.nonce = get_binary(j, "nonce", kNonceBytes);
     h.mac = get_binary(j, "mac", kMacBytes);
     if (j.contains("channels")) {
-        h.channels = get_u64(j, "channels");
+        h.channels = codec::get_u64(j, "channels");
     }
     if (j.contains("join")) {
-        h.join = get_bool(j, "join");
+        h.join = codec::get_bool(j, "join");
     }
     if (j.contains("inc")) {
         h.incarnation = bounded_string(j, "inc", kMaxIncarnationBytes);
     }
     if (j.contains("rep")) {
-        h.repaired = get_bool(j, "rep");
+        h.repaired = codec::get_bool(j, "rep");
     }
     if (j.contains("term")) {
-        h.term = get_term(j, "term").value;
+        h.term = codec::get_term(j, "term").value;
     }
     return h;
 }
@@ -291,8 +291,8 @@ std::vector<std::uint8_t> encode_refusal(const PeerRefusal& refusal) {
 
 PeerRefusal decode_refusal(std::span<const std::uint8_t> payload) {
     const json j = parse_control(payload);
-    if (get_string(j, "kind") != "refused") {
-        throw DecodeError("kind: expected 'refused'");
+    if (codec::get_string(j, "kind") != "refused") {
+        throw codec::DecodeError("kind: expected 'refused'");
     }
     PeerRefusal r;
     r.reason = bounded_string(j, "reason", 64);
@@ -312,8 +312,8 @@ std::vector<std::uint8_t> encode_join_request(const JoinRequest& request) {
 
 JoinRequest decode_join_request(std::span<const std::uint8_t> payload) {
     const json j = parse_control(payload, kMaxJoinRequestBytes);
-    if (get_string(j, "kind") != "join_request") {
-        throw DecodeError("kind: expected 'join_request'");
+    if (codec::get_string(j, "kind") != "join_request") {
+        throw codec::DecodeError("kind: expected 'join_request'");
     }
     return JoinRequest{bounded_string(j, "peer", kMaxJoinAddressBytes),
                        bounded_string(j, "http", kMaxJoinAddressBytes)};
@@ -337,17 +337,17 @@ std::vector<std::uint8_t> encode_join_answer(const JoinAnswer& answer) {
 
 JoinAnswer decode_join_answer(std::span<const std::uint8_t> payload) {
     const json j = parse_control(payload, kMaxJoinAnswerBytes);
-    if (get_string(j, "kind") != "join_answer") {
-        throw DecodeError("kind: expected 'join_answer'");
+    if (codec::get_string(j, "kind") != "join_answer") {
+        throw codec::DecodeError("kind: expected 'join_answer'");
     }
     JoinAnswer answer;
-    const std::string status = get_string(j, "status");
+    const std::string status = codec::get_string(j, "status");
     const auto parsed = parse_enum<JoinStatus>(status);
     if (!parsed) {
-        throw DecodeError("status: unknown join status '" + status + "'");
+        throw codec::DecodeError("status: unknown join status '" + status + "'");
     }
     answer.status = *parsed;
-    answer.detail = get_string(j, "detail");
+    answer.detail = codec::get_string(j, "detail");
     return answer;
 }
 

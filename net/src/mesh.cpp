@@ -643,7 +643,7 @@ std::optional<FrameRejection> Mesh::Impl::on_frame(Connection& c, Frame& frame) 
                                   kind == ControlKind::Hello
                                       ? "hello after the handshake"
                                       : "join frame on a member's connection"};
-        } catch (const DecodeError& e) {
+        } catch (const codec::DecodeError& e) {
             return FrameRejection{BadFrameKind::UnexpectedControl, e.what()};
         }
     }

@@ -221,7 +221,7 @@ constexpr TimingField kTimingFields[] = {
 constexpr std::int64_t kMaxTimingMs = 3'600'000;  // one hour, as Config::validate() allows
 constexpr std::int64_t kMaxMissCount = 1000;
 
-void ApplyTiming(const json& timing, Config& config) {
+void ApplyTiming(const json& timing, elector::Config& config) {
     ExpectObject(timing, "timing");
     RejectUnknownFields(
         timing, "timing",
@@ -249,12 +249,12 @@ void ApplyTiming(const json& timing, Config& config) {
     ms("rank_slot_min_ms", config.rank_slot_min);
     ms("rank_slot_max_ms", config.rank_slot_max);
     if (const json* v = Find(timing, "rank_slot_rtt_multiple")) {
-        config.rank_slot_rtt_multiple = static_cast<std::uint32_t>(
-            ExpectInteger(*v, "timing.rank_slot_rtt_multiple", 0, Config::kMaxRankSlotRttMultiple));
+        config.rank_slot_rtt_multiple = static_cast<std::uint32_t>(ExpectInteger(
+            *v, "timing.rank_slot_rtt_multiple", 0, elector::Config::kMaxRankSlotRttMultiple));
     }
     if (const json* v = Find(timing, "lease_drift_permille")) {
-        config.lease_drift_permille = static_cast<std::uint32_t>(
-            ExpectInteger(*v, "timing.lease_drift_permille", 0, Config::kMaxLeaseDriftPermille));
+        config.lease_drift_permille = static_cast<std::uint32_t>(ExpectInteger(
+            *v, "timing.lease_drift_permille", 0, elector::Config::kMaxLeaseDriftPermille));
     }
     if (const json* v = Find(timing, "miss_count")) {
         config.heartbeat_miss_count =
@@ -619,7 +619,7 @@ void ParseElector(const json& document, ClusterConfig& config) {
     if (const json* profile = Find(document, "profile")) {
         config.profile = ExpectString(*profile, "profile");
     }
-    auto elector = Config::profile(config.profile, config.nodes.size(), config.self);
+    auto elector = elector::Config::profile(config.profile, config.nodes.size(), config.self);
     if (!elector) {
         Fail("profile", "expected \"default\", \"fast\" or \"reference\", got " +
                             Describe(*Find(document, "profile")));
@@ -629,7 +629,7 @@ void ParseElector(const json& document, ClusterConfig& config) {
         ApplyTiming(*timing, config.elector);
     }
     if (const json* backoff = Find(document, "backoff")) {
-        const auto parsed = parse_enum<Backoff>(ExpectString(*backoff, "backoff"));
+        const auto parsed = parse_enum<elector::Backoff>(ExpectString(*backoff, "backoff"));
         if (!parsed) {
             Fail("backoff", "expected \"uniform\" or \"ranked\", got " + Describe(*backoff));
         }
@@ -929,7 +929,7 @@ nlohmann::ordered_json effective_config_json(const ClusterConfig& config) {
     for (const NodeEntry& n : config.nodes) {
         nodes.push_back({{"id", n.id}, {"peer", to_string(n.peer)}, {"http", to_string(n.http)}});
     }
-    const Config& e = config.elector;
+    const elector::Config& e = config.elector;
     nlohmann::ordered_json tls = nullptr;
     if (config.tls) {
         tls = {{"ca", config.tls->ca_path},

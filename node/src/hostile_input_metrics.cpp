@@ -58,7 +58,7 @@ void register_hostile_input_metrics(MetricsRegistry& r, HostileInputSources sour
                    "Elections not started because the term reached 2^63-1 (only a forged term "
                    "can get there).");
     r.on_collect([c, sources = std::move(sources)] {
-        const ElectorCounters& e = sources.elector();
+        const elector::ElectorCounters& e = sources.elector();
         Mirror(c->elector_not_a_peer, e.dropped_not_a_peer);
         Mirror(c->elector_term_out_of_range, e.dropped_term_out_of_range);
         Mirror(c->elector_term_space_exhausted, e.term_space_exhausted);

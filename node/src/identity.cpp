@@ -111,7 +111,7 @@ IdentityCheck check_identity(const ClusterConfig& config) {
     drivers::NodeIdentity identity = expected_identity(config);
     identity.incarnation = drivers::new_incarnation();
     identity.registered = false;
-    drivers::store_durable_state(config.data_dir, DurableState{}, identity);
+    drivers::store_durable_state(config.data_dir, elector::DurableState{}, identity);
     return IdentityCheck{identity, true, false};
 }
 

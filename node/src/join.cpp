@@ -20,7 +20,7 @@ constexpr std::chrono::milliseconds kRetryDelay{500};
 /// The table and configuration a join was accepted with, or why they cannot be used.
 std::optional<std::string> TableOf(const ClusterConfig& config, const std::string& answer,
                                    StoredTable& out) {
-    const auto cfg = decode_configuration(answer);
+    const auto cfg = codec::decode_configuration(answer);
     if (!cfg || cfg->table.empty()) {
         return "the seed's answer is not a configuration with a node table";
     }

@@ -68,21 +68,23 @@ LeadershipMetrics::LeadershipMetrics(MetricsRegistry& r)
       term_(r.gauge("conclave_term", "Current term.")),
       fencing_token_(r.gauge("conclave_fencing_token", "Fencing token of the known leadership.")),
       leader_known_(r.gauge("conclave_leader_known", "1 when this node knows a leader.")) {
-    for (Refusal refusal : {Refusal::StaleTerm, Refusal::AlreadyVoted, Refusal::HasLeader,
-                            Refusal::IAmLeader, Refusal::StaleConfig, Refusal::NotAVoter}) {
+    for (elector::Refusal refusal : {elector::Refusal::StaleTerm, elector::Refusal::AlreadyVoted,
+                                     elector::Refusal::HasLeader, elector::Refusal::IAmLeader,
+                                     elector::Refusal::StaleConfig, elector::Refusal::NotAVoter}) {
         votes_refused_[static_cast<std::size_t>(refusal)] =
             &r.counter("conclave_votes_refused_total", "Votes refused by this node, by reason.",
                        {{"reason", std::string(to_string(refusal))}});
     }
-    for (Role role : {Role::Stopped, Role::Follower, Role::Candidate, Role::Leader}) {
+    for (elector::Role role : {elector::Role::Stopped, elector::Role::Follower,
+                               elector::Role::Candidate, elector::Role::Leader}) {
         role_[static_cast<std::size_t>(role)] =
             &r.gauge("conclave_role", "1 for the role this node is in.",
                      {{"role", std::string(to_string(role))}});
     }
-    role_[static_cast<std::size_t>(Role::Stopped)]->set(1);
+    role_[static_cast<std::size_t>(elector::Role::Stopped)]->set(1);
 }
 
-void LeadershipMetrics::update_counters(const ElectorCounters& c) {
+void LeadershipMetrics::update_counters(const elector::ElectorCounters& c) {
     const auto mirror = [](Counter& counter, std::uint64_t total) {
         counter.set_total(static_cast<double>(total));
     };
@@ -101,7 +103,7 @@ void LeadershipMetrics::update_counters(const ElectorCounters& c) {
     mirror(two_leader_alarms_, c.two_leader_alarms);
 }
 
-void LeadershipMetrics::on_leadership(const LeadershipSnapshot& s, Millis now) {
+void LeadershipMetrics::on_leadership(const elector::LeadershipSnapshot& s, Millis now) {
     refresh(now);
     term_.set(static_cast<double>(s.term.value));
     fencing_token_.set(static_cast<double>(s.fencing_token));
@@ -113,23 +115,24 @@ void LeadershipMetrics::on_leadership(const LeadershipSnapshot& s, Millis now) {
 
     // A candidacy starts with a Candidate snapshot; the core never goes from candidate to
     // candidate without another snapshot in between (a failed election returns to follower).
-    if (s.role == Role::Candidate) {
+    if (s.role == elector::Role::Candidate) {
         if (!candidate_since_) {
             candidate_since_ = now;
         }
     } else if (candidate_since_) {
         const double seconds = Seconds(now - *candidate_since_);
         candidate_since_.reset();
-        if (s.role == Role::Leader) {
+        if (s.role == elector::Role::Leader) {
             elections_won_duration_.observe(seconds);
-        } else if (s.role == Role::Follower && s.reason == Reason::QuorumNotAchieved) {
+        } else if (s.role == elector::Role::Follower &&
+                   s.reason == elector::Reason::QuorumNotAchieved) {
             elections_no_quorum_duration_.observe(seconds);
-        } else if (s.role == Role::Follower) {
+        } else if (s.role == elector::Role::Follower) {
             elections_lost_duration_.observe(seconds);
         }  // Stopped: the candidacy was interrupted, not decided.
     }
 
-    running_ = s.role != Role::Stopped;
+    running_ = s.role != elector::Role::Stopped;
     if (!running_) {
         leaderless_since_.reset();  // stopping is not a failover
     } else if (!s.leader && !leaderless_since_) {

@@ -341,7 +341,7 @@ void Node::change_membership(MembershipOp op, replication::Member member, Member
     log_event(*logger_, spdlog::level::info, "membership change proposed",
               {{"op", std::string(to_string(op))}, {"id", id}, {"version", cfg.version}});
     propose_entry(
-        {}, encode_configuration(cfg), true,
+        {}, codec::encode_configuration(cfg), true,
         [this, op, version = cfg.version, done = std::move(done)](const MetadataProposeResult& p) {
             MembershipResult r;
             static_cast<MetadataProposeResult&>(r) = p;
@@ -514,23 +514,24 @@ void Node::answer_join(std::string id, net::JoinRequest request,
         }
         if (member) {
             respond(net::JoinAnswer{net::JoinStatus::Accepted,
-                                    encode_configuration(active_configuration())});
+                                    codec::encode_configuration(active_configuration())});
             return;
         }
     }
-    add_learner(replication::Member{id, request.peer, request.http},
-                [this, alive = std::weak_ptr<int>(alive_),
-                 respond = std::move(respond)](const MembershipResult& r) {
-                    if (alive.expired()) {
-                        return;
-                    }
-                    if (r.ok()) {
-                        respond(net::JoinAnswer{net::JoinStatus::Accepted,
-                                                encode_configuration(active_configuration())});
-                    } else {
-                        respond(net::JoinAnswer{net::JoinStatus::Refused, r.detail});
-                    }
-                });
+    add_learner(
+        replication::Member{id, request.peer, request.http},
+        [this, alive = std::weak_ptr<int>(alive_),
+         respond = std::move(respond)](const MembershipResult& r) {
+            if (alive.expired()) {
+                return;
+            }
+            if (r.ok()) {
+                respond(net::JoinAnswer{net::JoinStatus::Accepted,
+                                        codec::encode_configuration(active_configuration())});
+            } else {
+                respond(net::JoinAnswer{net::JoinStatus::Refused, r.detail});
+            }
+        });
 }
 
 void Node::register_membership_metrics() {

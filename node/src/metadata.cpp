@@ -139,7 +139,7 @@ void Node::create_log_driver() {
     for (const NodeEntry& e : config_.nodes) {
         log.node_ids.push_back(e.id);
     }
-    log.decode_configuration = &conclave::decode_configuration;
+    log.decode_configuration = &conclave::codec::decode_configuration;
     if (auto error = log.validate()) {
         throw std::invalid_argument("metadata: " + *error);
     }
@@ -161,7 +161,7 @@ MetadataProposeResult Node::proposal_result(MetadataProposeStatus status, Lsn ls
     MetadataProposeResult r;
     r.status = status;
     r.lsn = lsn;
-    const LeadershipSnapshot& s = driver_->snapshot();
+    const elector::LeadershipSnapshot& s = driver_->snapshot();
     if (s.leader && *s.leader != config_.self) {
         r.leader = config_.node_name(*s.leader);
         r.leader_http = to_string(config_.nodes[s.leader->value].http);

@@ -211,7 +211,7 @@ Node::Node(std::unique_ptr<boost::asio::io_context> owned_io, boost::asio::io_co
         maybe_end_quarantine("nobody yet");  // a single-voter cluster needs nobody's admission
     }
     published_ = to_leadership(driver_->snapshot());
-    driver_->subscribe([this](const LeadershipSnapshot& s) { on_snapshot(s); });
+    driver_->subscribe([this](const elector::LeadershipSnapshot& s) { on_snapshot(s); });
 }
 
 void Node::create_mesh() {
@@ -256,10 +256,10 @@ void Node::create_mesh() {
 // The driver's store hook: every durable term rise is announced to the up peers once written
 // (the hook runs just before the write; the posted work after it), so that they remember it
 // (net/README.md).
-std::function<void(const std::filesystem::path&, const DurableState&)>
+std::function<void(const std::filesystem::path&, const elector::DurableState&)>
 Node::announcing_store_hook() {
     return [this, hook = options_.store_elector_state](const std::filesystem::path& dir,
-                                                       const DurableState& state) {
+                                                       const elector::DurableState& state) {
         if (hook) {
             hook(dir, state);
         }
@@ -324,10 +324,11 @@ void Node::register_all_metrics() {
     register_membership_metrics();
     register_peer_metrics();
     register_hostile_input_metrics(
-        metrics_, {[this]() -> const ElectorCounters& { return driver_->elector().counters(); },
-                   [this]() -> const replication::LogCounters* {
-                       return log_driver_ ? &log_driver_->log().counters() : nullptr;
-                   }});
+        metrics_,
+        {[this]() -> const elector::ElectorCounters& { return driver_->elector().counters(); },
+         [this]() -> const replication::LogCounters* {
+             return log_driver_ ? &log_driver_->log().counters() : nullptr;
+         }});
 }
 
 bool Node::must_post() const {
@@ -422,7 +423,7 @@ std::optional<std::string> Node::start() {
     return std::nullopt;
 }
 
-Leadership Node::to_leadership(const LeadershipSnapshot& s) const {
+Leadership Node::to_leadership(const elector::LeadershipSnapshot& s) const {
     Leadership l;
     l.role = s.role;
     l.term = s.term.value;
@@ -437,7 +438,7 @@ Leadership Node::to_leadership(const LeadershipSnapshot& s) const {
     return l;
 }
 
-void Node::on_snapshot(const LeadershipSnapshot& snapshot) {
+void Node::on_snapshot(const elector::LeadershipSnapshot& snapshot) {
     leadership_metrics_->on_leadership(snapshot, driver_->now());
     if (driver_->failed()) {
         fail_stop("the elector state file could not be written (see the critical line above)");
@@ -530,7 +531,7 @@ std::optional<std::string> Node::step_down() {
     if (stopping_) {
         return std::string("the node is stopping");
     }
-    if (driver_->snapshot().role != Role::Leader) {
+    if (driver_->snapshot().role != elector::Role::Leader) {
         return std::string("not the leader");
     }
     const std::optional<NodeId> successor = pick_successor();
@@ -564,7 +565,7 @@ void Node::stop(std::function<void()> done) {
         return;
     }
     const auto successor =
-        driver_->snapshot().role == Role::Leader ? pick_successor() : std::nullopt;
+        driver_->snapshot().role == elector::Role::Leader ? pick_successor() : std::nullopt;
     if (successor && !driver_->transfer_leadership(*successor)) {
         log_event(*logger_, spdlog::level::info, "stopping: handing leadership over",
                   {{"to", config_.node_name(*successor)}});
@@ -804,7 +805,7 @@ AdminSource& Node::admin_source() {
 }
 
 StatusReport Node::status() {
-    const LeadershipSnapshot& s = driver_->snapshot();
+    const elector::LeadershipSnapshot& s = driver_->snapshot();
     StatusReport r;
     r.id = config_.self_entry().id;
     r.cluster = config_.cluster;
@@ -844,7 +845,7 @@ StatusReport Node::status() {
     }
     r.last_transition_reason = s.reason;
     r.last_transition_age_ms = (driver_->now() - s.changed_at).count();
-    if (s.role == Role::Leader) {
+    if (s.role == elector::Role::Leader) {
         r.lease = lease_status(driver_->lease_deadline(), now);
     }
     return r;

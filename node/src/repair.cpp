@@ -15,7 +15,7 @@ namespace conclave::node {
 namespace {
 
 struct ElectorRead {
-    std::optional<DurableState> state;              // nullopt: missing (or unreadable: see error)
+    std::optional<elector::DurableState> state;     // nullopt: missing (or unreadable: see error)
     std::optional<drivers::NodeIdentity> identity;  // format 2 files only
     std::optional<std::string> error;               // set: the state file is unreadable
 };
@@ -80,8 +80,8 @@ void print_log_repair(const replication::RepairReport& r, const std::filesystem:
 
 // Writes the repaired vote record (term R, with `vote`) through the atomic replacement of the
 // state file; false (the error printed) when that fails.
-bool write_vote_record(const ClusterConfig& config, const ElectorRead& read, DurableState state,
-                       const char* what, std::ostream& err,
+bool write_vote_record(const ClusterConfig& config, const ElectorRead& read,
+                       elector::DurableState state, const char* what, std::ostream& err,
                        const std::function<void(std::string_view step)>& after_step) {
     try {
         drivers::store_durable_state(config.data_dir, state, repaired_identity(config, read));
@@ -102,7 +102,7 @@ bool repair_elector_state(const ClusterConfig& config, const ElectorRead& read, 
                           std::ostream& out, std::ostream& err,
                           const std::function<void(std::string_view step)>& after_step) {
     namespace fs = std::filesystem;
-    const std::optional<DurableState>& elector = read.state;
+    const std::optional<elector::DurableState>& elector = read.state;
     const bool elector_corrupt = read.error.has_value();
     if (elector_corrupt || !elector) {
         // Its vote history is lost: vote for ourselves in R, so that no vote is ever given in a
@@ -117,7 +117,7 @@ bool repair_elector_state(const ClusterConfig& config, const ElectorRead& read, 
             fs::copy_file(state, fs::path(state.string() + ".corrupt"),
                           fs::copy_options::overwrite_existing, ec);
         }
-        if (!write_vote_record(config, read, DurableState{marker, config.self},
+        if (!write_vote_record(config, read, elector::DurableState{marker, config.self},
                                "rewriting the elector state", err, after_step)) {
             return false;
         }
@@ -131,7 +131,7 @@ bool repair_elector_state(const ClusterConfig& config, const ElectorRead& read, 
         }
     } else if (elector->term < marker) {
         // Never vote again in a term <= R: raise the elector's durable term to R (no vote in it).
-        if (!write_vote_record(config, read, DurableState{marker, std::nullopt},
+        if (!write_vote_record(config, read, elector::DurableState{marker, std::nullopt},
                                "raising the elector's term", err, after_step)) {
             return false;
         }
@@ -155,7 +155,7 @@ int run_repair(const ClusterConfig& config, std::optional<std::uint64_t> min_ter
     // optional inside the try block left it engaged with garbage when the load threw (seen with
     // GCC 12 -O2: R then came out as the bytes of the error message; the node test pins it).
     const ElectorRead read = read_elector_state(config);
-    const std::optional<DurableState>& elector = read.state;
+    const std::optional<elector::DurableState>& elector = read.state;
     const bool elector_corrupt = read.error.has_value();
     const std::string elector_error = read.error.value_or(std::string());
     const bool elector_lost = !elector && !elector_corrupt;

@@ -125,8 +125,9 @@ LogActions ReplicatedLog::start(Millis) {
     return Finish();
 }
 
-LogActions ReplicatedLog::on_leadership(Millis, const LeadershipSnapshot& snapshot) {
-    const bool self_leads = snapshot.role == Role::Leader && snapshot.leader == config_.self;
+LogActions ReplicatedLog::on_leadership(Millis, const elector::LeadershipSnapshot& snapshot) {
+    const bool self_leads =
+        snapshot.role == elector::Role::Leader && snapshot.leader == config_.self;
     if (self_leads) {
         const bool already = IsLeader() && state_.term == snapshot.term;
         // A leadership of a term this log has already promised away (or seen another leader of)

@@ -39,7 +39,7 @@ std::string to_string(const LogMessage& m) {
     std::visit(
         [&](const auto& b) {
             using T = std::decay_t<decltype(b)>;
-            boost::mp11::mp_for_each<BodyFields<T>>(
+            boost::mp11::mp_for_each<elector::BodyFields<T>>(
                 [&](auto field) { print_field(s, field.name, b.*field.pointer); });
         },
         m.body);

@@ -34,19 +34,19 @@ struct Label {
 struct InFlight {
     PackedMessage key;
     NodeId to{};
-    Message message;
+    elector::Message message;
 };
 
 struct XState {
-    std::vector<std::optional<Elector>> cores;  // nullopt: crashed
-    std::vector<DurableState> durable;
+    std::vector<std::optional<elector::Elector>> cores;  // nullopt: crashed
+    std::vector<elector::DurableState> durable;
     std::vector<InFlight> in_flight;  // sorted by key: a canonical multiset
     History history;
     // The leader lease compares times: each node's clock advances by a timer's delay when the
     // timer fires (messages take no time), so a promise or a lease lasts as many firings as in
     // a run. Left out of the hash but for what the lease decides on (LeaseHash).
     std::vector<Millis> clock;
-    std::vector<std::array<Millis, kTimerCount>> armed_delay;
+    std::vector<std::array<Millis, elector::kTimerCount>> armed_delay;
     std::uint8_t crashes = 0;
     std::uint8_t duplications = 0;
     std::uint32_t depth = 0;
@@ -102,7 +102,7 @@ class Explorer {
   public:
     explicit Explorer(const ExploreOptions& o) : o_(o) {
         for (std::size_t i = 0; i < o.nodes; ++i) {
-            Config c = explorer_config(o);
+            elector::Config c = explorer_config(o);
             c.self = NodeId{static_cast<std::uint16_t>(i)};
             configs_.push_back(c);
         }
@@ -110,13 +110,13 @@ class Explorer {
 
     XState initial() {
         XState s{{},
-                 std::vector<DurableState>(o_.nodes),
+                 std::vector<elector::DurableState>(o_.nodes),
                  {},
                  History(o_.nodes, o_.history),
                  std::vector<Millis>(o_.nodes, Millis{0}),
-                 std::vector<std::array<Millis, kTimerCount>>(o_.nodes)};
+                 std::vector<std::array<Millis, elector::kTimerCount>>(o_.nodes)};
         for (std::size_t i = 0; i < o_.nodes; ++i) {
-            s.cores.emplace_back(std::in_place, configs_[i], DurableState{}, zero_random);
+            s.cores.emplace_back(std::in_place, configs_[i], elector::DurableState{}, zero_random);
         }
         for (std::size_t i = 0; i < o_.nodes; ++i) {
             perform(s, i, StepAction::Start, s.cores[i]->start(s.clock[i]));
@@ -151,8 +151,8 @@ class Explorer {
             if (!s.cores[i]) {
                 continue;
             }
-            for (std::uint16_t t = 0; t < kTimerCount; ++t) {
-                if (s.cores[i]->state().timer_armed(static_cast<TimerId>(t))) {
+            for (std::uint16_t t = 0; t < elector::kTimerCount; ++t) {
+                if (s.cores[i]->state().timer_armed(static_cast<elector::TimerId>(t))) {
                     out.push_back(Label{LabelKind::Fire, static_cast<std::uint8_t>(i), t});
                 }
             }
@@ -173,7 +173,7 @@ class Explorer {
         const std::size_t n = label.node;
         switch (label.kind) {
             case LabelKind::Fire: {
-                const auto timer = static_cast<TimerId>(label.arg);
+                const auto timer = static_cast<elector::TimerId>(label.arg);
                 s.clock[n] += s.armed_delay[n][static_cast<std::size_t>(timer)];
                 perform(s, n, action_for(timer), s.cores[n]->timer_fired(s.clock[n], timer));
                 break;
@@ -184,7 +184,7 @@ class Explorer {
                 std::erase_if(s.in_flight, [&](const InFlight& f) {
                     return f.to.value == n || f.message.from.value == n;
                 });
-                perform(s, n, StepAction::Crash, Actions{});
+                perform(s, n, StepAction::Crash, elector::Actions{});
                 for (std::size_t j = 0; j < o_.nodes; ++j) {
                     if (s.cores[j]) {
                         perform(s, j, StepAction::PeerDown,
@@ -195,7 +195,7 @@ class Explorer {
             }
             case LabelKind::Restart: {
                 if (o_.lose_durable_state) {
-                    s.durable[n] = DurableState{};
+                    s.durable[n] = elector::DurableState{};
                 }
                 s.cores[n].emplace(configs_[n], s.durable[n], zero_random);
                 perform(s, n, StepAction::Restart, s.cores[n]->start(s.clock[n]));
@@ -232,7 +232,7 @@ class Explorer {
         const std::string n = "n" + std::to_string(label.node);
         switch (label.kind) {
             case LabelKind::Fire:
-                return n + ": " + std::string(to_string(static_cast<TimerId>(label.arg))) +
+                return n + ": " + std::string(to_string(static_cast<elector::TimerId>(label.arg))) +
                        " fires";
             case LabelKind::Crash:
                 return n + " crashes";
@@ -269,8 +269,8 @@ class Explorer {
 
     /// What the leader lease decides on at `now`: how long the follower's promise and the
     /// leader's lease have left (0 when over or none).
-    static std::uint64_t LeaseHash(const Elector& e, Millis now) {
-        const LeaseTimes& l = e.lease();
+    static std::uint64_t LeaseHash(const elector::Elector& e, Millis now) {
+        const elector::LeaseTimes& l = e.lease();
         const auto left = [&](std::optional<Millis> until) -> std::uint64_t {
             return until && *until > now ? static_cast<std::uint64_t>((*until - now).count()) : 0;
         };
@@ -302,7 +302,8 @@ class Explorer {
     static void view(const XState& s, WalkStep& out) {
         out.states.clear();
         for (const auto& core : s.cores) {
-            out.states.push_back(core ? std::optional<ElectorState>(core->state()) : std::nullopt);
+            out.states.push_back(core ? std::optional<elector::ElectorState>(core->state())
+                                      : std::nullopt);
         }
         out.durable = s.durable;
         out.in_flight.clear();
@@ -316,7 +317,7 @@ class Explorer {
   private:
     static NodeId node(std::size_t i) { return NodeId{static_cast<std::uint16_t>(i)}; }
 
-    static void insert(XState& s, NodeId to, const Message& m) {
+    static void insert(XState& s, NodeId to, const elector::Message& m) {
         InFlight f{pack(to, m), to, m};
         auto at = std::upper_bound(
             s.in_flight.begin(), s.in_flight.end(), f.key,
@@ -324,38 +325,38 @@ class Explorer {
         s.in_flight.insert(at, std::move(f));
     }
 
-    void perform(XState& s, std::size_t n, StepAction action, const Actions& actions) {
-        for (const Action& a : actions) {
-            if (const auto* to = std::get_if<SendTo>(&a)) {
+    void perform(XState& s, std::size_t n, StepAction action, const elector::Actions& actions) {
+        for (const elector::Action& a : actions) {
+            if (const auto* to = std::get_if<elector::SendTo>(&a)) {
                 if (s.cores[to->to.value]) {
                     insert(s, to->to, to->message);
                 }
-            } else if (const auto* all = std::get_if<Broadcast>(&a)) {
+            } else if (const auto* all = std::get_if<elector::Broadcast>(&a)) {
                 for (std::size_t j = 0; j < o_.nodes; ++j) {
                     if (j != n && s.cores[j]) {
                         insert(s, node(j), all->message);
                     }
                 }
-            } else if (const auto* persist = std::get_if<PersistState>(&a)) {
+            } else if (const auto* persist = std::get_if<elector::PersistState>(&a)) {
                 s.durable[n] = persist->state;
-            } else if (const auto* arm = std::get_if<ArmTimer>(&a)) {
+            } else if (const auto* arm = std::get_if<elector::ArmTimer>(&a)) {
                 s.armed_delay[n][static_cast<std::size_t>(arm->timer)] = arm->delay;
             }
         }
         if (violation_) {
             return;
         }
-        ElectorState remains;
+        elector::ElectorState remains;
         if (!s.cores[n]) {
             remains.term = s.durable[n].term;
             remains.voted_for = s.durable[n].voted_for;
         }
-        const ElectorState& state = s.cores[n] ? s.cores[n]->state() : remains;
+        const elector::ElectorState& state = s.cores[n] ? s.cores[n]->state() : remains;
         violation_ = s.history.after_step(node(n), action, state, actions);
     }
 
     ExploreOptions o_;
-    std::vector<Config> configs_;
+    std::vector<elector::Config> configs_;
 };
 
 }  // namespace
@@ -379,7 +380,7 @@ void explorer_walk(const ExploreOptions& options, std::uint64_t seed, std::size_
         switch (label.kind) {
             case LabelKind::Fire:
                 step.kind = WalkStep::Kind::Fire;
-                step.timer = static_cast<TimerId>(label.arg);
+                step.timer = static_cast<elector::TimerId>(label.arg);
                 break;
             case LabelKind::Crash:
                 step.kind = WalkStep::Kind::Crash;
@@ -403,8 +404,8 @@ void explorer_walk(const ExploreOptions& options, std::uint64_t seed, std::size_
     }
 }
 
-Config explorer_config(const ExploreOptions& options) {
-    Config c = Config::fast(options.nodes, NodeId{0});
+elector::Config explorer_config(const ExploreOptions& options) {
+    elector::Config c = elector::Config::fast(options.nodes, NodeId{0});
     c.heartbeat_check_period = c.inactivity_interval();  // one missed check = leader gone
     c.scouting = options.scouting;
     c.check_quorum = options.check_quorum;

@@ -25,25 +25,25 @@ std::string_view to_string(StepAction a) {
     return enumerator_name(a);
 }
 
-StepAction action_for(const MessageBody& body) {
+StepAction action_for(const elector::MessageBody& body) {
     return kHandlerSteps[body.index()];
 }
 
-StepAction action_for(TimerId timer) {
+StepAction action_for(elector::TimerId timer) {
     switch (timer) {
-        case TimerId::InitialWait:
+        case elector::TimerId::InitialWait:
             return StepAction::InitialWaitFired;
-        case TimerId::RandomWait:
+        case elector::TimerId::RandomWait:
             return StepAction::RandomWaitFired;
-        case TimerId::ScoutingResult:
+        case elector::TimerId::ScoutingResult:
             return StepAction::ScoutingResultFired;
-        case TimerId::ElectionResult:
+        case elector::TimerId::ElectionResult:
             return StepAction::ElectionResultFired;
-        case TimerId::HeartbeatBroadcast:
+        case elector::TimerId::HeartbeatBroadcast:
             return StepAction::HeartbeatBroadcastFired;
-        case TimerId::HeartbeatCheck:
+        case elector::TimerId::HeartbeatCheck:
             return StepAction::HeartbeatCheckFired;
-        case TimerId::CheckQuorum:
+        case elector::TimerId::CheckQuorum:
             return StepAction::CheckQuorumFired;
     }
     return StepAction::Start;  // unreachable: every TimerId is listed (-Wswitch)
@@ -99,7 +99,8 @@ std::optional<Violation> History::record_vote(NodeId voter, Term term, NodeId ca
 }
 
 std::optional<Violation> History::after_step(NodeId node, StepAction action,
-                                             const ElectorState& after, const Actions& actions) {
+                                             const elector::ElectorState& after,
+                                             const elector::Actions& actions) {
     assert(node.value < nodes_);
     std::uint64_t& highest = highest_term_[node.value];
     if (after.term.value < highest && options_.check_term_monotonic) {
@@ -111,28 +112,28 @@ std::optional<Violation> History::after_step(NodeId node, StepAction action,
     if (after.term.value > highest) {
         highest = after.term.value;
     }
-    for (const Action& a : actions) {
-        if (const auto* persist = std::get_if<PersistState>(&a)) {
+    for (const elector::Action& a : actions) {
+        if (const auto* persist = std::get_if<elector::PersistState>(&a)) {
             if (persist->state.voted_for) {
                 if (auto v = record_vote(node, persist->state.term, *persist->state.voted_for)) {
                     return v;
                 }
             }
-        } else if (const auto* send = std::get_if<SendTo>(&a)) {
-            const auto* response = std::get_if<ElectionResponse>(&send->message.body);
+        } else if (const auto* send = std::get_if<elector::SendTo>(&a)) {
+            const auto* response = std::get_if<elector::ElectionResponse>(&send->message.body);
             if (response && response->granted && action == StepAction::HandleElectionProposal) {
                 if (auto v = record_vote(node, send->message.term, send->to)) {
                     return v;
                 }
             }
-        } else if (const auto* alarm = std::get_if<RaiseAlarm>(&a)) {
+        } else if (const auto* alarm = std::get_if<elector::RaiseAlarm>(&a)) {
             return Violation{ViolationKind::CoreAlarm, node_name(node) +
                                                            " raised the two-leaders alarm about " +
                                                            node_name(alarm->peer) + " in term " +
                                                            std::to_string(alarm->term.value)};
         }
     }
-    if (after.role == Role::Leader) {
+    if (after.role == elector::Role::Leader) {
         const Term t = after.term;
         std::uint8_t& leader = leader_of_term_[t.value];
         const auto me = static_cast<std::uint8_t>(node.value + 1);
@@ -160,12 +161,13 @@ std::optional<Violation> History::after_step(NodeId node, StepAction action,
     return std::nullopt;
 }
 
-std::optional<Violation> History::after_issue(NodeId node, Lsn issued, const ElectorState& after) {
+std::optional<Violation> History::after_issue(NodeId node, Lsn issued,
+                                              const elector::ElectorState& after) {
     auto fail = [&](const std::string& why) {
         return Violation{ViolationKind::LsnNotIncreasing,
                          node_name(node) + " issued LSN " + to_string(issued) + ": " + why};
     };
-    if (after.role != Role::Leader || issued.term != after.term) {
+    if (after.role != elector::Role::Leader || issued.term != after.term) {
         return fail("not a leader in that term");
     }
     Lsn& last_of_node = last_lsn_of_node_[node.value];

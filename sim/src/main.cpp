@@ -416,7 +416,7 @@ void print_membership_replay(const std::string& program, const MembershipRunResu
               << r.seed << " --nodes " << mo.nodes << (log && !mo.joiner ? " --no-joiner" : "")
               << " --episodes " << mo.episodes << " --duration " << mo.fault_window.count()
               << " --tail " << mo.tail.count()
-              << (mo.planted_bug != PlantedBug::None
+              << (mo.planted_bug != elector::PlantedBug::None
                       ? " --planted-bug " + std::string(to_string(mo.planted_bug))
                       : std::string())
               << (mo.log_bug != replication::PlantedLogBug::None
@@ -618,7 +618,7 @@ void print_summary(const Totals& t, const RunOptions& run, std::uint64_t seeds, 
     std::printf(
         "backoff %s: %llu elections won, %llu contested terms (two or more candidates), %llu "
         "split votes (contested, nobody won) in %llu seeds\n",
-        std::string(conclave::to_string(run.backoff)).c_str(),
+        std::string(elector::to_string(run.backoff)).c_str(),
         static_cast<unsigned long long>(t.elections), static_cast<unsigned long long>(t.contested),
         static_cast<unsigned long long>(t.split_votes),
         static_cast<unsigned long long>(t.seeds_with_split_votes));

@@ -59,8 +59,8 @@ class MembershipModel {
         Rng& rng = sim_.rng();
         for (std::size_t i = 0; i < n && !sim_.violation(); ++i) {
             const NodeId l = nth(i);
-            const ElectorState* s = sim_.state(l);
-            if (!s || s->role != Role::Leader || sim_.paused(l)) {
+            const elector::ElectorState* s = sim_.state(l);
+            if (!s || s->role != elector::Role::Leader || sim_.paused(l)) {
                 active_since_[i].reset();
                 continue;
             }
@@ -111,7 +111,7 @@ class MembershipModel {
         std::vector<NodeId> out;
         for (std::size_t j = 0; j < sim_.size(); ++j) {
             const NodeId f = nth(j);
-            const ElectorState* fs = sim_.state(f);
+            const elector::ElectorState* fs = sim_.state(f);
             if (f != l && among.contains(f) && fs && !sim_.paused(f) && fs->leader == l &&
                 fs->term == term && sim_.connected(l, f)) {
                 out.push_back(f);
@@ -122,7 +122,7 @@ class MembershipModel {
 
     // The pending change: appended by an ACTIVE leader at its committed version (R2, R3),
     // received by its followers (lemma L), committed by a quorum of the previous configuration.
-    void step_change(NodeId l, const ElectorState& s) {
+    void step_change(NodeId l, const elector::ElectorState& s) {
         const std::uint64_t v = version(l);
         if (v + 1 >= configs_.size()) {
             return;  // every change done
@@ -220,19 +220,20 @@ void schedule_faults(Simulator& sim, const MembershipRunOptions& o) {
 // Counts the StaleConfig and NotAVoter answers the cores send (the fence at work).
 void count_refusals(Simulator& sim, MembershipRunResult& result) {
     sim.on_step = [&result](const Simulator&, const StepRecord& step) {
-        for (const Action& a : *step.actions) {
-            const auto* send = std::get_if<SendTo>(&a);
+        for (const elector::Action& a : *step.actions) {
+            const auto* send = std::get_if<elector::SendTo>(&a);
             if (!send) {
                 continue;
             }
-            Refusal r = Refusal::None;
-            if (const auto* e = std::get_if<ElectionResponse>(&send->message.body)) {
+            elector::Refusal r = elector::Refusal::None;
+            if (const auto* e = std::get_if<elector::ElectionResponse>(&send->message.body)) {
                 r = e->refusal;
-            } else if (const auto* sr = std::get_if<ScoutingResponse>(&send->message.body)) {
+            } else if (const auto* sr =
+                           std::get_if<elector::ScoutingResponse>(&send->message.body)) {
                 r = sr->refusal;
             }
-            result.stale_config_refusals += r == Refusal::StaleConfig ? 1 : 0;
-            result.not_a_voter_refusals += r == Refusal::NotAVoter ? 1 : 0;
+            result.stale_config_refusals += r == elector::Refusal::StaleConfig ? 1 : 0;
+            result.not_a_voter_refusals += r == elector::Refusal::NotAVoter ? 1 : 0;
         }
     };
 }
@@ -242,7 +243,7 @@ std::string end_state(const Simulator& sim) {
     std::string out;
     for (std::uint16_t i = 0; i < sim.size(); ++i) {
         const NodeId n{i};
-        const ElectorState* s = sim.state(n);
+        const elector::ElectorState* s = sim.state(n);
         out += "n" + std::to_string(i) + ":";
         if (!s) {
             out += "down ";
@@ -260,7 +261,7 @@ SimOptions sim_options(const MembershipRunOptions& o, std::size_t nodes) {
     SimOptions so;
     so.nodes = nodes;
     so.seed = o.seed;
-    so.elector = Config::fast(nodes, NodeId{0});
+    so.elector = elector::Config::fast(nodes, NodeId{0});
     so.elector.planted_bug = o.planted_bug;
     so.trace = o.trace;
     return so;
@@ -358,7 +359,7 @@ class LogOperator {
                 }
                 continue;
             }
-            if (sim_.propose_config_now(NodeId{i}, encode_configuration(next))) {
+            if (sim_.propose_config_now(NodeId{i}, codec::encode_configuration(next))) {
                 ++proposals_;
             }
             return;
@@ -455,13 +456,13 @@ class LogOperator {
 // A leader followed by a majority of its own voters (itself included when it is one).
 std::optional<NodeId> voters_majority_leader(const Simulator& sim) {
     for (std::uint16_t i = 0; i < sim.size(); ++i) {
-        const ElectorState* s = sim.state(NodeId{i});
-        if (!s || s->role != Role::Leader || sim.paused(NodeId{i})) {
+        const elector::ElectorState* s = sim.state(NodeId{i});
+        if (!s || s->role != elector::Role::Leader || sim.paused(NodeId{i})) {
             continue;
         }
         std::size_t followers = s->voters.contains(NodeId{i}) ? 1 : 0;
         for (std::uint16_t j = 0; j < sim.size(); ++j) {
-            const ElectorState* f = sim.state(NodeId{j});
+            const elector::ElectorState* f = sim.state(NodeId{j});
             if (j != i && f && s->voters.contains(NodeId{j}) && f->leader == NodeId{i} &&
                 f->term == s->term) {
                 ++followers;
@@ -491,7 +492,7 @@ MembershipRunResult run_log_membership_seed(const MembershipRunOptions& o) {
     so.log = true;
     so.initial_table = o.joiner ? o.nodes - 1 : 0;
     so.skip_elector_growth = o.skip_elector_growth;
-    so.log_options.config.decode_configuration = &decode_configuration;
+    so.log_options.config.decode_configuration = &codec::decode_configuration;
     so.log_options.config.planted_bug = o.log_bug;
     Simulator sim(so);
     MembershipRunResult result;

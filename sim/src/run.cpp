@@ -281,23 +281,23 @@ std::string FaultMix::to_string() const {
     return out.empty() ? "none" : out;
 }
 
-Config run_config(const RunOptions& options) {
-    Config c = Config::fast(options.nodes, NodeId{0});
+elector::Config run_config(const RunOptions& options) {
+    elector::Config c = elector::Config::fast(options.nodes, NodeId{0});
     c.scouting = options.scouting;
     c.backoff = options.backoff;
     c.planted_bug = options.planted_bug;
     return c;
 }
 
-Millis liveness_bound(const Config& c, std::int64_t max_one_way_latency_ms) {
+Millis liveness_bound(const elector::Config& c, std::int64_t max_one_way_latency_ms) {
     // Ranked: the longest wait by rank (the last of N, no leader left out), jitter included,
     // with the slot the longest healed round trip (2 x the one-way maximum) gives, or the
     // initial slot if that is longer (before the first measurement).
-    const Millis slot = std::max(
-        c.rank_slot,
-        adaptive_rank_slot(c, std::chrono::microseconds{2 * max_one_way_latency_ms * 1000}));
+    const Millis slot =
+        std::max(c.rank_slot, elector::adaptive_rank_slot(
+                                  c, std::chrono::microseconds{2 * max_one_way_latency_ms * 1000}));
     const Millis ranked_max =
-        c.backoff == Backoff::Ranked
+        c.backoff == elector::Backoff::Ranked
             ? Millis{static_cast<Millis::rep>(c.cluster_size - 1) * slot.count() + slot.count() / 8}
             : Millis{0};
     const Millis round = std::max(c.max_random_wait, ranked_max) + c.scouting_result_timeout +
@@ -531,11 +531,11 @@ std::string replay_command(std::string_view program, const RunOptions& o) {
     if (!o.scouting) {
         cmd += " --no-scouting";
     }
-    if (o.backoff != Backoff::Uniform) {
-        cmd += " --backoff " + std::string(conclave::to_string(o.backoff));
+    if (o.backoff != elector::Backoff::Uniform) {
+        cmd += " --backoff " + std::string(elector::to_string(o.backoff));
     }
-    if (o.planted_bug != PlantedBug::None) {
-        cmd += " --planted-bug " + std::string(conclave::to_string(o.planted_bug));
+    if (o.planted_bug != elector::PlantedBug::None) {
+        cmd += " --planted-bug " + std::string(elector::to_string(o.planted_bug));
     }
     if (o.lose_durable_state) {
         cmd += " --lose-durable-state";

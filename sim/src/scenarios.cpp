@@ -20,9 +20,10 @@ ScenarioResult run_scenario(const ScenarioOptions& o) {
     SimOptions so;
     so.nodes = kNodes;
     so.seed = o.seed;
-    so.elector = Config::fast(kNodes, NodeId{0});
+    so.elector = elector::Config::fast(kNodes, NodeId{0});
     so.elector.scouting = o.scouting;
-    so.elector.backoff = Backoff::Uniform;  // the article's blind wait, whatever the profile's
+    so.elector.backoff =
+        elector::Backoff::Uniform;  // the article's blind wait, whatever the profile's
     so.elector.planted_bug = o.planted_bug;
     Simulator sim(so);
 

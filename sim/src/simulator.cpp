@@ -130,7 +130,7 @@ SimOptions validated(SimOptions o) {
             "initial_table: at most nodes, and below it only with the log and membership on "
             "(log_options.config.decode_configuration): the table grows through configurations");
     }
-    Config c = o.elector;
+    elector::Config c = o.elector;
     c.cluster_size = initial;
     c.self = NodeId{0};
     if (auto error = c.validate()) {
@@ -192,7 +192,7 @@ Simulator::Simulator(SimOptions options)
         latency = rng_.between(options_.latency_min_ms, options_.latency_max_ms);
     }
     for (std::size_t i = 0; i < initial; ++i) {  // the others join later (join())
-        cores_[i] = std::make_unique<SimNode>(*this, i, config_for(i), DurableState{});
+        cores_[i] = std::make_unique<SimNode>(*this, i, config_for(i), elector::DurableState{});
     }
     logs_.resize(n);
     log_storage_.resize(n, replication::MemoryStorage(replication::FsyncPolicy::Batched));
@@ -224,25 +224,26 @@ Simulator::~Simulator() {
     }
 }
 
-Simulator::SimNode::SimNode(Simulator& sim, std::size_t node, Config config, DurableState restored)
+Simulator::SimNode::SimNode(Simulator& sim, std::size_t node, elector::Config config,
+                            elector::DurableState restored)
     : env{&sim, node},
       rt(
           env, std::move(config), restored, [&sim] { return sim.rng_.next(); },
           sim.options_.runtime_bug) {}
 
-void Simulator::ElectorEnv::send(std::span<const NodeId> to, const Message& m) {
+void Simulator::ElectorEnv::send(std::span<const NodeId> to, const elector::Message& m) {
     // The wire must never show state that is not durable: a candidate's ElectionProposal leaves
     // only once its term and its vote for itself are durable (persist-before-send). Only the
     // proposal is checked: scouting messages carry the asked-about term and responses may carry
     // the asker's term, neither of which the sender persists.
-    const DurableState& durable = sim->durable_[node];
-    if (!sim->violation_ && std::holds_alternative<ElectionProposal>(m.body) &&
+    const elector::DurableState& durable = sim->durable_[node];
+    if (!sim->violation_ && std::holds_alternative<elector::ElectionProposal>(m.body) &&
         (m.term != durable.term || durable.voted_for != node_id(node))) {
-        sim->violation_ =
-            Violation{ViolationKind::NotDurable,
-                      node_name(node_id(node)) + " sent " + std::string(message_name(m.body)) +
-                          " in term " + std::to_string(m.term.value) +
-                          " while its durable term is " + std::to_string(durable.term.value)};
+        sim->violation_ = Violation{
+            ViolationKind::NotDurable,
+            node_name(node_id(node)) + " sent " + std::string(elector::message_name(m.body)) +
+                " in term " + std::to_string(m.term.value) + " while its durable term is " +
+                std::to_string(durable.term.value)};
     }
     for (const NodeId peer : to) {
         sim->send(node, peer.value, m);
@@ -277,13 +278,14 @@ Simulator::Event Simulator::timer_event(std::size_t n, Millis delay, EventKind k
     return e;
 }
 
-void Simulator::ElectorEnv::arm(TimerId timer, Millis delay, runtime::TimerGeneration generation) {
+void Simulator::ElectorEnv::arm(elector::TimerId timer, Millis delay,
+                                runtime::TimerGeneration generation) {
     Event e = sim->timer_event(node, delay, EventKind::Timer, generation);
     e.timer = timer;
     sim->push(e);
 }
 
-bool Simulator::ElectorEnv::persist(const DurableState& state) {
+bool Simulator::ElectorEnv::persist(const elector::DurableState& state) {
     if (sim->persist_failures_[node] > 0) {
         --sim->persist_failures_[node];
         ++sim->stats_.persist_failures;
@@ -294,16 +296,16 @@ bool Simulator::ElectorEnv::persist(const DurableState& state) {
     return true;
 }
 
-void Simulator::ElectorEnv::notify(const LeadershipSnapshot& snapshot) {
+void Simulator::ElectorEnv::notify(const elector::LeadershipSnapshot& snapshot) {
     if (sim->logs_[node] && !sim->violation_) {
-        const LeadershipSnapshot copy = snapshot;
+        const elector::LeadershipSnapshot copy = snapshot;
         sim->log_input(node, LogInput::OnLeadership, [&](auto& log) {
             return log.on_leadership(sim->local_now(node_id(node)), copy);
         });
     }
 }
 
-void Simulator::ElectorEnv::failed(const DurableState&) {
+void Simulator::ElectorEnv::failed(const elector::DurableState&) {
     // Out of service: the runtime ignores every input from now on. The process then exits (a
     // crash at once); the schedule restarts it like any crashed node.
     sim->crash_now(node);
@@ -319,21 +321,22 @@ void Simulator::crash_now(std::size_t node) {
     push(e);
 }
 
-void Simulator::ElectorEnv::before_actions(const Actions& actions) {
+void Simulator::ElectorEnv::before_actions(const elector::Actions& actions) {
     const PendingStep& p = sim->pending_;
     sim->begin_step(node, p.action, actions, p.received, p.peer, p.timer);
     sim->pending_.begun = true;
 }
 
 template <class Call>
-void Simulator::input(std::size_t node, StepAction action, Call&& call, const Message* received,
-                      std::optional<NodeId> peer, std::optional<TimerId> timer) {
+void Simulator::input(std::size_t node, StepAction action, Call&& call,
+                      const elector::Message* received, std::optional<NodeId> peer,
+                      std::optional<elector::TimerId> timer) {
     const Busy busy(*this);
     pending_ = PendingStep{action, received, peer, timer, false, 0};
     if (const auto rtt = current_round_trip(node)) {
         cores_[node]->rt.observe_round_trip(*rtt);  // the ranked backoff's slot follows the links
     }
-    const Actions& actions = call(cores_[node]->rt);
+    const elector::Actions& actions = call(cores_[node]->rt);
     if (!pending_.begun) {
         return;  // the runtime is out of service and gave the core nothing
     }
@@ -372,14 +375,14 @@ std::optional<std::chrono::microseconds> Simulator::current_round_trip(std::size
     return cached.value;
 }
 
-Config Simulator::config_for(std::size_t node) const {
-    Config c = options_.elector;
+elector::Config Simulator::config_for(std::size_t node) const {
+    elector::Config c = options_.elector;
     c.cluster_size = table_[node] != 0 ? table_[node] : options_.nodes;
     c.self = node_id(node);
     return c;
 }
 
-const ElectorState* Simulator::state(NodeId n) const {
+const elector::ElectorState* Simulator::state(NodeId n) const {
     return cores_[n.value] ? &cores_[n.value]->state() : nullptr;
 }
 
@@ -454,7 +457,7 @@ void Simulator::start_all() {
         if (options_.log) {
             log_start(i);  // before the elector, whose start may already notify leadership
         }
-        input(i, StepAction::Start, [](auto& rt) -> const Actions& { return rt.start(); });
+        input(i, StepAction::Start, [](auto& rt) -> const elector::Actions& { return rt.start(); });
         absorb_violation();
         if (violation_) {
             return;
@@ -586,13 +589,13 @@ void Simulator::dispatch(const Event& e) {
 void Simulator::lsn_tick(const Event& e) {
     for (std::size_t i = 0; i < options_.nodes && !violation_; ++i) {
         if (!cores_[i] || paused_until_ms_[i] > now_ms_ ||
-            cores_[i]->state().role != Role::Leader) {
+            cores_[i]->state().role != elector::Role::Leader) {
             continue;
         }
         const std::optional<Lsn> issued = cores_[i]->issue_lsn();
         assert(issued);
         ++stats_.lsns_issued;
-        perform(i, StepAction::IssueLsn, Actions{});
+        perform(i, StepAction::IssueLsn, elector::Actions{});
         if (!violation_) {
             if (auto v = history_.after_issue(node_id(i), *issued, cores_[i]->state())) {
                 violation_ = std::move(v);
@@ -673,20 +676,22 @@ void Simulator::deliver(const Event& e) {
             ++stats_.messages_delivered;
             input(
                 n, action_for(e.message.body),
-                [&](auto& rt) -> const Actions& { return rt.receive(e.message); }, &e.message);
+                [&](auto& rt) -> const elector::Actions& { return rt.receive(e.message); },
+                &e.message);
             break;
         case EventKind::Timer:
             input(
                 n, action_for(e.timer),
-                [&](auto& rt) -> const Actions& {
+                [&](auto& rt) -> const elector::Actions& {
                     return rt.timer_fired(e.timer, rt.generation(e.timer));
                 },
                 nullptr, std::nullopt, e.timer);
             break;
         case EventKind::PeerUp:
             input(
-                n, StepAction::PeerUp, [&](auto& rt) -> const Actions& { return rt.peer_up(peer); },
-                nullptr, peer);
+                n, StepAction::PeerUp,
+                [&](auto& rt) -> const elector::Actions& { return rt.peer_up(peer); }, nullptr,
+                peer);
             if (logs_[n] && !violation_) {
                 log_history_.on_peer_event(node_id(n), peer);
                 log_input(n, LogInput::PeerUp,
@@ -696,7 +701,8 @@ void Simulator::deliver(const Event& e) {
         case EventKind::PeerDown:
             input(
                 n, StepAction::PeerDown,
-                [&](auto& rt) -> const Actions& { return rt.peer_down(peer); }, nullptr, peer);
+                [&](auto& rt) -> const elector::Actions& { return rt.peer_down(peer); }, nullptr,
+                peer);
             if (logs_[n] && !violation_) {
                 log_history_.on_peer_event(node_id(n), peer);
                 log_input(n, LogInput::PeerDown,
@@ -715,17 +721,17 @@ void Simulator::deliver(const Event& e) {
     }
 }
 
-void Simulator::perform(std::size_t node, StepAction action, const Actions& actions) {
+void Simulator::perform(std::size_t node, StepAction action, const elector::Actions& actions) {
     begin_step(node, action, actions, nullptr, std::nullopt, std::nullopt);
     finish_step(node, action, actions);
 }
 
 // Before the runtime performs the actions of a step: count, fingerprint, trace.
-void Simulator::begin_step(std::size_t node, StepAction action, const Actions& actions,
-                           const Message* received, std::optional<NodeId> peer,
-                           std::optional<TimerId> timer) {
+void Simulator::begin_step(std::size_t node, StepAction action, const elector::Actions& actions,
+                           const elector::Message* received, std::optional<NodeId> peer,
+                           std::optional<elector::TimerId> timer) {
     ++stats_.steps;
-    const ElectorState& state = cores_[node]->state();
+    const elector::ElectorState& state = cores_[node]->state();
     fingerprint_ =
         hash_mix(fingerprint_, static_cast<std::uint64_t>(now_ms_) ^ (std::uint64_t{node} << 48) ^
                                    (static_cast<std::uint64_t>(action) << 56));
@@ -736,8 +742,8 @@ void Simulator::begin_step(std::size_t node, StepAction action, const Actions& a
 }
 
 // After the runtime performed them: invariants, then the observer.
-void Simulator::finish_step(std::size_t node, StepAction action, const Actions& actions) {
-    const ElectorState& state = cores_[node]->state();
+void Simulator::finish_step(std::size_t node, StepAction action, const elector::Actions& actions) {
+    const elector::ElectorState& state = cores_[node]->state();
     check(node, action, state, actions);
     if (on_step) {
         on_step(*this, StepRecord{now(), node_id(node), action, &state, &actions});
@@ -752,16 +758,17 @@ void Simulator::finish_step(std::size_t node, StepAction action, const Actions& 
 // TermDecreased at the crash, and would have reported a false double vote if the restarted node
 // voted otherwise in that term). The step is checked as what took effect: the durable term and
 // vote, and the actions performed.
-void Simulator::finish_failed_step(std::size_t node, StepAction action, const Actions& actions) {
-    Actions performed;
+void Simulator::finish_failed_step(std::size_t node, StepAction action,
+                                   const elector::Actions& actions) {
+    elector::Actions performed;
     std::size_t persists = 0;
-    for (const Action& a : actions) {
-        if (std::holds_alternative<PersistState>(a) && persists++ == pending_.persisted) {
+    for (const elector::Action& a : actions) {
+        if (std::holds_alternative<elector::PersistState>(a) && persists++ == pending_.persisted) {
             break;  // the write that failed
         }
         performed.push_back(a);
     }
-    ElectorState remains;
+    elector::ElectorState remains;
     remains.term = durable_[node].term;
     remains.voted_for = durable_[node].voted_for;
     check(node, action, remains, performed);
@@ -770,8 +777,8 @@ void Simulator::finish_failed_step(std::size_t node, StepAction action, const Ac
     }
 }
 
-void Simulator::check(std::size_t node, StepAction action, const ElectorState& state,
-                      const Actions& actions) {
+void Simulator::check(std::size_t node, StepAction action, const elector::ElectorState& state,
+                      const elector::Actions& actions) {
     if (violation_) {
         return;
     }
@@ -794,7 +801,7 @@ void Simulator::check_lease_exclusive() {
         if (!cores_[n]) {
             continue;
         }
-        const LeadershipSnapshot& s = cores_[n]->rt.elector().snapshot();
+        const elector::LeadershipSnapshot& s = cores_[n]->rt.elector().snapshot();
         // Until the instant it resumes is over: the events it missed are handled at that instant.
         if (!s.valid_at(local_now(node_id(n))) || paused_until_ms_[n] >= now_ms_) {
             continue;
@@ -830,13 +837,13 @@ std::string Simulator::drift_note() const {
            " permille" + (beyond ? ", which the lease assumes" : "") + ")";
 }
 
-void Simulator::send(std::size_t from, std::size_t to, const Message& m) {
+void Simulator::send(std::size_t from, std::size_t to, const elector::Message& m) {
     transmit(from, to, &m, nullptr);
 }
 
 // One message on the mesh: an elector message (`m`) or a log message (`log_message`), on the same
 // connections with the same faults.
-void Simulator::transmit(std::size_t from, std::size_t to, const Message* m,
+void Simulator::transmit(std::size_t from, std::size_t to, const elector::Message* m,
                          const replication::LogMessage* log_message) {
     ++(m ? stats_.messages_sent : stats_.log_messages_sent);
     const std::size_t l = link(from, to);
@@ -940,10 +947,10 @@ void Simulator::crash(std::size_t n) {
     ++incarnation_[n];
     paused_until_ms_[n] = 0;
     // What the process leaves behind: its durable state, nothing else.
-    ElectorState remains;
+    elector::ElectorState remains;
     remains.term = durable_[n].term;
     remains.voted_for = durable_[n].voted_for;
-    const Actions none;
+    const elector::Actions none;
     ++stats_.steps;
     fingerprint_ = hash_mix(fingerprint_, static_cast<std::uint64_t>(now_ms_) ^ (n << 48) ^
                                               (std::uint64_t{0xC0} << 56));
@@ -972,14 +979,14 @@ void Simulator::restart(std::size_t n) {
         return;  // conclaved exits 3: its vote record is lost, or a peer refused it
     }
     if (options_.lose_durable_state) {
-        durable_[n] = DurableState{};
+        durable_[n] = elector::DurableState{};
     }
     cores_[n] = std::make_unique<SimNode>(*this, n, config_for(n), durable_[n]);
     // Membership: the restarted node reads its configuration from its log; with the log running,
     // its start() does that (Env::membership, before the elector starts: R9).
     if (configs_[n] && !options_.log) {
         const auto [voters, version] = *configs_[n];
-        input(n, StepAction::SetVoters, [&](auto& rt) -> const Actions& {
+        input(n, StepAction::SetVoters, [&](auto& rt) -> const elector::Actions& {
             rt.set_voters(voters, version);
             return rt.last_actions();
         });
@@ -993,7 +1000,7 @@ void Simulator::restart(std::size_t n) {
             logs_[n] && !logs_[n]->rt.log().active_config().from_entry ? 1U : 0U;
     }
     start_joiner_config(n);
-    input(n, StepAction::Restart, [](auto& rt) -> const Actions& { return rt.start(); });
+    input(n, StepAction::Restart, [](auto& rt) -> const elector::Actions& { return rt.start(); });
     for (std::size_t j = 0; j < options_.nodes; ++j) {
         if (j != n) {
             update_connection(n, j);
@@ -1015,7 +1022,7 @@ bool Simulator::join(NodeId node, std::size_t table, NodeSet voters, std::uint64
     cores_[n] = std::make_unique<SimNode>(*this, n, config_for(n), durable_[n]);
     log_start(n);
     start_joiner_config(n);
-    input(n, StepAction::Start, [](auto& rt) -> const Actions& { return rt.start(); });
+    input(n, StepAction::Start, [](auto& rt) -> const elector::Actions& { return rt.start(); });
     for (std::size_t j = 0; j < options_.nodes; ++j) {
         if (j != n) {
             update_connection(n, j);
@@ -1032,7 +1039,7 @@ void Simulator::start_joiner_config(std::size_t n) {
     }
     const auto [voters, version] = *join_config_[n];
     std::optional<std::string> error;
-    input(n, StepAction::SetVoters, [&](auto& rt) -> const Actions& {
+    input(n, StepAction::SetVoters, [&](auto& rt) -> const elector::Actions& {
         error = rt.set_voters(voters, version);
         return rt.last_actions();
     });
@@ -1053,7 +1060,7 @@ bool Simulator::set_voters(NodeId node, NodeSet voters, std::uint64_t version) {
         return true;
     }
     bool refused = false;
-    input(n, StepAction::SetVoters, [&](auto& rt) -> const Actions& {
+    input(n, StepAction::SetVoters, [&](auto& rt) -> const elector::Actions& {
         refused = rt.set_voters(voters, version).has_value();
         return rt.last_actions();
     });
@@ -1099,7 +1106,7 @@ void Simulator::deliver_membership() {
         }
         const std::uint64_t had = cores_[p.node]->state().config_version;
         std::optional<std::string> error;
-        input(p.node, StepAction::SetVoters, [&](auto& rt) -> const Actions& {
+        input(p.node, StepAction::SetVoters, [&](auto& rt) -> const elector::Actions& {
             error = rt.set_voters(p.voters, p.version);
             return rt.last_actions();
         });
@@ -1123,14 +1130,14 @@ void Simulator::deliver_membership() {
 void Simulator::transfer(std::size_t target) {
     for (std::size_t i = 0; i < options_.nodes && !violation_; ++i) {
         if (!cores_[i] || paused_until_ms_[i] > now_ms_ ||
-            cores_[i]->state().role != Role::Leader) {
+            cores_[i]->state().role != elector::Role::Leader) {
             continue;
         }
         const std::size_t to = target == i ? (i + 1) % options_.nodes : target;
         bool refused = false;
         input(
             i, StepAction::TransferLeadership,
-            [&](auto& rt) -> const Actions& {
+            [&](auto& rt) -> const elector::Actions& {
                 refused = rt.transfer_leadership(node_id(to)).has_value();
                 return rt.last_actions();
             },
@@ -1324,17 +1331,17 @@ void Simulator::heal_all() {
     }
 }
 
-void Simulator::trace_step(std::size_t node, StepAction action, const Actions& actions,
-                           const ElectorState& state, const Message* received,
-                           std::optional<NodeId> peer, std::optional<TimerId> timer) {
+void Simulator::trace_step(std::size_t node, StepAction action, const elector::Actions& actions,
+                           const elector::ElectorState& state, const elector::Message* received,
+                           std::optional<NodeId> peer, std::optional<elector::TimerId> timer) {
     nlohmann::json sent = nlohmann::json::array();
-    for (const Action& a : actions) {
-        if (const auto* to = std::get_if<SendTo>(&a)) {
-            sent.push_back(message_to_json(to->message, to->to));
-        } else if (const auto* all = std::get_if<Broadcast>(&a)) {
+    for (const elector::Action& a : actions) {
+        if (const auto* to = std::get_if<elector::SendTo>(&a)) {
+            sent.push_back(codec::message_to_json(to->message, to->to));
+        } else if (const auto* all = std::get_if<elector::Broadcast>(&a)) {
             for (std::size_t j = 0; j < table_[node]; ++j) {  // the nodes of its table
                 if (j != node) {
-                    sent.push_back(message_to_json(all->message, node_id(j)));
+                    sent.push_back(codec::message_to_json(all->message, node_id(j)));
                 }
             }
         }
@@ -1346,7 +1353,7 @@ void Simulator::trace_step(std::size_t node, StepAction action, const Actions& a
                         {"sent", std::move(sent)},
                         {"state", state}};
     if (received) {
-        line["msg"] = message_to_json(*received, node_id(node));
+        line["msg"] = codec::message_to_json(*received, node_id(node));
     }
     if (peer) {
         line["peer"] = peer->value;
@@ -1357,11 +1364,11 @@ void Simulator::trace_step(std::size_t node, StepAction action, const Actions& a
     *options_.trace << line.dump() << '\n';
 }
 
-void Simulator::trace_net(const char* event, const Message* m, std::size_t to, const char* detail,
-                          const replication::LogMessage* log_message) {
+void Simulator::trace_net(const char* event, const elector::Message* m, std::size_t to,
+                          const char* detail, const replication::LogMessage* log_message) {
     nlohmann::json line{{"kind", "net"}, {"event", event}, {"detail", detail}};
     if (m) {
-        line["msg"] = message_to_json(*m, node_id(to));
+        line["msg"] = codec::message_to_json(*m, node_id(to));
     }
     if (log_message) {
         line["log_msg"] = to_string(*log_message);
@@ -1373,14 +1380,15 @@ void Simulator::trace_net(const char* event, const Message* m, std::size_t to, c
 // Hostile input (simulator_inject.cpp has the log side): a forged message handed straight to a
 // node's elector runtime, bypassing the simulated network; the invariants are checked as after any
 // input.
-bool Simulator::inject(NodeId to, const Message& m) {
+bool Simulator::inject(NodeId to, const elector::Message& m) {
     absorb_violation();
     const std::size_t n = to.value;
     if (!started_ || n >= options_.nodes || !cores_[n] || paused(to) || violation_) {
         return false;
     }
     input(
-        n, action_for(m.body), [&](auto& rt) -> const Actions& { return rt.receive(m); }, &m);
+        n, action_for(m.body), [&](auto& rt) -> const elector::Actions& { return rt.receive(m); },
+        &m);
     return true;
 }
 

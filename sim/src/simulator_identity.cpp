@@ -71,7 +71,7 @@ void Simulator::wipe(std::size_t n, WipeLoss loss) {
     switch (loss) {
         case WipeLoss::VoteRecord:
             // A log (and node table) beside no vote record: check_identity refuses the start.
-            durable_[n] = DurableState{};
+            durable_[n] = elector::DurableState{};
             identity_refused_[n] = 1;
             break;
         case WipeLoss::Log:
@@ -85,7 +85,7 @@ void Simulator::wipe(std::size_t n, WipeLoss loss) {
             break;
         case WipeLoss::Everything:
             // An empty data directory: a fresh, unregistered incarnation with an empty peer table.
-            durable_[n] = DurableState{};
+            durable_[n] = elector::DurableState{};
             data_incarnation_[n] = next_incarnation_++;
             registered_[n] = 0;
             repaired_identity_[n] = 0;
@@ -168,7 +168,7 @@ bool Simulator::handshake(std::size_t a, std::size_t b) {
     return true;
 }
 
-bool Simulator::quarantine_drops(std::size_t from, std::size_t to, const Message* m,
+bool Simulator::quarantine_drops(std::size_t from, std::size_t to, const elector::Message* m,
                                  const replication::LogMessage* log_message) {
     if (registered_[from] != 0 && registered_[to] != 0) {
         return false;
@@ -197,7 +197,7 @@ void Simulator::repair_identity(std::size_t n) {
         log_storage_[n].corrupt_and_repair(0, Term{t});
         t = std::max(t, log_storage_[n].meta().repaired.value_or(Term{}).value);
     }
-    durable_[n] = DurableState{Term{t}, node_id(n)};
+    durable_[n] = elector::DurableState{Term{t}, node_id(n)};
     data_incarnation_[n] = next_incarnation_++;
     repaired_identity_[n] = 1;
     registered_[n] = 1;

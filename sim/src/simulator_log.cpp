@@ -251,7 +251,7 @@ void Simulator::log_repair_flip(std::size_t n) {
     }
     const Term r = storage.meta().repaired.value_or(Term{});
     if (durable_[n].term < r) {
-        durable_[n] = DurableState{r, std::nullopt};
+        durable_[n] = elector::DurableState{r, std::nullopt};
     }
     restart(n);
 }
@@ -345,7 +345,7 @@ void Simulator::log_corrupt_and_repair(std::size_t n, std::uint32_t drop, NodeSe
     log_history_.on_repair_loss(node_id(n), std::move(lost), unaware);
     const Term r = log_storage_[n].meta().repaired.value_or(Term{});
     if (durable_[n].term < r) {
-        durable_[n] = DurableState{r, std::nullopt};
+        durable_[n] = elector::DurableState{r, std::nullopt};
     }
 }
 

@@ -4,19 +4,19 @@
 namespace conclave::sim {
 
 std::optional<NodeId> agreed_leader(const Simulator& sim) {
-    const ElectorState* first = sim.state(NodeId{0});
+    const elector::ElectorState* first = sim.state(NodeId{0});
     if (!first || !first->leader) {
         return std::nullopt;
     }
     const NodeId leader = *first->leader;
     for (std::uint16_t i = 1; i < sim.size(); ++i) {
-        const ElectorState* s = sim.state(NodeId{i});
+        const elector::ElectorState* s = sim.state(NodeId{i});
         if (!s || s->leader != leader) {
             return std::nullopt;
         }
     }
-    const ElectorState* l = sim.state(leader);
-    if (!l || l->role != Role::Leader) {
+    const elector::ElectorState* l = sim.state(leader);
+    if (!l || l->role != elector::Role::Leader) {
         return std::nullopt;
     }
     return leader;
@@ -24,13 +24,13 @@ std::optional<NodeId> agreed_leader(const Simulator& sim) {
 
 std::optional<NodeId> majority_leader(const Simulator& sim) {
     for (std::uint16_t i = 0; i < sim.size(); ++i) {
-        const ElectorState* s = sim.state(NodeId{i});
-        if (!s || s->role != Role::Leader) {
+        const elector::ElectorState* s = sim.state(NodeId{i});
+        if (!s || s->role != elector::Role::Leader) {
             continue;
         }
         std::size_t followers = 0;
         for (std::uint16_t j = 0; j < sim.size(); ++j) {
-            const ElectorState* f = sim.state(NodeId{j});
+            const elector::ElectorState* f = sim.state(NodeId{j});
             if (f && f->leader == NodeId{i} && f->term == s->term) {
                 ++followers;
             }
@@ -52,13 +52,13 @@ void LeadershipTracker::note(Millis at, std::string text) {
 }
 
 void LeadershipTracker::observe(const Simulator& sim, const StepRecord& step) {
-    const ElectorState& s = *step.state;
+    const elector::ElectorState& s = *step.state;
     if (s.term > summary_.highest_term) {
         summary_.highest_term = s.term;
     }
-    if (s.role == Role::Candidate || s.role == Role::Leader) {
+    if (s.role == elector::Role::Candidate || s.role == elector::Role::Leader) {
         TermRecord& t = terms_[s.term.value];
-        if (s.role == Role::Leader) {
+        if (s.role == elector::Role::Leader) {
             t.won = true;
         } else if (!t.candidates.contains(step.node)) {
             t.candidates.insert(step.node);
@@ -67,7 +67,7 @@ void LeadershipTracker::observe(const Simulator& sim, const StepRecord& step) {
             }
         }
     }
-    if (s.role == Role::Leader && led_term_[step.node.value] != s.term.value) {
+    if (s.role == elector::Role::Leader && led_term_[step.node.value] != s.term.value) {
         led_term_[step.node.value] = s.term.value;
         ++summary_.elections_won;
         std::string text =

@@ -294,3 +294,48 @@ TEST_CASE("a leader removed from the configuration steps down: the change is not
     CHECK(intervals[0].label == "n1 removed");
     CHECK(intervals[1].label == "n1 stopped");
 }
+
+TEST_CASE("crash chaos: leaderless time counts only while a quorum of the nodes runs") {
+    // 3 nodes. The follower C is killed at 1000 and restarted at 1500; while it is down the
+    // leader A is killed at 1200 (one node left: no quorum until C's restart at 1500). A is
+    // restarted at 3000; B leads from 1700; B is killed at 4000 and C leads from 4100.
+    const std::vector<FaultEvent> f{
+        process(1000, FaultKind::Kill, C),  process(1200, FaultKind::Kill, A),
+        process(1500, FaultKind::Start, C), process(3000, FaultKind::Start, A),
+        process(4000, FaultKind::Kill, B),  process(4500, FaultKind::Start, B)};
+    const std::vector<Observation> obs{
+        candidate(0, A, 1), leader(100, A, 1),       follower(110, B, 1, A),  candidate(1600, B, 2),
+        leader(1700, B, 2), follower(1710, C, 2, B), follower(3100, A, 2, B), candidate(4050, C, 3),
+        leader(4100, C, 3), follower(4600, B, 3, C)};
+    const Summary s = analyze(3, obs, f, 5000);
+    // Leaderless 1200-1700 and 4000-4100; a quorum ran from 1500 on (and from 4000 on: A, C).
+    CHECK(s.leaderless_ms == 600);
+    CHECK(s.kills == 3);
+    CHECK(s.leader_kills == 2);  // A at 1200 and B at 4000; C at 1000 was a follower
+    CHECK(s.quorum_leaderless.total_ms == 300);
+    CHECK(s.quorum_leaderless.gaps == 2);
+    CHECK(s.quorum_leaderless.longest_ms == 200);
+    CHECK(s.quorum_leaderless.longest_from_ms == 1500);
+}
+
+TEST_CASE(
+    "leaderless while a quorum runs: the time before the first leader does not count, a "
+    "gap split only by a restart is one gap") {
+    std::vector<LeaderEpoch> epochs(4);
+    epochs[0] = {0, 100, std::nullopt, 0};  // start-up: not counted
+    epochs[1] = {100, 1000, NodeIndex{0}, 1};
+    epochs[2] = {1000, 1400, std::nullopt, 0};
+    epochs[3] = {1400, 2000, NodeIndex{1}, 2};
+    // 5 nodes: two down from before the gap; a third goes down at 1100 and the leaderless
+    // stretch 1000-1400 has a quorum 1000-1100 and from 1250. Kill and start at 1300 (a node
+    // restarted at once) keep the quorum's stretch one piece.
+    const std::vector<FaultEvent> f{
+        process(500, FaultKind::Kill, 3),  process(600, FaultKind::Pause, 4),
+        process(1100, FaultKind::Stop, 2), process(1250, FaultKind::Start, 2),
+        process(1300, FaultKind::Kill, 0), process(1300, FaultKind::Start, 0)};
+    const QuorumLeaderless q = leaderless_while_quorum_runs(5, epochs, f);
+    CHECK(q.total_ms == 250);
+    CHECK(q.gaps == 2);
+    CHECK(q.longest_ms == 150);
+    CHECK(q.longest_from_ms == 1250);
+}

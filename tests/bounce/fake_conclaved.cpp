@@ -59,12 +59,12 @@ struct Node {
         static constexpr bool kPlantedBugs = false;
         Node& node;
         Millis now() const { return node.now(); }
-        void send(std::span<const NodeId> to, const Message& m) {
+        void send(std::span<const NodeId> to, const elector::Message& m) {
             for (const NodeId n : to) {
                 node.send(n.value, m);
             }
         }
-        void arm(TimerId id, Millis delay, runtime::TimerGeneration gen) {
+        void arm(elector::TimerId id, Millis delay, runtime::TimerGeneration gen) {
             auto& t = node.timers[id];
             if (!t) {
                 t = std::make_unique<asio::steady_timer>(node.io);
@@ -77,25 +77,25 @@ struct Node {
                 }
             });
         }
-        void cancel(TimerId id) {
+        void cancel(elector::TimerId id) {
             if (node.timers[id]) {
                 node.timers[id]->cancel();
             }
         }
-        bool persist(const DurableState& state) {
+        bool persist(const elector::DurableState& state) {
             json j;
             to_json(j, state);
             std::ofstream(node.state_path + ".tmp") << j.dump();
             return std::rename((node.state_path + ".tmp").c_str(), node.state_path.c_str()) == 0;
         }
-        void notify(const LeadershipSnapshot& s) {
+        void notify(const elector::LeadershipSnapshot& s) {
             std::cout << "leadership: " << to_string(s.role) << " term " << s.term.value
                       << " reason " << to_string(s.reason) << std::endl;
         }
-        void alarm(const RaiseAlarm& a) {
-            std::cout << "ALARM: " << to_string(Action{a}) << std::endl;
+        void alarm(const elector::RaiseAlarm& a) {
+            std::cout << "ALARM: " << to_string(elector::Action{a}) << std::endl;
         }
-        void failed(const DurableState&) {
+        void failed(const elector::DurableState&) {
             std::cout << "state write failed: out of service" << std::endl;
         }
     };
@@ -103,19 +103,19 @@ struct Node {
     Env env{*this};
     std::unique_ptr<runtime::ElectorRuntime<Env>> elector;
     std::vector<std::shared_ptr<Conn>> conns;
-    std::map<TimerId, std::unique_ptr<asio::steady_timer>> timers;
+    std::map<elector::TimerId, std::unique_ptr<asio::steady_timer>> timers;
     std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
 
     Millis now() const {
         return std::chrono::duration_cast<Millis>(std::chrono::steady_clock::now() - start);
     }
 
-    void send(std::size_t to, const Message& m) {
+    void send(std::size_t to, const elector::Message& m) {
         auto c = conns[to];
         if (!c || c->dead) {
             return;
         }
-        c->out.push_back(message_to_json(m).dump() + "\n");
+        c->out.push_back(codec::message_to_json(m).dump() + "\n");
         flush(c);
     }
     void flush(std::shared_ptr<Conn> c) {
@@ -168,7 +168,7 @@ struct Node {
                 std::string line;
                 std::getline(in, line);
                 try {
-                    const Message m = message_from_json(json::parse(line));
+                    const elector::Message m = codec::message_from_json(json::parse(line));
                     if (m.from.value == peer) {
                         elector->receive(m);
                     }
@@ -301,8 +301,8 @@ int main(int argc, char** argv) {
             }
         }
         node.n = node.ids.size();
-        auto c = Config::profile(cfg.value("profile", "default"), node.n,
-                                 NodeId{static_cast<std::uint16_t>(node.self)});
+        auto c = elector::Config::profile(cfg.value("profile", "default"), node.n,
+                                          NodeId{static_cast<std::uint16_t>(node.self)});
         if (!c) {
             std::cerr << "bad profile\n";
             return 2;
@@ -312,9 +312,9 @@ int main(int argc, char** argv) {
         dir.replace(dir.find("{id}"), 4, id);
         std::filesystem::create_directories(dir);
         node.state_path = dir + "/state.json";
-        DurableState restored;
+        elector::DurableState restored;
         if (std::ifstream state(node.state_path); state) {
-            restored = durable_state_from_json(json::parse(state));
+            restored = codec::durable_state_from_json(json::parse(state));
         }
         std::mt19937_64 rng(static_cast<std::uint64_t>(::getpid()));
         node.elector = std::make_unique<runtime::ElectorRuntime<Node::Env>>(

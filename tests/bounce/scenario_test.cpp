@@ -114,6 +114,24 @@ TEST_CASE("chaos with a fixed seed reports no safety violation and loses no ackn
     check_metadata(o.runs[0]);
 }
 
+TEST_CASE("crash-chaos kills random nodes, reports its seed and kills, and loses nothing",
+          "[crash-chaos]") {
+    const Outcome o = run_tool("crash-chaos --duration 8 --seed 3" + metadata_args());
+    REQUIRE(o.exit_status == 0);
+    REQUIRE(o.runs.size() == 1);
+    const nlohmann::json& r = o.runs[0];
+    INFO(r.at("warnings").dump());
+    CHECK(r.at("scenario") == "crash-chaos");
+    CHECK(r.at("seed") == 3);
+    CHECK(r.at("kills").get<int>() >= 3);  // a cycle takes at most 3 s
+    CHECK(r.at("leader_kills").get<int>() <= r.at("kills").get<int>());
+    const auto& q = r.at("leaderless_while_quorum_runs");
+    CHECK(q.at("total_ms").get<std::int64_t>() <= r.at("leaderless_ms").get<std::int64_t>());
+    CHECK(q.at("longest_ms").get<std::int64_t>() <= q.at("total_ms").get<std::int64_t>());
+    CHECK(r.at("safe") == true);
+    check_metadata(r);
+}
+
 TEST_CASE("disk-full: the leader whose disk fills exits 1 and no acknowledged entry is lost",
           "[disk-full]") {
     if (!BOUNCE_METADATA) {

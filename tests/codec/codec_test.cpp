@@ -4,6 +4,8 @@
 #include "conclave/codec/json.hpp"
 
 using namespace conclave;
+using namespace conclave::codec;
+using namespace conclave::elector;
 
 namespace {
 

@@ -5,6 +5,7 @@
 #include "conclave/codec/log_codec.hpp"
 
 using namespace conclave;
+using namespace conclave::codec;
 using namespace conclave::replication;
 using nlohmann::json;
 

@@ -9,6 +9,7 @@
 #include "harness.hpp"
 
 using namespace conclave;
+using namespace conclave::elector;
 using namespace conclave::test;
 
 namespace {

@@ -6,6 +6,7 @@
 #include "harness.hpp"
 
 using namespace conclave;
+using namespace conclave::elector;
 using namespace conclave::test;
 
 TEST_CASE("builder transcript: start, then follow, lose and re-find a leader", "[builder]") {

@@ -9,6 +9,7 @@
 #include "conclave/elector/fencing.hpp"
 
 using namespace conclave;
+using namespace conclave::elector;
 
 namespace {
 

@@ -34,67 +34,67 @@ inline constexpr Millis kNow{1000};
 // The cell tests pin the uniform backoff (BlazingMQ's, the `reference` profile's): every wait is
 // the random draw, so each expected action list names one delay. The ranked backoff, the `fast`
 // profile's default, has its own tests (backoff_test.cpp).
-inline Config fast3() {
-    Config c = Config::fast(3, A);
-    c.backoff = Backoff::Uniform;
+inline elector::Config fast3() {
+    elector::Config c = elector::Config::fast(3, A);
+    c.backoff = elector::Backoff::Uniform;
     return c;
 }
 
 // ---- Expected actions --------------------------------------------------------------------------
 
-inline Action send(NodeId to, std::uint64_t term, MessageBody body) {
-    return SendTo{to, Message{A, Term{term}, std::move(body)}};
+inline elector::Action send(NodeId to, std::uint64_t term, elector::MessageBody body) {
+    return elector::SendTo{to, elector::Message{A, Term{term}, std::move(body)}};
 }
-inline Action bcast(std::uint64_t term, MessageBody body) {
-    return Broadcast{Message{A, Term{term}, std::move(body)}};
+inline elector::Action bcast(std::uint64_t term, elector::MessageBody body) {
+    return elector::Broadcast{elector::Message{A, Term{term}, std::move(body)}};
 }
-inline Action arm(TimerId timer, Millis delay) {
-    return ArmTimer{timer, delay};
+inline elector::Action arm(elector::TimerId timer, Millis delay) {
+    return elector::ArmTimer{timer, delay};
 }
-inline Action cancel(TimerId timer) {
-    return CancelTimer{timer};
+inline elector::Action cancel(elector::TimerId timer) {
+    return elector::CancelTimer{timer};
 }
-inline Action persist(std::uint64_t term, std::optional<NodeId> vote) {
-    return PersistState{DurableState{Term{term}, vote}};
+inline elector::Action persist(std::uint64_t term, std::optional<NodeId> vote) {
+    return elector::PersistState{elector::DurableState{Term{term}, vote}};
 }
-inline Action notify(Role role, std::uint64_t term, std::optional<NodeId> leader, Reason reason,
-                     Millis at = kNow) {
+inline elector::Action notify(elector::Role role, std::uint64_t term, std::optional<NodeId> leader,
+                              elector::Reason reason, Millis at = kNow) {
     const std::uint64_t token = leader ? term : 0;
-    return NotifyLeadership{
-        LeadershipSnapshot{role, Term{term}, leader, token, reason, at, std::nullopt}};
+    return elector::NotifyLeadership{
+        elector::LeadershipSnapshot{role, Term{term}, leader, token, reason, at, std::nullopt}};
 }
-inline Action alarm(NodeId peer, std::uint64_t term) {
-    return RaiseAlarm{AlarmKind::TwoLeadersInTerm, peer, Term{term}};
+inline elector::Action alarm(NodeId peer, std::uint64_t term) {
+    return elector::RaiseAlarm{elector::AlarmKind::TwoLeadersInTerm, peer, Term{term}};
 }
-inline ElectionResponse grant(std::uint64_t term) {
-    return ElectionResponse{true, Refusal::None, Term{term}};
+inline elector::ElectionResponse grant(std::uint64_t term) {
+    return elector::ElectionResponse{true, elector::Refusal::None, Term{term}};
 }
-inline ElectionResponse refuse(Refusal why, std::uint64_t voter_term) {
-    return ElectionResponse{false, why, Term{voter_term}};
+inline elector::ElectionResponse refuse(elector::Refusal why, std::uint64_t voter_term) {
+    return elector::ElectionResponse{false, why, Term{voter_term}};
 }
-inline LeaderHeartbeat heartbeat(std::uint64_t term, std::uint64_t counter = 0,
-                                 std::uint64_t round = 0) {
-    return LeaderHeartbeat{Lsn{Term{term}, counter}, 0, round};
+inline elector::LeaderHeartbeat heartbeat(std::uint64_t term, std::uint64_t counter = 0,
+                                          std::uint64_t round = 0) {
+    return elector::LeaderHeartbeat{Lsn{Term{term}, counter}, 0, round};
 }
-inline LeadershipCession cession(std::optional<NodeId> successor = std::nullopt) {
-    return LeadershipCession{successor};
+inline elector::LeadershipCession cession(std::optional<NodeId> successor = std::nullopt) {
+    return elector::LeadershipCession{successor};
 }
 
 // ---- Observed state ----------------------------------------------------------------------------
 
 /// What a cell test asserts about the node after the input, compared as a whole.
 struct View {
-    Role role = Role::Stopped;
+    elector::Role role = elector::Role::Stopped;
     std::uint64_t term = 0;
     std::optional<NodeId> voted_for;
     std::optional<NodeId> leader;
     std::optional<NodeId> tentative;
-    Reason reason = Reason::Stopped;  // of the last leadership snapshot
-    std::vector<TimerId> armed;       // timers the core believes armed, in TimerId order
+    elector::Reason reason = elector::Reason::Stopped;  // of the last leadership snapshot
+    std::vector<elector::TimerId> armed;  // timers the core believes armed, in TimerId order
     bool operator==(const View&) const = default;
 };
 
-inline View view(const Elector& e) {
+inline View view(const elector::Elector& e) {
     View v{e.state().role,
            e.state().term.value,
            e.state().voted_for,
@@ -102,9 +102,9 @@ inline View view(const Elector& e) {
            e.state().tentative_leader,
            e.snapshot().reason,
            {}};
-    for (std::size_t i = 0; i < kTimerCount; ++i) {
-        if (e.state().timer_armed(static_cast<TimerId>(i))) {
-            v.armed.push_back(static_cast<TimerId>(i));
+    for (std::size_t i = 0; i < elector::kTimerCount; ++i) {
+        if (e.state().timer_armed(static_cast<elector::TimerId>(i))) {
+            v.armed.push_back(static_cast<elector::TimerId>(i));
         }
     }
     return v;
@@ -114,9 +114,9 @@ inline std::string render(const std::optional<NodeId>& n) {
     return n ? to_string(*n) : "none";
 }
 
-inline std::string render(const Action& a) {
+inline std::string render(const elector::Action& a) {
     std::string s = to_string(a);
-    if (const auto* n = std::get_if<NotifyLeadership>(&a)) {
+    if (const auto* n = std::get_if<elector::NotifyLeadership>(&a)) {
         s += " at=" + std::to_string(n->snapshot.changed_at.count()) + "ms";
     }
     return s;
@@ -126,21 +126,22 @@ inline std::string render(const Action& a) {
 
 /// One elector driven through its public inputs at a test-controlled `now`.
 struct Node {
-    Elector e;
+    elector::Elector e;
     Millis now{0};
 
-    explicit Node(Config config = fast3(), DurableState restored = DurableState{})
+    explicit Node(elector::Config config = fast3(),
+                  elector::DurableState restored = elector::DurableState{})
         : e(config, restored, [] { return kRandomValue; }) {}
 
-    Actions start() { return e.start(now); }
-    Actions stop() { return e.stop(now); }
-    Actions recv(NodeId from, std::uint64_t term, MessageBody body) {
-        return e.receive(now, Message{from, Term{term}, std::move(body)});
+    elector::Actions start() { return e.start(now); }
+    elector::Actions stop() { return e.stop(now); }
+    elector::Actions recv(NodeId from, std::uint64_t term, elector::MessageBody body) {
+        return e.receive(now, elector::Message{from, Term{term}, std::move(body)});
     }
-    Actions fire(TimerId timer) { return e.timer_fired(now, timer); }
-    Actions up(NodeId peer) { return e.peer_up(now, peer); }
-    Actions down(NodeId peer) { return e.peer_down(now, peer); }
-    Actions transfer(NodeId target) { return e.transfer_leadership(now, target); }
+    elector::Actions fire(elector::TimerId timer) { return e.timer_fired(now, timer); }
+    elector::Actions up(NodeId peer) { return e.peer_up(now, peer); }
+    elector::Actions down(NodeId peer) { return e.peer_down(now, peer); }
+    elector::Actions transfer(NodeId target) { return e.transfer_leadership(now, target); }
     View view() const { return test::view(e); }
 };
 
@@ -148,15 +149,15 @@ struct Node {
 // Each reaches its state through public inputs only; builders_test.cpp checks every step.
 
 /// Stopped: constructed with durable term 5, never started.
-inline Node stopped_node(Config config = fast3()) {
-    Node n(config, DurableState{Term{5}, std::nullopt});
+inline Node stopped_node(elector::Config config = fast3()) {
+    Node n(config, elector::DurableState{Term{5}, std::nullopt});
     n.now = kNow;
     return n;
 }
 
 /// Follower, no leader, term 5, InitialWait armed, peers B and C connected.
-inline Node follower_no_leader(Config config = fast3()) {
-    Node n(config, DurableState{Term{5}, std::nullopt});
+inline Node follower_no_leader(elector::Config config = fast3()) {
+    Node n(config, elector::DurableState{Term{5}, std::nullopt});
     n.start();
     n.up(B);
     n.up(C);
@@ -166,7 +167,7 @@ inline Node follower_no_leader(Config config = fast3()) {
 
 /// Follower following B in term 5 (learnt from B's heartbeat at 900 ms, so that its promise to B
 /// holds until 1200 ms), HeartbeatCheck armed.
-inline Node follower_with_leader(Config config = fast3()) {
+inline Node follower_with_leader(elector::Config config = fast3()) {
     Node n = follower_no_leader(config);
     n.now = Millis{900};
     n.recv(B, 5, heartbeat(5, 3));
@@ -175,7 +176,7 @@ inline Node follower_with_leader(Config config = fast3()) {
 }
 
 /// Follower with no leader after losing B (RandomWait armed), term 5.
-inline Node follower_leader_lost(Config config = fast3()) {
+inline Node follower_leader_lost(elector::Config config = fast3()) {
     Node n = follower_with_leader(config);
     n.now = Millis{950};
     n.down(B);
@@ -185,35 +186,35 @@ inline Node follower_leader_lost(Config config = fast3()) {
 }
 
 /// Follower that voted for B in term 6 and has not heard B's heartbeat yet (tentative leader B).
-inline Node follower_tentative(Config config = fast3()) {
+inline Node follower_tentative(elector::Config config = fast3()) {
     Node n = follower_no_leader(config);
     n.now = Millis{500};
-    n.recv(B, 6, ElectionProposal{});
+    n.recv(B, 6, elector::ElectionProposal{});
     n.now = kNow;
     return n;
 }
 
 /// Follower in scouting round 1 for term 6 (own term 5), ScoutingResult armed.
-inline Node follower_scouting(Config config = fast3()) {
+inline Node follower_scouting(elector::Config config = fast3()) {
     Node n = follower_no_leader(config);
     n.now = Millis{300};
-    n.fire(TimerId::InitialWait);
+    n.fire(elector::TimerId::InitialWait);
     n.now = kNow;
     return n;
 }
 
 /// Candidate in term 6 (B said yes to scouting round 1), ElectionResult armed, supporters {A}.
-inline Node candidate(Config config = fast3()) {
+inline Node candidate(elector::Config config = fast3()) {
     Node n = follower_scouting(config);
     n.now = Millis{400};
-    n.recv(B, 6, ScoutingResponse{1, true});
+    n.recv(B, 6, elector::ScoutingResponse{1, true});
     n.now = kNow;
     return n;
 }
 
 /// Leader in term 6 elected with B's vote (supporters {A, B}); HeartbeatBroadcast and CheckQuorum
 /// armed; LSN 6.0.
-inline Node leader(Config config = fast3()) {
+inline Node leader(elector::Config config = fast3()) {
     Node n = candidate(config);
     n.now = Millis{450};
     n.recv(B, 6, grant(6));
@@ -224,7 +225,7 @@ inline Node leader(Config config = fast3()) {
 /// The states of the transition table, by the names README.md uses.
 struct NamedState {
     const char* name;
-    Node (*build)(Config);
+    Node (*build)(elector::Config);
 };
 inline const std::vector<NamedState>& started_states() {
     static const std::vector<NamedState> states = {
@@ -241,18 +242,18 @@ inline const std::vector<NamedState>& started_states() {
 /// Asserts that `input` emits nothing and changes neither the protocol state nor the snapshot.
 template <class Input>
 void check_ignored(Node& n, Input&& input) {
-    const ElectorState before = n.e.state();
-    const LeadershipSnapshot snapshot = n.e.snapshot();
-    CHECK(input(n) == Actions{});
+    const elector::ElectorState before = n.e.state();
+    const elector::LeadershipSnapshot snapshot = n.e.snapshot();
+    CHECK(input(n) == elector::Actions{});
     CHECK(n.e.state() == before);
     CHECK(n.e.snapshot() == snapshot);
 }
 
 /// Asserts that `input` emits exactly `expected` and changes neither the state nor the snapshot.
 template <class Input>
-void check_reply_only(Node& n, Input&& input, const Actions& expected) {
-    const ElectorState before = n.e.state();
-    const LeadershipSnapshot snapshot = n.e.snapshot();
+void check_reply_only(Node& n, Input&& input, const elector::Actions& expected) {
+    const elector::ElectorState before = n.e.state();
+    const elector::LeadershipSnapshot snapshot = n.e.snapshot();
     CHECK(input(n) == expected);
     CHECK(n.e.state() == before);
     CHECK(n.e.snapshot() == snapshot);
@@ -263,8 +264,8 @@ void check_reply_only(Node& n, Input&& input, const Actions& expected) {
 // Readable failure messages: one action per line.
 namespace Catch {
 template <>
-struct StringMaker<conclave::Actions> {
-    static std::string convert(const conclave::Actions& actions) {
+struct StringMaker<conclave::elector::Actions> {
+    static std::string convert(const conclave::elector::Actions& actions) {
         std::string s = "[";
         for (const auto& a : actions) {
             s += "\n    " + conclave::test::render(a);
@@ -275,14 +276,15 @@ struct StringMaker<conclave::Actions> {
 template <>
 struct StringMaker<conclave::test::View> {
     static std::string convert(const conclave::test::View& v) {
-        std::string s = "{" + std::string(conclave::to_string(v.role)) +
+        std::string s = "{" + std::string(conclave::elector::to_string(v.role)) +
                         " term=" + std::to_string(v.term) +
                         " voted_for=" + conclave::test::render(v.voted_for) +
                         " leader=" + conclave::test::render(v.leader) +
                         " tentative=" + conclave::test::render(v.tentative) +
-                        " reason=" + std::string(conclave::to_string(v.reason)) + " armed=[";
+                        " reason=" + std::string(conclave::elector::to_string(v.reason)) +
+                        " armed=[";
         for (auto t : v.armed) {
-            s += " " + std::string(conclave::to_string(t));
+            s += " " + std::string(conclave::elector::to_string(t));
         }
         return s + " ]}";
     }

@@ -7,6 +7,8 @@
 
 #include "conclave/elector/fencing.hpp"
 
+using namespace conclave::elector;
+
 namespace conclave::test {
 namespace {
 

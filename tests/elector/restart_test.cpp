@@ -13,6 +13,7 @@
 #include "conclave/runtime/elector_runtime.hpp"
 
 using namespace conclave;
+using namespace conclave::elector;
 using namespace conclave::test;
 
 namespace {

@@ -44,7 +44,8 @@ class Router {
         Term term;
     };
 
-    Router(const std::vector<Config>& configs, std::uint64_t seed) : size_(configs.size()) {
+    Router(const std::vector<elector::Config>& configs, std::uint64_t seed)
+        : size_(configs.size()) {
         for (std::size_t i = 0; i < size_; ++i) {
             nodes_.push_back(
                 std::make_unique<Node>(*this, id(i), configs[i], SplitMix64{seed * 1000 + i}));
@@ -61,9 +62,9 @@ class Router {
 
     /// `size` nodes with the fast profile.
     static Router fast_cluster(std::size_t size, bool scouting, std::uint64_t seed) {
-        std::vector<Config> configs;
+        std::vector<elector::Config> configs;
         for (std::size_t i = 0; i < size; ++i) {
-            Config c = Config::fast(size, NodeId{static_cast<std::uint16_t>(i)});
+            elector::Config c = elector::Config::fast(size, NodeId{static_cast<std::uint16_t>(i)});
             c.scouting = scouting;
             configs.push_back(c);
         }
@@ -127,7 +128,7 @@ class Router {
             std::optional<std::size_t> best_timer;
             std::optional<std::size_t> best_link;
             for (std::size_t n = 0; n < size_; ++n) {
-                for (std::size_t t = 0; t < kTimerCount; ++t) {
+                for (std::size_t t = 0; t < elector::kTimerCount; ++t) {
                     if (timers_[n][t] && (!best || timers_[n][t]->key < *best)) {
                         best = timers_[n][t]->key;
                         best_node = n;
@@ -154,10 +155,10 @@ class Router {
             if (best_timer) {
                 const TimerGeneration generation = timers_[best_node][*best_timer]->generation;
                 timers_[best_node][*best_timer].reset();
-                rt(best_node).timer_fired(static_cast<TimerId>(*best_timer), generation);
+                rt(best_node).timer_fired(static_cast<elector::TimerId>(*best_timer), generation);
             } else {
                 const std::size_t to = *best_link % size_;
-                const Message message = links_[*best_link].front().message;
+                const elector::Message message = links_[*best_link].front().message;
                 links_[*best_link].pop_front();
                 ++delivered_;
                 rt(to).receive(message);
@@ -166,12 +167,12 @@ class Router {
     }
 
     Millis now() const { return now_; }
-    const Elector& node(NodeId n) const { return nodes_[n.value]->runtime.elector(); }
+    const elector::Elector& node(NodeId n) const { return nodes_[n.value]->runtime.elector(); }
     /// The node in role Leader, if there is exactly one.
     std::optional<NodeId> sole_leader() const {
         std::optional<NodeId> found;
         for (std::size_t i = 0; i < size_; ++i) {
-            if (node(id(i)).state().role == Role::Leader) {
+            if (node(id(i)).state().role == elector::Role::Leader) {
                 if (found) {
                     return std::nullopt;
                 }
@@ -195,27 +196,29 @@ class Router {
         NodeId self;
 
         Millis now() const { return router.now_; }
-        void send(std::span<const NodeId> to, const Message& m) {
+        void send(std::span<const NodeId> to, const elector::Message& m) {
             for (const NodeId n : to) {
                 router.send(self, n, m);
             }
         }
-        void arm(TimerId t, Millis delay, TimerGeneration g) {
+        void arm(elector::TimerId t, Millis delay, TimerGeneration g) {
             router.timers_[self.value][static_cast<std::size_t>(t)] =
                 PendingTimer{{router.now_ + delay, router.seq_++}, g};
         }
-        void cancel(TimerId t) { router.timers_[self.value][static_cast<std::size_t>(t)].reset(); }
-        bool persist(const DurableState& s) {
+        void cancel(elector::TimerId t) {
+            router.timers_[self.value][static_cast<std::size_t>(t)].reset();
+        }
+        bool persist(const elector::DurableState& s) {
             router.persist(self, s);
             return true;
         }
-        void notify(const LeadershipSnapshot& s) { router.notify(self, s); }
-        void alarm(const RaiseAlarm&) { ++router.alarms_; }
-        void failed(const DurableState&) { FAIL("the router's disk never fails"); }
+        void notify(const elector::LeadershipSnapshot& s) { router.notify(self, s); }
+        void alarm(const elector::RaiseAlarm&) { ++router.alarms_; }
+        void failed(const elector::DurableState&) { FAIL("the router's disk never fails"); }
     };
     struct Node {
-        Node(Router& r, NodeId self, const Config& config, SplitMix64 random)
-            : env{r, self}, runtime(env, config, DurableState{}, random) {}
+        Node(Router& r, NodeId self, const elector::Config& config, SplitMix64 random)
+            : env{r, self}, runtime(env, config, elector::DurableState{}, random) {}
         NodeEnv env;
         runtime::ElectorRuntime<NodeEnv> runtime;
     };
@@ -229,7 +232,7 @@ class Router {
     struct InFlight {
         Millis at;
         std::uint64_t seq;
-        Message message;
+        elector::Message message;
     };
     static constexpr Millis kLatency{1};
 
@@ -243,34 +246,35 @@ class Router {
         return links_[from.value * size_ + to.value];
     }
 
-    void send(NodeId from, NodeId to, const Message& message) {
+    void send(NodeId from, NodeId to, const elector::Message& message) {
         check_durable_before_send(from, to, message);
         if (connected(from, to)) {
             link(from, to).push_back(InFlight{now_ + kLatency, seq_++, message});
         }
     }
 
-    void check_durable_before_send(NodeId from, NodeId to, const Message& m) {
-        const DurableState& disk = disk_[from.value];
-        const auto* response = std::get_if<ElectionResponse>(&m.body);
-        if (std::holds_alternative<ElectionProposal>(m.body)) {
-            REQUIRE(disk == DurableState{m.term, from});
+    void check_durable_before_send(NodeId from, NodeId to, const elector::Message& m) {
+        const elector::DurableState& disk = disk_[from.value];
+        const auto* response = std::get_if<elector::ElectionResponse>(&m.body);
+        if (std::holds_alternative<elector::ElectionProposal>(m.body)) {
+            REQUIRE(disk == elector::DurableState{m.term, from});
         } else if (response && response->granted) {
             REQUIRE(disk.term == m.term);
             // A vote that a candidate of this term can count is durable.
-            const Elector& receiver = node(to);
-            if (receiver.state().role == Role::Candidate && receiver.state().term == m.term) {
+            const elector::Elector& receiver = node(to);
+            if (receiver.state().role == elector::Role::Candidate &&
+                receiver.state().term == m.term) {
                 REQUIRE(disk.voted_for == to);
             }
-        } else if (std::holds_alternative<LeaderHeartbeat>(m.body) ||
-                   std::holds_alternative<HeartbeatAck>(m.body) ||
-                   std::holds_alternative<HeartbeatResponse>(m.body)) {
+        } else if (std::holds_alternative<elector::LeaderHeartbeat>(m.body) ||
+                   std::holds_alternative<elector::HeartbeatAck>(m.body) ||
+                   std::holds_alternative<elector::HeartbeatResponse>(m.body)) {
             REQUIRE(disk.term == m.term);
         }
     }
 
-    void persist(NodeId self, const DurableState& state) {
-        DurableState& disk = disk_[self.value];
+    void persist(NodeId self, const elector::DurableState& state) {
+        elector::DurableState& disk = disk_[self.value];
         REQUIRE(state.term >= disk.term);
         if (state.voted_for) {
             auto [it, fresh] =
@@ -279,12 +283,12 @@ class Router {
         }
         disk = state;
     }
-    void notify(NodeId self, const LeadershipSnapshot& s) {
+    void notify(NodeId self, const elector::LeadershipSnapshot& s) {
         if (s.fencing_token != 0) {
             REQUIRE(s.fencing_token >= tokens_[self.value]);
             tokens_[self.value] = s.fencing_token;
         }
-        if (s.role == Role::Leader) {
+        if (s.role == elector::Role::Leader) {
             auto [it, fresh] = leader_of_term_.emplace(s.term.value, self);
             REQUIRE(it->second == self);  // at most one leader per term
             elections_won_.push_back(LeaderEvent{now_, self, s.term});
@@ -295,10 +299,10 @@ class Router {
     // Nodes hold a reference to this router: it is neither copied nor moved (fast_cluster
     // returns a prvalue).
     std::vector<std::unique_ptr<Node>> nodes_;
-    std::vector<std::array<std::optional<PendingTimer>, kTimerCount>> timers_;
+    std::vector<std::array<std::optional<PendingTimer>, elector::kTimerCount>> timers_;
     std::vector<std::deque<InFlight>> links_;
     std::vector<bool> connected_;
-    std::vector<DurableState> disk_;
+    std::vector<elector::DurableState> disk_;
     std::vector<std::uint64_t> tokens_;
     std::map<std::pair<std::uint16_t, std::uint64_t>, NodeId> votes_;
     std::map<std::uint64_t, NodeId> leader_of_term_;

@@ -10,6 +10,7 @@
 #include <set>
 
 using namespace conclave;
+using namespace conclave::elector;
 using namespace conclave::test;
 
 namespace {

@@ -4,6 +4,7 @@
 #include "harness.hpp"
 
 using namespace conclave;
+using namespace conclave::elector;
 using namespace conclave::test;
 
 TEST_CASE("every state x a timer that is not armed: ignored", "[cell][timer]") {

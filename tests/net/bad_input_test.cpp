@@ -138,7 +138,8 @@ TEST_CASE("bad input closes only the offending connection and the cluster keeps 
                       bad(BadFrameKind::UnknownChannel));
         expect_closed(concat(hello_as("n1"), frame(Channel::Replication, {1, 2, 3})),
                       bad(BadFrameKind::UnknownChannel));
-        const auto spoofed = encode_cbor(Message{NodeId{1}, Term{1}, HeartbeatAck{}});
+        const auto spoofed =
+            codec::encode_cbor(elector::Message{NodeId{1}, Term{1}, elector::HeartbeatAck{}});
         expect_closed(concat(hello_as("n1"), frame(Channel::Elector, spoofed)),
                       bad(BadFrameKind::WrongSender));
         expect_closed(concat(hello_as("n1"), hello_as("n1")), bad(BadFrameKind::UnexpectedControl));

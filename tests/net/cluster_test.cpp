@@ -60,8 +60,8 @@ TEST_CASE("losing the leader's node fails over through connection loss; it rejoi
     // heartbeats stopped (the inactivity interval is 2 s here).
     for (const auto& n : cluster.nodes) {
         if (n->alive()) {
-            CHECK(n->saw_reason(Reason::LeaderUnavailable));
-            CHECK_FALSE(n->saw_reason(Reason::LeaderNoHeartbeat));
+            CHECK(n->saw_reason(elector::Reason::LeaderUnavailable));
+            CHECK_FALSE(n->saw_reason(elector::Reason::LeaderNoHeartbeat));
         }
     }
     const Term new_term = cluster.nodes[new_leader.value]->driver->snapshot().term;
@@ -110,7 +110,7 @@ TEST_CASE("a single-node cluster persists its term before it leads") {
     mesh.start();
     driver.start();
     REQUIRE(run_until(
-        io, [&] { return driver.snapshot().role == Role::Leader; }, 3000ms));
+        io, [&] { return driver.snapshot().role == elector::Role::Leader; }, 3000ms));
     const auto stored = load_durable_state(dir.path, 1);
     REQUIRE(stored.has_value());
     CHECK(stored->term == driver.snapshot().term);
@@ -132,7 +132,7 @@ TEST_CASE("a failed state write stops the driver before anything depending on it
     run_for(io, 200ms);
     CHECK(driver.counters().state_write_failures == 1);
     CHECK(driver.counters().state_writes == 0);
-    CHECK(driver.snapshot().role != Role::Leader);
+    CHECK(driver.snapshot().role != elector::Role::Leader);
     CHECK(driver.transfer_leadership(NodeId{0}).has_value());
 }
 

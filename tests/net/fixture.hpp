@@ -138,8 +138,8 @@ inline Membership make_membership(const std::vector<std::uint16_t>& ports,
 
 /// Test timing: the fast profile, but with a long heartbeat inactivity interval (2 s), so that
 /// a failover within it can only come from connection loss.
-inline Config test_config(std::size_t n, NodeId self) {
-    Config c = Config::fast(n, self);
+inline elector::Config test_config(std::size_t n, NodeId self) {
+    elector::Config c = elector::Config::fast(n, self);
     c.heartbeat_miss_count = 20;
     return c;
 }
@@ -168,7 +168,7 @@ struct TestNode {
         driver = std::make_unique<drivers::ElectorDriver>(
             io, *mesh, test_config(membership.size(), self),
             drivers::DriverOptions{data_dir, 7 + self.value});
-        driver->subscribe([this](const LeadershipSnapshot& s) { history.push_back(s); });
+        driver->subscribe([this](const elector::LeadershipSnapshot& s) { history.push_back(s); });
         mesh->start();
         driver->start();
     }
@@ -178,11 +178,11 @@ struct TestNode {
         mesh.reset();
     }
     bool alive() const { return driver != nullptr; }
-    bool is_leader() const { return alive() && driver->snapshot().role == Role::Leader; }
+    bool is_leader() const { return alive() && driver->snapshot().role == elector::Role::Leader; }
     std::optional<NodeId> leader() const {
         return alive() ? driver->snapshot().leader : std::nullopt;
     }
-    bool saw_reason(Reason r) const {
+    bool saw_reason(elector::Reason r) const {
         for (const auto& s : history) {
             if (s.reason == r) {
                 return true;
@@ -198,7 +198,7 @@ struct TestNode {
     MeshOptions mesh_options;
     std::unique_ptr<Mesh> mesh;
     std::unique_ptr<drivers::ElectorDriver> driver;
-    std::vector<LeadershipSnapshot> history;
+    std::vector<elector::LeadershipSnapshot> history;
 };
 
 struct TestCluster {

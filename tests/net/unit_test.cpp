@@ -87,7 +87,7 @@ TEST_CASE("hello carries the incarnation; a refusal frame round-trips within its
     CHECK(back.incarnation == h.incarnation);
     CHECK(back.repaired);
     h.incarnation = std::string(kMaxIncarnationBytes + 1, 'a');
-    CHECK_THROWS_AS(decode_hello(encode_hello(h)), DecodeError);
+    CHECK_THROWS_AS(decode_hello(encode_hello(h)), codec::DecodeError);
 
     const PeerRefusal r{"state_lost", std::string(1000, 'd'), std::vector<std::uint8_t>(32, 7)};
     const auto payload = encode_refusal(r);
@@ -97,7 +97,7 @@ TEST_CASE("hello carries the incarnation; a refusal frame round-trips within its
     CHECK(got.reason == "state_lost");
     CHECK(got.detail.size() == kMaxRefusalDetailBytes);
     CHECK(got.mac == r.mac);
-    CHECK_THROWS_AS(decode_refusal(encode_ping()), DecodeError);
+    CHECK_THROWS_AS(decode_refusal(encode_ping()), codec::DecodeError);
 }
 
 TEST_CASE("hello round-trips and is checked against the membership") {
@@ -106,14 +106,14 @@ TEST_CASE("hello round-trips and is checked against the membership") {
     CHECK(back.cluster == "demo");
     CHECK(back.node == "n1");
     CHECK(decode_control_kind(encode_ping()) == ControlKind::Ping);
-    CHECK_THROWS_AS(decode_hello(bytes({0xff, 0x00})), DecodeError);
-    CHECK_THROWS_AS(decode_hello(encode_ping()), DecodeError);
+    CHECK_THROWS_AS(decode_hello(bytes({0xff, 0x00})), codec::DecodeError);
+    CHECK_THROWS_AS(decode_hello(encode_ping()), codec::DecodeError);
     // Regression (fuzz/frame_fuzzer): an array whose declared size exceeds max_size() made
     // nlohmann throw out_of_range despite allow_exceptions=false, escaping the decoder.
     CHECK_THROWS_AS(decode_control_kind(bytes(
                         {0xa1, 0x61, 0x6b, 0x9b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})),
-                    DecodeError);
-    CHECK_THROWS_AS(decode_control_kind(std::vector<std::uint8_t>(600, 0x81)), DecodeError);
+                    codec::DecodeError);
+    CHECK_THROWS_AS(decode_control_kind(std::vector<std::uint8_t>(600, 0x81)), codec::DecodeError);
 
     const auto m = three();
     CHECK(check_hello(h, m, NodeId{1}, std::nullopt).peer == NodeId{0});
@@ -145,7 +145,7 @@ TEST_CASE("a joiner's hello carries join only when set, and is checked without t
     CHECK(decode_hello(encode_hello(h)).join);
     auto wrong = nlohmann::json::from_cbor(encode_hello(h));
     wrong["join"] = 1;
-    CHECK_THROWS_AS(decode_hello(nlohmann::json::to_cbor(wrong)), DecodeError);
+    CHECK_THROWS_AS(decode_hello(nlohmann::json::to_cbor(wrong)), codec::DecodeError);
 
     const auto m = three();
     const auto joiner = check_hello(h, m, NodeId{0}, std::nullopt);
@@ -186,13 +186,13 @@ TEST_CASE("join request and answer round-trip; oversized or garbled ones throw D
     auto too_long = nlohmann::json{{"kind", "join_request"},
                                    {"peer", std::string(kMaxJoinAddressBytes + 1, 'p')},
                                    {"http", "h"}};
-    CHECK_THROWS_AS(decode_join_request(nlohmann::json::to_cbor(too_long)), DecodeError);
+    CHECK_THROWS_AS(decode_join_request(nlohmann::json::to_cbor(too_long)), codec::DecodeError);
     CHECK_THROWS_AS(decode_join_request(nlohmann::json::to_cbor(
                         nlohmann::json{{"kind", "join_request"}, {"peer", "p"}})),
-                    DecodeError);
-    CHECK_THROWS_AS(decode_join_request(encode_ping()), DecodeError);
+                    codec::DecodeError);
+    CHECK_THROWS_AS(decode_join_request(encode_ping()), codec::DecodeError);
     CHECK_THROWS_AS(decode_join_request(std::vector<std::uint8_t>(kMaxJoinRequestBytes + 1, 0x60)),
-                    DecodeError);
+                    codec::DecodeError);
 
     for (const auto status : {JoinStatus::Accepted, JoinStatus::Redirect, JoinStatus::Refused}) {
         const JoinAnswer answer{status, "detail"};
@@ -210,16 +210,16 @@ TEST_CASE("join request and answer round-trip; oversized or garbled ones throw D
         std::invalid_argument);
     const auto oversized = nlohmann::json::to_cbor(nlohmann::json{
         {"kind", "join_answer"}, {"status", "accepted"}, {"detail", std::string(70000, 'c')}});
-    CHECK_THROWS_AS(decode_join_answer(oversized), DecodeError);
+    CHECK_THROWS_AS(decode_join_answer(oversized), codec::DecodeError);
     // Only the join decoders take payloads above 512 bytes.
-    CHECK_THROWS_AS(decode_control_kind(encode_join_answer(config)), DecodeError);
+    CHECK_THROWS_AS(decode_control_kind(encode_join_answer(config)), codec::DecodeError);
     CHECK_THROWS_AS(decode_join_answer(nlohmann::json::to_cbor(nlohmann::json{
                         {"kind", "join_answer"}, {"status", "maybe"}, {"detail", ""}})),
-                    DecodeError);
-    CHECK_THROWS_AS(decode_join_answer(bytes({0xa1, 0x61})), DecodeError);
+                    codec::DecodeError);
+    CHECK_THROWS_AS(decode_join_answer(bytes({0xa1, 0x61})), codec::DecodeError);
     auto truncated = encode_join_answer(config);
     truncated.resize(truncated.size() - 1);
-    CHECK_THROWS_AS(decode_join_answer(truncated), DecodeError);
+    CHECK_THROWS_AS(decode_join_answer(truncated), codec::DecodeError);
 }
 
 TEST_CASE("a 60,000-deep CBOR payload is refused without recursing into it") {
@@ -227,14 +227,14 @@ TEST_CASE("a 60,000-deep CBOR payload is refused without recursing into it") {
     std::vector<std::uint8_t> deep(60000, 0x81);
     deep.push_back(0x00);
     CHECK_FALSE(cbor_nesting_within(deep, kMaxControlNesting));
-    CHECK_THROWS_AS(decode_join_answer(deep), DecodeError);
+    CHECK_THROWS_AS(decode_join_answer(deep), codec::DecodeError);
     // Same, as the value of a map's detail (depth counted through maps too).
     std::vector<std::uint8_t> in_map = bytes({0xa1, 0x66, 'd', 'e', 't', 'a', 'i', 'l'});
     in_map.insert(in_map.end(), deep.begin(), deep.end());
-    CHECK_THROWS_AS(decode_join_answer(in_map), DecodeError);
+    CHECK_THROWS_AS(decode_join_answer(in_map), codec::DecodeError);
     // Indefinite-length maps, 600 deep, padded above 512 bytes.
     std::vector<std::uint8_t> indefinite(600, 0xbf);
-    CHECK_THROWS_AS(decode_join_request(indefinite), DecodeError);
+    CHECK_THROWS_AS(decode_join_request(indefinite), codec::DecodeError);
     // Within the bound: a map holding a map.
     CHECK(cbor_nesting_within(nlohmann::json::to_cbor(nlohmann::json{{"a", {{"b", 1}}}}), 2));
     CHECK_FALSE(
@@ -257,7 +257,7 @@ TEST_CASE("the state file round-trips and refuses corrupt content") {
     REQUIRE(::mkdtemp(pattern.data()) != nullptr);
     const std::filesystem::path dir = pattern;
     CHECK_FALSE(load_durable_state(dir, 3).has_value());
-    store_durable_state(dir / "sub", DurableState{Term{7}, NodeId{2}});
+    store_durable_state(dir / "sub", elector::DurableState{Term{7}, NodeId{2}});
     const auto back = load_durable_state(dir / "sub", 3);
     REQUIRE(back);
     CHECK(back->term == Term{7});

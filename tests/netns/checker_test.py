@@ -3,7 +3,8 @@
 """The checks of tests/netns/history.py on fabricated histories: a clean one passes, and each
 planted violation (a lost write, a duplicate, a reordering, logs that differ, two leaders in one
 term, a fencing token reused by another node, a leaderless gap, two leaders of one term in the
-daemons' logs) is reported. Exit 1 otherwise."""
+daemons' logs) is reported; etcd's status answers are parsed, and the agreement read from them,
+as for conclaved. Exit 1 otherwise."""
 import json
 import os
 import sys
@@ -12,6 +13,7 @@ import types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import history  # noqa: E402
+import netbed  # noqa: E402
 import netns_faults  # noqa: E402
 
 failures = []
@@ -44,6 +46,64 @@ def clean_samples():
         samples += [(t, "n1", None), (t, "n2", st("leader", 2, "n2")),
                     (t, "n3", st("follower", 2, "n2"))]
     return samples
+
+
+def etcd_answer(member, leader, term):
+    doc = {"header": {"cluster_id": "7", "member_id": member, "raft_term": term},
+           "version": "3.4.23", "raftTerm": term, "raftIndex": "9"}
+    if leader:
+        doc["leader"] = leader
+    return doc
+
+
+class FakeEtcdBed(netbed.EtcdBed):
+    """An EtcdBed without namespaces or members: its answers come from `answers` (node -> doc)."""
+
+    def __init__(self):
+        self.ids, self.names, self.procs, self.answers = ["n1", "n2", "n3"], {}, {}, {}
+        self.addr = {nid: nid for nid in self.ids}
+
+
+def check_etcd():
+    parse = netbed.parse_etcd_status
+    expect(parse(etcd_answer("11", "22", "5")) == ("11", "22", 5), "an etcd status is parsed")
+    expect(parse(etcd_answer("11", None, "5")) == ("11", None, 5),
+           "an etcd status without `leader` (left out when 0) names no leader")
+    expect(parse(etcd_answer("11", "0", "5")) == ("11", None, 5), "leader 0 is no leader")
+    for bad, what in ((None, "no answer"), ("text", "text"),
+                      ({"error": "x", "code": 14}, "an error"),
+                      (etcd_answer("x1", "22", "5"), "a member id that is no number"),
+                      (etcd_answer("0", "22", "5"), "member id 0"),
+                      (etcd_answer("11", "22", 5), "a term that is no decimal string"),
+                      (etcd_answer("11", ["22"], "5"), "a leader that is no string")):
+        expect(parse(bad) is None, "%s is no etcd status" % what)
+
+    bed, request = FakeEtcdBed(), netbed.request
+    netbed.request = lambda host, *a, **kw: (200, bed.answers[host], {})
+    try:
+        check_etcd_agreement(bed)
+    finally:
+        netbed.request = request
+
+
+def check_etcd_agreement(bed):
+    bed.answers = {"n1": etcd_answer("11", "22", "5"), "n2": etcd_answer("22", "22", "5"),
+                   "n3": etcd_answer("33", "22", "5")}
+    expect(bed.agreed_leader(bed.ids) is None,
+           "etcd: no agreement while the leader's own status (its member id) is not yet seen")
+    expect(bed.agreed_leader(bed.ids) == ("n2", 5), "etcd: n2 leads term 5, agreed by all three")
+    expect(bed.status("n1") == {"role": "follower", "term": 5, "leader": "n2"} and
+           bed.status("n2") == {"role": "leader", "term": 5, "leader": "n2"},
+           "etcd: a status in conclaved's terms (leader when it names itself)")
+    expect(bed.agreed_leader(["n1", "n3"]) is None,
+           "etcd: the survivors still name the vanished n2")
+    bed.answers.update(n1=etcd_answer("11", "11", "6"), n3=etcd_answer("33", "11", "6"))
+    expect(bed.agreed_leader(["n1", "n3"]) == ("n1", 6),
+           "etcd: n1 leads term 6, agreed by n1 and n3")
+    bed.answers.update(n3=etcd_answer("33", "11", "5"))
+    expect(bed.agreed_leader(["n1", "n3"]) is None, "etcd: no agreement across two terms")
+    bed.answers.update(n1=etcd_answer("11", "33", "6"), n3=etcd_answer("33", "11", "6"))
+    expect(bed.agreed_leader(["n1", "n3"]) is None, "etcd: no agreement on two leaders")
 
 
 def main():
@@ -92,6 +152,7 @@ def main():
         expect(bad == ["term 4: ['n1', 'n2'] all said leader",
                        "fencing token 4 claimed for ['n1', 'n2']"],
                "two leaders of one term in the daemons' logs are reported: %s" % bad)
+    check_etcd()
     return 1 if failures else 0
 
 

@@ -1,11 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
-"""A cluster of conclaved daemons, one per network namespace, joined by a bridge (stdlib + ip/nft).
+"""A cluster of conclaved daemons (or etcd members), one per network namespace, joined by a bridge
+(stdlib + ip/nft).
 
 Names carry a prefix and the runner's pid (namespaces `cnetns-<pid>-<node>`, bridge `cnb<pid>`,
-host-side veths `cnv<pid><node>`); `cleanup_leftovers()` removes those of runs whose process is
-gone. Faults are nftables rules in the receiving node's namespace (an `inet` table, input hook):
-a dropped packet is silence, never an RST, so the kernel's own timeouts (SYN retries, unanswered
-segments, half-open connections) are what the daemons see.
+host-side veths `cnv<pid>-<node>`; an etcd bed's nodes are e1.. and its bridge `cnb<pid>e`);
+`cleanup_leftovers()` removes those of runs whose process is gone. Faults are nftables rules in
+the receiving node's namespace (an `inet` table, input hook): a dropped packet is silence, never
+an RST, so the kernel's own timeouts (SYN retries, unanswered segments, half-open connections)
+are what the daemons see.
 """
 import http.client
 import json
@@ -22,6 +24,13 @@ BRIDGE_PREFIX = "cnb"
 VETH_PREFIX = "cnv"
 PEER_PORT = 7000
 HTTP_PORT = 8000
+ETCD_CLIENT_PORT = 2379
+ETCD_PEER_PORT = 2380
+# etcd's timing at Conclave's fast profile, as bench/failover.cpp's peer_settings derives it: the
+# heartbeat (60 ms; capped at election / 5, which etcd requires) and the election timeout = the
+# profile's inactivity interval (300 ms); pre-vote on, as in bench/etcd.cpp.
+ETCD_FAST_HEARTBEAT_MS = 60
+ETCD_FAST_ELECTION_MS = 300
 FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 CMD_TIMEOUT_S = 10
 
@@ -65,7 +74,8 @@ def delete_run(pid):
             run("ip", "netns", "delete", ns, check=False)
     links = run("ip", "-o", "link", "show", check=False).stdout
     for name in re.findall(r"^\d+: ([^:@]+)", links, re.M):
-        if name.startswith("%s%d" % (VETH_PREFIX, pid)) or name == "%s%d" % (BRIDGE_PREFIX, pid):
+        if re.fullmatch("%s%d-[a-z]?\\d+" % (VETH_PREFIX, pid), name) or re.fullmatch(
+                "%s%d[a-z]?" % (BRIDGE_PREFIX, pid), name):
             run("ip", "link", "delete", name, check=False)
 
 
@@ -77,7 +87,7 @@ def cleanup_leftovers():
         if m and not pid_alive(int(m.group(1))):
             dead.add(int(m.group(1)))
     links = run("ip", "-o", "link", "show", check=False).stdout
-    for m in re.finditer(r"^\d+: %s(\d+)[:@]" % BRIDGE_PREFIX, links, re.M):
+    for m in re.finditer(r"^\d+: %s(\d+)[a-z]?[:@]" % BRIDGE_PREFIX, links, re.M):
         if not pid_alive(int(m.group(1))):
             dead.add(int(m.group(1)))
     for pid in dead:
@@ -95,14 +105,14 @@ def free_subnet(pid):
     raise RuntimeError("no free 10.77.X.0/24 subnet")
 
 
-def request(host, method, path, token=None, body=None, timeout_s=1.0):
+def request(host, method, path, token=None, body=None, timeout_s=1.0, port=HTTP_PORT):
     """(status, parsed JSON or text, headers) or (None, None, None) when nothing answered."""
     headers = {"Authorization": "Bearer " + token} if token else {}
     if body is not None:
         headers["Content-Type"] = "application/json"
         body = json.dumps(body)
     try:
-        c = http.client.HTTPConnection(host, HTTP_PORT, timeout=timeout_s)
+        c = http.client.HTTPConnection(host, port, timeout=timeout_s)
         c.request(method, path, body=body, headers=headers)
         r = c.getresponse()
         text = r.read().decode()
@@ -117,16 +127,20 @@ def request(host, method, path, token=None, body=None, timeout_s=1.0):
 
 
 class Bed:
-    """The namespaces, bridge and daemons of one run. Use as a context manager."""
+    """The namespaces, bridge and conclaved daemons of one run. Use as a context manager."""
 
-    def __init__(self, daemon, root, size=3, drift_node=None):
+    system = "conclaved"
+
+    def __init__(self, daemon, root, size=3, drift_node=None, letter="n"):
+        """Nodes <letter>1..<letter><size>; a bed with another letter can run beside this one
+        (its namespaces, veths and bridge have other names)."""
         self.daemon = daemon
         self.root = root
         self.pid = os.getpid()
-        self.ids = ["n%d" % (i + 1) for i in range(size)]
+        self.ids = ["%s%d" % (letter, i + 1) for i in range(size)]
         self.subnet = free_subnet(self.pid)
         self.addr = {nid: "%s.%d" % (self.subnet, i + 1) for i, nid in enumerate(self.ids)}
-        self.bridge = "%s%d" % (BRIDGE_PREFIX, self.pid)
+        self.bridge = "%s%d%s" % (BRIDGE_PREFIX, self.pid, "" if letter == "n" else letter)
         self.drift_node = drift_node
         self.procs = {}
         self.logs = {}
@@ -153,7 +167,7 @@ class Bed:
         run("ip", "addr", "add", self.subnet + ".254/24", "dev", self.bridge)
         run("ip", "link", "set", self.bridge, "up")
         for nid in self.ids:
-            ns, host = self.ns(nid), "%s%d%s" % (VETH_PREFIX, self.pid, nid)
+            ns, host = self.ns(nid), "%s%d-%s" % (VETH_PREFIX, self.pid, nid)
             run("ip", "netns", "add", ns)
             run("ip", "link", "add", host, "type", "veth", "peer", "name", "eth0", "netns", ns)
             run("ip", "link", "set", host, "master", self.bridge, "up")
@@ -203,14 +217,17 @@ class Bed:
     # --- daemons -------------------------------------------------------------------------------
 
     def start(self, nid):
-        log = open(os.path.join(self.root, nid + ".log"), "ab")
-        self.logs[nid] = log.name
         env = dict(os.environ)
         if nid == self.drift_node:
             env.update(LD_PRELOAD=FAKETIME_LIB, FAKETIME="+0 x1.05")
-        self.procs[nid] = subprocess.Popen(
-            ["ip", "netns", "exec", self.ns(nid), self.daemon, "--config", self.config,
-             "--node-id", nid], stdout=log, stderr=log, env=env)
+        self.spawn(nid, [self.daemon, "--config", self.config, "--node-id", nid], env)
+
+    def spawn(self, nid, argv, env=None):
+        """Runs argv in nid's namespace, its output appended to <root>/<nid>.log."""
+        log = open(os.path.join(self.root, nid + ".log"), "ab")
+        self.logs[nid] = log.name
+        self.procs[nid] = subprocess.Popen(["ip", "netns", "exec", self.ns(nid)] + argv,
+                                           stdout=log, stderr=log, env=env)
         log.close()
 
     def running(self, nid):
@@ -292,6 +309,67 @@ class Bed:
         for nid in self.ids:
             if nid != v:
                 self.drop(nid, name, "ip saddr " + self.addr[v])
+
+
+def parse_etcd_status(doc):
+    """(member id, leader id or None, raft term) from the JSON of etcd's
+    POST /v3/maintenance/status (the v3 gateway prints uint64 as decimal strings and leaves out
+    zero values: no `leader` means none known); None when the answer is not such a status."""
+    def number(value):
+        return value if isinstance(value, str) and re.fullmatch(r"[0-9]{1,20}", value) else None
+
+    if not isinstance(doc, dict) or not isinstance(doc.get("header"), dict):
+        return None
+    member, term = number(doc["header"].get("member_id")), number(doc.get("raftTerm", "0"))
+    leader = number(doc.get("leader", "0"))
+    if member in (None, "0") or term is None or leader is None:
+        return None
+    return member, (None if leader == "0" else leader), int(term)
+
+
+class EtcdBed(Bed):
+    """The same bed with etcd members (Debian's etcd-server) instead of conclaved daemons: each
+    on its namespace's address (client :2379, peer :2380), at the fast profile's timing."""
+
+    system = "etcd"
+
+    def __init__(self, etcd, root, size=3):
+        super().__init__(etcd, root, size, letter="e")
+        self.names = {}  # member id (decimal string) -> node id, learnt from each one's status
+
+    def write_config(self):
+        cluster = ",".join("%s=http://%s:%d" % (nid, self.addr[nid], ETCD_PEER_PORT)
+                           for nid in self.ids)
+        self.args = {}
+        for nid in self.ids:
+            peer = "http://%s:%d" % (self.addr[nid], ETCD_PEER_PORT)
+            client = "http://%s:%d" % (self.addr[nid], ETCD_CLIENT_PORT)
+            self.args[nid] = [
+                self.daemon, "--name", nid, "--data-dir", os.path.join(self.root, nid),
+                "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                "--listen-client-urls", client, "--advertise-client-urls", client,
+                "--initial-cluster", cluster, "--initial-cluster-state", "new",
+                "--initial-cluster-token", "conclave-netns",
+                "--heartbeat-interval", str(ETCD_FAST_HEARTBEAT_MS),
+                "--election-timeout", str(ETCD_FAST_ELECTION_MS), "--pre-vote=true",
+                "--logger", "zap", "--log-level", "warn"]
+
+    def start(self, nid):
+        self.spawn(nid, self.args[nid])
+
+    def status(self, nid, timeout_s=0.5):
+        """The member's status in conclaved's /status terms: `leader` (a node id, None while
+        the leader's own status has not been seen), `term` (the raft term) and `role` (leader
+        when it names itself, else follower)."""
+        code, doc, _ = request(self.addr[nid], "POST", "/v3/maintenance/status", body={},
+                               timeout_s=timeout_s, port=ETCD_CLIENT_PORT)
+        parsed = parse_etcd_status(doc) if code == 200 else None
+        if parsed is None:
+            return None
+        member, leader, term = parsed
+        self.names[member] = nid
+        return {"role": "leader" if leader == member else "follower", "term": term,
+                "leader": self.names.get(leader)}
 
 
 def make_root():

@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Random kernel-level faults against 3 conclaved daemons in network namespaces (README.md).
+"""Kernel-level faults against 3 conclaved daemons (or etcd members) in network namespaces.
 
     netns_faults.py CONCLAVED [--seed N] [--duration S] [--keep]
     netns_faults.py CONCLAVED --measure-vanish RUNS
-    netns_faults.py CONCLAVED --measure-rejoin RUNS
+    netns_faults.py CONCLAVED --measure-rejoin RUNS [--rejoin-node nK]
+    netns_faults.py --system etcd --measure-vanish RUNS     (etcd on PATH; no CONCLAVED)
+    netns_faults.py CONCLAVED --system both --measure-vanish RUNS   (interleaved run by run)
 
 Exit 0: every check holds; 1: a violation (each one printed); 77: skipped (no CAP_NET_ADMIN or
 CAP_SYS_ADMIN, no `ip` or `nft`, namespaces unavailable), with one line saying why.
 """
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -328,48 +331,63 @@ def run_faults(bed, seed, duration_s):
     return 1 if any(bad for _, bad in verdicts) else 0
 
 
-def measure_vanish(bed, runs, seed):
-    """Time from the leader's host vanishing (isolated, then SIGKILL) to both others naming the
-    same new leader in the same term, the leader saying so."""
-    rng = random.Random(seed)
-    for nid in bed.ids:
-        bed.start(nid)
-    figures = []
+def vanish_once(bed, rng, run):
+    """One run: the time (ms) from the leader's host vanishing (isolated, then SIGKILL) to both
+    others naming the same new leader in the same term, the leader saying so; None on failure
+    (printed). The vanished node is restored and restarted afterwards."""
+    first = wait_for(bed.agreed_leader)
+    if not first:
+        print("FAIL: %s: no agreed leader before run %d" % (bed.system, run))
+        return None
+    time.sleep(rng.uniform(0.1, 0.2))  # a random phase of the heartbeat
+    old = first[0]
+    others = [n for n in bed.ids if n != old]
+    t0 = time.monotonic()
+    bed.isolate(old, "vanish")
+    bed.kill(old)
+    isolated_ms = (time.monotonic() - t0) * 1000
+    after = wait_for(lambda: (lambda a: a if a and a[0] != old else None)(
+        bed.agreed_leader(others)), step_s=0.002)
+    ms = (time.monotonic() - t0) * 1000
+    if not after:
+        print("FAIL: %s: run %d: no new leader within %.0f s" % (bed.system, run, WAIT_S))
+        return None
+    print("  run %d, %s: %s vanished (rules + SIGKILL in %.0f ms), %s leads term %d after %.0f ms"
+          % (run, bed.system, old, isolated_ms, after[0], after[1], ms), flush=True)
+    bed.undrop("vanish")
+    bed.start(old)
+    return ms
+
+
+def measure_vanish(beds, runs, seed):
+    """vanish_once RUNS times on each bed, interleaved run by run (run k on each bed, then run
+    k + 1), each bed drawing the same calms from its own generator seeded with `seed`."""
+    rngs = [random.Random(seed) for _ in beds]
+    for bed in beds:
+        for nid in bed.ids:
+            bed.start(nid)
+    figures = {bed.system: [] for bed in beds}
     for run in range(runs):
-        first = wait_for(bed.agreed_leader)
-        if not first:
-            print("FAIL: no agreed leader before run %d" % run)
-            return 1
-        time.sleep(rng.uniform(0.1, 0.2))  # a random phase of the heartbeat
-        old = first[0]
-        others = [n for n in bed.ids if n != old]
-        t0 = time.monotonic()
-        bed.isolate(old, "vanish")
-        bed.kill(old)
-        isolated_ms = (time.monotonic() - t0) * 1000
-        after = wait_for(lambda: (lambda a: a if a and a[0] != old else None)(
-            bed.agreed_leader(others)), step_s=0.002)
-        ms = (time.monotonic() - t0) * 1000
-        if not after:
-            print("FAIL: run %d: no new leader within %.0f s" % (run, WAIT_S))
-            return 1
-        figures.append(ms)
-        print("  run %d: %s vanished (rules + SIGKILL in %.0f ms), %s leads term %d after %.0f ms"
-              % (run, old, isolated_ms, after[0], after[1], ms), flush=True)
-        bed.undrop("vanish")
-        bed.start(old)
-    print("vanish failover over %d runs: min %.0f / median %.0f / max %.0f ms" %
-          (runs, min(figures), statistics.median(figures), max(figures)))
+        for bed, rng in zip(beds, rngs):
+            ms = vanish_once(bed, rng, run)
+            if ms is None:
+                return 1
+            figures[bed.system].append(ms)
+    for system, f in figures.items():
+        print("vanish failover of %s over %d runs: min %.0f / median %.0f / max %.0f ms" %
+              (system, runs, min(f), statistics.median(f), max(f)))
     return 0
 
 
-def measure_rejoin(bed, runs, seed, within_s=None):
+def measure_rejoin(bed, runs, seed, within_s=None, node=None):
     """How long a node whose host vanished (isolated, SIGKILL) for 1-8 s, then was restored and
     restarted, takes to have both of its peer connections up again. With within_s: n1 (the
     first node, the dialer of both of its links) is gone for 3.2-4.2 s (the peers' next
-    retransmission is then seconds away), and a run that takes longer than within_s fails."""
+    retransmission is then seconds away), and a run that takes longer than within_s fails.
+    With node: that node is the victim every time (the downtimes stay those of the seed)."""
     rng = random.Random(seed)
     failed = 0
+    figures = []
     for nid in bed.ids:
         bed.start(nid)
     for run in range(runs):
@@ -377,6 +395,7 @@ def measure_rejoin(bed, runs, seed, within_s=None):
             print("FAIL: no agreed leader before run %d" % run)
             return 1
         v = rng.choice(bed.ids) if within_s is None else bed.ids[0]
+        v = node or v
         gone = rng.uniform(1.0, 8.0) if within_s is None else rng.uniform(3.2, 4.2)
         bed.isolate(v, "vanish")
         bed.kill(v)
@@ -389,25 +408,50 @@ def measure_rejoin(bed, runs, seed, within_s=None):
         ms = (time.monotonic() - t0) * 1000
         late = not linked or (within_s is not None and ms > within_s * 1000)
         failed += late
+        figures.append(ms)
         print("  run %d: %s gone %.1f s, restarted: %s after %.0f ms%s" %
               (run, v, gone, "both peers up" if linked else "NOT linked", ms,
                " (FAIL: more than %.1f s)" % within_s if late and within_s else ""), flush=True)
+    print("restart -> both peers up over %d runs: min %.0f / median %.0f / max %.0f ms" %
+          (runs, min(figures), statistics.median(figures), max(figures)))
     return 1 if failed else 0
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("conclaved")
-    ap.add_argument("--seed", type=int, default=None, help="fault schedule seed (default: random)")
+    ap.add_argument("conclaved", nargs="?",
+                    help="the conclaved binary (required, except with --system etcd)")
+    ap.add_argument("--system", choices=("conclaved", "etcd", "both"), default="conclaved",
+                    help="etcd: 3 etcd members (`etcd` on PATH, apt-get install -y etcd-server) "
+                    "at the fast profile's timing (heartbeat %d ms, election timeout %d ms, "
+                    "pre-vote) instead of conclaved; both: the two clusters side by side, runs "
+                    "interleaved; etcd and both go with --measure-vanish only "
+                    "(default: conclaved)" %
+                    (netbed.ETCD_FAST_HEARTBEAT_MS, netbed.ETCD_FAST_ELECTION_MS))
+    ap.add_argument("--seed", type=int, default=None,
+                    help="seed of the fault schedule; with --measure-vanish, of the calms "
+                    "before each vanish; with --measure-rejoin, of the victims and outages "
+                    "(default: random)")
     ap.add_argument("--duration", type=float, default=75.0, help="seconds of faults (75)")
     ap.add_argument("--no-drift", action="store_true", help="no node under faketime")
-    ap.add_argument("--measure-vanish", type=int, metavar="RUNS", default=0)
-    ap.add_argument("--measure-rejoin", type=int, metavar="RUNS", default=0)
+    ap.add_argument("--measure-vanish", type=int, metavar="RUNS", default=0,
+                    help="time RUNS failovers after the leader's host vanishes")
+    ap.add_argument("--measure-rejoin", type=int, metavar="RUNS", default=0,
+                    help="time RUNS rejoins of a node whose host vanished")
     ap.add_argument("--rejoin-within", type=float, metavar="S", default=None,
                     help="with --measure-rejoin: fail a run that takes longer")
+    ap.add_argument("--rejoin-node", choices=["n1", "n2", "n3"], default=None,
+                    help="with --measure-rejoin: always vanish this node (default: random; n1 "
+                         "with --rejoin-within)")
     ap.add_argument("--keep", action="store_true", help="keep the data dirs and daemon logs")
     args = ap.parse_args()
+    if (args.system == "etcd") != (args.conclaved is None):
+        ap.error("CONCLAVED is required, except with --system etcd, which takes none")
+    if args.system != "conclaved" and not args.measure_vanish:
+        ap.error("--system %s goes with --measure-vanish only" % args.system)
     reason = skip_reason()
+    if not reason and args.system != "conclaved" and not shutil.which("etcd"):
+        reason = "no `etcd` on PATH (apt-get install -y etcd-server)"
     if reason:
         print("SKIP: netns test bed not run: " + reason, flush=True)
         return 77
@@ -422,11 +466,19 @@ def main():
     root = netbed.make_root()
     failed = True
     try:
-        with netbed.Bed(os.path.abspath(args.conclaved), root, drift_node=drift) as bed:
+        with contextlib.ExitStack() as stack:
+            beds = []
+            if args.system != "etcd":
+                beds.append(stack.enter_context(
+                    netbed.Bed(os.path.abspath(args.conclaved), root, drift_node=drift)))
+            if args.system != "conclaved":
+                beds.append(stack.enter_context(netbed.EtcdBed(shutil.which("etcd"), root)))
+            bed = beds[0]
             if args.measure_vanish:
-                rc = measure_vanish(bed, args.measure_vanish, seed)
+                rc = measure_vanish(beds, args.measure_vanish, seed)
             elif args.measure_rejoin:
-                rc = measure_rejoin(bed, args.measure_rejoin, seed, args.rejoin_within)
+                rc = measure_rejoin(bed, args.measure_rejoin, seed, args.rejoin_within,
+                                    args.rejoin_node)
             else:
                 rc = run_faults(bed, seed, args.duration)
             failed = rc != 0

@@ -72,7 +72,7 @@ TEST_CASE("the example config of interfaces.md parses", "[config]") {
     CHECK(c.log == LogSettings{LogFormat::Text, "info"});
 
     // Elector config: the default profile with the three overrides applied.
-    const auto profile = conclave::Config::defaults(3, NodeId{1});
+    const auto profile = conclave::elector::Config::defaults(3, NodeId{1});
     CHECK(c.elector.cluster_size == 3);
     CHECK(c.elector.self == NodeId{1});
     CHECK(c.elector.heartbeat_period == Millis{2000});
@@ -91,7 +91,7 @@ TEST_CASE("a minimal config takes the defaults", "[config]") {
                           {"data_dir", "d"}};
     const ClusterConfig c = Parse(minimal, "a");
     CHECK(c.profile == "default");
-    const auto defaults = conclave::Config::defaults(1, NodeId{0});
+    const auto defaults = conclave::elector::Config::defaults(1, NodeId{0});
     CHECK(c.elector.heartbeat_period == defaults.heartbeat_period);
     CHECK(c.elector.heartbeat_miss_count == defaults.heartbeat_miss_count);
     CHECK(c.elector.scouting);
@@ -125,9 +125,9 @@ TEST_CASE("profiles and every timing override", "[config]") {
     SECTION("fast and reference profiles") {
         doc["profile"] = "fast";
         CHECK(Parse(doc).elector.heartbeat_period ==
-              conclave::Config::fast(3, NodeId{0}).heartbeat_period);
+              conclave::elector::Config::fast(3, NodeId{0}).heartbeat_period);
         doc["profile"] = "reference";
-        const auto reference = conclave::Config::reference(3, NodeId{0});
+        const auto reference = conclave::elector::Config::reference(3, NodeId{0});
         const auto c = Parse(doc).elector;
         CHECK(c.heartbeat_period == reference.heartbeat_period);
         CHECK(c.initial_wait == reference.initial_wait);
@@ -451,7 +451,7 @@ TEST_CASE("the effective config round-trips", "[config]") {
     CHECK(effective["metadata"]["promote_lag_entries"] == 25);
     CHECK(effective["timing"]["heartbeat_ms"] == 2000);
     CHECK(effective["timing"]["heartbeat_check_ms"] ==
-          conclave::Config::fast(3, NodeId{2}).heartbeat_check_period.count());
+          conclave::elector::Config::fast(3, NodeId{2}).heartbeat_check_period.count());
     CHECK(effective["check_quorum"] == true);
     const ClusterConfig again = Parse(json::parse(effective.dump()), "n3");
     CHECK(again.nodes == c.nodes);

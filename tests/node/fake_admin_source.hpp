@@ -26,13 +26,13 @@ class FakeAdminSource final : public AdminSource {
     FakeAdminSource() {
         report.id = "n1";
         report.cluster = "demo";
-        report.role = Role::Leader;
+        report.role = elector::Role::Leader;
         report.term = Term{7};
         report.leader = "n1";
         report.fencing_token = 7;
         report.lsn = Lsn{Term{7}, 42};
         report.peers = {{"n2", true, 12}, {"n3", false, std::nullopt}};
-        report.last_transition_reason = Reason::ElectionWon;
+        report.last_transition_reason = elector::Reason::ElectionWon;
         report.last_transition_age_ms = 5310;
         metrics.counter("conclave_elections_started_total", "Elections started.").inc(3);
         metrics.histogram("conclave_election_duration_seconds", "Election duration.", {0.1, 1})

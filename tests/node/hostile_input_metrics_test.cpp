@@ -20,11 +20,12 @@ PrometheusExposition RenderHostile(MetricsRegistry& registry) {
 
 TEST_CASE("hostile-input metrics mirror the cores' drop and violation counters", "[metrics]") {
     MetricsRegistry registry;
-    ElectorCounters elector;
+    elector::ElectorCounters elector;
     replication::LogCounters log;
     bool metadata_on = false;
-    register_hostile_input_metrics(registry, {[&]() -> const ElectorCounters& { return elector; },
-                                              [&]() { return metadata_on ? &log : nullptr; }});
+    register_hostile_input_metrics(registry,
+                                   {[&]() -> const elector::ElectorCounters& { return elector; },
+                                    [&]() { return metadata_on ? &log : nullptr; }});
 
     auto zero = RenderHostile(registry);
     CHECK(zero.value("conclave_core_messages_dropped_total",

@@ -53,10 +53,10 @@ TEST_CASE("the vote record: a checksum catches a flipped digit that keeps the JS
           "[node][identity]") {
     const fs::path dir = test::fresh_temp_dir("conclave-identity-crc");
     const drivers::NodeIdentity id{"demo", "n2", "0123456789abcdef0123456789abcdef"};
-    drivers::store_durable_state(dir, DurableState{Term{31}, NodeId{2}}, id);
+    drivers::store_durable_state(dir, elector::DurableState{Term{31}, NodeId{2}}, id);
     const auto back = drivers::load_state_file(dir, 3);
     REQUIRE(back);
-    CHECK(back->state == DurableState{Term{31}, NodeId{2}});
+    CHECK(back->state == elector::DurableState{Term{31}, NodeId{2}});
     CHECK(back->identity == id);
     std::string text = IdRead(dir / drivers::kStateFileName);
     const auto at = text.find("\"term\":31");
@@ -79,7 +79,7 @@ TEST_CASE("the vote record: an earlier format is read and given an identity at s
     CHECK(check.identity.incarnation.size() == 32);
     const auto back = drivers::load_state_file(dir, 3);
     REQUIRE(back);
-    CHECK(back->state == DurableState{Term{4}, NodeId{0}});
+    CHECK(back->state == elector::DurableState{Term{4}, NodeId{0}});
     CHECK(back->identity == check.identity);
     // The next start reads the same identity.
     CHECK(node::check_identity(IdConfig(dir)).identity == check.identity);
@@ -124,7 +124,7 @@ TEST_CASE("identity: a metadata log lost beside a kept vote record is refused",
     // Before the log was created nothing is expected of it.
     CHECK_NOTHROW(node::check_identity(config));
     id.log = true;  // what Node records once log/log.dat exists
-    drivers::store_durable_state(dir, DurableState{Term{7}, NodeId{1}}, id);
+    drivers::store_durable_state(dir, elector::DurableState{Term{7}, NodeId{1}}, id);
     CHECK(drivers::load_state_file(dir, 3)->identity->log);
     IdWrite(dir / "log" / "log.dat", "CNCLVLOG");
     CHECK_NOTHROW(node::check_identity(config));

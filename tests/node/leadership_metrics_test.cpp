@@ -15,9 +15,11 @@ PrometheusExposition Render(MetricsRegistry& registry) {
     return std::get<PrometheusExposition>(parsed);
 }
 
-LeadershipSnapshot Snapshot(Role role, std::uint64_t term, std::optional<NodeId> leader) {
-    return LeadershipSnapshot{role,      Term{term},  leader, leader ? term : 0, Reason::Started,
-                              Millis{0}, std::nullopt};
+elector::LeadershipSnapshot Snapshot(elector::Role role, std::uint64_t term,
+                                     std::optional<NodeId> leader) {
+    return elector::LeadershipSnapshot{
+        role,      Term{term},  leader, leader ? term : 0, elector::Reason::Started,
+        Millis{0}, std::nullopt};
 }
 
 }  // namespace
@@ -26,14 +28,14 @@ TEST_CASE("leadership metrics: counters mirrored, leaderless time and periods", 
     MetricsRegistry registry;
     LeadershipMetrics metrics(registry);
 
-    ElectorCounters counters;
+    elector::ElectorCounters counters;
     counters.elections_started = 2;
     counters.prevotes_refused = 3;
-    counters.votes_refused_by_reason[static_cast<std::size_t>(Refusal::AlreadyVoted)] = 4;
-    counters.votes_refused_by_reason[static_cast<std::size_t>(Refusal::NotAVoter)] = 2;
+    counters.votes_refused_by_reason[static_cast<std::size_t>(elector::Refusal::AlreadyVoted)] = 4;
+    counters.votes_refused_by_reason[static_cast<std::size_t>(elector::Refusal::NotAVoter)] = 2;
     metrics.update_counters(counters);
 
-    metrics.on_leadership(Snapshot(Role::Follower, 1, std::nullopt), Millis{1000});
+    metrics.on_leadership(Snapshot(elector::Role::Follower, 1, std::nullopt), Millis{1000});
     metrics.refresh(Millis{1500});
     auto mid = Render(registry);
     CHECK(mid.value("conclave_leaderless_seconds_total") == Approx(0.5));
@@ -41,8 +43,8 @@ TEST_CASE("leadership metrics: counters mirrored, leaderless time and periods", 
     CHECK(mid.value("conclave_role", {{"role", "stopped"}}) == 0);
     CHECK(mid.value("conclave_leader_known") == 0);
 
-    metrics.on_leadership(Snapshot(Role::Candidate, 2, std::nullopt), Millis{1800});
-    metrics.on_leadership(Snapshot(Role::Leader, 2, NodeId{0}), Millis{2250});
+    metrics.on_leadership(Snapshot(elector::Role::Candidate, 2, std::nullopt), Millis{1800});
+    metrics.on_leadership(Snapshot(elector::Role::Leader, 2, NodeId{0}), Millis{2250});
     metrics.refresh(Millis{9000});  // a leader is known: no more leaderless time
     auto led = Render(registry);
     CHECK(led.value("conclave_elections_started_total") == 2);
@@ -61,8 +63,8 @@ TEST_CASE("leadership metrics: counters mirrored, leaderless time and periods", 
     CHECK(led.value("conclave_role", {{"role", "leader"}}) == 1);
 
     // Stopping without a leader is not a failover: no period is recorded.
-    metrics.on_leadership(Snapshot(Role::Follower, 3, std::nullopt), Millis{10000});
-    metrics.on_leadership(Snapshot(Role::Stopped, 3, std::nullopt), Millis{10500});
+    metrics.on_leadership(Snapshot(elector::Role::Follower, 3, std::nullopt), Millis{10000});
+    metrics.on_leadership(Snapshot(elector::Role::Stopped, 3, std::nullopt), Millis{10500});
     metrics.refresh(Millis{20000});
     auto stopped = Render(registry);
     CHECK(stopped.value("conclave_leaderless_periods_seconds_count") == 1);
@@ -72,31 +74,31 @@ TEST_CASE("leadership metrics: counters mirrored, leaderless time and periods", 
 TEST_CASE("leadership metrics: election duration by outcome", "[metrics]") {
     MetricsRegistry registry;
     LeadershipMetrics metrics(registry);
-    const auto at = [](Role role, std::uint64_t term, std::optional<NodeId> leader, Reason reason,
-                       std::int64_t now_ms) {
-        LeadershipSnapshot s{role,   Term{term},     leader,      leader ? term : 0,
-                             reason, Millis{now_ms}, std::nullopt};
+    const auto at = [](elector::Role role, std::uint64_t term, std::optional<NodeId> leader,
+                       elector::Reason reason, std::int64_t now_ms) {
+        elector::LeadershipSnapshot s{role,   Term{term},     leader,      leader ? term : 0,
+                                      reason, Millis{now_ms}, std::nullopt};
         return std::pair{s, Millis{now_ms}};
     };
-    const auto feed = [&](std::pair<LeadershipSnapshot, Millis> p) {
+    const auto feed = [&](std::pair<elector::LeadershipSnapshot, Millis> p) {
         metrics.on_leadership(p.first, p.second);
     };
 
-    feed(at(Role::Follower, 0, std::nullopt, Reason::Started, 0));
+    feed(at(elector::Role::Follower, 0, std::nullopt, elector::Reason::Started, 0));
     // Term 1: timed out without a quorum after 300 ms.
-    feed(at(Role::Candidate, 1, std::nullopt, Reason::ElectionStarted, 1000));
-    feed(at(Role::Follower, 1, std::nullopt, Reason::QuorumNotAchieved, 1300));
+    feed(at(elector::Role::Candidate, 1, std::nullopt, elector::Reason::ElectionStarted, 1000));
+    feed(at(elector::Role::Follower, 1, std::nullopt, elector::Reason::QuorumNotAchieved, 1300));
     // Term 2: preempted by another node's leadership after 20 ms.
-    feed(at(Role::Candidate, 2, std::nullopt, Reason::ElectionStarted, 2000));
-    feed(at(Role::Follower, 3, NodeId{1}, Reason::ElectionPreempted, 2020));
+    feed(at(elector::Role::Candidate, 2, std::nullopt, elector::Reason::ElectionStarted, 2000));
+    feed(at(elector::Role::Follower, 3, NodeId{1}, elector::Reason::ElectionPreempted, 2020));
     // Term 4: won after 40 ms.
-    feed(at(Role::Follower, 3, std::nullopt, Reason::LeaderUnavailable, 3000));
-    feed(at(Role::Candidate, 4, std::nullopt, Reason::ElectionStarted, 3100));
-    feed(at(Role::Leader, 4, NodeId{0}, Reason::ElectionWon, 3140));
+    feed(at(elector::Role::Follower, 3, std::nullopt, elector::Reason::LeaderUnavailable, 3000));
+    feed(at(elector::Role::Candidate, 4, std::nullopt, elector::Reason::ElectionStarted, 3100));
+    feed(at(elector::Role::Leader, 4, NodeId{0}, elector::Reason::ElectionWon, 3140));
     // A candidacy interrupted by stop() is not an election result.
-    feed(at(Role::Follower, 5, std::nullopt, Reason::LeaderPreempted, 4000));
-    feed(at(Role::Candidate, 6, std::nullopt, Reason::ElectionStarted, 4100));
-    feed(at(Role::Stopped, 6, std::nullopt, Reason::Stopped, 4200));
+    feed(at(elector::Role::Follower, 5, std::nullopt, elector::Reason::LeaderPreempted, 4000));
+    feed(at(elector::Role::Candidate, 6, std::nullopt, elector::Reason::ElectionStarted, 4100));
+    feed(at(elector::Role::Stopped, 6, std::nullopt, elector::Reason::Stopped, 4200));
 
     auto r = Render(registry);
     const auto count = [&](const std::string& outcome) {

@@ -196,7 +196,7 @@ TEST_CASE(
     REQUIRE(c.all_at(1));
     CHECK(c.nodes[gone]->status().membership->role == "removed");
     CHECK(c.nodes[other]->status().membership->role == "voter");
-    CHECK(c.nodes[gone]->current().role != conclave::Role::Leader);
+    CHECK(c.nodes[gone]->current().role != conclave::elector::Role::Leader);
     CHECK(c.nodes[leader]->metrics_text().find(
               "conclave_membership_changes_total{op=\"remove\"} 1") != std::string::npos);
     CHECK(c.nodes[gone]->metrics_text().find("conclave_membership_version 1") != std::string::npos);
@@ -226,7 +226,7 @@ TEST_CASE(
     // Its elector took the configuration (not a voter: it never stands, R7).
     CHECK(c.nodes[gone]->log_driver()->counters().membership_changes >= 1);
     CHECK(c.nodes[gone]->log_driver()->counters().voter_set_refused == 0);
-    CHECK(c.nodes[gone]->current().role == conclave::Role::Follower);
+    CHECK(c.nodes[gone]->current().role == conclave::elector::Role::Follower);
     // An election between the two voters (a transfer): candidates ask only the voters of their
     // configuration, so the learner grants nothing; the voters alone elect the new leader.
     const double granted = metric(c.nodes[gone]->metrics_text(), "conclave_votes_granted_total");
@@ -266,7 +266,7 @@ TEST_CASE("membership: removing the leader makes it step down, another node lead
     CHECK(leader != old_leader);
     REQUIRE(c.all_at(1));
     CHECK(c.nodes[old_leader]->status().membership->role == "removed");
-    CHECK(c.nodes[old_leader]->current().role != conclave::Role::Leader);
+    CHECK(c.nodes[old_leader]->current().role != conclave::elector::Role::Leader);
     REQUIRE(c.propose(leader, "after", "1").ok());
     // The removed node refuses: it is not the leader (and knows who is).
     const MembershipResult refused = c.change(old_leader, Op::AddLearner, old_leader);

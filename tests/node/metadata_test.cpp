@@ -384,7 +384,7 @@ struct FaultCluster : Cluster {
                 return std::make_shared<FaultyStorage>(dir, f);
             };
             options.store_elector_state = [f](const std::filesystem::path& dir,
-                                              const conclave::DurableState&) {
+                                              const conclave::elector::DurableState&) {
                 if (const int e = f->state.load()) {
                     ++f->hits;
                     throw conclave::drivers::StateFileError(
@@ -567,7 +567,7 @@ TEST_CASE("storage faults: a follower whose fsync or state file fails leaves; th
         c.faults[follower]->state.store(error);
         REQUIRE_FALSE(c.nodes[leader]->step_down());
         REQUIRE(run_until(c.io, [&] { return c.nodes[follower]->storage_failure().has_value(); }));
-        CHECK(c.nodes[follower]->status().role != conclave::Role::Leader);
+        CHECK(c.nodes[follower]->status().role != conclave::elector::Role::Leader);
         c.check_out_of_service(follower, "elector state");
         const std::size_t next = c.survivors_lead(follower);
         CHECK(next != follower);

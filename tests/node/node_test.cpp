@@ -19,7 +19,7 @@
 
 namespace {
 
-using conclave::Role;
+using conclave::elector::Role;
 using conclave::node::ClusterConfig;
 using conclave::node::Leadership;
 using conclave::node::Node;

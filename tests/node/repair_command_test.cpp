@@ -39,7 +39,7 @@ void VotedAboveItsLog(const fs::path& data_dir) {
     s.append({Entry{Lsn{Term{2}, 0}, {}, {}}, Entry{Lsn{Term{2}, 1}, "k", "v"}});
     s.flush();
     s.write_meta(replication::LogMeta{Term{2}, Lsn{Term{2}, 1}});
-    drivers::store_durable_state(data_dir, DurableState{Term{5}, NodeId{2}});
+    drivers::store_durable_state(data_dir, elector::DurableState{Term{5}, NodeId{2}});
 }
 
 }  // namespace
@@ -66,7 +66,7 @@ TEST_CASE("--repair: an unreadable elector state needs --min-term; it is replace
     // (R once came out as garbage here: see read_elector_state in node/src/repair.cpp.)
     CHECK(node::run_repair(ThreeNodes(dir), 5, out, err) == node::kExitOk);
     CHECK(out.str().find("repaired marker R = term 5\n") != std::string::npos);
-    CHECK(drivers::load_durable_state(dir, 3) == DurableState{Term{5}, NodeId{1}});
+    CHECK(drivers::load_durable_state(dir, 3) == elector::DurableState{Term{5}, NodeId{1}});
     CHECK(ReadBytes(fs::path(state.string() + ".corrupt")) == damaged);
     CHECK(replication::FileStorage::read_repaired_marker(dir / "log") == Term{5});
     fs::remove_all(dir);
@@ -79,10 +79,10 @@ TEST_CASE("--repair: a readable elector state bounds R and is raised to it", "[n
     REQUIRE(node::run_repair(ThreeNodes(dir), std::nullopt, out, err) == node::kExitOk);
     // R takes the elector's term 5 (its vote there stays recorded: the term is not raised).
     CHECK(replication::FileStorage::read_repaired_marker(dir / "log") == Term{5});
-    CHECK(drivers::load_durable_state(dir, 3) == DurableState{Term{5}, NodeId{2}});
+    CHECK(drivers::load_durable_state(dir, 3) == elector::DurableState{Term{5}, NodeId{2}});
     REQUIRE(node::run_repair(ThreeNodes(dir), 7, out, err) == node::kExitOk);
     CHECK(replication::FileStorage::read_repaired_marker(dir / "log") == Term{7});
-    CHECK(drivers::load_durable_state(dir, 3) == DurableState{Term{7}, std::nullopt});
+    CHECK(drivers::load_durable_state(dir, 3) == elector::DurableState{Term{7}, std::nullopt});
     fs::remove_all(dir);
 }
 
@@ -94,7 +94,7 @@ struct CrashInRepair {};  // not a std::exception: run_repair does not catch it
 // refuses to start (the log's recover() or the elector state's load throws), else both.
 struct Started {
     replication::RecoveredLog log;
-    std::optional<DurableState> elector;
+    std::optional<elector::DurableState> elector;
 };
 std::optional<Started> StartNodeOn(const fs::path& dir) {
     try {
@@ -191,7 +191,7 @@ TEST_CASE("--repair: a crash between the log's repair and the elector's raise", 
                 REQUIRE(st->elector);
                 if (st->elector->term < Term{7}) {
                     ++started_below_r;
-                    CHECK(*st->elector == DurableState{Term{5}, NodeId{2}});
+                    CHECK(*st->elector == elector::DurableState{Term{5}, NodeId{2}});
                     CHECK(steps[crash_after] != "elector");
                 }
             }

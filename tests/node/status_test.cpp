@@ -11,13 +11,13 @@ TEST_CASE("/status JSON has exactly the fields of interfaces.md", "[status]") {
     StatusReport s;
     s.id = "n1";
     s.cluster = "demo";
-    s.role = Role::Leader;
+    s.role = elector::Role::Leader;
     s.term = Term{7};
     s.leader = "n1";
     s.fencing_token = 7;
     s.lsn = Lsn{Term{7}, 42};
     s.peers = {{"n2", true, 12}, {"n3", false, std::nullopt}};
-    s.last_transition_reason = Reason::ElectionWon;
+    s.last_transition_reason = elector::Reason::ElectionWon;
     s.last_transition_age_ms = 5310;
     s.incarnation = "00112233445566778899aabbccddeeff";
 
@@ -41,7 +41,7 @@ TEST_CASE("/status JSON has exactly the fields of interfaces.md", "[status]") {
     }
 
     SECTION("no leader is null; the metadata log adds two fields") {
-        s.role = Role::Follower;
+        s.role = elector::Role::Follower;
         s.leader.reset();
         s.log = LogStatus{"passive", Lsn{Term{7}, 40}, {"NOSPACE"}, std::nullopt};
         const json j = status_to_json(s);
@@ -85,8 +85,8 @@ TEST_CASE("/status JSON has exactly the fields of interfaces.md", "[status]") {
                    {"since", "2026-11-23T13:05:00Z"}});
     }
     SECTION("every role name") {
-        for (auto [role, name] :
-             {std::pair{Role::Stopped, "stopped"}, std::pair{Role::Candidate, "candidate"}}) {
+        for (auto [role, name] : {std::pair{elector::Role::Stopped, "stopped"},
+                                  std::pair{elector::Role::Candidate, "candidate"}}) {
             s.role = role;
             CHECK(status_to_json(s)["role"] == name);
         }

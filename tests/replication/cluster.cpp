@@ -107,8 +107,9 @@ void Cluster::Elect(std::size_t j, bool tell_old_leader) {
     const NodeId id{static_cast<std::uint16_t>(j)};
     const auto old = leader_;
     leader_ = j;
-    LeadershipSnapshot leads{Role::Leader,        term_,     id,          term_.value,
-                             Reason::ElectionWon, Millis{0}, std::nullopt};
+    elector::LeadershipSnapshot leads{
+        elector::Role::Leader,        term_,     id,          term_.value,
+        elector::Reason::ElectionWon, Millis{0}, std::nullopt};
     Run(j, [&](ReplicatedLog& log) { return log.on_leadership(Millis{0}, leads); });
     for (std::size_t i = 0; i < nodes_.size(); ++i) {
         if (i == j || !nodes_[i].up) {
@@ -117,8 +118,9 @@ void Cluster::Elect(std::size_t j, bool tell_old_leader) {
         if (old == i && !tell_old_leader) {
             continue;  // a stale leader that has not heard yet
         }
-        LeadershipSnapshot follows{Role::Follower,           term_,     id,          term_.value,
-                                   Reason::LeaderDiscovered, Millis{0}, std::nullopt};
+        elector::LeadershipSnapshot follows{
+            elector::Role::Follower,           term_,     id,          term_.value,
+            elector::Reason::LeaderDiscovered, Millis{0}, std::nullopt};
         Run(i, [&](ReplicatedLog& log) { return log.on_leadership(Millis{0}, follows); });
     }
 }

@@ -29,9 +29,9 @@ Lsn CxL(std::uint64_t term, std::uint64_t counter) {
     return Lsn{Term{term}, counter};
 }
 
-LeadershipSnapshot CxLeads(NodeId n, std::uint64_t term) {
-    return LeadershipSnapshot{Role::Leader,        Term{term}, n,           term,
-                              Reason::ElectionWon, CxT0,       std::nullopt};
+elector::LeadershipSnapshot CxLeads(NodeId n, std::uint64_t term) {
+    return elector::LeadershipSnapshot{elector::Role::Leader,        Term{term}, n,           term,
+                                       elector::Reason::ElectionWon, CxT0,       std::nullopt};
 }
 
 template <class T>
@@ -343,8 +343,9 @@ TEST_CASE("quota: NOSPACE refuses proposals until a compaction frees space", "[c
     auto a = log.propose(CxT0, CxL(1, n + 1), "k1", "v");
     CHECK(CxAll<ProposeResult>(a).at(0).error == ProposeError::NoSpace);
     // Leadership moves: the alarm is the leader's, evaluated anew by the next one.
-    log.on_leadership(CxT0, LeadershipSnapshot{Role::Follower, Term{1}, std::nullopt, 1,
-                                               Reason::LeaderDiscovered, CxT0, std::nullopt});
+    log.on_leadership(
+        CxT0, elector::LeadershipSnapshot{elector::Role::Follower, Term{1}, std::nullopt, 1,
+                                          elector::Reason::LeaderDiscovered, CxT0, std::nullopt});
     CHECK_FALSE(log.nospace_alarm());
 
     // Overwritten keys: the forced compaction folds them and the proposal fits.

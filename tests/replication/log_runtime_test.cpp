@@ -91,8 +91,9 @@ struct Follower {
         rt.run([](ReplicatedLog& log) { return log.start(Millis{0}); });
         rt.run([](ReplicatedLog& log) {
             return log.on_leadership(
-                Millis{0}, LeadershipSnapshot{Role::Follower, Term{2}, kLeader, 2,
-                                              Reason::LeaderDiscovered, Millis{0}, std::nullopt});
+                Millis{0}, elector::LeadershipSnapshot{elector::Role::Follower, Term{2}, kLeader, 2,
+                                                       elector::Reason::LeaderDiscovered, Millis{0},
+                                                       std::nullopt});
         });
     }
     void receive(const LogMessage& m) {

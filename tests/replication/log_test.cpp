@@ -42,13 +42,14 @@ ReplicatedLog Make(LogConfig config, std::vector<Entry> entries = {}, LogMeta me
     return log;
 }
 
-LeadershipSnapshot Leads(NodeId n, std::uint64_t term) {
-    return LeadershipSnapshot{Role::Leader,        Term{term}, n,           term,
-                              Reason::ElectionWon, T0,         std::nullopt};
+elector::LeadershipSnapshot Leads(NodeId n, std::uint64_t term) {
+    return elector::LeadershipSnapshot{elector::Role::Leader,        Term{term}, n,           term,
+                                       elector::Reason::ElectionWon, T0,         std::nullopt};
 }
-LeadershipSnapshot Follows(NodeId leader, std::uint64_t term) {
-    return LeadershipSnapshot{Role::Follower,           Term{term}, leader,      term,
-                              Reason::LeaderDiscovered, T0,         std::nullopt};
+elector::LeadershipSnapshot Follows(NodeId leader, std::uint64_t term) {
+    return elector::LeadershipSnapshot{
+        elector::Role::Follower,           Term{term}, leader,      term,
+        elector::Reason::LeaderDiscovered, T0,         std::nullopt};
 }
 
 LogMessage Msg(NodeId from, std::uint64_t term, LogMessageBody body) {

@@ -41,7 +41,7 @@ Configuration Cfg(std::uint64_t version, std::vector<std::string> voters,
 }
 
 Entry CfgEntry(Lsn lsn, const Configuration& c) {
-    return Entry{lsn, std::string(kMembersKey), encode_configuration(c)};
+    return Entry{lsn, std::string(kMembersKey), codec::encode_configuration(c)};
 }
 
 NodeSet Set(std::initializer_list<std::uint16_t> ids) {
@@ -57,7 +57,7 @@ LogConfig Cfg4(NodeId self) {
     LogConfig c;
     c.cluster_size = 4;
     c.self = self;
-    c.decode_configuration = &decode_configuration;
+    c.decode_configuration = &codec::decode_configuration;
     return c;
 }
 
@@ -74,9 +74,9 @@ ReplicatedLog MakeM(NodeId self, std::vector<Entry> entries = BaseLog(),
     return log;
 }
 
-LeadershipSnapshot MLeads(NodeId n, std::uint64_t term) {
-    return LeadershipSnapshot{Role::Leader,        Term{term}, n,           term,
-                              Reason::ElectionWon, MT0,        std::nullopt};
+elector::LeadershipSnapshot MLeads(NodeId n, std::uint64_t term) {
+    return elector::LeadershipSnapshot{elector::Role::Leader,        Term{term}, n,           term,
+                                       elector::Reason::ElectionWon, MT0,        std::nullopt};
 }
 
 LogMessage MMsg(NodeId from, std::uint64_t term, LogMessageBody body) {
@@ -106,22 +106,25 @@ void MActive(ReplicatedLog& leader, std::uint64_t term) {
 
 TEST_CASE("membership codec: round trip and refusals") {
     const Configuration c = Cfg(3, {"0", "1"}, {"2"});
-    REQUIRE(decode_configuration(encode_configuration(c)) == c);
-    CHECK_FALSE(decode_configuration("not json"));
-    CHECK_FALSE(decode_configuration(R"({"version":1,"voters":[]})"));
-    CHECK_FALSE(decode_configuration(R"({"version":-1,"voters":[],"learners":[]})"));
-    CHECK_FALSE(decode_configuration(
+    REQUIRE(codec::decode_configuration(codec::encode_configuration(c)) == c);
+    CHECK_FALSE(codec::decode_configuration("not json"));
+    CHECK_FALSE(codec::decode_configuration(R"({"version":1,"voters":[]})"));
+    CHECK_FALSE(codec::decode_configuration(R"({"version":-1,"voters":[],"learners":[]})"));
+    CHECK_FALSE(codec::decode_configuration(
         R"({"version":1,"voters":[{"id":"","peer":"","http":""}],"learners":[]})"));
-    CHECK_FALSE(
-        decode_configuration(R"({"version":9223372036854775808,"voters":[],"learners":[]})"));
-    CHECK_FALSE(decode_configuration(R"({"version":1,"voters":[1],"learners":[],"x":0})"));
+    CHECK_FALSE(codec::decode_configuration(
+        R"({"version":9223372036854775808,"voters":[],"learners":[]})"));
+    CHECK_FALSE(codec::decode_configuration(R"({"version":1,"voters":[1],"learners":[],"x":0})"));
     // §8: the optional node table.
     Configuration t = c;
     t.table = {"0", "1", "2"};
-    REQUIRE(decode_configuration(encode_configuration(t)) == t);
-    CHECK_FALSE(decode_configuration(R"({"version":1,"voters":[],"learners":[],"table":[]})"));
-    CHECK_FALSE(decode_configuration(R"({"version":1,"voters":[],"learners":[],"table":[""]})"));
-    CHECK_FALSE(decode_configuration(R"({"version":1,"voters":[],"learners":[],"table":[1]})"));
+    REQUIRE(codec::decode_configuration(codec::encode_configuration(t)) == t);
+    CHECK_FALSE(
+        codec::decode_configuration(R"({"version":1,"voters":[],"learners":[],"table":[]})"));
+    CHECK_FALSE(
+        codec::decode_configuration(R"({"version":1,"voters":[],"learners":[],"table":[""]})"));
+    CHECK_FALSE(
+        codec::decode_configuration(R"({"version":1,"voters":[],"learners":[],"table":[1]})"));
 }
 
 TEST_CASE("membership: no configuration entry means every node votes at version 0") {
@@ -181,8 +184,8 @@ TEST_CASE("membership R2/R3: one change at a time, adjacent, version + 1, only w
     auto leader = MakeM(M0);
     leader.on_leadership(MT0, MLeads(M0, 2));
     // PASSIVE (R3): refused.
-    auto a =
-        leader.propose_config(MT0, ML(2, 1), encode_configuration(Cfg(2, {"0", "1", "2", "3"})));
+    auto a = leader.propose_config(MT0, ML(2, 1),
+                                   codec::encode_configuration(Cfg(2, {"0", "1", "2", "3"})));
     CHECK(MAll<ProposeResult>(a).at(0).error == ProposeError::NotActive);
     leader.receive(MT0, MMsg(M1, 2, SyncResponse{ML(1, 1), ML(1, 1)}));
     leader.persisted(MT0, ML(2, 0));
@@ -191,7 +194,7 @@ TEST_CASE("membership R2/R3: one change at a time, adjacent, version + 1, only w
 
     const auto refused = [&](const Configuration& c) {
         REQUIRE(leader.check_config_change(c).has_value());
-        const auto r = leader.propose_config(MT0, ML(2, 1), encode_configuration(c));
+        const auto r = leader.propose_config(MT0, ML(2, 1), codec::encode_configuration(c));
         return MAll<ProposeResult>(r).size() == 1 &&
                MAll<ProposeResult>(r)[0].error == ProposeError::InvalidEntry &&
                MAll<PersistEntries>(r).empty();
@@ -206,7 +209,8 @@ TEST_CASE("membership R2/R3: one change at a time, adjacent, version + 1, only w
           ProposeError::InvalidEntry);
 
     // A learner promoted: accepted; while it is pending, nothing else is.
-    a = leader.propose_config(MT0, ML(2, 1), encode_configuration(Cfg(2, {"0", "1", "2", "3"})));
+    a = leader.propose_config(MT0, ML(2, 1),
+                              codec::encode_configuration(Cfg(2, {"0", "1", "2", "3"})));
     REQUIRE(MAll<PersistEntries>(a).size() == 1);
     CHECK(MAll<ProposeResult>(a).empty());
     CHECK(leader.check_config_change(Cfg(3, {"0", "1", "3"})).value().find("pending") !=
@@ -217,7 +221,7 @@ TEST_CASE("membership R2/R3: one change at a time, adjacent, version + 1, only w
 TEST_CASE("membership R1: a promotion is counted over the configuration it replaces") {
     auto leader = MakeM(M0);
     MActive(leader, 2);
-    leader.propose_config(MT0, ML(2, 1), encode_configuration(Cfg(2, {"0", "1", "2", "3"})));
+    leader.propose_config(MT0, ML(2, 1), codec::encode_configuration(Cfg(2, {"0", "1", "2", "3"})));
     leader.persisted(MT0, ML(2, 1));
     // n3 holds it, but it is not a voter of C1: self + n3 is no quorum of {0, 1, 2}.
     auto a = leader.receive(MT0, MMsg(M3, 2, AppendAck{true, {}, ML(2, 1), {}}));
@@ -245,7 +249,8 @@ TEST_CASE("membership R1: a promotion is counted over the configuration it repla
 TEST_CASE("membership: removing the leader, it steps down once the removal commits") {
     auto leader = MakeM(M0);
     MActive(leader, 2);
-    auto a = leader.propose_config(MT0, ML(2, 1), encode_configuration(Cfg(2, {"1", "2"}, {"3"})));
+    auto a = leader.propose_config(MT0, ML(2, 1),
+                                   codec::encode_configuration(Cfg(2, {"1", "2"}, {"3"})));
     REQUIRE(MAll<PersistEntries>(a).size() == 1);
     leader.persisted(MT0, ML(2, 1));
     CHECK(leader.role() == LogRole::LeaderActive);  // counted over C1 = {0, 1, 2}: not yet
@@ -310,7 +315,8 @@ TEST_CASE("membership R8: replication goes to the members of the active and appe
     CHECK(MSent<Append>(a, M3).empty());
     CHECK(MSent<Append>(a, M2).size() == 1);
     // Adding n3 as a learner: it is a target from the moment the entry is appended.
-    a = leader.propose_config(MT0, ML(2, 1), encode_configuration(Cfg(2, {"0", "1", "2"}, {"3"})));
+    a = leader.propose_config(MT0, ML(2, 1),
+                              codec::encode_configuration(Cfg(2, {"0", "1", "2"}, {"3"})));
     CHECK(leader.replication_targets() == Set({1, 2, 3}));
     CHECK(MSent<Append>(a, M3).size() == 1);
     a = leader.timer_fired(MT0, LogTimer::Heartbeat);
@@ -321,7 +327,7 @@ TEST_CASE("membership R8: a removed member that never acknowledges is a target f
     auto leader = MakeM(M0);
     MActive(leader, 2);
     // Remove voter n2 (C2 = voters {0, 1}, learner 3), committed by self + n1.
-    leader.propose_config(MT0, ML(2, 1), encode_configuration(Cfg(2, {"0", "1"}, {"3"})));
+    leader.propose_config(MT0, ML(2, 1), codec::encode_configuration(Cfg(2, {"0", "1"}, {"3"})));
     leader.persisted(MT0, ML(2, 1));
     auto a = leader.receive(MT0, MMsg(M1, 2, AppendAck{true, {}, ML(2, 1), {}}));
     REQUIRE(MAll<NotifyMembership>(a).size() == 1);
@@ -374,7 +380,7 @@ TEST_CASE("membership: a snapshot carries the configuration") {
 TEST_CASE("membership: a malformed configuration entry from the network is dropped and counted") {
     auto f = MakeM(M1);
     for (const std::string& value :
-         {std::string("not json"), encode_configuration(Cfg(2, {"0", "1", "9"}))}) {
+         {std::string("not json"), codec::encode_configuration(Cfg(2, {"0", "1", "9"}))}) {
         const auto before = f.counters().protocol_violation_alarms;
         const auto a = f.receive(
             MT0,
@@ -411,7 +417,7 @@ TEST_CASE("membership §8: configurations carry the node table; it grows when on
     MActive(leader, 2);
     Configuration add = Cfg(2, {"0", "1", "2"}, {"3"});
     add.table = {"0", "1", "2", "3"};
-    auto a = leader.propose_config(MT0, ML(2, 1), encode_configuration(add));
+    auto a = leader.propose_config(MT0, ML(2, 1), codec::encode_configuration(add));
     REQUIRE(MAll<PersistEntries>(a).size() == 1);
     // Node 3 is not in this node's table until the configuration commits: not a target yet.
     CHECK(leader.replication_targets() == Set({1, 2}));
@@ -455,7 +461,7 @@ TEST_CASE("membership §8: configurations carry the node table; it grows when on
 TEST_CASE("membership R8: a removed node is replicated to until it knows its removal committed") {
     auto leader = MakeM(M0);  // C1: voters {0, 1, 2}, learner 3
     MActive(leader, 2);
-    leader.propose_config(MT0, ML(2, 1), encode_configuration(Cfg(2, {"0", "1", "2"})));
+    leader.propose_config(MT0, ML(2, 1), codec::encode_configuration(Cfg(2, {"0", "1", "2"})));
     leader.persisted(MT0, ML(2, 1));
     leader.receive(MT0, MMsg(M1, 2, AppendAck{true, {}, ML(2, 1), {}}));
     REQUIRE(leader.active_config().version == 2);

@@ -98,9 +98,9 @@ LogMessage From(NodeId from, std::uint64_t term, LogMessageBody body) {
     return LogMessage{from, Term{term}, std::move(body)};
 }
 
-LeadershipSnapshot Leading(NodeId n, std::uint64_t term) {
-    return LeadershipSnapshot{Role::Leader,        Term{term}, n,           term,
-                              Reason::ElectionWon, Millis{0},  std::nullopt};
+elector::LeadershipSnapshot Leading(NodeId n, std::uint64_t term) {
+    return elector::LeadershipSnapshot{elector::Role::Leader,        Term{term}, n,           term,
+                                       elector::Reason::ElectionWon, Millis{0},  std::nullopt};
 }
 
 }  // namespace

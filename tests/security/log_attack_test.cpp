@@ -173,7 +173,7 @@ struct AttackedCluster {
 
 void SendLog(conclave::net::Mesh& from, std::size_t to,
              const conclave::replication::LogMessage& m) {
-    const auto bytes = conclave::encode_log_cbor(m);
+    const auto bytes = conclave::codec::encode_log_cbor(m);
     CHECK(from.send(NodeId{static_cast<std::uint16_t>(to)}, conclave::net::Channel::Replication,
                     bytes));
 }

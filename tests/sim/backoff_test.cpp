@@ -16,9 +16,9 @@ using namespace conclave::sim;
 
 namespace {
 
-Config ranked_fast(std::size_t nodes) {
-    Config c = Config::fast(nodes, NodeId{0});
-    c.backoff = Backoff::Ranked;
+elector::Config ranked_fast(std::size_t nodes) {
+    elector::Config c = elector::Config::fast(nodes, NodeId{0});
+    c.backoff = elector::Backoff::Ranked;
     return c;
 }
 
@@ -77,7 +77,8 @@ TEST_CASE(
             // The node every survivor ranks first once the leader is gone.
             NodeId first{};
             for (std::uint16_t i = 0; i < kNodes; ++i) {
-                if (NodeId{i} != *leader && candidacy_rank(kNodes, NodeId{i}, term, leader) == 0) {
+                if (NodeId{i} != *leader &&
+                    elector::candidacy_rank(kNodes, NodeId{i}, term, leader) == 0) {
                     first = NodeId{i};
                 }
             }
@@ -144,7 +145,7 @@ TEST_CASE("ranked: random schedules with every fault stay safe and live; split v
             RunOptions o;
             o.seed = seed;
             o.nodes = nodes;
-            o.backoff = Backoff::Ranked;
+            o.backoff = elector::Backoff::Ranked;
             const RunResult r = run_seed(o);
             if (r.violation) {
                 FAIL("seed " << seed << ": " << to_string(r.violation->kind) << ": "
@@ -167,11 +168,11 @@ TEST_CASE("cold start: ranked nodes started together elect in the first term, un
     std::uint64_t uniform_contested = 0;
     for (std::size_t nodes : {3U, 5U, 7U}) {
         for (std::uint64_t seed = 1; seed <= 10; ++seed) {
-            for (Backoff backoff : {Backoff::Ranked, Backoff::Uniform}) {
+            for (elector::Backoff backoff : {elector::Backoff::Ranked, elector::Backoff::Uniform}) {
                 SimOptions o;
                 o.nodes = nodes;
                 o.seed = seed;
-                o.elector = Config::fast(nodes, NodeId{0});
+                o.elector = elector::Config::fast(nodes, NodeId{0});
                 o.elector.backoff = backoff;
                 Simulator sim(o);
                 LeadershipTracker tracker(nodes);
@@ -181,7 +182,7 @@ TEST_CASE("cold start: ranked nodes started together elect in the first term, un
                 sim.start_all();
                 REQUIRE(await_agreement(sim, liveness_bound(o.elector, 15)));
                 tracker.finish(sim.now());
-                if (backoff == Backoff::Ranked) {
+                if (backoff == elector::Backoff::Ranked) {
                     CAPTURE(nodes, seed);
                     CHECK(tracker.summary().highest_term == Term{1});
                     CHECK(tracker.summary().contested_terms == 0);
@@ -209,7 +210,7 @@ TEST_CASE("ranked: the slot follows the measured round trip; slow links give a b
     for (std::uint16_t i = 0; i < 3; ++i) {
         const auto rtt = sim.round_trip(i);
         REQUIRE(rtt);
-        CHECK(sim.rank_slot(NodeId{i}) == adaptive_rank_slot(o.elector, *rtt));
+        CHECK(sim.rank_slot(NodeId{i}) == elector::adaptive_rank_slot(o.elector, *rtt));
         CHECK(*sim.rank_slot(NodeId{i}) < Millis{200});
     }
     // Slow every link of node 2 by 60 ms each way: its round trips exceed 125 ms (x4 > 500), so

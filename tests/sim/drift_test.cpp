@@ -15,8 +15,8 @@ namespace {
 
 std::optional<NodeId> leader_of(const Simulator& sim) {
     for (std::uint16_t i = 0; i < sim.size(); ++i) {
-        const ElectorState* s = sim.state(NodeId{i});
-        if (s != nullptr && s->role == Role::Leader) {
+        const elector::ElectorState* s = sim.state(NodeId{i});
+        if (s != nullptr && s->role == elector::Role::Leader) {
             return NodeId{i};
         }
     }
@@ -30,13 +30,14 @@ std::optional<NodeId> leader_of(const Simulator& sim) {
 /// fastest node goes silent without closing. The fastest node's promise ends on its own clock,
 /// the third node is elected with its support, and the old leader must have given its lease up
 /// by then on its own clock. Returns the run's violation.
-std::optional<Violation> silent_leader(std::uint64_t seed, ClockDrift drift, PlantedBug bug) {
+std::optional<Violation> silent_leader(std::uint64_t seed, ClockDrift drift,
+                                       elector::PlantedBug bug) {
     RunOptions ro;
     ro.seed = seed;
     ro.drift = drift;
     SimOptions o;
     o.seed = seed;
-    o.elector = Config::defaults(3, NodeId{0});
+    o.elector = elector::Config::defaults(3, NodeId{0});
     o.elector.planted_bug = bug;
     o.clock_drift_ppm = draw_clock_drift(ro);
     std::vector<std::int32_t> rates = o.clock_drift_ppm;
@@ -64,7 +65,7 @@ std::optional<Violation> silent_leader(std::uint64_t seed, ClockDrift drift, Pla
 
 /// How many of seeds 1..seeds violate LeaseExclusive in silent_leader (any other violation
 /// fails the test).
-int lease_violations(std::uint64_t seeds, ClockDrift drift, PlantedBug bug,
+int lease_violations(std::uint64_t seeds, ClockDrift drift, elector::PlantedBug bug,
                      std::string* first = nullptr) {
     int found = 0;
     for (std::uint64_t seed = 1; seed <= seeds; ++seed) {
@@ -119,20 +120,23 @@ TEST_CASE("drift is drawn per node per seed within rho, and beyond it on two nod
 }
 
 TEST_CASE("the leader lease holds against a silent leader with every clock within rho", "[drift]") {
-    CHECK(lease_violations(kScenarioSeeds, ClockDrift::Within, PlantedBug::None) == 0);
+    CHECK(lease_violations(kScenarioSeeds, ClockDrift::Within, elector::PlantedBug::None) == 0);
 }
 
 TEST_CASE("a lease that ignores the drift is caught once clocks drift within rho",
           "[drift][planted]") {
     // Without drift the planted bug's longer lease still ends before any promise does.
-    CHECK(lease_violations(kScenarioSeeds, ClockDrift::None, PlantedBug::LeaseIgnoresDrift) == 0);
-    CHECK(lease_violations(kScenarioSeeds, ClockDrift::Within, PlantedBug::LeaseIgnoresDrift) > 0);
+    CHECK(lease_violations(kScenarioSeeds, ClockDrift::None,
+                           elector::PlantedBug::LeaseIgnoresDrift) == 0);
+    CHECK(lease_violations(kScenarioSeeds, ClockDrift::Within,
+                           elector::PlantedBug::LeaseIgnoresDrift) > 0);
 }
 
 TEST_CASE("clocks drifting beyond rho break the lease, and the report says so",
           "[drift][planted]") {
     std::string first;
-    CHECK(lease_violations(kScenarioSeeds, ClockDrift::Beyond, PlantedBug::None, &first) > 0);
+    CHECK(lease_violations(kScenarioSeeds, ClockDrift::Beyond, elector::PlantedBug::None, &first) >
+          0);
     CHECK(first.find("BEYOND the stated bound rho = 50 permille") != std::string::npos);
 }
 

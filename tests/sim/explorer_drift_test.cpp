@@ -33,22 +33,22 @@ struct DriftEnv {
     DriftWorld* world = nullptr;
     std::size_t node = 0;
     static constexpr bool kPlantedBugs = false;
-    std::array<std::optional<runtime::TimerGeneration>, kTimerCount> armed{};
+    std::array<std::optional<runtime::TimerGeneration>, elector::kTimerCount> armed{};
     // The node's clock, advanced by a timer's delay when it fires, as explorer.cpp does (the
     // leader lease compares times).
-    std::array<Millis, kTimerCount> delay{};
+    std::array<Millis, elector::kTimerCount> delay{};
     Millis clock{0};
     Millis now() const { return clock; }
-    void send(std::span<const NodeId> to, const Message& m);
-    void arm(TimerId t, Millis d, runtime::TimerGeneration g) {
+    void send(std::span<const NodeId> to, const elector::Message& m);
+    void arm(elector::TimerId t, Millis d, runtime::TimerGeneration g) {
         armed[static_cast<std::size_t>(t)] = g;
         delay[static_cast<std::size_t>(t)] = d;
     }
-    void cancel(TimerId t) { armed[static_cast<std::size_t>(t)].reset(); }
-    bool persist(const DurableState& s);
-    void notify(const LeadershipSnapshot&) {}
-    void alarm(const RaiseAlarm&) {}
-    void failed(const DurableState&) {}
+    void cancel(elector::TimerId t) { armed[static_cast<std::size_t>(t)].reset(); }
+    bool persist(const elector::DurableState& s);
+    void notify(const elector::LeadershipSnapshot&) {}
+    void alarm(const elector::RaiseAlarm&) {}
+    void failed(const elector::DurableState&) {}
 };
 
 using DriftRuntime = runtime::ElectorRuntime<DriftEnv>;
@@ -61,8 +61,8 @@ struct DriftNode {
 struct DriftWorld {
     ExploreOptions options;
     std::vector<DriftNode> nodes;
-    std::vector<DurableState> durable;
-    std::vector<std::pair<NodeId, Message>> in_flight;
+    std::vector<elector::DurableState> durable;
+    std::vector<std::pair<NodeId, elector::Message>> in_flight;
     bool canary_drop_last_recipient = false;  // a planted fan-out bug in the replay's environment
 
     explicit DriftWorld(const ExploreOptions& o) : options(o), nodes(o.nodes), durable(o.nodes) {
@@ -73,7 +73,7 @@ struct DriftWorld {
     }
     bool alive(std::size_t i) const { return nodes[i].rt != nullptr; }
     void create(std::size_t i) {
-        Config c = explorer_config(options);
+        elector::Config c = explorer_config(options);
         c.self = NodeId{static_cast<std::uint16_t>(i)};
         nodes[i].env.armed = {};
         nodes[i].rt = std::make_unique<DriftRuntime>(nodes[i].env, c, durable[i],
@@ -138,12 +138,12 @@ struct DriftWorld {
             case WalkStep::Kind::Drop:
             case WalkStep::Kind::Duplicate: {
                 auto it = std::find(in_flight.begin(), in_flight.end(),
-                                    std::pair<NodeId, Message>{step.node, *step.message});
+                                    std::pair<NodeId, elector::Message>{step.node, *step.message});
                 if (it == in_flight.end()) {
                     return "the explorer's message to n" + std::to_string(n) + " (" +
                            to_string(*step.message) + ") is not in flight in the runtime's world";
                 }
-                const Message m = it->second;
+                const elector::Message m = it->second;
                 if (step.kind == WalkStep::Kind::Duplicate) {
                     in_flight.emplace_back(step.node, m);
                     return {};
@@ -171,7 +171,7 @@ struct DriftWorld {
                 return who + ": the durable states differ";
             }
         }
-        auto key = [](const std::pair<NodeId, Message>& f) {
+        auto key = [](const std::pair<NodeId, elector::Message>& f) {
             const PackedMessage p = pack(f.first, f.second);
             return std::pair{p.head, p.body};
         };
@@ -189,7 +189,7 @@ struct DriftWorld {
     }
 };
 
-void DriftEnv::send(std::span<const NodeId> to, const Message& m) {
+void DriftEnv::send(std::span<const NodeId> to, const elector::Message& m) {
     for (const NodeId peer : to) {
         if (world->canary_drop_last_recipient && to.size() > 1 && peer == to.back()) {
             continue;
@@ -200,7 +200,7 @@ void DriftEnv::send(std::span<const NodeId> to, const Message& m) {
     }
 }
 
-bool DriftEnv::persist(const DurableState& s) {
+bool DriftEnv::persist(const elector::DurableState& s) {
     world->durable[node] = s;
     return true;
 }

@@ -131,40 +131,40 @@ struct Fuzzer {
         return out;
     }
 
-    Message ElectorMessage(NodeId to) {
-        Message m;
+    elector::Message ElectorMessage(NodeId to) {
+        elector::Message m;
         m.from = From();
         m.term = AnyTerm(to);
         switch (rng.below(8)) {
             case 0:
-                m.body = ScoutingRequest{rng.below(4) == 0 ? rng.next() : rng.below(20)};
+                m.body = elector::ScoutingRequest{rng.below(4) == 0 ? rng.next() : rng.below(20)};
                 break;
             case 1:
-                m.body = ScoutingResponse{rng.below(20), rng.below(2) == 0};
+                m.body = elector::ScoutingResponse{rng.below(20), rng.below(2) == 0};
                 break;
             case 2:
-                m.body = ElectionProposal{rng.below(2) == 0};
+                m.body = elector::ElectionProposal{rng.below(2) == 0};
                 break;
             case 3: {
-                const auto refusal = static_cast<Refusal>(rng.below(5));
-                m.body = ElectionResponse{rng.below(2) == 0, refusal, AnyTerm(to)};
+                const auto refusal = static_cast<elector::Refusal>(rng.below(5));
+                m.body = elector::ElectionResponse{rng.below(2) == 0, refusal, AnyTerm(to)};
                 break;
             }
             case 4:
-                m.body = LeaderHeartbeat{AnyLsn(to, m.term)};
+                m.body = elector::LeaderHeartbeat{AnyLsn(to, m.term)};
                 break;
             case 5:
-                m.body = HeartbeatAck{};
+                m.body = elector::HeartbeatAck{};
                 break;
             case 6:
-                m.body = HeartbeatResponse{};
+                m.body = elector::HeartbeatResponse{};
                 break;
             default: {
                 std::optional<NodeId> successor;
                 if (rng.below(2) == 0) {
                     successor = NodeId{static_cast<std::uint16_t>(rng.below(kMaxClusterSize))};
                 }
-                m.body = LeadershipCession{successor};
+                m.body = elector::LeadershipCession{successor};
                 break;
             }
         }
@@ -264,10 +264,10 @@ struct Fuzzer {
         const NodeId to{static_cast<std::uint16_t>(rng.below(sim.size()))};
         const bool raw = rng.below(8) == 0;
         if (rng.below(2) == 0) {
-            Message m = ElectorMessage(to);
+            elector::Message m = ElectorMessage(to);
             try {
-                m = decode_cbor(encode_cbor(m));
-            } catch (const DecodeError&) {
+                m = codec::decode_cbor(codec::encode_cbor(m));
+            } catch (const codec::DecodeError&) {
                 ++codec_rejected;
                 if (!raw) {
                     return;
@@ -280,14 +280,14 @@ struct Fuzzer {
             LogMessage m = LogMsg(to);
             const bool chunk = std::holds_alternative<InstallSnapshot>(m.body);
             try {
-                std::vector<std::uint8_t> bytes = encode_log_cbor(m);
+                std::vector<std::uint8_t> bytes = codec::encode_log_cbor(m);
                 if (chunk && !bytes.empty() && rng.below(4) == 0) {
                     // A damaged frame (what a bad checksum would catch): one byte flipped.
                     bytes[static_cast<std::size_t>(rng.below(bytes.size()))] ^=
                         static_cast<std::uint8_t>(1U << rng.below(8));
                 }
-                m = decode_log_cbor(bytes);
-            } catch (const DecodeError&) {
+                m = codec::decode_log_cbor(bytes);
+            } catch (const codec::DecodeError&) {
                 ++codec_rejected;
                 if (!raw) {
                     return;
@@ -343,8 +343,8 @@ Outcome Run(std::uint64_t seed, bool members) {
         }
         fuzz.InjectOne();
         for (std::size_t n = 0; n < sim.size(); ++n) {
-            const ElectorState* s = sim.state(NodeId{static_cast<std::uint16_t>(n)});
-            out.had_leader = out.had_leader || (s && s->role == Role::Leader);
+            const elector::ElectorState* s = sim.state(NodeId{static_cast<std::uint16_t>(n)});
+            out.had_leader = out.had_leader || (s && s->role == elector::Role::Leader);
         }
     }
     if (members) {
@@ -392,12 +392,13 @@ TEST_CASE("History records votes, leaders and LSNs at terms near 2^63 without al
           "[history]") {
     const Term high{kTermLimit - 2};
     History h(3);
-    ElectorState follower;
-    follower.role = Role::Follower;
+    elector::ElectorState follower;
+    follower.role = elector::Role::Follower;
     follower.term = high;
     auto vote = [&](NodeId voter, NodeId candidate) {
-        return h.after_step(voter, StepAction::HandleElectionProposal, follower,
-                            Actions{PersistState{DurableState{high, candidate}}});
+        return h.after_step(
+            voter, StepAction::HandleElectionProposal, follower,
+            elector::Actions{elector::PersistState{elector::DurableState{high, candidate}}});
     };
     CHECK_FALSE(vote(NodeId{0}, NodeId{0}).has_value());
     // A second, different vote in the same huge term is still a double vote.
@@ -405,8 +406,8 @@ TEST_CASE("History records votes, leaders and LSNs at terms near 2^63 without al
     REQUIRE(double_vote.has_value());
     CHECK(double_vote->kind == ViolationKind::DoubleVote);
 
-    ElectorState leader;
-    leader.role = Role::Leader;
+    elector::ElectorState leader;
+    leader.role = elector::Role::Leader;
     leader.term = high;
     // One vote of three: leading that term is a leader without quorum.
     const auto no_quorum = h.after_step(NodeId{0}, StepAction::ElectionResultFired, leader, {});

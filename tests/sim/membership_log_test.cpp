@@ -102,9 +102,9 @@ TEST_CASE("membership through the log: a node outside every table is not reached
     so.nodes = 4;
     so.initial_table = 3;
     so.seed = 3;
-    so.elector = Config::fast(4, NodeId{0});
+    so.elector = elector::Config::fast(4, NodeId{0});
     so.log = true;
-    so.log_options.config.decode_configuration = &decode_configuration;
+    so.log_options.config.decode_configuration = &codec::decode_configuration;
     Simulator sim(so);
     sim.start_all();
     REQUIRE(sim.run_until(Millis{1000}));
@@ -190,7 +190,7 @@ TEST_CASE("membership through the log: without the version fence, a check fails"
     std::uint64_t first = 0;
     for (std::uint64_t seed = kPlantedFirstSeed; seed < kPlantedFirstSeed + kLogSeeds; ++seed) {
         MembershipRunOptions o = log_membership_options(seed);
-        o.planted_bug = PlantedBug::IgnoreConfigVersion;
+        o.planted_bug = elector::PlantedBug::IgnoreConfigVersion;
         const MembershipRunResult r = run_log_membership_seed(o);
         if (r.violation) {
             found += 1;
@@ -278,7 +278,7 @@ std::string config_json(std::uint64_t version, std::initializer_list<int> voters
     for (int v : voters) {
         c.voters.push_back(replication::Member{std::to_string(v), "p", "h"});
     }
-    return encode_configuration(c);
+    return codec::encode_configuration(c);
 }
 
 // 3 nodes with the log and membership on; returns the ACTIVE leader once C0 committed.
@@ -302,9 +302,9 @@ SimOptions membership_log_sim() {
     SimOptions so;
     so.nodes = 3;
     so.seed = 11;
-    so.elector = Config::fast(3, NodeId{0});
+    so.elector = elector::Config::fast(3, NodeId{0});
     so.log = true;
-    so.log_options.config.decode_configuration = &decode_configuration;
+    so.log_options.config.decode_configuration = &codec::decode_configuration;
     return so;
 }
 

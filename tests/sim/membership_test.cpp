@@ -55,7 +55,7 @@ TEST_CASE("membership: without the version fence, a term gets two leaders", "[.]
     for (std::uint64_t seed = 1; seed <= kSeeds; ++seed) {
         MembershipRunOptions o;
         o.seed = seed;
-        o.planted_bug = PlantedBug::IgnoreConfigVersion;
+        o.planted_bug = elector::PlantedBug::IgnoreConfigVersion;
         const MembershipRunResult r = run_membership_seed(o);
         if (r.violation) {
             // Two leaders in one term, or (caught first when the older one still holds its
@@ -75,7 +75,7 @@ TEST_CASE("Simulator::set_voters goes through the runtime and survives a restart
     SimOptions so;
     so.nodes = 3;
     so.seed = 3;
-    so.elector = Config::fast(3, NodeId{0});
+    so.elector = elector::Config::fast(3, NodeId{0});
     Simulator sim(so);
     sim.start_all();
     NodeSet voters;
@@ -92,8 +92,8 @@ TEST_CASE("Simulator::set_voters goes through the runtime and survives a restart
     CHECK(sim.state(learner)->config_version == 2);
     REQUIRE(sim.run_until(Millis{3000}));
     // The others elect a leader among themselves; the learner follows it and never stood.
-    const ElectorState& s = *sim.state(learner);
-    CHECK(s.role == Role::Follower);
+    const elector::ElectorState& s = *sim.state(learner);
+    CHECK(s.role == elector::Role::Follower);
     CHECK(s.leader.has_value());
     CHECK(s.voted_for != learner);
 }

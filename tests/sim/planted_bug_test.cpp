@@ -29,7 +29,7 @@ std::optional<Violation> first_violation(RunOptions o, std::uint64_t max_seeds) 
 
 TEST_CASE("simulator catches a core that votes twice in a term", "[planted]") {
     RunOptions o;
-    o.planted_bug = PlantedBug::DoubleVote;
+    o.planted_bug = elector::PlantedBug::DoubleVote;
     const auto v = first_violation(o, 500);
     REQUIRE(v);
     CHECK(v->kind == ViolationKind::DoubleVote);
@@ -37,7 +37,7 @@ TEST_CASE("simulator catches a core that votes twice in a term", "[planted]") {
 
 TEST_CASE("simulator catches a leader that keeps a promise after its link went down", "[planted]") {
     RunOptions o;
-    o.planted_bug = PlantedBug::LeaseKeptOnPeerDown;
+    o.planted_bug = elector::PlantedBug::LeaseKeptOnPeerDown;
     const auto v = first_violation(o, 5000);  // 10 of seeds 1-5000 with the default faults
     REQUIRE(v);
     CHECK(v->kind == ViolationKind::LeaseExclusive);
@@ -46,7 +46,7 @@ TEST_CASE("simulator catches a leader that keeps a promise after its link went d
 TEST_CASE("simulator's lease check catches followers that support inside their promise",
           "[planted]") {
     RunOptions o;
-    o.planted_bug = PlantedBug::SkipStickyLeader;
+    o.planted_bug = elector::PlantedBug::SkipStickyLeader;
     const auto v = first_violation(o, 50);
     REQUIRE(v);
     CHECK(v->kind == ViolationKind::LeaseExclusive);
@@ -54,7 +54,7 @@ TEST_CASE("simulator's lease check catches followers that support inside their p
 
 TEST_CASE("simulator catches a core that counts a minority as a quorum", "[planted]") {
     RunOptions o;
-    o.planted_bug = PlantedBug::MinorityQuorum;
+    o.planted_bug = elector::PlantedBug::MinorityQuorum;
     const auto v = first_violation(o, 50);
     REQUIRE(v);
     CHECK(v->kind == ViolationKind::LeaderWithoutQuorum);
@@ -82,14 +82,14 @@ TEST_CASE("simulator catches a driver that loses durable state on restart", "[pl
 TEST_CASE("explorer catches the safety-breaking planted bugs", "[planted]") {
     ExploreOptions o;
     SECTION("double vote") {
-        o.planted_bug = PlantedBug::DoubleVote;
+        o.planted_bug = elector::PlantedBug::DoubleVote;
         const ExploreResult r = explore(o);
         REQUIRE(r.violation);
         CHECK(r.violation->kind == ViolationKind::DoubleVote);
         CHECK_FALSE(r.counterexample.empty());
     }
     SECTION("minority quorum") {
-        o.planted_bug = PlantedBug::MinorityQuorum;
+        o.planted_bug = elector::PlantedBug::MinorityQuorum;
         const ExploreResult r = explore(o);
         REQUIRE(r.violation);
         CHECK(r.violation->kind == ViolationKind::LeaderWithoutQuorum);
@@ -120,7 +120,7 @@ TEST_CASE("a core that skips the sticky-leader rule breaks the leader lease", "[
     REQUIRE_FALSE(good.violation);
     REQUIRE(good.a);
     CHECK(good.summary.needless_leader_changes == 0);
-    o.planted_bug = PlantedBug::SkipStickyLeader;
+    o.planted_bug = elector::PlantedBug::SkipStickyLeader;
     const ScenarioResult bad = run_scenario(o);
     // One leader per term still holds; the leader lease does not (the sticky-leader rule is the
     // followers' promise): the bounce is caught as two valid leases at once.
@@ -168,7 +168,7 @@ TEST_CASE("planted bugs are still caught with transfers and open-connection blac
     std::string error;
     o.faults = *FaultMix::parse("transfer,blackhole", &error);
     o.episodes = 8;
-    o.planted_bug = PlantedBug::DoubleVote;
+    o.planted_bug = elector::PlantedBug::DoubleVote;
     const auto v = first_violation(o, 500);
     REQUIRE(v);
     CHECK(v->kind == ViolationKind::DoubleVote);

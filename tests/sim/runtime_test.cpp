@@ -20,25 +20,25 @@ namespace {
 struct ScriptEnv {
     static constexpr bool kPlantedBugs = true;
     std::vector<std::string> log;
-    std::vector<std::pair<TimerId, runtime::TimerGeneration>> armed;
+    std::vector<std::pair<elector::TimerId, runtime::TimerGeneration>> armed;
     bool fail_persist = false;
     int failed_calls = 0;
     Millis now() const { return Millis{0}; }
-    void send(std::span<const NodeId> to, const Message& m) {
+    void send(std::span<const NodeId> to, const elector::Message& m) {
         for (NodeId n : to) {
-            log.push_back("send " + std::string(message_name(m.body)) + " to " +
+            log.push_back("send " + std::string(elector::message_name(m.body)) + " to " +
                           std::to_string(n.value));
         }
     }
-    void arm(TimerId t, Millis, runtime::TimerGeneration g) { armed.emplace_back(t, g); }
-    void cancel(TimerId) {}
-    bool persist(const DurableState& s) {
+    void arm(elector::TimerId t, Millis, runtime::TimerGeneration g) { armed.emplace_back(t, g); }
+    void cancel(elector::TimerId) {}
+    bool persist(const elector::DurableState& s) {
         log.push_back("persist " + std::to_string(s.term.value));
         return !fail_persist;
     }
-    void notify(const LeadershipSnapshot&) {}
-    void alarm(const RaiseAlarm&) {}
-    void failed(const DurableState&) { ++failed_calls; }
+    void notify(const elector::LeadershipSnapshot&) {}
+    void alarm(const elector::RaiseAlarm&) {}
+    void failed(const elector::DurableState&) { ++failed_calls; }
 };
 
 /// As the simulator's environment: leaves the planted SendBeforePersist to its own check.
@@ -53,8 +53,8 @@ struct CheckFailed : std::runtime_error {
     throw CheckFailed(what);
 }
 
-Message proposal(Term term) {
-    return Message{NodeId{1}, term, ElectionProposal{}};
+elector::Message proposal(Term term) {
+    return elector::Message{NodeId{1}, term, elector::ElectionProposal{}};
 }
 
 }  // namespace
@@ -63,8 +63,8 @@ TEST_CASE("runtime: persist before send, fan-out, stale timers, stop after a fai
           "[runtime]") {
     ScriptEnv env;
     OwnCheckEnv own;
-    runtime::ElectorRuntime<ScriptEnv> rt(env, Config::fast(3, NodeId{0}), DurableState{},
-                                          [] { return std::uint64_t{7}; });
+    runtime::ElectorRuntime<ScriptEnv> rt(env, elector::Config::fast(3, NodeId{0}),
+                                          elector::DurableState{}, [] { return std::uint64_t{7}; });
     rt.start();
     REQUIRE_FALSE(env.armed.empty());
     const auto [timer, generation] = env.armed.back();
@@ -105,8 +105,8 @@ TEST_CASE("runtime: persist before send, fan-out, stale timers, stop after a fai
     }
     SECTION("planted SendBeforePersist reorders the batch (what the simulator must catch)") {
         runtime::ElectorRuntime<OwnCheckEnv> bad(
-            own, Config::fast(3, NodeId{0}), DurableState{}, [] { return std::uint64_t{7}; },
-            runtime::RuntimeBug::SendBeforePersist);
+            own, elector::Config::fast(3, NodeId{0}), elector::DurableState{},
+            [] { return std::uint64_t{7}; }, runtime::RuntimeBug::SendBeforePersist);
         bad.start();
         own.log.clear();
         bad.receive(proposal(Term{5}));
@@ -121,8 +121,8 @@ TEST_CASE("runtime: a vote or term sent before the persist that makes it durable
     const ScopedInvariantHandler handler(&ThrowCheck);
     ScriptEnv env;
     runtime::ElectorRuntime<ScriptEnv> bad(
-        env, Config::fast(3, NodeId{0}), DurableState{}, [] { return std::uint64_t{7}; },
-        runtime::RuntimeBug::SendBeforePersist);
+        env, elector::Config::fast(3, NodeId{0}), elector::DurableState{},
+        [] { return std::uint64_t{7}; }, runtime::RuntimeBug::SendBeforePersist);
     bad.start();
     env.log.clear();
     SECTION("a vote granted in a new term") {
@@ -131,7 +131,8 @@ TEST_CASE("runtime: a vote or term sent before the persist that makes it durable
         CHECK(env.log.empty());  // stopped before the send
     }
     SECTION("the same inputs pass in the shipped order") {
-        runtime::ElectorRuntime<ScriptEnv> good(env, Config::fast(3, NodeId{0}), DurableState{},
+        runtime::ElectorRuntime<ScriptEnv> good(env, elector::Config::fast(3, NodeId{0}),
+                                                elector::DurableState{},
                                                 [] { return std::uint64_t{7}; });
         good.start();
         env.log.clear();
@@ -173,7 +174,7 @@ TEST_CASE("simulator: a failed state write takes the node out of service, the cl
     REQUIRE(sim.run_until(Millis{3000}));
     std::optional<NodeId> leader;
     for (std::uint16_t i = 0; i < 3; ++i) {
-        if (sim.state(NodeId{i})->role == Role::Leader) {
+        if (sim.state(NodeId{i})->role == elector::Role::Leader) {
             leader = NodeId{i};
         }
     }
@@ -194,7 +195,7 @@ TEST_CASE("simulator: a failed state write takes the node out of service, the cl
     REQUIRE(sim.run_until(Millis{14000}));
     int leaders = 0;
     for (std::uint16_t i = 0; i < 3; ++i) {
-        leaders += sim.state(NodeId{i})->role == Role::Leader ? 1 : 0;
+        leaders += sim.state(NodeId{i})->role == elector::Role::Leader ? 1 : 0;
     }
     CHECK(leaders == 1);
 }

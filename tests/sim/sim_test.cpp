@@ -59,7 +59,7 @@ TEST_CASE("replay command names every switch of the run", "[replay]") {
     RunOptions o;
     o.seed = 17;
     o.scouting = false;
-    o.planted_bug = PlantedBug::DoubleVote;
+    o.planted_bug = elector::PlantedBug::DoubleVote;
     o.lose_durable_state = true;
     const std::string cmd = replay_command("conclave-sim", o);
     CHECK(cmd ==
@@ -213,8 +213,8 @@ TEST_CASE("mesh: cutting one link gives peer_down at both ends only; healing giv
 }
 
 TEST_CASE("liveness bound follows the documented formula", "[liveness]") {
-    Config c = Config::fast(3, NodeId{0});
-    c.backoff = Backoff::Uniform;  // the ranked bound has its own test (backoff_test.cpp)
+    elector::Config c = elector::Config::fast(3, NodeId{0});
+    c.backoff = elector::Backoff::Uniform;  // the ranked bound has its own test (backoff_test.cpp)
     // 300 initial + 2 * 300 inactivity + 50 check + 8 * (300 + 200 + 200 + 4 * 15)
     CHECK(liveness_bound(c, 15) == Millis{300 + 600 + 50 + 8 * 760});
 }

@@ -28,7 +28,8 @@ NodeId longest_follower(const Simulator& sim) {
     for (std::uint16_t i = 0; i < sim.size(); ++i) {
         const NodeId n{i};
         const auto* log = sim.log(n);
-        if (log != nullptr && sim.state(n)->role != Role::Leader && log->end_len() >= best_len) {
+        if (log != nullptr && sim.state(n)->role != elector::Role::Leader &&
+            log->end_len() >= best_len) {
             best = n;
             best_len = log->end_len();
         }
@@ -165,7 +166,7 @@ TEST_CASE("slow storage: acknowledgements wait for the fsync, the leader stays",
     REQUIRE(sim.run_until(Millis{2000}));
     std::optional<NodeId> leader;
     for (std::uint16_t i = 0; i < 3; ++i) {
-        if (sim.state(NodeId{i})->role == Role::Leader) {
+        if (sim.state(NodeId{i})->role == elector::Role::Leader) {
             leader = NodeId{i};
         }
     }
@@ -173,7 +174,7 @@ TEST_CASE("slow storage: acknowledgements wait for the fsync, the leader stays",
     const Term term = sim.state(*leader)->term;
     const std::size_t acked = sim.log_history().acked();
     sim.on_step = [&](const Simulator& s, const StepRecord& step) {
-        if (step.state->role == Role::Leader) {
+        if (step.state->role == elector::Role::Leader) {
             ++leader_steps;
             CHECK(step.node == *leader);
             CHECK(step.state->term == term);
@@ -184,7 +185,7 @@ TEST_CASE("slow storage: acknowledgements wait for the fsync, the leader stays",
     INFO(violation_text(sim));
     CHECK_FALSE(sim.violation());
     CHECK(leader_steps > 0);
-    CHECK(sim.state(*leader)->role == Role::Leader);
+    CHECK(sim.state(*leader)->role == elector::Role::Leader);
     CHECK(sim.state(*leader)->term == term);
     CHECK(sim.stats().slow_syncs > 20);
     CHECK(sim.log_history().acked() > acked + 20);

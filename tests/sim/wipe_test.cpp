@@ -28,7 +28,7 @@ std::string wipe_violation_text(const Simulator& sim) {
 /// A follower of the settled leader (any live non-leader).
 NodeId wipe_victim(const Simulator& sim) {
     for (std::uint16_t i = 0; i < sim.size(); ++i) {
-        if (sim.alive(NodeId{i}) && sim.state(NodeId{i})->role != Role::Leader) {
+        if (sim.alive(NodeId{i}) && sim.state(NodeId{i})->role != elector::Role::Leader) {
             return NodeId{i};
         }
     }
@@ -123,7 +123,7 @@ TEST_CASE("wipe: a new incarnation stays quarantined until a majority of the oth
     // tables are empty, so they admit each other: one of four others is not a majority.
     SimOptions so;
     so.nodes = 5;
-    so.elector = Config::fast(5, NodeId{0});
+    so.elector = elector::Config::fast(5, NodeId{0});
     Simulator sim(so);
     sim.start_all();
     REQUIRE(sim.run_until(Millis{3000}));

@@ -10,7 +10,7 @@ int main() {
         R"({"cluster": "c", "nodes": [{"id": "n1", "peer": "127.0.0.1:1", "http": "127.0.0.1:2"}],
             "data_dir": "/nonexistent/{id}"})",
         "n1");
-    conclave::FencingGate gate;
+    conclave::elector::FencingGate gate;
     const bool ok = std::holds_alternative<conclave::node::ClusterConfig>(parsed) && gate.admit(1);
     std::cout << (ok ? "consumer ok" : "consumer failed") << "\n";
     return ok ? 0 : 1;

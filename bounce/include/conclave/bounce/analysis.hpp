@@ -14,6 +14,9 @@
 //   leaderships.
 // - Safety: no term may have two leaders, counting both leader claims and followers' "leader"
 //   field for their term.
+// - Leaderless while a quorum runs: the part of the leaderless time during which at least a
+//   majority of the nodes were running (not killed, stopped, paused or removed): time in which the
+//   cluster could have had a leader and had none.
 #pragma once
 
 #include <cstdint>
@@ -47,6 +50,14 @@ struct SafetyViolation {
     std::int64_t first_seen_ms = 0;  // when the second one was first seen
 };
 
+/// Leaderless time while a quorum of the nodes ran, from the first leader on.
+struct QuorumLeaderless {
+    std::int64_t total_ms = 0;
+    std::size_t gaps = 0;  // stretches, each both leaderless and with a quorum running
+    std::int64_t longest_ms = 0;
+    std::int64_t longest_from_ms = 0;
+};
+
 struct Summary {
     std::int64_t duration_ms = 0;
     std::size_t leader_changes = 0;
@@ -59,6 +70,9 @@ struct Summary {
     std::optional<NodeIndex> final_leader;  // effective leader at the end of the run
     std::vector<LeaderChange> changes;
     std::vector<LeaderEpoch> epochs;
+    std::size_t kills = 0;         // SIGKILLs the run sent
+    std::size_t leader_kills = 0;  // of them, to the effective leader of that instant
+    QuorumLeaderless quorum_leaderless;
 
     bool safe() const { return violations.empty(); }
     std::optional<std::int64_t> failover_min_ms() const;
@@ -69,6 +83,12 @@ struct Summary {
 /// `observations` and `faults` sorted by time; `end_ms` is the end of the run.
 Summary analyze(std::size_t node_count, const std::vector<Observation>& observations,
                 const std::vector<FaultEvent>& faults, std::int64_t end_ms);
+
+/// The leaderless epochs (after the first one with a leader) intersected with the stretches in
+/// which at least node_count / 2 + 1 nodes were running by `faults` (sorted by time).
+QuorumLeaderless leaderless_while_quorum_runs(std::size_t node_count,
+                                              const std::vector<LeaderEpoch>& epochs,
+                                              const std::vector<FaultEvent>& faults);
 
 /// Tracks the latest answer of each node and the effective leader (used live and by analyze()).
 struct LeaderTracker {

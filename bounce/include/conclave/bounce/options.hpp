@@ -18,7 +18,8 @@ enum class Scenario : std::uint8_t {
     RollingRestart,
     Chaos,
     DiskFull,
-    RollingReplace
+    RollingReplace,
+    CrashChaos
 };
 
 std::string_view to_string(Scenario s);
@@ -32,7 +33,7 @@ struct Options {
     bool scouting = true;
     bool compare = false;  // run with scouting on and off
     std::string profile = "fast";
-    std::optional<double> duration_s;  // fault hold time (chaos: total chaos time)
+    std::optional<double> duration_s;  // fault hold time (chaos, crash-chaos: total time)
     std::uint64_t seed = 1;
     std::optional<std::filesystem::path> html_path;
     std::optional<std::filesystem::path> svg_path;

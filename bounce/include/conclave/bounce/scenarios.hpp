@@ -54,6 +54,7 @@ struct Replacement {
 struct RunResult {
     Scenario scenario = Scenario::PingPong;
     bool scouting = true;
+    std::uint64_t seed = 0;  // --seed (chaos, crash-chaos and the proxy's jitter)
     std::size_t node_count = 0;
     std::int64_t end_ms = 0;
     Summary summary;

@@ -18,7 +18,23 @@
 #include "conclave/elector/elector.hpp"
 #include "conclave/elector/messages.hpp"
 
+// nlohmann's conversions find to_json through ADL, so each overload lives in the namespace of its
+// type: the core types' in `conclave`, the elector's in `conclave::elector`.
 namespace conclave {
+void to_json(nlohmann::json& j, NodeId n);
+void to_json(nlohmann::json& j, Term t);
+void to_json(nlohmann::json& j, const Lsn& l);
+void to_json(nlohmann::json& j, const NodeSet& s);
+}  // namespace conclave
+
+namespace conclave::elector {
+void to_json(nlohmann::json& j, const Message& m);
+void to_json(nlohmann::json& j, const ElectorState& s);
+void to_json(nlohmann::json& j, const LeadershipSnapshot& s);
+void to_json(nlohmann::json& j, const DurableState& s);
+}  // namespace conclave::elector
+
+namespace conclave::codec {
 
 /// Thrown for input that is not a valid encoding; what() names the field.
 class DecodeError : public std::runtime_error {
@@ -29,17 +45,8 @@ class DecodeError : public std::runtime_error {
 /// Version of the message encoding; carried in every encoded message as "v".
 inline constexpr std::uint64_t kMessageFormatVersion = 1;
 
-void to_json(nlohmann::json& j, NodeId n);
-void to_json(nlohmann::json& j, Term t);
-void to_json(nlohmann::json& j, const Lsn& l);
-void to_json(nlohmann::json& j, const NodeSet& s);
-void to_json(nlohmann::json& j, const Message& m);
-void to_json(nlohmann::json& j, const ElectorState& s);
-void to_json(nlohmann::json& j, const LeadershipSnapshot& s);
-void to_json(nlohmann::json& j, const DurableState& s);
-
 /// Message <-> JSON. `to` is included when given (traces record the destination).
-nlohmann::json message_to_json(const Message& m, std::optional<NodeId> to = std::nullopt);
+nlohmann::json message_to_json(const elector::Message& m, std::optional<NodeId> to = std::nullopt);
 /// Throws DecodeError. Does not check node ids against a cluster size; callers do. Refuses what
 /// the protocol cannot produce: any term (envelope, voter_term, LSN term) >= 2^63 (kTermLimit),
 /// and an ElectionResponse whose `granted` disagrees with its refusal (granted <=> None), a
@@ -47,11 +54,11 @@ nlohmann::json message_to_json(const Message& m, std::optional<NodeId> to = std:
 /// stale-config / not-a-voter or one with will_vote=true. `config_version` is written only when
 /// not 0 and read as 0 when absent (frames from before membership, or of the default
 /// configuration), so such frames and traces are unchanged.
-Message message_from_json(const nlohmann::json& j);
+elector::Message message_from_json(const nlohmann::json& j);
 
 /// Throws DecodeError for an LSN term >= 2^63.
 Lsn lsn_from_json(const nlohmann::json& j);
-DurableState durable_state_from_json(const nlohmann::json& j);
+elector::DurableState durable_state_from_json(const nlohmann::json& j);
 
 /// Deepest nesting of arrays/maps accepted in a CBOR message: messages are flat records, and the
 /// bound keeps a hostile frame from exhausting the stack of the recursive parser.
@@ -67,9 +74,9 @@ nlohmann::json cbor_document(std::span<const std::uint8_t> bytes, std::uint64_t 
                              std::string_view family);
 
 /// CBOR wire form of a message (a JSON object with "v" = kMessageFormatVersion).
-std::vector<std::uint8_t> encode_cbor(const Message& m);
+std::vector<std::uint8_t> encode_cbor(const elector::Message& m);
 /// Throws DecodeError on malformed CBOR, an unknown version or type, or a bad field.
-Message decode_cbor(std::span<const std::uint8_t> bytes);
+elector::Message decode_cbor(std::span<const std::uint8_t> bytes);
 
 /// Field helpers for decoders of other message families (replication/, net handshake): each throws
 /// DecodeError naming `field` when it is missing or of the wrong type.
@@ -80,4 +87,4 @@ bool get_bool(const nlohmann::json& j, const char* field);
 std::string get_string(const nlohmann::json& j, const char* field);
 const nlohmann::json& get_field(const nlohmann::json& j, const char* field);
 
-}  // namespace conclave
+}  // namespace conclave::codec

@@ -24,7 +24,7 @@
 #include "conclave/codec/json.hpp"
 #include "conclave/replication/messages.hpp"
 
-namespace conclave {
+namespace conclave::codec {
 
 /// Version of the log message encoding; carried as "v".
 inline constexpr std::uint64_t kLogMessageFormatVersion = 1;
@@ -45,4 +45,4 @@ std::vector<std::uint8_t> encode_log_cbor(const replication::LogMessage& m);
 /// Throws DecodeError on malformed CBOR, an unknown version or type, or a bad field.
 replication::LogMessage decode_log_cbor(std::span<const std::uint8_t> bytes);
 
-}  // namespace conclave
+}  // namespace conclave::codec

@@ -18,7 +18,7 @@
 
 #include "conclave/replication/membership.hpp"
 
-namespace conclave {
+namespace conclave::codec {
 
 /// Bounds checked by the decoder: members per list, bytes per id / address.
 inline constexpr std::size_t kMaxConfigMembers = 64;
@@ -31,4 +31,4 @@ std::string encode_configuration(const replication::Configuration& cfg);
 /// a non-empty array of at most kMaxConfigMembers non-empty ids.
 std::optional<replication::Configuration> decode_configuration(std::string_view value);
 
-}  // namespace conclave
+}  // namespace conclave::codec

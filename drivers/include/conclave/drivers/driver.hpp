@@ -43,7 +43,7 @@
 
 namespace conclave::drivers {
 
-inline constexpr std::size_t kMessageTypeCount = std::variant_size_v<MessageBody>;
+inline constexpr std::size_t kMessageTypeCount = std::variant_size_v<elector::MessageBody>;
 
 struct DriverOptions {
     /// Where elector-state.json lives; created if missing.
@@ -57,7 +57,7 @@ struct DriverOptions {
     bool log_leadership = true;
     /// Called before each write of the durable state; tests inject write failures here (ENOSPC,
     /// EIO, EROFS) by throwing StateFileError.
-    std::function<void(const std::filesystem::path&, const DurableState&)> store_state{};
+    std::function<void(const std::filesystem::path&, const elector::DurableState&)> store_state{};
     /// Written into every state file beside the term and vote (state_file.hpp). Its cluster and
     /// node are checked by the owner before the driver is built (identity.hpp).
     NodeIdentity identity{};
@@ -82,12 +82,12 @@ std::string_view message_type_name(std::size_t index);
 
 class ElectorDriver {
   public:
-    using LeadershipCallback = std::function<void(const LeadershipSnapshot&)>;
+    using LeadershipCallback = std::function<void(const elector::LeadershipSnapshot&)>;
 
     /// Loads the durable state from options.data_dir (missing file: new node). Throws
     /// StateFileError for a corrupt state file and std::invalid_argument for a config that does
     /// not validate or does not match the mesh (cluster size, self).
-    ElectorDriver(boost::asio::io_context& io, net::Mesh& mesh, Config config,
+    ElectorDriver(boost::asio::io_context& io, net::Mesh& mesh, elector::Config config,
                   DriverOptions options);
     ~ElectorDriver();
     ElectorDriver(const ElectorDriver&) = delete;
@@ -116,11 +116,11 @@ class ElectorDriver {
     /// grown first). Returns the reason when the elector refused.
     std::optional<std::string> grow_table(std::size_t cluster_size);
 
-    const Elector& elector() const { return runtime_.elector(); }
+    const elector::Elector& elector() const { return runtime_.elector(); }
     /// The last snapshot delivered to subscribers: what the application may act on. After a
     /// failed state write it is Stopped (the core's in-memory state may have moved further in
     /// the failed batch; none of that took effect).
-    const LeadershipSnapshot& snapshot() const { return snapshot_; }
+    const elector::LeadershipSnapshot& snapshot() const { return snapshot_; }
     const DriverCounters& counters() const { return counters_; }
     /// True after a state write failed: the node no longer takes part (restart it).
     bool failed() const { return runtime_.failed(); }
@@ -141,15 +141,15 @@ class ElectorDriver {
         ElectorDriver* driver = nullptr;
         static constexpr bool kPlantedBugs = false;  // planted bugs cannot be enabled here
         Millis now() const { return driver->now(); }
-        void send(std::span<const NodeId> to, const Message& message);
-        void arm(TimerId timer, Millis delay, runtime::TimerGeneration generation);
-        void cancel(TimerId timer);
-        bool persist(const DurableState& state);
-        void notify(const LeadershipSnapshot& snapshot) { driver->notify(snapshot); }
-        void alarm(const RaiseAlarm& alarm);
-        void failed(const DurableState& state);
+        void send(std::span<const NodeId> to, const elector::Message& message);
+        void arm(elector::TimerId timer, Millis delay, runtime::TimerGeneration generation);
+        void cancel(elector::TimerId timer);
+        bool persist(const elector::DurableState& state);
+        void notify(const elector::LeadershipSnapshot& snapshot) { driver->notify(snapshot); }
+        void alarm(const elector::RaiseAlarm& alarm);
+        void failed(const elector::DurableState& state);
         /// After each input, before its actions: publishes the elector's lease.
-        void before_actions(const Actions&) { driver->publish_lease(); }
+        void before_actions(const elector::Actions&) { driver->publish_lease(); }
     };
 
     std::optional<net::FrameRejection> on_frame(NodeId from, std::span<const std::uint8_t> payload);
@@ -157,9 +157,9 @@ class ElectorDriver {
     /// Gives the core the largest smoothed round trip among the up peers (Mesh::round_trip), so
     /// that its ranked backoff's slot follows the links; called before every input.
     void refresh_round_trip();
-    void send(NodeId to, const Message& message, const std::vector<std::uint8_t>& bytes);
+    void send(NodeId to, const elector::Message& message, const std::vector<std::uint8_t>& bytes);
     void sync_timer_counters();
-    void notify(const LeadershipSnapshot& snapshot);
+    void notify(const elector::LeadershipSnapshot& snapshot);
     /// lease_deadline_ from the elector's lease (none after a failed state write).
     void publish_lease();
     std::string log_prefix() const;
@@ -172,10 +172,10 @@ class ElectorDriver {
     std::mt19937_64 rng_;
     Env env_{this};
     runtime::ElectorRuntime<Env> runtime_;
-    std::array<std::unique_ptr<boost::asio::steady_timer>, kTimerCount> timers_;
+    std::array<std::unique_ptr<boost::asio::steady_timer>, elector::kTimerCount> timers_;
     std::uint64_t aborted_waits_ = 0;  // timer waits cancelled (always of a stale instance)
     std::vector<LeadershipCallback> subscribers_;
-    LeadershipSnapshot snapshot_;
+    elector::LeadershipSnapshot snapshot_;
     /// lease_deadline() as steady_clock nanoseconds since its epoch; kNoLease when none.
     static constexpr std::int64_t kNoLease = 0;
     std::atomic<std::int64_t> lease_deadline_ns_{kNoLease};

@@ -189,7 +189,7 @@ class LogDriver {
 
     std::optional<net::FrameRejection> on_frame(NodeId from, std::span<const std::uint8_t> payload);
     void on_peer(NodeId peer, bool up);
-    void on_leadership(const LeadershipSnapshot& snapshot);
+    void on_leadership(const elector::LeadershipSnapshot& snapshot);
     template <class Input>
     void input(Input&& call) {
         runtime_.run(std::forward<Input>(call));

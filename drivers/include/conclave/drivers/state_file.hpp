@@ -43,7 +43,7 @@ struct NodeIdentity {
 
 /// What load_state_file() read: the elector's state and, from format 2 on, the identity.
 struct StateFile {
-    DurableState state;
+    elector::DurableState state;
     std::optional<NodeIdentity> identity;  // nullopt: a format 1 file
 };
 
@@ -58,13 +58,13 @@ class StateFileError : public std::runtime_error {
 std::optional<StateFile> load_state_file(const std::filesystem::path& data_dir,
                                          std::size_t cluster_size);
 /// load_state_file()'s elector state alone.
-std::optional<DurableState> load_durable_state(const std::filesystem::path& data_dir,
-                                               std::size_t cluster_size);
+std::optional<elector::DurableState> load_durable_state(const std::filesystem::path& data_dir,
+                                                        std::size_t cluster_size);
 /// Creates data_dir if needed. Throws StateFileError when any step fails.
-void store_durable_state(const std::filesystem::path& data_dir, const DurableState& state,
+void store_durable_state(const std::filesystem::path& data_dir, const elector::DurableState& state,
                          const NodeIdentity& identity = {});
 /// The text store_durable_state() writes (format 2, with its checksum).
-std::string state_file_text(const DurableState& state, const NodeIdentity& identity);
+std::string state_file_text(const elector::DurableState& state, const NodeIdentity& identity);
 /// A fresh incarnation: 16 random bytes from OpenSSL's CSPRNG, in hex. Throws StateFileError.
 std::string new_incarnation();
 /// Writes `text` to data_dir/name durably (a temporary file, fsync, rename, fsync of the

@@ -14,7 +14,7 @@
 #include "conclave/core/types.hpp"
 #include "conclave/elector/messages.hpp"
 
-namespace conclave {
+namespace conclave::elector {
 
 enum class Role : std::uint8_t { Stopped, Follower, Candidate, Leader };
 
@@ -138,4 +138,4 @@ std::string_view to_string(TimerId t);
 std::string_view to_string(AlarmKind k);
 std::string to_string(const Action& a);
 
-}  // namespace conclave
+}  // namespace conclave::elector

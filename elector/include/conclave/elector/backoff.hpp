@@ -18,7 +18,7 @@
 #include "conclave/core/types.hpp"
 #include "conclave/elector/config.hpp"
 
-namespace conclave {
+namespace conclave::elector {
 
 /// Position of `self` in the candidacy order for `term`: nodes (term + 1) mod N, (term + 2) mod
 /// N, ..., skipping `lost_leader`. 0 for the first. `self` is never skipped.
@@ -34,4 +34,4 @@ Millis adaptive_rank_slot(const Config& config, std::chrono::microseconds round_
 Millis ranked_backoff(const Config& config, Term term, std::optional<NodeId> lost_leader,
                       std::uint64_t draw);
 
-}  // namespace conclave
+}  // namespace conclave::elector

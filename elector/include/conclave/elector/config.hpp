@@ -10,7 +10,7 @@
 
 #include "conclave/core/types.hpp"
 
-namespace conclave {
+namespace conclave::elector {
 
 /// Deliberately wrong behaviours, switched on only by tests, the simulator and the explorer to
 /// prove that their invariant checks can fail. `None` in every real configuration: the code paths
@@ -124,4 +124,4 @@ std::string_view to_string(PlantedBug b);
 std::string_view to_string(Backoff b);
 /// "uniform" or "ranked".
 
-}  // namespace conclave
+}  // namespace conclave::elector

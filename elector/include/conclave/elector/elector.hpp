@@ -24,7 +24,7 @@
 #include "conclave/elector/config.hpp"
 #include "conclave/elector/messages.hpp"
 
-namespace conclave {
+namespace conclave::elector {
 
 /// Returns uniformly distributed 64-bit values. Injected so that runs are reproducible.
 using RandomSource = std::function<std::uint64_t()>;
@@ -312,4 +312,4 @@ class Elector {
     Actions out_;
 };
 
-}  // namespace conclave
+}  // namespace conclave::elector

@@ -9,7 +9,7 @@
 
 #include "conclave/elector/actions.hpp"
 
-namespace conclave {
+namespace conclave::elector {
 
 /// Tracks the highest fencing token seen by a downstream resource. Not thread-safe: guard it with
 /// the resource's own lock.
@@ -36,4 +36,4 @@ class FencingGate {
     std::uint64_t highest_ = 0;
 };
 
-}  // namespace conclave
+}  // namespace conclave::elector

@@ -20,7 +20,7 @@
 
 #include "conclave/core/types.hpp"
 
-namespace conclave {
+namespace conclave::elector {
 
 /// Membership configuration versions (docs/membership.md) stay below 2^63, like terms: the
 /// decoder refuses a `config_version` at or above it, and set_voters() refuses one too.
@@ -200,4 +200,4 @@ std::string_view message_name(const MessageBody& body);
 std::string_view to_string(Refusal r);
 std::string to_string(const Message& m);
 
-}  // namespace conclave
+}  // namespace conclave::elector

@@ -35,7 +35,7 @@ inline constexpr std::size_t kDefaultMaxFrameBytes = std::size_t{1} << 20;
 /// handler for closes the connection (bad frame "unknown_channel").
 enum class Channel : std::uint8_t {
     Control = 0,      // mesh handshake (hello) and keep-alive probes; never seen by handlers
-    Elector = 1,      // conclave::Message, CBOR (codec/json.hpp)
+    Elector = 1,      // elector::Message, CBOR (codec/json.hpp)
     Replication = 2,  // the replicated metadata log
 };
 inline constexpr std::size_t kChannelCount = 3;

@@ -139,13 +139,13 @@ std::vector<std::uint8_t> encode_hello(const Hello& hello);
 std::vector<std::uint8_t> encode_ping();
 /// The dialer's confirmation: a Ping carrying its MAC (empty: none).
 std::vector<std::uint8_t> encode_confirmation(std::span<const std::uint8_t> mac);
-/// The "mac" of a Ping (empty when it has none). Throws conclave::DecodeError.
+/// The "mac" of a Ping (empty when it has none). Throws conclave::codec::DecodeError.
 std::vector<std::uint8_t> decode_ping_mac(std::span<const std::uint8_t> payload);
 /// A Ping announcing the sender's durable term after the handshake ({"kind": "ping", "term": t}:
 /// Mesh::announce_term).
 std::vector<std::uint8_t> encode_term_ping(std::uint64_t term);
-/// The "term" of a Ping (nullopt when it has none). Throws conclave::DecodeError (not a ping, a
-/// term that is not an integer below 2^63).
+/// The "term" of a Ping (nullopt when it has none). Throws conclave::codec::DecodeError (not a
+/// ping, a term that is not an integer below 2^63).
 std::optional<std::uint64_t> decode_ping_term(std::span<const std::uint8_t> payload);
 
 /// Which side of the handshake computes a MAC (the label of handshake_mac's input).
@@ -161,24 +161,24 @@ std::vector<std::uint8_t> handshake_mac(std::string_view secret, HandshakeRole r
 bool mac_equal(std::span<const std::uint8_t> a, std::span<const std::uint8_t> b);
 /// kNonceBytes from OpenSSL's CSPRNG. Throws std::runtime_error if it fails.
 std::vector<std::uint8_t> random_nonce();
-/// Throws conclave::DecodeError naming the field. Payloads above kMaxControlPayloadBytes are
+/// Throws conclave::codec::DecodeError naming the field. Payloads above kMaxControlPayloadBytes are
 /// refused (a JoinRequest or JoinAnswer is decoded by its own function, with its own bound).
 ControlKind decode_control_kind(std::span<const std::uint8_t> payload);
-/// Throws conclave::DecodeError naming the field.
+/// Throws conclave::codec::DecodeError naming the field.
 Hello decode_hello(std::span<const std::uint8_t> payload);
 
 /// The detail is cut to kMaxRefusalDetailBytes.
 std::vector<std::uint8_t> encode_refusal(const PeerRefusal& refusal);
-/// Throws conclave::DecodeError naming the field.
+/// Throws conclave::codec::DecodeError naming the field.
 PeerRefusal decode_refusal(std::span<const std::uint8_t> payload);
 
 /// Throws std::invalid_argument when a string is longer than kMaxJoinAddressBytes.
 std::vector<std::uint8_t> encode_join_request(const JoinRequest& request);
-/// Throws conclave::DecodeError (payload above kMaxJoinRequestBytes, nesting, fields).
+/// Throws conclave::codec::DecodeError (payload above kMaxJoinRequestBytes, nesting, fields).
 JoinRequest decode_join_request(std::span<const std::uint8_t> payload);
 /// Throws std::invalid_argument when the payload would exceed kMaxJoinAnswerBytes.
 std::vector<std::uint8_t> encode_join_answer(const JoinAnswer& answer);
-/// Throws conclave::DecodeError (payload above kMaxJoinAnswerBytes, nesting, fields).
+/// Throws conclave::codec::DecodeError (payload above kMaxJoinAnswerBytes, nesting, fields).
 JoinAnswer decode_join_answer(std::span<const std::uint8_t> payload);
 /// Whether a CBOR payload nests maps and arrays at most `max_depth` deep, decided without
 /// recursion beyond that depth (a 60,000-deep array is refused at level max_depth + 1). False

@@ -144,7 +144,7 @@ struct ClusterConfig {
     std::string profile = "default";
     /// Elector configuration: the profile, then the timing overrides, scouting and check_quorum;
     /// cluster_size and self filled in. Always validates.
-    Config elector;
+    elector::Config elector;
     /// data_dir as written (may contain "{id}"), and with "{id}" replaced by this node's id.
     std::string data_dir_template;
     std::filesystem::path data_dir;

@@ -28,7 +28,7 @@ namespace conclave::node {
 
 struct HostileInputSources {
     /// The elector core's counters (required).
-    std::function<const ElectorCounters&()> elector;
+    std::function<const elector::ElectorCounters&()> elector;
     /// The metadata log core's counters; nullptr (or an empty function) when metadata is off.
     std::function<const replication::LogCounters*()> log;
 };

@@ -39,10 +39,10 @@ class LeadershipMetrics {
     explicit LeadershipMetrics(MetricsRegistry& registry);
 
     /// Mirrors the core's counters (call before rendering, e.g. from a registry collector).
-    void update_counters(const ElectorCounters& counters);
+    void update_counters(const elector::ElectorCounters& counters);
 
     /// Call on every leadership snapshot, with the driver's clock.
-    void on_leadership(const LeadershipSnapshot& snapshot, Millis now);
+    void on_leadership(const elector::LeadershipSnapshot& snapshot, Millis now);
 
     /// Brings the time-based values up to `now` (call before rendering).
     void refresh(Millis now);
@@ -60,7 +60,8 @@ class LeadershipMetrics {
     Counter& prevotes_refused_;
     Counter& silences_corroborated_;
     Counter& votes_granted_;
-    std::array<Counter*, kVoteRefusalCount> votes_refused_{};  // by Refusal; [0] (None) unused
+    std::array<Counter*, elector::kVoteRefusalCount>
+        votes_refused_{};  // by Refusal; [0] (None) unused
     Counter& leader_changes_;
     Counter& two_leader_alarms_;
     Counter& leaderless_seconds_;

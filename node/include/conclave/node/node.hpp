@@ -63,23 +63,23 @@ class LogDriver;
 
 namespace conclave::node {
 
-using conclave::FencingGate;
+using conclave::elector::FencingGate;
 
 class LeadershipMetrics;
 struct StoredTable;
 
 /// What the application may act on, with string node ids.
 struct Leadership {
-    Role role = Role::Stopped;
+    elector::Role role = elector::Role::Stopped;
     std::uint64_t term = 0;
     std::optional<std::string> leader;  // nullopt: no leader known
     std::uint64_t fencing_token = 0;    // 0 when no leader is known
-    Reason reason = Reason::Stopped;
+    elector::Reason reason = elector::Reason::Stopped;
     /// The leader lease (docs/design.md): the end of this node's lease on steady_clock, read when
     /// the value is made (current(), or a subscriber's notification); nullopt when it does not
     /// lead or no quorum has acknowledged a heartbeat round of its leadership yet.
     std::optional<std::chrono::steady_clock::time_point> lease_deadline;
-    bool is_leader() const { return role == Role::Leader; }
+    bool is_leader() const { return role == elector::Role::Leader; }
     /// True iff this node leads and its lease has not ended: check it right before each action
     /// (a paused process finds it false when it resumes, before the elector has run again).
     bool valid_now() const {
@@ -106,7 +106,8 @@ struct NodeOptions {
         log_storage;
     /// Called before each write of the elector's durable state; tests inject write failures
     /// here by throwing drivers::StateFileError.
-    std::function<void(const std::filesystem::path&, const DurableState&)> store_elector_state;
+    std::function<void(const std::filesystem::path&, const elector::DurableState&)>
+        store_elector_state;
 };
 
 class Node {
@@ -214,8 +215,8 @@ class Node {
     static constexpr std::chrono::seconds kCallOnIoTimeout{5};
     Node(std::unique_ptr<boost::asio::io_context> owned_io, boost::asio::io_context* io,
          ClusterConfig config, NodeOptions options);
-    Leadership to_leadership(const LeadershipSnapshot& s) const;
-    void on_snapshot(const LeadershipSnapshot& snapshot);
+    Leadership to_leadership(const elector::LeadershipSnapshot& s) const;
+    void on_snapshot(const elector::LeadershipSnapshot& snapshot);
     void finish_stop();
     void fail_stop(std::string why);
     void register_metrics();
@@ -223,7 +224,8 @@ class Node {
     // Steps of the constructor: the mesh (its options from the config, the security material
     // and the node's callbacks), the removed nodes and voters of a stored table, every metric.
     void create_mesh();
-    std::function<void(const std::filesystem::path&, const DurableState&)> announcing_store_hook();
+    std::function<void(const std::filesystem::path&, const elector::DurableState&)>
+    announcing_store_hook();
     void restore_stored_configuration(const StoredTable& stored);
     void register_all_metrics();
     void register_dial_request_metrics();

@@ -78,7 +78,7 @@ nlohmann::json lease_to_json(const std::optional<LeaseStatus>& lease);
 struct StatusReport {
     std::string id;
     std::string cluster;
-    Role role = Role::Stopped;
+    elector::Role role = elector::Role::Stopped;
     Term term{};
     /// String id of the known leader; nullopt when none is known.
     std::optional<std::string> leader;
@@ -100,7 +100,7 @@ struct StatusReport {
     /// ("identity": {"state_regressed": ...}).
     std::optional<std::string> state_regressed;
     std::vector<PeerStatus> peers;  // every other node, in config order
-    Reason last_transition_reason = Reason::Stopped;
+    elector::Reason last_transition_reason = elector::Reason::Stopped;
     std::int64_t last_transition_age_ms = 0;
     /// Leader only: its lease ("lease": {"valid": bool, "remaining_ms": N}, null otherwise).
     std::optional<LeaseStatus> lease;

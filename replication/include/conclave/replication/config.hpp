@@ -84,7 +84,7 @@ struct LogConfig {
     /// (string, as in configuration entries) of each NodeId, index = NodeId; empty = the ids are
     /// the decimal indexes ("0", "1", ...). Configuration entries may name only ids of this table.
     std::vector<std::string> node_ids;
-    /// Parser of configuration entries' values (conclave::decode_configuration, codec/). Null:
+    /// Parser of configuration entries' values (conclave::codec::decode_configuration). Null:
     /// membership is off: propose_config refuses, and a configuration entry received from the
     /// network is malformed (LogViolationKind::MalformedConfiguration).
     ConfigurationDecoder decode_configuration = nullptr;

@@ -183,7 +183,7 @@ class ReplicatedLog {
     LogActions start(Millis now);
     /// The elector's snapshot changed. A snapshot naming this node leader of a new term starts
     /// leader sync; any other snapshot makes this node a follower (failing pending proposals).
-    LogActions on_leadership(Millis now, const LeadershipSnapshot& snapshot);
+    LogActions on_leadership(Millis now, const elector::LeadershipSnapshot& snapshot);
     /// ACTIVE leader only. `lsn` comes from Elector::issue_lsn(). The outcome is reported by a
     /// ProposeResult action (at once for a refusal).
     /// Keys of the reserved space `_conclave/` are refused (InvalidEntry): only propose_config

@@ -109,13 +109,13 @@ BOOST_DESCRIBE_STRUCT(InstallSnapshot, (), (lsn, len, offset, entries, done, fet
 
 using LogMessageBody = std::variant<SyncRequest, SyncResponse, Append, AppendAck, FetchRequest,
                                     FetchResponse, InstallSnapshot>;
-static_assert(kAllFieldsDescribed<LogMessageBody>,
+static_assert(elector::kAllFieldsDescribed<LogMessageBody>,
               "every field of every log message body is in its BOOST_DESCRIBE_STRUCT list");
 
 /// Names of LogMessageBody's alternatives, by index, derived from each body's `kName`.
 inline constexpr std::array<std::string_view, std::variant_size_v<LogMessageBody>>
-    kLogMessageNames =
-        body_names<LogMessageBody>(std::make_index_sequence<std::variant_size_v<LogMessageBody>>{});
+    kLogMessageNames = elector::body_names<LogMessageBody>(
+        std::make_index_sequence<std::variant_size_v<LogMessageBody>>{});
 
 struct LogMessage {
     NodeId from{};

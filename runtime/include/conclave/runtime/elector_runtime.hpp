@@ -82,8 +82,8 @@ template <class Env>
 class ElectorRuntime {
   public:
     /// `config` must validate (Elector throws std::invalid_argument otherwise).
-    ElectorRuntime(Env& env, Config config, DurableState restored, RandomSource random,
-                   RuntimeBug bug = RuntimeBug::None)
+    ElectorRuntime(Env& env, elector::Config config, elector::DurableState restored,
+                   elector::RandomSource random, RuntimeBug bug = RuntimeBug::None)
         : env_(env),
           elector_(std::move(config), restored, std::move(random)),
           bug_(bug),
@@ -95,28 +95,28 @@ class ElectorRuntime {
 
     // ---- Inputs: each gives the core one input and performs what it returns. They return the
     // core's actions (empty when the runtime is out of service or the input was filtered out).
-    const Actions& start() {
+    const elector::Actions& start() {
         return run([&] { return elector_.start(env_.now()); });
     }
-    const Actions& stop() {
+    const elector::Actions& stop() {
         return run([&] { return elector_.stop(env_.now()); });
     }
-    const Actions& receive(const Message& m) {
+    const elector::Actions& receive(const elector::Message& m) {
         return run([&] { return elector_.receive(env_.now(), m); });
     }
-    const Actions& peer_up(NodeId peer) {
+    const elector::Actions& peer_up(NodeId peer) {
         return run([&] { return elector_.peer_up(env_.now(), peer); });
     }
-    const Actions& peer_down(NodeId peer) {
+    const elector::Actions& peer_down(NodeId peer) {
         return run([&] { return elector_.peer_down(env_.now(), peer); });
     }
     /// True when a firing of (timer, generation) would reach the core now.
-    bool timer_current(TimerId timer, TimerGeneration generation) const {
+    bool timer_current(elector::TimerId timer, TimerGeneration generation) const {
         return !failed_ && generations_[index(timer)] == generation;
     }
     /// A timer armed with `generation` fired. Stale firings are counted and dropped; a current
     /// one consumes the instance and is given to the core.
-    const Actions& timer_fired(TimerId timer, TimerGeneration generation) {
+    const elector::Actions& timer_fired(elector::TimerId timer, TimerGeneration generation) {
         if (generations_[index(timer)] != generation) {
             ++stale_timer_firings_;
             return nothing();
@@ -174,32 +174,32 @@ class ElectorRuntime {
     }
 
     // ---- Observation ---------------------------------------------------------------------------
-    const Elector& elector() const { return elector_; }
+    const elector::Elector& elector() const { return elector_; }
     /// The actions of the last input (empty when it was refused or the runtime is out of service).
-    const Actions& last_actions() const { return last_; }
+    const elector::Actions& last_actions() const { return last_; }
     /// True after a failed persist: the node takes no further part.
     bool failed() const { return failed_; }
-    TimerGeneration generation(TimerId timer) const { return generations_[index(timer)]; }
+    TimerGeneration generation(elector::TimerId timer) const { return generations_[index(timer)]; }
     std::uint64_t timer_firings() const { return timer_firings_; }
     std::uint64_t stale_timer_firings() const { return stale_timer_firings_; }
     std::span<const NodeId> others() const { return others_; }
 
   private:
-    static std::size_t index(TimerId t) { return static_cast<std::size_t>(t); }
-    const Actions& nothing() {
+    static std::size_t index(elector::TimerId t) { return static_cast<std::size_t>(t); }
+    const elector::Actions& nothing() {
         last_.clear();
         return last_;
     }
 
     template <class Input>
-    const Actions& run(Input&& input) {
+    const elector::Actions& run(Input&& input) {
         if (failed_) {
             return nothing();
         }
         // A local list: an environment callback may give this runtime another input (a
         // subscriber reacting to a leadership change), which must not overwrite it mid-batch.
-        Actions actions = input();
-        if constexpr (requires(Env & e, const Actions& a) { e.before_actions(a); }) {
+        elector::Actions actions = input();
+        if constexpr (requires(Env & e, const elector::Actions& a) { e.before_actions(a); }) {
             env_.before_actions(actions);
         }
         execute(actions);
@@ -215,13 +215,13 @@ class ElectorRuntime {
         }
     }
 
-    void execute(const Actions& actions) {
-        const PersistState* deferred = nullptr;  // RuntimeBug::SendBeforePersist only
-        for (const Action& action : actions) {
+    void execute(const elector::Actions& actions) {
+        const elector::PersistState* deferred = nullptr;  // RuntimeBug::SendBeforePersist only
+        for (const elector::Action& action : actions) {
             if (failed_) {
                 return;  // nothing after a failed PersistState may take effect
             }
-            if (const auto* p = std::get_if<PersistState>(&action);
+            if (const auto* p = std::get_if<elector::PersistState>(&action);
                 p && planted(RuntimeBug::SendBeforePersist)) {
                 deferred = p;
                 continue;
@@ -229,46 +229,46 @@ class ElectorRuntime {
             perform(action);
         }
         if (deferred && !failed_) {
-            perform(Action{*deferred});
+            perform(elector::Action{*deferred});
         }
     }
 
-    void perform(const Action& action) {
+    void perform(const elector::Action& action) {
         std::visit(
             [&](const auto& a) {
                 using T = std::decay_t<decltype(a)>;
-                if constexpr (std::is_same_v<T, SendTo>) {
+                if constexpr (std::is_same_v<T, elector::SendTo>) {
                     check_durable(a.message, a.to);
                     env_.send(std::span<const NodeId>(&a.to, 1), a.message);
-                } else if constexpr (std::is_same_v<T, Broadcast>) {
+                } else if constexpr (std::is_same_v<T, elector::Broadcast>) {
                     check_durable(a.message, std::nullopt);
                     env_.send(std::span<const NodeId>(others_), a.message);
-                } else if constexpr (std::is_same_v<T, ArmTimer>) {
+                } else if constexpr (std::is_same_v<T, elector::ArmTimer>) {
                     const TimerGeneration g = ++generations_[index(a.timer)];
                     env_.arm(a.timer, a.delay, g);
-                } else if constexpr (std::is_same_v<T, CancelTimer>) {
+                } else if constexpr (std::is_same_v<T, elector::CancelTimer>) {
                     cancel(a.timer);
-                } else if constexpr (std::is_same_v<T, PersistState>) {
+                } else if constexpr (std::is_same_v<T, elector::PersistState>) {
                     if (env_.persist(a.state)) {
                         durable_ = a.state;
                     } else {
                         failed_ = true;
-                        for (std::size_t i = 0; i < kTimerCount; ++i) {
-                            cancel(static_cast<TimerId>(i));
+                        for (std::size_t i = 0; i < elector::kTimerCount; ++i) {
+                            cancel(static_cast<elector::TimerId>(i));
                         }
                         env_.failed(a.state);
                     }
-                } else if constexpr (std::is_same_v<T, NotifyLeadership>) {
+                } else if constexpr (std::is_same_v<T, elector::NotifyLeadership>) {
                     env_.notify(a.snapshot);
                 } else {
-                    static_assert(std::is_same_v<T, RaiseAlarm>);
+                    static_assert(std::is_same_v<T, elector::RaiseAlarm>);
                     env_.alarm(a);
                 }
             },
             action);
     }
 
-    void cancel(TimerId timer) {
+    void cancel(elector::TimerId timer) {
         ++generations_[index(timer)];
         env_.cancel(timer);
     }
@@ -278,15 +278,15 @@ class ElectorRuntime {
     /// proposal's; not a PreVote message's, which is the proposed term), and so is the vote it
     /// grants (a granted ElectionResponse to the node the state votes for in that term; one to
     /// another node is the support a follower sends the leader it discovered, not a vote).
-    void check_durable(const Message& m, std::optional<NodeId> to) const {
+    void check_durable(const elector::Message& m, std::optional<NodeId> to) const {
         if constexpr (requires { Env::kOwnPersistOrderCheck; }) {
             if (Env::kOwnPersistOrderCheck && planted(RuntimeBug::SendBeforePersist)) {
                 return;
             }
         }
-        const auto* response = std::get_if<ElectionResponse>(&m.body);
-        const bool prevote = std::holds_alternative<ScoutingRequest>(m.body) ||
-                             std::holds_alternative<ScoutingResponse>(m.body);
+        const auto* response = std::get_if<elector::ElectionResponse>(&m.body);
+        const bool prevote = std::holds_alternative<elector::ScoutingRequest>(m.body) ||
+                             std::holds_alternative<elector::ScoutingResponse>(m.body);
         const Term claimed = response ? response->voter_term : prevote ? Term{} : m.term;
         CONCLAVE_CHECK(
             claimed <= durable_.term,
@@ -294,19 +294,20 @@ class ElectorRuntime {
         if (response == nullptr || !response->granted) {
             return;
         }
-        const ElectorState& state = elector_.state();
+        const elector::ElectorState& state = elector_.state();
         const bool vote = to && state.term == m.term && state.voted_for == to;
         CONCLAVE_CHECK(!vote || (durable_.term == m.term && durable_.voted_for == to),
                        "persist before send: a vote is durable before it is granted");
     }
 
     Env& env_;
-    Elector elector_;
+    elector::Elector elector_;
     RuntimeBug bug_;
-    DurableState durable_;  // what the last PersistState made durable (the restored state before)
+    elector::DurableState
+        durable_;  // what the last PersistState made durable (the restored state before)
     std::vector<NodeId> others_;
-    std::array<TimerGeneration, kTimerCount> generations_{};
-    Actions last_;
+    std::array<TimerGeneration, elector::kTimerCount> generations_{};
+    elector::Actions last_;
     bool failed_ = false;
     std::uint64_t timer_firings_ = 0;
     std::uint64_t stale_timer_firings_ = 0;

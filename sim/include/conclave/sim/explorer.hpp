@@ -39,7 +39,7 @@ struct ExploreOptions {
     std::size_t max_duplications = 0;
     bool scouting = true;
     bool check_quorum = true;
-    PlantedBug planted_bug = PlantedBug::None;
+    elector::PlantedBug planted_bug = elector::PlantedBug::None;
     bool lose_durable_state = false;
     HistoryOptions history;
     /// Stop after this many distinct states (0: no limit); the result then says incomplete.
@@ -59,7 +59,7 @@ struct ExploreResult {
 
 /// The elector config the explorer uses: fast profile, heartbeat checks that decide in one miss
 /// (fewer states, same transitions), and the options' switches.
-Config explorer_config(const ExploreOptions& options);
+elector::Config explorer_config(const ExploreOptions& options);
 
 ExploreResult explore(const ExploreOptions& options);
 
@@ -70,13 +70,13 @@ ExploreResult explore(const ExploreOptions& options);
 struct WalkStep {
     enum class Kind : std::uint8_t { Start, Fire, Crash, Restart, Deliver, Drop, Duplicate };
     Kind kind = Kind::Start;
-    NodeId node{};                   // Fire, Crash, Restart; Deliver/Drop/Duplicate: recipient
-    TimerId timer{};                 // Fire
-    std::optional<Message> message;  // Deliver, Drop, Duplicate
+    NodeId node{};             // Fire, Crash, Restart; Deliver/Drop/Duplicate: recipient
+    elector::TimerId timer{};  // Fire
+    std::optional<elector::Message> message;  // Deliver, Drop, Duplicate
     // The world after the transition:
-    std::vector<std::optional<ElectorState>> states;  // nullopt: crashed
-    std::vector<DurableState> durable;
-    std::vector<std::pair<NodeId, Message>> in_flight;  // the explorer's canonical order
+    std::vector<std::optional<elector::ElectorState>> states;  // nullopt: crashed
+    std::vector<elector::DurableState> durable;
+    std::vector<std::pair<NodeId, elector::Message>> in_flight;  // the explorer's canonical order
 };
 
 /// Walks `steps` random transitions (chosen from `seed`) from the explorer's initial state,

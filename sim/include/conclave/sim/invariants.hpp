@@ -77,9 +77,9 @@ BOOST_DEFINE_FIXED_ENUM_CLASS(
 )
 std::string_view to_string(StepAction a);
 /// The step that receiving `body` is (its handler, kHandlerSteps[body.index()]).
-StepAction action_for(const MessageBody& body);
+StepAction action_for(const elector::MessageBody& body);
 /// The step that a firing of `timer` is.
-StepAction action_for(TimerId timer);
+StepAction action_for(elector::TimerId timer);
 
 /// The handler step of each message kind: the StepAction named "Handle" + the body's kName,
 /// found at compile time (a body without one fails to compile).
@@ -100,8 +100,9 @@ template <class Variant, std::size_t... I>
 constexpr std::array<StepAction, sizeof...(I)> handler_steps(std::index_sequence<I...>) {
     return {handler_step<std::variant_alternative_t<I, Variant>>()...};
 }
-inline constexpr std::array<StepAction, kMessageKindCount> kHandlerSteps =
-    handler_steps<MessageBody>(std::make_index_sequence<kMessageKindCount>{});
+/// Handler steps of MessageBody's alternatives, by index.
+inline constexpr std::array<StepAction, elector::kMessageKindCount> kHandlerSteps =
+    handler_steps<elector::MessageBody>(std::make_index_sequence<elector::kMessageKindCount>{});
 
 struct HistoryOptions {
     /// Off only in the test that shows what losing durable state leads to beyond a term decrease.
@@ -117,8 +118,9 @@ class History {
 
     /// Records the step `action` that `node` just took (its state after it and the actions it
     /// returned) and checks every invariant. Returns the first violation, if any.
-    std::optional<Violation> after_step(NodeId node, StepAction action, const ElectorState& after,
-                                        const Actions& actions);
+    std::optional<Violation> after_step(NodeId node, StepAction action,
+                                        const elector::ElectorState& after,
+                                        const elector::Actions& actions);
     /// `node`'s durable state was lost entirely (a wipe): its next incarnation starts at term 0,
     /// so its term is checked for monotony from there on. Its votes stay recorded: a new
     /// incarnation voting again in a term its predecessor voted in is still a double vote.
@@ -127,7 +129,8 @@ class History {
     /// forget_term: the caller keeps what it needs).
     std::uint64_t max_term() const;
     /// Records an LSN issued by `node` (whose state is `after`).
-    std::optional<Violation> after_issue(NodeId node, Lsn issued, const ElectorState& after);
+    std::optional<Violation> after_issue(NodeId node, Lsn issued,
+                                         const elector::ElectorState& after);
 
     std::size_t majority() const { return majority_; }
     /// Node that led `term`, if any.

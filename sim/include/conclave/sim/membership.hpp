@@ -38,7 +38,7 @@ namespace conclave::sim {
 
 struct MembershipRunOptions {
     std::uint64_t seed = 1;
-    PlantedBug planted_bug = PlantedBug::None;
+    elector::PlantedBug planted_bug = elector::PlantedBug::None;
     /// Membership through the log (run_log_membership_seed) only: the cluster size (4 or 5) and
     /// a bug planted in the log core.
     std::size_t nodes = 4;

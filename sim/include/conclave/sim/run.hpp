@@ -77,8 +77,8 @@ struct RunOptions {
     std::uint64_t max_steps = 0;
     bool scouting = true;
     /// The elector's backoff after losing a leader and at start.
-    Backoff backoff = Backoff::Uniform;
-    PlantedBug planted_bug = PlantedBug::None;
+    elector::Backoff backoff = elector::Backoff::Uniform;
+    elector::PlantedBug planted_bug = elector::PlantedBug::None;
     bool lose_durable_state = false;
     /// A bug planted in the shared runtime (runtime/elector_runtime.hpp).
     runtime::RuntimeBug runtime_bug = runtime::RuntimeBug::None;
@@ -132,7 +132,7 @@ struct RunResult {
 };
 
 /// The elector config random runs use: the fast profile with the run's switches.
-Config run_config(const RunOptions& options);
+elector::Config run_config(const RunOptions& options);
 
 /// Liveness bound: once every fault has ended, every live node knows the same leader within
 ///     initial_wait                                  a node restarted when the faults end waits
@@ -151,7 +151,7 @@ Config run_config(const RunOptions& options);
 ///                                                   four message delays each); several rounds
 ///                                                   allow for split votes
 inline constexpr std::int64_t kLivenessRounds = 8;
-Millis liveness_bound(const Config& config, std::int64_t max_one_way_latency_ms);
+Millis liveness_bound(const elector::Config& config, std::int64_t max_one_way_latency_ms);
 
 /// Log liveness bound, from the end of the tail (the elector agreed long before, every fault is
 /// over): a fresh proposal at the agreed leader commits and every log converges within

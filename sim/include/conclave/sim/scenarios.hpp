@@ -23,7 +23,7 @@ struct ScenarioOptions {
     Scenario scenario = Scenario::PingPong;
     bool scouting = true;
     std::uint64_t seed = 7;
-    PlantedBug planted_bug = PlantedBug::None;
+    elector::PlantedBug planted_bug = elector::PlantedBug::None;
     Millis settle{1500};  // time for the first leader to be elected and known
     Millis fault_length{5000};
     Millis after_heal{3000};  // observed after the fault ends

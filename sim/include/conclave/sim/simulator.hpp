@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Deterministic cluster simulator: N real elector cores (conclave::Elector) on a simulated network
-// with simulated time. One seeded Rng drives everything (latencies, losses, duplications, the
-// cores' random backoff, the fault schedule built on top), so a seed replays bit for bit.
+// Deterministic cluster simulator: N real elector cores (conclave::elector::Elector) on a simulated
+// network with simulated time. One seeded Rng drives everything (latencies, losses, duplications,
+// the cores' random backoff, the fault schedule built on top), so a seed replays bit for bit.
 //
 // Model
 // - Events sit in one queue ordered by (time, sequence number); the sequence number breaks ties in
@@ -116,7 +116,7 @@ struct SimOptions {
     std::size_t nodes = 3;
     std::uint64_t seed = 1;
     /// Template for every node's config (cluster_size and self are set by the simulator).
-    Config elector = Config::fast(3, NodeId{0});
+    elector::Config elector = elector::Config::fast(3, NodeId{0});
     /// Restart a crashed node from an empty durable state (a deliberately broken driver).
     bool lose_durable_state = false;
     /// A bug planted in the shared runtime (runtime/), to prove the simulator exercises it.
@@ -218,8 +218,8 @@ struct StepRecord {
     Millis now{};
     NodeId node{};
     StepAction action{};
-    const ElectorState* state = nullptr;  // after the step
-    const Actions* actions = nullptr;
+    const elector::ElectorState* state = nullptr;  // after the step
+    const elector::Actions* actions = nullptr;
 };
 
 struct SimStats {
@@ -315,7 +315,7 @@ class Simulator {
     /// Whether `n` may not start until it is repaired (vote record lost, or refused by a peer).
     bool identity_refused(NodeId n) const { return identity_refused_[n.value] != 0; }
     /// State of a live node's core (nullptr when crashed).
-    const ElectorState* state(NodeId n) const;
+    const elector::ElectorState* state(NodeId n) const;
     /// The ranked backoff's current slot at `n` (it follows round_trip()); nullopt when crashed.
     std::optional<Millis> rank_slot(NodeId n) const;
     /// What a node's mesh would measure: the largest round trip (base + slowed latency both
@@ -364,7 +364,7 @@ class Simulator {
     /// Hands `m` to node `to`'s elector now, as if it had arrived from the network, whatever its
     /// `from` and field values (a forged frame that passed the decoder). False when `to` is not a
     /// live, running node or the run has stopped.
-    bool inject(NodeId to, const Message& m);
+    bool inject(NodeId to, const elector::Message& m);
     /// The same for `to`'s log core (SimOptions::log).
     bool inject_log(NodeId to, const replication::LogMessage& m);
 
@@ -436,12 +436,12 @@ class Simulator {
         EventKind kind{};
         std::uint16_t node = 0;  // destination / owner
         std::uint16_t peer = 0;  // sender for Deliver, subject of PeerUp/PeerDown
-        TimerId timer{};
+        elector::TimerId timer{};
         replication::LogTimer log_timer{};
         std::uint32_t stamp = 0;    // timer generation, connection epoch or node incarnation
         std::uint32_t fault = 0;    // index into faults_
         std::uint32_t payload = 0;  // LogDeliver: index into log_payloads_
-        Message message;
+        elector::Message message;
     };
     /// A timer event of `kind` for node `n`, due `delay` from now on n's clock, stamped with the
     /// timer's generation and n's incarnation (the caller sets which timer it is).
@@ -464,21 +464,22 @@ class Simulator {
         // runtime's own check (tests/sim/runtime_test.cpp shows both).
         static constexpr bool kOwnPersistOrderCheck = true;
         Millis now() const { return sim->local_now(NodeId{static_cast<std::uint16_t>(node)}); }
-        void send(std::span<const NodeId> to, const Message& m);
-        void arm(TimerId timer, Millis delay, runtime::TimerGeneration generation);
-        void cancel(TimerId) {}
-        bool persist(const DurableState& state);
-        void notify(const LeadershipSnapshot& snapshot);
-        void alarm(const RaiseAlarm&) {}  // History checks the actions themselves
-        void failed(const DurableState& state);
-        void before_actions(const Actions& actions);
+        void send(std::span<const NodeId> to, const elector::Message& m);
+        void arm(elector::TimerId timer, Millis delay, runtime::TimerGeneration generation);
+        void cancel(elector::TimerId) {}
+        bool persist(const elector::DurableState& state);
+        void notify(const elector::LeadershipSnapshot& snapshot);
+        void alarm(const elector::RaiseAlarm&) {}  // History checks the actions themselves
+        void failed(const elector::DurableState& state);
+        void before_actions(const elector::Actions& actions);
     };
     /// One live elector process: its core inside the shared runtime.
     struct SimNode {
-        SimNode(Simulator& sim, std::size_t node, Config config, DurableState restored);
+        SimNode(Simulator& sim, std::size_t node, elector::Config config,
+                elector::DurableState restored);
         ElectorEnv env;
         runtime::ElectorRuntime<ElectorEnv> rt;
-        const ElectorState& state() const { return rt.elector().state(); }
+        const elector::ElectorState& state() const { return rt.elector().state(); }
         std::optional<Lsn> issue_lsn() { return rt.issue_lsn(); }
     };
     // The storage a node's log runtime writes to: its MemoryStorage (log_storage_, which survives
@@ -550,29 +551,30 @@ class Simulator {
     /// The input being given to a node (for tracing and the step hooks).
     struct PendingStep {
         StepAction action{};
-        const Message* received = nullptr;
+        const elector::Message* received = nullptr;
         std::optional<NodeId> peer;
-        std::optional<TimerId> timer;
+        std::optional<elector::TimerId> timer;
         bool begun = false;
         std::size_t persisted = 0;  // PersistState actions of this step that were written
     };
     /// Gives one input to `node`'s runtime (`call`), which performs the core's actions.
     template <class Call>
-    void input(std::size_t node, StepAction action, Call&& call, const Message* received = nullptr,
+    void input(std::size_t node, StepAction action, Call&& call,
+               const elector::Message* received = nullptr,
                std::optional<NodeId> peer = std::nullopt,
-               std::optional<TimerId> timer = std::nullopt);
-    void begin_step(std::size_t node, StepAction action, const Actions& actions,
-                    const Message* received, std::optional<NodeId> peer,
-                    std::optional<TimerId> timer);
-    void finish_step(std::size_t node, StepAction action, const Actions& actions);
+               std::optional<elector::TimerId> timer = std::nullopt);
+    void begin_step(std::size_t node, StepAction action, const elector::Actions& actions,
+                    const elector::Message* received, std::optional<NodeId> peer,
+                    std::optional<elector::TimerId> timer);
+    void finish_step(std::size_t node, StepAction action, const elector::Actions& actions);
     /// finish_step for a step whose state write failed: checks what took effect, not what the
     /// core holds in memory (see the definition).
-    void finish_failed_step(std::size_t node, StepAction action, const Actions& actions);
+    void finish_failed_step(std::size_t node, StepAction action, const elector::Actions& actions);
 
     std::size_t link(std::size_t a, std::size_t b) const { return a * options_.nodes + b; }
     void push(Event e);
     Event pop();  // the earliest event (the queue must not be empty)
-    Config config_for(std::size_t node) const;
+    elector::Config config_for(std::size_t node) const;
     void dispatch(const Event& e);
     // dispatch(), by case.
     void lsn_tick(const Event& e);
@@ -580,8 +582,8 @@ class Simulator {
     bool drop_stale(const Event& e);
     void deliver(const Event& e);
     /// A step that gives the core no input through the runtime (IssueLsn): hooks only.
-    void perform(std::size_t node, StepAction action, const Actions& actions);
-    void send(std::size_t from, std::size_t to, const Message& m);
+    void perform(std::size_t node, StepAction action, const elector::Actions& actions);
+    void send(std::size_t from, std::size_t to, const elector::Message& m);
     void update_connection(std::size_t a, std::size_t b);
     void crash(std::size_t n);
     /// The process of `node` exits now (after the current step: a queued Crash fault).
@@ -597,10 +599,10 @@ class Simulator {
     /// FaultKind::HealAll.
     void heal_all();
     void cut_pair(std::size_t a, std::size_t b, int delta);
-    void trace_step(std::size_t node, StepAction action, const Actions& actions,
-                    const ElectorState& state, const Message* received, std::optional<NodeId> peer,
-                    std::optional<TimerId> timer);
-    void trace_net(const char* event, const Message* m, std::size_t to, const char* detail,
+    void trace_step(std::size_t node, StepAction action, const elector::Actions& actions,
+                    const elector::ElectorState& state, const elector::Message* received,
+                    std::optional<NodeId> peer, std::optional<elector::TimerId> timer);
+    void trace_net(const char* event, const elector::Message* m, std::size_t to, const char* detail,
                    const replication::LogMessage* log_message = nullptr);
     void trace_log(std::size_t node, LogInput input, const replication::LogActions& actions,
                    const replication::LogMessage* received);
@@ -608,8 +610,8 @@ class Simulator {
     /// keep_running_after_violations: counts and clears violation_ (no-op otherwise).
     void absorb_violation();
     void record_violation(Violation v);
-    void check(std::size_t node, StepAction action, const ElectorState& state,
-               const Actions& actions);
+    void check(std::size_t node, StepAction action, const elector::ElectorState& state,
+               const elector::Actions& actions);
     /// LeaseExclusive: no two live nodes hold a valid leader lease at now().
     void check_lease_exclusive();
     /// The clocks' drift and whether it is beyond the bound rho ("" without drift).
@@ -617,7 +619,7 @@ class Simulator {
 
     // The replicated log (simulator_log.cpp).
     replication::LogConfig log_config_for(std::size_t node) const;
-    void transmit(std::size_t from, std::size_t to, const Message* m,
+    void transmit(std::size_t from, std::size_t to, const elector::Message* m,
                   const replication::LogMessage* log_message);
     void send_log(std::size_t from, std::size_t to, const replication::LogMessage& m);
     std::uint32_t store_payload(const replication::LogMessage& m);
@@ -653,7 +655,7 @@ class Simulator {
     /// `conclaved --repair --min-term T` on a node whose start is refused, then a restart.
     void repair_identity(std::size_t n);
     /// Messages from or to a quarantined node are dropped (counted; traced).
-    bool quarantine_drops(std::size_t from, std::size_t to, const Message* m,
+    bool quarantine_drops(std::size_t from, std::size_t to, const elector::Message* m,
                           const replication::LogMessage* log_message);
     /// A node's log restarts on at least what its storage held durably when it stopped, unless
     /// it carries the repaired marker (LogTruncated).
@@ -723,7 +725,7 @@ class Simulator {
     std::vector<FaultAction> faults_;
 
     std::vector<std::unique_ptr<SimNode>> cores_;  // nullptr when crashed
-    std::vector<DurableState> durable_;
+    std::vector<elector::DurableState> durable_;
     std::vector<std::uint32_t> persist_failures_;  // pending injected state-write failures
     std::vector<std::uint32_t> incarnation_;
     std::vector<std::int64_t> paused_until_ms_;

@@ -22,7 +22,7 @@ inline std::uint64_t hash_fold(std::uint64_t h, std::uint64_t v) {
 }
 
 /// Two independent lanes (the processor folds them in parallel), joined at the end.
-inline std::uint64_t hash_state(const ElectorState& s) {
+inline std::uint64_t hash_state(const elector::ElectorState& s) {
     std::uint64_t a = static_cast<std::uint64_t>(s.role);
     std::uint64_t b = s.term.value;
     a = hash_fold(a, optional_node_code(s.voted_for) | (optional_node_code(s.leader) << 16) |
@@ -55,44 +55,44 @@ struct PackedMessage {
     auto operator<=>(const PackedMessage&) const = default;
 };
 
-inline PackedMessage pack(NodeId to, const Message& m) {
+inline PackedMessage pack(NodeId to, const elector::Message& m) {
     PackedMessage p;
     p.head = std::uint64_t{to.value} | (std::uint64_t{m.from.value} << 8) |
              (static_cast<std::uint64_t>(m.body.index()) << 16) | (m.term.value << 24);
     std::visit(
         [&](const auto& b) {
             using T = std::decay_t<decltype(b)>;
-            if constexpr (std::is_same_v<T, ScoutingRequest>) {
-                static_assert(kBodyFieldCount<T> == 2,
+            if constexpr (std::is_same_v<T, elector::ScoutingRequest>) {
+                static_assert(elector::kBodyFieldCount<T> == 2,
                               "pack() must hash (or knowingly leave out) every field");
                 p.body = b.round | (b.config_version << 40);
-            } else if constexpr (std::is_same_v<T, ScoutingResponse>) {
-                static_assert(kBodyFieldCount<T> == 4,
+            } else if constexpr (std::is_same_v<T, elector::ScoutingResponse>) {
+                static_assert(elector::kBodyFieldCount<T> == 4,
                               "pack() must hash (or knowingly leave out) every field");
                 p.body = b.round | (b.config_version << 40) |
                          (static_cast<std::uint64_t>(b.refusal) << 56) |
                          (std::uint64_t{b.will_vote} << 63);
-            } else if constexpr (std::is_same_v<T, ElectionProposal>) {
-                static_assert(kBodyFieldCount<T> == 2,
+            } else if constexpr (std::is_same_v<T, elector::ElectionProposal>) {
+                static_assert(elector::kBodyFieldCount<T> == 2,
                               "pack() must hash (or knowingly leave out) every field");
                 p.body = (b.transfer ? 1U : 0U) | (b.config_version << 1);
-            } else if constexpr (std::is_same_v<T, ElectionResponse>) {
-                static_assert(kBodyFieldCount<T> == 4,
+            } else if constexpr (std::is_same_v<T, elector::ElectionResponse>) {
+                static_assert(elector::kBodyFieldCount<T> == 4,
                               "pack() must hash (or knowingly leave out) every field");
                 p.body = (b.granted ? 1U : 0U) | (static_cast<std::uint64_t>(b.refusal) << 1) |
                          (b.config_version << 4) | (b.voter_term.value << 12);
-            } else if constexpr (std::is_same_v<T, LeaderHeartbeat>) {
-                static_assert(kBodyFieldCount<T> == 3,
+            } else if constexpr (std::is_same_v<T, elector::LeaderHeartbeat>) {
+                static_assert(elector::kBodyFieldCount<T> == 3,
                               "pack() must hash (or knowingly leave out) every field");
                 // The heartbeat round is left out, as time is: it only matters to the leader
                 // lease, whose deadlines the explorer (like tla/Elector.tla) does not model.
                 p.body = (b.lsn.term.value << 32) | (b.config_version << 24) | b.lsn.counter;
-            } else if constexpr (std::is_same_v<T, HeartbeatAck>) {
-                static_assert(kBodyFieldCount<T> == 1,
+            } else if constexpr (std::is_same_v<T, elector::HeartbeatAck>) {
+                static_assert(elector::kBodyFieldCount<T> == 1,
                               "pack() must hash (or knowingly leave out) every field");
                 p.body = 0;  // its only field is the heartbeat round (see LeaderHeartbeat)
-            } else if constexpr (std::is_same_v<T, LeadershipCession>) {
-                static_assert(kBodyFieldCount<T> == 1,
+            } else if constexpr (std::is_same_v<T, elector::LeadershipCession>) {
+                static_assert(elector::kBodyFieldCount<T> == 1,
                               "pack() must hash (or knowingly leave out) every field");
                 p.body = optional_node_code(b.successor);
             } else {
