@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "bench.hpp"
+#include "conclave/core/enum_names.hpp"
 
 namespace conclave::bench {
 
@@ -55,7 +56,7 @@ int run_cold_start(const BenchOptions& options) {
             throw std::runtime_error("--profile: unknown profile " + profile);
         }
         if (!options.backoff.empty()) {
-            config->backoff = *elector::parse_backoff(options.backoff);
+            config->backoff = *parse_enum<elector::Backoff>(options.backoff);
         }
         const PeerSettings ps = peer_settings(*config);
         fmt::print(

@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "bench.hpp"
+#include "conclave/core/enum_names.hpp"
 
 namespace conclave::bench {
 
@@ -199,7 +200,7 @@ int run_failover(const BenchOptions& options) {
             throw std::runtime_error("--profile: unknown profile " + profile);
         }
         if (!options.backoff.empty()) {
-            config->backoff = *elector::parse_backoff(options.backoff);
+            config->backoff = *parse_enum<elector::Backoff>(options.backoff);
         }
         const double period = static_cast<double>(config->heartbeat_period.count());
         const double inactivity = static_cast<double>(config->inactivity_interval().count());

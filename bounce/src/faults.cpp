@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "conclave/bounce/faults.hpp"
+#include "conclave/core/enum_names.hpp"
 
 #include <algorithm>
 #include <map>
@@ -10,19 +11,7 @@
 namespace conclave::bounce {
 
 std::string_view to_string(ObservedRole r) {
-    switch (r) {
-        case ObservedRole::Unreachable:
-            return "unreachable";
-        case ObservedRole::Stopped:
-            return "stopped";
-        case ObservedRole::Follower:
-            return "follower";
-        case ObservedRole::Candidate:
-            return "candidate";
-        case ObservedRole::Leader:
-            return "leader";
-    }
-    return "?";
+    return enum_name(r);
 }
 
 std::optional<ObservedRole> role_from_string(std::string_view s) {

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "conclave/elector/config.hpp"
 
+#include "conclave/core/enum_names.hpp"
+
 #include <algorithm>
 
 namespace conclave::elector {
@@ -173,23 +175,7 @@ std::optional<std::string> Config::validate() const {
 }
 
 std::string_view to_string(Backoff b) {
-    switch (b) {
-        case Backoff::Uniform:
-            return "uniform";
-        case Backoff::Ranked:
-            return "ranked";
-    }
-    return "?";
-}
-
-std::optional<Backoff> parse_backoff(std::string_view name) {
-    if (name == "uniform") {
-        return Backoff::Uniform;
-    }
-    if (name == "ranked") {
-        return Backoff::Ranked;
-    }
-    return std::nullopt;
+    return enum_name(b);
 }
 
 }  // namespace conclave::elector

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "conclave/net/frame.hpp"
 #include "conclave/core/check.hpp"
+#include "conclave/core/enum_names.hpp"
 
 #include <limits>
 
@@ -19,25 +20,7 @@ std::string_view to_string(Channel c) {
 }
 
 std::string_view to_string(BadFrameKind k) {
-    switch (k) {
-        case BadFrameKind::Oversized:
-            return "oversized";
-        case BadFrameKind::Empty:
-            return "empty";
-        case BadFrameKind::Truncated:
-            return "truncated";
-        case BadFrameKind::UnknownChannel:
-            return "unknown_channel";
-        case BadFrameKind::Undecodable:
-            return "undecodable";
-        case BadFrameKind::WrongSender:
-            return "wrong_sender";
-        case BadFrameKind::BadHandshake:
-            return "bad_handshake";
-        case BadFrameKind::UnexpectedControl:
-            return "unexpected_control";
-    }
-    return "unknown";
+    return enum_name<NameStyle::Snake>(k);
 }
 
 void encode_frame(Channel channel, std::span<const std::uint8_t> payload,

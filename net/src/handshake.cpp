@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "conclave/net/handshake.hpp"
+#include "conclave/core/enum_names.hpp"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -319,15 +320,7 @@ JoinRequest decode_join_request(std::span<const std::uint8_t> payload) {
 }
 
 std::string_view to_string(JoinStatus s) {
-    switch (s) {
-        case JoinStatus::Accepted:
-            return "accepted";
-        case JoinStatus::Redirect:
-            return "redirect";
-        case JoinStatus::Refused:
-            return "refused";
-    }
-    return "unknown";
+    return enum_name(s);
 }
 
 std::vector<std::uint8_t> encode_join_answer(const JoinAnswer& answer) {
@@ -349,55 +342,17 @@ JoinAnswer decode_join_answer(std::span<const std::uint8_t> payload) {
     }
     JoinAnswer answer;
     const std::string status = codec::get_string(j, "status");
-    if (status == "accepted") {
-        answer.status = JoinStatus::Accepted;
-    } else if (status == "redirect") {
-        answer.status = JoinStatus::Redirect;
-    } else if (status == "refused") {
-        answer.status = JoinStatus::Refused;
-    } else {
+    const auto parsed = parse_enum<JoinStatus>(status);
+    if (!parsed) {
         throw codec::DecodeError("status: unknown join status '" + status + "'");
     }
+    answer.status = *parsed;
     answer.detail = codec::get_string(j, "detail");
     return answer;
 }
 
 std::string_view to_string(HandshakeRefusal r) {
-    switch (r) {
-        case HandshakeRefusal::WrongCluster:
-            return "wrong_cluster";
-        case HandshakeRefusal::UnknownNode:
-            return "unknown_node";
-        case HandshakeRefusal::DuplicateNode:
-            return "duplicate_node";
-        case HandshakeRefusal::UnsupportedVersion:
-            return "unsupported_version";
-        case HandshakeRefusal::WrongDirection:
-            return "wrong_direction";
-        case HandshakeRefusal::WrongPeer:
-            return "wrong_peer";
-        case HandshakeRefusal::CertificateMismatch:
-            return "certificate_mismatch";
-        case HandshakeRefusal::TlsFailed:
-            return "tls_failed";
-        case HandshakeRefusal::Timeout:
-            return "timeout";
-        case HandshakeRefusal::TooManyPending:
-            return "too_many_pending";
-        case HandshakeRefusal::AuthFailed:
-            return "auth_failed";
-        case HandshakeRefusal::ChannelMismatch:
-            return "channel_mismatch";
-        case HandshakeRefusal::StateLost:
-            return "state_lost";
-        case HandshakeRefusal::StateRegressed:
-            return "state_regressed";
-        case HandshakeRefusal::TooManyPendingFromSource:
-            return "too_many_pending_from_source";
-        case HandshakeRefusal::JoinRefused:
-            return "join_refused";
-    }
-    return "unknown";
+    return enum_name<NameStyle::Snake>(r);
 }
 
 HelloCheck check_seed_hello(const Hello& hello, const std::string& cluster) {

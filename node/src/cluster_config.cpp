@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "conclave/node/cluster_config.hpp"
 #include "conclave/core/check.hpp"
+#include "conclave/core/enum_names.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -628,7 +629,7 @@ void ParseElector(const json& document, ClusterConfig& config) {
         ApplyTiming(*timing, config.elector);
     }
     if (const json* backoff = Find(document, "backoff")) {
-        const auto parsed = elector::parse_backoff(ExpectString(*backoff, "backoff"));
+        const auto parsed = parse_enum<elector::Backoff>(ExpectString(*backoff, "backoff"));
         if (!parsed) {
             Fail("backoff", "expected \"uniform\" or \"ranked\", got " + Describe(*backoff));
         }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "conclave/node/metrics.hpp"
 #include "conclave/core/check.hpp"
+#include "conclave/core/enum_names.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -12,15 +13,7 @@ namespace conclave::node {
 namespace {
 
 std::string_view TypeName(MetricType t) {
-    switch (t) {
-        case MetricType::Counter:
-            return "counter";
-        case MetricType::Gauge:
-            return "gauge";
-        case MetricType::Histogram:
-            return "histogram";
-    }
-    return "untyped";
+    return enum_name(t);
 }
 
 /// Prometheus text escaping: backslash and newline always; the double quote in label values only.

@@ -2,6 +2,7 @@
 // The replicated log core. Read replication/README.md first: it states the protocol and the
 // invariants that the CONCLAVE_CHECKs below enforce.
 #include "conclave/replication/log.hpp"
+#include "conclave/core/enum_names.hpp"
 
 #include <algorithm>
 #include <array>
@@ -981,49 +982,11 @@ void ReplicatedLog::Drop(LogDropReason reason) {
 }
 
 std::string_view to_string(LogDropReason reason) {
-    switch (reason) {
-        case LogDropReason::NotAPeer:
-            return "not_a_peer";
-        case LogDropReason::TermOutOfRange:
-            return "term_out_of_range";
-        case LogDropReason::InvalidBatch:
-            return "invalid_batch";
-        case LogDropReason::UnknownAckedLsn:
-            return "unknown_acked_lsn";
-        case LogDropReason::SnapshotChunkOutOfOrder:
-            return "snapshot_chunk_out_of_order";
-    }
-    return "unknown";
+    return enum_name<NameStyle::Snake>(reason);
 }
 
 std::string_view to_string(LogViolationKind kind) {
-    switch (kind) {
-        case LogViolationKind::SyncResponseAhead:
-            return "sync_response_ahead";
-        case LogViolationKind::TruncatesCommitted:
-            return "truncates_committed";
-        case LogViolationKind::ContradictsCommitted:
-            return "contradicts_committed";
-        case LogViolationKind::OneLsnTwoEntries:
-            return "one_lsn_two_entries";
-        case LogViolationKind::CommitBetweenEntries:
-            return "commit_between_entries";
-        case LogViolationKind::SnapshotAbsurdLength:
-            return "snapshot_absurd_length";
-        case LogViolationKind::SnapshotTooManyEntries:
-            return "snapshot_too_many_entries";
-        case LogViolationKind::SnapshotNotOrdered:
-            return "snapshot_not_ordered";
-        case LogViolationKind::SnapshotLengthContradicts:
-            return "snapshot_length_contradicts";
-        case LogViolationKind::SnapshotInsideCommitted:
-            return "snapshot_inside_committed";
-        case LogViolationKind::SnapshotTooLarge:
-            return "snapshot_too_large";
-        case LogViolationKind::MalformedConfiguration:
-            return "malformed_configuration";
-    }
-    return "unknown";
+    return enum_name<NameStyle::Snake>(kind);
 }
 
 const char* describe(LogViolationKind kind) {

@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "conclave/core/check.hpp"
+#include "conclave/core/enum_names.hpp"
 #include "conclave/replication/storage.hpp"
 
 namespace conclave::replication {
@@ -124,35 +125,11 @@ void MemoryStorage::crash() {
 }
 
 std::string_view to_string(FsyncPolicy p) {
-    switch (p) {
-        case FsyncPolicy::EveryEntry:
-            return "every_entry";
-        case FsyncPolicy::Batched:
-            return "batched";
-        case FsyncPolicy::Never:
-            return "never";
-    }
-    return "?";
+    return enum_name<NameStyle::Snake>(p);
 }
 
 std::string_view to_string(TailProblem p) {
-    switch (p) {
-        case TailProblem::None:
-            return "none";
-        case TailProblem::TornHeader:
-            return "torn_header";
-        case TailProblem::TornRecord:
-            return "torn_record";
-        case TailProblem::BadLength:
-            return "bad_length";
-        case TailProblem::BadCrc:
-            return "bad_crc";
-        case TailProblem::Malformed:
-            return "malformed";
-        case TailProblem::OutOfOrder:
-            return "out_of_order";
-    }
-    return "?";
+    return enum_name<NameStyle::Snake>(p);
 }
 
 std::string RecoveryReport::describe() const {

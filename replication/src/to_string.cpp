@@ -3,6 +3,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "conclave/core/enum_names.hpp"
 #include "conclave/replication/actions.hpp"
 
 namespace conclave::replication {
@@ -58,13 +59,7 @@ std::string_view to_string(LogRole r) {
 }
 
 std::string_view to_string(LogTimer t) {
-    switch (t) {
-        case LogTimer::Heartbeat:
-            return "Heartbeat";
-        case LogTimer::SyncRetry:
-            return "SyncRetry";
-    }
-    return "?";
+    return enumerator_name(t);
 }
 
 std::string_view to_string(ProposeError e) {

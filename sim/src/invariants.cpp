@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "conclave/sim/invariants.hpp"
 
+#include "conclave/core/enum_names.hpp"
+
 #include <algorithm>
 
 #include "conclave/core/check.hpp"
@@ -16,122 +18,12 @@ std::string node_name(NodeId n) {
 }  // namespace
 
 std::string_view to_string(ViolationKind k) {
-    switch (k) {
-        case ViolationKind::TwoLeadersInTerm:
-            return "two-leaders-in-term";
-        case ViolationKind::TermDecreased:
-            return "term-decreased";
-        case ViolationKind::DoubleVote:
-            return "double-vote";
-        case ViolationKind::LeaderWithoutQuorum:
-            return "leader-without-quorum";
-        case ViolationKind::LsnNotIncreasing:
-            return "lsn-not-increasing";
-        case ViolationKind::Alarm:
-            return "core-alarm";
-        case ViolationKind::Liveness:
-            return "liveness";
-        case ViolationKind::LogDivergence:
-            return "log-divergence";
-        case ViolationKind::LogAckLost:
-            return "log-ack-lost";
-        case ViolationKind::LogLeaderIncomplete:
-            return "log-leader-incomplete";
-        case ViolationKind::LogNotDurable:
-            return "log-not-durable";
-        case ViolationKind::LogCoreCheck:
-            return "log-core-check";
-        case ViolationKind::LogDriver:
-            return "log-driver";
-        case ViolationKind::LogLiveness:
-            return "log-liveness";
-        case ViolationKind::NotDurable:
-            return "not-durable";
-        case ViolationKind::LogAlarm:
-            return "log-alarm";
-        case ViolationKind::LogTruncated:
-            return "log-truncated";
-        case ViolationKind::MembershipRefused:
-            return "membership-refused";
-        case ViolationKind::NodeTable:
-            return "node-table";
-        case ViolationKind::LeaseExclusive:
-            return "lease-exclusive";
-    }
-    return "?";
+    return enum_name(k);
 }
-
-namespace {
-
-constexpr std::string_view step_name(StepAction a) {
-    switch (a) {
-        case StepAction::Start:
-            return "Start";
-        case StepAction::Stop:
-            return "Stop";
-        case StepAction::Crash:
-            return "Crash";
-        case StepAction::Restart:
-            return "Restart";
-        case StepAction::HandleScoutingRequest:
-            return "HandleScoutingRequest";
-        case StepAction::HandleScoutingResponse:
-            return "HandleScoutingResponse";
-        case StepAction::HandleElectionProposal:
-            return "HandleElectionProposal";
-        case StepAction::HandleElectionResponse:
-            return "HandleElectionResponse";
-        case StepAction::HandleLeaderHeartbeat:
-            return "HandleLeaderHeartbeat";
-        case StepAction::HandleHeartbeatAck:
-            return "HandleHeartbeatAck";
-        case StepAction::HandleHeartbeatResponse:
-            return "HandleHeartbeatResponse";
-        case StepAction::HandleLeadershipCession:
-            return "HandleLeadershipCession";
-        case StepAction::InitialWaitFired:
-            return "InitialWaitFired";
-        case StepAction::RandomWaitFired:
-            return "RandomWaitFired";
-        case StepAction::ScoutingResultFired:
-            return "ScoutingResultFired";
-        case StepAction::ElectionResultFired:
-            return "ElectionResultFired";
-        case StepAction::HeartbeatBroadcastFired:
-            return "HeartbeatBroadcastFired";
-        case StepAction::HeartbeatCheckFired:
-            return "HeartbeatCheckFired";
-        case StepAction::CheckQuorumFired:
-            return "CheckQuorumFired";
-        case StepAction::PeerUp:
-            return "PeerUp";
-        case StepAction::PeerDown:
-            return "PeerDown";
-        case StepAction::TransferLeadership:
-            return "TransferLeadership";
-        case StepAction::IssueLsn:
-            return "IssueLsn";
-        case StepAction::SetVoters:
-            return "SetVoters";
-    }
-    return "?";
-}
-
-}  // namespace
 
 std::string_view to_string(StepAction a) {
-    return step_name(a);
+    return enumerator_name(a);
 }
-
-// Each message kind's handler step is named after the kind: "Handle" + kName.
-template <std::size_t... I>
-constexpr bool handler_steps_named(std::index_sequence<I...>) {
-    constexpr std::string_view prefix = "Handle";
-    return ((step_name(kHandlerSteps[I]).starts_with(prefix) &&
-             step_name(kHandlerSteps[I]).substr(prefix.size()) == elector::kMessageNames[I]) &&
-            ...);
-}
-static_assert(handler_steps_named(std::make_index_sequence<elector::kMessageKindCount>{}));
 
 StepAction action_for(const elector::MessageBody& body) {
     return kHandlerSteps[body.index()];
@@ -235,10 +127,10 @@ std::optional<Violation> History::after_step(NodeId node, StepAction action,
                 }
             }
         } else if (const auto* alarm = std::get_if<elector::RaiseAlarm>(&a)) {
-            return Violation{ViolationKind::Alarm, node_name(node) +
-                                                       " raised the two-leaders alarm about " +
-                                                       node_name(alarm->peer) + " in term " +
-                                                       std::to_string(alarm->term.value)};
+            return Violation{ViolationKind::CoreAlarm, node_name(node) +
+                                                           " raised the two-leaders alarm about " +
+                                                           node_name(alarm->peer) + " in term " +
+                                                           std::to_string(alarm->term.value)};
         }
     }
     if (after.role == elector::Role::Leader) {

@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "conclave/core/command_line.hpp"
+#include "conclave/core/enum_names.hpp"
 #include "conclave/sim/explorer.hpp"
 #include "conclave/sim/membership.hpp"
 #include "conclave/sim/run.hpp"
@@ -138,19 +139,6 @@ Exhaustive exploration (3 nodes by default):
   --help               this text
 )";
 
-std::optional<elector::PlantedBug> parse_bug(std::string_view name) {
-    for (elector::PlantedBug b :
-         {elector::PlantedBug::None, elector::PlantedBug::DoubleVote,
-          elector::PlantedBug::MinorityQuorum, elector::PlantedBug::CountStaleScoutingReplies,
-          elector::PlantedBug::SkipStickyLeader, elector::PlantedBug::IgnoreConfigVersion,
-          elector::PlantedBug::LeaseIgnoresDrift, elector::PlantedBug::LeaseKeptOnPeerDown}) {
-        if (name == to_string(b)) {
-            return b;
-        }
-    }
-    return std::nullopt;
-}
-
 int usage_error(const std::string& message) {
     std::cerr << "conclave-sim: " << message << "\n(see conclave-sim --help)\n";
     return 2;
@@ -265,7 +253,24 @@ void apply_flags(const CLI::App& app, SimArgs& a) {
     }
 }
 
-/// The named values (--faults, --backoff and the planted bugs). Empty, or what is wrong.
+/// Sets `out` from the option `flag`, when given, by its enumerator's name (core/enum_names.hpp).
+/// Empty, or what is wrong.
+template <class E>
+std::string apply_enum_option(const CLI::App& app, const char* flag, const std::string& text,
+                              E& out) {
+    if (app.count(flag) == 0) {
+        return "";
+    }
+    const auto value = parse_enum<E>(text);
+    if (!value) {
+        return std::string(flag) + ": unknown value '" + text + "' (expected " + enum_choices<E>() +
+               ")";
+    }
+    out = *value;
+    return "";
+}
+
+/// The named values (--faults, --backoff, --drift and the planted bugs). Empty, or what is wrong.
 std::string apply_named_options(const CLI::App& app, SimArgs& a) {
     std::string error;
     if (app.count("--faults") > 0) {
@@ -275,63 +280,19 @@ std::string apply_named_options(const CLI::App& app, SimArgs& a) {
         }
         a.run.faults = *mix;
     }
-    if (app.count("--backoff") > 0) {
-        auto backoff = elector::parse_backoff(a.backoff);
-        if (!backoff) {
-            return "--backoff: unknown backoff '" + a.backoff + "' (expected uniform or ranked)";
+    for (const std::string& e :
+         {apply_enum_option(app, "--backoff", a.backoff, a.run.backoff),
+          apply_enum_option(app, "--drift", a.drift, a.run.drift),
+          apply_enum_option(app, "--planted-bug", a.planted_bug, a.run.planted_bug),
+          apply_enum_option(app, "--runtime-bug", a.runtime_bug, a.run.runtime_bug),
+          apply_enum_option(app, "--storage-bug", a.storage_bug, a.run.storage_bug),
+          apply_enum_option(app, "--identity-bug", a.identity_bug, a.run.identity_bug),
+          apply_enum_option(app, "--log-bug", a.log_bug, a.run.log_bug)}) {
+        if (!e.empty()) {
+            return e;
         }
-        a.run.backoff = *backoff;
     }
-    if (app.count("--drift") > 0) {
-        auto drift = parse_drift(a.drift);
-        if (!drift) {
-            return "--drift: unknown mode '" + a.drift + "' (expected none, within or beyond)";
-        }
-        a.run.drift = *drift;
-    }
-    if (app.count("--planted-bug") > 0) {
-        auto bug = parse_bug(a.planted_bug);
-        if (!bug) {
-            return "--planted-bug: unknown bug '" + a.planted_bug +
-                   "' (expected double-vote, minority-quorum, count-stale-scouting-replies, "
-                   "skip-sticky-leader, ignore-config-version, lease-ignores-drift or "
-                   "lease-kept-on-peer-down)";
-        }
-        a.run.planted_bug = a.ex.planted_bug = *bug;
-    }
-    if (a.runtime_bug == "send-before-persist") {
-        a.run.runtime_bug = runtime::RuntimeBug::SendBeforePersist;
-    } else if (a.runtime_bug == "ack-before-fsync") {
-        a.run.runtime_bug = runtime::RuntimeBug::AckBeforeFsync;
-    } else if (app.count("--runtime-bug") > 0) {
-        return "--runtime-bug: unknown bug '" + a.runtime_bug +
-               "' (expected send-before-persist or ack-before-fsync)";
-    }
-    if (app.count("--storage-bug") > 0) {
-        auto bug = parse_storage_bug(a.storage_bug);
-        if (!bug) {
-            return "--storage-bug: unknown bug '" + a.storage_bug +
-                   "' (expected silent-repair or none)";
-        }
-        a.run.storage_bug = *bug;
-    }
-    if (app.count("--identity-bug") > 0) {
-        auto bug = parse_identity_bug(a.identity_bug);
-        if (!bug) {
-            return "--identity-bug: unknown bug '" + a.identity_bug +
-                   "' (expected admit-any-incarnation or none)";
-        }
-        a.run.identity_bug = *bug;
-    }
-    if (app.count("--log-bug") > 0) {
-        auto bug = parse_log_bug(a.log_bug);
-        if (!bug) {
-            return "--log-bug: unknown bug '" + a.log_bug +
-                   "' (expected skip-sync, commit-without-quorum, compact-uncommitted or "
-                   "count-repaired)";
-        }
-        a.run.log_bug = *bug;
-    }
+    a.ex.planted_bug = a.run.planted_bug;
     return "";
 }
 
@@ -459,7 +420,7 @@ void print_membership_replay(const std::string& program, const MembershipRunResu
                       ? " --planted-bug " + std::string(to_string(mo.planted_bug))
                       : std::string())
               << (mo.log_bug != replication::PlantedLogBug::None
-                      ? " --log-bug " + std::string(log_bug_name(mo.log_bug))
+                      ? " --log-bug " + std::string(enum_name(mo.log_bug))
                       : std::string())
               << " --trace seed-" << r.seed << ".ndjson\n";
 }
@@ -607,7 +568,7 @@ void print_log_summary(const Totals& t, const RunOptions& run) {
         "tail: %lld ms (bound up to %lld ms)\n",
         run.log_bug == replication::PlantedLogBug::None
             ? ""
-            : (" (planted bug " + std::string(log_bug_name(run.log_bug)) + ")").c_str(),
+            : (" (planted bug " + std::string(enum_name(run.log_bug)) + ")").c_str(),
         static_cast<unsigned long long>(t.log_steps), static_cast<unsigned long long>(t.committed),
         static_cast<unsigned long long>(t.acked), static_cast<unsigned long long>(t.refused),
         static_cast<unsigned long long>(t.unknown), static_cast<long long>(t.slowest_log_ms),

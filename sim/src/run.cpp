@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "conclave/sim/run.hpp"
+#include "conclave/core/enum_names.hpp"
 
 #include "conclave/elector/backoff.hpp"
 
@@ -313,96 +314,6 @@ Millis log_liveness_bound(const LogSimOptions& o, std::int64_t max_one_way_laten
            Millis{round_trips * (2 * max_one_way_latency_ms + o.flush_delay_max_ms)};
 }
 
-std::string_view log_bug_name(replication::PlantedLogBug bug) {
-    switch (bug) {
-        case replication::PlantedLogBug::None:
-            return "none";
-        case replication::PlantedLogBug::SkipSync:
-            return "skip-sync";
-        case replication::PlantedLogBug::CommitWithoutQuorum:
-            return "commit-without-quorum";
-        case replication::PlantedLogBug::CompactUncommitted:
-            return "compact-uncommitted";
-        case replication::PlantedLogBug::CountRepaired:
-            return "count-repaired";
-        case replication::PlantedLogBug::SkipOwnTermCommit:
-            return "skip-own-term-commit";
-    }
-    return "?";
-}
-
-std::optional<replication::PlantedLogBug> parse_log_bug(std::string_view name) {
-    for (auto bug :
-         {replication::PlantedLogBug::None, replication::PlantedLogBug::SkipSync,
-          replication::PlantedLogBug::CommitWithoutQuorum,
-          replication::PlantedLogBug::CompactUncommitted, replication::PlantedLogBug::CountRepaired,
-          replication::PlantedLogBug::SkipOwnTermCommit}) {
-        if (name == log_bug_name(bug)) {
-            return bug;
-        }
-    }
-    return std::nullopt;
-}
-
-std::string_view storage_bug_name(StorageBug bug) {
-    switch (bug) {
-        case StorageBug::None:
-            return "none";
-        case StorageBug::SilentRepair:
-            return "silent-repair";
-    }
-    return "?";
-}
-
-std::optional<StorageBug> parse_storage_bug(std::string_view name) {
-    for (auto bug : {StorageBug::None, StorageBug::SilentRepair}) {
-        if (name == storage_bug_name(bug)) {
-            return bug;
-        }
-    }
-    return std::nullopt;
-}
-
-std::string_view identity_bug_name(IdentityBug bug) {
-    switch (bug) {
-        case IdentityBug::None:
-            return "none";
-        case IdentityBug::AdmitAnyIncarnation:
-            return "admit-any-incarnation";
-    }
-    return "?";
-}
-
-std::optional<IdentityBug> parse_identity_bug(std::string_view name) {
-    for (auto bug : {IdentityBug::None, IdentityBug::AdmitAnyIncarnation}) {
-        if (name == identity_bug_name(bug)) {
-            return bug;
-        }
-    }
-    return std::nullopt;
-}
-
-std::string_view drift_name(ClockDrift drift) {
-    switch (drift) {
-        case ClockDrift::None:
-            return "none";
-        case ClockDrift::Within:
-            return "within";
-        case ClockDrift::Beyond:
-            return "beyond";
-    }
-    return "?";
-}
-
-std::optional<ClockDrift> parse_drift(std::string_view name) {
-    for (auto drift : {ClockDrift::None, ClockDrift::Within, ClockDrift::Beyond}) {
-        if (name == drift_name(drift)) {
-            return drift;
-        }
-    }
-    return std::nullopt;
-}
-
 std::vector<std::int32_t> draw_clock_drift(const RunOptions& options) {
     if (options.drift == ClockDrift::None) {
         return {};
@@ -638,16 +549,16 @@ std::string replay_command(std::string_view program, const RunOptions& o) {
         cmd += " --no-term-check";
     }
     if (o.drift != ClockDrift::None) {
-        cmd += " --drift " + std::string(drift_name(o.drift));
+        cmd += " --drift " + std::string(enum_name(o.drift));
     }
     if (o.identity_bug != IdentityBug::None) {
-        cmd += " --identity-bug " + std::string(identity_bug_name(o.identity_bug));
+        cmd += " --identity-bug " + std::string(enum_name(o.identity_bug));
     }
     if (o.log) {
         cmd += " --log";
     }
     if (o.log_bug != replication::PlantedLogBug::None) {
-        cmd += " --log-bug " + std::string(log_bug_name(o.log_bug));
+        cmd += " --log-bug " + std::string(enum_name(o.log_bug));
     }
     if (o.log && o.log_compact != 0) {
         cmd += " --log-compact " + std::to_string(o.log_compact);
@@ -655,7 +566,7 @@ std::string replay_command(std::string_view program, const RunOptions& o) {
     if (o.log && o.storage_faults) {
         cmd += " --storage-faults";
         if (o.storage_bug != StorageBug::None) {
-            cmd += " --storage-bug " + std::string(storage_bug_name(o.storage_bug));
+            cmd += " --storage-bug " + std::string(enum_name(o.storage_bug));
         }
     }
     if (o.log && !o.log_history.check_recovered_floor) {

@@ -267,15 +267,21 @@ std::int64_t Simulator::real_ms_at(std::size_t n, std::int64_t local) const {
     return t;
 }
 
+Simulator::Event Simulator::timer_event(std::size_t n, Millis delay, EventKind kind,
+                                        runtime::TimerGeneration generation) const {
+    Event e;
+    e.time_ms = real_ms_at(n, local_ms(n, now_ms_) + delay.count());
+    e.kind = kind;
+    e.node = static_cast<std::uint16_t>(n);
+    e.stamp = static_cast<std::uint32_t>(generation);
+    e.payload = incarnation_[n];
+    return e;
+}
+
 void Simulator::ElectorEnv::arm(elector::TimerId timer, Millis delay,
                                 runtime::TimerGeneration generation) {
-    Event e;
-    e.time_ms = sim->real_ms_at(node, sim->local_ms(node, sim->now_ms_) + delay.count());
-    e.kind = EventKind::Timer;
-    e.node = static_cast<std::uint16_t>(node);
+    Event e = sim->timer_event(node, delay, EventKind::Timer, generation);
     e.timer = timer;
-    e.stamp = static_cast<std::uint32_t>(generation);
-    e.payload = sim->incarnation_[node];
     sim->push(e);
 }
 

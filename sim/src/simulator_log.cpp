@@ -553,13 +553,8 @@ void Simulator::LogEnv::send(std::span<const NodeId> to, const LogMessage& m) {
 
 void Simulator::LogEnv::arm(replication::LogTimer timer, Millis delay,
                             runtime::TimerGeneration generation) {
-    Event e;
-    e.time_ms = sim->real_ms_at(node, sim->local_ms(node, sim->now_ms_) + delay.count());
-    e.kind = EventKind::LogTimerFired;
-    e.node = static_cast<std::uint16_t>(node);
+    Event e = sim->timer_event(node, delay, EventKind::LogTimerFired, generation);
     e.log_timer = timer;
-    e.stamp = static_cast<std::uint32_t>(generation);
-    e.payload = sim->incarnation_[node];
     sim->push(e);
 }
 

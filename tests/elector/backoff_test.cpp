@@ -4,6 +4,7 @@
 // jitter is 7 mod (25 / 8 + 1) = 3 ms).
 #include <set>
 
+#include "conclave/core/enum_names.hpp"
 #include "conclave/elector/backoff.hpp"
 #include "harness.hpp"
 
@@ -119,10 +120,15 @@ TEST_CASE("ranked: cold start looks for a leader as long, then scouts one slot a
 }
 
 TEST_CASE("config: backoff names and the rank slot's floor and ceiling") {
-    CHECK(parse_backoff("uniform") == Backoff::Uniform);
-    CHECK(parse_backoff("ranked") == Backoff::Ranked);
-    CHECK_FALSE(parse_backoff("Ranked").has_value());
+    CHECK(parse_enum<Backoff>("uniform") == Backoff::Uniform);
+    CHECK(parse_enum<Backoff>("ranked") == Backoff::Ranked);
+    CHECK_FALSE(parse_enum<Backoff>("Ranked").has_value());
     CHECK(to_string(Backoff::Ranked) == "ranked");
+    CHECK(enum_choices<Backoff>() == "uniform or ranked");
+    CHECK(enum_name(PlantedBug::CountStaleScoutingReplies) == "count-stale-scouting-replies");
+    CHECK(parse_enum<PlantedBug>("lease-kept-on-peer-down") == PlantedBug::LeaseKeptOnPeerDown);
+    CHECK(enum_choices<PlantedBug>().starts_with("none, double-vote, "));
+    CHECK(enum_name(static_cast<Backoff>(7)) == "?");
     CHECK(Config::reference(3, A).backoff == Backoff::Uniform);
     CHECK(Config::reference(3, A).max_random_wait == Millis{3000});
 

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "conclave/core/enum_names.hpp"
 #include "conclave/sim/run.hpp"
 #include "conclave/sim/simulator.hpp"
 #include "conclave/sim/stability.hpp"
@@ -70,9 +71,9 @@ TEST_CASE("log: the replay command carries the log switches", "[log]") {
     CHECK(replay_command("conclave-sim", o) ==
           "conclave-sim --seed 5 --nodes 3 --faults all --episodes 4 --duration 6000 --log "
           "--log-bug commit-without-quorum --no-durable-check");
-    CHECK(parse_log_bug("skip-sync") == PlantedLogBug::SkipSync);
-    CHECK(parse_log_bug("commit-without-quorum") == PlantedLogBug::CommitWithoutQuorum);
-    CHECK_FALSE(parse_log_bug("skip_sync"));
+    CHECK(parse_enum<PlantedLogBug>("skip-sync") == PlantedLogBug::SkipSync);
+    CHECK(parse_enum<PlantedLogBug>("commit-without-quorum") == PlantedLogBug::CommitWithoutQuorum);
+    CHECK_FALSE(parse_enum<PlantedLogBug>("skip_sync"));
 }
 
 TEST_CASE("log: without faults, client proposals commit and every log converges", "[log]") {
@@ -189,7 +190,7 @@ TEST_CASE("simulator catches a log that compacts past its commit point", "[plant
     INFO("seed " << v->second << ": " << v->first.detail);
     CHECK(v->first.kind == ViolationKind::LogDivergence);
     CHECK_THAT(v->first.detail, Catch::Contains("snapshot"));
-    CHECK(parse_log_bug("compact-uncommitted") == PlantedLogBug::CompactUncommitted);
+    CHECK(parse_enum<PlantedLogBug>("compact-uncommitted") == PlantedLogBug::CompactUncommitted);
     o.log_bug = PlantedLogBug::None;
     CHECK(replay_command("conclave-sim", o).find("--log-compact 8") != std::string::npos);
 }
@@ -233,7 +234,7 @@ TEST_CASE("simulator catches a repaired node counted towards a quorum", "[plante
            v->first.kind == ViolationKind::LogLeaderIncomplete ||
            v->first.kind == ViolationKind::LogCoreCheck ||
            v->first.kind == ViolationKind::LogAlarm));
-    CHECK(parse_log_bug("count-repaired") == PlantedLogBug::CountRepaired);
+    CHECK(parse_enum<PlantedLogBug>("count-repaired") == PlantedLogBug::CountRepaired);
     // The same seeds with the correct log: no violation, and the repairs did happen.
     o.log_bug = PlantedLogBug::None;
     std::uint64_t repairs = 0;

@@ -2,6 +2,7 @@
 // What the poller saw: one record per GET /status answer (or failure to answer).
 #pragma once
 
+#include <boost/describe/enum.hpp>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -11,7 +12,8 @@
 
 namespace conclave::bounce {
 
-enum class ObservedRole : std::uint8_t { Unreachable, Stopped, Follower, Candidate, Leader };
+BOOST_DEFINE_FIXED_ENUM_CLASS(ObservedRole, std::uint8_t, Unreachable, Stopped, Follower, Candidate,
+                              Leader)
 
 std::string_view to_string(ObservedRole r);
 /// "leader" -> Leader, ...; nullopt for anything else.

@@ -2,6 +2,7 @@
 // Elector configuration: timing profiles and validation.
 #pragma once
 
+#include <boost/describe/enum.hpp>
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -16,24 +17,25 @@ namespace conclave::elector {
 /// exist only in conclave_elector_planted (built with CONCLAVE_PLANTED_BUGS, linked by the
 /// simulator and the tests); the production core (conclave_elector, which `conclaved` links)
 /// refuses any other value.
-enum class PlantedBug : std::uint8_t {
-    None = 0,
+BOOST_DEFINE_FIXED_ENUM_CLASS(
+    PlantedBug, std::uint8_t,
+    None,            // the correct behaviour
     DoubleVote,      // grant a proposal in the current term even after voting for another
     MinorityQuorum,  // count N/2 supporters as a quorum
     CountStaleScoutingReplies,  // count scouting replies from older rounds (reference behaviour)
     SkipStickyLeader,           // say yes to scouting and proposals while following a live leader
     IgnoreConfigVersion,        // membership: grant scouting support and votes to a candidate of an
                                 // older configuration (no R5 version fence; docs/membership.md)
-    LeaseIgnoresDrift,    // leader lease: promise_until = s + E instead of s + E(1-rho)/(1+rho)
-    LeaseKeptOnPeerDown,  // leader lease: keep a follower's promise after its link went down
-};
+    LeaseIgnoresDrift,   // leader lease: promise_until = s + E instead of s + E(1-rho)/(1+rho)
+    LeaseKeptOnPeerDown  // leader lease: keep a follower's promise after its link went down
+)
 
 /// How a follower that has no leader chooses when to start scouting (see elector/README.md).
-enum class Backoff : std::uint8_t {
-    Uniform,  // BlazingMQ: uniform in [0, max_random_wait]
-    Ranked,   // rank x rank_slot (+ jitter) after losing a leader or at start; uniform after a
-              // failed round
-};
+BOOST_DEFINE_FIXED_ENUM_CLASS(Backoff, std::uint8_t,
+                              Uniform,  // BlazingMQ: uniform in [0, max_random_wait]
+                              Ranked    // rank x rank_slot (+ jitter) after losing a leader or at
+                                        // start; uniform after a failed round
+)
 
 struct Config {
     /// Number of nodes in the cluster (1..kMaxClusterSize) and this node's index in it.
@@ -121,6 +123,5 @@ struct Config {
 std::string_view to_string(PlantedBug b);
 std::string_view to_string(Backoff b);
 /// "uniform" or "ranked".
-std::optional<Backoff> parse_backoff(std::string_view name);
 
 }  // namespace conclave::elector

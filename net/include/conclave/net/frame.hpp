@@ -13,12 +13,15 @@
 // payload, so a hostile length costs nothing.
 #pragma once
 
+#include <boost/describe/enum.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
+
+#include "conclave/core/enum_names.hpp"
 
 namespace conclave::net {
 
@@ -40,17 +43,18 @@ inline constexpr std::size_t kChannelCount = 3;
 std::string_view to_string(Channel c);
 
 /// Why a byte stream (or one frame in it) was rejected. Counted per kind in MeshCounters.
-enum class BadFrameKind : std::uint8_t {
-    Oversized,          // length prefix above the maximum
-    Empty,              // length prefix 0 (no channel byte)
-    Truncated,          // the connection ended in the middle of a frame
-    UnknownChannel,     // channel byte with no registered handler
-    Undecodable,        // a handler could not decode the payload (malformed CBOR, bad field, ...)
-    WrongSender,        // the decoded sender differs from the peer that completed the handshake
-    BadHandshake,       // malformed hello, or a non-hello frame before the handshake finished
-    UnexpectedControl,  // a control frame of unknown kind after the handshake
-};
-inline constexpr std::size_t kBadFrameKindCount = 8;
+BOOST_DEFINE_FIXED_ENUM_CLASS(
+    BadFrameKind, std::uint8_t,
+    Oversized,         // length prefix above the maximum
+    Empty,             // length prefix 0 (no channel byte)
+    Truncated,         // the connection ended in the middle of a frame
+    UnknownChannel,    // channel byte with no registered handler
+    Undecodable,       // a handler could not decode the payload (malformed CBOR, bad field, ...)
+    WrongSender,       // the decoded sender differs from the peer that completed the handshake
+    BadHandshake,      // malformed hello, or a non-hello frame before the handshake finished
+    UnexpectedControl  // a control frame of unknown kind after the handshake
+)
+inline constexpr std::size_t kBadFrameKindCount = kEnumeratorCount<BadFrameKind>;
 
 std::string_view to_string(BadFrameKind k);
 

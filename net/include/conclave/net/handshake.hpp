@@ -35,6 +35,7 @@
 // A JoinRefused is told to the joiner as a JoinAnswer "refused" in place of the seed's Hello.
 #pragma once
 
+#include <boost/describe/enum.hpp>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -42,6 +43,7 @@
 #include <string_view>
 #include <vector>
 
+#include "conclave/core/enum_names.hpp"
 #include "conclave/core/types.hpp"
 #include "conclave/net/membership.hpp"
 
@@ -123,7 +125,7 @@ struct JoinRequest {
     std::string http;
 };
 
-enum class JoinStatus : std::uint8_t { Accepted, Redirect, Refused };
+BOOST_DEFINE_FIXED_ENUM_CLASS(JoinStatus, std::uint8_t, Accepted, Redirect, Refused)
 std::string_view to_string(JoinStatus s);
 
 /// The seed's answer. The mesh carries `detail` only; the node layer decides its content (a
@@ -184,9 +186,8 @@ JoinAnswer decode_join_answer(std::span<const std::uint8_t> payload);
 bool cbor_nesting_within(std::span<const std::uint8_t> payload, std::size_t max_depth);
 
 /// Why a handshake was refused. Counted per kind in MeshCounters.
-enum class HandshakeRefusal : std::uint8_t {
-    WrongCluster,
-    UnknownNode,
+BOOST_DEFINE_FIXED_ENUM_CLASS(
+    HandshakeRefusal, std::uint8_t, WrongCluster, UnknownNode,
     DuplicateNode,  // the id already has an established connection
     UnsupportedVersion,
     WrongDirection,            // the dialer is not the lower index of the pair (or is this node)
@@ -200,10 +201,10 @@ enum class HandshakeRefusal : std::uint8_t {
     TooManyPendingFromSource,  // too many handshakes in progress from one source address
     JoinRefused,               // a joiner's hello: this node takes no joins (or an empty id)
     StateLost,  // the peer is remembered with another incarnation: its state was lost or replaced
-    StateRegressed,  // the peer's durable term is below one it announced before: an older copy
-};
+    StateRegressed  // the peer's durable term is below one it announced before: an older copy
+)
 // A hello that cannot be decoded is counted as bad frame "bad_handshake", not as a refusal.
-inline constexpr std::size_t kRefusalCount = 16;
+inline constexpr std::size_t kRefusalCount = kEnumeratorCount<HandshakeRefusal>;
 
 std::string_view to_string(HandshakeRefusal r);
 

@@ -13,6 +13,7 @@
 // (std::invalid_argument).
 #pragma once
 
+#include <boost/describe/enum.hpp>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -77,7 +78,7 @@ class Histogram {
     double sum_ = 0;
 };
 
-enum class MetricType : std::uint8_t { Counter, Gauge, Histogram };
+BOOST_DEFINE_FIXED_ENUM_CLASS(MetricType, std::uint8_t, Counter, Gauge, Histogram)
 
 class MetricsRegistry {
   public:

@@ -10,11 +10,13 @@
 // - Sends may leave before earlier PersistEntries are durable (they carry no promise about them).
 #pragma once
 
+#include <boost/describe/enum.hpp>
 #include <string>
 #include <string_view>
 #include <variant>
 #include <vector>
 
+#include "conclave/core/enum_names.hpp"
 #include "conclave/replication/membership.hpp"
 #include "conclave/replication/messages.hpp"
 
@@ -24,11 +26,12 @@ namespace conclave::replication {
 enum class LogRole : std::uint8_t { Follower, LeaderPassive, LeaderActive };
 
 /// The log's timers. As for the elector: at most one pending instance each, arming replaces.
-enum class LogTimer : std::uint8_t {
+BOOST_DEFINE_FIXED_ENUM_CLASS(
+    LogTimer, std::uint8_t,
     Heartbeat,  // leader (after sync): empty appends, retransmission, proposal timeouts (recurring)
-    SyncRetry,  // PASSIVE leader: re-send unanswered sync/fetch requests (recurring)
-};
-inline constexpr std::size_t kLogTimerCount = 2;
+    SyncRetry   // PASSIVE leader: re-send unanswered sync/fetch requests (recurring)
+)
+inline constexpr std::size_t kLogTimerCount = kEnumeratorCount<LogTimer>;
 
 /// Outcome of a proposal. Only `None` (committed) is a promise. NotLeader, NotActive and
 /// InvalidEntry mean the entry was not appended. TimedOut and LeadershipLost mean the outcome is

@@ -2,6 +2,7 @@
 // Configuration of the log core, with validation that names the offending field.
 #pragma once
 
+#include <boost/describe/enum.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -19,17 +20,18 @@ namespace conclave::replication {
 /// conclave_replication_planted (built with CONCLAVE_PLANTED_BUGS, linked by the simulator and the
 /// tests); the production core (conclave_replication, which `conclaved` links) refuses any other
 /// value.
-enum class PlantedLogBug : std::uint8_t {
-    None = 0,
+BOOST_DEFINE_FIXED_ENUM_CLASS(
+    PlantedLogBug, std::uint8_t,
+    None,                 // the correct behaviour
     SkipSync,             // a new leader serves its own log without syncing with a quorum
     CommitWithoutQuorum,  // count one ack fewer than a quorum as a quorum
     CompactUncommitted,   // compaction folds entries past the commit point into the snapshot
     CountRepaired,        // a repaired node acts as an ordinary one: answers sync, its acks
                           // (and, leading, its own log) count for commit (--repair)
-    SkipOwnTermCommit,    // membership, no R3: propose_config is accepted from a PASSIVE leader
+    SkipOwnTermCommit     // membership, no R3: propose_config is accepted from a PASSIVE leader
                           // once its sync point is appended, before that entry of its own term
                           // commits (docs/membership.md §7.4: harmless under the committed rule)
-};
+)
 
 struct LogConfig {
     /// Number of nodes (1..kMaxClusterSize) and this node's index.

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <array>
+#include <boost/describe/enum.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -29,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "conclave/core/enum_names.hpp"
 #include "conclave/elector/actions.hpp"
 #include "conclave/replication/actions.hpp"
 #include "conclave/replication/config.hpp"
@@ -92,17 +94,19 @@ struct LogState {
 };
 
 /// Why the core dropped a message without acting on it (LogCounters::dropped_by_reason).
-enum class LogDropReason : std::uint8_t {
-    NotAPeer,         // the sender is not another member of the cluster
-    TermOutOfRange,   // a term >= 2^63, which no correct node can reach
-    InvalidBatch,     // Append entries not strictly increasing, above the term, or malformed
-    UnknownAckedLsn,  // an AppendAck for an LSN this leader never sent in its term
-    SnapshotChunkOutOfOrder,  // an InstallSnapshot chunk not following the one before (resent)
-};
-inline constexpr std::size_t kLogDropReasonCount = 5;
+BOOST_DEFINE_FIXED_ENUM_CLASS(
+    LogDropReason, std::uint8_t,
+    NotAPeer,                // the sender is not another member of the cluster
+    TermOutOfRange,          // a term >= 2^63, which no correct node can reach
+    InvalidBatch,            // Append entries not strictly increasing, above the term, or malformed
+    UnknownAckedLsn,         // an AppendAck for an LSN this leader never sent in its term
+    SnapshotChunkOutOfOrder  // an InstallSnapshot chunk not following the one before (resent)
+)
+inline constexpr std::size_t kLogDropReasonCount = kEnumeratorCount<LogDropReason>;
 
 /// What a protocol violation was (LogCounters::violations_by_kind, LogViolation::kind).
-enum class LogViolationKind : std::uint8_t {
+BOOST_DEFINE_FIXED_ENUM_CLASS(
+    LogViolationKind, std::uint8_t,
     SyncResponseAhead,          // a SyncResponse reports entries of the syncing leader's own term
     TruncatesCommitted,         // entries that would truncate a committed entry
     ContradictsCommitted,       // one LSN, two entries, the one here committed
@@ -114,10 +118,10 @@ enum class LogViolationKind : std::uint8_t {
     SnapshotLengthContradicts,  // InstallSnapshot: its length contradicts our log
     SnapshotInsideCommitted,    // InstallSnapshot: ends inside our committed prefix, not ours
     SnapshotTooLarge,           // InstallSnapshot: more bytes than max_snapshot_bytes
-    MalformedConfiguration,     // a configuration entry (Append, fetch, snapshot) that does not
+    MalformedConfiguration      // a configuration entry (Append, fetch, snapshot) that does not
                                 // decode, or names an id outside the id table
-};
-inline constexpr std::size_t kLogViolationKindCount = 12;
+)
+inline constexpr std::size_t kLogViolationKindCount = kEnumeratorCount<LogViolationKind>;
 
 /// Metric label values: "not_a_peer", "sync_response_ahead", ...
 std::string_view to_string(LogDropReason reason);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <boost/describe/enum.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -26,23 +27,24 @@
 namespace conclave::replication {
 
 /// When appended entries become durable.
-enum class FsyncPolicy : std::uint8_t {
+BOOST_DEFINE_FIXED_ENUM_CLASS(
+    FsyncPolicy, std::uint8_t,
     EveryEntry,  // fsync inside every append(): each PersistEntries is durable when performed
     Batched,     // group commit: one fsync in flush() covers every append since the last one
-    Never,       // no fsync for entries (the OS decides). flush() still reports them "durable":
+    Never        // no fsync for entries (the OS decides). flush() still reports them "durable":
                  // a machine crash can lose acknowledged entries. For tests and benchmarks only.
-};
+)
 
 /// What was wrong with the end of the log file, if anything.
-enum class TailProblem : std::uint8_t {
-    None = 0,
+BOOST_DEFINE_FIXED_ENUM_CLASS(
+    TailProblem, std::uint8_t, None,
     TornHeader,  // the file (or its magic) ends inside a record header
     TornRecord,  // the file ends inside a record's payload
     BadLength,   // a record length of zero or above the record limit
     BadCrc,      // a record's checksum does not match (corruption or torn write)
     Malformed,   // checksum fine but the payload does not decode (e.g. key longer than payload)
-    OutOfOrder,  // a record's LSN is not above the previous one
-};
+    OutOfOrder   // a record's LSN is not above the previous one
+)
 
 /// Returned by recover(): what was kept and what was cut off. Only a torn *last* record (a crash
 /// in the middle of an append: short, zero-filled or failing its checksum, with no valid record

@@ -39,6 +39,7 @@
 #pragma once
 
 #include <array>
+#include <boost/describe/enum.hpp>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -57,11 +58,12 @@ namespace conclave::runtime {
 using TimerGeneration = std::uint64_t;
 
 /// Bugs planted in the runtime to prove that the simulator exercises it (see tests/sim).
-enum class RuntimeBug : std::uint8_t {
-    None = 0,
+BOOST_DEFINE_FIXED_ENUM_CLASS(
+    RuntimeBug, std::uint8_t,
+    None,               // the correct behaviour
     SendBeforePersist,  // perform a batch's PersistState after the batch's sends
-    AckBeforeFsync,     // LogRuntime: tell the log core persisted() before the storage flush
-};
+    AckBeforeFsync      // LogRuntime: tell the log core persisted() before the storage flush
+)
 
 /// Every node of an n-node table but `self`, in index order: whom a broadcast goes to.
 inline std::vector<NodeId> others_of(std::size_t n, NodeId self) {

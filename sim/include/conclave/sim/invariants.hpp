@@ -16,6 +16,10 @@
 // with a wrong quorum is caught.
 #pragma once
 
+#include <boost/describe/enum.hpp>
+#include <boost/describe/enumerators.hpp>
+#include <boost/mp11/algorithm.hpp>
+
 #include <array>
 #include <cstdint>
 #include <map>
@@ -30,14 +34,9 @@
 
 namespace conclave::sim {
 
-enum class ViolationKind : std::uint8_t {
-    TwoLeadersInTerm,
-    TermDecreased,
-    DoubleVote,
-    LeaderWithoutQuorum,
-    LsnNotIncreasing,
-    Alarm,
-    Liveness,
+BOOST_DEFINE_FIXED_ENUM_CLASS(
+    ViolationKind, std::uint8_t, TwoLeadersInTerm, TermDecreased, DoubleVote, LeaderWithoutQuorum,
+    LsnNotIncreasing, CoreAlarm, Liveness,
     // The replicated log (SimOptions::log; see log_invariants.hpp).
     LogDivergence,        // committed prefixes are not prefixes of one history
     LogAckLost,           // an acknowledged entry is not where (or what) it was acknowledged
@@ -58,8 +57,7 @@ enum class ViolationKind : std::uint8_t {
     // outside its table (the real mesh has no such connection).
     NodeTable,
     // The leader lease (docs/design.md): two nodes lead with a valid lease at the same time.
-    LeaseExclusive,
-};
+    LeaseExclusive)
 std::string_view to_string(ViolationKind k);
 
 struct Violation {
@@ -69,79 +67,38 @@ struct Violation {
 
 /// One input given to one node's core; the names are the trace's `action` values and the TLA+
 /// action names.
-enum class StepAction : std::uint8_t {
-    Start,
-    Stop,
-    Crash,
-    Restart,
-    HandleScoutingRequest,
-    HandleScoutingResponse,
-    HandleElectionProposal,
-    HandleElectionResponse,
-    HandleLeaderHeartbeat,
-    HandleHeartbeatAck,
-    HandleHeartbeatResponse,
-    HandleLeadershipCession,
-    InitialWaitFired,
-    RandomWaitFired,
-    ScoutingResultFired,
-    ElectionResultFired,
-    HeartbeatBroadcastFired,
-    HeartbeatCheckFired,
-    CheckQuorumFired,
-    PeerUp,
-    PeerDown,
-    TransferLeadership,
-    IssueLsn,
-    SetVoters,  // membership: the active configuration changed (Elector::set_voters)
-};
+BOOST_DEFINE_FIXED_ENUM_CLASS(
+    StepAction, std::uint8_t, Start, Stop, Crash, Restart, HandleScoutingRequest,
+    HandleScoutingResponse, HandleElectionProposal, HandleElectionResponse, HandleLeaderHeartbeat,
+    HandleHeartbeatAck, HandleHeartbeatResponse, HandleLeadershipCession, InitialWaitFired,
+    RandomWaitFired, ScoutingResultFired, ElectionResultFired, HeartbeatBroadcastFired,
+    HeartbeatCheckFired, CheckQuorumFired, PeerUp, PeerDown, TransferLeadership, IssueLsn,
+    SetVoters  // membership: the active configuration changed (Elector::set_voters)
+)
 std::string_view to_string(StepAction a);
 /// The step that receiving `body` is (its handler, kHandlerSteps[body.index()]).
 StepAction action_for(const elector::MessageBody& body);
 /// The step that a firing of `timer` is.
 StepAction action_for(elector::TimerId timer);
 
-/// The handler step of each message kind, declared once per body; the table below is derived
-/// from the variant, so a body without an entry fails to compile (and invariants.cpp checks at
-/// compile time that each step is named "Handle" + the body's kName).
+/// The handler step of each message kind: the StepAction named "Handle" + the body's kName,
+/// found at compile time (a body without one fails to compile).
 template <class Body>
-struct HandlerStep;
-template <>
-struct HandlerStep<elector::ScoutingRequest> {
-    static constexpr StepAction value = StepAction::HandleScoutingRequest;
-};
-template <>
-struct HandlerStep<elector::ScoutingResponse> {
-    static constexpr StepAction value = StepAction::HandleScoutingResponse;
-};
-template <>
-struct HandlerStep<elector::ElectionProposal> {
-    static constexpr StepAction value = StepAction::HandleElectionProposal;
-};
-template <>
-struct HandlerStep<elector::ElectionResponse> {
-    static constexpr StepAction value = StepAction::HandleElectionResponse;
-};
-template <>
-struct HandlerStep<elector::LeaderHeartbeat> {
-    static constexpr StepAction value = StepAction::HandleLeaderHeartbeat;
-};
-template <>
-struct HandlerStep<elector::HeartbeatAck> {
-    static constexpr StepAction value = StepAction::HandleHeartbeatAck;
-};
-template <>
-struct HandlerStep<elector::HeartbeatResponse> {
-    static constexpr StepAction value = StepAction::HandleHeartbeatResponse;
-};
-template <>
-struct HandlerStep<elector::LeadershipCession> {
-    static constexpr StepAction value = StepAction::HandleLeadershipCession;
-};
+constexpr StepAction handler_step() {
+    constexpr std::string_view prefix = "Handle";
+    std::optional<StepAction> step;
+    boost::mp11::mp_for_each<boost::describe::describe_enumerators<StepAction>>([&](auto d) {
+        const std::string_view name = d.name;
+        if (name.starts_with(prefix) && name.substr(prefix.size()) == Body::kName) {
+            step = d.value;
+        }
+    });
+    return step.value();
+}
 
 template <class Variant, std::size_t... I>
 constexpr std::array<StepAction, sizeof...(I)> handler_steps(std::index_sequence<I...>) {
-    return {HandlerStep<std::variant_alternative_t<I, Variant>>::value...};
+    return {handler_step<std::variant_alternative_t<I, Variant>>()...};
 }
 /// Handler steps of MessageBody's alternatives, by index.
 inline constexpr std::array<StepAction, elector::kMessageKindCount> kHandlerSteps =

@@ -3,6 +3,7 @@
 // is checked. One call runs one seed; the runner and the tests call it for many seeds.
 #pragma once
 
+#include <boost/describe/enum.hpp>
 #include <cstdint>
 #include <iosfwd>
 #include <optional>
@@ -55,11 +56,12 @@ struct FaultMix {
 
 /// Clock drift of random runs (SimOptions::clock_drift_ppm), drawn per node per seed from a
 /// generator of its own, so the fault schedule of a seed is the same with and without drift.
-enum class ClockDrift : std::uint8_t {
+BOOST_DEFINE_FIXED_ENUM_CLASS(
+    ClockDrift, std::uint8_t,
     None,    // every clock is the simulated one
     Within,  // each node's rate uniform in [1 - rho, 1 + rho] (rho: lease_drift_permille)
-    Beyond,  // as Within, then two nodes at 1 - 3 rho and 1 + 3 rho: beyond what the lease assumes
-};
+    Beyond   // as Within, then two nodes at 1 - 3 rho and 1 + 3 rho: beyond what the lease assumes
+)
 
 struct RunOptions {
     std::uint64_t seed = 1;
@@ -162,19 +164,6 @@ Millis liveness_bound(const elector::Config& config, std::int64_t max_one_way_la
 Millis log_liveness_bound(const LogSimOptions& options, std::int64_t max_one_way_latency_ms,
                           std::size_t log_len);
 
-/// "skip-sync" / "commit-without-quorum" / "none" (the runner's spelling).
-std::string_view log_bug_name(replication::PlantedLogBug bug);
-std::optional<replication::PlantedLogBug> parse_log_bug(std::string_view name);
-/// "silent-repair" / "none".
-std::string_view storage_bug_name(StorageBug bug);
-std::optional<StorageBug> parse_storage_bug(std::string_view name);
-/// "admit-any-incarnation" / "none".
-std::string_view identity_bug_name(IdentityBug bug);
-std::optional<IdentityBug> parse_identity_bug(std::string_view name);
-
-/// "none" / "within" / "beyond".
-std::string_view drift_name(ClockDrift drift);
-std::optional<ClockDrift> parse_drift(std::string_view name);
 /// Each node's clock drift in ppm for `options` (empty for ClockDrift::None).
 std::vector<std::int32_t> draw_clock_drift(const RunOptions& options);
 

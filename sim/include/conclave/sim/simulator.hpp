@@ -28,6 +28,7 @@
 //   client workload; LogHistory checks its invariants after every step of every log.
 #pragma once
 
+#include <boost/describe/enum.hpp>
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
@@ -85,22 +86,20 @@ struct LogSimOptions {
 
 /// A bug planted in the simulator's storage handling (not in any production code): the canary
 /// that proves the bit-flip checks bite.
-enum class StorageBug : std::uint8_t {
-    None,
+BOOST_DEFINE_FIXED_ENUM_CLASS(
+    StorageBug, std::uint8_t, None,
     /// At restart, a log with a flipped byte is "repaired" silently: truncated at the flip (a
     /// flipped meta: replaced by a fresh one) and started as a voter, without the repaired
     /// marker, instead of recovery refusing to start.
-    SilentRepair,
-};
+    SilentRepair)
 
 /// A switch of the simulator's model of node identity (not production code): the canary that
 /// proves the wipe fault's checks bite.
-enum class IdentityBug : std::uint8_t {
-    None,
+BOOST_DEFINE_FIXED_ENUM_CLASS(
+    IdentityBug, std::uint8_t, None,
     /// Peers admit any incarnation of a node (no state_lost refusal), so a wiped node is admitted
     /// by a majority at its first handshakes and leaves quarantine at once.
-    AdmitAnyIncarnation,
-};
+    AdmitAnyIncarnation)
 
 /// What a wipe (FaultKind::Wipe, in FaultAction::value) takes from a stopped node's data
 /// directory.
@@ -444,6 +443,10 @@ class Simulator {
         std::uint32_t payload = 0;  // LogDeliver: index into log_payloads_
         elector::Message message;
     };
+    /// A timer event of `kind` for node `n`, due `delay` from now on n's clock, stamped with the
+    /// timer's generation and n's incarnation (the caller sets which timer it is).
+    Event timer_event(std::size_t n, Millis delay, EventKind kind,
+                      runtime::TimerGeneration generation) const;
     struct Later {
         template <class E>
         bool operator()(const E& x, const E& y) const {
