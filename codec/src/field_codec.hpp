@@ -15,7 +15,10 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
+#include <utility>
+#include <variant>
 
 #include "conclave/codec/json.hpp"
 #include "conclave/core/field_set.hpp"
@@ -157,6 +160,24 @@ Body get_fields(const json& j) {
         body.*D::pointer = Codec<V>::from_json(j, D::name);
     });
     return body;
+}
+
+/// Decodes into `out` the alternative of `Variant` whose kName is `type`, as `decode` does it
+/// (called with the alternative's std::type_identity); false when no alternative has that name.
+template <class Variant, class Decode>
+bool body_by_name(std::string_view type, Variant& out, Decode&& decode) {
+    auto one = [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        if (type != T::kName) {
+            return false;
+        }
+        out = decode(tag);
+        return true;
+    };
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+        return (one(std::type_identity<std::variant_alternative_t<I, Variant>>{}) || ...);
+    }
+    (std::make_index_sequence<std::variant_size_v<Variant>>{});
 }
 
 }  // namespace conclave::codec::field_codec

@@ -130,21 +130,6 @@ Body body_from_json(std::type_identity<Body>, const json& j) {
     return b;
 }
 
-// Decodes the body whose kName is `type`; false when no body has that name.
-template <std::size_t... I>
-bool body_by_name(std::string_view type, const json& j, MessageBody& out,
-                  std::index_sequence<I...>) {
-    auto one = [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        if (type != T::kName) {
-            return false;
-        }
-        out = body_from_json(tag, j);
-        return true;
-    };
-    return (one(std::type_identity<std::variant_alternative_t<I, MessageBody>>{}) || ...);
-}
-
 constexpr std::uint64_t kCborIndefinite = std::numeric_limits<std::uint64_t>::max();
 
 // Reads the argument of a CBOR head whose additional information is `info` (its bytes follow at
@@ -301,7 +286,8 @@ Message message_from_json(const json& j) {
     m.from = node_from(j, "from");
     m.term = get_term(j, "term");
     const std::string type = get_string(j, "type");
-    if (!body_by_name(type, j, m.body, std::make_index_sequence<elector::kMessageKindCount>{})) {
+    if (!field_codec::body_by_name(type, m.body,
+                                   [&](auto tag) { return body_from_json(tag, j); })) {
         fail("type: unknown message type '" + type.substr(0, 64) + "'");
     }
     return m;

@@ -194,21 +194,6 @@ Body body_from_json(std::type_identity<Body>, const json& j) {
     return b;
 }
 
-// Decodes the body whose kName is `type`; false when no body has that name.
-template <std::size_t... I>
-bool body_by_name(std::string_view type, const json& j, LogMessageBody& out,
-                  std::index_sequence<I...>) {
-    auto one = [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        if (type != T::kName) {
-            return false;
-        }
-        out = body_from_json(tag, j);
-        return true;
-    };
-    return (one(std::type_identity<std::variant_alternative_t<I, LogMessageBody>>{}) || ...);
-}
-
 }  // namespace
 
 json log_message_to_json(const LogMessage& m, std::optional<NodeId> to) {
@@ -224,8 +209,8 @@ LogMessage log_message_from_json(const json& j) {
     m.from = node_from(j, "from");
     m.term = get_term(j, "term");
     const std::string type = get_string(j, "type");
-    if (!body_by_name(type, j, m.body,
-                      std::make_index_sequence<std::variant_size_v<LogMessageBody>>{})) {
+    if (!field_codec::body_by_name(type, m.body,
+                                   [&](auto tag) { return body_from_json(tag, j); })) {
         fail("type: unknown log message type '" + type.substr(0, 64) + "'");
     }
     RequireLsnsWithinTerm(m);
