@@ -313,11 +313,15 @@ void Simulator::ElectorEnv::failed(const elector::DurableState&) {
 
 void Simulator::crash_now(std::size_t node) {
     // As a fault event, not at once: the runtime that failed is still on the call stack.
+    fault_now(FaultAction{FaultKind::Crash, node_id(node), {}, 0, 0});
+}
+
+void Simulator::fault_now(const FaultAction& f) {
     Event e;
     e.time_ms = now_ms_;
     e.kind = EventKind::Fault;
     e.fault = static_cast<std::uint32_t>(faults_.size());
-    faults_.push_back(FaultAction{FaultKind::Crash, node_id(node), {}, 0, 0});
+    faults_.push_back(f);
     push(e);
 }
 
@@ -1329,6 +1333,13 @@ void Simulator::heal_all() {
     for (std::size_t i = 0; i < n; ++i) {
         for (std::size_t j = i + 1; j < n; ++j) {
             update_connection(i, j);
+        }
+    }
+    // A new incarnation that these handshakes refused (state_lost) stops as a fault event
+    // (crash_now); the operator then repairs it, as every node whose identity is refused.
+    for (std::size_t i = 0; i < n; ++i) {
+        if (identity_refused_[i] != 0 && cores_[i]) {
+            fault_now(FaultAction{FaultKind::Repair, node_id(i), {}, 0, 0});
         }
     }
 }

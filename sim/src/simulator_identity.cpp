@@ -48,14 +48,7 @@ void Simulator::init_identity() {
 // minority: losing a majority's state is a lost quorum that no check between peers can detect
 // (tla/README.md, "Node identity"), and a repaired log needs a quorum of intact ones.
 void Simulator::wipe(std::size_t n, WipeLoss loss) {
-    std::size_t damaged = 1;
-    for (std::size_t j = 0; j < options_.nodes; ++j) {
-        const bool log_damaged =
-            options_.log && (flipped_[j] || log_storage_[j].meta().repaired.has_value());
-        damaged +=
-            j != n && (identity_refused_[j] != 0 || registered_[j] == 0 || log_damaged) ? 1U : 0U;
-    }
-    if (damaged >= options_.nodes / 2 + 1) {
+    if (damaged_except(n) + 1 >= options_.nodes / 2 + 1) {
         ++stats_.wipes_skipped;
         return;
     }

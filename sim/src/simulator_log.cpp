@@ -166,10 +166,12 @@ void Simulator::log_crash(std::size_t n) {
     floor_term_[n] = storage.meta().term;
 }
 
-std::size_t Simulator::damaged_logs_except(std::size_t node) const {
+std::size_t Simulator::damaged_except(std::size_t node) const {
     std::size_t damaged = 0;
     for (std::size_t j = 0; j < options_.nodes; ++j) {
-        if (j != node && (flipped_[j] || log_storage_[j].meta().repaired)) {
+        const bool log_damaged =
+            options_.log && (flipped_[j] || log_storage_[j].meta().repaired.has_value());
+        if (j != node && (identity_refused_[j] != 0 || registered_[j] == 0 || log_damaged)) {
             ++damaged;
         }
     }
@@ -182,7 +184,7 @@ void Simulator::log_bit_flip(std::size_t n) {
     }
     // A node whose log recovery refuses stays out until repaired, and a repaired node needs a
     // quorum of intact ones (replication/README.md, "Corrupt log"): damage stays a minority.
-    if (damaged_logs_except(n) + 1 > options_.nodes - (options_.nodes / 2 + 1)) {
+    if (damaged_except(n) + 1 > options_.nodes - (options_.nodes / 2 + 1)) {
         ++stats_.bit_flips_skipped;
         return;
     }
@@ -317,7 +319,7 @@ void Simulator::log_corrupt_and_repair(std::size_t n, std::uint32_t drop, NodeSe
     }
     // The design needs a quorum of un-repaired nodes to make progress (replication/README.md,
     // "Corrupt log"): with that many repaired already, this crash leaves the disk intact.
-    if (damaged_logs_except(n) + 1 > options_.nodes - (options_.nodes / 2 + 1)) {
+    if (damaged_except(n) + 1 > options_.nodes - (options_.nodes / 2 + 1)) {
         ++stats_.log_repairs_skipped;
         return;
     }

@@ -277,6 +277,26 @@ TEST_CASE("wipe: random schedules keep every invariant and stay live", "[.][wipe
     }
 }
 
+TEST_CASE(
+    "wipe beside corrupting crashes and storage faults: a majority is never damaged, and a "
+    "node refused at the heal is repaired",
+    "[.][wipe-seeds]") {
+    // Seeds where a corrupting crash once repaired a second node of three (no quorum of intact
+    // logs: the log stayed PASSIVE), and where a new incarnation refused at the final heal
+    // stayed down (no agreement on a leader).
+    RunOptions repair = wipe_mix("all,repair,wipe", 3, 4, /*log=*/true);
+    RunOptions storage = wipe_mix("all,wipe", 3, 4, /*log=*/true);
+    storage.storage_faults = true;
+    for (const auto& [o, seed] : {std::pair{repair, 120}, std::pair{repair, 163},
+                                  std::pair{storage, 122}, std::pair{storage, 385}}) {
+        const WipeBatch b = run_wipe_batch(o, static_cast<std::uint64_t>(seed), 1);
+        INFO(o.faults.to_string() << (o.storage_faults ? " with storage faults" : "") << ": "
+                                  << b.first);
+        CHECK(b.violations == 0);
+        CHECK(b.wipes > 0);
+    }
+}
+
 TEST_CASE("wipe: peers that admit any incarnation are caught; the same seeds pass without",
           "[.][wipe-planted]") {
     RunOptions o = wipe_mix("wipe,crash,partition,cut", 3, 8);

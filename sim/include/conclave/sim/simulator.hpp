@@ -590,6 +590,8 @@ class Simulator {
     void update_connection(std::size_t a, std::size_t b);
     void crash(std::size_t n);
     /// The process of `node` exits now (after the current step: a queued Crash fault).
+    /// `f` as a fault event now, after the events already due now.
+    void fault_now(const FaultAction& f);
     void crash_now(std::size_t node);
     void restart(std::size_t n);
     void transfer(std::size_t target);
@@ -632,9 +634,10 @@ class Simulator {
     /// FaultKind::CorruptRepair on a crashed node: drop up to `drop` stored entries, set the
     /// marker.
     void log_corrupt_and_repair(std::size_t node, std::uint32_t drop, NodeSet unaware);
-    /// Nodes other than `node` whose log is flipped (refusing to start) or carries the repaired
-    /// marker: they must stay a minority.
-    std::size_t damaged_logs_except(std::size_t node) const;
+    /// Nodes other than `node` whose state is not whole: wiped (refused, or quarantined as a new
+    /// incarnation), or, with the log, a log that is flipped (refusing to start) or carries the
+    /// repaired marker. Wipes, bit flips and corrupting crashes keep them a minority.
+    std::size_t damaged_except(std::size_t node) const;
     /// FaultKind::BitFlip: crash `node` and flip a byte of its log.
     void log_bit_flip(std::size_t node);
     /// Whether recovery lets `node` start (false: a flipped byte, the restart is refused);
