@@ -555,10 +555,9 @@ def test_repair(root):
             return
         leader = first[0]
         acked = []
-        for i in range(30):
-            code, _ = post_json(c.http_ports[leader], "/metadata",
-                                {"key": "order-%d" % i, "value": {"n": i}})
-            if code == 200:
+        for i in range(30):  # each retried while the new leader's log is not yet active (bounded)
+            if wait_for(lambda: post_json(c.http_ports[leader], "/metadata",
+                                          {"key": "order-%d" % i, "value": {"n": i}})[0] == 200):
                 acked.append("order-%d" % i)
         check(len(acked) == 30, "repair: 30 writes acknowledged (%d)" % len(acked))
         victim = [n for n in c.ids if n != leader][0]
