@@ -103,16 +103,11 @@ struct FieldCodec<Lsn> {
 /// Its to_string() name ("stale-term", ...).
 template <>
 struct FieldCodec<Refusal> {
-    static constexpr std::array<Refusal, elector::kVoteRefusalCount> kAll = {
-        Refusal::None,      Refusal::StaleTerm,   Refusal::AlreadyVoted, Refusal::HasLeader,
-        Refusal::IAmLeader, Refusal::StaleConfig, Refusal::NotAVoter};
     static json to_json(Refusal v, Form) { return to_string(v); }
     static Refusal from_json(const json& j, const char* field) {
         const std::string name = get_string(j, field);
-        for (Refusal r : kAll) {
-            if (to_string(r) == name) {
-                return r;
-            }
+        if (const auto r = parse_enum<Refusal>(name)) {
+            return *r;
         }
         fail(std::string(field) + ": unknown value '" + name.substr(0, 64) + "'");
     }

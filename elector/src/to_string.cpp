@@ -4,6 +4,7 @@
 #include <sstream>
 #include <type_traits>
 
+#include "conclave/core/enum_names.hpp"
 #include "conclave/core/types.hpp"
 #include "conclave/elector/actions.hpp"
 #include "conclave/elector/messages.hpp"
@@ -15,23 +16,7 @@ std::string_view message_name(const MessageBody& body) {
 }
 
 std::string_view to_string(Refusal r) {
-    switch (r) {
-        case Refusal::None:
-            return "none";
-        case Refusal::StaleTerm:
-            return "stale-term";
-        case Refusal::AlreadyVoted:
-            return "already-voted";
-        case Refusal::HasLeader:
-            return "has-leader";
-        case Refusal::IAmLeader:
-            return "i-am-leader";
-        case Refusal::StaleConfig:
-            return "stale-config";
-        case Refusal::NotAVoter:
-            return "not-a-voter";
-    }
-    return "?";
+    return enum_name(r);
 }
 
 namespace {
@@ -76,85 +61,19 @@ std::string to_string(const Message& m) {
 }
 
 std::string_view to_string(Role r) {
-    switch (r) {
-        case Role::Stopped:
-            return "stopped";
-        case Role::Follower:
-            return "follower";
-        case Role::Candidate:
-            return "candidate";
-        case Role::Leader:
-            return "leader";
-    }
-    return "?";
+    return enum_name(r);
 }
 
 std::string_view to_string(Reason r) {
-    switch (r) {
-        case Reason::Started:
-            return "STARTED";
-        case Reason::Stopped:
-            return "STOPPED";
-        case Reason::LeaderDiscovered:
-            return "LEADER_DISCOVERED";
-        case Reason::ElectionStarted:
-            return "ELECTION_STARTED";
-        case Reason::ElectionWon:
-            return "ELECTION_WON";
-        case Reason::ElectionPreempted:
-            return "ELECTION_PREEMPTED";
-        case Reason::QuorumNotAchieved:
-            return "QUORUM_NOT_ACHIEVED";
-        case Reason::ElectionRefused:
-            return "ELECTION_REFUSED";
-        case Reason::LeaderNoHeartbeat:
-            return "LEADER_NO_HEARTBEAT";
-        case Reason::LeaderUnavailable:
-            return "LEADER_UNAVAILABLE";
-        case Reason::LeaderPreempted:
-            return "LEADER_PREEMPTED";
-        case Reason::LeaderCeded:
-            return "LEADER_CEDED";
-        case Reason::CheckQuorumFailed:
-            return "CHECK_QUORUM_FAILED";
-        case Reason::LeadershipTransferred:
-            return "LEADERSHIP_TRANSFERRED";
-        case Reason::LeaseExpired:
-            return "LEASE_EXPIRED";
-        case Reason::VotersChanged:
-            return "VOTERS_CHANGED";
-        case Reason::NewerTermSeen:
-            return "NEWER_TERM_SEEN";
-    }
-    return "?";
+    return enum_name<NameStyle::UpperSnake>(r);
 }
 
 std::string_view to_string(TimerId t) {
-    switch (t) {
-        case TimerId::InitialWait:
-            return "InitialWait";
-        case TimerId::RandomWait:
-            return "RandomWait";
-        case TimerId::ScoutingResult:
-            return "ScoutingResult";
-        case TimerId::ElectionResult:
-            return "ElectionResult";
-        case TimerId::HeartbeatBroadcast:
-            return "HeartbeatBroadcast";
-        case TimerId::HeartbeatCheck:
-            return "HeartbeatCheck";
-        case TimerId::CheckQuorum:
-            return "CheckQuorum";
-    }
-    return "?";
+    return enumerator_name(t);
 }
 
 std::string_view to_string(AlarmKind k) {
-    switch (k) {
-        case AlarmKind::TwoLeadersInTerm:
-            return "TWO_LEADERS_IN_TERM";
-    }
-    return "?";
+    return enum_name<NameStyle::UpperSnake>(k);
 }
 
 std::string to_string(const Action& a) {

@@ -7,19 +7,22 @@
 // "Departure N" refers to the numbered departures from BlazingMQ in docs/design.md.
 #pragma once
 
+#include <boost/describe/enum.hpp>
 #include <string_view>
 #include <variant>
 #include <vector>
 
+#include "conclave/core/enum_names.hpp"
 #include "conclave/core/types.hpp"
 #include "conclave/elector/messages.hpp"
 
 namespace conclave::elector {
 
-enum class Role : std::uint8_t { Stopped, Follower, Candidate, Leader };
+BOOST_DEFINE_FIXED_ENUM_CLASS(Role, std::uint8_t, Stopped, Follower, Candidate, Leader)
 
 /// Why the leadership snapshot (or the role) changed. Every transition carries one.
-enum class Reason : std::uint8_t {
+BOOST_DEFINE_FIXED_ENUM_CLASS(
+    Reason, std::uint8_t,
     Started,                // node started (follower, no leader yet)
     Stopped,                // node stopped
     LeaderDiscovered,       // a follower learnt of the leader from its heartbeat
@@ -38,8 +41,8 @@ enum class Reason : std::uint8_t {
                             // candidate's election was asked under the previous configuration
     NewerTermSeen,          // a leaderless follower refused a candidate of an older configuration
                             // whose term is ahead of its own, and took that term (membership R5)
-    LeaseExpired,           // leader's lease ran out (no quorum acknowledged a recent heartbeat)
-};
+    LeaseExpired            // leader's lease ran out (no quorum acknowledged a recent heartbeat)
+)
 
 /// Which leadership the application sees. The tentative leader is never shown.
 struct LeadershipSnapshot {
@@ -72,16 +75,16 @@ struct LeadershipSnapshot {
 
 /// The elector's timers. A driver keeps at most one pending instance of each: arming an armed
 /// timer replaces it. Recurring timers are re-armed explicitly by the core.
-enum class TimerId : std::uint8_t {
-    InitialWait,         // look for an existing leader after start
-    RandomWait,          // backoff before scouting
-    ScoutingResult,      // end of a scouting round
-    ElectionResult,      // end of an election
-    HeartbeatBroadcast,  // leader: send heartbeats (recurring)
-    HeartbeatCheck,      // follower: count missed heartbeats (recurring)
-    CheckQuorum,         // leader: count followers heard from (recurring)
-};
-inline constexpr std::size_t kTimerCount = 7;
+BOOST_DEFINE_FIXED_ENUM_CLASS(TimerId, std::uint8_t,
+                              InitialWait,         // look for an existing leader after start
+                              RandomWait,          // backoff before scouting
+                              ScoutingResult,      // end of a scouting round
+                              ElectionResult,      // end of an election
+                              HeartbeatBroadcast,  // leader: send heartbeats (recurring)
+                              HeartbeatCheck,      // follower: count missed heartbeats (recurring)
+                              CheckQuorum          // leader: count followers heard from (recurring)
+)
+inline constexpr std::size_t kTimerCount = kEnumeratorCount<TimerId>;
 
 /// Term and vote: what must survive a crash (departure 1).
 struct DurableState {
@@ -91,9 +94,10 @@ struct DurableState {
 };
 
 /// Things that must never happen and are detected anyway (departure 6).
-enum class AlarmKind : std::uint8_t {
-    TwoLeadersInTerm,  // a leader or follower saw a second leader claim the same term
-};
+BOOST_DEFINE_FIXED_ENUM_CLASS(
+    AlarmKind, std::uint8_t,
+    TwoLeadersInTerm  // a leader or follower saw a second leader claim the same term
+)
 
 struct SendTo {
     NodeId to{};

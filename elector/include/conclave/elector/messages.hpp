@@ -9,6 +9,7 @@
 #pragma once
 
 #include <array>
+#include <boost/describe/enum.hpp>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -18,6 +19,7 @@
 #include <boost/describe/members.hpp>
 #include <boost/mp11/algorithm.hpp>
 
+#include "conclave/core/enum_names.hpp"
 #include "conclave/core/types.hpp"
 
 namespace conclave::elector {
@@ -38,16 +40,17 @@ struct ScoutingRequest {
 };
 
 /// Why a vote (or scouting support) was refused (departure 4: refusals are explicit).
-enum class Refusal : std::uint8_t {
-    None = 0,      // the vote was granted
+BOOST_DEFINE_FIXED_ENUM_CLASS(
+    Refusal, std::uint8_t,
+    None,          // the vote was granted
     StaleTerm,     // proposal term <= my term and I did not vote for you in it
     AlreadyVoted,  // I voted for another node in this term
     HasLeader,     // I follow a live leader (sticky leader)
     IAmLeader,     // I am the leader
     StaleConfig,   // your configuration is older than mine (membership R5, the version fence)
-    NotAVoter,     // I am not a voter of my configuration, and yours is not newer (R5, R7)
-};
-inline constexpr std::size_t kVoteRefusalCount = 7;
+    NotAVoter      // I am not a voter of my configuration, and yours is not newer (R5, R7)
+)
+inline constexpr std::size_t kVoteRefusalCount = kEnumeratorCount<Refusal>;
 
 /// Reply to a ScoutingRequest. The envelope term echoes the proposed term of the request.
 /// `refusal` is set only for the membership refusals (StaleConfig, NotAVoter; None otherwise,
