@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "conclave/bounce/analysis.hpp"
+#include "conclave/core/quorum.hpp"
 
 #include <algorithm>
 #include <limits>
@@ -236,7 +237,7 @@ std::vector<std::pair<std::int64_t, std::int64_t>> quorum_running(
         for (NodeIndex i = 0; i < node_count; ++i) {
             running += state.alive(i) ? 1U : 0U;
         }
-        const bool now = running >= node_count / 2 + 1;
+        const bool now = is_majority(running, node_count);
         if (up && !now) {
             out.emplace_back(since, e.at_ms);
         } else if (!up && now) {

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "conclave/bounce/scenarios.hpp"
+#include "conclave/core/quorum.hpp"
 
 #include <fmt/core.h>
 #include <boost/asio/co_spawn.hpp>
@@ -164,7 +165,7 @@ struct Run {
                 agree += 1;
             }
         }
-        if (agree < voters.size() / 2 + 1) {
+        if (!is_majority(agree, voters.size())) {
             return std::nullopt;
         }
         return leader->node;

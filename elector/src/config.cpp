@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "conclave/elector/config.hpp"
+#include "conclave/core/quorum.hpp"
 
 #include "conclave/core/enum_names.hpp"
 
@@ -95,7 +96,7 @@ std::optional<Config> Config::profile(std::string_view name, std::size_t cluster
 }
 
 std::size_t Config::effective_quorum() const {
-    return quorum != 0 ? quorum : cluster_size / 2 + 1;
+    return quorum != 0 ? quorum : majority(cluster_size);
 }
 
 Millis Config::promise_duration() const {
@@ -122,8 +123,8 @@ std::optional<std::string> Config::validate() const {
         return "self: node index " + std::to_string(self.value) + " is not below cluster_size " +
                std::to_string(cluster_size);
     }
-    if (quorum != 0 && (quorum <= cluster_size / 2 || quorum > cluster_size)) {
-        return "quorum: must be a majority (" + std::to_string(cluster_size / 2 + 1) + ".." +
+    if (quorum != 0 && (!is_majority(quorum, cluster_size) || quorum > cluster_size)) {
+        return "quorum: must be a majority (" + std::to_string(majority(cluster_size)) + ".." +
                std::to_string(cluster_size) + ") or 0 for a majority, got " +
                std::to_string(quorum);
     }

@@ -2,6 +2,7 @@
 // The elector core. "Departure N" refers to the numbered departures from BlazingMQ in
 // docs/design.md.
 #include "conclave/elector/elector.hpp"
+#include "conclave/core/quorum.hpp"
 
 #include "conclave/elector/backoff.hpp"
 
@@ -1064,9 +1065,8 @@ void Elector::RecomputeLease() {
         lease_.lease_end.reset();
         return;
     }
-    std::nth_element(until.begin(), until.begin() + static_cast<std::ptrdiff_t>(q - 1),
-                     until.begin() + static_cast<std::ptrdiff_t>(n), std::greater<>());
-    lease_.lease_end = until[q - 1];
+    lease_.lease_end =
+        quorum_th_largest(until.begin(), until.begin() + static_cast<std::ptrdiff_t>(n), q);
     // A quorum's acks that arrive after the promises they renew ran out give no lease.
     lease_.had_lease = lease_.had_lease || now_ < *lease_.lease_end;
 }
@@ -1182,9 +1182,9 @@ bool Elector::AllMembersVote() const {
 
 void Elector::RecomputeQuorum() {
     const bool all = AllMembersVote();
-    quorum_ = all ? config_.effective_quorum() : state_.voters.size() / 2 + 1;
+    quorum_ = all ? config_.effective_quorum() : majority(state_.voters.size());
     if (planted(PlantedBug::MinorityQuorum)) {
-        quorum_ = (all ? config_.cluster_size : state_.voters.size()) / 2;
+        quorum_ = majority(all ? config_.cluster_size : state_.voters.size()) - 1;
     }
 }
 
@@ -1223,9 +1223,10 @@ void Elector::CheckMembershipInvariants() const {
     const std::uint64_t voters = state_.voters.bits;
     CONCLAVE_CHECK(voters != 0 && (voters & ~NodeSet::first(config_.cluster_size).bits) == 0,
                    "the voters are members of the cluster");
-    CONCLAVE_CHECK(planted(PlantedBug::MinorityQuorum) ||
-                       (quorum_ > state_.voters.size() / 2 && quorum_ <= state_.voters.size()),
-                   "the quorum is a majority of the voters");
+    CONCLAVE_CHECK(
+        planted(PlantedBug::MinorityQuorum) ||
+            (is_majority(quorum_, state_.voters.size()) && quorum_ <= state_.voters.size()),
+        "the quorum is a majority of the voters");
     CONCLAVE_CHECK(((state_.supporters.bits | state_.refusals.bits | state_.heard_since_check.bits |
                      state_.round.yes.bits | state_.round.no.bits) &
                     ~voters) == 0,

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "conclave/node/node.hpp"
 #include "conclave/core/check.hpp"
+#include "conclave/core/quorum.hpp"
 #include "conclave/node/cli.hpp"
 
 #include <array>
@@ -29,11 +30,6 @@ namespace {
 /// After the elector stopped, queued frames (the cession, votes) get this long to leave before the
 /// connections close.
 constexpr std::chrono::milliseconds kDrainTime{100};
-
-/// The smallest majority of `n` nodes.
-constexpr std::size_t majority_of(std::size_t n) {
-    return n / 2 + 1;
-}
 
 /// How many nodes of the table other than this one `counts` (called once for each) holds for.
 template <typename Counts>
@@ -654,9 +650,9 @@ void Node::maybe_end_quarantine(const std::string& last) {
         admitted += admitted_by_.contains(v) ? 1U : 0U;
         return true;
     });
-    if (others > 0 && admitted < majority_of(others)) {
+    if (others > 0 && admitted < majority(others)) {
         logger_->info("identity: admitted by {} ({} of the {} other voters; {} needed)", last,
-                      admitted, others, majority_of(others));
+                      admitted, others, majority(others));
         return;
     }
     identity_.registered = true;
@@ -720,7 +716,7 @@ std::optional<std::string> Node::removed_by_peers() const {
         }
         return true;
     });
-    if (others == 0 || unknown_to_.size() < majority_of(others)) {
+    if (others == 0 || unknown_to_.size() < majority(others)) {
         return std::nullopt;
     }
     return "removed from the cluster while it was down? " + names +

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "conclave/replication/config.hpp"
+#include "conclave/core/quorum.hpp"
 
 namespace conclave::replication {
 
@@ -12,7 +13,7 @@ std::optional<std::string> LogConfig::validate() const {
         return "self (" + std::to_string(self.value) + ") must be below cluster_size (" +
                std::to_string(cluster_size) + ")";
     }
-    if (quorum != 0 && (quorum > cluster_size || quorum <= cluster_size / 2)) {
+    if (quorum != 0 && (quorum > cluster_size || !is_majority(quorum, cluster_size))) {
         return "quorum must be 0 (majority) or a majority of cluster_size, got " +
                std::to_string(quorum);
     }

@@ -3,6 +3,7 @@
 // invariants that the CONCLAVE_CHECKs below enforce.
 #include "conclave/replication/log.hpp"
 #include "conclave/core/enum_names.hpp"
+#include "conclave/core/quorum.hpp"
 
 #include <algorithm>
 #include <array>
@@ -876,9 +877,7 @@ void ReplicatedLog::AdvanceCommit() {
         --quorum;
     }
     const auto end = lens.begin() + static_cast<std::ptrdiff_t>(config_.cluster_size);
-    std::nth_element(lens.begin(), lens.begin() + static_cast<std::ptrdiff_t>(quorum - 1), end,
-                     std::greater<>());
-    const std::size_t stored_on_quorum = lens[quorum - 1];
+    const std::size_t stored_on_quorum = quorum_th_largest(lens.begin(), end, quorum);
     if (stored_on_quorum > state_.sync_index && stored_on_quorum > state_.commit_len) {
         const std::uint64_t changes = counters_.config_changes;
         SetCommit(stored_on_quorum);

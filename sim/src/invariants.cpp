@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "conclave/sim/invariants.hpp"
+#include "conclave/core/quorum.hpp"
 
 #include "conclave/core/enum_names.hpp"
 
@@ -51,7 +52,7 @@ StepAction action_for(elector::TimerId timer) {
 
 History::History(std::size_t nodes, HistoryOptions options)
     : nodes_(nodes),
-      majority_(nodes / 2 + 1),
+      majority_(conclave::majority(nodes)),
       options_(options),
       highest_term_(nodes, 0),
       last_lsn_of_node_(nodes) {
@@ -148,7 +149,8 @@ std::optional<Violation> History::after_step(NodeId node, StepAction action,
             // of them; with the default configuration (every node votes), the true majority.
             const NodeSet all = NodeSet::first(nodes_);
             const bool everyone = after.voters == all;
-            const std::size_t needed = everyone ? majority_ : after.voters.size() / 2 + 1;
+            const std::size_t needed =
+                everyone ? majority_ : conclave::majority(after.voters.size());
             const std::size_t votes = votes_for(node, t, everyone ? all : after.voters);
             if (votes < needed) {
                 return Violation{ViolationKind::LeaderWithoutQuorum,

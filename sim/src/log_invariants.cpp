@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "conclave/sim/log_invariants.hpp"
+#include "conclave/core/quorum.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -67,7 +68,7 @@ std::vector<Entry> state_of(const std::vector<Entry>& history, std::size_t len) 
 
 LogHistory::LogHistory(std::size_t nodes, LogHistoryOptions options)
     : nodes_(nodes),
-      majority_((options.initial_table != 0 ? options.initial_table : nodes) / 2 + 1),
+      majority_(conclave::majority(options.initial_table != 0 ? options.initial_table : nodes)),
       options_(options),
       verified_len_(nodes, 0),
       complete_len_(nodes, 0),
@@ -250,7 +251,8 @@ std::optional<Violation> LogHistory::check_durable_voters(
             held_before += before.contains(NodeId{static_cast<std::uint16_t>(n)}) ? 1U : 0U;
         }
     }
-    if (held_now >= now.size() / 2 + 1 || held_before >= before.size() / 2 + 1) {
+    if (conclave::is_majority(held_now, now.size()) ||
+        conclave::is_majority(held_before, before.size())) {
         return std::nullopt;
     }
     return Violation{ViolationKind::LogNotDurable,

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "conclave/sim/membership.hpp"
+#include "conclave/core/quorum.hpp"
 
 #include <algorithm>
 #include <vector>
@@ -17,7 +18,7 @@ NodeId nth(std::size_t i) {
 }
 
 std::size_t majority_of(NodeSet s) {
-    return s.size() / 2 + 1;
+    return conclave::majority(s.size());
 }
 
 // The log model of membership.hpp, driving one Simulator.
@@ -468,7 +469,7 @@ std::optional<NodeId> voters_majority_leader(const Simulator& sim) {
                 ++followers;
             }
         }
-        if (followers >= s->voters.size() / 2 + 1) {
+        if (conclave::is_majority(followers, s->voters.size())) {
             return NodeId{i};
         }
     }

@@ -20,6 +20,7 @@
 #include <ostream>
 
 #include "conclave/codec/json.hpp"
+#include "conclave/core/quorum.hpp"
 #include "conclave/sim/simulator.hpp"
 
 namespace conclave::sim {
@@ -48,7 +49,7 @@ void Simulator::init_identity() {
 // minority: losing a majority's state is a lost quorum that no check between peers can detect
 // (tla/README.md, "Node identity"), and a repaired log needs a quorum of intact ones.
 void Simulator::wipe(std::size_t n, WipeLoss loss) {
-    if (damaged_except(n) + 1 >= options_.nodes / 2 + 1) {
+    if (conclave::is_majority(damaged_except(n) + 1, options_.nodes)) {
         ++stats_.wipes_skipped;
         return;
     }
@@ -153,7 +154,7 @@ bool Simulator::handshake(std::size_t a, std::size_t b) {
                 admitted += ((admitted_by_[peer] >> v) & 1U) != 0 ? 1U : 0U;
             }
         }
-        if (admitted >= others / 2 + 1) {
+        if (conclave::is_majority(admitted, others)) {
             registered_[peer] = 1;
             ++stats_.quarantines_ended;
         }

@@ -10,6 +10,7 @@
 
 #include "conclave/codec/json.hpp"
 #include "conclave/core/check.hpp"
+#include "conclave/core/quorum.hpp"
 #include "conclave/sim/simulator.hpp"
 #include "conclave/sim/state_hash.hpp"
 
@@ -184,7 +185,7 @@ void Simulator::log_bit_flip(std::size_t n) {
     }
     // A node whose log recovery refuses stays out until repaired, and a repaired node needs a
     // quorum of intact ones (replication/README.md, "Corrupt log"): damage stays a minority.
-    if (damaged_except(n) + 1 > options_.nodes - (options_.nodes / 2 + 1)) {
+    if (damaged_except(n) + 1 > conclave::tolerated_failures(options_.nodes)) {
         ++stats_.bit_flips_skipped;
         return;
     }
@@ -319,7 +320,7 @@ void Simulator::log_corrupt_and_repair(std::size_t n, std::uint32_t drop, NodeSe
     }
     // The design needs a quorum of un-repaired nodes to make progress (replication/README.md,
     // "Corrupt log"): with that many repaired already, this crash leaves the disk intact.
-    if (damaged_except(n) + 1 > options_.nodes - (options_.nodes / 2 + 1)) {
+    if (damaged_except(n) + 1 > conclave::tolerated_failures(options_.nodes)) {
         ++stats_.log_repairs_skipped;
         return;
     }

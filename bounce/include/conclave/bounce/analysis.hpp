@@ -85,7 +85,7 @@ Summary analyze(std::size_t node_count, const std::vector<Observation>& observat
                 const std::vector<FaultEvent>& faults, std::int64_t end_ms);
 
 /// The leaderless epochs (after the first one with a leader) intersected with the stretches in
-/// which at least node_count / 2 + 1 nodes were running by `faults` (sorted by time).
+/// which at least a majority of the nodes were running by `faults` (sorted by time).
 QuorumLeaderless leaderless_while_quorum_runs(std::size_t node_count,
                                               const std::vector<LeaderEpoch>& epochs,
                                               const std::vector<FaultEvent>& faults);

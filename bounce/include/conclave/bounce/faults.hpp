@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "conclave/bounce/proxy.hpp"
+#include "conclave/core/quorum.hpp"
 
 namespace conclave::bounce {
 
@@ -47,7 +48,7 @@ struct FaultState {
     bool connected(NodeIndex a, NodeIndex b) const;
     /// Nodes (including i) that are alive and connected to i; 0 when i itself is not alive.
     std::size_t reachable_count(NodeIndex i) const;
-    bool has_quorum(NodeIndex i) const { return reachable_count(i) >= node_count / 2 + 1; }
+    bool has_quorum(NodeIndex i) const { return is_majority(reachable_count(i), node_count); }
     /// Compact text for the timeline, e.g. "cut n1-n2, n2>n3 blackhole, n4 paused"; "" if none.
     std::string describe() const;
 };

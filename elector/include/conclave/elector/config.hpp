@@ -41,7 +41,7 @@ struct Config {
     /// Number of nodes in the cluster (1..kMaxClusterSize) and this node's index in it.
     std::size_t cluster_size = 1;
     NodeId self{};
-    /// Votes needed to win; 0 means a majority (cluster_size / 2 + 1). Must be a majority.
+    /// Votes needed to win; 0 means a majority (`majority(cluster_size)`). Must be a majority.
     std::size_t quorum = 0;
 
     /// After start, how long to look for an existing leader before the first scouting round.

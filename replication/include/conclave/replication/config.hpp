@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "conclave/core/quorum.hpp"
 #include "conclave/core/types.hpp"
 #include "conclave/replication/membership.hpp"
 
@@ -91,7 +92,7 @@ struct LogConfig {
 
     PlantedLogBug planted_bug = PlantedLogBug::None;
 
-    std::size_t effective_quorum() const { return quorum == 0 ? cluster_size / 2 + 1 : quorum; }
+    std::size_t effective_quorum() const { return quorum == 0 ? majority(cluster_size) : quorum; }
     std::size_t effective_max_snapshot_bytes() const {
         return max_snapshot_bytes != 0 ? max_snapshot_bytes
                : quota_bytes != 0      ? quota_bytes

@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "conclave/core/quorum.hpp"
 #include "conclave/core/types.hpp"
 #include "conclave/replication/entry.hpp"
 
@@ -74,7 +75,7 @@ struct ActiveConfig {
     bool operator==(const ActiveConfig&) const = default;
     bool is_voter(NodeId n) const { return voters.contains(n); }
     bool is_member(NodeId n) const { return voters.contains(n) || learners.contains(n); }
-    std::size_t quorum() const { return voters.size() / 2 + 1; }
+    std::size_t quorum() const { return majority(voters.size()); }
 };
 
 }  // namespace conclave::replication
