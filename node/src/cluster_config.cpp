@@ -7,11 +7,12 @@
 #include <cctype>
 #include <charconv>
 #include <fstream>
-#include <initializer_list>
 #include <set>
 #include <sstream>
 #include <stdexcept>
 #include <system_error>
+#include <type_traits>
+#include <variant>
 
 namespace conclave::node {
 namespace {
@@ -74,7 +75,7 @@ std::size_t EditDistance(std::string_view a, std::string_view b) {
 
 /// Rejects any key of `object` not in `known`, suggesting the closest known key for typos.
 void RejectUnknownFields(const json& object, const std::string& path,
-                         std::initializer_list<std::string_view> known) {
+                         const std::vector<std::string_view>& known) {
     for (const auto& [key, value] : object.items()) {
         if (std::find(known.begin(), known.end(), key) != known.end()) {
             continue;
@@ -198,67 +199,76 @@ bool Clash(const Endpoint& a, const Endpoint& b) {
     return a.port == b.port && (a.host == b.host || IsWildcard(a.host) || IsWildcard(b.host));
 }
 
-/// The timing overrides: config name, elector field, allowed range.
-struct TimingField {
-    std::string_view name;          // in the config file, under "timing"
-    std::string_view elector_name;  // Config member name, as used by Config::validate()
-};
-constexpr TimingField kTimingFields[] = {
-    {"heartbeat_ms", "heartbeat_period"},
-    {"miss_count", "heartbeat_miss_count"},
-    {"max_random_wait_ms", "max_random_wait"},
-    {"initial_wait_ms", "initial_wait"},
-    {"scouting_result_ms", "scouting_result_timeout"},
-    {"election_result_ms", "election_result_timeout"},
-    {"heartbeat_check_ms", "heartbeat_check_period"},
-    {"rank_slot_ms", "rank_slot"},
-    {"rank_slot_min_ms", "rank_slot_min"},
-    {"rank_slot_max_ms", "rank_slot_max"},
-    {"rank_slot_rtt_multiple", "rank_slot_rtt_multiple"},
-    {"lease_drift_permille", "lease_drift_permille"},
-};
-
 constexpr std::int64_t kMaxTimingMs = 3'600'000;  // one hour, as Config::validate() allows
 constexpr std::int64_t kMaxMissCount = 1000;
 
+/// One option under "timing": its config name, the elector::Config member it sets (a duration in
+/// milliseconds or a count), the member's name as Config::validate() speaks of it, and the largest
+/// value accepted (the smallest is 0). Parsing, the unknown-field check, the names in validation
+/// messages and the effective-config dump are all derived from kTimingOptions: a new option is one
+/// line here plus its row in node/README.md (tests/node/cluster_config_test.cpp checks both).
+struct TimingOption {
+    std::string_view name;
+    std::variant<Millis elector::Config::*, std::uint32_t elector::Config::*> member;
+    std::string_view elector_name;
+    std::int64_t max;
+};
+using ElectorConfig = elector::Config;
+const TimingOption kTimingOptions[] = {
+    {"heartbeat_ms", &ElectorConfig::heartbeat_period, "heartbeat_period", kMaxTimingMs},
+    {"miss_count", &ElectorConfig::heartbeat_miss_count, "heartbeat_miss_count", kMaxMissCount},
+    {"max_random_wait_ms", &ElectorConfig::max_random_wait, "max_random_wait", kMaxTimingMs},
+    {"initial_wait_ms", &ElectorConfig::initial_wait, "initial_wait", kMaxTimingMs},
+    {"scouting_result_ms", &ElectorConfig::scouting_result_timeout, "scouting_result_timeout",
+     kMaxTimingMs},
+    {"election_result_ms", &ElectorConfig::election_result_timeout, "election_result_timeout",
+     kMaxTimingMs},
+    {"heartbeat_check_ms", &ElectorConfig::heartbeat_check_period, "heartbeat_check_period",
+     kMaxTimingMs},
+    {"rank_slot_ms", &ElectorConfig::rank_slot, "rank_slot", kMaxTimingMs},
+    {"rank_slot_min_ms", &ElectorConfig::rank_slot_min, "rank_slot_min", kMaxTimingMs},
+    {"rank_slot_max_ms", &ElectorConfig::rank_slot_max, "rank_slot_max", kMaxTimingMs},
+    {"rank_slot_rtt_multiple", &ElectorConfig::rank_slot_rtt_multiple, "rank_slot_rtt_multiple",
+     ElectorConfig::kMaxRankSlotRttMultiple},
+    {"lease_drift_permille", &ElectorConfig::lease_drift_permille, "lease_drift_permille",
+     ElectorConfig::kMaxLeaseDriftPermille},
+};
+
+void ApplyTimingOption(const TimingOption& option, const json& value, elector::Config& config) {
+    const std::int64_t n = ExpectInteger(value, Join("timing", option.name), 0, option.max);
+    std::visit(
+        [&](auto member) {
+            using Field = std::remove_reference_t<decltype(config.*member)>;
+            if constexpr (std::is_same_v<Field, Millis>) {
+                config.*member = Millis{n};
+            } else {
+                config.*member = static_cast<Field>(n);
+            }
+        },
+        option.member);
+}
+
 void ApplyTiming(const json& timing, elector::Config& config) {
     ExpectObject(timing, "timing");
-    RejectUnknownFields(
-        timing, "timing",
-        {"heartbeat_ms", "miss_count", "max_random_wait_ms", "initial_wait_ms",
-         "scouting_result_ms", "election_result_ms", "heartbeat_check_ms", "rank_slot_ms",
-         "rank_slot_min_ms", "rank_slot_max_ms", "rank_slot_rtt_multiple", "lease_drift_permille"});
-    const auto ms = [&](std::string_view key, Millis& out) {
-        if (const json* v = Find(timing, key)) {
-            out = Millis{ExpectInteger(*v, Join("timing", key), 0, kMaxTimingMs)};
+    std::vector<std::string_view> known;
+    for (const TimingOption& option : kTimingOptions) {
+        known.push_back(option.name);
+    }
+    RejectUnknownFields(timing, "timing", known);
+    for (const TimingOption& option : kTimingOptions) {
+        if (const json* v = Find(timing, option.name)) {
+            ApplyTimingOption(option, *v, config);
         }
-    };
-    ms("heartbeat_ms", config.heartbeat_period);
-    ms("max_random_wait_ms", config.max_random_wait);
-    ms("initial_wait_ms", config.initial_wait);
-    ms("scouting_result_ms", config.scouting_result_timeout);
-    ms("election_result_ms", config.election_result_timeout);
-    ms("heartbeat_check_ms", config.heartbeat_check_period);
-    ms("rank_slot_ms", config.rank_slot);
+    }
     // rank_slot_ms alone is the floor too (and raises the ceiling if needed), so that one knob
     // still sets the slot on a fast link; rank_slot_min_ms / rank_slot_max_ms override that.
     if (Find(timing, "rank_slot_ms")) {
-        config.rank_slot_min = config.rank_slot;
-        config.rank_slot_max = std::max(config.rank_slot_max, config.rank_slot);
-    }
-    ms("rank_slot_min_ms", config.rank_slot_min);
-    ms("rank_slot_max_ms", config.rank_slot_max);
-    if (const json* v = Find(timing, "rank_slot_rtt_multiple")) {
-        config.rank_slot_rtt_multiple = static_cast<std::uint32_t>(ExpectInteger(
-            *v, "timing.rank_slot_rtt_multiple", 0, elector::Config::kMaxRankSlotRttMultiple));
-    }
-    if (const json* v = Find(timing, "lease_drift_permille")) {
-        config.lease_drift_permille = static_cast<std::uint32_t>(ExpectInteger(
-            *v, "timing.lease_drift_permille", 0, elector::Config::kMaxLeaseDriftPermille));
-    }
-    if (const json* v = Find(timing, "miss_count")) {
-        config.heartbeat_miss_count =
-            static_cast<std::uint32_t>(ExpectInteger(*v, "timing.miss_count", 0, kMaxMissCount));
+        if (!Find(timing, "rank_slot_min_ms")) {
+            config.rank_slot_min = config.rank_slot;
+        }
+        if (!Find(timing, "rank_slot_max_ms")) {
+            config.rank_slot_max = std::max(config.rank_slot_max, config.rank_slot);
+        }
     }
 }
 
@@ -280,9 +290,9 @@ std::string ToConfigFieldNames(const std::string& message) {
         }
         const std::string_view word(message.data() + i, end - i);
         std::string replacement(word);
-        for (const TimingField& field : kTimingFields) {
-            if (word == field.elector_name) {
-                replacement = "timing." + std::string(field.name);
+        for (const TimingOption& option : kTimingOptions) {
+            if (word == option.elector_name) {
+                replacement = "timing." + std::string(option.name);
             }
         }
         out += replacement;
@@ -922,7 +932,31 @@ nlohmann::ordered_json AdminTlsJson(const SecuritySettings& s) {
     return false;
 }
 
+nlohmann::ordered_json TimingJson(const elector::Config& e) {
+    nlohmann::ordered_json timing = nlohmann::ordered_json::object();
+    for (const TimingOption& option : kTimingOptions) {
+        std::visit(
+            [&](auto member) {
+                if constexpr (std::is_same_v<std::remove_cvref_t<decltype(e.*member)>, Millis>) {
+                    timing[std::string(option.name)] = (e.*member).count();
+                } else {
+                    timing[std::string(option.name)] = e.*member;
+                }
+            },
+            option.member);
+    }
+    return timing;
+}
+
 }  // namespace
+
+std::vector<std::string_view> timing_option_names() {
+    std::vector<std::string_view> names;
+    for (const TimingOption& option : kTimingOptions) {
+        names.push_back(option.name);
+    }
+    return names;
+}
 
 nlohmann::ordered_json effective_config_json(const ClusterConfig& config) {
     nlohmann::ordered_json nodes = nlohmann::ordered_json::array();
@@ -940,19 +974,7 @@ nlohmann::ordered_json effective_config_json(const ClusterConfig& config) {
         {"cluster", config.cluster},
         {"nodes", std::move(nodes)},
         {"profile", config.profile},
-        {"timing",
-         {{"heartbeat_ms", e.heartbeat_period.count()},
-          {"miss_count", e.heartbeat_miss_count},
-          {"max_random_wait_ms", e.max_random_wait.count()},
-          {"initial_wait_ms", e.initial_wait.count()},
-          {"scouting_result_ms", e.scouting_result_timeout.count()},
-          {"election_result_ms", e.election_result_timeout.count()},
-          {"heartbeat_check_ms", e.heartbeat_check_period.count()},
-          {"rank_slot_ms", e.rank_slot.count()},
-          {"rank_slot_min_ms", e.rank_slot_min.count()},
-          {"rank_slot_max_ms", e.rank_slot_max.count()},
-          {"rank_slot_rtt_multiple", e.rank_slot_rtt_multiple},
-          {"lease_drift_permille", e.lease_drift_permille}}},
+        {"timing", TimingJson(e)},
         {"backoff", to_string(e.backoff)},
         {"scouting", e.scouting},
         {"check_quorum", e.check_quorum},

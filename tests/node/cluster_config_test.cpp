@@ -531,3 +531,31 @@ TEST_CASE("loading from a file", "[config]") {
           path.string() + ": nodes: expected an array of {id, peer, http}, got number 1");
     std::filesystem::remove_all(dir);
 }
+
+// Every option of the timing table (node/src/cluster_config.cpp, kTimingOptions) is parsed, round-
+// trips through the effective-config dump, is refused out of range under its own name, and is
+// documented in node/README.md: adding an option is one line in the table plus its README row.
+TEST_CASE("every timing option is parsed, dumped, range-checked and documented", "[config]") {
+    std::ifstream readme(std::string(CONCLAVE_SOURCE_ROOT) + "/node/README.md");
+    REQUIRE(readme.good());
+    const std::string docs((std::istreambuf_iterator<char>(readme)), {});
+    const std::vector<std::string_view> names = timing_option_names();
+    REQUIRE(names.size() >= 12);
+    const nlohmann::ordered_json dumped = effective_config_json(Parse(GoodConfig()));
+    REQUIRE(dumped.at("timing").size() == names.size());
+    for (const std::string_view name : names) {
+        const std::string key(name);
+        INFO("timing." << key);
+        CHECK(docs.find("| `" + key + "`") != std::string::npos);
+        json doc = GoodConfig();
+        doc["timing"] = {{key, dumped["timing"][key]}};
+        const nlohmann::ordered_json again = effective_config_json(Parse(doc));
+        CHECK(again["timing"][key] == dumped["timing"][key]);
+        doc["timing"] = {{key, -1}};
+        CHECK(ErrorOf(doc).find("timing." + key + ": must be an integer between 0 and") !=
+              std::string::npos);
+    }
+    json doc = GoodConfig();
+    doc["timing"] = {{"heartbeat_msec", 100}};
+    CHECK(ErrorOf(doc).find("did you mean \"heartbeat_ms\"") != std::string::npos);
+}

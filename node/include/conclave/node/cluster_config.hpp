@@ -186,4 +186,7 @@ inline constexpr std::size_t kMaxConfigFileBytes = 1024 * 1024;
 /// with "{id}" already replaced. Feeding it back with the same node id yields the same config.
 nlohmann::ordered_json effective_config_json(const ClusterConfig& config);
 
+/// The names of the options under "timing", in the order the effective config lists them.
+std::vector<std::string_view> timing_option_names();
+
 }  // namespace conclave::node
