@@ -195,7 +195,7 @@ identity_actions=(Handshake Timeout Grant AdoptTerm BecomeLeader Crash Restart W
 # ---- end of node identity ----
 # ---- leader lease: the actions of Lease.tla's Next (its own gate, below) ----
 lease_actions=(Tick Stand Vote BecomeLeader HeartbeatSend HeartbeatAck LeaseExpireStepDown
-  TransferBegin HandleTransfer PeerDown Crash Restart)
+  TransferBegin HandleTransfer PeerDown LocalClose Crash Restart)
 # ---- end of leader lease ----
 
 gate=0
