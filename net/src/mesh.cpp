@@ -164,23 +164,37 @@ void Mesh::Impl::release_pending(const Connection& c) {
     std::erase(pending_order_, &c);
 }
 
+bool Mesh::Impl::evicts_before(const Connection& a, const Connection& b) const {
+    if (a.spoke() != b.spoke()) {
+        return !a.spoke();
+    }
+    const auto held = [&](const Connection& c) {
+        const auto it = pending_by_source_.find(c.source());
+        return it == pending_by_source_.end() ? std::size_t{0} : it->second;
+    };
+    return held(a) > held(b);  // equal: the older one, b, stays the victim
+}
+
 void Mesh::Impl::evict_pending_for(const std::string& source) {
     const auto from_source = pending_by_source_.find(source);
     const bool source_full = from_source != pending_by_source_.end() &&
                              from_source->second >= options_.max_pending_per_source;
-    // The oldest silent connection (nothing received yet: an idle socket) goes first; one that is
-    // speaking (a peer in its TLS or hello exchange) only when every candidate speaks.
+    // The victim: a silent connection (nothing received yet: an idle socket) before one that
+    // speaks (a peer in its TLS or hello exchange); then, across sources, one from the source
+    // holding the most handshakes (a flood from a few addresses, never a peer's single dial);
+    // then the oldest.
     const auto oldest = [&](bool same_source) {
-        const auto candidate = [&](const Connection* c, bool silent_only) {
-            return !c->proven_joiner() && (!same_source || c->source() == source) &&
-                   (!silent_only || !c->spoke());
-        };
-        const auto silent = std::find_if(pending_order_.begin(), pending_order_.end(),
-                                         [&](const Connection* c) { return candidate(c, true); });
-        return silent != pending_order_.end()
-                   ? silent
-                   : std::find_if(pending_order_.begin(), pending_order_.end(),
-                                  [&](const Connection* c) { return candidate(c, false); });
+        auto victim = pending_order_.end();
+        for (auto it = pending_order_.begin(); it != pending_order_.end(); ++it) {
+            const Connection* c = *it;
+            if (c->proven_joiner() || (same_source && c->source() != source)) {
+                continue;
+            }
+            if (victim == pending_order_.end() || evicts_before(*c, **victim)) {
+                victim = it;
+            }
+        }
+        return victim;
     };
     auto victim = source_full ? oldest(true) : pending_order_.end();
     const bool by_source = victim != pending_order_.end();
@@ -194,8 +208,8 @@ void Mesh::Impl::evict_pending_for(const std::string& source) {
         by_source ? HandshakeRefusal::TooManyPendingFromSource : HandshakeRefusal::TooManyPending)];
     // Debug only: a flood would flood the log; the counter shows it.
     (*victim)->close(spdlog::level::debug,
-                     by_source ? "evicted: the oldest of too many handshakes from " + source
-                               : "evicted: the oldest of too many handshakes in progress");
+                     by_source ? "evicted: one of too many handshakes from " + source
+                               : "evicted: one of too many handshakes in progress");
 }
 
 void Mesh::Impl::start() {

@@ -262,9 +262,13 @@ struct Mesh::Impl : std::enable_shared_from_this<Mesh::Impl> {
     /// Makes room for one more inbound connection from `source`: closes the oldest connection
     /// still in its handshake from that source (per-source limit reached) or from anywhere
     /// (global limit reached), a proven joiner never, a silent one (Connection::spoke) before
-    /// one that speaks. Unauthenticated sockets never lock a new connection out, and idle ones
-    /// never push out a peer in the middle of its handshake.
+    /// one that speaks, one from the source holding the most before others (evicts_before).
+    /// Unauthenticated sockets never lock a new connection out, and idle ones from a few
+    /// addresses never push out a peer in the middle of its handshake.
     void evict_pending_for(const std::string& source);
+    /// Whether pending connection `a` is evicted before `b` (b older): silent before speaking,
+    /// then the one whose source holds more handshakes in progress.
+    bool evicts_before(const Connection& a, const Connection& b) const;
 
     // ---- Internal ----
     void do_accept();
