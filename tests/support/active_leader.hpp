@@ -22,11 +22,12 @@ namespace conclave::test {
 /// Runs the cluster's event loop until `done()` holds; false once the caller's bound has passed.
 using RunClusterUntil = std::function<bool(const std::function<bool()>& done)>;
 
-/// The index of a running node whose metadata log is an ACTIVE leader, if any.
+/// The index of a running node (not stopped, nor stopping on a failure) whose metadata log is an
+/// ACTIVE leader, if any.
 inline std::optional<std::size_t> find_active_leader(
     const std::vector<std::unique_ptr<node::Node>>& nodes) {
     for (std::size_t i = 0; i < nodes.size(); ++i) {
-        if (nodes[i] && nodes[i]->status().log &&
+        if (nodes[i] && !nodes[i]->stopped() && nodes[i]->status().log &&
             nodes[i]->status().log->leader_status == "active") {
             return i;
         }
