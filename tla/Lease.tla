@@ -16,7 +16,9 @@
 (* to vote for another candidate and not to adopt a newer term from a      *)
 (* proposal. Exceptions: a transfer proposal of the successor its own      *)
 (* leader chose (TransferBegin), the connection to the leader closing      *)
-(* (PeerDown), the leader ceding (LeaseExpireStepDown's cession).          *)
+(* (PeerDown: the leader's side closed it), the leader ceding             *)
+(* (LeaseExpireStepDown's cession). A connection the follower closed      *)
+(* itself (LocalClose) ends no promise.                                    *)
 (* A node that starts (Restart) promises the same for E from its start: it *)
 (* may have made a promise it no longer remembers.                         *)
 (*                                                                         *)
@@ -50,6 +52,8 @@
 (*              "KeepPromiseOnPeerDown": the leader keeps a follower's     *)
 (*                promise after their connection closed.                   *)
 (*              "ForgetPromiseOnRestart": a started node promises nothing. *)
+(*              "EndPromiseOnLocalClose": a follower ends its promise when  *)
+(*                it closes the connection to its leader itself.           *)
 (*   DriftBeyond: a clock may advance Lo - DriftBeyond .. Hi + DriftBeyond *)
 (*     units per tick: drift beyond the stated bound (0 within it).       *)
 (***************************************************************************)
@@ -63,7 +67,7 @@ CONSTANTS
     MaxTerm,     \* terms 0..MaxTerm
     PlantedBug,  \* "None" or one of the planted bugs above
     DriftBeyond, \* 0, or how far a clock may run outside Lo..Hi per tick
-    MaxFaults    \* Crash and PeerDown steps in all
+    MaxFaults    \* Crash, PeerDown and LocalClose steps in all
 
 ASSUME Lo >= DriftBeyond /\ Lo <= Hi
 
@@ -91,7 +95,7 @@ VARIABLES
     msgs,         \* heartbeats, acks, transfer requests, cessions in flight
     leaders,      \* history: leaders[t] = the nodes that won term t
     leased,       \* history: <<term, won by transfer>> of every lease taken
-    faults        \* Crash and PeerDown steps taken
+    faults        \* Crash, PeerDown and LocalClose steps taken
 
 vars == <<now, clock, up, term, votedFor, role, votes, xferFrom, promiseEnd, leaderOf,
           promiseUntil, hadLease, lastRound, msgs, leaders, leased, faults>>
@@ -306,6 +310,22 @@ PeerDown(a, b) ==
     /\ UNCHANGED <<now, clock, up, term, votedFor, role, votes, xferFrom, hadLease, lastRound,
                    leaders, leased>>
 
+\* a closes its connection to b itself (its keepalive or user timeout, a duplicate hello, a full
+\* send queue): nothing proves that b stopped (docs/design.md, assumption 3). As a leader a drops
+\* b from its lease (b may take the closure, which reaches it as a FIN or an RST, for proof: that
+\* is a PeerDown, a step of its own that may come later or never); as a follower a keeps its
+\* promise, which runs out on its clock. What was in flight on the connection is lost.
+LocalClose(a, b) ==
+    /\ a # b /\ faults < MaxFaults
+    /\ faults' = faults + 1
+    /\ LET ends == leaderOf[a] = b /\ PlantedBug = "EndPromiseOnLocalClose"
+       IN /\ promiseEnd' = [promiseEnd EXCEPT ![a] = IF ends THEN NoTime ELSE @]
+          /\ leaderOf' = [leaderOf EXCEPT ![a] = IF ends THEN None ELSE @]
+    /\ promiseUntil' = [promiseUntil EXCEPT ![a][b] = IF role[a] = "leader" THEN NoTime ELSE @]
+    /\ msgs' = {m \in msgs : {m.from, m.to} # {a, b}}
+    /\ UNCHANGED <<now, clock, up, term, votedFor, role, votes, xferFrom, hadLease, lastRound,
+                   leaders, leased>>
+
 \* The process exits: volatile state is gone, messages to it are lost (its connections close;
 \* the peers' PeerDown is a step of its own, it may come late or not at all).
 Crash(n) ==
@@ -348,6 +368,7 @@ Next ==
     \/ \E l, s \in Node : TransferBegin(l, s)
     \/ HandleTransferAny
     \/ \E a, b \in Node : PeerDown(a, b)
+    \/ \E a, b \in Node : LocalClose(a, b)
     \/ \E n \in Node : Crash(n)
     \/ \E n \in Node : Restart(n)
 

@@ -141,10 +141,12 @@ ci_models=(
   "LeaseSafety.cfg+CanaryNoSecondLease:Lease:CanaryNoSecondLease:bfs"
   "LeaseSafety.cfg+CanaryNoTransferLease:Lease:CanaryNoTransferLease:bfs"
   # planted: a lease not shortened by the drift, a vote inside the promise, a promise kept by
-  # the leader after the connection closed, a promise forgotten on restart
+  # the leader after the connection closed, a promise ended by a connection the follower closed
+  # itself, a promise forgotten on restart
   "LeaseIgnoreDrift.cfg:Lease:LeaseExclusive:bfs"
   "LeaseVoteInsidePromise.cfg:Lease:LeaseExclusive:bfs"
   "LeaseKeepPromiseOnPeerDown.cfg:Lease:LeaseExclusive:bfs"
+  "LeaseEndPromiseOnLocalClose.cfg:Lease:LeaseExclusive:bfs"
   "LeaseForgetPromiseOnRestart.cfg:Lease:LeaseExclusive:bfs"
   # outside the stated model: clocks beyond the drift bound break the correct spec
   "LeaseDriftBeyond.cfg:Lease:LeaseExclusive:bfs"
@@ -193,7 +195,7 @@ identity_actions=(Handshake Timeout Grant AdoptTerm BecomeLeader Crash Restart W
 # ---- end of node identity ----
 # ---- leader lease: the actions of Lease.tla's Next (its own gate, below) ----
 lease_actions=(Tick Stand Vote BecomeLeader HeartbeatSend HeartbeatAck LeaseExpireStepDown
-  TransferBegin HandleTransfer PeerDown Crash Restart)
+  TransferBegin HandleTransfer PeerDown LocalClose Crash Restart)
 # ---- end of leader lease ----
 
 gate=0

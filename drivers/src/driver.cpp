@@ -81,9 +81,9 @@ ElectorDriver::ElectorDriver(asio::io_context& io, net::Mesh& mesh, elector::Con
             }
             return on_frame(from, payload);
         });
-    mesh_.add_peer_handler([this, alive](NodeId peer, bool up) {
+    mesh_.add_peer_handler([this, alive](NodeId peer, bool up, LinkLoss loss) {
         if (!alive.expired()) {
-            on_peer(peer, up);
+            on_peer(peer, up, loss);
         }
     });
 }
@@ -184,12 +184,12 @@ void ElectorDriver::refresh_round_trip() {
     }
 }
 
-void ElectorDriver::on_peer(NodeId peer, bool up) {
+void ElectorDriver::on_peer(NodeId peer, bool up, LinkLoss loss) {
     refresh_round_trip();
     if (up) {
         runtime_.peer_up(peer);
     } else {
-        runtime_.peer_down(peer);
+        runtime_.peer_down(peer, loss);  // only a proven closure ends a promise
     }
 }
 

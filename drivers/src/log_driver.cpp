@@ -140,7 +140,7 @@ LogDriver::LogDriver(asio::io_context& io, net::Mesh& mesh, ElectorDriver& elect
             }
             return on_frame(from, payload);
         });
-    mesh_.add_peer_handler([this, alive](NodeId peer, bool up) {
+    mesh_.add_peer_handler([this, alive](NodeId peer, bool up, LinkLoss) {
         if (!alive.expired()) {
             on_peer(peer, up);
         }

@@ -322,11 +322,11 @@ Actions Elector::peer_up(Millis now, NodeId peer) {
     return Finish();
 }
 
-Actions Elector::peer_down(Millis now, NodeId peer) {
+Actions Elector::peer_down(Millis now, NodeId peer, LinkLoss loss) {
     now_ = now;
     LeaseExpires();
     if (IsPeer(peer)) {
-        PeerDown(peer);
+        PeerDown(peer, loss);
     }
     return Finish();
 }
@@ -760,14 +760,21 @@ void Elector::PeerUp(NodeId peer) {
     }
 }
 
-void Elector::PeerDown(NodeId peer) {
+// Only proof ends a follower's promise (docs/design.md, "The leader lease", assumption 3): a link
+// to its leader that this node closed itself (a duplicate hello, a timeout, a full queue) is a
+// silent leader, whose promise and heartbeat checks run out on this node's clock. A link to a
+// candidate carries no promise. A leader drops the peer from its lease on every closure: the
+// follower may take it for proof (a closure by this side reaches it as a FIN or an RST).
+void Elector::PeerDown(NodeId peer, LinkLoss loss) {
     state_.peers_up.erase(peer);
+    const bool proof = proves_peer_gone(loss) || planted(PlantedBug::PromiseEndsOnLocalClose);
     if (state_.role == Role::Follower &&
-        (state_.leader == peer || state_.tentative_leader == peer)) {
+        ((state_.leader == peer && proof) || state_.tentative_leader == peer)) {
         StepDown(Reason::LeaderUnavailable);
     } else if (state_.role == Role::Leader) {
         state_.supporters.erase(peer);
-        // The follower's promise ended with the link (exception b, docs/design.md).
+        // The follower's promise ended with the link (exception b, docs/design.md), or will once
+        // it learns that this side closed it.
         if (!planted(PlantedBug::LeaseKeptOnPeerDown)) {
             lease_.promise_until[peer.value].reset();
             lease_.down_at[peer.value] = now_;

@@ -20,6 +20,18 @@ namespace conclave::net {
 namespace asio = boost::asio;
 using boost::system::error_code;
 
+namespace {
+
+// The peer's side ended the connection: its FIN (end of stream, a TLS close_notify, or a TLS
+// stream that ended without one) or its RST. Anything else (a timeout of this node's kernel, a
+// TLS record that does not decrypt) is decided here and proves nothing about the peer.
+bool closed_by_peer(const error_code& ec) {
+    return ec == asio::error::eof || ec == asio::error::connection_reset ||
+           ec == asio::error::broken_pipe || ec == ssl::error::stream_truncated;
+}
+
+}  // namespace
+
 Connection::Connection(std::weak_ptr<Mesh::Impl> owner, tcp::socket socket, ssl::context* tls,
                        std::optional<NodeId> dialed)
     : owner_(std::move(owner)),
@@ -91,7 +103,16 @@ void Connection::arm_deadline(bool join) {
 
 void Connection::start_inbound() {
     arm_deadline(/*join=*/false);
-    on_connected();
+    // Wait for the dialer's first bytes (its TLS hello or its Hello): until then it is silent,
+    // and the first to be evicted when too many handshakes are in progress (Mesh::Impl::
+    // evict_pending_for), so that idle sockets never push out a peer that is speaking.
+    socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this()](const error_code& ec) {
+        if (self->closed_) {
+            return;
+        }
+        self->spoke_ = !ec;
+        self->on_connected();
+    });
 }
 
 void Connection::start_outbound(const std::string& host, std::uint16_t port) {
@@ -297,12 +318,13 @@ void Connection::on_read(const error_code& ec, std::size_t n) {
         return;
     }
     if (ec) {
+        loss_ = closed_by_peer(ec) ? LinkLoss::PeerClosed : LinkLoss::Local;
         if (decoder_.mid_frame()) {
             close_bad_frame(BadFrameKind::Truncated, "connection ended inside a frame (" +
                                                          std::to_string(decoder_.buffered_bytes()) +
                                                          " bytes buffered)");
         } else {
-            close(spdlog::level::info, "connection lost: " + ec.message());
+            close(spdlog::level::info, "connection lost: " + ec.message(), loss_);
         }
         return;
     }
@@ -455,9 +477,8 @@ void Connection::handle_confirmation(Frame& frame) {
     }
     if (dial_request_) {
         // The peer proved itself: serve its request; this connection never carries frames.
-        const NodeId peer = *peer_;
         close(spdlog::level::debug, "dial request served");
-        owner->on_dial_request(peer);
+        owner->on_dial_request(*this);
         return;
     }
     if (join_phase_ == JoinPhase::JoinerHello) {
@@ -826,7 +847,8 @@ void Connection::do_write() {
             return;
         }
         if (ec) {
-            self->close(spdlog::level::info, "write failed: " + ec.message());
+            self->close(spdlog::level::info, "write failed: " + ec.message(),
+                        closed_by_peer(ec) ? LinkLoss::PeerClosed : LinkLoss::Local);
             return;
         }
         if (auto o = self->owner_.lock()) {
@@ -850,7 +872,8 @@ void Connection::close_bad_frame(BadFrameKind kind, const std::string& detail) {
     if (auto owner = owner_.lock()) {
         ++owner->counters_.bad_frames[static_cast<std::size_t>(kind)];
     }
-    close(spdlog::level::warn, "bad frame (" + std::string(to_string(kind)) + "): " + detail);
+    close(spdlog::level::warn, "bad frame (" + std::string(to_string(kind)) + "): " + detail,
+          loss_);  // Local, unless the peer's side ended the stream inside a frame
 }
 
 void Connection::close_refused(HandshakeRefusal refusal, const std::string& detail) {
@@ -864,11 +887,12 @@ void Connection::close_refused(HandshakeRefusal refusal, const std::string& deta
           "handshake refused (" + std::string(to_string(refusal)) + "): " + detail);
 }
 
-void Connection::close(int level, const std::string& why) {
+void Connection::close(int level, const std::string& why, LinkLoss loss) {
     if (closed_) {
         return;
     }
     closed_ = true;
+    loss_ = loss;
     auto owner = owner_.lock();
     if (owner) {
         owner->log().log(static_cast<spdlog::level::level_enum>(level), "{} net: {}: {}",
@@ -877,13 +901,15 @@ void Connection::close(int level, const std::string& why) {
     error_code ignored;
     deadline_.cancel();
     resolver_.cancel();
-    socket_.shutdown(tcp::socket::shutdown_both, ignored);
-    socket_.close(ignored);
     queue_.clear();
     queued_bytes_ = 0;
+    // The owner hears of it before the socket closes: a leader drops the peer from its lease
+    // before the peer can see this side's FIN or RST (docs/design.md, assumption 3).
     if (owner) {
         owner->on_closed(shared_from_this());
     }
+    socket_.shutdown(tcp::socket::shutdown_both, ignored);
+    socket_.close(ignored);
     if (join_done_) {
         // A join that ends without an answer: the reason is the error.
         auto done = std::move(join_done_);

@@ -164,14 +164,37 @@ void Mesh::Impl::release_pending(const Connection& c) {
     std::erase(pending_order_, &c);
 }
 
+bool Mesh::Impl::evicts_before(const Connection& a, const Connection& b) const {
+    if (a.spoke() != b.spoke()) {
+        return !a.spoke();
+    }
+    const auto held = [&](const Connection& c) {
+        const auto it = pending_by_source_.find(c.source());
+        return it == pending_by_source_.end() ? std::size_t{0} : it->second;
+    };
+    return held(a) > held(b);  // equal: the older one, b, stays the victim
+}
+
 void Mesh::Impl::evict_pending_for(const std::string& source) {
     const auto from_source = pending_by_source_.find(source);
     const bool source_full = from_source != pending_by_source_.end() &&
                              from_source->second >= options_.max_pending_per_source;
+    // The victim: a silent connection (nothing received yet: an idle socket) before one that
+    // speaks (a peer in its TLS or hello exchange); then, across sources, one from the source
+    // holding the most handshakes (a flood from a few addresses, never a peer's single dial);
+    // then the oldest.
     const auto oldest = [&](bool same_source) {
-        return std::find_if(pending_order_.begin(), pending_order_.end(), [&](const Connection* c) {
-            return !c->proven_joiner() && (!same_source || c->source() == source);
-        });
+        auto victim = pending_order_.end();
+        for (auto it = pending_order_.begin(); it != pending_order_.end(); ++it) {
+            const Connection* c = *it;
+            if (c->proven_joiner() || (same_source && c->source() != source)) {
+                continue;
+            }
+            if (victim == pending_order_.end() || evicts_before(*c, **victim)) {
+                victim = it;
+            }
+        }
+        return victim;
     };
     auto victim = source_full ? oldest(true) : pending_order_.end();
     const bool by_source = victim != pending_order_.end();
@@ -185,8 +208,8 @@ void Mesh::Impl::evict_pending_for(const std::string& source) {
         by_source ? HandshakeRefusal::TooManyPendingFromSource : HandshakeRefusal::TooManyPending)];
     // Debug only: a flood would flood the log; the counter shows it.
     (*victim)->close(spdlog::level::debug,
-                     by_source ? "evicted: the oldest of too many handshakes from " + source
-                               : "evicted: the oldest of too many handshakes in progress");
+                     by_source ? "evicted: one of too many handshakes from " + source
+                               : "evicted: one of too many handshakes in progress");
 }
 
 void Mesh::Impl::start() {
@@ -331,13 +354,15 @@ void Mesh::Impl::request_dial(NodeId peer) {
     c->start_outbound(address.host, address.port);
 }
 
-void Mesh::Impl::on_dial_request(NodeId peer) {
+void Mesh::Impl::on_dial_request(const Connection& request) {
+    const NodeId peer = *request.peer();
     auto& slot = *peers_[peer.value];
     if (stopped_ || slot.retired) {
         return;
     }
     ++counters_.dial_requests;
     slot.backoff = options_.reconnect_initial;
+    replaced_by_restart(slot, request);  // closed: the dial below replaces it
     if (slot.connection) {
         // A dial in progress completes on its own; an established connection may be a dead one
         // the restarted peer left: probed (a ping makes it fail, or, retransmitting, it is
@@ -424,15 +449,9 @@ HelloCheck Mesh::Impl::on_hello(Connection& c, const Hello& hello) {
             return check;
         }
     }
-    if (c.inbound() && check.peer && !check.dial_request) {
-        auto& slot = *peers_[check.peer->value];
-        if (slot.up) {
-            check.peer.reset();
-            check.refusal = HandshakeRefusal::DuplicateNode;
-            check.detail = "node '" + hello.node + "' already has an established connection";
-            probe_old_connection(slot);
-        }
-    }
+    // A hello for a node whose connection is up proves nothing yet (anyone can send one): the
+    // handshake goes on, and only the dialer's proven confirmation may touch the established
+    // connection (on_confirmation).
     return check;
 }
 
@@ -449,6 +468,7 @@ void Mesh::Impl::probe_old_connection(PeerSlot& slot) {
         slot.connection->enqueue(Channel::Control, encode_ping());
         return;
     }
+    // This node closes it itself: no proof that the peer's process stopped (LinkLoss::Local).
     asio::post(io_, [old = slot.connection] {
         old->close(spdlog::level::info,
                    "closed: its node dialed again while data sent here went unacknowledged "
@@ -456,14 +476,34 @@ void Mesh::Impl::probe_old_connection(PeerSlot& slot) {
     });
 }
 
+bool Mesh::Impl::replaced_by_restart(PeerSlot& slot, const Connection& proven) {
+    // A proven hello (MAC or certificate checked) of another incarnation than the established
+    // connection's: the process behind that connection is gone (LinkLoss::PeerRestarted). Without
+    // a secret or TLS nothing is proven, and the old connection is only probed.
+    const std::shared_ptr<Connection> old = slot.connection;
+    if (!slot.up || !old || !(has_secret() || tls_enabled()) || proven.peer_incarnation().empty() ||
+        old->peer_incarnation().empty() || old->peer_incarnation() == proven.peer_incarnation()) {
+        return false;
+    }
+    old->close(spdlog::level::info,
+               "closed: a newer incarnation of its node proved itself (the process behind this "
+               "connection restarted)",
+               LinkLoss::PeerRestarted);
+    return true;
+}
+
 std::optional<std::pair<HandshakeRefusal, std::string>> Mesh::Impl::on_confirmation(Connection& c) {
     const NodeId peer = *c.peer();
-    if (peers_[peer.value]->up) {
-        return std::make_pair(
-            HandshakeRefusal::DuplicateNode,
-            "node '" + membership_.at(peer).id + "' got another connection established first");
+    auto& slot = *peers_[peer.value];
+    if (!slot.up || replaced_by_restart(slot, c)) {
+        return std::nullopt;
     }
-    return std::nullopt;
+    // The same process dialed again while its connection is up here: that one may be dead (the
+    // peer's kernel gave up on it): probe it; the peer redials.
+    probe_old_connection(slot);
+    return std::make_pair(
+        HandshakeRefusal::DuplicateNode,
+        "node '" + membership_.at(peer).id + "' already has an established connection");
 }
 
 std::optional<std::string> Mesh::Impl::admit_incarnation(NodeId peer,
@@ -591,7 +631,7 @@ void Mesh::Impl::on_established(const std::shared_ptr<Connection>& c) {
                c->dialed() ? "dialed" : "accepted from", c->remote());
     const auto handlers = peer_handlers_;
     for (const auto& h : handlers) {
-        h(peer, true);
+        h(peer, true, LinkLoss::Local);
     }
 }
 
@@ -670,10 +710,13 @@ void Mesh::Impl::on_closed(const std::shared_ptr<Connection>& c) {
         slot.up = false;
         slot.up_since.reset();
         ++counters_.peer_downs;
-        log().info("{} net: peer {} down", log_prefix(), membership_.at(*who).id);
+        log().info("{} net: peer {} down ({})", log_prefix(), membership_.at(*who).id,
+                   c->loss() == LinkLoss::Local        ? "closed here"
+                   : c->loss() == LinkLoss::PeerClosed ? "closed by the peer"
+                                                       : "replaced by a newer incarnation");
         const auto handlers = peer_handlers_;
         for (const auto& h : handlers) {
-            h(*who, false);
+            h(*who, false, c->loss());
         }
     }
     if (c->dialed() && !slot.retired) {

@@ -56,7 +56,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     /// Queues a frame. Returns false when the queue overflowed (the connection is then closed).
     bool enqueue(Channel channel, std::span<const std::uint8_t> payload);
     /// Closes once; logs `why` at `level` and reports the close to the owner.
-    void close(int level, const std::string& why);
+    /// `loss`: what the closure proves (LinkLoss; told to the peer handlers when the peer was up).
+    void close(int level, const std::string& why, LinkLoss loss = LinkLoss::Local);
     void close_bad_frame(BadFrameKind kind, const std::string& detail);
     void close_refused(HandshakeRefusal refusal, const std::string& detail);
 
@@ -73,6 +74,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
                join_phase_ == JoinPhase::AwaitingHandler || join_phase_ == JoinPhase::Answered;
     }
     bool established() const { return established_; }
+    /// Inbound: the dialer has sent something (bytes were readable); false while it is silent.
+    bool spoke() const { return spoke_; }
+    /// Why it closed (Local until it did): what its peer-down report tells.
+    LinkLoss loss() const { return loss_; }
+    /// The incarnation announced in the peer's hello ("" when none).
+    const std::string& peer_incarnation() const { return peer_incarnation_; }
     bool closed() const { return closed_; }
     const std::string& remote() const { return remote_; }
     /// The kernel's smoothed round-trip time of this TCP connection (TCP_INFO tcpi_rtt: an
@@ -147,6 +154,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     std::string remote_;
     bool established_ = false;
     bool closed_ = false;
+    bool spoke_ = false;
+    LinkLoss loss_ = LinkLoss::Local;
     bool hello_sent_ = false;
     bool awaiting_confirmation_ = false;  // inbound: our hello sent, waiting for the dialer's ping
     std::vector<std::uint8_t> nonce_;     // ours (secret handshake)
@@ -203,7 +212,12 @@ struct Mesh::Impl : std::enable_shared_from_this<Mesh::Impl> {
     /// The table's part of on_hello: version, cluster, id, direction; an inbound hello from a
     /// member of higher index is a dial request.
     HelloCheck check_table(const Connection& c, const Hello& hello) const;
-    /// Inbound: the dialer confirmed; re-checks duplicates (two connections may claim one id).
+    /// The proven connection `proven` (MAC or certificate checked) announces another incarnation
+    /// than the established one of `slot`: that one is closed as LinkLoss::PeerRestarted (true).
+    bool replaced_by_restart(PeerSlot& slot, const Connection& proven);
+    /// Inbound: the dialer proved itself and confirmed. When its node's connection is up, it
+    /// replaces it if it is a newer incarnation (replaced_by_restart), else it is refused as a
+    /// duplicate and the old connection probed (probe_old_connection).
     std::optional<std::pair<HandshakeRefusal, std::string>> on_confirmation(Connection& c);
     /// MeshOptions::admit_incarnation for a proven peer (nullopt: admitted).
     std::optional<std::string> admit_incarnation(NodeId peer, const std::string& incarnation,
@@ -225,7 +239,7 @@ struct Mesh::Impl : std::enable_shared_from_this<Mesh::Impl> {
     void on_refused_by_peer(NodeId peer, const PeerRefusal& refusal);
     /// A proven peer of higher index asks to be dialed (it restarted): its backoff is reset and
     /// it is dialed now, or its established connection is probed.
-    void on_dial_request(NodeId peer);
+    void on_dial_request(const Connection& request);
     void on_established(const std::shared_ptr<Connection>& c);
     std::optional<FrameRejection> on_frame(Connection& c, Frame& frame);
     void request_join(std::string host, std::uint16_t port, JoinRequest request, JoinCallback done);
@@ -247,9 +261,14 @@ struct Mesh::Impl : std::enable_shared_from_this<Mesh::Impl> {
     void release_pending(const Connection& c);
     /// Makes room for one more inbound connection from `source`: closes the oldest connection
     /// still in its handshake from that source (per-source limit reached) or from anywhere
-    /// (global limit reached), a proven joiner never. Unauthenticated sockets never lock a new
-    /// connection out.
+    /// (global limit reached), a proven joiner never, a silent one (Connection::spoke) before
+    /// one that speaks, one from the source holding the most before others (evicts_before).
+    /// Unauthenticated sockets never lock a new connection out, and idle ones from a few
+    /// addresses never push out a peer in the middle of its handshake.
     void evict_pending_for(const std::string& source);
+    /// Whether pending connection `a` is evicted before `b` (b older): silent before speaking,
+    /// then the one whose source holds more handshakes in progress.
+    bool evicts_before(const Connection& a, const Connection& b) const;
 
     // ---- Internal ----
     void do_accept();

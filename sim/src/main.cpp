@@ -84,8 +84,10 @@ Random schedules:
                        at start (random runs only)
   --planted-bug NAME   double-vote | minority-quorum | count-stale-scouting-replies |
                        skip-sticky-leader | ignore-config-version | lease-ignores-drift |
-                       lease-kept-on-peer-down (a deliberately broken core; ignore-config-version
-                       matters only with --membership, the lease ones break the leader lease)
+                       lease-kept-on-peer-down | promise-ends-on-local-close (a deliberately
+                       broken core; ignore-config-version matters only with --membership, the
+                       lease ones break the leader lease; the simulator closes no link on one
+                       side only, so promise-ends-on-local-close changes nothing there)
   --lose-durable-state restart crashed nodes with empty durable state (a broken driver)
   --runtime-bug NAME   send-before-persist (a deliberately broken runtime/: a batch's state
                        write happens after its sends; caught as not-durable) | ack-before-fsync

@@ -140,7 +140,9 @@ struct Node {
     }
     elector::Actions fire(elector::TimerId timer) { return e.timer_fired(now, timer); }
     elector::Actions up(NodeId peer) { return e.peer_up(now, peer); }
-    elector::Actions down(NodeId peer) { return e.peer_down(now, peer); }
+    elector::Actions down(NodeId peer, LinkLoss loss = LinkLoss::PeerClosed) {
+        return e.peer_down(now, peer, loss);
+    }
     elector::Actions transfer(NodeId target) { return e.transfer_leadership(now, target); }
     View view() const { return test::view(e); }
 };

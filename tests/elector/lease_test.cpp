@@ -175,6 +175,81 @@ TEST_CASE("the follower's promise: P on its clock, exactly") {
     }
 }
 
+// Only proof ends a promise (docs/design.md, assumption 3): the leader's process closing the link
+// or a newer incarnation of it proving itself. A link the follower closed itself (a duplicate
+// hello, a keepalive or user timeout, a full queue) is a silent leader.
+TEST_CASE("a link to the leader that the follower closed itself ends no promise") {
+    auto check_promise_kept = [](Node& n) {
+        CHECK(n.e.state().leader == B);
+        CHECK_FALSE(n.e.state().peers_up.contains(B));
+        CHECK(n.recv(C, 6, ElectionProposal{}) ==
+              Actions{send(C, 6, refuse(Refusal::HasLeader, 5))});
+    };
+    SECTION("a local closure: the follower keeps its leader and its promise") {
+        Node n = follower_with_leader();  // B heard at 900 ms: promise until 1150 ms
+        CHECK(n.down(B, LinkLoss::Local).empty());
+        check_promise_kept(n);
+        SECTION("its promise and its checks run out on its clock, as over a silent link") {
+            n.now = Millis{1149};
+            CHECK(n.recv(C, 6, ElectionProposal{}) ==
+                  Actions{send(C, 6, refuse(Refusal::HasLeader, 5))});
+            for (int i = 0; i < 5; ++i) {
+                n.fire(TimerId::HeartbeatCheck);
+            }
+            CHECK(n.fire(TimerId::HeartbeatCheck) ==
+                  Actions{arm(TimerId::HeartbeatCheck, Millis{1})});
+            n.now = Millis{1150};
+            CHECK(n.fire(TimerId::HeartbeatCheck) ==
+                  Actions{arm(TimerId::RandomWait, kBackoff),
+                          notify(Role::Follower, 5, kNone, Reason::LeaderNoHeartbeat, n.now)});
+        }
+        SECTION("the link comes back: the leader's heartbeats renew the promise") {
+            n.up(B);
+            n.now = Millis{1100};
+            CHECK(n.recv(B, 5, heartbeat(5, 3, 4)) == Actions{send(B, 5, HeartbeatAck{4})});
+            n.now = Millis{1349};
+            CHECK(n.recv(C, 6, ElectionProposal{}) ==
+                  Actions{send(C, 6, refuse(Refusal::HasLeader, 5))});
+        }
+    }
+    SECTION("proof: the leader's process closed the link, or restarted") {
+        for (const LinkLoss proof : {LinkLoss::PeerClosed, LinkLoss::PeerRestarted}) {
+            Node n = follower_with_leader();
+            n.down(B, proof);
+            CHECK_FALSE(n.e.state().leader);
+            CHECK(n.recv(C, 6, ElectionProposal{}).back() == send(C, 6, grant(6)));
+        }
+    }
+    SECTION("a candidate's link carries no promise: the follower stops waiting for it") {
+        Node n = follower_tentative();
+        n.down(B, LinkLoss::Local);
+        CHECK_FALSE(n.e.state().tentative_leader);
+    }
+    SECTION("planted PromiseEndsOnLocalClose: the promise ends with the follower's own closure") {
+        Config config = fast3();
+        config.planted_bug = PlantedBug::PromiseEndsOnLocalClose;
+        Node n = follower_with_leader(config);
+        n.down(B, LinkLoss::Local);
+        CHECK_FALSE(n.e.state().leader);
+        n.now = Millis{1149};
+        CHECK(n.recv(C, 6, ElectionProposal{}).back() == send(C, 6, grant(6)));
+    }
+}
+
+TEST_CASE("a leader drops a follower's promise on every closure, local ones too") {
+    for (const LinkLoss loss : {LinkLoss::PeerClosed, LinkLoss::PeerRestarted, LinkLoss::Local}) {
+        Node n = leader_at_1000();
+        n.recv(C, 6, HeartbeatAck{0});  // C: 1226
+        n.now = Millis{1100};
+        n.fire(TimerId::HeartbeatBroadcast);
+        n.recv(B, 6, HeartbeatAck{1});  // B (and the leader): 1326
+        n.down(B, loss);
+        CHECK(*n.e.lease_end() == kElected + kLease);
+        n.recv(B, 6, HeartbeatAck{1});  // an ack of a round sent before the closure
+        CHECK(*n.e.lease_end() == kElected + kLease);
+    }
+}
+
 TEST_CASE("a transfer ends the lease before the cession goes out") {
     Node n = leader_at_1000();
     n.recv(B, 6, HeartbeatAck{0});

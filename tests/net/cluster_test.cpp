@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <system_error>
+#include <thread>
 
 #include "conclave/drivers/log_driver.hpp"
 #include "fixture.hpp"
@@ -810,4 +811,133 @@ TEST_CASE(
     for (auto& mesh : meshes) {
         mesh->stop();
     }
+}
+
+// ---- Only proof ends a promise (docs/design.md, assumption 3) -----------------------------------
+// The mesh tells why a peer went down (LinkLoss); a hello naming a peer that is up touches its
+// connection only once the dialer has proven itself.
+
+namespace {
+
+struct PeerEvent {
+    NodeId peer;
+    bool up = false;
+    LinkLoss loss = LinkLoss::Local;
+};
+
+/// n1 (raw, on a thread of its own) dials n2 as `incarnation`: its hello, then a confirmation
+/// with the secret's MAC (`prove`) or a guessed one. Returns the first frame n2 answered, or
+/// nullopt when n2 closed without answering.
+std::optional<Frame> dial_as_n1(std::uint16_t port, const std::string& incarnation, bool prove) {
+    asio::io_context aio;
+    RawPeer p(aio, port);
+    Hello h{kProtocolVersion, "test", "n1"};
+    h.nonce = random_nonce();
+    h.incarnation = incarnation;
+    p.send(encode_hello(h));
+    auto answer = p.read_frame();
+    if (!answer || decode_control_kind(answer->payload) != ControlKind::Hello) {
+        return answer;
+    }
+    const Hello theirs = decode_hello(answer->payload);
+    p.send(encode_confirmation(prove ? handshake_mac(std::string(32, 'k'), HandshakeRole::Dialer,
+                                                     "test", "n1", "n2", h.nonce, theirs.nonce)
+                                     : std::vector<std::uint8_t>(kMacBytes, 0x42)));
+    (void)p.read_frame();  // n2's ping once it is up, or its refusal
+    return answer;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "proof: a hello naming an up peer touches its connection only once the dialer proved "
+    "itself; a newer incarnation replaces it") {
+    asio::io_context io;
+    auto meshes = two_meshes(io, 90U, [](std::uint16_t, MeshOptions&) {});
+    std::vector<PeerEvent> events;  // n2's reports about n1
+    meshes[1]->add_peer_handler([&](NodeId peer, bool up, LinkLoss loss) {
+        events.push_back({peer, up, loss});
+    });
+    for (auto& mesh : meshes) {
+        mesh->start();
+    }
+    REQUIRE(run_until(
+        io, [&] { return meshes[0]->is_up(NodeId{1}) && meshes[1]->is_up(NodeId{0}); }, 5000ms));
+    const auto& counters = meshes[1]->counters();
+    const std::uint16_t port = meshes[1]->local_port();
+    const auto dial_while_running = [&](const std::string& incarnation, bool prove,
+                                        const std::function<bool()>& done) {
+        std::atomic<bool> finished{false};
+        std::optional<Frame> answer;
+        std::thread dialer([&] {
+            answer = dial_as_n1(port, incarnation, prove);
+            finished = true;
+        });
+        const bool reached = run_until(
+            io, [&] { return finished && done(); }, 5000ms);
+        dialer.join();
+        REQUIRE(reached);
+        return answer;
+    };
+    REQUIRE(events.size() == 1);
+
+    SECTION("a stranger's hello (no secret) is answered and refused for its MAC; the link stays") {
+        const auto answer = dial_while_running("inc-0", /*prove=*/false, [&] {
+            return counters.refusal(HandshakeRefusal::AuthFailed) == 1;
+        });
+        // Answered with n2's hello, not refused as a duplicate at the hello.
+        REQUIRE(answer);
+        CHECK(decode_control_kind(answer->payload) == ControlKind::Hello);
+        CHECK(counters.refusal(HandshakeRefusal::DuplicateNode) == 0);
+        run_for(io, 100ms);
+        CHECK(meshes[1]->is_up(NodeId{0}));
+        CHECK(events.size() == 1);
+    }
+    SECTION("a stranger claiming a new incarnation changes nothing either") {
+        dial_while_running("inc-new", /*prove=*/false,
+                           [&] { return counters.refusal(HandshakeRefusal::AuthFailed) == 1; });
+        run_for(io, 100ms);
+        CHECK(meshes[1]->is_up(NodeId{0}));
+        CHECK(events.size() == 1);
+    }
+    SECTION("the same incarnation, proven: a duplicate; the established link is only probed") {
+        dial_while_running("inc-0", /*prove=*/true,
+                           [&] { return counters.refusal(HandshakeRefusal::DuplicateNode) == 1; });
+        run_for(io, 100ms);
+        CHECK(meshes[1]->is_up(NodeId{0}));
+        CHECK(events.size() == 1);
+    }
+    SECTION("a newer incarnation, proven: the old link is closed as PeerRestarted") {
+        dial_while_running("inc-new", /*prove=*/true, [&] { return events.size() >= 2; });
+        CHECK_FALSE(events[1].up);
+        CHECK(events[1].loss == LinkLoss::PeerRestarted);
+    }
+    for (auto& mesh : meshes) {
+        mesh->stop();
+    }
+}
+
+TEST_CASE("proof: a closure by the peer's side is PeerClosed, one decided here is Local") {
+    asio::io_context io;
+    auto meshes = two_meshes(io, 95U, [](std::uint16_t, MeshOptions&) {});
+    std::array<std::vector<PeerEvent>, 2> events;
+    for (std::uint16_t i = 0; i < 2; ++i) {
+        meshes[i]->add_peer_handler([&, i](NodeId peer, bool up, LinkLoss loss) {
+            events[i].push_back({peer, up, loss});
+        });
+    }
+    for (auto& mesh : meshes) {
+        mesh->start();
+    }
+    REQUIRE(run_until(
+        io, [&] { return meshes[0]->is_up(NodeId{1}) && meshes[1]->is_up(NodeId{0}); }, 5000ms));
+    const std::size_t closer = GENERATE(0U, 1U);
+    meshes[closer]->stop();
+    REQUIRE(run_until(
+        io, [&] { return events[0].size() == 2 && events[1].size() == 2; }, 5000ms));
+    CHECK_FALSE(events[closer][1].up);
+    CHECK(events[closer][1].loss == LinkLoss::Local);
+    CHECK_FALSE(events[1 - closer][1].up);
+    CHECK(events[1 - closer][1].loss == LinkLoss::PeerClosed);
+    meshes[1 - closer]->stop();
 }

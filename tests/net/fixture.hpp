@@ -61,6 +61,36 @@ inline std::vector<std::uint16_t> free_ports(std::size_t n) {
     return ports;
 }
 
+/// A hand-driven peer speaking the handshake frame by frame (synchronously).
+struct RawPeer {
+    RawPeer(asio::io_context& io, std::uint16_t port, const std::string& source = "127.0.0.1")
+        : socket(io) {
+        socket.open(tcp::v4());
+        socket.bind(tcp::endpoint(asio::ip::make_address(source), 0));
+        socket.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
+    }
+    void send(const std::vector<std::uint8_t>& payload) {
+        asio::write(socket, asio::buffer(encode_frame(Channel::Control, payload)));
+    }
+    /// Reads one frame (blocking; the node under test runs on another thread).
+    std::optional<Frame> read_frame() {
+        FrameDecoder decoder(kMaxHandshakeFrameBytes);
+        std::array<std::uint8_t, 4096> buffer{};
+        while (true) {
+            if (auto f = decoder.next()) {
+                return f;
+            }
+            boost::system::error_code ec;
+            const auto n = socket.read_some(asio::buffer(buffer), ec);
+            if (ec) {
+                return std::nullopt;
+            }
+            decoder.feed(std::span<const std::uint8_t>(buffer.data(), n));
+        }
+    }
+    tcp::socket socket;
+};
+
 /// A temporary directory removed at scope exit.
 /// Holds `count` silent connections from `source` to `port` on `io`, and opens a new one as
 /// soon as the node closes one (what an attacker keeping its sockets does).

@@ -131,10 +131,11 @@ class Bed:
 
     system = "conclaved"
 
-    def __init__(self, daemon, root, size=3, drift_node=None, letter="n"):
+    def __init__(self, daemon, root, size=3, drift_node=None, letter="n", profile="fast"):
         """Nodes <letter>1..<letter><size>; a bed with another letter can run beside this one
-        (its namespaces, veths and bridge have other names)."""
+        (its namespaces, veths and bridge have other names). `profile`: the timing profile."""
         self.daemon = daemon
+        self.profile = profile
         self.root = root
         self.pid = os.getpid()
         self.ids = ["%s%d" % (letter, i + 1) for i in range(size)]
@@ -190,7 +191,7 @@ class Bed:
             "cluster": "netns",
             "nodes": [{"id": nid, "peer": "%s:%d" % (self.addr[nid], PEER_PORT),
                        "http": "%s:%d" % (self.addr[nid], HTTP_PORT)} for nid in self.ids],
-            "profile": "fast",
+            "profile": self.profile,
             "data_dir": os.path.join(self.root, "{id}"),
             "log": {"format": "json", "level": "info"},
             "secret_file": "secret",

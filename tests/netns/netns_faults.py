@@ -4,7 +4,8 @@
 
     netns_faults.py CONCLAVED [--seed N] [--duration S] [--keep]
     netns_faults.py CONCLAVED --measure-vanish RUNS
-    netns_faults.py CONCLAVED --measure-rejoin RUNS [--rejoin-node nK]
+    netns_faults.py CONCLAVED --measure-rejoin RUNS [--rejoin-node nK] [--flood]
+    netns_faults.py CONCLAVED --measure-forged-hello RUNS
     netns_faults.py --system etcd --measure-vanish RUNS     (etcd on PATH; no CONCLAVED)
     netns_faults.py CONCLAVED --system both --measure-vanish RUNS   (interleaved run by run)
 
@@ -25,6 +26,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import flood  # noqa: E402
+import forged_hello  # noqa: E402
 import history  # noqa: E402
 import netbed  # noqa: E402
 
@@ -379,17 +382,28 @@ def measure_vanish(beds, runs, seed):
     return 0
 
 
-def measure_rejoin(bed, runs, seed, within_s=None, node=None):
+def measure_rejoin(bed, runs, seed, within_s=None, node=None, flooded=False):
     """How long a node whose host vanished (isolated, SIGKILL) for 1-8 s, then was restored and
     restarted, takes to have both of its peer connections up again. With within_s: n1 (the
     first node, the dialer of both of its links) is gone for 3.2-4.2 s (the peers' next
     retransmission is then seconds away), and a run that takes longer than within_s fails.
-    With node: that node is the victim every time (the downtimes stay those of the seed)."""
+    With node: that node is the victim every time (the downtimes stay those of the seed). With
+    flooded: idle connections flood every node's peer port meanwhile (flood.py)."""
+    for nid in bed.ids:
+        bed.start(nid)
+    with flood.Flooder(bed, [bed.addr[n] for n in bed.ids]) if flooded else \
+            contextlib.nullcontext() as flooder:
+        rc = rejoin_runs(bed, runs, seed, within_s, node)
+        if flooder:
+            print("flood: %d idle connections reopened after the nodes closed them" %
+                  flooder.reopened)
+    return rc
+
+
+def rejoin_runs(bed, runs, seed, within_s, node):
     rng = random.Random(seed)
     failed = 0
     figures = []
-    for nid in bed.ids:
-        bed.start(nid)
     for run in range(runs):
         if not wait_for(bed.agreed_leader):
             print("FAIL: no agreed leader before run %d" % run)
@@ -443,6 +457,13 @@ def main():
     ap.add_argument("--rejoin-node", choices=["n1", "n2", "n3"], default=None,
                     help="with --measure-rejoin: always vanish this node (default: random; n1 "
                          "with --rejoin-within)")
+    ap.add_argument("--flood", action="store_true",
+                    help="with --measure-rejoin: idle connections from 9 more addresses flood "
+                    "every node's peer port meanwhile (flood.py)")
+    ap.add_argument("--measure-forged-hello", type=int, metavar="RUNS", default=0,
+                    help="RUNS times: n1 leads (default profile), is cut off from its peers, "
+                    "and a process without the secret sends the followers hellos naming it "
+                    "every 20 ms; fails when valid leases overlap (forged_hello.py)")
     ap.add_argument("--keep", action="store_true", help="keep the data dirs and daemon logs")
     args = ap.parse_args()
     if (args.system == "etcd") != (args.conclaved is None):
@@ -461,7 +482,8 @@ def main():
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
     print("seed %d (reproduce the schedule: --seed %d)" % (seed, seed), flush=True)
     drift = None
-    if not args.no_drift and not (args.measure_vanish or args.measure_rejoin) and os.path.exists(netbed.FAKETIME_LIB):
+    measuring = args.measure_vanish or args.measure_rejoin or args.measure_forged_hello
+    if not args.no_drift and not measuring and os.path.exists(netbed.FAKETIME_LIB):
         drift = random.Random(seed).choice(["n1", "n2", "n3"])
     root = netbed.make_root()
     failed = True
@@ -469,16 +491,20 @@ def main():
         with contextlib.ExitStack() as stack:
             beds = []
             if args.system != "etcd":
+                profile = "default" if args.measure_forged_hello else "fast"
                 beds.append(stack.enter_context(
-                    netbed.Bed(os.path.abspath(args.conclaved), root, drift_node=drift)))
+                    netbed.Bed(os.path.abspath(args.conclaved), root, drift_node=drift,
+                               profile=profile)))
             if args.system != "conclaved":
                 beds.append(stack.enter_context(netbed.EtcdBed(shutil.which("etcd"), root)))
             bed = beds[0]
             if args.measure_vanish:
                 rc = measure_vanish(beds, args.measure_vanish, seed)
+            elif args.measure_forged_hello:
+                rc = forged_hello.measure_forged_hello(bed, args.measure_forged_hello)
             elif args.measure_rejoin:
                 rc = measure_rejoin(bed, args.measure_rejoin, seed, args.rejoin_within,
-                                    args.rejoin_node)
+                                    args.rejoin_node, args.flood)
             else:
                 rc = run_faults(bed, seed, args.duration)
             failed = rc != 0

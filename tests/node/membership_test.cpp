@@ -204,7 +204,7 @@ TEST_CASE(
     // Writes commit with the removed node stopped: 2 of 2 voters.
     c.stop(gone);
     for (int k = 0; k < 5; ++k) {
-        REQUIRE(c.propose(leader, "after-remove-" + std::to_string(k), "1").ok());
+        c.commit("after-remove-" + std::to_string(k), "1");
     }
 
     // Re-add it as a learner while it is down: promotion is refused (R7: it holds nothing).
@@ -246,7 +246,7 @@ TEST_CASE(
     REQUIRE(c.all_at(3));
     CHECK(ids_with(c.nodes[other]->members(), MemberRole::Voter).size() == 3);
     CHECK(c.nodes[gone]->status().membership->role == "voter");
-    REQUIRE(c.propose(other, "after-promote", "1").ok());
+    c.commit("after-promote", "1");
     c.stop_all();
 }
 
@@ -267,7 +267,7 @@ TEST_CASE("membership: removing the leader makes it step down, another node lead
     REQUIRE(c.all_at(1));
     CHECK(c.nodes[old_leader]->status().membership->role == "removed");
     CHECK(c.nodes[old_leader]->current().role != conclave::elector::Role::Leader);
-    REQUIRE(c.propose(leader, "after", "1").ok());
+    c.commit("after", "1");
     // The removed node refuses: it is not the leader (and knows who is).
     const MembershipResult refused = c.change(old_leader, Op::AddLearner, old_leader);
     CHECK(refused.status == MetadataProposeStatus::NotLeader);
@@ -409,7 +409,7 @@ TEST_CASE("membership §8: a new node joins through a seed, is promoted, replace
     const std::size_t leader = c.start_and_elect();
     const std::size_t replaced = (leader + 1) % 3;
     const std::size_t seed = (leader + 2) % 3;  // a follower: the join is redirected
-    REQUIRE(c.propose(leader, "before", "1").ok());
+    c.commit("before", "1");
 
     // n4's config knows only itself; it joins through the seed's peer address.
     const ClusterConfig config = c.joiner_config("n4");
@@ -443,7 +443,7 @@ TEST_CASE("membership §8: a new node joins through a seed, is promoted, replace
     const MembersView v3 = c.nodes[leader]->members();
     CHECK(ids_with(v3, MemberRole::Voter).size() == 3);
     CHECK(c.nodes[3]->status().membership->role == "voter");
-    REQUIRE(c.propose(leader, "after", "2").ok());
+    c.commit("after", "2");
     REQUIRE(run_cluster_until(c.io, [&] {
         return !c.nodes[3]->committed_after(conclave::replication::kNoLsn, 100).empty() &&
                c.nodes[3]->commit_lsn() == c.nodes[leader]->commit_lsn();
@@ -453,7 +453,7 @@ TEST_CASE("membership §8: a new node joins through a seed, is promoted, replace
     c.start(seed);
     CHECK(c.nodes[seed]->config().nodes.size() == 4);
     REQUIRE(c.all_at(3));
-    REQUIRE(c.propose(leader, "restarted", "3").ok());
+    c.commit("restarted", "3");
     // The removed node's connections are closed for good (R8, once it knows).
     REQUIRE(run_cluster_until(c.io, [&] {
         const auto peers = c.nodes[leader]->status().peers;
@@ -479,7 +479,7 @@ TEST_CASE("membership §8: a joiner and a member that was away catch up from sna
     const auto write = [&](int from, int to) {
         for (int k = from; k < to; ++k) {
             INFO(k);
-            REQUIRE(c.propose(leader, "key" + std::to_string(k % 4), std::to_string(k)).ok());
+            c.commit("key" + std::to_string(k % 4), std::to_string(k));
         }
     };
     const auto map_of = [&](std::size_t i) {
@@ -582,7 +582,7 @@ TEST_CASE(
     REQUIRE(c.promote(3, removed));
     REQUIRE(c.all_at(5));  // remove, add n4, promote n4, add back, promote
     CHECK(ids_with(c.nodes[3]->members(), MemberRole::Voter).size() == 4);
-    REQUIRE(c.propose(3, "back", "1").ok());
+    c.commit("back", "1");
     REQUIRE(run_cluster_until(
         c.io, [&] { return c.nodes[removed]->commit_lsn() == c.nodes[3]->commit_lsn(); }));
     c.stop_all();

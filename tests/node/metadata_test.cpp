@@ -175,8 +175,7 @@ TEST_CASE("metadata log: 3 nodes commit, refuse, redirect, fail over and catch u
         CHECK(kept_data[k].lsn == results[k].lsn);
     }
     CHECK(kept_data[20].lsn == http_lsn);
-    const MetadataProposeResult after = c.propose(second, "after-failover", "\"x\"");
-    REQUIRE(after.ok());
+    const MetadataProposeResult after = c.commit("after-failover", "\"x\"");
     CHECK(http_lsn < after.lsn);
 
     // Restart the old leader from its data dir: it replays its committed prefix and catches up.
@@ -189,10 +188,10 @@ TEST_CASE("metadata log: 3 nodes commit, refuse, redirect, fail over and catch u
     // GET /metadata pages are bounded in bytes (1 MiB): 20 values of 64 KB take two pages, and
     // next_from continues where the first stopped (storage). An opaque (non-JSON)
     // value is served as a string.
-    REQUIRE(c.propose(second, "opaque", "not json").ok());
+    c.commit("opaque", "not json");
     const std::string big = "\"" + std::string(64000, 'b') + "\"";
     for (int k = 0; k < 20; ++k) {
-        REQUIRE(c.propose(second, "big" + std::to_string(k), big).ok());
+        c.commit("big" + std::to_string(k), big);
     }
     {
         const HttpResult first =
@@ -251,7 +250,7 @@ TEST_CASE("metadata log: compaction, snapshot catch-up and the NOSPACE quota", "
     // 100 writes over 4 keys: compacted many times; at most 4 keys + a short tail are held.
     for (int k = 0; k < 100; ++k) {
         INFO(k);
-        REQUIRE(c.propose(leader, "key" + std::to_string(k % 4), std::to_string(k)).ok());
+        c.commit("key" + std::to_string(k % 4), std::to_string(k));
     }
     const auto& log = c.nodes[leader]->log_driver()->log();
     CHECK(log.counters().compactions > 0);
@@ -402,12 +401,11 @@ struct FaultCluster : Cluster {
     }
 
     /// Commits `count` keys named prefix0.. on the active leader; returns their LSNs.
-    std::vector<Lsn> commit(std::size_t leader, const std::string& prefix, int count) {
+    /// `count` acknowledged writes (prefix0, prefix1, ...), each to the active leader.
+    std::vector<Lsn> commit_keys(const std::string& prefix, int count) {
         std::vector<Lsn> lsns;
         for (int k = 0; k < count; ++k) {
-            const MetadataProposeResult r = propose(leader, prefix + std::to_string(k), "1");
-            REQUIRE(r.ok());
-            lsns.push_back(r.lsn);
+            lsns.push_back(commit(prefix + std::to_string(k), "1").lsn);
         }
         return lsns;
     }
@@ -456,7 +454,7 @@ struct FaultCluster : Cluster {
         const std::size_t next = survivors_lead(failed);
         wait_stopped(failed);
         check_kept(next, acked);
-        const std::vector<Lsn> extra = commit(next, "after", more);
+        const std::vector<Lsn> extra = commit_keys("after", more);
         acked.insert(acked.end(), extra.begin(), extra.end());
         return next;
     }
@@ -495,7 +493,7 @@ TEST_CASE("storage faults: a leader whose log write or fsync fails steps down, l
     }
     const std::size_t leader = c.active_leader();
     const std::string leader_id = "n" + std::to_string(leader + 1);
-    std::vector<Lsn> acked = c.commit(leader, "before", 5);
+    std::vector<Lsn> acked = c.commit_keys("before", 5);
     CHECK(request(c.io, c.http_port(leader), http::verb::get, "/status").body.at("storage") ==
           json{{"state", "ok"}});
     CHECK(c.nodes[leader]->health().healthy);
@@ -550,13 +548,13 @@ TEST_CASE("storage faults: a follower whose fsync or state file fails leaves; th
     }
     const std::size_t leader = c.active_leader();
     const std::size_t follower = (leader + 1) % 3;
-    std::vector<Lsn> acked = c.commit(leader, "before", 5);
+    std::vector<Lsn> acked = c.commit_keys("before", 5);
     REQUIRE(run_cluster_until(c.io, [&] { return c.seen[follower].size() == 5; }));
 
     if (which == "sync") {
         c.faults[follower]->sync.store(error);
         // The leader still commits with the third node; the follower acknowledges nothing more.
-        const std::vector<Lsn> more = c.commit(leader, "during", 3);
+        const std::vector<Lsn> more = c.commit_keys("during", 3);
         acked.insert(acked.end(), more.begin(), more.end());
         REQUIRE(run_cluster_until(
             c.io, [&] { return c.nodes[follower]->storage_failure().has_value(); }));
@@ -575,7 +573,7 @@ TEST_CASE("storage faults: a follower whose fsync or state file fails leaves; th
         const std::size_t next = c.survivors_lead(follower);
         CHECK(next != follower);
         c.check_kept(next, acked);
-        const std::vector<Lsn> more = c.commit(next, "after", 2);
+        const std::vector<Lsn> more = c.commit_keys("after", 2);
         acked.insert(acked.end(), more.begin(), more.end());
         c.check_kept(next, acked);
     }
@@ -605,7 +603,7 @@ TEST_CASE("storage faults: a failed meta, truncate or snapshot write takes the n
         c.start(i);
     }
     const std::size_t leader = c.active_leader();
-    std::vector<Lsn> acked = c.commit(leader, "before", 5);
+    std::vector<Lsn> acked = c.commit_keys("before", 5);
     std::size_t failed = leader;
     if (which == "meta") {
         // The node the leadership moves to cannot write its new term: it never leads the log.
@@ -641,8 +639,8 @@ TEST_CASE("storage faults: a failed meta, truncate or snapshot write takes the n
                 c.start(i);
             }
         }
-        const std::size_t next = c.active_leader();
-        const std::vector<Lsn> more = c.commit(next, "without", 3);
+        c.active_leader();  // the others elect without the node whose tail is cut below
+        const std::vector<Lsn> more = c.commit_keys("without", 3);
         acked.insert(acked.end(), more.begin(), more.end());
         c.faults[leader]->truncate.store(error);
         c.start(leader);

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "conclave/node/node.hpp"
+#include "support/active_leader.hpp"
 #include "support/loopback.hpp"
 
 namespace conclave::test::node_cluster {
@@ -183,20 +184,29 @@ struct Cluster {
         nodes[i].reset();
     }
 
+    test::RunClusterUntil runner() {
+        return [this](const std::function<bool()>& done) { return run_cluster_until(io, done); };
+    }
+
     /// Index of the node whose log is an ACTIVE leader, once there is one.
     std::size_t active_leader() {
-        std::optional<std::size_t> leader;
-        REQUIRE(run_cluster_until(io, [&] {
-            for (std::size_t i = 0; i < nodes.size(); ++i) {
-                if (nodes[i] && nodes[i]->status().log &&
-                    nodes[i]->status().log->leader_status == "active") {
-                    leader = i;
-                    return true;
-                }
-            }
-            return false;
-        }));
+        const auto leader = test::wait_for_active_leader(nodes, runner());
+        REQUIRE(leader);
         return *leader;
+    }
+
+    /// A write that must be acknowledged: sent to the active leader of the moment, again while
+    /// the answer is "nothing appended, the leadership is moving" (support/active_leader.hpp).
+    /// Returns the committed LSN's answer; the node that took it is in `leader` when given.
+    MetadataProposeResult commit(const std::string& key, const std::string& value,
+                                 std::size_t* leader = nullptr) {
+        const auto write = test::write_to_active_leader(nodes, runner(), key, value);
+        INFO(key << ": " << (write.result ? write.result->detail : std::string("no answer")));
+        REQUIRE(write.ok());
+        if (leader != nullptr) {
+            *leader = *write.node;
+        }
+        return *write.result;
     }
 
     MetadataProposeResult propose(std::size_t i, const std::string& key, const std::string& value) {

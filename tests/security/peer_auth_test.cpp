@@ -21,36 +21,6 @@ MeshOptions secret_options(const std::string& secret = kSecret) {
     return o;
 }
 
-/// A hand-driven peer speaking the handshake frame by frame (synchronously).
-struct RawPeer {
-    RawPeer(asio::io_context& io, std::uint16_t port, const std::string& source = "127.0.0.1")
-        : socket(io) {
-        socket.open(tcp::v4());
-        socket.bind(tcp::endpoint(asio::ip::make_address(source), 0));
-        socket.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
-    }
-    void send(const std::vector<std::uint8_t>& payload) {
-        asio::write(socket, asio::buffer(encode_frame(Channel::Control, payload)));
-    }
-    /// Reads one frame (blocking; the node under test runs on another thread).
-    std::optional<Frame> read_frame() {
-        FrameDecoder decoder(kMaxHandshakeFrameBytes);
-        std::array<std::uint8_t, 4096> buffer{};
-        while (true) {
-            if (auto f = decoder.next()) {
-                return f;
-            }
-            boost::system::error_code ec;
-            const auto n = socket.read_some(asio::buffer(buffer), ec);
-            if (ec) {
-                return std::nullopt;
-            }
-            decoder.feed(std::span<const std::uint8_t>(buffer.data(), n));
-        }
-    }
-    tcp::socket socket;
-};
-
 }  // namespace
 
 TEST_CASE("handshake MACs depend on role, ids and both nonces, never equal across them") {
@@ -277,7 +247,7 @@ TEST_CASE("finding 7: a peer that drops every frame after the handshake is redia
         return std::optional<FrameRejection>{FrameRejection{BadFrameKind::Undecodable, "no"}};
     });
     const std::vector<std::uint8_t> payload{1, 2, 3};
-    a.add_peer_handler([&](NodeId peer, bool up) {
+    a.add_peer_handler([&](NodeId peer, bool up, LinkLoss) {
         if (up) {
             a.send(peer, Channel::Elector, payload);
         }
@@ -319,4 +289,43 @@ TEST_CASE(
     CHECK(b.counters().refusal(HandshakeRefusal::ChannelMismatch) >= 1);
     // No storm: a refused handshake never resets the backoff.
     CHECK(a.counters().reconnects <= 7);
+}
+
+TEST_CASE("idle sockets are evicted before a peer that is in the middle of its handshake") {
+    // n2 alone, at most 4 handshakes in progress, a long deadline: only eviction makes room.
+    const auto ports = free_ports(2);
+    asio::io_context io;
+    MeshOptions options = secret_options();
+    options.max_pending_inbound = 4;
+    options.handshake_timeout = 10'000ms;
+    Mesh n2(io, make_membership(ports), NodeId{1}, options);
+    n2.start();
+    // n1 (raw) dials and sends its hello: it speaks, and waits for n2's answer.
+    asio::io_context raw_io;
+    RawPeer n1(raw_io, n2.local_port());
+    Hello hello{kProtocolVersion, "test", "n1"};
+    hello.nonce = random_nonce();
+    n1.send(encode_hello(hello));
+    run_for(io, 200ms);
+    // Then 12 idle sockets from 3 addresses (4 each, below the per-source limit): each beyond
+    // the fourth evicts the oldest handshake in progress.
+    std::vector<std::unique_ptr<tcp::socket>> idle;
+    for (int i = 0; i < 12; ++i) {
+        auto s = std::make_unique<tcp::socket>(io);
+        s->open(tcp::v4());
+        s->bind(tcp::endpoint(asio::ip::make_address("127.0.0." + std::to_string(2 + i / 4)), 0));
+        s->connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), n2.local_port()));
+        idle.push_back(std::move(s));
+    }
+    REQUIRE(run_until(
+        io, [&] { return n2.counters().refusal(HandshakeRefusal::TooManyPending) >= 9; }, 5000ms));
+    // n1's handshake survived every eviction: it confirms, and n2 reports it up.
+    const auto answer = n1.read_frame();
+    REQUIRE(answer);
+    const Hello theirs = decode_hello(answer->payload);
+    n1.send(encode_confirmation(handshake_mac(kSecret, HandshakeRole::Dialer, "test", "n1", "n2",
+                                              hello.nonce, theirs.nonce)));
+    CHECK(run_until(
+        io, [&] { return n2.is_up(NodeId{0}); }, 5000ms));
+    n2.stop();
 }

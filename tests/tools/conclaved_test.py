@@ -119,6 +119,32 @@ class Cluster:
             [DAEMON, "--config", self.config, "--node-id", nid],
             stdout=log, stderr=log)
 
+    def write(self, key, value, nids=None):
+        """An acknowledged write, as a client that follows the documented answers makes it: POST
+        /metadata to the leader of the moment (among `nids`, default every running node), sent
+        again while the answer says that nothing was appended because the leadership is moving
+        (503 no_leader or not_active, 307 not_leader; a busy machine delays an election or the
+        new leader's sync), for at most WAIT_S. Returns the last HTTP status (None: none)."""
+        answer = [None]
+
+        def attempt():
+            nids_now = nids or [n for n in self.ids if n in self.procs
+                                and self.procs[n].poll() is None]
+            statuses = {n: self.status(n) for n in nids_now}
+            leaders = [n for n, st in statuses.items() if st and st.get("role") == "leader"]
+            if not leaders:
+                return False
+            code, body = post_json(self.http_ports[leaders[0]], "/metadata",
+                                   {"key": key, "value": value}, token=self.token)
+            answer[0] = code
+            if code in (307, 503):
+                error = json.loads(body).get("error") if body else None
+                return error not in ("no_leader", "not_active", "not_leader")
+            return code is not None
+
+        wait_for(attempt)
+        return answer[0]
+
     def start_all_agreed(self, what):
         """Starts every node; the leader they agree on (checked, named `what`), else None."""
         for nid in self.ids:
@@ -556,8 +582,7 @@ def test_repair(root):
         leader = first[0]
         acked = []
         for i in range(30):  # each retried while the new leader's log is not yet active (bounded)
-            if wait_for(lambda: post_json(c.http_ports[leader], "/metadata",
-                                          {"key": "order-%d" % i, "value": {"n": i}})[0] == 200):
+            if c.write("order-%d" % i, {"n": i}) == 200:
                 acked.append("order-%d" % i)
         check(len(acked) == 30, "repair: 30 writes acknowledged (%d)" % len(acked))
         victim = [n for n in c.ids if n != leader][0]
@@ -604,7 +629,7 @@ def test_repair(root):
         check(metric(c.http_ports[victim], "conclave_metadata_repaired") == 1.0,
               "repair: the metric says so")
         # Writes still commit (the leader and the other node are a quorum).
-        code, _ = post_json(c.http_ports[leader], "/metadata", {"key": "after-repair", "value": 1})
+        code = c.write("after-repair", 1)
         check(code == 200, "repair: writes go on while the node is repaired (%r)" % code)
         acked.append("after-repair")
         # A leader of a newer term brings it up to date: the marker goes.
@@ -710,8 +735,7 @@ def test_lost_state(root):
         c.procs[g].wait(timeout=WAIT_S)
         acked = []
         for i in range(50):
-            code, _ = post_json(c.http_ports[leader], "/metadata", {"key": "w-%d" % i, "value": i})
-            if code == 200:
+            if c.write("w-%d" % i, i) == 200:
                 acked.append("w-%d" % i)
         check(len(acked) == 50, "lost state: 50 writes acknowledged by the leader and f (%d)" %
               len(acked))
@@ -853,7 +877,7 @@ def test_membership(root):
               "membership: conclave_membership_version 1")
         c.procs[victim].kill()
         c.procs[victim].wait()
-        code, _ = post_json(c.http_ports[leader], "/metadata", {"key": "without", "value": 1})
+        code = c.write("without", 1)
         check(code == 200, "membership: writes commit without the removed node (%r)" % code)
         c.start(victim)
         check(wait_for(lambda: membership(victim) == {"version": 1, "from_entry": True,
@@ -903,8 +927,7 @@ def test_snapshot_restored(root):
         acked = []
 
         def write(i):  # retried while the leader is not yet active (bounded)
-            if wait_for(lambda: post_json(c.http_ports[leader], "/metadata",
-                                          {"key": "s-%d" % i, "value": i})[0] == 200):
+            if c.write("s-%d" % i, i) == 200:
                 acked.append("s-%d" % i)
 
         for i in range(10):

@@ -153,7 +153,7 @@ class ElectorDriver {
     };
 
     std::optional<net::FrameRejection> on_frame(NodeId from, std::span<const std::uint8_t> payload);
-    void on_peer(NodeId peer, bool up);
+    void on_peer(NodeId peer, bool up, LinkLoss loss);
     /// Gives the core the largest smoothed round trip among the up peers (Mesh::round_trip), so
     /// that its ranked backoff's slot follows the links; called before every input.
     void refresh_round_trip();

@@ -26,8 +26,10 @@ BOOST_DEFINE_FIXED_ENUM_CLASS(
     SkipStickyLeader,           // say yes to scouting and proposals while following a live leader
     IgnoreConfigVersion,        // membership: grant scouting support and votes to a candidate of an
                                 // older configuration (no R5 version fence; docs/membership.md)
-    LeaseIgnoresDrift,   // leader lease: promise_until = s + E instead of s + E(1-rho)/(1+rho)
-    LeaseKeptOnPeerDown  // leader lease: keep a follower's promise after its link went down
+    LeaseIgnoresDrift,       // leader lease: promise_until = s + E instead of s + E(1-rho)/(1+rho)
+    LeaseKeptOnPeerDown,     // leader lease: keep a follower's promise after its link went down
+    PromiseEndsOnLocalClose  // leader lease: a follower ends its promise when a link to its
+                             // leader that it closed itself goes down (no proof of the leader)
 )
 
 /// How a follower that has no leader chooses when to start scouting (see elector/README.md).

@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 
+#include "conclave/core/link_loss.hpp"
 #include "conclave/elector/actions.hpp"
 #include "conclave/elector/config.hpp"
 #include "conclave/elector/messages.hpp"
@@ -137,7 +138,14 @@ class Elector {
     /// (the driver is expected to filter out firings of replaced instances itself).
     Actions timer_fired(Millis now, TimerId timer);
     Actions peer_up(Millis now, NodeId peer);
-    Actions peer_down(Millis now, NodeId peer);
+    /// The connection to `peer` went down, for the reason `loss`. A follower's promise to its
+    /// leader ends only on a closure that proves the leader can no longer act (proves_peer_gone:
+    /// the leader's process closed the link, or a newer incarnation of it proved itself); after
+    /// one this node closed itself the follower keeps its leader until its promise and its
+    /// heartbeat checks run out, as over a silent link. A leader drops the peer's promise from
+    /// its lease on every closure. The default is what a caller that models only closures by
+    /// the peer passes (the simulator, the explorer).
+    Actions peer_down(Millis now, NodeId peer, LinkLoss loss = LinkLoss::PeerClosed);
     /// Leader only: hand leadership to `target`. See transfer_error() for when it is refused; a
     /// refused transfer returns no actions.
     Actions transfer_leadership(Millis now, NodeId target);
@@ -216,7 +224,7 @@ class Elector {
     void HeartbeatCheckFired();
     void CheckQuorumFired();
     void PeerUp(NodeId peer);
-    void PeerDown(NodeId peer);
+    void PeerDown(NodeId peer, LinkLoss loss);
     void TransferLeadership(NodeId target);
     void SetVoters(NodeSet voters, std::uint64_t version);
     /// Every input of a running node, before its handler: a leader whose lease has run out

@@ -9,7 +9,9 @@
 //     that proves both sides, then closes), so that a restarted node does not wait for its
 //     peers' grown backoff;
 //   - runs the handshake (optional mutual TLS, then Hello, see handshake.hpp) under a deadline;
-//   - reports peer up (after the handshake) and peer down (connection lost) to its listeners;
+//   - reports peer up (after the handshake) and peer down (connection lost, and whether the
+//     peer's side closed it) to its listeners; a hello for a peer that is up touches its
+//     connection only once the dialer has proven itself;
 //   - hands each received frame to the handler registered for its channel; a handler returns a
 //     rejection to have the connection closed as a bad frame;
 //   - keeps a bounded send queue per peer: when it overflows the connection is reset (see
@@ -33,6 +35,7 @@
 #include <span>
 #include <string>
 
+#include "conclave/core/link_loss.hpp"
 #include "conclave/core/types.hpp"
 #include "conclave/net/frame.hpp"
 #include "conclave/net/handshake.hpp"
@@ -183,7 +186,10 @@ struct FrameRejection {
 };
 using FrameHandler =
     std::function<std::optional<FrameRejection>(NodeId from, std::span<const std::uint8_t>)>;
-using PeerHandler = std::function<void(NodeId peer, bool up)>;
+/// A peer came up, or went down for the reason `loss` (LinkLoss::Local when up): only a closure
+/// by the peer's side of an established connection (LinkLoss::PeerClosed) or a proven hello of a
+/// newer incarnation (LinkLoss::PeerRestarted) proves that its process can no longer act on it.
+using PeerHandler = std::function<void(NodeId peer, bool up, LinkLoss loss)>;
 /// Seed side: a joiner `id` (authenticated, not in the table) asks to be added. `respond` writes
 /// the answer and closes the connection once it is written; it may be called later, or never
 /// (join_timeout then closes the connection); calling it again, or after the connection closed,

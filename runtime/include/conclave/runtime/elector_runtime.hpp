@@ -107,8 +107,8 @@ class ElectorRuntime {
     const elector::Actions& peer_up(NodeId peer) {
         return run([&] { return elector_.peer_up(env_.now(), peer); });
     }
-    const elector::Actions& peer_down(NodeId peer) {
-        return run([&] { return elector_.peer_down(env_.now(), peer); });
+    const elector::Actions& peer_down(NodeId peer, LinkLoss loss = LinkLoss::PeerClosed) {
+        return run([&] { return elector_.peer_down(env_.now(), peer, loss); });
     }
     /// True when a firing of (timer, generation) would reach the core now.
     bool timer_current(elector::TimerId timer, TimerGeneration generation) const {
