@@ -109,6 +109,21 @@ std::optional<Lsn> parse_lsn_text(std::string_view text) {
 
 namespace {
 
+/// ?max=, 1..limit (default kDefaultMetadataPage); or the error naming it.
+std::variant<std::size_t, AdminResponse> MaxOf(const AdminRequest& request, std::size_t limit) {
+    auto it = request.query.find("max");
+    if (it == request.query.end()) {
+        return kDefaultMetadataPage;
+    }
+    auto parsed = ParseU64(it->second);
+    if (!parsed || *parsed == 0 || *parsed > limit) {
+        return json_error(400, "bad_request",
+                          "max: expected an integer in 1.." + std::to_string(limit) + ", got \"" +
+                              it->second.substr(0, 64) + "\"");
+    }
+    return static_cast<std::size_t>(*parsed);
+}
+
 constexpr std::string_view kPostShape =
     "{\"key\": \"...\", \"value\": <any JSON>, \"expect_lsn\": \"T.C\" (optional), "
     "\"fence\": TOKEN (optional)}";
@@ -207,17 +222,11 @@ void GetPage(AdminSource& source, const AdminRequest& request, AdminResponder re
         }
         from = *parsed;
     }
-    std::size_t max = kDefaultMetadataPage;
-    if (auto it = request.query.find("max"); it != request.query.end()) {
-        auto parsed = ParseU64(it->second);
-        if (!parsed || *parsed == 0 || *parsed > kMaxMetadataPage) {
-            return respond(json_error(400, "bad_request",
-                                      "max: expected an integer in 1.." +
-                                          std::to_string(kMaxMetadataPage) + ", got \"" +
-                                          it->second.substr(0, 64) + "\""));
-        }
-        max = static_cast<std::size_t>(*parsed);
+    auto max_or_error = MaxOf(request, kMaxMetadataPage);
+    if (auto* error = std::get_if<AdminResponse>(&max_or_error)) {
+        return respond(*error);
     }
+    const std::size_t max = std::get<std::size_t>(max_or_error);
     // On the io thread: a copy of only the page's range (storage), in small
     // chunks, until its raw bytes reach the page's bound; the body encodes each entry in at
     // least its raw bytes, so the builder stops at the same entry or before.
@@ -336,17 +345,11 @@ void ListMetadata(AdminSource& source, const AdminRequest& request, AdminRespond
     if (auto* error = std::get_if<AdminResponse>(&consistency)) {
         return respond(*error);
     }
-    std::size_t max = kDefaultMetadataPage;
-    if (auto it = request.query.find("max"); it != request.query.end()) {
-        auto parsed = ParseU64(it->second);
-        if (!parsed || *parsed == 0 || *parsed > kMaxMetadataList) {
-            return respond(json_error(400, "bad_request",
-                                      "max: expected an integer in 1.." +
-                                          std::to_string(kMaxMetadataList) + ", got \"" +
-                                          it->second.substr(0, 64) + "\""));
-        }
-        max = static_cast<std::size_t>(*parsed);
+    auto max_or_error = MaxOf(request, kMaxMetadataList);
+    if (auto* error = std::get_if<AdminResponse>(&max_or_error)) {
+        return respond(*error);
     }
+    const std::size_t max = std::get<std::size_t>(max_or_error);
     MetadataQuery query{request.query.at("prefix"), true, max,
                         std::get<ReadConsistency>(consistency)};
     source.read_metadata(
