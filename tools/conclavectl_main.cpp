@@ -85,6 +85,12 @@ Commands:
                       parses as JSON, else a string); prints the committed LSN
   get [--from LSN]    print the committed metadata entries after LSN (TERM.COUNTER,
                       default: from the start), read from the leader
+  get KEY [--consistency linearizable|serializable]
+                      print KEY's value, the LSN of its last write and the commit
+                      LSN the answer reflects (GET /metadata/KEY); linearizable
+                      (default): answered by the leader once it confirmed its
+                      leadership; serializable: the first node's own state,
+                      possibly behind. Exit 1 when the key does not exist
   members             the active configuration (GET /members, from the leader:
                       id, role, peer, http, acknowledged entries, lag, connected)
   members OP ID       a membership change, OP = add-learner | promote | remove
@@ -1089,7 +1095,53 @@ int Members(const Options& options) {
     return kExitOk;
 }
 
+/// A key as a path part: unreserved characters and '/' as they are, the rest %XX.
+std::string EncodeKey(const std::string& key) {
+    std::string out;
+    for (const char c : key) {
+        const auto u = static_cast<unsigned char>(c);
+        if (std::isalnum(u) || c == '-' || c == '.' || c == '_' || c == '~' || c == '/') {
+            out += c;
+        } else {
+            static constexpr char kHex[] = "0123456789ABCDEF";
+            out += '%';
+            out += kHex[u >> 4];
+            out += kHex[u & 0xF];
+        }
+    }
+    return out;
+}
+
+/// get KEY [--consistency ...]: GET /metadata/KEY from the leader (linearizable) or the first
+/// node (serializable).
+int GetKey(const Options& options) {
+    const std::string& key = options.args[0];
+    const bool linearizable = options.args[1] == "linearizable";
+    const Endpoint source = linearizable ? FindLeader(options).value_or(options.endpoints.front())
+                                         : options.endpoints.front();
+    Endpoint answered;
+    const Reply reply = RequestFollowing(
+        options, source, http::verb::get,
+        "/metadata/" + EncodeKey(key) + "?consistency=" + options.args[1], {}, &answered);
+    if (reply.status == 404 && reply.document.is_object()) {
+        throw Failure(kExitFailure, Name(answered) + ": " + key + ": no such key (commit " +
+                                        Str(reply.document, "commit_lsn") + ")");
+    }
+    if (reply.status != 200 || !reply.document.is_object()) {
+        Fail(answered, reply);
+    }
+    const json& d = reply.document;
+    Print(options,
+          key + " = " + (d.contains("value") ? d["value"].dump() : "null") + " (written at " +
+              Str(d, "lsn") + ", commit " + Str(d, "commit_lsn") + ")",
+          d);
+    return kExitOk;
+}
+
 int Get(const Options& options) {
+    if (!options.args.empty()) {
+        return GetKey(options);
+    }
     // No leader: read what the first node committed.
     const Endpoint source = FindLeader(options).value_or(options.endpoints.front());
     std::string from = options.from;
@@ -1197,7 +1249,8 @@ void LoadConfig(const std::string& path, Options& options, std::string& token_fi
 /// What the command line says, before the environment and the config fill the gaps.
 struct Flags {
     std::string endpoints, config, token_file, cacert, output, timeout, count;
-    std::string key, value, op, id;  // put KEY VALUE, members OP ID
+    std::string key, value, op, id;  // put KEY VALUE, members OP ID, get KEY
+    std::string consistency;         // get KEY --consistency
     bool help = false;
     bool version = false;
 };
@@ -1252,7 +1305,10 @@ void Describe(CLI::App& app, Flags& flags, Options& options) {
     CLI::App* put = command("put");
     put->add_option("KEY", flags.key)->required();
     put->add_option("VALUE", flags.value)->required();
-    command("get")->add_option("--from", options.from);
+    CLI::App* get = command("get");
+    get->add_option("--from", options.from);
+    get->add_option("KEY", flags.key);
+    get->add_option("--consistency", flags.consistency);
     CLI::App* members = command("members");
     members->add_option("OP", flags.op);
     members->add_option("ID", flags.id);
@@ -1277,6 +1333,14 @@ void Validate(const Options& options, const Flags& flags) {
         if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '-') {
             throw Failure(kExitUsage, "--to: not a node id: \"" + options.to + "\"");
         }
+    }
+    if (options.command == "get" && !flags.consistency.empty() &&
+        flags.consistency != "linearizable" && flags.consistency != "serializable") {
+        throw Failure(kExitUsage, "--consistency: expected linearizable or serializable, got \"" +
+                                      flags.consistency + "\"");
+    }
+    if (options.command == "get" && !flags.key.empty() && !options.from.empty()) {
+        throw Failure(kExitUsage, "get: give KEY or --from, not both");
     }
     if (!options.from.empty() && options.from.find('.') == std::string::npos) {
         throw Failure(kExitUsage,
@@ -1334,6 +1398,9 @@ void Resolve(Flags& flags, Options& options) {
         options.args = {flags.key, flags.value};
     } else if (options.command == "members" && !flags.op.empty()) {
         options.args = {flags.op, flags.id};
+    } else if (options.command == "get" && !flags.key.empty()) {
+        options.args = {
+            flags.key, flags.consistency.empty() ? std::string("linearizable") : flags.consistency};
     }
     if (!flags.cacert.empty()) {
         options.tls = MakeTlsContext(flags.cacert, "--cacert");

@@ -93,6 +93,8 @@ std::string_view to_string(ProposeStatus s) {
             return "failed";
         case ProposeStatus::NoSpace:
             return "nospace";
+        case ProposeStatus::ConditionFailed:
+            return "condition_failed";
     }
     return "unknown";
 }
@@ -195,29 +197,71 @@ void LogDriver::stop() {
     }
 }
 
-void LogDriver::subscribe_committed(CommittedCallback callback) {
+std::uint64_t LogDriver::subscribe_committed(CommittedCallback callback, std::string prefix,
+                                             Lsn after) {
     // Level-triggered: replay what was delivered to the others so far (committed entries are
     // never truncated, so they are still at the front of the log), then follow.
     // After a compaction the snapshot stands for the entries it replaced (the last of each key).
-    for (const Entry& e : log().committed_after(kNoLsn, std::numeric_limits<std::size_t>::max())) {
+    for (const Entry& e : log().committed_after(after, std::numeric_limits<std::size_t>::max())) {
         if (e.lsn > delivered_lsn_) {
             break;
         }
-        callback(e);
+        if (prefix.empty() || (!is_sync_point(e) && has_prefix(e.key, prefix))) {
+            callback(e);
+        }
     }
-    subscribers_.push_back(std::move(callback));
+    const std::uint64_t id = next_subscriber_++;
+    subscribers_.emplace(id, Subscriber{std::move(prefix), std::move(callback)});
+    return id;
+}
+
+void LogDriver::unsubscribe(std::uint64_t id) {
+    subscribers_.erase(id);
 }
 
 void LogDriver::propose(std::string key, std::string value, ProposeCallback done) {
-    propose_entry(std::move(key), std::move(value), false, std::move(done));
+    propose_entry(std::move(key), std::move(value), false, ProposeCondition{}, std::move(done));
+}
+
+void LogDriver::propose(std::string key, std::string value, const ProposeCondition& condition,
+                        ProposeCallback done) {
+    propose_entry(std::move(key), std::move(value), false, condition, std::move(done));
 }
 
 void LogDriver::propose_config(std::string value, ProposeCallback done) {
-    propose_entry(std::string(kMembersKey), std::move(value), true, std::move(done));
+    propose_entry(std::string(kMembersKey), std::move(value), true, ProposeCondition{},
+                  std::move(done));
+}
+
+Lsn LogDriver::latest_write(std::string_view key) const {
+    const ReplicatedLog& l = log();
+    // The uncommitted tail is held whole (only committed entries are compacted); the committed
+    // prefix is what keys_ holds.
+    for (std::size_t pos = l.end_len(); pos > l.state().commit_len; --pos) {
+        if (l.at(pos - 1).key == key) {
+            return l.at(pos - 1).lsn;
+        }
+    }
+    const Entry* e = keys_.find(key);
+    return e != nullptr ? e->lsn : kNoLsn;
+}
+
+std::optional<ProposeOutcome> LogDriver::check_condition(std::string_view key,
+                                                         const ProposeCondition& condition) const {
+    if (condition.empty()) {
+        return std::nullopt;
+    }
+    const Term term = log().state().term;
+    const Lsn current = latest_write(key);
+    if ((condition.fence && *condition.fence != term) ||
+        (condition.expect_lsn && *condition.expect_lsn != current)) {
+        return ProposeOutcome{ProposeStatus::ConditionFailed, kNoLsn, current, term};
+    }
+    return std::nullopt;
 }
 
 void LogDriver::propose_entry(std::string key, std::string value, bool config,
-                              ProposeCallback done) {
+                              const ProposeCondition& condition, ProposeCallback done) {
     CONCLAVE_CHECK(done, "a proposal has a completion callback");
     if (!running()) {
         ++counters_.proposals_failed;
@@ -231,8 +275,15 @@ void LogDriver::propose_entry(std::string key, std::string value, bool config,
                             kNoLsn});
         return;
     }
+    if (auto refused = check_condition(key, condition)) {
+        ++counters_.proposals_failed;
+        ++counters_.conditions_failed;
+        done(*refused);
+        return;
+    }
     const std::optional<Lsn> lsn = elector_.issue_lsn();
-    if (!lsn) {
+    // A fenced entry is of the fencing term (the log's term follows the elector's at once).
+    if (!lsn || (condition.fence && lsn->term != *condition.fence)) {
         ++counters_.proposals_failed;
         done(ProposeOutcome{ProposeStatus::NotLeader, kNoLsn});
         return;
@@ -394,12 +445,30 @@ void LogDriver::start_sync() {
 
 void LogDriver::Env::apply(const std::vector<Entry>& entries) {
     LogDriver* d = driver;
+    // The key state follows the commit point at once (a proposer is answered, and a read served,
+    // only after the batch); subscribers hear of the entries after the batch.
+    for (const Entry& e : entries) {
+        d->keys_.apply(e);
+    }
     d->deferred_.push_back([d, entries] {
-        const auto subscribers = d->subscribers_;  // a callback may subscribe more
         for (const Entry& e : entries) {
             d->delivered_lsn_ = e.lsn;
-            for (const auto& s : subscribers) {
-                s(e);
+            // A callback may subscribe or unsubscribe: walk the ids, look each one up.
+            std::vector<std::uint64_t> ids;
+            ids.reserve(d->subscribers_.size());
+            for (const auto& [id, unused] : d->subscribers_) {
+                ids.push_back(id);
+            }
+            for (std::uint64_t id : ids) {
+                auto it = d->subscribers_.find(id);
+                if (it == d->subscribers_.end()) {
+                    continue;
+                }
+                const std::string& prefix = it->second.prefix;
+                if (prefix.empty() || (!is_sync_point(e) && has_prefix(e.key, prefix))) {
+                    const CommittedCallback callback = it->second.callback;
+                    callback(e);
+                }
             }
         }
     });

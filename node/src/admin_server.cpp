@@ -300,6 +300,22 @@ class Session : public SessionBase,
         }
     }
 
+    /// The route of `path`: its own, else the longest subtree route ("/a/" for "/a/b/c").
+    auto FindRoute(const std::string& path) const {
+        auto exact = shared_->routes.find(path);
+        if (exact != shared_->routes.end()) {
+            return exact;
+        }
+        for (std::size_t slash = path.rfind('/'); slash != std::string::npos && slash > 0;
+             slash = path.rfind('/', slash - 1)) {
+            auto subtree = shared_->routes.find(path.substr(0, slash + 1));
+            if (subtree != shared_->routes.end()) {
+                return subtree;
+            }
+        }
+        return shared_->routes.end();
+    }
+
     /// nullopt: an asynchronous handler answers later.
     std::optional<AdminResponse> Dispatch(const http::request<http::string_body>& request,
                                           bool keep_alive) {
@@ -315,7 +331,7 @@ class Session : public SessionBase,
         if (auto refusal = CheckAccess(request, admin.path, admin.authenticated)) {
             return refusal;
         }
-        const auto path = shared_->routes.find(admin.path);
+        const auto path = FindRoute(admin.path);
         if (path == shared_->routes.end()) {
             return json_error(404, "not_found", "no such endpoint: " + admin.path.substr(0, 200));
         }
@@ -333,7 +349,7 @@ class Session : public SessionBase,
             response.headers.emplace_back("Allow", allow);
             return response;
         }
-        const auto async_path = shared_->async_routes.find(admin.path);
+        const auto async_path = shared_->async_routes.find(path->first);
         if (async_path != shared_->async_routes.end()) {
             const auto async = async_path->second.find(admin.method);
             if (async != async_path->second.end()) {

@@ -308,7 +308,7 @@ void Node::change_membership(MembershipOp op, replication::Member member, Member
     }
     if (!log_driver_ || stopping_ || !started_ || !log_driver_->running()) {
         // propose_entry answers these (disabled, stopped, failed).
-        return propose_entry({}, {}, true,
+        return propose_entry({}, {}, true, {},
                              [done = std::move(done)](const MetadataProposeResult& p) {
                                  MembershipResult r;
                                  static_cast<MetadataProposeResult&>(r) = p;
@@ -341,7 +341,7 @@ void Node::change_membership(MembershipOp op, replication::Member member, Member
     log_event(*logger_, spdlog::level::info, "membership change proposed",
               {{"op", std::string(to_string(op))}, {"id", id}, {"version", cfg.version}});
     propose_entry(
-        {}, codec::encode_configuration(cfg), true,
+        {}, codec::encode_configuration(cfg), true, {},
         [this, op, version = cfg.version, done = std::move(done)](const MetadataProposeResult& p) {
             MembershipResult r;
             static_cast<MetadataProposeResult&>(r) = p;

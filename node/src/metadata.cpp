@@ -36,6 +36,8 @@ MetadataProposeStatus status_of(drivers::ProposeStatus s) {
             return MetadataProposeStatus::Failed;
         case drivers::ProposeStatus::NoSpace:
             return MetadataProposeStatus::NoSpace;
+        case drivers::ProposeStatus::ConditionFailed:
+            return MetadataProposeStatus::ConditionFailed;
     }
     return MetadataProposeStatus::Failed;
 }
@@ -75,6 +77,10 @@ std::string detail_of(MetadataProposeStatus s, const MetadataProposeResult& r, s
                    "for metadata until the quota is raised (and the leader restarted)";
         case MetadataProposeStatus::Refused:
             return "the membership change is refused";
+        case MetadataProposeStatus::ConditionFailed:
+            return "condition failed: the key's last write is " + to_string(r.current_lsn) +
+                   " (0.0: absent) and the leader's term (fencing token) is " +
+                   std::to_string(r.term) + "; nothing was appended";
     }
     return "";
 }
@@ -107,6 +113,8 @@ std::string_view to_string(MetadataProposeStatus s) {
             return "nospace";
         case MetadataProposeStatus::Refused:
             return "refused";
+        case MetadataProposeStatus::ConditionFailed:
+            return "condition_failed";
     }
     return "unknown";
 }
@@ -182,11 +190,23 @@ void Node::propose(std::string key, std::string value, MetadataProposeCallback d
         });
         return;
     }
-    propose_entry(std::move(key), std::move(value), false, std::move(done));
+    propose_entry(std::move(key), std::move(value), false, {}, std::move(done));
+}
+
+void Node::propose(std::string key, std::string value, MetadataCondition condition,
+                   MetadataProposeCallback done) {
+    if (must_post()) {
+        boost::asio::post(*io_, [this, key = std::move(key), value = std::move(value), condition,
+                                 done = std::move(done)]() mutable {
+            propose(std::move(key), std::move(value), condition, std::move(done));
+        });
+        return;
+    }
+    propose_entry(std::move(key), std::move(value), false, condition, std::move(done));
 }
 
 void Node::propose_entry(std::string key, std::string value, bool config,
-                         MetadataProposeCallback done) {
+                         const MetadataCondition& condition, MetadataProposeCallback done) {
     if (!log_driver_) {
         return done(proposal_result(MetadataProposeStatus::Disabled, replication::kNoLsn));
     }
@@ -202,18 +222,40 @@ void Node::propose_entry(std::string key, std::string value, bool config,
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - proposed_at)
                     .count());
         }
-        done(proposal_result(status, outcome.lsn));
+        MetadataProposeResult r = proposal_result(status, outcome.lsn);
+        if (status == MetadataProposeStatus::ConditionFailed) {
+            r.current_lsn = outcome.current;
+            r.term = outcome.term.value;
+            r.detail = detail_of(status, r, 0, 0);
+        }
+        done(r);
     };
     if (config) {
         log_driver_->propose_config(std::move(value), std::move(answer));
     } else {
-        log_driver_->propose(std::move(key), std::move(value), std::move(answer));
+        drivers::ProposeCondition c;
+        c.expect_lsn = condition.expect_lsn;
+        if (condition.fence) {
+            c.fence = Term{*condition.fence};
+        }
+        log_driver_->propose(std::move(key), std::move(value), c, std::move(answer));
     }
 }
 
 void Node::subscribe_committed(CommittedCallback callback) {
+    subscribe_committed(std::string(), std::move(callback));
+}
+
+void Node::subscribe_committed(std::string prefix, CommittedCallback callback) {
+    if (must_post()) {
+        boost::asio::post(
+            *io_, [this, prefix = std::move(prefix), callback = std::move(callback)]() mutable {
+                subscribe_committed(std::move(prefix), std::move(callback));
+            });
+        return;
+    }
     if (log_driver_) {
-        log_driver_->subscribe_committed(std::move(callback));
+        log_driver_->subscribe_committed(std::move(callback), std::move(prefix));
     }
 }
 

@@ -104,11 +104,32 @@ class Node::Admin final : public AdminSource {
                           MetadataProposeCallback done) override {
         node_.propose(std::move(key), std::move(value), std::move(done));
     }
+    void propose_metadata_if(std::string key, std::string value, MetadataCondition condition,
+                             MetadataProposeCallback done) override {
+        node_.propose(std::move(key), std::move(value), condition, std::move(done));
+    }
+    void read_metadata(MetadataQuery query, MetadataReadCallback done) override {
+        node_.read(std::move(query), std::move(done));
+    }
+    std::optional<std::uint64_t> watch_committed(std::string prefix, Lsn after,
+                                                 CommittedCallback callback) override {
+        if (!node_.log_driver_) {
+            return std::nullopt;
+        }
+        return node_.log_driver_->subscribe_committed(std::move(callback), std::move(prefix),
+                                                      after);
+    }
+    void unwatch_committed(std::uint64_t id) override {
+        if (node_.log_driver_) {
+            node_.log_driver_->unsubscribe(id);
+        }
+    }
     std::optional<MetadataPage> metadata_after(Lsn from, std::size_t max_entries) override {
         if (!node_.metadata_enabled()) {
             return std::nullopt;
         }
-        return MetadataPage{node_.committed_after(from, max_entries), node_.commit_lsn()};
+        return MetadataPage{node_.committed_after(from, max_entries), node_.commit_lsn(),
+                            node_.log_driver_->log().snapshot().lsn};
     }
     // GET /metadata builds its pages here: on the node's reader thread (started at the first
     // use), the answer posted back to the io thread. Nothing but `work`'s own copies is touched

@@ -3,6 +3,8 @@
 #include "request_target.hpp"
 
 #include <boost/url/parse.hpp>
+#include <boost/url/pct_string_view.hpp>
+#include <boost/url/url.hpp>
 #include <boost/url/url_view.hpp>
 // Boost.URL compiled into this library (header-only mode): no libboost_url to link or install.
 #include <boost/url/src.hpp>
@@ -35,6 +37,24 @@ std::optional<std::string> parse_request_target(std::string_view target, std::st
         }
     }
     return std::nullopt;
+}
+
+std::string encode_request_target(std::string_view path,
+                                  const std::map<std::string, std::string>& query) {
+    boost::urls::url url;
+    url.set_encoded_path(boost::urls::pct_string_view(path));
+    for (const auto& [key, value] : query) {
+        url.params().append({key, value});
+    }
+    return std::string(url.encoded_target());
+}
+
+std::optional<std::string> decode_path_part(std::string_view encoded) {
+    const auto pct = boost::urls::make_pct_string_view(encoded);
+    if (!pct) {
+        return std::nullopt;
+    }
+    return pct->decode();
 }
 
 }  // namespace conclave::node

@@ -15,4 +15,12 @@ namespace conclave::node {
 std::optional<std::string> parse_request_target(std::string_view target, std::string& path,
                                                 std::map<std::string, std::string>& query);
 
+/// The target "/path?k=v&..." of `path` (as received, not decoded) and `query` (encoded again),
+/// for a redirect's Location.
+std::string encode_request_target(std::string_view path,
+                                  const std::map<std::string, std::string>& query);
+
+/// A percent-encoded path part ("a%2Fb" -> "a/b"); nullopt when the encoding is malformed.
+std::optional<std::string> decode_path_part(std::string_view encoded);
+
 }  // namespace conclave::node

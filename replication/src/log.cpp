@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "conclave/core/check.hpp"
+#include "conclave/replication/key_state.hpp"
 
 namespace conclave::replication {
 
@@ -1221,22 +1222,14 @@ void ReplicatedLog::Compact(std::size_t len) {
     CONCLAVE_CHECK(len > snapshot_.len && len <= state_.durable_len, "compaction of held entries");
     const std::size_t used_before = used_bytes();
     const std::size_t count_before = used_entries();
-    std::map<std::string_view, const Entry*> latest;
-    for (const Entry& e : snapshot_.entries) {
-        latest[e.key] = &e;
+    KeyState latest;
+    for (Entry& e : snapshot_.entries) {
+        latest.apply(std::move(e));  // snapshot_ is replaced below
     }
     for (std::size_t pos = snapshot_.len; pos < len; ++pos) {
-        if (!is_sync_point(at(pos))) {
-            latest[at(pos).key] = &at(pos);
-        }
+        latest.apply(at(pos));
     }
-    Snapshot next{lsn_at(len), len, {}};
-    next.entries.reserve(latest.size());
-    for (const auto& [key, e] : latest) {
-        next.entries.push_back(*e);
-    }
-    std::sort(next.entries.begin(), next.entries.end(),
-              [](const Entry& a, const Entry& b) { return a.lsn < b.lsn; });
+    Snapshot next{lsn_at(len), len, latest.take_in_lsn_order()};
     const std::size_t folded = len - snapshot_.len;
     for (std::size_t pos = snapshot_.len; pos < len; ++pos) {
         tail_bytes_ -= entry_bytes(at(pos));

@@ -249,6 +249,88 @@ TEST_CASE("admin routes over loopback", "[admin]") {
             CHECK(JsonBody(*bad)["detail"].get<std::string>().rfind(detail, 0) == 0);
         }
     }
+    SECTION("metadata by key: paths, parameters and bodies are checked; answers and redirects") {
+        for (const auto& [target, detail] : std::vector<std::pair<std::string, std::string>>{
+                 {"/metadata/", "path: expected /metadata/<key>"},
+                 {"/metadata/k?consistency=strong", "consistency: expected linearizable or"},
+                 {"/metadata/k?from=1.1", "query: unknown parameter \"from\""},
+                 {"/metadata?prefix=a&max=0", "max: expected an integer in 1..10000"},
+                 {"/metadata?prefix=a&watch=2", "watch: expected 1"},
+                 {"/metadata?watch=1&from=x", "from: expected TERM.COUNTER"},
+                 {"/metadata?watch=1&max=3", "query: unknown parameter \"max\""}}) {
+            INFO(target);
+            auto bad = client.Request(Get(target));
+            REQUIRE(bad);
+            CHECK(bad->result_int() == 400);
+            CHECK(JsonBody(*bad)["detail"].get<std::string>().rfind(detail, 0) == 0);
+        }
+        for (const auto& [body, detail] : std::vector<std::pair<std::string, std::string>>{
+                 {R"({"key": "k", "value": 1, "expect_lsn": "7"})", "body.expect_lsn: expected"},
+                 {R"({"key": "k", "value": 1, "expect_lsn": 7})", "body.expect_lsn: expected"},
+                 {R"({"key": "k", "value": 1, "fence": -1})", "body.fence: expected"},
+                 {R"({"key": "k", "value": 1, "fence": "7"})", "body.fence: expected"},
+                 {R"({"key": "k", "value": 1, "if": 1})", "body.if: unknown field"}}) {
+            INFO(body);
+            auto bad = client.Request(PostJson("/metadata", body));
+            REQUIRE(bad);
+            CHECK(bad->result_int() == 400);
+            CHECK(JsonBody(*bad)["detail"].get<std::string>().rfind(detail, 0) == 0);
+        }
+        // No metadata log behind the routes (the defaults): 503 disabled.
+        for (const char* target : {"/metadata/k", "/metadata?prefix=a", "/metadata?watch=1"}) {
+            INFO(target);
+            auto disabled = client.Request(Get(target));
+            REQUIRE(disabled);
+            CHECK(disabled->result_int() == 503);
+            CHECK(JsonBody(*disabled)["error"] == "disabled");
+        }
+        auto conditional = client.Request(
+            PostJson("/metadata", R"({"key": "k", "value": 1, "expect_lsn": "0.0", "fence": 7})"));
+        REQUIRE(conditional);
+        CHECK(conditional->result_int() == 503);
+        auto wrong = client.Request(Post("/metadata/k"));
+        REQUIRE(wrong);
+        CHECK(wrong->result_int() == 405);
+        CHECK((*wrong)[http::field::allow] == "GET");
+
+        // A key read: the key percent-decoded, the answer with both LSNs.
+        MetadataReadResult answer;
+        answer.outcome.lsn = conclave::Lsn{conclave::Term{7}, 44};
+        answer.entries.push_back({conclave::Lsn{conclave::Term{7}, 40}, "a/b c", R"({"x":1})"});
+        f.source.read_result = answer;
+        auto served = client.Request(Get("/metadata/a%2Fb%20c?consistency=serializable"));
+        REQUIRE(served);
+        CHECK(served->result_int() == 200);
+        CHECK(
+            JsonBody(*served) ==
+            json{{"key", "a/b c"}, {"value", {{"x", 1}}}, {"lsn", "7.40"}, {"commit_lsn", "7.44"}});
+        REQUIRE_FALSE(f.source.reads.empty());
+        CHECK(f.source.reads.back().key == "a/b c");
+        CHECK_FALSE(f.source.reads.back().prefix);
+        CHECK(f.source.reads.back().consistency == ReadConsistency::Serializable);
+        auto listed = client.Request(Get("/metadata?prefix=a/"));
+        REQUIRE(listed);
+        CHECK(JsonBody(*listed)["keys"][0]["lsn"] == "7.40");
+        CHECK(f.source.reads.back().prefix);
+        CHECK(f.source.reads.back().consistency == ReadConsistency::Linearizable);
+        answer.entries.clear();
+        f.source.read_result = answer;
+        auto absent = client.Request(Get("/metadata/k"));
+        REQUIRE(absent);
+        CHECK(absent->result_int() == 404);
+        CHECK(JsonBody(*absent)["commit_lsn"] == "7.44");
+        // A follower: 307 to the leader, the query kept.
+        answer.outcome.status = MetadataProposeStatus::NotLeader;
+        answer.outcome.leader = "n2";
+        answer.outcome.leader_http = "127.0.0.1:8102";
+        f.source.read_result = answer;
+        auto redirect = client.Request(Get("/metadata?prefix=a%20b&max=5"));
+        REQUIRE(redirect);
+        CHECK(redirect->result_int() == 307);
+        CHECK((*redirect)[http::field::location] ==
+              "http://127.0.0.1:8102/metadata?max=5&prefix=a%20b");
+        CHECK(JsonBody(*redirect)["error"] == "not_leader");
+    }
     SECTION("unknown path 404, wrong method 405 with Allow") {
         auto missing = client.Request(Get("/nope"));
         REQUIRE(missing);

@@ -3,6 +3,7 @@
 // commands it received.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,17 @@ class FakeAdminSource final : public AdminSource {
         return step_down_result;
     }
     std::vector<std::string> node_ids() override { return ids; }
+
+    /// read_metadata's answer (unset: the default, no metadata log) and the queries received.
+    std::optional<MetadataReadResult> read_result;
+    std::vector<MetadataQuery> reads;
+    void read_metadata(MetadataQuery query, MetadataReadCallback done) override {
+        reads.push_back(query);
+        if (!read_result) {
+            return AdminSource::read_metadata(std::move(query), std::move(done));
+        }
+        done(*read_result);
+    }
 };
 
 }  // namespace conclave::node::testing

@@ -11,6 +11,7 @@
 #include <span>
 
 #include "conclave/core/check.hpp"
+#include "conclave/replication/key_state.hpp"
 #include "conclave/replication/log.hpp"
 #include "conclave/replication/storage.hpp"
 #include "conclave/runtime/log_runtime.hpp"
@@ -185,6 +186,32 @@ std::filesystem::path CxTempDir(const std::string& name) {
 }
 
 }  // namespace
+
+TEST_CASE("key state: the last write of each key, prefixes, a snapshot's entries in LSN order",
+          "[compaction]") {
+    KeyState s;
+    s.apply(Entry{Lsn{Term{1}, 0}, "", ""});  // a sync point: no key
+    s.apply(Entry{Lsn{Term{1}, 1}, "b/1", "x"});
+    s.apply(Entry{Lsn{Term{1}, 2}, "a/1", "y"});
+    s.apply(Entry{Lsn{Term{2}, 1}, "b/1", "z"});
+    s.apply(Entry{Lsn{Term{1}, 1}, "b/1", "x"});  // older than the held write: ignored
+    CHECK(s.size() == 2);
+    REQUIRE(s.find("b/1") != nullptr);
+    CHECK(s.find("b/1")->value == "z");
+    CHECK(s.find("b/1")->lsn == Lsn{Term{2}, 1});
+    CHECK(s.find("c") == nullptr);
+    std::vector<std::string> under_b;
+    s.for_prefix("b/", [&](const Entry& e) {
+        under_b.push_back(e.key);
+        return true;
+    });
+    CHECK(under_b == std::vector<std::string>{"b/1"});
+    const std::vector<Entry> taken = s.take_in_lsn_order();
+    REQUIRE(taken.size() == 2);
+    CHECK(taken[0].key == "a/1");
+    CHECK(taken[1].key == "b/1");
+    CHECK(s.size() == 0);
+}
 
 TEST_CASE("compaction: committed entries fold into a snapshot of the last value of each key",
           "[compaction]") {

@@ -7,6 +7,7 @@
 127.0.0.1 only, free ports, temporary directories, every wait bounded. Reuses the helpers of
 conclaved_test.py (same folder).
 """
+import http.client
 import http.server
 import json
 import os
@@ -304,6 +305,61 @@ def test_environment_and_config_token(root):
         server.shutdown()
 
 
+def post_json(port, path, document):
+    """POST `document` as JSON: (status, parsed body or None)."""
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        c.request("POST", path, json.dumps(document), {"Content-Type": "application/json"})
+        r = c.getresponse()
+        body = r.read().decode()
+        c.close()
+        return r.status, loads(body, None)
+    except (OSError, http.client.HTTPException):
+        return None, None
+
+
+def test_metadata_by_key(cluster, leader, followers, lsn):
+    """get KEY (linearizable through a follower's 307, serializable), conditional and fenced
+    writes over HTTP against real daemons."""
+    r = ctl("--endpoints", endpoints(cluster, followers), "get", "svc/owner")
+    check(r.returncode == 0 and r.stdout.startswith('svc/owner = {"a":1} (written at %s, commit '
+                                                    % lsn),
+          "get KEY: linearizable, through a follower's 307 (%d, %r, %r)" %
+          (r.returncode, r.stdout, r.stderr))
+    deadline = time.monotonic() + 10
+    while True:
+        r = ctl("--endpoints", endpoints(cluster, followers[:1]), "get", "svc/owner",
+                "--consistency", "serializable", "-o", "json")
+        doc = loads(r.stdout, {}) if r.returncode == 0 else {}
+        if doc.get("lsn") == lsn or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    check(doc.get("lsn") == lsn and doc.get("value") == {"a": 1} and "commit_lsn" in doc,
+          "get KEY --consistency serializable -o json from a follower (%r)" % r.stdout)
+    code, body = ct.request(cluster.http_ports[followers[0]], "GET", "/metadata/svc/owner")
+    check(code == 307, "GET /metadata/<key> on a follower: 307 to the leader (%r)" % code)
+    r = ctl("--config", cluster.config, "get", "no/such/key")
+    check(r.returncode == 1 and "no such key" in r.stderr,
+          "get KEY of an absent key: exit 1 (%d, %r)" % (r.returncode, r.stderr))
+    r = ctl("--config", cluster.config, "get", "k", "--consistency", "eventual")
+    check(r.returncode == 2, "get --consistency eventual: exit 2 (%d)" % r.returncode)
+    port = cluster.http_ports[leader]
+    code, body = post_json(port, "/metadata", {"key": "svc/owner", "value": 2, "expect_lsn": "0.0"})
+    check(code == 409 and (body or {}).get("error") == "condition_failed" and
+          body.get("lsn") == lsn,
+          "POST expect_lsn 0.0 on an existing key: 409 with its LSN (%r, %r)" % (code, body))
+    code, body = post_json(port, "/metadata", {"key": "svc/owner", "value": 2, "expect_lsn": lsn})
+    check(code == 200, "POST expect_lsn = the key's LSN: 200 (%r, %r)" % (code, body))
+    _, status = ct.request(port, "GET", "/status", timeout_s=10)
+    token = (loads(status, {}) or {}).get("fencing_token", 0)
+    code, body = post_json(port, "/metadata", {"key": "svc/fenced", "value": 1,
+                                               "fence": token + 1})
+    check(code == 409 and (body or {}).get("error") == "condition_failed",
+          "POST fence of another leadership: 409 (%r, %r)" % (code, body))
+    code, body = post_json(port, "/metadata", {"key": "svc/fenced", "value": 1, "fence": token})
+    check(code == 200, "POST fence = the leader's token: 200 (%r, %r)" % (code, body))
+
+
 def leadership(cluster, nid, query=""):
     code, body = ct.request(cluster.http_ports[nid], "GET", "/leadership" + query, timeout_s=10)
     return code, (json.loads(body) if body else None)
@@ -465,6 +521,7 @@ def test_cluster(root):
         entries = loads(r.stdout, None) if r.returncode == 0 else None
         check(entries is not None and [e["key"] for e in entries] == ["plain"],
               "get --from LSN -o json: only what follows (%r)" % r.stdout)
+        test_metadata_by_key(cluster, leader, followers, lsn)
 
         # examples/python/leader_worker.py beside every node, through the transfer and step-down.
         store_path = os.path.join(root, "store.log")

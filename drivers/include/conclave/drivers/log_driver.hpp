@@ -57,6 +57,7 @@
 
 #include "conclave/drivers/driver.hpp"
 #include "conclave/net/mesh.hpp"
+#include "conclave/replication/key_state.hpp"
 #include "conclave/replication/log.hpp"
 #include "conclave/replication/storage.hpp"
 #include "conclave/runtime/log_runtime.hpp"
@@ -70,14 +71,15 @@ inline constexpr std::size_t kLogMessageTypeCount =
 /// the outcome is unknown (the entry may still commit: committed-entry subscribers see it if so).
 enum class ProposeStatus : std::uint8_t {
     Committed,
-    NotLeader,       // not the leader (nothing appended)
-    NotActive,       // leader, still syncing (nothing appended)
-    InvalidEntry,    // empty/oversized key or value (nothing appended)
-    TimedOut,        // outcome unknown
-    LeadershipLost,  // outcome unknown
-    Stopped,         // the log is not running (not started, stopped; nothing appended)
-    Failed,          // storage failed; outcome unknown
-    NoSpace,         // the log's quota is reached: NOSPACE alarm (nothing appended)
+    NotLeader,        // not the leader (nothing appended)
+    NotActive,        // leader, still syncing (nothing appended)
+    InvalidEntry,     // empty/oversized key or value (nothing appended)
+    TimedOut,         // outcome unknown
+    LeadershipLost,   // outcome unknown
+    Stopped,          // the log is not running (not started, stopped; nothing appended)
+    Failed,           // storage failed; outcome unknown
+    NoSpace,          // the log's quota is reached: NOSPACE alarm (nothing appended)
+    ConditionFailed,  // a ProposeCondition does not hold (nothing appended)
 };
 std::string_view to_string(ProposeStatus s);
 /// Whether an entry with this status may have been appended and may still commit.
@@ -86,6 +88,24 @@ bool outcome_unknown(ProposeStatus s);
 struct ProposeOutcome {
     ProposeStatus status = ProposeStatus::Committed;
     Lsn lsn{};  // the committed LSN (or the LSN the entry was appended at, when unknown)
+    /// ConditionFailed: the key's last write the condition was checked against (kNoLsn: none)
+    /// and the leader's term.
+    Lsn current{};
+    Term term{};
+};
+
+/// Conditions of a proposal (conditional and fenced writes), checked by the leader when it
+/// appends the entry, against the state the entry will apply on: the committed key state plus
+/// every entry before it in the leader's log, uncommitted ones included. The check and the append
+/// are one step on the io thread, so no other entry can come between them; an entry commits
+/// only with every entry before it, so the state it was checked against is the state it applies
+/// on. A failed condition appends nothing.
+struct ProposeCondition {
+    /// The LSN of the key's last write must equal this one (kNoLsn: the key must not exist).
+    std::optional<Lsn> expect_lsn;
+    /// The leader's term (its fencing token) must equal this one; the entry is then of that term.
+    std::optional<Term> fence;
+    bool empty() const { return !expect_lsn && !fence; }
 };
 
 struct LogDriverOptions {
@@ -118,7 +138,8 @@ struct LogDriverCounters {
     std::uint64_t flushes = 0;           // group commits
     std::uint64_t storage_failures = 0;
     std::uint64_t proposals_ok = 0;
-    std::uint64_t proposals_failed = 0;  // every other outcome
+    std::uint64_t proposals_failed = 0;   // every other outcome
+    std::uint64_t conditions_failed = 0;  // ... of which: a ProposeCondition did not hold
     // Membership.
     std::uint64_t membership_changes = 0;  // NotifyMembership handed to the elector
     std::uint64_t voter_set_refused = 0;   // ... and refused by it (ElectorDriver::set_voters)
@@ -147,13 +168,30 @@ class LogDriver {
     /// Proposes an entry; `done` is called exactly once, on the io_context thread (possibly
     /// before propose returns, for a refusal).
     void propose(std::string key, std::string value, ProposeCallback done);
+    /// The same, appended only if `condition` holds (else ConditionFailed, nothing appended).
+    void propose(std::string key, std::string value, const ProposeCondition& condition,
+                 ProposeCallback done);
     /// Membership: proposes a configuration entry (`value`: encode_configuration's
     /// JSON) through ReplicatedLog::propose_config; answered like propose(). A change the core
     /// refuses (check_config_change) is InvalidEntry: callers check it first for the reason.
     void propose_config(std::string value, ProposeCallback done);
     /// Level-triggered: the callback gets every committed entry delivered so far, then each new
     /// one, in LSN order, sync points included (is_sync_point). Runs on the io_context thread.
-    void subscribe_committed(CommittedCallback callback);
+    /// With `prefix`, only the entries whose key starts with it (no sync point unless empty);
+    /// with `after`, the replay starts after that LSN (a watch resuming from a cursor; below the
+    /// last compaction the snapshot's entries after it stand for the writes they replaced).
+    /// Returns an id for unsubscribe().
+    std::uint64_t subscribe_committed(CommittedCallback callback, std::string prefix = {},
+                                      Lsn after = replication::kNoLsn);
+    /// Stops the subscriber's callbacks (also when called from inside one). Unknown ids are
+    /// ignored.
+    void unsubscribe(std::uint64_t id);
+    /// The committed log applied key by key (every committed entry through commit_lsn(): it is
+    /// updated when the log applies an entry, before subscribers and proposers hear of it).
+    const replication::KeyState& keys() const { return keys_; }
+    /// The LSN of the last write of `key` in the whole log held here, uncommitted entries
+    /// included (kNoLsn: never written): what a ProposeCondition is checked against.
+    Lsn latest_write(std::string_view key) const;
 
     std::vector<replication::Entry> committed_after(Lsn after, std::size_t max_entries) const {
         return runtime_.log().committed_after(after, max_entries);
@@ -197,7 +235,11 @@ class LogDriver {
     void send(NodeId to, const replication::LogMessage& m, const std::vector<std::uint8_t>& bytes);
     void complete(Lsn lsn, ProposeOutcome outcome);
     /// propose() and propose_config(): the common checks, the LSN, the pending callback.
-    void propose_entry(std::string key, std::string value, bool config, ProposeCallback done);
+    void propose_entry(std::string key, std::string value, bool config,
+                       const ProposeCondition& condition, ProposeCallback done);
+    /// ConditionFailed when `condition` does not hold for `key` now.
+    std::optional<ProposeOutcome> check_condition(std::string_view key,
+                                                  const ProposeCondition& condition) const;
     /// The active configuration changed: the elector's voters, and the log line.
     void on_membership(const replication::NotifyMembership& m);
     void start_sync();
@@ -216,7 +258,13 @@ class LogDriver {
     runtime::LogRuntime<Env> runtime_;
     std::array<std::unique_ptr<boost::asio::steady_timer>, replication::kLogTimerCount> timers_;
     std::map<Lsn, ProposeCallback> pending_;
-    std::vector<CommittedCallback> subscribers_;
+    struct Subscriber {
+        std::string prefix;
+        CommittedCallback callback;
+    };
+    std::map<std::uint64_t, Subscriber> subscribers_;
+    std::uint64_t next_subscriber_ = 1;
+    replication::KeyState keys_;                   // the committed log, key by key
     std::vector<std::function<void()>> deferred_;  // callbacks to run after the current batch
     Lsn delivered_lsn_{};                          // last entry handed to subscribers (this run)
     LogDriverCounters counters_;

@@ -6,6 +6,7 @@
 //   POST /transfer-leadership?to=ID -> 202 accepted | 400 bad id | 409 refused (e.g. not leader)
 //   POST /step-down                 -> 202 accepted | 409 refused
 //   POST /metadata, GET /metadata   -> the metadata log (metadata.hpp, node/README.md)
+//   GET  /metadata/<key>, GET /metadata?prefix=P[&watch=1] -> the key state, watches
 //   POST /members, GET /members     -> membership changes (membership.hpp, node/README.md)
 //   GET  /leadership[?watch=1 | ?wait=S&after=TOKEN] -> leadership snapshot, NDJSON stream,
 //   long-poll
@@ -69,6 +70,34 @@ class AdminSource {
         (void)value;
         done(disabled<MetadataProposeResult>());
     }
+    /// POST /metadata with "expect_lsn" or "fence". Default: without a condition, as
+    /// propose_metadata; with one, no metadata log on this node.
+    virtual void propose_metadata_if(std::string key, std::string value,
+                                     MetadataCondition condition, MetadataProposeCallback done) {
+        if (!condition.empty()) {
+            return done(disabled<MetadataProposeResult>());
+        }
+        propose_metadata(std::move(key), std::move(value), std::move(done));
+    }
+    /// GET /metadata/<key> and GET /metadata?prefix=: `done` runs once on the io_context thread.
+    /// Default: no metadata log on this node.
+    virtual void read_metadata(MetadataQuery query, MetadataReadCallback done) {
+        (void)query;
+        MetadataReadResult r;
+        r.outcome = disabled<MetadataProposeResult>();
+        done(r);
+    }
+    /// GET /metadata?watch=1: `callback` gets each committed entry after `after` whose key
+    /// starts with `prefix` (those committed so far at once, then each new one), on the
+    /// io_context thread, until unwatch_committed(id). nullopt: no metadata log (the default).
+    virtual std::optional<std::uint64_t> watch_committed(std::string prefix, Lsn after,
+                                                         CommittedCallback callback) {
+        (void)prefix;
+        (void)after;
+        (void)callback;
+        return std::nullopt;
+    }
+    virtual void unwatch_committed(std::uint64_t id) { (void)id; }
     /// Membership (GET /members): the active configuration; nullopt when there is no metadata
     /// log. Default: none.
     virtual std::optional<MembersView> members() { return std::nullopt; }

@@ -164,7 +164,9 @@ class AdminServer {
     AdminServer(const AdminServer&) = delete;
     AdminServer& operator=(const AdminServer&) = delete;
 
-    /// Registers the handler for `method` (upper case, e.g. "GET") on the exact `path`.
+    /// Registers the handler for `method` (upper case, e.g. "GET") on the exact `path`. A path
+    /// ending in '/' ("/metadata/") is a subtree route: it also serves every path below it that
+    /// has no route of its own (the handler reads the rest from AdminRequest::path).
     void route(const std::string& method, const std::string& path, AdminHandler handler);
     /// Same, for a handler that answers asynchronously.
     void route_async(const std::string& method, const std::string& path, AsyncAdminHandler handler);

@@ -92,6 +92,14 @@ struct Leadership {
     }
 };
 
+/// Planted bugs of the read path, for tests only (NodeOptions::planted_read_bug; conclaved's
+/// config has no field for it): the tests of linearizable reads must fail with each.
+enum class PlantedReadBug : std::uint8_t {
+    None,
+    LocalReads,     // every node answers a linearizable read from its own state (followers too)
+    SkipSyncPoint,  // a leader answers before its sync point committed (its log PASSIVE)
+};
+
 struct NodeOptions {
     /// Serve /status, /metrics, ... on the config's `http` endpoint.
     bool admin_http = true;
@@ -108,6 +116,8 @@ struct NodeOptions {
     /// here by throwing drivers::StateFileError.
     std::function<void(const std::filesystem::path&, const elector::DurableState&)>
         store_elector_state;
+    /// Tests only: a planted bug of the read path (PlantedReadBug).
+    PlantedReadBug planted_read_bug = PlantedReadBug::None;
 };
 
 class Node {
@@ -148,10 +158,23 @@ class Node {
     /// io_context thread: Committed with the LSN once a quorum stored it, or an error (not
     /// leader, no leader, not active, timed out / leadership lost = outcome unknown, stopped).
     void propose(std::string key, std::string value, MetadataProposeCallback done);
+    /// The same, appended only if `condition` holds (a conditional or fenced write): else
+    /// ConditionFailed with the key's current LSN and the leader's term, nothing appended.
+    void propose(std::string key, std::string value, MetadataCondition condition,
+                 MetadataProposeCallback done);
+    /// The key as this node applied it (a serializable read, io thread only): its last write
+    /// (none when absent) and, in `outcome.lsn`, the commit LSN the answer reflects.
+    MetadataReadResult get(std::string_view key) const;
+    /// A read of a key or a prefix at `query.consistency` (ReadConsistency); `done` runs once on
+    /// the io_context thread. Linearizable reads wait (at most metadata.propose_timeout_ms) for
+    /// the leader's sync point or a quorum round; other nodes answer NotLeader (with the leader).
+    void read(MetadataQuery query, MetadataReadCallback done);
     /// Level-triggered: the callback gets every entry committed so far, in LSN order, then each
     /// new one (sync points of new leaders included: replication::is_sync_point; skip them).
     /// After a restart the committed prefix is replayed from the start.
     void subscribe_committed(CommittedCallback callback);
+    /// The same for the entries whose key starts with `prefix` only (sync points left out).
+    void subscribe_committed(std::string prefix, CommittedCallback callback);
     /// Committed entries after `after` (exclusive), at most `max_entries`.
     std::vector<replication::Entry> committed_after(Lsn after, std::size_t max_entries) const;
     /// The commit point (kNoLsn without a metadata log).
@@ -237,7 +260,18 @@ class Node {
     MetadataProposeResult proposal_result(MetadataProposeStatus status, Lsn lsn) const;
     /// propose() and the membership changes (`config`: a configuration entry, `key` unused).
     void propose_entry(std::string key, std::string value, bool config,
-                       MetadataProposeCallback done);
+                       const MetadataCondition& condition, MetadataProposeCallback done);
+    // metadata_keys.cpp: reads of the key state.
+    struct ReadWaiter;
+    /// Whether a linearizable read that arrived at `arrived` in `term` may be served now (true),
+    /// must wait (false), or is answered by `refusal`.
+    bool read_ready(std::chrono::steady_clock::time_point arrived, std::uint64_t term,
+                    std::optional<MetadataProposeResult>& refusal) const;
+    /// Serves (or refuses) the waiting reads that can be answered now; re-arms the timer.
+    void poll_reads();
+    void serve_read(const MetadataQuery& query, const MetadataReadCallback& done) const;
+    std::vector<std::shared_ptr<ReadWaiter>> read_waiters_;
+    std::unique_ptr<boost::asio::steady_timer> read_timer_;
     // membership.cpp
     void change_membership(MembershipOp op, replication::Member member, MembershipCallback done);
     // Node table at run time (docs/membership.md §8; node_table.hpp).

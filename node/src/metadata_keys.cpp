@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: Apache-2.0
+// Node's reads of the key state (the committed log applied key by key, drivers::LogDriver::keys):
+// Node::get (serializable, local) and Node::read at a consistency. A linearizable read is served
+// by the leader only: once its log is ACTIVE (its sync point, an entry of its own term, committed:
+// before that it may lack entries its predecessor acknowledged), then at once while its lease is
+// valid, else once a quorum acknowledged a heartbeat round sent after the read arrived
+// (ReadIndex). Reads that must wait are polled on a short timer, bounded by
+// metadata.propose_timeout_ms.
+#include <algorithm>
+#include <boost/asio/post.hpp>
+
+#include "conclave/drivers/driver.hpp"
+#include "conclave/drivers/log_driver.hpp"
+#include "conclave/node/node.hpp"
+
+namespace conclave::node {
+
+namespace {
+
+/// How often waiting linearizable reads look again (a heartbeat round is 20 ms and up).
+constexpr std::chrono::milliseconds kReadPollPeriod{5};
+
+}  // namespace
+
+std::string_view to_string(ReadConsistency c) {
+    return c == ReadConsistency::Linearizable ? "linearizable" : "serializable";
+}
+
+std::optional<ReadConsistency> parse_read_consistency(std::string_view text) {
+    if (text == "linearizable") {
+        return ReadConsistency::Linearizable;
+    }
+    if (text == "serializable") {
+        return ReadConsistency::Serializable;
+    }
+    return std::nullopt;
+}
+
+struct Node::ReadWaiter {
+    MetadataQuery query;
+    MetadataReadCallback done;
+    std::chrono::steady_clock::time_point arrived;
+    std::chrono::steady_clock::time_point deadline;
+    std::uint64_t term = 0;
+};
+
+MetadataReadResult Node::get(std::string_view key) const {
+    MetadataReadResult r;
+    if (!log_driver_) {
+        r.outcome = proposal_result(MetadataProposeStatus::Disabled, replication::kNoLsn);
+        return r;
+    }
+    r.outcome = proposal_result(MetadataProposeStatus::Committed, log_driver_->log().commit_lsn());
+    if (const replication::Entry* e = log_driver_->keys().find(key)) {
+        r.entries.push_back(*e);
+    }
+    return r;
+}
+
+void Node::serve_read(const MetadataQuery& query, const MetadataReadCallback& done) const {
+    if (!query.prefix) {
+        return done(get(query.key));
+    }
+    MetadataReadResult r = get({});
+    r.entries.clear();
+    log_driver_->keys().for_prefix(query.key, [&](const replication::Entry& e) {
+        if (r.entries.size() == query.max) {
+            r.more = true;
+            return false;
+        }
+        r.entries.push_back(e);
+        return true;
+    });
+    done(r);
+}
+
+bool Node::read_ready(std::chrono::steady_clock::time_point arrived, std::uint64_t term,
+                      std::optional<MetadataProposeResult>& refusal) const {
+    const elector::LeadershipSnapshot& s = driver_->snapshot();
+    if (options_.planted_read_bug == PlantedReadBug::LocalReads) {
+        return true;  // planted: every node answers from its own state
+    }
+    if (stopping_ || !log_driver_->running()) {
+        refusal = proposal_result(MetadataProposeStatus::Stopped, replication::kNoLsn);
+        return false;
+    }
+    if (s.role != elector::Role::Leader) {
+        refusal = proposal_result(MetadataProposeStatus::NotLeader, replication::kNoLsn);
+        return false;
+    }
+    if (s.term.value != term) {  // a leadership that began after the read arrived
+        refusal = proposal_result(MetadataProposeStatus::LeadershipLost, replication::kNoLsn);
+        return false;
+    }
+    if (log_driver_->log().role() != replication::LogRole::LeaderActive &&
+        options_.planted_read_bug != PlantedReadBug::SkipSyncPoint) {
+        return false;  // before the sync point: wait for it
+    }
+    const auto lease = driver_->lease_deadline();
+    if (!lease) {
+        return false;
+    }
+    // Valid now, or a quorum promised from a round sent at or after the read arrived: the lease
+    // ends at (send time of a round a quorum acknowledged) + lease_duration.
+    const auto now = std::chrono::steady_clock::now();
+    return now < *lease || *lease >= arrived + config_.elector.lease_duration();
+}
+
+void Node::read(MetadataQuery query, MetadataReadCallback done) {
+    if (must_post()) {
+        boost::asio::post(*io_, [this, query = std::move(query), done = std::move(done)]() mutable {
+            read(std::move(query), std::move(done));
+        });
+        return;
+    }
+    MetadataReadResult r;
+    if (!log_driver_ || stopping_ || !started_) {
+        r.outcome = proposal_result(
+            log_driver_ ? MetadataProposeStatus::Stopped : MetadataProposeStatus::Disabled,
+            replication::kNoLsn);
+        return done(r);
+    }
+    if (query.consistency == ReadConsistency::Serializable) {
+        return serve_read(query, done);
+    }
+    auto waiter = std::make_shared<ReadWaiter>();
+    waiter->arrived = std::chrono::steady_clock::now();
+    waiter->deadline =
+        waiter->arrived + std::chrono::milliseconds(config_.metadata.propose_timeout_ms);
+    waiter->term = driver_->snapshot().term.value;
+    waiter->query = std::move(query);
+    waiter->done = std::move(done);
+    read_waiters_.push_back(std::move(waiter));
+    poll_reads();
+}
+
+void Node::poll_reads() {
+    const auto now = std::chrono::steady_clock::now();
+    auto waiters = std::move(read_waiters_);
+    read_waiters_.clear();
+    for (auto& w : waiters) {
+        std::optional<MetadataProposeResult> refusal;
+        if (read_ready(w->arrived, w->term, refusal)) {
+            serve_read(w->query, w->done);
+        } else if (refusal || now >= w->deadline) {
+            MetadataReadResult r;
+            r.outcome =
+                refusal ? *refusal
+                        : proposal_result(MetadataProposeStatus::NotActive, replication::kNoLsn);
+            if (!refusal) {
+                r.outcome.detail =
+                    "the leader could not confirm its leadership in time (its sync point did not "
+                    "commit or no quorum acknowledged a heartbeat round); retry";
+            }
+            w->done(r);
+        } else {
+            read_waiters_.push_back(std::move(w));
+        }
+    }
+    if (read_waiters_.empty()) {
+        return;
+    }
+    if (!read_timer_) {
+        read_timer_ = std::make_unique<boost::asio::steady_timer>(*io_);
+    }
+    read_timer_->expires_after(kReadPollPeriod);
+    std::weak_ptr<int> alive = alive_;
+    read_timer_->async_wait([this, alive](const boost::system::error_code& ec) {
+        if (!ec && !alive.expired()) {
+            poll_reads();
+        }
+    });
+}
+
+}  // namespace conclave::node
