@@ -35,6 +35,7 @@ namespace {
 struct Request {
     std::string target;
     std::string body;
+    std::string authorization;  // the Authorization header, if any
 };
 
 struct LoadFigures {
@@ -81,6 +82,9 @@ class PutConnection : public std::enable_shared_from_this<PutConnection> {
         req_ = {http::verb::post, r.target, 11};
         req_.set(http::field::host, to_.address().to_string() + ":" + std::to_string(to_.port()));
         req_.set(http::field::content_type, "application/json");
+        if (!r.authorization.empty()) {
+            req_.set(http::field::authorization, r.authorization);
+        }
         req_.keep_alive(true);
         req_.body() = r.body;
         req_.prepare_payload();
@@ -214,16 +218,21 @@ class ConclaveDirect {
                              {"peer", "127.0.0.1:" + std::to_string(peer)},
                              {"http", "127.0.0.1:" + std::to_string(http)}});
         }
-        const nlohmann::json doc{{"cluster", "puts"},
-                                 {"nodes", nodes},
-                                 {"profile", "default"},  // steadier than fast on a loaded machine
-                                 {"data_dir", (dir_ / "{id}").string()},
-                                 {"tls", nullptr},
-                                 {"insecure", true},  // loopback benchmark cluster
-                                 {"admin", {{"max_connections_per_source", 10000}}},
-                                 {"metadata", {{"fsync", "batched"}}},
-                                 {"log", {{"format", "text"}, {"level", "warn"}}}};
+        const nlohmann::json doc{
+            {"cluster", "puts"},
+            {"nodes", nodes},
+            {"profile", "default"},  // steadier than fast on a loaded machine
+            {"data_dir", (dir_ / "{id}").string()},
+            {"tls", nullptr},
+            {"insecure", true},  // loopback benchmark cluster
+            // With the token, clients leave the budget of 64 unauthenticated connections.
+            {"admin", {{"token_file", (dir_ / "token").string()}, {"open_reads", true}}},
+            {"metadata", {{"fsync", "batched"}}},
+            {"log", {{"format", "text"}, {"level", "warn"}}}};
         std::ofstream(dir_ / "cluster.json") << doc.dump(2) << "\n";
+        token_ = "bench-token-0123456789abcdef0123456789abcdef";
+        std::ofstream(dir_ / "token") << token_;
+        fs::permissions(dir_ / "token", fs::perms::owner_read | fs::perms::owner_write);
         for (std::size_t i = 0; i < n; ++i) {
             pids_.push_back(
                 spawn_logged({conclaved.string(), "--config", (dir_ / "cluster.json").string(),
@@ -258,12 +267,14 @@ class ConclaveDirect {
         throw std::runtime_error("conclaved: no active leader within 30 s");
     }
     tcp::endpoint http(NodeIndex i) const { return http_.at(i); }
+    const std::string& token() const { return token_; }
     std::optional<std::string> metrics(NodeIndex i) {
         return clients_.at(i)->get("/metrics", std::chrono::milliseconds(2000));
     }
 
   private:
     fs::path dir_;
+    std::string token_;
     std::vector<tcp::endpoint> http_;
     std::vector<int> pids_;
     std::vector<std::unique_ptr<HttpClient>> clients_;
@@ -282,7 +293,7 @@ struct PutsOptions {
 };
 
 /// Request maker: keys "k" + 7 hex digits of a counter modulo `keys`, values of `value_bytes`.
-std::function<Request()> requests(bool etcd, const PutsOptions& o) {
+std::function<Request()> requests(bool etcd, const PutsOptions& o, const std::string& token) {
     auto counter = std::make_shared<std::size_t>(0);
     const std::string value(o.value_bytes, 'x');
     const std::string encoded_value = base64(value);
@@ -290,9 +301,11 @@ std::function<Request()> requests(bool etcd, const PutsOptions& o) {
         const std::string key = fmt::format("k{:07x}", (*counter)++ % o.keys);
         if (etcd) {
             return Request{"/v3/kv/put",
-                           nlohmann::json{{"key", base64(key)}, {"value", encoded_value}}.dump()};
+                           nlohmann::json{{"key", base64(key)}, {"value", encoded_value}}.dump(),
+                           ""};
         }
-        return Request{"/metadata", nlohmann::json{{"key", key}, {"value", value}}.dump()};
+        return Request{"/metadata", nlohmann::json{{"key", key}, {"value", value}}.dump(),
+                       "Bearer " + token};
     };
 }
 
@@ -373,8 +386,8 @@ int run_puts(const BenchOptions& options) {
         const auto before = conclave.metrics(leader).value_or("");
         const double commits = metric_sum(before, "conclave_metadata_commits_total");
         const double fsyncs = metric_sum(before, "conclave_metadata_fsyncs_total");
-        auto f =
-            run_load(conclave.http(leader), requests(false, o), o.clients, o.warmup_s, o.seconds);
+        auto f = run_load(conclave.http(leader), requests(false, o, conclave.token()), o.clients,
+                          o.warmup_s, o.seconds);
         ours.push_back(report("conclaved", round, std::move(f),
                               fsync_batching(conclave, leader, commits, fsyncs)));
         if (!etcd) {
@@ -388,7 +401,7 @@ int run_puts(const BenchOptions& options) {
         if (!etcd_leader) {
             throw std::runtime_error("etcd: no agreed leader within 30 s\n" + etcd->log_tails());
         }
-        auto e = run_load(*etcd->client_endpoint(*etcd_leader), requests(true, o), o.clients,
+        auto e = run_load(*etcd->client_endpoint(*etcd_leader), requests(true, o, ""), o.clients,
                           o.warmup_s, o.seconds);
         theirs.push_back(report("etcd", round, std::move(e), ""));
     }
