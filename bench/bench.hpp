@@ -150,6 +150,7 @@ struct BenchOptions {
     bool keep = false;                  // keep the clusters' temporary directories (logs)
     int clients = 64;                   // puts: concurrent connections, one request each
     std::size_t value_bytes = 256;      // puts: bytes of each value (keys are 8 bytes)
+    std::size_t keys = 100'000;         // puts: distinct keys, written in turn
     std::uint64_t seed = 1;
 };
 

@@ -37,6 +37,7 @@ options:
   --window S        cost: measuring window in seconds (default 20)
   --clients C       puts: concurrent connections, one request outstanding each (default 64)
   --value-bytes V   puts: bytes per value; keys are 8 bytes (default 256)
+  --keys K          puts: distinct keys, written in turn (default 100000)
   --poll-ms MS      failover, restart: polling period of /status (default 1)
   --downtime-min-ms MS, --downtime-max-ms MS
                     restart: the killed node stays down a time drawn uniformly from
@@ -75,6 +76,7 @@ void describe(CLI::App& app, Args& a, BenchOptions& options) {
     app.add_option("--clients", options.clients)->check(CLI::Range(1, 4096));
     app.add_option("--value-bytes", options.value_bytes)
         ->check(CLI::Range(std::size_t{1}, std::size_t{65536}));
+    app.add_option("--keys", options.keys)->check(CLI::Range(std::size_t{1}, std::size_t{1} << 28));
     app.add_option("--poll-ms", options.poll_ms)->check(CLI::Range(0.0, 1000.0));
     app.add_option("--downtime-min-ms", options.downtime_min_ms)->check(CLI::Range(0.0, 60000.0));
     app.add_option("--downtime-max-ms", options.downtime_max_ms)->check(CLI::Range(0.0, 60000.0));

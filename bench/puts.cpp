@@ -41,6 +41,7 @@ struct Request {
 struct LoadFigures {
     std::size_t ok = 0;
     std::size_t errors = 0;
+    std::size_t reconnects = 0;  // connections the server closed between requests
     double seconds = 0;
     std::vector<double> latencies_ms;                // of the requests completed inside the window
     std::map<std::string, std::size_t> error_kinds;  // "HTTP 503", "connect: ...", ...
@@ -125,7 +126,11 @@ class PutConnection : public std::enable_shared_from_this<PutConnection> {
     }
 
     void fail(beast::error_code ec) {
-        if (ec) {
+        // The server ends a keep-alive connection after its request limit (node/README.md) by
+        // closing it: a reconnection, not an error.
+        if (ec == http::error::end_of_stream) {
+            ++figures_.reconnects;
+        } else if (ec) {
             ++figures_.errors;
             ++figures_.error_kinds[ec.message()];
         }
@@ -324,6 +329,10 @@ RoundFigures report(const std::string& system, int round, LoadFigures f, const s
     r.errors = f.errors;
     fmt::print("  round {} {:<9} {:>9.0f} commits/s  p50 {:6.2f} ms  p99 {:7.2f} ms  errors {}{}\n",
                round, system, r.per_second, r.p50, r.p99, r.errors, extra);
+    if (f.reconnects > 0) {
+        fmt::print("      {} reconnections (keep-alive connections closed by the server)\n",
+                   f.reconnects);
+    }
     for (const auto& [kind, count] : f.error_kinds) {
         fmt::print("      {} x {}\n", count, kind);
     }
@@ -366,6 +375,7 @@ int run_puts(const BenchOptions& options) {
     o.value_bytes = options.value_bytes;
     o.seconds = options.duration_s;
     o.rounds = options.runs;
+    o.keys = options.keys;
     fmt::print(
         "puts: 3 nodes each, {} clients (one request outstanding each), keys of 8 bytes, "
         "values of {} bytes, {} s per round after {} s of warm-up, {} rounds\n",
