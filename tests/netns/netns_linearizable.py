@@ -312,15 +312,9 @@ def main():
                     help="pass only if the checker refuses the history")
     ap.add_argument("--keep", action="store_true", help="keep the data dirs, logs and history")
     args = ap.parse_args()
-    reason = netns_faults.skip_reason()
-    if reason:
-        print("SKIP: netns test bed not run: " + reason, flush=True)
+    seed = netns_faults.begin(netns_faults.skip_reason(), args.seed)
+    if seed is None:
         return 77
-    netns_faults_left = netbed.cleanup_leftovers()
-    if netns_faults_left:
-        print("removed the leftovers of dead runs %s" % netns_faults_left)
-    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
-    print("seed %d (reproduce the schedule: --seed %d)" % (seed, seed), flush=True)
     root = netbed.make_root()
     failed = True
     try:
