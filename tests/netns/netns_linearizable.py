@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Linearizability of conclaved's per-key metadata under kernel-level faults.
 
-    netns_linearizable.py CONCLAVED [--nodes 3|5] [--clients 5] [--duration S] [--seed N]
+    netns_linearizable.py CONCLAVED [--nodes 3|5] [--clients 5] [--duration S] [--seed N] [--no-cas]
                           [--stale-reads --expect-violation] [--keep]
 
 N daemons in network namespaces (netbed.py, as netns_faults.py), concurrent clients each running
@@ -51,8 +51,8 @@ def lsn_text(lsn):
 class Clients:
     """Concurrent clients recording a history of lincheck.Op."""
 
-    def __init__(self, bed, count, seed, key_period_s, keys, stale_reads):
-        self.bed, self.seed, self.stale_reads = bed, seed, stale_reads
+    def __init__(self, bed, count, seed, key_period_s, keys, stale_reads, cas=True):
+        self.bed, self.seed, self.stale_reads, self.cas = bed, seed, stale_reads, cas
         self.key_period_s, self.keys = key_period_s, keys
         self.stopping = threading.Event()
         self.lock = threading.Lock()
@@ -93,7 +93,7 @@ class Clients:
             n += 1
             if roll < 0.3:
                 self.write(c, key, value, None, known)
-            elif roll < 0.55:
+            elif roll < 0.55 and self.cas:
                 lsn, expected = known.get(key, ("0.0", None))
                 if rng.random() < 0.2:
                     lsn, expected = "0.0", None
@@ -270,7 +270,8 @@ def run(bed, args, seed):
     if why:
         print("SKIP: the daemon does not serve per-key metadata reads: " + why, flush=True)
         return 77
-    with Clients(bed, args.clients, seed, args.key_period, args.keys, args.stale_reads) as cl:
+    with Clients(bed, args.clients, seed, args.key_period, args.keys, args.stale_reads,
+                 not args.no_cas) as cl:
         print("faults (seed %d):" % seed, flush=True)
         faults = inject(bed, rng, args.duration)
         died = netns_faults.settle(bed)
@@ -308,6 +309,8 @@ def main():
                     help="seconds before the clients move on to new keys (2)")
     ap.add_argument("--stale-reads", action="store_true",
                     help="planted bug: reads with consistency=serializable from a random node")
+    ap.add_argument("--no-cas", action="store_true",
+                    help="puts and reads only (no conditional puts)")
     ap.add_argument("--expect-violation", action="store_true",
                     help="pass only if the checker refuses the history")
     ap.add_argument("--keep", action="store_true", help="keep the data dirs, logs and history")
