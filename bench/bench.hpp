@@ -148,6 +148,9 @@ struct BenchOptions {
     bool etcd = true;                   // failover, cold start: compare with etcd when installed
     bool zookeeper = true;              // failover, cold start: compare with ZooKeeper likewise
     bool keep = false;                  // keep the clusters' temporary directories (logs)
+    int clients = 64;                   // puts: concurrent connections, one request each
+    std::size_t value_bytes = 256;      // puts: bytes of each value (keys are 8 bytes)
+    std::size_t keys = 100'000;         // puts: distinct keys, written in turn
     std::uint64_t seed = 1;
 };
 
@@ -156,6 +159,7 @@ int run_cold_start(const BenchOptions& options);
 int run_jitter(const BenchOptions& options);
 int run_cost(const BenchOptions& options);
 int run_restart(const BenchOptions& options);
+int run_puts(const BenchOptions& options);
 
 // ---- Failover, shared by conclaved and etcd ---------------------------------------------------
 
@@ -171,6 +175,10 @@ class FailoverTarget {
     /// The term (etcd: raft term; ZooKeeper: epoch) of the last agreement poll_agreed returned.
     virtual std::uint64_t last_term() const = 0;
     virtual std::string log_tails() = 0;
+    /// Where clients reach a member (etcd: its client URL); nullopt when not offered.
+    virtual std::optional<boost::asio::ip::tcp::endpoint> client_endpoint(NodeIndex) const {
+        return std::nullopt;
+    }
 };
 
 struct FailoverResult {

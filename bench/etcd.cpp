@@ -143,6 +143,10 @@ class EtcdTarget final : public FailoverTarget {
 
     std::uint64_t last_term() const override { return last_term_; }
 
+    std::optional<tcp::endpoint> client_endpoint(NodeIndex member) const override {
+        return tcp::endpoint(asio::ip::address_v4::loopback(), members_.at(member).client_port);
+    }
+
     void send_signal(NodeIndex member, int signal) override {
         if (signal == SIGKILL) {
             kill(member);

@@ -25,6 +25,9 @@ figures:
   cost         idle CPU and RSS per node, N = 3, 5, 9, fast profile
   restart      SIGKILL and restart the highest-index node of 3 (fast profile), time until all
                its links are up at both ends (/status peers), --runs times (default 100)
+  puts         writes/s and p50/p99 latency of 3 conclaved (POST /metadata, fsync before the
+               acknowledgement) beside 3 etcd members (POST /v3/kv/put), same client, rounds
+               interleaved (--runs rounds each, default 3; --duration S per round, default 10)
 options:
   --runs N          failover runs per case (default 20), cold-start runs per N (default 10),
                     restarts (default 100)
@@ -32,6 +35,9 @@ options:
   --backoff B       uniform or ranked (failover and cold-start; default: the profile's)
   --duration S      jitter: seconds per case (default 60)
   --window S        cost: measuring window in seconds (default 20)
+  --clients C       puts: concurrent connections, one request outstanding each (default 64)
+  --value-bytes V   puts: bytes per value; keys are 8 bytes (default 256)
+  --keys K          puts: distinct keys, written in turn (default 100000)
   --poll-ms MS      failover, restart: polling period of /status (default 1)
   --downtime-min-ms MS, --downtime-max-ms MS
                     restart: the killed node stays down a time drawn uniformly from
@@ -57,7 +63,7 @@ void describe(CLI::App& app, Args& a, BenchOptions& options) {
     app.set_help_flag();  // --help prints kUsage, not CLI11's own
     app.add_flag("-h,--help", a.help);
     app.add_option("FIGURE", a.figure)
-        ->check(CLI::IsMember({"failover", "cold-start", "jitter", "cost", "restart"}));
+        ->check(CLI::IsMember({"failover", "cold-start", "jitter", "cost", "restart", "puts"}));
     app.add_flag_function("--no-etcd", [&options](std::int64_t) { options.etcd = false; });
     app.add_flag_function("--no-zookeeper",
                           [&options](std::int64_t) { options.zookeeper = false; });
@@ -67,6 +73,10 @@ void describe(CLI::App& app, Args& a, BenchOptions& options) {
     app.add_option("--backoff", options.backoff)->check(CLI::IsMember({"uniform", "ranked"}));
     app.add_option("--duration", options.duration_s)->check(CLI::Range(1.0, 86400.0));
     app.add_option("--window", options.window_s)->check(CLI::Range(1.0, 86400.0));
+    app.add_option("--clients", options.clients)->check(CLI::Range(1, 4096));
+    app.add_option("--value-bytes", options.value_bytes)
+        ->check(CLI::Range(std::size_t{1}, std::size_t{65536}));
+    app.add_option("--keys", options.keys)->check(CLI::Range(std::size_t{1}, std::size_t{1} << 28));
     app.add_option("--poll-ms", options.poll_ms)->check(CLI::Range(0.0, 1000.0));
     app.add_option("--downtime-min-ms", options.downtime_min_ms)->check(CLI::Range(0.0, 60000.0));
     app.add_option("--downtime-max-ms", options.downtime_max_ms)->check(CLI::Range(0.0, 60000.0));
@@ -80,11 +90,8 @@ void describe(CLI::App& app, Args& a, BenchOptions& options) {
 int main(int argc, char** argv) {
     std::setvbuf(stdout, nullptr, _IOLBF, 0);  // figures appear as they are measured
     const std::map<std::string, std::function<int(const BenchOptions&)>> figures = {
-        {"failover", run_failover},
-        {"cold-start", run_cold_start},
-        {"jitter", run_jitter},
-        {"cost", run_cost},
-        {"restart", run_restart}};
+        {"failover", run_failover}, {"cold-start", run_cold_start}, {"jitter", run_jitter},
+        {"cost", run_cost},         {"restart", run_restart},       {"puts", run_puts}};
     BenchOptions options;
     Args a;
     CLI::App app("conclave-bench", "conclave-bench");
@@ -108,7 +115,11 @@ int main(int argc, char** argv) {
     options.runs = a.runs > 0 ? a.runs
                               : (a.figure == "cold-start" ? 10
                                  : a.figure == "restart"  ? 100
+                                 : a.figure == "puts"     ? 3
                                                           : 20);
+    if (a.figure == "puts" && app.count("--duration") == 0) {
+        options.duration_s = 10;
+    }
     options.profiles = profile == "both" ? std::vector<std::string>{"fast", "default"}
                                          : std::vector<std::string>{profile};
     std::error_code ec;

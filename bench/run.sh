@@ -3,7 +3,7 @@
 # One command per benchmark figure; each prints the command, the machine and the figures.
 # failover and cold-start compare with etcd and ZooKeeper when installed (interleaved run by run;
 # each missing peer is skipped with a line saying how to install it).
-#   bench/run.sh failover|cold-start|jitter|cost|restart|sim|log|all [options...]
+#   bench/run.sh failover|cold-start|jitter|cost|restart|puts|sim|log|all [options...]
 # Binaries come from ${BUILD:-build/release}; build them with
 #   scripts/build.sh release conclaved conclave-bench conclave-sim log_throughput
 set -euo pipefail
@@ -13,7 +13,7 @@ figure=${1:-}
 shift || true
 
 usage() {
-  echo "usage: bench/run.sh failover|cold-start|jitter|cost|restart|sim|log|all [options]" >&2
+  echo "usage: bench/run.sh failover|cold-start|jitter|cost|restart|puts|sim|log|all [options]" >&2
   echo "  options go to conclave-bench (see: $BUILD/bench/conclave-bench --help)," >&2
   echo "  or for log to log_throughput (see: $BUILD/bench/log_throughput --help)" >&2
   exit 2
@@ -80,7 +80,7 @@ one() {
   echo "### bench/run.sh $f $*"
   machine
   case "$f" in
-    failover|cold-start|jitter|cost|restart) run_bench "$f" "$@" ;;
+    failover|cold-start|jitter|cost|restart|puts) run_bench "$f" "$@" ;;
     sim) run_sim ;;
     log) run_log "$@" ;;
     *) usage ;;
@@ -89,7 +89,7 @@ one() {
 }
 
 case "$figure" in
-  failover|cold-start|jitter|cost|restart|sim|log) one "$figure" "$@" ;;
+  failover|cold-start|jitter|cost|restart|puts|sim|log) one "$figure" "$@" ;;
   all)
     status=0
     for f in sim log cost cold-start failover jitter restart; do

@@ -5,6 +5,8 @@
 #   scripts/install-deps.sh           what the build and the demo need
 #   scripts/install-deps.sh --tests   also Java, which runs TLC (the TLA+ model checker) in the tests,
 #                                     and ip, nft and libfaketime for tests/netns (the namespace test bed)
+#   scripts/install-deps.sh --bench   also etcd 3.4 (etcd-server), the peer of bench/run.sh failover,
+#                                     cold-start and puts (never needed by the tests)
 set -euo pipefail
 
 packages=(
@@ -13,6 +15,7 @@ packages=(
   libssl-dev openssl python3 curl clang-format ccache libcli11-dev
 )
 [ "${1:-}" = "--tests" ] && packages+=(default-jre-headless iproute2 nftables faketime)
+[ "${1:-}" = "--bench" ] && packages+=(etcd-server)
 
 missing=()
 for p in "${packages[@]}"; do

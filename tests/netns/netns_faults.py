@@ -431,6 +431,20 @@ def rejoin_runs(bed, runs, seed, within_s, node):
     return 1 if failed else 0
 
 
+def begin(reason, seed):
+    """The run's seed (`seed`, or a random one), printed, after removing what dead runs left
+    behind; None, after printing SKIP, when `reason` says why the bed cannot run."""
+    if reason:
+        print("SKIP: netns test bed not run: " + reason, flush=True)
+        return None
+    left = netbed.cleanup_leftovers()
+    if left:
+        print("removed the leftovers of dead runs %s" % left)
+    seed = seed if seed is not None else random.SystemRandom().randrange(1 << 31)
+    print("seed %d (reproduce the schedule: --seed %d)" % (seed, seed), flush=True)
+    return seed
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("conclaved", nargs="?",
@@ -473,14 +487,9 @@ def main():
     reason = skip_reason()
     if not reason and args.system != "conclaved" and not shutil.which("etcd"):
         reason = "no `etcd` on PATH (apt-get install -y etcd-server)"
-    if reason:
-        print("SKIP: netns test bed not run: " + reason, flush=True)
+    seed = begin(reason, args.seed)
+    if seed is None:
         return 77
-    left = netbed.cleanup_leftovers()
-    if left:
-        print("removed the leftovers of dead runs %s" % left)
-    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
-    print("seed %d (reproduce the schedule: --seed %d)" % (seed, seed), flush=True)
     drift = None
     measuring = args.measure_vanish or args.measure_rejoin or args.measure_forged_hello
     if not args.no_drift and not measuring and os.path.exists(netbed.FAKETIME_LIB):

@@ -1,0 +1,426 @@
+// SPDX-License-Identifier: Apache-2.0
+// Writes beside etcd: 3 conclaved daemons (POST /metadata, group commit with fsync before the
+// acknowledgement) and 3 etcd members (POST /v3/kv/put on the v3 JSON gateway, its WAL fsynced
+// before the acknowledgement), both on 127.0.0.1 and both written by the same client: C
+// keep-alive HTTP/1.1 connections to the leader, each with one request outstanding, keys of 8
+// bytes, values of V bytes. Rounds are interleaved (Conclave, etcd, Conclave, etcd, ...) so that
+// the load of the machine hits both alike.
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http.hpp>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "bench.hpp"
+
+namespace conclave::bench {
+
+namespace fs = std::filesystem;
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using asio::ip::tcp;
+
+namespace {
+
+// ---- the load: C connections, one request outstanding each -------------------------------------
+
+struct Request {
+    std::string target;
+    std::string body;
+    std::string authorization;  // the Authorization header, if any
+};
+
+struct LoadFigures {
+    std::size_t ok = 0;
+    std::size_t errors = 0;
+    std::size_t reconnects = 0;  // connections the server closed between requests
+    double seconds = 0;
+    std::vector<double> latencies_ms;                // of the requests completed inside the window
+    std::map<std::string, std::size_t> error_kinds;  // "HTTP 503", "connect: ...", ...
+};
+
+/// One keep-alive connection writing request after request until the end of the window.
+class PutConnection : public std::enable_shared_from_this<PutConnection> {
+  public:
+    PutConnection(const asio::any_io_executor& ex, tcp::endpoint to, std::function<Request()> next,
+                  Clock::time_point window_start, Clock::time_point window_end,
+                  LoadFigures& figures)
+        : stream_(ex),
+          to_(to),
+          next_(std::move(next)),
+          window_start_(window_start),
+          window_end_(window_end),
+          figures_(figures) {}
+
+    void start() {
+        stream_.expires_after(std::chrono::seconds(10));
+        stream_.async_connect(to_, [self = shared_from_this()](beast::error_code ec) {
+            if (ec) {
+                ++self->figures_.errors;
+                ++self->figures_.error_kinds["connect: " + ec.message()];
+                return;
+            }
+            self->send();
+        });
+    }
+
+  private:
+    void send() {
+        if (Clock::now() >= window_end_) {
+            beast::error_code ignored;
+            stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+            return;
+        }
+        const Request r = next_();
+        req_ = {http::verb::post, r.target, 11};
+        req_.set(http::field::host, to_.address().to_string() + ":" + std::to_string(to_.port()));
+        req_.set(http::field::content_type, "application/json");
+        if (!r.authorization.empty()) {
+            req_.set(http::field::authorization, r.authorization);
+        }
+        req_.keep_alive(true);
+        req_.body() = r.body;
+        req_.prepare_payload();
+        sent_ = Clock::now();
+        stream_.expires_after(std::chrono::seconds(10));
+        http::async_write(stream_, req_,
+                          [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                              ec ? self->fail(ec) : self->receive();
+                          });
+    }
+
+    void receive() {
+        res_ = {};
+        http::async_read(stream_, buffer_, res_,
+                         [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                             ec ? self->fail(ec) : self->done();
+                         });
+    }
+
+    void done() {
+        const auto now = Clock::now();
+        if (sent_ >= window_start_ && now <= window_end_) {
+            if (res_.result() == http::status::ok) {
+                ++figures_.ok;
+                figures_.latencies_ms.push_back(
+                    std::chrono::duration<double, std::milli>(now - sent_).count());
+            } else {
+                ++figures_.errors;
+                ++figures_.error_kinds[fmt::format("HTTP {} {}", res_.result_int(),
+                                                   res_.body().substr(0, 80))];
+            }
+        }
+        if (!res_.keep_alive()) {
+            fail({});
+            return;
+        }
+        send();
+    }
+
+    void fail(beast::error_code ec) {
+        // The server ends a keep-alive connection after its request limit (node/README.md) by
+        // closing it: a reconnection, not an error.
+        if (ec == http::error::end_of_stream) {
+            ++figures_.reconnects;
+        } else if (ec) {
+            ++figures_.errors;
+            ++figures_.error_kinds[ec.message()];
+        }
+        beast::error_code ignored;
+        stream_.socket().close(ignored);
+        if (Clock::now() < window_end_) {  // a fresh connection takes this one's place
+            std::make_shared<PutConnection>(stream_.get_executor(), to_, next_, window_start_,
+                                            window_end_, figures_)
+                ->start();
+        }
+    }
+
+    beast::tcp_stream stream_;
+    tcp::endpoint to_;
+    std::function<Request()> next_;
+    Clock::time_point window_start_;
+    Clock::time_point window_end_;
+    LoadFigures& figures_;
+    http::request<http::string_body> req_;
+    http::response<http::string_body> res_;
+    beast::flat_buffer buffer_;
+    Clock::time_point sent_;
+};
+
+/// `clients` connections to `to` for warmup + seconds; figures over the last `seconds` only.
+LoadFigures run_load(tcp::endpoint to, const std::function<Request()>& next, int clients,
+                     double warmup_s, double seconds) {
+    asio::io_context io;
+    LoadFigures figures;
+    const auto start = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                          std::chrono::duration<double>(warmup_s));
+    const auto end =
+        start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    for (int c = 0; c < clients; ++c) {
+        std::make_shared<PutConnection>(io.get_executor(), to, next, start, end, figures)->start();
+    }
+    io.run();
+    figures.seconds = seconds;
+    return figures;
+}
+
+double percentile(std::vector<double>& v, double p) {
+    if (v.empty()) {
+        return 0;
+    }
+    const auto k = static_cast<std::size_t>(p * static_cast<double>(v.size() - 1));
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+    return v[k];
+}
+
+std::string base64(const std::string& in) {
+    static constexpr char kAlphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string out;
+    std::size_t i = 0;
+    for (; i + 2 < in.size(); i += 3) {
+        const auto n = (static_cast<unsigned>(static_cast<unsigned char>(in[i])) << 16) |
+                       (static_cast<unsigned>(static_cast<unsigned char>(in[i + 1])) << 8) |
+                       static_cast<unsigned>(static_cast<unsigned char>(in[i + 2]));
+        for (int s = 18; s >= 0; s -= 6) {
+            out += kAlphabet[(n >> s) & 63U];
+        }
+    }
+    if (i < in.size()) {
+        unsigned n = static_cast<unsigned>(static_cast<unsigned char>(in[i])) << 16;
+        if (i + 1 < in.size()) {
+            n |= static_cast<unsigned>(static_cast<unsigned char>(in[i + 1])) << 8;
+        }
+        out += kAlphabet[(n >> 18) & 63U];
+        out += kAlphabet[(n >> 12) & 63U];
+        out += i + 1 < in.size() ? kAlphabet[(n >> 6) & 63U] : '=';
+        out += '=';
+    }
+    return out;
+}
+
+// ---- 3 conclaved daemons, no proxy --------------------------------------------------------------
+
+class ConclaveDirect {
+  public:
+    ConclaveDirect(const fs::path& conclaved, std::size_t n)
+        : dir_(make_temp_dir("conclave-puts")) {
+        std::set<std::uint16_t> taken;
+        nlohmann::json nodes = nlohmann::json::array();
+        for (std::size_t i = 0; i < n; ++i) {
+            const auto peer = free_port(taken);
+            const auto http = free_port(taken);
+            http_.emplace_back(asio::ip::address_v4::loopback(), http);
+            nodes.push_back({{"id", "n" + std::to_string(i + 1)},
+                             {"peer", "127.0.0.1:" + std::to_string(peer)},
+                             {"http", "127.0.0.1:" + std::to_string(http)}});
+        }
+        const nlohmann::json doc{
+            {"cluster", "puts"},
+            {"nodes", nodes},
+            {"profile", "default"},  // steadier than fast on a loaded machine
+            {"data_dir", (dir_ / "{id}").string()},
+            {"tls", nullptr},
+            {"insecure", true},  // loopback benchmark cluster
+            // With the token, clients leave the budget of 64 unauthenticated connections.
+            {"admin", {{"token_file", (dir_ / "token").string()}, {"open_reads", true}}},
+            {"metadata", {{"fsync", "batched"}}},
+            {"log", {{"format", "text"}, {"level", "warn"}}}};
+        std::ofstream(dir_ / "cluster.json") << doc.dump(2) << "\n";
+        token_ = "bench-token-0123456789abcdef0123456789abcdef";
+        std::ofstream(dir_ / "token") << token_;
+        fs::permissions(dir_ / "token", fs::perms::owner_read | fs::perms::owner_write);
+        for (std::size_t i = 0; i < n; ++i) {
+            pids_.push_back(
+                spawn_logged({conclaved.string(), "--config", (dir_ / "cluster.json").string(),
+                              "--node-id", "n" + std::to_string(i + 1)},
+                             dir_ / ("n" + std::to_string(i + 1) + ".log")));
+            clients_.push_back(std::make_unique<HttpClient>(http_[i]));
+        }
+    }
+    ~ConclaveDirect() {
+        for (int pid : pids_) {
+            kill_and_reap(pid);
+        }
+        std::error_code ec;
+        fs::remove_all(dir_, ec);
+    }
+
+    /// The index of the node that says it leads with an active log, waiting up to 30 s.
+    NodeIndex wait_leader() {
+        const auto start = Clock::now();
+        while (ms_since(start) < 30'000) {
+            for (NodeIndex i = 0; i < clients_.size(); ++i) {
+                const auto body = clients_[i]->get("/status", std::chrono::milliseconds(500));
+                const auto j =
+                    body ? nlohmann::json::parse(*body, nullptr, false) : nlohmann::json();
+                if (j.is_object() && j.value("role", "") == "leader" &&
+                    j.value("leader_status", "") == "active") {
+                    return i;
+                }
+            }
+            sleep_ms(50);
+        }
+        throw std::runtime_error("conclaved: no active leader within 30 s");
+    }
+    tcp::endpoint http(NodeIndex i) const { return http_.at(i); }
+    const std::string& token() const { return token_; }
+    std::optional<std::string> metrics(NodeIndex i) {
+        return clients_.at(i)->get("/metrics", std::chrono::milliseconds(2000));
+    }
+
+  private:
+    fs::path dir_;
+    std::string token_;
+    std::vector<tcp::endpoint> http_;
+    std::vector<int> pids_;
+    std::vector<std::unique_ptr<HttpClient>> clients_;
+};
+
+// ---- the rounds
+// -----------------------------------------------------------------------------------
+
+struct PutsOptions {
+    int clients = 64;
+    std::size_t value_bytes = 256;
+    double seconds = 10;
+    double warmup_s = 2;
+    int rounds = 2;
+    std::size_t keys = 100'000;
+};
+
+/// Request maker: keys "k" + 7 hex digits of a counter modulo `keys`, values of `value_bytes`.
+std::function<Request()> requests(bool etcd, const PutsOptions& o, const std::string& token) {
+    auto counter = std::make_shared<std::size_t>(0);
+    const std::string value(o.value_bytes, 'x');
+    const std::string encoded_value = base64(value);
+    return [=] {
+        const std::string key = fmt::format("k{:07x}", (*counter)++ % o.keys);
+        if (etcd) {
+            return Request{"/v3/kv/put",
+                           nlohmann::json{{"key", base64(key)}, {"value", encoded_value}}.dump(),
+                           ""};
+        }
+        return Request{"/metadata", nlohmann::json{{"key", key}, {"value", value}}.dump(),
+                       "Bearer " + token};
+    };
+}
+
+struct RoundFigures {
+    double per_second = 0;
+    double p50 = 0;
+    double p99 = 0;
+    std::size_t errors = 0;
+};
+
+RoundFigures report(const std::string& system, int round, LoadFigures f, const std::string& extra) {
+    RoundFigures r;
+    r.per_second = static_cast<double>(f.ok) / f.seconds;
+    r.p50 = percentile(f.latencies_ms, 0.50);
+    r.p99 = percentile(f.latencies_ms, 0.99);
+    r.errors = f.errors;
+    fmt::print("  round {} {:<9} {:>9.0f} commits/s  p50 {:6.2f} ms  p99 {:7.2f} ms  errors {}{}\n",
+               round, system, r.per_second, r.p50, r.p99, r.errors, extra);
+    if (f.reconnects > 0) {
+        fmt::print("      {} reconnections (keep-alive connections closed by the server)\n",
+                   f.reconnects);
+    }
+    for (const auto& [kind, count] : f.error_kinds) {
+        fmt::print("      {} x {}\n", count, kind);
+    }
+    return r;
+}
+
+/// Entries per fsync on the leader over a round, from its /metrics.
+std::string fsync_batching(ConclaveDirect& c, NodeIndex leader, double commits_before,
+                           double fsyncs_before) {
+    const auto text = c.metrics(leader);
+    if (!text) {
+        return "";
+    }
+    const double commits = metric_sum(*text, "conclave_metadata_commits_total") - commits_before;
+    const double fsyncs = metric_sum(*text, "conclave_metadata_fsyncs_total") - fsyncs_before;
+    return fsyncs > 0 ? fmt::format("  ({:.1f} entries per leader fsync)", commits / fsyncs) : "";
+}
+
+void summarize_system(const std::string& system, const std::vector<RoundFigures>& rounds) {
+    std::vector<double> rate;
+    std::vector<double> p50;
+    std::vector<double> p99;
+    for (const auto& r : rounds) {
+        rate.push_back(r.per_second);
+        p50.push_back(r.p50);
+        p99.push_back(r.p99);
+    }
+    fmt::print(
+        "  {:<9} commits/s {:.0f}-{:.0f}, p50 {:.2f}-{:.2f} ms, p99 {:.2f}-{:.2f} ms\n", system,
+        *std::min_element(rate.begin(), rate.end()), *std::max_element(rate.begin(), rate.end()),
+        *std::min_element(p50.begin(), p50.end()), *std::max_element(p50.begin(), p50.end()),
+        *std::min_element(p99.begin(), p99.end()), *std::max_element(p99.begin(), p99.end()));
+}
+
+}  // namespace
+
+int run_puts(const BenchOptions& options) {
+    PutsOptions o;
+    o.clients = options.clients;
+    o.value_bytes = options.value_bytes;
+    o.seconds = options.duration_s;
+    o.rounds = options.runs;
+    o.keys = options.keys;
+    fmt::print(
+        "puts: 3 nodes each, {} clients (one request outstanding each), keys of 8 bytes, "
+        "values of {} bytes, {} s per round after {} s of warm-up, {} rounds\n",
+        o.clients, o.value_bytes, o.seconds, o.warmup_s, o.rounds);
+    ConclaveDirect conclave(options.conclaved, 3);
+    std::unique_ptr<FailoverTarget> etcd;
+    const auto etcd_path = options.etcd ? find_etcd() : std::nullopt;
+    if (etcd_path) {
+        etcd = make_etcd_target(*etcd_path, 3, 100, 1000);  // etcd's default timing
+    } else {
+        fmt::print("etcd: skipped ({}apt-get install -y etcd-server)\n",
+                   options.etcd ? "not on PATH; " : "--no-etcd; ");
+    }
+    std::vector<RoundFigures> ours;
+    std::vector<RoundFigures> theirs;
+    for (int round = 1; round <= o.rounds; ++round) {
+        const NodeIndex leader = conclave.wait_leader();
+        const auto before = conclave.metrics(leader).value_or("");
+        const double commits = metric_sum(before, "conclave_metadata_commits_total");
+        const double fsyncs = metric_sum(before, "conclave_metadata_fsyncs_total");
+        auto f = run_load(conclave.http(leader), requests(false, o, conclave.token()), o.clients,
+                          o.warmup_s, o.seconds);
+        ours.push_back(report("conclaved", round, std::move(f),
+                              fsync_batching(conclave, leader, commits, fsyncs)));
+        if (!etcd) {
+            continue;
+        }
+        std::optional<NodeIndex> etcd_leader;
+        const auto start = Clock::now();
+        while (!(etcd_leader = etcd->poll_agreed(all_nodes(3))) && ms_since(start) < 30'000) {
+            sleep_ms(50);
+        }
+        if (!etcd_leader) {
+            throw std::runtime_error("etcd: no agreed leader within 30 s\n" + etcd->log_tails());
+        }
+        auto e = run_load(*etcd->client_endpoint(*etcd_leader), requests(true, o, ""), o.clients,
+                          o.warmup_s, o.seconds);
+        theirs.push_back(report("etcd", round, std::move(e), ""));
+    }
+    fmt::print("summary over {} rounds:\n", o.rounds);
+    summarize_system("conclaved", ours);
+    if (!theirs.empty()) {
+        summarize_system("etcd", theirs);
+    }
+    return 0;
+}
+
+}  // namespace conclave::bench
