@@ -195,6 +195,8 @@ void LogDriver::stop() {
         // Appended entries may still commit elsewhere: outcome unknown.
         done(ProposeOutcome{ProposeStatus::LeadershipLost, lsn});
     }
+    answer_waiting_refusals(std::nullopt, false);
+    run_deferred();
 }
 
 std::uint64_t LogDriver::subscribe_committed(CommittedCallback callback, std::string prefix,
@@ -278,6 +280,10 @@ void LogDriver::propose_entry(std::string key, std::string value, bool config,
     if (auto refused = check_condition(key, condition)) {
         ++counters_.proposals_failed;
         ++counters_.conditions_failed;
+        if (pending_.contains(refused->current)) {  // refused against an uncommitted write
+            waiting_refusals_.emplace(refused->current, WaitingRefusal{*refused, std::move(done)});
+            return;
+        }
         done(*refused);
         return;
     }
@@ -359,6 +365,18 @@ void LogDriver::complete(Lsn lsn, ProposeOutcome outcome) {
     }
     deferred_.push_back([done = std::move(it->second), outcome] { done(outcome); });
     pending_.erase(it);
+    answer_waiting_refusals(lsn, outcome.status == ProposeStatus::Committed);
+}
+
+void LogDriver::answer_waiting_refusals(std::optional<Lsn> lsn, bool committed) {
+    const auto first = lsn ? waiting_refusals_.lower_bound(*lsn) : waiting_refusals_.begin();
+    const auto last = lsn ? waiting_refusals_.upper_bound(*lsn) : waiting_refusals_.end();
+    for (auto it = first; it != last; ++it) {
+        const ProposeOutcome outcome =
+            committed ? it->second.refusal : ProposeOutcome{ProposeStatus::NotLeader, kNoLsn};
+        deferred_.push_back([done = std::move(it->second.done), outcome] { done(outcome); });
+    }
+    waiting_refusals_.erase(first, last);
 }
 
 void LogDriver::run_deferred() {
@@ -557,6 +575,7 @@ void LogDriver::Env::failed(const std::string& what) {
             done(ProposeOutcome{ProposeStatus::Failed, lsn});
         });
     }
+    d->answer_waiting_refusals(std::nullopt, false);
     if (d->options_.on_storage_failure) {
         d->deferred_.push_back(
             [callback = d->options_.on_storage_failure, what] { callback(what); });

@@ -234,6 +234,8 @@ class LogDriver {
     }
     void send(NodeId to, const replication::LogMessage& m, const std::vector<std::uint8_t>& bytes);
     void complete(Lsn lsn, ProposeOutcome outcome);
+    /// Answers the refusals waiting on the write at `lsn` (all of them when `lsn` is nullopt).
+    void answer_waiting_refusals(std::optional<Lsn> lsn, bool committed);
     /// propose() and propose_config(): the common checks, the LSN, the pending callback.
     void propose_entry(std::string key, std::string value, bool config,
                        const ProposeCondition& condition, ProposeCallback done);
@@ -258,6 +260,15 @@ class LogDriver {
     runtime::LogRuntime<Env> runtime_;
     std::array<std::unique_ptr<boost::asio::steady_timer>, replication::kLogTimerCount> timers_;
     std::map<Lsn, ProposeCallback> pending_;
+    /// Conditional proposals refused against a write of the uncommitted tail, keyed by that
+    /// write's LSN: the refusal is answered only once that write commits (before, a reader could
+    /// still see the state the condition expected). If it does not commit, nothing was appended
+    /// and the leadership is in doubt: the proposer hears NotLeader.
+    struct WaitingRefusal {
+        ProposeOutcome refusal;
+        ProposeCallback done;
+    };
+    std::multimap<Lsn, WaitingRefusal> waiting_refusals_;
     struct Subscriber {
         std::string prefix;
         CommittedCallback callback;
