@@ -130,12 +130,19 @@ TEST_CASE("key state: reads with LSNs, conditional and fenced writes, prefix lis
     // Atomic against entries not yet committed: two writes conditioned on the same LSN, proposed
     // in one step of the io thread: the second is checked against the first (pending).
     const Lsn k3 = c.nodes[leader]->get("k3").entries.at(0).lsn;
+    // The refusal is answered only after the write it was checked against has committed (before,
+    // a linearizable read could still see the state the condition expected).
     std::optional<MetadataProposeResult> first, second;
+    bool first_before_second = false;
     c.nodes[leader]->propose("k3", "10", MetadataCondition{k3, std::nullopt},
                              [&](const MetadataProposeResult& p) { first = p; });
     c.nodes[leader]->propose("k3", "11", MetadataCondition{k3, std::nullopt},
-                             [&](const MetadataProposeResult& p) { second = p; });
+                             [&](const MetadataProposeResult& p) {
+                                 second = p;
+                                 first_before_second = first.has_value();
+                             });
     REQUIRE(run_cluster_until(c.io, [&] { return first && second; }));
+    CHECK(first_before_second);
     CHECK(first->ok());
     CHECK(second->status == MetadataProposeStatus::ConditionFailed);
     CHECK(second->current_lsn == first->lsn);
