@@ -896,7 +896,9 @@ HealthReport Node::health() {
                     "above " +
                         std::to_string(r->value) + " has brought it up to date"};
         }
-        if (const auto& rollback = log_driver_->log().rollback_alarm()) {
+        // A follower's regression is the follower's problem: reported in /status, not here.
+        if (const auto& rollback = log_driver_->log().rollback_alarm();
+            rollback && rollback->kind != replication::RollbackKind::FollowerRegressed) {
             return {false, "ROLLBACK: " + replication::describe(
                                               *rollback, log_driver_->log().config().node_ids)};
         }

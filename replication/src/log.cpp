@@ -1046,7 +1046,10 @@ bool ReplicatedLog::CheckPeerRollback(NodeId peer, std::optional<Lsn> log_end, L
 void ReplicatedLog::Rollback(RollbackKind kind, NodeId peer, Lsn from, Lsn to) {
     ++counters_.rollback_alarms;
     ++counters_.rollbacks_by_kind[static_cast<std::size_t>(kind)];
-    if (!rollback_alarm_) {
+    // The first one, unless a follower's regression is followed by one about this node's own log
+    // (a refusal, or a leader lacking committed entries), which says more.
+    if (!rollback_alarm_ || (rollback_alarm_->kind == RollbackKind::FollowerRegressed &&
+                             kind != RollbackKind::FollowerRegressed)) {
         rollback_alarm_ = RollbackAlarm{kind, peer, state_.term, from, to};
     }
 }

@@ -406,7 +406,8 @@ class ReplicatedLog {
     /// Counts and records a message no correct peer sends; the caller drops it.
     void Violation(const LogMessage& m, LogViolationKind kind);
     void Drop(LogDropReason reason);
-    /// Counts a rollback; the first one of the run is kept (rollback_alarm()).
+    /// Counts a rollback; the first one of the run is kept (rollback_alarm()), or the first about
+    /// this node's own log after a follower's regression.
     void Rollback(RollbackKind kind, NodeId peer, Lsn from, Lsn to);
     /// Leader: `peer`'s answer says it holds `commit` committed (and, for a refusal, that its log
     /// ends at `log_end`). A commit point this log lacks, or a log end below what the peer
