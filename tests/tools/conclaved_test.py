@@ -1124,7 +1124,7 @@ def test_joined_restart(root):
         def lead_by_transfer(to, current):
             # Retried: a transfer is refused while the target is not caught up yet.
             def moved():
-                now = c.agreed_leader()
+                now = c.agreed_leader(c.ids + [joiner])
                 if now and now[0] == to:
                     return now
                 if now:
@@ -1139,7 +1139,8 @@ def test_joined_restart(root):
         c.procs[joiner].send_signal(signal.SIGTERM)
         c.procs[joiner].wait(timeout=WAIT_S)
         start_joiner([])
-        back = wait_for(lambda: c.agreed_leader() if c.procs[joiner].poll() is None else "exited")
+        back = wait_for(lambda: c.agreed_leader(c.ids + [joiner])
+                        if c.procs[joiner].poll() is None else "exited")
         check(back not in (None, "exited"),
               "joined restart: restarted after voting, it rejoins (exit %r)" %
               c.procs[joiner].poll())
