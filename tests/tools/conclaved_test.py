@@ -1205,23 +1205,29 @@ def rollback_verdict(c, what, acked, witness):
 
 
 def rollback_setup(root, what):
-    """Three nodes; L leads, G (the third node) is stopped; F's data directory is copied while it
-    is stopped and F comes back. Returns (cluster, L, F, G, copy path, acked) or None."""
+    """Three nodes; F's data directory is copied while it is stopped and F comes back; then G (the
+    third node) stops and 200 writes are acknowledged by the leader L and F. Returns (cluster, L,
+    F, G, copy path, acked) or None."""
     c = Cluster(root)
     leader = c.start_all_agreed(what)
     if leader is None:
         return None
-    f, g = [n for n in c.ids if n != leader]
     acked = []
     rollback_cluster_writes(c, lambda: c.http_ports[leader], "base", 20, acked)
-    for n in (g, f):
-        c.procs[n].send_signal(signal.SIGTERM)
-        c.procs[n].wait(timeout=WAIT_S)
+    f = [n for n in c.ids if n != leader][0]
+    c.procs[f].send_signal(signal.SIGTERM)
+    c.procs[f].wait(timeout=WAIT_S)
     copy = os.path.join(root, f + ".copy")
     shutil.copytree(os.path.join(root, f), copy)
     c.start(f)
-    check(wait_for(lambda: (c.status(f) or {}).get("leader") == leader),
-          "%s: the follower is back after its copy was taken" % what)
+    agreed = wait_for(c.agreed_leader)
+    if not check(agreed is not None and agreed[0] != f,
+                 "%s: the follower is back after its copy was taken (%r)" % (what, agreed)):
+        return None
+    leader = agreed[0]
+    g = [n for n in c.ids if n not in (leader, f)][0]
+    c.procs[g].send_signal(signal.SIGTERM)
+    c.procs[g].wait(timeout=WAIT_S)
     rollback_cluster_writes(c, lambda: c.http_ports[leader], "acked", 200, acked)
     check(len(acked) == 220, "%s: 220 writes acknowledged by the leader and F (%d)" %
           (what, len(acked)))
