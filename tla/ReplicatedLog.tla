@@ -228,8 +228,12 @@ AdvanceCommit(n, s) ==
     ELSE LET q == IF PlantedBug = "CommitWithoutQuorum" /\ Quorum > 1 THEN Quorum - 1
                   ELSE Quorum
              stored == StoredOn(n, s, q)
+             \* The leader's commit point is durable before a writer hears "committed"
+             \* (the C++ SetCommit's PersistMeta while a proposal completes; the spec,
+             \* which has no writers, persists every commit of a leader).
+             sc == SetCommit(s, stored)
              s1 == IF stored > s.sync_index /\ stored > s.commit_len
-                   THEN SetCommit(s, stored) ELSE s
+                   THEN [sc EXCEPT !.meta_commit = CommitLsn(sc)] ELSE s
          IN IF s1.role = "passive" /\ s1.commit_len > s1.sync_index
             THEN [s1 EXCEPT !.role = "active"] ELSE s1
 

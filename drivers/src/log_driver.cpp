@@ -272,9 +272,9 @@ void LogDriver::propose_entry(std::string key, std::string value, bool config,
     }
     if (!log().can_propose()) {  // refuse before issuing: an LSN is not burnt for nothing
         ++counters_.proposals_failed;
-        done(ProposeOutcome{log().role() == LogRole::LeaderPassive ? ProposeStatus::NotActive
-                                                                   : ProposeStatus::NotLeader,
-                            kNoLsn});
+        done(ProposeOutcome{
+            log().role() != LogRole::Follower ? ProposeStatus::NotActive : ProposeStatus::NotLeader,
+            kNoLsn});
         return;
     }
     if (auto refused = check_condition(key, condition)) {
@@ -323,9 +323,17 @@ std::optional<net::FrameRejection> LogDriver::on_frame(NodeId from,
                 ", connection belongs to index " + std::to_string(from.value)};
     }
     ++counters_.messages_in[message.body.index()];
+    if (message.term > elector_.elector().state().durable().term) {
+        // The vote record's term bounds every term the log holds (a start refuses a vote record
+        // below it: an older copy). The leader re-sends; the elector hears of the term first.
+        ++counters_.ahead_of_vote_record;
+        return std::nullopt;
+    }
     if (running()) {
         const std::uint64_t violations = runtime_.log().counters().protocol_violation_alarms;
+        const bool had_rollback = runtime_.log().rollback_alarm().has_value();
         input([&](ReplicatedLog& log) { return log.receive(elector_.now(), message); });
+        report_rollback(had_rollback);
         if (runtime_.log().counters().protocol_violation_alarms != violations) {
             // Dropped by the core; no correct member sends this (docs/design.md, "Hostile input").
             const replication::LogViolation& v = runtime_.log().last_violation();
@@ -337,6 +345,18 @@ std::optional<net::FrameRejection> LogDriver::on_frame(NodeId from,
         }
     }
     return std::nullopt;
+}
+
+void LogDriver::report_rollback(bool reported) {
+    const auto& alarm = runtime_.log().rollback_alarm();
+    if (reported || !alarm) {
+        return;
+    }
+    options_.logger->critical(
+        "{} log: ALARM ROLLBACK ({}): {} (conclave_metadata_rollback_alarm; GET /status "
+        "\"rollback\"; the node's own committed entries are kept)",
+        log_prefix(), replication::to_string(alarm->kind),
+        replication::describe(*alarm, runtime_.log().config().node_ids));
 }
 
 void LogDriver::on_peer(NodeId peer, bool up) {

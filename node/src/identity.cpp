@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "conclave/node/identity.hpp"
 
+#include <algorithm>
 #include <boost/crc.hpp>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -41,6 +43,17 @@ void check_owner(const ClusterConfig& config, const drivers::NodeIdentity& found
 
 }  // namespace
 
+std::size_t vote_record_cluster_size(const ClusterConfig& config) {
+    try {
+        if (const auto stored = load_node_table(config.data_dir)) {
+            return std::max(stored->nodes.size(), config.nodes.size());
+        }
+    } catch (const std::exception&) {
+        // Refused with its own message where the table is adopted (node.cpp).
+    }
+    return config.nodes.size();
+}
+
 fs::path metadata_log_file(const ClusterConfig& config) {
     return config.data_dir / "log" / "log.dat";
 }
@@ -57,6 +70,21 @@ void check_log_kept(const ClusterConfig& config, const drivers::NodeIdentity& id
         "' shows that this node created its metadata log: the entries it acknowledged are lost, "
         "and starting it with its old votes on an empty log could let it count in a quorum "
         "without them (a committed entry lost). Refusing to start; " +
+        identity_ways_back(config));
+}
+
+void check_vote_record_covers_log(const ClusterConfig& config, Term vote_term, Term log_term) {
+    if (vote_term >= log_term) {
+        return;
+    }
+    throw IdentityError(
+        "'" + (config.data_dir / drivers::kStateFileName).string() + "' is of term " +
+        std::to_string(vote_term.value) + ", but the metadata log in '" +
+        (config.data_dir / "log").string() + "' holds entries of term " +
+        std::to_string(log_term.value) +
+        ": the vote record is older than the log (put back from an older copy?), and this node "
+        "may have voted in terms it no longer remembers (it could vote twice in one term: two "
+        "leaders with one fencing token). Refusing to start; " +
         identity_ways_back(config));
 }
 
@@ -83,7 +111,7 @@ std::string identity_ways_back(const ClusterConfig& config) {
 }
 
 IdentityCheck check_identity(const ClusterConfig& config) {
-    const auto file = drivers::load_state_file(config.data_dir, config.nodes.size());
+    const auto file = drivers::load_state_file(config.data_dir, vote_record_cluster_size(config));
     if (file && file->identity) {
         check_owner(config, *file->identity);
         check_log_kept(config, *file->identity);

@@ -289,11 +289,40 @@ std::optional<LogStatus> Node::log_status() const {
     if (log_driver_->log().nospace_alarm()) {
         s.alarms.emplace_back("NOSPACE");
     }
+    if (const auto& rollback = log_driver_->log().rollback_alarm()) {
+        s.alarms.emplace_back("ROLLBACK");
+        s.rollback = replication::describe(*rollback, log_driver_->log().config().node_ids);
+    }
     s.repaired = log_driver_->log().repaired();
     return s;
 }
 
 namespace {
+
+/// Rollbacks (replication::RollbackAlarm): the alarm and how many were seen, by kind.
+void register_rollback_metrics(MetricsRegistry& metrics,
+                               const std::unique_ptr<drivers::LogDriver>& log_driver) {
+    Gauge& raised = metrics.gauge(
+        "conclave_metadata_rollback_alarm",
+        "1 once this node saw a rollback (a node's state restored from an older copy or lost: "
+        "acknowledged entries at stake); GET /status \"rollback\" says which");
+    std::vector<Counter*> by_kind;
+    for (std::size_t i = 0; i < replication::kRollbackKindCount; ++i) {
+        by_kind.push_back(&metrics.counter(
+            "conclave_metadata_rollbacks_total",
+            "Rollbacks seen, by kind (refused_truncation, leader_lacks_committed, "
+            "follower_regressed)",
+            {{"kind",
+              std::string(replication::to_string(static_cast<replication::RollbackKind>(i)))}}));
+    }
+    metrics.on_collect([&log_driver, &raised, by_kind] {
+        const replication::ReplicatedLog& log = log_driver->log();
+        raised.set(log.rollback_alarm() ? 1.0 : 0.0);
+        for (std::size_t i = 0; i < by_kind.size(); ++i) {
+            by_kind[i]->set_total(static_cast<double>(log.counters().rollbacks_by_kind[i]));
+        }
+    });
+}
 
 /// Space and compaction of the metadata log: bytes held, the NOSPACE alarm, compactions,
 /// snapshots installed, quota refusals, the repaired marker.
@@ -317,6 +346,7 @@ void register_log_space_metrics(MetricsRegistry& metrics,
         "sync promise and its acknowledgements count for no commit until it has caught up");
     metrics.on_collect(
         [&log_driver, &repaired] { repaired.set(log_driver->log().repaired() ? 1.0 : 0.0); });
+    register_rollback_metrics(metrics, log_driver);
     metrics.on_collect(
         [&log_driver, &used_bytes, &nospace, &compactions, &installed, &nospace_refusals] {
             const replication::ReplicatedLog& log = log_driver->log();
@@ -354,6 +384,10 @@ void Node::register_metadata_metrics() {
                                     "Replication frames rejected (undecodable, wrong sender)");
     Counter& dropped = metrics_.counter("conclave_metadata_messages_dropped_total",
                                         "Log messages the mesh refused (peer down, overflow)");
+    Counter& ahead = metrics_.counter(
+        "conclave_metadata_term_ahead_drops_total",
+        "Log messages of a term this node's elector has not made durable yet, dropped (the leader "
+        "re-sends once the elector has heard of the term)");
     Gauge& length = metrics_.gauge("conclave_metadata_log_entries",
                                    "Entries held by the metadata log (snapshot + tail)");
     Gauge& commit_index = metrics_.gauge("conclave_metadata_commit_lsn",
@@ -363,19 +397,20 @@ void Node::register_metadata_metrics() {
         "Time from a metadata proposal reaching the leader to its commit (successful ones)",
         {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10});
     register_log_space_metrics(metrics_, log_driver_);
-    metrics_.on_collect(
-        [this, &commits, &ok, &failed, &fsyncs, &flushes, &bad, &dropped, &length, &commit_index] {
-            const drivers::LogDriver& d = *log_driver_;
-            commits.set_total(static_cast<double>(d.log().counters().entries_committed));
-            ok.set_total(static_cast<double>(d.counters().proposals_ok));
-            failed.set_total(static_cast<double>(d.counters().proposals_failed));
-            fsyncs.set_total(static_cast<double>(d.fsyncs()));
-            flushes.set_total(static_cast<double>(d.counters().flushes));
-            bad.set_total(static_cast<double>(d.counters().bad_frames));
-            dropped.set_total(static_cast<double>(d.counters().messages_dropped));
-            length.set(static_cast<double>(d.log().used_entries()));
-            commit_index.set(static_cast<double>(d.log().commit_lsn().counter));
-        });
+    metrics_.on_collect([this, &commits, &ok, &failed, &fsyncs, &flushes, &bad, &dropped, &ahead,
+                         &length, &commit_index] {
+        const drivers::LogDriver& d = *log_driver_;
+        commits.set_total(static_cast<double>(d.log().counters().entries_committed));
+        ok.set_total(static_cast<double>(d.counters().proposals_ok));
+        failed.set_total(static_cast<double>(d.counters().proposals_failed));
+        fsyncs.set_total(static_cast<double>(d.fsyncs()));
+        flushes.set_total(static_cast<double>(d.counters().flushes));
+        bad.set_total(static_cast<double>(d.counters().bad_frames));
+        dropped.set_total(static_cast<double>(d.counters().messages_dropped));
+        ahead.set_total(static_cast<double>(d.counters().ahead_of_vote_record));
+        length.set(static_cast<double>(d.log().used_entries()));
+        commit_index.set(static_cast<double>(d.log().commit_lsn().counter));
+    });
 }
 
 }  // namespace conclave::node

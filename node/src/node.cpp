@@ -212,6 +212,10 @@ Node::Node(std::unique_ptr<boost::asio::io_context> owned_io, boost::asio::io_co
         drivers::DriverOptions{config_.data_dir, options_.seed, logger_, /*log_leadership=*/false,
                                announcing_store_hook(), identity_});
     create_log_driver();
+    if (log_driver_) {
+        check_vote_record_covers_log(config_, driver_->elector().state().durable().term,
+                                     log_driver_->log().last_lsn().term);
+    }
     note_log_created();
     if (stored) {
         restore_stored_configuration(*stored);
@@ -908,6 +912,12 @@ HealthReport Node::health() {
                     "repaired (conclaved --repair): non-voting until a leader of a term "
                     "above " +
                         std::to_string(r->value) + " has brought it up to date"};
+        }
+        // A follower's regression is the follower's problem: reported in /status, not here.
+        if (const auto& rollback = log_driver_->log().rollback_alarm();
+            rollback && rollback->kind != replication::RollbackKind::FollowerRegressed) {
+            return {false, "ROLLBACK: " + replication::describe(
+                                              *rollback, log_driver_->log().config().node_ids)};
         }
         if (const auto m = membership_state(); m && m->role == "removed") {
             return {false, "removed from the cluster's configuration: stop this node"};

@@ -22,7 +22,7 @@ struct ElectorRead {
 
 ElectorRead read_elector_state(const ClusterConfig& config) {
     try {
-        auto file = drivers::load_state_file(config.data_dir, config.nodes.size());
+        auto file = drivers::load_state_file(config.data_dir, vote_record_cluster_size(config));
         if (!file) {
             return ElectorRead{};
         }

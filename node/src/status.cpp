@@ -83,6 +83,9 @@ nlohmann::json status_to_json(const StatusReport& status) {
         }
         out["commit_lsn"] = lsn_to_json(status.log->commit_lsn);
         out["alarms"] = status.log->alarms;
+        if (status.log->rollback) {
+            out["rollback"] = *status.log->rollback;
+        }
         out["repaired"] = status.log->repaired.has_value();
         if (status.log->repaired) {
             out["repaired_term"] = status.log->repaired->value;

@@ -169,6 +169,8 @@ LogActions ReplicatedLog::ProposeEntry(Millis now, Lsn lsn, std::string key, std
     } else if (state_.role != LogRole::LeaderActive &&
                !(config && planted(PlantedLogBug::SkipOwnTermCommit) && sync_.done)) {
         error = ProposeError::NotActive;  // R3: only once the sync point (own term) committed
+    } else if (halted_) {
+        error = ProposeError::NotActive;  // a rollback lost committed entries: no more writes
     } else if (key.empty() || key.size() > config_.max_key_bytes ||
                value.size() > config_.max_value_bytes || lsn.counter == 0 || !(lsn > last_lsn()) ||
                (!config && is_reserved_key(key))) {
@@ -302,6 +304,7 @@ LogActions ReplicatedLog::peer_up(Millis, NodeId peer) {
         // what it acknowledged. Count nothing as matched until it acknowledges again.
         const std::size_t guess = progress_[peer.value].match_len;
         progress_[peer.value].match_len = 0;
+        progress_[peer.value].acked_before_up = progress_[peer.value].acked;
         Rewind(peer, guess);
         if (!Replicate(peer)) {
             SendHeartbeat(peer);
@@ -395,6 +398,10 @@ void ReplicatedLog::HandleAppend(const LogMessage& m, const Append& body) {
     }
     if (const auto why = Contradiction(*start_len, *entries)) {
         Violation(m, *why);
+        if (*why == LogViolationKind::TruncatesCommitted ||
+            *why == LogViolationKind::ContradictsCommitted) {
+            RefuseTruncation(m, *start_len, *entries);
+        }
         return;
     }
     const std::size_t end = Merge(*start_len, *entries);
@@ -426,6 +433,11 @@ void ReplicatedLog::HandleAppendAck(const LogMessage& m, const AppendAck& body) 
         return;
     }
     PeerProgress& p = progress_[m.from.value];
+    // An ok ack names the end of the prefix it acknowledges; a refusal the end of the whole log.
+    if (!CheckPeerRollback(m.from, body.ok ? std::nullopt : std::optional<Lsn>(body.last_lsn),
+                           body.commit_lsn)) {
+        return;
+    }
     if (body.ok) {
         p.non_voting = body.non_voting;
         if (body.non_voting) {
@@ -440,6 +452,7 @@ void ReplicatedLog::HandleAppendAck(const LogMessage& m, const AppendAck& body) 
             return;
         }
         p.match_len = std::max(p.match_len, *len);
+        p.acked = std::max(p.acked, body.last_lsn);
         p.next_len = std::max(p.next_len, p.match_len);
         p.probing = false;
         // R8: a removed node that knows its removal committed is told no more.
@@ -870,7 +883,8 @@ void ReplicatedLog::AdvanceCommit() {
         } else if (n == config_.self.value) {
             lens[n] = NonVoting() ? 0 : state_.durable_len;
         } else {
-            lens[n] = progress_[n].non_voting && !ignore_marker ? 0 : progress_[n].match_len;
+            const bool marked = progress_[n].non_voting && !ignore_marker;
+            lens[n] = marked || progress_[n].regressed ? 0 : progress_[n].match_len;
         }
     }
     std::size_t quorum = active_.from_entry ? active_.quorum() : quorum_;
@@ -915,6 +929,12 @@ void ReplicatedLog::SetCommit(std::size_t len) {
         state_.applied_len = len;
     }
     const Lsn committed = commit_lsn();
+    if (!pending_.empty() && pending_.front().lsn <= committed &&
+        !planted(PlantedLogBug::ForgetCommitPoint)) {
+        // The commit point is durable before a writer hears "committed": after a restart this
+        // node still refuses to discard what it acknowledged (RefuseTruncation).
+        out_.push_back(PersistMeta{Meta()});
+    }
     while (!pending_.empty() && pending_.front().lsn <= committed) {
         ++counters_.proposals_committed;
         out_.push_back(
@@ -979,6 +999,87 @@ void ReplicatedLog::Violation(const LogMessage& m, LogViolationKind kind) {
 void ReplicatedLog::Drop(LogDropReason reason) {
     ++counters_.messages_dropped;
     ++counters_.dropped_by_reason[static_cast<std::size_t>(reason)];
+}
+
+// Follower: the leader of our term asks us to discard entries we know committed. Never obeyed
+// (Contradiction): alarm, naming the range, and answer with our log's end and commit point, so
+// that the leader learns that it lacks committed entries (CheckPeerRollback) and stops.
+void ReplicatedLog::RefuseTruncation(const LogMessage& m, std::size_t pos,
+                                     const std::vector<Entry>& entries) {
+    std::size_t first = pos;
+    for (const Entry& e : entries) {
+        if (first >= end_len() || at(first).lsn != e.lsn || !(at(first) == e)) {
+            break;
+        }
+        ++first;
+    }
+    Rollback(RollbackKind::RefusedTruncation, m.from,
+             first > snapshot_.len ? lsn_at(first) : snapshot_.lsn, commit_lsn());
+    const Lsn prev =
+        std::holds_alternative<Append>(m.body) ? std::get<Append>(m.body).prev_lsn : kNoLsn;
+    Send(m.from, AppendAck{false, prev, last_lsn(), commit_lsn()});
+}
+
+bool ReplicatedLog::CheckPeerRollback(NodeId peer, std::optional<Lsn> log_end, Lsn commit) {
+    PeerProgress& p = progress_[peer.value];
+    // Every committed entry is in a serving leader's log (sync adopted the most advanced log of
+    // a quorum). A committed point we do not hold (and did not compact) means that quorum's logs
+    // had lost committed entries: a rollback. Take no more writes rather than lose them.
+    if (commit > snapshot_.lsn && !length_through(commit)) {
+        if (!halted_) {
+            Rollback(RollbackKind::LeaderLacksCommitted, peer, commit_lsn(), commit);
+        }
+        halted_ = true;
+        FailPending(ProposeError::LeadershipLost);
+        return false;
+    }
+    // Within a term a follower never loses what it acknowledged (it truncates only entries that
+    // contradict this leader's, and acknowledges only durable ones): a log ending below it after
+    // a reconnection is an older copy of its state, or a disk that lost acknowledged entries.
+    if (log_end && *log_end < p.acked_before_up && !p.regressed) {
+        p.regressed = true;
+        Rollback(RollbackKind::FollowerRegressed, peer, *log_end, p.acked_before_up);
+    }
+    return true;
+}
+
+void ReplicatedLog::Rollback(RollbackKind kind, NodeId peer, Lsn from, Lsn to) {
+    ++counters_.rollback_alarms;
+    ++counters_.rollbacks_by_kind[static_cast<std::size_t>(kind)];
+    // The first one, unless a follower's regression is followed by one about this node's own log
+    // (a refusal, or a leader lacking committed entries), which says more.
+    if (!rollback_alarm_ || (rollback_alarm_->kind == RollbackKind::FollowerRegressed &&
+                             kind != RollbackKind::FollowerRegressed)) {
+        rollback_alarm_ = RollbackAlarm{kind, peer, state_.term, from, to};
+    }
+}
+
+std::string_view to_string(RollbackKind kind) {
+    return enum_name<NameStyle::Snake>(kind);
+}
+
+std::string describe(const RollbackAlarm& a, const std::vector<std::string>& node_ids) {
+    const std::string peer =
+        a.peer.value < node_ids.size() ? node_ids[a.peer.value] : std::to_string(a.peer.value);
+    const std::string range = "after " + to_string(a.from) + " up to " + to_string(a.to);
+    switch (a.kind) {
+        case RollbackKind::RefusedTruncation:
+            return "refused to discard the committed entries " + range + ": the leader of term " +
+                   std::to_string(a.term.value) + " (" + peer +
+                   ") lacks them (a node's state was restored from an older copy or lost); the "
+                   "cluster must not go on without them";
+        case RollbackKind::LeaderLacksCommitted:
+            return "this leader (term " + std::to_string(a.term.value) +
+                   ") lacks committed entries " + range + " that " + peer +
+                   " holds (a node's state was restored from an older copy or lost): it takes "
+                   "no writes";
+        case RollbackKind::FollowerRegressed:
+            return peer + "'s log ends at " + to_string(a.from) + ", below " + to_string(a.to) +
+                   " that it acknowledged in term " + std::to_string(a.term.value) +
+                   " (its state was restored from an older copy or lost): its acknowledgements "
+                   "count for nothing in this term";
+    }
+    return "unknown rollback";
 }
 
 std::string_view to_string(LogDropReason reason) {

@@ -10,6 +10,7 @@
 #include "conclave/drivers/state_file.hpp"
 #include "conclave/net/handshake.hpp"
 #include "conclave/node/identity.hpp"
+#include "conclave/node/node_table.hpp"
 #include "conclave/replication/storage.hpp"
 #include "support/loopback.hpp"
 
@@ -190,4 +191,41 @@ TEST_CASE("peer incarnations: a damaged file is refused, not forgotten", "[node]
     IdWrite(dir / node::PeerIncarnations::kFileName, text);
     CHECK_THAT(Thrown([&] { node::PeerIncarnations peers(dir); }),
                Catch::Contains("checksum mismatch"));
+}
+
+TEST_CASE("a joined node's vote record is checked against the node table it joined",
+          "[node][identity]") {
+    // Its config file names only itself; members.json (written by the join) holds four nodes,
+    // and it voted for the fourth (itself, index 3).
+    const fs::path dir = test::fresh_temp_dir("conclave-identity-joined");
+    node::ClusterConfig config = IdConfig(dir, 0);
+    config.nodes = {node::NodeEntry{"n4", {}, {}}};
+    const drivers::NodeIdentity id{"demo", "n4", "0123456789abcdef0123456789abcdef"};
+    drivers::store_durable_state(dir, elector::DurableState{Term{4}, NodeId{3}}, id);
+    CHECK(Thrown([&] { node::check_identity(config); }).find("not below the cluster size 1") !=
+          std::string::npos);
+    node::StoredTable table;
+    table.cluster = "demo";
+    table.version = 3;
+    table.voters = {"n1", "n2", "n3", "n4"};
+    for (std::uint16_t i = 0; i < 4; ++i) {
+        const node::Endpoint peer{"127.0.0.1", static_cast<std::uint16_t>(7001 + i)};
+        const node::Endpoint http{"127.0.0.1", static_cast<std::uint16_t>(8001 + i)};
+        table.nodes.push_back(node::NodeEntry{"n" + std::to_string(i + 1), peer, http});
+        table.removed.push_back(false);
+    }
+    node::store_node_table(dir, table);
+    CHECK(node::vote_record_cluster_size(config) == 4);
+    CHECK(node::check_identity(config).identity == id);
+}
+
+TEST_CASE("a vote record below the terms its own log holds is refused", "[node][identity]") {
+    const fs::path dir = test::fresh_temp_dir("conclave-identity-vote-below-log");
+    const node::ClusterConfig config = IdConfig(dir);
+    CHECK_NOTHROW(node::check_vote_record_covers_log(config, Term{5}, Term{5}));
+    const std::string why =
+        Thrown([&] { node::check_vote_record_covers_log(config, Term{4}, Term{5}); });
+    CHECK(why.find("is of term 4") != std::string::npos);
+    CHECK(why.find("holds entries of term 5") != std::string::npos);
+    CHECK(why.find("--repair --min-term") != std::string::npos);
 }

@@ -43,7 +43,7 @@ TEST_CASE("/status JSON has exactly the fields of interfaces.md", "[status]") {
     SECTION("no leader is null; the metadata log adds two fields") {
         s.role = elector::Role::Follower;
         s.leader.reset();
-        s.log = LogStatus{"passive", Lsn{Term{7}, 40}, {"NOSPACE"}, std::nullopt};
+        s.log = LogStatus{"passive", Lsn{Term{7}, 40}, {"NOSPACE"}, std::nullopt, std::nullopt};
         const json j = status_to_json(s);
         CHECK(j["role"] == "follower");
         CHECK(j["leader"].is_null());

@@ -118,7 +118,8 @@ TEST_CASE("single node: sync point, ACTIVE, propose, commit on durability") {
     a = log.propose(Millis{7}, L(1, 1), "k1.1", "v");
     CHECK(a == LogActions{PersistEntries{{E(1, 1)}}});
     a = log.persisted(Millis{9}, L(1, 1));
-    CHECK(a == LogActions{ApplyCommitted{{E(1, 1)}},
+    // The commit point is durable before the writer hears "committed".
+    CHECK(a == LogActions{ApplyCommitted{{E(1, 1)}}, PersistMeta{LogMeta{Term{1}, L(1, 1)}},
                           ProposeResult{L(1, 1), ProposeError::None, Millis{7}}});
     CHECK(log.check_invariants().empty());
 }
@@ -428,10 +429,12 @@ TEST_CASE("a message that contradicts the log is dropped with an alarm, never ab
     f.on_leadership(T0, Follows(N0, 2));
     Entry forged = E(1, 1);
     forged.value = "forged";
-    // One LSN, two entries, on a committed entry: dropped, alarmed, nothing sent or changed.
+    // One LSN, two entries, on a committed entry: dropped, alarmed, nothing changed; the answer
+    // tells the sender what this node holds committed (a rollback, rollback_test.cpp).
     auto a = f.receive(T0, Msg(N0, 2, Append{L(1, 0), {forged}, L(1, 1)}));
     CHECK(All<PersistEntries>(a).empty());
-    CHECK(All<SendLog>(a).empty());
+    CHECK(Sent<AppendAck>(a, N0) ==
+          std::vector<AppendAck>{AppendAck{false, L(1, 0), L(1, 2), L(1, 1)}});
     CHECK(f.counters().protocol_violation_alarms == 1);
     CHECK(f.last_violation().from == N0);
     CHECK(std::string(f.last_violation().reason) ==

@@ -1102,13 +1102,315 @@ def test_join_refused(root):
         c.stop_all()
 
 
+def test_joined_restart(root):
+    """A node added with --join restarts like a configured one once it has voted: its vote record
+    indexes the node table it joined (members.json), not its config file's single node. Join,
+    promote, vote (a transfer makes it stand and vote for itself), restart, vote again."""
+    c = Cluster(root)
+    joiner = "n4"
+    try:
+        leader = c.start_all_agreed("joined restart")
+        if leader is None:
+            return
+        seed = c.doc["nodes"][c.ids.index(leader)]["peer"]
+        ports = free_ports(2)
+        doc = dict(c.doc, nodes=[{"id": joiner, "peer": "127.0.0.1:%d" % ports[0],
+                                  "http": "127.0.0.1:%d" % ports[1]}])
+        config = os.path.join(root, "joiner.json")
+        with open(config, "w") as fh:
+            json.dump(doc, fh)
+        c.http_ports[joiner] = ports[1]
+        log = open(os.path.join(root, joiner + ".log"), "ab")
+        c.logs[joiner] = log.name
+
+        def start_joiner(extra):
+            c.procs[joiner] = subprocess.Popen(
+                [DAEMON, "--config", config, "--node-id", joiner] + extra, stdout=log, stderr=log)
+
+        def role_of(nid):
+            view = request(c.http_ports[leader], "GET", "/members")
+            if view[0] != 200:
+                return None
+            ms = [m for m in json.loads(view[1]).get("members", []) if m["id"] == nid]
+            return ms[0] if ms else None
+
+        start_joiner(["--join", seed])
+        check(wait_for(lambda: (role_of(joiner) or {}).get("role") == "learner" and
+                       role_of(joiner)["catch_up"]["lag_entries"] == 0),
+              "joined restart: the joiner is a caught-up learner (%r)" % role_of(joiner))
+        code, body = post_json(c.http_ports[leader], "/members", {"op": "promote", "id": joiner})
+        check(code == 200, "joined restart: promoted (%r %r)" % (code, body))
+        check(wait_for(lambda: ((c.status(joiner) or {}).get("membership") or {}).get("role")
+                       == "voter"), "joined restart: the joiner knows it votes")
+        state_path = os.path.join(root, joiner, "elector-state.json")
+
+        def lead_by_transfer(to, current):
+            # Retried: a transfer is refused while the target is not caught up yet.
+            def moved():
+                now = c.agreed_leader(c.ids + [joiner])
+                if now and now[0] == to:
+                    return now
+                if now:
+                    request(c.http_ports[now[0]], "POST", "/transfer-leadership?to=" + to)
+                return None
+            return wait_for(moved, step_s=0.5)
+
+        first = lead_by_transfer(joiner, leader)
+        voted = json.load(open(state_path))
+        check(first is not None and voted.get("voted_for") is not None,
+              "joined restart: the joiner stood and voted (%r, %r)" % (first, voted))
+        c.procs[joiner].send_signal(signal.SIGTERM)
+        c.procs[joiner].wait(timeout=WAIT_S)
+        start_joiner([])
+        back = wait_for(lambda: c.agreed_leader(c.ids + [joiner])
+                        if c.procs[joiner].poll() is None else "exited")
+        check(back not in (None, "exited"),
+              "joined restart: restarted after voting, it rejoins (exit %r)" %
+              c.procs[joiner].poll())
+        if back in (None, "exited"):
+            return
+        other = [n for n in c.ids if n != back[0]][0]
+        lead_by_transfer(other, back[0])
+        again = lead_by_transfer(joiner, other)
+        voted_again = json.load(open(state_path))
+        check(again is not None and voted_again["term"] > voted["term"] and
+              voted_again.get("voted_for") is not None,
+              "joined restart: it votes again after the restart (%r -> %r)" % (voted, voted_again))
+    finally:
+        c.stop_all()
+
+
+def rollback_cluster_writes(c, port_of, prefix, count, acked):
+    """Writes `count` keys through whichever node `port_of()` names, each retried while the
+    answer is the documented "not active" / "no leader" (bounded); appends the acknowledged."""
+    for i in range(count):
+        key = "%s-%d" % (prefix, i)
+        if wait_for(lambda: post_json(port_of(), "/metadata", {"key": key, "value": i})[0] == 200,
+                    timeout_s=WAIT_S):
+            acked.append(key)
+
+
+def rollback_verdict(c, what, acked, witness):
+    """0 silent loss: the witness still holds every acknowledged write committed, and every running
+    node whose committed prefix lacks one is in a cluster that says so and takes no writes: some
+    node raises ROLLBACK (/status, /healthz 503, metric) and the leader refuses writes."""
+    keys = wait_for(lambda: committed_keys(c.http_ports[witness]))
+    check(keys is not None and set(acked) <= keys,
+          "%s: the old leader keeps every acknowledged write committed (%d acknowledged, %d "
+          "missing)" % (what, len(acked), len(set(acked) - (keys or set()))))
+    running = [n for n in c.ids if c.procs[n].poll() is None]
+    lacking = [n for n in running if not set(acked) <= (committed_keys(c.http_ports[n]) or set())]
+    if not lacking:
+        check(True, "%s: every running node holds every acknowledged write" % what)
+        return
+    alarmed = wait_for(lambda: [n for n in running if "ROLLBACK" in
+                                ((c.status(n) or {}).get("alarms") or [])], timeout_s=2 * WAIT_S)
+    check(alarmed, "%s: nodes lacking acknowledged writes (%r): ROLLBACK raised on %r" %
+          (what, lacking, alarmed))
+    for n in alarmed or []:
+        code, body = request(c.http_ports[n], "GET", "/healthz")
+        check(code == 503 and "ROLLBACK" in (body or ""),
+              "%s: /healthz of %s is 503 naming the rollback (%r, %r)" % (what, n, code, body))
+        check(metric(c.http_ports[n], "conclave_metadata_rollback_alarm") == 1.0,
+              "%s: conclave_metadata_rollback_alarm 1 on %s" % (what, n))
+        check(any("ALARM ROLLBACK" in r.get("msg", "") for r in c.log_records(n)),
+              "%s: %s logs the rollback" % (what, n))
+    # The cluster takes no writes rather than go on without them: every leader that lacks them
+    # refuses (its alarm stays), and none that holds them exists.
+    leader = wait_for(lambda: [n for n in running if (c.status(n) or {}).get("role") == "leader"
+                               and "ROLLBACK" in ((c.status(n) or {}).get("alarms") or [])])
+    check(leader, "%s: the leader lacking the writes raises ROLLBACK (%r)" %
+          (what, [(n, c.status(n)) for n in running]))
+    if leader:
+        code, body = post_json(c.http_ports[leader[0]], "/metadata", {"key": "after", "value": 1})
+        check(code == 503 and "not_active" in (body or ""),
+              "%s: the leader refuses writes (%r, %r)" % (what, code, body))
+
+
+def rollback_setup(root, what):
+    """Three nodes; F's data directory is copied while it is stopped and F comes back; then G (the
+    third node) stops and 200 writes are acknowledged by the leader L and F. Returns (cluster, L,
+    F, G, copy path, acked) or None."""
+    c = Cluster(root)
+    leader = c.start_all_agreed(what)
+    if leader is None:
+        return None
+    acked = []
+    rollback_cluster_writes(c, lambda: c.http_ports[leader], "base", 20, acked)
+    f = [n for n in c.ids if n != leader][0]
+    c.procs[f].send_signal(signal.SIGTERM)
+    c.procs[f].wait(timeout=WAIT_S)
+    copy = os.path.join(root, f + ".copy")
+    shutil.copytree(os.path.join(root, f), copy)
+    c.start(f)
+    agreed = wait_for(c.agreed_leader)
+    if not check(agreed is not None and agreed[0] != f,
+                 "%s: the follower is back after its copy was taken (%r)" % (what, agreed)):
+        return None
+    leader = agreed[0]
+    g = [n for n in c.ids if n not in (leader, f)][0]
+    c.procs[g].send_signal(signal.SIGTERM)
+    c.procs[g].wait(timeout=WAIT_S)
+    rollback_cluster_writes(c, lambda: c.http_ports[leader], "acked", 200, acked)
+    check(len(acked) == 220, "%s: 220 writes acknowledged by the leader and F (%d)" %
+          (what, len(acked)))
+    return c, leader, f, g, copy, acked
+
+
+def rollback_restore(c, root, f, copy):
+    c.procs[f].kill()
+    c.procs[f].wait()
+    shutil.rmtree(os.path.join(root, f))
+    shutil.copytree(copy, os.path.join(root, f))
+
+
+def test_rollback_leader_away(root):
+    """The restored-copy order where the old leader is the only witness: F is restored from its
+    copy (same term, same incarnation) after the leader died, the third node starts, F and it
+    elect a leader that lacks the 200 acknowledged writes. When the old leader comes back it
+    refuses to discard them (its commit point is durable), and the new leader, told so, takes no
+    writes: a loud stop, never a silent loss."""
+    what = "rollback, leader away"
+    setup = rollback_setup(root, what)
+    if setup is None:
+        return
+    c, leader, f, g, copy, acked = setup
+    try:
+        c.procs[leader].kill()
+        c.procs[leader].wait()
+        rollback_restore(c, root, f, copy)
+        c.start(f)
+        c.start(g)
+        check(wait_for(lambda: c.agreed_leader([f, g]), timeout_s=2 * WAIT_S) is not None,
+              "%s: F and the third node elect a leader" % what)
+        c.start(leader)
+        check(wait_for(lambda: all(p["up"] for p in (c.status(leader) or {"peers": [{"up": 0}]})
+                                   ["peers"])), "%s: the old leader is back and linked" % what)
+        rollback_verdict(c, what, acked, leader)
+    finally:
+        c.stop_all()
+
+
+def test_rollback_leader_alive(root):
+    """F is restored from its copy while the leader still runs. If the leader keeps its term, it
+    sees F's log end below what F acknowledged (follower_regressed) and counts it for nothing
+    (with the third node down, it takes no writes); if it lost its quorum meanwhile, the newer
+    term's sync adopts its log. Then the leader dies, the third node starts, F and it elect; the
+    old leader comes back: no acknowledged write is lost silently."""
+    what = "rollback, leader alive"
+    setup = rollback_setup(root, what)
+    if setup is None:
+        return
+    c, leader, f, g, copy, acked = setup
+    try:
+        term = (c.status(leader) or {}).get("term")
+        rollback_restore(c, root, f, copy)
+        c.start(f)
+
+        def outcome():
+            # The leader kept its term and F reconnected: it sees F regressed. Or the leader lost
+            # its quorum while F was down (check-quorum) and a newer term began: its sync then
+            # adopted the leader's own log, which holds every acknowledged write.
+            s = c.status(leader)
+            if s and "ROLLBACK" in (s.get("alarms") or []):
+                return ("alarm", s.get("rollback", ""))
+            now = c.agreed_leader([leader, f])
+            if now and now[1] > term:
+                keys = committed_keys(c.http_ports[now[0]])
+                if keys is not None and set(acked) <= keys:
+                    return ("newer term", now)
+            return None
+
+        seen = wait_for(outcome, timeout_s=2 * WAIT_S)
+        check(seen is not None and (seen[0] == "newer term" or "acknowledged" in seen[1]),
+              "%s: the leader raises ROLLBACK for the regressed follower, or a newer term's "
+              "leader holds every acknowledged write (%r)" % (what, seen))
+        if seen and seen[0] == "alarm":
+            code, _ = post_json(c.http_ports[leader], "/metadata", {"key": "during", "value": 1},
+                                timeout_s=10.0)
+            check(code != 200, "%s: without F's acks the leader commits nothing (%r)" %
+                  (what, code))
+        c.procs[leader].kill()
+        c.procs[leader].wait()
+        c.start(g)
+        check(wait_for(lambda: c.agreed_leader([f, g]), timeout_s=2 * WAIT_S) is not None,
+              "%s: F and the third node elect a leader" % what)
+        c.start(leader)
+        check(wait_for(lambda: all(p["up"] for p in (c.status(leader) or {"peers": [{"up": 0}]})
+                                   ["peers"])), "%s: the old leader is back and linked" % what)
+        rollback_verdict(c, what, acked, leader)
+    finally:
+        c.stop_all()
+
+
+def test_rollback_vote_record(root):
+    """Only the vote record is put back from an older copy (valid checksum) after the node's log
+    has taken entries of a newer term: the start is refused (exit 3), naming both terms and the
+    ways back; the cluster keeps every acknowledged write."""
+    c = Cluster(root)
+    try:
+        leader = c.start_all_agreed("rollback, vote record")
+        if leader is None:
+            return
+        f, g = [n for n in c.ids if n != leader]
+        acked = []
+        rollback_cluster_writes(c, lambda: c.http_ports[leader], "v", 5, acked)
+        state = os.path.join(root, f, "elector-state.json")
+        c.procs[f].send_signal(signal.SIGTERM)
+        c.procs[f].wait(timeout=WAIT_S)
+        old = open(state).read()
+        c.start(f)
+        # A newer term whose entries reach F: leadership moves to G (retried until accepted).
+        def moved():
+            now = c.agreed_leader()
+            if now and now[0] == g:
+                return now
+            if now:
+                request(c.http_ports[now[0]], "POST", "/transfer-leadership?to=" + g)
+            return None
+        check(wait_for(moved, timeout_s=2 * WAIT_S, step_s=0.5) is not None,
+              "rollback, vote record: leadership moves to a newer term")
+        rollback_cluster_writes(c, lambda: c.http_ports[g], "w", 5, acked)
+        newer = json.load(open(state))["term"]
+        check(newer > json.loads(old)["term"] and
+              wait_for(lambda: set(acked) <= (committed_keys(c.http_ports[f]) or set())),
+              "rollback, vote record: F's log holds entries of term %d" % newer)
+        c.procs[f].send_signal(signal.SIGTERM)
+        c.procs[f].wait(timeout=WAIT_S)
+        with open(state, "w") as fh:
+            fh.write(old)
+        r = subprocess.run([DAEMON, "--config", c.config, "--node-id", f], capture_output=True,
+                           text=True, timeout=WAIT_S)
+        line = [l for l in r.stderr.splitlines() if l.startswith("conclaved:")]
+        check(r.returncode == 3 and line and "holds entries of term" in line[-1] and
+              "--repair --min-term" in line[-1],
+              "rollback, vote record: the start is refused (exit %r, %r)" %
+              (r.returncode, line[-1:] if line else r.stderr[-300:]))
+        keys = committed_keys(c.http_ports[g])
+        check(keys is not None and set(acked) <= keys,
+              "rollback, vote record: no acknowledged write is lost")
+    finally:
+        c.stop_all()
+
+
+DEFAULT_TESTS = (test_bad_configs, test_cluster, test_graceful_handover, test_disk_full,
+                 test_repair, test_membership, test_lost_state, test_new_node_quarantine,
+                 test_removed_while_down, test_snapshot_restored, test_join_refused)
+# Restored copies (item "rollback" of node/README.md's "Lost or damaged state") and joined nodes
+# restarting: a separate CTest (conclaved_rollback_tests), each bounded like the others.
+ROLLBACK_TESTS = (test_joined_restart, test_rollback_leader_away, test_rollback_leader_alive,
+                  test_rollback_vote_record)
+
+
 def main():
     with tempfile.TemporaryDirectory(prefix="conclaved-test-") as root:
-        chosen = sys.argv[2:]  # test function names; all of them when none is given
-        for test in (test_bad_configs, test_cluster, test_graceful_handover, test_disk_full,
-                     test_repair, test_membership, test_lost_state, test_new_node_quarantine,
-                     test_removed_while_down, test_snapshot_restored, test_join_refused):
-            if chosen and test.__name__ not in chosen:
+        # Test function names; the default set when none is given ("rollback": ROLLBACK_TESTS,
+        # their own CTest, conclaved_rollback_tests).
+        chosen = sys.argv[2:]
+        if chosen == ["rollback"]:
+            chosen = [t.__name__ for t in ROLLBACK_TESTS]
+        for test in DEFAULT_TESTS + ROLLBACK_TESTS:
+            if (chosen and test.__name__ not in chosen) or (not chosen and test in ROLLBACK_TESTS):
                 continue
             sub = os.path.join(root, test.__name__)
             os.mkdir(sub)

@@ -135,7 +135,10 @@ struct LogDriverCounters {
     std::array<std::uint64_t, kLogMessageTypeCount> messages_out{};
     std::uint64_t messages_dropped = 0;  // the mesh refused (peer down, queue overflow)
     std::uint64_t bad_frames = 0;        // undecodable or wrong sender (connection closed)
-    std::uint64_t flushes = 0;           // group commits
+    /// Log messages of a term above the elector's durable term, dropped until the elector has
+    /// made that term durable: the log never holds an entry of a term above the vote record's.
+    std::uint64_t ahead_of_vote_record = 0;
+    std::uint64_t flushes = 0;  // group commits
     std::uint64_t storage_failures = 0;
     std::uint64_t proposals_ok = 0;
     std::uint64_t proposals_failed = 0;   // every other outcome
@@ -226,6 +229,9 @@ class LogDriver {
     };
 
     std::optional<net::FrameRejection> on_frame(NodeId from, std::span<const std::uint8_t> payload);
+    /// Logs the core's rollback alarm once, when it was raised by the last input (`reported`:
+    /// it was already raised before).
+    void report_rollback(bool reported);
     void on_peer(NodeId peer, bool up);
     void on_leadership(const elector::LeadershipSnapshot& snapshot);
     template <class Input>

@@ -15,6 +15,7 @@
 // (docs/design.md, "Node identity").
 #pragma once
 
+#include <cstddef>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -44,12 +45,24 @@ struct IdentityCheck {
 /// vote record that cannot be read, parsed or checksummed.
 IdentityCheck check_identity(const ClusterConfig& config);
 
+/// The number of nodes the vote record's `voted_for` indexes: the stored node table's
+/// (members.json, the table a joined node was accepted with or learnt since) when there is one,
+/// else the config file's `nodes`. A table that cannot be read counts the config's nodes (the start
+/// refuses the table itself later, naming it).
+std::size_t vote_record_cluster_size(const ClusterConfig& config);
+
 /// The metadata log's data file (`<data_dir>/log/log.dat`), created with the log.
 std::filesystem::path metadata_log_file(const ClusterConfig& config);
 
 /// Throws IdentityError when `identity` has created the metadata log but the log file is gone (a
 /// log lost beside a kept vote record).
 void check_log_kept(const ClusterConfig& config, const drivers::NodeIdentity& identity);
+
+/// Throws IdentityError when the vote record's term is below `log_term`, the highest term of an
+/// entry the metadata log holds: the log only takes entries of a term its elector has made durable
+/// (drivers::LogDriver), so such a vote record is an older copy, and the node may have voted in
+/// terms it no longer remembers (two leaders in one term, with one fencing token).
+void check_vote_record_covers_log(const ClusterConfig& config, Term vote_term, Term log_term);
 
 /// The files of the data directory, other than the vote record, that show this node has taken part
 /// in a cluster (empty: none). Used by check_identity() and `conclaved --repair`.

@@ -41,8 +41,12 @@ struct LogStatus {
     /// "passive" (leader not yet allowed to write) or "active"; empty (omitted) on a follower.
     std::string leader_status;
     Lsn commit_lsn{};
-    /// Raised alarms ("NOSPACE": the quota is reached, metadata writes are refused).
+    /// Raised alarms ("NOSPACE": the quota is reached, metadata writes are refused; "ROLLBACK": a
+    /// node's state went back to an older copy, see `rollback`).
     std::vector<std::string> alarms;
+    /// The first rollback this node saw (replication::describe(RollbackAlarm)): which entries,
+    /// which peer, what the node does about it.
+    std::optional<std::string> rollback;
     /// `conclaved --repair`: the repaired marker R while this node is non-voting.
     std::optional<Term> repaired;
 };

@@ -29,9 +29,11 @@ BOOST_DEFINE_FIXED_ENUM_CLASS(
     CompactUncommitted,   // compaction folds entries past the commit point into the snapshot
     CountRepaired,        // a repaired node acts as an ordinary one: answers sync, its acks
                           // (and, leading, its own log) count for commit (--repair)
-    SkipOwnTermCommit     // membership, no R3: propose_config is accepted from a PASSIVE leader
+    SkipOwnTermCommit,    // membership, no R3: propose_config is accepted from a PASSIVE leader
                           // once its sync point is appended, before that entry of its own term
                           // commits (docs/membership.md §7.4: harmless under the committed rule)
+    ForgetCommitPoint     // a leader acknowledges proposals without making its commit point
+                          // durable first: after a restart it may discard what it acknowledged
 )
 
 struct LogConfig {

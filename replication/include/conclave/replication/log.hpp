@@ -60,6 +60,11 @@ struct PeerProgress {
         true;          // position unsure: one batch at a time until an ok ack (etcd-raft's probe)
     Lsn probe_prev{};  // prev_lsn of the last batch sent while probing
     bool non_voting = false;  // its last ok ack said it is repaired: match_len is not counted
+    /// The highest LSN it acknowledged in this term before its last reconnection (peer_up): a
+    /// later answer whose log ends below it shows a follower whose state regressed.
+    Lsn acked_before_up{};
+    Lsn acked{};             // the highest LSN it acknowledged in this term
+    bool regressed = false;  // its state regressed in this term: its acks count for nothing
     bool operator==(const PeerProgress&) const = default;
 };
 
@@ -123,9 +128,36 @@ BOOST_DEFINE_FIXED_ENUM_CLASS(
 )
 inline constexpr std::size_t kLogViolationKindCount = kEnumeratorCount<LogViolationKind>;
 
+/// A rollback seen (a data directory restored from an older copy, a disk that lost what it
+/// acknowledged): the node refuses to go on as if nothing happened (LogCounters::rollback_alarms,
+/// ReplicatedLog::rollback_alarm()).
+BOOST_DEFINE_FIXED_ENUM_CLASS(
+    RollbackKind, std::uint8_t,
+    RefusedTruncation,     // asked to discard entries at or below this node's commit point: refused
+    LeaderLacksCommitted,  // leader: a follower reports a commit point this log does not hold; the
+                           // leader takes no more writes
+    FollowerRegressed      // leader: a follower's log ends below what it acknowledged in this term;
+                           // its acks count for nothing for the rest of the term
+)
+inline constexpr std::size_t kRollbackKindCount = kEnumeratorCount<RollbackKind>;
+
+/// The first rollback this node saw in this run: what, who, in which term, and the range of
+/// entries concerned (`from` exclusive .. `to` inclusive: the entries that would be or were lost).
+struct RollbackAlarm {
+    RollbackKind kind{};
+    NodeId peer{};
+    Term term{};
+    Lsn from{};
+    Lsn to{};
+    bool operator==(const RollbackAlarm&) const = default;
+};
+
 /// Metric label values: "not_a_peer", "sync_response_ahead", ...
 std::string_view to_string(LogDropReason reason);
 std::string_view to_string(LogViolationKind kind);
+std::string_view to_string(RollbackKind kind);
+/// The sentence for logs and /status, naming the range and the peer.
+std::string describe(const RollbackAlarm& alarm, const std::vector<std::string>& node_ids);
 /// The sentence for logs: "contradicts a committed entry (one LSN, two entries)", ...
 const char* describe(LogViolationKind kind);
 
@@ -161,6 +193,9 @@ struct LogCounters {
     /// messages_dropped and protocol_violation_alarms split by reason (the totals stay).
     std::array<std::uint64_t, kLogDropReasonCount> dropped_by_reason{};
     std::array<std::uint64_t, kLogViolationKindCount> violations_by_kind{};
+    /// Rollbacks seen (RollbackAlarm), by kind.
+    std::uint64_t rollback_alarms = 0;
+    std::array<std::uint64_t, kRollbackKindCount> rollbacks_by_kind{};
 };
 
 /// The last protocol violation seen (LogCounters::protocol_violation_alarms), for logs and
@@ -210,6 +245,10 @@ class ReplicatedLog {
     const LogCounters& counters() const { return counters_; }
     /// Valid when counters().protocol_violation_alarms > 0.
     const LogViolation& last_violation() const { return last_violation_; }
+    /// The first rollback seen in this run (nullopt: none). While set on a leader
+    /// (LeaderLacksCommitted), it takes no writes: the cluster stops rather than lose acknowledged
+    /// entries.
+    const std::optional<RollbackAlarm>& rollback_alarm() const { return rollback_alarm_; }
     /// The entries after the snapshot (all of them while nothing was compacted). Positions
     /// (lengths, LogState's *_len) count from the start of the history: entries()[i] is at
     /// position snapshot().len + i.
@@ -227,7 +266,7 @@ class ReplicatedLog {
     const std::vector<PeerProgress>& progress() const { return progress_; }
     const SyncProgress& sync() const { return sync_; }
     LogRole role() const { return state_.role; }
-    bool can_propose() const { return state_.role == LogRole::LeaderActive; }
+    bool can_propose() const { return state_.role == LogRole::LeaderActive && !halted_; }
     /// Membership: the active configuration (latest configuration entry of the committed
     /// prefix; without any, every node of the cluster votes at version 0).
     const ActiveConfig& active_config() const { return active_; }
@@ -367,6 +406,16 @@ class ReplicatedLog {
     /// Counts and records a message no correct peer sends; the caller drops it.
     void Violation(const LogMessage& m, LogViolationKind kind);
     void Drop(LogDropReason reason);
+    /// Counts a rollback; the first one of the run is kept (rollback_alarm()), or the first about
+    /// this node's own log after a follower's regression.
+    void Rollback(RollbackKind kind, NodeId peer, Lsn from, Lsn to);
+    /// Leader: `peer`'s answer says it holds `commit` committed (and, for a refusal, that its log
+    /// ends at `log_end`). A commit point this log lacks, or a log end below what the peer
+    /// acknowledged before it reconnected, is a rollback. Returns false when the answer must not
+    /// be acted on.
+    bool CheckPeerRollback(NodeId peer, std::optional<Lsn> log_end, Lsn commit);
+    /// Follower: an Append would discard committed entries (Contradiction): refused loudly.
+    void RefuseTruncation(const LogMessage& m, std::size_t pos, const std::vector<Entry>& entries);
 
     void Send(NodeId to, LogMessageBody body);
     void SendToAll(LogMessageBody body);
@@ -413,6 +462,8 @@ class ReplicatedLog {
     std::uint8_t armed_timers_ = 0;
     LogCounters counters_;
     LogViolation last_violation_;
+    std::optional<RollbackAlarm> rollback_alarm_;
+    bool halted_ = false;  // LeaderLacksCommitted: no more writes in this run
     LogActions out_;
 };
 
