@@ -28,9 +28,10 @@ BOOST_DEFINE_FIXED_ENUM_CLASS(
     CompactUncommitted,   // compaction folds entries past the commit point into the snapshot
     CountRepaired,        // a repaired node acts as an ordinary one: answers sync, its acks
                           // (and, leading, its own log) count for commit (--repair)
-    SkipOwnTermCommit     // membership, no R3: propose_config is accepted from a PASSIVE leader
+    SkipOwnTermCommit,    // membership, no R3: propose_config is accepted from a PASSIVE leader
                           // once its sync point is appended, before that entry of its own term
                           // commits (docs/membership.md §7.4: harmless under the committed rule)
+    IgnoreSnapshotWindow  // a snapshot is sent whole at once, every chunk in flight (no window)
 )
 
 struct LogConfig {
@@ -48,8 +49,9 @@ struct LogConfig {
     /// A proposal not committed within this many heartbeat ticks is answered TimedOut.
     std::uint32_t propose_timeout_ticks = 20;
 
-    /// Flow control (catch-up and replication): at most this many entries / bytes per batch, and
-    /// at most this many unacknowledged batches per follower.
+    /// Flow control (catch-up and replication): at most this many entries / bytes per batch (and
+    /// per snapshot chunk), and at most this many unacknowledged batches (or snapshot chunks) per
+    /// follower.
     std::uint32_t max_batch_entries = 256;
     std::size_t max_batch_bytes = std::size_t{1} << 20;
     std::uint32_t max_inflight_batches = 4;
