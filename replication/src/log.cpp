@@ -8,8 +8,8 @@
 #include <array>
 #include <functional>
 #include <limits>
-#include <memory>
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <type_traits>
 #include <utility>
@@ -608,8 +608,8 @@ void ReplicatedLog::SyncRetryFired() {
         // period without progress (a FetchRequest would too, from its acknowledged offset).
         const std::size_t held = incoming_->snapshot.entries.size();
         if (held == incoming_->held_at_retry) {
-            Send(*sync_.source, SnapshotAck{incoming_->snapshot.lsn, incoming_->snapshot.len, held,
-                                            true, true});
+            Send(*sync_.source,
+                 SnapshotAck{incoming_->snapshot.lsn, incoming_->snapshot.len, held, true, true});
         }
         incoming_->held_at_retry = held;
     } else if (sync_.source) {
@@ -1455,8 +1455,8 @@ bool ReplicatedLog::StreamSnapshot(NodeId peer) {
     }
     bool sent = false;
     while (!out.sent_done && out.inflight_ends.size() < window) {
-        InstallSnapshot chunk{s.lsn, s.len, out.sent, {}, false, out.fetch, s.entries.size(),
-                              out.crc};
+        InstallSnapshot chunk{s.lsn, s.len,     out.sent,         {},
+                              false, out.fetch, s.entries.size(), out.crc};
         std::size_t bytes = 0;
         while (out.sent < s.entries.size() && chunk.entries.size() < config_.max_batch_entries &&
                (chunk.entries.empty() ||

@@ -4,8 +4,8 @@
 // reconnection or a restart, refusal of bad chunks. Cores only, driven by hand with simulated
 // time: the test holds every message in flight and decides what arrives. Helpers are prefixed
 // Ss so that the unity build does not clash.
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -48,9 +48,8 @@ Snapshot SsSnapshot() {
 }
 
 elector::LeadershipSnapshot SsLeads(std::uint16_t n, std::uint64_t term) {
-    return elector::LeadershipSnapshot{
-        elector::Role::Leader,        Term{term}, NodeId{n}, term,
-        elector::Reason::ElectionWon, SsT0,       std::nullopt};
+    return elector::LeadershipSnapshot{elector::Role::Leader,        Term{term}, NodeId{n},   term,
+                                       elector::Reason::ElectionWon, SsT0,       std::nullopt};
 }
 
 /// Nodes 0 and 1 and what is in flight between them (in order). Storage is instant: a
@@ -286,7 +285,8 @@ TEST_CASE("snapshot stream: a restarted follower is sent the snapshot from its s
     net->wire.clear();
     net->Take(0, net->node[0]->peer_down(SsT0, NodeId{1}));
     // Node 1 restarts: what it collected was in memory only.
-    net->node[1] = std::make_unique<ReplicatedLog>(SsConfig(1), RecoveredLog{{}, LogMeta{Term{2}, kNoLsn}});
+    net->node[1] =
+        std::make_unique<ReplicatedLog>(SsConfig(1), RecoveredLog{{}, LogMeta{Term{2}, kNoLsn}});
     net->Take(1, net->node[1]->start(SsT0));
     net->Take(0, net->node[0]->peer_up(SsT0, NodeId{1}));
     const std::size_t before = net->chunks.size();

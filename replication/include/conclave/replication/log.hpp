@@ -97,10 +97,10 @@ struct LogState {
 /// Why the core dropped a message without acting on it (LogCounters::dropped_by_reason).
 BOOST_DEFINE_FIXED_ENUM_CLASS(
     LogDropReason, std::uint8_t,
-    NotAPeer,                // the sender is not another member of the cluster
-    TermOutOfRange,          // a term >= 2^63, which no correct node can reach
-    InvalidBatch,            // Append entries not strictly increasing, above the term, or malformed
-    UnknownAckedLsn,         // an AppendAck for an LSN this leader never sent in its term
+    NotAPeer,         // the sender is not another member of the cluster
+    TermOutOfRange,   // a term >= 2^63, which no correct node can reach
+    InvalidBatch,     // Append entries not strictly increasing, above the term, or malformed
+    UnknownAckedLsn,  // an AppendAck for an LSN this leader never sent in its term
     SnapshotChunkOutOfOrder,  // an InstallSnapshot chunk not following the one before (resent)
     SnapshotAckOutOfRange     // a SnapshotAck of more entries than the snapshot being sent holds
 )
@@ -423,11 +423,11 @@ class ReplicatedLog {
         Term term{};
         bool fetch = false;
         Snapshot snapshot;
-        std::size_t bytes = 0;     // entry_bytes() of snapshot.entries (bounded)
-        std::uint64_t count = 0;   // entries announced
-        std::uint32_t crc = 0;     // announced: snapshot_crc() of all of them
-        std::uint32_t so_far = 0;  // snapshot_crc() of snapshot.entries
-        bool resend_asked = false;     // a gap was reported; no more until a chunk fits
+        std::size_t bytes = 0;          // entry_bytes() of snapshot.entries (bounded)
+        std::uint64_t count = 0;        // entries announced
+        std::uint32_t crc = 0;          // announced: snapshot_crc() of all of them
+        std::uint32_t so_far = 0;       // snapshot_crc() of snapshot.entries
+        bool resend_asked = false;      // a gap was reported; no more until a chunk fits
         std::size_t held_at_retry = 0;  // fetch: entries held at the last SyncRetry
     };
     std::optional<Incoming> incoming_;
@@ -438,9 +438,9 @@ class ReplicatedLog {
         std::size_t len = 0;
         std::uint32_t crc = 0;
         bool fetch = false;
-        std::size_t acked = 0;  // entries the receiver said it holds
-        std::size_t sent = 0;   // offset of the next chunk
-        bool sent_done = false;                 // the last chunk is sent (since the last resend)
+        std::size_t acked = 0;                   // entries the receiver said it holds
+        std::size_t sent = 0;                    // offset of the next chunk
+        bool sent_done = false;                  // the last chunk is sent (since the last resend)
         std::vector<std::size_t> inflight_ends;  // unacknowledged chunks (end offsets)
         bool probing = false;                    // resent after a stall: one chunk at a time
         std::size_t acked_at_last_tick = 0;
