@@ -604,12 +604,19 @@ void ReplicatedLog::SyncRetryFired() {
         }
     }
     if (sync_.source && incoming_ && incoming_->fetch && incoming_->from == *sync_.source) {
-        // A snapshot is streaming from the source: ask it to send again only after a whole
-        // period without progress (a FetchRequest would too, from its acknowledged offset).
+        // A snapshot is streaming from the source: ask it to send again from what we hold only
+        // after a whole period without progress; after two, the source may no longer hold that
+        // snapshot: a FetchRequest starts its current one.
         const std::size_t held = incoming_->snapshot.entries.size();
-        if (held == incoming_->held_at_retry) {
+        if (held != incoming_->held_at_retry) {
+            incoming_->retry_asked = false;
+        } else if (!incoming_->retry_asked) {
+            incoming_->retry_asked = true;
             Send(*sync_.source,
                  SnapshotAck{incoming_->snapshot.lsn, incoming_->snapshot.len, held, true, true});
+        } else {
+            incoming_->retry_asked = false;
+            SendFetch();
         }
         incoming_->held_at_retry = held;
     } else if (sync_.source) {

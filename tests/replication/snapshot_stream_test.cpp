@@ -415,3 +415,37 @@ TEST_CASE("snapshot stream: a new leader fetches a source's snapshot in a window
     CHECK(net.Starts() == 1);
     CHECK(net.node[0]->check_invariants().empty());
 }
+
+TEST_CASE("snapshot stream: a fetch whose last chunk is lost asks again at the sync retry",
+          "[snapshot-stream]") {
+    SsNet net;
+    net.node[0] = std::make_unique<ReplicatedLog>(SsConfig(0), RecoveredLog{});
+    net.node[1] = std::make_unique<ReplicatedLog>(
+        SsConfig(1), RecoveredLog{{}, LogMeta{Term{1}, SsL(1, 250)}, SsSnapshot()});
+    net.Take(0, net.node[0]->start(SsT0));
+    net.Take(1, net.node[1]->start(SsT0));
+    net.Take(0, net.node[0]->on_leadership(SsT0, SsLeads(0, 2)));
+    bool lost = false;
+    net.DeliverAll([&](const LogMessage& m) {
+        if (!lost && SsIsChunk(m) && std::get<InstallSnapshot>(m.body).done) {
+            lost = true;
+            return true;
+        }
+        return false;
+    });
+    REQUIRE(lost);
+    REQUIRE(net.node[0]->role() == LogRole::LeaderPassive);
+    const auto retry = [&] { net.Take(0, net.node[0]->timer_fired(SsT0, LogTimer::SyncRetry)); };
+    retry();  // progress since the last retry: nothing asked
+    const std::size_t before = net.chunks.size();
+    CHECK(net.wire.empty());
+    retry();  // a whole period without progress: a resend from the held offset
+    REQUIRE(net.wire.size() == 1);
+    CHECK(std::get<SnapshotAck>(net.wire.front().second.body) ==
+          SnapshotAck{SsL(1, 250), 250, 190, true, true});
+    net.DeliverAll();
+    CHECK(net.OffsetsSince(before) == std::vector<std::uint64_t>{190});
+    CHECK(net.node[0]->snapshot() == net.node[1]->snapshot());
+    CHECK(net.node[0]->role() == LogRole::LeaderActive);
+    CHECK(net.Starts() == 1);
+}

@@ -429,6 +429,7 @@ class ReplicatedLog {
         std::uint32_t so_far = 0;       // snapshot_crc() of snapshot.entries
         bool resend_asked = false;      // a gap was reported; no more until a chunk fits
         std::size_t held_at_retry = 0;  // fetch: entries held at the last SyncRetry
+        bool retry_asked = false;       // fetch: a resend was asked at the last SyncRetry
     };
     std::optional<Incoming> incoming_;
     /// A snapshot being sent to one peer (leader: a follower; sync source: the PASSIVE leader).
