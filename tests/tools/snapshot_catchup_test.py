@@ -31,9 +31,20 @@ VALUE_BYTES = 60000
 
 def write_all(c, leader, count, acked, errors):
     """Writes keys big-0..big-<count-1> with 8 writers, each retried while it is refused with a
-    documented "not active / no leader" answer (bounded)."""
+    documented answer (307 to the leader, 503 not active / no leader; bounded), asking the
+    cluster who leads after each refusal."""
     lock = threading.Lock()
     todo = list(range(count))
+    current = [leader]
+
+    def attempt(key, value):
+        code, _ = ct.post_json(c.http_ports[current[0]], "/metadata",
+                               {"key": key, "value": value}, timeout_s=30.0)
+        if code != 200:
+            agreed = c.agreed_leader()
+            if agreed:
+                current[0] = agreed[0]
+        return code == 200
 
     def writer():
         while True:
@@ -43,10 +54,7 @@ def write_all(c, leader, count, acked, errors):
                 i = todo.pop()
             key = "big-%05d" % i
             value = ("%05d" % i) + "x" * (VALUE_BYTES - 5)
-            done = ct.wait_for(lambda: ct.post_json(c.http_ports[leader], "/metadata",
-                                                    {"key": key, "value": value},
-                                                    timeout_s=30.0)[0] == 200,
-                               timeout_s=60.0, step_s=0.1)
+            done = ct.wait_for(lambda: attempt(key, value), timeout_s=60.0, step_s=0.1)
             with lock:
                 (acked if done else errors).append(key)
 
@@ -97,6 +105,7 @@ def run(root, mib, timeout_s):
         acked, errors = [], []
         started = time.monotonic()
         write_all(c, leader, count, acked, errors)
+        leader = ct.wait_for(c.agreed_leader, timeout_s=60.0)[0]  # it may have moved
         print("wrote %d x %d bytes (%.1f MiB) in %.1f s" %
               (len(acked), VALUE_BYTES, len(acked) * VALUE_BYTES / 2**20,
                time.monotonic() - started), flush=True)
