@@ -60,7 +60,8 @@ std::vector<std::pair<std::string, Bytes>> seed_corpus() {
          {log(replication::SyncRequest{}), log(replication::SyncResponse{a, a}),
           log(replication::Append{a, entries, a}), log(replication::AppendAck{true, a, b, a}),
           log(replication::FetchRequest{a, b, 16}), log(replication::FetchResponse{a, entries, b}),
-          log(replication::InstallSnapshot{b, 9, 0, {entries[1]}, true, false})}) {
+          log(replication::InstallSnapshot{b, 9, 0, {entries[1]}, true, false, 1, 0x1234}),
+          log(replication::SnapshotAck{b, 9, 1, false, false})}) {
         log_all.insert(log_all.end(), f.begin(), f.end());
     }
     Hello join_hello{kProtocolVersion, "demo", "n4"};

@@ -176,13 +176,27 @@ void check_log_body(const AppendAck& b) {
     }
 }
 
+// A snapshot's length counts entries of a history: anything near 2^64 is forged.
+constexpr std::uint64_t kMaxSnapshotLen = std::uint64_t{1} << 48;
+
 void check_log_body(const InstallSnapshot& b) {
-    // A snapshot's length counts entries of a history: anything near 2^64 is forged.
-    constexpr std::uint64_t kMaxLen = std::uint64_t{1} << 48;
-    if (b.len > kMaxLen || b.offset > b.len || b.entries.size() > b.len - b.offset) {
-        fail("len/offset: " + std::to_string(b.offset) + " + " + std::to_string(b.entries.size()) +
-             " entries do not fit in a snapshot of length " + std::to_string(b.len) +
+    if (b.len > kMaxSnapshotLen || b.count > b.len || b.offset > b.count ||
+        b.entries.size() > b.count - b.offset) {
+        fail("len/count/offset: " + std::to_string(b.offset) + " + " +
+             std::to_string(b.entries.size()) + " entries do not fit in a snapshot of " +
+             std::to_string(b.count) + " entries and length " + std::to_string(b.len) +
              " (at most 2^48)");
+    }
+    if (b.done && b.offset + b.entries.size() != b.count) {
+        fail("done: the last chunk ends at entry " + std::to_string(b.offset + b.entries.size()) +
+             ", not at the snapshot's count " + std::to_string(b.count));
+    }
+}
+
+void check_log_body(const SnapshotAck& b) {
+    if (b.len > kMaxSnapshotLen || b.offset > b.len) {
+        fail("len/offset: offset " + std::to_string(b.offset) + " beyond a snapshot of length " +
+             std::to_string(b.len) + " (at most 2^48)");
     }
 }
 

@@ -36,6 +36,20 @@ LogConfig checked(LogConfig config, const net::Mesh& mesh) {
     if (auto error = config.validate()) {
         throw std::invalid_argument("metadata log config: " + *error);
     }
+    // A window of batches or snapshot chunks in flight to one peer (each up to max_batch_bytes
+    // plus one entry and framing) stays within half of the mesh's send queue: the rest is
+    // for the elector's frames, heartbeats and resends; a full queue resets the connection.
+    const std::size_t window_bytes =
+        std::size_t{config.max_inflight_batches} *
+        (config.max_batch_bytes + config.max_key_bytes + config.max_value_bytes + 4096);
+    if (window_bytes > net::MeshOptions{}.max_queue_bytes / 2) {
+        throw std::invalid_argument(
+            "metadata log config: max_inflight_batches x max_batch_bytes (" +
+            std::to_string(window_bytes) +
+            " bytes in flight) exceeds half of the mesh's send "
+            "queue (" +
+            std::to_string(net::MeshOptions{}.max_queue_bytes) + " bytes)");
+    }
     return config;
 }
 

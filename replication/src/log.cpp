@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <array>
 #include <functional>
+#include <limits>
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <type_traits>
 #include <utility>
@@ -93,6 +95,7 @@ ReplicatedLog::ReplicatedLog(LogConfig config, RecoveredLog recovered)
     state_.durable_len = end_len();
     state_.repaired = recovered.meta.repaired;
     progress_.resize(config_.cluster_size);
+    outgoing_.resize(config_.cluster_size);
     sync_.last_lsn.resize(config_.cluster_size);
     sync_.commit_lsn.resize(config_.cluster_size);
     // Membership: every configuration entry recovered must decode (it did when it was accepted);
@@ -214,10 +217,14 @@ LogActions ReplicatedLog::receive(Millis, const LogMessage& m) {
         return Finish();
     }
     const auto* snapshot_chunk = std::get_if<InstallSnapshot>(&m.body);
+    const auto* snapshot_ack = std::get_if<SnapshotAck>(&m.body);
+    // A fetch's SnapshotAck comes from the PASSIVE leader (like its FetchRequest); a leader's
+    // chunks are requests, a source's are responses.
     const bool request = std::holds_alternative<SyncRequest>(m.body) ||
                          std::holds_alternative<Append>(m.body) ||
                          std::holds_alternative<FetchRequest>(m.body) ||
-                         (snapshot_chunk != nullptr && !snapshot_chunk->fetch);
+                         (snapshot_chunk != nullptr && !snapshot_chunk->fetch) ||
+                         (snapshot_ack != nullptr && snapshot_ack->fetch);
     if (m.term < state_.term) {
         if (request) {
             RejectStale(m);
@@ -253,6 +260,8 @@ LogActions ReplicatedLog::receive(Millis, const LogMessage& m) {
                 HandleFetchRequest(m, body);
             } else if constexpr (std::is_same_v<T, InstallSnapshot>) {
                 HandleInstallSnapshot(m, body);
+            } else if constexpr (std::is_same_v<T, SnapshotAck>) {
+                HandleSnapshotAck(m, body);
             } else {
                 static_assert(std::is_same_v<T, FetchResponse>);
                 HandleFetchResponse(m, body);
@@ -306,9 +315,17 @@ LogActions ReplicatedLog::peer_up(Millis, NodeId peer) {
         progress_[peer.value].match_len = 0;
         progress_[peer.value].acked_before_up = progress_[peer.value].acked;
         Rewind(peer, guess);
+        if (outgoing_[peer.value]) {
+            // What was in flight died with the connection: resume at the acknowledged offset.
+            ResendSnapshot(peer, outgoing_[peer.value]->acked);
+        }
         if (!Replicate(peer)) {
             SendHeartbeat(peer);
         }
+    } else if (!IsLeader() && outgoing_[peer.value]) {
+        // A sync source's transfer to a PASSIVE leader resumes the same way.
+        ResendSnapshot(peer, outgoing_[peer.value]->acked);
+        StreamSnapshot(peer);
     } else if (IsLeader() && !sync_.done) {
         if (!sync_.responded.contains(peer)) {
             Send(peer, SyncRequest{});
@@ -446,7 +463,17 @@ void ReplicatedLog::HandleAppendAck(const LogMessage& m, const AppendAck& body) 
         auto len = length_through(body.last_lsn);
         if (!len) {
             if (body.last_lsn < snapshot_.lsn) {
-                return;  // compacted since we sent it: the heartbeat's retransmission catches up
+                // Compacted since we sent it. The follower installed a snapshot we kept for it
+                // (pinned): it holds that prefix; the current snapshot follows. Otherwise the
+                // heartbeat's retransmission catches up.
+                std::optional<Outgoing>& out = outgoing_[m.from.value];
+                if (out && !out->fetch && out->lsn == body.last_lsn) {
+                    p.match_len = std::max(p.match_len, out->len);
+                    p.next_len = std::max(p.next_len, p.match_len);
+                    out.reset();
+                    Replicate(m.from);
+                }
+                return;
             }
             Drop(LogDropReason::UnknownAckedLsn);  // we never sent that LSN in this term
             return;
@@ -455,6 +482,9 @@ void ReplicatedLog::HandleAppendAck(const LogMessage& m, const AppendAck& body) 
         p.acked = std::max(p.acked, body.last_lsn);
         p.next_len = std::max(p.next_len, p.match_len);
         p.probing = false;
+        if (outgoing_[m.from.value] && outgoing_[m.from.value]->len <= p.match_len) {
+            outgoing_[m.from.value].reset();  // installed (or no longer needed)
+        }
         // R8: a removed node that knows its removal committed is told no more.
         if (const auto known = length_through(body.commit_lsn);
             leaving_until_[m.from.value] != 0 && known && *known >= leaving_until_[m.from.value]) {
@@ -495,6 +525,7 @@ void ReplicatedLog::HandleFetchRequest(const LogMessage& m, const FetchRequest& 
         SendSnapshot(m.from, true);
         return;
     }
+    outgoing_[m.from.value].reset();  // a fetch after the snapshot: it was installed
     if (start_len) {
         const std::size_t max_entries = std::min<std::size_t>(
             std::max<std::uint32_t>(body.max_entries, 1), config_.max_batch_entries);
@@ -557,6 +588,7 @@ void ReplicatedLog::HeartbeatFired() {
         if (!targets.contains(peer)) {
             continue;  // R8: not a member of the active or the latest appended configuration
         }
+        SnapshotStallTick(peer);
         PeerProgress& p = progress_[n];
         if (!p.inflight_ends.empty() && p.match_len == p.match_at_last_tick) {
             ++counters_.retransmissions;  // a whole period without progress: presume loss
@@ -586,7 +618,23 @@ void ReplicatedLog::SyncRetryFired() {
             Send(peer, SyncRequest{});
         }
     }
-    if (sync_.source) {
+    if (sync_.source && incoming_ && incoming_->fetch && incoming_->from == *sync_.source) {
+        // A snapshot is streaming from the source: ask it to send again from what we hold only
+        // after a whole period without progress; after two, the source may no longer hold that
+        // snapshot: a FetchRequest starts its current one.
+        const std::size_t held = incoming_->snapshot.entries.size();
+        if (held != incoming_->held_at_retry) {
+            incoming_->retry_asked = false;
+        } else if (!incoming_->retry_asked) {
+            incoming_->retry_asked = true;
+            Send(*sync_.source,
+                 SnapshotAck{incoming_->snapshot.lsn, incoming_->snapshot.len, held, true, true});
+        } else {
+            incoming_->retry_asked = false;
+            SendFetch();
+        }
+        incoming_->held_at_retry = held;
+    } else if (sync_.source) {
         SendFetch();
     }
     Arm(LogTimer::SyncRetry, config_.sync_retry_period);
@@ -627,6 +675,9 @@ void ReplicatedLog::StepDown(ProposeError reason) {
     sync_.done = false;
     sync_.source.reset();
     state_.leader.reset();
+    for (auto& o : outgoing_) {
+        o.reset();
+    }
     SetRole(LogRole::Follower);
 }
 
@@ -638,6 +689,9 @@ void ReplicatedLog::AdoptTerm(Term term, std::optional<NodeId> leader) {
     state_.leader = leader;
     state_.matched_len = 0;
     state_.acked_len = 0;
+    for (auto& o : outgoing_) {
+        o.reset();  // chunks of another term are not taken
+    }
     out_.push_back(PersistMeta{Meta()});
 }
 
@@ -649,6 +703,8 @@ void ReplicatedLog::RejectStale(const LogMessage& m) {
         Send(m.from, AppendAck{false, std::get<Append>(m.body).prev_lsn, last_lsn(), commit_lsn()});
     } else if (const auto* chunk = std::get_if<InstallSnapshot>(&m.body)) {
         Send(m.from, AppendAck{false, chunk->lsn, last_lsn(), commit_lsn()});
+    } else if (const auto* ack = std::get_if<SnapshotAck>(&m.body)) {
+        Send(m.from, FetchResponse{ack->lsn, {}, last_lsn()});
     } else {
         Send(m.from, FetchResponse{std::get<FetchRequest>(m.body).after_lsn, {}, last_lsn()});
     }
@@ -823,13 +879,9 @@ bool ReplicatedLog::Replicate(NodeId peer) {
     bool sent = false;
     while (p.inflight_ends.size() < window && p.next_len < end_len()) {
         if (p.next_len < snapshot_.len) {
-            // What it needs next was compacted away: the snapshot replaces it.
-            SendSnapshot(peer, false);
-            p.probe_prev = snapshot_.lsn;
-            p.inflight_ends.push_back(snapshot_.len);
-            p.next_len = snapshot_.len;
-            sent = true;
-            continue;
+            // What it needs next was compacted away: the snapshot replaces it, streamed in a
+            // window of chunks; appends follow once it acknowledges the snapshot's LSN.
+            return SendSnapshot(peer, false) || sent;
         }
         std::size_t end = p.next_len;
         std::size_t bytes = 0;
@@ -1114,6 +1166,10 @@ const char* describe(LogViolationKind kind) {
             return "InstallSnapshot ends inside our committed prefix but is not in our log";
         case LogViolationKind::SnapshotTooLarge:
             return "InstallSnapshot holds more bytes than max_snapshot_bytes";
+        case LogViolationKind::SnapshotChunkInconsistent:
+            return "InstallSnapshot chunk does not fit its snapshot's entry count";
+        case LogViolationKind::SnapshotChecksum:
+            return "InstallSnapshot's entries do not match its checksum";
         case LogViolationKind::MalformedConfiguration:
             return "a configuration entry does not decode or names an unknown node id";
     }
@@ -1131,23 +1187,52 @@ bool ReplicatedLog::ValidBatch(Lsn after, const std::vector<Entry>& entries) con
 }
 
 // A snapshot chunk: from the leader (a follower whose next entry the leader compacted away), or
-// from the sync source (our fetch started inside its snapshot). Chunks are collected in order;
-// the last one installs the snapshot.
+// from the sync source (our fetch started inside its snapshot). Chunks are collected in order,
+// each acknowledged (SnapshotAck: the sender keeps a bounded window in flight); the last one
+// installs the snapshot. A snapshot this log already covers needs no entries.
 void ReplicatedLog::HandleInstallSnapshot(const LogMessage& m, const InstallSnapshot& body) {
     if (body.fetch ? (state_.role != LogRole::LeaderPassive || sync_.done || sync_.source != m.from)
                    : IsLeader()) {
         return;  // late, or not for us
     }
+    if (body.lsn == kNoLsn || body.len == 0 || body.lsn.term > state_.term) {
+        RefuseSnapshot(m, body, LogViolationKind::SnapshotNotOrdered);
+        return;
+    }
+    if (body.fetch && body.lsn > sync_.target) {
+        AbandonSource();  // beyond the log we adopt: not the source we chose
+        return;
+    }
+    if (CoversSnapshot(m, body)) {
+        CoveredSnapshot(m, body);
+        return;
+    }
     std::optional<Snapshot> whole = CollectSnapshotChunk(m, body);
     if (!whole || !SnapshotAcceptable(m, body, *whole)) {
         return;
     }
-    Snapshot& snapshot = *whole;
-    if (body.fetch && snapshot.lsn > sync_.target) {
-        AbandonSource();
+    if (whole->len < state_.commit_len || whole->lsn <= commit_lsn()) {
+        RefuseSnapshot(m, body, LogViolationKind::SnapshotInsideCommitted);
         return;
     }
-    if (snapshot.lsn < snapshot_.lsn) {
+    InstallWhole(std::move(*whole));
+    if (body.fetch && state_.role != LogRole::LeaderPassive) {
+        return;  // its configuration does not have us as a voter: we stepped down (R6)
+    }
+    CoveredSnapshot(m, body);  // now held: acknowledge it, or go on fetching after it
+}
+
+bool ReplicatedLog::CoversSnapshot(const LogMessage&, const InstallSnapshot& body) const {
+    return (snapshot_.len > 0 && body.lsn <= snapshot_.lsn) || length_through(body.lsn);
+}
+
+// A snapshot at or below our own, or whose LSN we hold: our prefix up to there is the sender's
+// (Log Matching) and committed. A follower acknowledges it; a PASSIVE leader fetches after it.
+void ReplicatedLog::CoveredSnapshot(const LogMessage& m, const InstallSnapshot& body) {
+    if (body.fetch && body.lsn <= sync_.fetch_after) {
+        return;  // a late chunk of a snapshot the fetch is past
+    }
+    if (body.lsn < snapshot_.lsn) {
         // Older than ours: our snapshot covers it (both are the committed history's prefixes).
         if (body.fetch) {
             AbandonSource();
@@ -1157,34 +1242,19 @@ void ReplicatedLog::HandleInstallSnapshot(const LogMessage& m, const InstallSnap
         MaybeAck(true);
         return;
     }
-    if (auto held = length_through(snapshot.lsn)) {
-        if (*held != snapshot.len) {
-            RefuseSnapshot(m, body, LogViolationKind::SnapshotLengthContradicts);
-            return;
+    const std::optional<std::size_t> held = length_through(body.lsn);
+    CONCLAVE_CHECK(held.has_value(), "a covered snapshot's LSN is held");
+    if (*held != body.len) {
+        RefuseSnapshot(m, body, LogViolationKind::SnapshotLengthContradicts);
+        return;
+    }
+    if (!body.fetch) {
+        state_.matched_len = std::max(state_.matched_len, *held);
+        if (*held > state_.commit_len) {
+            SetCommit(*held);
         }
-        // We hold its LSN: our prefix up to there is the sender's (Log Matching), and committed.
-        if (!body.fetch) {
-            state_.matched_len = std::max(state_.matched_len, *held);
-            if (*held > state_.commit_len) {
-                SetCommit(*held);
-            }
-            MaybeAck(true);
-            return;
-        }
-    } else {
-        if (snapshot.len < state_.commit_len || snapshot.lsn <= commit_lsn()) {
-            RefuseSnapshot(m, body, LogViolationKind::SnapshotInsideCommitted);
-            return;
-        }
-        InstallWhole(std::move(snapshot));
-        if (body.fetch && state_.role != LogRole::LeaderPassive) {
-            return;  // its configuration does not have us as a voter: we stepped down (R6)
-        }
-        if (!body.fetch) {
-            state_.matched_len = snapshot_.len;
-            MaybeAck(true);
-            return;
-        }
+        MaybeAck(true);
+        return;
     }
     // The fetch goes on after the snapshot.
     sync_.fetch_after = body.lsn;
@@ -1197,46 +1267,104 @@ void ReplicatedLog::HandleInstallSnapshot(const LogMessage& m, const InstallSnap
 
 std::optional<Snapshot> ReplicatedLog::CollectSnapshotChunk(const LogMessage& m,
                                                             const InstallSnapshot& body) {
-    if (body.offset == 0) {
-        incoming_ = Incoming{m.from, m.term, body.fetch, Snapshot{body.lsn, 0, {}}, 0};
-        if (body.len > std::uint64_t{1} << 48) {
-            incoming_.reset();
-            Violation(m, LogViolationKind::SnapshotAbsurdLength);
-            return std::nullopt;
-        }
-        incoming_->snapshot.len = static_cast<std::size_t>(body.len);
-    } else if (!incoming_ || incoming_->from != m.from || incoming_->term != m.term ||
-               incoming_->fetch != body.fetch || incoming_->snapshot.lsn != body.lsn ||
-               incoming_->snapshot.len != body.len ||
-               incoming_->snapshot.entries.size() != body.offset) {
-        Drop(LogDropReason::SnapshotChunkOutOfOrder);  // lost or reordered: it is sent again
+    const bool same = incoming_ && incoming_->from == m.from && incoming_->term == m.term &&
+                      incoming_->fetch == body.fetch && incoming_->snapshot.lsn == body.lsn &&
+                      incoming_->snapshot.len == body.len && incoming_->count == body.count &&
+                      incoming_->crc == body.crc;
+    if (!same && !StartIncoming(m, body)) {
         return std::nullopt;
     }
-    Snapshot& s = incoming_->snapshot;
-    if (s.entries.size() + body.entries.size() > s.len) {
-        incoming_.reset();
-        Violation(m, LogViolationKind::SnapshotTooManyEntries);
+    Incoming& in = *incoming_;
+    const std::size_t held = in.snapshot.entries.size();
+    if (body.offset != held) {
+        Drop(LogDropReason::SnapshotChunkOutOfOrder);
+        if (body.offset < held) {
+            AckChunk(m.from, body, false);  // a duplicate: say where we are, the sender skips on
+        } else if (!in.resend_asked) {
+            in.resend_asked = true;  // a gap (a lost chunk, or one we never had): once per gap
+            AckChunk(m.from, body, true);
+        }
         return std::nullopt;
+    }
+    if (!ChunkAcceptable(m, body)) {
+        return std::nullopt;
+    }
+    for (const Entry& e : body.entries) {
+        in.so_far = snapshot_crc(in.so_far, e);
+    }
+    in.snapshot.entries.insert(in.snapshot.entries.end(), body.entries.begin(), body.entries.end());
+    in.resend_asked = false;
+    if (!body.done) {
+        AckChunk(m.from, body, false);
+        return std::nullopt;
+    }
+    if (in.so_far != in.crc) {
+        incoming_.reset();
+        RefuseSnapshot(m, body, LogViolationKind::SnapshotChecksum);
+        return std::nullopt;
+    }
+    Snapshot snapshot = std::move(in.snapshot);
+    incoming_.reset();
+    return snapshot;
+}
+
+// The first chunk seen of a snapshot (any offset: a later one asks for a resend from 0).
+bool ReplicatedLog::StartIncoming(const LogMessage& m, const InstallSnapshot& body) {
+    incoming_.reset();
+    if (body.len > std::uint64_t{1} << 48) {
+        Violation(m, LogViolationKind::SnapshotAbsurdLength);
+        return false;
+    }
+    if (body.count > body.len) {
+        RefuseSnapshot(m, body, LogViolationKind::SnapshotTooManyEntries);
+        return false;
+    }
+    incoming_ = Incoming{};
+    incoming_->from = m.from;
+    incoming_->term = m.term;
+    incoming_->fetch = body.fetch;
+    incoming_->snapshot = Snapshot{body.lsn, static_cast<std::size_t>(body.len), {}};
+    incoming_->count = body.count;
+    incoming_->crc = body.crc;
+    return true;
+}
+
+// The chunk that follows what we hold: it must fit the announced count (the last one exactly),
+// continue the order of LSNs up to the snapshot's, and keep within max_snapshot_bytes.
+bool ReplicatedLog::ChunkAcceptable(const LogMessage& m, const InstallSnapshot& body) {
+    Incoming& in = *incoming_;
+    const std::uint64_t end = in.snapshot.entries.size() + body.entries.size();
+    std::optional<LogViolationKind> wrong;
+    if (end > in.count || body.done != (end == in.count)) {
+        wrong = LogViolationKind::SnapshotChunkInconsistent;
+    } else if (!StrictlyIncreasing(
+                   in.snapshot.entries.empty() ? kNoLsn : in.snapshot.entries.back().lsn,
+                   body.entries) ||
+               (!body.entries.empty() && body.entries.back().lsn > body.lsn) ||
+               std::any_of(body.entries.begin(), body.entries.end(),
+                           [](const Entry& e) { return e.key.empty() || is_sync_point(e); })) {
+        wrong = LogViolationKind::SnapshotNotOrdered;
     }
     // Bounded in bytes: what a snapshot may hold here is collected, never more.
-    std::size_t bytes = incoming_->bytes;
+    std::size_t bytes = in.bytes;
     for (const Entry& e : body.entries) {
         bytes += entry_bytes(e);
     }
-    if (bytes > config_.effective_max_snapshot_bytes()) {
+    if (!wrong && bytes > config_.effective_max_snapshot_bytes()) {
+        wrong = LogViolationKind::SnapshotTooLarge;
+    }
+    if (wrong) {
         incoming_.reset();
-        // A fetch abandons its source: another one may hold a snapshot that fits.
-        RefuseSnapshot(m, body, LogViolationKind::SnapshotTooLarge);
-        return std::nullopt;
+        RefuseSnapshot(m, body, *wrong);  // a fetch abandons its source: another may do better
+        return false;
     }
-    incoming_->bytes = bytes;
-    s.entries.insert(s.entries.end(), body.entries.begin(), body.entries.end());
-    if (!body.done) {
-        return std::nullopt;
-    }
-    Snapshot snapshot = std::move(s);
-    incoming_.reset();
-    return snapshot;
+    in.bytes = bytes;
+    return true;
+}
+
+void ReplicatedLog::AckChunk(NodeId to, const InstallSnapshot& body, bool resend) {
+    const std::size_t held = incoming_ ? incoming_->snapshot.entries.size() : 0;
+    Send(to, SnapshotAck{body.lsn, body.len, held, body.fetch, resend});
 }
 
 bool ReplicatedLog::SnapshotAcceptable(const LogMessage& m, const InstallSnapshot& body,
@@ -1313,6 +1441,17 @@ void ReplicatedLog::MaybeCompact() {
     if (upto <= snapshot_.len || upto - snapshot_.len <= config_.compact_threshold) {
         return;
     }
+    // A leader streaming its snapshot to a follower that makes progress waits (the quota does
+    // not): compacting now would leave that follower a snapshot behind, the entries after it
+    // gone, and another whole snapshot to receive.
+    for (std::size_t n = 0; n < outgoing_.size(); ++n) {
+        const std::optional<Outgoing>& out = outgoing_[n];
+        if (IsLeader() && out && !out->fetch && !out->pinned &&
+            out->stalled_ticks < kStreamingTicks &&
+            IsTarget(NodeId{static_cast<std::uint16_t>(n)})) {
+            return;
+        }
+    }
     Compact(upto - config_.compact_retain);
 }
 
@@ -1336,6 +1475,7 @@ void ReplicatedLog::Compact(std::size_t len) {
         tail_bytes_ -= entry_bytes(at(pos));
     }
     entries_.erase(entries_.begin(), entries_.begin() + static_cast<std::ptrdiff_t>(folded));
+    PinOutgoing();
     snapshot_ = std::move(next);
     snapshot_bytes_ = snapshot_bytes(snapshot_);
     ++counters_.compactions;
@@ -1346,25 +1486,6 @@ void ReplicatedLog::Compact(std::size_t len) {
     }
 }
 
-void ReplicatedLog::SendSnapshot(NodeId peer, bool fetch) {
-    ++counters_.snapshots_sent;
-    std::size_t offset = 0;
-    do {
-        InstallSnapshot chunk{snapshot_.lsn, snapshot_.len, offset, {}, false, fetch};
-        std::size_t bytes = 0;
-        while (offset < snapshot_.entries.size() &&
-               chunk.entries.size() < config_.max_batch_entries &&
-               (chunk.entries.empty() ||
-                bytes + entry_bytes(snapshot_.entries[offset]) <= config_.max_batch_bytes)) {
-            bytes += entry_bytes(snapshot_.entries[offset]);
-            chunk.entries.push_back(snapshot_.entries[offset]);
-            ++offset;
-        }
-        chunk.done = offset == snapshot_.entries.size();
-        Send(peer, std::move(chunk));
-    } while (offset < snapshot_.entries.size());
-}
-
 void ReplicatedLog::InstallWhole(Snapshot snapshot) {
     CONCLAVE_CHECK(snapshot.len >= state_.commit_len, "a snapshot covers the committed prefix");
     ++counters_.snapshots_installed;
@@ -1372,6 +1493,7 @@ void ReplicatedLog::InstallWhole(Snapshot snapshot) {
     counters_.entries_committed += snapshot.len - state_.commit_len;
     entries_.clear();
     tail_bytes_ = 0;
+    PinOutgoing();
     snapshot_ = std::move(snapshot);
     snapshot_bytes_ = snapshot_bytes(snapshot_);
     out_.push_back(PersistSnapshot{snapshot_});
@@ -1388,6 +1510,153 @@ void ReplicatedLog::InstallWhole(Snapshot snapshot) {
         appended_config_.emplace(*pos, cfg);
     }
     Activate(cfg);
+}
+
+// ---- Snapshot streaming (sender) ----------------------------------------------------------------
+
+// Leader (fetch false): a follower needs the snapshot; a transfer under way goes on (also of a
+// snapshot that compaction since replaced: pinned), else one of our snapshot starts. Sync source
+// (fetch true): the PASSIVE leader asked for it, and has none of it: a transfer starts.
+bool ReplicatedLog::SendSnapshot(NodeId peer, bool fetch) {
+    const std::optional<Outgoing>& out = outgoing_[peer.value];
+    if (fetch || !out || out->fetch) {
+        StartOutgoing(peer, fetch);
+    }
+    return StreamSnapshot(peer);
+}
+
+void ReplicatedLog::StartOutgoing(NodeId peer, bool fetch) {
+    if (!snapshot_crc_ || snapshot_crc_->first != snapshot_.lsn) {
+        std::uint32_t crc = 0;
+        for (const Entry& e : snapshot_.entries) {
+            crc = snapshot_crc(crc, e);
+        }
+        snapshot_crc_.emplace(snapshot_.lsn, crc);
+    }
+    std::optional<Outgoing>& out = outgoing_[peer.value];
+    out = Outgoing{};
+    out->lsn = snapshot_.lsn;
+    out->len = snapshot_.len;
+    out->crc = snapshot_crc_->second;
+    out->fetch = fetch;
+    ++counters_.snapshots_sent;
+}
+
+// Sends chunks from `sent` while fewer than max_inflight_batches are unacknowledged (one while
+// probing after a stall): a snapshot of any size never has more than a window in the mesh's
+// send queue.
+bool ReplicatedLog::StreamSnapshot(NodeId peer) {
+    Outgoing& out = *outgoing_[peer.value];
+    const Snapshot& s = out.pinned ? *out.pinned : snapshot_;
+    CONCLAVE_CHECK(s.lsn == out.lsn && s.len == out.len, "a transfer sends its own snapshot");
+    std::size_t window = out.probing ? 1 : config_.max_inflight_batches;
+    if (planted(PlantedLogBug::IgnoreSnapshotWindow)) {
+        window = std::numeric_limits<std::size_t>::max();  // wrong: the whole snapshot at once
+    }
+    bool sent = false;
+    while (!out.sent_done && out.inflight_ends.size() < window) {
+        InstallSnapshot chunk{s.lsn, s.len,     out.sent,         {},
+                              false, out.fetch, s.entries.size(), out.crc};
+        std::size_t bytes = 0;
+        while (out.sent < s.entries.size() && chunk.entries.size() < config_.max_batch_entries &&
+               (chunk.entries.empty() ||
+                bytes + entry_bytes(s.entries[out.sent]) <= config_.max_batch_bytes)) {
+            bytes += entry_bytes(s.entries[out.sent]);
+            chunk.entries.push_back(s.entries[out.sent]);
+            ++out.sent;
+        }
+        chunk.done = out.sent == s.entries.size();
+        out.sent_done = chunk.done;
+        out.inflight_ends.push_back(out.sent);
+        Send(peer, std::move(chunk));
+        sent = true;
+    }
+    return sent;
+}
+
+// Sends again from `offset` (what the receiver holds): after a reconnection, a gap it reported,
+// or a stall. Nothing before it is sent again.
+void ReplicatedLog::ResendSnapshot(NodeId peer, std::size_t offset) {
+    Outgoing& out = *outgoing_[peer.value];
+    out.acked = offset;
+    out.sent = offset;
+    out.sent_done = false;
+    out.inflight_ends.clear();
+}
+
+// The receiver says how much of the snapshot it holds: the window moves on, or (resend) the
+// chunks after that are sent again.
+void ReplicatedLog::HandleSnapshotAck(const LogMessage& m, const SnapshotAck& body) {
+    if (body.fetch ? IsLeader() : (!IsLeader() || !sync_.done)) {
+        return;
+    }
+    std::optional<Outgoing>& out = outgoing_[m.from.value];
+    if (!out && body.fetch && body.resend && body.lsn == snapshot_.lsn &&
+        body.len == snapshot_.len) {
+        StartOutgoing(m.from, true);  // we dropped the transfer (compaction): take it up again
+    }
+    if (!out || out->fetch != body.fetch || out->lsn != body.lsn || out->len != body.len) {
+        return;  // late: that transfer is over
+    }
+    const std::size_t count = out->pinned ? out->pinned->entries.size() : snapshot_.entries.size();
+    if (body.offset > count) {
+        Drop(LogDropReason::SnapshotAckOutOfRange);
+        return;
+    }
+    const auto offset = static_cast<std::size_t>(body.offset);
+    if (body.resend) {
+        ResendSnapshot(m.from, offset);
+        out->probing = true;  // one chunk until the receiver shows progress again
+    } else if (offset > out->acked) {
+        out->acked = offset;
+        out->sent = std::max(out->sent, offset);
+        auto acked = std::upper_bound(out->inflight_ends.begin(), out->inflight_ends.end(), offset);
+        out->inflight_ends.erase(out->inflight_ends.begin(), acked);
+        out->probing = false;
+    } else {
+        return;  // a duplicate or a reordered ack
+    }
+    StreamSnapshot(m.from);
+}
+
+// Leader heartbeat: a transfer with chunks in flight and no progress for a whole period sends
+// again from the acknowledged offset, one chunk at a time, after 1, 2, 4, ... 64 periods, then
+// every 64 (what a stalled receiver was sent stays bounded).
+void ReplicatedLog::SnapshotStallTick(NodeId peer) {
+    std::optional<Outgoing>& out = outgoing_[peer.value];
+    if (!out || out->fetch) {
+        return;
+    }
+    if (out->inflight_ends.empty() || out->acked != out->acked_at_last_tick) {
+        out->stalled_ticks = 0;
+    } else {
+        const std::uint32_t n = ++out->stalled_ticks;
+        if ((n & (n - 1)) == 0 ? n <= 64 : n % 64 == 0) {
+            ++counters_.retransmissions;
+            ResendSnapshot(peer, out->acked);
+            out->probing = true;
+        }
+    }
+    out->acked_at_last_tick = out->acked;
+}
+
+// Compaction (or an installed snapshot) replaces snapshot_: transfers that made progress keep
+// the one they send (shared, moved, not copied); the others start again with the new one.
+void ReplicatedLog::PinOutgoing() {
+    std::shared_ptr<const Snapshot> old;
+    for (std::optional<Outgoing>& out : outgoing_) {
+        if (!out || out->pinned) {
+            continue;
+        }
+        if (out->acked == 0) {
+            out.reset();
+            continue;
+        }
+        if (!old) {
+            old = std::make_shared<const Snapshot>(std::move(snapshot_));
+        }
+        out->pinned = old;
+    }
 }
 
 // ---- Observation -------------------------------------------------------------------------------
@@ -1745,6 +2014,7 @@ void ReplicatedLog::GrowTable(const std::vector<std::string>& table) {
     config_.node_ids = table;
     config_.cluster_size = table.size();
     progress_.resize(config_.cluster_size);
+    outgoing_.resize(config_.cluster_size);
     sync_.last_lsn.resize(config_.cluster_size, kNoLsn);
     sync_.commit_lsn.resize(config_.cluster_size, kNoLsn);
     leaving_until_.resize(config_.cluster_size, 0);

@@ -94,4 +94,19 @@ DecodedRecord decode_record(std::string_view data, std::uint32_t max_payload) {
     return r;
 }
 
+std::uint32_t snapshot_crc(std::uint32_t crc, const Entry& e) {
+    std::string head;
+    head.reserve(32);
+    put_u32(head, crc);
+    put_u64(head, e.lsn.term.value);
+    put_u64(head, e.lsn.counter);
+    put_u32(head, static_cast<std::uint32_t>(e.key.size()));
+    put_u32(head, static_cast<std::uint32_t>(e.value.size()));
+    Crc32 next;
+    next.process_bytes(head.data(), head.size());
+    next.process_bytes(e.key.data(), e.key.size());
+    next.process_bytes(e.value.data(), e.value.size());
+    return next.checksum();
+}
+
 }  // namespace conclave::replication

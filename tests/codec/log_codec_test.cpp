@@ -29,9 +29,12 @@ std::vector<LogMessage> log_samples() {
         LogMessage{NodeId{0}, Term{3}, FetchRequest{L(1, 0), L(2, 7), 256}},
         LogMessage{NodeId{1}, Term{3}, FetchResponse{L(1, 0), entries, L(3, 2)}},
         LogMessage{NodeId{1}, Term{3}, FetchResponse{L(1, 0), {}, L(1, 0)}},
-        LogMessage{NodeId{0}, Term{3},
-                   InstallSnapshot{L(3, 2), 40, 0, {entries[1], entries[2]}, false, false}},
-        LogMessage{NodeId{1}, Term{3}, InstallSnapshot{L(2, 9), 17, 5, {}, true, true}},
+        LogMessage{
+            NodeId{0}, Term{3},
+            InstallSnapshot{L(3, 2), 40, 0, {entries[1], entries[2]}, false, false, 9, 0xDEADBEEF}},
+        LogMessage{NodeId{1}, Term{3}, InstallSnapshot{L(2, 9), 17, 5, {}, true, true, 5, 7}},
+        LogMessage{NodeId{1}, Term{3}, SnapshotAck{L(2, 9), 17, 5, false, true}},
+        LogMessage{NodeId{0}, Term{3}, SnapshotAck{L(2, 9), 17, 0, true, false}},
         // A repaired node's ack (the optional non_voting field).
         LogMessage{NodeId{2}, Term{5}, AppendAck{true, {}, L(3, 2), L(3, 1), true}},
     };
@@ -200,15 +203,28 @@ TEST_CASE("log decoding refuses terms >= 2^63 and LSNs above the message term") 
     // entries fit its length.
     CHECK(refused(LogMessage{NodeId{0}, Term{3}, InstallSnapshot{L(4, 1), 9, 0, {}, true, false}},
                   "lsn"));
-    CHECK(
-        refused(LogMessage{NodeId{0}, Term{3},
-                           InstallSnapshot{L(3, 1), 9, 0, {Entry{L(5, 1), "k", "v"}}, true, false}},
-                "entries[].lsn"));
-    CHECK(refused(LogMessage{NodeId{0}, Term{3}, InstallSnapshot{L(3, 1), 2, 3, {}, true, false}},
-                  "len/offset"));
+    CHECK(refused(
+        LogMessage{NodeId{0}, Term{3},
+                   InstallSnapshot{L(3, 1), 9, 0, {Entry{L(5, 1), "k", "v"}}, true, false, 1, 0}},
+        "entries[].lsn"));
+    // Streaming: the chunk fits the snapshot's count (the last one ends at it), the count fits
+    // the length; an acknowledgement's offset fits the length.
+    CHECK(refused(
+        LogMessage{NodeId{0}, Term{3}, InstallSnapshot{L(3, 1), 9, 3, {}, true, false, 2, 0}},
+        "len/count/offset"));
+    CHECK(refused(
+        LogMessage{NodeId{0}, Term{3}, InstallSnapshot{L(3, 1), 2, 0, {}, false, false, 3, 0}},
+        "len/count/offset"));
     CHECK(refused(LogMessage{NodeId{0}, Term{3},
                              InstallSnapshot{L(3, 1), ~std::uint64_t{0}, 0, {}, true, false}},
+                  "len/count/offset"));
+    CHECK(refused(
+        LogMessage{NodeId{0}, Term{3},
+                   InstallSnapshot{L(3, 1), 9, 0, {Entry{L(3, 1), "k", "v"}}, true, false, 2, 0}},
+        "done"));
+    CHECK(refused(LogMessage{NodeId{1}, Term{3}, SnapshotAck{L(3, 1), 9, 10, false, false}},
                   "len/offset"));
+    CHECK(refused(LogMessage{NodeId{1}, Term{3}, SnapshotAck{L(4, 1), 9, 1, false, false}}, "lsn"));
 }
 
 TEST_CASE("AppendAck's non_voting is optional on the wire and only on ok acks") {

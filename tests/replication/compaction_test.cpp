@@ -280,11 +280,13 @@ TEST_CASE("compaction: a follower far behind gets the snapshot, in chunks", "[co
 TEST_CASE("compaction: an incoming snapshot beyond max_snapshot_bytes is dropped with an alarm",
           "[compaction]") {
     const auto chunk = [](std::uint64_t offset, std::size_t n, bool done) {
-        InstallSnapshot s{CxL(1, 100), 100, offset, {}, done, false};
-        for (std::size_t i = 0; i < n; ++i) {
-            s.entries.push_back(Entry{CxL(1, offset + i + 1), "k" + std::to_string(offset + i),
-                                      std::string(100, 'v')});  // 118-119 bytes each
+        // A snapshot of 12 entries (or of as many as a last chunk ends at); 118-119 bytes each.
+        std::vector<Entry> all;
+        for (std::size_t i = 0; i < (done ? offset + n : 12U); ++i) {
+            all.push_back(Entry{CxL(1, i + 1), "k" + std::to_string(i), std::string(100, 'v')});
         }
+        InstallSnapshot s = testing::SnapshotChunk(CxL(1, 100), 100, all, offset, n);
+        CHECK(s.done == done);
         return LogMessage{CxN0, Term{1}, s};
     };
     const auto make = [](std::size_t max_snapshot_bytes, std::size_t quota_bytes) {

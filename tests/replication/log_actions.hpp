@@ -33,4 +33,20 @@ std::vector<B> SentBodies(const LogActions& actions, NodeId to) {
     return out;
 }
 
+/// A chunk of the snapshot whose entries are `all` (count and crc as a sender computes them),
+/// holding `n` of them from `offset`; `done` when it reaches the end.
+inline InstallSnapshot SnapshotChunk(Lsn lsn, std::uint64_t len, const std::vector<Entry>& all,
+                                     std::size_t offset, std::size_t n, bool fetch = false) {
+    std::uint32_t crc = 0;
+    for (const Entry& e : all) {
+        crc = snapshot_crc(crc, e);
+    }
+    InstallSnapshot chunk{lsn, len, offset, {}, false, fetch, all.size(), crc};
+    for (std::size_t i = offset; i < offset + n && i < all.size(); ++i) {
+        chunk.entries.push_back(all[i]);
+    }
+    chunk.done = offset + chunk.entries.size() == all.size();
+    return chunk;
+}
+
 }  // namespace conclave::replication::testing

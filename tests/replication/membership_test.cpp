@@ -350,7 +350,7 @@ TEST_CASE("membership: a snapshot carries the configuration") {
     auto f = MakeM(M2, {}, LogMeta{});
     CHECK_FALSE(f.active_config().from_entry);
     const Entry cfg = CfgEntry(ML(1, 1), Cfg(1, {"0", "1", "2"}, {"3"}));
-    auto a = f.receive(MT0, MMsg(M0, 2, InstallSnapshot{ML(2, 3), 5, 0, {cfg}, true, false}));
+    auto a = f.receive(MT0, MMsg(M0, 2, testing::SnapshotChunk(ML(2, 3), 5, {cfg}, 0, 1)));
     CHECK(f.snapshot().len == 5);
     REQUIRE(MAll<NotifyMembership>(a).size() == 1);
     CHECK(f.active_config().version == 1);

@@ -218,9 +218,28 @@ struct Fuzzer {
                                           std::string(60000, 'x')});
             }
         }
-        s.done = rng.below(2) == 0;
+        // The entry count and checksum of the whole snapshot: consistent with the chunk, a few
+        // more (a chunk of a longer snapshot), or anything.
+        const std::uint64_t end = s.offset + s.entries.size();
+        s.count = Pick({end, end + 1 + rng.below(40), rng.next()});
+        s.done = s.count == end && rng.below(4) != 0;
+        s.crc = rng.below(2) == 0 ? 0U : static_cast<std::uint32_t>(rng.next());
         s.fetch = rng.below(3) == 0;
         return s;
+    }
+
+    // A forged SnapshotAck: any offset (beyond the snapshot too), a resend or not, for a
+    // snapshot the target may be sending or not.
+    SnapshotAck AnySnapshotAck(NodeId to, Term t) {
+        const ReplicatedLog* log = sim.log(to);
+        SnapshotAck a;
+        const bool its_own = log && log->snapshot().len > 0 && rng.below(2) == 0;
+        a.lsn = its_own ? log->snapshot().lsn : AnyLsn(to, t);
+        a.len = its_own ? log->snapshot().len : rng.below(100);
+        a.offset = Pick({std::uint64_t{0}, rng.below(a.len + 1), a.len, a.len + 1, rng.next()});
+        a.fetch = rng.below(2) == 0;
+        a.resend = rng.below(2) == 0;
+        return a;
     }
 
     LogMessage LogMsg(NodeId to) {
@@ -228,7 +247,7 @@ struct Fuzzer {
         m.from = From();
         m.term = AnyTerm(to);
         const Term t = m.term;
-        switch (rng.below(8)) {
+        switch (rng.below(9)) {
             case 0:
                 m.body = SyncRequest{};
                 break;
@@ -250,6 +269,9 @@ struct Fuzzer {
                 break;
             case 5:
                 m.body = FetchResponse{AnyLsn(to, t), AnyEntries(to, t), AnyLsn(to, t)};
+                break;
+            case 6:
+                m.body = AnySnapshotAck(to, t);
                 break;
             default:
                 m.body = AnySnapshotChunk(to, t);

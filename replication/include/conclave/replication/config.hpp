@@ -32,8 +32,9 @@ BOOST_DEFINE_FIXED_ENUM_CLASS(
     SkipOwnTermCommit,    // membership, no R3: propose_config is accepted from a PASSIVE leader
                           // once its sync point is appended, before that entry of its own term
                           // commits (docs/membership.md §7.4: harmless under the committed rule)
-    ForgetCommitPoint     // a leader acknowledges proposals without making its commit point
+    ForgetCommitPoint,    // a leader acknowledges proposals without making its commit point
                           // durable first: after a restart it may discard what it acknowledged
+    IgnoreSnapshotWindow  // a snapshot is sent whole at once, every chunk in flight (no window)
 )
 
 struct LogConfig {
@@ -51,8 +52,9 @@ struct LogConfig {
     /// A proposal not committed within this many heartbeat ticks is answered TimedOut.
     std::uint32_t propose_timeout_ticks = 20;
 
-    /// Flow control (catch-up and replication): at most this many entries / bytes per batch, and
-    /// at most this many unacknowledged batches per follower.
+    /// Flow control (catch-up and replication): at most this many entries / bytes per batch (and
+    /// per snapshot chunk), and at most this many unacknowledged batches (or snapshot chunks) per
+    /// follower.
     std::uint32_t max_batch_entries = 256;
     std::size_t max_batch_bytes = std::size_t{1} << 20;
     std::uint32_t max_inflight_batches = 4;

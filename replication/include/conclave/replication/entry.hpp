@@ -63,6 +63,12 @@ inline std::size_t snapshot_bytes(const Snapshot& s) {
     return bytes;
 }
 
+/// The checksum of a snapshot's entries, carried by its InstallSnapshot chunks: a chain of
+/// CRC-32s, one per entry (of the previous value, the LSN, the key and value lengths, the key and
+/// the value), starting from 0; `crc` is the value after the entries before `e`. Defined in
+/// record.cpp.
+std::uint32_t snapshot_crc(std::uint32_t crc, const Entry& e);
+
 /// What the log core must find again after a crash, besides the entries.
 /// `term` is a promise: once durable, this node never accepts log messages of a lower term (that
 /// promise is what a new leader's sync relies on). `commit_lsn` is a lower bound of the commit

@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -101,11 +102,12 @@ struct LogState {
 /// Why the core dropped a message without acting on it (LogCounters::dropped_by_reason).
 BOOST_DEFINE_FIXED_ENUM_CLASS(
     LogDropReason, std::uint8_t,
-    NotAPeer,                // the sender is not another member of the cluster
-    TermOutOfRange,          // a term >= 2^63, which no correct node can reach
-    InvalidBatch,            // Append entries not strictly increasing, above the term, or malformed
-    UnknownAckedLsn,         // an AppendAck for an LSN this leader never sent in its term
-    SnapshotChunkOutOfOrder  // an InstallSnapshot chunk not following the one before (resent)
+    NotAPeer,         // the sender is not another member of the cluster
+    TermOutOfRange,   // a term >= 2^63, which no correct node can reach
+    InvalidBatch,     // Append entries not strictly increasing, above the term, or malformed
+    UnknownAckedLsn,  // an AppendAck for an LSN this leader never sent in its term
+    SnapshotChunkOutOfOrder,  // an InstallSnapshot chunk not following the one before (resent)
+    SnapshotAckOutOfRange     // a SnapshotAck of more entries than the snapshot being sent holds
 )
 inline constexpr std::size_t kLogDropReasonCount = kEnumeratorCount<LogDropReason>;
 
@@ -123,6 +125,8 @@ BOOST_DEFINE_FIXED_ENUM_CLASS(
     SnapshotLengthContradicts,  // InstallSnapshot: its length contradicts our log
     SnapshotInsideCommitted,    // InstallSnapshot: ends inside our committed prefix, not ours
     SnapshotTooLarge,           // InstallSnapshot: more bytes than max_snapshot_bytes
+    SnapshotChunkInconsistent,  // InstallSnapshot: a chunk's entries do not fit its count/done
+    SnapshotChecksum,           // InstallSnapshot: the entries do not match the snapshot's crc
     MalformedConfiguration      // a configuration entry (Append, fetch, snapshot) that does not
                                 // decode, or names an id outside the id table
 )
@@ -320,10 +324,16 @@ class ReplicatedLog {
     void HandleFetchRequest(const LogMessage& m, const FetchRequest& body);
     void HandleFetchResponse(const LogMessage& m, const FetchResponse& body);
     void HandleInstallSnapshot(const LogMessage& m, const InstallSnapshot& body);
-    // Steps of HandleInstallSnapshot: collecting a chunk (the whole snapshot once the last one
-    // is in), the checks of a whole snapshot, and a refusal (a violation; a fetch abandons its
-    // source).
+    void HandleSnapshotAck(const LogMessage& m, const SnapshotAck& body);
+    // Steps of HandleInstallSnapshot: a snapshot this log already covers (no entries needed),
+    // collecting a chunk (the whole snapshot once the last one is in), the checks of a chunk and
+    // of a whole snapshot, and a refusal (a violation; a fetch abandons its source).
+    bool CoversSnapshot(const LogMessage& m, const InstallSnapshot& body) const;
+    void CoveredSnapshot(const LogMessage& m, const InstallSnapshot& body);
     std::optional<Snapshot> CollectSnapshotChunk(const LogMessage& m, const InstallSnapshot& body);
+    bool StartIncoming(const LogMessage& m, const InstallSnapshot& body);
+    bool ChunkAcceptable(const LogMessage& m, const InstallSnapshot& body);
+    void AckChunk(NodeId to, const InstallSnapshot& body, bool resend);
     bool SnapshotAcceptable(const LogMessage& m, const InstallSnapshot& body,
                             const Snapshot& snapshot);
     void RefuseSnapshot(const LogMessage& m, const InstallSnapshot& body, LogViolationKind kind);
@@ -386,8 +396,16 @@ class ReplicatedLog {
     /// Whether a new entry of `bytes` fits the quota (compacting first if that frees space);
     /// raises the NOSPACE alarm when it does not.
     bool FitsQuota(std::size_t bytes);
-    /// Sends the whole snapshot to `peer` in chunks.
-    void SendSnapshot(NodeId peer, bool fetch);
+    /// Snapshot streaming (sender side): starts a transfer of our snapshot to `peer` (unless one
+    /// of the same snapshot is going on), sends chunks while its window allows, sends again from
+    /// the receiver's acknowledged offset, notices stalls (with backoff), and keeps a snapshot
+    /// being sent when compaction replaces it (pinned).
+    bool SendSnapshot(NodeId peer, bool fetch);
+    void StartOutgoing(NodeId peer, bool fetch);
+    bool StreamSnapshot(NodeId peer);
+    void ResendSnapshot(NodeId peer, std::size_t offset);
+    void SnapshotStallTick(NodeId peer);
+    void PinOutgoing();
     /// Replaces the whole log by `snapshot` (its LSN is not held; it covers our commit point).
     void InstallWhole(Snapshot snapshot);
     void Push(Entry entry);
@@ -447,15 +465,42 @@ class ReplicatedLog {
     std::size_t snapshot_bytes_ = 0;
     std::size_t tail_bytes_ = 0;
     bool nospace_alarm_ = false;
-    /// A snapshot being received in chunks (from, term, and the chunks so far).
+    /// A snapshot being received in chunks (from, term, and the chunks so far). Kept across
+    /// reconnections: the sender resumes at the offset acknowledged.
     struct Incoming {
         NodeId from{};
         Term term{};
         bool fetch = false;
         Snapshot snapshot;
-        std::size_t bytes = 0;  // entry_bytes() of snapshot.entries (bounded)
+        std::size_t bytes = 0;          // entry_bytes() of snapshot.entries (bounded)
+        std::uint64_t count = 0;        // entries announced
+        std::uint32_t crc = 0;          // announced: snapshot_crc() of all of them
+        std::uint32_t so_far = 0;       // snapshot_crc() of snapshot.entries
+        bool resend_asked = false;      // a gap was reported; no more until a chunk fits
+        std::size_t held_at_retry = 0;  // fetch: entries held at the last SyncRetry
+        bool retry_asked = false;       // fetch: a resend was asked at the last SyncRetry
     };
     std::optional<Incoming> incoming_;
+    /// A snapshot being sent to one peer (leader: a follower; sync source: the PASSIVE leader).
+    struct Outgoing {
+        std::shared_ptr<const Snapshot> pinned;  // null: snapshot_ (still the current one)
+        Lsn lsn{};
+        std::size_t len = 0;
+        std::uint32_t crc = 0;
+        bool fetch = false;
+        std::size_t acked = 0;                   // entries the receiver said it holds
+        std::size_t sent = 0;                    // offset of the next chunk
+        bool sent_done = false;                  // the last chunk is sent (since the last resend)
+        std::vector<std::size_t> inflight_ends;  // unacknowledged chunks (end offsets)
+        bool probing = false;                    // resent after a stall: one chunk at a time
+        std::size_t acked_at_last_tick = 0;
+        std::uint32_t stalled_ticks = 0;  // heartbeats without progress (resend at powers of 2)
+    };
+    std::vector<std::optional<Outgoing>> outgoing_;
+    /// Threshold compaction waits for a transfer that stalled fewer heartbeats than this.
+    static constexpr std::uint32_t kStreamingTicks = 8;
+    /// snapshot_crc() of all of snapshot_.entries, computed once per snapshot when first sent.
+    std::optional<std::pair<Lsn, std::uint32_t>> snapshot_crc_;
     std::vector<PeerProgress> progress_;
     SyncProgress sync_;
     std::deque<Pending> pending_;

@@ -83,9 +83,11 @@ struct FetchResponse {
 /// One chunk of a snapshot (compaction): the leader sends it to a follower whose next
 /// entry it has compacted away (`fetch` false: a request of the leader), or a sync source answers
 /// a FetchRequest whose `after_lsn` it has compacted away (`fetch` true: a response). Chunks of
-/// one snapshot carry the same (lsn, len) and consecutive `offset`s (index of the first entry in
-/// `entries` within the snapshot's entries); the last has `done`. Each chunk is bounded like a
-/// batch (max_batch_entries / max_batch_bytes), so a snapshot of any size fits the frame limit.
+/// one snapshot carry the same (lsn, len, count, crc) and consecutive `offset`s (index of the
+/// first entry in `entries` within the snapshot's `count` entries); the last has `done`. Each
+/// chunk is bounded like a batch (max_batch_entries / max_batch_bytes), and the sender keeps at
+/// most max_inflight_batches chunks unacknowledged (SnapshotAck), so a snapshot of any size fits
+/// the frame limit and the mesh's send queue. `crc`: snapshot_crc() of all `count` entries.
 struct InstallSnapshot {
     static constexpr std::string_view kName = "InstallSnapshot";
     Lsn lsn{};
@@ -94,7 +96,23 @@ struct InstallSnapshot {
     std::vector<Entry> entries;
     bool done = false;
     bool fetch = false;
+    std::uint64_t count = 0;
+    std::uint32_t crc = 0;
     bool operator==(const InstallSnapshot&) const = default;
+};
+
+/// The receiver of InstallSnapshot chunks of (lsn, len) holds their first `offset` entries (a
+/// response, in the chunks' term; `fetch` as theirs). Sent for every chunk collected, and for a
+/// duplicate. `resend`: a chunk is missing (a gap, or a chunk of a transfer this node does not
+/// hold, or no progress for a while during a fetch): send again from `offset`.
+struct SnapshotAck {
+    static constexpr std::string_view kName = "SnapshotAck";
+    Lsn lsn{};
+    std::uint64_t len = 0;
+    std::uint64_t offset = 0;
+    bool fetch = false;
+    bool resend = false;
+    bool operator==(const SnapshotAck&) const = default;
 };
 
 // Each body's fields, listed once (Boost.Describe; see the elector's messages.hpp): the printer
@@ -105,10 +123,11 @@ BOOST_DESCRIBE_STRUCT(Append, (), (prev_lsn, entries, commit_lsn))
 BOOST_DESCRIBE_STRUCT(AppendAck, (), (ok, prev_lsn, last_lsn, commit_lsn, non_voting))
 BOOST_DESCRIBE_STRUCT(FetchRequest, (), (after_lsn, up_to_lsn, max_entries))
 BOOST_DESCRIBE_STRUCT(FetchResponse, (), (after_lsn, entries, last_lsn))
-BOOST_DESCRIBE_STRUCT(InstallSnapshot, (), (lsn, len, offset, entries, done, fetch))
+BOOST_DESCRIBE_STRUCT(InstallSnapshot, (), (lsn, len, offset, entries, done, fetch, count, crc))
+BOOST_DESCRIBE_STRUCT(SnapshotAck, (), (lsn, len, offset, fetch, resend))
 
 using LogMessageBody = std::variant<SyncRequest, SyncResponse, Append, AppendAck, FetchRequest,
-                                    FetchResponse, InstallSnapshot>;
+                                    FetchResponse, InstallSnapshot, SnapshotAck>;
 static_assert(elector::kAllFieldsDescribed<LogMessageBody>,
               "every field of every log message body is in its BOOST_DESCRIBE_STRUCT list");
 
