@@ -36,13 +36,16 @@ ci_models=(
   "ElectorTransfer.cfg:MCElector:ok:bfs"
   # two scouting rounds in one process life: late replies to the older round change nothing
   "ElectorRounds.cfg:MCElector:ok:bfs"
-  # canaries of the leader half: the exhaustive models above must reach each of these
+  # canaries of the leader half: the exhaustive models above must reach each of these. A canary
+  # found deep (ElectorTransfer's) runs as random behaviours of the same model with a fixed seed:
+  # TLC stops at the first violation, after a few thousand states where a breadth-first search
+  # explores every state above the canary's depth (README.md, "Canaries by simulation")
   "ElectorLeaderLife.cfg+CanaryLsnBelow2:MCElector:CanaryLsnBelow2:bfs"
   "ElectorLeaderLife.cfg+CanaryNoCheckQuorumStepDown:MCElector:CanaryNoCheckQuorumStepDown:bfs"
-  "ElectorTransfer.cfg+CanaryNoTransfer:MCElector:CanaryNoTransfer:bfs"
-  "ElectorTransfer.cfg+CanaryNoTerm1BesideNewer:MCElector:CanaryNoTerm1BesideNewer:bfs"
-  "ElectorTransfer.cfg+CanaryNoNewerHeartbeatAtStaleLeader:MCElector:CanaryNoNewerHeartbeatAtStaleLeader:bfs"
-  "ElectorTransfer.cfg+CanaryNoHigherTermStepDown:MCElector:CanaryNoHigherTermStepDown:bfs"
+  "ElectorTransfer.cfg+CanaryNoTransfer:MCElector:CanaryNoTransfer:sim:2000:30"
+  "ElectorTransfer.cfg+CanaryNoTerm1BesideNewer:MCElector:CanaryNoTerm1BesideNewer:sim:2000:30"
+  "ElectorTransfer.cfg+CanaryNoNewerHeartbeatAtStaleLeader:MCElector:CanaryNoNewerHeartbeatAtStaleLeader:sim:2000:30"
+  "ElectorTransfer.cfg+CanaryNoHigherTermStepDown:MCElector:CanaryNoHigherTermStepDown:sim:2000:30"
   # the leader's own term with LeaseSteps (the leader lease's clock decisions as
   # nondeterminism), exhaustive, and its canary: the lease check steps a leader down
   "ElectorLeaseLeaderLife.cfg:MCElector:ok:bfs"
@@ -69,7 +72,7 @@ ci_models=(
   "ElectorLivePartitionNeverDropLeader.cfg:MCElectorLive:temporal:bfs"
   "ElectorLivePartitionRefuseWhileRemembering.cfg:MCElectorLive:temporal:bfs"
   "LogSafety.cfg:MCReplicatedLog:ok:bfs"
-  "LogSafety.cfg+CanaryNoClientEntryTerm2Committed:MCReplicatedLog:CanaryNoClientEntryTerm2Committed:bfs"
+  "LogSafety.cfg+CanaryNoClientEntryTerm2Committed:MCReplicatedLog:CanaryNoClientEntryTerm2Committed:sim:2000:50"
   "LogStaleLeader.cfg:MCReplicatedLog:ok:bfs"
   "LogStaleLeader.cfg+CanaryNoStaleActiveBesideNewer:MCReplicatedLog:CanaryNoStaleActiveBesideNewer:bfs"
   # the log at 3 terms with crashes, loss, duplication, step-downs and flush lag: random
@@ -144,8 +147,12 @@ ci_models=(
   # the lease under the drift bound, from a just-elected leader: exhaustive, canaries
   "LeaseSafety.cfg:Lease:ok:bfs"
   "LeaseSafety.cfg+CanaryNoLease:Lease:CanaryNoLease:bfs"
-  "LeaseSafety.cfg+CanaryNoSecondLease:Lease:CanaryNoSecondLease:bfs"
-  "LeaseSafety.cfg+CanaryNoTransferLease:Lease:CanaryNoTransferLease:bfs"
+  "LeaseSafety.cfg+CanaryNoSecondLease:Lease:CanaryNoSecondLease:sim:2000:30"
+  "LeaseSafety.cfg+CanaryNoTransferLease:Lease:CanaryNoTransferLease:sim:2000:30"
+  # the state where the equivalent mutant GrantAnyTransfer grants is reached, and with it
+  # LeaseExclusive holds with it (LeaseGrantAnyTransfer.cfg, --all and scripts/mutation-check.py;
+  # docs/tla-lease.md, "Transfer proposals inside a promise")
+  "LeaseSafety.cfg+CanaryNoForeignTransferInsidePromise:Lease:CanaryNoForeignTransferInsidePromise:sim:2000:30"
   # planted: a lease not shortened by the drift, a vote inside the promise, a promise kept by
   # the leader after the connection closed, a promise forgotten on restart
   "LeaseIgnoreDrift.cfg:Lease:LeaseExclusive:bfs"
@@ -181,6 +188,8 @@ extra_models=(
   # (Lease.tla)")
   "LeaseDeep.cfg:Lease:ok:bfs"
   "LeaseInit.cfg:Lease:ok:bfs"
+  # the equivalent mutant GrantAnyTransfer: LeaseSafety's bounds, must pass (docs/tla-lease.md)
+  "LeaseGrantAnyTransfer.cfg:Lease:ok:bfs"
 )
 # Every action of each spec's Next, by name (the "Any" wrappers are credited to the action).
 elector_actions=(HandleScoutingRequest HandleScoutingResponse HandleElectionProposal
