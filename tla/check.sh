@@ -100,7 +100,8 @@ ci_models=(
   "ElectorKeepLeadingOnHeartbeatResponse.cfg:MCElector:FencingTokensUnique:bfs"
   "ElectorKeepLeadingOnNewerHeartbeat.cfg:MCElector:FencingTokensUnique:bfs"
   "LogCommitWithoutQuorum.cfg:MCReplicatedLog:LeaderCompleteness:bfs"
-  "LogSkipSync.cfg:MCReplicatedLog:LeaderCompleteness:bfs"
+  # (random behaviours, seed 1: found within 3,568 states, where the search takes 27 k)
+  "LogSkipSync.cfg:MCReplicatedLog:LeaderCompleteness:sim:3000:50"
   # repair (conclaved --repair): the planted CountRepaired (a repaired node counts in
   # quorums) must be found
   "LogCountRepaired.cfg:MCReplicatedLog:LeaderCompleteness:bfs"
