@@ -56,7 +56,7 @@ phase "install dependencies" scripts/install-deps.sh --tests
 # (said here and again at the end) and fail in CI (tla/tlc-env.sh).
 tlc_missing=""
 if ! { [ -n "${TLA2TOOLS_JAR:-}" ] && [ -f "${TLA2TOOLS_JAR}" ]; } && ! command -v tlc >/dev/null; then
-  tlc_missing="WARNING: no TLC (set TLA2TOOLS_JAR to a tla2tools.jar, built from the public tlaplus/tlaplus repository): the TLA+ model checks (tla_models, tla_trace_*) are SKIPPED"
+  tlc_missing="WARNING: no TLC (set TLA2TOOLS_JAR to a tla2tools.jar, built from the public tlaplus/tlaplus repository): the TLA+ model checks (tla_models_*, tla_trace_*) are SKIPPED"
   echo "$tlc_missing" >&2
 fi
 

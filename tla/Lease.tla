@@ -54,6 +54,9 @@
 (*              "ForgetPromiseOnRestart": a started node promises nothing. *)
 (*              "EndPromiseOnLocalClose": a follower ends its promise when  *)
 (*                it closes the connection to its leader itself.           *)
+(*              "GrantAnyTransfer": inside its promise a follower grants   *)
+(*                every transfer proposal, not only its leader's           *)
+(*                successor's (safe here: docs/tla-lease.md).              *)
 (*   DriftBeyond: a clock may advance Lo - DriftBeyond .. Hi + DriftBeyond *)
 (*     units per tick: drift beyond the stated bound (0 within it).       *)
 (***************************************************************************)
@@ -170,13 +173,16 @@ Stand(c) ==
     /\ UNCHANGED <<faults, now, clock, up, promiseUntil, hadLease, lastRound, msgs, leaders,
                    leased>>
 
+\* A transfer proposal of c that is not from v's own leader's successor in the next term.
+ForeignTransfer(v, c) == xferFrom[c] # None /\ ~(xferFrom[c] = leaderOf[v] /\ term[c] = term[v] + 1)
+
 \* v grants c's proposal (proposal, grant and its receipt in one step). Inside its promise v
 \* grants only the successor its own leader chose (the proposal names the transfer and the
 \* term after the leader's). A leader refuses ("i-am-leader") unless the proposal names a
 \* transfer; granting a newer term makes it a follower, without a lease.
 Vote(v, c) ==
     /\ v # c /\ up[v] /\ up[c] /\ role[c] = "candidate"
-    /\ LET xferOk == xferFrom[c] # None /\ xferFrom[c] = leaderOf[v] /\ term[c] = term[v] + 1
+    /\ LET xferOk == xferFrom[c] # None /\ (PlantedBug = "GrantAnyTransfer" \/ ~ForeignTransfer(v, c))
            newer == term[v] < term[c]
        IN /\ ~InPromise(v) \/ xferOk \/ PlantedBug = "VoteInsidePromise"
           /\ role[v] = "leader" => (newer /\ xferFrom[c] # None)
@@ -446,4 +452,13 @@ CanaryNoLease == leased = {}
 CanaryNoSecondLease == Cardinality({e[1] : e \in leased}) <= 1
 \* ... and a successor elected by a transfer takes a lease.
 CanaryNoTransferLease == \A e \in leased : ~e[2]
+\* ... and a follower inside its promise (a leader's or a start promise) is asked by a transfer
+\* candidate it refuses only because the proposal is not from its leader's successor: the
+\* state where the planted GrantAnyTransfer grants (docs/tla-lease.md, "Transfer proposals").
+CanaryNoForeignTransferInsidePromise ==
+    ~\E v, c \in Node :
+        /\ v # c /\ up[v] /\ up[c] /\ role[c] = "candidate" /\ InPromise(v)
+        /\ ForeignTransfer(v, c)
+        /\ role[v] = "leader" => term[v] < term[c]
+        /\ term[v] < term[c] \/ votedFor[v] = None
 =============================================================================

@@ -110,6 +110,51 @@ TEST_CASE("peer_down of a follower drops its promise: the lease shrinks at once"
     }
 }
 
+TEST_CASE("an ack of a round sent before the follower's peer_down renews nothing") {
+    // C acknowledges round 0 (C: 1226); round 1 goes out at 1100, then B's link goes down before
+    // B's ack of round 1 arrives. The promise B made for round 1 ended with the link (B's side saw
+    // the same peer_down and may vote for another candidate), so the late ack, or B acknowledging
+    // round 1 again when the leader resends it at peer_up, must not give the leader B's promise.
+    Node n = leader_at_1000();
+    n.recv(C, 6, HeartbeatAck{0});
+    n.now = Millis{1100};
+    n.fire(TimerId::HeartbeatBroadcast);
+    n.now = Millis{1150};
+    n.down(B);
+    REQUIRE(n.e.state().role == Role::Leader);
+    REQUIRE(*n.e.lease_end() == kElected + kLease);
+    SECTION("a late ack of round 1 on the closed link") {
+        n.now = Millis{1160};
+        n.recv(B, 6, HeartbeatAck{1});
+    }
+    SECTION("B reconnects and acknowledges round 1, which peer_up resends") {
+        n.now = Millis{1160};
+        CHECK(n.up(B) == Actions{send(B, 6, heartbeat(6, 0, 1))});
+        n.recv(B, 6, HeartbeatAck{1});
+    }
+    CHECK(*n.e.lease_end() == kElected + kLease);
+    CHECK_FALSE(n.e.lease().promise_until[B.value]);
+    // The lease ends at C's promise, not at the 1326 ms that B's ended promise would give.
+    n.now = kElected + kLease;
+    n.recv(C, 6, HeartbeatAck{5});
+    CHECK(n.e.state().role == Role::Follower);
+    CHECK(n.e.snapshot().reason == Reason::LeaseExpired);
+}
+
+TEST_CASE("after a follower's peer_down, a round sent later renews its promise") {
+    Node n = leader_at_1000();
+    n.recv(C, 6, HeartbeatAck{0});
+    n.now = Millis{1150};
+    n.down(B);
+    n.up(B);
+    n.now = Millis{1200};
+    n.fire(TimerId::HeartbeatBroadcast);  // round 1, sent after the peer_down
+    n.now = Millis{1210};
+    n.recv(B, 6, HeartbeatAck{1});
+    CHECK(n.e.lease().promise_until[B.value] == Millis{1200} + kLease);
+    CHECK(*n.e.lease_end() == Millis{1200} + kLease);
+}
+
 TEST_CASE("an expired lease: invalid at once, the first input steps down") {
     Node n = leader_at_1000();
     n.recv(B, 6, HeartbeatAck{0});
