@@ -149,6 +149,14 @@ ci_models=(
   # outside the stated model: clocks beyond the drift bound break the correct spec
   "LeaseDriftBeyond.cfg:Lease:LeaseExclusive:bfs"
   # ---- end of leader lease ----
+  # ---- a holder's lease on a TTL store (StoreLease.tla; README.md, "Store lease") ----
+  # exhaustive, its canaries, and the planted NoFlight (the lease counted from the answer's
+  # receipt, not from the renewal's send)
+  "StoreLeaseSafety.cfg:StoreLease:ok:bfs"
+  "StoreLeaseSafety.cfg+CanaryNoLease:StoreLease:CanaryNoLease:bfs"
+  "StoreLeaseSafety.cfg+CanaryNoSecondHolder:StoreLease:CanaryNoSecondHolder:bfs"
+  "StoreLeaseNoFlight.cfg:StoreLease:LeaseExclusive:bfs"
+  # ---- end of store lease ----
 )
 extra_models=(
   # the random leader-life canaries that the exhaustive ElectorLeaderLife / ElectorTransfer
