@@ -59,6 +59,8 @@ class ZooKeeperBackend final : public StoreBackend {
         if (!view().holding) {
             return std::string("not the leader (this node's znode is not the lowest)");
         }
+        // Before the view changes: the loop's next claim (made under the view's lock) sees it.
+        resigning_ = true;
         update([](StoreView& v) {
             v.holding = false;  // stop acting at once; the deletion follows
             v.reason = elector::Reason::LeadershipTransferred;
@@ -110,6 +112,7 @@ class ZooKeeperBackend final : public StoreBackend {
     void Evaluate();
     void FollowLeader(const std::vector<std::string>& children, std::size_t index);
     void Release(bool close);
+    void LostNode();
     void CloseSession();
     void Failed(const std::string& what, const std::string& error);
     void Answered();
@@ -128,6 +131,8 @@ class ZooKeeperBackend final : public StoreBackend {
     bool resign_ = false;
     std::function<void()> stop_done_;
     std::atomic<int> state_{0};  // the session state the watcher saw last
+    /// A step-down is under way: the loop claims nothing until its znode is deleted.
+    std::atomic<bool> resigning_{false};
     // The loop thread's own:
     zhandle_t* zh_ = nullptr;
     std::string my_node_;  // full path of this node's znode; empty when none
@@ -152,6 +157,7 @@ void ZooKeeperBackend::Loop() {
         const bool holding = view().holding;
         if (Resigning()) {
             Release(false);
+            resigning_ = false;
             continue;
         }
         stopping = Wait(holding ? std::max(SessionTtl() / 4, std::chrono::milliseconds(50))
@@ -244,7 +250,21 @@ bool ZooKeeperBackend::EnsureNode() {
 }
 
 void ZooKeeperBackend::Evaluate() {
+    // The renewal is a write on this node's own znode: the ensemble prepares a write only in a
+    // live session (it refuses one that is being expired), so its success proves the session was
+    // renewed after the send. An answered read proves nothing: a read queued before the session's
+    // expiry is still answered (a paused server that resumes expires the session just after).
     const Clock::time_point sent = Clock::now();
+    const int renewed =
+        zoo_set(zh_, my_node_.c_str(), self_.data(), static_cast<int>(self_.size()), -1);
+    if (renewed == ZNONODE) {
+        LostNode();
+        return;
+    }
+    if (renewed != ZOK) {
+        Failed("renewal of " + my_node_, ZkError(renewed));
+        return;
+    }
     struct String_vector list {};
     const int rc = zoo_get_children(zh_, election_.c_str(), 0, &list);
     if (rc != ZOK) {
@@ -257,12 +277,8 @@ void ZooKeeperBackend::Evaluate() {
     Answered();
     const std::string mine = my_node_.substr(election_.size() + 1);
     const auto it = std::find(children.begin(), children.end(), mine);
-    if (it == children.end()) {  // deleted under us (an operator): campaign anew
-        my_node_.clear();
-        update([](StoreView& v) {
-            v.holding = false;
-            v.reason = elector::Reason::LeaderPreempted;
-        });
+    if (it == children.end()) {
+        LostNode();
         return;
     }
     if (it != children.begin()) {
@@ -271,6 +287,9 @@ void ZooKeeperBackend::Evaluate() {
     }
     set_lease_end(store_lease_end(sent, SessionTtl(), settings_.drift_permille));
     update([&](StoreView& v) {
+        if (resigning_) {
+            return;
+        }
         if (!v.holding) {
             v.holding = true;
             v.reason = elector::Reason::ElectionWon;
@@ -310,6 +329,15 @@ void ZooKeeperBackend::FollowLeader(const std::vector<std::string>& children, st
     if (const int w = zoo_exists(zh_, predecessor.c_str(), 1, &ignored); w == ZNONODE) {
         Signal([] {});  // gone already: look again at once
     }
+}
+
+// This node's znode was deleted under it (an operator, or its session's end): campaign anew.
+void ZooKeeperBackend::LostNode() {
+    my_node_.clear();
+    update([](StoreView& v) {
+        v.holding = false;
+        v.reason = elector::Reason::LeaderPreempted;
+    });
 }
 
 void ZooKeeperBackend::Release(bool close) {
