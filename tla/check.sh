@@ -165,6 +165,14 @@ ci_models=(
   # outside the stated model: clocks beyond the drift bound break the correct spec
   "LeaseDriftBeyond.cfg:Lease:LeaseExclusive:bfs"
   # ---- end of leader lease ----
+  # ---- a holder's lease on a TTL store (StoreLease.tla; README.md, "Store lease") ----
+  # exhaustive, its canaries, and the planted NoFlight (the lease counted from the answer's
+  # receipt, not from the renewal's send)
+  "StoreLeaseSafety.cfg:StoreLease:ok:bfs"
+  "StoreLeaseSafety.cfg+CanaryNoLease:StoreLease:CanaryNoLease:bfs"
+  "StoreLeaseSafety.cfg+CanaryNoSecondHolder:StoreLease:CanaryNoSecondHolder:bfs"
+  "StoreLeaseNoFlight.cfg:StoreLease:LeaseExclusive:bfs"
+  # ---- end of store lease ----
 )
 extra_models=(
   # the random leader-life canaries that the exhaustive ElectorLeaderLife / ElectorTransfer
@@ -213,15 +221,18 @@ identity_actions=(Handshake Timeout Grant AdoptTerm BecomeLeader Crash Restart W
 lease_actions=(Tick Stand Vote BecomeLeader HeartbeatSend HeartbeatAck LeaseExpireStepDown
   TransferBegin HandleTransfer PeerDown LocalClose Crash Restart)
 # ---- end of leader lease ----
+# ---- store lease: the actions of StoreLease.tla's Next ----
+store_actions=(Tick Send StoreReceive StoreExpire HolderReceive LoseStep)
 
 # The CI set is run in groups, each a CTest of its own (tla_models_<group>) that ctest -j can run
 # beside the others; the coverage gate (CTest tla_models_coverage) reads the rows they leave.
-groups=(elector leader live log membership identity lease)
+groups=(elector leader live log membership identity lease store)
 group_of() {  # group_of CFG MODULE
   local cfg=$1 module=$2
   case "$module:$cfg" in
     Identity:*) echo identity ;;
     Lease:*) echo lease ;;
+    StoreLease:*) echo store ;;
     MCReplicatedLog:*) echo log ;;
     MCElectorLive:*) echo live ;;
     MCMembership:* | MCElectorMembership:*) echo membership ;;
@@ -452,6 +463,7 @@ check_spec ReplicatedLog "${log_actions[@]}"
 check_spec Membership "${membership_actions[@]}"
 check_spec Identity "${identity_actions[@]}"
 check_spec Lease "${lease_actions[@]}"
+check_spec StoreLease "${store_actions[@]}"
 # An action the lists above do not know (a new one) is a failure too: add it to the list.
 unknown=$(awk '{print $1 " " $2}' "$work/coverage.txt" | sort -u | while read -r mod act; do
   case "$mod" in
@@ -459,6 +471,7 @@ unknown=$(awk '{print $1 " " $2}' "$work/coverage.txt" | sort -u | while read -r
     Membership) list="${membership_actions[*]}" ;;
     Identity) list="${identity_actions[*]}" ;;
     Lease) list="${lease_actions[*]}" ;;
+    StoreLease) list="${store_actions[*]}" ;;
     *) list="${elector_actions[*]}" ;;
   esac
   [[ " $list " == *" $act "* ]] || echo "$mod $act"
@@ -473,6 +486,6 @@ if [[ $cov_failed -eq 1 ]]; then
   failed=1
 else
   echo "coverage gate: every action of each spec's Next taken (Elector, ReplicatedLog, Membership,"
-  echo "  Identity, Lease)"
+  echo "  Identity, Lease, StoreLease)"
 fi
 exit $failed

@@ -661,6 +661,102 @@ void ParseElector(const json& document, ClusterConfig& config) {
     }
 }
 
+// ---- Leadership backend ("backend"): the built-in elector or a coordination store. ----------
+
+BackendSettings::Kind ParseBackendKind(const json& value) {
+    const std::string& kind = ExpectString(value, "backend.kind");
+    if (kind == "raft") {
+        return BackendSettings::Kind::Raft;
+    }
+    if (kind == "etcd") {
+        return BackendSettings::Kind::Etcd;
+    }
+    if (kind == "zookeeper") {
+        return BackendSettings::Kind::ZooKeeper;
+    }
+    Fail("backend.kind", "expected \"raft\", \"etcd\" or \"zookeeper\", got " + Describe(value));
+}
+
+void ParseBackendEndpoints(const json& object, BackendSettings& backend) {
+    const json* endpoints = Find(object, "endpoints");
+    const json* hosts = Find(object, "hosts");
+    const bool etcd = backend.kind == BackendSettings::Kind::Etcd;
+    if ((etcd ? hosts : endpoints) != nullptr) {
+        Fail(etcd ? "backend.hosts" : "backend.endpoints",
+             etcd ? "is for \"zookeeper\"; etcd takes \"endpoints\": [\"host:port\", ...]"
+                  : "is for \"etcd\"; zookeeper takes \"hosts\": \"host:port,host:port\"");
+    }
+    if (!etcd) {
+        backend.hosts = ExpectString(Require(object, "backend", "hosts"), "backend.hosts");
+        if (backend.hosts.empty()) {
+            Fail("backend.hosts", "expected \"host:port[,host:port...]\", got an empty string");
+        }
+        return;
+    }
+    const json& list = Require(object, "backend", "endpoints");
+    if (!list.is_array() || list.empty()) {
+        Fail("backend.endpoints",
+             "expected a non-empty array of \"host:port\", got " + Describe(list));
+    }
+    for (std::size_t i = 0; i < list.size(); ++i) {
+        const std::string path = "backend.endpoints[" + std::to_string(i) + "]";
+        const auto endpoint = parse_endpoint(ExpectString(list[i], path));
+        if (!endpoint) {
+            Fail(path, "expected \"host:port\", got " + Describe(list[i]));
+        }
+        backend.endpoints.push_back(*endpoint);
+    }
+}
+
+BackendSettings ParseBackend(const json& object, std::uint32_t drift_permille) {
+    ExpectObject(object, "backend");
+    RejectUnknownFields(object, "backend",
+                        {"kind", "endpoints", "hosts", "ttl_ms", "drift_permille", "prefix"});
+    BackendSettings backend;
+    backend.drift_permille = drift_permille;
+    backend.kind = ParseBackendKind(Require(object, "backend", "kind"));
+    if (!backend.is_store()) {
+        if (object.size() > 1) {
+            Fail("backend", "kind \"raft\" (the built-in elector) takes no other field");
+        }
+        return backend;
+    }
+    ParseBackendEndpoints(object, backend);
+    if (const json* ttl = Find(object, "ttl_ms")) {
+        backend.ttl_ms =
+            static_cast<std::uint32_t>(ExpectInteger(*ttl, "backend.ttl_ms", 500, 600'000));
+    }
+    if (const json* drift = Find(object, "drift_permille")) {
+        backend.drift_permille =
+            static_cast<std::uint32_t>(ExpectInteger(*drift, "backend.drift_permille", 0, 500));
+    }
+    if (const json* prefix = Find(object, "prefix")) {
+        backend.prefix = ExpectString(*prefix, "backend.prefix");
+        if (backend.prefix.size() < 2 || backend.prefix.front() != '/' ||
+            backend.prefix.back() == '/' || !ValidName(backend.prefix.substr(1))) {
+            Fail("backend.prefix",
+                 "expected \"/\" then " + std::string(kNameRule) + ", got " + Describe(*prefix));
+        }
+    }
+    return backend;
+}
+
+/// A store backend holds the quorum: the metadata log (which needs the built-in elector's
+/// quorum) cannot run beside it.
+void CheckBackendConflicts(const json& document, ClusterConfig& config) {
+    if (!config.backend.is_store()) {
+        return;
+    }
+    const json* metadata = Find(document, "metadata");
+    if (metadata != nullptr && config.metadata.enabled) {
+        Fail("metadata", std::string("the metadata log needs the built-in elector; with "
+                                     "\"backend\": {\"kind\": \"") +
+                             std::string(to_string(config.backend.kind)) +
+                             "\"} set \"metadata\": {\"enabled\": false} or leave it out");
+    }
+    config.metadata.enabled = false;
+}
+
 ClusterConfig ParseDocument(const json& document, std::string_view node_id) {
     if (!document.is_object()) {
         Fail("(top level)", "expected a JSON object, got " + Describe(document));
@@ -668,7 +764,7 @@ ClusterConfig ParseDocument(const json& document, std::string_view node_id) {
     RejectUnknownFields(
         document, "",
         {"cluster", "nodes", "profile", "timing", "backoff", "scouting", "check_quorum", "data_dir",
-         "tls", "log", "metadata", "insecure", "secret_file", "admin"});
+         "tls", "log", "metadata", "insecure", "secret_file", "admin", "backend"});
     ClusterConfig config;
     const json& cluster = Require(document, "", "cluster");
     config.cluster = ExpectString(cluster, "cluster");
@@ -702,6 +798,10 @@ ClusterConfig ParseDocument(const json& document, std::string_view node_id) {
         config.metadata = ParseMetadata(*metadata);
     }
     ParseSecurity(document, config.tls, config.security);
+    if (const json* backend = Find(document, "backend")) {
+        config.backend = ParseBackend(*backend, config.elector.lease_drift_permille);
+        CheckBackendConflicts(document, config);
+    }
     return config;
 }
 
@@ -739,6 +839,18 @@ class DuplicateKeyCheck {
 };
 
 }  // namespace
+
+std::string_view to_string(BackendSettings::Kind k) {
+    switch (k) {
+        case BackendSettings::Kind::Etcd:
+            return "etcd";
+        case BackendSettings::Kind::ZooKeeper:
+            return "zookeeper";
+        case BackendSettings::Kind::Raft:
+            break;
+    }
+    return "raft";
+}
 
 std::string to_string(const Endpoint& e) {
     const bool v6 = e.host.find(':') != std::string::npos;
@@ -958,6 +1070,30 @@ std::vector<std::string_view> timing_option_names() {
     return names;
 }
 
+namespace {
+
+nlohmann::ordered_json BackendJson(const BackendSettings& backend) {
+    nlohmann::ordered_json out{{"kind", to_string(backend.kind)}};
+    if (!backend.is_store()) {
+        return out;
+    }
+    if (backend.kind == BackendSettings::Kind::Etcd) {
+        nlohmann::ordered_json endpoints = nlohmann::ordered_json::array();
+        for (const Endpoint& e : backend.endpoints) {
+            endpoints.push_back(to_string(e));
+        }
+        out["endpoints"] = std::move(endpoints);
+    } else {
+        out["hosts"] = backend.hosts;
+    }
+    out["ttl_ms"] = backend.ttl_ms;
+    out["drift_permille"] = backend.drift_permille;
+    out["prefix"] = backend.prefix;
+    return out;
+}
+
+}  // namespace
+
 nlohmann::ordered_json effective_config_json(const ClusterConfig& config) {
     nlohmann::ordered_json nodes = nlohmann::ordered_json::array();
     for (const NodeEntry& n : config.nodes) {
@@ -1005,6 +1141,7 @@ nlohmann::ordered_json effective_config_json(const ClusterConfig& config) {
           {"max_watchers", config.security.admin_max_watchers},
           {"idle_timeout_ms", config.security.admin_idle_timeout_ms},
           {"tls", AdminTlsJson(config.security)}}},
+        {"backend", BackendJson(config.backend)},
     };
 }
 

@@ -21,6 +21,7 @@
 #include "conclave/node/logging.hpp"
 #include "conclave/node/node_table.hpp"
 #include "conclave/node/security.hpp"
+#include "conclave/node/store_backend.hpp"
 #include "conclave/replication/storage.hpp"
 
 namespace conclave::node {
@@ -232,6 +233,10 @@ Node::Node(std::unique_ptr<boost::asio::io_context> owned_io, boost::asio::io_co
         maybe_end_quarantine("nobody yet");  // a single-voter cluster needs nobody's admission
     }
     published_ = to_leadership(driver_->snapshot());
+    if (config_.backend.is_store()) {
+        create_store();
+        return;
+    }
     driver_->subscribe([this](const elector::LeadershipSnapshot& s) { on_snapshot(s); });
 }
 
@@ -375,6 +380,7 @@ Node::~Node() {
     }
     // Tear down in dependency order: the server and driver reference the mesh and this.
     admin_.reset();
+    store_.reset();
     log_driver_.reset();
     driver_.reset();
     if (mesh_) {
@@ -418,6 +424,9 @@ std::optional<std::string> Node::start() {
             admin_.reset();
             return "http " + to_string(http) + ": " + *error;
         }
+    }
+    if (store_) {
+        return start_store();
     }
     try {
         mesh_->start();
@@ -464,7 +473,10 @@ void Node::on_snapshot(const elector::LeadershipSnapshot& snapshot) {
     if (driver_->failed()) {
         fail_stop("the elector state file could not be written (see the critical line above)");
     }
-    const Leadership l = to_leadership(snapshot);
+    publish(to_leadership(snapshot));
+}
+
+void Node::publish(const Leadership& l) {
     {
         const std::lock_guard lock(published_mutex_);
         published_ = l;
@@ -509,9 +521,13 @@ Leadership Node::current() const {
             l = published_;  // the last snapshot the io thread published
         }
         if (l.is_leader()) {
-            l.lease_deadline = driver_->lease_deadline();  // the current lease (thread-safe)
+            // The current lease (thread-safe).
+            l.lease_deadline = store_ ? store_->lease_deadline() : driver_->lease_deadline();
         }
         return l;
+    }
+    if (store_) {
+        return store_leadership();
     }
     return to_leadership(driver_->snapshot());
 }
@@ -526,6 +542,11 @@ std::optional<std::string> Node::transfer_leadership(const std::string& node_id)
     }
     if (stopping_) {
         return std::string("the node is stopping");
+    }
+    if (store_) {
+        return "the " + std::string(to_string(config_.backend.kind)) +
+               " backend cannot hand leadership to a chosen node: step down instead (the key "
+               "is released and another candidate takes it)";
     }
     auto error = driver_->transfer_leadership(*target);
     if (!error) {
@@ -551,6 +572,9 @@ std::optional<std::string> Node::step_down() {
     }
     if (stopping_) {
         return std::string("the node is stopping");
+    }
+    if (store_) {
+        return store_step_down();
     }
     if (driver_->snapshot().role != elector::Role::Leader) {
         return std::string("not the leader");
@@ -583,6 +607,11 @@ void Node::stop(std::function<void()> done) {
     stopping_ = true;
     if (!started_) {
         finish_stop();
+        return;
+    }
+    if (store_) {
+        // The key is released at once (etcd: the lease revoked; ZooKeeper: the znode deleted).
+        store_->stop([this] { finish_stop(); });
         return;
     }
     const auto successor =
@@ -781,7 +810,9 @@ void Node::finish_stop() {
         log_driver_->stop();  // pending proposals are answered (outcome unknown)
     }
     // A node that is still leader sends its cession here.
-    driver_->stop();
+    if (!store_) {
+        driver_->stop();
+    }
     stop_timer_.expires_after(kDrainTime);
     stop_timer_.async_wait([this](const boost::system::error_code&) {
         if (admin_) {
@@ -826,6 +857,9 @@ AdminSource& Node::admin_source() {
 }
 
 StatusReport Node::status() {
+    if (store_) {
+        return store_status();
+    }
     const elector::LeadershipSnapshot& s = driver_->snapshot();
     StatusReport r;
     r.id = config_.self_entry().id;
@@ -877,6 +911,9 @@ std::string Node::metrics_text() {
 }
 
 HealthReport Node::health() {
+    if (store_) {
+        return store_health();
+    }
     if (state_refused_) {
         return {false, "refused by the cluster: " + *state_refused_};
     }

@@ -24,6 +24,15 @@ nlohmann::json lease_to_json(const std::optional<LeaseStatus>& lease) {
     return {{"valid", lease->valid}, {"remaining_ms", lease->remaining_ms}};
 }
 
+nlohmann::json store_to_json(const StoreStatus& store) {
+    return {{"kind", store.kind},
+            {"session", store.session},
+            {"detail", store.detail},
+            {"last_answer_ms", store.last_answer_ms ? nlohmann::json(*store.last_answer_ms)
+                                                    : nlohmann::json(nullptr)},
+            {"ttl_ms", store.ttl_ms}};
+}
+
 nlohmann::json status_to_json(const StatusReport& status) {
     nlohmann::json peers = nlohmann::json::array();
     for (const PeerStatus& peer : status.peers) {
@@ -52,6 +61,9 @@ nlohmann::json status_to_json(const StatusReport& status) {
           {"age_ms", status.last_transition_age_ms}}},
         {"lease", lease_to_json(status.lease)},
     };
+    if (status.store) {
+        out["store"] = store_to_json(*status.store);
+    }
     if (status.storage.ok) {
         out["storage"] = {{"state", "ok"}};
     } else {

@@ -8,6 +8,7 @@
 
 #include "conclave/node/cluster_config.hpp"
 #include "conclave/node/security.hpp"
+#include "conclave/node/store_backend.hpp"
 
 using conclave::Millis;
 using conclave::NodeId;
@@ -558,4 +559,79 @@ TEST_CASE("every timing option is parsed, dumped, range-checked and documented",
     json doc = GoodConfig();
     doc["timing"] = {{"heartbeat_msec", 100}};
     CHECK(ErrorOf(doc).find("did you mean \"heartbeat_ms\"") != std::string::npos);
+}
+
+TEST_CASE("backend: the built-in elector by default, etcd and zookeeper stores",
+          "[config][store]") {
+    CHECK(Parse(GoodConfig()).backend.kind == BackendSettings::Kind::Raft);
+    json doc = GoodConfig();
+    doc["backend"] = {{"kind", "raft"}};
+    CHECK(!Parse(doc).backend.is_store());
+    CHECK(Parse(doc).metadata.enabled);
+
+    doc["backend"] =
+        json::parse(R"({"kind": "etcd", "endpoints": ["127.0.0.1:2379", "10.0.0.2:2379"],
+                                     "ttl_ms": 3000})");
+    const ClusterConfig etcd = Parse(doc);
+    CHECK(etcd.backend.kind == BackendSettings::Kind::Etcd);
+    REQUIRE(etcd.backend.endpoints.size() == 2);
+    CHECK(etcd.backend.endpoints[1] == Endpoint{"10.0.0.2", 2379});
+    CHECK(etcd.backend.ttl_ms == 3000);
+    CHECK(etcd.backend.drift_permille == etcd.elector.lease_drift_permille);
+    CHECK(etcd.backend.prefix == "/conclave");
+    CHECK(!etcd.metadata.enabled);  // no metadata log beside a store
+    // --print-config loads back to the same config.
+    const auto again = parse_cluster_config(effective_config_json(etcd).dump(), "n1");
+    REQUIRE(std::holds_alternative<ClusterConfig>(again));
+    CHECK(std::get<ClusterConfig>(again).backend == etcd.backend);
+
+    doc["backend"] = json::parse(
+        R"({"kind": "zookeeper", "hosts": "127.0.0.1:2181,127.0.0.2:2181", "drift_permille": 20,
+            "prefix": "/elections"})");
+    const ClusterConfig zk = Parse(doc);
+    CHECK(zk.backend.kind == BackendSettings::Kind::ZooKeeper);
+    CHECK(zk.backend.hosts == "127.0.0.1:2181,127.0.0.2:2181");
+    CHECK(zk.backend.ttl_ms == 2000);
+    CHECK(zk.backend.drift_permille == 20);
+    CHECK(zk.backend.prefix == "/elections");
+}
+
+TEST_CASE("backend: conflicting or malformed fields are refused by name", "[config][store]") {
+    json doc = GoodConfig();
+    doc["backend"] = {{"kind", "consul"}};
+    CHECK(ErrorOf(doc).find("backend.kind: expected") != std::string::npos);
+    doc["backend"] = {{"kind", "etcd"}, {"hosts", "127.0.0.1:2181"}};
+    CHECK(ErrorOf(doc).find("backend.hosts: is for \"zookeeper\"") != std::string::npos);
+    doc["backend"] = {{"kind", "zookeeper"}, {"endpoints", {"127.0.0.1:2379"}}};
+    CHECK(ErrorOf(doc).find("backend.endpoints: is for \"etcd\"") != std::string::npos);
+    doc["backend"] = {{"kind", "etcd"}, {"endpoints", json::array()}};
+    CHECK(ErrorOf(doc).find("backend.endpoints: expected a non-empty array") != std::string::npos);
+    doc["backend"] = {{"kind", "etcd"}, {"endpoints", {"nohost"}}};
+    CHECK(ErrorOf(doc).find("backend.endpoints[0]: expected \"host:port\"") != std::string::npos);
+    doc["backend"] = {{"kind", "zookeeper"}, {"hosts", "h:1"}, {"ttl_ms", 100}};
+    CHECK(ErrorOf(doc).find("backend.ttl_ms") != std::string::npos);
+    doc["backend"] = {{"kind", "zookeeper"}, {"hosts", "h:1"}, {"prefix", "/a/b"}};
+    CHECK(ErrorOf(doc).find("backend.prefix") != std::string::npos);
+    doc["backend"] = {{"kind", "zookeeper"}, {"hosts", "h:1"}, {"ttl_msec", 2000}};
+    CHECK(ErrorOf(doc).find("did you mean \"ttl_ms\"") != std::string::npos);
+    doc["backend"] = {{"kind", "raft"}, {"ttl_ms", 2000}};
+    CHECK(ErrorOf(doc).find("takes no other field") != std::string::npos);
+    // The metadata log needs the built-in elector's quorum.
+    doc["backend"] = {{"kind", "etcd"}, {"endpoints", {"127.0.0.1:2379"}}};
+    doc["metadata"] = {{"enabled", true}};
+    CHECK(ErrorOf(doc).find("metadata: the metadata log needs the built-in") != std::string::npos);
+    doc["metadata"] = {{"enabled", false}};
+    CHECK(!Parse(doc).metadata.enabled);
+}
+
+TEST_CASE("store lease: counted from the renewal's send, shortened by the drift bound",
+          "[store][lease]") {
+    const auto sent = std::chrono::steady_clock::time_point(std::chrono::seconds(100));
+    // 2000 ms x 950 / 1050 = 1809.52 ms, rounded down to the microsecond.
+    CHECK(store_lease_end(sent, std::chrono::milliseconds(2000), 50) - sent ==
+          std::chrono::microseconds(1'809'523));
+    CHECK(store_lease_end(sent, std::chrono::milliseconds(2000), 0) - sent ==
+          std::chrono::milliseconds(2000));
+    CHECK(store_lease_end(sent, std::chrono::milliseconds(2000), 500) - sent ==
+          std::chrono::microseconds(666'666));
 }

@@ -134,6 +134,27 @@ struct SecuritySettings {
     bool operator==(const SecuritySettings&) const = default;
 };
 
+/// Where leadership comes from: the built-in elector (Raft kind, the default) or a coordination
+/// store (etcd v3, ZooKeeper) that holds the quorum (node/README.md, "Leadership from a store").
+struct BackendSettings {
+    enum class Kind : std::uint8_t { Raft, Etcd, ZooKeeper };
+    Kind kind = Kind::Raft;
+    /// etcd: the client URLs' "host:port" (plain HTTP JSON gateway), tried in turn.
+    std::vector<Endpoint> endpoints;
+    /// ZooKeeper: the C client's connect string ("host:port,host:port").
+    std::string hosts;
+    /// The store lease (etcd, rounded up to whole seconds) or session timeout (ZooKeeper).
+    std::uint32_t ttl_ms = 2'000;
+    /// Bound on the rate difference of this node's and the store's clocks, in permille (the
+    /// holder's lease is ttl * (1000 - d) / (1000 + d) from the sending of a confirmed renewal).
+    std::uint32_t drift_permille = 50;
+    /// Root of the keys / znodes (the cluster name is appended).
+    std::string prefix = "/conclave";
+    bool is_store() const { return kind != Kind::Raft; }
+    bool operator==(const BackendSettings&) const = default;
+};
+std::string_view to_string(BackendSettings::Kind k);
+
 struct ClusterConfig {
     std::string cluster;
     /// Membership table: nodes[i] has NodeId{i}. Ids and endpoints are unique.
@@ -152,6 +173,7 @@ struct ClusterConfig {
     LogSettings log;
     MetadataSettings metadata;
     SecuritySettings security;
+    BackendSettings backend;
 
     const NodeEntry& self_entry() const { return nodes.at(self.value); }
     /// The NodeId of a configured string id.

@@ -66,6 +66,7 @@ namespace conclave::node {
 using conclave::elector::FencingGate;
 
 class LeadershipMetrics;
+class StoreBackend;
 struct StoredTable;
 
 /// What the application may act on, with string node ids.
@@ -291,6 +292,19 @@ class Node {
     replication::Configuration active_configuration() const;
     void register_membership_metrics();
     std::optional<MembershipState> membership_state() const;
+    // store_node.cpp: leadership from a coordination store (config "backend"; store_backend.hpp).
+    // The mesh and the built-in elector are then created but never started.
+    void create_store();
+    std::optional<std::string> start_store();
+    void on_store_change();
+    Leadership store_leadership() const;
+    StatusReport store_status();
+    HealthReport store_health();
+    std::optional<std::string> store_step_down();
+    void register_store_metrics();
+    /// Tells the subscribers about `l` when it differs from the last one (both sources).
+    void publish(const Leadership& l);
+    std::unique_ptr<StoreBackend> store_;  // nullptr with the built-in elector
     // peer_metrics.cpp
     void register_peer_metrics();
     std::optional<LogStatus> log_status() const;

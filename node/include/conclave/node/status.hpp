@@ -14,7 +14,8 @@
 //     "quarantined": true while a new node waits to be admitted by a majority of its peers, and
 //     "unknown_to_peers": "<why>" when a majority of its peers answer that they do not know it
 //     (removed while it was down), and "state_regressed": "<why>" when a peer refuses it because
-//     its durable term is below one it announced before (restored from an older copy).
+//     its durable term is below one it announced before (restored from an older copy);
+//   - "store": the coordination store's session, with a store backend (StoreStatus).
 #pragma once
 
 #include <chrono>
@@ -79,6 +80,18 @@ LeaseStatus lease_status(std::optional<std::chrono::steady_clock::time_point> de
 /// {"valid": bool, "remaining_ms": N}, or null without a lease status (not a leader).
 nlohmann::json lease_to_json(const std::optional<LeaseStatus>& lease);
 
+/// Leadership from a coordination store (config "backend"): the store session as this node sees
+/// it ("store": {"kind", "session", "detail", "last_answer_ms", "ttl_ms"}; absent with the
+/// built-in elector).
+struct StoreStatus {
+    std::string kind;     // "etcd" | "zookeeper"
+    std::string session;  // "connecting" | "connected" | "unreachable" | "expired" | "stopped"
+    std::string detail;   // the last error, or empty
+    /// Milliseconds since the store last answered; nullopt when it never did.
+    std::optional<std::int64_t> last_answer_ms;
+    std::uint32_t ttl_ms = 0;
+};
+
 struct StatusReport {
     std::string id;
     std::string cluster;
@@ -108,9 +121,11 @@ struct StatusReport {
     std::int64_t last_transition_age_ms = 0;
     /// Leader only: its lease ("lease": {"valid": bool, "remaining_ms": N}, null otherwise).
     std::optional<LeaseStatus> lease;
+    std::optional<StoreStatus> store;
 };
 
 nlohmann::json lsn_to_json(const Lsn& lsn);
+nlohmann::json store_to_json(const StoreStatus& store);
 nlohmann::json status_to_json(const StatusReport& status);
 
 }  // namespace conclave::node
