@@ -231,6 +231,9 @@ void ElectorDriver::Env::arm(elector::TimerId timer, Millis delay,
             } else {
                 d->refresh_round_trip();
                 d->runtime_.timer_fired(timer, generation);  // filters stale instances itself
+                if (timer == elector::TimerId::HeartbeatBroadcast) {
+                    d->runtime_.hand_back();  // the preferred leader's hand-back, when due
+                }
             }
             d->sync_timer_counters();
         });

@@ -9,22 +9,33 @@ namespace conclave::elector {
 
 std::size_t candidacy_rank(std::size_t cluster_size, NodeId self, Term term,
                            std::optional<NodeId> lost_leader) {
-    if (cluster_size == 0) {
-        return 0;
+    return candidacy_rank(cluster_size, self, term, lost_leader, Config::default_priorities());
+}
+
+std::size_t candidacy_rank(std::size_t cluster_size, NodeId self, Term term,
+                           std::optional<NodeId> lost_leader, const Priorities& priorities) {
+    if (cluster_size == 0 || self.value >= cluster_size) {
+        return 0;  // self not in the cluster (Config::validate prevents it)
     }
     const std::uint64_t n = cluster_size;
     const std::uint64_t first = (term.value % n + 1) % n;
+    // Position of a node in the term's rotation: ties of priority are broken by it.
+    auto position = [&](std::uint64_t node) { return (node + n - first) % n; };
+    const std::uint32_t mine = priorities[self.value];
     std::size_t rank = 0;
-    for (std::uint64_t k = 0; k < n; ++k) {
-        const auto node = static_cast<std::uint16_t>((first + k) % n);
-        if (node == self.value) {
-            return rank;
+    for (std::uint64_t node = 0; node < n; ++node) {
+        if (node == self.value || (lost_leader && lost_leader->value == node)) {
+            continue;
         }
-        if (!lost_leader || lost_leader->value != node) {
+        const std::uint32_t theirs = priorities[node];
+        if (theirs == 0) {
+            continue;  // never stands
+        }
+        if (theirs > mine || (theirs == mine && position(node) < position(self.value))) {
             ++rank;
         }
     }
-    return rank;  // self not in the cluster: last (Config::validate prevents it)
+    return rank;
 }
 
 Millis adaptive_rank_slot(const Config& config, std::chrono::microseconds round_trip) {
@@ -46,11 +57,15 @@ void Elector::observe_round_trip(std::chrono::microseconds round_trip) {
 }
 
 Millis ranked_backoff(const Config& config, Term term, std::optional<NodeId> lost_leader,
-                      std::uint64_t draw) {
-    const auto rank = candidacy_rank(config.cluster_size, config.self, term, lost_leader);
+                      std::uint64_t draw, bool use_priorities) {
+    const auto rank =
+        candidacy_rank(config.cluster_size, config.self, term, lost_leader,
+                       use_priorities ? config.priorities : Config::default_priorities());
     const auto slot = static_cast<std::uint64_t>(config.rank_slot.count());
     const std::uint64_t jitter = draw % (slot / 8 + 1);
-    return Millis{static_cast<Millis::rep>(rank * slot + jitter)};
+    // Liveness: the ranks ahead may all be dead; the wait is capped at one election timeout.
+    const auto cap = static_cast<std::uint64_t>(config.election_result_timeout.count());
+    return Millis{static_cast<Millis::rep>(std::min(rank * slot, cap) + jitter)};
 }
 
 }  // namespace conclave::elector

@@ -690,6 +690,9 @@ void Simulator::deliver(const Event& e) {
                     return rt.timer_fired(e.timer, rt.generation(e.timer));
                 },
                 nullptr, std::nullopt, e.timer);
+            if (e.timer == elector::TimerId::HeartbeatBroadcast) {
+                hand_back(n);
+            }
             break;
         case EventKind::PeerUp:
             input(
@@ -1150,6 +1153,22 @@ void Simulator::transfer(std::size_t target) {
             nullptr, node_id(to));
         ++(refused ? stats_.transfers_refused : stats_.transfers);
     }
+}
+
+void Simulator::hand_back(std::size_t node) {
+    if (violation_ || !cores_[node] || !cores_[node]->rt.elector().handback_target()) {
+        return;
+    }
+    const NodeId to = *cores_[node]->rt.elector().handback_target();
+    bool handed = false;
+    input(
+        node, StepAction::TransferLeadership,
+        [&](auto& rt) -> const elector::Actions& {
+            handed = rt.hand_back().has_value();
+            return rt.last_actions();
+        },
+        nullptr, to);
+    stats_.hand_backs += handed ? 1 : 0;
 }
 
 void Simulator::apply(const FaultAction& f) {

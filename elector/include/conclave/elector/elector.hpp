@@ -98,6 +98,20 @@ struct LeaseTimes {
     bool operator==(const LeaseTimes&) const = default;
 };
 
+/// The preferred leader's hand-back (docs/design.md, "Priorities"), on the driver's clock. Not
+/// part of ElectorState: like LeaseTimes, it decides only when a leader asks for a transfer, which
+/// tla/Elector.tla lets a leader do at any time.
+struct HandBackTimes {
+    /// Leader: when this leadership started.
+    std::optional<Millis> leading_since;
+    /// Leader: per peer, since when it has been connected and acknowledging every heartbeat
+    /// round (none: not healthy now).
+    std::array<std::optional<Millis>, kMaxClusterSize> healthy_since{};
+    /// Leader: per peer, one more than the newest heartbeat round it acknowledged (0: none).
+    std::array<std::uint64_t, kMaxClusterSize> acked_round{};
+    bool operator==(const HandBackTimes&) const = default;
+};
+
 /// Counters for metrics. Not part of the protocol state.
 struct ElectorCounters {
     std::uint64_t scouting_rounds_started = 0;
@@ -170,6 +184,13 @@ class Elector {
     /// TLA+ spec, and only when the next ranked wait ends depends on it.
     void observe_round_trip(std::chrono::microseconds round_trip);
 
+    /// The preferred leader's hand-back (docs/design.md, "Priorities"): the voter this leader
+    /// should hand leadership to now, if any. With Config::preferred_stability S > 0, a leader
+    /// that has led for S names the connected voter of the highest priority above its own that
+    /// has acknowledged every heartbeat round for S (transfer_error() accepts it). A query: the
+    /// runtime gives the transfer as the input transfer_leadership (ElectorRuntime::hand_back).
+    std::optional<NodeId> handback_target() const;
+
     /// Leader only: issue the next Leader Sequence Number (term, counter+1).
     std::optional<Lsn> issue_lsn();
 
@@ -178,6 +199,7 @@ class Elector {
     const Config& config() const { return config_; }
     const LeadershipSnapshot& snapshot() const { return snapshot_; }
     const LeaseTimes& lease() const { return lease_; }
+    const HandBackTimes& handback() const { return handback_; }
     /// Leader: the end of its lease on the driver's clock; none when not a leader or no quorum
     /// has acknowledged a heartbeat round yet (docs/design.md, the leader lease).
     std::optional<Millis> lease_end() const { return lease_.lease_end; }
@@ -244,6 +266,13 @@ class Elector {
     void EndLease();
     void CheckLeaseInvariants() const;
 
+    // The preferred leader's hand-back (HandBackTimes).
+    /// Leader: `peer` acknowledged heartbeat round `round`: healthy from now if it was not.
+    void NoteAcknowledged(NodeId peer, std::uint64_t round);
+    /// Leader, before each heartbeat round: a peer that left the last two rounds unacknowledged
+    /// is no longer healthy.
+    void ForgetSilentPeers();
+
     // Transitions shared by several handlers (etcd-raft's becomeX).
     bool CorroboratesSilence(TermOrder order) const;
     bool TermSpaceExhausted();
@@ -277,6 +306,11 @@ class Elector {
     Millis RandomBackoff();
     bool IsPeer(NodeId n) const;
     bool IsVoter(NodeId n) const { return state_.voters.contains(n); }
+    /// A voter of priority > 0 (any voter with the planted IgnorePriority): it may scout, stand
+    /// and be named a successor.
+    bool CanStand() const;
+    /// The ranked candidacy orders by priority (not with the planted IgnorePriority).
+    bool UsePriorities() const;
     /// Every member of the cluster is a voter (the default configuration's voter set).
     bool AllMembersVote() const;
     /// The quorum over the current voter set (Config::quorum when every member votes).
@@ -312,6 +346,7 @@ class Elector {
     ElectorState state_;
     LeadershipSnapshot snapshot_;
     LeaseTimes lease_;
+    HandBackTimes handback_;
     ElectorCounters counters_;
     /// The durable state of the latest PersistState (the restored one before any): after every
     /// input it equals state_.durable().
