@@ -12,30 +12,38 @@ std::size_t candidacy_rank(std::size_t cluster_size, NodeId self, Term term,
     return candidacy_rank(cluster_size, self, term, lost_leader, Config::default_priorities());
 }
 
-std::size_t candidacy_rank(std::size_t cluster_size, NodeId self, Term term,
-                           std::optional<NodeId> lost_leader, const Priorities& priorities) {
+CandidacyRank candidacy_ranks(std::size_t cluster_size, NodeId self, Term term,
+                              std::optional<NodeId> lost_leader, const Priorities& priorities,
+                              std::optional<NodeSet> connected) {
+    CandidacyRank rank;
     if (cluster_size == 0 || self.value >= cluster_size) {
-        return 0;  // self not in the cluster (Config::validate prevents it)
+        return rank;  // self not in the cluster (Config::validate prevents it)
     }
     const std::uint64_t n = cluster_size;
     const std::uint64_t first = (term.value % n + 1) % n;
     // Position of a node in the term's rotation: ties of priority are broken by it.
     auto position = [&](std::uint64_t node) { return (node + n - first) % n; };
     const std::uint32_t mine = priorities[self.value];
-    std::size_t rank = 0;
     for (std::uint64_t node = 0; node < n; ++node) {
-        if (node == self.value || (lost_leader && lost_leader->value == node)) {
-            continue;
-        }
         const std::uint32_t theirs = priorities[node];
-        if (theirs == 0) {
-            continue;  // never stands
+        if (node == self.value || (lost_leader && lost_leader->value == node) || theirs == 0) {
+            continue;  // self, the lost leader, and a node that never stands
         }
-        if (theirs > mine || (theirs == mine && position(node) < position(self.value))) {
-            ++rank;
+        if (theirs > mine) {
+            if (!connected || connected->contains(NodeId{static_cast<std::uint16_t>(node)})) {
+                ++rank.above;
+            }
+        } else if (theirs == mine && position(node) < position(self.value)) {
+            ++rank.level;
         }
     }
     return rank;
+}
+
+std::size_t candidacy_rank(std::size_t cluster_size, NodeId self, Term term,
+                           std::optional<NodeId> lost_leader, const Priorities& priorities) {
+    const CandidacyRank rank = candidacy_ranks(cluster_size, self, term, lost_leader, priorities);
+    return rank.above + rank.level;
 }
 
 Millis adaptive_rank_slot(const Config& config, std::chrono::microseconds round_trip) {
@@ -57,15 +65,23 @@ void Elector::observe_round_trip(std::chrono::microseconds round_trip) {
 }
 
 Millis ranked_backoff(const Config& config, Term term, std::optional<NodeId> lost_leader,
-                      std::uint64_t draw, bool use_priorities) {
-    const auto rank =
-        candidacy_rank(config.cluster_size, config.self, term, lost_leader,
-                       use_priorities ? config.priorities : Config::default_priorities());
+                      std::uint64_t draw, bool use_priorities, std::optional<NodeSet> connected) {
+    const CandidacyRank rank = candidacy_ranks(
+        config.cluster_size, config.self, term, lost_leader,
+        use_priorities ? config.priorities : Config::default_priorities(), connected);
     const auto slot = static_cast<std::uint64_t>(config.rank_slot.count());
     const std::uint64_t jitter = draw % (slot / 8 + 1);
-    // Liveness: the ranks ahead may all be dead; the wait is capped at one election timeout.
-    const auto cap = static_cast<std::uint64_t>(config.election_result_timeout.count());
-    return Millis{static_cast<Millis::rep>(std::min(rank * slot, cap) + jitter)};
+    // Liveness of priorities: a node of higher priority is waited for only while connected,
+    // and a connected one may still be dead or cut off (a blackhole). Waiting for them takes at
+    // most one election timeout: their slot shrinks so that all of them fit in it, in order.
+    std::uint64_t standing = 0;
+    for (std::size_t i = 0; i < config.cluster_size; ++i) {
+        standing += config.priorities[i] > 0 ? 1U : 0U;
+    }
+    const auto timeout = static_cast<std::uint64_t>(config.election_result_timeout.count());
+    const std::uint64_t above_slot = std::min(slot, timeout / std::max<std::uint64_t>(standing, 2));
+    const std::uint64_t wait = rank.above * above_slot + rank.level * slot + jitter;
+    return Millis{static_cast<Millis::rep>(wait)};
 }
 
 }  // namespace conclave::elector

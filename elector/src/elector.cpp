@@ -963,7 +963,7 @@ void Elector::BecomeFollower(Reason reason, std::optional<NodeId> leader,
         const bool ranked = config_.backoff == Backoff::Ranked && lost_leader;
         Arm(TimerId::RandomWait,
             extra_wait + (ranked ? ranked_backoff(config_, state_.term, lost_leader, random_(),
-                                                  UsePriorities())
+                                                  UsePriorities(), state_.peers_up)
                                  : RandomBackoff()));
     }
     NotifyIfChanged(reason);

@@ -136,6 +136,11 @@ SimOptions validated(SimOptions o) {
     if (auto error = c.validate()) {
         throw std::invalid_argument("elector config: " + *error);
     }
+    for (std::uint16_t i = 0; i < o.nodes; ++i) {
+        if (o.elector.priorities[i] == 0) {
+            o.history.never_lead.insert(NodeId{i});  // priorities: never leads (the history checks)
+        }
+    }
     if (o.log) {
         // Membership: the history's durability check reads configuration entries as the log does.
         o.log_options.history.decode_configuration = o.log_options.config.decode_configuration;

@@ -32,17 +32,31 @@ std::size_t candidacy_rank(std::size_t cluster_size, NodeId self, Term term,
                            std::optional<NodeId> lost_leader);
 std::size_t candidacy_rank(std::size_t cluster_size, NodeId self, Term term,
                            std::optional<NodeId> lost_leader, const Priorities& priorities);
+/// The two parts of that rank: the standing nodes of a higher priority (`above`), and those of
+/// self's priority ahead of it in the rotation (`level`).
+struct CandidacyRank {
+    std::size_t above = 0;
+    std::size_t level = 0;
+};
+/// With `connected`, `above` counts only the nodes in it (the wait skips the ones known down).
+CandidacyRank candidacy_ranks(std::size_t cluster_size, NodeId self, Term term,
+                              std::optional<NodeId> lost_leader, const Priorities& priorities,
+                              std::optional<NodeSet> connected = std::nullopt);
 
 /// The slot for a measured peer round trip: config.rank_slot_rtt_multiple x `round_trip`
 /// (rounded up to a millisecond), clamped to [rank_slot_min, rank_slot_max]; config.rank_slot
 /// when the multiple is 0 (a fixed slot).
 Millis adaptive_rank_slot(const Config& config, std::chrono::microseconds round_trip);
 
-/// min(rank x config.rank_slot, election_result_timeout) + (draw mod (rank_slot / 8 + 1)), the
-/// rank over config.priorities (every node priority 1 when `use_priorities` is false). The cap
-/// is the liveness rule of priorities: whatever the nodes ranked ahead, dead or alive, a node
-/// scouts at most one election timeout (and the jitter) after losing its leader.
+/// above x min(rank_slot, election_result_timeout / max(S, 2)) + level x rank_slot + (draw mod
+/// (rank_slot / 8 + 1)), with S the number of nodes of priority > 0 and the rank over
+/// config.priorities (`above` counting only the `connected` nodes when given; every node of
+/// priority 1, so `above` is 0, when `use_priorities` is false). The shrunken slot is the liveness
+/// rule of priorities: whether the nodes of higher priority are dead or alive, waiting for them
+/// delays a node by less than one election timeout, in their order; with equal priorities the
+/// wait is the rotation's rank x slot, as without priorities.
 Millis ranked_backoff(const Config& config, Term term, std::optional<NodeId> lost_leader,
-                      std::uint64_t draw, bool use_priorities = true);
+                      std::uint64_t draw, bool use_priorities = true,
+                      std::optional<NodeSet> connected = std::nullopt);
 
 }  // namespace conclave::elector
