@@ -128,6 +128,10 @@ std::optional<std::string> ElectorDriver::transfer_leadership(NodeId target) {
     return runtime_.transfer_leadership(target);
 }
 
+std::optional<std::string> ElectorDriver::set_priority(NodeId node, std::uint32_t priority) {
+    return runtime_.set_priority(node, priority);
+}
+
 std::optional<Lsn> ElectorDriver::issue_lsn() {
     return runtime_.issue_lsn();
 }

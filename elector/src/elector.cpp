@@ -377,6 +377,24 @@ Actions Elector::set_voters(Millis now, NodeSet voters, std::uint64_t version) {
     return Finish();
 }
 
+std::optional<std::string> Elector::priority_error(NodeId node, std::uint32_t priority) const {
+    if (node.value >= config_.cluster_size) {
+        return "node " + to_string(node) + " is not a member of the cluster";
+    }
+    Config changed = config_;
+    changed.priorities[node.value] = priority;
+    return changed.validate();
+}
+
+Actions Elector::set_priority(Millis now, NodeId node, std::uint32_t priority) {
+    now_ = now;
+    LeaseExpires();
+    if (!priority_error(node, priority)) {
+        SetPriority(node, priority);
+    }
+    return Finish();
+}
+
 std::optional<std::string> Elector::grow_table(std::size_t cluster_size) {
     if (cluster_size < config_.cluster_size || cluster_size > kMaxClusterSize) {
         return "the node table only grows, up to " + std::to_string(kMaxClusterSize) +
@@ -845,6 +863,24 @@ void Elector::SetVoters(NodeSet voters, std::uint64_t version) {
     if (!waiting && !state_.leader && !state_.tentative_leader) {
         Arm(TimerId::RandomWait, RandomBackoff());
     }
+}
+
+// Priorities (docs/design.md): an operator's change. Only this node's own standing changes what
+// it does now; the others' priorities change its next ranked waits and hand-backs.
+void Elector::SetPriority(NodeId node, std::uint32_t priority) {
+    config_.priorities[node.value] = priority;
+    if (node != config_.self || state_.role == Role::Stopped || CanStand()) {
+        return;
+    }
+    if (state_.role != Role::Follower) {
+        StepDown(Reason::VotersChanged);  // a follower that cannot stand arms no wait
+        return;
+    }
+    if (state_.round.id != 0) {
+        EndScoutingRound();
+    }
+    Cancel(TimerId::InitialWait);
+    Cancel(TimerId::RandomWait);
 }
 
 // ---- Shared transitions ------------------------------------------------------------------------

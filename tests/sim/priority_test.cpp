@@ -45,6 +45,18 @@ std::optional<NodeId> await_majority_leader(Simulator& sim, Millis limit) {
     return majority_leader(sim);
 }
 
+/// The leader every running node follows, if they agree (crashed nodes left out).
+std::optional<NodeId> running_agree(const Simulator& sim) {
+    const auto leader = majority_leader(sim);
+    for (std::uint16_t i = 0; leader && i < sim.size(); ++i) {
+        const elector::ElectorState* s = sim.state(NodeId{i});
+        if (s && s->leader != leader) {
+            return std::nullopt;
+        }
+    }
+    return leader;
+}
+
 FaultAction crash(NodeId n) {
     return FaultAction{FaultKind::Crash, n, {}, 0, 0};
 }
@@ -257,4 +269,52 @@ TEST_CASE("priorities: random jittery schedules change leaders no more often, ha
     CHECK(ranked - std::min(ranked, hand_backs) <= equal + equal / 4);
     std::cout << "priorities, 200 jittery schedules: " << equal << " leader changes without, "
               << ranked << " with priorities of which " << hand_backs << " hand-backs\n";
+}
+
+// The Bully exercise of a 7-node cluster (bench/README.md, "A preferred leader beside the Bully
+// algorithm"): priorities 1..7 (P7 = n6 leads), P7 crashes, then P5 (n4, a follower). Prints
+// Conclave's messages and time per election; asserts only who leads and that P5's failure
+// elects nobody.
+TEST_CASE("priorities: the Bully exercise, 7 nodes: P7 fails, then P5", "[.][bully]") {
+    std::uint64_t messages = 0;
+    std::uint64_t second_messages = 0;
+    Millis took{0};
+    constexpr std::uint64_t kSeeds = 20;
+    for (std::uint64_t seed = 1; seed <= kSeeds; ++seed) {
+        Simulator sim(prioritised({1, 2, 3, 4, 5, 6, 7}, seed, Millis{0}));
+        LeadershipTracker tracker(7);
+        sim.on_step = [&](const Simulator& s, const StepRecord& r) { tracker.observe(s, r); };
+        sim.start_all();
+        REQUIRE(await_majority_leader(sim, Millis{5000}) == NodeId{6});
+        REQUIRE(sim.run_until(sim.now() + Millis{1000}));
+        // P7 fails: count the messages until every live node follows the new leader.
+        const std::uint64_t sent = sim.stats().messages_sent;
+        const std::uint64_t won = tracker.summary().elections_won;
+        const Millis at = sim.now() + Millis{1};
+        sim.schedule(at, crash(NodeId{6}));
+        REQUIRE(sim.run_until(at));
+        while (running_agree(sim) != NodeId{5} && sim.now() < at + Millis{5000}) {
+            REQUIRE(sim.run_until(sim.now() + Millis{1}));
+        }
+        REQUIRE(running_agree(sim) == NodeId{5});
+        CHECK(tracker.summary().elections_won == won + 1);
+        took += sim.now() - at;
+        // Heartbeats sent meanwhile are part of Conclave's cost: counted.
+        messages += sim.stats().messages_sent - sent;
+        // P5 fails: the leader keeps its quorum; nobody stands.
+        REQUIRE(sim.run_until(sim.now() + Millis{1000}));
+        const std::uint64_t before = sim.stats().messages_sent;
+        sim.schedule(sim.now() + Millis{1}, crash(NodeId{4}));
+        REQUIRE(sim.run_until(sim.now() + Millis{2000}));
+        CHECK(tracker.summary().elections_won == won + 1);
+        CHECK(running_agree(sim) == NodeId{5});
+        second_messages += sim.stats().messages_sent - before;
+        REQUIRE_FALSE(sim.violation());
+    }
+    std::cout << "Bully exercise, 7 nodes, fast profile, " << kSeeds
+              << " seeds: P7 fails -> P6 leads after "
+              << took.count() / static_cast<std::int64_t>(kSeeds) << " ms and " << messages / kSeeds
+              << " messages on average (every elector message, heartbeats included); P5 fails "
+                 "-> no election, "
+              << second_messages / kSeeds << " messages (heartbeats and acks) in the next 2 s\n";
 }

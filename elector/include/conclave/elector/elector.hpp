@@ -178,6 +178,14 @@ class Elector {
     /// current size or above kMaxClusterSize.
     std::optional<std::string> grow_table(std::size_t cluster_size);
 
+    /// Priorities (docs/design.md): `node`'s priority is now `priority` on this node (an
+    /// operator's change at run time). Refused (returns why, no actions) for a node outside the
+    /// table, a priority above Config::kMaxPriority, or a change that would leave no node of
+    /// priority > 0. This node, leading or standing, steps down (Reason::VotersChanged) when its
+    /// own priority becomes 0; a waiting one stops waiting to stand.
+    std::optional<std::string> priority_error(NodeId node, std::uint32_t priority) const;
+    Actions set_priority(Millis now, NodeId node, std::uint32_t priority);
+
     /// The driver's current estimate of the peer round trip (the mesh's smoothed RTT; the
     /// simulator's link delays). Sets the ranked backoff's slot to adaptive_rank_slot() of it
     /// (visible as config().rank_slot); no actions, no protocol state: time is abstracted in the
@@ -241,6 +249,7 @@ class Elector {
     void PeerDown(NodeId peer);
     void TransferLeadership(NodeId target);
     void SetVoters(NodeSet voters, std::uint64_t version);
+    void SetPriority(NodeId node, std::uint32_t priority);
     /// Every input of a running node, before its handler: a leader whose lease has run out
     /// (now >= lease_end after it held one) steps down with Reason::LeaseExpired.
     void LeaseExpires();

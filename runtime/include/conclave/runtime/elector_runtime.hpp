@@ -154,6 +154,18 @@ class ElectorRuntime {
         }
         return std::nullopt;
     }
+    /// Priorities (docs/design.md): an operator changed `node`'s priority on this node. Returns
+    /// the reason when refused.
+    std::optional<std::string> set_priority(NodeId node, std::uint32_t priority) {
+        if (failed_) {
+            return "the elector runtime failed (state write error); restart the node";
+        }
+        if (auto error = elector_.priority_error(node, priority)) {
+            return error;
+        }
+        run([&] { return elector_.set_priority(env_.now(), node, priority); });
+        return std::nullopt;
+    }
     /// Membership (docs/membership.md): the active configuration changed (a configuration entry
     /// committed, or the one in the log at start). Given to the core like any input (a refused one
     /// is counted there); returns the reason when refused.
