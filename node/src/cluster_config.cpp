@@ -216,6 +216,7 @@ constexpr TimingField kTimingFields[] = {
     {"rank_slot_max_ms", "rank_slot_max"},
     {"rank_slot_rtt_multiple", "rank_slot_rtt_multiple"},
     {"lease_drift_permille", "lease_drift_permille"},
+    {"preferred_stability_ms", "preferred_stability"},
 };
 
 constexpr std::int64_t kMaxTimingMs = 3'600'000;  // one hour, as Config::validate() allows
@@ -227,7 +228,8 @@ void ApplyTiming(const json& timing, elector::Config& config) {
         timing, "timing",
         {"heartbeat_ms", "miss_count", "max_random_wait_ms", "initial_wait_ms",
          "scouting_result_ms", "election_result_ms", "heartbeat_check_ms", "rank_slot_ms",
-         "rank_slot_min_ms", "rank_slot_max_ms", "rank_slot_rtt_multiple", "lease_drift_permille"});
+         "rank_slot_min_ms", "rank_slot_max_ms", "rank_slot_rtt_multiple", "lease_drift_permille",
+         "preferred_stability_ms"});
     const auto ms = [&](std::string_view key, Millis& out) {
         if (const json* v = Find(timing, key)) {
             out = Millis{ExpectInteger(*v, Join("timing", key), 0, kMaxTimingMs)};
@@ -240,6 +242,7 @@ void ApplyTiming(const json& timing, elector::Config& config) {
     ms("election_result_ms", config.election_result_timeout);
     ms("heartbeat_check_ms", config.heartbeat_check_period);
     ms("rank_slot_ms", config.rank_slot);
+    ms("preferred_stability_ms", config.preferred_stability);
     // rank_slot_ms alone is the floor too (and raises the ceiling if needed), so that one knob
     // still sets the slot on a fast link; rank_slot_min_ms / rank_slot_max_ms override that.
     if (Find(timing, "rank_slot_ms")) {
@@ -570,7 +573,7 @@ std::vector<NodeEntry> ParseNodes(const json& value) {
         const std::string path = "nodes[" + std::to_string(i) + "]";
         const json& item = value[i];
         ExpectObject(item, path);
-        RejectUnknownFields(item, path, {"id", "peer", "http"});
+        RejectUnknownFields(item, path, {"id", "peer", "http", "priority"});
         NodeEntry entry;
         const json& id = Require(item, path, "id");
         entry.id = ExpectString(id, path + ".id");
@@ -579,6 +582,10 @@ std::vector<NodeEntry> ParseNodes(const json& value) {
         }
         entry.peer = ParseEndpointField(Require(item, path, "peer"), path + ".peer");
         entry.http = ParseEndpointField(Require(item, path, "http"), path + ".http");
+        if (const json* priority = Find(item, "priority")) {
+            entry.priority = static_cast<std::uint32_t>(
+                ExpectInteger(*priority, path + ".priority", 0, elector::Config::kMaxPriority));
+        }
         nodes.push_back(std::move(entry));
     }
     // Duplicate ids, then endpoint clashes (both sockets of every node against all earlier ones).
@@ -625,6 +632,9 @@ void ParseElector(const json& document, ClusterConfig& config) {
                             Describe(*Find(document, "profile")));
     }
     config.elector = *elector;
+    for (std::size_t i = 0; i < config.nodes.size(); ++i) {
+        config.elector.priorities[i] = config.nodes[i].priority;
+    }
     if (const json* timing = Find(document, "timing")) {
         ApplyTiming(*timing, config.elector);
     }
@@ -927,7 +937,10 @@ nlohmann::ordered_json AdminTlsJson(const SecuritySettings& s) {
 nlohmann::ordered_json effective_config_json(const ClusterConfig& config) {
     nlohmann::ordered_json nodes = nlohmann::ordered_json::array();
     for (const NodeEntry& n : config.nodes) {
-        nodes.push_back({{"id", n.id}, {"peer", to_string(n.peer)}, {"http", to_string(n.http)}});
+        nodes.push_back({{"id", n.id},
+                         {"peer", to_string(n.peer)},
+                         {"http", to_string(n.http)},
+                         {"priority", n.priority}});
     }
     const elector::Config& e = config.elector;
     nlohmann::ordered_json tls = nullptr;
@@ -952,7 +965,8 @@ nlohmann::ordered_json effective_config_json(const ClusterConfig& config) {
           {"rank_slot_min_ms", e.rank_slot_min.count()},
           {"rank_slot_max_ms", e.rank_slot_max.count()},
           {"rank_slot_rtt_multiple", e.rank_slot_rtt_multiple},
-          {"lease_drift_permille", e.lease_drift_permille}}},
+          {"lease_drift_permille", e.lease_drift_permille},
+          {"preferred_stability_ms", e.preferred_stability.count()}}},
         {"backoff", to_string(e.backoff)},
         {"scouting", e.scouting},
         {"check_quorum", e.check_quorum},
