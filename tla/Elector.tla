@@ -101,7 +101,7 @@ MsgTypes == {"ScoutingRequest", "ScoutingResponse", "ElectionProposal",
 N == Cardinality(Node)
 
 PlantedBugs == {"None", "DoubleVote", "MinorityQuorum", "CountStaleScoutingReplies",
-                "SkipStickyLeader", "IgnoreConfigVersion",
+                "SkipStickyLeader", "IgnoreConfigVersion", "IgnorePriority",
                 \* liveness mutants of the spec only (no C++ counterpart), see MCElectorLive:
                 "NeverDropLeader", "RefuseWhileRemembering", "NoRetry",
                 \* leader mutants of the spec only (no C++ counterpart), see ElectorKeepLeading*.cfg:
@@ -174,6 +174,15 @@ ToVoters(n, s, MkMsg(_)) == {MkMsg(p) : p \in s.voters \ {n}}
 \* Elector::IsVoter(self).
 IsVoter(n, s) == n \in s.voters
 
+\* Priorities (docs/design.md, "Priorities"): the nodes of priority 0 (Config::priorities). They
+\* never stand: no wait to scout, no scouting, no candidacy, never a successor; they still vote,
+\* support and acknowledge. {} here; the priority models override it (ElectorPriority.cfg:
+\* PriorityZero <- MCPriorityZero). The ranked order of the others is timing, which the spec
+\* leaves out (every order of the scouting rounds is explored).
+PriorityZero == {}
+\* Elector::CanStand(): a voter of priority > 0 (any voter with the planted IgnorePriority).
+CanStand(n, s) == IsVoter(n, s) /\ (n \notin PriorityZero \/ PlantedBug = "IgnorePriority")
+
 \* The result of a handler: the new state and the messages it sent.
 R(s, out) == [st |-> s, out |-> out]
 Same(s) == R(s, {})
@@ -214,7 +223,7 @@ BecomeFollower(n, s, ldr, tentative, successor) ==
                         !.supporters = {}, !.refusals = {}, !.heard_since_check = {},
                         !.missed_checks = 0, !.round = NoRound,
                         !.armed_timers = IF ldr # Nil \/ tentative # Nil THEN {"HeartbeatCheck"}
-                                         ELSE IF IsVoter(n, s) THEN {"RandomWait"} ELSE {}]
+                                         ELSE IF CanStand(n, s) THEN {"RandomWait"} ELSE {}]
     IN R(s1, cession)
 
 \* A candidate that lost its election becomes a follower (and retries after a
@@ -470,14 +479,14 @@ HandleHeartbeatResponseR(n, s, m) ==
 HandleLeadershipCessionR(n, s, m) ==
     IF s.role # "follower" \/ m.term # s.term THEN Same(s)
     ELSE IF s.leader # m.from /\ s.tentative_leader # m.from THEN Same(s)
-    ELSE IF m.successor = n /\ IsVoter(n, s) THEN BecomeCandidate(n, s, TRUE)
+    ELSE IF m.successor = n /\ CanStand(n, s) THEN BecomeCandidate(n, s, TRUE)
     ELSE BecomeFollower(n, s, Nil, Nil, Nil)
 
 -----------------------------------------------------------------------------
 (* Timer handlers (called after timer_fired cleared the timer's bit)        *)
 
 RandomWaitFiredR(n, s, c) ==
-    IF s.role = "follower" /\ s.leader = Nil /\ s.tentative_leader = Nil /\ IsVoter(n, s)
+    IF s.role = "follower" /\ s.leader = Nil /\ s.tentative_leader = Nil /\ CanStand(n, s)
     THEN StartScouting(n, s, c) ELSE Same(s)
 
 InitialWaitFiredR(n, s, c) == RandomWaitFiredR(n, s, c)
@@ -539,6 +548,7 @@ PeerDownR(n, s, p) ==
 TransferAllowed(n, s, target) ==
     s.role = "leader" /\ target \in Node /\ target # n /\ target \in s.voters
     /\ target \in s.peers_up
+    /\ (target \notin PriorityZero \/ PlantedBug = "IgnorePriority")
 
 TransferLeadershipR(n, s, target) == BecomeFollower(n, s, Nil, Nil, target)
 
@@ -546,7 +556,7 @@ TransferLeadershipR(n, s, target) == BecomeFollower(n, s, Nil, Nil, target)
 StartR(n, s) ==
     [s EXCEPT !.role = "follower", !.leader = Nil, !.tentative_leader = Nil,
               !.missed_checks = 0, !.round = NoRound,
-              !.armed_timers = IF IsVoter(n, s) THEN @ \cup {"InitialWait"} ELSE @]
+              !.armed_timers = IF CanStand(n, s) THEN @ \cup {"InitialWait"} ELSE @]
 
 \* stop(): a leader cedes; only term, vote, last round id, LSN, peers_up and the
 \* configuration are kept.
@@ -977,6 +987,9 @@ TypeOK ==
 \* At most one leader per term, over the whole history.
 OneLeaderPerTerm ==
     \A e1, e2 \in elected : e1[1] = e2[1] => e1[2] = e2[2]
+
+\* Priorities: a node of priority 0 never leads (the simulator's priority-zero-leads).
+PriorityZeroNeverLeads == \A n \in PriorityZero : node[n].role # "leader"
 
 \* At most one vote per node per term, over the whole history.
 OneVotePerTerm ==

@@ -40,6 +40,10 @@ EXTENDS Elector, TLC
 
 Symmetry == Permutations(Node)
 
+\* Priorities (ElectorPriority*.cfg): one node of priority 0, and the symmetry of the others.
+MCPriorityZero == {CHOOSE n \in Node : TRUE}
+PrioritySymmetry == Permutations(Node \ MCPriorityZero)
+
 \* The plain bounds, for models without the VIEW (the negative model).
 Constraint == Bounds
 

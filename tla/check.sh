@@ -95,6 +95,10 @@ ci_models=(
   "ElectorMinorityQuorum.cfg:MCElector:LeaderHadQuorum:bfs"
   "ElectorSkipStickyLeader.cfg:MCElector:StickyLeaderHonoured:bfs"
   "ElectorCountStaleScoutingReplies.cfg:MCElector:ScoutingRepliesFromThisRound:bfs"
+  # priorities: a priority-0 node never stands nor leads (transfers included); the planted
+  # IgnorePriority must be found
+  "ElectorPriority.cfg:MCElector:ok:bfs"
+  "ElectorIgnorePriority.cfg:MCElector:PriorityZeroNeverLeads:bfs"
   # leader mutants of the spec (ElectorTransfer.cfg with the bug): two nodes act as leader
   # with the same fencing token
   "ElectorKeepLeadingOnHeartbeatResponse.cfg:MCElector:FencingTokensUnique:bfs"

@@ -93,6 +93,9 @@ Commands:
                       possibly behind. Exit 1 when the key does not exist
   members             the active configuration (GET /members, from the leader:
                       id, role, peer, http, acknowledged entries, lag, connected)
+  set-priority ID N   node ID's priority is N (0: never stands for leader) on every
+                      node (POST /priority on each endpoint; until they restart: the
+                      config file's "priority" then applies again)
   members OP ID       a membership change, OP = add-learner | promote | remove
                       (POST /members; waits until it commits; prints the version)
 
@@ -662,8 +665,8 @@ int Status(const Options& options) {
         json row = {{"endpoint", Name(view.endpoint)}, {"health", view.health}};
         if (view.status) {
             const json& s = *view.status;
-            for (const char* key : {"id", "role", "term", "leader", "fencing_token", "lease",
-                                    "commit_lsn", "storage"}) {
+            for (const char* key : {"id", "role", "priority", "term", "leader", "fencing_token",
+                                    "lease", "commit_lsn", "storage"}) {
                 row[key] = s.contains(key) ? s[key] : json(nullptr);
             }
         } else {
@@ -683,6 +686,7 @@ int Status(const Options& options) {
         {"ID", "id"},
         {"ENDPOINT", "endpoint"},
         {"ROLE", "role"},
+        {"PRIORITY", "priority"},
         {"TERM", "term"},
         {"LEADER", "leader"},
         {"TOKEN", "fencing_token"},
@@ -946,6 +950,34 @@ void Print(const Options& options, const std::string& text, const json& document
     } else {
         std::cout << text << std::endl;
     }
+}
+
+/// set-priority ID N: POST /priority?node=ID&value=N to every node; exit 0 when all accepted.
+int SetPriority(const Options& options) {
+    const std::string target = "/priority?node=" + options.args[0] + "&value=" + options.args[1];
+    bool all = true;
+    json out = json::array();
+    for (const Endpoint& endpoint : options.endpoints) {
+        json row = {{"endpoint", Name(endpoint)}};
+        try {
+            const Reply reply = Request(options, endpoint, http::verb::post, target);
+            row["accepted"] = reply.status == 202;
+            row["detail"] = Detail(reply);
+        } catch (const Failure& e) {
+            row["accepted"] = false;
+            row["detail"] = e.what();
+        }
+        all = all && row["accepted"].get<bool>();
+        if (options.output != "json") {
+            std::cout << Name(endpoint) << ": " << row["detail"].get<std::string>() << "\n";
+        }
+        out.push_back(std::move(row));
+    }
+    if (options.output == "json") {
+        std::cout << out.dump(2) << std::endl;
+    }
+    std::cout.flush();
+    return all ? kExitOk : kExitFailure;
 }
 
 int Command(const Options& options, const std::string& path, const std::string& what,
@@ -1309,6 +1341,9 @@ void Describe(CLI::App& app, Flags& flags, Options& options) {
     get->add_option("--from", options.from);
     get->add_option("KEY", flags.key);
     get->add_option("--consistency", flags.consistency);
+    CLI::App* priority = command("set-priority");
+    priority->add_option("ID", flags.key)->required();
+    priority->add_option("N", flags.value)->required();
     CLI::App* members = command("members");
     members->add_option("OP", flags.op);
     members->add_option("ID", flags.id);
@@ -1317,7 +1352,8 @@ void Describe(CLI::App& app, Flags& flags, Options& options) {
 void Validate(const Options& options, const Flags& flags) {
     if (options.command.empty()) {
         throw Failure(kExitUsage,
-                      "missing COMMAND (status, watch, transfer, step-down, put, get, members)");
+                      "missing COMMAND (status, watch, transfer, step-down, set-priority, put, "
+                      "get, members)");
     }
     if (options.command == "members" && !flags.op.empty()) {
         const std::string& op = flags.op;
@@ -1394,7 +1430,7 @@ void Resolve(Flags& flags, Options& options) {
         options.count = n;
     }
     Validate(options, flags);
-    if (options.command == "put") {
+    if (options.command == "put" || options.command == "set-priority") {
         options.args = {flags.key, flags.value};
     } else if (options.command == "members" && !flags.op.empty()) {
         options.args = {flags.op, flags.id};
@@ -1460,6 +1496,9 @@ int Run(const Options& options) {
     }
     if (options.command == "put") {
         return Put(options);
+    }
+    if (options.command == "set-priority") {
+        return SetPriority(options);
     }
     if (options.command == "members") {
         return Members(options);

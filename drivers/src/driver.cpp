@@ -128,6 +128,10 @@ std::optional<std::string> ElectorDriver::transfer_leadership(NodeId target) {
     return runtime_.transfer_leadership(target);
 }
 
+std::optional<std::string> ElectorDriver::set_priority(NodeId node, std::uint32_t priority) {
+    return runtime_.set_priority(node, priority);
+}
+
 std::optional<Lsn> ElectorDriver::issue_lsn() {
     return runtime_.issue_lsn();
 }
@@ -231,6 +235,9 @@ void ElectorDriver::Env::arm(elector::TimerId timer, Millis delay,
             } else {
                 d->refresh_round_trip();
                 d->runtime_.timer_fired(timer, generation);  // filters stale instances itself
+                if (timer == elector::TimerId::HeartbeatBroadcast) {
+                    d->runtime_.hand_back();  // the preferred leader's hand-back, when due
+                }
             }
             d->sync_timer_counters();
         });

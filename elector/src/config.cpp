@@ -41,6 +41,27 @@ std::optional<std::string> rank_slot_error(const Config& c) {
     return std::nullopt;
 }
 
+/// Node priorities and the hand-back's stability period (Config::validate).
+std::optional<std::string> priority_error(const Config& c) {
+    bool one_stands = false;
+    for (std::size_t i = 0; i < c.cluster_size; ++i) {
+        if (c.priorities[i] > Config::kMaxPriority) {
+            return "priority: node " + std::to_string(i) + " has " +
+                   std::to_string(c.priorities[i]) + ", at most " +
+                   std::to_string(Config::kMaxPriority) + " is supported";
+        }
+        one_stands = one_stands || c.priorities[i] > 0;
+    }
+    if (!one_stands) {
+        return "priority: every node has priority 0, so none could ever lead";
+    }
+    if (c.preferred_stability.count() < 0 || c.preferred_stability.count() > 3'600'000) {
+        return "preferred_stability: must be between 0 (off) and one hour, got " +
+               ms(c.preferred_stability);
+    }
+    return std::nullopt;
+}
+
 }  // namespace
 
 Config Config::reference(std::size_t cluster_size, NodeId self) {
@@ -62,6 +83,7 @@ Config Config::defaults(std::size_t cluster_size, NodeId self) {
     c.rank_slot = Millis{100};
     c.rank_slot_min = Millis{100};
     c.rank_slot_max = Millis{2000};
+    c.preferred_stability = Millis{10000};
     return with_cluster(c, cluster_size, self);
 }
 
@@ -78,6 +100,7 @@ Config Config::fast(std::size_t cluster_size, NodeId self) {
     c.rank_slot = Millis{25};
     c.rank_slot_min = Millis{25};
     c.rank_slot_max = Millis{500};
+    c.preferred_stability = Millis{2000};
     return with_cluster(c, cluster_size, self);
 }
 
@@ -162,6 +185,9 @@ std::optional<std::string> Config::validate() const {
                ", got " + std::to_string(lease_drift_permille);
     }
     if (auto error = rank_slot_error(*this)) {
+        return error;
+    }
+    if (auto error = priority_error(*this)) {
         return error;
     }
     if (backoff != Backoff::Uniform && backoff != Backoff::Ranked) {

@@ -186,10 +186,11 @@ Actions Elector::start(Millis now) {
     state_.missed_checks = 0;
     state_.round = ScoutingRound{};
     // Ranked: nodes started together look for a leader as long, then scout one slot apart.
-    const Millis ranked_start = config_.backoff == Backoff::Ranked
-                                    ? ranked_backoff(config_, state_.term, std::nullopt, random_())
-                                    : Millis{0};
-    if (IsVoter(config_.self)) {  // a learner or removed node never stands (R7, R8)
+    const Millis ranked_start =
+        config_.backoff == Backoff::Ranked
+            ? ranked_backoff(config_, state_.term, std::nullopt, random_(), UsePriorities())
+            : Millis{0};
+    if (CanStand()) {  // a learner, removed node or priority-0 node never stands (R7, R8)
         Arm(TimerId::InitialWait, config_.initial_wait + ranked_start);
     }
     // A promise given before a crash is forgotten with it: kept for P from the start instead
@@ -357,6 +358,9 @@ std::optional<std::string> Elector::transfer_error(NodeId target) const {
     if (!state_.peers_up.contains(target)) {
         return "node " + to_string(target) + " is not connected";
     }
+    if (config_.priority(target) == 0 && UsePriorities()) {
+        return "node " + to_string(target) + " has priority 0 (it never leads)";
+    }
     return std::nullopt;
 }
 
@@ -370,6 +374,24 @@ Actions Elector::set_voters(Millis now, NodeSet voters, std::uint64_t version) {
     if (version != state_.config_version || voters != state_.voters) {
         ++counters_.voter_set_changes;
         SetVoters(voters, version);
+    }
+    return Finish();
+}
+
+std::optional<std::string> Elector::priority_error(NodeId node, std::uint32_t priority) const {
+    if (node.value >= config_.cluster_size) {
+        return "node " + to_string(node) + " is not a member of the cluster";
+    }
+    Config changed = config_;
+    changed.priorities[node.value] = priority;
+    return changed.validate();
+}
+
+Actions Elector::set_priority(Millis now, NodeId node, std::uint32_t priority) {
+    now_ = now;
+    LeaseExpires();
+    if (!priority_error(node, priority)) {
+        SetPriority(node, priority);
     }
     return Finish();
 }
@@ -656,6 +678,7 @@ void Elector::HandleHeartbeatAck(const Message& m, const HeartbeatAck& body, Ter
     state_.supporters.insert(m.from);
     state_.heard_since_check.insert(m.from);
     RenewPromise(m.from, body.round);
+    NoteAcknowledged(m.from, body.round);
 }
 
 // InvalidHeartbeat: a follower tells the leader that it has moved to a higher term, which the
@@ -668,7 +691,7 @@ void Elector::HandleLeadershipCession(const Message& m, const LeadershipCession&
     if (state_.leader != m.from && state_.tentative_leader != m.from) {
         return;
     }
-    if (body.successor == config_.self && IsVoter(config_.self)) {
+    if (body.successor == config_.self && CanStand()) {
         BecomeCandidate(/*transfer=*/true);
         return;
     }
@@ -684,8 +707,7 @@ void Elector::InitialWaitFired() {
 }
 
 void Elector::RandomWaitFired() {
-    if (state_.role == Role::Follower && !state_.leader && !state_.tentative_leader &&
-        IsVoter(config_.self)) {
+    if (state_.role == Role::Follower && !state_.leader && !state_.tentative_leader && CanStand()) {
         StartScouting();
     }
 }
@@ -707,6 +729,7 @@ void Elector::HeartbeatBroadcastFired() {
     if (state_.role != Role::Leader) {
         return;
     }
+    ForgetSilentPeers();
     SendToAll(state_.term, StartHeartbeatRound());
     Arm(TimerId::HeartbeatBroadcast, config_.heartbeat_period);
 }
@@ -768,6 +791,7 @@ void Elector::PeerUp(NodeId peer) {
 void Elector::PeerDown(NodeId peer, LinkLoss loss) {
     state_.peers_up.erase(peer);
     const bool proof = proves_peer_gone(loss) || planted(PlantedBug::PromiseEndsOnLocalClose);
+    handback_.healthy_since[peer.value].reset();  // a flapping link starts its stability anew
     if (state_.role == Role::Follower &&
         ((state_.leader == peer && proof) || state_.tentative_leader == peer)) {
         StepDown(Reason::LeaderUnavailable);
@@ -824,6 +848,7 @@ void Elector::SetVoters(NodeSet voters, std::uint64_t version) {
         }
     }
     const bool voter = IsVoter(config_.self);
+    const bool stands = CanStand();
     if ((state_.role == Role::Leader && !voter) ||
         (state_.role == Role::Candidate && (!voter || new_version))) {
         StepDown(Reason::VotersChanged);
@@ -835,7 +860,7 @@ void Elector::SetVoters(NodeSet voters, std::uint64_t version) {
     if (state_.round.id != 0) {
         EndScoutingRound();
     }
-    if (!voter) {
+    if (!stands) {
         Cancel(TimerId::InitialWait);
         Cancel(TimerId::RandomWait);
         return;
@@ -846,6 +871,24 @@ void Elector::SetVoters(NodeSet voters, std::uint64_t version) {
     if (!waiting && !state_.leader && !state_.tentative_leader) {
         Arm(TimerId::RandomWait, RandomBackoff());
     }
+}
+
+// Priorities (docs/design.md): an operator's change. Only this node's own standing changes what
+// it does now; the others' priorities change its next ranked waits and hand-backs.
+void Elector::SetPriority(NodeId node, std::uint32_t priority) {
+    config_.priorities[node.value] = priority;
+    if (node != config_.self || state_.role == Role::Stopped || CanStand()) {
+        return;
+    }
+    if (state_.role != Role::Follower) {
+        StepDown(Reason::VotersChanged);  // a follower that cannot stand arms no wait
+        return;
+    }
+    if (state_.round.id != 0) {
+        EndScoutingRound();
+    }
+    Cancel(TimerId::InitialWait);
+    Cancel(TimerId::RandomWait);
 }
 
 // ---- Shared transitions ------------------------------------------------------------------------
@@ -885,7 +928,7 @@ void Elector::StartScouting() {
 }
 
 void Elector::BecomeCandidate(bool transfer) {
-    CONCLAVE_CHECK(IsVoter(config_.self), "only a voter stands (membership R7, R8)");
+    CONCLAVE_CHECK(CanStand(), "only a voter of priority > 0 stands (membership R7, R8)");
     if (TermSpaceExhausted()) {
         return;
     }
@@ -923,6 +966,8 @@ void Elector::BecomeLeader() {
     state_.heard_since_check.clear();
     state_.lsn = Lsn{state_.term, 0};
     EndLease();  // none until a quorum acknowledges a heartbeat round
+    handback_ = HandBackTimes{};
+    handback_.leading_since = now_;
     SendToAll(state_.term, StartHeartbeatRound());
     Arm(TimerId::HeartbeatBroadcast, config_.heartbeat_period);
     if (config_.check_quorum) {
@@ -958,10 +1003,11 @@ void Elector::BecomeFollower(Reason reason, std::optional<NodeId> leader,
     }
     if (leader || tentative) {
         Arm(TimerId::HeartbeatCheck, config_.heartbeat_check_period);
-    } else if (IsVoter(config_.self)) {  // a learner or removed node never stands (R7, R8)
+    } else if (CanStand()) {  // a learner, removed or priority-0 node never stands (R7, R8)
         const bool ranked = config_.backoff == Backoff::Ranked && lost_leader;
         Arm(TimerId::RandomWait,
-            extra_wait + (ranked ? ranked_backoff(config_, state_.term, lost_leader, random_())
+            extra_wait + (ranked ? ranked_backoff(config_, state_.term, lost_leader, random_(),
+                                                  UsePriorities(), state_.peers_up)
                                  : RandomBackoff()));
     }
     NotifyIfChanged(reason);
@@ -1095,6 +1141,49 @@ void Elector::CheckLeaseInvariants() const {
     }
     CONCLAVE_CHECK(!lease_.heard_leader_at || (state_.role == Role::Follower && state_.leader),
                    "only a follower of a leader promises");
+}
+
+// ---- The preferred leader's hand-back (docs/design.md, "Priorities") --------------------------
+
+// A peer is healthy from its first acknowledgement in this leadership, or after its link came
+// back up, until its link goes down or it leaves two heartbeat rounds unacknowledged.
+void Elector::NoteAcknowledged(NodeId peer, std::uint64_t round) {
+    std::optional<Millis>& since = handback_.healthy_since[peer.value];
+    std::uint64_t& acked = handback_.acked_round[peer.value];
+    if (round + 1 > acked) {
+        acked = round + 1;
+    }
+    if (!since) {
+        since = now_;
+    }
+}
+
+void Elector::ForgetSilentPeers() {
+    for (std::uint16_t i = 0; i < config_.cluster_size; ++i) {
+        if (handback_.acked_round[i] + 1 < lease_.next_round) {
+            handback_.healthy_since[i].reset();
+        }
+    }
+}
+
+std::optional<NodeId> Elector::handback_target() const {
+    const Millis stability = config_.preferred_stability;
+    if (state_.role != Role::Leader || stability.count() == 0 || !handback_.leading_since ||
+        now_ < *handback_.leading_since + stability) {
+        return std::nullopt;
+    }
+    std::optional<NodeId> best;
+    std::uint32_t best_priority = config_.priority(config_.self);
+    for (std::uint16_t i = 0; i < config_.cluster_size; ++i) {
+        const NodeId n{i};
+        const std::optional<Millis>& since = handback_.healthy_since[i];
+        const std::uint32_t p = config_.priority(n);
+        if (p > best_priority && since && now_ >= *since + stability && !transfer_error(n)) {
+            best = n;
+            best_priority = p;
+        }
+    }
+    return best;
 }
 
 void Elector::EndScoutingRound() {
@@ -1238,12 +1327,22 @@ void Elector::CheckMembershipInvariants() const {
                      state_.round.yes.bits | state_.round.no.bits) &
                     ~voters) == 0,
                    "only voters are counted");
-    if (!IsVoter(config_.self) && state_.role != Role::Stopped) {
+    if (!CanStand() && state_.role != Role::Stopped) {
         CONCLAVE_CHECK(state_.role == Role::Follower && state_.round.id == 0 &&
                            !state_.timer_armed(TimerId::InitialWait) &&
                            !state_.timer_armed(TimerId::RandomWait),
-                       "a non-voter never stands nor waits to (membership R7, R8)");
+                       "a non-voter or a node of priority 0 never stands nor waits to (membership "
+                       "R7, R8; priorities)");
     }
+}
+
+bool Elector::CanStand() const {
+    return IsVoter(config_.self) &&
+           (config_.priority(config_.self) > 0 || planted(PlantedBug::IgnorePriority));
+}
+
+bool Elector::UsePriorities() const {
+    return !planted(PlantedBug::IgnorePriority);
 }
 
 bool Elector::IsPeer(NodeId n) const {

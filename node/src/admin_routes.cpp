@@ -2,6 +2,9 @@
 #include "conclave/node/admin_routes.hpp"
 
 #include <algorithm>
+#include <charconv>
+
+#include "conclave/elector/config.hpp"
 
 #include "conclave/node/metrics.hpp"
 
@@ -37,6 +40,38 @@ AdminResponse CommandResponse(const CommandResult& result) {
             return json_error(503, "unavailable", result.detail);
     }
     return json_error(500, "internal", "unknown command outcome");
+}
+
+// POST /priority?node=ID&value=N (docs/design.md, "Priorities").
+void RegisterPriorityRoute(AdminServer& server, AdminSource& source) {
+    server.route("POST", "/priority", [&source](const AdminRequest& request) {
+        if (auto error = RejectUnknownParameters(request, {"node", "value"})) {
+            return *error;
+        }
+        const auto node = request.query.find("node");
+        const auto value = request.query.find("value");
+        if (node == request.query.end() || value == request.query.end()) {
+            return json_error(400, "bad_request",
+                              "query: expected parameters \"node\" (a node id) and \"value\" "
+                              "(its priority, an integer >= 0)");
+        }
+        const auto ids = source.node_ids();
+        if (std::find(ids.begin(), ids.end(), node->second) == ids.end()) {
+            return json_error(
+                400, "bad_request",
+                "node: \"" + node->second.substr(0, 64) + "\" is not a configured node");
+        }
+        std::uint32_t priority = 0;
+        const std::string& text = value->second;
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), priority);
+        if (ec != std::errc{} || end != text.data() + text.size() ||
+            priority > elector::Config::kMaxPriority) {
+            return json_error(400, "bad_request",
+                              "value: expected an integer from 0 to " +
+                                  std::to_string(elector::Config::kMaxPriority));
+        }
+        return CommandResponse(source.set_priority(node->second, priority));
+    });
 }
 
 }  // namespace
@@ -90,6 +125,7 @@ void register_admin_routes(AdminServer& server, AdminSource& source,
         }
         return CommandResponse(source.transfer_leadership(to->second));
     });
+    RegisterPriorityRoute(server, source);
     server.route("POST", "/step-down", [&source](const AdminRequest& request) {
         if (auto error = RejectUnknownParameters(request, {})) {
             return *error;

@@ -232,6 +232,8 @@ const TimingOption kTimingOptions[] = {
      ElectorConfig::kMaxRankSlotRttMultiple},
     {"lease_drift_permille", &ElectorConfig::lease_drift_permille, "lease_drift_permille",
      ElectorConfig::kMaxLeaseDriftPermille},
+    {"preferred_stability_ms", &ElectorConfig::preferred_stability, "preferred_stability",
+     kMaxTimingMs},
 };
 
 void ApplyTimingOption(const TimingOption& option, const json& value, elector::Config& config) {
@@ -580,7 +582,7 @@ std::vector<NodeEntry> ParseNodes(const json& value) {
         const std::string path = "nodes[" + std::to_string(i) + "]";
         const json& item = value[i];
         ExpectObject(item, path);
-        RejectUnknownFields(item, path, {"id", "peer", "http"});
+        RejectUnknownFields(item, path, {"id", "peer", "http", "priority"});
         NodeEntry entry;
         const json& id = Require(item, path, "id");
         entry.id = ExpectString(id, path + ".id");
@@ -589,6 +591,10 @@ std::vector<NodeEntry> ParseNodes(const json& value) {
         }
         entry.peer = ParseEndpointField(Require(item, path, "peer"), path + ".peer");
         entry.http = ParseEndpointField(Require(item, path, "http"), path + ".http");
+        if (const json* priority = Find(item, "priority")) {
+            entry.priority = static_cast<std::uint32_t>(
+                ExpectInteger(*priority, path + ".priority", 0, elector::Config::kMaxPriority));
+        }
         nodes.push_back(std::move(entry));
     }
     // Duplicate ids, then endpoint clashes (both sockets of every node against all earlier ones).
@@ -635,6 +641,9 @@ void ParseElector(const json& document, ClusterConfig& config) {
                             Describe(*Find(document, "profile")));
     }
     config.elector = *elector;
+    for (std::size_t i = 0; i < config.nodes.size(); ++i) {
+        config.elector.priorities[i] = config.nodes[i].priority;
+    }
     if (const json* timing = Find(document, "timing")) {
         ApplyTiming(*timing, config.elector);
     }
@@ -1097,7 +1106,10 @@ nlohmann::ordered_json BackendJson(const BackendSettings& backend) {
 nlohmann::ordered_json effective_config_json(const ClusterConfig& config) {
     nlohmann::ordered_json nodes = nlohmann::ordered_json::array();
     for (const NodeEntry& n : config.nodes) {
-        nodes.push_back({{"id", n.id}, {"peer", to_string(n.peer)}, {"http", to_string(n.http)}});
+        nodes.push_back({{"id", n.id},
+                         {"peer", to_string(n.peer)},
+                         {"http", to_string(n.http)},
+                         {"priority", n.priority}});
     }
     const elector::Config& e = config.elector;
     nlohmann::ordered_json tls = nullptr;

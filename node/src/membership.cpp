@@ -200,7 +200,8 @@ nlohmann::json members_to_json(const MembersView& view) {
         nlohmann::json member = {{"id", m.id},
                                  {"peer", m.peer},
                                  {"http", m.http},
-                                 {"role", m.role == MemberRole::Voter ? "voter" : "learner"}};
+                                 {"role", m.role == MemberRole::Voter ? "voter" : "learner"},
+                                 {"priority", m.priority}};
         if (m.catch_up) {
             member["catch_up"] = {{"acknowledged_len", m.catch_up->acknowledged_len},
                                   {"lag_entries", m.catch_up->lag_entries},
@@ -258,6 +259,7 @@ MembersView Node::members() const {
             }
             MemberInfo m{config_.nodes[i].id, to_string(config_.nodes[i].peer),
                          to_string(config_.nodes[i].http), role, std::nullopt};
+            m.priority = driver_->elector().config().priority(n);
             if (leader) {
                 const std::size_t acked =
                     n == config_.self ? log.state().durable_len : log.progress()[i].match_len;

@@ -92,6 +92,16 @@ class Node::Admin final : public AdminSource {
         }
         return {CommandResult::Outcome::Accepted, "leadership transfer to " + to + " started"};
     }
+    CommandResult set_priority(const std::string& id, std::uint32_t priority) override {
+        if (node_.stopping_ || !node_.started_) {
+            return {CommandResult::Outcome::Unavailable, "the node is not running"};
+        }
+        if (auto error = node_.set_priority(id, priority)) {
+            return {CommandResult::Outcome::Refused, *error};
+        }
+        return {CommandResult::Outcome::Accepted,
+                "priority of " + id + " is " + std::to_string(priority) + " on this node"};
+    }
     CommandResult step_down() override {
         if (node_.stopping_ || !node_.started_) {
             return {CommandResult::Outcome::Unavailable, "the node is not running"};
@@ -556,6 +566,22 @@ std::optional<std::string> Node::transfer_leadership(const std::string& node_id)
     return error;
 }
 
+std::optional<std::string> Node::set_priority(const std::string& node_id, std::uint32_t priority) {
+    if (must_post()) {
+        return call_on_io([this, node_id, priority] { return set_priority(node_id, priority); });
+    }
+    const std::optional<NodeId> target = config_.find_node(node_id);
+    if (!target) {
+        return "unknown node id \"" + node_id + "\"";
+    }
+    auto error = driver_->set_priority(*target, priority);
+    if (!error) {
+        log_event(*logger_, spdlog::level::info, "priority changed",
+                  {{"node", node_id}, {"priority", std::to_string(priority)}});
+    }
+    return error;
+}
+
 std::optional<NodeId> Node::pick_successor() const {
     for (std::uint16_t i = 0; i < config_.nodes.size(); ++i) {
         const NodeId peer{i};
@@ -871,6 +897,7 @@ StatusReport Node::status() {
     }
     r.fencing_token = s.fencing_token;
     r.lsn = driver_->elector().state().lsn;
+    r.priority = driver_->elector().config().priority(config_.self);
     r.log = log_status();
     r.membership = membership_state();
     if (storage_failure_) {
@@ -891,6 +918,7 @@ StatusReport Node::status() {
         PeerStatus p;
         p.id = config_.nodes[i].id;
         p.up = ps.up;
+        p.priority = driver_->elector().config().priority(peer);
         if (ps.last_contact) {
             p.last_contact_ms =
                 std::chrono::duration_cast<std::chrono::milliseconds>(now - *ps.last_contact)

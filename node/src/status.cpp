@@ -40,7 +40,10 @@ nlohmann::json status_to_json(const StatusReport& status) {
         if (peer.last_contact_ms) {
             contact = *peer.last_contact_ms;
         }
-        peers.push_back({{"id", peer.id}, {"up", peer.up}, {"last_contact_ms", contact}});
+        peers.push_back({{"id", peer.id},
+                         {"up", peer.up},
+                         {"last_contact_ms", contact},
+                         {"priority", peer.priority}});
     }
     nlohmann::json leader = nullptr;
     if (status.leader) {
@@ -55,6 +58,7 @@ nlohmann::json status_to_json(const StatusReport& status) {
         {"leader", std::move(leader)},
         {"fencing_token", status.fencing_token},
         {"lsn", lsn_to_json(status.lsn)},
+        {"priority", status.priority},
         {"peers", std::move(peers)},
         {"last_transition",
          {{"reason", std::string(to_string(status.last_transition_reason))},

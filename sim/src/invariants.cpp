@@ -134,6 +134,11 @@ std::optional<Violation> History::after_step(NodeId node, StepAction action,
                                                            std::to_string(alarm->term.value)};
         }
     }
+    if (after.role == elector::Role::Leader && options_.never_lead.contains(node)) {
+        return Violation{
+            ViolationKind::PriorityZeroLeads,
+            node_name(node) + " has priority 0 and leads term " + std::to_string(after.term.value)};
+    }
     if (after.role == elector::Role::Leader) {
         const Term t = after.term;
         std::uint8_t& leader = leader_of_term_[t.value];

@@ -73,6 +73,10 @@ Random schedules:
                        first change after C0 adds it as a learner with the whole table, and
                        it is started (as conclaved --join) once that committed; --no-joiner:
                        every node in every table from the start
+  --priorities P,P,... node priorities by index (default 1 each; 0 never stands for leader)
+  --preferred-stability MS
+                       the preferred leader's stability period (0: no hand-back; default:
+                       the fast profile's 2000)
   --no-scouting        switch ElectionScouting (PreVote) off
   --drift MODE         none (default) | within | beyond: each node's monotonic clock runs at its
                        own rate, drawn per node per seed (the fault schedule unchanged): within
@@ -84,10 +88,11 @@ Random schedules:
                        at start (random runs only)
   --planted-bug NAME   double-vote | minority-quorum | count-stale-scouting-replies |
                        skip-sticky-leader | ignore-config-version | lease-ignores-drift |
-                       lease-kept-on-peer-down | promise-ends-on-local-close (a deliberately
-                       broken core; ignore-config-version matters only with --membership, the
-                       lease ones break the leader lease; the simulator closes no link on one
-                       side only, so promise-ends-on-local-close changes nothing there)
+                       lease-kept-on-peer-down | promise-ends-on-local-close | ignore-priority
+                       (a deliberately broken core; ignore-config-version matters only with
+                       --membership, the lease ones break the leader lease; the simulator closes
+                       no link on one side only, so promise-ends-on-local-close changes nothing
+                       there; ignore-priority needs a priority 0 in --priorities)
   --lose-durable-state restart crashed nodes with empty durable state (a broken driver)
   --runtime-bug NAME   send-before-persist (a deliberately broken runtime/: a batch's state
                        write happens after its sends; caught as not-durable) | ack-before-fsync
@@ -165,6 +170,7 @@ struct SimArgs {
         drift;
     std::int64_t duration_ms = -1;
     std::int64_t tail_ms = -1;
+    std::int64_t preferred_stability_ms = -1;
     std::size_t log_compact = 0;
 };
 
@@ -194,6 +200,9 @@ void describe(CLI::App& app, SimArgs& a) {
     app.add_option("--storage-bug", a.storage_bug);
     app.add_option("--identity-bug", a.identity_bug);
     app.add_option("--log-bug", a.log_bug);
+    app.add_option("--priorities", a.run.priorities)->delimiter(',')->check(CLI::Range(0, 1000000));
+    app.add_option("--preferred-stability", a.preferred_stability_ms)
+        ->check(CLI::Range(0, 3'600'000));
     number<std::size_t>(app, "--log-compact", a.log_compact, 2, 1'000'000);
     for (const char* flag :
          {"--no-scouting", "--lose-durable-state", "--no-term-check", "--storage-faults",
@@ -247,6 +256,9 @@ void apply_flags(const CLI::App& app, SimArgs& a) {
     }
     if (given("--log-compact")) {
         a.run.log_compact = a.log_compact;
+    }
+    if (given("--preferred-stability")) {
+        a.run.preferred_stability = Millis{a.preferred_stability_ms};
     }
     a.nodes_given = given("--nodes");
     a.episodes_given = given("--episodes");

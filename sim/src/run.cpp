@@ -286,6 +286,12 @@ elector::Config run_config(const RunOptions& options) {
     c.scouting = options.scouting;
     c.backoff = options.backoff;
     c.planted_bug = options.planted_bug;
+    for (std::size_t i = 0; i < options.priorities.size() && i < c.priorities.size(); ++i) {
+        c.priorities[i] = options.priorities[i];
+    }
+    if (options.preferred_stability) {
+        c.preferred_stability = *options.preferred_stability;
+    }
     return c;
 }
 
@@ -536,6 +542,16 @@ std::string replay_command(std::string_view program, const RunOptions& o) {
     }
     if (o.planted_bug != elector::PlantedBug::None) {
         cmd += " --planted-bug " + std::string(elector::to_string(o.planted_bug));
+    }
+    if (!o.priorities.empty()) {
+        std::string list;
+        for (const std::uint32_t p : o.priorities) {
+            list += (list.empty() ? "" : ",") + std::to_string(p);
+        }
+        cmd += " --priorities " + list;
+    }
+    if (o.preferred_stability) {
+        cmd += " --preferred-stability " + std::to_string(o.preferred_stability->count());
     }
     if (o.lose_durable_state) {
         cmd += " --lose-durable-state";

@@ -136,6 +136,11 @@ SimOptions validated(SimOptions o) {
     if (auto error = c.validate()) {
         throw std::invalid_argument("elector config: " + *error);
     }
+    for (std::uint16_t i = 0; i < o.nodes; ++i) {
+        if (o.elector.priorities[i] == 0) {
+            o.history.never_lead.insert(NodeId{i});  // priorities: never leads (the history checks)
+        }
+    }
     if (o.log) {
         // Membership: the history's durability check reads configuration entries as the log does.
         o.log_options.history.decode_configuration = o.log_options.config.decode_configuration;
@@ -690,6 +695,9 @@ void Simulator::deliver(const Event& e) {
                     return rt.timer_fired(e.timer, rt.generation(e.timer));
                 },
                 nullptr, std::nullopt, e.timer);
+            if (e.timer == elector::TimerId::HeartbeatBroadcast) {
+                hand_back(n);
+            }
             break;
         case EventKind::PeerUp:
             input(
@@ -1150,6 +1158,22 @@ void Simulator::transfer(std::size_t target) {
             nullptr, node_id(to));
         ++(refused ? stats_.transfers_refused : stats_.transfers);
     }
+}
+
+void Simulator::hand_back(std::size_t node) {
+    if (violation_ || !cores_[node] || !cores_[node]->rt.elector().handback_target()) {
+        return;
+    }
+    const NodeId to = *cores_[node]->rt.elector().handback_target();
+    bool handed = false;
+    input(
+        node, StepAction::TransferLeadership,
+        [&](auto& rt) -> const elector::Actions& {
+            handed = rt.hand_back().has_value();
+            return rt.last_actions();
+        },
+        nullptr, to);
+    stats_.hand_backs += handed ? 1 : 0;
 }
 
 void Simulator::apply(const FaultAction& f) {

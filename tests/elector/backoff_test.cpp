@@ -197,3 +197,43 @@ TEST_CASE("ranked: the measured round trip sets the slot of the next wait") {
                                arm(TimerId::RandomWait, kSlot + kJitter),
                                notify(Role::Follower, 5, kNone, Reason::LeaderUnavailable)});
 }
+
+TEST_CASE("candidacy rank with priorities: higher first, equal ones rotated, priority 0 left out") {
+    Priorities p = Config::default_priorities();
+    p[0] = 1;
+    p[1] = 3;
+    p[2] = 0;
+    p[3] = 2;
+    p[4] = 2;
+    // Term 5, 5 nodes: the rotation starts at (5 + 1) mod 5 = 1: 1, 2, 3, 4, 0.
+    CHECK(candidacy_rank(5, NodeId{1}, Term{5}, kNone, p) == 0);
+    CHECK(candidacy_rank(5, NodeId{3}, Term{5}, kNone, p) == 1);
+    CHECK(candidacy_rank(5, NodeId{4}, Term{5}, kNone, p) == 2);
+    CHECK(candidacy_rank(5, NodeId{0}, Term{5}, kNone, p) == 3);
+    // The lost leader (the highest) is left out; a node known down counts for nobody above.
+    CHECK(candidacy_rank(5, NodeId{3}, Term{5}, NodeId{1}, p) == 0);
+    NodeSet up;
+    up.insert(NodeId{4});
+    const CandidacyRank r = candidacy_ranks(5, NodeId{0}, Term{5}, kNone, p, up);
+    CHECK(r.above == 1);  // only node 4 of the three above is connected
+    CHECK(r.level == 0);
+    // Equal priorities: the rotation alone, as without priorities.
+    for (std::uint16_t i = 0; i < 5; ++i) {
+        CHECK(candidacy_rank(5, NodeId{i}, Term{7}, kNone, Config::default_priorities()) ==
+              candidacy_rank(5, NodeId{i}, Term{7}, kNone));
+    }
+}
+
+TEST_CASE("priorities: a node of priority 0 never waits to stand and takes no transfer") {
+    Config c = ranked3(C);
+    c.priorities[C.value] = 0;
+    Node n = follower_with_leader(c);
+    const Actions down = n.down(B);
+    for (const Action& a : down) {
+        const auto* arm = std::get_if<ArmTimer>(&a);
+        CHECK((arm == nullptr || arm->timer != TimerId::RandomWait));
+    }
+    Config all_zero = ranked3();
+    all_zero.priorities[0] = all_zero.priorities[1] = all_zero.priorities[2] = 0;
+    CHECK(all_zero.validate());
+}

@@ -23,9 +23,9 @@ TEST_CASE("/status JSON has exactly the fields of interfaces.md", "[status]") {
 
     const json expected = json::parse(R"({
       "id": "n1", "cluster": "demo", "role": "leader", "term": 7, "leader": "n1",
-      "fencing_token": 7, "lsn": {"term": 7, "counter": 42},
-      "peers": [{"id": "n2", "up": true, "last_contact_ms": 12},
-                {"id": "n3", "up": false, "last_contact_ms": null}],
+      "fencing_token": 7, "lsn": {"term": 7, "counter": 42}, "priority": 1,
+      "peers": [{"id": "n2", "up": true, "last_contact_ms": 12, "priority": 1},
+                {"id": "n3", "up": false, "last_contact_ms": null, "priority": 1}],
       "last_transition": {"reason": "ELECTION_WON", "age_ms": 5310},
       "storage": {"state": "ok"},
       "identity": {"incarnation": "00112233445566778899aabbccddeeff"},

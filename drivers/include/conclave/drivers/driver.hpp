@@ -104,6 +104,9 @@ class ElectorDriver {
     void subscribe(LeadershipCallback callback);
     /// Leader only: hand over to `target`. Returns the reason when refused.
     std::optional<std::string> transfer_leadership(NodeId target);
+    /// Priorities (docs/design.md): `node`'s priority on this node from now on (not persisted:
+    /// the config file's at the next start). Returns the reason when refused.
+    std::optional<std::string> set_priority(NodeId node, std::uint32_t priority);
 
     /// Leader only: the next proposal LSN (Elector::issue_lsn()), for the replicated log.
     /// nullopt when not the leader or after a failed state write.

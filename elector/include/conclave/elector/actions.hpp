@@ -39,6 +39,7 @@ BOOST_DEFINE_FIXED_ENUM_CLASS(
     LeadershipTransferred,  // leader handed leadership over to a chosen node
     VotersChanged,          // set_voters(): a leader or candidate is no longer a voter, or a
                             // candidate's election was asked under the previous configuration
+                            // (or set_priority(): this node's priority became 0)
     NewerTermSeen,          // a leaderless follower refused a candidate of an older configuration
                             // whose term is ahead of its own, and took that term (membership R5)
     LeaseExpired            // leader's lease ran out (no quorum acknowledged a recent heartbeat)

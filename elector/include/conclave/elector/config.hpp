@@ -2,8 +2,10 @@
 // Elector configuration: timing profiles and validation.
 #pragma once
 
+#include <array>
 #include <boost/describe/enum.hpp>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -26,10 +28,12 @@ BOOST_DEFINE_FIXED_ENUM_CLASS(
     SkipStickyLeader,           // say yes to scouting and proposals while following a live leader
     IgnoreConfigVersion,        // membership: grant scouting support and votes to a candidate of an
                                 // older configuration (no R5 version fence; docs/membership.md)
-    LeaseIgnoresDrift,       // leader lease: promise_until = s + E instead of s + E(1-rho)/(1+rho)
-    LeaseKeptOnPeerDown,     // leader lease: keep a follower's promise after its link went down
-    PromiseEndsOnLocalClose  // leader lease: a follower ends its promise when a link to its
-                             // leader that it closed itself goes down (no proof of the leader)
+    LeaseIgnoresDrift,        // leader lease: promise_until = s + E instead of s + E(1-rho)/(1+rho)
+    LeaseKeptOnPeerDown,      // leader lease: keep a follower's promise after its link went down
+    PromiseEndsOnLocalClose,  // leader lease: a follower ends its promise when a link to its
+                              // leader that it closed itself goes down (no proof of the leader)
+    IgnorePriority            // node priorities: rank the candidacy without them, and let a
+                              // priority-0 node stand
 )
 
 /// How a follower that has no leader chooses when to start scouting (see elector/README.md).
@@ -82,6 +86,25 @@ struct Config {
     /// after the send time of the heartbeat round a quorum acknowledged. Validated: <= 200.
     std::uint32_t lease_drift_permille = 50;
     static constexpr std::uint32_t kMaxLeaseDriftPermille = 200;
+
+    /// Node priorities (docs/design.md, "Priorities"), by node index: a higher one stands first
+    /// in the ranked candidacy and is handed leadership back once stable; 0 never stands
+    /// (it still votes and acknowledges). Default 1 for every node. Validated: some member of
+    /// the cluster has a priority above 0.
+    std::array<std::uint32_t, kMaxClusterSize> priorities = default_priorities();
+    static constexpr std::array<std::uint32_t, kMaxClusterSize> default_priorities() {
+        std::array<std::uint32_t, kMaxClusterSize> p{};
+        p.fill(1);
+        return p;
+    }
+    static constexpr std::uint32_t kMaxPriority = 1'000'000;
+    /// The preferred leader's hand-back: a leader hands leadership (the transfer) to a voter of
+    /// higher priority once that node has been connected and has acknowledged every heartbeat
+    /// round for this long, and this leadership has lasted as long. 0 switches the hand-back off.
+    Millis preferred_stability{0};
+    std::uint32_t priority(NodeId n) const {
+        return n.value < priorities.size() ? priorities[n.value] : 1;
+    }
 
     /// ElectionScouting (PreVote). Switched off only to demonstrate what it prevents.
     bool scouting = true;

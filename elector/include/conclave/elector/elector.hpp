@@ -99,6 +99,20 @@ struct LeaseTimes {
     bool operator==(const LeaseTimes&) const = default;
 };
 
+/// The preferred leader's hand-back (docs/design.md, "Priorities"), on the driver's clock. Not
+/// part of ElectorState: like LeaseTimes, it decides only when a leader asks for a transfer, which
+/// tla/Elector.tla lets a leader do at any time.
+struct HandBackTimes {
+    /// Leader: when this leadership started.
+    std::optional<Millis> leading_since;
+    /// Leader: per peer, since when it has been connected and acknowledging every heartbeat
+    /// round (none: not healthy now).
+    std::array<std::optional<Millis>, kMaxClusterSize> healthy_since{};
+    /// Leader: per peer, one more than the newest heartbeat round it acknowledged (0: none).
+    std::array<std::uint64_t, kMaxClusterSize> acked_round{};
+    bool operator==(const HandBackTimes&) const = default;
+};
+
 /// Counters for metrics. Not part of the protocol state.
 struct ElectorCounters {
     std::uint64_t scouting_rounds_started = 0;
@@ -172,11 +186,26 @@ class Elector {
     /// current size or above kMaxClusterSize.
     std::optional<std::string> grow_table(std::size_t cluster_size);
 
+    /// Priorities (docs/design.md): `node`'s priority is now `priority` on this node (an
+    /// operator's change at run time). Refused (returns why, no actions) for a node outside the
+    /// table, a priority above Config::kMaxPriority, or a change that would leave no node of
+    /// priority > 0. This node, leading or standing, steps down (Reason::VotersChanged) when its
+    /// own priority becomes 0; a waiting one stops waiting to stand.
+    std::optional<std::string> priority_error(NodeId node, std::uint32_t priority) const;
+    Actions set_priority(Millis now, NodeId node, std::uint32_t priority);
+
     /// The driver's current estimate of the peer round trip (the mesh's smoothed RTT; the
     /// simulator's link delays). Sets the ranked backoff's slot to adaptive_rank_slot() of it
     /// (visible as config().rank_slot); no actions, no protocol state: time is abstracted in the
     /// TLA+ spec, and only when the next ranked wait ends depends on it.
     void observe_round_trip(std::chrono::microseconds round_trip);
+
+    /// The preferred leader's hand-back (docs/design.md, "Priorities"): the voter this leader
+    /// should hand leadership to now, if any. With Config::preferred_stability S > 0, a leader
+    /// that has led for S names the connected voter of the highest priority above its own that
+    /// has acknowledged every heartbeat round for S (transfer_error() accepts it). A query: the
+    /// runtime gives the transfer as the input transfer_leadership (ElectorRuntime::hand_back).
+    std::optional<NodeId> handback_target() const;
 
     /// Leader only: issue the next Leader Sequence Number (term, counter+1).
     std::optional<Lsn> issue_lsn();
@@ -186,6 +215,7 @@ class Elector {
     const Config& config() const { return config_; }
     const LeadershipSnapshot& snapshot() const { return snapshot_; }
     const LeaseTimes& lease() const { return lease_; }
+    const HandBackTimes& handback() const { return handback_; }
     /// Leader: the end of its lease on the driver's clock; none when not a leader or no quorum
     /// has acknowledged a heartbeat round yet (docs/design.md, the leader lease).
     std::optional<Millis> lease_end() const { return lease_.lease_end; }
@@ -227,6 +257,7 @@ class Elector {
     void PeerDown(NodeId peer, LinkLoss loss);
     void TransferLeadership(NodeId target);
     void SetVoters(NodeSet voters, std::uint64_t version);
+    void SetPriority(NodeId node, std::uint32_t priority);
     /// Every input of a running node, before its handler: a leader whose lease has run out
     /// (now >= lease_end after it held one) steps down with Reason::LeaseExpired.
     void LeaseExpires();
@@ -251,6 +282,13 @@ class Elector {
     /// Forgets every lease time (a node that is not a leader, or a new leadership).
     void EndLease();
     void CheckLeaseInvariants() const;
+
+    // The preferred leader's hand-back (HandBackTimes).
+    /// Leader: `peer` acknowledged heartbeat round `round`: healthy from now if it was not.
+    void NoteAcknowledged(NodeId peer, std::uint64_t round);
+    /// Leader, before each heartbeat round: a peer that left the last two rounds unacknowledged
+    /// is no longer healthy.
+    void ForgetSilentPeers();
 
     // Transitions shared by several handlers (etcd-raft's becomeX).
     bool CorroboratesSilence(TermOrder order) const;
@@ -285,6 +323,11 @@ class Elector {
     Millis RandomBackoff();
     bool IsPeer(NodeId n) const;
     bool IsVoter(NodeId n) const { return state_.voters.contains(n); }
+    /// A voter of priority > 0 (any voter with the planted IgnorePriority): it may scout, stand
+    /// and be named a successor.
+    bool CanStand() const;
+    /// The ranked candidacy orders by priority (not with the planted IgnorePriority).
+    bool UsePriorities() const;
     /// Every member of the cluster is a voter (the default configuration's voter set).
     bool AllMembersVote() const;
     /// The quorum over the current voter set (Config::quorum when every member votes).
@@ -320,6 +363,7 @@ class Elector {
     ElectorState state_;
     LeadershipSnapshot snapshot_;
     LeaseTimes lease_;
+    HandBackTimes handback_;
     ElectorCounters counters_;
     /// The durable state of the latest PersistState (the restored one before any): after every
     /// input it equals state_.durable().

@@ -53,6 +53,11 @@ class AdminSource {
     /// `to` is a configured node id (already checked against node_ids()).
     virtual CommandResult transfer_leadership(const std::string& to) = 0;
     virtual CommandResult step_down() = 0;
+    /// Priorities (docs/design.md): `id` (a configured node) has `priority` on this node from
+    /// now on. Default: refused (a source without an elector).
+    virtual CommandResult set_priority(const std::string& /*id*/, std::uint32_t /*priority*/) {
+        return {CommandResult::Outcome::Refused, "this node cannot change priorities"};
+    }
     /// The configured node ids (to validate ?to=).
     virtual std::vector<std::string> node_ids() = 0;
     /// The answer of the defaults below: no metadata log on this node.

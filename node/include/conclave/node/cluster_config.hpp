@@ -46,6 +46,9 @@ struct NodeEntry {
     std::string id;  // "n1": [A-Za-z0-9][A-Za-z0-9_.-]{0,63}
     Endpoint peer;   // elector mesh (TCP)
     Endpoint http;   // admin HTTP
+    /// Leadership preference (docs/design.md, "Priorities"): higher stands first and is handed
+    /// leadership back; 0 never stands for leader (still votes). Optional, default 1.
+    std::uint32_t priority = 1;
     bool operator==(const NodeEntry&) const = default;
 };
 

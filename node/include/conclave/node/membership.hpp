@@ -68,6 +68,7 @@ struct MemberInfo {
     std::string http;
     MemberRole role = MemberRole::Voter;
     std::optional<MemberCatchUp> catch_up;  // on the leader only
+    std::uint32_t priority = 1;             // docs/design.md, "Priorities"
 };
 
 /// The active configuration of this node (the latest committed one; without any, every node of

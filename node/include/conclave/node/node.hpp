@@ -153,6 +153,9 @@ class Node {
     std::optional<std::string> transfer_leadership(const std::string& node_id);
     /// Leader only: hands over to an up peer. nullopt when accepted.
     std::optional<std::string> step_down();
+    /// Priorities (docs/design.md): `node_id`'s priority on this node until it restarts (the
+    /// operator sets it on every node: conclavectl set-priority). nullopt when accepted.
+    std::optional<std::string> set_priority(const std::string& node_id, std::uint32_t priority);
 
     // ---- Replicated metadata log (config "metadata"; see metadata.hpp, node/README.md) --------
     /// Proposes an entry (`value`: JSON text or opaque bytes). `done` runs exactly once on the

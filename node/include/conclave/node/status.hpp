@@ -35,6 +35,7 @@ struct PeerStatus {
     bool up = false;
     /// Milliseconds since the last message from this peer; nullopt when never heard from.
     std::optional<std::int64_t> last_contact_ms;
+    std::uint32_t priority = 1;  // docs/design.md, "Priorities"
 };
 
 /// State of the metadata log, when the node runs one.
@@ -101,6 +102,8 @@ struct StatusReport {
     std::optional<std::string> leader;
     std::uint64_t fencing_token = 0;
     Lsn lsn{};
+    /// This node's priority (docs/design.md, "Priorities"; 0: never stands for leader).
+    std::uint32_t priority = 1;
     std::optional<LogStatus> log;
     std::optional<MembershipState> membership;
     StorageStatus storage;

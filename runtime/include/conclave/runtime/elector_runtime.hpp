@@ -139,6 +139,33 @@ class ElectorRuntime {
         run([&] { return elector_.transfer_leadership(env_.now(), target); });
         return std::nullopt;
     }
+    /// The preferred leader's hand-back (docs/design.md, "Priorities"): when the core names a
+    /// node to hand leadership to (Elector::handback_target), gives it the transfer as the input
+    /// transfer_leadership and returns the node. Environments call it after every heartbeat
+    /// broadcast firing (a leader's periodic input).
+    std::optional<NodeId> hand_back() {
+        if (failed_) {
+            return std::nullopt;
+        }
+        const std::optional<NodeId> target = elector_.handback_target();
+        if (target && !transfer_leadership(*target)) {
+            ++hand_backs_;
+            return target;
+        }
+        return std::nullopt;
+    }
+    /// Priorities (docs/design.md): an operator changed `node`'s priority on this node. Returns
+    /// the reason when refused.
+    std::optional<std::string> set_priority(NodeId node, std::uint32_t priority) {
+        if (failed_) {
+            return "the elector runtime failed (state write error); restart the node";
+        }
+        if (auto error = elector_.priority_error(node, priority)) {
+            return error;
+        }
+        run([&] { return elector_.set_priority(env_.now(), node, priority); });
+        return std::nullopt;
+    }
     /// Membership (docs/membership.md): the active configuration changed (a configuration entry
     /// committed, or the one in the log at start). Given to the core like any input (a refused one
     /// is counted there); returns the reason when refused.
@@ -182,6 +209,8 @@ class ElectorRuntime {
     TimerGeneration generation(elector::TimerId timer) const { return generations_[index(timer)]; }
     std::uint64_t timer_firings() const { return timer_firings_; }
     std::uint64_t stale_timer_firings() const { return stale_timer_firings_; }
+    /// Hand-backs given to the core (hand_back).
+    std::uint64_t hand_backs() const { return hand_backs_; }
     std::span<const NodeId> others() const { return others_; }
 
   private:
@@ -311,6 +340,7 @@ class ElectorRuntime {
     bool failed_ = false;
     std::uint64_t timer_firings_ = 0;
     std::uint64_t stale_timer_firings_ = 0;
+    std::uint64_t hand_backs_ = 0;
 };
 
 }  // namespace conclave::runtime

@@ -11,7 +11,8 @@
 //     the voters the simulator gave it (membership; every node without set_voters);
 //   - Leader Sequence Numbers issued by leaders strictly increase, per node and per term
 //     (LsnNotIncreasing);
-//   - a core never raises its own two-leaders alarm (Alarm).
+//   - a core never raises its own two-leaders alarm (Alarm);
+//   - a node of priority 0 never leads (PriorityZeroLeads).
 // The majority used is the true one (N/2+1), not the core's configured quorum, so that a core
 // with a wrong quorum is caught.
 #pragma once
@@ -57,7 +58,9 @@ BOOST_DEFINE_FIXED_ENUM_CLASS(
     // outside its table (the real mesh has no such connection).
     NodeTable,
     // The leader lease (docs/design.md): two nodes lead with a valid lease at the same time.
-    LeaseExclusive)
+    LeaseExclusive,
+    // Priorities (docs/design.md): a node of priority 0 leads.
+    PriorityZeroLeads)
 std::string_view to_string(ViolationKind k);
 
 struct Violation {
@@ -107,6 +110,8 @@ inline constexpr std::array<StepAction, elector::kMessageKindCount> kHandlerStep
 struct HistoryOptions {
     /// Off only in the test that shows what losing durable state leads to beyond a term decrease.
     bool check_term_monotonic = true;
+    /// The nodes of priority 0 (Config::priorities): none of them ever leads (PriorityZeroLeads).
+    NodeSet never_lead;
 };
 
 /// History variables (leader of each term, votes of each node in each term, highest term of each

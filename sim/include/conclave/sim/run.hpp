@@ -79,6 +79,11 @@ struct RunOptions {
     /// The elector's backoff after losing a leader and at start.
     elector::Backoff backoff = elector::Backoff::Uniform;
     elector::PlantedBug planted_bug = elector::PlantedBug::None;
+    /// Node priorities by index (docs/design.md, "Priorities"); empty: every node priority 1.
+    std::vector<std::uint32_t> priorities;
+    /// The preferred leader's stability period (Config::preferred_stability); nullopt: the fast
+    /// profile's.
+    std::optional<Millis> preferred_stability;
     bool lose_durable_state = false;
     /// A bug planted in the shared runtime (runtime/elector_runtime.hpp).
     runtime::RuntimeBug runtime_bug = runtime::RuntimeBug::None;

@@ -235,6 +235,7 @@ struct SimStats {
     std::uint64_t persist_failures = 0;   // injected state-write failures (node then crashes)
     std::uint64_t transfers = 0;          // transfer_leadership calls the leader accepted
     std::uint64_t transfers_refused = 0;  // refused (target not connected, ...)
+    std::uint64_t hand_backs = 0;         // preferred leader's hand-backs (docs/design.md)
     // The replicated log (zero without SimOptions::log).
     std::uint64_t log_steps = 0;  // inputs given to log cores
     std::uint64_t log_messages_sent = 0;
@@ -595,6 +596,9 @@ class Simulator {
     void crash_now(std::size_t node);
     void restart(std::size_t n);
     void transfer(std::size_t target);
+    /// After a heartbeat broadcast firing: the preferred leader's hand-back, if the core names a
+    /// node (ElectorRuntime::hand_back), traced and checked as a TransferLeadership step.
+    void hand_back(std::size_t node);
     // apply(), by kind of fault: true when the fault was of that kind.
     bool apply_link_fault(const FaultAction& f);
     bool apply_loss_fault(const FaultAction& f);
