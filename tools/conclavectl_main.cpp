@@ -60,8 +60,8 @@ constexpr int kExitUnreachable = 4;
 constexpr int kMaxRedirects = 3;
 constexpr std::size_t kBodyLimitBytes = 64U << 20;
 
-std::string UsageText() {
-    return R"(Usage: conclavectl [--endpoints HOST:PORT,... | --config FILE] [options] COMMAND [ARGS]
+constexpr std::string_view kUsage =
+    R"(Usage: conclavectl [--endpoints HOST:PORT,... | --config FILE] [options] COMMAND [ARGS]
        conclavectl --help | --version
 
 Operates a Conclave cluster through the nodes' HTTP admin endpoints.
@@ -132,6 +132,9 @@ Exit status:
   4  no node answered before the deadline (status: some node unreachable or
      unhealthy; watch: no node to follow for --timeout)
 )";
+
+std::string UsageText() {
+    return std::string(kUsage);
 }
 
 struct Options {

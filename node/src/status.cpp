@@ -33,6 +33,43 @@ nlohmann::json store_to_json(const StoreStatus& store) {
             {"ttl_ms", store.ttl_ms}};
 }
 
+namespace {
+
+nlohmann::json identity_to_json(const StatusReport& status) {
+    nlohmann::json identity = {{"incarnation", status.incarnation}};
+    if (status.refused) {
+        identity["refused"] = *status.refused;
+    }
+    if (status.quarantined) {
+        identity["quarantined"] = true;
+    }
+    if (status.unknown_to_peers) {
+        identity["unknown_to_peers"] = *status.unknown_to_peers;
+    }
+    if (status.state_regressed) {
+        identity["state_regressed"] = *status.state_regressed;
+    }
+    return identity;
+}
+
+/// The metadata log's part of /status, into `out`.
+void add_log_status(const LogStatus& log, nlohmann::json& out) {
+    if (!log.leader_status.empty()) {  // only on the leader
+        out["leader_status"] = log.leader_status;
+    }
+    out["commit_lsn"] = lsn_to_json(log.commit_lsn);
+    out["alarms"] = log.alarms;
+    if (log.rollback) {
+        out["rollback"] = *log.rollback;
+    }
+    out["repaired"] = log.repaired.has_value();
+    if (log.repaired) {
+        out["repaired_term"] = log.repaired->value;
+    }
+}
+
+}  // namespace
+
 nlohmann::json status_to_json(const StatusReport& status) {
     nlohmann::json peers = nlohmann::json::array();
     for (const PeerStatus& peer : status.peers) {
@@ -75,37 +112,14 @@ nlohmann::json status_to_json(const StatusReport& status) {
                           {"reason", status.storage.reason},
                           {"since", status.storage.since}};
     }
-    out["identity"] = {{"incarnation", status.incarnation}};
-    if (status.refused) {
-        out["identity"]["refused"] = *status.refused;
-    }
-    if (status.quarantined) {
-        out["identity"]["quarantined"] = true;
-    }
-    if (status.unknown_to_peers) {
-        out["identity"]["unknown_to_peers"] = *status.unknown_to_peers;
-    }
-    if (status.state_regressed) {
-        out["identity"]["state_regressed"] = *status.state_regressed;
-    }
+    out["identity"] = identity_to_json(status);
     if (status.membership) {
         out["membership"] = {{"version", status.membership->version},
                              {"from_entry", status.membership->from_entry},
                              {"role", status.membership->role}};
     }
     if (status.log) {
-        if (!status.log->leader_status.empty()) {  // only on the leader
-            out["leader_status"] = status.log->leader_status;
-        }
-        out["commit_lsn"] = lsn_to_json(status.log->commit_lsn);
-        out["alarms"] = status.log->alarms;
-        if (status.log->rollback) {
-            out["rollback"] = *status.log->rollback;
-        }
-        out["repaired"] = status.log->repaired.has_value();
-        if (status.log->repaired) {
-            out["repaired_term"] = status.log->repaired->value;
-        }
+        add_log_status(*status.log, out);
     }
     return out;
 }
