@@ -118,7 +118,7 @@ TEST_CASE("startup: bad command line and bad config exit 2 with the reason", "[c
     CHECK(syntax.status == kExitUsage);
     CHECK(syntax.err.find("invalid JSON: parse error at line 2, column") != std::string::npos);
 
-    const std::string good = R"({"cluster": "demo", "profile": "fast", "data_dir": "/tmp/x/{id}",
+    const std::string good = R"({"cluster": "demo", "profile": "fast", "data_dir": "data/{id}",
       "insecure": true,
       "nodes": [{"id": "n1", "peer": "127.0.0.1:7101", "http": "127.0.0.1:8101"},
                 {"id": "n2", "peer": "127.0.0.1:7102", "http": "127.0.0.1:8102"}]})";
@@ -132,7 +132,8 @@ TEST_CASE("startup: bad command line and bad config exit 2 with the reason", "[c
     const Run print = Prepare({"--config", path, "--node-id", "n2", "--print-config"});
     CHECK(print.status == kExitOk);
     const auto effective = nlohmann::json::parse(print.out);
-    CHECK(effective["data_dir"] == "/tmp/x/n2");
+    // A relative data_dir resolves against the config file's directory.
+    CHECK(effective["data_dir"] == (dir / "data" / "n2").lexically_normal().string());
     CHECK(effective["profile"] == "fast");
 
     const Run ready = Prepare({"--config", path, "--node-id", "n2"});
