@@ -362,7 +362,8 @@ TEST_CASE("unknown fields are refused, with a suggestion for typos", "[config]")
     json node = doc;
     node["nodes"][1]["weight"] = 3;
     CHECK(ErrorOf(node).rfind(
-              "nodes[1].weight: unknown field \"weight\" (known fields: id peer http)", 0) == 0);
+              "nodes[1].weight: unknown field \"weight\" (known fields: id peer http priority)",
+              0) == 0);
     json tls = doc;
     tls["tls"] = {{"ca", "a"}, {"cert", "b"}, {"key", "c"}, {"password", "x"}};
     CHECK(ErrorOf(tls).rfind("tls.password: unknown field", 0) == 0);
