@@ -6,12 +6,15 @@
 // The cluster is configured with 4 nodes and runs 3 (a quorum of 3): the attacker joins as the
 // 4th, a member that lies (SECURITY.md: out of scope for safety, but it must not crash a node or
 // erase what was acknowledged). Before the attacks, entries are committed (acknowledged to the
-// client); after each, every acknowledged entry is still served by every node, /healthz is 200,
-// and the counter that names the attack moved.
+// client); after each, every acknowledged entry is still served by every node, the counter that
+// names the attack moved, and /healthz is 200 except on a follower shown a contradiction of its
+// committed entries: that one raises the rollback alarm (it cannot tell a liar from a restored
+// leader) and keeps what it has.
 #include <spdlog/sinks/null_sink.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
@@ -21,6 +24,7 @@
 #include <variant>
 #include <vector>
 
+#include "conclave/codec/json.hpp"
 #include "conclave/codec/log_codec.hpp"
 #include "conclave/net/mesh.hpp"
 #include "conclave/node/node.hpp"
@@ -146,8 +150,10 @@ struct AttackedCluster {
         return *value;
     }
 
-    /// Every acknowledged entry, in order, among the committed entries of every real node.
-    void CheckAcknowledged(const std::vector<Entry>& acknowledged) {
+    /// Every acknowledged entry, in order, among the committed entries of every real node; each
+    /// node healthy but `alarmed`, whose /healthz names the rollback alarm.
+    void CheckAcknowledged(const std::vector<Entry>& acknowledged,
+                           std::size_t alarmed = kRealNodes) {
         for (std::size_t i = 0; i < nodes.size(); ++i) {
             INFO("node n" << i + 1);
             REQUIRE(RunFor(io, [&] {
@@ -163,6 +169,15 @@ struct AttackedCluster {
                 }
                 return found == acknowledged.size();
             }));
+            if (i == alarmed) {
+                // A contradiction of its committed entries is indistinguishable from a leader
+                // restored from an older copy: the node refuses it and says so on /healthz.
+                CHECK(nodes[i]->health().detail.find("ROLLBACK") != std::string::npos);
+                continue;
+            }
+            // Healthy once it hears the leader of the moment (a vote may be under way).
+            CHECK(RunFor(io, [&] { return nodes[i]->health().healthy; }));
+            INFO(nodes[i]->health().detail);
             CHECK(nodes[i]->health().healthy);
         }
     }
@@ -222,19 +237,34 @@ TEST_CASE("findings 3 and 4: forged log frames from a member lose no acknowledge
     c.CheckAcknowledged(acknowledged);
 
     // Finding 4: an Append, in a higher term, whose entry contradicts a committed one. The
-    // follower drops it with an alarm (it aborted before the fix); its log is unchanged.
+    // follower drops it with an alarm (it aborted before the fix); its log is unchanged. A log
+    // message above the follower's vote record is dropped before the log sees it, so the liar
+    // first makes the follower take its term with a heartbeat, as a leader of that term would.
     REQUIRE(RunFor(c.io, [&] { return up(follower); }));
     const std::string violations = "conclave_metadata_protocol_violations_total";
     const conclave::node::Labels contradicts = {{"kind", "contradicts_committed"}};
     CHECK(c.Metric(follower, violations, contradicts) == 0);
+    const Term forged_term{static_cast<std::uint64_t>(c.Metric(follower, "conclave_term", {})) + 1};
+    conclave::elector::Message heartbeat;
+    heartbeat.from = NodeId{3};
+    heartbeat.term = forged_term;
+    heartbeat.body = conclave::elector::LeaderHeartbeat{acknowledged.back().lsn, 0, 1};
+    CHECK(c.attacker->send(NodeId{static_cast<std::uint16_t>(follower)},
+                           conclave::net::Channel::Elector,
+                           conclave::codec::encode_cbor(heartbeat)));
+    REQUIRE(RunFor(c.io, [&] {
+        return c.Metric(follower, "conclave_term", {}) >= static_cast<double>(forged_term.value);
+    }));
     Entry forged = acknowledged.at(kEntries / 2);
     forged.value = "\"forged\"";
     conclave::replication::LogMessage append;
     append.from = NodeId{3};
-    append.term = Term{forged.lsn.term.value + 1};
+    append.term =
+        Term{std::max(forged.lsn.term.value + 1,
+                      static_cast<std::uint64_t>(c.Metric(follower, "conclave_term", {})))};
     append.body = conclave::replication::Append{
         acknowledged.at(kEntries / 2 - 1).lsn, {forged}, acknowledged.back().lsn};
     SendLog(*c.attacker, follower, append);
     REQUIRE(RunFor(c.io, [&] { return c.Metric(follower, violations, contradicts) == 1; }));
-    c.CheckAcknowledged(acknowledged);
+    c.CheckAcknowledged(acknowledged, follower);
 }
