@@ -25,6 +25,11 @@ independently (a history is linearizable iff each key's sub-history is: lineariz
 local). The cost is exponential in the number of overlapping operations in the worst case, but the
 memo keeps the usual histories (a few clients, one operation outstanding each) small.
 
+Writes whose answer was lost would each double the search if tried both ways. Those whose value
+was read (or was the condition of a successful conditional put) took effect before that read
+completed, so they get that completion; the rest are first left out, and only if that fails are
+they tried, as interchangeable writes of one value nobody reads (see check_key).
+
 ``check(ops)`` returns a ``Verdict``; ``python3 lincheck.py HISTORY.jsonl`` checks a file of one
 JSON operation per line (the fields of ``Op``) and exits 1 when it is not linearizable.
 """
@@ -120,10 +125,81 @@ def _unlift(e):
         e.next.prev = e
 
 
+def _pin_observed(ops):
+    """The operations with each indeterminate write whose value was observed made determinate,
+    and the indeterminate writes nobody observed. A read that returned a written value, or a
+    conditional put that succeeded on it, shows that the write took effect before that operation
+    completed: the write then completes at the earliest such completion (the same constraint). A
+    pinned conditional put succeeded, so its own condition is an observation too (to a fixpoint)."""
+    pinned = {}  # index of an indeterminate write -> its completion
+    changed = True
+    while changed:
+        changed = False
+        seen_by = {}
+        for i, op in enumerate(ops):
+            complete = op.complete if op.complete is not None else pinned.get(i)
+            if complete is None:
+                continue
+            observed = op.value if op.kind == "get" else (
+                op.expect if op.kind == "cas" and (op.ok or i in pinned) else None)
+            if observed is not None:
+                seen_by[observed] = min(seen_by.get(observed, complete), complete)
+        for i, op in enumerate(ops):
+            if op.complete is None and op.kind != "get" and op.value in seen_by:
+                if pinned.get(i) != seen_by[op.value]:
+                    pinned[i] = seen_by[op.value]
+                    changed = True
+    # An indeterminate conditional put that was observed took effect: its condition held.
+    ops = [op._replace(complete=pinned[i], ok=True if op.kind == "cas" else None)
+           if i in pinned else op for i, op in enumerate(ops)]
+    return ops, [op for op in ops if op.complete is None and op.kind != "get"]
+
+
 def check_key(ops, initial=None, budget=None):
-    """Verdict for the operations of one key (a list of Op; reads without an answer dropped)."""
+    """Verdict for the operations of one key (a list of Op; reads without an answer dropped).
+
+    Indeterminate writes whose value someone observed are pinned (see _pin_observed). The others
+    (their value never read) matter only to explain a failed conditional put: they are first all
+    left out (a legal choice: they may never have taken effect); only when that
+    history is not linearizable is the search run again with them, each free to take effect or
+    not. Each such write doubles the worst case, so leaving them out first keeps the usual case
+    (they never took effect, or were overwritten unseen) as cheap as a history without them."""
     ops = [op for op in ops if not (op.kind == "get" and op.complete is None)]
+    ops, unobserved = _pin_observed(ops)
+    # An unobserved write can only explain a failed conditional put linearized after it: one
+    # invoked after every such failure has completed is left out for good.
+    last_failure = max((op.complete for op in ops if op.kind == "cas" and op.complete is not None
+                        and not op.ok), default=None)
+    useless = set(id(op) for op in unobserved
+                  if last_failure is None or op.invoke > last_failure)
+    if useless:
+        ops = [op for op in ops if id(op) not in useless]
+        unobserved = [op for op in unobserved if id(op) not in useless]
+    if unobserved:
+        without = set(map(id, unobserved))
+        first = _search([op for op in ops if id(op) not in without], initial, budget)
+        if first.linearizable:
+            return first
+        # All unobserved writes have one effect: the register holds a value nobody reads or
+        # compares with. One token stands for all of them, so that taking a second one while the
+        # first is in place is a step that changes nothing (never taken, see _search).
+        unseen = object()
+        second = _search([op._replace(value=unseen) if id(op) in without else op for op in ops],
+                         initial, budget, unseen)
+        return second._replace(explored=first.explored + second.explored)
+    return _search(ops, initial, budget)
+
+
+def _search(ops, initial, budget, unseen=None):
+    """WGL over `ops`. Writes of the value `unseen` are interchangeable (the same effect, no
+    answer): only the earliest one not yet taken is ever tried."""
     determinate = sum(1 for op in ops if op.complete is not None)
+    interchangeable = sorted((i for i, op in enumerate(ops) if op.value is unseen is not None),
+                             key=lambda i: (ops[i].invoke, i))
+
+    def first_untaken(linearized):
+        return next((i for i in interchangeable if not linearized >> i & 1), None)
+
     head = _entries(ops)
     state, linearized, done = initial, 0, 0
     seen, stack = set(), []
@@ -134,7 +210,12 @@ def check_key(ops, initial=None, budget=None):
             return Verdict(None, None, "search budget of %d steps exhausted" % budget, explored)
         if entry is not None and entry.call:
             accepted, nxt = _step(state, entry.op)
-            if accepted:
+            # An indeterminate write that leaves the register as it is (a conditional put whose
+            # condition does not hold) has no answer to explain: taking it is the same as
+            # leaving it out, so it is never taken (each one would double the search).
+            if accepted and (entry.op.complete is not None or nxt != state) and (
+                    entry.op.value is not unseen or unseen is None
+                    or entry.index == first_untaken(linearized)):
                 key = (linearized | (1 << entry.index), nxt)
                 if key not in seen:
                     seen.add(key)

@@ -304,9 +304,9 @@ def main():
     ap.add_argument("--clients", type=int, default=5)
     ap.add_argument("--duration", type=float, default=20.0, help="seconds of faults (20)")
     ap.add_argument("--seed", type=int, default=None, help="faults and operations (random)")
-    ap.add_argument("--keys", type=int, default=3, help="keys in use at a time (3)")
-    ap.add_argument("--key-period", type=float, default=2.0,
-                    help="seconds before the clients move on to new keys (2)")
+    ap.add_argument("--keys", type=int, default=10, help="keys in use at a time (10)")
+    ap.add_argument("--key-period", type=float, default=1.0,
+                    help="seconds before the clients move on to new keys (1)")
     ap.add_argument("--stale-reads", action="store_true",
                     help="planted bug: reads with consistency=serializable from a random node")
     ap.add_argument("--no-cas", action="store_true",
