@@ -283,6 +283,13 @@ void Node::create_mesh() {
     mesh_options.on_state_regressed = [this](NodeId peer, const std::string& detail) {
         refused_as_regressed(peer, detail);
     };
+    mesh_options.remembered_term = [this](NodeId peer, const std::string& incarnation) {
+        return peer_incarnations_->announced_term(config_.node_name(peer), incarnation);
+    };
+    mesh_options.remember_term = [this](NodeId peer, const std::string& incarnation,
+                                        std::uint64_t term) {
+        remember_peer_term(peer, incarnation, term);
+    };
     mesh_options.quarantined = !identity_.registered;
     mesh_options.on_admitted_by = [this](NodeId peer) { on_admitted_by(peer); };
     mesh_ = std::make_unique<net::Mesh>(*io_, membership_of(config_), config_.self,
@@ -703,6 +710,18 @@ std::optional<std::string> Node::admit_peer(NodeId peer, const std::string& inca
                   {{"peer", id}, {"incarnation", incarnation}, {"why", "it is repaired"}});
     }
     return std::nullopt;
+}
+
+void Node::remember_peer_term(NodeId peer, const std::string& incarnation, std::uint64_t term) {
+    try {
+        peer_incarnations_->remember_term(config_.node_name(peer), incarnation, term);
+    } catch (const drivers::StateFileError& e) {
+        // Kept in memory by the mesh; only a restart of this node would forget it.
+        log_event(*logger_, spdlog::level::err, "cannot record a peer's durable term",
+                  {{"peer", config_.node_name(peer)},
+                   {"term", std::to_string(term)},
+                   {"reason", e.what()}});
+    }
 }
 
 // A new incarnation leaves quarantine once a majority of the other voters have admitted it: any

@@ -351,6 +351,8 @@ class Node {
     std::map<NodeId, std::string> regressed_by_;
     std::uint64_t announced_term_ = 0;  // the last durable term announced to the up peers
     void refused_as_regressed(NodeId peer, const std::string& detail);
+    /// Records a rise of a peer incarnation's announced durable term (peers.json).
+    void remember_peer_term(NodeId peer, const std::string& incarnation, std::uint64_t term);
     /// Why the node looks restored from an older copy: a peer refuses it (state_regressed).
     std::optional<std::string> regressed_report() const;
     NodeSet admitted_by_;  // peers that admitted this node's new incarnation (quarantine)
