@@ -39,6 +39,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "conclave/drivers/state_file.hpp"
@@ -153,9 +154,13 @@ class Node {
     std::optional<std::string> transfer_leadership(const std::string& node_id);
     /// Leader only: hands over to an up peer. nullopt when accepted.
     std::optional<std::string> step_down();
-    /// Priorities (docs/design.md): `node_id`'s priority on this node until it restarts (the
-    /// operator sets it on every node: conclavectl set-priority). nullopt when accepted.
+    /// Priorities (docs/design.md): `node_id`'s priority on this node at once (the operator sets
+    /// it on every node: conclavectl set-priority); with the metadata log, the leader also writes
+    /// it under kPriorityKeyPrefix, which every node applies when it commits and again at each
+    /// start, so that it outlives restarts. nullopt when accepted.
     std::optional<std::string> set_priority(const std::string& node_id, std::uint32_t priority);
+    /// The metadata keys that carry priorities: kPriorityKeyPrefix + node id, value N.
+    static constexpr std::string_view kPriorityKeyPrefix = "conclave/priority/";
 
     // ---- Replicated metadata log (config "metadata"; see metadata.hpp, node/README.md) --------
     /// Proposes an entry (`value`: JSON text or opaque bytes). `done` runs exactly once on the
@@ -244,6 +249,9 @@ class Node {
          ClusterConfig config, NodeOptions options);
     Leadership to_leadership(const elector::LeadershipSnapshot& s) const;
     void on_snapshot(const elector::LeadershipSnapshot& snapshot);
+    /// A committed priority entry (kPriorityKeyPrefix): applied to the elector, or refused with a
+    /// warning (unknown node, not an integer in range, every node at 0).
+    void apply_committed_priority(const replication::Entry& e);
     void finish_stop();
     void fail_stop(std::string why);
     void register_metrics();
