@@ -90,6 +90,7 @@ class Broker {
     void on_leadership(const node::Leadership& leadership);
     void on_committed(const replication::Entry& entry);
     void schedule();
+    void make_plan();
     bool leader_heard_recently(const std::string& leader) const;
 
     node::Node& node_;
@@ -98,7 +99,9 @@ class Broker {
     std::uint64_t leading_token_ = 0;
     std::uint64_t last_token_ = 0;
     std::chrono::steady_clock::time_point leading_since_{};
-    std::vector<std::string> plan_;  // the brokers of this leadership's plan (up at its start)
+    /// The brokers of this leadership's plan: itself and the peers up and heard within
+    /// contact_bound at its first assignment; fixed until the leadership ends.
+    std::vector<std::string> plan_;
     std::map<int, Assignment> assignments_;
     std::map<int, bool> in_flight_;  // a write of the partition not answered yet
     std::vector<Acknowledged> acknowledged_;
