@@ -12,6 +12,9 @@
 //     follows now, and
 //   - that leader's lease is valid as this broker sees it: on the leader, Leadership::valid_now();
 //     elsewhere, the leader was heard within BrokerOptions::contact_bound.
+// The plan of a leadership (which broker is primary of which partition) is made at its first
+// assignment, from itself and the peers up and heard within contact_bound (a paused peer keeps its
+// connections up but says nothing), and stays fixed until the leadership ends.
 // A new leader writes no assignment before BrokerOptions::settle has passed since it became
 // leader: by then every primary of the previous leadership has stopped serving (its node follows
 // the new leader, or it has not heard its old leader for contact_bound, or it was that leader and
