@@ -75,17 +75,9 @@ void Broker::on_leadership(const node::Leadership& leadership) {
             leading_token_ = leadership.fencing_token;
             last_token_ = leading_token_;
             leading_since_ = std::chrono::steady_clock::now();
-            // The plan of this leadership: itself and the peers up now, fixed until it ends.
-            plan_ = {node_.config().self_entry().id};
-            for (const node::PeerStatus& peer : node_.status().peers) {
-                if (peer.up) {
-                    plan_.push_back(peer.id);
-                }
-            }
-            node_.logger().info(
-                "broker: leader with token {}: assigning {} partitions to {} "
-                "brokers after {} ms",
-                leading_token_, options_.partition_count, plan_.size(), options_.settle.count());
+            plan_.clear();  // made at the first assignment, once settled
+            node_.logger().info("broker: leader with token {}: assigning {} partitions after {} ms",
+                                leading_token_, options_.partition_count, options_.settle.count());
             schedule();
         }
         return;
@@ -114,7 +106,24 @@ void Broker::schedule() {
     });
 }
 
+void Broker::make_plan() {
+    // Itself and the peers up and heard within contact_bound: a paused peer keeps its
+    // connections up but is silent, and a partition it cannot serve would stay unserved.
+    plan_ = {node_.config().self_entry().id};
+    for (const node::PeerStatus& peer : node_.status().peers) {
+        if (peer.up && peer.last_contact_ms &&
+            *peer.last_contact_ms < options_.contact_bound.count()) {
+            plan_.push_back(peer.id);
+        }
+    }
+    node_.logger().info("broker: token {}: {} partitions over {} brokers", leading_token_,
+                        options_.partition_count, plan_.size());
+}
+
 int Broker::assign_all(std::uint64_t token) {
+    if (plan_.empty()) {
+        make_plan();
+    }
     int proposed = 0;
     for (int p = 0; p < options_.partition_count && !plan_.empty(); ++p) {
         const std::string& primary = plan_[static_cast<std::size_t>(p) % plan_.size()];

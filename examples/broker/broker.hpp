@@ -12,6 +12,9 @@
 //     follows now, and
 //   - that leader's lease is valid as this broker sees it: on the leader, Leadership::valid_now();
 //     elsewhere, the leader was heard within BrokerOptions::contact_bound.
+// The plan of a leadership (which broker is primary of which partition) is made at its first
+// assignment, from itself and the peers up and heard within contact_bound (a paused peer keeps its
+// connections up but says nothing), and stays fixed until the leadership ends.
 // A new leader writes no assignment before BrokerOptions::settle has passed since it became
 // leader: by then every primary of the previous leadership has stopped serving (its node follows
 // the new leader, or it has not heard its old leader for contact_bound, or it was that leader and
@@ -90,6 +93,7 @@ class Broker {
     void on_leadership(const node::Leadership& leadership);
     void on_committed(const replication::Entry& entry);
     void schedule();
+    void make_plan();
     bool leader_heard_recently(const std::string& leader) const;
 
     node::Node& node_;
@@ -98,7 +102,9 @@ class Broker {
     std::uint64_t leading_token_ = 0;
     std::uint64_t last_token_ = 0;
     std::chrono::steady_clock::time_point leading_since_{};
-    std::vector<std::string> plan_;  // the brokers of this leadership's plan (up at its start)
+    /// The brokers of this leadership's plan: itself and the peers up and heard within
+    /// contact_bound at its first assignment; fixed until the leadership ends.
+    std::vector<std::string> plan_;
     std::map<int, Assignment> assignments_;
     std::map<int, bool> in_flight_;  // a write of the partition not answered yet
     std::vector<Acknowledged> acknowledged_;

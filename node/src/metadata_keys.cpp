@@ -96,6 +96,9 @@ bool Node::read_ready(std::chrono::steady_clock::time_point arrived, std::uint64
         options_.planted_read_bug != PlantedReadBug::SkipSyncPoint) {
         return false;  // before the sync point: wait for it
     }
+    if (options_.planted_read_bug == PlantedReadBug::SkipReadIndex) {
+        return true;  // planted: no lease check, no quorum round
+    }
     const auto lease = driver_->lease_deadline();
     if (!lease) {
         return false;

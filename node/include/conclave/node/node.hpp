@@ -100,6 +100,7 @@ enum class PlantedReadBug : std::uint8_t {
     None,
     LocalReads,     // every node answers a linearizable read from its own state (followers too)
     SkipSyncPoint,  // a leader answers before its sync point committed (its log PASSIVE)
+    SkipReadIndex,  // an active leader answers at once, its lease valid or not (no quorum round)
 };
 
 struct NodeOptions {
