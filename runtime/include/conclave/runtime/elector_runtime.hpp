@@ -297,10 +297,7 @@ class ElectorRuntime {
                         env_.failed(a.state);
                     }
                 } else if constexpr (std::is_same_v<T, elector::NotifyLeadership>) {
-                    // (The planted SendBeforePersist defers the persist past it on purpose.)
-                    CONCLAVE_CHECK(
-                        a.snapshot.term <= durable_.term || planted(RuntimeBug::SendBeforePersist),
-                        "the application is told a term once it is durable");
+                    check_told_durable(a.snapshot);
                     env_.notify(a.snapshot);
                 } else {
                     static_assert(std::is_same_v<T, elector::RaiseAlarm>);
@@ -325,6 +322,19 @@ class ElectorRuntime {
             elector_.config().planted_bug != elector::PlantedBug::DoubleVote;
         CONCLAVE_CHECK(!same_term_vote || next.voted_for == durable_.voted_for,
                        "a durable vote is never replaced within its term");
+    }
+
+    /// Persist before telling: the application hears of a term (a fencing token) only once it
+    /// is durable. Environments that catch the planted SendBeforePersist themselves
+    /// (kOwnPersistOrderCheck) leave it to their own check, as check_durable does.
+    void check_told_durable(const elector::LeadershipSnapshot& told) const {
+        if constexpr (requires { Env::kOwnPersistOrderCheck; }) {
+            if (Env::kOwnPersistOrderCheck && planted(RuntimeBug::SendBeforePersist)) {
+                return;
+            }
+        }
+        CONCLAVE_CHECK(told.term <= durable_.term,
+                       "persist before telling: the application is told a term once it is durable");
     }
 
     /// Persist before send, checked: `m` may leave only if the term it claims for this node is
