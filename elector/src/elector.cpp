@@ -459,6 +459,10 @@ std::optional<Lsn> Elector::issue_lsn() {
 // itself, so that the asker wins uncontested.
 void Elector::HandleScoutingRequest(const Message& m, const ScoutingRequest& body,
                                     TermOrder order) {
+    const Term term_before = state_.term;
+    const std::optional<NodeId> vote_before = state_.voted_for;
+    const bool was_leader = state_.role == Role::Leader;
+    CONCLAVE_CHECK(state_.role != Role::Stopped, "a stopped node hears nothing");
     // Membership (R5, ConfigFence): a candidate of an older configuration gets no support, nor
     // does one of ours from a non-voter; a request the fence refuses corroborates nothing either.
     const Refusal fence = ConfigFence(body.config_version);
@@ -481,14 +485,38 @@ void Elector::HandleScoutingRequest(const Message& m, const ScoutingRequest& bod
         ++counters_.prevotes_refused;
     }
     Send(m.from, m.term, ScoutingResponse{body.round, will_vote, fence, state_.config_version});
+    // A PreVote answer grants no vote: a term caught up carries none, and within the term the
+    // vote is left alone; a leader stays one.
+    CONCLAVE_CHECK(state_.term >= term_before, "terms only grow");
+    CONCLAVE_CHECK(state_.term == term_before || !state_.voted_for,
+                   "a term caught up from a scouting request carries no vote");
+    CONCLAVE_CHECK(state_.term != term_before || state_.voted_for == vote_before,
+                   "a scouting request changes no vote");
+    CONCLAVE_CHECK(was_leader == (state_.role == Role::Leader),
+                   "a scouting request neither makes nor deposes a leader");
 }
 
 // Follower in a scouting round: count the reply if it belongs to the current round (departure 2).
 // The envelope term echoes the round's proposed term (own term + 1), hence always "newer".
 void Elector::HandleScoutingResponse(const Message& m, const ScoutingResponse& body, TermOrder) {
     const ScoutingRound& round = state_.round;
+    const Term term_before = state_.term;
+    CONCLAVE_CHECK(state_.role == Role::Follower, "only a follower scouts");
     CONCLAVE_CHECK(round.id == 0 || round.term == state_.term.next(),
                    "a scouting round asks about the next term");
+    CountScoutingResponse(m, body);
+    // The round's outcome: still counting (supporting itself), given up, or standing (a
+    // candidate, or a leader at once, of the next term, voting for itself).
+    CONCLAVE_CHECK(state_.round.id == 0 || state_.round.yes.contains(config_.self),
+                   "a scouting round supports its own node");
+    CONCLAVE_CHECK(state_.term == term_before || state_.term == term_before.next(),
+                   "a scouting reply raises the term by one at most");
+    CONCLAVE_CHECK(state_.term == term_before || state_.voted_for == config_.self,
+                   "a scouting reply raises the term only by standing");
+}
+
+void Elector::CountScoutingResponse(const Message& m, const ScoutingResponse& body) {
+    const ScoutingRound& round = state_.round;
     if (round.id == 0 || m.term != round.term) {
         return;
     }
@@ -525,6 +553,25 @@ void Elector::RefuseStaleProposal(const Message& m, const ElectionProposal&) {
 // the leader's chosen successor (the leader ended its lease before it named it). A newer
 // term is adopted only together with the vote (so a sticky refusal leaves the term alone).
 void Elector::HandleElectionProposal(const Message& m, const ElectionProposal& body,
+                                     TermOrder order) {
+    const Term t = state_.term;
+    const std::optional<NodeId> vote_before = state_.voted_for;
+    const bool was_leader = state_.role == Role::Leader;
+    CONCLAVE_CHECK(order != TermOrder::Stale, "a stale proposal is refused before the handler");
+    CONCLAVE_CHECK(state_.role != Role::Stopped, "a stopped node hears nothing");
+    AnswerElectionProposal(m, body, order);
+    CONCLAVE_CHECK(state_.term >= t, "terms only grow");
+    CONCLAVE_CHECK(state_.term == t || state_.voted_for == m.from,
+                   "a newer term is adopted only together with the vote for its candidate");
+    CONCLAVE_CHECK(
+        state_.term != t || state_.voted_for == vote_before || planted(PlantedBug::DoubleVote),
+        "one vote per term: a proposal in the current term changes no vote");
+    CONCLAVE_CHECK(state_.role != Role::Leader || was_leader, "a proposal makes no leader");
+    CONCLAVE_CHECK(state_.role != Role::Leader || state_.term == t,
+                   "a leader that adopts a newer term steps down");
+}
+
+void Elector::AnswerElectionProposal(const Message& m, const ElectionProposal& body,
                                      TermOrder order) {
     const Term t = state_.term;
     auto refuse = [&](Refusal why) {
@@ -572,7 +619,25 @@ void Elector::HandleElectionProposal(const Message& m, const ElectionProposal& b
 // Candidate counts votes and refusals of its current election; a leader counts late votes and
 // unsolicited support as supporters. A refusal may carry the voter's newer term (`voter_term`,
 // a term in the body rather than the envelope): the candidate adopts it and steps down.
-void Elector::HandleElectionResponse(const Message& m, const ElectionResponse& body, TermOrder) {
+void Elector::HandleElectionResponse(const Message& m, const ElectionResponse& body,
+                                     TermOrder order) {
+    const Term term_before = state_.term;
+    const bool was_leader = state_.role == Role::Leader;
+    CONCLAVE_CHECK(order == TermOrder::Equal, "only answers to the current election count");
+    CONCLAVE_CHECK(state_.role == Role::Candidate || was_leader,
+                   "only a candidate or a leader counts votes");
+    CountElectionResponse(m, body);
+    CONCLAVE_CHECK(!was_leader || state_.role == Role::Leader,
+                   "a leader counting late votes stays the leader");
+    CONCLAVE_CHECK(state_.role != Role::Leader || state_.supporters.contains(config_.self),
+                   "a leader supports itself");
+    CONCLAVE_CHECK(state_.term == term_before || state_.role == Role::Follower,
+                   "a candidate that adopts a voter's newer term steps down");
+    CONCLAVE_CHECK(state_.term == term_before || !state_.voted_for,
+                   "a voter's newer term is adopted without a vote");
+}
+
+void Elector::CountElectionResponse(const Message& m, const ElectionResponse& body) {
     // Only the voters of this node's configuration count (a newer term is adopted from anyone).
     const bool voter = IsVoter(m.from);
     if (state_.role == Role::Leader) {
@@ -618,6 +683,21 @@ void Elector::ReplyToStaleHeartbeat(const Message& m, const LeaderHeartbeat&) {
 
 void Elector::HandleLeaderHeartbeat(const Message& m, const LeaderHeartbeat& body,
                                     TermOrder order) {
+    const Term term_before = state_.term;
+    const Lsn lsn_before = state_.lsn;
+    CONCLAVE_CHECK(order != TermOrder::Stale, "a stale heartbeat is answered before the handler");
+    CONCLAVE_CHECK(order != TermOrder::Newer || !state_.voted_for,
+                   "a newer heartbeat's term was adopted without a vote");
+    FollowHeartbeat(m, body, order);
+    CONCLAVE_CHECK(state_.term == term_before, "a heartbeat's term was adopted before its handler");
+    CONCLAVE_CHECK(state_.lsn >= lsn_before, "a node's LSN never goes back within its term");
+    CONCLAVE_CHECK(state_.lsn.term <= state_.term, "a node's LSN is of its term or older");
+    CONCLAVE_CHECK(state_.role != Role::Candidate, "a candidate that hears a leader follows it");
+    CONCLAVE_CHECK(state_.role != Role::Leader || order == TermOrder::Equal,
+                   "a leader that hears a newer leader follows it");
+}
+
+void Elector::FollowHeartbeat(const Message& m, const LeaderHeartbeat& body, TermOrder order) {
     const Term t = state_.term;  // the sender's: a newer term was adopted before this handler
     const NodeId src = m.from;
     const bool same_term = order == TermOrder::Equal;
@@ -671,33 +751,52 @@ void Elector::HandleLeaderHeartbeat(const Message& m, const LeaderHeartbeat& bod
     }
 }
 
-void Elector::HandleHeartbeatAck(const Message& m, const HeartbeatAck& body, TermOrder) {
-    if (!IsVoter(m.from)) {
-        return;  // a learner's ack counts toward no quorum (R7)
+void Elector::HandleHeartbeatAck(const Message& m, const HeartbeatAck& body, TermOrder order) {
+    const Term term_before = state_.term;
+    CONCLAVE_CHECK(state_.role == Role::Leader, "only a leader counts acks");
+    CONCLAVE_CHECK(order == TermOrder::Equal, "only acks of the leader's term count");
+    if (IsVoter(m.from)) {  // a learner's ack counts toward no quorum (R7)
+        state_.supporters.insert(m.from);
+        state_.heard_since_check.insert(m.from);
+        RenewPromise(m.from, body.round);
+        NoteAcknowledged(m.from, body.round);
     }
-    state_.supporters.insert(m.from);
-    state_.heard_since_check.insert(m.from);
-    RenewPromise(m.from, body.round);
-    NoteAcknowledged(m.from, body.round);
+    CONCLAVE_CHECK(state_.role == Role::Leader, "an ack never deposes a leader");
+    CONCLAVE_CHECK(state_.term == term_before, "an ack changes no term");
+    CONCLAVE_CHECK(!IsVoter(m.from) || state_.supporters.contains(m.from),
+                   "a voter that acknowledges supports the leader");
 }
 
 // InvalidHeartbeat: a follower tells the leader that it has moved to a higher term, which the
 // leader has adopted (its rule) before this runs.
-void Elector::HandleHeartbeatResponse(const Message&, const HeartbeatResponse&, TermOrder) {
+void Elector::HandleHeartbeatResponse(const Message&, const HeartbeatResponse&, TermOrder order) {
+    CONCLAVE_CHECK(state_.role == Role::Leader, "only a leader hears InvalidHeartbeat");
+    CONCLAVE_CHECK(order == TermOrder::Newer, "only a newer term deposes the leader");
+    CONCLAVE_CHECK(!state_.voted_for, "the newer term was adopted without a vote");
     StepDown(Reason::LeaderPreempted);
+    CONCLAVE_CHECK(state_.role == Role::Follower, "a deposed leader follows");
+    CONCLAVE_CHECK(!state_.leader, "a deposed leader knows no leader yet");
 }
 
-void Elector::HandleLeadershipCession(const Message& m, const LeadershipCession& body, TermOrder) {
-    if (state_.leader != m.from && state_.tentative_leader != m.from) {
-        return;
+void Elector::HandleLeadershipCession(const Message& m, const LeadershipCession& body,
+                                      TermOrder order) {
+    const Term term_before = state_.term;
+    CONCLAVE_CHECK(state_.role == Role::Follower, "only a follower hears a cession");
+    CONCLAVE_CHECK(order == TermOrder::Equal, "only a cession of the node's term counts");
+    if (state_.leader == m.from || state_.tentative_leader == m.from) {
+        if (body.successor == config_.self && CanStand()) {
+            BecomeCandidate(/*transfer=*/true);
+        } else {
+            // When a successor is named, give it time to win before competing with it.
+            const Millis extra = body.successor ? config_.election_result_timeout : Millis{0};
+            StepDown(Reason::LeaderCeded, extra);
+        }
     }
-    if (body.successor == config_.self && CanStand()) {
-        BecomeCandidate(/*transfer=*/true);
-        return;
-    }
-    // When a successor is named, give it time to win before competing with it.
-    const Millis extra = body.successor ? config_.election_result_timeout : Millis{0};
-    StepDown(Reason::LeaderCeded, extra);
+    // (A successor whose term space is exhausted stays a follower: TermSpaceExhausted.)
+    CONCLAVE_CHECK(state_.term == term_before || state_.voted_for == config_.self,
+                   "a cession raises the term only for the successor's own election");
+    CONCLAVE_CHECK(state_.term == term_before || state_.role != Role::Follower,
+                   "a successor that raised the term stands");
 }
 
 // ---- Timer handlers ----------------------------------------------------------------------------

@@ -351,20 +351,57 @@ LogActions ReplicatedLog::peer_down(Millis, NodeId peer) {
 }
 
 // ---- Message handlers --------------------------------------------------------------------------
+// Each handler checks its preconditions on entry and its postconditions on exit: receive() has
+// adopted the message's term (or dropped it), so every handler runs in the sender's term; no
+// handler changes the term, makes this node a leader (only on_leadership does) or moves the commit
+// point back. A request comes from the leader of the term (receive() recorded it), so its handler
+// runs on a follower and leaves it one.
+
+ReplicatedLog::HandlerEntry ReplicatedLog::EnterHandler(const LogMessage& m) const {
+    CONCLAVE_CHECK(m.term == state_.term, "a handler runs in the sender's term");
+    CONCLAVE_CHECK(IsPeer(m.from), "a handler hears a peer");
+    return HandlerEntry{state_.term, state_.commit_len, IsLeader()};
+}
+
+ReplicatedLog::HandlerEntry ReplicatedLog::EnterRequestHandler(const LogMessage& m) const {
+    CONCLAVE_CHECK(!IsLeader(), "a leader's request is handled by a follower");
+    CONCLAVE_CHECK(state_.leader == m.from, "a request comes from the leader of the term");
+    return EnterHandler(m);
+}
+
+void ReplicatedLog::ExitHandler(const HandlerEntry& entry) const {
+    CONCLAVE_CHECK(state_.term == entry.term, "a handler changes no term");
+    CONCLAVE_CHECK(state_.commit_len >= entry.commit_len, "the commit point never moves back");
+    CONCLAVE_CHECK(!IsLeader() || entry.leader, "only a leadership makes a leader");
+    CONCLAVE_CHECK(state_.durable_len <= end_len(), "only held entries are durable");
+}
 
 // Follower: report our position. The promise (term) was made durable by AdoptTerm before this
 // answer leaves (PersistMeta precedes the send in the same batch).
 // Repaired (LogMeta::repaired): no answer at all. This node may have lost entries it helped
 // commit, so its position must not count in any sync quorum (replication/README.md, "Repair").
-void ReplicatedLog::HandleSyncRequest(const LogMessage&) {
+void ReplicatedLog::HandleSyncRequest(const LogMessage& m) {
+    const HandlerEntry entry = EnterRequestHandler(m);
+    const std::size_t end_before = end_len();
     if (NonVoting()) {
         ++counters_.sync_requests_unanswered;
-        return;
+    } else {
+        Send(*state_.leader, SyncResponse{last_lsn(), commit_lsn()});
     }
-    Send(*state_.leader, SyncResponse{last_lsn(), commit_lsn()});
+    ExitHandler(entry);
+    CONCLAVE_CHECK(end_len() == end_before, "a sync request changes no log");
+    CONCLAVE_CHECK(!IsLeader(), "a follower answers the sync request");
 }
 
 void ReplicatedLog::HandleSyncResponse(const LogMessage& m, const SyncResponse& body) {
+    const HandlerEntry entry = EnterHandler(m);
+    CountSyncResponse(m, body);
+    ExitHandler(entry);
+    CONCLAVE_CHECK(!sync_.done || !sync_.source, "a finished sync has no source");
+    CONCLAVE_CHECK(sync_.source != config_.self, "a sync source is another node");
+}
+
+void ReplicatedLog::CountSyncResponse(const LogMessage& m, const SyncResponse& body) {
     if (state_.role != LogRole::LeaderPassive || sync_.done) {
         return;  // late: sync is over
     }
@@ -380,6 +417,17 @@ void ReplicatedLog::HandleSyncResponse(const LogMessage& m, const SyncResponse& 
 }
 
 void ReplicatedLog::HandleAppend(const LogMessage& m, const Append& body) {
+    const HandlerEntry entry = EnterRequestHandler(m);
+    AppendFromLeader(m, body);
+    ExitHandler(entry);
+    CONCLAVE_CHECK(!IsLeader(), "a follower takes the leader's entries");
+    CONCLAVE_CHECK(state_.matched_len <= end_len(), "only held entries match the leader");
+    CONCLAVE_CHECK(state_.acked_len <= state_.durable_len, "only durable entries are acknowledged");
+    CONCLAVE_CHECK(state_.commit_len <= std::max(entry.commit_len, state_.matched_len),
+                   "a follower commits only what matches the leader");
+}
+
+void ReplicatedLog::AppendFromLeader(const LogMessage& m, const Append& body) {
     auto start_len = length_through(body.prev_lsn);
     // Compaction: an append whose prev_lsn is inside our snapshot (compacted here, or kNoLsn).
     // The leader of our term holds our snapshot's LSN X (committed: Leader Completeness), so
@@ -446,6 +494,17 @@ void ReplicatedLog::HandleAppend(const LogMessage& m, const Append& body) {
 }
 
 void ReplicatedLog::HandleAppendAck(const LogMessage& m, const AppendAck& body) {
+    const HandlerEntry entry = EnterHandler(m);
+    const std::size_t match_before = progress_[m.from.value].match_len;
+    CountAppendAck(m, body);
+    ExitHandler(entry);
+    const PeerProgress& p = progress_[m.from.value];
+    CONCLAVE_CHECK(p.match_len >= match_before, "an ack never lowers what a follower matches");
+    CONCLAVE_CHECK(!(IsLeader() && sync_.done) || p.match_len <= end_len(),
+                   "a follower matches only entries the serving leader holds");
+}
+
+void ReplicatedLog::CountAppendAck(const LogMessage& m, const AppendAck& body) {
     if (!IsLeader() || !sync_.done) {
         return;
     }
@@ -516,6 +575,17 @@ void ReplicatedLog::HandleAppendAck(const LogMessage& m, const AppendAck& body) 
 }
 
 void ReplicatedLog::HandleFetchRequest(const LogMessage& m, const FetchRequest& body) {
+    const HandlerEntry entry = EnterRequestHandler(m);
+    const std::size_t end_before = end_len();
+    const std::size_t snapshot_before = snapshot_.len;
+    AnswerFetch(m, body);
+    ExitHandler(entry);
+    CONCLAVE_CHECK(end_len() == end_before, "a sync source's log is only read");
+    CONCLAVE_CHECK(snapshot_.len == snapshot_before, "a sync source's snapshot is only read");
+    CONCLAVE_CHECK(state_.commit_len == entry.commit_len, "a fetch commits nothing on the source");
+}
+
+void ReplicatedLog::AnswerFetch(const LogMessage& m, const FetchRequest& body) {
     FetchResponse response{body.after_lsn, {}, last_lsn()};
     auto start_len = length_through(body.after_lsn);
     if (snapshot_.len > 0 &&
@@ -544,6 +614,14 @@ void ReplicatedLog::HandleFetchRequest(const LogMessage& m, const FetchRequest& 
 }
 
 void ReplicatedLog::HandleFetchResponse(const LogMessage& m, const FetchResponse& body) {
+    const HandlerEntry entry = EnterHandler(m);
+    MergeFetched(m, body);
+    ExitHandler(entry);
+    CONCLAVE_CHECK(!sync_.done || !sync_.source, "a finished sync has no source");
+    CONCLAVE_CHECK(end_len() >= state_.commit_len, "a fetch truncates no committed entry");
+}
+
+void ReplicatedLog::MergeFetched(const LogMessage& m, const FetchResponse& body) {
     if (state_.role != LogRole::LeaderPassive || sync_.done || sync_.source != m.from ||
         body.after_lsn != sync_.fetch_after) {
         return;  // duplicate or late
@@ -1191,6 +1269,20 @@ bool ReplicatedLog::ValidBatch(Lsn after, const std::vector<Entry>& entries) con
 // each acknowledged (SnapshotAck: the sender keeps a bounded window in flight); the last one
 // installs the snapshot. A snapshot this log already covers needs no entries.
 void ReplicatedLog::HandleInstallSnapshot(const LogMessage& m, const InstallSnapshot& body) {
+    const HandlerEntry entry = EnterHandler(m);
+    const std::size_t snapshot_before = snapshot_.len;
+    TakeSnapshotChunk(m, body);
+    ExitHandler(entry);
+    // (The planted CompactUncommitted breaks these on purpose: CheckInvariants.)
+    const bool compacts_uncommitted = planted(PlantedLogBug::CompactUncommitted);
+    CONCLAVE_CHECK(snapshot_.len >= snapshot_before || compacts_uncommitted,
+                   "an installed snapshot never goes back");
+    CONCLAVE_CHECK(snapshot_.len <= state_.commit_len || compacts_uncommitted,
+                   "an installed snapshot holds committed entries only");
+    CONCLAVE_CHECK(state_.applied_len == state_.commit_len, "an installed snapshot is applied");
+}
+
+void ReplicatedLog::TakeSnapshotChunk(const LogMessage& m, const InstallSnapshot& body) {
     if (body.fetch ? (state_.role != LogRole::LeaderPassive || sync_.done || sync_.source != m.from)
                    : IsLeader()) {
         return;  // late, or not for us
@@ -1587,6 +1679,17 @@ void ReplicatedLog::ResendSnapshot(NodeId peer, std::size_t offset) {
 // The receiver says how much of the snapshot it holds: the window moves on, or (resend) the
 // chunks after that are sent again.
 void ReplicatedLog::HandleSnapshotAck(const LogMessage& m, const SnapshotAck& body) {
+    const HandlerEntry entry = EnterHandler(m);
+    const std::size_t end_before = end_len();
+    const std::size_t snapshot_before = snapshot_.len;
+    MoveSnapshotWindow(m, body);
+    ExitHandler(entry);
+    CONCLAVE_CHECK(end_len() == end_before, "a snapshot ack changes no log");
+    CONCLAVE_CHECK(snapshot_.len == snapshot_before, "a snapshot ack changes no snapshot");
+    CONCLAVE_CHECK(state_.commit_len == entry.commit_len, "a snapshot ack commits nothing");
+}
+
+void ReplicatedLog::MoveSnapshotWindow(const LogMessage& m, const SnapshotAck& body) {
     if (body.fetch ? IsLeader() : (!IsLeader() || !sync_.done)) {
         return;
     }

@@ -141,6 +141,30 @@ TEST_CASE("runtime: a vote or term sent before the persist that makes it durable
     }
 }
 
+TEST_CASE("runtime: a term told to the application before its persist is caught", "[runtime]") {
+    const ScopedInvariantHandler handler(&ThrowCheck);
+    ScriptEnv env;
+    // One node: its first scouting wait ends in an election it wins at once, a batch that
+    // persists the new term and tells the application, with nothing sent.
+    auto elect = [&env](runtime::RuntimeBug bug) {
+        runtime::ElectorRuntime<ScriptEnv> rt(
+            env, elector::Config::fast(1, NodeId{0}), elector::DurableState{},
+            [] { return std::uint64_t{7}; }, bug);
+        env.armed.clear();
+        rt.start();
+        REQUIRE(!env.armed.empty());
+        rt.timer_fired(env.armed.back().first, env.armed.back().second);
+        CHECK(rt.elector().state().role == elector::Role::Leader);
+    };
+    SECTION("the planted SendBeforePersist tells the leadership before the persist") {
+        CHECK_THROWS_WITH(elect(runtime::RuntimeBug::SendBeforePersist),
+                          Catch::Contains("told a term once it is durable"));
+    }
+    SECTION("the shipped order passes") {
+        CHECK_NOTHROW(elect(runtime::RuntimeBug::None));
+    }
+}
+
 TEST_CASE("simulator catches a runtime that sends before the state write", "[runtime][planted]") {
     RunOptions o;
     o.runtime_bug = runtime::RuntimeBug::SendBeforePersist;

@@ -246,6 +246,12 @@ class Elector {
     void HandleHeartbeatAck(const Message& m, const HeartbeatAck& body, TermOrder order);
     void HandleHeartbeatResponse(const Message& m, const HeartbeatResponse& body, TermOrder order);
     void HandleLeadershipCession(const Message& m, const LeadershipCession& body, TermOrder order);
+    // The handlers' steps: each Handle* above checks its preconditions, runs its step, then
+    // checks its postconditions (HACKING.md, "Pre- and postconditions").
+    void CountScoutingResponse(const Message& m, const ScoutingResponse& body);
+    void AnswerElectionProposal(const Message& m, const ElectionProposal& body, TermOrder order);
+    void CountElectionResponse(const Message& m, const ElectionResponse& body);
+    void FollowHeartbeat(const Message& m, const LeaderHeartbeat& body, TermOrder order);
     void InitialWaitFired();
     void RandomWaitFired();
     void ScoutingResultFired();

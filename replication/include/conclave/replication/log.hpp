@@ -325,6 +325,24 @@ class ReplicatedLog {
     void HandleFetchResponse(const LogMessage& m, const FetchResponse& body);
     void HandleInstallSnapshot(const LogMessage& m, const InstallSnapshot& body);
     void HandleSnapshotAck(const LogMessage& m, const SnapshotAck& body);
+    // Pre- and postconditions every handler shares (HACKING.md, "Pre- and postconditions"):
+    // what the node held on entry, checked against what it holds on exit.
+    struct HandlerEntry {
+        Term term;
+        std::size_t commit_len = 0;
+        bool leader = false;
+    };
+    HandlerEntry EnterHandler(const LogMessage& m) const;
+    HandlerEntry EnterRequestHandler(const LogMessage& m) const;
+    void ExitHandler(const HandlerEntry& entry) const;
+    // The handlers' steps, between their entry and exit checks.
+    void CountSyncResponse(const LogMessage& m, const SyncResponse& body);
+    void AppendFromLeader(const LogMessage& m, const Append& body);
+    void CountAppendAck(const LogMessage& m, const AppendAck& body);
+    void AnswerFetch(const LogMessage& m, const FetchRequest& body);
+    void MergeFetched(const LogMessage& m, const FetchResponse& body);
+    void TakeSnapshotChunk(const LogMessage& m, const InstallSnapshot& body);
+    void MoveSnapshotWindow(const LogMessage& m, const SnapshotAck& body);
     // Steps of HandleInstallSnapshot: a snapshot this log already covers (no entries needed),
     // collecting a chunk (the whole snapshot once the last one is in), the checks of a chunk and
     // of a whole snapshot, and a refusal (a violation; a fetch abandons its source).

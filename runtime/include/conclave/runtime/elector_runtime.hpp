@@ -89,6 +89,8 @@ class ElectorRuntime {
           bug_(bug),
           durable_(restored) {
         others_ = others_of(elector_.config().cluster_size, elector_.config().self);
+        CONCLAVE_CHECK(others_.size() + 1 == elector_.config().cluster_size,
+                       "a broadcast reaches every other node of the table");
     }
     ElectorRuntime(const ElectorRuntime&) = delete;
     ElectorRuntime& operator=(const ElectorRuntime&) = delete;
@@ -184,6 +186,8 @@ class ElectorRuntime {
         if (!error) {
             others_ = others_of(cluster_size, elector_.config().self);
         }
+        CONCLAVE_CHECK(others_.size() + 1 == elector_.config().cluster_size,
+                       "a broadcast reaches every other node of the table");
         return error;
     }
     /// The environment's peer round-trip estimate (sets the ranked backoff's slot; no actions).
@@ -197,7 +201,10 @@ class ElectorRuntime {
         if (failed_) {
             return std::nullopt;
         }
-        return elector_.issue_lsn();
+        const std::optional<Lsn> lsn = elector_.issue_lsn();
+        CONCLAVE_CHECK(!lsn || lsn->term == elector_.state().term,
+                       "a leader issues LSNs of its own term");
+        return lsn;
     }
 
     // ---- Observation ---------------------------------------------------------------------------
@@ -267,6 +274,7 @@ class ElectorRuntime {
             [&](const auto& a) {
                 using T = std::decay_t<decltype(a)>;
                 if constexpr (std::is_same_v<T, elector::SendTo>) {
+                    CONCLAVE_CHECK(a.to != elector_.config().self, "a node sends to others");
                     check_durable(a.message, a.to);
                     env_.send(std::span<const NodeId>(&a.to, 1), a.message);
                 } else if constexpr (std::is_same_v<T, elector::Broadcast>) {
@@ -278,6 +286,7 @@ class ElectorRuntime {
                 } else if constexpr (std::is_same_v<T, elector::CancelTimer>) {
                     cancel(a.timer);
                 } else if constexpr (std::is_same_v<T, elector::PersistState>) {
+                    check_persist_order(a.state);
                     if (env_.persist(a.state)) {
                         durable_ = a.state;
                     } else {
@@ -288,6 +297,7 @@ class ElectorRuntime {
                         env_.failed(a.state);
                     }
                 } else if constexpr (std::is_same_v<T, elector::NotifyLeadership>) {
+                    check_told_durable(a.snapshot);
                     env_.notify(a.snapshot);
                 } else {
                     static_assert(std::is_same_v<T, elector::RaiseAlarm>);
@@ -300,6 +310,31 @@ class ElectorRuntime {
     void cancel(elector::TimerId timer) {
         ++generations_[index(timer)];
         env_.cancel(timer);
+    }
+
+    /// The durable state only moves forward: a term never goes back, and within a term a vote,
+    /// once durable, is never replaced (one vote per term, Elector.tla's votedFor).
+    void check_persist_order(const elector::DurableState& next) const {
+        CONCLAVE_CHECK(next.term >= durable_.term, "the durable term never goes back");
+        // (The planted DoubleVote replaces a vote on purpose: the simulator must catch it.)
+        const bool same_term_vote =
+            next.term == durable_.term && durable_.voted_for &&
+            elector_.config().planted_bug != elector::PlantedBug::DoubleVote;
+        CONCLAVE_CHECK(!same_term_vote || next.voted_for == durable_.voted_for,
+                       "a durable vote is never replaced within its term");
+    }
+
+    /// Persist before telling: the application hears of a term (a fencing token) only once it
+    /// is durable. Environments that catch the planted SendBeforePersist themselves
+    /// (kOwnPersistOrderCheck) leave it to their own check, as check_durable does.
+    void check_told_durable(const elector::LeadershipSnapshot& told) const {
+        if constexpr (requires { Env::kOwnPersistOrderCheck; }) {
+            if (Env::kOwnPersistOrderCheck && planted(RuntimeBug::SendBeforePersist)) {
+                return;
+            }
+        }
+        CONCLAVE_CHECK(told.term <= durable_.term,
+                       "persist before telling: the application is told a term once it is durable");
     }
 
     /// Persist before send, checked: `m` may leave only if the term it claims for this node is

@@ -82,6 +82,8 @@ class LogRuntime {
           durable_term_(log_.state().term),
           bug_(bug) {
         others_ = others_of(log_.config().cluster_size, log_.config().self);
+        CONCLAVE_CHECK(others_.size() + 1 == log_.config().cluster_size,
+                       "a broadcast reaches every other node of the table");
     }
     LogRuntime(const LogRuntime&) = delete;
     LogRuntime& operator=(const LogRuntime&) = delete;
@@ -112,7 +114,7 @@ class LogRuntime {
             last_.clear();
             return last_;
         }
-        ++generations_[index(timer)];
+        ++generations_[index(timer)];  // this instance is consumed
         return run([&](auto& log) { return log.timer_fired(env_.now(), timer); });
     }
 
@@ -234,6 +236,7 @@ class LogRuntime {
     }
 
     void execute(const replication::LogActions& actions) {
+        CONCLAVE_CHECK(depth_ >= 0, "batches nest");
         ++depth_;
         for (const replication::LogAction& action : actions) {
             if (failed_) {
@@ -242,6 +245,7 @@ class LogRuntime {
             perform(action);
         }
         --depth_;
+        CONCLAVE_CHECK(depth_ >= 0, "every batch ends once");
         if (depth_ == 0) {
             if (appended_ && !failed_ && !flush_scheduled_ && !sync_in_flight_) {
                 flush_scheduled_ = true;
@@ -257,6 +261,7 @@ class LogRuntime {
             [&](const auto& a) {
                 using T = std::decay_t<decltype(a)>;
                 if constexpr (std::is_same_v<T, SendLog>) {
+                    CONCLAVE_CHECK(a.to != log_.config().self, "a node sends to others");
                     check_durable(a.message);
                     env_.send(std::span<const NodeId>(&a.to, 1), a.message);
                 } else if constexpr (std::is_same_v<T, BroadcastLog>) {
@@ -288,6 +293,8 @@ class LogRuntime {
                     if (a.table.size() > others_.size() + 1) {
                         others_ = others_of(a.table.size(), log_.config().self);
                     }
+                    CONCLAVE_CHECK(others_.size() + 1 >= a.table.size(),
+                                   "a broadcast reaches every node of the active table");
                     // Optional in Env: environments that do not follow membership
                     // yet ignore it.
                     if constexpr (requires { env_.membership(a); }) {
@@ -308,6 +315,8 @@ class LogRuntime {
         if constexpr (std::is_same_v<T, PersistEntries>) {
             appended_ = true;
         } else if constexpr (std::is_same_v<T, PersistMeta>) {
+            CONCLAVE_CHECK(a.meta.term >= durable_term_,
+                           "the durable promised term never goes back");
             durable_term_ = a.meta.term;
         } else if constexpr (std::is_same_v<T, TruncateEntries>) {
             stored_durable_ = std::min(stored_durable_, a.after_lsn);
