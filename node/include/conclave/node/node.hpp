@@ -45,6 +45,7 @@
 #include "conclave/elector/fencing.hpp"
 #include "conclave/net/handshake.hpp"
 #include "conclave/node/admin_routes.hpp"
+#include "conclave/node/broadcast.hpp"
 #include "conclave/node/cluster_config.hpp"
 #include "conclave/node/identity.hpp"
 #include "conclave/node/membership.hpp"
@@ -124,6 +125,7 @@ struct NodeOptions {
 class Node {
   public:
     using LeadershipCallback = std::function<void(const Leadership&)>;
+    using BroadcastCallback = std::function<void(const BroadcastMessage&)>;
 
     /// Owns its io_context (drive it with run()).
     explicit Node(ClusterConfig config, NodeOptions options = {});
@@ -156,6 +158,20 @@ class Node {
     /// Priorities (docs/design.md): `node_id`'s priority on this node until it restarts (the
     /// operator sets it on every node: conclavectl set-priority). nullopt when accepted.
     std::optional<std::string> set_priority(const std::string& node_id, std::uint32_t priority);
+
+    // ---- Liveness and advisory broadcast (broadcast.hpp, docs/design.md) -------------------
+    /// Sends an advisory message to every live member (up on the mesh and heard from within the
+    /// liveness window), this node excluded; each receiver delivers it at most once. The result
+    /// names the members it was queued for and those it was not. Refused with a store backend
+    /// (NeedsMesh: its nodes share no mesh), a bad topic or payload (check_broadcast), or while
+    /// the node is not running. May be called from any thread (posted, waits at most 5 s).
+    BroadcastResult broadcast(std::string topic, nlohmann::json payload);
+    /// Every broadcast this node receives from now on, once each, on the io_context thread.
+    void subscribe(BroadcastCallback callback);
+    /// How long after a member was last heard from it still counts as live: the elector's
+    /// inactivity interval (heartbeat_period x miss_count), after which a follower presumes its
+    /// leader gone. Every node sends a liveness beat to each peer every heartbeat_period.
+    std::chrono::milliseconds liveness_window() const;
 
     // ---- Replicated metadata log (config "metadata"; see metadata.hpp, node/README.md) --------
     /// Proposes an entry (`value`: JSON text or opaque bytes). `done` runs exactly once on the
@@ -308,6 +324,24 @@ class Node {
     /// Tells the subscribers about `l` when it differs from the last one (both sources).
     void publish(const Leadership& l);
     std::unique_ptr<StoreBackend> store_;  // nullptr with the built-in elector
+    // broadcast_node.cpp
+    void create_broadcast();
+    void start_beats();
+    void send_beats();
+    /// A decoded broadcast from a peer: delivered to the subscribers unless already seen.
+    void on_broadcast_message(BroadcastMessage message);
+    BroadcastResult broadcast_on_io(std::string topic, nlohmann::json payload);
+    /// A member's liveness on this node: (last_heartbeat_ms, live); nullopt when never heard.
+    std::pair<std::optional<std::int64_t>, bool> liveness_of(
+        NodeId n, std::chrono::steady_clock::time_point now) const;
+    void add_liveness(MembersView& view) const;
+    void register_broadcast_metrics();
+    std::string boot_id_;              // 16 hex digits, drawn at construction
+    std::uint64_t broadcast_seq_ = 0;  // the last broadcast's sequence number
+    BroadcastDedupe broadcast_dedupe_;
+    std::vector<BroadcastCallback> broadcast_subscribers_;
+    std::unique_ptr<boost::asio::steady_timer> beat_timer_;
+    BroadcastCounters broadcast_counters_;
     // peer_metrics.cpp
     void register_peer_metrics();
     std::optional<LogStatus> log_status() const;
