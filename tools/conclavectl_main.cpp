@@ -92,7 +92,8 @@ Commands:
                       leadership; serializable: the first node's own state,
                       possibly behind. Exit 1 when the key does not exist
   members             the active configuration (GET /members, from the leader:
-                      id, role, peer, http, acknowledged entries, lag, connected)
+                      id, role, peer, http, acknowledged entries, lag, connected,
+                      live and ms since last heard, as the leader sees them)
   set-priority ID N   node ID's priority is N (0: never stands for leader) on every
                       node (POST /priority on each endpoint; until they restart: the
                       config file's "priority" then applies again)
@@ -1120,11 +1121,12 @@ int Members(const Options& options) {
     std::cout << "configuration version " << Str(view, "version")
               << (view.value("from_entry", false) ? "" : " (implicit: no change made yet)") << "\n";
     std::vector<std::vector<std::string>> cells = {
-        {"ID", "ROLE", "PEER", "HTTP", "ACKNOWLEDGED", "LAG", "CONNECTED"}};
+        {"ID", "ROLE", "PEER", "HTTP", "ACKNOWLEDGED", "LAG", "CONNECTED", "LIVE", "HEARD_MS"}};
     for (const json& m : view.value("members", json::array())) {
         const json c = m.value("catch_up", json::object());
         cells.push_back({Str(m, "id"), Str(m, "role"), Str(m, "peer"), Str(m, "http"),
-                         Str(c, "acknowledged_len"), Str(c, "lag_entries"), Str(c, "connected")});
+                         Str(c, "acknowledged_len"), Str(c, "lag_entries"), Str(c, "connected"),
+                         Str(m, "live"), Str(m, "last_heartbeat_ms")});
     }
     PrintTable(cells);
     return kExitOk;

@@ -628,7 +628,8 @@ def test_members(root):
         lines = r.stdout.strip().splitlines()
         check(r.returncode == 0 and lines[0].startswith("configuration version 0 (implicit") and
               len(lines) == 5 and lines[1].split() == ["ID", "ROLE", "PEER", "HTTP",
-                                                       "ACKNOWLEDGED", "LAG", "CONNECTED"] and
+                                                       "ACKNOWLEDGED", "LAG", "CONNECTED", "LIVE",
+                                                       "HEARD_MS"] and
               all(line.split()[1] == "voter" and line.split()[6] == "true"
                   for line in lines[2:]),
               "members: version 0, a header, three voters with their catch-up (%d, %r, %r)" %
