@@ -86,9 +86,6 @@ struct Hello {
     std::vector<std::uint8_t> mac{};    // acceptor's answer only, with a secret
     /// Bit i set: the sender serves channel i. nullopt: not announced (older sender).
     std::optional<std::uint64_t> channels{};
-    /// Bit i set: the sender serves advisory channel i (kAdvisoryChannels; "adv", encoded when
-    /// not 0). Not part of the channel-mismatch check: older senders announce none.
-    std::uint64_t advisory = 0;
     /// A joiner's hello: the sender is not in the table and asks to be added (encoded only
     /// when true).
     bool join = false;
@@ -103,6 +100,9 @@ struct Hello {
     /// joiner). Its peers remember the highest one each incarnation announced and refuse a lower
     /// one (StateRegressed): the node's state was restored from an older copy.
     std::optional<std::uint64_t> term{};
+    /// Bit i set: the sender serves advisory channel i (kAdvisoryChannels; "adv", encoded when
+    /// not 0). Not part of the channel-mismatch check: older senders announce none.
+    std::uint64_t advisory = 0;
 };
 
 /// Longest incarnation accepted in a Hello.
