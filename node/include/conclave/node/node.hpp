@@ -14,14 +14,14 @@
 //
 // Threading: everything (callbacks included) runs on the io_context thread. While Node::run()
 // drives the io_context on some thread, current(), subscribe(), propose(), add_learner(),
-// promote(), remove_member(), transfer_leadership(), step_down() and stop() may also be called
-// from any other thread: current() then returns the last snapshot the io thread published;
-// subscribe(), propose(), the membership changes and stop() are posted to the io
-// thread (they return at once; their callbacks run there); transfer_leadership() and step_down()
-// are posted and wait for the answer (at most 5 s). Without Node::run() (an io_context driven
-// by the caller, e.g. run_one_for in tests) call every method from the thread that drives it.
-// Everything else (status(), members(), config(), metrics_text(), ...) is io-thread only. One more
-// thread, the reader, builds GET /metadata pages from copies of their entries
+// promote(), remove_member(), transfer_leadership(), step_down(), broadcast() and stop() may
+// also be called from any other thread: current() then returns the last snapshot the io thread
+// published; subscribe() (both kinds), propose(), the membership changes and stop() are posted
+// to the io thread (they return at once; their callbacks run there); transfer_leadership(),
+// step_down() and broadcast() are posted and wait for the answer (at most 5 s). Without Node::run()
+// (an io_context driven by the caller, e.g. run_one_for in tests) call every method from the thread
+// that drives it. Everything else (status(), members(), config(), metrics_text(), ...) is io-thread
+// only. One more thread, the reader, builds GET /metadata pages from copies of their entries
 // (AdminSource::offload) and posts each answer back to the io thread.
 #pragma once
 
@@ -336,12 +336,6 @@ class Node {
         NodeId n, std::chrono::steady_clock::time_point now) const;
     void add_liveness(MembersView& view) const;
     void register_broadcast_metrics();
-    std::string boot_id_;              // 16 hex digits, drawn at construction
-    std::uint64_t broadcast_seq_ = 0;  // the last broadcast's sequence number
-    BroadcastDedupe broadcast_dedupe_;
-    std::vector<BroadcastCallback> broadcast_subscribers_;
-    std::unique_ptr<boost::asio::steady_timer> beat_timer_;
-    BroadcastCounters broadcast_counters_;
     // peer_metrics.cpp
     void register_peer_metrics();
     std::optional<LogStatus> log_status() const;
@@ -411,6 +405,13 @@ class Node {
     // Builds GET /metadata pages off the io thread (AdminSource::offload); joined first in the
     // destructor. Started at the first use.
     std::unique_ptr<boost::asio::thread_pool> reader_;
+    // Liveness and broadcast (broadcast_node.cpp): after io_, so that the timer goes first.
+    std::string boot_id_;              // 16 hex digits, drawn at construction
+    std::uint64_t broadcast_seq_ = 0;  // the last broadcast's sequence number
+    BroadcastDedupe broadcast_dedupe_;
+    std::vector<BroadcastCallback> broadcast_subscribers_;
+    std::unique_ptr<boost::asio::steady_timer> beat_timer_;
+    BroadcastCounters broadcast_counters_;
 };
 
 }  // namespace conclave::node
