@@ -186,7 +186,7 @@ Vote(v, c) ==
            newer == term[v] < term[c]
        IN /\ ~InPromise(v) \/ xferOk \/ PlantedBug = "VoteInsidePromise"
           /\ role[v] = "leader" => (newer /\ xferFrom[c] # None)
-          /\ newer \/ votedFor[v] = None
+          /\ newer \/ (term[v] = term[c] /\ votedFor[v] = None)
           /\ term' = [term EXCEPT ![v] = term[c]]
           /\ votedFor' = [votedFor EXCEPT ![v] = c]
           /\ role' = [role EXCEPT ![v] = IF newer THEN "follower" ELSE role[v]]

@@ -402,7 +402,7 @@ for entry in "${models[@]}"; do
   # violation and proves that the check bites, not that an action is explored.
   [[ "$expect" == ok ]] && awk -v run="$name" -v mode="$mode" '
     /^The coverage statistics/ { n = 0; delete rows; next }
-    /^<[A-Za-z_0-9]+ line [0-9]+, col 1 to .* of module (Elector|ReplicatedLog|Membership|Identity|Lease)( \([0-9 ]+\))?>: [0-9]+:[0-9]+$/ {
+    /^<[A-Za-z_0-9]+ line [0-9]+, col 1 to .* of module (Elector|ReplicatedLog|Membership|Identity|Lease|StoreLease)( \([0-9 ]+\))?>: [0-9]+:[0-9]+$/ {
       act = substr($1, 2); mod = $0; sub(/.* of module /, "", mod); sub(/[ >].*/, "", mod)
       cnt = $NF; split(cnt, c, ":"); sub(/Any$/, "", act)
       rows[++n] = mod " " act " " run " " c[2] " " c[1] " " (mode == "bfs" ? "exhaustive" : "random")
@@ -411,7 +411,7 @@ for entry in "${models[@]}"; do
   # the postcondition's lines: <<"action-coverage", "Module", "Action", distinct, generated>>, one
   # per action and context of its parameters, summed per action
   [[ "$expect" == ok ]] && awk -v run="$name" -v mode="$mode" '
-    /^<<"action-coverage", "(Elector|ReplicatedLog|Membership|Identity|Lease)", / {
+    /^<<"action-coverage", "(Elector|ReplicatedLog|Membership|Identity|Lease|StoreLease)", / {
       line = $0; gsub(/[<>",]/, " ", line); split(line, f, " ")
       act = f[3]; sub(/Any$/, "", act); key = f[2] " " act
       if (!(key in d)) order[++n] = key

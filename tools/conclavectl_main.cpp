@@ -95,8 +95,9 @@ Commands:
                       id, role, peer, http, acknowledged entries, lag, connected,
                       live and ms since last heard, as the leader sees them)
   set-priority ID N   node ID's priority is N (0: never stands for leader) on every
-                      node (POST /priority on each endpoint; until they restart: the
-                      config file's "priority" then applies again)
+                      node (POST /priority on each endpoint; the leader records it in
+                      the metadata log, so it outlives restarts and reaches nodes that
+                      were down)
   members OP ID       a membership change, OP = add-learner | promote | remove
                       (POST /members; waits until it commits; prints the version)
   broadcast TOPIC JSON

@@ -53,6 +53,13 @@ std::optional<std::int64_t> nth(std::vector<std::int64_t> v, bool median, bool m
 
 }  // namespace
 
+std::optional<Spread> spread(std::vector<std::int64_t> values) {
+    if (values.empty()) {
+        return std::nullopt;
+    }
+    return Spread{*nth(values, false, false), *nth(values, true, false), *nth(values, false, true)};
+}
+
 std::optional<std::int64_t> Summary::failover_min_ms() const {
     return nth(failover_ms, false, false);
 }

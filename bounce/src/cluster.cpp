@@ -87,11 +87,19 @@ nlohmann::json config_doc(const ClusterOptions& options, const fs::path& dir,
     if (!options.backoff.empty()) {
         doc["backoff"] = options.backoff;
     }
+    if (options.preferred_stability_ms) {
+        doc["timing"] = {{"preferred_stability_ms", *options.preferred_stability_ms}};
+    }
     return doc;
 }
 
-nlohmann::json node_entry(NodeIndex i, const tcp::endpoint& peer, const tcp::endpoint& http) {
-    return {{"id", node_name(i)}, {"peer", address(peer)}, {"http", address(http)}};
+nlohmann::json node_entry(const ClusterOptions& options, NodeIndex i, const tcp::endpoint& peer,
+                          const tcp::endpoint& http) {
+    nlohmann::json entry{{"id", node_name(i)}, {"peer", address(peer)}, {"http", address(http)}};
+    if (i < options.priorities.size()) {
+        entry["priority"] = options.priorities[i];
+    }
+    return entry;
 }
 
 /// Writes node i's config (its path and log path set in `node`).
@@ -143,23 +151,23 @@ void Cluster::write_configs() {
     fs::create_directories(dir_ / "data");
     nlohmann::json real_nodes = nlohmann::json::array();
     for (NodeIndex i = 0; i < n; ++i) {
-        real_nodes.push_back(node_entry(i, nodes_[i].peer, nodes_[i].http));
+        real_nodes.push_back(node_entry(options_, i, nodes_[i].peer, nodes_[i].http));
     }
     std::ofstream(dir_ / "cluster.json") << config_doc(options_, dir_, real_nodes).dump(2) << "\n";
     for (NodeIndex i = 0; i < n; ++i) {
         nlohmann::json list = nlohmann::json::array();
         for (NodeIndex j = 0; j < n; ++j) {
             list.push_back(
-                node_entry(j, i == j ? nodes_[j].peer : proxy_for[i][j], nodes_[j].http));
+                node_entry(options_, j, i == j ? nodes_[j].peer : proxy_for[i][j], nodes_[j].http));
         }
         write_config(nodes_[i], i, dir_, config_doc(options_, dir_, list));
     }
     // A spare's config lists only itself: it is not a member until it joins (--join).
     for (NodeIndex i = n; i < nodes_.size(); ++i) {
-        write_config(
-            nodes_[i], i, dir_,
-            config_doc(options_, dir_,
-                       nlohmann::json::array({node_entry(i, nodes_[i].peer, nodes_[i].http)})));
+        write_config(nodes_[i], i, dir_,
+                     config_doc(options_, dir_,
+                                nlohmann::json::array(
+                                    {node_entry(options_, i, nodes_[i].peer, nodes_[i].http)})));
     }
 }
 

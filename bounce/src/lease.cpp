@@ -19,6 +19,7 @@ class NodeLeases {
   public:
     void valid(std::int64_t at_ms, std::int64_t remaining_ms, std::int64_t error_ms) {
         const std::int64_t end = at_ms + remaining_ms;
+        last_valid_ms_ = at_ms;
         if (open_ && at_ms <= current_.end_ms) {
             current_.end_ms = end;  // renewed (or shrunk: the newest answer knows best)
             current_.end_error_ms = error_ms;
@@ -28,7 +29,15 @@ class NodeLeases {
         current_ = LeaseInterval{at_ms, end, error_ms, error_ms};
         open_ = true;
     }
+    /// The tool's own signal: the node acts no more from `at_ms` on (exact).
     void ended(std::int64_t at_ms, std::int64_t error_ms) { close(at_ms, error_ms); }
+    /// An answer without a valid lease, sent at `at_ms`. Before the end the last valid answer
+    /// gave, the node ended its lease itself (a transfer, a step-down) at some moment after that
+    /// answer: the end is taken here, at the latest, and may lie as far back as that answer.
+    void ended_by_answer(std::int64_t at_ms, std::int64_t error_ms) {
+        const bool early = open_ && at_ms < current_.end_ms;
+        close(at_ms, early ? error_ms + (at_ms - last_valid_ms_) : error_ms);
+    }
     std::vector<LeaseInterval> finish(std::int64_t end_ms) {
         close(end_ms, 0);
         for (LeaseInterval& i : held_) {
@@ -52,6 +61,7 @@ class NodeLeases {
     std::vector<LeaseInterval> held_;
     LeaseInterval current_;
     bool open_ = false;
+    std::int64_t last_valid_ms_ = 0;  // when the latest answer with a valid lease was sent
 };
 
 /// Keeps the longer overlap and the shorter approach of two intervals of nodes a and b.
@@ -141,7 +151,7 @@ LeaseSummary lease_summary(std::size_t node_count, const std::vector<Observation
             s.reported = true;
             nodes[o.node].valid(o.at_ms, *o.lease_remaining_ms, error);
         } else {
-            nodes[o.node].ended(o.at_ms, error);
+            nodes[o.node].ended_by_answer(o.at_ms, error);
         }
     }
     faults_until(end_ms);

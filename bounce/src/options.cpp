@@ -20,12 +20,14 @@ constexpr std::pair<Scenario, std::string_view> kScenarios[] = {
     {Scenario::DiskFull, "disk-full"},
     {Scenario::RollingReplace, "rolling-replace"},
     {Scenario::CrashChaos, "crash-chaos"},
+    {Scenario::Preferred, "preferred"},
 };
 
 /// Text given for options whose value is checked or mapped after parsing.
 struct Texts {
     std::string scenario, scouting = "on", metadata, html, svg, json, conclaved;
     double duration_s = 0;
+    std::int64_t preferred_stability_ms = 0;
 };
 
 /// The CLI11 description: choices and ranges are checked by CLI11, which names the option.
@@ -53,6 +55,9 @@ void describe(CLI::App& app, Options& o, Texts& t, bool& help) {
             },
             "SECONDS"));
     app.add_option("--seed", o.seed);
+    app.add_option("--rounds", o.rounds)->check(CLI::Range(1, 1000));
+    app.add_option("--preferred-stability", t.preferred_stability_ms)
+        ->check(CLI::Range(0, 3600000));
     for (auto [flag, text] :
          {std::pair{"--html", &t.html}, std::pair{"--svg", &t.svg}, std::pair{"--json", &t.json},
           std::pair{"--conclaved", &t.conclaved}}) {
@@ -84,6 +89,13 @@ std::size_t Options::spares() const {
     return scenario == Scenario::RollingReplace ? nodes() : 0;
 }
 
+std::int64_t Options::preferred_stability() const {
+    if (preferred_stability_ms) {
+        return *preferred_stability_ms;
+    }
+    return profile == "fast" ? 2000 : 10000;
+}
+
 std::string usage() {
     return R"(usage: leader-bounce SCENARIO [options]
 
@@ -106,6 +118,10 @@ Scenarios:
   crash-chaos      for --duration seconds (default 90): SIGKILL a random node (leader or not),
                    restart it after 100-1500 ms, let all run 100-1500 ms, again; one node down
                    at a time; reports the SIGKILLs and the leaderless time while a quorum runs
+  preferred        n1 has priority 2, the others 1: wait until n1 leads, SIGKILL it, restart it
+                   after --duration (default 1 s), watch 3 x the stability period for leadership
+                   to come back to n1 exactly once; --rounds times; reports the failover after
+                   each kill and the hand-back time after each restart
 
 Options:
   --scouting on|off   ElectionScouting (PreVote) in the config (default on)
@@ -127,6 +143,10 @@ Options:
                       that no acknowledged entry was lost (default: on when the daemon serves
                       GET /metadata)
   --rate N            metadata proposals per second (default 100, at most 4 outstanding)
+  --rounds N          preferred: kill-and-restart rounds (default 3)
+  --preferred-stability MS
+                      preferred: timing.preferred_stability_ms in the configs (default: the
+                      profile's, 2000 fast, 10000 default; 0 switches the hand-back off)
   --help              this text
 
 Exit status: 0 fine, 1 runtime failure (rolling-replace: a replacement did not finish), 2 bad command line, 3 a safety check failed,
@@ -165,6 +185,9 @@ std::variant<Options, HelpRequested, std::string> parse_options(int argc, const 
     }
     if (app.count("--duration") > 0) {
         o.duration_s = t.duration_s;
+    }
+    if (app.count("--preferred-stability") > 0) {
+        o.preferred_stability_ms = t.preferred_stability_ms;
     }
     for (auto [text, target] :
          {std::pair{&t.html, &o.html_path}, std::pair{&t.svg, &o.svg_path},

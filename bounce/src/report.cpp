@@ -177,6 +177,45 @@ void scenario_rows(const std::vector<RunResult>& runs, std::vector<Row>& rows) {
     }
 }
 
+std::string spread_cell(const std::vector<std::int64_t>& values) {
+    const auto s = spread(values);
+    return s ? fmt::format("{}/{}/{} ms", s->min, s->median, s->max) : std::string("-");
+}
+
+/// preferred's rows: the failovers after the kills, the hand-backs after the restarts, and in
+/// how many rounds leadership came back (exactly once).
+void preferred_rows(const std::vector<RunResult>& runs, std::vector<Row>& rows) {
+    if (std::none_of(runs.begin(), runs.end(),
+                     [](const RunResult& r) { return r.preferred.has_value(); })) {
+        return;
+    }
+    Row node{"preferred leader", {}};
+    Row failover{"failover after the kill min/median/max", {}};
+    Row handback{"hand-back after the restart min/median/max", {}};
+    Row returned{"leadership came back", {}};
+    Row single{"exactly one leader change per restart", {}};
+    for (const RunResult& r : runs) {
+        if (!r.preferred) {
+            for (Row* row : {&node, &failover, &handback, &returned, &single}) {
+                row->cells.push_back("-");
+            }
+            continue;
+        }
+        const PreferredSummary& p = *r.preferred;
+        node.cells.push_back(fmt::format("{} (priority {}, others 1; stability {} ms)",
+                                         node_name(p.preferred), p.priority, p.stability_ms));
+        failover.cells.push_back(spread_cell(p.failovers_ms()));
+        handback.cells.push_back(spread_cell(p.handbacks_ms()));
+        returned.cells.push_back(
+            fmt::format("{} of {} rounds", p.rounds_returned(), p.rounds_planned));
+        single.cells.push_back(
+            fmt::format("{} of {} rounds", p.rounds_single_handback(), p.rounds_planned));
+    }
+    for (Row* row : {&node, &failover, &handback, &returned, &single}) {
+        rows.push_back(*row);
+    }
+}
+
 std::vector<Row> summary_rows(const std::vector<RunResult>& runs) {
     std::vector<Row> rows{{"", {}},
                           {"leader changes", {}},
@@ -205,6 +244,7 @@ std::vector<Row> summary_rows(const std::vector<RunResult>& runs) {
         metadata_rows(runs, rows);
     }
     scenario_rows(runs, rows);
+    preferred_rows(runs, rows);
     return rows;
 }
 
@@ -232,6 +272,27 @@ std::string describe(const Replacement& x) {
         out += fmt::format("; stopped {} later", seconds(x.removed_ms, x.stopped_ms));
     }
     return out;
+}
+
+std::string describe_round(const PreferredSummary& p, std::size_t i) {
+    const PreferredRound& round = p.rounds.at(i);
+    const PreferredRoundFigures& f = p.figures.at(i);
+    const auto seconds = [](std::int64_t ms) { return static_cast<double>(ms) / 1000.0; };
+    std::string out = fmt::format("round {}: SIGKILL {} at {:.2f}s, ", i + 1,
+                                  node_name(p.preferred), seconds(round.killed_ms));
+    out += f.failover_ms
+               ? fmt::format("{} leads after {} ms", node_name(*f.interim_leader), *f.failover_ms)
+               : std::string("NO other leader");
+    if (round.restarted_ms < 0) {
+        return out;
+    }
+    out += fmt::format("; restarted at {:.2f}s, ", seconds(round.restarted_ms));
+    out += f.handback_ms
+               ? fmt::format("{} leads again after {} ms", node_name(p.preferred), *f.handback_ms)
+               : fmt::format("{} NOT leading again", node_name(p.preferred));
+    return out + fmt::format("; {} leader change(s), {} to {}, in the {:.1f}s after the restart",
+                             f.changes_after_restart, f.handbacks, node_name(p.preferred),
+                             seconds(p.window_ms));
 }
 
 std::string summary_table(const std::vector<RunResult>& runs) {
@@ -276,6 +337,9 @@ std::string summary_table(const std::vector<RunResult>& runs) {
         }
         for (const Replacement& x : r.replacements) {
             out += fmt::format("  [{}] {}\n", run_title(r), describe(x));
+        }
+        for (std::size_t i = 0; r.preferred && i < r.preferred->figures.size(); ++i) {
+            out += fmt::format("  [{}] {}\n", run_title(r), describe_round(*r.preferred, i));
         }
         for (const std::string& w : r.warnings) {
             out += fmt::format("  [{}] warning: {}\n", run_title(r), w);
@@ -399,6 +463,42 @@ nlohmann::json replacements_json(const RunResult& r) {
     return out;
 }
 
+nlohmann::json preferred_json(const RunResult& r) {
+    if (!r.preferred) {
+        return nullptr;
+    }
+    const PreferredSummary& p = *r.preferred;
+    const auto opt = [](const std::optional<std::int64_t>& v) {
+        return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+    };
+    nlohmann::json rounds = nlohmann::json::array();
+    for (std::size_t i = 0; i < p.figures.size(); ++i) {
+        const PreferredRoundFigures& f = p.figures[i];
+        rounds.push_back(
+            {{"killed_ms", p.rounds[i].killed_ms},
+             {"restarted_ms", p.rounds[i].restarted_ms},
+             {"watch_end_ms", p.rounds[i].watch_end_ms},
+             {"failover_ms", opt(f.failover_ms)},
+             {"interim_leader",
+              f.interim_leader ? nlohmann::json(node_name(*f.interim_leader)) : nullptr},
+             {"handback_ms", opt(f.handback_ms)},
+             {"changes_after_restart", f.changes_after_restart},
+             {"handbacks", f.handbacks},
+             {"returned", f.returned},
+             {"single_handback", f.single_handback()}});
+    }
+    return {{"node", node_name(p.preferred)},
+            {"priority", p.priority},
+            {"stability_ms", p.stability_ms},
+            {"window_ms", p.window_ms},
+            {"rounds_planned", p.rounds_planned},
+            {"rounds", rounds},
+            {"rounds_returned", p.rounds_returned()},
+            {"rounds_single_handback", p.rounds_single_handback()},
+            {"every_round_returned", p.every_round_returned()},
+            {"every_round_single_handback", p.every_round_single_handback()}};
+}
+
 }  // namespace
 
 nlohmann::json summary_json(const RunResult& r) {
@@ -462,6 +562,7 @@ nlohmann::json summary_json(const RunResult& r) {
         {"lease", lease_json(r.lease)},
         {"replacements", replacements_json(r)},
         {"replacements_complete", r.replacements_complete()},
+        {"preferred", preferred_json(r)},
     };
 }
 

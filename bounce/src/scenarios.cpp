@@ -428,6 +428,58 @@ asio::awaitable<void> crash_chaos(Run& r) {
     co_await r.sleep(kWatchAfterMs);
 }
 
+/// preferred: waits until the preferred node is the stable leader; false if it does not lead
+/// within `timeout_ms`.
+asio::awaitable<bool> wait_for_preferred(Run& r, NodeIndex preferred, std::int64_t timeout_ms) {
+    const std::int64_t deadline = r.rec.now_ms() + timeout_ms;
+    while (r.stable_leader() != preferred) {
+        if (r.rec.now_ms() >= deadline || !r.startup_failure.empty()) {
+            co_return false;
+        }
+        co_await r.sleep(Poller::kPeriod.count());
+    }
+    co_return true;
+}
+
+/// preferred: one round. SIGKILL the preferred node (it leads), wait for another leader, restart
+/// it after --duration, and watch the window in which leadership should come back to it once.
+asio::awaitable<void> preferred_round(Run& r, PreferredSummary& p) {
+    const NodeIndex a = p.preferred;
+    PreferredRound& round = p.rounds.emplace_back();
+    r.rec.note(fmt::format("preferred: round {} of {}: SIGKILL {} (the preferred leader)",
+                           p.rounds.size(), p.rounds_planned, node_name(a)));
+    round.killed_ms = r.rec.now_ms();
+    r.kill(a);
+    if (!co_await r.wait_for_leader(kRecoveryTimeoutMs, a)) {
+        r.result.warnings.push_back(fmt::format("round {}: no new leader within {} ms of the kill",
+                                                p.rounds.size(), kRecoveryTimeoutMs));
+    }
+    co_await r.sleep(r.hold_ms());
+    r.rec.note(fmt::format("preferred: restarting {}; watching {:.1f}s for the hand-back",
+                           node_name(a), static_cast<double>(p.window_ms) / 1000));
+    round.restarted_ms = r.rec.now_ms();
+    r.start(a);
+    co_await r.sleep(p.window_ms);
+    round.watch_end_ms = r.rec.now_ms();
+}
+
+/// preferred: --rounds rounds, each once the preferred node leads (at start by the ranked
+/// candidacy, later by the previous round's hand-back).
+asio::awaitable<void> preferred(Run& r) {
+    PreferredSummary& p = *r.result.preferred;
+    const std::int64_t lead_timeout_ms = kRecoveryTimeoutMs + 2 * p.stability_ms;
+    while (p.rounds.size() < p.rounds_planned) {
+        if (!co_await wait_for_preferred(r, p.preferred, lead_timeout_ms)) {
+            r.result.warnings.push_back(fmt::format(
+                "{} did not lead within {} ms; {} of {} rounds ran", node_name(p.preferred),
+                lead_timeout_ms, p.rounds.size(), p.rounds_planned));
+            break;
+        }
+        co_await preferred_round(r, p);
+    }
+    co_await r.sleep(kWatchAfterMs);
+}
+
 /// rolling-replace: the node that leads as far as the polls show (the stable leader, else the
 /// effective one: a poll that missed one follower's answer must not hide the leader).
 std::optional<NodeIndex> current_leader(const Run& r) {
@@ -763,6 +815,9 @@ asio::awaitable<void> scenario_main(Run& r) {
         case Scenario::CrashChaos:
             co_await crash_chaos(r);
             break;
+        case Scenario::Preferred:
+            co_await preferred(r);
+            break;
     }
     if (!r.stable_leader()) {
         r.result.warnings.push_back("no stable leader at the end of the run");
@@ -794,11 +849,64 @@ double default_duration_s(Scenario s) {
             return 1;
         case Scenario::CrashChaos:
             return 90;
+        case Scenario::Preferred:
+            return 1;
     }
     return 5;
 }
 
 namespace {
+
+/// preferred: n1 is the preferred node, with this priority; the others have the default, 1.
+constexpr NodeIndex kPreferredNode = 0;
+constexpr std::uint32_t kPreferredPriority = 2;
+
+/// preferred: the rounds to run; how long each watches after the restart: 3 stability periods
+/// (the hand-back is due after about one), at least 6 s (so that a run with the hand-back off
+/// watches as long as the fast profile's).
+PreferredSummary plan_preferred(const Options& options) {
+    PreferredSummary p;
+    p.preferred = kPreferredNode;
+    p.priority = kPreferredPriority;
+    p.stability_ms = options.preferred_stability();
+    p.window_ms = std::max<std::int64_t>(3 * p.stability_ms, 2 * kWatchAfterMs);
+    p.rounds_planned = options.rounds;
+    return p;
+}
+
+/// preferred: each round's figures, and warnings for rounds that did not see leadership come
+/// back exactly once.
+void collect_preferred(RunResult& result) {
+    PreferredSummary& p = *result.preferred;
+    p.figures.clear();
+    for (std::size_t i = 0; i < p.rounds.size(); ++i) {
+        const PreferredRoundFigures f =
+            preferred_figures(p.preferred, p.rounds[i], result.summary.changes);
+        p.figures.push_back(f);
+        if (!f.single_handback()) {
+            result.warnings.push_back(fmt::format(
+                "round {}: leadership {} to {} ({} hand-backs, {} leader changes in the {:.1f}s "
+                "after the restart)",
+                i + 1, f.returned ? "came back" : "did NOT come back", node_name(p.preferred),
+                f.handbacks, f.changes_after_restart, static_cast<double>(p.window_ms) / 1000));
+        }
+    }
+}
+
+/// The cluster for `options`: the preferred scenario gives n1 a higher priority and writes the
+/// hand-back's stability period into the configs.
+ClusterOptions cluster_options_for(const Options& options, bool scouting,
+                                   const std::filesystem::path& conclaved) {
+    ClusterOptions c{options.nodes(), scouting,     options.profile,
+                     conclaved,       options.seed, options.keep_dir};
+    c.spares = options.spares();
+    if (options.scenario == Scenario::Preferred) {
+        c.priorities.assign(options.nodes(), 1);
+        c.priorities[kPreferredNode] = kPreferredPriority;
+        c.preferred_stability_ms = options.preferred_stability();
+    }
+    return c;
+}
 
 /// What the recorder kept, and the figures computed from it.
 void collect(RunResult& result, const Recorder& rec) {
@@ -815,6 +923,9 @@ void collect(RunResult& result, const Recorder& rec) {
             "most {} ms)",
             node_name(overlap->a), node_name(overlap->b), overlap->length_ms,
             static_cast<double>(overlap->begin_ms) / 1000.0, overlap->error_ms));
+    }
+    if (result.preferred) {
+        collect_preferred(result);
     }
 }
 
@@ -840,14 +951,14 @@ RunResult run_scenario(const Options& options, bool scouting,
     result.seed = options.seed;
     result.node_count = options.nodes() + options.spares();
     result.replacements_planned = options.spares();
+    if (options.scenario == Scenario::Preferred) {
+        result.preferred = plan_preferred(options);
+    }
     std::FILE* out = options.quiet ? nullptr : stdout;
 
     asio::io_context io;
     Recorder rec(result.node_count, out);
-    ClusterOptions cluster_options{options.nodes(), scouting,     options.profile,
-                                   conclaved,       options.seed, options.keep_dir};
-    cluster_options.spares = options.spares();
-    Cluster cluster(io, cluster_options);
+    Cluster cluster(io, cluster_options_for(options, scouting, conclaved));
     if (options.keep_dir) {
         result.kept_dir = cluster.dir();
     }

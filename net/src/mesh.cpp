@@ -537,29 +537,46 @@ std::optional<std::pair<HandshakeRefusal, std::string>> Mesh::Impl::admit_term(
                 "' carries no durable term (\"term\"): a node of another version");
     }
     auto& slot = *peers_[peer.value];
-    if (slot.announced_term && slot.announced_incarnation == incarnation &&
-        *term < *slot.announced_term) {
+    std::optional<std::uint64_t> floor;
+    if (slot.announced_term && slot.announced_incarnation == incarnation) {
+        floor = slot.announced_term;
+    } else if (options_.remembered_term) {
+        floor = options_.remembered_term(peer, incarnation);  // an earlier run's memory
+    }
+    if (floor && *term < *floor) {
         return std::make_pair(
             HandshakeRefusal::StateRegressed,
             "node '" + id + "' announces durable term " + std::to_string(*term) +
-                ", below the term " + std::to_string(*slot.announced_term) + " it announced to '" +
+                ", below the term " + std::to_string(*floor) + " it announced to '" +
                 membership_.at(self_).id +
                 "' before: its state was restored from an older copy (a VM snapshot?); "
                 "stop it and run conclaved --repair --min-term <the cluster's term>");
     }
-    if (slot.announced_incarnation != incarnation || !slot.announced_term ||
-        *term > *slot.announced_term) {
-        slot.announced_term = term;
+    if (!floor || *term > *floor) {
+        raise_announced_term(peer, incarnation, *term);
+    } else {
+        slot.announced_term = floor;
         slot.announced_incarnation = incarnation;
     }
     return std::nullopt;
 }
 
-void Mesh::Impl::note_announced_term(PeerSlot& slot, std::optional<std::uint64_t> term) {
+void Mesh::Impl::note_announced_term(NodeId peer, std::optional<std::uint64_t> term) {
     // The connection's incarnation was admitted (and its hello's term remembered) at the
     // handshake; a term Ping only raises it.
+    const PeerSlot& slot = *peers_[peer.value];
     if (options_.durable_term && term && slot.announced_term && *term > *slot.announced_term) {
-        slot.announced_term = term;
+        raise_announced_term(peer, slot.announced_incarnation, *term);
+    }
+}
+
+void Mesh::Impl::raise_announced_term(NodeId peer, const std::string& incarnation,
+                                      std::uint64_t term) {
+    auto& slot = *peers_[peer.value];
+    slot.announced_term = term;
+    slot.announced_incarnation = incarnation;
+    if (options_.remember_term) {
+        options_.remember_term(peer, incarnation, term);
     }
 }
 
@@ -675,7 +692,7 @@ std::optional<FrameRejection> Mesh::Impl::on_frame(Connection& c, Frame& frame) 
                 if (c.dialed()) {
                     note_admitted(peer);
                 }
-                note_announced_term(slot, decode_ping_term(frame.payload));
+                note_announced_term(peer, decode_ping_term(frame.payload));
                 return std::nullopt;
             }
             if (kind == ControlKind::Refused && !c.dialed()) {

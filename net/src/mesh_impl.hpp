@@ -196,7 +196,7 @@ struct PeerSlot {
     /// The current connection's peer has admitted this node's incarnation (reported once).
     bool admitted = false;
     /// The highest durable term the peer announced in a proven hello, and the incarnation that
-    /// announced it (MeshOptions::durable_term; memory only).
+    /// announced it (MeshOptions::durable_term; recorded through MeshOptions::remember_term).
     std::optional<std::uint64_t> announced_term;
     std::string announced_incarnation;
 };
@@ -234,7 +234,9 @@ struct Mesh::Impl : std::enable_shared_from_this<Mesh::Impl> {
         NodeId peer, const std::string& incarnation, std::optional<std::uint64_t> term);
     /// A term Ping from the peer of `slot` (nullopt: a Ping without one): raises the remembered
     /// term (MeshOptions::durable_term).
-    void note_announced_term(PeerSlot& slot, std::optional<std::uint64_t> term);
+    void note_announced_term(NodeId peer, std::optional<std::uint64_t> term);
+    /// Sets the slot's announced term (and incarnation) and records the rise.
+    void raise_announced_term(NodeId peer, const std::string& incarnation, std::uint64_t term);
     void announce_term();
     /// A Refused frame from `peer`, which has proven itself: a state_lost refusal is handed to
     /// MeshOptions::on_state_lost.

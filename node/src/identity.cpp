@@ -171,10 +171,15 @@ PeerIncarnations::PeerIncarnations(fs::path data_dir) : data_dir_(std::move(data
             "state was lost is then refused only by the other nodes)");
     };
     if (!in || j.is_discarded() || !j.is_object() || !j.contains("peers") ||
-        !j["peers"].is_object() || !j.contains("crc32") || !j["crc32"].is_number_unsigned()) {
+        !j["peers"].is_object() || !j.contains("crc32") || !j["crc32"].is_number_unsigned() ||
+        (j.contains("terms") && !j["terms"].is_object())) {
         throw damaged("not a peers file");
     }
-    if (j["crc32"].get<std::uint32_t>() != crc_of(j["peers"].dump())) {
+    // Format 1 (incarnations only) sums the peers; format 2 the peers and their terms.
+    const nlohmann::json terms = j.value("terms", nlohmann::json::object());
+    const std::string summed =
+        j.contains("terms") ? j["peers"].dump() + terms.dump() : j["peers"].dump();
+    if (j["crc32"].get<std::uint32_t>() != crc_of(summed)) {
         throw damaged("checksum mismatch");
     }
     for (const auto& [id, inc] : j["peers"].items()) {
@@ -183,6 +188,12 @@ PeerIncarnations::PeerIncarnations(fs::path data_dir) : data_dir_(std::move(data
         }
         known_[id] = inc.get<std::string>();
     }
+    for (const auto& [id, term] : terms.items()) {
+        if (!term.is_number_unsigned() || !known_.contains(id)) {
+            throw damaged("term of peer '" + id + "': not a term of a known peer");
+        }
+        terms_[id] = term.get<std::uint64_t>();
+    }
 }
 
 void PeerIncarnations::store() const {
@@ -190,8 +201,39 @@ void PeerIncarnations::store() const {
     for (const auto& [id, inc] : known_) {
         peers[id] = inc;
     }
-    const nlohmann::json j{{"format", 1}, {"peers", peers}, {"crc32", crc_of(peers.dump())}};
+    nlohmann::json terms = nlohmann::json::object();
+    for (const auto& [id, term] : terms_) {
+        terms[id] = term;
+    }
+    const nlohmann::json j{{"format", 2},
+                           {"peers", peers},
+                           {"terms", terms},
+                           {"crc32", crc_of(peers.dump() + terms.dump())}};
     drivers::store_file_durably(data_dir_, kFileName, j.dump() + "\n");
+}
+
+std::optional<std::uint64_t> PeerIncarnations::announced_term(
+    const std::string& peer, const std::string& incarnation) const {
+    const auto known = known_.find(peer);
+    const auto term = terms_.find(peer);
+    if (known == known_.end() || known->second != incarnation || term == terms_.end()) {
+        return std::nullopt;
+    }
+    return term->second;
+}
+
+void PeerIncarnations::remember_term(const std::string& peer, const std::string& incarnation,
+                                     std::uint64_t term) {
+    const auto known = known_.find(peer);
+    if (known == known_.end() || known->second != incarnation) {
+        return;
+    }
+    auto [it, added] = terms_.try_emplace(peer, term);
+    if (!added && it->second >= term) {
+        return;
+    }
+    it->second = term;
+    store();
 }
 
 std::optional<std::string> PeerIncarnations::admit(const std::string& peer,
@@ -211,11 +253,13 @@ std::optional<std::string> PeerIncarnations::admit(const std::string& peer,
                "--min-term T (T: the cluster's term), or members remove + --join";
     }
     known_[peer] = incarnation;
+    terms_.erase(peer);  // a new incarnation announces its own terms
     store();
     return std::nullopt;
 }
 
 void PeerIncarnations::forget(const std::string& peer) {
+    terms_.erase(peer);
     if (known_.erase(peer) > 0) {
         store();
     }

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <ctime>
 #include <future>
+#include <nlohmann/json.hpp>
 #include <utility>
 
 #include "conclave/drivers/driver.hpp"
@@ -285,6 +286,13 @@ void Node::create_mesh() {
     mesh_options.on_state_regressed = [this](NodeId peer, const std::string& detail) {
         refused_as_regressed(peer, detail);
     };
+    mesh_options.remembered_term = [this](NodeId peer, const std::string& incarnation) {
+        return peer_incarnations_->announced_term(config_.node_name(peer), incarnation);
+    };
+    mesh_options.remember_term = [this](NodeId peer, const std::string& incarnation,
+                                        std::uint64_t term) {
+        remember_peer_term(peer, incarnation, term);
+    };
     mesh_options.quarantined = !identity_.registered;
     mesh_options.on_admitted_by = [this](NodeId peer) { on_admitted_by(peer); };
     mesh_ = std::make_unique<net::Mesh>(*io_, membership_of(config_), config_.self,
@@ -458,6 +466,12 @@ std::optional<std::string> Node::start() {
     }
     driver_->start();
     start_beats();
+    if (log_driver_) {
+        // Level-triggered: what committed before this start first, then each new one.
+        log_driver_->subscribe_committed(
+            [this](const replication::Entry& e) { apply_committed_priority(e); },
+            std::string(kPriorityKeyPrefix));
+    }
     log_event(*logger_, spdlog::level::info, "node started",
               {{"cluster", config_.cluster},
                {"peer", to_string(config_.self_entry().peer)},
@@ -579,11 +593,46 @@ std::optional<std::string> Node::set_priority(const std::string& node_id, std::u
         return "unknown node id \"" + node_id + "\"";
     }
     auto error = driver_->set_priority(*target, priority);
-    if (!error) {
-        log_event(*logger_, spdlog::level::info, "priority changed",
-                  {{"node", node_id}, {"priority", std::to_string(priority)}});
+    if (error) {
+        return error;
     }
-    return error;
+    log_event(*logger_, spdlog::level::info, "priority changed",
+              {{"node", node_id}, {"priority", std::to_string(priority)}});
+    if (log_driver_ && started_ && !stopping_) {
+        // Only the leader's write is appended (a follower's is answered NotLeader).
+        propose_entry(std::string(kPriorityKeyPrefix) + node_id, std::to_string(priority), false,
+                      {}, [this, node_id](const MetadataProposeResult& r) {
+                          if (r.status == MetadataProposeStatus::Committed) {
+                              log_event(*logger_, spdlog::level::info,
+                                        "priority recorded in the metadata log",
+                                        {{"node", node_id}, {"lsn", lsn_text(r.lsn)}});
+                          }
+                      });
+    }
+    return std::nullopt;
+}
+
+void Node::apply_committed_priority(const replication::Entry& e) {
+    const std::string id = e.key.substr(kPriorityKeyPrefix.size());
+    const std::optional<NodeId> target = config_.find_node(id);
+    const auto value = nlohmann::json::parse(e.value, nullptr, /*allow_exceptions=*/false);
+    std::optional<std::string> error;
+    if (!target) {
+        error = "unknown node id";
+    } else if (!value.is_number_unsigned() ||
+               value.get<std::uint64_t>() > elector::Config::kMaxPriority) {
+        error = "not an integer 0.." + std::to_string(elector::Config::kMaxPriority);
+    } else {
+        error =
+            driver_->set_priority(*target, static_cast<std::uint32_t>(value.get<std::uint64_t>()));
+    }
+    if (error) {
+        log_event(*logger_, spdlog::level::warn, "committed priority not applied",
+                  {{"key", e.key}, {"lsn", lsn_text(e.lsn)}, {"reason", *error}});
+        return;
+    }
+    log_event(*logger_, spdlog::level::info, "priority applied from the metadata log",
+              {{"node", id}, {"priority", e.value}, {"lsn", lsn_text(e.lsn)}});
 }
 
 std::optional<NodeId> Node::pick_successor() const {
@@ -707,6 +756,18 @@ std::optional<std::string> Node::admit_peer(NodeId peer, const std::string& inca
                   {{"peer", id}, {"incarnation", incarnation}, {"why", "it is repaired"}});
     }
     return std::nullopt;
+}
+
+void Node::remember_peer_term(NodeId peer, const std::string& incarnation, std::uint64_t term) {
+    try {
+        peer_incarnations_->remember_term(config_.node_name(peer), incarnation, term);
+    } catch (const drivers::StateFileError& e) {
+        // Kept in memory by the mesh; only a restart of this node would forget it.
+        log_event(*logger_, spdlog::level::err, "cannot record a peer's durable term",
+                  {{"peer", config_.node_name(peer)},
+                   {"term", std::to_string(term)},
+                   {"reason", e.what()}});
+    }
 }
 
 // A new incarnation leaves quarantine once a majority of the other voters have admitted it: any

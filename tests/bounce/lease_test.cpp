@@ -112,6 +112,28 @@ TEST_CASE("an overlap's or a gap's error is the round trips of the answers at it
     }
 }
 
+TEST_CASE("a lease given up between two polls may have ended as early as the last valid answer") {
+    // A hands over: it answers with a valid lease at 100, gives it up some time before its
+    // answer at 150 shows none; B's lease shows at 130. The polls cannot tell whether A's lease
+    // ended before 130: the overlap (20 ms) is within the error (50 ms back to A's valid answer,
+    // + the round trips).
+    const std::vector<Observation> obs{lease(100, kLeaseA, 1, 300, 2), lease(130, kLeaseB, 2, 200),
+                                       no_lease(150, kLeaseA, ObservedRole::Follower, 2)};
+    const LeaseSummary s = lease_summary(kLeaseNodes, obs, {}, 1000);
+    REQUIRE(s.longest_overlap);
+    CHECK(s.longest_overlap->length_ms == 20);
+    CHECK(s.longest_overlap->error_ms == (0 + 1) + (50 + 0 + 1));
+    CHECK(s.held[kLeaseA].at(0).end_error_ms == 51);
+    SECTION("a lease that ran out before the answer keeps its own end and error") {
+        const std::vector<Observation> late{lease(100, kLeaseA, 1, 30, 2),
+                                            no_lease(150, kLeaseA, ObservedRole::Follower, 1)};
+        const LeaseSummary t = lease_summary(kLeaseNodes, late, {}, 1000);
+        REQUIRE(t.held[kLeaseA].size() == 1);
+        CHECK(t.held[kLeaseA][0].end_ms == 130);
+        CHECK(t.held[kLeaseA][0].end_error_ms == 3);
+    }
+}
+
 TEST_CASE("a daemon without the lease field reports nothing") {
     const std::vector<Observation> obs{no_lease(0, kLeaseA, ObservedRole::Leader, 1)};
     const LeaseSummary s = lease_summary(kLeaseNodes, obs, {}, 1000);

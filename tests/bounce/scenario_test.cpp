@@ -187,6 +187,66 @@ TEST_CASE(
     CHECK(m.at("nodes_read") == 3);  // the three new nodes; the old ones are stopped
 }
 
+namespace {
+
+/// preferred with one round on 3 nodes; `stability_ms` sets timing.preferred_stability_ms.
+nlohmann::json run_preferred(int stability_ms) {
+    const Outcome o = run_tool("preferred --rounds 1 --duration 0.5 --preferred-stability " +
+                               std::to_string(stability_ms) + metadata_args());
+    REQUIRE(o.exit_status == 0);
+    REQUIRE(o.runs.size() == 1);
+    const nlohmann::json& run = o.runs[0];
+    INFO(run.at("warnings").dump());
+    const nlohmann::json& p = run.at("preferred");
+    INFO(p.dump());
+    // The round ran: the preferred node led, was killed, another node took over, it restarted.
+    CHECK(run.at("safe") == true);
+    // Two valid leases at once: none longer than the polls can tell apart (a hand-back's old
+    // lease ends at the poll that shows it gone, up to one round trip late).
+    const nlohmann::json& overlap = run.at("lease").at("longest_overlap");
+    CHECK((overlap.is_null() || overlap.at("length_ms") <= overlap.at("error_ms")));
+    CHECK(p.at("node") == "n1");
+    REQUIRE(p.at("rounds").size() == 1);
+    const nlohmann::json& round = p.at("rounds")[0];
+    CHECK(round.at("failover_ms").is_number());
+    CHECK(round.at("interim_leader") != "n1");
+    CHECK(round.at("restarted_ms").get<std::int64_t>() > round.at("killed_ms").get<std::int64_t>());
+    check_metadata(run);
+    return run;
+}
+
+}  // namespace
+
+TEST_CASE("preferred: leadership comes back to the preferred node exactly once per restart",
+          "[.preferred]") {
+    if (!BOUNCE_METADATA) {
+        WARN("skipped: the fake daemon has no priorities");
+        return;
+    }
+    const nlohmann::json run = run_preferred(2000);
+    const nlohmann::json& p = run.at("preferred");
+    INFO(p.dump());
+    CHECK(p.at("every_round_returned") == true);
+    CHECK(p.at("every_round_single_handback") == true);
+    CHECK(p.at("rounds")[0].at("handbacks") == 1);
+    CHECK(p.at("rounds")[0].at("changes_after_restart") == 1);
+    CHECK(run.at("final_leader") == "n1");
+}
+
+TEST_CASE("preferred canary: with the hand-back off the check reports that leadership stayed away",
+          "[.preferred-canary]") {
+    if (!BOUNCE_METADATA) {
+        WARN("skipped: the fake daemon has no priorities");
+        return;
+    }
+    const nlohmann::json run = run_preferred(0);
+    const nlohmann::json& p = run.at("preferred");
+    INFO(p.dump());
+    CHECK(p.at("every_round_returned") == false);
+    CHECK(p.at("rounds")[0].at("returned") == false);
+    CHECK(p.at("rounds")[0].at("handbacks") == 0);
+}
+
 TEST_CASE("bad command lines exit with status 2", "[cli]") {
     CHECK(run_tool("no-such-scenario").exit_status == 2);
     CHECK(run_tool("ping-pong --scouting maybe").exit_status == 2);
@@ -194,6 +254,8 @@ TEST_CASE("bad command lines exit with status 2", "[cli]") {
     CHECK(run_tool("chaos --metadata maybe").exit_status == 2);
     CHECK(run_tool("chaos --rate 0").exit_status == 2);
     CHECK(run_tool("rolling-replace --nodes 5").exit_status == 2);  // 10 nodes in all
+    CHECK(run_tool("preferred --rounds 0").exit_status == 2);
+    CHECK(run_tool("preferred --preferred-stability -1").exit_status == 2);
 }
 
 TEST_CASE("a daemon that dies at start-up fails the run fast, leaving nothing behind", "[cli]") {

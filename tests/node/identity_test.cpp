@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The node's identity (node/identity.hpp, drivers/state_file.hpp): the vote record's checksum and
 // owner, the cross-check of the data directory at start, and the peers' incarnations.
+#include <boost/crc.hpp>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -181,6 +182,51 @@ TEST_CASE("peer incarnations: remembered durably, another one refused unless rep
     peers.forget("n1");
     CHECK(node::PeerIncarnations(dir).known().empty());
     CHECK_FALSE(peers.admit("n1", "cccc", false));
+}
+
+TEST_CASE("peer incarnations: the highest term each one announced outlives a restart",
+          "[node][identity]") {
+    const fs::path dir = test::fresh_temp_dir("conclave-identity-peer-terms");
+    {
+        node::PeerIncarnations peers(dir);
+        CHECK_FALSE(peers.admit("n1", "aaaa", false));
+        CHECK_FALSE(peers.announced_term("n1", "aaaa"));
+        peers.remember_term("n1", "aaaa", 5);
+        peers.remember_term("n1", "aaaa", 3);  // lower: kept at 5
+        peers.remember_term("n1", "zzzz", 9);  // not the admitted incarnation: not recorded
+        peers.remember_term("n2", "bbbb", 9);  // not admitted at all
+    }
+    node::PeerIncarnations peers(dir);  // from the file, as after a restart
+    CHECK(peers.announced_term("n1", "aaaa") == std::optional<std::uint64_t>{5});
+    CHECK_FALSE(peers.announced_term("n1", "zzzz"));
+    CHECK_FALSE(peers.announced_term("n2", "bbbb"));
+    // A repaired peer's new incarnation starts without a term; a removed peer is forgotten.
+    CHECK_FALSE(peers.admit("n1", "cccc", true));
+    CHECK_FALSE(node::PeerIncarnations(dir).announced_term("n1", "cccc"));
+    peers.remember_term("n1", "cccc", 7);
+    CHECK(node::PeerIncarnations(dir).announced_term("n1", "cccc") ==
+          std::optional<std::uint64_t>{7});
+    peers.forget("n1");
+    CHECK_FALSE(node::PeerIncarnations(dir).announced_term("n1", "cccc"));
+    // A file of the earlier format (incarnations only, no terms) is read as it is.
+    IdWrite(dir / node::PeerIncarnations::kFileName,
+            R"({"format":1,"peers":{"n1":"aaaa"},"crc32":)" + std::to_string([] {
+                boost::crc_32_type crc;
+                const std::string listed = R"({"n1":"aaaa"})";
+                crc.process_bytes(listed.data(), listed.size());
+                return crc.checksum();
+            }()) +
+                "}\n");
+    CHECK(node::PeerIncarnations(dir).known().at("n1") == "aaaa");
+    // A term changed on disk is caught by the checksum.
+    node::PeerIncarnations(dir).remember_term("n1", "aaaa", 12);
+    std::string text = IdRead(dir / node::PeerIncarnations::kFileName);
+    const auto at = text.find(R"("terms":{"n1":12})");
+    REQUIRE(at != std::string::npos);
+    text.replace(at, 17, R"("terms":{"n1":10})");
+    IdWrite(dir / node::PeerIncarnations::kFileName, text);
+    CHECK_THAT(Thrown([&] { node::PeerIncarnations damaged(dir); }),
+               Catch::Contains("checksum mismatch"));
 }
 
 TEST_CASE("peer incarnations: a damaged file is refused, not forgotten", "[node][identity]") {

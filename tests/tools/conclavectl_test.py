@@ -12,6 +12,7 @@ import http.server
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -688,6 +689,42 @@ def test_put_while_electing(root):
         cluster.stop_all()
 
 
+def peer_priority(cluster, nid, of):
+    """The priority node `nid` has for its peer `of` (/status "peers"), else None."""
+    status = cluster.status(nid) or {}
+    return next((p.get("priority") for p in status.get("peers", []) if p.get("id") == of), None)
+
+
+def test_priority_outlives_restart(root):
+    """conclavectl set-priority: applied at once by the running nodes, recorded in the metadata
+    log by the leader, so that a node that was down gets it and a restarted node keeps it (its
+    config file says otherwise)."""
+    cluster = ct.Cluster(root)
+    try:
+        leader = cluster.start_all_agreed("priority")
+        if leader is None:
+            return
+        down, target = [n for n in cluster.ids if n != leader]
+        cluster.procs[down].send_signal(signal.SIGTERM)
+        cluster.procs[down].wait(timeout=ct.WAIT_S)
+        r = ctl("--endpoints", endpoints(cluster, [leader, target]), "set-priority", target, "7")
+        check(r.returncode == 0, "set-priority %s 7 on the running nodes (%d, %r)" %
+              (target, r.returncode, r.stderr.strip()))
+        check(ct.wait_for(lambda: peer_priority(cluster, leader, target) == 7),
+              "priority: the leader has it at once")
+        cluster.start(down)
+        check(ct.wait_for(lambda: peer_priority(cluster, down, target) == 7),
+              "priority: the node that was down gets it from the log (%r)" %
+              peer_priority(cluster, down, target))
+        cluster.procs[leader].send_signal(signal.SIGTERM)
+        cluster.procs[leader].wait(timeout=ct.WAIT_S)
+        cluster.start(leader)
+        check(ct.wait_for(lambda: peer_priority(cluster, leader, target) == 7),
+              "priority: a restarted node keeps it (%r)" % peer_priority(cluster, leader, target))
+    finally:
+        cluster.stop_all()
+
+
 def main():
     with tempfile.TemporaryDirectory(prefix="conclavectl-test-") as root:
         print("== test_usage", flush=True)
@@ -718,6 +755,10 @@ def main():
         os.mkdir(electing)
         print("== test_put_while_electing", flush=True)
         test_put_while_electing(electing)
+        prioritised = os.path.join(root, "priority")
+        os.mkdir(prioritised)
+        print("== test_priority_outlives_restart", flush=True)
+        test_priority_outlives_restart(prioritised)
         paused = os.path.join(root, "paused")
         os.mkdir(paused)
         print("== test_paused", flush=True)

@@ -959,6 +959,14 @@ def test_snapshot_restored(root):
         c.procs[f].wait()
         shutil.rmtree(os.path.join(root, f))
         shutil.copytree(snapshot, os.path.join(root, f))
+        # Its peers restart before it comes back: what they remember of it is on disk.
+        for n in c.ids:
+            if n != f:
+                c.procs[n].send_signal(signal.SIGTERM)
+                c.procs[n].wait(timeout=WAIT_S)
+                c.start(n)
+        check(wait_for(lambda: c.agreed_leader()) is not None,
+              "snapshot restored: its two peers restarted and elect a leader")
         # Started as usual, without --repair: the old leader refuses it, and it says so.
         started = time.monotonic()
         c.start(f)

@@ -80,6 +80,15 @@ struct Summary {
     std::optional<std::int64_t> failover_max_ms() const;
 };
 
+/// The smallest, the median (the upper one of an even count, as the summary's failover median)
+/// and the largest of `values`; nullopt when there are none.
+struct Spread {
+    std::int64_t min = 0;
+    std::int64_t median = 0;
+    std::int64_t max = 0;
+};
+std::optional<Spread> spread(std::vector<std::int64_t> values);
+
 /// `observations` and `faults` sorted by time; `end_ms` is the end of the run.
 Summary analyze(std::size_t node_count, const std::vector<Observation>& observations,
                 const std::vector<FaultEvent>& faults, std::int64_t end_ms);

@@ -39,6 +39,10 @@ struct ClusterOptions {
     /// gets its own ports and a config listing only itself (same cluster and settings), and joins
     /// at run time (start with a seed). Their peer links do not cross the proxy.
     std::size_t spares = 0;
+    /// "priority" of each node entry (n1 first); empty: no field (every node the default 1).
+    std::vector<std::uint32_t> priorities = {};
+    /// timing.preferred_stability_ms in every config; nullopt: the profile's value.
+    std::optional<std::int64_t> preferred_stability_ms = std::nullopt;
 };
 
 struct NodeProcess {

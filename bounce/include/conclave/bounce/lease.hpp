@@ -10,7 +10,9 @@
 // same monotonic clock as the daemons' on one host. at_ms is used, so an interval end set by an
 // answer is off by at most that poll's round trip + 1 ms (remaining_ms is rounded down; an end set
 // by a signal the tool sent is exact): an overlap or a gap between two ends is off by at most the
-// sum of their two errors (`error_ms`).
+// sum of their two errors (`error_ms`). A lease ended by an answer before the end its last valid
+// answer gave was given up by the node (a transfer, a step-down) at an instant between the two
+// answers: its end error also covers the time back to that last valid answer.
 #pragma once
 
 #include <cstdint>

@@ -19,7 +19,8 @@ enum class Scenario : std::uint8_t {
     Chaos,
     DiskFull,
     RollingReplace,
-    CrashChaos
+    CrashChaos,
+    Preferred
 };
 
 std::string_view to_string(Scenario s);
@@ -43,10 +44,16 @@ struct Options {
     bool quiet = false;  // no live timeline
     MetadataMode metadata = MetadataMode::Auto;
     std::uint32_t rate_per_s = 100;  // metadata proposals per second
+    std::size_t rounds = 3;          // preferred: kill-and-restart rounds
+    /// preferred: timing.preferred_stability_ms in the configs; nullopt: the profile's value.
+    std::optional<std::int64_t> preferred_stability_ms;
 
     std::size_t nodes() const;
     /// Nodes started later that join at run time (rolling-replace: one per original node).
     std::size_t spares() const;
+    /// preferred: the hand-back's stability period the configs carry (given, else the
+    /// profile's: fast 2000 ms, default 10000 ms, node/README.md's timing table).
+    std::int64_t preferred_stability() const;
 };
 
 struct HelpRequested {};

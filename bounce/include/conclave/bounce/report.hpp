@@ -15,6 +15,8 @@ std::string summary_table(const std::vector<RunResult>& runs);
 nlohmann::json summary_json(const RunResult& run);
 /// rolling-replace: one line per replacement, with the time of each step.
 std::string describe(const Replacement& x);
+/// preferred: one line for round i (its kill, failover, restart and hand-back).
+std::string describe_round(const PreferredSummary& p, std::size_t i);
 /// One picture for all runs, stacked: a lane per node coloured by role, faults shaded, leader
 /// changes marked (red: needless).
 std::string render_svg(const std::vector<RunResult>& runs);

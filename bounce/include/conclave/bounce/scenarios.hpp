@@ -19,6 +19,7 @@
 #include "conclave/bounce/lease.hpp"
 #include "conclave/bounce/log_check.hpp"
 #include "conclave/bounce/options.hpp"
+#include "conclave/bounce/preferred.hpp"
 
 namespace conclave::bounce {
 
@@ -74,6 +75,8 @@ struct RunResult {
     /// rolling-replace: one entry per original node, in the order they were replaced.
     std::vector<Replacement> replacements;
     std::size_t replacements_planned = 0;  // rolling-replace: the original nodes
+    /// preferred: the rounds and their figures.
+    std::optional<PreferredSummary> preferred;
     std::optional<std::filesystem::path> kept_dir;
     /// Set when the proposer ran; `metadata_off` says why it did not.
     std::optional<MetadataRun> metadata;

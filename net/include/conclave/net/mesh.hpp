@@ -114,12 +114,20 @@ struct MeshOptions {
     /// earlier incarnation. The owner stops the node: it must not come back as its old self.
     std::function<void(NodeId peer, const std::string& detail)> on_state_lost{};
     /// This node's durable term, read for every Hello it sends (handshake.hpp "term") and by
-    /// announce_term(). When set, the mesh also remembers, in memory only, the highest term each
-    /// peer (id + incarnation) has announced (in a hello or a term Ping) and refuses a proven peer
-    /// whose hello announces a lower one (HandshakeRefusal::StateRegressed, told in a Refused
-    /// frame): its state was restored from an older copy. A member's hello without a term is then
+    /// announce_term(). When set, the mesh also remembers the highest term each peer (id +
+    /// incarnation) has announced (in a hello or a term Ping) and refuses a proven peer whose
+    /// hello announces a lower one (HandshakeRefusal::StateRegressed, told in a Refused frame):
+    /// its state was restored from an older copy. A member's hello without a term is then
     /// refused (unsupported_version). Unset: no term is announced or checked.
     std::function<std::uint64_t()> durable_term{};
+    /// With durable_term: what an earlier run of this node remembered (the highest term
+    /// `incarnation` of `peer` announced; nullopt: nothing), consulted before the first hello of
+    /// that incarnation in this run; and where each rise is recorded (durably, by the owner).
+    /// Unset: the memory lasts as long as the process.
+    std::function<std::optional<std::uint64_t>(NodeId peer, const std::string& incarnation)>
+        remembered_term{};
+    std::function<void(NodeId peer, const std::string& incarnation, std::uint64_t term)>
+        remember_term{};
     /// Called when a proven peer refuses this node as state_regressed (its durable term is below
     /// one it announced to that peer before). The owner reports it; the mesh keeps redialing.
     std::function<void(NodeId peer, const std::string& detail)> on_state_regressed{};

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -75,7 +76,10 @@ std::string identity_ways_back(const ClusterConfig& config);
 /// written durably before the peer is admitted). A peer that comes back with another incarnation
 /// has lost or replaced its state and is refused (HandshakeRefusal::StateLost), unless it is
 /// repaired (`conclaved --repair`: the operator's --min-term bounds its lost votes). A removed
-/// peer is forgotten, so that it can join again with an empty data directory.
+/// peer is forgotten, so that it can join again with an empty data directory. Beside each
+/// incarnation, the highest durable term it announced (written durably at each rise, which only
+/// an election causes), so that a restart of this node does not forget what a peer restored from
+/// an older copy must be refused for (HandshakeRefusal::StateRegressed).
 class PeerIncarnations {
   public:
     static constexpr const char* kFileName = "peers.json";
@@ -89,11 +93,20 @@ class PeerIncarnations {
     /// Forgets `peer` (durably), e.g. once its removal has committed.
     void forget(const std::string& peer);
     const std::map<std::string, std::string>& known() const { return known_; }
+    /// The highest durable term `incarnation` of `peer` announced (nullopt: none remembered, or
+    /// the peer is known by another incarnation).
+    std::optional<std::uint64_t> announced_term(const std::string& peer,
+                                                const std::string& incarnation) const;
+    /// Records that `incarnation` of `peer` announced `term` (durably, when it is higher than
+    /// what is remembered; an incarnation other than the admitted one is not recorded). Throws
+    /// drivers::StateFileError when the file cannot be written.
+    void remember_term(const std::string& peer, const std::string& incarnation, std::uint64_t term);
 
   private:
     void store() const;
     std::filesystem::path data_dir_;
     std::map<std::string, std::string> known_;
+    std::map<std::string, std::uint64_t> terms_;  // by peer, for its known incarnation
 };
 
 }  // namespace conclave::node

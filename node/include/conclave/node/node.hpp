@@ -39,6 +39,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "conclave/drivers/state_file.hpp"
@@ -155,9 +156,13 @@ class Node {
     std::optional<std::string> transfer_leadership(const std::string& node_id);
     /// Leader only: hands over to an up peer. nullopt when accepted.
     std::optional<std::string> step_down();
-    /// Priorities (docs/design.md): `node_id`'s priority on this node until it restarts (the
-    /// operator sets it on every node: conclavectl set-priority). nullopt when accepted.
+    /// Priorities (docs/design.md): `node_id`'s priority on this node at once (the operator sets
+    /// it on every node: conclavectl set-priority); with the metadata log, the leader also writes
+    /// it under kPriorityKeyPrefix, which every node applies when it commits and again at each
+    /// start, so that it outlives restarts. nullopt when accepted.
     std::optional<std::string> set_priority(const std::string& node_id, std::uint32_t priority);
+    /// The metadata keys that carry priorities: kPriorityKeyPrefix + node id, value N.
+    static constexpr std::string_view kPriorityKeyPrefix = "conclave/priority/";
 
     // ---- Liveness and advisory broadcast (broadcast.hpp, docs/design.md) -------------------
     /// Sends an advisory message to every live member (up on the mesh and heard from within the
@@ -260,6 +265,9 @@ class Node {
          ClusterConfig config, NodeOptions options);
     Leadership to_leadership(const elector::LeadershipSnapshot& s) const;
     void on_snapshot(const elector::LeadershipSnapshot& snapshot);
+    /// A committed priority entry (kPriorityKeyPrefix): applied to the elector, or refused with a
+    /// warning (unknown node, not an integer in range, every node at 0).
+    void apply_committed_priority(const replication::Entry& e);
     void finish_stop();
     void fail_stop(std::string why);
     void register_metrics();
@@ -379,6 +387,8 @@ class Node {
     std::map<NodeId, std::string> regressed_by_;
     std::uint64_t announced_term_ = 0;  // the last durable term announced to the up peers
     void refused_as_regressed(NodeId peer, const std::string& detail);
+    /// Records a rise of a peer incarnation's announced durable term (peers.json).
+    void remember_peer_term(NodeId peer, const std::string& incarnation, std::uint64_t term);
     /// Why the node looks restored from an older copy: a peer refuses it (state_regressed).
     std::optional<std::string> regressed_report() const;
     NodeSet admitted_by_;  // peers that admitted this node's new incarnation (quarantine)
