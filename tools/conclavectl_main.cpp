@@ -92,13 +92,18 @@ Commands:
                       leadership; serializable: the first node's own state,
                       possibly behind. Exit 1 when the key does not exist
   members             the active configuration (GET /members, from the leader:
-                      id, role, peer, http, acknowledged entries, lag, connected)
+                      id, role, peer, http, acknowledged entries, lag, connected,
+                      live and ms since last heard, as the leader sees them)
   set-priority ID N   node ID's priority is N (0: never stands for leader) on every
                       node (POST /priority on each endpoint; the leader records it in
                       the metadata log, so it outlives restarts and reaches nodes that
                       were down)
   members OP ID       a membership change, OP = add-learner | promote | remove
                       (POST /members; waits until it commits; prints the version)
+  broadcast TOPIC JSON
+                      an advisory message to every live member (POST /broadcast;
+                      JSON that does not parse is sent as a string); prints its id
+                      and the members it was sent to
 
 Options (flag, else environment variable, else default):
   --endpoints LIST    comma-separated admin endpoints (host:port) of the nodes
@@ -1089,6 +1094,23 @@ int Put(const Options& options) {
     return kExitOk;
 }
 
+/// broadcast TOPIC JSON: POST /broadcast (advisory: to the members live at that moment).
+int Broadcast(const Options& options) {
+    json payload = json::parse(options.args[1], nullptr, /*allow_exceptions=*/false);
+    if (payload.is_discarded()) {
+        payload = options.args[1];
+    }
+    const Reply reply =
+        PostOnce(options, "/broadcast", {{"topic", options.args[0]}, {"payload", payload}});
+    std::string to;
+    for (const json& id : reply.document.value("sent_to", json::array())) {
+        to += (to.empty() ? "" : ", ") + (id.is_string() ? id.get<std::string>() : id.dump());
+    }
+    Print(options, "sent " + Str(reply.document, "id") + " to " + (to.empty() ? "no member" : to),
+          reply.document);
+    return kExitOk;
+}
+
 int ChangeMembers(const Options& options) {
     const Reply reply =
         PostAnywhere(options, "/members", {{"op", options.args[0]}, {"id", options.args[1]}});
@@ -1121,11 +1143,12 @@ int Members(const Options& options) {
     std::cout << "configuration version " << Str(view, "version")
               << (view.value("from_entry", false) ? "" : " (implicit: no change made yet)") << "\n";
     std::vector<std::vector<std::string>> cells = {
-        {"ID", "ROLE", "PEER", "HTTP", "ACKNOWLEDGED", "LAG", "CONNECTED"}};
+        {"ID", "ROLE", "PEER", "HTTP", "ACKNOWLEDGED", "LAG", "CONNECTED", "LIVE", "HEARD_MS"}};
     for (const json& m : view.value("members", json::array())) {
         const json c = m.value("catch_up", json::object());
         cells.push_back({Str(m, "id"), Str(m, "role"), Str(m, "peer"), Str(m, "http"),
-                         Str(c, "acknowledged_len"), Str(c, "lag_entries"), Str(c, "connected")});
+                         Str(c, "acknowledged_len"), Str(c, "lag_entries"), Str(c, "connected"),
+                         Str(m, "live"), Str(m, "last_heartbeat_ms")});
     }
     PrintTable(cells);
     return kExitOk;
@@ -1348,6 +1371,9 @@ void Describe(CLI::App& app, Flags& flags, Options& options) {
     CLI::App* priority = command("set-priority");
     priority->add_option("ID", flags.key)->required();
     priority->add_option("N", flags.value)->required();
+    CLI::App* broadcast = command("broadcast");
+    broadcast->add_option("TOPIC", flags.key)->required();
+    broadcast->add_option("JSON", flags.value)->required();
     CLI::App* members = command("members");
     members->add_option("OP", flags.op);
     members->add_option("ID", flags.id);
@@ -1357,7 +1383,7 @@ void Validate(const Options& options, const Flags& flags) {
     if (options.command.empty()) {
         throw Failure(kExitUsage,
                       "missing COMMAND (status, watch, transfer, step-down, set-priority, put, "
-                      "get, members)");
+                      "get, members, broadcast)");
     }
     if (options.command == "members" && !flags.op.empty()) {
         const std::string& op = flags.op;
@@ -1434,7 +1460,8 @@ void Resolve(Flags& flags, Options& options) {
         options.count = n;
     }
     Validate(options, flags);
-    if (options.command == "put" || options.command == "set-priority") {
+    if (options.command == "put" || options.command == "set-priority" ||
+        options.command == "broadcast") {
         options.args = {flags.key, flags.value};
     } else if (options.command == "members" && !flags.op.empty()) {
         options.args = {flags.op, flags.id};
@@ -1506,6 +1533,9 @@ int Run(const Options& options) {
     }
     if (options.command == "members") {
         return Members(options);
+    }
+    if (options.command == "broadcast") {
+        return Broadcast(options);
     }
     return Get(options);
 }

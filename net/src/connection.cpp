@@ -539,6 +539,7 @@ void Connection::handle_hello(std::span<const std::uint8_t> payload) {
     peer_incarnation_ = hello.incarnation;
     peer_repaired_ = hello.repaired;
     peer_term_ = hello.term;
+    peer_advisory_ = hello.advisory;
     if (outbound_) {
         confirm_acceptor(hello);
         return;

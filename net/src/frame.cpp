@@ -15,6 +15,8 @@ std::string_view to_string(Channel c) {
             return "elector";
         case Channel::Replication:
             return "replication";
+        case Channel::Broadcast:
+            return "broadcast";
     }
     return "unknown";
 }

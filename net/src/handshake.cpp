@@ -131,6 +131,9 @@ std::vector<std::uint8_t> encode_hello(const Hello& hello) {
     if (hello.channels) {
         j["channels"] = *hello.channels;
     }
+    if (hello.advisory != 0) {
+        j["adv"] = hello.advisory;
+    }
     if (hello.join) {
         j["join"] = true;
     }
@@ -263,6 +266,9 @@ Hello decode_hello(std::span<const std::uint8_t> payload) {
     h.mac = get_binary(j, "mac", kMacBytes);
     if (j.contains("channels")) {
         h.channels = codec::get_u64(j, "channels");
+    }
+    if (j.contains("adv")) {
+        h.advisory = codec::get_u64(j, "adv") & kAdvisoryChannels;
     }
     if (j.contains("join")) {
         h.join = codec::get_bool(j, "join");

@@ -102,6 +102,7 @@ std::string Mesh::Impl::log_prefix() const {
 Hello Mesh::Impl::own_hello() const {
     Hello hello{kProtocolVersion, membership_.cluster, membership_.at(self_).id};
     hello.channels = served_channels();
+    hello.advisory = served_advisory_channels();
     hello.incarnation = options_.incarnation;
     hello.repaired = options_.repaired;
     if (options_.durable_term) {
@@ -110,7 +111,7 @@ Hello Mesh::Impl::own_hello() const {
     return hello;
 }
 
-std::uint64_t Mesh::Impl::served_channels() const {
+std::uint64_t Mesh::Impl::handled_channels() const {
     std::uint64_t mask = 1;  // Control
     for (std::size_t i = 1; i < kChannelCount; ++i) {
         if (handlers_[i]) {
@@ -118,6 +119,14 @@ std::uint64_t Mesh::Impl::served_channels() const {
         }
     }
     return mask;
+}
+
+std::uint64_t Mesh::Impl::served_channels() const {
+    return handled_channels() & ~kAdvisoryChannels;
+}
+
+std::uint64_t Mesh::Impl::served_advisory_channels() const {
+    return handled_channels() & kAdvisoryChannels;
 }
 
 std::string Mesh::Impl::channel_mismatch(const Hello& hello) const {
@@ -805,7 +814,8 @@ void Mesh::Impl::request_join(std::string host, std::uint16_t port, JoinRequest 
 bool Mesh::Impl::send(NodeId to, Channel channel, std::span<const std::uint8_t> payload) {
     CONCLAVE_CHECK(to.value < peers_.size() && to != self_, "a send names another member");
     auto& slot = *peers_[to.value];
-    if (stopped_ || !slot.up || !slot.connection || (quarantined_ && channel != Channel::Control)) {
+    if (stopped_ || !slot.up || !slot.connection || (quarantined_ && channel != Channel::Control) ||
+        (is_advisory(channel) && !slot.connection->peer_serves_advisory(channel))) {
         ++counters_.sends_dropped;
         return false;
     }

@@ -62,6 +62,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     void close_refused(HandshakeRefusal refusal, const std::string& detail);
 
     std::optional<NodeId> peer() const { return peer_; }
+    /// The peer's hello announced advisory channel `c` (Hello::advisory).
+    bool peer_serves_advisory(Channel c) const {
+        return (peer_advisory_ & (std::uint64_t{1} << static_cast<unsigned>(c))) != 0;
+    }
     std::optional<NodeId> dialed() const { return dialed_; }
     /// Accepted (not dialed by this node, whether to a member or to a seed).
     bool inbound() const { return !outbound_; }
@@ -164,7 +168,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     std::string peer_incarnation_;            // announced in the peer's hello
     std::optional<std::uint64_t> peer_term_;  // announced in the peer's hello
     bool peer_repaired_ = false;
-    bool refused_ = false;  // a Refused frame is queued: nothing more is read
+    std::uint64_t peer_advisory_ = 0;  // advisory channels announced in the peer's hello
+    bool refused_ = false;             // a Refused frame is queued: nothing more is read
     /// A dial request (either side): never a peer's connection, closed after the handshake.
     bool dial_request_ = false;
     bool dial_request_sent_ = false;  // outbound: confirmed; waiting for the peer to close
@@ -258,6 +263,10 @@ struct Mesh::Impl : std::enable_shared_from_this<Mesh::Impl> {
                                        std::span<const std::uint8_t> nonce_acceptor) const;
     /// Bit mask of the channels this node serves (Hello "channels").
     std::uint64_t served_channels() const;
+    /// Bit mask of the channels with a handler (Control included).
+    std::uint64_t handled_channels() const;
+    /// Bit mask of the advisory channels this node serves (Hello "adv").
+    std::uint64_t served_advisory_channels() const;
     /// Describes a channel mismatch with `hello`, or "" when they agree (or it is unannounced).
     std::string channel_mismatch(const Hello& hello) const;
     void release_pending(const Connection& c);

@@ -135,6 +135,7 @@ void register_admin_routes(AdminServer& server, AdminSource& source,
     register_metadata_routes(server, source);
     register_membership_routes(server, source);
     register_leadership_routes(server, source, leadership_limits);
+    register_broadcast_routes(server, source, leadership_limits);
 }
 
 }  // namespace conclave::node

@@ -9,14 +9,13 @@
 #include "conclave/node/admin_routes.hpp"
 #include "conclave/node/status.hpp"
 
+#include "ndjson_streams.hpp"
 #include "query_params.hpp"
 
 namespace conclave::node {
 namespace {
 
 using nlohmann::json;
-
-constexpr std::chrono::seconds kKeepaliveInterval{15};
 
 json Snapshot(AdminSource& source) {
     const StatusReport s = source.status();
@@ -41,21 +40,21 @@ struct Waiter {
 struct Watchers {
     Watchers(boost::asio::io_context& io_context, AdminSource& admin_source,
              LeadershipRouteLimits route_limits)
-        : io(io_context), source(admin_source), limits(route_limits) {}
+        : io(io_context),
+          source(admin_source),
+          limits(route_limits),
+          streams(std::make_shared<NdjsonStreams>(io_context)) {}
     boost::asio::io_context& io;
     AdminSource& source;
     LeadershipRouteLimits limits;
     std::list<std::shared_ptr<Waiter>> waiting;
-    std::list<std::shared_ptr<AdminStream>> streams;  // ?watch=1
-    /// Writes a blank line to every stream now and then: a client gone without a word is found
-    /// out when the write fails (or is not taken within the server's write deadline).
-    std::optional<boost::asio::steady_timer> keepalive;
+    std::shared_ptr<NdjsonStreams> streams;  // ?watch=1
     bool subscribed = false;
     /// The snapshot at the last change or request: what a waiter timing out gets (a timer may
     /// fire after the source is gone; it must not call it then).
     json last;
 
-    std::size_t Count() const { return waiting.size() + streams.size(); }
+    std::size_t Count() const { return waiting.size() + streams->size(); }
 
     void Subscribe(const std::shared_ptr<Watchers>& self) {
         if (subscribed) {
@@ -70,30 +69,12 @@ struct Watchers {
         });
     }
 
-    void Keepalive(const std::shared_ptr<Watchers>& self) {
-        if (!keepalive) {
-            keepalive.emplace(io);
-        }
-        keepalive->expires_after(kKeepaliveInterval);
-        keepalive->async_wait([self](boost::system::error_code ec) {
-            if (ec || self->streams.empty()) {
-                return;
-            }
-            for (const auto& stream : std::list(self->streams)) {
-                stream->write("\n");
-            }
-            self->Keepalive(self);
-        });
-    }
-
     /// Writes the snapshot to every stream and answers every long-poll whose token differs.
     void OnChange() {
         last = Snapshot(source);
         const json& snapshot = last;
         const std::string line = snapshot.dump() + "\n";
-        for (const auto& stream : std::list(streams)) {  // a failed write removes it (on_close)
-            stream->write(line);
-        }
+        streams->write_all(line);
         const auto token = snapshot["fencing_token"].get<std::uint64_t>();
         for (auto it = waiting.begin(); it != waiting.end();) {
             if ((*it)->after != token) {
@@ -140,15 +121,7 @@ void Watch(const std::shared_ptr<Watchers>& watchers, const AdminRequest& reques
         if (!stream->write(w->last.dump() + "\n")) {
             return;
         }
-        const auto it = w->streams.insert(w->streams.end(), stream);
-        stream->on_close([weak, it] {
-            if (auto alive = weak.lock()) {
-                alive->streams.erase(it);
-            }
-        });
-        if (w->streams.size() == 1) {
-            w->Keepalive(w);
-        }
+        w->streams->add(stream);
     };
     respond(std::move(response));
 }

@@ -207,6 +207,9 @@ nlohmann::json members_to_json(const MembersView& view) {
                                   {"lag_entries", m.catch_up->lag_entries},
                                   {"connected", m.catch_up->connected}};
         }
+        member["last_heartbeat_ms"] =
+            m.last_heartbeat_ms ? nlohmann::json(*m.last_heartbeat_ms) : nlohmann::json(nullptr);
+        member["live"] = m.live ? nlohmann::json(*m.live) : nlohmann::json(nullptr);
         members.push_back(std::move(member));
     }
     nlohmann::json out = {{"version", view.version},
@@ -214,6 +217,12 @@ nlohmann::json members_to_json(const MembersView& view) {
                           {"members", std::move(members)}};
     if (view.pending_change) {
         out["pending_change"] = *view.pending_change;
+    }
+    out["liveness"] = {{"window_ms", view.liveness_window_ms
+                                         ? nlohmann::json(*view.liveness_window_ms)
+                                         : nlohmann::json(nullptr)}};
+    if (!view.liveness_detail.empty()) {
+        out["liveness"]["detail"] = view.liveness_detail;
     }
     return out;
 }
@@ -239,7 +248,18 @@ void Node::remove_member(std::string id, MembershipCallback done) {
 
 MembersView Node::members() const {
     MembersView view;
+    const auto member = [this](NodeId n, MemberRole role) {
+        const NodeEntry& e = config_.nodes[n.value];
+        MemberInfo m{e.id, to_string(e.peer), to_string(e.http), role, std::nullopt};
+        m.priority = driver_->elector().config().priority(n);
+        return m;
+    };
     if (!log_driver_) {
+        // No configuration entry can exist: every node of the table is a voter, version 0.
+        for (std::uint16_t i = 0; i < config_.nodes.size(); ++i) {
+            view.members.push_back(member(NodeId{i}, MemberRole::Voter));
+        }
+        add_liveness(view);
         return view;
     }
     const replication::ReplicatedLog& log = log_driver_->log();
@@ -257,9 +277,7 @@ MembersView Node::members() const {
             if (!set.contains(n)) {
                 continue;
             }
-            MemberInfo m{config_.nodes[i].id, to_string(config_.nodes[i].peer),
-                         to_string(config_.nodes[i].http), role, std::nullopt};
-            m.priority = driver_->elector().config().priority(n);
+            MemberInfo m = member(n, role);
             if (leader) {
                 const std::size_t acked =
                     n == config_.self ? log.state().durable_len : log.progress()[i].match_len;
@@ -269,6 +287,7 @@ MembersView Node::members() const {
             view.members.push_back(std::move(m));
         }
     }
+    add_liveness(view);
     return view;
 }
 

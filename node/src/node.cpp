@@ -166,11 +166,12 @@ class Node::Admin final : public AdminSource {
     void on_leadership_change(std::function<void()> changed) override {
         node_.subscribe([changed = std::move(changed)](const Leadership&) { changed(); });
     }
-    std::optional<MembersView> members() override {
-        if (!node_.metadata_enabled()) {
-            return std::nullopt;
-        }
-        return node_.members();
+    std::optional<MembersView> members() override { return node_.members(); }
+    BroadcastResult broadcast(std::string topic, nlohmann::json payload) override {
+        return node_.broadcast(std::move(topic), std::move(payload));
+    }
+    void on_broadcast(std::function<void(const BroadcastMessage&)> received) override {
+        node_.subscribe(Node::BroadcastCallback(std::move(received)));
     }
     void change_membership(MembershipOp op, replication::Member member,
                            MembershipCallback done) override {
@@ -219,6 +220,7 @@ Node::Node(std::unique_ptr<boost::asio::io_context> owned_io, boost::asio::io_co
         self_removed_stored_ = stored->marks_removed(config_.self_entry().id);
     }
     create_mesh();
+    create_broadcast();
     driver_ = std::make_unique<drivers::ElectorDriver>(
         *io_, *mesh_, config_.elector,
         drivers::DriverOptions{config_.data_dir, options_.seed, logger_, /*log_leadership=*/false,
@@ -367,6 +369,7 @@ void Node::register_all_metrics() {
     register_metadata_metrics();
     register_membership_metrics();
     register_peer_metrics();
+    register_broadcast_metrics();
     register_hostile_input_metrics(
         metrics_,
         {[this]() -> const elector::ElectorCounters& { return driver_->elector().counters(); },
@@ -462,6 +465,7 @@ std::optional<std::string> Node::start() {
         log_driver_->start();
     }
     driver_->start();
+    start_beats();
     if (log_driver_) {
         // Level-triggered: what committed before this start first, then each new one.
         log_driver_->subscribe_committed(
@@ -900,6 +904,7 @@ void Node::finish_stop() {
     if (!store_) {
         driver_->stop();
     }
+    beat_timer_->cancel();
     stop_timer_.expires_after(kDrainTime);
     stop_timer_.async_wait([this](const boost::system::error_code&) {
         if (admin_) {
@@ -980,13 +985,10 @@ StatusReport Node::status() {
         p.id = config_.nodes[i].id;
         p.up = ps.up;
         p.priority = driver_->elector().config().priority(peer);
-        if (ps.last_contact) {
-            p.last_contact_ms =
-                std::chrono::duration_cast<std::chrono::milliseconds>(now - *ps.last_contact)
-                    .count();
-        }
+        std::tie(p.last_contact_ms, p.live) = liveness_of(peer, now);
         r.peers.push_back(std::move(p));
     }
+    r.liveness_window_ms = liveness_window().count();
     r.last_transition_reason = s.reason;
     r.last_transition_age_ms = (driver_->now() - s.changed_at).count();
     if (s.role == elector::Role::Leader) {

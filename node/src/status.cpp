@@ -80,6 +80,8 @@ nlohmann::json status_to_json(const StatusReport& status) {
         peers.push_back({{"id", peer.id},
                          {"up", peer.up},
                          {"last_contact_ms", contact},
+                         {"last_heartbeat_ms", contact},
+                         {"live", peer.live},
                          {"priority", peer.priority}});
     }
     nlohmann::json leader = nullptr;
@@ -104,6 +106,12 @@ nlohmann::json status_to_json(const StatusReport& status) {
     };
     if (status.store) {
         out["store"] = store_to_json(*status.store);
+    }
+    out["liveness"] = {{"window_ms", status.liveness_window_ms
+                                         ? nlohmann::json(*status.liveness_window_ms)
+                                         : nlohmann::json(nullptr)}};
+    if (!status.liveness_detail.empty()) {
+        out["liveness"]["detail"] = status.liveness_detail;
     }
     if (status.storage.ok) {
         out["storage"] = {{"state", "ok"}};

@@ -109,6 +109,8 @@ StatusReport Node::store_status() {
     }
     s.ttl_ms = config_.backend.ttl_ms;
     r.store = std::move(s);
+    r.liveness_detail = "the " + std::string(to_string(config_.backend.kind)) +
+                        " backend's nodes share no mesh: the other members' liveness is unknown";
     return r;
 }
 

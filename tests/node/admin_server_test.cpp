@@ -249,6 +249,35 @@ TEST_CASE("admin routes over loopback", "[admin]") {
             CHECK(JsonBody(*bad)["detail"].get<std::string>().rfind(detail, 0) == 0);
         }
     }
+    SECTION("/broadcast: bodies and parameters are checked before the source is asked") {
+        for (const auto& [body, detail] : std::vector<std::pair<std::string, std::string>>{
+                 {"[1]", "body: expected a JSON object"},
+                 {R"({"payload": 1})", "body.topic: expected a string"},
+                 {R"({"topic": 7, "payload": 1})", "body.topic: expected a string"},
+                 {R"({"topic": "t"})", "body.payload: missing"},
+                 {R"({"topic": "t", "payload": 1, "x": 1})", "body.x: unknown field"}}) {
+            INFO(body);
+            auto bad = client.Request(PostJson("/broadcast", body));
+            REQUIRE(bad);
+            CHECK(bad->result_int() == 400);
+            CHECK(JsonBody(*bad)["detail"].get<std::string>().rfind(detail, 0) == 0);
+        }
+        auto query = client.Request(PostJson("/broadcast?x=1", R"({"topic": "t", "payload": 1})"));
+        REQUIRE(query);
+        CHECK(query->result_int() == 400);
+        // The fake cannot broadcast (AdminSource's default): 503.
+        auto unavailable =
+            client.Request(PostJson("/broadcast", R"({"topic": "t", "payload": 1})"));
+        REQUIRE(unavailable);
+        CHECK(unavailable->result_int() == 503);
+        for (const std::string target :
+             {"/broadcast", "/broadcast?watch=2", "/broadcast?watch=1&x=1"}) {
+            INFO(target);
+            auto get = client.Request(Get(target));
+            REQUIRE(get);
+            CHECK(get->result_int() == 400);
+        }
+    }
     SECTION("metadata by key: paths, parameters and bodies are checked; answers and redirects") {
         for (const auto& [target, detail] : std::vector<std::pair<std::string, std::string>>{
                  {"/metadata/", "path: expected /metadata/<key>"},

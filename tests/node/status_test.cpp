@@ -16,7 +16,8 @@ TEST_CASE("/status JSON has exactly the fields of interfaces.md", "[status]") {
     s.leader = "n1";
     s.fencing_token = 7;
     s.lsn = Lsn{Term{7}, 42};
-    s.peers = {{"n2", true, 12}, {"n3", false, std::nullopt}};
+    s.peers = {{"n2", true, 12, 1, true}, {"n3", false, std::nullopt}};
+    s.liveness_window_ms = 3000;
     s.last_transition_reason = elector::Reason::ElectionWon;
     s.last_transition_age_ms = 5310;
     s.incarnation = "00112233445566778899aabbccddeeff";
@@ -24,8 +25,11 @@ TEST_CASE("/status JSON has exactly the fields of interfaces.md", "[status]") {
     const json expected = json::parse(R"({
       "id": "n1", "cluster": "demo", "role": "leader", "term": 7, "leader": "n1",
       "fencing_token": 7, "lsn": {"term": 7, "counter": 42}, "priority": 1,
-      "peers": [{"id": "n2", "up": true, "last_contact_ms": 12, "priority": 1},
-                {"id": "n3", "up": false, "last_contact_ms": null, "priority": 1}],
+      "peers": [{"id": "n2", "up": true, "last_contact_ms": 12, "last_heartbeat_ms": 12,
+                 "live": true, "priority": 1},
+                {"id": "n3", "up": false, "last_contact_ms": null, "last_heartbeat_ms": null,
+                 "live": false, "priority": 1}],
+      "liveness": {"window_ms": 3000},
       "last_transition": {"reason": "ELECTION_WON", "age_ms": 5310},
       "storage": {"state": "ok"},
       "identity": {"incarnation": "00112233445566778899aabbccddeeff"},
@@ -57,6 +61,13 @@ TEST_CASE("/status JSON has exactly the fields of interfaces.md", "[status]") {
         const json r = status_to_json(s);
         CHECK(r["repaired"] == true);
         CHECK(r["repaired_term"] == 6);
+    }
+    SECTION("without a mesh (a store backend) the window is null, with the reason") {
+        s.peers.clear();
+        s.liveness_window_ms.reset();
+        s.liveness_detail = "the etcd backend's nodes share no mesh";
+        CHECK(status_to_json(s)["liveness"] ==
+              json{{"window_ms", nullptr}, {"detail", "the etcd backend's nodes share no mesh"}});
     }
     SECTION("membership: version, from_entry and this node's role") {
         CHECK_FALSE(status_to_json(s).contains("membership"));

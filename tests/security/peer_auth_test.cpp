@@ -291,6 +291,47 @@ TEST_CASE(
     CHECK(a.counters().reconnects <= 7);
 }
 
+TEST_CASE("an advisory channel served at one side only: connected, sent only where announced") {
+    const auto ports = free_ports(3);
+    const Membership membership = make_membership(ports);
+    asio::io_context io;
+    MeshOptions options;
+    options.seed = 1;
+    Mesh a(io, membership, NodeId{0}, options);
+    options.seed = 2;
+    Mesh b(io, membership, NodeId{1}, options);  // serves the broadcast channel too
+    options.seed = 3;
+    Mesh c(io, membership, NodeId{2}, options);  // an older node: no broadcast channel
+    const auto accept_all = [](NodeId, std::span<const std::uint8_t>) {
+        return std::optional<FrameRejection>{};
+    };
+    int received = 0;
+    const auto count = [&](NodeId, std::span<const std::uint8_t>) {
+        ++received;
+        return std::optional<FrameRejection>{};
+    };
+    for (Mesh* m : {&a, &b, &c}) {
+        m->set_frame_handler(Channel::Elector, accept_all);
+    }
+    a.set_frame_handler(Channel::Broadcast, accept_all);
+    b.set_frame_handler(Channel::Broadcast, count);
+    for (Mesh* m : {&a, &b, &c}) {
+        m->start();
+    }
+    REQUIRE(run_until(
+        io, [&] { return a.is_up(NodeId{1}) && a.is_up(NodeId{2}); }, 5000ms));
+    const std::vector<std::uint8_t> payload{0xa0};
+    CHECK(a.send(NodeId{1}, Channel::Broadcast, payload));
+    CHECK_FALSE(a.send(NodeId{2}, Channel::Broadcast, payload));  // c would close on it
+    CHECK(a.counters().sends_dropped == 1);
+    REQUIRE(run_until(
+        io, [&] { return received == 1; }, 5000ms));
+    run_for(io, 200ms);
+    CHECK(a.is_up(NodeId{2}));
+    CHECK(c.counters().bad_frame(BadFrameKind::UnknownChannel) == 0);
+    CHECK(a.counters().refusal(HandshakeRefusal::ChannelMismatch) == 0);
+}
+
 TEST_CASE("idle sockets are evicted before a peer that is in the middle of its handshake") {
     // n2 alone, at most 4 handshakes in progress, a long deadline: only eviction makes room.
     const auto ports = free_ports(2);

@@ -629,10 +629,17 @@ def test_members(root):
         lines = r.stdout.strip().splitlines()
         check(r.returncode == 0 and lines[0].startswith("configuration version 0 (implicit") and
               len(lines) == 5 and lines[1].split() == ["ID", "ROLE", "PEER", "HTTP",
-                                                       "ACKNOWLEDGED", "LAG", "CONNECTED"] and
+                                                       "ACKNOWLEDGED", "LAG", "CONNECTED", "LIVE",
+                                                       "HEARD_MS"] and
               all(line.split()[1] == "voter" and line.split()[6] == "true"
                   for line in lines[2:]),
               "members: version 0, a header, three voters with their catch-up (%d, %r, %r)" %
+              (r.returncode, r.stdout, r.stderr))
+        r = ctl("--config", cluster.config, "broadcast", "cache", '{"a": 1}', "-o", "json")
+        sent = loads(r.stdout, {}) if r.returncode == 0 else {}
+        check(r.returncode == 0 and "id" in sent and
+              len(sent.get("sent_to", []) + sent.get("not_sent", [])) == 2,
+              "broadcast TOPIC JSON: sent to the other members that are live (%d, %r, %r)" %
               (r.returncode, r.stdout, r.stderr))
         r = ctl("--endpoints", endpoints(cluster, followers), "members", "remove", followers[1],
                 "-o", "json")

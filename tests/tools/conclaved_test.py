@@ -1401,6 +1401,124 @@ def test_rollback_vote_record(root):
         c.stop_all()
 
 
+class NdjsonWatch:
+    """A GET ...?watch=1 stream read on its own thread: the non-blank lines, parsed."""
+
+    def __init__(self, port, path, token=None):
+        import threading
+        self.lines = []
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=WAIT_S * 4)
+        headers = {"Authorization": "Bearer " + token} if token else {}
+        self.conn.request("GET", path, headers=headers)
+        self.sock = self.conn.sock  # the response takes it over
+        self.response = self.conn.getresponse()
+        self.status = self.response.status
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        try:
+            while True:
+                line = self.response.readline()
+                if not line:
+                    return
+                if line.strip():
+                    self.lines.append(json.loads(line))
+        except (OSError, ValueError, http.client.HTTPException):
+            return
+
+    def close(self):
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.conn.close()
+        self.thread.join(timeout=WAIT_S)
+
+
+def liveness_of(c, nid, peer):
+    """(live, last_heartbeat_ms) of `peer` in `nid`'s /status, or None."""
+    st = c.status(nid)
+    for p in (st or {}).get("peers", []):
+        if p["id"] == peer:
+            return p["live"], p["last_heartbeat_ms"]
+    return None
+
+
+def test_broadcast(root):
+    """POST /broadcast to one daemon reaches the watch streams of the other two exactly once; the
+    liveness of a SIGSTOPped daemon goes false on its peers and true again once resumed."""
+    # fast's heartbeat with a 1 s liveness window (10 beats): a loaded machine does not make a
+    # running daemon look gone.
+    c = Cluster(root, secure=True, timing={"miss_count": 10})
+    watches = []
+    try:
+        if c.start_all_agreed("broadcast") is None:
+            return
+        n1, n2, n3 = c.ids
+        window = wait_for(lambda: (c.status(n1) or {}).get("liveness", {}).get("window_ms"))
+        check(window, "/status names the liveness window")
+        all_live = lambda: all(liveness_of(c, a, b) and liveness_of(c, a, b)[0]
+                               for a in c.ids for b in c.ids if a != b)
+        check(wait_for(all_live), "every daemon sees both peers live")
+        code, body = request(c.http_ports[n1], "GET", "/members")
+        members = json.loads(body)["members"] if code == 200 else []
+        check([(m["id"], m["live"]) for m in members] == [(n, True) for n in c.ids]
+              and members[0]["last_heartbeat_ms"] == 0,
+              "GET /members (no token needed to read) shows each member live, itself at 0 ms: %s"
+              % members)
+        watches = [NdjsonWatch(c.http_ports[n], "/broadcast?watch=1", c.token) for n in (n2, n3)]
+        check(all(w.status == 200 for w in watches), "GET /broadcast?watch=1 streams")
+        # A stream takes what arrives once the server has begun it, a moment after the client
+        # saw its headers: probes until both streams have one, then the message under test.
+        probe = lambda: post_json(c.http_ports[n1], "/broadcast", {"topic": "probe", "payload": 0},
+                                  token=c.token)[0] == 200 and wait_for(
+                                      lambda: all(w.lines for w in watches), timeout_s=0.5)
+        check(wait_for(probe), "the watch streams are open")
+        for w in watches:
+            del w.lines[:]
+        doc = {"topic": "cache/invalidate", "payload": {"project": "p1", "keys": [1, 2]}}
+        code, _ = post_json(c.http_ports[n1], "/broadcast", doc)
+        check(code == 401, "POST /broadcast needs the admin token (got %s)" % code)
+        code, body = post_json(c.http_ports[n1], "/broadcast", doc, token=c.token)
+        answer = json.loads(body) if code == 200 else {}
+        check(code == 200 and sorted(answer.get("sent_to", [])) == [n2, n3],
+              "POST /broadcast answers 200 once sent to both live peers: %s %s" % (code, body))
+        seen = lambda w: [line for line in w.lines if line.get("topic") != "probe"]
+        check(wait_for(lambda: all(seen(w) for w in watches)), "both watch streams see it")
+        time.sleep(1.0)  # a duplicate would have arrived by now on loopback
+        for nid, w in zip((n2, n3), watches):
+            check(seen(w) == [{"id": answer.get("id"), "from": n1, "topic": doc["topic"],
+                               "payload": doc["payload"]}],
+                  "%s's stream holds the message exactly once: %s" % (nid, w.lines))
+        code, _ = post_json(c.http_ports[n1], "/broadcast", {"topic": "", "payload": 1},
+                            token=c.token)
+        check(code == 400, "an empty topic is refused with 400 (got %s)" % code)
+        code, _ = post_json(c.http_ports[n1], "/broadcast",
+                            {"topic": "t", "payload": "x" * 40000}, token=c.token)
+        check(code == 413, "a payload above its bound is refused with 413 (got %s)" % code)
+
+        c.procs[n3].send_signal(signal.SIGSTOP)
+        try:
+            gone = wait_for(lambda: (lambda seen: seen if seen and not seen[0] else None)(
+                liveness_of(c, n1, n3)))
+            check(gone and gone[1] > window,
+                  "a SIGSTOPped daemon is not live on its peer, last heard above the window: %s"
+                  % (gone,))
+            code, body = post_json(c.http_ports[n1], "/broadcast", {"topic": "t", "payload": 2},
+                                   token=c.token)
+            check(code == 200 and n3 in json.loads(body)["not_sent"],
+                  "a broadcast skips the member that is not live: %s" % body)
+        finally:
+            c.procs[n3].send_signal(signal.SIGCONT)
+        check(wait_for(lambda: liveness_of(c, n1, n3) and liveness_of(c, n1, n3)[0]),
+              "resumed, it is live again")
+    finally:
+        for w in watches:
+            w.close()
+        c.stop_all()
+
+
 DEFAULT_TESTS = (test_bad_configs, test_cluster, test_graceful_handover, test_disk_full,
                  test_repair, test_membership, test_lost_state, test_new_node_quarantine,
                  test_removed_while_down, test_snapshot_restored, test_join_refused)
@@ -1408,6 +1526,8 @@ DEFAULT_TESTS = (test_bad_configs, test_cluster, test_graceful_handover, test_di
 # restarting: a separate CTest (conclaved_rollback_tests), each bounded like the others.
 ROLLBACK_TESTS = (test_joined_restart, test_rollback_leader_away, test_rollback_leader_alive,
                   test_rollback_vote_record)
+# Liveness and broadcast: a separate CTest (conclaved_broadcast_tests).
+BROADCAST_TESTS = (test_broadcast,)
 
 
 def main():
@@ -1417,8 +1537,9 @@ def main():
         chosen = sys.argv[2:]
         if chosen == ["rollback"]:
             chosen = [t.__name__ for t in ROLLBACK_TESTS]
-        for test in DEFAULT_TESTS + ROLLBACK_TESTS:
-            if (chosen and test.__name__ not in chosen) or (not chosen and test in ROLLBACK_TESTS):
+        for test in DEFAULT_TESTS + ROLLBACK_TESTS + BROADCAST_TESTS:
+            if (chosen and test.__name__ not in chosen) or (
+                    not chosen and test in ROLLBACK_TESTS + BROADCAST_TESTS):
                 continue
             sub = os.path.join(root, test.__name__)
             os.mkdir(sub)

@@ -37,8 +37,18 @@ enum class Channel : std::uint8_t {
     Control = 0,      // mesh handshake (hello) and keep-alive probes; never seen by handlers
     Elector = 1,      // elector::Message, CBOR (codec/json.hpp)
     Replication = 2,  // the replicated metadata log
+    Broadcast = 3,    // advisory: liveness beats and broadcasts between nodes (node/broadcast.hpp)
 };
-inline constexpr std::size_t kChannelCount = 3;
+inline constexpr std::size_t kChannelCount = 4;
+/// Advisory channels: announced apart from the others in the Hello ("adv"), so that peers that
+/// serve them and peers that do not (an older version) still connect; a frame on one is sent only
+/// to a peer that announced it (Mesh::send returns false for the others).
+inline constexpr std::uint64_t kAdvisoryChannels = std::uint64_t{1}
+                                                   << static_cast<unsigned>(Channel::Broadcast);
+inline constexpr bool is_advisory(Channel c) {
+    return static_cast<std::size_t>(c) < 64 &&
+           (kAdvisoryChannels & (std::uint64_t{1} << static_cast<unsigned>(c))) != 0;
+}
 
 std::string_view to_string(Channel c);
 

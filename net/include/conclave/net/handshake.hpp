@@ -17,7 +17,9 @@
 // new connection) and the labels differ (a MAC cannot be reflected back). MACs are compared with
 // CRYPTO_memcmp. Each Hello also carries "channels", the bit mask of the channels its sender
 // serves: a mismatch (metadata log on at one node, off at the other) is refused at the handshake
-// on both sides instead of as a bad frame after it.
+// on both sides instead of as a bad frame after it. The advisory channels (kAdvisoryChannels) are
+// announced apart, in "adv": they take no part in that check, and a node sends on one only to a
+// peer that announced it.
 // With MeshOptions::durable_term each Hello also carries "term", the sender's durable term: a
 // peer refuses one below the highest that incarnation announced before (StateRegressed).
 // Ping payload: {"kind": "ping"} (+ "mac" when confirming, + "term" when announcing a durable
@@ -98,6 +100,9 @@ struct Hello {
     /// joiner). Its peers remember the highest one each incarnation announced and refuse a lower
     /// one (StateRegressed): the node's state was restored from an older copy.
     std::optional<std::uint64_t> term{};
+    /// Bit i set: the sender serves advisory channel i (kAdvisoryChannels; "adv", encoded when
+    /// not 0). Not part of the channel-mismatch check: older senders announce none.
+    std::uint64_t advisory = 0;
 };
 
 /// Longest incarnation accepted in a Hello.

@@ -10,6 +10,7 @@
 //   POST /members, GET /members     -> membership changes (membership.hpp, node/README.md)
 //   GET  /leadership[?watch=1 | ?wait=S&after=TOKEN] -> leadership snapshot, NDJSON stream,
 //   long-poll
+//   POST /broadcast, GET /broadcast?watch=1 -> advisory broadcast (broadcast.hpp, node/README.md)
 // Query parameters are validated: unknown ones are refused with 400 naming them.
 //
 // The handlers get their data through AdminSource, which the Node implements (and tests fake).
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "conclave/node/admin_server.hpp"
+#include "conclave/node/broadcast.hpp"
 #include "conclave/node/membership.hpp"
 #include "conclave/node/metadata.hpp"
 #include "conclave/node/status.hpp"
@@ -118,6 +120,17 @@ class AdminSource {
     /// Calls `changed` (on the io_context thread) after every leadership change, for the
     /// /leadership long-poll. Default: never (waiters then time out with the current snapshot).
     virtual void on_leadership_change(std::function<void()> changed) { (void)changed; }
+    /// POST /broadcast (Node::broadcast). Default: unavailable.
+    virtual BroadcastResult broadcast(std::string topic, nlohmann::json payload) {
+        (void)topic;
+        (void)payload;
+        return {BroadcastResult::Outcome::Unavailable, "this node cannot broadcast", "", {}, {}};
+    }
+    /// Calls `received` (on the io_context thread) with every broadcast this node receives, for
+    /// GET /broadcast?watch=1. Default: never.
+    virtual void on_broadcast(std::function<void(const BroadcastMessage&)> received) {
+        (void)received;
+    }
     /// nullopt when there is no metadata log.
     virtual std::optional<MetadataPage> metadata_after(Lsn from, std::size_t max_entries) {
         (void)from;
@@ -144,6 +157,11 @@ struct LeadershipRouteLimits {
 /// GET /leadership (leadership_routes.cpp); part of register_admin_routes.
 void register_leadership_routes(AdminServer& server, AdminSource& source,
                                 LeadershipRouteLimits limits = {});
+
+/// POST /broadcast, GET /broadcast?watch=1 (broadcast_routes.cpp); part of register_admin_routes.
+/// Watch streams count against `limits.max_watchers` apart from /leadership's.
+void register_broadcast_routes(AdminServer& server, AdminSource& source,
+                               LeadershipRouteLimits limits = {});
 
 /// Registers the endpoints above; `source` must outlive `server`.
 void register_admin_routes(AdminServer& server, AdminSource& source,

@@ -69,6 +69,11 @@ struct MemberInfo {
     MemberRole role = MemberRole::Voter;
     std::optional<MemberCatchUp> catch_up;  // on the leader only
     std::uint32_t priority = 1;             // docs/design.md, "Priorities"
+    /// Liveness (docs/design.md, "Liveness and broadcast"): milliseconds since this node last
+    /// heard from the member (itself: 0), nullopt when never (or unknown: a store backend's
+    /// other nodes); `live` when that is within the liveness window (nullopt: unknown).
+    std::optional<std::int64_t> last_heartbeat_ms{};
+    std::optional<bool> live{};
 };
 
 /// The active configuration of this node (the latest committed one; without any, every node of
@@ -79,6 +84,10 @@ struct MembersView {
     std::vector<MemberInfo> members;  // voters, then learners, in node-table order
     /// On the leader: a configuration entry is appended but not committed yet.
     std::optional<bool> pending_change;
+    /// The liveness window ("liveness": {"window_ms": N}), or why the others' liveness is
+    /// unknown ("liveness": {"window_ms": null, "detail": ...}).
+    std::optional<std::int64_t> liveness_window_ms;
+    std::string liveness_detail;
 };
 
 nlohmann::json members_to_json(const MembersView& view);

@@ -14,14 +14,14 @@
 //
 // Threading: everything (callbacks included) runs on the io_context thread. While Node::run()
 // drives the io_context on some thread, current(), subscribe(), propose(), add_learner(),
-// promote(), remove_member(), transfer_leadership(), step_down() and stop() may also be called
-// from any other thread: current() then returns the last snapshot the io thread published;
-// subscribe(), propose(), the membership changes and stop() are posted to the io
-// thread (they return at once; their callbacks run there); transfer_leadership() and step_down()
-// are posted and wait for the answer (at most 5 s). Without Node::run() (an io_context driven
-// by the caller, e.g. run_one_for in tests) call every method from the thread that drives it.
-// Everything else (status(), members(), config(), metrics_text(), ...) is io-thread only. One more
-// thread, the reader, builds GET /metadata pages from copies of their entries
+// promote(), remove_member(), transfer_leadership(), step_down(), broadcast() and stop() may
+// also be called from any other thread: current() then returns the last snapshot the io thread
+// published; subscribe() (both kinds), propose(), the membership changes and stop() are posted
+// to the io thread (they return at once; their callbacks run there); transfer_leadership(),
+// step_down() and broadcast() are posted and wait for the answer (at most 5 s). Without Node::run()
+// (an io_context driven by the caller, e.g. run_one_for in tests) call every method from the thread
+// that drives it. Everything else (status(), members(), config(), metrics_text(), ...) is io-thread
+// only. One more thread, the reader, builds GET /metadata pages from copies of their entries
 // (AdminSource::offload) and posts each answer back to the io thread.
 #pragma once
 
@@ -46,6 +46,7 @@
 #include "conclave/elector/fencing.hpp"
 #include "conclave/net/handshake.hpp"
 #include "conclave/node/admin_routes.hpp"
+#include "conclave/node/broadcast.hpp"
 #include "conclave/node/cluster_config.hpp"
 #include "conclave/node/identity.hpp"
 #include "conclave/node/membership.hpp"
@@ -126,6 +127,7 @@ struct NodeOptions {
 class Node {
   public:
     using LeadershipCallback = std::function<void(const Leadership&)>;
+    using BroadcastCallback = std::function<void(const BroadcastMessage&)>;
 
     /// Owns its io_context (drive it with run()).
     explicit Node(ClusterConfig config, NodeOptions options = {});
@@ -162,6 +164,20 @@ class Node {
     std::optional<std::string> set_priority(const std::string& node_id, std::uint32_t priority);
     /// The metadata keys that carry priorities: kPriorityKeyPrefix + node id, value N.
     static constexpr std::string_view kPriorityKeyPrefix = "conclave/priority/";
+
+    // ---- Liveness and advisory broadcast (broadcast.hpp, docs/design.md) -------------------
+    /// Sends an advisory message to every live member (up on the mesh and heard from within the
+    /// liveness window), this node excluded; each receiver delivers it at most once. The result
+    /// names the members it was queued for and those it was not. Refused with a store backend
+    /// (NeedsMesh: its nodes share no mesh), a bad topic or payload (check_broadcast), or while
+    /// the node is not running. May be called from any thread (posted, waits at most 5 s).
+    BroadcastResult broadcast(std::string topic, nlohmann::json payload);
+    /// Every broadcast this node receives from now on, once each, on the io_context thread.
+    void subscribe(BroadcastCallback callback);
+    /// How long after a member was last heard from it still counts as live: the elector's
+    /// inactivity interval (heartbeat_period x miss_count), after which a follower presumes its
+    /// leader gone. Every node sends a liveness beat to each peer every heartbeat_period.
+    std::chrono::milliseconds liveness_window() const;
 
     // ---- Replicated metadata log (config "metadata"; see metadata.hpp, node/README.md) --------
     /// Proposes an entry (`value`: JSON text or opaque bytes). `done` runs exactly once on the
@@ -317,6 +333,18 @@ class Node {
     /// Tells the subscribers about `l` when it differs from the last one (both sources).
     void publish(const Leadership& l);
     std::unique_ptr<StoreBackend> store_;  // nullptr with the built-in elector
+    // broadcast_node.cpp
+    void create_broadcast();
+    void start_beats();
+    void send_beats();
+    /// A decoded broadcast from a peer: delivered to the subscribers unless already seen.
+    void on_broadcast_message(BroadcastMessage message);
+    BroadcastResult broadcast_on_io(std::string topic, nlohmann::json payload);
+    /// A member's liveness on this node: (last_heartbeat_ms, live); nullopt when never heard.
+    std::pair<std::optional<std::int64_t>, bool> liveness_of(
+        NodeId n, std::chrono::steady_clock::time_point now) const;
+    void add_liveness(MembersView& view) const;
+    void register_broadcast_metrics();
     // peer_metrics.cpp
     void register_peer_metrics();
     std::optional<LogStatus> log_status() const;
@@ -388,6 +416,13 @@ class Node {
     // Builds GET /metadata pages off the io thread (AdminSource::offload); joined first in the
     // destructor. Started at the first use.
     std::unique_ptr<boost::asio::thread_pool> reader_;
+    // Liveness and broadcast (broadcast_node.cpp): after io_, so that the timer goes first.
+    std::string boot_id_;              // 16 hex digits, drawn at construction
+    std::uint64_t broadcast_seq_ = 0;  // the last broadcast's sequence number
+    BroadcastDedupe broadcast_dedupe_;
+    std::vector<BroadcastCallback> broadcast_subscribers_;
+    std::unique_ptr<boost::asio::steady_timer> beat_timer_;
+    BroadcastCounters broadcast_counters_;
 };
 
 }  // namespace conclave::node

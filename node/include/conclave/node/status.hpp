@@ -15,7 +15,10 @@
 //     "unknown_to_peers": "<why>" when a majority of its peers answer that they do not know it
 //     (removed while it was down), and "state_regressed": "<why>" when a peer refuses it because
 //     its durable term is below one it announced before (restored from an older copy);
-//   - "store": the coordination store's session, with a store backend (StoreStatus).
+//   - "store": the coordination store's session, with a store backend (StoreStatus);
+//   - "peers[].last_heartbeat_ms" (the same age as last_contact_ms: any frame, liveness beats
+//     included) and "peers[].live" (heard from within the liveness window, link up), and
+//     "liveness": {"window_ms": N} (null, with a "detail", where the members share no mesh).
 #pragma once
 
 #include <chrono>
@@ -36,6 +39,8 @@ struct PeerStatus {
     /// Milliseconds since the last message from this peer; nullopt when never heard from.
     std::optional<std::int64_t> last_contact_ms;
     std::uint32_t priority = 1;  // docs/design.md, "Priorities"
+    /// Heard from within the liveness window, link up (docs/design.md, "Liveness and broadcast").
+    bool live = false;
 };
 
 /// State of the metadata log, when the node runs one.
@@ -125,6 +130,9 @@ struct StatusReport {
     /// Leader only: its lease ("lease": {"valid": bool, "remaining_ms": N}, null otherwise).
     std::optional<LeaseStatus> lease;
     std::optional<StoreStatus> store;
+    /// The liveness window; nullopt (with `liveness_detail`) when the members share no mesh.
+    std::optional<std::int64_t> liveness_window_ms;
+    std::string liveness_detail;
 };
 
 nlohmann::json lsn_to_json(const Lsn& lsn);

@@ -1,0 +1,215 @@
+// SPDX-License-Identifier: Apache-2.0
+// Node's side of liveness and advisory broadcast (broadcast.hpp, docs/design.md "Liveness and
+// broadcast"): the beats every heartbeat_period, the broadcast channel's frame handler, the
+// liveness of each member in /status and /members, and Node::broadcast / subscribe.
+#include <fmt/format.h>
+#include <boost/asio/post.hpp>
+#include <future>
+#include <random>
+
+#include "conclave/codec/json.hpp"
+#include "conclave/net/mesh.hpp"
+#include "conclave/node/logging.hpp"
+#include "conclave/node/node.hpp"
+
+namespace conclave::node {
+
+namespace {
+
+std::string NewBootId() {
+    std::random_device device;
+    const std::uint64_t high = device();
+    const std::uint64_t low = device();
+    return fmt::format("{:016x}", (high << 32U) ^ low);
+}
+
+}  // namespace
+
+void Node::create_broadcast() {
+    boot_id_ = NewBootId();
+    beat_timer_ = std::make_unique<boost::asio::steady_timer>(*io_);
+    mesh_->set_frame_handler(
+        net::Channel::Broadcast,
+        [this](NodeId from,
+               std::span<const std::uint8_t> bytes) -> std::optional<net::FrameRejection> {
+            std::variant<BroadcastBeat, BroadcastMessage> decoded;
+            try {
+                decoded = decode_broadcast_frame(bytes);
+            } catch (const codec::DecodeError& e) {
+                return net::FrameRejection{net::BadFrameKind::Undecodable, e.what()};
+            }
+            const std::string& sender = std::visit([](const auto& d) { return d.from; }, decoded);
+            if (sender != config_.node_name(from)) {
+                return net::FrameRejection{net::BadFrameKind::WrongSender,
+                                           "broadcast from '" + sender.substr(0, 64) +
+                                               "' on the connection of '" +
+                                               config_.node_name(from) + "'"};
+            }
+            if (auto* message = std::get_if<BroadcastMessage>(&decoded)) {
+                on_broadcast_message(std::move(*message));
+            } else {
+                ++broadcast_counters_.beats_received;  // the mesh noted the contact
+            }
+            return std::nullopt;
+        });
+}
+
+std::chrono::milliseconds Node::liveness_window() const {
+    return config_.elector.inactivity_interval();
+}
+
+void Node::start_beats() {
+    send_beats();
+    beat_timer_->expires_after(config_.elector.heartbeat_period);
+    beat_timer_->async_wait(
+        [this, alive = std::weak_ptr<int>(alive_)](boost::system::error_code ec) {
+            if (ec || alive.expired() || stopping_ || stopped_) {
+                return;
+            }
+            start_beats();
+        });
+}
+
+void Node::send_beats() {
+    const std::vector<std::uint8_t> beat = encode_beat(config_.self_entry().id);
+    for (std::uint16_t i = 0; i < config_.nodes.size(); ++i) {
+        const NodeId n{i};
+        if (n != config_.self && !mesh_->is_retired(n) && mesh_->is_up(n)) {
+            mesh_->send(n, net::Channel::Broadcast, beat);
+        }
+    }
+}
+
+void Node::on_broadcast_message(BroadcastMessage message) {
+    if (!broadcast_dedupe_.accept(message)) {
+        ++broadcast_counters_.duplicates;
+        return;
+    }
+    ++broadcast_counters_.delivered;
+    const auto subscribers = broadcast_subscribers_;  // a subscriber may subscribe another one
+    for (const auto& callback : subscribers) {
+        callback(message);
+    }
+}
+
+void Node::subscribe(BroadcastCallback callback) {
+    if (must_post()) {
+        boost::asio::post(*io_,
+                          [this, cb = std::move(callback)]() mutable { subscribe(std::move(cb)); });
+        return;
+    }
+    broadcast_subscribers_.push_back(std::move(callback));
+}
+
+BroadcastResult Node::broadcast(std::string topic, nlohmann::json payload) {
+    if (!must_post()) {
+        return broadcast_on_io(std::move(topic), std::move(payload));
+    }
+    auto result = std::make_shared<BroadcastResult>();
+    const auto error = call_on_io(
+        [this, result, topic = std::move(topic), payload = std::move(payload)]() mutable {
+            *result = broadcast_on_io(std::move(topic), std::move(payload));
+            return std::optional<std::string>();
+        });
+    if (error) {
+        return {BroadcastResult::Outcome::Unavailable, *error, "", {}, {}};
+    }
+    return *result;
+}
+
+BroadcastResult Node::broadcast_on_io(std::string topic, nlohmann::json payload) {
+    using Outcome = BroadcastResult::Outcome;
+    if (store_) {
+        return {Outcome::NeedsMesh,
+                "broadcast needs the mesh: with the " +
+                    std::string(to_string(config_.backend.kind)) +
+                    " backend the nodes share no connection (docs/design.md)",
+                "",
+                {},
+                {}};
+    }
+    if (auto refusal = check_broadcast(topic, payload)) {
+        return {
+            refusal->too_large ? Outcome::TooLarge : Outcome::Invalid, refusal->detail, "", {}, {}};
+    }
+    if (!started_ || stopping_ || stopped_) {
+        return {Outcome::Unavailable, "the node is not running", "", {}, {}};
+    }
+    BroadcastMessage message{config_.self_entry().id, boot_id_, ++broadcast_seq_, std::move(topic),
+                             std::move(payload)};
+    const std::vector<std::uint8_t> bytes = encode_broadcast(message);
+    BroadcastResult result{Outcome::Sent, "", message.id(), {}, {}};
+    const auto now = std::chrono::steady_clock::now();
+    for (std::uint16_t i = 0; i < config_.nodes.size(); ++i) {
+        const NodeId n{i};
+        if (n == config_.self || mesh_->is_retired(n)) {
+            continue;
+        }
+        const bool sent =
+            liveness_of(n, now).second && mesh_->send(n, net::Channel::Broadcast, bytes);
+        (sent ? result.sent_to : result.not_sent).push_back(config_.nodes[i].id);
+    }
+    ++broadcast_counters_.broadcasts;
+    broadcast_counters_.frames_sent += result.sent_to.size();
+    return result;
+}
+
+std::pair<std::optional<std::int64_t>, bool> Node::liveness_of(
+    NodeId n, std::chrono::steady_clock::time_point now) const {
+    if (n == config_.self) {
+        return {0, true};
+    }
+    const net::PeerStatus ps = mesh_->peer_status(n);
+    if (!ps.last_contact) {
+        return {std::nullopt, false};
+    }
+    const auto age = std::chrono::duration_cast<std::chrono::milliseconds>(now - *ps.last_contact);
+    return {age.count(), ps.up && age <= liveness_window()};
+}
+
+void Node::add_liveness(MembersView& view) const {
+    if (store_) {
+        view.liveness_detail =
+            "the " + std::string(to_string(config_.backend.kind)) +
+            " backend's nodes share no mesh: only this node's own liveness is known";
+    } else {
+        view.liveness_window_ms = liveness_window().count();
+    }
+    const auto now = std::chrono::steady_clock::now();
+    for (MemberInfo& m : view.members) {
+        const std::optional<NodeId> n = config_.find_node(m.id);
+        if (!n || (store_ && *n != config_.self)) {
+            continue;
+        }
+        const auto [last, live] = liveness_of(*n, now);
+        m.last_heartbeat_ms = last;
+        m.live = live;
+    }
+}
+
+void Node::register_broadcast_metrics() {
+    Counter& broadcasts =
+        metrics_.counter("conclave_broadcasts_total", "Advisory broadcasts sent by this node");
+    Counter& frames = metrics_.counter("conclave_broadcast_frames_sent_total",
+                                       "Broadcast messages queued, one per live recipient");
+    const auto received = [this](const char* result) {
+        return &metrics_.counter("conclave_broadcasts_received_total",
+                                 "Broadcasts received from peers, by result (delivered to the "
+                                 "subscribers, or a duplicate dropped)",
+                                 {{"result", result}});
+    };
+    Counter* delivered = received("delivered");
+    Counter* duplicate = received("duplicate");
+    Counter& beats = metrics_.counter("conclave_liveness_beats_received_total",
+                                      "Liveness beats received from peers");
+    metrics_.on_collect([this, &broadcasts, &frames, delivered, duplicate, &beats] {
+        const BroadcastCounters& c = broadcast_counters_;
+        broadcasts.set_total(static_cast<double>(c.broadcasts));
+        frames.set_total(static_cast<double>(c.frames_sent));
+        delivered->set_total(static_cast<double>(c.delivered));
+        duplicate->set_total(static_cast<double>(c.duplicates));
+        beats.set_total(static_cast<double>(c.beats_received));
+    });
+}
+
+}  // namespace conclave::node
