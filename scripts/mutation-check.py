@@ -101,7 +101,7 @@ MUTANTS = [
            "if (sticky && (PromiseHolds() || StartPromiseHolds())) {", "if (false) {",
            "a follower votes inside its promise", **ELECTOR_CHECKS),
     Mutant("cpp:promise-ended-by-every-peer-down", "cpp", ELECTOR,
-           "(state_.leader == peer || state_.tentative_leader == peer)) {", "true) {",
+           "((state_.leader == peer && proof) || state_.tentative_leader == peer)) {", "true) {",
            "every peer_down ends a follower's promise", **ELECTOR_CHECKS),
     Mutant("cpp:ack-before-peer-down-renews", "cpp", ELECTOR,
            "if (down && sent.sent_at <= *down) {", "if (false) {",

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // Node's side of liveness and advisory broadcast (broadcast.hpp, docs/design.md "Liveness and
-// broadcast"): the beats every heartbeat_period, the broadcast channel's frame handler, the
-// liveness of each member in /status and /members, and Node::broadcast / subscribe.
+// broadcast"): the beats every third of the liveness window, the broadcast channel's frame handler,
+// the liveness of each member in /status and /members, and Node::broadcast / subscribe.
 #include <fmt/format.h>
 #include <boost/asio/post.hpp>
+#include <algorithm>
 #include <future>
 #include <random>
 
@@ -58,9 +59,16 @@ std::chrono::milliseconds Node::liveness_window() const {
     return config_.elector.inactivity_interval();
 }
 
+// A beat every third of the liveness window (at least every heartbeat period): a live member is
+// heard at least twice per window, at a fraction of the elector's heartbeat traffic.
+std::chrono::milliseconds Node::beat_period() const {
+    return std::max<std::chrono::milliseconds>(config_.elector.heartbeat_period,
+                                               liveness_window() / 3);
+}
+
 void Node::start_beats() {
     send_beats();
-    beat_timer_->expires_after(config_.elector.heartbeat_period);
+    beat_timer_->expires_after(beat_period());
     beat_timer_->async_wait(
         [this, alive = std::weak_ptr<int>(alive_)](boost::system::error_code ec) {
             if (ec || alive.expired() || stopping_ || stopped_) {

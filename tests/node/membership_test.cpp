@@ -121,10 +121,17 @@ struct MemberCluster : Cluster {
         return active_leader();
     }
 
-    /// The leader `at` sees learner `learner` connected and no entry behind (GET /members).
+    /// The leader (`at`, or whichever node leads now: the leadership may move under load)
+    /// sees learner `learner` connected and no entry behind (GET /members).
     bool caught_up(std::size_t at, std::size_t learner) {
         return run_cluster_until(io, [&] {
-            for (const auto& m : nodes[at]->members().members) {
+            std::size_t leader = at;
+            for (std::size_t i = 0; i < nodes.size(); ++i) {
+                if (nodes[i] && nodes[i]->current().role == conclave::elector::Role::Leader) {
+                    leader = i;
+                }
+            }
+            for (const auto& m : nodes[leader]->members().members) {
                 if (m.id == id_of(learner)) {
                     return m.role == MemberRole::Learner && m.catch_up && m.catch_up->connected &&
                            m.catch_up->lag_entries == 0;

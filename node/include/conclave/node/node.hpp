@@ -176,8 +176,10 @@ class Node {
     void subscribe(BroadcastCallback callback);
     /// How long after a member was last heard from it still counts as live: the elector's
     /// inactivity interval (heartbeat_period x miss_count), after which a follower presumes its
-    /// leader gone. Every node sends a liveness beat to each peer every heartbeat_period.
+    /// leader gone. Every node sends a liveness beat to each peer every beat_period().
     std::chrono::milliseconds liveness_window() const;
+    /// A third of the liveness window, at least the heartbeat period.
+    std::chrono::milliseconds beat_period() const;
 
     // ---- Replicated metadata log (config "metadata"; see metadata.hpp, node/README.md) --------
     /// Proposes an entry (`value`: JSON text or opaque bytes). `done` runs exactly once on the
