@@ -3,8 +3,8 @@
 // broadcast"): the beats every third of the liveness window, the broadcast channel's frame handler,
 // the liveness of each member in /status and /members, and Node::broadcast / subscribe.
 #include <fmt/format.h>
-#include <boost/asio/post.hpp>
 #include <algorithm>
+#include <boost/asio/post.hpp>
 #include <future>
 #include <random>
 
