@@ -86,8 +86,18 @@ MaySplit(n, timer) ==
     /\ timer = "RandomWait" /\ node[n].term < SplitTerm
     /\ Cardinality({p \in Node \ {n} : ~Cut(n, p) /\ Contending(p)}) <= 1
 
+\* ElectorLiveLeaderPriority.cfg (RandomWaitOutlastsCheck <- MCTrue): a survivor's next round
+\* comes after the other followers' heartbeat checks on the leader that is gone have fired (a
+\* random wait is at least what remains of their inactivity interval). Without it the model's
+\* round bound lets every round of the only node that may stand reach a priority-0 follower
+\* that still follows the dead leader, and refuse it; in time its check fires, rounds go on.
+RandomWaitOutlastsCheck == FALSE
+MCTrue == TRUE
+FollowsGone(p) == node[p].leader \in Node /\ node[node[p].leader].role = "stopped"
+
 Timely(n, timer) ==
     /\ Quiet \/ MaySplit(n, timer)
+    /\ (RandomWaitOutlastsCheck /\ timer = "RandomWait") => \A p \in Node \ {n} : ~FollowsGone(p)
     /\ timer = "RandomWait" => NobodyElse(n) \/ MaySplit(n, timer)
     /\ timer = "HeartbeatCheck" => NoLeader(n)
     /\ timer = "CheckQuorum" =>
@@ -233,4 +243,6 @@ OneLeaderAfterFault == [](faults > 0 => <>Converged)
 \* After the partition heals, eventually one leader that every node follows, for ever.
 \* (OneLeaderAfterFault would be met at the cut itself, before anyone noticed it.)
 OneLeaderAfterHeal == [](net = "healed" => <>[]Converged)
+\* Priorities (ElectorLiveLeaderPriority.cfg): a node of priority 0 other than L; it never stands.
+MCLivePriorityZero == {CHOOSE n \in Node \ {L} : TRUE}
 =============================================================================

@@ -61,6 +61,9 @@ ci_models=(
   # liveness from an established leader that crashes and stays down, with split votes
   # (MCElectorLive, EstablishedInit); its start state is reachable from Init (canary)
   "ElectorLiveLeader.cfg:MCElectorLive:ok:bfs"
+  # the same with a priority-0 survivor: the other one leads; and its liveness mutant
+  "ElectorLiveLeaderPriority.cfg:MCElectorLive:ok:bfs"
+  "ElectorLivePriorityNeverDropLeader.cfg:MCElectorLive:temporal:bfs"
   "ElectorLiveReachable.cfg:MCElectorLive:CanaryNoEstablishedLeader:bfs"
   # liveness mutants found only when the leader stays down and an election can be lost
   "ElectorLiveRefuseWhileRemembering.cfg:MCElectorLive:temporal:bfs"
