@@ -75,9 +75,10 @@ struct MemberCluster : Cluster {
 
     /// The config of a new node `id` that knows only itself (it joins with --join).
     ClusterConfig joiner_config(const std::string& id) {
+        const std::vector<std::uint16_t> ports = conclave::test::free_ports(io, 2);
         const std::string text = R"({"cluster": "meta", "profile": "fast", "nodes": [{"id": ")" +
-                                 id + R"(", "peer": "127.0.0.1:)" + std::to_string(free_port(io)) +
-                                 R"(", "http": "127.0.0.1:)" + std::to_string(free_port(io)) +
+                                 id + R"(", "peer": "127.0.0.1:)" + std::to_string(ports.at(0)) +
+                                 R"(", "http": "127.0.0.1:)" + std::to_string(ports.at(1)) +
                                  R"("}], "data_dir": ")" + root.string() +
                                  R"(/{id}", "metadata": )" + metadata + "}";
         auto parsed = conclave::node::parse_cluster_config(text, id);

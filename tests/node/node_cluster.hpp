@@ -44,10 +44,6 @@ inline bool run_cluster_until(asio::io_context& io, const std::function<bool()>&
     return conclave::test::run_until(io, done, kBound);
 }
 
-inline std::uint16_t free_port(asio::io_context& io) {
-    return conclave::test::free_ports(io, 1).at(0);
-}
-
 struct HttpResult {
     unsigned status = 0;
     std::string location;
@@ -114,11 +110,15 @@ struct Cluster {
         root = std::filesystem::temp_directory_path() /
                ("conclave-" + name + "-test-" + std::to_string(::getpid()));
         std::filesystem::remove_all(root);
+        // All six ports at once, held until each is known: one at a time, the kernel may hand
+        // out the same port twice and the configuration is refused as naming it twice.
+        const std::vector<std::uint16_t> ports = conclave::test::free_ports(io, 6);
         std::string nodes_json;
-        for (int i = 1; i <= 3; ++i) {
+        for (std::size_t i = 1; i <= 3; ++i) {
             nodes_json += std::string(i > 1 ? "," : "") + R"({"id": "n)" + std::to_string(i) +
-                          R"(", "peer": "127.0.0.1:)" + std::to_string(free_port(io)) +
-                          R"(", "http": "127.0.0.1:)" + std::to_string(free_port(io)) + R"("})";
+                          R"(", "peer": "127.0.0.1:)" + std::to_string(ports.at(2 * i - 2)) +
+                          R"(", "http": "127.0.0.1:)" + std::to_string(ports.at(2 * i - 1)) +
+                          R"("})";
         }
         config_text = R"({"cluster": "meta", "profile": "fast", "nodes": [)" + nodes_json +
                       R"(], "data_dir": ")" + root.string() + R"(/{id}", "metadata": )" + metadata +
@@ -134,7 +134,9 @@ struct Cluster {
     void start(std::size_t i) {
         auto parsed =
             conclave::node::parse_cluster_config(config_text, "n" + std::to_string(i + 1));
-        REQUIRE(std::holds_alternative<ClusterConfig>(parsed));
+        if (const auto* error = std::get_if<conclave::node::ConfigError>(&parsed)) {
+            FAIL("configuration refused: " << error->message);
+        }
         start(i, std::get<ClusterConfig>(parsed));
     }
 

@@ -33,10 +33,16 @@ def check(cond, what):
     return cond
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_ports(n):
+    """n distinct free ports: every socket is held until all are known."""
+    held = [socket.socket() for _ in range(n)]
+    try:
+        for s in held:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in held]
+    finally:
+        for s in held:
+            s.close()
 
 
 def https(port, method, path, ca, headers=None, body=None):
@@ -76,7 +82,7 @@ def main():
     ca = os.path.join(certs, "ca.pem")
     token_path = secret_file(os.path.join(root, "token"))
     token = open(token_path).read().strip()
-    peer, port = free_port(), free_port()
+    peer, port = free_ports(2)
     base = {"cluster": "https", "profile": "fast", "data_dir": os.path.join(root, "{id}"),
             "nodes": [{"id": "n1", "peer": "127.0.0.1:%d" % peer, "http": "127.0.0.1:%d" % port}],
             "secret_file": secret_file(os.path.join(root, "secret")),
