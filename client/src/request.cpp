@@ -51,7 +51,8 @@ asio::awaitable<Response> PlainRequest(const Settings& settings, const Endpoint&
         failed = e.code();
     }
     // No HTTP answer: a port that speaks TLS says why better than the transport's error.
-    if (auto refusal = co_await detail::https_instead(settings, endpoint, deadline, failed)) {
+    const auto refusal = co_await detail::https_instead(settings, endpoint, deadline, failed);
+    if (refusal) {
         throw *refusal;
     }
     throw boost::system::system_error(failed);

@@ -85,7 +85,8 @@ asio::awaitable<void> CheckPlainForToken(const Settings& settings, const Endpoin
         http_answer = false;
     }
     if (!http_answer) {
-        if (co_await SpeaksTls(settings, endpoint, deadline)) {
+        const bool tls = co_await SpeaksTls(settings, endpoint, deadline);
+        if (tls) {
             throw SpeaksHttps(settings, endpoint);
         }
         throw Error(ErrorKind::Unreachable, Stage::Connect,
@@ -165,13 +166,15 @@ asio::awaitable<std::optional<Error>> https_instead(const Settings& settings,
                                                     const Endpoint& endpoint,
                                                     Clock::time_point deadline,
                                                     const boost::system::error_code& code) {
-    if (!settings.detect_https || code == beast::error::timeout) {
-        co_return std::nullopt;
+    std::optional<Error> refusal;
+    if (settings.detect_https && code != beast::error::timeout) {
+        // A named result: GCC 12 loops on some co_await inside a condition.
+        const bool tls = co_await SpeaksTls(settings, endpoint, deadline);
+        if (tls) {
+            refusal.emplace(SpeaksHttps(settings, endpoint));
+        }
     }
-    if (co_await SpeaksTls(settings, endpoint, deadline)) {
-        co_return SpeaksHttps(settings, endpoint);
-    }
-    co_return std::nullopt;
+    co_return refusal;
 }
 
 }  // namespace conclave::client::detail
