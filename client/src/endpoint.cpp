@@ -27,7 +27,8 @@ std::optional<std::pair<std::string_view, std::string_view>> SplitHostPort(std::
         return std::pair{host, text.substr(close + 2)};
     }
     const std::size_t colon = text.rfind(':');
-    if (colon == std::string_view::npos || text.substr(0, colon).find(':') != std::string_view::npos) {
+    if (colon == std::string_view::npos ||
+        text.substr(0, colon).find(':') != std::string_view::npos) {
         return std::nullopt;  // no port, or an unbracketed IPv6 address (ambiguous)
     }
     return std::pair{text.substr(0, colon), text.substr(colon + 1)};

@@ -23,8 +23,7 @@ namespace {
 
 template <class Stream>
 asio::awaitable<Response> Exchange(Stream& stream, const Settings& settings,
-                                   const Endpoint& endpoint, const Request& request,
-                                   Stage& stage) {
+                                   const Endpoint& endpoint, const Request& request, Stage& stage) {
     auto message = detail::make_request(settings, endpoint, request, /*with_token=*/true);
     stage = Stage::Write;
     co_await http::async_write(stream, message, asio::use_awaitable);

@@ -154,10 +154,9 @@ Response to_response(const http::response<http::string_body>& answer) {
 Error transport_error(const Settings& settings, const Endpoint& endpoint, Stage stage,
                       const boost::system::error_code& code) {
     if (code == beast::error::timeout) {
-        return Error(ErrorKind::Unreachable, stage,
-                     to_string(endpoint) + ": no answer within " +
-                         format_duration(settings.timeout),
-                     code);
+        return Error(
+            ErrorKind::Unreachable, stage,
+            to_string(endpoint) + ": no answer within " + format_duration(settings.timeout), code);
     }
     return Error(ErrorKind::Unreachable, stage, to_string(endpoint) + ": " + code.message(), code);
 }

@@ -26,8 +26,10 @@ boost::asio::awaitable<void> open(boost::beast::tcp_stream& stream, const Settin
 boost::asio::awaitable<void> open(TlsStream& stream, const Settings& settings,
                                   const Endpoint& endpoint, Clock::time_point deadline);
 
-boost::beast::http::request<boost::beast::http::string_body> make_request(
-    const Settings& settings, const Endpoint& endpoint, const Request& request, bool with_token);
+boost::beast::http::request<boost::beast::http::string_body> make_request(const Settings& settings,
+                                                                          const Endpoint& endpoint,
+                                                                          const Request& request,
+                                                                          bool with_token);
 
 Response to_response(const boost::beast::http::response<boost::beast::http::string_body>& answer);
 

@@ -60,15 +60,15 @@ struct Watched {
     const Endpoint& endpoint;
     const WatchOptions& options;
     Clock::time_point heard = Clock::now();  // the last byte from the node
-    bool& streaming;  // set once the node answered with a stream
+    bool& streaming;                         // set once the node answered with a stream
     bool silent = false;
 };
 
 /// Follows the stream until it ends or fails (throws), or the callback stops it (nullopt); the
 /// answer of a node that does not stream.
 template <class Stream>
-asio::awaitable<std::optional<Response>> Follow(Stream& stream, Watched& w,
-                                                const std::function<bool(const std::string&)>& on_line) {
+asio::awaitable<std::optional<Response>> Follow(
+    Stream& stream, Watched& w, const std::function<bool(const std::string&)>& on_line) {
     co_await detail::open(stream, w.settings, w.endpoint, Clock::time_point::max());
     Request watch;
     watch.target = w.options.target;

@@ -38,8 +38,8 @@ int set_priority_command(const Options& options) {
     return all ? kExitOk : kExitFailure;
 }
 
-int leader_change_command(const Options& options, const std::string& path,
-                          const std::string& what, const std::string& expect_leader) {
+int leader_change_command(const Options& options, const std::string& path, const std::string& what,
+                          const std::string& expect_leader) {
     std::string leader_id;
     const auto leader = find_leader(options, &leader_id);
     if (!leader) {

@@ -34,9 +34,9 @@ inline constexpr int kExitUnreachable = 4;
 /// The command line, resolved (flags over environment over --config).
 struct Options {
     std::vector<Endpoint> endpoints;
-    client::Settings client;         // HTTPS, token, the timeout named by "no answer within"
-    std::vector<std::string> ids;    // from --config; else empty (ids come from /status)
-    std::string token_note;          // why no token is sent although the config names one
+    client::Settings client;       // HTTPS, token, the timeout named by "no answer within"
+    std::vector<std::string> ids;  // from --config; else empty (ids come from /status)
+    std::string token_note;        // why no token is sent although the config names one
     std::string output = "table";
     std::chrono::milliseconds timeout{5000};
     Clock::time_point deadline;  // start + timeout
@@ -117,8 +117,8 @@ void print_result(const Options& options, const std::string& text, const json& d
 int status_command(const Options& options);
 int watch_command(const Options& options);
 /// transfer (`expect_leader` = the target) and step-down (empty: any other node).
-int leader_change_command(const Options& options, const std::string& path,
-                          const std::string& what, const std::string& expect_leader);
+int leader_change_command(const Options& options, const std::string& path, const std::string& what,
+                          const std::string& expect_leader);
 int set_priority_command(const Options& options);
 int members_command(const Options& options);
 int broadcast_command(const Options& options);

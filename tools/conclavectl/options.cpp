@@ -399,7 +399,6 @@ Options parse_command_line(int argc, char** argv, bool& help, bool& version) {
     return options;
 }
 
-
 int run(const Options& options) {
     if (options.command == "status") {
         return status_command(options);
