@@ -135,7 +135,7 @@ Response request_following(const Settings& settings, Endpoint endpoint, Request 
     const Clock::time_point until = deadline.value_or(Clock::now() + settings.timeout);
     for (int hop = 0;; ++hop) {
         Response response = client::request(settings, endpoint, request, until);
-        if ((response.status != 307 && response.status != 308) || hop == kMaxRedirects) {
+        if ((response.status != 307 && response.status != 308) || hop >= settings.max_redirects) {
             if (answered) {
                 *answered = endpoint;
             }

@@ -93,6 +93,9 @@ class Error : public std::runtime_error {
     boost::system::error_code code_;
 };
 
+/// A redirect names the leader, which does not redirect again; a few hops cover an election.
+inline constexpr int kMaxRedirects = 3;
+
 struct Settings {
     /// HTTPS when set (make_tls_context); plain HTTP otherwise.
     std::shared_ptr<boost::asio::ssl::context> tls;
@@ -106,6 +109,8 @@ struct Settings {
     /// After a plain HTTP request got no answer, check whether the port speaks TLS (a Refused
     /// error then says so). Costs one more connection to a node that is down.
     bool detect_https = true;
+    /// Redirects request_following follows before it returns the 307 itself.
+    int max_redirects = kMaxRedirects;
     /// How the user gives the CA, as refusals name it.
     std::string ca_option = "--cacert FILE";
 };
@@ -127,10 +132,9 @@ Response request(const Settings& settings, const Endpoint& endpoint, const Reque
                  std::optional<Clock::time_point> deadline = std::nullopt);
 
 /// The same request, following 307/308 redirects (to the leader) to http(s)://host:port/...
-/// locations, at most kMaxRedirects times, spoken as the first request was (HTTP or HTTPS).
-/// `answered` is the endpoint that gave the returned answer. Throws Error (BadRedirect for a
-/// location that cannot be followed).
-inline constexpr int kMaxRedirects = 3;
+/// locations, at most settings.max_redirects times, spoken as the first request was (HTTP or
+/// HTTPS). `answered` is the endpoint that gave the returned answer. Throws Error (BadRedirect
+/// for a location that cannot be followed).
 Response request_following(const Settings& settings, Endpoint endpoint, Request request,
                            std::optional<Clock::time_point> deadline = std::nullopt,
                            Endpoint* answered = nullptr);
