@@ -105,6 +105,25 @@ Response Take(const Pending& out, const Settings& settings, const Endpoint& endp
     return *out.response;
 }
 
+bool Redirected(const Response& response) {
+    return response.status == 307 || response.status == 308;
+}
+
+/// Where a redirect from `endpoint` leads; Error(BadRedirect) if it cannot be followed.
+Location Followed(const Endpoint& endpoint, const std::string& location) {
+    const std::string quoted = "\"" + location.substr(0, 200) + "\"";
+    if (!location.starts_with("http://") && !location.starts_with("https://")) {
+        throw Error(ErrorKind::BadRedirect, Stage::Read,
+                    to_string(endpoint) + ": redirect to an unsupported location " + quoted);
+    }
+    auto next = parse_location(location);
+    if (!next) {
+        throw Error(ErrorKind::BadRedirect, Stage::Read,
+                    to_string(endpoint) + ": redirect to a malformed location " + quoted);
+    }
+    return std::move(*next);
+}
+
 }  // namespace
 
 asio::awaitable<Response> async_request(const Settings& settings, Endpoint endpoint,
@@ -135,25 +154,28 @@ Response request_following(const Settings& settings, Endpoint endpoint, Request 
     const Clock::time_point until = deadline.value_or(Clock::now() + settings.timeout);
     for (int hop = 0;; ++hop) {
         Response response = client::request(settings, endpoint, request, until);
-        if ((response.status != 307 && response.status != 308) || hop >= settings.max_redirects) {
+        if (!Redirected(response) || hop >= settings.max_redirects) {
             if (answered) {
                 *answered = endpoint;
             }
             return response;
         }
-        const std::string& location = response.location;
-        const std::string quoted = "\"" + location.substr(0, 200) + "\"";
-        if (!location.starts_with("http://") && !location.starts_with("https://")) {
-            throw Error(ErrorKind::BadRedirect, Stage::Read,
-                        to_string(endpoint) + ": redirect to an unsupported location " + quoted);
+        Location next = Followed(endpoint, response.location);
+        endpoint = std::move(next.endpoint);
+        request.target = std::move(next.target);
+    }
+}
+
+asio::awaitable<Response> async_request_following(const Settings& settings, Endpoint endpoint,
+                                                  Request request, Clock::time_point deadline) {
+    for (int hop = 0;; ++hop) {
+        Response response = co_await async_request(settings, endpoint, request, deadline);
+        if (!Redirected(response) || hop >= settings.max_redirects) {
+            co_return response;
         }
-        const auto next = parse_location(location);
-        if (!next) {
-            throw Error(ErrorKind::BadRedirect, Stage::Read,
-                        to_string(endpoint) + ": redirect to a malformed location " + quoted);
-        }
-        endpoint = next->endpoint;
-        request.target = next->target;
+        Location next = Followed(endpoint, response.location);
+        endpoint = std::move(next.endpoint);
+        request.target = std::move(next.target);
     }
 }
 

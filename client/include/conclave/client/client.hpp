@@ -139,6 +139,11 @@ Response request_following(const Settings& settings, Endpoint endpoint, Request 
                            std::optional<Clock::time_point> deadline = std::nullopt,
                            Endpoint* answered = nullptr);
 
+/// request_following as a coroutine on the caller's executor (every hop ends by `deadline`).
+boost::asio::awaitable<Response> async_request_following(const Settings& settings,
+                                                         Endpoint endpoint, Request request,
+                                                         Clock::time_point deadline);
+
 /// One request of a batch, and what came of it.
 struct Call {
     Endpoint endpoint;
