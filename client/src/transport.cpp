@@ -32,6 +32,16 @@ asio::awaitable<void> Dial(beast::tcp_stream& stream, const Settings& settings,
                            const Endpoint& endpoint, Clock::time_point deadline,
                            bool loopback_only) {
     set_deadline(stream, deadline);
+    boost::system::error_code not_an_address;
+    const auto address = asio::ip::make_address(endpoint.host, not_an_address);
+    if (!not_an_address) {  // an address: no resolver (it would run on a thread of its own)
+        if (loopback_only && !address.is_loopback()) {
+            throw PlainTokenRefused(settings, endpoint);
+        }
+        const tcp::endpoint to(address, endpoint.port);
+        co_await stream.async_connect(to, asio::use_awaitable);
+        co_return;
+    }
     tcp::resolver resolver(co_await asio::this_coro::executor);
     // Arguments of co_await are named variables: GCC 12 destroys some temporaries there twice.
     const std::string port = std::to_string(endpoint.port);

@@ -69,7 +69,10 @@ struct Watched {
 template <class Stream>
 asio::awaitable<std::optional<Response>> Follow(
     Stream& stream, Watched& w, const std::function<bool(const std::string&)>& on_line) {
-    co_await detail::open(stream, w.settings, w.endpoint, Clock::time_point::max());
+    // Connecting (and the token's checks) must end within the silence too; the stream has no
+    // deadline then: the watchdog ends it.
+    co_await detail::open(stream, w.settings, w.endpoint, Clock::now() + w.options.silence);
+    detail::set_deadline(beast::get_lowest_layer(stream), Clock::time_point::max());
     Request watch;
     watch.target = w.options.target;
     auto message = detail::make_request(w.settings, w.endpoint, watch, /*with_token=*/true);
