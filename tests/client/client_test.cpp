@@ -258,11 +258,16 @@ struct TestCa {
         REQUIRE_FALSE(certs::create_node(dir, "n1", {"127.0.0.1"}).has_value());
     }
     ~TestCa() { std::filesystem::remove_all(dir); }
-    std::shared_ptr<boost::asio::ssl::context> server() const {
+    /// With `client_certificates`, the server asks for a client certificate signed by the CA.
+    std::shared_ptr<boost::asio::ssl::context> server(bool client_certificates = false) const {
         namespace ssl = boost::asio::ssl;
         auto context = std::make_shared<ssl::context>(ssl::context::tls_server);
         context->use_certificate_chain_file((dir / "n1.pem").string());
         context->use_private_key_file((dir / "n1.key").string(), ssl::context::pem);
+        if (client_certificates) {
+            context->load_verify_file((dir / "ca.pem").string());
+            context->set_verify_mode(ssl::verify_peer | ssl::verify_fail_if_no_peer_cert);
+        }
         return context;
     }
 };
@@ -310,4 +315,24 @@ TEST_CASE("HTTPS: a certificate from another CA is refused", "[client]") {
     CHECK(e.kind() == client::ErrorKind::Unreachable);
     CHECK_THAT(e.what(), Catch::Contains("certificate verify failed"));
     CHECK(node.seen().empty());
+}
+
+TEST_CASE("HTTPS: a client certificate when the server asks for one", "[client]") {
+    const TestCa ca;
+    REQUIRE_FALSE(certs::create_node(ca.dir, "operator", {"127.0.0.1"}).has_value());
+    FakeAdmin node(ca.server(/*client_certificates=*/true));
+    node.on("GET /status", Ok("{}"));
+    const std::string ca_file = (ca.dir / "ca.pem").string();
+    client::Settings with;
+    with.tls = client::make_tls_context(ca_file, "--cacert", (ca.dir / "operator.pem").string(),
+                                        (ca.dir / "operator.key").string());
+    CHECK(client::request(with, node.endpoint(), Get("/status")).status == 200);
+    client::Settings without;
+    without.tls = client::make_tls_context(ca_file, "--cacert");
+    const auto e = ErrorOf([&] { client::request(without, node.endpoint(), Get("/status")); });
+    CHECK(e.kind() == client::ErrorKind::Unreachable);
+    CHECK(node.seen().size() == 1);
+    const auto missing = ErrorOf(
+        [&] { client::make_tls_context(ca_file, "--cacert", (ca.dir / "nope.pem").string()); });
+    CHECK_THAT(missing.what(), Catch::Contains("cannot load the client certificate"));
 }
