@@ -25,11 +25,12 @@ allowed() {
     drivers) echo "core elector replication codec runtime net drivers" ;;
     sim) echo "core elector replication codec runtime sim" ;;
     node) echo "core elector replication codec runtime net drivers node" ;;
+    client) echo "core client" ;;
   esac
 }
 
 bad=0
-for folder in core elector replication codec runtime net drivers sim node; do
+for folder in core elector replication codec runtime net drivers sim node client; do
   [ -d "$root/$folder" ] || continue
   # One grep and one awk per folder: "file:line:#include "conclave/<area>/..."" for every
   # conclave include whose area is not in the folder's list.
