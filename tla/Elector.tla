@@ -694,7 +694,8 @@ ReceiveWith(m, keep, C, ev) ==
     /\ node[n].role # "stopped"
     /\ \E c \in C :
           LET r == AfterLeaseCheck(n, node[n], c, LAMBDA s : Handler(n, s, m, c))
-          IN StepE(n, r, IF keep THEN {} ELSE {m}, LeaseEv(n, c) \cup PromiseBrokenEv(n, c, m, r) \cup ev)
+          IN StepE(n, r, IF keep THEN {} ELSE {m},
+                   LeaseEv(n, c) \cup PromiseBrokenEv(n, c, m, r) \cup ev)
     /\ UNCHANGED faults
 
 Receive(m, keep) == ReceiveWith(m, keep, Clocks(m.to), {})
