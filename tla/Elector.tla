@@ -83,8 +83,8 @@ VARIABLES
                 \* "leaseexpired" (LeaseSteps: the lease check stepped the leader of term t down),
                 \* and the lease's decisions (LeaseSteps: the named actions of "The lease's
                 \* decisions", node n at term t): "promiserefusal", "startpromiserefusal",
-                \* "startpromisewait",
-                \* "promiseendedcession", "promiseendedlink", and "promisebroken" (PromiseKept)
+                \* "startpromisewait", "promiseendedcession", "promiseendedlink", and
+                \* "promisebroken" (PromiseKept)
     \* The log's side of membership (environment, not elector state):
     held        \* held[n]: the highest configuration version in n's log (maybe uncommitted)
 
