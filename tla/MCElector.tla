@@ -49,8 +49,7 @@ PrioritySymmetry == Permutations(Node \ MCPriorityZero)
 \* only a later start (Start after Stop, Restart after Crash: both count in faults) can set one:
 \* before the first fault no node holds a start promise. (After a fault of any kind, any node of
 \* term > 0 may: more than the C++, where only the node that started does, for P.) The lease
-\* models use it
-\* (StartPromiseMayHold <- MCStartPromiseMayHold).
+\* models use it (StartPromiseMayHold <- MCStartPromiseMayHold).
 MCStartPromiseMayHold(n, s) == s.term > 0 /\ faults > 0
 
 \* The plain bounds, for models without the VIEW (the negative model).
