@@ -80,7 +80,11 @@ VARIABLES
                 \* "voterschanged" (SetVoters stepped the leader of term t down),
                 \* "catchup" (CatchesUpTerm: a scouting request raised n's term to t),
                 \* "higherterm" (the leader of term t stepped down on seeing a higher term),
-                \* "leaseexpired" (LeaseSteps: the lease check stepped the leader of term t down)
+                \* "leaseexpired" (LeaseSteps: the lease check stepped the leader of term t down),
+                \* and the lease's decisions (LeaseSteps: the named actions of "The lease's
+                \* decisions", node n at term t): "promiserefusal", "startpromiserefusal",
+                \* "startpromisewait", "promiseendedcession", "promiseendedlink", and
+                \* "promisebroken" (PromiseKept)
     \* The log's side of membership (environment, not elector state):
     held        \* held[n]: the highest configuration version in n's log (maybe uncommitted)
 
@@ -102,6 +106,12 @@ N == Cardinality(Node)
 
 PlantedBugs == {"None", "DoubleVote", "MinorityQuorum", "CountStaleScoutingReplies",
                 "SkipStickyLeader", "IgnoreConfigVersion", "IgnorePriority",
+                \* leader lease (LeaseSteps): a follower ends its promise when a link to its leader
+                \* that it closed itself goes down (LocalClose; the C++'s PromiseEndsOnLocalClose)
+                "PromiseEndsOnLocalClose",
+                \* leader lease, spec only (Lease.tla's ForgetPromiseOnRestart): a started node
+                \* holds no start promise
+                "ForgetPromiseOnRestart",
                 \* liveness mutants of the spec only (no C++ counterpart), see MCElectorLive:
                 "NeverDropLeader", "RefuseWhileRemembering", "NoRetry",
                 \* leader mutants of the spec only (no C++ counterpart), see ElectorKeepLeading*.cfg:
@@ -291,6 +301,11 @@ StartScouting(n, s, c) ==
 
 BaseClock == [expired |-> FALSE, promise |-> FALSE, start |-> FALSE]
 
+\* Whether n (state s) may hold a start promise: the C++ sets one only at a start with a term
+\* > 0, and terms never decrease, so a node of term 0 holds none. The models, whose initial
+\* nodes all started with term 0, narrow it (MCElector's MCStartPromiseMayHold).
+StartPromiseMayHold(n, s) == s.term > 0
+
 \* The answers the clock may give at an input of n: only a leader's lease can have ended, only
 \* a follower of a leader promises, and only a node started with a term > 0 (terms never
 \* decrease) holds a start promise.
@@ -299,7 +314,8 @@ Clocks(n) ==
     ELSE LET s == node[n] IN
          [expired : IF s.role = "leader" THEN BOOLEAN ELSE {FALSE},
           promise : IF s.role = "follower" /\ s.leader # Nil THEN BOOLEAN ELSE {FALSE},
-          start : IF s.term > 0 THEN BOOLEAN ELSE {FALSE}]
+          start : IF StartPromiseMayHold(n, s) /\ PlantedBug # "ForgetPromiseOnRestart"
+                  THEN BOOLEAN ELSE {FALSE}]
 
 \* Elector::PromiseHolds.
 PromiseHolds(s, c) == c.promise /\ s.role = "follower" /\ s.leader # Nil
@@ -659,14 +675,30 @@ Handler(n, s, m, c) ==
       [] m.type = "HeartbeatResponse" -> HandleHeartbeatResponseR(n, s, m)
       [] m.type = "LeadershipCession" -> HandleLeadershipCessionR(n, s, m)
 
-Receive(m, keep) ==
+\* The history event of an input at n, with answer c, that gives a newer term scouting support
+\* or a vote (a transfer's proposal excepted, as in the C++ and Lease.tla) while n's promise to
+\* its leader, or its start promise, holds: the lease's rule broken (PromiseKept).
+PromiseBrokenEv(n, c, m, r) ==
+    IF /\ c.promise \/ c.start
+       /\ m.type \in {"ScoutingRequest", "ElectionProposal"} /\ ~m.transfer
+       /\ \E o \in r.out : /\ o.to = m.from
+                           /\ \/ o.type = "ScoutingResponse" /\ o.will_vote
+                              \/ o.type = "ElectionResponse" /\ o.granted /\ o.term > node[n].term
+    THEN {<<"promisebroken", n, node[n].term>>} ELSE {}
+
+\* receive(m) with the clock's answer drawn from C (Receive: any of Clocks(n)) and the extra
+\* history events ev (the named lease decisions, below).
+ReceiveWith(m, keep, C, ev) ==
     LET n == m.to IN
     /\ m.from # n
     /\ node[n].role # "stopped"
-    /\ \E c \in Clocks(n) :
-          StepE(n, AfterLeaseCheck(n, node[n], c, LAMBDA s : Handler(n, s, m, c)),
-                IF keep THEN {} ELSE {m}, LeaseEv(n, c))
+    /\ \E c \in C :
+          LET r == AfterLeaseCheck(n, node[n], c, LAMBDA s : Handler(n, s, m, c))
+          IN StepE(n, r, IF keep THEN {} ELSE {m},
+                   LeaseEv(n, c) \cup PromiseBrokenEv(n, c, m, r) \cup ev)
     /\ UNCHANGED faults
+
+Receive(m, keep) == ReceiveWith(m, keep, Clocks(m.to), {})
 
 HandleScoutingRequest(m, keep) == m.type = "ScoutingRequest" /\ Receive(m, keep)
 HandleScoutingResponse(m, keep) == m.type = "ScoutingResponse" /\ Receive(m, keep)
@@ -690,17 +722,20 @@ TimerHandler(n, timer, s, c) ==
       [] timer = "HeartbeatCheck" -> HeartbeatCheckFiredR(n, s, c)
       [] timer = "CheckQuorum" -> CheckQuorumFiredR(n, s)
 
-Fired(n, timer) ==
+\* timer_fired with the clock's answer drawn from C and the extra history events ev.
+FiredWith(n, timer, C, ev) ==
     /\ node[n].role # "stopped"
     /\ timer \in node[n].armed_timers
-    /\ \E c \in Clocks(n) :
+    /\ \E c \in C :
           LET r == AfterLeaseCheck(n, [node[n] EXCEPT !.armed_timers = @ \ {timer}], c,
                                    LAMBDA s : TimerHandler(n, timer, s, c))
-          IN StepE(n, r, {}, LeaseEv(n, c) \cup
+          IN StepE(n, r, {}, LeaseEv(n, c) \cup ev \cup
                              (IF timer = "CheckQuorum" /\ node[n].role = "leader"
                                  /\ r.st.role # "leader" /\ ~c.expired
                               THEN {<<"checkquorum", n, node[n].term>>} ELSE {}))
     /\ UNCHANGED faults
+
+Fired(n, timer) == FiredWith(n, timer, Clocks(n), {})
 
 InitialWaitFired(n) == "InitialWait" \in node[n].armed_timers /\ Fired(n, "InitialWait")
 RandomWaitFired(n) == "RandomWait" \in node[n].armed_timers /\ Fired(n, "RandomWait")
@@ -718,17 +753,40 @@ PeerUp(n, p) ==
           StepE(n, AfterLeaseCheck(n, node[n], c, LAMBDA s : PeerUpR(n, s, p)), {}, LeaseEv(n, c))
     /\ UNCHANGED faults
 
-PeerDown(n, p) ==
+\* peer_down(p) with a closure that proves p gone (LinkLoss::PeerClosed or PeerRestarted), with
+\* the clock's answer drawn from C and the extra history events ev.
+PeerDownWith(n, p, C, ev) ==
+    /\ p # n
+    /\ \E c \in C :
+          StepE(n, AfterLeaseCheck(n, node[n], c, LAMBDA s : PeerDownR(n, s, p)), {},
+                LeaseEv(n, c) \cup ev)
+    /\ faults' = faults + 1
+
+PeerDown(n, p) == PeerDownWith(n, p, Clocks(n), {})
+
+\* peer_down(p, LinkLoss::Local): n closed the link itself (a keepalive or user timeout, a
+\* duplicate hello, a full queue): nothing proves that p stopped. A follower keeps its leader (its
+\* promise and heartbeat checks run out on its clock); a link to a tentative leader carries no
+\* promise; a leader drops p as on any closure. The planted PromiseEndsOnLocalClose takes the
+\* closure for proof, and a follower whose promise holds breaks it (PromiseKept).
+LocalCloseR(n, s, p) ==
+    IF s.role = "follower" /\ s.leader = p /\ PlantedBug # "PromiseEndsOnLocalClose"
+    THEN Same([s EXCEPT !.peers_up = @ \ {p}])
+    ELSE PeerDownR(n, s, p)
+
+LocalClose(n, p) ==
     /\ p # n
     /\ \E c \in Clocks(n) :
-          StepE(n, AfterLeaseCheck(n, node[n], c, LAMBDA s : PeerDownR(n, s, p)), {},
-                LeaseEv(n, c))
+          LET r == AfterLeaseCheck(n, node[n], c, LAMBDA s : LocalCloseR(n, s, p))
+          IN StepE(n, r, {}, LeaseEv(n, c) \cup
+                             (IF PromiseHolds(node[n], c) /\ node[n].leader = p /\ r.st.leader # p
+                              THEN {<<"promisebroken", n, node[n].term>>} ELSE {}))
     /\ faults' = faults + 1
 
 \* An input that the core ignores after the lease check (a timer that is not armed, a transfer
 \* refused because the leader just stepped down, a connection event about the node itself):
-\* the check alone. Not in Next: HeartbeatBroadcastFired (armed at every leader) with an
-\* ended lease takes the same step. Trace validation uses it.
+\* the check alone. HeartbeatBroadcastFired (armed at every leader) with an ended lease takes the
+\* same step, which Next names LeaseExpiry. Trace validation uses it.
 LeaseExpiresOnly(n) ==
     /\ LeaseSteps
     /\ node[n].role = "leader"
@@ -765,6 +823,70 @@ Restart(n) ==
     /\ node[n].role = "stopped"
     /\ Step(n, Same(StartR(n, Restored(node[n]))), {})
     /\ UNCHANGED faults
+
+-----------------------------------------------------------------------------
+(* The lease's decisions as actions of their own (LeaseSteps).             *)
+(*                                                                         *)
+(* Each is a step that Next takes anyway (an input with one answer of the  *)
+(* clock), named so that TLC's coverage reports it (tla/check.sh's gate    *)
+(* requires each to reach new states) and recorded in the history events  *)
+(* that the canaries read. Next lists them before the inputs, so coverage  *)
+(* credits a state to the decision that reaches it first. Without          *)
+(* LeaseSteps each is disabled (its answer is not in Clocks(n)).           *)
+
+HeldClock == [expired |-> FALSE, promise |-> TRUE, start |-> FALSE]
+StartClock == [expired |-> FALSE, promise |-> FALSE, start |-> TRUE]
+
+\* A scouting request or proposal of a newer term, which n would answer without the lease's
+\* rules (no transfer, the configuration fence passes).
+AsksNewerTerm(n, m) ==
+    /\ m.type \in {"ScoutingRequest", "ElectionProposal"} /\ m.to = n /\ ~m.transfer
+    /\ m.term > node[n].term
+    /\ ConfigFence(n, node[n], m) = "none"
+
+\* The leader's lease has ended: it steps down and cedes; the input (here its heartbeat
+\* broadcast, armed at every leader) is then ignored (LeaseExpiresOnly).
+LeaseExpiry(n) ==
+    /\ LeaseSteps
+    /\ "HeartbeatBroadcast" \in node[n].armed_timers
+    /\ LeaseExpiresOnly(n)
+
+\* A follower within its promise to its leader refuses a newer term (sticky leader by time).
+PromiseRefusal(m) ==
+    /\ LeaseSteps
+    /\ AsksNewerTerm(m.to, m)
+    /\ ReceiveWith(m, FALSE, {HeldClock} \cap Clocks(m.to),
+                   {<<"promiserefusal", m.to, node[m.to].term>>})
+
+\* A node within its start promise refuses a newer term ...
+StartPromiseRefusal(m) ==
+    /\ LeaseSteps
+    /\ AsksNewerTerm(m.to, m) /\ node[m.to].role # "leader"
+    /\ ReceiveWith(m, FALSE, {StartClock} \cap Clocks(m.to),
+                   {<<"startpromiserefusal", m.to, node[m.to].term>>})
+
+\* ... and does not stand when its wait fires: it waits again.
+StartPromiseWait(n) ==
+    /\ LeaseSteps
+    /\ node[n].role = "follower" /\ node[n].leader = Nil /\ node[n].tentative_leader = Nil
+    /\ CanStand(n, node[n])
+    /\ \E t \in {"InitialWait", "RandomWait"} :
+          FiredWith(n, t, {StartClock} \cap Clocks(n), {<<"startpromisewait", n, node[n].term>>})
+
+\* A follower's promise to its leader, still held, ends with the leader's cession ...
+PromiseEndedByCession(m) ==
+    /\ LeaseSteps
+    /\ m.type = "LeadershipCession"
+    /\ node[m.to].role = "follower" /\ node[m.to].leader = m.from /\ m.term = node[m.to].term
+    /\ ReceiveWith(m, FALSE, {HeldClock} \cap Clocks(m.to),
+                   {<<"promiseendedcession", m.to, node[m.to].term>>})
+
+\* ... or with a closure of the link to it that proves it gone (PeerDown; not LocalClose).
+PromiseEndedByLink(n, p) ==
+    /\ LeaseSteps
+    /\ faults < MaxFaults /\ "PeerDown" \in FaultKinds
+    /\ node[n].role = "follower" /\ node[n].leader = p /\ p \in node[n].peers_up
+    /\ PeerDownWith(n, p, {HeldClock} \cap Clocks(n), {<<"promiseendedlink", n, node[n].term>>})
 
 -----------------------------------------------------------------------------
 (* Membership: the runtime delivers the configurations the log commits.    *)
@@ -887,6 +1009,7 @@ Fault(n) ==
     /\ \/ "Crash" \in FaultKinds /\ Crash(n)
        \/ "Stop" \in FaultKinds /\ Stop(n)
        \/ "PeerDown" \in FaultKinds /\ \E p \in node[n].peers_up : PeerDown(n, p)
+       \/ "LocalClose" \in FaultKinds /\ \E p \in node[n].peers_up : LocalClose(n, p)
 
 (* Next with one named operator per action: TLC names an action after the  *)
 (* innermost operator it can expand, and it cannot expand \E m \in msgs, so  *)
@@ -908,9 +1031,23 @@ CrashAny(n) == faults < MaxFaults /\ "Crash" \in FaultKinds /\ Crash(n)
 StopAny(n) == faults < MaxFaults /\ "Stop" \in FaultKinds /\ Stop(n)
 PeerDownAny(n) ==
     faults < MaxFaults /\ "PeerDown" \in FaultKinds /\ \E p \in node[n].peers_up : PeerDown(n, p)
+LocalCloseAny(n) ==
+    faults < MaxFaults /\ "LocalClose" \in FaultKinds /\ \E p \in node[n].peers_up : LocalClose(n, p)
 SetVotersAny(n) == \E k \in 1..MaxVersion : SetVoters(n, k)
+PromiseRefusalAny == \E m \in msgs : PromiseRefusal(m)
+StartPromiseRefusalAny == \E m \in msgs : StartPromiseRefusal(m)
+PromiseEndedByCessionAny == \E m \in msgs : PromiseEndedByCession(m)
+PromiseEndedByLinkAny(n) == \E p \in Node : PromiseEndedByLink(n, p)
 
 Next ==
+    \* the lease's decisions (LeaseSteps), first: each is also a step of the inputs below
+    \/ PromiseRefusalAny
+    \/ StartPromiseRefusalAny
+    \/ PromiseEndedByCessionAny
+    \/ \E n \in Node :
+        \/ LeaseExpiry(n)
+        \/ StartPromiseWait(n)
+        \/ PromiseEndedByLinkAny(n)
     \/ HandleScoutingRequestAny
     \/ HandleScoutingResponseAny
     \/ HandleElectionProposalAny
@@ -929,6 +1066,7 @@ Next ==
         \/ CrashAny(n)
         \/ StopAny(n)
         \/ PeerDownAny(n)
+        \/ LocalCloseAny(n)
         \/ SetVotersAny(n)   \* membership: both disabled with DefaultConfigs
         \/ HandleAppend(n)
 
@@ -1059,6 +1197,14 @@ StickyLeaderHonoured ==
          (m.type = "ScoutingResponse" /\ m.will_vote /\ node[m.from].role = "follower")
             => \/ node[m.from].leader = Nil
                \/ CheckMisses >= 2 /\ node[m.from].missed_checks + 1 >= CheckMisses]_vars
+
+\* The leader lease (LeaseSteps): a node whose promise to its leader, or whose start promise,
+\* holds at an input gives a newer term no scouting support and no vote (a transfer's proposal
+\* excepted), and a follower keeps the leader its promise is for through a link it closed itself
+\* (PromiseBrokenEv, LocalClose). The rules that Lease.tla's LeaseExclusive rests on, as the
+\* untimed spec can state them. Broken by PlantedBug "SkipStickyLeader" (Lease.tla's
+\* VoteInsidePromise) and "PromiseEndsOnLocalClose" (Lease.tla's EndPromiseOnLocalClose).
+PromiseKept == [][\A e \in events' \ events : e[1] # "promisebroken"]_vars
 
 \* Canary: no follower is ever in a state where a scouting request in flight
 \* would be corroborated. TLC must violate it in a model with CheckMisses >= 2,

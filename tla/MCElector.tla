@@ -15,11 +15,11 @@
 (*    its restart, where they may still never be delivered (lost). So      *)
 (*    every behaviour with a longer outage is the same as one with an      *)
 (*    immediate restart in which the other nodes' steps come after it.     *)
-(*  - EagerReconnect (models without PeerDown faults): the driver reports  *)
-(*    the connections of a restarted process before anything else.        *)
-(*    Without transfers and PeerDown, peers_up is read only by PeerUp, to  *)
-(*    send a leader's heartbeat to the new peer, which is the same message *)
-(*    that HeartbeatBroadcastFired sends to it.                            *)
+(*  - EagerReconnect (models without PeerDown or LocalClose faults): the   *)
+(*    driver reports the connections of a restarted process before        *)
+(*    anything else. Without transfers and closures, peers_up is read     *)
+(*    only by PeerUp, to send a leader's heartbeat to the new peer, which  *)
+(*    is the same message that HeartbeatBroadcastFired sends to it.        *)
 (*  - Dead messages: a message whose delivery can no longer change         *)
 (*    anything (Dead(m), e.g. a reply from an older term) is left out of   *)
 (*    the VIEW and is not counted against MaxMsgs. Deadness is permanent   *)
@@ -27,7 +27,7 @@
 (*  - Dead history: votes and elections of terms below every node's term   *)
 (*    can never be compared with a later vote or election (same-term       *)
 (*    comparisons only), so the VIEW leaves them out.                      *)
-(*  - Leader bookkeeping: without PeerDown faults a leader's supporters    *)
+(*  - Leader bookkeeping: without closures a leader's supporters         *)
 (*    set is never read (SetVoters only intersects it); heard_since_check  *)
 (*    is read only as "a quorum was heard", which stays true until the set *)
 (*    is cleared (not in membership models: SetVoters intersects it with   *)
@@ -44,6 +44,14 @@ Symmetry == Permutations(Node)
 MCPriorityZero == {CHOOSE n \in Node : TRUE}
 PrioritySymmetry == Permutations(Node \ MCPriorityZero)
 
+\* LeaseSteps: a start promise is set only by a start with a term > 0 (Elector.tla,
+\* StartPromiseMayHold). Every node of Init and of EstablishedLeaderInit started with term 0, so
+\* only a later start (Start after Stop, Restart after Crash: both count in faults) can set one:
+\* before the first fault no node holds a start promise. (After a fault of any kind, any node of
+\* term > 0 may: more than the C++, where only the node that started does, for P.) The lease
+\* models use it (StartPromiseMayHold <- MCStartPromiseMayHold).
+MCStartPromiseMayHold(n, s) == s.term > 0 /\ faults > 0
+
 \* The plain bounds, for models without the VIEW (the negative model).
 Constraint == Bounds
 
@@ -51,12 +59,14 @@ Constraint == Bounds
 (* Schedule                                                                 *)
 
 Down == {n \in Node : node[n].role = "stopped"}
+\* No fault closes a link (PeerDown, LocalClose): a link is down only until a start reports it.
+ClosuresNone == FaultKinds \cap {"PeerDown", "LocalClose"} = {}
 Unreported == {np \in Node \X Node : np[1] # np[2] /\ np[2] \notin node[np[1]].peers_up}
 
 ModelNext ==
     IF Down # {}
     THEN \E n \in Down : Start(n) \/ Restart(n)
-    ELSE IF Unreported # {} /\ "PeerDown" \notin FaultKinds
+    ELSE IF Unreported # {} /\ ClosuresNone
          THEN \E np \in Unreported : PeerUp(np[1], np[2])
          ELSE Next
 
@@ -68,7 +78,7 @@ ModelSpec == Init /\ [][ModelNext]_vars
 Schedule ==
     IF Down # {}
     THEN \E n \in Down : Start(n) \/ Restart(n)
-    ELSE IF Unreported # {} /\ "PeerDown" \notin FaultKinds
+    ELSE IF Unreported # {} /\ ClosuresNone
          THEN \E np \in Unreported : PeerUp(np[1], np[2])
          ELSE TRUE
 
@@ -107,7 +117,7 @@ NodeView(n) ==
     LET s == node[n] IN
     IF s.role # "leader" THEN s
     ELSE [s EXCEPT
-            !.supporters = IF "PeerDown" \in FaultKinds THEN @ ELSE {},
+            !.supporters = IF ClosuresNone THEN {} ELSE @,
             \* Node (which contains n, unlike any heard set) stands for "enough".
             !.heard_since_check = IF MaxVersion = 0 /\ Cardinality(@ \cup {n}) >= Quorum
                                   THEN Node ELSE @]
@@ -191,6 +201,15 @@ CanaryRestartedNeverLeads ==
     ~\E e \in events : e[1] = "crash" /\ node[e[2]].role = "leader"
 \* LeaseSteps: the lease check stepped a leader down (LeaseExpires).
 CanaryNoLeaseExpiry == ~\E e \in events : e[1] = "leaseexpired"
+\* LeaseSteps: each of the lease's named decisions (Elector.tla, "The lease's decisions") is
+\* taken: a follower refuses a newer term within its promise; a node refuses one, or does not
+\* stand, within its start promise; a promise held ends with its leader's cession, or with a
+\* link closure that proves its leader gone.
+CanaryNoPromiseRefusal == ~\E e \in events : e[1] = "promiserefusal"
+CanaryNoStartPromiseRefusal == ~\E e \in events : e[1] = "startpromiserefusal"
+CanaryNoStartPromiseWait == ~\E e \in events : e[1] = "startpromisewait"
+CanaryNoPromiseEndedByCession == ~\E e \in events : e[1] = "promiseendedcession"
+CanaryNoPromiseEndedByLink == ~\E e \in events : e[1] = "promiseendedlink"
 
 \* TLC checks invariants only on states whose view is new; this action
 \* property checks TypeOK on every state reached, whatever its view.

@@ -50,6 +50,27 @@ ci_models=(
   # nondeterminism), exhaustive, and its canary: the lease check steps a leader down
   "ElectorLeaseLeaderLife.cfg:MCElector:ok:bfs"
   "ElectorLeaseLeaderLife.cfg+CanaryNoLeaseExpiry:MCElector:CanaryNoLeaseExpiry:bfs"
+  # ---- Elector.tla with the leader lease (LeaseSteps; docs/tla-elector.md, "The leader
+  # lease") ----
+  # elections from Init, and an established leader through its failure, exhaustive: every
+  # lease decision (Elector.tla's named actions) reaches new states; a canary per decision
+  "ElectorLeaseSafety.cfg:MCElector:ok:bfs"
+  "ElectorLeaseCrash.cfg:MCElector:ok:bfs"
+  "ElectorLeaseLinkLoss.cfg:MCElector:ok:bfs"
+  "ElectorLeaseSafety.cfg+CanaryNoPromiseRefusal:MCElector:CanaryNoPromiseRefusal:bfs"
+  "ElectorLeaseSafety.cfg+CanaryNoLeaseExpiry:MCElector:CanaryNoLeaseExpiry:bfs"
+  # (with cessions lost at send, a cession reaches only states that a follower's heartbeat check
+  # reaches first: the leader's own term without that loss takes the step)
+  "ElectorLeaseLeaderLife.cfg+CanaryNoPromiseEndedByCession:MCElector:CanaryNoPromiseEndedByCession:bfs"
+  "ElectorLeaseCrash.cfg+CanaryNoStartPromiseRefusal:MCElector:CanaryNoStartPromiseRefusal:bfs"
+  "ElectorLeaseCrash.cfg+CanaryNoStartPromiseWait:MCElector:CanaryNoStartPromiseWait:bfs"
+  "ElectorLeaseLinkLoss.cfg+CanaryNoPromiseEndedByLink:MCElector:CanaryNoPromiseEndedByLink:bfs"
+  # planted (the C++'s names): a follower supports a newer term within its promise (Lease.tla's
+  # VoteInsidePromise); a follower's own closure of its leader's link ends its promise (Lease.tla's
+  # EndPromiseOnLocalClose)
+  "ElectorLeaseSkipStickyLeader.cfg:MCElector:PromiseKept:bfs"
+  "ElectorLeasePromiseEndsOnLocalClose.cfg:MCElector:PromiseKept:bfs"
+  # ---- end of Elector.tla with the leader lease ----
   # a leader's whole life with faults: random behaviours of a fixed budget (the exhaustive
   # runs are in --all and do not finish in CI time, see README.md)
   "ElectorLeaderFaults.cfg:MCElector:ok:sim:1000:60"
@@ -208,13 +229,21 @@ extra_models=(
   "LeaseInit.cfg:Lease:ok:bfs"
   # the equivalent mutant GrantAnyTransfer: LeaseSafety's bounds, must pass (docs/tla-lease.md)
   "LeaseGrantAnyTransfer.cfg:Lease:ok:bfs"
+  # Elector.tla with LeaseSteps and the spec-only ForgetPromiseOnRestart: no invariant can break
+  # (the clock may always answer that a start promise ended), but the start-promise canaries that
+  # ElectorLeaseCrash must violate hold (docs/tla-elector.md, "The leader lease")
+  "ElectorLeaseForgetPromiseOnRestart.cfg+CanaryNoStartPromiseWait:MCElector:ok:bfs"
+  "ElectorLeaseForgetPromiseOnRestart.cfg+CanaryNoStartPromiseRefusal:MCElector:ok:bfs"
 )
 # Every action of each spec's Next, by name (the "Any" wrappers are credited to the action).
 elector_actions=(HandleScoutingRequest HandleScoutingResponse HandleElectionProposal
   HandleElectionResponse HandleLeaderHeartbeat HandleHeartbeatAck HandleHeartbeatResponse
   HandleLeadershipCession InitialWaitFired RandomWaitFired ScoutingResultFired ElectionResultFired
   HeartbeatBroadcastFired HeartbeatCheckFired CheckQuorumFired PeerUp TransferLeadership IssueLsn
-  Restart Start Crash Stop PeerDown SetVoters HandleAppend)
+  Restart Start Crash Stop PeerDown LocalClose SetVoters HandleAppend
+  # the lease's decisions, named (LeaseSteps; taken by the ElectorLease* models)
+  LeaseExpiry PromiseRefusal StartPromiseRefusal StartPromiseWait PromiseEndedByCession
+  PromiseEndedByLink)
 membership_actions=(HandleElectionResponse HandleSyncResponse HandleAppend ProposeAddLearner
   ProposePromote ProposeRemove)
 log_actions=(HandleSyncRequest HandleSyncResponse HandleAppend HandleAppendAck HandleFetchRequest
@@ -243,7 +272,8 @@ group_of() {  # group_of CFG MODULE
     MCReplicatedLog:*) echo log ;;
     MCElectorLive:*) echo live ;;
     MCMembership:* | MCElectorMembership:*) echo membership ;;
-    *:ElectorLeaderLife* | *:ElectorTransfer* | *:ElectorLeaseLeaderLife* | *:ElectorKeepLeading* \
+    *:ElectorLease*) echo lease ;;
+    *:ElectorLeaderLife* | *:ElectorTransfer* | *:ElectorKeepLeading* \
       | *:ElectorLeaderFaults* | *:ElectorCorroborate*) echo leader ;;
     *) echo elector ;;
   esac
