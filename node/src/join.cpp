@@ -152,8 +152,9 @@ std::optional<std::string> join_cluster(const ClusterConfig& config, const Endpo
             last_error = "redirected too often (last to " + answer->detail + ")";
         } else if (answer) {
             last_error = "refused: " + answer->detail;
-            // A cluster without a leader yet is worth waiting for; anything else is final.
-            retry = answer->detail.find("no leader") != std::string::npos;
+            // A cluster whose leadership is moving is worth waiting for; anything else is final.
+            retry = answer->detail.rfind(kJoinRetry, 0) == 0 ||
+                    answer->detail.find("no leader") != std::string::npos;
         } else {
             retry = error.find("refused") == std::string::npos;
             last_error = error + (retry ? "" : way_forward(error));

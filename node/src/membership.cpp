@@ -10,6 +10,7 @@
 #include "conclave/drivers/driver.hpp"
 #include "conclave/drivers/log_driver.hpp"
 #include "conclave/net/mesh.hpp"
+#include "conclave/node/join.hpp"
 #include "conclave/node/logging.hpp"
 #include "conclave/node/node.hpp"
 #include "conclave/node/node_table.hpp"
@@ -506,7 +507,8 @@ void Node::answer_join(std::string id, net::JoinRequest request,
             respond(net::JoinAnswer{net::JoinStatus::Redirect,
                                     to_string(config_.nodes[leader->value].peer)});
         } else {
-            respond(net::JoinAnswer{net::JoinStatus::Refused, "no leader yet: retry"});
+            respond(net::JoinAnswer{net::JoinStatus::Refused,
+                                    std::string(kJoinRetry) + "no leader yet"});
         }
         return;
     }
@@ -546,11 +548,18 @@ void Node::answer_join(std::string id, net::JoinRequest request,
             if (alive.expired()) {
                 return;
             }
+            using Status = MetadataProposeStatus;
+            // The leadership moved or the commit was slow: the joiner asks again (a node whose
+            // addition did commit is then answered as a member, so asking twice adds it once).
+            const bool transient = r.status == Status::NotLeader || r.status == Status::NoLeader ||
+                                   r.status == Status::NotActive || r.status == Status::TimedOut ||
+                                   r.status == Status::LeadershipLost;
             if (r.ok()) {
                 respond(net::JoinAnswer{net::JoinStatus::Accepted,
                                         codec::encode_configuration(active_configuration())});
             } else {
-                respond(net::JoinAnswer{net::JoinStatus::Refused, r.detail});
+                respond(net::JoinAnswer{net::JoinStatus::Refused,
+                                        (transient ? std::string(kJoinRetry) : "") + r.detail});
             }
         });
 }

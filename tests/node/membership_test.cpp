@@ -101,6 +101,9 @@ struct MemberCluster : Cluster {
         const bool finished = run_cluster_until(io, [&] { return joined.load(); });
         joiner.join();
         REQUIRE(finished);
+        if (join_error) {
+            UNSCOPED_INFO("join: " << *join_error);
+        }
         return join_error;
     }
 

@@ -198,11 +198,12 @@ struct Cluster {
     }
 
     /// A write that must be acknowledged: sent to the active leader of the moment, again while
-    /// the answer is "nothing appended, the leadership is moving" (support/active_leader.hpp).
+    /// the answer is "nothing appended, the leadership is moving" (support/active_leader.hpp), or
+    /// also "outcome unknown" when `twice_is_fine` (the entry may then be in the log twice).
     /// Returns the committed LSN's answer; the node that took it is in `leader` when given.
     MetadataProposeResult commit(const std::string& key, const std::string& value,
-                                 std::size_t* leader = nullptr) {
-        const auto write = test::write_to_active_leader(nodes, runner(), key, value);
+                                 std::size_t* leader = nullptr, bool twice_is_fine = false) {
+        const auto write = test::write_to_active_leader(nodes, runner(), key, value, twice_is_fine);
         INFO(key << ": " << (write.result ? write.result->detail : std::string("no answer")));
         REQUIRE(write.ok());
         if (leader != nullptr) {
