@@ -15,6 +15,12 @@
 
 namespace conclave::node {
 
+using admin::BroadcastMessage;
+using admin::BroadcastResult;
+using admin::Counter;
+using admin::MemberInfo;
+using admin::MembersView;
+
 namespace {
 
 std::string NewBootId() {

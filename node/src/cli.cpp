@@ -5,7 +5,7 @@
 #include <charconv>
 #include <ostream>
 
-#include "conclave/node/admin_server.hpp"
+#include "conclave/admin/admin_server.hpp"
 #include "conclave/node/security.hpp"
 
 #ifndef CONCLAVE_VERSION
@@ -13,6 +13,8 @@
 #endif
 
 namespace conclave::node {
+
+using admin::make_admin_tls_context;
 
 std::string_view conclave_version() {
     return CONCLAVE_VERSION;

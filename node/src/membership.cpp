@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Node's side of membership changes: add_learner / promote / remove_member, the
 // members() view, /status's "membership" and the membership metrics. Kept apart from node.cpp.
-#include "conclave/node/membership.hpp"
+#include "conclave/admin/membership.hpp"
 
 #include <boost/asio/post.hpp>
 
@@ -16,12 +16,23 @@
 
 namespace conclave::node {
 
-namespace {
+using admin::ConfigRefusal;
+using admin::Counter;
+using admin::Gauge;
+using admin::kConfigRefusalCount;
+using admin::kMembershipOpCount;
+using admin::MemberCatchUp;
+using admin::MemberInfo;
+using admin::MemberRole;
+using admin::MembershipCallback;
+using admin::MembershipOp;
+using admin::MembershipResult;
+using admin::MembershipState;
+using admin::MembersView;
+using admin::MetadataProposeResult;
+using admin::MetadataProposeStatus;
 
-constexpr std::array<std::string_view, kMembershipOpCount> kOpNames = {"add-learner", "promote",
-                                                                       "remove"};
-constexpr std::array<std::string_view, kConfigRefusalCount> kRefusalNames = {
-    "pending", "not_adjacent", "promote_lag", "invalid_op", "elector"};
+namespace {
 
 /// A change that cannot be proposed, and why.
 struct Refusal {
@@ -176,56 +187,6 @@ void log_refusal(spdlog::logger& logger, MembershipOp op, const std::string& id,
 }
 
 }  // namespace
-
-std::string_view to_string(MembershipOp op) {
-    return kOpNames.at(static_cast<std::size_t>(op));
-}
-
-std::optional<MembershipOp> parse_membership_op(std::string_view text) {
-    for (std::size_t i = 0; i < kOpNames.size(); ++i) {
-        if (kOpNames[i] == text) {
-            return static_cast<MembershipOp>(i);
-        }
-    }
-    return std::nullopt;
-}
-
-std::string_view to_string(ConfigRefusal r) {
-    return kRefusalNames.at(static_cast<std::size_t>(r));
-}
-
-nlohmann::json members_to_json(const MembersView& view) {
-    nlohmann::json members = nlohmann::json::array();
-    for (const MemberInfo& m : view.members) {
-        nlohmann::json member = {{"id", m.id},
-                                 {"peer", m.peer},
-                                 {"http", m.http},
-                                 {"role", m.role == MemberRole::Voter ? "voter" : "learner"},
-                                 {"priority", m.priority}};
-        if (m.catch_up) {
-            member["catch_up"] = {{"acknowledged_len", m.catch_up->acknowledged_len},
-                                  {"lag_entries", m.catch_up->lag_entries},
-                                  {"connected", m.catch_up->connected}};
-        }
-        member["last_heartbeat_ms"] =
-            m.last_heartbeat_ms ? nlohmann::json(*m.last_heartbeat_ms) : nlohmann::json(nullptr);
-        member["live"] = m.live ? nlohmann::json(*m.live) : nlohmann::json(nullptr);
-        members.push_back(std::move(member));
-    }
-    nlohmann::json out = {{"version", view.version},
-                          {"from_entry", view.from_entry},
-                          {"members", std::move(members)}};
-    if (view.pending_change) {
-        out["pending_change"] = *view.pending_change;
-    }
-    out["liveness"] = {{"window_ms", view.liveness_window_ms
-                                         ? nlohmann::json(*view.liveness_window_ms)
-                                         : nlohmann::json(nullptr)}};
-    if (!view.liveness_detail.empty()) {
-        out["liveness"]["detail"] = view.liveness_detail;
-    }
-    return out;
-}
 
 void Node::add_learner(std::string id, MembershipCallback done) {
     change_membership(MembershipOp::AddLearner, replication::Member{std::move(id), {}, {}},

@@ -14,6 +14,16 @@
 
 namespace conclave::node {
 
+using admin::CommittedCallback;
+using admin::Counter;
+using admin::Gauge;
+using admin::LogStatus;
+using admin::MetadataCondition;
+using admin::MetadataProposeCallback;
+using admin::MetadataProposeResult;
+using admin::MetadataProposeStatus;
+using admin::MetricsRegistry;
+
 namespace {
 
 MetadataProposeStatus status_of(drivers::ProposeStatus s) {
@@ -86,44 +96,6 @@ std::string detail_of(MetadataProposeStatus s, const MetadataProposeResult& r, s
 }
 
 }  // namespace
-
-std::string_view to_string(MetadataProposeStatus s) {
-    switch (s) {
-        case MetadataProposeStatus::Committed:
-            return "committed";
-        case MetadataProposeStatus::NotLeader:
-            return "not_leader";
-        case MetadataProposeStatus::NoLeader:
-            return "no_leader";
-        case MetadataProposeStatus::NotActive:
-            return "not_active";
-        case MetadataProposeStatus::InvalidEntry:
-            return "invalid_entry";
-        case MetadataProposeStatus::TimedOut:
-            return "timed_out";
-        case MetadataProposeStatus::LeadershipLost:
-            return "leadership_lost";
-        case MetadataProposeStatus::Stopped:
-            return "stopped";
-        case MetadataProposeStatus::Disabled:
-            return "disabled";
-        case MetadataProposeStatus::Failed:
-            return "failed";
-        case MetadataProposeStatus::NoSpace:
-            return "nospace";
-        case MetadataProposeStatus::Refused:
-            return "refused";
-        case MetadataProposeStatus::ConditionFailed:
-            return "condition_failed";
-    }
-    return "unknown";
-}
-
-bool MetadataProposeResult::outcome_unknown() const {
-    return status == MetadataProposeStatus::TimedOut ||
-           status == MetadataProposeStatus::LeadershipLost ||
-           status == MetadataProposeStatus::Failed;
-}
 
 void Node::create_log_driver() {
     if (!config_.metadata.enabled) {

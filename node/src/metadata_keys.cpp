@@ -15,26 +15,19 @@
 
 namespace conclave::node {
 
+using admin::MetadataProposeResult;
+using admin::MetadataProposeStatus;
+using admin::MetadataQuery;
+using admin::MetadataReadCallback;
+using admin::MetadataReadResult;
+using admin::ReadConsistency;
+
 namespace {
 
 /// How often waiting linearizable reads look again (a heartbeat round is 20 ms and up).
 constexpr std::chrono::milliseconds kReadPollPeriod{5};
 
 }  // namespace
-
-std::string_view to_string(ReadConsistency c) {
-    return c == ReadConsistency::Linearizable ? "linearizable" : "serializable";
-}
-
-std::optional<ReadConsistency> parse_read_consistency(std::string_view text) {
-    if (text == "linearizable") {
-        return ReadConsistency::Linearizable;
-    }
-    if (text == "serializable") {
-        return ReadConsistency::Serializable;
-    }
-    return std::nullopt;
-}
 
 struct Node::ReadWaiter {
     MetadataQuery query;

@@ -13,12 +13,12 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "conclave/admin/hostile_input_metrics.hpp"
+#include "conclave/admin/leadership_metrics.hpp"
 #include "conclave/drivers/driver.hpp"
 #include "conclave/drivers/log_driver.hpp"
 #include "conclave/net/mesh.hpp"
-#include "conclave/node/hostile_input_metrics.hpp"
 #include "conclave/node/identity.hpp"
-#include "conclave/node/leadership_metrics.hpp"
 #include "conclave/node/logging.hpp"
 #include "conclave/node/node_table.hpp"
 #include "conclave/node/security.hpp"
@@ -26,6 +26,43 @@
 #include "conclave/replication/storage.hpp"
 
 namespace conclave::node {
+
+using admin::AdminResponder;
+using admin::AdminResponse;
+using admin::AdminSecurity;
+using admin::AdminServer;
+using admin::AdminServerLimits;
+using admin::AdminServerStats;
+using admin::AdminSource;
+using admin::BroadcastMessage;
+using admin::BroadcastResult;
+using admin::CommandResult;
+using admin::CommittedCallback;
+using admin::Counter;
+using admin::Gauge;
+using admin::HealthReport;
+using admin::json_error;
+using admin::LeadershipMetrics;
+using admin::LeadershipRouteLimits;
+using admin::lease_status;
+using admin::lsn_text;
+using admin::make_admin_tls_context;
+using admin::MembershipCallback;
+using admin::MembershipOp;
+using admin::MembersView;
+using admin::MetadataCondition;
+using admin::MetadataPage;
+using admin::MetadataProposeCallback;
+using admin::MetadataProposeResult;
+using admin::MetadataProposeStatus;
+using admin::MetadataQuery;
+using admin::MetadataReadCallback;
+using admin::PeerStatus;
+using admin::register_admin_routes;
+using admin::register_hostile_input_metrics;
+using admin::register_process_metrics;
+using admin::StatusReport;
+using admin::StorageStatus;
 
 namespace {
 

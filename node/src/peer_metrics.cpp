@@ -11,6 +11,9 @@
 
 namespace conclave::node {
 
+using admin::Gauge;
+using admin::Labels;
+
 void Node::register_peer_metrics() {
     struct PeerSeries {
         NodeId id;

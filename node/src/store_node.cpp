@@ -5,12 +5,19 @@
 // are never started; the metadata log is refused by the config parser.
 #include "conclave/node/node.hpp"
 
-#include "conclave/node/admin_server.hpp"
+#include "conclave/admin/admin_server.hpp"
 #include "conclave/node/logging.hpp"
 #include "conclave/node/security.hpp"
 #include "conclave/node/store_backend.hpp"
 
 namespace conclave::node {
+
+using admin::Counter;
+using admin::Gauge;
+using admin::HealthReport;
+using admin::lease_status;
+using admin::StatusReport;
+using admin::StoreStatus;
 
 namespace {
 

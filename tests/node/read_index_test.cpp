@@ -27,10 +27,10 @@
 
 namespace {
 
-using conclave::node::MetadataProposeResult;
-using conclave::node::MetadataProposeStatus;
-using conclave::node::MetadataQuery;
-using conclave::node::MetadataReadResult;
+using conclave::admin::MetadataProposeResult;
+using conclave::admin::MetadataProposeStatus;
+using conclave::admin::MetadataQuery;
+using conclave::admin::MetadataReadResult;
 using conclave::node::Node;
 using conclave::node::PlantedReadBug;
 
