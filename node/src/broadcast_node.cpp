@@ -18,8 +18,6 @@ namespace conclave::node {
 using admin::BroadcastMessage;
 using admin::BroadcastResult;
 using admin::Counter;
-using admin::MemberInfo;
-using admin::MembersView;
 
 namespace {
 
@@ -181,7 +179,7 @@ std::pair<std::optional<std::int64_t>, bool> Node::liveness_of(
     return {age.count(), ps.up && age <= liveness_window()};
 }
 
-void Node::add_liveness(MembersView& view) const {
+void Node::add_liveness(admin::MembersView& view) const {
     if (cores_.store) {
         view.liveness_detail =
             "the " + std::string(to_string(config_.backend.kind)) +
@@ -190,7 +188,7 @@ void Node::add_liveness(MembersView& view) const {
         view.liveness_window_ms = liveness_window().count();
     }
     const auto now = std::chrono::steady_clock::now();
-    for (MemberInfo& m : view.members) {
+    for (admin::MemberInfo& m : view.members) {
         const std::optional<NodeId> n = config_.find_node(m.id);
         if (!n || (cores_.store && *n != config_.self)) {
             continue;

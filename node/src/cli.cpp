@@ -14,8 +14,6 @@
 
 namespace conclave::node {
 
-using admin::make_admin_tls_context;
-
 std::string_view conclave_version() {
     return CONCLAVE_VERSION;
 }
@@ -274,8 +272,8 @@ std::variant<StartupExit, StartupReady> prepare_daemon(const std::vector<std::st
     // HTTPS admin: the certificate and key must load (and match) before anything starts.
     if (config.security.admin_tls != SecuritySettings::AdminTls::Off) {
         std::string error;
-        if (!make_admin_tls_context(config.security.admin_tls_cert, config.security.admin_tls_key,
-                                    "admin.tls", error)) {
+        if (!admin::make_admin_tls_context(config.security.admin_tls_cert,
+                                           config.security.admin_tls_key, "admin.tls", error)) {
             err << "conclaved: bad config: " << error << "\n";
             return StartupExit{kExitUsage};
         }

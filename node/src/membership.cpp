@@ -17,18 +17,10 @@
 namespace conclave::node {
 
 using admin::ConfigRefusal;
-using admin::Counter;
-using admin::Gauge;
-using admin::kConfigRefusalCount;
-using admin::kMembershipOpCount;
-using admin::MemberCatchUp;
-using admin::MemberInfo;
 using admin::MemberRole;
 using admin::MembershipCallback;
 using admin::MembershipOp;
 using admin::MembershipResult;
-using admin::MembershipState;
-using admin::MembersView;
 using admin::MetadataProposeResult;
 using admin::MetadataProposeStatus;
 
@@ -207,11 +199,11 @@ void Node::remove_member(std::string id, MembershipCallback done) {
                       std::move(done));
 }
 
-MembersView Node::members() const {
-    MembersView view;
+admin::MembersView Node::members() const {
+    admin::MembersView view;
     const auto member = [this](NodeId n, MemberRole role) {
         const NodeEntry& e = config_.nodes[n.value];
-        MemberInfo m{e.id, to_string(e.peer), to_string(e.http), role, std::nullopt};
+        admin::MemberInfo m{e.id, to_string(e.peer), to_string(e.http), role, std::nullopt};
         m.priority = cores_.driver->elector().config().priority(n);
         return m;
     };
@@ -238,12 +230,13 @@ MembersView Node::members() const {
             if (!set.contains(n)) {
                 continue;
             }
-            MemberInfo m = member(n, role);
+            admin::MemberInfo m = member(n, role);
             if (leader) {
                 const std::size_t acked =
                     n == config_.self ? log.state().durable_len : log.progress()[i].match_len;
-                m.catch_up = MemberCatchUp{acked, log.end_len() - std::min(acked, log.end_len()),
-                                           n == config_.self || cores_.mesh->is_up(n)};
+                m.catch_up =
+                    admin::MemberCatchUp{acked, log.end_len() - std::min(acked, log.end_len()),
+                                         n == config_.self || cores_.mesh->is_up(n)};
             }
             view.members.push_back(std::move(m));
         }
@@ -252,12 +245,12 @@ MembersView Node::members() const {
     return view;
 }
 
-std::optional<MembershipState> Node::membership_state() const {
+std::optional<admin::MembershipState> Node::membership_state() const {
     if (!cores_.log_driver) {
         return std::nullopt;
     }
     const replication::ActiveConfig& active = cores_.log_driver->log().active_config();
-    MembershipState m;
+    admin::MembershipState m;
     m.version = active.version;
     m.from_entry = active.from_entry;
     m.role = active.is_voter(config_.self)            ? "voter"
@@ -518,13 +511,13 @@ void Node::answer_join(std::string id, net::JoinRequest request,
 }
 
 void Node::register_membership_metrics() {
-    for (std::size_t i = 0; i < kMembershipOpCount; ++i) {
+    for (std::size_t i = 0; i < admin::kMembershipOpCount; ++i) {
         admin_.membership_changes[i] =
             &admin_.metrics.counter("conclave_membership_changes_total",
                                     "Membership changes this node proposed that committed, by op",
                                     {{"op", std::string(to_string(static_cast<MembershipOp>(i)))}});
     }
-    for (std::size_t i = 0; i < kConfigRefusalCount; ++i) {
+    for (std::size_t i = 0; i < admin::kConfigRefusalCount; ++i) {
         admin_.config_refusals[i] = &admin_.metrics.counter(
             "conclave_config_refusals_total",
             "Membership changes refused (by this leader) and configurations the elector refused, "
@@ -534,9 +527,9 @@ void Node::register_membership_metrics() {
     if (!cores_.log_driver) {
         return;
     }
-    Gauge& version = admin_.metrics.gauge(
+    admin::Gauge& version = admin_.metrics.gauge(
         "conclave_membership_version", "Version of this node's active configuration (0: none yet)");
-    Counter* elector_refusals =
+    admin::Counter* elector_refusals =
         admin_.config_refusals[static_cast<std::size_t>(ConfigRefusal::Elector)];
     auto mirrored = std::make_shared<std::uint64_t>(0);
     admin_.metrics.on_collect([this, &version, elector_refusals, mirrored] {

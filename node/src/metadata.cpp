@@ -14,15 +14,11 @@
 
 namespace conclave::node {
 
-using admin::CommittedCallback;
 using admin::Counter;
 using admin::Gauge;
-using admin::LogStatus;
-using admin::MetadataCondition;
 using admin::MetadataProposeCallback;
 using admin::MetadataProposeResult;
 using admin::MetadataProposeStatus;
-using admin::MetricsRegistry;
 
 namespace {
 
@@ -167,7 +163,7 @@ void Node::propose(std::string key, std::string value, MetadataProposeCallback d
     propose_entry(std::move(key), std::move(value), false, {}, std::move(done));
 }
 
-void Node::propose(std::string key, std::string value, MetadataCondition condition,
+void Node::propose(std::string key, std::string value, admin::MetadataCondition condition,
                    MetadataProposeCallback done) {
     if (must_post()) {
         boost::asio::post(*runtime_.io, [this, key = std::move(key), value = std::move(value),
@@ -180,7 +176,7 @@ void Node::propose(std::string key, std::string value, MetadataCondition conditi
 }
 
 void Node::propose_entry(std::string key, std::string value, bool config,
-                         const MetadataCondition& condition, MetadataProposeCallback done) {
+                         const admin::MetadataCondition& condition, MetadataProposeCallback done) {
     if (!cores_.log_driver) {
         return done(proposal_result(MetadataProposeStatus::Disabled, replication::kNoLsn));
     }
@@ -216,11 +212,11 @@ void Node::propose_entry(std::string key, std::string value, bool config,
     }
 }
 
-void Node::subscribe_committed(CommittedCallback callback) {
+void Node::subscribe_committed(admin::CommittedCallback callback) {
     subscribe_committed(std::string(), std::move(callback));
 }
 
-void Node::subscribe_committed(std::string prefix, CommittedCallback callback) {
+void Node::subscribe_committed(std::string prefix, admin::CommittedCallback callback) {
     if (must_post()) {
         boost::asio::post(*runtime_.io, [this, prefix = std::move(prefix),
                                          callback = std::move(callback)]() mutable {
@@ -244,11 +240,11 @@ Lsn Node::commit_lsn() const {
     return cores_.log_driver ? cores_.log_driver->log().commit_lsn() : replication::kNoLsn;
 }
 
-std::optional<LogStatus> Node::log_status() const {
+std::optional<admin::LogStatus> Node::log_status() const {
     if (!cores_.log_driver) {
         return std::nullopt;
     }
-    LogStatus s;
+    admin::LogStatus s;
     switch (cores_.log_driver->log().role()) {
         case replication::LogRole::LeaderPassive:
             s.leader_status = "passive";
@@ -274,7 +270,7 @@ std::optional<LogStatus> Node::log_status() const {
 namespace {
 
 /// Rollbacks (replication::RollbackAlarm): the alarm and how many were seen, by kind.
-void register_rollback_metrics(MetricsRegistry& metrics,
+void register_rollback_metrics(admin::MetricsRegistry& metrics,
                                const std::unique_ptr<drivers::LogDriver>& log_driver) {
     Gauge& raised = metrics.gauge(
         "conclave_metadata_rollback_alarm",
@@ -300,7 +296,7 @@ void register_rollback_metrics(MetricsRegistry& metrics,
 
 /// Space and compaction of the metadata log: bytes held, the NOSPACE alarm, compactions,
 /// snapshots installed, quota refusals, the repaired marker.
-void register_log_space_metrics(MetricsRegistry& metrics,
+void register_log_space_metrics(admin::MetricsRegistry& metrics,
                                 const std::unique_ptr<drivers::LogDriver>& log_driver) {
     Gauge& used_bytes = metrics.gauge(
         "conclave_metadata_log_bytes",

@@ -15,12 +15,10 @@
 
 namespace conclave::node {
 
-using admin::MetadataProposeResult;
 using admin::MetadataProposeStatus;
 using admin::MetadataQuery;
 using admin::MetadataReadCallback;
 using admin::MetadataReadResult;
-using admin::ReadConsistency;
 
 namespace {
 
@@ -69,7 +67,7 @@ void Node::serve_read(const MetadataQuery& query, const MetadataReadCallback& do
 }
 
 bool Node::read_ready(std::chrono::steady_clock::time_point arrived, std::uint64_t term,
-                      std::optional<MetadataProposeResult>& refusal) const {
+                      std::optional<admin::MetadataProposeResult>& refusal) const {
     const elector::LeadershipSnapshot& s = cores_.driver->snapshot();
     if (options_.planted_read_bug == PlantedReadBug::LocalReads) {
         return true;  // planted: every node answers from its own state
@@ -118,7 +116,7 @@ void Node::read(MetadataQuery query, MetadataReadCallback done) {
             replication::kNoLsn);
         return done(r);
     }
-    if (query.consistency == ReadConsistency::Serializable) {
+    if (query.consistency == admin::ReadConsistency::Serializable) {
         return serve_read(query, done);
     }
     auto waiter = std::make_shared<ReadWaiter>();
@@ -137,7 +135,7 @@ void Node::poll_reads() {
     auto waiters = std::move(cores_.read_waiters);
     cores_.read_waiters.clear();
     for (auto& w : waiters) {
-        std::optional<MetadataProposeResult> refusal;
+        std::optional<admin::MetadataProposeResult> refusal;
         if (read_ready(w->arrived, w->term, refusal)) {
             serve_read(w->query, w->done);
         } else if (refusal || now >= w->deadline) {

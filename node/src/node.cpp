@@ -12,6 +12,7 @@
 #include <future>
 #include <nlohmann/json.hpp>
 #include <utility>
+#include <variant>
 
 #include "conclave/admin/hostile_input_metrics.hpp"
 #include "conclave/admin/leadership_metrics.hpp"
@@ -27,42 +28,10 @@
 
 namespace conclave::node {
 
-using admin::AdminResponder;
-using admin::AdminResponse;
-using admin::AdminSecurity;
-using admin::AdminServer;
-using admin::AdminServerLimits;
-using admin::AdminServerStats;
-using admin::AdminSource;
-using admin::BroadcastMessage;
-using admin::BroadcastResult;
 using admin::CommandResult;
-using admin::CommittedCallback;
 using admin::Counter;
-using admin::Gauge;
-using admin::HealthReport;
-using admin::json_error;
-using admin::LeadershipMetrics;
-using admin::LeadershipRouteLimits;
-using admin::lease_status;
 using admin::lsn_text;
-using admin::make_admin_tls_context;
-using admin::MembershipCallback;
-using admin::MembershipOp;
-using admin::MembersView;
-using admin::MetadataCondition;
-using admin::MetadataPage;
-using admin::MetadataProposeCallback;
-using admin::MetadataProposeResult;
-using admin::MetadataProposeStatus;
-using admin::MetadataQuery;
-using admin::MetadataReadCallback;
-using admin::PeerStatus;
-using admin::register_admin_routes;
-using admin::register_hostile_input_metrics;
-using admin::register_process_metrics;
 using admin::StatusReport;
-using admin::StorageStatus;
 
 namespace {
 
@@ -113,14 +82,42 @@ std::optional<StoredTable> adopt_stored_table(ClusterConfig& config, spdlog::log
     return stored;
 }
 
+/// The admin server of a node (not yet listening): its request checks and limits from the config,
+/// HTTPS when admin.tls asks for it; an error naming the endpoint when the TLS files do not load.
+std::variant<std::unique_ptr<admin::AdminServer>, std::string> MakeAdminServer(
+    boost::asio::io_context& io, const ClusterConfig& config,
+    const std::optional<std::string>& token) {
+    admin::AdminSecurity security;
+    security.token = token;
+    security.open_reads = config.security.admin_open_reads;
+    security.public_paths = {"/healthz", "/metrics"};
+    security.allowed_hosts = {config.self_entry().http.host, "localhost", "127.0.0.1", "::1"};
+    for (const std::string& host : config.security.admin_hosts) {
+        security.allowed_hosts.push_back(host);
+    }
+    admin::AdminServerLimits limits;
+    limits.max_connections_per_source = config.security.admin_max_connections_per_source;
+    limits.idle_timeout = std::chrono::milliseconds(config.security.admin_idle_timeout_ms);
+    std::shared_ptr<boost::asio::ssl::context> tls;
+    if (config.security.admin_tls != SecuritySettings::AdminTls::Off) {
+        std::string error;
+        tls = admin::make_admin_tls_context(config.security.admin_tls_cert,
+                                            config.security.admin_tls_key, "admin.tls", error);
+        if (!tls) {
+            return "https " + to_string(config.self_entry().http) + ": " + error;
+        }
+    }
+    return std::make_unique<admin::AdminServer>(io, limits, std::move(security), std::move(tls));
+}
+
 }  // namespace
 
-class Node::Admin final : public AdminSource {
+class Node::Admin final : public admin::AdminSource {
   public:
     explicit Admin(Node& node) : node_(node) {}
     StatusReport status() override { return node_.status(); }
     std::string metrics_text() override { return node_.metrics_text(); }
-    HealthReport health() override { return node_.health(); }
+    admin::HealthReport health() override { return node_.health(); }
     CommandResult transfer_leadership(const std::string& to) override {
         if (node_.runtime_.stopping || !node_.runtime_.started) {
             return {CommandResult::Outcome::Unavailable, "the node is not running"};
@@ -150,18 +147,18 @@ class Node::Admin final : public AdminSource {
         return {CommandResult::Outcome::Accepted, "stepping down"};
     }
     void propose_metadata(std::string key, std::string value,
-                          MetadataProposeCallback done) override {
+                          admin::MetadataProposeCallback done) override {
         node_.propose(std::move(key), std::move(value), std::move(done));
     }
-    void propose_metadata_if(std::string key, std::string value, MetadataCondition condition,
-                             MetadataProposeCallback done) override {
+    void propose_metadata_if(std::string key, std::string value, admin::MetadataCondition condition,
+                             admin::MetadataProposeCallback done) override {
         node_.propose(std::move(key), std::move(value), condition, std::move(done));
     }
-    void read_metadata(MetadataQuery query, MetadataReadCallback done) override {
+    void read_metadata(admin::MetadataQuery query, admin::MetadataReadCallback done) override {
         node_.read(std::move(query), std::move(done));
     }
     std::optional<std::uint64_t> watch_committed(std::string prefix, Lsn after,
-                                                 CommittedCallback callback) override {
+                                                 admin::CommittedCallback callback) override {
         if (!node_.cores_.log_driver) {
             return std::nullopt;
         }
@@ -173,27 +170,27 @@ class Node::Admin final : public AdminSource {
             node_.cores_.log_driver->unsubscribe(id);
         }
     }
-    std::optional<MetadataPage> metadata_after(Lsn from, std::size_t max_entries) override {
+    std::optional<admin::MetadataPage> metadata_after(Lsn from, std::size_t max_entries) override {
         if (!node_.metadata_enabled()) {
             return std::nullopt;
         }
-        return MetadataPage{node_.committed_after(from, max_entries), node_.commit_lsn(),
-                            node_.cores_.log_driver->log().snapshot().lsn};
+        return admin::MetadataPage{node_.committed_after(from, max_entries), node_.commit_lsn(),
+                                   node_.cores_.log_driver->log().snapshot().lsn};
     }
     // GET /metadata builds its pages here: on the node's reader thread (started at the first
     // use), the answer posted back to the io thread. Nothing but `work`'s own copies is touched
     // there; `done` (which holds the HTTP session) is moved back to the io thread untouched.
-    void offload(std::function<AdminResponse()> work, AdminResponder done) override {
+    void offload(std::function<admin::AdminResponse()> work, admin::AdminResponder done) override {
         if (!node_.runtime_.reader) {
             node_.runtime_.reader = std::make_unique<boost::asio::thread_pool>(1);
         }
         boost::asio::post(*node_.runtime_.reader, [io = node_.runtime_.io, work = std::move(work),
                                                    done = std::move(done)]() mutable {
-            AdminResponse response;
+            admin::AdminResponse response;
             try {
                 response = work();
             } catch (const std::exception& e) {
-                response = json_error(500, "internal", e.what());
+                response = admin::json_error(500, "internal", e.what());
             }
             boost::asio::post(*io, [done = std::move(done), response = std::move(response)]() {
                 done(response);
@@ -203,15 +200,15 @@ class Node::Admin final : public AdminSource {
     void on_leadership_change(std::function<void()> changed) override {
         node_.subscribe([changed = std::move(changed)](const Leadership&) { changed(); });
     }
-    std::optional<MembersView> members() override { return node_.members(); }
-    BroadcastResult broadcast(std::string topic, nlohmann::json payload) override {
+    std::optional<admin::MembersView> members() override { return node_.members(); }
+    admin::BroadcastResult broadcast(std::string topic, nlohmann::json payload) override {
         return node_.broadcast(std::move(topic), std::move(payload));
     }
-    void on_broadcast(std::function<void(const BroadcastMessage&)> received) override {
+    void on_broadcast(std::function<void(const admin::BroadcastMessage&)> received) override {
         node_.subscribe(Node::BroadcastCallback(std::move(received)));
     }
-    void change_membership(MembershipOp op, replication::Member member,
-                           MembershipCallback done) override {
+    void change_membership(admin::MembershipOp op, replication::Member member,
+                           admin::MembershipCallback done) override {
         node_.change_membership(op, std::move(member), std::move(done));
     }
     std::vector<std::string> node_ids() override {
@@ -397,16 +394,16 @@ void Node::register_dial_request_metrics() {
 }
 
 void Node::register_all_metrics() {
-    admin_.leadership_metrics = std::make_unique<LeadershipMetrics>(admin_.metrics);
+    admin_.leadership_metrics = std::make_unique<admin::LeadershipMetrics>(admin_.metrics);
     register_metrics();
     register_dial_request_metrics();
     register_security_metrics();
-    register_process_metrics(admin_.metrics, conclave_version());
+    admin::register_process_metrics(admin_.metrics, conclave_version());
     register_metadata_metrics();
     register_membership_metrics();
     register_peer_metrics();
     register_broadcast_metrics();
-    register_hostile_input_metrics(
+    admin::register_hostile_input_metrics(
         admin_.metrics, {[this]() -> const elector::ElectorCounters& {
                              return cores_.driver->elector().counters();
                          },
@@ -451,33 +448,14 @@ Node::~Node() {
 std::optional<std::string> Node::start() {
     CONCLAVE_CHECK(!runtime_.started, "Node::start() is called once");
     if (options_.admin_http) {
-        AdminSecurity admin_security;
-        admin_security.token = admin_.token;
-        admin_security.open_reads = config_.security.admin_open_reads;
-        admin_security.public_paths = {"/healthz", "/metrics"};
-        admin_security.allowed_hosts = {config_.self_entry().http.host, "localhost", "127.0.0.1",
-                                        "::1"};
-        for (const std::string& host : config_.security.admin_hosts) {
-            admin_security.allowed_hosts.push_back(host);
+        auto made = MakeAdminServer(*runtime_.io, config_, admin_.token);
+        if (const auto* error = std::get_if<std::string>(&made)) {
+            return *error;
         }
-        AdminServerLimits admin_limits;
-        admin_limits.max_connections_per_source = config_.security.admin_max_connections_per_source;
-        admin_limits.idle_timeout =
-            std::chrono::milliseconds(config_.security.admin_idle_timeout_ms);
-        std::shared_ptr<boost::asio::ssl::context> admin_tls;
-        if (config_.security.admin_tls != SecuritySettings::AdminTls::Off) {
-            std::string error;
-            admin_tls = make_admin_tls_context(config_.security.admin_tls_cert,
-                                               config_.security.admin_tls_key, "admin.tls", error);
-            if (!admin_tls) {
-                return "https " + to_string(config_.self_entry().http) + ": " + error;
-            }
-        }
-        admin_.server = std::make_unique<AdminServer>(
-            *runtime_.io, admin_limits, std::move(admin_security), std::move(admin_tls));
-        LeadershipRouteLimits leadership_limits;
+        admin_.server = std::move(std::get<std::unique_ptr<admin::AdminServer>>(made));
+        admin::LeadershipRouteLimits leadership_limits;
         leadership_limits.max_watchers = config_.security.admin_max_watchers;
-        register_admin_routes(*admin_.server, *admin_.source, leadership_limits);
+        admin::register_admin_routes(*admin_.server, *admin_.source, leadership_limits);
         const Endpoint& http = config_.self_entry().http;
         if (auto error = admin_.server->listen(http.host, http.port)) {
             admin_.server.reset();
@@ -640,8 +618,8 @@ std::optional<std::string> Node::set_priority(const std::string& node_id, std::u
     if (cores_.log_driver && runtime_.started && !runtime_.stopping) {
         // Only the leader's write is appended (a follower's is answered NotLeader).
         propose_entry(std::string(kPriorityKeyPrefix) + node_id, std::to_string(priority), false,
-                      {}, [this, node_id](const MetadataProposeResult& r) {
-                          if (r.status == MetadataProposeStatus::Committed) {
+                      {}, [this, node_id](const admin::MetadataProposeResult& r) {
+                          if (r.status == admin::MetadataProposeStatus::Committed) {
                               log_event(*logger_, spdlog::level::info,
                                         "priority recorded in the metadata log",
                                         {{"node", node_id}, {"lsn", lsn_text(r.lsn)}});
@@ -984,7 +962,7 @@ std::uint16_t Node::http_port() const {
     return admin_.server ? admin_.server->port() : 0;
 }
 
-AdminSource& Node::admin_source() {
+admin::AdminSource& Node::admin_source() {
     return *admin_.source;
 }
 
@@ -1007,7 +985,8 @@ StatusReport Node::status() {
     r.log = log_status();
     r.membership = membership_state();
     if (runtime_.storage_failure) {
-        r.storage = StorageStatus{false, *runtime_.storage_failure, runtime_.storage_failure_since};
+        r.storage =
+            admin::StorageStatus{false, *runtime_.storage_failure, runtime_.storage_failure_since};
     }
     r.incarnation = peers_.identity.incarnation;
     r.refused = peers_.state_refused;
@@ -1021,7 +1000,7 @@ StatusReport Node::status() {
             continue;  // a removed node is no peer (docs/membership.md §8)
         }
         const net::PeerStatus ps = cores_.mesh->peer_status(peer);
-        PeerStatus p;
+        admin::PeerStatus p;
         p.id = config_.nodes[i].id;
         p.up = ps.up;
         p.priority = cores_.driver->elector().config().priority(peer);
@@ -1032,7 +1011,7 @@ StatusReport Node::status() {
     r.last_transition_reason = s.reason;
     r.last_transition_age_ms = (cores_.driver->now() - s.changed_at).count();
     if (s.role == elector::Role::Leader) {
-        r.lease = lease_status(cores_.driver->lease_deadline(), now);
+        r.lease = admin::lease_status(cores_.driver->lease_deadline(), now);
     }
     return r;
 }
@@ -1041,7 +1020,7 @@ std::string Node::metrics_text() {
     return admin_.metrics.render();
 }
 
-HealthReport Node::health() {
+admin::HealthReport Node::health() {
     if (cores_.store) {
         return store_health();
     }
@@ -1118,7 +1097,7 @@ void Node::register_metrics() {
                                "Elector messages the mesh refused (peer down, overflow)");
     Counter& reconnects =
         admin_.metrics.counter("conclave_reconnects_total", "Mesh dial attempts after a failure");
-    Gauge& peers_up = admin_.metrics.gauge("conclave_peers_up", "Peers connected now");
+    admin::Gauge& peers_up = admin_.metrics.gauge("conclave_peers_up", "Peers connected now");
     admin_.metrics.on_collect(
         [this, messages_in, messages_out, bad_frames, &dropped, &reconnects, &peers_up] {
             admin_.leadership_metrics->update_counters(cores_.driver->elector().counters());
@@ -1162,7 +1141,7 @@ void Node::register_security_metrics() {
     Counter* unauthorized = admin_refused("unauthorized");
     Counter* unsupported = admin_refused("unsupported_media_type");
     Counter* connections = admin_refused("connection_limit");
-    Gauge& regressed = admin_.metrics.gauge(
+    admin::Gauge& regressed = admin_.metrics.gauge(
         "conclave_state_regressed_peers",
         "Peers refusing this node as state_regressed (its durable term is below one it announced "
         "to them: restored from an older copy)");
@@ -1174,7 +1153,7 @@ void Node::register_security_metrics() {
                 (*refusals)[i]->set_total(static_cast<double>(m.handshake_refusals[i]));
             }
             if (admin_.server) {
-                const AdminServerStats& s = admin_.server->stats();
+                const admin::AdminServerStats& s = admin_.server->stats();
                 forbidden->set_total(static_cast<double>(s.forbidden));
                 unauthorized->set_total(static_cast<double>(s.unauthorized));
                 unsupported->set_total(static_cast<double>(s.unsupported_media));

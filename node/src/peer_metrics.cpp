@@ -11,14 +11,11 @@
 
 namespace conclave::node {
 
-using admin::Gauge;
-using admin::Labels;
-
 void Node::register_peer_metrics() {
     struct PeerSeries {
         NodeId id;
-        Gauge* up;
-        Gauge* last_contact_age;
+        admin::Gauge* up;
+        admin::Gauge* last_contact_age;
     };
     auto series = std::make_shared<std::vector<PeerSeries>>();
     // Nodes the table gains at run time (docs/membership.md §8) get their series at the next
@@ -30,7 +27,7 @@ void Node::register_peer_metrics() {
             if (n == config_.self) {
                 continue;
             }
-            const Labels labels = {{"peer", config_.nodes[n.value].id}};
+            const admin::Labels labels = {{"peer", config_.nodes[n.value].id}};
             series->push_back(
                 {n,
                  &admin_.metrics.gauge("conclave_peer_up",

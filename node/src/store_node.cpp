@@ -14,10 +14,6 @@ namespace conclave::node {
 
 using admin::Counter;
 using admin::Gauge;
-using admin::HealthReport;
-using admin::lease_status;
-using admin::StatusReport;
-using admin::StoreStatus;
 
 namespace {
 
@@ -90,11 +86,11 @@ void Node::on_store_change() {
     publish(store_leadership());
 }
 
-StatusReport Node::store_status() {
+admin::StatusReport Node::store_status() {
     const StoreView v = cores_.store->view();
     const Leadership l = store_leadership();
     const auto now = StoreClock::now();
-    StatusReport r;
+    admin::StatusReport r;
     r.id = config_.self_entry().id;
     r.cluster = config_.cluster;
     r.role = l.role;
@@ -105,9 +101,9 @@ StatusReport Node::store_status() {
     r.last_transition_reason = l.reason;
     r.last_transition_age_ms = StoreAgeMs(v.changed_at, now);
     if (l.is_leader() || v.holding) {
-        r.lease = lease_status(cores_.store->lease_deadline(), now);
+        r.lease = admin::lease_status(cores_.store->lease_deadline(), now);
     }
-    StoreStatus s;
+    admin::StoreStatus s;
     s.kind = std::string(to_string(config_.backend.kind));
     s.session = std::string(to_string(v.session));
     s.detail = v.detail;
@@ -122,7 +118,7 @@ StatusReport Node::store_status() {
 }
 
 // Healthy only while the store answers: a node that cannot reach it cannot know who leads.
-HealthReport Node::store_health() {
+admin::HealthReport Node::store_health() {
     if (!runtime_.started || runtime_.stopped) {
         return {false, "the node is not running"};
     }

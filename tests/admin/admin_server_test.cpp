@@ -15,7 +15,6 @@
 #include "conclave/admin/prometheus_text.hpp"
 
 using namespace conclave::admin;
-using namespace conclave::node;
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;

@@ -10,7 +10,7 @@
 #include "conclave/admin/admin_routes.hpp"
 #include "conclave/admin/metrics.hpp"
 
-namespace conclave::node::testing {
+namespace conclave::admin::testing {
 
 class FakeAdminSource final : public AdminSource {
   public:
@@ -65,4 +65,4 @@ class FakeAdminSource final : public AdminSource {
     }
 };
 
-}  // namespace conclave::node::testing
+}  // namespace conclave::admin::testing

@@ -7,7 +7,6 @@
 
 using namespace conclave;
 using namespace conclave::admin;
-using namespace conclave::node;
 
 namespace {
 

@@ -6,7 +6,6 @@
 
 using namespace conclave;
 using namespace conclave::admin;
-using namespace conclave::node;
 
 namespace {
 

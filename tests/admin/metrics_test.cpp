@@ -8,7 +8,6 @@
 #include "conclave/admin/prometheus_text.hpp"
 
 using namespace conclave::admin;
-using namespace conclave::node;
 
 namespace {
 

@@ -5,7 +5,6 @@
 
 using namespace conclave;
 using namespace conclave::admin;
-using namespace conclave::node;
 using nlohmann::json;
 
 TEST_CASE("/status JSON has exactly the fields of interfaces.md", "[status]") {
