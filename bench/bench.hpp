@@ -5,8 +5,6 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/verb.hpp>
 #include <chrono>
 #include <cstdint>
@@ -21,6 +19,7 @@
 
 #include "conclave/bounce/cluster.hpp"
 #include "conclave/bounce/observation.hpp"
+#include "conclave/client/client.hpp"
 #include "conclave/elector/config.hpp"
 
 namespace conclave::bench {
@@ -47,8 +46,8 @@ std::string format_summary(const Summary& s);
 
 // ---- HTTP ------------------------------------------------------------------------------------
 
-/// A blocking HTTP/1.1 client with keep-alive and a deadline per request (its own io_context).
-/// Reconnects once when a reused connection turns out closed.
+/// A blocking HTTP/1.1 client of one server with a deadline per request: the admin client
+/// (client/), one connection per request.
 class HttpClient {
   public:
     explicit HttpClient(boost::asio::ip::tcp::endpoint endpoint);
@@ -59,13 +58,8 @@ class HttpClient {
     const std::string& error() const { return error_; }
 
   private:
-    void run();
-    void reset();
-
-    boost::asio::ip::tcp::endpoint endpoint_;
-    boost::asio::io_context io_;
-    std::optional<boost::beast::tcp_stream> stream_;
-    boost::beast::flat_buffer buffer_;
+    client::Endpoint endpoint_;
+    client::Settings settings_;
     std::string error_;
 };
 

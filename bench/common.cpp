@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// Shared pieces of conclave-bench: clocks, statistics, a blocking HTTP client, /proc readers.
+// Shared pieces of conclave-bench: clocks, statistics, an HTTP client, /proc readers.
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <fmt/core.h>
 #include <algorithm>
-#include <boost/beast/http.hpp>
+#include <boost/beast/http/verb.hpp>
 #include <cassert>
 #include <cmath>
 #include <cstdio>
@@ -19,8 +19,7 @@
 namespace conclave::bench {
 
 namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
+namespace http = boost::beast::http;
 
 double ms_since(Clock::time_point start) {
     return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
@@ -62,20 +61,11 @@ std::string format_summary(const Summary& s) {
 
 // ---- HttpClient ------------------------------------------------------------------------------
 
-HttpClient::HttpClient(asio::ip::tcp::endpoint endpoint) : endpoint_(endpoint) {}
-
-void HttpClient::run() {
-    io_.restart();
-    io_.run();
-}
-
-void HttpClient::reset() {
-    if (stream_) {
-        beast::error_code ec;
-        stream_->socket().close(ec);
-        stream_.reset();
-    }
-    buffer_.clear();
+HttpClient::HttpClient(asio::ip::tcp::endpoint endpoint)
+    : endpoint_{endpoint.address().to_string(), endpoint.port()} {
+    settings_.user_agent = "conclave-bench";
+    settings_.body_limit = 1U << 20;
+    settings_.detect_https = false;
 }
 
 std::optional<std::string> HttpClient::get(const std::string& target,
@@ -86,59 +76,19 @@ std::optional<std::string> HttpClient::get(const std::string& target,
 std::optional<std::string> HttpClient::request(http::verb verb, const std::string& target,
                                                const std::string& body,
                                                std::chrono::milliseconds timeout) {
-    for (int attempt = 0; attempt < 2; ++attempt) {
-        beast::error_code ec;
-        bool fresh = false;
-        if (!stream_) {
-            stream_.emplace(io_);
-            stream_->expires_after(timeout);
-            stream_->async_connect(endpoint_, [&](beast::error_code e) { ec = e; });
-            run();
-            if (ec) {
-                error_ = "connect: " + ec.message();
-                reset();
-                return std::nullopt;
-            }
-            fresh = true;
+    settings_.timeout = timeout;
+    try {
+        client::Response response = client::request(settings_, endpoint_, {verb, target, body, {}});
+        if (response.status != 200) {
+            error_ = "HTTP " + std::to_string(response.status);
+            return std::nullopt;
         }
-        http::request<http::string_body> req{verb, target, 11};
-        req.set(http::field::host, endpoint_.address().to_string());
-        req.keep_alive(true);
-        if (verb != http::verb::get) {
-            req.set(http::field::content_type, "application/json");
-            req.body() = body;
-        }
-        req.prepare_payload();
-        stream_->expires_after(timeout);
-        http::async_write(*stream_, req, [&](beast::error_code e, std::size_t) { ec = e; });
-        run();
-        if (!ec) {
-            http::response_parser<http::string_body> parser;
-            parser.body_limit(1U << 20);
-            http::async_read(*stream_, buffer_, parser,
-                             [&](beast::error_code e, std::size_t) { ec = e; });
-            run();
-            if (!ec) {
-                const auto& res = parser.get();
-                if (!res.keep_alive()) {
-                    reset();
-                }
-                if (res.result() != http::status::ok) {
-                    error_ = "HTTP " + std::to_string(res.result_int());
-                    return std::nullopt;
-                }
-                error_.clear();
-                return res.body();
-            }
-        }
-        error_ = ec.message();
-        reset();
-        if (fresh) {
-            return std::nullopt;  // a new connection failed: the server is really not answering
-        }
-        // A reused keep-alive connection was closed by the server: try once more on a new one.
+        error_.clear();
+        return std::move(response.body);
+    } catch (const client::Error& e) {
+        error_ = e.what();
+        return std::nullopt;
     }
-    return std::nullopt;
 }
 
 double metric_sum(const std::string& text, const std::string& name) {

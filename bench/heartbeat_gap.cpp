@@ -21,13 +21,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <boost/asio/connect.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/read.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/write.hpp>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -39,6 +36,7 @@
 #include <variant>
 #include <vector>
 
+#include "conclave/client/client.hpp"
 #include "conclave/node/node.hpp"
 
 namespace {
@@ -140,17 +138,15 @@ void print_gaps(const char* phase, const std::string& fsync, std::vector<double>
     std::fflush(stdout);
 }
 
+/// The size of the answer's body (a large read the followers' heartbeats must not wait for).
 std::size_t http_get(std::uint16_t port, const std::string& target) {
-    asio::io_context io;
-    asio::ip::tcp::socket s(io);
-    s.connect(asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
-    const std::string request =
-        "GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-    asio::write(s, asio::buffer(request));
-    std::string response;
-    boost::system::error_code ec;
-    asio::read(s, asio::dynamic_buffer(response), ec);
-    return response.size();
+    conclave::client::Settings settings;
+    settings.timeout = std::chrono::seconds(60);
+    settings.body_limit = std::size_t{1} << 30;
+    settings.user_agent = "heartbeat_gap";
+    const auto answer = conclave::client::request(settings, {"127.0.0.1", port},
+                                                  {boost::beast::http::verb::get, target, {}, {}});
+    return answer.body.size();
 }
 
 struct Cluster {

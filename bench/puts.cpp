@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 #include <fstream>

@@ -85,8 +85,10 @@ done
 
 if [ "${1:-}" != "--quick" ]; then
   # node_thread_tests: the Node API called from several threads while the node runs.
-  tsan_tests=(net_unit_tests net_cluster_tests net_bad_input_tests net_tls_tests node_thread_tests)
-  phase "build (tsan: net + node thread tests)" scripts/build.sh tsan "${tsan_tests[@]}"
+  # client_tests: the admin client against a test server on another thread.
+  tsan_tests=(net_unit_tests net_cluster_tests net_bad_input_tests net_tls_tests node_thread_tests
+              client_tests)
+  phase "build (tsan: net + node thread tests + client)" scripts/build.sh tsan "${tsan_tests[@]}"
   regex="^($(IFS='|'; echo "${tsan_tests[*]}"))\$"
   phase "test (tsan)" ctest --test-dir build/tsan --output-on-failure -j "$(nproc)" -R "$regex"
 fi

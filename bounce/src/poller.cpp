@@ -6,16 +6,16 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
+#include <boost/beast/core/error.hpp>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+
+#include "conclave/bounce/admin_client.hpp"
 
 namespace conclave::bounce {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
-namespace http = beast::http;
 
 namespace {
 
@@ -85,40 +85,20 @@ asio::awaitable<Observation> fetch_status(asio::ip::tcp::endpoint endpoint, Node
     Observation unreachable;
     unreachable.node = node;
     unreachable.role = ObservedRole::Unreachable;
-    beast::tcp_stream stream(co_await asio::this_coro::executor);
-    stream.expires_after(timeout);
-    beast::error_code ec;
-    co_await stream.async_connect(endpoint, asio::redirect_error(asio::use_awaitable, ec));
-    if (ec) {
-        error = "connect: " + ec.message();
+    const client::Outcome o =
+        co_await admin_call(endpoint, boost::beast::http::verb::get, "/status", "", timeout);
+    if (o.error) {
+        error = describe_failure(*o.error);
         co_return unreachable;
     }
-    http::request<http::empty_body> request{http::verb::get, "/status", 11};
-    request.set(http::field::host, endpoint.address().to_string());
-    request.set(http::field::connection, "close");
-    co_await http::async_write(stream, request, asio::redirect_error(asio::use_awaitable, ec));
-    if (ec) {
-        error = "write: " + ec.message();
-        co_return unreachable;
-    }
-    beast::flat_buffer buffer;
-    http::response_parser<http::string_body> parser;
-    parser.body_limit(1U << 20);  // a /status body is a few hundred bytes
-    co_await http::async_read(stream, buffer, parser,
-                              asio::redirect_error(asio::use_awaitable, ec));
-    if (ec) {
-        error = "read: " + ec.message();
-        co_return unreachable;
-    }
-    const auto& response = parser.get();
-    if (response.result() != http::status::ok) {
-        error = "HTTP " + std::to_string(response.result_int());
+    if (o.response->status != 200) {
+        error = "HTTP " + std::to_string(o.response->status);
         co_return unreachable;
     }
     try {
-        Observation o = parse_status(response.body(), node, node_count);
+        Observation observed = parse_status(o.response->body, node, node_count);
         error.clear();
-        co_return o;
+        co_return observed;
     } catch (const std::exception& e) {
         error = e.what();
         co_return unreachable;

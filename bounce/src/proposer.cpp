@@ -7,13 +7,14 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-#include "conclave/bounce/http_client.hpp"
+#include "conclave/bounce/admin_client.hpp"
 #include "conclave/core/check.hpp"
 
 namespace conclave::bounce {
 
 namespace asio = boost::asio;
 using asio::ip::tcp;
+using boost::beast::http::verb;
 
 namespace {
 
@@ -106,20 +107,21 @@ asio::awaitable<void> Proposer::propose(std::uint64_t seq) {
         nlohmann::json{{"key", proposal_key(seq)}, {"value", proposal_value(seq)}}.dump();
     tcp::endpoint target = choose_target();
     for (int hop = 0; hop <= kMaxRedirects; ++hop) {
-        const HttpResult r =
-            co_await http_call(target, /*post=*/true, "/metadata", body, options_.request_timeout);
-        if (r.stage == HttpStage::Connect) {
+        const client::Outcome o =
+            co_await admin_call(target, verb::post, "/metadata", body, options_.request_timeout);
+        if (o.error && o.error->stage() == client::Stage::Connect) {
             believed_leader_.reset();
-            record(seq, ProposalOutcome::Refused, std::nullopt, r.error);
+            record(seq, ProposalOutcome::Refused, std::nullopt, describe_failure(*o.error));
             co_await sleep_for(options_.refused_backoff);
             co_return;
         }
-        if (!r.answered()) {
+        if (o.error) {
             // Written (at least partly) and not answered: the daemon may have appended it.
             believed_leader_.reset();
-            record(seq, ProposalOutcome::Unknown, std::nullopt, r.error);
+            record(seq, ProposalOutcome::Unknown, std::nullopt, describe_failure(*o.error));
             co_return;
         }
+        const client::Response& r = *o.response;
         if (r.status == 200) {
             try {
                 const auto j = nlohmann::json::parse(r.body);
@@ -133,7 +135,7 @@ asio::awaitable<void> Proposer::propose(std::uint64_t seq) {
             co_return;
         }
         if (r.status == 307) {
-            const auto next = parse_location(r.location);
+            const auto next = redirect_address(r.location);
             if (!next) {
                 believed_leader_.reset();
                 record(seq, ProposalOutcome::Refused, std::nullopt,
@@ -165,12 +167,13 @@ asio::awaitable<void> Proposer::propose(std::uint64_t seq) {
 }
 
 asio::awaitable<bool> serves_metadata(tcp::endpoint endpoint, std::string& detail) {
-    const HttpResult r =
-        co_await http_call(endpoint, /*post=*/false, "/metadata?max=1", "", kReadTimeout);
-    if (!r.answered()) {
-        detail = r.error;
+    const client::Outcome o =
+        co_await admin_call(endpoint, verb::get, "/metadata?max=1", "", kReadTimeout);
+    if (o.error) {
+        detail = describe_failure(*o.error);
         co_return false;
     }
+    const client::Response& r = *o.response;
     if (r.status != 200) {
         detail = "GET /metadata answered " + std::to_string(r.status) + " " + error_kind(r.body);
         co_return false;
@@ -193,12 +196,15 @@ asio::awaitable<NodeLog> read_committed_log(tcp::endpoint endpoint, NodeIndex no
         if (from) {
             target += "&from=" + to_string(*from);
         }
-        const HttpResult r = co_await http_call(endpoint, /*post=*/false, target, "", kReadTimeout);
-        if (!r.answered() || r.status != 200) {
-            log.error =
-                r.answered() ? "GET " + target + " answered " + std::to_string(r.status) : r.error;
+        const client::Outcome o =
+            co_await admin_call(endpoint, verb::get, target, "", kReadTimeout);
+        if (o.error || o.response->status != 200) {
+            log.error = o.error
+                            ? describe_failure(*o.error)
+                            : "GET " + target + " answered " + std::to_string(o.response->status);
             co_return log;
         }
+        const client::Response& r = *o.response;
         MetadataPageBody body;
         try {
             body = parse_metadata_page(r.body);

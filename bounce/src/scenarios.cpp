@@ -15,8 +15,8 @@
 #include <random>
 #include <set>
 
+#include "conclave/bounce/admin_client.hpp"
 #include "conclave/bounce/cluster.hpp"
-#include "conclave/bounce/http_client.hpp"
 #include "conclave/bounce/poller.hpp"
 #include "conclave/bounce/proposer.hpp"
 #include "conclave/bounce/recorder.hpp"
@@ -506,35 +506,25 @@ std::optional<NodeIndex> members_target(const Run& r) {
     return std::nullopt;
 }
 
-std::string describe_answer(const HttpResult& h) {
-    if (!h.answered()) {
-        return h.error;
+std::string describe_answer(const client::Outcome& h) {
+    if (h.error) {
+        return describe_failure(*h.error);
     }
-    return fmt::format("{} {}", h.status, h.body.substr(0, 300));
+    return fmt::format("{} {}", h.response->status, h.response->body.substr(0, 300));
 }
 
 /// POST /members {"op", "id"} to the leader, following at most 3 redirects.
-asio::awaitable<HttpResult> post_members(Run& r, const std::string& op, NodeIndex id) {
-    HttpResult h;
+asio::awaitable<client::Outcome> post_members(Run& r, const std::string& op, NodeIndex id) {
     const auto target = members_target(r);
     if (!target) {
-        h.error = "no running voter to ask";
-        co_return h;
+        client::Outcome none;
+        none.error.emplace(client::ErrorKind::Unreachable, client::Stage::Connect,
+                           "no running voter to ask");
+        co_return none;
     }
-    asio::ip::tcp::endpoint endpoint = r.cluster.node(*target).http;
     const std::string body = nlohmann::json{{"op", op}, {"id", node_name(id)}}.dump();
-    for (int hop = 0; hop <= 3; ++hop) {
-        h = co_await http_call(endpoint, true, "/members", body, kMembersRequestTimeout);
-        if (!h.answered() || h.status != 307) {
-            co_return h;
-        }
-        const auto next = parse_location(h.location);
-        if (!next) {
-            co_return h;
-        }
-        endpoint = *next;
-    }
-    co_return h;
+    co_return co_await admin_call(r.cluster.node(*target).http, boost::beast::http::verb::post,
+                                  "/members", body, kMembersRequestTimeout, /*follow=*/true);
 }
 
 /// GET /members on the leader (as members_target picks it): id -> "voter" | "learner".
@@ -543,12 +533,13 @@ asio::awaitable<std::optional<std::map<std::string, std::string>>> members_roles
     if (!target) {
         co_return std::nullopt;
     }
-    const HttpResult h = co_await http_call(r.cluster.node(*target).http, false, "/members", "",
-                                            kMembersRequestTimeout);
-    if (!h.answered() || h.status != 200) {
+    const client::Outcome h =
+        co_await admin_call(r.cluster.node(*target).http, boost::beast::http::verb::get, "/members",
+                            "", kMembersRequestTimeout);
+    if (h.error || h.response->status != 200) {
         co_return std::nullopt;
     }
-    const auto doc = nlohmann::json::parse(h.body, nullptr, /*allow_exceptions=*/false);
+    const nlohmann::json& doc = h.response->document;
     if (!doc.is_object() || !doc.contains("members") || !doc["members"].is_array()) {
         co_return std::nullopt;
     }
@@ -579,8 +570,8 @@ asio::awaitable<std::string> change_membership(Run& r, const std::string& op, No
                                   kReplaceStepTimeoutMs, last);
         }
         attempts += 1;
-        const HttpResult h = co_await post_members(r, op, id);
-        if (h.answered() && h.status == 200) {
+        const client::Outcome h = co_await post_members(r, op, id);
+        if (h.response && h.response->status == 200) {
             co_return "";
         }
         last = describe_answer(h);

@@ -7,6 +7,8 @@
 #include <cctype>
 #include <charconv>
 #include <fstream>
+#include <functional>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -333,104 +335,209 @@ std::string ParseDataDir(const json& value, const std::string& path) {
     return text;
 }
 
-LogSettings ParseLog(const json& value) {
-    ExpectObject(value, "log");
-    RejectUnknownFields(value, "log", {"format", "level"});
-    LogSettings log;
-    if (const json* format = Find(value, "format")) {
-        const std::string& text = ExpectString(*format, "log.format");
-        if (text == "text") {
-            log.format = LogFormat::Text;
-        } else if (text == "json") {
-            log.format = LogFormat::Json;
-        } else {
-            Fail("log.format", "expected \"text\" or \"json\", got " + Describe(*format));
-        }
-    }
-    if (const json* level = Find(value, "level")) {
-        const std::string& text = ExpectString(*level, "log.level");
-        static const std::set<std::string, std::less<>> kLevels = {
-            "trace", "debug", "info", "warn", "error", "critical", "off"};
-        if (kLevels.find(text) == kLevels.end()) {
-            Fail("log.level",
-                 "expected one of trace, debug, info, warn, error, critical, off, got " +
-                     Describe(*level));
-        }
-        log.level = text;
-    }
-    return log;
+// ---- Described options: each section of scalar options is one table. ------------------------
+// One option: its name, how a present value is read into the section's settings (the path names
+// it in errors; `config` holds what was parsed before this section), and how the effective config
+// writes it (nullopt: left out, e.g. a store's field under the built-in elector). The unknown-field
+// check, the messages and the effective-config dump of the section all come from its table: a new
+// option is one row plus its documentation (tests/node/cluster_config_test.cpp checks both).
+template <class Settings>
+struct Option {
+    std::string_view name;
+    std::function<void(const json& value, const std::string& path, const ClusterConfig& config,
+                       Settings& settings)>
+        parse;
+    std::function<std::optional<nlohmann::ordered_json>(const Settings& settings)> dump;
+};
+
+template <class Settings>
+using Options = std::vector<Option<Settings>>;
+
+template <class Settings>
+Option<Settings> Flag(std::string_view name, bool Settings::*member) {
+    return {name,
+            [member](const json& v, const std::string& path, const ClusterConfig&, Settings& s) {
+                s.*member = ExpectBool(v, path);
+            },
+            [member](const Settings& s) { return nlohmann::ordered_json(s.*member); }};
 }
 
-// metadata's quota, compaction and promotion limits.
-void ParseQuota(const json& value, MetadataSettings& metadata) {
+/// An integer in [min, max]; `check` (optional) refuses more values, naming the rule.
+template <class Settings, class Field>
+Option<Settings> Integer(std::string_view name, Field Settings::*member, std::int64_t min,
+                         std::int64_t max,
+                         std::function<void(std::int64_t, const std::string&)> check = nullptr) {
+    return {name,
+            [=](const json& v, const std::string& path, const ClusterConfig&, Settings& s) {
+                const std::int64_t n = ExpectInteger(v, path, min, max);
+                if (check) {
+                    check(n, path);
+                }
+                s.*member = static_cast<Field>(n);
+            },
+            [member](const Settings& s) { return nlohmann::ordered_json(s.*member); }};
+}
+
+/// One of a few names, each standing for a value of the field.
+template <class Value>
+using Choices = std::vector<std::pair<std::string_view, Value>>;
+
+template <class Value>
+std::string ChoiceList(const Choices<Value>& choices) {
+    std::string list;
+    for (std::size_t i = 0; i < choices.size(); ++i) {
+        list += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ");
+        list += "\"" + std::string(choices[i].first) + "\"";
+    }
+    return list;
+}
+
+template <class Value>
+std::string_view ChoiceName(const Choices<Value>& choices, const Value& value) {
+    for (const auto& [name, v] : choices) {
+        if (v == value) {
+            return name;
+        }
+    }
+    return choices.front().first;
+}
+
+template <class Settings, class Value>
+Option<Settings> Choice(std::string_view name, Value Settings::*member, Choices<Value> choices) {
+    return {name,
+            [member, choices](const json& v, const std::string& path, const ClusterConfig&,
+                              Settings& s) {
+                const std::string& text = ExpectString(v, path);
+                for (const auto& [choice, value] : choices) {
+                    if (text == choice) {
+                        s.*member = value;
+                        return;
+                    }
+                }
+                Fail(path, "expected " + ChoiceList(choices) + ", got " + Describe(v));
+            },
+            [member, choices](const Settings& s) {
+                return nlohmann::ordered_json(ChoiceName(choices, s.*member));
+            }};
+}
+
+/// A file path, or null for none (as the effective config writes "none": "").
+template <class Settings>
+Option<Settings> PathOrNull(std::string_view name, std::string Settings::*member) {
+    return {name,
+            [member](const json& v, const std::string& path, const ClusterConfig&, Settings& s) {
+                if (v.is_null()) {
+                    s.*member = "";
+                    return;
+                }
+                const std::string& text = ExpectString(v, path);
+                if (text.empty()) {
+                    Fail(path, "must be a file path, got an empty string");
+                }
+                s.*member = text;
+            },
+            [member](const Settings& s) {
+                return (s.*member).empty() ? nlohmann::ordered_json(nullptr)
+                                           : nlohmann::ordered_json(s.*member);
+            }};
+}
+
+template <class Settings>
+std::vector<std::string_view> OptionNames(const Options<Settings>& options) {
+    std::vector<std::string_view> names;
+    for (const Option<Settings>& option : options) {
+        names.push_back(option.name);
+    }
+    return names;
+}
+
+/// Reads the section object `value` (at `section`) into `settings` through its table.
+template <class Settings>
+void ParseSection(const json& value, const std::string& section, const Options<Settings>& options,
+                  const ClusterConfig& config, Settings& settings) {
+    ExpectObject(value, section);
+    RejectUnknownFields(value, section, OptionNames(options));
+    for (const Option<Settings>& option : options) {
+        if (const json* v = Find(value, option.name)) {
+            option.parse(*v, Join(section, option.name), config, settings);
+        }
+    }
+}
+
+template <class Settings>
+nlohmann::ordered_json SectionJson(const Settings& settings, const Options<Settings>& options) {
+    nlohmann::ordered_json out = nlohmann::ordered_json::object();
+    for (const Option<Settings>& option : options) {
+        if (auto v = option.dump(settings)) {
+            out[std::string(option.name)] = std::move(*v);
+        }
+    }
+    return out;
+}
+
+// ---- "log" -------------------------------------------------------------------------------------
+const Options<LogSettings>& LogOptions() {
+    static const Options<LogSettings> options = {
+        Choice("format", &LogSettings::format,
+               Choices<LogFormat>{{"text", LogFormat::Text}, {"json", LogFormat::Json}}),
+        Choice("level", &LogSettings::level,
+               Choices<std::string>{{"trace", "trace"},
+                                    {"debug", "debug"},
+                                    {"info", "info"},
+                                    {"warn", "warn"},
+                                    {"error", "error"},
+                                    {"critical", "critical"},
+                                    {"off", "off"}}),
+    };
+    return options;
+}
+
+// ---- "metadata" --------------------------------------------------------------------------------
+const Choices<replication::FsyncPolicy>& FsyncChoices() {
+    static const Choices<replication::FsyncPolicy> choices = {
+        {"batched", replication::FsyncPolicy::Batched},
+        {"always", replication::FsyncPolicy::EveryEntry},
+        {"never", replication::FsyncPolicy::Never}};
+    return choices;
+}
+
+const Options<MetadataSettings>& MetadataOptions() {
+    using M = MetadataSettings;
+    constexpr std::int64_t kCount = std::int64_t{1} << 32;
     // The smallest quota holds one entry of the largest size.
     constexpr std::int64_t kMinQuotaBytes = 16 + 1024 + (64 << 10);
-    if (const json* v = Find(value, "quota_bytes")) {
-        const std::int64_t n = ExpectInteger(*v, "metadata.quota_bytes", 0, std::int64_t{1} << 40);
-        if (n != 0 && n < kMinQuotaBytes) {
-            Fail("metadata.quota_bytes",
-                 "expected 0 (no limit) or at least " + std::to_string(kMinQuotaBytes) +
-                     " (one entry of the largest size), got " + std::to_string(n));
-        }
-        metadata.quota_bytes = static_cast<std::uint64_t>(n);
-    }
-    if (const json* v = Find(value, "quota_entries")) {
-        const std::int64_t n =
-            ExpectInteger(*v, "metadata.quota_entries", 0, std::int64_t{1} << 32);
-        if (n == 1) {
-            Fail("metadata.quota_entries", "expected 0 (no limit) or at least 2, got 1");
-        }
-        metadata.quota_entries = static_cast<std::uint64_t>(n);
-    }
-    if (const json* v = Find(value, "compact_threshold")) {
-        metadata.compact_threshold = static_cast<std::uint64_t>(
-            ExpectInteger(*v, "metadata.compact_threshold", 0, std::int64_t{1} << 32));
-    }
-    if (const json* v = Find(value, "compact_retain")) {
-        metadata.compact_retain = static_cast<std::uint64_t>(
-            ExpectInteger(*v, "metadata.compact_retain", 0, std::int64_t{1} << 32));
-    }
-    // Membership (R7): how far behind the leader's last entry a learner may be when
-    // it is promoted.
-    if (const json* v = Find(value, "promote_lag_entries")) {
-        metadata.promote_lag_entries = static_cast<std::uint64_t>(
-            ExpectInteger(*v, "metadata.promote_lag_entries", 0, std::int64_t{1} << 32));
-    }
+    static const Options<M> options = {
+        Flag("enabled", &M::enabled),
+        Choice("fsync", &M::fsync, FsyncChoices()),
+        Integer("propose_timeout_ms", &M::propose_timeout_ms, 10, 3'600'000),
+        // storage: "never" can lose acknowledged entries on a machine crash; it needs an
+        // explicit consent (checked with the section).
+        Flag("unsafe_no_fsync", &M::unsafe_no_fsync),
+        Integer("quota_bytes", &M::quota_bytes, 0, std::int64_t{1} << 40,
+                [](std::int64_t n, const std::string& path) {
+                    if (n != 0 && n < kMinQuotaBytes) {
+                        Fail(path,
+                             "expected 0 (no limit) or at least " + std::to_string(kMinQuotaBytes) +
+                                 " (one entry of the largest size), got " + std::to_string(n));
+                    }
+                }),
+        Integer("quota_entries", &M::quota_entries, 0, kCount,
+                [](std::int64_t n, const std::string& path) {
+                    if (n == 1) {
+                        Fail(path, "expected 0 (no limit) or at least 2, got 1");
+                    }
+                }),
+        Integer("compact_threshold", &M::compact_threshold, 0, kCount),
+        Integer("compact_retain", &M::compact_retain, 0, kCount),
+        // Membership (R7): how far behind the leader's last entry a learner may be when it is
+        // promoted.
+        Integer("promote_lag_entries", &M::promote_lag_entries, 0, kCount),
+    };
+    return options;
 }
 
-MetadataSettings ParseMetadata(const json& value) {
-    ExpectObject(value, "metadata");
-    RejectUnknownFields(
-        value, "metadata",
-        {"enabled", "fsync", "propose_timeout_ms", "unsafe_no_fsync", "quota_bytes",
-         "quota_entries", "compact_threshold", "compact_retain", "promote_lag_entries"});
-    MetadataSettings metadata;
-    if (const json* enabled = Find(value, "enabled")) {
-        metadata.enabled = ExpectBool(*enabled, "metadata.enabled");
-    }
-    if (const json* fsync = Find(value, "fsync")) {
-        const std::string& text = ExpectString(*fsync, "metadata.fsync");
-        if (text == "batched") {
-            metadata.fsync = replication::FsyncPolicy::Batched;
-        } else if (text == "always") {
-            metadata.fsync = replication::FsyncPolicy::EveryEntry;
-        } else if (text == "never") {
-            metadata.fsync = replication::FsyncPolicy::Never;
-        } else {
-            Fail("metadata.fsync",
-                 "expected \"batched\", \"always\" or \"never\", got " + Describe(*fsync));
-        }
-    }
-    if (const json* timeout = Find(value, "propose_timeout_ms")) {
-        metadata.propose_timeout_ms = static_cast<std::uint32_t>(
-            ExpectInteger(*timeout, "metadata.propose_timeout_ms", 10, 3'600'000));
-    }
-    // storage: "never" can lose acknowledged entries on a machine crash; it needs an
-    // explicit consent.
-    if (const json* consent = Find(value, "unsafe_no_fsync")) {
-        metadata.unsafe_no_fsync = ExpectBool(*consent, "metadata.unsafe_no_fsync");
-    }
-    ParseQuota(value, metadata);
+/// The rules between metadata options.
+void CheckMetadata(const MetadataSettings& metadata) {
     if (metadata.compact_threshold != 0 && metadata.compact_retain >= metadata.compact_threshold) {
         Fail("metadata.compact_retain", "must be below metadata.compact_threshold (" +
                                             std::to_string(metadata.compact_threshold) + "), got " +
@@ -441,7 +548,6 @@ MetadataSettings ParseMetadata(const json& value) {
              "\"never\" can lose acknowledged entries on a machine crash; refused unless "
              "\"unsafe_no_fsync\": true is set too");
     }
-    return metadata;
 }
 
 std::optional<TlsFiles> ParseTls(const json& value) {
@@ -508,64 +614,65 @@ void ParseAdminTls(const json& value, const std::optional<TlsFiles>& tls,
     security.admin_tls_key = file("key");
 }
 
-void ParseSecurity(const json& document, const std::optional<TlsFiles>& tls,
-                   SecuritySettings& security) {
+/// "admin.tls" as written: false, true, or {"cert", "key"}.
+nlohmann::ordered_json AdminTlsJson(const SecuritySettings& s) {
+    switch (s.admin_tls) {
+        case SecuritySettings::AdminTls::Off:
+            return false;
+        case SecuritySettings::AdminTls::NodeCertificate:
+            return true;
+        case SecuritySettings::AdminTls::Files:
+            return {{"cert", s.admin_tls_cert}, {"key", s.admin_tls_key}};
+    }
+    return false;
+}
+
+void ParseAdminHosts(const json& hosts, const std::string& path, const ClusterConfig&,
+                     SecuritySettings& security) {
+    if (!hosts.is_array()) {
+        Fail(path, "expected an array of host names, got " + Describe(hosts));
+    }
+    security.admin_hosts.clear();
+    for (std::size_t i = 0; i < hosts.size(); ++i) {
+        const std::string item = path + "[" + std::to_string(i) + "]";
+        const std::string& host = ExpectString(hosts[i], item);
+        if (host.empty() || host.size() > 253) {
+            Fail(item, "expected a host name, got " + Describe(hosts[i]));
+        }
+        security.admin_hosts.push_back(host);
+    }
+}
+
+const Options<SecuritySettings>& AdminOptions() {
+    using S = SecuritySettings;
+    static const Options<S> options = {
+        PathOrNull("token_file", &S::admin_token_file),
+        Flag("open_reads", &S::admin_open_reads),
+        {"hosts", ParseAdminHosts,
+         [](const S& s) { return std::optional<nlohmann::ordered_json>(s.admin_hosts); }},
+        Integer("max_connections_per_source", &S::admin_max_connections_per_source, 1, 10'000),
+        // The admin server holds at most 64 connections; at least 16 stay for other requests.
+        Integer("max_watchers", &S::admin_max_watchers, 1, kMaxAdminWatchers),
+        Integer("idle_timeout_ms", &S::admin_idle_timeout_ms, 100, 10'000),
+        {"tls",
+         [](const json& v, const std::string&, const ClusterConfig& config, S& s) {
+             ParseAdminTls(v, config.tls, s);
+         },
+         [](const S& s) { return std::optional<nlohmann::ordered_json>(AdminTlsJson(s)); }},
+    };
+    return options;
+}
+
+void ParseSecurity(const json& document, const ClusterConfig& config, SecuritySettings& security) {
     if (const json* insecure = Find(document, "insecure")) {
         security.insecure = ExpectBool(*insecure, "insecure");
     }
-    const auto path_field = [](const json& value, const std::string& path) -> std::string {
-        if (value.is_null()) {
-            return "";  // as written by effective_config_json for "none"
-        }
-        const std::string& text = ExpectString(value, path);
-        if (text.empty()) {
-            Fail(path, "must be a file path, got an empty string");
-        }
-        return text;
-    };
     if (const json* secret = Find(document, "secret_file")) {
-        security.secret_file = path_field(*secret, "secret_file");
+        PathOrNull("secret_file", &SecuritySettings::secret_file)
+            .parse(*secret, "secret_file", config, security);
     }
     if (const json* admin = Find(document, "admin")) {
-        ExpectObject(*admin, "admin");
-        RejectUnknownFields(*admin, "admin",
-                            {"token_file", "open_reads", "hosts", "max_connections_per_source",
-                             "max_watchers", "idle_timeout_ms", "tls"});
-        if (const json* token = Find(*admin, "token_file")) {
-            security.admin_token_file = path_field(*token, "admin.token_file");
-        }
-        if (const json* open = Find(*admin, "open_reads")) {
-            security.admin_open_reads = ExpectBool(*open, "admin.open_reads");
-        }
-        if (const json* hosts = Find(*admin, "hosts")) {
-            if (!hosts->is_array()) {
-                Fail("admin.hosts", "expected an array of host names, got " + Describe(*hosts));
-            }
-            for (std::size_t i = 0; i < hosts->size(); ++i) {
-                const std::string path = "admin.hosts[" + std::to_string(i) + "]";
-                const std::string& host = ExpectString((*hosts)[i], path);
-                if (host.empty() || host.size() > 253) {
-                    Fail(path, "expected a host name, got " + Describe((*hosts)[i]));
-                }
-                security.admin_hosts.push_back(host);
-            }
-        }
-        if (const json* limit = Find(*admin, "max_connections_per_source")) {
-            security.admin_max_connections_per_source = static_cast<std::uint32_t>(
-                ExpectInteger(*limit, "admin.max_connections_per_source", 1, 10'000));
-        }
-        if (const json* watchers = Find(*admin, "max_watchers")) {
-            // The admin server holds at most 64 connections; at least 16 stay for other requests.
-            security.admin_max_watchers = static_cast<std::uint32_t>(
-                ExpectInteger(*watchers, "admin.max_watchers", 1, kMaxAdminWatchers));
-        }
-        if (const json* idle = Find(*admin, "idle_timeout_ms")) {
-            security.admin_idle_timeout_ms = static_cast<std::uint32_t>(
-                ExpectInteger(*idle, "admin.idle_timeout_ms", 100, 10'000));
-        }
-        if (const json* admin_tls = Find(*admin, "tls")) {
-            ParseAdminTls(*admin_tls, tls, security);
-        }
+        ParseSection(*admin, "admin", AdminOptions(), config, security);
     }
 }
 
@@ -686,43 +793,90 @@ BackendSettings::Kind ParseBackendKind(const json& value) {
     Fail("backend.kind", "expected \"raft\", \"etcd\" or \"zookeeper\", got " + Describe(value));
 }
 
-void ParseBackendEndpoints(const json& object, BackendSettings& backend) {
-    const json* endpoints = Find(object, "endpoints");
-    const json* hosts = Find(object, "hosts");
-    const bool etcd = backend.kind == BackendSettings::Kind::Etcd;
-    if ((etcd ? hosts : endpoints) != nullptr) {
-        Fail(etcd ? "backend.hosts" : "backend.endpoints",
-             etcd ? "is for \"zookeeper\"; etcd takes \"endpoints\": [\"host:port\", ...]"
-                  : "is for \"etcd\"; zookeeper takes \"hosts\": \"host:port,host:port\"");
+void ParseBackendEndpoint(const json& list, const std::string& path, const ClusterConfig&,
+                          BackendSettings& backend) {
+    if (backend.kind != BackendSettings::Kind::Etcd) {
+        Fail(path, "is for \"etcd\"; zookeeper takes \"hosts\": \"host:port,host:port\"");
     }
-    if (!etcd) {
-        backend.hosts = ExpectString(Require(object, "backend", "hosts"), "backend.hosts");
-        if (backend.hosts.empty()) {
-            Fail("backend.hosts", "expected \"host:port[,host:port...]\", got an empty string");
-        }
-        return;
-    }
-    const json& list = Require(object, "backend", "endpoints");
     if (!list.is_array() || list.empty()) {
-        Fail("backend.endpoints",
-             "expected a non-empty array of \"host:port\", got " + Describe(list));
+        Fail(path, "expected a non-empty array of \"host:port\", got " + Describe(list));
     }
+    backend.endpoints.clear();
     for (std::size_t i = 0; i < list.size(); ++i) {
-        const std::string path = "backend.endpoints[" + std::to_string(i) + "]";
-        const auto endpoint = parse_endpoint(ExpectString(list[i], path));
+        const std::string item = path + "[" + std::to_string(i) + "]";
+        const auto endpoint = parse_endpoint(ExpectString(list[i], item));
         if (!endpoint) {
-            Fail(path, "expected \"host:port\", got " + Describe(list[i]));
+            Fail(item, "expected \"host:port\", got " + Describe(list[i]));
         }
         backend.endpoints.push_back(*endpoint);
     }
 }
 
-BackendSettings ParseBackend(const json& object, std::uint32_t drift_permille) {
+void ParseBackendHosts(const json& value, const std::string& path, const ClusterConfig&,
+                       BackendSettings& backend) {
+    if (backend.kind == BackendSettings::Kind::Etcd) {
+        Fail(path, "is for \"zookeeper\"; etcd takes \"endpoints\": [\"host:port\", ...]");
+    }
+    backend.hosts = ExpectString(value, path);
+    if (backend.hosts.empty()) {
+        Fail(path, "expected \"host:port[,host:port...]\", got an empty string");
+    }
+}
+
+void ParseBackendPrefix(const json& value, const std::string& path, const ClusterConfig&,
+                        BackendSettings& backend) {
+    backend.prefix = ExpectString(value, path);
+    if (backend.prefix.size() < 2 || backend.prefix.front() != '/' ||
+        backend.prefix.back() == '/' || !ValidName(backend.prefix.substr(1))) {
+        Fail(path, "expected \"/\" then " + std::string(kNameRule) + ", got " + Describe(value));
+    }
+}
+
+/// `option`, written in the effective config only when `when` holds for the settings.
+Option<BackendSettings> DumpedWhen(Option<BackendSettings> option,
+                                   bool (*when)(const BackendSettings&)) {
+    option.dump = [dump = std::move(option.dump), when](const BackendSettings& b) {
+        return when(b) ? dump(b) : std::nullopt;
+    };
+    return option;
+}
+
+const Options<BackendSettings>& BackendOptions() {
+    using B = BackendSettings;
+    using Json = nlohmann::ordered_json;
+    const auto store = [](const B& b) { return b.is_store(); };
+    static const Options<B> options = {
+        {"kind",
+         [](const json& v, const std::string&, const ClusterConfig&, B& b) {
+             b.kind = ParseBackendKind(v);
+         },
+         [](const B& b) { return std::optional<Json>(to_string(b.kind)); }},
+        DumpedWhen({"endpoints", ParseBackendEndpoint,
+                    [](const B& b) {
+                        Json list = Json::array();
+                        for (const Endpoint& e : b.endpoints) {
+                            list.push_back(to_string(e));
+                        }
+                        return std::optional<Json>(std::move(list));
+                    }},
+                   [](const B& b) { return b.kind == B::Kind::Etcd; }),
+        DumpedWhen(
+            {"hosts", ParseBackendHosts, [](const B& b) { return std::optional<Json>(b.hosts); }},
+            [](const B& b) { return b.kind == B::Kind::ZooKeeper; }),
+        DumpedWhen(Integer("ttl_ms", &B::ttl_ms, 500, 600'000), store),
+        DumpedWhen(Integer("drift_permille", &B::drift_permille, 0, 500), store),
+        DumpedWhen({"prefix", ParseBackendPrefix,
+                    [](const B& b) { return std::optional<Json>(b.prefix); }},
+                   store),
+    };
+    return options;
+}
+
+BackendSettings ParseBackend(const json& object, const ClusterConfig& config) {
     ExpectObject(object, "backend");
-    RejectUnknownFields(object, "backend",
-                        {"kind", "endpoints", "hosts", "ttl_ms", "drift_permille", "prefix"});
+    RejectUnknownFields(object, "backend", OptionNames(BackendOptions()));
     BackendSettings backend;
-    backend.drift_permille = drift_permille;
+    backend.drift_permille = config.elector.lease_drift_permille;
     backend.kind = ParseBackendKind(Require(object, "backend", "kind"));
     if (!backend.is_store()) {
         if (object.size() > 1) {
@@ -730,23 +884,8 @@ BackendSettings ParseBackend(const json& object, std::uint32_t drift_permille) {
         }
         return backend;
     }
-    ParseBackendEndpoints(object, backend);
-    if (const json* ttl = Find(object, "ttl_ms")) {
-        backend.ttl_ms =
-            static_cast<std::uint32_t>(ExpectInteger(*ttl, "backend.ttl_ms", 500, 600'000));
-    }
-    if (const json* drift = Find(object, "drift_permille")) {
-        backend.drift_permille =
-            static_cast<std::uint32_t>(ExpectInteger(*drift, "backend.drift_permille", 0, 500));
-    }
-    if (const json* prefix = Find(object, "prefix")) {
-        backend.prefix = ExpectString(*prefix, "backend.prefix");
-        if (backend.prefix.size() < 2 || backend.prefix.front() != '/' ||
-            backend.prefix.back() == '/' || !ValidName(backend.prefix.substr(1))) {
-            Fail("backend.prefix",
-                 "expected \"/\" then " + std::string(kNameRule) + ", got " + Describe(*prefix));
-        }
-    }
+    ParseSection(object, "backend", BackendOptions(), config, backend);
+    Require(object, "backend", backend.kind == BackendSettings::Kind::Etcd ? "endpoints" : "hosts");
     return backend;
 }
 
@@ -801,14 +940,15 @@ ClusterConfig ParseDocument(const json& document, std::string_view node_id) {
         config.tls = ParseTls(*tls);
     }
     if (const json* log = Find(document, "log")) {
-        config.log = ParseLog(*log);
+        ParseSection(*log, "log", LogOptions(), config, config.log);
     }
     if (const json* metadata = Find(document, "metadata")) {
-        config.metadata = ParseMetadata(*metadata);
+        ParseSection(*metadata, "metadata", MetadataOptions(), config, config.metadata);
+        CheckMetadata(config.metadata);
     }
-    ParseSecurity(document, config.tls, config.security);
+    ParseSecurity(document, config, config.security);
     if (const json* backend = Find(document, "backend")) {
-        config.backend = ParseBackend(*backend, config.elector.lease_drift_permille);
+        config.backend = ParseBackend(*backend, config);
         CheckBackendConflicts(document, config);
     }
     return config;
@@ -1027,31 +1167,10 @@ ConfigResult load_cluster_config(const std::filesystem::path& path, std::string_
 }
 
 std::string_view metadata_fsync_name(replication::FsyncPolicy p) {
-    switch (p) {
-        case replication::FsyncPolicy::Batched:
-            return "batched";
-        case replication::FsyncPolicy::EveryEntry:
-            return "always";
-        case replication::FsyncPolicy::Never:
-            return "never";
-    }
-    return "batched";
+    return ChoiceName(FsyncChoices(), p);
 }
 
 namespace {
-
-/// "admin.tls" as written: false, true, or {"cert", "key"}.
-nlohmann::ordered_json AdminTlsJson(const SecuritySettings& s) {
-    switch (s.admin_tls) {
-        case SecuritySettings::AdminTls::Off:
-            return false;
-        case SecuritySettings::AdminTls::NodeCertificate:
-            return true;
-        case SecuritySettings::AdminTls::Files:
-            return {{"cert", s.admin_tls_cert}, {"key", s.admin_tls_key}};
-    }
-    return false;
-}
 
 nlohmann::ordered_json TimingJson(const elector::Config& e) {
     nlohmann::ordered_json timing = nlohmann::ordered_json::object();
@@ -1071,6 +1190,21 @@ nlohmann::ordered_json TimingJson(const elector::Config& e) {
 
 }  // namespace
 
+std::vector<std::string> described_option_names() {
+    std::vector<std::string> names;
+    const auto add = [&](std::string_view section, const std::vector<std::string_view>& options) {
+        for (const std::string_view option : options) {
+            names.push_back(std::string(section) + "." + std::string(option));
+        }
+    };
+    add("timing", timing_option_names());
+    add("log", OptionNames(LogOptions()));
+    add("metadata", OptionNames(MetadataOptions()));
+    add("admin", OptionNames(AdminOptions()));
+    add("backend", OptionNames(BackendOptions()));
+    return names;
+}
+
 std::vector<std::string_view> timing_option_names() {
     std::vector<std::string_view> names;
     for (const TimingOption& option : kTimingOptions) {
@@ -1079,29 +1213,7 @@ std::vector<std::string_view> timing_option_names() {
     return names;
 }
 
-namespace {
-
-nlohmann::ordered_json BackendJson(const BackendSettings& backend) {
-    nlohmann::ordered_json out{{"kind", to_string(backend.kind)}};
-    if (!backend.is_store()) {
-        return out;
-    }
-    if (backend.kind == BackendSettings::Kind::Etcd) {
-        nlohmann::ordered_json endpoints = nlohmann::ordered_json::array();
-        for (const Endpoint& e : backend.endpoints) {
-            endpoints.push_back(to_string(e));
-        }
-        out["endpoints"] = std::move(endpoints);
-    } else {
-        out["hosts"] = backend.hosts;
-    }
-    out["ttl_ms"] = backend.ttl_ms;
-    out["drift_permille"] = backend.drift_permille;
-    out["prefix"] = backend.prefix;
-    return out;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 nlohmann::ordered_json effective_config_json(const ClusterConfig& config) {
     nlohmann::ordered_json nodes = nlohmann::ordered_json::array();
@@ -1128,32 +1240,14 @@ nlohmann::ordered_json effective_config_json(const ClusterConfig& config) {
         {"check_quorum", e.check_quorum},
         {"data_dir", config.data_dir.string()},
         {"tls", std::move(tls)},
-        {"log", {{"format", to_string(config.log.format)}, {"level", config.log.level}}},
-        {"metadata",
-         {{"enabled", config.metadata.enabled},
-          {"fsync", metadata_fsync_name(config.metadata.fsync)},
-          {"propose_timeout_ms", config.metadata.propose_timeout_ms},
-          {"unsafe_no_fsync", config.metadata.unsafe_no_fsync},
-          {"quota_bytes", config.metadata.quota_bytes},
-          {"quota_entries", config.metadata.quota_entries},
-          {"compact_threshold", config.metadata.compact_threshold},
-          {"compact_retain", config.metadata.compact_retain},
-          {"promote_lag_entries", config.metadata.promote_lag_entries}}},
+        {"log", SectionJson(config.log, LogOptions())},
+        {"metadata", SectionJson(config.metadata, MetadataOptions())},
         {"insecure", config.security.insecure},
         {"secret_file", config.security.secret_file.empty()
                             ? nlohmann::ordered_json(nullptr)
                             : nlohmann::ordered_json(config.security.secret_file)},
-        {"admin",
-         {{"token_file", config.security.admin_token_file.empty()
-                             ? nlohmann::ordered_json(nullptr)
-                             : nlohmann::ordered_json(config.security.admin_token_file)},
-          {"open_reads", config.security.admin_open_reads},
-          {"hosts", config.security.admin_hosts},
-          {"max_connections_per_source", config.security.admin_max_connections_per_source},
-          {"max_watchers", config.security.admin_max_watchers},
-          {"idle_timeout_ms", config.security.admin_idle_timeout_ms},
-          {"tls", AdminTlsJson(config.security)}}},
-        {"backend", BackendJson(config.backend)},
+        {"admin", SectionJson(config.security, AdminOptions())},
+        {"backend", SectionJson(config.backend, BackendOptions())},
     };
 }
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "conclave/bounce/http_client.hpp"
+#include "conclave/bounce/admin_client.hpp"
 #include "conclave/bounce/log_check.hpp"
 
 using namespace conclave::bounce;
@@ -153,11 +153,14 @@ TEST_CASE("GET /metadata pages decode; malformed ones name the field") {
 }
 
 TEST_CASE("Location headers of 307 answers") {
-    const auto e = parse_location("http://127.0.0.1:8081/metadata");
+    const auto e = redirect_address("http://127.0.0.1:8081/metadata");
     REQUIRE(e.has_value());
     CHECK(e->port() == 8081);
     CHECK(e->address().to_string() == "127.0.0.1");
-    CHECK_FALSE(parse_location("https://127.0.0.1:8081/metadata").has_value());
-    CHECK_FALSE(parse_location("http://localhost/metadata").has_value());
-    CHECK_FALSE(parse_location("http://127.0.0.1:99999/metadata").has_value());
+    CHECK(redirect_address("http://[::1]:8081/metadata") ==
+          boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("::1"), 8081));
+    CHECK_FALSE(redirect_address("ftp://127.0.0.1:8081/metadata").has_value());
+    CHECK_FALSE(redirect_address("http://localhost:8081/metadata").has_value());
+    CHECK_FALSE(redirect_address("http://localhost/metadata").has_value());
+    CHECK_FALSE(redirect_address("http://127.0.0.1:99999/metadata").has_value());
 }

@@ -30,6 +30,7 @@
 #include "conclave/net/mesh.hpp"
 #include "conclave/node/node.hpp"
 #include "support/active_leader.hpp"
+#include "support/loopback.hpp"
 
 namespace {
 
@@ -57,11 +58,6 @@ bool RunFor(asio::io_context& io, const std::function<bool()>& done) {
     return true;
 }
 
-std::uint16_t FreePort(asio::io_context& io) {
-    asio::ip::tcp::acceptor a(io, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-    return a.local_endpoint().port();
-}
-
 struct AttackedCluster {
     asio::io_context io;
     std::filesystem::path root;
@@ -73,11 +69,14 @@ struct AttackedCluster {
         root = std::filesystem::temp_directory_path() /
                ("conclave-log-attack-" + std::to_string(::getpid()));
         std::filesystem::remove_all(root);
+        // All eight ports at once: one at a time, the kernel may hand out one twice.
+        const std::vector<std::uint16_t> ports = conclave::test::free_ports(io, 8);
         std::string nodes_json;
-        for (int i = 1; i <= 4; ++i) {
+        for (std::size_t i = 1; i <= 4; ++i) {
             nodes_json += std::string(i > 1 ? "," : "") + R"({"id": "n)" + std::to_string(i) +
-                          R"(", "peer": "127.0.0.1:)" + std::to_string(FreePort(io)) +
-                          R"(", "http": "127.0.0.1:)" + std::to_string(FreePort(io)) + R"("})";
+                          R"(", "peer": "127.0.0.1:)" + std::to_string(ports.at(2 * i - 2)) +
+                          R"(", "http": "127.0.0.1:)" + std::to_string(ports.at(2 * i - 1)) +
+                          R"("})";
         }
         config_text = R"({"cluster": "attacked", "profile": "fast", "insecure": true, "nodes": [)" +
                       nodes_json + R"(], "data_dir": ")" + root.string() + R"(/{id}"})";

@@ -551,7 +551,12 @@ def test_cluster(root):
         first = ct.wait_for(lambda: watched().strip())
         check(first and ("leader=%s" % leader) in first and "reason=" in first,
               "watch prints the current leadership first (%r)" % first)
-        r = ctl("--config", cluster.config, "transfer", "--to", target)
+        # An election of the busy machine's making may overtake the hand-over ("accepted, but
+        # ... leads after"): that is the documented failure, and the operator asks again.
+        for _ in range(3):
+            r = ctl("--config", cluster.config, "transfer", "--to", target)
+            if r.returncode == 0 or "accepted, but" not in r.stderr:
+                break
         check(r.returncode == 0 and ("leader is now %s" % target) in r.stdout and
               r.stdout.count("\n") == 2,
               "transfer --to %s: exit 0 once it leads (%d, %r, %r)" %

@@ -26,11 +26,12 @@ allowed() {
     sim) echo "core elector replication codec runtime sim" ;;
     admin) echo "core elector replication codec runtime net drivers admin" ;;
     node) echo "core elector replication codec runtime net drivers admin node" ;;
+    client) echo "core client" ;;
   esac
 }
 
 bad=0
-for folder in core elector replication codec runtime net drivers sim admin node; do
+for folder in core elector replication codec runtime net drivers sim admin node client; do
   [ -d "$root/$folder" ] || continue
   # One grep and one awk per folder: "file:line:#include "conclave/<area>/..."" for every
   # conclave include whose area is not in the folder's list.

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Polls every node's GET /status (Beast HTTP client, short timeouts) and feeds the recorder.
+// Polls every node's GET /status (the admin client, short timeouts) and feeds the recorder.
 #pragma once
 
 #include <boost/asio/awaitable.hpp>

@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: Apache-2.0
+// The client's connection steps, shared by one-shot requests (request.cpp) and the watch stream
+// (watch.cpp): dial with a deadline, the plain-HTTP token rule, the TLS handshake, one exchange.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
+
+#include "conclave/client/client.hpp"
+
+namespace conclave::client::detail {
+
+using TlsStream = boost::beast::ssl_stream<boost::beast::tcp_stream>;
+
+/// Clock::time_point::max(): no deadline.
+void set_deadline(boost::beast::tcp_stream& stream, Clock::time_point deadline);
+
+/// Connects a plain stream; with a token, first checks that the token may go over it (a loopback
+/// address whose port answers HTTP without the token), else throws Error(Refused).
+boost::asio::awaitable<void> open(boost::beast::tcp_stream& stream, const Settings& settings,
+                                  const Endpoint& endpoint, Clock::time_point deadline);
+/// Connects and completes the handshake, checking that the certificate names endpoint.host.
+boost::asio::awaitable<void> open(TlsStream& stream, const Settings& settings,
+                                  const Endpoint& endpoint, Clock::time_point deadline);
+
+boost::beast::http::request<boost::beast::http::string_body> make_request(const Settings& settings,
+                                                                          const Endpoint& endpoint,
+                                                                          const Request& request,
+                                                                          bool with_token);
+
+Response to_response(const boost::beast::http::response<boost::beast::http::string_body>& answer);
+
+/// The Error for a transport failure at `stage` ("<endpoint>: <what>", or "no answer within
+/// <settings.timeout>" once the deadline closed the connection).
+Error transport_error(const Settings& settings, const Endpoint& endpoint, Stage stage,
+                      const boost::system::error_code& code);
+
+/// Whether a plain request that failed at `stage` went to a port that speaks TLS: then the
+/// Refused error to throw instead ("this endpoint speaks HTTPS: pass --cacert FILE ...").
+boost::asio::awaitable<std::optional<Error>> https_instead(const Settings& settings,
+                                                           const Endpoint& endpoint,
+                                                           Clock::time_point deadline,
+                                                           const boost::system::error_code& code);
+
+}  // namespace conclave::client::detail
