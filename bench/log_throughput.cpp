@@ -36,8 +36,8 @@
 namespace {
 
 namespace asio = boost::asio;
+using conclave::admin::MetadataProposeResult;
 using conclave::node::ClusterConfig;
-using conclave::node::MetadataProposeResult;
 using conclave::node::Node;
 using Clock = std::chrono::steady_clock;
 

@@ -8,7 +8,7 @@ flavour=${1:-release}
 shift || true
 # Sanitizer flavours leave the benchmarks out (their figures would mean nothing). The ASan build is
 # unoptimised with line tables only (-g1): reports still name file and line, and the heaviest
-# translation unit (node/src/admin_server.cpp) compiles in 10 % less CPU than with -g; -O1 doubled it.
+# translation unit (admin/src/admin_server.cpp) compiles in 10 % less CPU than with -g; -O1 doubled it.
 extra=()
 case "$flavour" in
   # The release flavour is CMake's own Release (-O3 -DNDEBUG), what a packager builds, so that CI

@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-# Install/export: headers and static libraries of elector, replication, codec, net, drivers and
-# node, a CMake package (find_package(conclave), or find_package(Conclave): the lower-case file
+# Install/export: headers and static libraries of elector, replication, codec, net, drivers, admin
+# and node, a CMake package (find_package(conclave), or find_package(Conclave): the lower-case file
 # names serve both spellings -> conclave::elector, conclave::codec, conclave::net,
-# conclave::drivers, conclave::node) and a pkg-config file. Included from tools/CMakeLists.txt,
-# after every library target exists.
+# conclave::drivers, conclave::admin, conclave::node) and a pkg-config file. Included from
+# tools/CMakeLists.txt, after every library target exists.
 #
 # Two install components, one Debian package each (packaging/cpack.cmake): "runtime" (conclaved,
 # conclavectl, conclave-certs, the systemd unit, the example config) and "dev" (headers, static
@@ -30,18 +30,19 @@ set_target_properties(conclave_replication_model PROPERTIES EXPORT_NAME replicat
 set_target_properties(conclave_net PROPERTIES EXPORT_NAME net)
 set_target_properties(conclave_net_frame PROPERTIES EXPORT_NAME net_frame)
 set_target_properties(conclave_drivers PROPERTIES EXPORT_NAME drivers)
+set_target_properties(conclave_admin PROPERTIES EXPORT_NAME admin)
 set_target_properties(conclave_node PROPERTIES EXPORT_NAME node)
 set_target_properties(conclave_runtime PROPERTIES EXPORT_NAME runtime)
 # conclave_warnings (the project's -W flags) is linked as $<BUILD_INTERFACE:...> by the installed
 # libraries: it is not exported, so a consumer never sees it nor a -lconclave_warnings.
 
-install(TARGETS conclave_core conclave_elector_model conclave_elector conclave_replication_model conclave_replication conclave_codec_json conclave_codec conclave_net conclave_net_frame conclave_drivers conclave_node
+install(TARGETS conclave_core conclave_elector_model conclave_elector conclave_replication_model conclave_replication conclave_codec_json conclave_codec conclave_net conclave_net_frame conclave_drivers conclave_admin conclave_node
                 conclave_runtime
   EXPORT conclaveTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-foreach(area core elector replication codec runtime net drivers node)
+foreach(area core elector replication codec runtime net drivers admin node)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${area}/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
           COMPONENT dev)
 endforeach()

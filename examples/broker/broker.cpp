@@ -110,7 +110,7 @@ void Broker::make_plan() {
     // Itself and the peers up and heard within contact_bound: a paused peer keeps its
     // connections up but is silent, and a partition it cannot serve would stay unserved.
     plan_ = {node_.config().self_entry().id};
-    for (const node::PeerStatus& peer : node_.status().peers) {
+    for (const admin::PeerStatus& peer : node_.status().peers) {
         if (peer.up && peer.last_contact_ms &&
             *peer.last_contact_ms < options_.contact_bound.count()) {
             plan_.push_back(peer.id);
@@ -133,16 +133,16 @@ int Broker::assign_all(std::uint64_t token) {
             continue;
         }
         in_flight_[p] = true;
-        node::MetadataCondition condition;
+        admin::MetadataCondition condition;
         condition.fence = token;
         condition.expect_lsn = held == assignments_.end() ? replication::kNoLsn : held->second.lsn;
         std::string value = assignment_value(primary, token);
         node_.propose(partition_key(p), value, condition,
-                      [this, p, value](const node::MetadataProposeResult& r) {
+                      [this, p, value](const admin::MetadataProposeResult& r) {
                           in_flight_[p] = false;
                           if (r.ok()) {
                               acknowledged_.push_back({p, r.lsn, value});
-                          } else if (r.status == node::MetadataProposeStatus::ConditionFailed) {
+                          } else if (r.status == admin::MetadataProposeStatus::ConditionFailed) {
                               ++refused_;
                           }
                       });
@@ -152,7 +152,7 @@ int Broker::assign_all(std::uint64_t token) {
 }
 
 bool Broker::leader_heard_recently(const std::string& leader) const {
-    for (const node::PeerStatus& peer : node_.status().peers) {
+    for (const admin::PeerStatus& peer : node_.status().peers) {
         if (peer.id == leader) {
             return peer.up && peer.last_contact_ms &&
                    *peer.last_contact_ms < options_.contact_bound.count();

@@ -7,6 +7,8 @@
 #include "conclave/net/handshake.hpp"
 
 namespace conclave::node {
+
+using admin::BroadcastMessage;
 namespace {
 
 using nlohmann::json;
@@ -76,14 +78,6 @@ BroadcastMessage DecodeBroadcastMessage(const json& j) {
 }
 
 }  // namespace
-
-std::string BroadcastMessage::id() const {
-    return from + "/" + boot + "/" + std::to_string(seq);
-}
-
-nlohmann::json BroadcastMessage::to_json() const {
-    return {{"id", id()}, {"from", from}, {"topic", topic}, {"payload", payload}};
-}
 
 std::optional<BroadcastRefusal> check_broadcast(const std::string& topic,
                                                 const nlohmann::json& payload) {

@@ -15,6 +15,10 @@
 
 namespace conclave::node {
 
+using admin::BroadcastMessage;
+using admin::BroadcastResult;
+using admin::Counter;
+
 namespace {
 
 std::string NewBootId() {
@@ -27,9 +31,9 @@ std::string NewBootId() {
 }  // namespace
 
 void Node::create_broadcast() {
-    boot_id_ = NewBootId();
-    beat_timer_ = std::make_unique<boost::asio::steady_timer>(*io_);
-    mesh_->set_frame_handler(
+    broadcasts_.boot_id = NewBootId();
+    broadcasts_.beat_timer = std::make_unique<boost::asio::steady_timer>(*runtime_.io);
+    cores_.mesh->set_frame_handler(
         net::Channel::Broadcast,
         [this](NodeId from,
                std::span<const std::uint8_t> bytes) -> std::optional<net::FrameRejection> {
@@ -49,7 +53,7 @@ void Node::create_broadcast() {
             if (auto* message = std::get_if<BroadcastMessage>(&decoded)) {
                 on_broadcast_message(std::move(*message));
             } else {
-                ++broadcast_counters_.beats_received;  // the mesh noted the contact
+                ++broadcasts_.counters.beats_received;  // the mesh noted the contact
             }
             return std::nullopt;
         });
@@ -68,10 +72,10 @@ std::chrono::milliseconds Node::beat_period() const {
 
 void Node::start_beats() {
     send_beats();
-    beat_timer_->expires_after(beat_period());
-    beat_timer_->async_wait(
-        [this, alive = std::weak_ptr<int>(alive_)](boost::system::error_code ec) {
-            if (ec || alive.expired() || stopping_ || stopped_) {
+    broadcasts_.beat_timer->expires_after(beat_period());
+    broadcasts_.beat_timer->async_wait(
+        [this, alive = std::weak_ptr<int>(runtime_.alive)](boost::system::error_code ec) {
+            if (ec || alive.expired() || runtime_.stopping || runtime_.stopped) {
                 return;
             }
             start_beats();
@@ -82,19 +86,19 @@ void Node::send_beats() {
     const std::vector<std::uint8_t> beat = encode_beat(config_.self_entry().id);
     for (std::uint16_t i = 0; i < config_.nodes.size(); ++i) {
         const NodeId n{i};
-        if (n != config_.self && !mesh_->is_retired(n) && mesh_->is_up(n)) {
-            mesh_->send(n, net::Channel::Broadcast, beat);
+        if (n != config_.self && !cores_.mesh->is_retired(n) && cores_.mesh->is_up(n)) {
+            cores_.mesh->send(n, net::Channel::Broadcast, beat);
         }
     }
 }
 
 void Node::on_broadcast_message(BroadcastMessage message) {
-    if (!broadcast_dedupe_.accept(message)) {
-        ++broadcast_counters_.duplicates;
+    if (!broadcasts_.dedupe.accept(message)) {
+        ++broadcasts_.counters.duplicates;
         return;
     }
-    ++broadcast_counters_.delivered;
-    const auto subscribers = broadcast_subscribers_;  // a subscriber may subscribe another one
+    ++broadcasts_.counters.delivered;
+    const auto subscribers = broadcasts_.subscribers;  // a subscriber may subscribe another one
     for (const auto& callback : subscribers) {
         callback(message);
     }
@@ -102,11 +106,11 @@ void Node::on_broadcast_message(BroadcastMessage message) {
 
 void Node::subscribe(BroadcastCallback callback) {
     if (must_post()) {
-        boost::asio::post(*io_,
+        boost::asio::post(*runtime_.io,
                           [this, cb = std::move(callback)]() mutable { subscribe(std::move(cb)); });
         return;
     }
-    broadcast_subscribers_.push_back(std::move(callback));
+    broadcasts_.subscribers.push_back(std::move(callback));
 }
 
 BroadcastResult Node::broadcast(std::string topic, nlohmann::json payload) {
@@ -127,7 +131,7 @@ BroadcastResult Node::broadcast(std::string topic, nlohmann::json payload) {
 
 BroadcastResult Node::broadcast_on_io(std::string topic, nlohmann::json payload) {
     using Outcome = BroadcastResult::Outcome;
-    if (store_) {
+    if (cores_.store) {
         return {Outcome::NeedsMesh,
                 "broadcast needs the mesh: with the " +
                     std::string(to_string(config_.backend.kind)) +
@@ -140,25 +144,25 @@ BroadcastResult Node::broadcast_on_io(std::string topic, nlohmann::json payload)
         return {
             refusal->too_large ? Outcome::TooLarge : Outcome::Invalid, refusal->detail, "", {}, {}};
     }
-    if (!started_ || stopping_ || stopped_) {
+    if (!runtime_.started || runtime_.stopping || runtime_.stopped) {
         return {Outcome::Unavailable, "the node is not running", "", {}, {}};
     }
-    BroadcastMessage message{config_.self_entry().id, boot_id_, ++broadcast_seq_, std::move(topic),
-                             std::move(payload)};
+    BroadcastMessage message{config_.self_entry().id, broadcasts_.boot_id, ++broadcasts_.seq,
+                             std::move(topic), std::move(payload)};
     const std::vector<std::uint8_t> bytes = encode_broadcast(message);
     BroadcastResult result{Outcome::Sent, "", message.id(), {}, {}};
     const auto now = std::chrono::steady_clock::now();
     for (std::uint16_t i = 0; i < config_.nodes.size(); ++i) {
         const NodeId n{i};
-        if (n == config_.self || mesh_->is_retired(n)) {
+        if (n == config_.self || cores_.mesh->is_retired(n)) {
             continue;
         }
         const bool sent =
-            liveness_of(n, now).second && mesh_->send(n, net::Channel::Broadcast, bytes);
+            liveness_of(n, now).second && cores_.mesh->send(n, net::Channel::Broadcast, bytes);
         (sent ? result.sent_to : result.not_sent).push_back(config_.nodes[i].id);
     }
-    ++broadcast_counters_.broadcasts;
-    broadcast_counters_.frames_sent += result.sent_to.size();
+    ++broadcasts_.counters.broadcasts;
+    broadcasts_.counters.frames_sent += result.sent_to.size();
     return result;
 }
 
@@ -167,7 +171,7 @@ std::pair<std::optional<std::int64_t>, bool> Node::liveness_of(
     if (n == config_.self) {
         return {0, true};
     }
-    const net::PeerStatus ps = mesh_->peer_status(n);
+    const net::PeerStatus ps = cores_.mesh->peer_status(n);
     if (!ps.last_contact) {
         return {std::nullopt, false};
     }
@@ -175,8 +179,8 @@ std::pair<std::optional<std::int64_t>, bool> Node::liveness_of(
     return {age.count(), ps.up && age <= liveness_window()};
 }
 
-void Node::add_liveness(MembersView& view) const {
-    if (store_) {
+void Node::add_liveness(admin::MembersView& view) const {
+    if (cores_.store) {
         view.liveness_detail =
             "the " + std::string(to_string(config_.backend.kind)) +
             " backend's nodes share no mesh: only this node's own liveness is known";
@@ -184,9 +188,9 @@ void Node::add_liveness(MembersView& view) const {
         view.liveness_window_ms = liveness_window().count();
     }
     const auto now = std::chrono::steady_clock::now();
-    for (MemberInfo& m : view.members) {
+    for (admin::MemberInfo& m : view.members) {
         const std::optional<NodeId> n = config_.find_node(m.id);
-        if (!n || (store_ && *n != config_.self)) {
+        if (!n || (cores_.store && *n != config_.self)) {
             continue;
         }
         const auto [last, live] = liveness_of(*n, now);
@@ -196,22 +200,23 @@ void Node::add_liveness(MembersView& view) const {
 }
 
 void Node::register_broadcast_metrics() {
-    Counter& broadcasts =
-        metrics_.counter("conclave_broadcasts_total", "Advisory broadcasts sent by this node");
-    Counter& frames = metrics_.counter("conclave_broadcast_frames_sent_total",
-                                       "Broadcast messages queued, one per live recipient");
+    Counter& broadcasts = admin_.metrics.counter("conclave_broadcasts_total",
+                                                 "Advisory broadcasts sent by this node");
+    Counter& frames = admin_.metrics.counter("conclave_broadcast_frames_sent_total",
+                                             "Broadcast messages queued, one per live recipient");
     const auto received = [this](const char* result) {
-        return &metrics_.counter("conclave_broadcasts_received_total",
-                                 "Broadcasts received from peers, by result (delivered to the "
-                                 "subscribers, or a duplicate dropped)",
-                                 {{"result", result}});
+        return &admin_.metrics.counter(
+            "conclave_broadcasts_received_total",
+            "Broadcasts received from peers, by result (delivered to the "
+            "subscribers, or a duplicate dropped)",
+            {{"result", result}});
     };
     Counter* delivered = received("delivered");
     Counter* duplicate = received("duplicate");
-    Counter& beats = metrics_.counter("conclave_liveness_beats_received_total",
-                                      "Liveness beats received from peers");
-    metrics_.on_collect([this, &broadcasts, &frames, delivered, duplicate, &beats] {
-        const BroadcastCounters& c = broadcast_counters_;
+    Counter& beats = admin_.metrics.counter("conclave_liveness_beats_received_total",
+                                            "Liveness beats received from peers");
+    admin_.metrics.on_collect([this, &broadcasts, &frames, delivered, duplicate, &beats] {
+        const BroadcastCounters& c = broadcasts_.counters;
         broadcasts.set_total(static_cast<double>(c.broadcasts));
         frames.set_total(static_cast<double>(c.frames_sent));
         delivered->set_total(static_cast<double>(c.delivered));

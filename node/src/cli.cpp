@@ -5,7 +5,7 @@
 #include <charconv>
 #include <ostream>
 
-#include "conclave/node/admin_server.hpp"
+#include "conclave/admin/admin_server.hpp"
 #include "conclave/node/security.hpp"
 
 #ifndef CONCLAVE_VERSION
@@ -272,8 +272,8 @@ std::variant<StartupExit, StartupReady> prepare_daemon(const std::vector<std::st
     // HTTPS admin: the certificate and key must load (and match) before anything starts.
     if (config.security.admin_tls != SecuritySettings::AdminTls::Off) {
         std::string error;
-        if (!make_admin_tls_context(config.security.admin_tls_cert, config.security.admin_tls_key,
-                                    "admin.tls", error)) {
+        if (!admin::make_admin_tls_context(config.security.admin_tls_cert,
+                                           config.security.admin_tls_key, "admin.tls", error)) {
             err << "conclaved: bad config: " << error << "\n";
             return StartupExit{kExitUsage};
         }

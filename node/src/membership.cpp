@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Node's side of membership changes: add_learner / promote / remove_member, the
 // members() view, /status's "membership" and the membership metrics. Kept apart from node.cpp.
-#include "conclave/node/membership.hpp"
+#include "conclave/admin/membership.hpp"
 
 #include <boost/asio/post.hpp>
 
@@ -17,12 +17,15 @@
 
 namespace conclave::node {
 
-namespace {
+using admin::ConfigRefusal;
+using admin::MemberRole;
+using admin::MembershipCallback;
+using admin::MembershipOp;
+using admin::MembershipResult;
+using admin::MetadataProposeResult;
+using admin::MetadataProposeStatus;
 
-constexpr std::array<std::string_view, kMembershipOpCount> kOpNames = {"add-learner", "promote",
-                                                                       "remove"};
-constexpr std::array<std::string_view, kConfigRefusalCount> kRefusalNames = {
-    "pending", "not_adjacent", "promote_lag", "invalid_op", "elector"};
+namespace {
 
 /// A change that cannot be proposed, and why.
 struct Refusal {
@@ -178,56 +181,6 @@ void log_refusal(spdlog::logger& logger, MembershipOp op, const std::string& id,
 
 }  // namespace
 
-std::string_view to_string(MembershipOp op) {
-    return kOpNames.at(static_cast<std::size_t>(op));
-}
-
-std::optional<MembershipOp> parse_membership_op(std::string_view text) {
-    for (std::size_t i = 0; i < kOpNames.size(); ++i) {
-        if (kOpNames[i] == text) {
-            return static_cast<MembershipOp>(i);
-        }
-    }
-    return std::nullopt;
-}
-
-std::string_view to_string(ConfigRefusal r) {
-    return kRefusalNames.at(static_cast<std::size_t>(r));
-}
-
-nlohmann::json members_to_json(const MembersView& view) {
-    nlohmann::json members = nlohmann::json::array();
-    for (const MemberInfo& m : view.members) {
-        nlohmann::json member = {{"id", m.id},
-                                 {"peer", m.peer},
-                                 {"http", m.http},
-                                 {"role", m.role == MemberRole::Voter ? "voter" : "learner"},
-                                 {"priority", m.priority}};
-        if (m.catch_up) {
-            member["catch_up"] = {{"acknowledged_len", m.catch_up->acknowledged_len},
-                                  {"lag_entries", m.catch_up->lag_entries},
-                                  {"connected", m.catch_up->connected}};
-        }
-        member["last_heartbeat_ms"] =
-            m.last_heartbeat_ms ? nlohmann::json(*m.last_heartbeat_ms) : nlohmann::json(nullptr);
-        member["live"] = m.live ? nlohmann::json(*m.live) : nlohmann::json(nullptr);
-        members.push_back(std::move(member));
-    }
-    nlohmann::json out = {{"version", view.version},
-                          {"from_entry", view.from_entry},
-                          {"members", std::move(members)}};
-    if (view.pending_change) {
-        out["pending_change"] = *view.pending_change;
-    }
-    out["liveness"] = {{"window_ms", view.liveness_window_ms
-                                         ? nlohmann::json(*view.liveness_window_ms)
-                                         : nlohmann::json(nullptr)}};
-    if (!view.liveness_detail.empty()) {
-        out["liveness"]["detail"] = view.liveness_detail;
-    }
-    return out;
-}
-
 void Node::add_learner(std::string id, MembershipCallback done) {
     change_membership(MembershipOp::AddLearner, replication::Member{std::move(id), {}, {}},
                       std::move(done));
@@ -247,15 +200,15 @@ void Node::remove_member(std::string id, MembershipCallback done) {
                       std::move(done));
 }
 
-MembersView Node::members() const {
-    MembersView view;
+admin::MembersView Node::members() const {
+    admin::MembersView view;
     const auto member = [this](NodeId n, MemberRole role) {
         const NodeEntry& e = config_.nodes[n.value];
-        MemberInfo m{e.id, to_string(e.peer), to_string(e.http), role, std::nullopt};
-        m.priority = driver_->elector().config().priority(n);
+        admin::MemberInfo m{e.id, to_string(e.peer), to_string(e.http), role, std::nullopt};
+        m.priority = cores_.driver->elector().config().priority(n);
         return m;
     };
-    if (!log_driver_) {
+    if (!cores_.log_driver) {
         // No configuration entry can exist: every node of the table is a voter, version 0.
         for (std::uint16_t i = 0; i < config_.nodes.size(); ++i) {
             view.members.push_back(member(NodeId{i}, MemberRole::Voter));
@@ -263,7 +216,7 @@ MembersView Node::members() const {
         add_liveness(view);
         return view;
     }
-    const replication::ReplicatedLog& log = log_driver_->log();
+    const replication::ReplicatedLog& log = cores_.log_driver->log();
     const replication::ActiveConfig& active = log.active_config();
     view.version = active.version;
     view.from_entry = active.from_entry;
@@ -278,12 +231,13 @@ MembersView Node::members() const {
             if (!set.contains(n)) {
                 continue;
             }
-            MemberInfo m = member(n, role);
+            admin::MemberInfo m = member(n, role);
             if (leader) {
                 const std::size_t acked =
                     n == config_.self ? log.state().durable_len : log.progress()[i].match_len;
-                m.catch_up = MemberCatchUp{acked, log.end_len() - std::min(acked, log.end_len()),
-                                           n == config_.self || mesh_->is_up(n)};
+                m.catch_up =
+                    admin::MemberCatchUp{acked, log.end_len() - std::min(acked, log.end_len()),
+                                         n == config_.self || cores_.mesh->is_up(n)};
             }
             view.members.push_back(std::move(m));
         }
@@ -292,12 +246,12 @@ MembersView Node::members() const {
     return view;
 }
 
-std::optional<MembershipState> Node::membership_state() const {
-    if (!log_driver_) {
+std::optional<admin::MembershipState> Node::membership_state() const {
+    if (!cores_.log_driver) {
         return std::nullopt;
     }
-    const replication::ActiveConfig& active = log_driver_->log().active_config();
-    MembershipState m;
+    const replication::ActiveConfig& active = cores_.log_driver->log().active_config();
+    admin::MembershipState m;
     m.version = active.version;
     m.from_entry = active.from_entry;
     m.role = active.is_voter(config_.self)            ? "voter"
@@ -308,7 +262,7 @@ std::optional<MembershipState> Node::membership_state() const {
 
 void Node::change_membership(MembershipOp op, replication::Member member, MembershipCallback done) {
     if (must_post()) {
-        boost::asio::post(*io_,
+        boost::asio::post(*runtime_.io,
                           [this, op, member = std::move(member), done = std::move(done)]() mutable {
                               change_membership(op, std::move(member), std::move(done));
                           });
@@ -328,7 +282,8 @@ void Node::change_membership(MembershipOp op, replication::Member member, Member
     if (const auto* why = std::get_if<std::string>(&target)) {
         return answer(MetadataProposeStatus::InvalidEntry, *why);
     }
-    if (!log_driver_ || stopping_ || !started_ || !log_driver_->running()) {
+    if (!cores_.log_driver || runtime_.stopping || !runtime_.started ||
+        !cores_.log_driver->running()) {
         // propose_entry answers these (disabled, stopped, failed).
         return propose_entry({}, {}, true, {},
                              [done = std::move(done)](const MetadataProposeResult& p) {
@@ -337,7 +292,7 @@ void Node::change_membership(MembershipOp op, replication::Member member, Member
                                  done(r);
                              });
     }
-    const replication::ReplicatedLog& log = log_driver_->log();
+    const replication::ReplicatedLog& log = cores_.log_driver->log();
     if (!log.can_propose()) {
         return answer(log.role() == replication::LogRole::LeaderPassive
                           ? MetadataProposeStatus::NotActive
@@ -356,7 +311,7 @@ void Node::change_membership(MembershipOp op, replication::Member member, Member
         }
     }
     if (refusal) {
-        config_refusals_[static_cast<std::size_t>(refusal->reason)]->inc();
+        admin_.config_refusals[static_cast<std::size_t>(refusal->reason)]->inc();
         log_refusal(*logger_, op, id, *refusal);
         return answer(MetadataProposeStatus::Refused, std::move(refusal->detail));
     }
@@ -370,14 +325,14 @@ void Node::change_membership(MembershipOp op, replication::Member member, Member
             if (p.ok()) {
                 r.version = version;
                 r.detail = "configuration version " + std::to_string(version) + " committed";
-                membership_changes_[static_cast<std::size_t>(op)]->inc();
+                admin_.membership_changes[static_cast<std::size_t>(op)]->inc();
             }
             done(r);
         });
 }
 
 replication::Configuration Node::active_configuration() const {
-    return configuration_of(log_driver_->log().active_config(), config_.nodes);
+    return configuration_of(cores_.log_driver->log().active_config(), config_.nodes);
 }
 
 void Node::follow_table(const replication::NotifyMembership& m) {
@@ -389,8 +344,8 @@ void Node::follow_table(const replication::NotifyMembership& m) {
     stored.nodes = config_.nodes;
     stored.removed.assign(config_.nodes.size(), false);
     for (std::uint16_t i = 0; i < config_.nodes.size(); ++i) {
-        stored.removed[i] =
-            NodeId{i} == config_.self ? self_removed_stored_ : mesh_->is_retired(NodeId{i});
+        stored.removed[i] = NodeId{i} == config_.self ? peers_.self_removed_stored
+                                                      : cores_.mesh->is_retired(NodeId{i});
     }
     const std::size_t old_size = config_.nodes.size();
     for (std::size_t i = old_size; i < m.table.size(); ++i) {
@@ -410,7 +365,7 @@ void Node::follow_table(const replication::NotifyMembership& m) {
         m.version > 0 && !m.voters.contains(config_.self) && !m.learners.contains(config_.self);
     stored.removed[config_.self.value] = self_removed;
     if (stored.nodes.size() > old_size || !addressed.empty() ||
-        self_removed != self_removed_stored_) {
+        self_removed != peers_.self_removed_stored) {
         // Durable first: an elector state naming a new node must find it at the next start.
         try {
             store_node_table(config_.data_dir, stored);
@@ -418,22 +373,22 @@ void Node::follow_table(const replication::NotifyMembership& m) {
             fail_stop(std::string("cannot store the node table: ") + e.what());
             return;
         }
-        self_removed_stored_ = self_removed;
+        peers_.self_removed_stored = self_removed;
         for (const NodeId n : addressed) {
             const NodeEntry& e = stored.nodes[n.value];
-            mesh_->set_address(n, e.peer.host, e.peer.port);
+            cores_.mesh->set_address(n, e.peer.host, e.peer.port);
             log_event(*logger_, spdlog::level::info, "membership: node addresses learnt",
                       {{"id", e.id}, {"peer", to_string(e.peer)}, {"http", to_string(e.http)}});
         }
         for (std::size_t i = old_size; i < stored.nodes.size(); ++i) {
             const NodeEntry& e = stored.nodes[i];
-            const auto added = mesh_->add_node(net::NodeAddress{e.id, e.peer.host, e.peer.port},
-                                               stored.removed[i]);
+            const auto added = cores_.mesh->add_node(
+                net::NodeAddress{e.id, e.peer.host, e.peer.port}, stored.removed[i]);
             CONCLAVE_CHECK(added.index && added.index->value == i,
                            "the mesh's table grows like the log's");
         }
         if (stored.nodes.size() > old_size) {
-            if (auto error = driver_->grow_table(stored.nodes.size())) {
+            if (auto error = cores_.driver->grow_table(stored.nodes.size())) {
                 logger_->error("membership: the elector refused the table of {} nodes: {}",
                                stored.nodes.size(), *error);
             }
@@ -444,7 +399,7 @@ void Node::follow_table(const replication::NotifyMembership& m) {
         config_.elector.cluster_size = stored.nodes.size();
     }
     // Retiring closes connections: not inside the log's batch.
-    boost::asio::post(*io_, [this, alive = std::weak_ptr<int>(alive_)] {
+    boost::asio::post(*runtime_.io, [this, alive = std::weak_ptr<int>(runtime_.alive)] {
         if (!alive.expired()) {
             follow_members();
         }
@@ -452,10 +407,10 @@ void Node::follow_table(const replication::NotifyMembership& m) {
 }
 
 void Node::follow_members() {
-    if (!log_driver_ || stopped_) {
+    if (!cores_.log_driver || runtime_.stopped) {
         return;
     }
-    const replication::ReplicatedLog& log = log_driver_->log();
+    const replication::ReplicatedLog& log = cores_.log_driver->log();
     const replication::ActiveConfig& active = log.active_config();
     if (!active.from_entry || !active.is_member(config_.self)) {
         return;  // the implicit configuration; or removed: the others drop this node
@@ -469,15 +424,15 @@ void Node::follow_members() {
             continue;
         }
         if (active.is_member(n)) {
-            mesh_->readmit_node(n);
-        } else if (!mesh_->is_retired(n)) {
+            cores_.mesh->readmit_node(n);
+        } else if (!cores_.mesh->is_retired(n)) {
             if (targets.contains(n)) {
                 waiting = true;  // R8: the leader still tells it of its removal
             } else {
-                mesh_->retire_node(n);
+                cores_.mesh->retire_node(n);
                 // Removed: a later join of this id may come with an empty data directory.
                 try {
-                    peer_incarnations_->forget(config_.node_name(n));
+                    peers_.incarnations->forget(config_.node_name(n));
                 } catch (const drivers::StateFileError& e) {
                     logger_->error("membership: cannot forget the incarnation of '{}': {}",
                                    config_.node_name(n), e.what());
@@ -486,13 +441,13 @@ void Node::follow_members() {
         }
     }
     if (waiting) {
-        members_timer_.expires_after(std::chrono::milliseconds(200));
-        members_timer_.async_wait(
-            [this, alive = std::weak_ptr<int>(alive_)](const boost::system::error_code& ec) {
-                if (!ec && !alive.expired()) {
-                    follow_members();
-                }
-            });
+        peers_.members_timer.expires_after(std::chrono::milliseconds(200));
+        peers_.members_timer.async_wait([this, alive = std::weak_ptr<int>(runtime_.alive)](
+                                            const boost::system::error_code& ec) {
+            if (!ec && !alive.expired()) {
+                follow_members();
+            }
+        });
     }
 }
 
@@ -518,7 +473,7 @@ void Node::answer_join(std::string id, net::JoinRequest request,
     // joined).
     if (const auto known = config_.find_node(id)) {
         const NodeEntry& e = config_.nodes[known->value];
-        const bool member = log_driver_->log().active_config().is_member(*known);
+        const bool member = cores_.log_driver->log().active_config().is_member(*known);
         if (!is_placeholder(e) &&
             (to_string(e.peer) != request.peer || to_string(e.http) != request.http)) {
             const std::string where =
@@ -543,7 +498,7 @@ void Node::answer_join(std::string id, net::JoinRequest request,
     }
     add_learner(
         replication::Member{id, request.peer, request.http},
-        [this, alive = std::weak_ptr<int>(alive_),
+        [this, alive = std::weak_ptr<int>(runtime_.alive),
          respond = std::move(respond)](const MembershipResult& r) {
             if (alive.expired()) {
                 return;
@@ -565,30 +520,31 @@ void Node::answer_join(std::string id, net::JoinRequest request,
 }
 
 void Node::register_membership_metrics() {
-    for (std::size_t i = 0; i < kMembershipOpCount; ++i) {
-        membership_changes_[i] =
-            &metrics_.counter("conclave_membership_changes_total",
-                              "Membership changes this node proposed that committed, by op",
-                              {{"op", std::string(to_string(static_cast<MembershipOp>(i)))}});
+    for (std::size_t i = 0; i < admin::kMembershipOpCount; ++i) {
+        admin_.membership_changes[i] =
+            &admin_.metrics.counter("conclave_membership_changes_total",
+                                    "Membership changes this node proposed that committed, by op",
+                                    {{"op", std::string(to_string(static_cast<MembershipOp>(i)))}});
     }
-    for (std::size_t i = 0; i < kConfigRefusalCount; ++i) {
-        config_refusals_[i] = &metrics_.counter(
+    for (std::size_t i = 0; i < admin::kConfigRefusalCount; ++i) {
+        admin_.config_refusals[i] = &admin_.metrics.counter(
             "conclave_config_refusals_total",
             "Membership changes refused (by this leader) and configurations the elector refused, "
             "by reason",
             {{"reason", std::string(to_string(static_cast<ConfigRefusal>(i)))}});
     }
-    if (!log_driver_) {
+    if (!cores_.log_driver) {
         return;
     }
-    Gauge& version = metrics_.gauge("conclave_membership_version",
-                                    "Version of this node's active configuration (0: none yet)");
-    Counter* elector_refusals = config_refusals_[static_cast<std::size_t>(ConfigRefusal::Elector)];
+    admin::Gauge& version = admin_.metrics.gauge(
+        "conclave_membership_version", "Version of this node's active configuration (0: none yet)");
+    admin::Counter* elector_refusals =
+        admin_.config_refusals[static_cast<std::size_t>(ConfigRefusal::Elector)];
     auto mirrored = std::make_shared<std::uint64_t>(0);
-    metrics_.on_collect([this, &version, elector_refusals, mirrored] {
-        version.set(static_cast<double>(log_driver_->log().active_config().version));
+    admin_.metrics.on_collect([this, &version, elector_refusals, mirrored] {
+        version.set(static_cast<double>(cores_.log_driver->log().active_config().version));
         // Mirrored: the log driver counts the elector's refusals (monotonic).
-        const std::uint64_t now = log_driver_->counters().voter_set_refused;
+        const std::uint64_t now = cores_.log_driver->counters().voter_set_refused;
         elector_refusals->inc(static_cast<double>(now - *mirrored));
         *mirrored = now;
     });

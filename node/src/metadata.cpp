@@ -14,6 +14,12 @@
 
 namespace conclave::node {
 
+using admin::Counter;
+using admin::Gauge;
+using admin::MetadataProposeCallback;
+using admin::MetadataProposeResult;
+using admin::MetadataProposeStatus;
+
 namespace {
 
 MetadataProposeStatus status_of(drivers::ProposeStatus s) {
@@ -87,44 +93,6 @@ std::string detail_of(MetadataProposeStatus s, const MetadataProposeResult& r, s
 
 }  // namespace
 
-std::string_view to_string(MetadataProposeStatus s) {
-    switch (s) {
-        case MetadataProposeStatus::Committed:
-            return "committed";
-        case MetadataProposeStatus::NotLeader:
-            return "not_leader";
-        case MetadataProposeStatus::NoLeader:
-            return "no_leader";
-        case MetadataProposeStatus::NotActive:
-            return "not_active";
-        case MetadataProposeStatus::InvalidEntry:
-            return "invalid_entry";
-        case MetadataProposeStatus::TimedOut:
-            return "timed_out";
-        case MetadataProposeStatus::LeadershipLost:
-            return "leadership_lost";
-        case MetadataProposeStatus::Stopped:
-            return "stopped";
-        case MetadataProposeStatus::Disabled:
-            return "disabled";
-        case MetadataProposeStatus::Failed:
-            return "failed";
-        case MetadataProposeStatus::NoSpace:
-            return "nospace";
-        case MetadataProposeStatus::Refused:
-            return "refused";
-        case MetadataProposeStatus::ConditionFailed:
-            return "condition_failed";
-    }
-    return "unknown";
-}
-
-bool MetadataProposeResult::outcome_unknown() const {
-    return status == MetadataProposeStatus::TimedOut ||
-           status == MetadataProposeStatus::LeadershipLost ||
-           status == MetadataProposeStatus::Failed;
-}
-
 void Node::create_log_driver() {
     if (!config_.metadata.enabled) {
         return;
@@ -162,14 +130,15 @@ void Node::create_log_driver() {
         options.storage = options_.log_storage(options.dir, options.fsync);
     }
     options.on_membership = [this](const replication::NotifyMembership& m) { follow_table(m); };
-    log_driver_ = std::make_unique<drivers::LogDriver>(*io_, *mesh_, *driver_, std::move(options));
+    cores_.log_driver = std::make_unique<drivers::LogDriver>(*runtime_.io, *cores_.mesh,
+                                                             *cores_.driver, std::move(options));
 }
 
 MetadataProposeResult Node::proposal_result(MetadataProposeStatus status, Lsn lsn) const {
     MetadataProposeResult r;
     r.status = status;
     r.lsn = lsn;
-    const elector::LeadershipSnapshot& s = driver_->snapshot();
+    const elector::LeadershipSnapshot& s = cores_.driver->snapshot();
     if (s.leader && *s.leader != config_.self) {
         r.leader = config_.node_name(*s.leader);
         r.leader_http = to_string(config_.nodes[s.leader->value].http);
@@ -177,15 +146,16 @@ MetadataProposeResult Node::proposal_result(MetadataProposeStatus status, Lsn ls
     if (r.status == MetadataProposeStatus::NotLeader && !r.leader) {
         r.status = MetadataProposeStatus::NoLeader;
     }
-    const auto& c = log_driver_ ? log_driver_->log().config() : replication::LogConfig{};
+    const auto& c =
+        cores_.log_driver ? cores_.log_driver->log().config() : replication::LogConfig{};
     r.detail = detail_of(r.status, r, c.max_key_bytes, c.max_value_bytes);
     return r;
 }
 
 void Node::propose(std::string key, std::string value, MetadataProposeCallback done) {
     if (must_post()) {
-        boost::asio::post(*io_, [this, key = std::move(key), value = std::move(value),
-                                 done = std::move(done)]() mutable {
+        boost::asio::post(*runtime_.io, [this, key = std::move(key), value = std::move(value),
+                                         done = std::move(done)]() mutable {
             propose(std::move(key), std::move(value), std::move(done));
         });
         return;
@@ -193,11 +163,11 @@ void Node::propose(std::string key, std::string value, MetadataProposeCallback d
     propose_entry(std::move(key), std::move(value), false, {}, std::move(done));
 }
 
-void Node::propose(std::string key, std::string value, MetadataCondition condition,
+void Node::propose(std::string key, std::string value, admin::MetadataCondition condition,
                    MetadataProposeCallback done) {
     if (must_post()) {
-        boost::asio::post(*io_, [this, key = std::move(key), value = std::move(value), condition,
-                                 done = std::move(done)]() mutable {
+        boost::asio::post(*runtime_.io, [this, key = std::move(key), value = std::move(value),
+                                         condition, done = std::move(done)]() mutable {
             propose(std::move(key), std::move(value), condition, std::move(done));
         });
         return;
@@ -206,19 +176,19 @@ void Node::propose(std::string key, std::string value, MetadataCondition conditi
 }
 
 void Node::propose_entry(std::string key, std::string value, bool config,
-                         const MetadataCondition& condition, MetadataProposeCallback done) {
-    if (!log_driver_) {
+                         const admin::MetadataCondition& condition, MetadataProposeCallback done) {
+    if (!cores_.log_driver) {
         return done(proposal_result(MetadataProposeStatus::Disabled, replication::kNoLsn));
     }
-    if (stopping_ || !started_) {
+    if (runtime_.stopping || !runtime_.started) {
         return done(proposal_result(MetadataProposeStatus::Stopped, replication::kNoLsn));
     }
     const auto proposed_at = std::chrono::steady_clock::now();
     auto answer = [this, done = std::move(done),
                    proposed_at](const drivers::ProposeOutcome& outcome) {
         const MetadataProposeStatus status = status_of(outcome.status);
-        if (status == MetadataProposeStatus::Committed && commit_latency_ != nullptr) {
-            commit_latency_->observe(
+        if (status == MetadataProposeStatus::Committed && admin_.commit_latency != nullptr) {
+            admin_.commit_latency->observe(
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - proposed_at)
                     .count());
         }
@@ -231,51 +201,51 @@ void Node::propose_entry(std::string key, std::string value, bool config,
         done(r);
     };
     if (config) {
-        log_driver_->propose_config(std::move(value), std::move(answer));
+        cores_.log_driver->propose_config(std::move(value), std::move(answer));
     } else {
         drivers::ProposeCondition c;
         c.expect_lsn = condition.expect_lsn;
         if (condition.fence) {
             c.fence = Term{*condition.fence};
         }
-        log_driver_->propose(std::move(key), std::move(value), c, std::move(answer));
+        cores_.log_driver->propose(std::move(key), std::move(value), c, std::move(answer));
     }
 }
 
-void Node::subscribe_committed(CommittedCallback callback) {
+void Node::subscribe_committed(admin::CommittedCallback callback) {
     subscribe_committed(std::string(), std::move(callback));
 }
 
-void Node::subscribe_committed(std::string prefix, CommittedCallback callback) {
+void Node::subscribe_committed(std::string prefix, admin::CommittedCallback callback) {
     if (must_post()) {
-        boost::asio::post(
-            *io_, [this, prefix = std::move(prefix), callback = std::move(callback)]() mutable {
-                subscribe_committed(std::move(prefix), std::move(callback));
-            });
+        boost::asio::post(*runtime_.io, [this, prefix = std::move(prefix),
+                                         callback = std::move(callback)]() mutable {
+            subscribe_committed(std::move(prefix), std::move(callback));
+        });
         return;
     }
-    if (log_driver_) {
-        log_driver_->subscribe_committed(std::move(callback), std::move(prefix));
+    if (cores_.log_driver) {
+        cores_.log_driver->subscribe_committed(std::move(callback), std::move(prefix));
     }
 }
 
 std::vector<replication::Entry> Node::committed_after(Lsn after, std::size_t max_entries) const {
-    if (!log_driver_) {
+    if (!cores_.log_driver) {
         return {};
     }
-    return log_driver_->committed_after(after, max_entries);
+    return cores_.log_driver->committed_after(after, max_entries);
 }
 
 Lsn Node::commit_lsn() const {
-    return log_driver_ ? log_driver_->log().commit_lsn() : replication::kNoLsn;
+    return cores_.log_driver ? cores_.log_driver->log().commit_lsn() : replication::kNoLsn;
 }
 
-std::optional<LogStatus> Node::log_status() const {
-    if (!log_driver_) {
+std::optional<admin::LogStatus> Node::log_status() const {
+    if (!cores_.log_driver) {
         return std::nullopt;
     }
-    LogStatus s;
-    switch (log_driver_->log().role()) {
+    admin::LogStatus s;
+    switch (cores_.log_driver->log().role()) {
         case replication::LogRole::LeaderPassive:
             s.leader_status = "passive";
             break;
@@ -285,22 +255,22 @@ std::optional<LogStatus> Node::log_status() const {
         case replication::LogRole::Follower:
             break;
     }
-    s.commit_lsn = log_driver_->log().commit_lsn();
-    if (log_driver_->log().nospace_alarm()) {
+    s.commit_lsn = cores_.log_driver->log().commit_lsn();
+    if (cores_.log_driver->log().nospace_alarm()) {
         s.alarms.emplace_back("NOSPACE");
     }
-    if (const auto& rollback = log_driver_->log().rollback_alarm()) {
+    if (const auto& rollback = cores_.log_driver->log().rollback_alarm()) {
         s.alarms.emplace_back("ROLLBACK");
-        s.rollback = replication::describe(*rollback, log_driver_->log().config().node_ids);
+        s.rollback = replication::describe(*rollback, cores_.log_driver->log().config().node_ids);
     }
-    s.repaired = log_driver_->log().repaired();
+    s.repaired = cores_.log_driver->log().repaired();
     return s;
 }
 
 namespace {
 
 /// Rollbacks (replication::RollbackAlarm): the alarm and how many were seen, by kind.
-void register_rollback_metrics(MetricsRegistry& metrics,
+void register_rollback_metrics(admin::MetricsRegistry& metrics,
                                const std::unique_ptr<drivers::LogDriver>& log_driver) {
     Gauge& raised = metrics.gauge(
         "conclave_metadata_rollback_alarm",
@@ -326,7 +296,7 @@ void register_rollback_metrics(MetricsRegistry& metrics,
 
 /// Space and compaction of the metadata log: bytes held, the NOSPACE alarm, compactions,
 /// snapshots installed, quota refusals, the repaired marker.
-void register_log_space_metrics(MetricsRegistry& metrics,
+void register_log_space_metrics(admin::MetricsRegistry& metrics,
                                 const std::unique_ptr<drivers::LogDriver>& log_driver) {
     Gauge& used_bytes = metrics.gauge(
         "conclave_metadata_log_bytes",
@@ -361,45 +331,48 @@ void register_log_space_metrics(MetricsRegistry& metrics,
 }  // namespace
 
 void Node::register_metadata_metrics() {
-    Gauge& storage_failed = metrics_.gauge(
+    Gauge& storage_failed = admin_.metrics.gauge(
         "conclave_storage_failed",
         "1 once a storage failure (metadata log, elector state) took this node out of service");
-    metrics_.on_collect(
-        [this, &storage_failed] { storage_failed.set(storage_failure_ ? 1.0 : 0.0); });
-    if (!log_driver_) {
+    admin_.metrics.on_collect(
+        [this, &storage_failed] { storage_failed.set(runtime_.storage_failure ? 1.0 : 0.0); });
+    if (!cores_.log_driver) {
         return;
     }
-    Counter& commits = metrics_.counter("conclave_metadata_commits_total",
-                                        "Metadata log entries committed (this run)");
-    Counter& ok = metrics_.counter("conclave_metadata_proposals_total",
-                                   "Metadata proposals answered, by outcome", {{"outcome", "ok"}});
+    Counter& commits = admin_.metrics.counter("conclave_metadata_commits_total",
+                                              "Metadata log entries committed (this run)");
+    Counter& ok =
+        admin_.metrics.counter("conclave_metadata_proposals_total",
+                               "Metadata proposals answered, by outcome", {{"outcome", "ok"}});
     Counter& failed =
-        metrics_.counter("conclave_metadata_proposals_total",
-                         "Metadata proposals answered, by outcome", {{"outcome", "failed"}});
+        admin_.metrics.counter("conclave_metadata_proposals_total",
+                               "Metadata proposals answered, by outcome", {{"outcome", "failed"}});
     Counter& fsyncs =
-        metrics_.counter("conclave_metadata_fsyncs_total", "fsync calls on the metadata log");
-    Counter& flushes = metrics_.counter("conclave_metadata_group_commits_total",
-                                        "Group commits (flushes) of the metadata log");
-    Counter& bad = metrics_.counter("conclave_metadata_bad_frames_total",
-                                    "Replication frames rejected (undecodable, wrong sender)");
-    Counter& dropped = metrics_.counter("conclave_metadata_messages_dropped_total",
-                                        "Log messages the mesh refused (peer down, overflow)");
-    Counter& ahead = metrics_.counter(
+        admin_.metrics.counter("conclave_metadata_fsyncs_total", "fsync calls on the metadata log");
+    Counter& flushes = admin_.metrics.counter("conclave_metadata_group_commits_total",
+                                              "Group commits (flushes) of the metadata log");
+    Counter& bad =
+        admin_.metrics.counter("conclave_metadata_bad_frames_total",
+                               "Replication frames rejected (undecodable, wrong sender)");
+    Counter& dropped =
+        admin_.metrics.counter("conclave_metadata_messages_dropped_total",
+                               "Log messages the mesh refused (peer down, overflow)");
+    Counter& ahead = admin_.metrics.counter(
         "conclave_metadata_term_ahead_drops_total",
         "Log messages of a term this node's elector has not made durable yet, dropped (the leader "
         "re-sends once the elector has heard of the term)");
-    Gauge& length = metrics_.gauge("conclave_metadata_log_entries",
-                                   "Entries held by the metadata log (snapshot + tail)");
-    Gauge& commit_index = metrics_.gauge("conclave_metadata_commit_lsn",
-                                         "Counter part of the commit LSN (term.counter)");
-    commit_latency_ = &metrics_.histogram(
+    Gauge& length = admin_.metrics.gauge("conclave_metadata_log_entries",
+                                         "Entries held by the metadata log (snapshot + tail)");
+    Gauge& commit_index = admin_.metrics.gauge("conclave_metadata_commit_lsn",
+                                               "Counter part of the commit LSN (term.counter)");
+    admin_.commit_latency = &admin_.metrics.histogram(
         "conclave_metadata_commit_latency_seconds",
         "Time from a metadata proposal reaching the leader to its commit (successful ones)",
         {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10});
-    register_log_space_metrics(metrics_, log_driver_);
-    metrics_.on_collect([this, &commits, &ok, &failed, &fsyncs, &flushes, &bad, &dropped, &ahead,
-                         &length, &commit_index] {
-        const drivers::LogDriver& d = *log_driver_;
+    register_log_space_metrics(admin_.metrics, cores_.log_driver);
+    admin_.metrics.on_collect([this, &commits, &ok, &failed, &fsyncs, &flushes, &bad, &dropped,
+                               &ahead, &length, &commit_index] {
+        const drivers::LogDriver& d = *cores_.log_driver;
         commits.set_total(static_cast<double>(d.log().counters().entries_committed));
         ok.set_total(static_cast<double>(d.counters().proposals_ok));
         failed.set_total(static_cast<double>(d.counters().proposals_failed));

@@ -15,26 +15,17 @@
 
 namespace conclave::node {
 
+using admin::MetadataProposeStatus;
+using admin::MetadataQuery;
+using admin::MetadataReadCallback;
+using admin::MetadataReadResult;
+
 namespace {
 
 /// How often waiting linearizable reads look again (a heartbeat round is 20 ms and up).
 constexpr std::chrono::milliseconds kReadPollPeriod{5};
 
 }  // namespace
-
-std::string_view to_string(ReadConsistency c) {
-    return c == ReadConsistency::Linearizable ? "linearizable" : "serializable";
-}
-
-std::optional<ReadConsistency> parse_read_consistency(std::string_view text) {
-    if (text == "linearizable") {
-        return ReadConsistency::Linearizable;
-    }
-    if (text == "serializable") {
-        return ReadConsistency::Serializable;
-    }
-    return std::nullopt;
-}
 
 struct Node::ReadWaiter {
     MetadataQuery query;
@@ -46,12 +37,13 @@ struct Node::ReadWaiter {
 
 MetadataReadResult Node::get(std::string_view key) const {
     MetadataReadResult r;
-    if (!log_driver_) {
+    if (!cores_.log_driver) {
         r.outcome = proposal_result(MetadataProposeStatus::Disabled, replication::kNoLsn);
         return r;
     }
-    r.outcome = proposal_result(MetadataProposeStatus::Committed, log_driver_->log().commit_lsn());
-    if (const replication::Entry* e = log_driver_->keys().find(key)) {
+    r.outcome =
+        proposal_result(MetadataProposeStatus::Committed, cores_.log_driver->log().commit_lsn());
+    if (const replication::Entry* e = cores_.log_driver->keys().find(key)) {
         r.entries.push_back(*e);
     }
     return r;
@@ -63,7 +55,7 @@ void Node::serve_read(const MetadataQuery& query, const MetadataReadCallback& do
     }
     MetadataReadResult r = get({});
     r.entries.clear();
-    log_driver_->keys().for_prefix(query.key, [&](const replication::Entry& e) {
+    cores_.log_driver->keys().for_prefix(query.key, [&](const replication::Entry& e) {
         if (r.entries.size() == query.max) {
             r.more = true;
             return false;
@@ -75,12 +67,12 @@ void Node::serve_read(const MetadataQuery& query, const MetadataReadCallback& do
 }
 
 bool Node::read_ready(std::chrono::steady_clock::time_point arrived, std::uint64_t term,
-                      std::optional<MetadataProposeResult>& refusal) const {
-    const elector::LeadershipSnapshot& s = driver_->snapshot();
+                      std::optional<admin::MetadataProposeResult>& refusal) const {
+    const elector::LeadershipSnapshot& s = cores_.driver->snapshot();
     if (options_.planted_read_bug == PlantedReadBug::LocalReads) {
         return true;  // planted: every node answers from its own state
     }
-    if (stopping_ || !log_driver_->running()) {
+    if (runtime_.stopping || !cores_.log_driver->running()) {
         refusal = proposal_result(MetadataProposeStatus::Stopped, replication::kNoLsn);
         return false;
     }
@@ -92,14 +84,14 @@ bool Node::read_ready(std::chrono::steady_clock::time_point arrived, std::uint64
         refusal = proposal_result(MetadataProposeStatus::LeadershipLost, replication::kNoLsn);
         return false;
     }
-    if (log_driver_->log().role() != replication::LogRole::LeaderActive &&
+    if (cores_.log_driver->log().role() != replication::LogRole::LeaderActive &&
         options_.planted_read_bug != PlantedReadBug::SkipSyncPoint) {
         return false;  // before the sync point: wait for it
     }
     if (options_.planted_read_bug == PlantedReadBug::SkipReadIndex) {
         return true;  // planted: no lease check, no quorum round
     }
-    const auto lease = driver_->lease_deadline();
+    const auto lease = cores_.driver->lease_deadline();
     if (!lease) {
         return false;
     }
@@ -111,38 +103,39 @@ bool Node::read_ready(std::chrono::steady_clock::time_point arrived, std::uint64
 
 void Node::read(MetadataQuery query, MetadataReadCallback done) {
     if (must_post()) {
-        boost::asio::post(*io_, [this, query = std::move(query), done = std::move(done)]() mutable {
-            read(std::move(query), std::move(done));
-        });
+        boost::asio::post(*runtime_.io,
+                          [this, query = std::move(query), done = std::move(done)]() mutable {
+                              read(std::move(query), std::move(done));
+                          });
         return;
     }
     MetadataReadResult r;
-    if (!log_driver_ || stopping_ || !started_) {
+    if (!cores_.log_driver || runtime_.stopping || !runtime_.started) {
         r.outcome = proposal_result(
-            log_driver_ ? MetadataProposeStatus::Stopped : MetadataProposeStatus::Disabled,
+            cores_.log_driver ? MetadataProposeStatus::Stopped : MetadataProposeStatus::Disabled,
             replication::kNoLsn);
         return done(r);
     }
-    if (query.consistency == ReadConsistency::Serializable) {
+    if (query.consistency == admin::ReadConsistency::Serializable) {
         return serve_read(query, done);
     }
     auto waiter = std::make_shared<ReadWaiter>();
     waiter->arrived = std::chrono::steady_clock::now();
     waiter->deadline =
         waiter->arrived + std::chrono::milliseconds(config_.metadata.propose_timeout_ms);
-    waiter->term = driver_->snapshot().term.value;
+    waiter->term = cores_.driver->snapshot().term.value;
     waiter->query = std::move(query);
     waiter->done = std::move(done);
-    read_waiters_.push_back(std::move(waiter));
+    cores_.read_waiters.push_back(std::move(waiter));
     poll_reads();
 }
 
 void Node::poll_reads() {
     const auto now = std::chrono::steady_clock::now();
-    auto waiters = std::move(read_waiters_);
-    read_waiters_.clear();
+    auto waiters = std::move(cores_.read_waiters);
+    cores_.read_waiters.clear();
     for (auto& w : waiters) {
-        std::optional<MetadataProposeResult> refusal;
+        std::optional<admin::MetadataProposeResult> refusal;
         if (read_ready(w->arrived, w->term, refusal)) {
             serve_read(w->query, w->done);
         } else if (refusal || now >= w->deadline) {
@@ -157,18 +150,18 @@ void Node::poll_reads() {
             }
             w->done(r);
         } else {
-            read_waiters_.push_back(std::move(w));
+            cores_.read_waiters.push_back(std::move(w));
         }
     }
-    if (read_waiters_.empty()) {
+    if (cores_.read_waiters.empty()) {
         return;
     }
-    if (!read_timer_) {
-        read_timer_ = std::make_unique<boost::asio::steady_timer>(*io_);
+    if (!cores_.read_timer) {
+        cores_.read_timer = std::make_unique<boost::asio::steady_timer>(*runtime_.io);
     }
-    read_timer_->expires_after(kReadPollPeriod);
-    std::weak_ptr<int> alive = alive_;
-    read_timer_->async_wait([this, alive](const boost::system::error_code& ec) {
+    cores_.read_timer->expires_after(kReadPollPeriod);
+    std::weak_ptr<int> alive = runtime_.alive;
+    cores_.read_timer->async_wait([this, alive](const boost::system::error_code& ec) {
         if (!ec && !alive.expired()) {
             poll_reads();
         }

@@ -12,13 +12,14 @@
 #include <future>
 #include <nlohmann/json.hpp>
 #include <utility>
+#include <variant>
 
+#include "conclave/admin/hostile_input_metrics.hpp"
+#include "conclave/admin/leadership_metrics.hpp"
 #include "conclave/drivers/driver.hpp"
 #include "conclave/drivers/log_driver.hpp"
 #include "conclave/net/mesh.hpp"
-#include "conclave/node/hostile_input_metrics.hpp"
 #include "conclave/node/identity.hpp"
-#include "conclave/node/leadership_metrics.hpp"
 #include "conclave/node/logging.hpp"
 #include "conclave/node/node_table.hpp"
 #include "conclave/node/security.hpp"
@@ -26,6 +27,11 @@
 #include "conclave/replication/storage.hpp"
 
 namespace conclave::node {
+
+using admin::CommandResult;
+using admin::Counter;
+using admin::lsn_text;
+using admin::StatusReport;
 
 namespace {
 
@@ -76,16 +82,44 @@ std::optional<StoredTable> adopt_stored_table(ClusterConfig& config, spdlog::log
     return stored;
 }
 
+/// The admin server of a node (not yet listening): its request checks and limits from the config,
+/// HTTPS when admin.tls asks for it; an error naming the endpoint when the TLS files do not load.
+std::variant<std::unique_ptr<admin::AdminServer>, std::string> MakeAdminServer(
+    boost::asio::io_context& io, const ClusterConfig& config,
+    const std::optional<std::string>& token) {
+    admin::AdminSecurity security;
+    security.token = token;
+    security.open_reads = config.security.admin_open_reads;
+    security.public_paths = {"/healthz", "/metrics"};
+    security.allowed_hosts = {config.self_entry().http.host, "localhost", "127.0.0.1", "::1"};
+    for (const std::string& host : config.security.admin_hosts) {
+        security.allowed_hosts.push_back(host);
+    }
+    admin::AdminServerLimits limits;
+    limits.max_connections_per_source = config.security.admin_max_connections_per_source;
+    limits.idle_timeout = std::chrono::milliseconds(config.security.admin_idle_timeout_ms);
+    std::shared_ptr<boost::asio::ssl::context> tls;
+    if (config.security.admin_tls != SecuritySettings::AdminTls::Off) {
+        std::string error;
+        tls = admin::make_admin_tls_context(config.security.admin_tls_cert,
+                                            config.security.admin_tls_key, "admin.tls", error);
+        if (!tls) {
+            return "https " + to_string(config.self_entry().http) + ": " + error;
+        }
+    }
+    return std::make_unique<admin::AdminServer>(io, limits, std::move(security), std::move(tls));
+}
+
 }  // namespace
 
-class Node::Admin final : public AdminSource {
+class Node::Admin final : public admin::AdminSource {
   public:
     explicit Admin(Node& node) : node_(node) {}
     StatusReport status() override { return node_.status(); }
     std::string metrics_text() override { return node_.metrics_text(); }
-    HealthReport health() override { return node_.health(); }
+    admin::HealthReport health() override { return node_.health(); }
     CommandResult transfer_leadership(const std::string& to) override {
-        if (node_.stopping_ || !node_.started_) {
+        if (node_.runtime_.stopping || !node_.runtime_.started) {
             return {CommandResult::Outcome::Unavailable, "the node is not running"};
         }
         if (auto error = node_.transfer_leadership(to)) {
@@ -94,7 +128,7 @@ class Node::Admin final : public AdminSource {
         return {CommandResult::Outcome::Accepted, "leadership transfer to " + to + " started"};
     }
     CommandResult set_priority(const std::string& id, std::uint32_t priority) override {
-        if (node_.stopping_ || !node_.started_) {
+        if (node_.runtime_.stopping || !node_.runtime_.started) {
             return {CommandResult::Outcome::Unavailable, "the node is not running"};
         }
         if (auto error = node_.set_priority(id, priority)) {
@@ -104,7 +138,7 @@ class Node::Admin final : public AdminSource {
                 "priority of " + id + " is " + std::to_string(priority) + " on this node"};
     }
     CommandResult step_down() override {
-        if (node_.stopping_ || !node_.started_) {
+        if (node_.runtime_.stopping || !node_.runtime_.started) {
             return {CommandResult::Outcome::Unavailable, "the node is not running"};
         }
         if (auto error = node_.step_down()) {
@@ -113,50 +147,50 @@ class Node::Admin final : public AdminSource {
         return {CommandResult::Outcome::Accepted, "stepping down"};
     }
     void propose_metadata(std::string key, std::string value,
-                          MetadataProposeCallback done) override {
+                          admin::MetadataProposeCallback done) override {
         node_.propose(std::move(key), std::move(value), std::move(done));
     }
-    void propose_metadata_if(std::string key, std::string value, MetadataCondition condition,
-                             MetadataProposeCallback done) override {
+    void propose_metadata_if(std::string key, std::string value, admin::MetadataCondition condition,
+                             admin::MetadataProposeCallback done) override {
         node_.propose(std::move(key), std::move(value), condition, std::move(done));
     }
-    void read_metadata(MetadataQuery query, MetadataReadCallback done) override {
+    void read_metadata(admin::MetadataQuery query, admin::MetadataReadCallback done) override {
         node_.read(std::move(query), std::move(done));
     }
     std::optional<std::uint64_t> watch_committed(std::string prefix, Lsn after,
-                                                 CommittedCallback callback) override {
-        if (!node_.log_driver_) {
+                                                 admin::CommittedCallback callback) override {
+        if (!node_.cores_.log_driver) {
             return std::nullopt;
         }
-        return node_.log_driver_->subscribe_committed(std::move(callback), std::move(prefix),
-                                                      after);
+        return node_.cores_.log_driver->subscribe_committed(std::move(callback), std::move(prefix),
+                                                            after);
     }
     void unwatch_committed(std::uint64_t id) override {
-        if (node_.log_driver_) {
-            node_.log_driver_->unsubscribe(id);
+        if (node_.cores_.log_driver) {
+            node_.cores_.log_driver->unsubscribe(id);
         }
     }
-    std::optional<MetadataPage> metadata_after(Lsn from, std::size_t max_entries) override {
+    std::optional<admin::MetadataPage> metadata_after(Lsn from, std::size_t max_entries) override {
         if (!node_.metadata_enabled()) {
             return std::nullopt;
         }
-        return MetadataPage{node_.committed_after(from, max_entries), node_.commit_lsn(),
-                            node_.log_driver_->log().snapshot().lsn};
+        return admin::MetadataPage{node_.committed_after(from, max_entries), node_.commit_lsn(),
+                                   node_.cores_.log_driver->log().snapshot().lsn};
     }
     // GET /metadata builds its pages here: on the node's reader thread (started at the first
     // use), the answer posted back to the io thread. Nothing but `work`'s own copies is touched
     // there; `done` (which holds the HTTP session) is moved back to the io thread untouched.
-    void offload(std::function<AdminResponse()> work, AdminResponder done) override {
-        if (!node_.reader_) {
-            node_.reader_ = std::make_unique<boost::asio::thread_pool>(1);
+    void offload(std::function<admin::AdminResponse()> work, admin::AdminResponder done) override {
+        if (!node_.runtime_.reader) {
+            node_.runtime_.reader = std::make_unique<boost::asio::thread_pool>(1);
         }
-        boost::asio::post(*node_.reader_, [io = node_.io_, work = std::move(work),
-                                           done = std::move(done)]() mutable {
-            AdminResponse response;
+        boost::asio::post(*node_.runtime_.reader, [io = node_.runtime_.io, work = std::move(work),
+                                                   done = std::move(done)]() mutable {
+            admin::AdminResponse response;
             try {
                 response = work();
             } catch (const std::exception& e) {
-                response = json_error(500, "internal", e.what());
+                response = admin::json_error(500, "internal", e.what());
             }
             boost::asio::post(*io, [done = std::move(done), response = std::move(response)]() {
                 done(response);
@@ -166,15 +200,15 @@ class Node::Admin final : public AdminSource {
     void on_leadership_change(std::function<void()> changed) override {
         node_.subscribe([changed = std::move(changed)](const Leadership&) { changed(); });
     }
-    std::optional<MembersView> members() override { return node_.members(); }
-    BroadcastResult broadcast(std::string topic, nlohmann::json payload) override {
+    std::optional<admin::MembersView> members() override { return node_.members(); }
+    admin::BroadcastResult broadcast(std::string topic, nlohmann::json payload) override {
         return node_.broadcast(std::move(topic), std::move(payload));
     }
-    void on_broadcast(std::function<void(const BroadcastMessage&)> received) override {
+    void on_broadcast(std::function<void(const admin::BroadcastMessage&)> received) override {
         node_.subscribe(Node::BroadcastCallback(std::move(received)));
     }
-    void change_membership(MembershipOp op, replication::Member member,
-                           MembershipCallback done) override {
+    void change_membership(admin::MembershipOp op, replication::Member member,
+                           admin::MembershipCallback done) override {
         node_.change_membership(op, std::move(member), std::move(done));
     }
     std::vector<std::string> node_ids() override {
@@ -198,12 +232,10 @@ Node::Node(boost::asio::io_context& io, ClusterConfig config, NodeOptions option
 
 Node::Node(std::unique_ptr<boost::asio::io_context> owned_io, boost::asio::io_context* io,
            ClusterConfig config, NodeOptions options)
-    : owned_io_(std::move(owned_io)),
-      io_(owned_io_ ? owned_io_.get() : io),
+    : runtime_(std::move(owned_io), io),
       config_(std::move(config)),
       options_(std::move(options)),
-      stop_timer_(*io_),
-      members_timer_(*io_) {
+      peers_(*runtime_.io) {
     logger_ = options_.logger ? options_.logger : make_logger(config_.self_entry().id, config_.log);
     // The mesh and the driver log through the node's logger (its format and level); the driver
     // leaves leadership changes to on_snapshot(), which logs each once with every field.
@@ -213,53 +245,53 @@ Node::Node(std::unique_ptr<boost::asio::io_context> owned_io, boost::asio::io_co
     // config file's `nodes`.
     // The durable state is checked as one identity before any of it is used (identity.hpp).
     const IdentityCheck identity = check_identity(config_);
-    identity_ = identity.identity;
+    peers_.identity = identity.identity;
     log_identity(*logger_, config_, identity);
     const std::optional<StoredTable> stored = adopt_stored_table(config_, *logger_);
     if (stored) {
-        self_removed_stored_ = stored->marks_removed(config_.self_entry().id);
+        peers_.self_removed_stored = stored->marks_removed(config_.self_entry().id);
     }
     create_mesh();
     create_broadcast();
-    driver_ = std::make_unique<drivers::ElectorDriver>(
-        *io_, *mesh_, config_.elector,
+    cores_.driver = std::make_unique<drivers::ElectorDriver>(
+        *runtime_.io, *cores_.mesh, config_.elector,
         drivers::DriverOptions{config_.data_dir, options_.seed, logger_, /*log_leadership=*/false,
-                               announcing_store_hook(), identity_});
+                               announcing_store_hook(), peers_.identity});
     create_log_driver();
-    if (log_driver_) {
-        check_vote_record_covers_log(config_, driver_->elector().state().durable().term,
-                                     log_driver_->log().last_lsn().term);
+    if (cores_.log_driver) {
+        check_vote_record_covers_log(config_, cores_.driver->elector().state().durable().term,
+                                     cores_.log_driver->log().last_lsn().term);
     }
     note_log_created();
     if (stored) {
         restore_stored_configuration(*stored);
     }
-    if (log_driver_) {
-        mesh_->set_join_handler([this](std::string id, net::JoinRequest request,
-                                       std::function<void(net::JoinAnswer)> respond) {
+    if (cores_.log_driver) {
+        cores_.mesh->set_join_handler([this](std::string id, net::JoinRequest request,
+                                             std::function<void(net::JoinAnswer)> respond) {
             answer_join(std::move(id), std::move(request), std::move(respond));
         });
     }
     register_all_metrics();
-    admin_source_ = std::make_unique<Admin>(*this);
-    if (!identity_.registered) {
+    admin_.source = std::make_unique<Admin>(*this);
+    if (!peers_.identity.registered) {
         maybe_end_quarantine("nobody yet");  // a single-voter cluster needs nobody's admission
     }
-    published_ = to_leadership(driver_->snapshot());
+    publication_.snapshot = to_leadership(cores_.driver->snapshot());
     if (config_.backend.is_store()) {
         create_store();
         return;
     }
-    driver_->subscribe([this](const elector::LeadershipSnapshot& s) { on_snapshot(s); });
+    cores_.driver->subscribe([this](const elector::LeadershipSnapshot& s) { on_snapshot(s); });
 }
 
 void Node::create_mesh() {
     const SecurityMaterial security = load_security_material(config_);
-    admin_token_ = security.admin_token;
+    admin_.token = security.admin_token;
     net::MeshOptions mesh_options = mesh_options_of(config_, options_.seed, security);
     mesh_options.logger = logger_;
-    peer_incarnations_ = std::make_unique<PeerIncarnations>(config_.data_dir);
-    mesh_options.incarnation = identity_.incarnation;
+    peers_.incarnations = std::make_unique<PeerIncarnations>(config_.data_dir);
+    mesh_options.incarnation = peers_.identity.incarnation;
     std::error_code repaired_ec;
     mesh_options.repaired = std::filesystem::exists(
         config_.data_dir / "log" / std::string(replication::FileStorage::kRepairedFileName),
@@ -272,7 +304,7 @@ void Node::create_mesh() {
         refused_as_lost(peer, detail);
     };
     mesh_options.on_unknown_to = [this](NodeId peer, const std::string&) {
-        if (unknown_to_.insert(peer).second) {
+        if (peers_.unknown_to.insert(peer).second) {
             log_event(*logger_, spdlog::level::warn, "peer does not know this node (unknown_node)",
                       {{"peer", config_.node_name(peer)},
                        {"hint",
@@ -281,22 +313,22 @@ void Node::create_mesh() {
         }
     };
     mesh_options.durable_term = [this]() -> std::uint64_t {
-        return driver_ ? driver_->elector().state().durable().term.value : 0;
+        return cores_.driver ? cores_.driver->elector().state().durable().term.value : 0;
     };
     mesh_options.on_state_regressed = [this](NodeId peer, const std::string& detail) {
         refused_as_regressed(peer, detail);
     };
     mesh_options.remembered_term = [this](NodeId peer, const std::string& incarnation) {
-        return peer_incarnations_->announced_term(config_.node_name(peer), incarnation);
+        return peers_.incarnations->announced_term(config_.node_name(peer), incarnation);
     };
     mesh_options.remember_term = [this](NodeId peer, const std::string& incarnation,
                                         std::uint64_t term) {
         remember_peer_term(peer, incarnation, term);
     };
-    mesh_options.quarantined = !identity_.registered;
+    mesh_options.quarantined = !peers_.identity.registered;
     mesh_options.on_admitted_by = [this](NodeId peer) { on_admitted_by(peer); };
-    mesh_ = std::make_unique<net::Mesh>(*io_, membership_of(config_), config_.self,
-                                        std::move(mesh_options));
+    cores_.mesh = std::make_unique<net::Mesh>(*runtime_.io, membership_of(config_), config_.self,
+                                              std::move(mesh_options));
 }
 
 // The driver's store hook: every durable term rise is announced to the up peers once written
@@ -309,14 +341,14 @@ Node::announcing_store_hook() {
         if (hook) {
             hook(dir, state);
         }
-        boost::asio::post(*io_, [this, alive = std::weak_ptr<int>(alive_)] {
-            if (alive.expired() || driver_->failed()) {
+        boost::asio::post(*runtime_.io, [this, alive = std::weak_ptr<int>(runtime_.alive)] {
+            if (alive.expired() || cores_.driver->failed()) {
                 return;
             }
-            const std::uint64_t term = driver_->elector().state().durable().term.value;
-            if (term > announced_term_) {
-                announced_term_ = term;
-                mesh_->announce_term();
+            const std::uint64_t term = cores_.driver->elector().state().durable().term.value;
+            if (term > peers_.announced_term) {
+                peers_.announced_term = term;
+                cores_.mesh->announce_term();
             }
         });
     };
@@ -325,19 +357,20 @@ Node::announcing_store_hook() {
 void Node::restore_stored_configuration(const StoredTable& stored) {
     for (std::uint16_t i = 0; i < stored.removed.size(); ++i) {
         if (stored.removed[i] && NodeId{i} != config_.self) {
-            mesh_->retire_node(NodeId{i});
+            cores_.mesh->retire_node(NodeId{i});
         }
     }
     // A joiner's log is empty: its elector starts with the configuration it was accepted
     // with (a learner), not the implicit "every node votes".
-    if (stored.version > 0 && log_driver_ && !log_driver_->log().active_config().from_entry) {
+    if (stored.version > 0 && cores_.log_driver &&
+        !cores_.log_driver->log().active_config().from_entry) {
         NodeSet voters;
         for (const std::string& id : stored.voters) {
             if (auto n = config_.find_node(id)) {
                 voters.insert(*n);
             }
         }
-        if (auto error = driver_->set_voters(voters, stored.version)) {
+        if (auto error = cores_.driver->set_voters(voters, stored.version)) {
             logger_->error("membership: the stored configuration was refused: {}", *error);
         }
     }
@@ -346,46 +379,48 @@ void Node::restore_stored_configuration(const StoredTable& stored) {
 // Dial requests (net/README.md): a restarted node asks its lower-index peers to dial it at once.
 void Node::register_dial_request_metrics() {
     const auto dial_requests = [this](const char* direction) {
-        return &metrics_.counter("conclave_dial_requests_total",
-                                 "Mesh dial requests: sent to lower-index peers at start, or "
-                                 "received from proven peers and served",
-                                 {{"direction", direction}});
+        return &admin_.metrics.counter("conclave_dial_requests_total",
+                                       "Mesh dial requests: sent to lower-index peers at start, or "
+                                       "received from proven peers and served",
+                                       {{"direction", direction}});
     };
     Counter* sent = dial_requests("sent");
     Counter* received = dial_requests("received");
-    metrics_.on_collect([this, sent, received] {
-        const net::MeshCounters& m = mesh_->counters();
+    admin_.metrics.on_collect([this, sent, received] {
+        const net::MeshCounters& m = cores_.mesh->counters();
         sent->set_total(static_cast<double>(m.dial_requests_sent));
         received->set_total(static_cast<double>(m.dial_requests));
     });
 }
 
 void Node::register_all_metrics() {
-    leadership_metrics_ = std::make_unique<LeadershipMetrics>(metrics_);
+    admin_.leadership_metrics = std::make_unique<admin::LeadershipMetrics>(admin_.metrics);
     register_metrics();
     register_dial_request_metrics();
     register_security_metrics();
-    register_process_metrics(metrics_, conclave_version());
+    admin::register_process_metrics(admin_.metrics, conclave_version());
     register_metadata_metrics();
     register_membership_metrics();
     register_peer_metrics();
     register_broadcast_metrics();
-    register_hostile_input_metrics(
-        metrics_,
-        {[this]() -> const elector::ElectorCounters& { return driver_->elector().counters(); },
-         [this]() -> const replication::LogCounters* {
-             return log_driver_ ? &log_driver_->log().counters() : nullptr;
-         }});
+    admin::register_hostile_input_metrics(
+        admin_.metrics, {[this]() -> const elector::ElectorCounters& {
+                             return cores_.driver->elector().counters();
+                         },
+                         [this]() -> const replication::LogCounters* {
+                             return cores_.log_driver ? &cores_.log_driver->log().counters()
+                                                      : nullptr;
+                         }});
 }
 
 bool Node::must_post() const {
-    return run_threads_.load() > 0 && !io_->get_executor().running_in_this_thread();
+    return runtime_.run_threads.load() > 0 && !runtime_.io->get_executor().running_in_this_thread();
 }
 
 std::optional<std::string> Node::call_on_io(std::function<std::optional<std::string>()> fn) {
     auto promise = std::make_shared<std::promise<std::optional<std::string>>>();
     auto future = promise->get_future();
-    boost::asio::post(*io_, [promise, fn = std::move(fn)] { promise->set_value(fn()); });
+    boost::asio::post(*runtime_.io, [promise, fn = std::move(fn)] { promise->set_value(fn()); });
     if (future.wait_for(kCallOnIoTimeout) != std::future_status::ready) {
         return std::string("the node's io_context did not take the request within 5 s");
     }
@@ -395,80 +430,61 @@ std::optional<std::string> Node::call_on_io(std::function<std::optional<std::str
 Node::~Node() {
     // The reader thread first: a page it is building is finished and posted; queued ones are
     // dropped (their HTTP sessions are closed with the server).
-    if (reader_) {
-        reader_->stop();
-        reader_->join();
+    if (runtime_.reader) {
+        runtime_.reader->stop();
+        runtime_.reader->join();
     }
     // Tear down in dependency order: the server and driver reference the mesh and this.
-    admin_.reset();
-    store_.reset();
-    log_driver_.reset();
-    driver_.reset();
-    if (mesh_) {
-        mesh_->stop();
+    admin_.server.reset();
+    cores_.store.reset();
+    cores_.log_driver.reset();
+    cores_.driver.reset();
+    if (cores_.mesh) {
+        cores_.mesh->stop();
     }
-    mesh_.reset();
+    cores_.mesh.reset();
 }
 
 std::optional<std::string> Node::start() {
-    CONCLAVE_CHECK(!started_, "Node::start() is called once");
+    CONCLAVE_CHECK(!runtime_.started, "Node::start() is called once");
     if (options_.admin_http) {
-        AdminSecurity admin_security;
-        admin_security.token = admin_token_;
-        admin_security.open_reads = config_.security.admin_open_reads;
-        admin_security.public_paths = {"/healthz", "/metrics"};
-        admin_security.allowed_hosts = {config_.self_entry().http.host, "localhost", "127.0.0.1",
-                                        "::1"};
-        for (const std::string& host : config_.security.admin_hosts) {
-            admin_security.allowed_hosts.push_back(host);
+        auto made = MakeAdminServer(*runtime_.io, config_, admin_.token);
+        if (const auto* error = std::get_if<std::string>(&made)) {
+            return *error;
         }
-        AdminServerLimits admin_limits;
-        admin_limits.max_connections_per_source = config_.security.admin_max_connections_per_source;
-        admin_limits.idle_timeout =
-            std::chrono::milliseconds(config_.security.admin_idle_timeout_ms);
-        std::shared_ptr<boost::asio::ssl::context> admin_tls;
-        if (config_.security.admin_tls != SecuritySettings::AdminTls::Off) {
-            std::string error;
-            admin_tls = make_admin_tls_context(config_.security.admin_tls_cert,
-                                               config_.security.admin_tls_key, "admin.tls", error);
-            if (!admin_tls) {
-                return "https " + to_string(config_.self_entry().http) + ": " + error;
-            }
-        }
-        admin_ = std::make_unique<AdminServer>(*io_, admin_limits, std::move(admin_security),
-                                               std::move(admin_tls));
-        LeadershipRouteLimits leadership_limits;
+        admin_.server = std::move(std::get<std::unique_ptr<admin::AdminServer>>(made));
+        admin::LeadershipRouteLimits leadership_limits;
         leadership_limits.max_watchers = config_.security.admin_max_watchers;
-        register_admin_routes(*admin_, *admin_source_, leadership_limits);
+        admin::register_admin_routes(*admin_.server, *admin_.source, leadership_limits);
         const Endpoint& http = config_.self_entry().http;
-        if (auto error = admin_->listen(http.host, http.port)) {
-            admin_.reset();
+        if (auto error = admin_.server->listen(http.host, http.port)) {
+            admin_.server.reset();
             return "http " + to_string(http) + ": " + *error;
         }
     }
-    if (store_) {
+    if (cores_.store) {
         return start_store();
     }
     try {
-        mesh_->start();
+        cores_.mesh->start();
     } catch (const boost::system::system_error& e) {
-        if (admin_) {
-            admin_->stop();
+        if (admin_.server) {
+            admin_.server->stop();
         }
         return "peer " + to_string(config_.self_entry().peer) + ": " + e.code().message();
     }
-    started_ = true;
+    runtime_.started = true;
     if (auto banner = insecure_banner(config_)) {
         logger_->warn("{}", *banner);
     }
-    if (log_driver_) {
-        log_driver_->start();
+    if (cores_.log_driver) {
+        cores_.log_driver->start();
     }
-    driver_->start();
+    cores_.driver->start();
     start_beats();
-    if (log_driver_) {
+    if (cores_.log_driver) {
         // Level-triggered: what committed before this start first, then each new one.
-        log_driver_->subscribe_committed(
+        cores_.log_driver->subscribe_committed(
             [this](const replication::Entry& e) { apply_committed_priority(e); },
             std::string(kPriorityKeyPrefix));
     }
@@ -491,14 +507,14 @@ Leadership Node::to_leadership(const elector::LeadershipSnapshot& s) const {
     l.fencing_token = s.fencing_token;
     l.reason = s.reason;
     if (l.is_leader()) {
-        l.lease_deadline = driver_->lease_deadline();
+        l.lease_deadline = cores_.driver->lease_deadline();
     }
     return l;
 }
 
 void Node::on_snapshot(const elector::LeadershipSnapshot& snapshot) {
-    leadership_metrics_->on_leadership(snapshot, driver_->now());
-    if (driver_->failed()) {
+    admin_.leadership_metrics->on_leadership(snapshot, cores_.driver->now());
+    if (cores_.driver->failed()) {
         fail_stop("the elector state file could not be written (see the critical line above)");
     }
     publish(to_leadership(snapshot));
@@ -506,13 +522,13 @@ void Node::on_snapshot(const elector::LeadershipSnapshot& snapshot) {
 
 void Node::publish(const Leadership& l) {
     {
-        const std::lock_guard lock(published_mutex_);
-        published_ = l;
+        const std::lock_guard lock(publication_.mutex);
+        publication_.snapshot = l;
     }
-    if (last_ && *last_ == l) {
+    if (publication_.last && *publication_.last == l) {
         return;
     }
-    last_ = l;
+    publication_.last = l;
     log_event(*logger_, spdlog::level::info, "leadership changed",
               {{"role", std::string(to_string(l.role))},
                {"term", l.term},
@@ -520,44 +536,45 @@ void Node::publish(const Leadership& l) {
                {"fencing_token", l.fencing_token},
                {"reason", std::string(to_string(l.reason))}});
     // Copy: a subscriber may subscribe another one.
-    const auto subscribers = subscribers_;
+    const auto subscribers = publication_.subscribers;
     for (const auto& callback : subscribers) {
         callback(l);
     }
-    if (handing_over_ && l.leader && *l.leader != config_.self_entry().id) {
+    if (runtime_.handing_over && l.leader && *l.leader != config_.self_entry().id) {
         // The successor won: the hand-over is done.
-        handing_over_ = false;
-        stop_timer_.cancel();
+        runtime_.handing_over = false;
+        runtime_.stop_timer.cancel();
     }
 }
 
 void Node::subscribe(LeadershipCallback callback) {
     if (must_post()) {
-        boost::asio::post(*io_,
+        boost::asio::post(*runtime_.io,
                           [this, cb = std::move(callback)]() mutable { subscribe(std::move(cb)); });
         return;
     }
     callback(current());
-    subscribers_.push_back(std::move(callback));
+    publication_.subscribers.push_back(std::move(callback));
 }
 
 Leadership Node::current() const {
     if (must_post()) {
         Leadership l;
         {
-            const std::lock_guard lock(published_mutex_);
-            l = published_;  // the last snapshot the io thread published
+            const std::lock_guard lock(publication_.mutex);
+            l = publication_.snapshot;  // the last snapshot the io thread published
         }
         if (l.is_leader()) {
             // The current lease (thread-safe).
-            l.lease_deadline = store_ ? store_->lease_deadline() : driver_->lease_deadline();
+            l.lease_deadline =
+                cores_.store ? cores_.store->lease_deadline() : cores_.driver->lease_deadline();
         }
         return l;
     }
-    if (store_) {
+    if (cores_.store) {
         return store_leadership();
     }
-    return to_leadership(driver_->snapshot());
+    return to_leadership(cores_.driver->snapshot());
 }
 
 std::optional<std::string> Node::transfer_leadership(const std::string& node_id) {
@@ -568,15 +585,15 @@ std::optional<std::string> Node::transfer_leadership(const std::string& node_id)
     if (!target) {
         return "unknown node id \"" + node_id + "\"";
     }
-    if (stopping_) {
+    if (runtime_.stopping) {
         return std::string("the node is stopping");
     }
-    if (store_) {
+    if (cores_.store) {
         return "the " + std::string(to_string(config_.backend.kind)) +
                " backend cannot hand leadership to a chosen node: step down instead (the key "
                "is released and another candidate takes it)";
     }
-    auto error = driver_->transfer_leadership(*target);
+    auto error = cores_.driver->transfer_leadership(*target);
     if (!error) {
         log_event(*logger_, spdlog::level::info, "leadership transfer requested",
                   {{"to", node_id}});
@@ -592,17 +609,17 @@ std::optional<std::string> Node::set_priority(const std::string& node_id, std::u
     if (!target) {
         return "unknown node id \"" + node_id + "\"";
     }
-    auto error = driver_->set_priority(*target, priority);
+    auto error = cores_.driver->set_priority(*target, priority);
     if (error) {
         return error;
     }
     log_event(*logger_, spdlog::level::info, "priority changed",
               {{"node", node_id}, {"priority", std::to_string(priority)}});
-    if (log_driver_ && started_ && !stopping_) {
+    if (cores_.log_driver && runtime_.started && !runtime_.stopping) {
         // Only the leader's write is appended (a follower's is answered NotLeader).
         propose_entry(std::string(kPriorityKeyPrefix) + node_id, std::to_string(priority), false,
-                      {}, [this, node_id](const MetadataProposeResult& r) {
-                          if (r.status == MetadataProposeStatus::Committed) {
+                      {}, [this, node_id](const admin::MetadataProposeResult& r) {
+                          if (r.status == admin::MetadataProposeStatus::Committed) {
                               log_event(*logger_, spdlog::level::info,
                                         "priority recorded in the metadata log",
                                         {{"node", node_id}, {"lsn", lsn_text(r.lsn)}});
@@ -623,8 +640,8 @@ void Node::apply_committed_priority(const replication::Entry& e) {
                value.get<std::uint64_t>() > elector::Config::kMaxPriority) {
         error = "not an integer 0.." + std::to_string(elector::Config::kMaxPriority);
     } else {
-        error =
-            driver_->set_priority(*target, static_cast<std::uint32_t>(value.get<std::uint64_t>()));
+        error = cores_.driver->set_priority(*target,
+                                            static_cast<std::uint32_t>(value.get<std::uint64_t>()));
     }
     if (error) {
         log_event(*logger_, spdlog::level::warn, "committed priority not applied",
@@ -638,7 +655,7 @@ void Node::apply_committed_priority(const replication::Entry& e) {
 std::optional<NodeId> Node::pick_successor() const {
     for (std::uint16_t i = 0; i < config_.nodes.size(); ++i) {
         const NodeId peer{i};
-        if (peer != config_.self && !driver_->elector().transfer_error(peer)) {
+        if (peer != config_.self && !cores_.driver->elector().transfer_error(peer)) {
             return peer;
         }
     }
@@ -649,13 +666,13 @@ std::optional<std::string> Node::step_down() {
     if (must_post()) {
         return call_on_io([this] { return step_down(); });
     }
-    if (stopping_) {
+    if (runtime_.stopping) {
         return std::string("the node is stopping");
     }
-    if (store_) {
+    if (cores_.store) {
         return store_step_down();
     }
-    if (driver_->snapshot().role != elector::Role::Leader) {
+    if (cores_.driver->snapshot().role != elector::Role::Leader) {
         return std::string("not the leader");
     }
     const std::optional<NodeId> successor = pick_successor();
@@ -667,43 +684,43 @@ std::optional<std::string> Node::step_down() {
 
 void Node::stop(std::function<void()> done) {
     if (must_post()) {
-        boost::asio::post(*io_,
+        boost::asio::post(*runtime_.io,
                           [this, done = std::move(done)]() mutable { stop(std::move(done)); });
         return;
     }
-    if (stopped_) {
+    if (runtime_.stopped) {
         if (done) {
             done();
         }
         return;
     }
     if (done) {
-        stop_waiters_.push_back(std::move(done));
+        runtime_.stop_waiters.push_back(std::move(done));
     }
-    if (stopping_) {
+    if (runtime_.stopping) {
         return;
     }
-    stopping_ = true;
-    if (!started_) {
+    runtime_.stopping = true;
+    if (!runtime_.started) {
         finish_stop();
         return;
     }
-    if (store_) {
+    if (cores_.store) {
         // The key is released at once (etcd: the lease revoked; ZooKeeper: the znode deleted).
-        store_->stop([this] { finish_stop(); });
+        cores_.store->stop([this] { finish_stop(); });
         return;
     }
     const auto successor =
-        driver_->snapshot().role == elector::Role::Leader ? pick_successor() : std::nullopt;
-    if (successor && !driver_->transfer_leadership(*successor)) {
+        cores_.driver->snapshot().role == elector::Role::Leader ? pick_successor() : std::nullopt;
+    if (successor && !cores_.driver->transfer_leadership(*successor)) {
         log_event(*logger_, spdlog::level::info, "stopping: handing leadership over",
                   {{"to", config_.node_name(*successor)}});
-        handing_over_ = true;
+        runtime_.handing_over = true;
         // Wait for the successor to win, at most one election round.
-        stop_timer_.expires_after(std::chrono::milliseconds(
+        runtime_.stop_timer.expires_after(std::chrono::milliseconds(
             config_.elector.election_result_timeout.count() + kDrainTime.count()));
-        stop_timer_.async_wait([this](const boost::system::error_code&) {
-            handing_over_ = false;
+        runtime_.stop_timer.async_wait([this](const boost::system::error_code&) {
+            runtime_.handing_over = false;
             finish_stop();
         });
         return;
@@ -716,32 +733,32 @@ void Node::stop(std::function<void()> done) {
 // the elector persists every vote before sending it, and a restart recovers (and re-checks) the
 // files from scratch. Posted: called from inside a driver's batch of actions.
 void Node::fail_stop(std::string why) {
-    if (storage_failure_) {
+    if (runtime_.storage_failure) {
         return;
     }
-    storage_failure_ = std::move(why);
+    runtime_.storage_failure = std::move(why);
     const std::time_t now = std::time(nullptr);
     std::tm utc{};
     gmtime_r(&now, &utc);
     std::array<char, 32> since{};
-    storage_failure_since_.assign(
+    runtime_.storage_failure_since.assign(
         since.data(), std::strftime(since.data(), since.size(), "%Y-%m-%dT%H:%M:%SZ", &utc));
     log_event(*logger_, spdlog::level::critical, "storage failure: out of service",
-              {{"reason", *storage_failure_},
+              {{"reason", *runtime_.storage_failure},
                {"action",
                 "stepping down (handing over when possible) and exiting with status 1; "
                 "fix the disk, then restart the node"}});
-    boost::asio::post(*io_, [this] { stop(); });
+    boost::asio::post(*runtime_.io, [this] { stop(); });
 }
 
 std::optional<std::string> Node::admit_peer(NodeId peer, const std::string& incarnation,
                                             bool repaired) {
     const std::string& id = config_.node_name(peer);
-    const auto known = peer_incarnations_->known().find(id);
+    const auto known = peers_.incarnations->known().find(id);
     const bool replaced =
-        known != peer_incarnations_->known().end() && known->second != incarnation;
+        known != peers_.incarnations->known().end() && known->second != incarnation;
     try {
-        if (auto why = peer_incarnations_->admit(id, incarnation, repaired)) {
+        if (auto why = peers_.incarnations->admit(id, incarnation, repaired)) {
             log_event(*logger_, spdlog::level::err, "peer refused: state lost",
                       {{"peer", id}, {"reason", *why}});
             return why;
@@ -760,7 +777,7 @@ std::optional<std::string> Node::admit_peer(NodeId peer, const std::string& inca
 
 void Node::remember_peer_term(NodeId peer, const std::string& incarnation, std::uint64_t term) {
     try {
-        peer_incarnations_->remember_term(config_.node_name(peer), incarnation, term);
+        peers_.incarnations->remember_term(config_.node_name(peer), incarnation, term);
     } catch (const drivers::StateFileError& e) {
         // Kept in memory by the mesh; only a restart of this node would forget it.
         log_event(*logger_, spdlog::level::err, "cannot record a peer's durable term",
@@ -774,25 +791,25 @@ void Node::remember_peer_term(NodeId peer, const std::string& incarnation, std::
 // majority that admitted an earlier incarnation of this node shares a member with this one, which
 // would have refused it (docs/design.md, "Node identity").
 void Node::on_admitted_by(NodeId peer) {
-    if (regressed_by_.erase(peer) > 0) {
+    if (peers_.regressed_by.erase(peer) > 0) {
         log_event(*logger_, spdlog::level::info, "admitted again by a peer that refused it",
                   {{"peer", config_.node_name(peer)}});
     }
-    if (identity_.registered) {
+    if (peers_.identity.registered) {
         return;
     }
-    admitted_by_.insert(peer);
+    peers_.admitted_by.insert(peer);
     maybe_end_quarantine(config_.node_name(peer));
 }
 
 void Node::maybe_end_quarantine(const std::string& last) {
-    const NodeSet& voters = driver_->elector().state().voters;
+    const NodeSet& voters = cores_.driver->elector().state().voters;
     std::size_t admitted = 0;
     const std::size_t others = count_others(config_, [&](NodeId v) {
         if (!voters.contains(v)) {
             return false;
         }
-        admitted += admitted_by_.contains(v) ? 1U : 0U;
+        admitted += peers_.admitted_by.contains(v) ? 1U : 0U;
         return true;
     });
     if (others > 0 && admitted < majority(others)) {
@@ -800,15 +817,15 @@ void Node::maybe_end_quarantine(const std::string& last) {
                       admitted, others, majority(others));
         return;
     }
-    identity_.registered = true;
+    peers_.identity.registered = true;
     try {
         store_identity();
     } catch (const drivers::StateFileError& e) {
-        identity_.registered = false;
+        peers_.identity.registered = false;
         fail_stop(std::string("cannot record the end of quarantine: ") + e.what());
         return;
     }
-    mesh_->end_quarantine();
+    cores_.mesh->end_quarantine();
     log_event(
         *logger_, spdlog::level::info, "identity: registered, quarantine ended",
         {{"admitted_by", std::to_string(admitted)}, {"other_voters", std::to_string(others)}});
@@ -819,11 +836,11 @@ void Node::maybe_end_quarantine(const std::string& last) {
 // elector driver starts: nothing else writes the vote record yet.
 void Node::note_log_created() {
     std::error_code ec;
-    if (identity_.log || !log_driver_ ||
+    if (peers_.identity.log || !cores_.log_driver ||
         !std::filesystem::is_regular_file(metadata_log_file(config_), ec)) {
         return;
     }
-    identity_.log = true;
+    peers_.identity.log = true;
     try {
         store_identity();
     } catch (const drivers::StateFileError& e) {
@@ -833,35 +850,36 @@ void Node::note_log_created() {
 }
 
 void Node::store_identity() {
-    drivers::store_durable_state(config_.data_dir, driver_->elector().state().durable(), identity_);
-    driver_->set_identity(identity_);
+    drivers::store_durable_state(config_.data_dir, cores_.driver->elector().state().durable(),
+                                 peers_.identity);
+    cores_.driver->set_identity(peers_.identity);
 }
 
 // A peer knows this node by an earlier incarnation: this data directory is not the one the
 // cluster knows. Stop at once (no hand-over: the node has no standing) and let conclaved exit 3.
 void Node::refused_as_lost(NodeId peer, const std::string& detail) {
-    if (state_refused_) {
+    if (peers_.state_refused) {
         return;
     }
-    state_refused_ =
+    peers_.state_refused =
         "node '" + config_.node_name(peer) + "' refuses this node (state_lost): " + detail;
     log_event(*logger_, spdlog::level::critical, "refused by a peer: state lost",
-              {{"reason", *state_refused_}, {"action", "stopping; exit status 3"}});
-    boost::asio::post(*io_, [this] { stop(); });
+              {{"reason", *peers_.state_refused}, {"action", "stopping; exit status 3"}});
+    boost::asio::post(*runtime_.io, [this] { stop(); });
 }
 
 std::optional<std::string> Node::removed_by_peers() const {
     std::string names;
     const std::size_t others = count_others(config_, [&](NodeId n) {
-        if (mesh_->is_retired(n)) {
+        if (cores_.mesh->is_retired(n)) {
             return false;
         }
-        if (unknown_to_.contains(n)) {
+        if (peers_.unknown_to.contains(n)) {
             names += (names.empty() ? "" : ", ") + config_.node_name(n);
         }
         return true;
     });
-    if (others == 0 || unknown_to_.size() < majority(others)) {
+    if (others == 0 || peers_.unknown_to.size() < majority(others)) {
         return std::nullopt;
     }
     return "removed from the cluster while it was down? " + names +
@@ -873,8 +891,8 @@ std::optional<std::string> Node::removed_by_peers() const {
 // data directory was restored from an older copy. Reported (status, healthz, log); the peer keeps
 // refusing it until the node is repaired with a --min-term above the cluster's term.
 void Node::refused_as_regressed(NodeId peer, const std::string& detail) {
-    const bool first = regressed_by_.empty();
-    regressed_by_[peer] = detail;
+    const bool first = peers_.regressed_by.empty();
+    peers_.regressed_by[peer] = detail;
     if (first) {
         log_event(*logger_, spdlog::level::critical, "refused by a peer: state regressed",
                   {{"peer", config_.node_name(peer)},
@@ -885,10 +903,10 @@ void Node::refused_as_regressed(NodeId peer, const std::string& detail) {
 }
 
 std::optional<std::string> Node::regressed_report() const {
-    if (regressed_by_.empty()) {
+    if (peers_.regressed_by.empty()) {
         return std::nullopt;
     }
-    const auto& [peer, detail] = *regressed_by_.begin();
+    const auto& [peer, detail] = *peers_.regressed_by.begin();
     const bool names_repair = detail.find("--repair --min-term") != std::string::npos;
     return "restored from an older copy? " + config_.node_name(peer) +
            " refuses this node (state_regressed): " + detail +
@@ -897,62 +915,62 @@ std::optional<std::string> Node::regressed_report() const {
 }
 
 void Node::finish_stop() {
-    if (log_driver_) {
-        log_driver_->stop();  // pending proposals are answered (outcome unknown)
+    if (cores_.log_driver) {
+        cores_.log_driver->stop();  // pending proposals are answered (outcome unknown)
     }
     // A node that is still leader sends its cession here.
-    if (!store_) {
-        driver_->stop();
+    if (!cores_.store) {
+        cores_.driver->stop();
     }
-    beat_timer_->cancel();
-    stop_timer_.expires_after(kDrainTime);
-    stop_timer_.async_wait([this](const boost::system::error_code&) {
-        if (admin_) {
-            admin_->stop();
+    broadcasts_.beat_timer->cancel();
+    runtime_.stop_timer.expires_after(kDrainTime);
+    runtime_.stop_timer.async_wait([this](const boost::system::error_code&) {
+        if (admin_.server) {
+            admin_.server->stop();
         }
-        mesh_->stop();
-        stopped_ = true;
+        cores_.mesh->stop();
+        runtime_.stopped = true;
         log_event(*logger_, spdlog::level::info, "node stopped");
-        auto waiters = std::move(stop_waiters_);
+        auto waiters = std::move(runtime_.stop_waiters);
         for (auto& w : waiters) {
             w();
         }
-        if (owned_io_) {
-            owned_io_->stop();
+        if (runtime_.owned_io) {
+            runtime_.owned_io->stop();
         }
     });
 }
 
 void Node::run() {
-    run_threads_ += 1;
+    runtime_.run_threads += 1;
     struct Leave {
         std::atomic<int>& count;
         ~Leave() { count -= 1; }
-    } leave{run_threads_};
-    if (owned_io_) {
-        auto guard = boost::asio::make_work_guard(*owned_io_);
-        owned_io_->run();
+    } leave{runtime_.run_threads};
+    if (runtime_.owned_io) {
+        auto guard = boost::asio::make_work_guard(*runtime_.owned_io);
+        runtime_.owned_io->run();
         return;
     }
-    io_->run();
+    runtime_.io->run();
 }
 
 std::uint16_t Node::peer_port() const {
-    return mesh_->local_port();
+    return cores_.mesh->local_port();
 }
 std::uint16_t Node::http_port() const {
-    return admin_ ? admin_->port() : 0;
+    return admin_.server ? admin_.server->port() : 0;
 }
 
-AdminSource& Node::admin_source() {
-    return *admin_source_;
+admin::AdminSource& Node::admin_source() {
+    return *admin_.source;
 }
 
 StatusReport Node::status() {
-    if (store_) {
+    if (cores_.store) {
         return store_status();
     }
-    const elector::LeadershipSnapshot& s = driver_->snapshot();
+    const elector::LeadershipSnapshot& s = cores_.driver->snapshot();
     StatusReport r;
     r.id = config_.self_entry().id;
     r.cluster = config_.cluster;
@@ -962,51 +980,52 @@ StatusReport Node::status() {
         r.leader = config_.node_name(*s.leader);
     }
     r.fencing_token = s.fencing_token;
-    r.lsn = driver_->elector().state().lsn;
-    r.priority = driver_->elector().config().priority(config_.self);
+    r.lsn = cores_.driver->elector().state().lsn;
+    r.priority = cores_.driver->elector().config().priority(config_.self);
     r.log = log_status();
     r.membership = membership_state();
-    if (storage_failure_) {
-        r.storage = StorageStatus{false, *storage_failure_, storage_failure_since_};
+    if (runtime_.storage_failure) {
+        r.storage =
+            admin::StorageStatus{false, *runtime_.storage_failure, runtime_.storage_failure_since};
     }
-    r.incarnation = identity_.incarnation;
-    r.refused = state_refused_;
-    r.quarantined = !identity_.registered;
+    r.incarnation = peers_.identity.incarnation;
+    r.refused = peers_.state_refused;
+    r.quarantined = !peers_.identity.registered;
     r.unknown_to_peers = removed_by_peers();
     r.state_regressed = regressed_report();
     const auto now = std::chrono::steady_clock::now();
     for (std::uint16_t i = 0; i < config_.nodes.size(); ++i) {
         const NodeId peer{i};
-        if (peer == config_.self || mesh_->is_retired(peer)) {
+        if (peer == config_.self || cores_.mesh->is_retired(peer)) {
             continue;  // a removed node is no peer (docs/membership.md §8)
         }
-        const net::PeerStatus ps = mesh_->peer_status(peer);
-        PeerStatus p;
+        const net::PeerStatus ps = cores_.mesh->peer_status(peer);
+        admin::PeerStatus p;
         p.id = config_.nodes[i].id;
         p.up = ps.up;
-        p.priority = driver_->elector().config().priority(peer);
+        p.priority = cores_.driver->elector().config().priority(peer);
         std::tie(p.last_contact_ms, p.live) = liveness_of(peer, now);
         r.peers.push_back(std::move(p));
     }
     r.liveness_window_ms = liveness_window().count();
     r.last_transition_reason = s.reason;
-    r.last_transition_age_ms = (driver_->now() - s.changed_at).count();
+    r.last_transition_age_ms = (cores_.driver->now() - s.changed_at).count();
     if (s.role == elector::Role::Leader) {
-        r.lease = lease_status(driver_->lease_deadline(), now);
+        r.lease = admin::lease_status(cores_.driver->lease_deadline(), now);
     }
     return r;
 }
 
 std::string Node::metrics_text() {
-    return metrics_.render();
+    return admin_.metrics.render();
 }
 
-HealthReport Node::health() {
-    if (store_) {
+admin::HealthReport Node::health() {
+    if (cores_.store) {
         return store_health();
     }
-    if (state_refused_) {
-        return {false, "refused by the cluster: " + *state_refused_};
+    if (peers_.state_refused) {
+        return {false, "refused by the cluster: " + *peers_.state_refused};
     }
     if (const auto removed = removed_by_peers()) {
         return {false, *removed};
@@ -1014,38 +1033,39 @@ HealthReport Node::health() {
     if (const auto regressed = regressed_report()) {
         return {false, *regressed};
     }
-    if (!identity_.registered) {
+    if (!peers_.identity.registered) {
         return {false,
                 "new node in quarantine: waiting for a majority of the other voters to "
                 "admit its incarnation (it neither votes nor acknowledges meanwhile)"};
     }
-    if (storage_failure_) {
-        return {false, "storage failure: " + *storage_failure_ +
+    if (runtime_.storage_failure) {
+        return {false, "storage failure: " + *runtime_.storage_failure +
                            "; the node steps down and exits (fix the disk, then restart it)"};
     }
-    if (driver_->failed()) {
+    if (cores_.driver->failed()) {
         return {false, "the elector stopped after a state write failure; restart the node"};
     }
-    if (log_driver_ && log_driver_->failed()) {
+    if (cores_.log_driver && cores_.log_driver->failed()) {
         return {false, "the metadata log stopped after a storage failure; restart the node"};
     }
-    if (!started_ || stopped_) {
+    if (!runtime_.started || runtime_.stopped) {
         return {false, "the node is not running"};
     }
     // Running, but not a healthy voter: say so (a load balancer or an operator's probe must not
     // take it for one).
-    if (log_driver_) {
-        if (const auto r = log_driver_->log().repaired()) {
+    if (cores_.log_driver) {
+        if (const auto r = cores_.log_driver->log().repaired()) {
             return {false,
                     "repaired (conclaved --repair): non-voting until a leader of a term "
                     "above " +
                         std::to_string(r->value) + " has brought it up to date"};
         }
         // A follower's regression is the follower's problem: reported in /status, not here.
-        if (const auto& rollback = log_driver_->log().rollback_alarm();
+        if (const auto& rollback = cores_.log_driver->log().rollback_alarm();
             rollback && rollback->kind != replication::RollbackKind::FollowerRegressed) {
-            return {false, "ROLLBACK: " + replication::describe(
-                                              *rollback, log_driver_->log().config().node_ids)};
+            return {false,
+                    "ROLLBACK: " + replication::describe(
+                                       *rollback, cores_.log_driver->log().config().node_ids)};
         }
         if (const auto m = membership_state(); m && m->role == "removed") {
             return {false, "removed from the cluster's configuration: stop this node"};
@@ -1059,42 +1079,43 @@ void Node::register_metrics() {
     auto messages_out = std::make_shared<std::vector<Counter*>>();
     for (std::size_t i = 0; i < drivers::kMessageTypeCount; ++i) {
         const std::string type(drivers::message_type_name(i));
-        messages_in->push_back(&metrics_.counter("conclave_messages_received_total",
-                                                 "Elector messages received, by type",
-                                                 {{"type", type}}));
-        messages_out->push_back(&metrics_.counter(
+        messages_in->push_back(&admin_.metrics.counter("conclave_messages_received_total",
+                                                       "Elector messages received, by type",
+                                                       {{"type", type}}));
+        messages_out->push_back(&admin_.metrics.counter(
             "conclave_messages_sent_total", "Elector messages sent, by type", {{"type", type}}));
     }
     auto bad_frames = std::make_shared<std::vector<Counter*>>();
     for (std::size_t i = 0; i < net::kBadFrameKindCount; ++i) {
         const std::string kind(net::to_string(static_cast<net::BadFrameKind>(i)));
-        bad_frames->push_back(&metrics_.counter("conclave_bad_frames_total",
-                                                "Connections closed on a bad frame, by kind",
-                                                {{"kind", kind}}));
+        bad_frames->push_back(&admin_.metrics.counter("conclave_bad_frames_total",
+                                                      "Connections closed on a bad frame, by kind",
+                                                      {{"kind", kind}}));
     }
-    Counter& dropped = metrics_.counter("conclave_messages_dropped_total",
-                                        "Elector messages the mesh refused (peer down, overflow)");
+    Counter& dropped =
+        admin_.metrics.counter("conclave_messages_dropped_total",
+                               "Elector messages the mesh refused (peer down, overflow)");
     Counter& reconnects =
-        metrics_.counter("conclave_reconnects_total", "Mesh dial attempts after a failure");
-    Gauge& peers_up = metrics_.gauge("conclave_peers_up", "Peers connected now");
-    metrics_.on_collect(
+        admin_.metrics.counter("conclave_reconnects_total", "Mesh dial attempts after a failure");
+    admin::Gauge& peers_up = admin_.metrics.gauge("conclave_peers_up", "Peers connected now");
+    admin_.metrics.on_collect(
         [this, messages_in, messages_out, bad_frames, &dropped, &reconnects, &peers_up] {
-            leadership_metrics_->update_counters(driver_->elector().counters());
-            leadership_metrics_->refresh(driver_->now());
-            const drivers::DriverCounters& d = driver_->counters();
+            admin_.leadership_metrics->update_counters(cores_.driver->elector().counters());
+            admin_.leadership_metrics->refresh(cores_.driver->now());
+            const drivers::DriverCounters& d = cores_.driver->counters();
             for (std::size_t i = 0; i < drivers::kMessageTypeCount; ++i) {
                 (*messages_in)[i]->set_total(static_cast<double>(d.messages_in[i]));
                 (*messages_out)[i]->set_total(static_cast<double>(d.messages_out[i]));
             }
             dropped.set_total(static_cast<double>(d.messages_dropped));
-            const net::MeshCounters& m = mesh_->counters();
+            const net::MeshCounters& m = cores_.mesh->counters();
             for (std::size_t i = 0; i < net::kBadFrameKindCount; ++i) {
                 (*bad_frames)[i]->set_total(static_cast<double>(m.bad_frames[i]));
             }
             reconnects.set_total(static_cast<double>(m.reconnects));
             int up = 0;
             for (std::uint16_t i = 0; i < config_.nodes.size(); ++i) {
-                if (NodeId{i} != config_.self && mesh_->is_up(NodeId{i})) {
+                if (NodeId{i} != config_.self && cores_.mesh->is_up(NodeId{i})) {
                     ++up;
                 }
             }
@@ -1107,32 +1128,32 @@ void Node::register_security_metrics() {
     auto refusals = std::make_shared<std::vector<Counter*>>();
     for (std::size_t i = 0; i < net::kRefusalCount; ++i) {
         const std::string reason(net::to_string(static_cast<net::HandshakeRefusal>(i)));
-        refusals->push_back(&metrics_.counter("conclave_handshake_refusals_total",
-                                              "Mesh handshakes refused, by reason",
-                                              {{"reason", reason}}));
+        refusals->push_back(&admin_.metrics.counter("conclave_handshake_refusals_total",
+                                                    "Mesh handshakes refused, by reason",
+                                                    {{"reason", reason}}));
     }
     const auto admin_refused = [this](const char* reason) {
-        return &metrics_.counter("conclave_admin_refused_total",
-                                 "Admin requests or connections refused, by reason",
-                                 {{"reason", reason}});
+        return &admin_.metrics.counter("conclave_admin_refused_total",
+                                       "Admin requests or connections refused, by reason",
+                                       {{"reason", reason}});
     };
     Counter* forbidden = admin_refused("forbidden");
     Counter* unauthorized = admin_refused("unauthorized");
     Counter* unsupported = admin_refused("unsupported_media_type");
     Counter* connections = admin_refused("connection_limit");
-    Gauge& regressed = metrics_.gauge(
+    admin::Gauge& regressed = admin_.metrics.gauge(
         "conclave_state_regressed_peers",
         "Peers refusing this node as state_regressed (its durable term is below one it announced "
         "to them: restored from an older copy)");
-    metrics_.on_collect(
+    admin_.metrics.on_collect(
         [this, refusals, forbidden, unauthorized, unsupported, connections, &regressed] {
-            regressed.set(static_cast<double>(regressed_by_.size()));
-            const net::MeshCounters& m = mesh_->counters();
+            regressed.set(static_cast<double>(peers_.regressed_by.size()));
+            const net::MeshCounters& m = cores_.mesh->counters();
             for (std::size_t i = 0; i < net::kRefusalCount; ++i) {
                 (*refusals)[i]->set_total(static_cast<double>(m.handshake_refusals[i]));
             }
-            if (admin_) {
-                const AdminServerStats& s = admin_->stats();
+            if (admin_.server) {
+                const admin::AdminServerStats& s = admin_.server->stats();
                 forbidden->set_total(static_cast<double>(s.forbidden));
                 unauthorized->set_total(static_cast<double>(s.unauthorized));
                 unsupported->set_total(static_cast<double>(s.unsupported_media));

@@ -14,8 +14,8 @@ namespace conclave::node {
 void Node::register_peer_metrics() {
     struct PeerSeries {
         NodeId id;
-        Gauge* up;
-        Gauge* last_contact_age;
+        admin::Gauge* up;
+        admin::Gauge* last_contact_age;
     };
     auto series = std::make_shared<std::vector<PeerSeries>>();
     // Nodes the table gains at run time (docs/membership.md §8) get their series at the next
@@ -27,22 +27,22 @@ void Node::register_peer_metrics() {
             if (n == config_.self) {
                 continue;
             }
-            const Labels labels = {{"peer", config_.nodes[n.value].id}};
+            const admin::Labels labels = {{"peer", config_.nodes[n.value].id}};
             series->push_back(
                 {n,
-                 &metrics_.gauge("conclave_peer_up",
-                                 "1 while the mesh connection to the peer is up", labels),
-                 &metrics_.gauge("conclave_peer_last_contact_age_seconds",
-                                 "Time since the last frame from the peer (NaN: never heard from)",
-                                 labels)});
+                 &admin_.metrics.gauge("conclave_peer_up",
+                                       "1 while the mesh connection to the peer is up", labels),
+                 &admin_.metrics.gauge(
+                     "conclave_peer_last_contact_age_seconds",
+                     "Time since the last frame from the peer (NaN: never heard from)", labels)});
         }
     };
     register_new();
-    metrics_.on_collect([this, series, register_new] {
+    admin_.metrics.on_collect([this, series, register_new] {
         register_new();
         const auto now = std::chrono::steady_clock::now();
         for (const PeerSeries& s : *series) {
-            const net::PeerStatus ps = mesh_->peer_status(s.id);
+            const net::PeerStatus ps = cores_.mesh->peer_status(s.id);
             s.up->set(ps.up ? 1 : 0);
             s.last_contact_age->set(
                 ps.last_contact ? std::chrono::duration<double>(now - *ps.last_contact).count()

@@ -5,12 +5,15 @@
 // are never started; the metadata log is refused by the config parser.
 #include "conclave/node/node.hpp"
 
-#include "conclave/node/admin_server.hpp"
+#include "conclave/admin/admin_server.hpp"
 #include "conclave/node/logging.hpp"
 #include "conclave/node/security.hpp"
 #include "conclave/node/store_backend.hpp"
 
 namespace conclave::node {
+
+using admin::Counter;
+using admin::Gauge;
 
 namespace {
 
@@ -23,17 +26,17 @@ std::int64_t StoreAgeMs(StoreClock::time_point since, StoreClock::time_point now
 }  // namespace
 
 void Node::create_store() {
-    store_ = make_store_backend(*io_, config_, logger_);
-    published_ = store_leadership();
+    cores_.store = make_store_backend(*runtime_.io, config_, logger_);
+    publication_.snapshot = store_leadership();
     register_store_metrics();
 }
 
 std::optional<std::string> Node::start_store() {
-    started_ = true;
+    runtime_.started = true;
     if (auto banner = insecure_banner(config_)) {
         logger_->warn("{}", *banner);
     }
-    store_->start([this] { on_store_change(); });
+    cores_.store->start([this] { on_store_change(); });
     const BackendSettings& b = config_.backend;
     std::string where = b.hosts;
     for (const Endpoint& e : b.endpoints) {
@@ -51,14 +54,14 @@ std::optional<std::string> Node::start_store() {
 // Leader while this node holds the key and its lease has not ended; a follower of the holder
 // the store names; a candidate while no holder is known.
 Leadership Node::store_leadership() const {
-    const StoreView v = store_->view();
+    const StoreView v = cores_.store->view();
     Leadership l;
     l.reason = v.reason;
-    if (stopped_ || v.session == StoreSession::Stopped) {
+    if (runtime_.stopped || v.session == StoreSession::Stopped) {
         l.role = elector::Role::Stopped;
         return l;
     }
-    const auto deadline = store_->lease_deadline();
+    const auto deadline = cores_.store->lease_deadline();
     if (v.holding && deadline && StoreClock::now() < *deadline) {
         l.role = elector::Role::Leader;
         l.lease_deadline = deadline;
@@ -77,30 +80,30 @@ Leadership Node::store_leadership() const {
 }
 
 void Node::on_store_change() {
-    if (stopped_) {
+    if (runtime_.stopped) {
         return;
     }
     publish(store_leadership());
 }
 
-StatusReport Node::store_status() {
-    const StoreView v = store_->view();
+admin::StatusReport Node::store_status() {
+    const StoreView v = cores_.store->view();
     const Leadership l = store_leadership();
     const auto now = StoreClock::now();
-    StatusReport r;
+    admin::StatusReport r;
     r.id = config_.self_entry().id;
     r.cluster = config_.cluster;
     r.role = l.role;
     r.term = Term{l.term};
     r.leader = l.leader;
     r.fencing_token = l.fencing_token;
-    r.incarnation = identity_.incarnation;
+    r.incarnation = peers_.identity.incarnation;
     r.last_transition_reason = l.reason;
     r.last_transition_age_ms = StoreAgeMs(v.changed_at, now);
     if (l.is_leader() || v.holding) {
-        r.lease = lease_status(store_->lease_deadline(), now);
+        r.lease = admin::lease_status(cores_.store->lease_deadline(), now);
     }
-    StoreStatus s;
+    admin::StoreStatus s;
     s.kind = std::string(to_string(config_.backend.kind));
     s.session = std::string(to_string(v.session));
     s.detail = v.detail;
@@ -115,11 +118,11 @@ StatusReport Node::store_status() {
 }
 
 // Healthy only while the store answers: a node that cannot reach it cannot know who leads.
-HealthReport Node::store_health() {
-    if (!started_ || stopped_) {
+admin::HealthReport Node::store_health() {
+    if (!runtime_.started || runtime_.stopped) {
         return {false, "the node is not running"};
     }
-    const StoreView v = store_->view();
+    const StoreView v = cores_.store->view();
     const std::string kind(to_string(config_.backend.kind));
     if (v.session != StoreSession::Connected) {
         return {false, kind + " session " + std::string(to_string(v.session)) +
@@ -129,7 +132,7 @@ HealthReport Node::store_health() {
 }
 
 std::optional<std::string> Node::store_step_down() {
-    auto error = store_->resign();
+    auto error = cores_.store->resign();
     if (!error) {
         log_event(*logger_, spdlog::level::info, "stepping down: the leader key is released",
                   {{"backend", std::string(to_string(config_.backend.kind))}});
@@ -139,36 +142,37 @@ std::optional<std::string> Node::store_step_down() {
 
 void Node::register_store_metrics() {
     const std::string kind(to_string(config_.backend.kind));
-    Gauge& connected = metrics_.gauge("conclave_store_connected",
-                                      "1 while the coordination store answers this node's requests",
-                                      {{"backend", kind}});
-    Gauge& holding = metrics_.gauge("conclave_store_lease_valid",
-                                    "1 while this node holds the store's key with a valid lease",
-                                    {{"backend", kind}});
-    Gauge& token =
-        metrics_.gauge("conclave_store_fencing_token",
-                       "The holder's fencing token (0: no holder known)", {{"backend", kind}});
-    Counter& failed =
-        metrics_.counter("conclave_store_requests_failed_total",
-                         "Requests to the store that got no usable answer", {{"backend", kind}});
+    Gauge& connected = admin_.metrics.gauge(
+        "conclave_store_connected", "1 while the coordination store answers this node's requests",
+        {{"backend", kind}});
+    Gauge& holding = admin_.metrics.gauge(
+        "conclave_store_lease_valid", "1 while this node holds the store's key with a valid lease",
+        {{"backend", kind}});
+    Gauge& token = admin_.metrics.gauge("conclave_store_fencing_token",
+                                        "The holder's fencing token (0: no holder known)",
+                                        {{"backend", kind}});
+    Counter& failed = admin_.metrics.counter("conclave_store_requests_failed_total",
+                                             "Requests to the store that got no usable answer",
+                                             {{"backend", kind}});
     Counter& renewals =
-        metrics_.counter("conclave_store_renewals_total",
-                         "Lease / session renewals the store confirmed", {{"backend", kind}});
+        admin_.metrics.counter("conclave_store_renewals_total",
+                               "Lease / session renewals the store confirmed", {{"backend", kind}});
     Counter& lost =
-        metrics_.counter("conclave_store_sessions_lost_total",
-                         "Leases or sessions the store ended (expired)", {{"backend", kind}});
-    Counter& releases = metrics_.counter("conclave_store_releases_total",
-                                         "Keys released (step-down, stop)", {{"backend", kind}});
-    metrics_.on_collect([this, &connected, &holding, &token, &failed, &renewals, &lost, &releases] {
-        const StoreView v = store_->view();
-        connected.set(v.session == StoreSession::Connected ? 1 : 0);
-        holding.set(store_leadership().valid_now() ? 1 : 0);
-        token.set(static_cast<double>(v.fencing_token));
-        failed.set_total(static_cast<double>(v.counters.requests_failed));
-        renewals.set_total(static_cast<double>(v.counters.renewals));
-        lost.set_total(static_cast<double>(v.counters.sessions_lost));
-        releases.set_total(static_cast<double>(v.counters.releases));
-    });
+        admin_.metrics.counter("conclave_store_sessions_lost_total",
+                               "Leases or sessions the store ended (expired)", {{"backend", kind}});
+    Counter& releases = admin_.metrics.counter(
+        "conclave_store_releases_total", "Keys released (step-down, stop)", {{"backend", kind}});
+    admin_.metrics.on_collect(
+        [this, &connected, &holding, &token, &failed, &renewals, &lost, &releases] {
+            const StoreView v = cores_.store->view();
+            connected.set(v.session == StoreSession::Connected ? 1 : 0);
+            holding.set(store_leadership().valid_now() ? 1 : 0);
+            token.set(static_cast<double>(v.fencing_token));
+            failed.set_total(static_cast<double>(v.counters.requests_failed));
+            renewals.set_total(static_cast<double>(v.counters.renewals));
+            lost.set_total(static_cast<double>(v.counters.sessions_lost));
+            releases.set_total(static_cast<double>(v.counters.releases));
+        });
 }
 
 }  // namespace conclave::node

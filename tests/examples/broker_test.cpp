@@ -364,15 +364,15 @@ TEST_CASE("brokers on the log: one serving primary per partition under leader cr
             }));
             // A late write decided under the old leadership, forwarded to the new leader (as
             // a 307 would), is refused by its fence: nothing appended.
-            std::optional<conclave::node::MetadataProposeResult> late;
+            std::optional<conclave::admin::MetadataProposeResult> late;
             const std::size_t now = *c.leader();
             c.nodes[now]->propose(
                 conclave::examples::partition_key(0),
                 conclave::examples::assignment_value("b0", old_token),
-                conclave::node::MetadataCondition{std::nullopt, old_token},
-                [&](const conclave::node::MetadataProposeResult& r) { late = r; });
+                conclave::admin::MetadataCondition{std::nullopt, old_token},
+                [&](const conclave::admin::MetadataProposeResult& r) { late = r; });
             REQUIRE(c.run_checked([&] { return late.has_value(); }));
-            CHECK(late->status == conclave::node::MetadataProposeStatus::ConditionFailed);
+            CHECK(late->status == conclave::admin::MetadataProposeStatus::ConditionFailed);
         }
     }
     REQUIRE(c.run_checked([&] { return c.all_served_now(); }));

@@ -20,9 +20,9 @@
 namespace {
 
 using conclave::NodeId;
+using conclave::admin::BroadcastMessage;
+using conclave::admin::BroadcastResult;
 using conclave::node::BroadcastDedupe;
-using conclave::node::BroadcastMessage;
-using conclave::node::BroadcastResult;
 using conclave::node::ClusterConfig;
 using conclave::node::Node;
 using nlohmann::json;

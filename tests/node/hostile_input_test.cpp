@@ -9,10 +9,11 @@
 #include <boost/beast/http.hpp>
 #include <random>
 
-#include "conclave/node/admin_routes.hpp"
+#include "admin/fake_admin_source.hpp"
+#include "conclave/admin/admin_routes.hpp"
 #include "conclave/node/cluster_config.hpp"
-#include "fake_admin_source.hpp"
 
+using namespace conclave::admin;
 using namespace conclave::node;
 using nlohmann::json;
 namespace asio = boost::asio;

@@ -25,10 +25,10 @@
 namespace {
 
 using namespace conclave::test::node_cluster;
-using conclave::node::MemberRole;
-using conclave::node::MembershipResult;
-using conclave::node::MembersView;
-using conclave::node::MetadataProposeStatus;
+using conclave::admin::MemberRole;
+using conclave::admin::MembershipResult;
+using conclave::admin::MembersView;
+using conclave::admin::MetadataProposeStatus;
 
 std::string id_of(std::size_t i) {
     return "n" + std::to_string(i + 1);
@@ -55,17 +55,17 @@ struct MemberCluster : Cluster {
                ("conclave-membership-test-" + std::to_string(::getpid())) / "token";
     }
 
-    MembershipResult change(std::size_t at, conclave::node::MembershipOp op, std::size_t target) {
+    MembershipResult change(std::size_t at, conclave::admin::MembershipOp op, std::size_t target) {
         std::optional<MembershipResult> result;
         const auto done = [&](const MembershipResult& r) { result = r; };
         switch (op) {
-            case conclave::node::MembershipOp::AddLearner:
+            case conclave::admin::MembershipOp::AddLearner:
                 nodes[at]->add_learner(id_of(target), done);
                 break;
-            case conclave::node::MembershipOp::Promote:
+            case conclave::admin::MembershipOp::Promote:
                 nodes[at]->promote(id_of(target), done);
                 break;
-            case conclave::node::MembershipOp::Remove:
+            case conclave::admin::MembershipOp::Remove:
                 nodes[at]->remove_member(id_of(target), done);
                 break;
         }
@@ -113,7 +113,7 @@ struct MemberCluster : Cluster {
         std::optional<MembershipResult> promoted;
         return run_cluster_until(io, [&] {
             if (!promoted || !promoted->ok()) {
-                promoted = change(at, conclave::node::MembershipOp::Promote, learner);
+                promoted = change(at, conclave::admin::MembershipOp::Promote, learner);
             }
             return promoted->ok();
         });
@@ -168,7 +168,7 @@ std::vector<std::string> ids_with(const MembersView& view, MemberRole role) {
     return out;
 }
 
-using Op = conclave::node::MembershipOp;
+using Op = conclave::admin::MembershipOp;
 
 /// The value of a series (name and labels) in Prometheus text (NaN when absent).
 double metric(const std::string& text, const std::string& name) {
@@ -448,7 +448,7 @@ TEST_CASE("membership §8: a new node joins through a seed, is promoted, replace
     REQUIRE(c.promote(leader, 3));
 
     // The replaced node is removed: 3 voters again, n4 among them; writes commit.
-    REQUIRE(c.change(leader, conclave::node::MembershipOp::Remove, replaced).ok());
+    REQUIRE(c.change(leader, conclave::admin::MembershipOp::Remove, replaced).ok());
     c.stop(replaced);
     REQUIRE(c.all_at(3));
     const MembersView v3 = c.nodes[leader]->members();
@@ -576,7 +576,7 @@ TEST_CASE(
     CHECK(conclave::node::is_placeholder(c.nodes[3]->config().nodes.at(removed)));
     // Adding it back by id alone is refused here (it could never hear from this leader).
     const MembershipResult by_id = c.change(3, Op::AddLearner, removed);
-    CHECK(by_id.status == conclave::node::MetadataProposeStatus::Refused);
+    CHECK(by_id.status == conclave::admin::MetadataProposeStatus::Refused);
     CHECK_THAT(by_id.detail, Catch::Contains("conclaved --join"));
 
     // The removed node rejoins through the seed (redirected to n4), with its old data directory.

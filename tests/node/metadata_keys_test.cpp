@@ -21,16 +21,16 @@
 namespace {
 
 using conclave::Lsn;
-using conclave::node::MetadataCondition;
-using conclave::node::MetadataProposeResult;
-using conclave::node::MetadataProposeStatus;
+using conclave::admin::MetadataCondition;
+using conclave::admin::MetadataProposeResult;
+using conclave::admin::MetadataProposeStatus;
 using conclave::node::PlantedReadBug;
 using conclave::replication::Entry;
 using nlohmann::json;
 using namespace conclave::test::node_cluster;
 
 std::string Text(const Lsn& lsn) {
-    return conclave::node::lsn_text(lsn);
+    return conclave::admin::lsn_text(lsn);
 }
 
 HttpResult Get(Cluster& c, std::size_t i, const std::string& target) {
@@ -85,7 +85,7 @@ TEST_CASE("key state: reads with LSNs, conditional and fenced writes, prefix lis
     CHECK(r.body.at("key") == "k1");
     CHECK(r.body.at("value") == json{{"v", 1}});
     CHECK(r.body.at("lsn") == Text(l1));
-    CHECK(conclave::node::parse_lsn_text(r.body.at("commit_lsn").get<std::string>()) >= l1);
+    CHECK(conclave::admin::parse_lsn_text(r.body.at("commit_lsn").get<std::string>()) >= l1);
     CHECK(Get(c, leader, "/metadata/k1?consistency=linearizable").status == 200);
     r = Get(c, leader, "/metadata/absent");
     CHECK(r.status == 404);

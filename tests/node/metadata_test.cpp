@@ -39,9 +39,9 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using conclave::Lsn;
+using conclave::admin::MetadataProposeResult;
+using conclave::admin::MetadataProposeStatus;
 using conclave::node::ClusterConfig;
-using conclave::node::MetadataProposeResult;
-using conclave::node::MetadataProposeStatus;
 using conclave::node::Node;
 using conclave::replication::Entry;
 using nlohmann::json;
@@ -236,9 +236,9 @@ TEST_CASE("metadata log: 3 nodes commit, refuse, redirect, fail over and catch u
         c.nodes[second]->admin_source().offload(
             [&] {
                 worker = std::this_thread::get_id();
-                return conclave::node::AdminResponse{};
+                return conclave::admin::AdminResponse{};
             },
-            [&](const conclave::node::AdminResponse&) {
+            [&](const conclave::admin::AdminResponse&) {
                 answered = std::this_thread::get_id();
                 done = true;
             });
@@ -444,10 +444,10 @@ struct FaultCluster : Cluster {
     void check_out_of_service(std::size_t i, const std::string& reason) {
         // Through the Node (what /healthz and /status serve; the HTTP mapping is tested in
         // admin_server_test.cpp): the node's admin server closes when its stop completes.
-        const conclave::node::HealthReport h = nodes[i]->health();
+        const conclave::admin::HealthReport h = nodes[i]->health();
         CHECK_FALSE(h.healthy);  // /healthz answers 503 with this detail
         CHECK_THAT(h.detail, Catch::Contains(reason));
-        const json s = conclave::node::status_to_json(nodes[i]->status());
+        const json s = conclave::admin::status_to_json(nodes[i]->status());
         CHECK(s.at("storage").at("state") == "failed");
         CHECK_THAT(s.at("storage").at("reason").get<std::string>(), Catch::Contains(reason));
         CHECK(s.at("storage").at("since").get<std::string>().size() == 20);

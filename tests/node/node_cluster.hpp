@@ -31,8 +31,8 @@ namespace conclave::test::node_cluster {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
+using conclave::admin::MetadataProposeResult;
 using conclave::node::ClusterConfig;
-using conclave::node::MetadataProposeResult;
 using conclave::node::Node;
 using conclave::replication::Entry;
 using nlohmann::json;

@@ -86,10 +86,10 @@ TEST_CASE("Node: the embedding API may be called from other threads while run() 
                 }
                 node.propose(
                     "thread/" + std::to_string(t), std::to_string(i),
-                    [&](const conclave::node::MetadataProposeResult&) { proposals_done += 1; });
+                    [&](const conclave::admin::MetadataProposeResult&) { proposals_done += 1; });
                 node.add_learner(i % 2 == 0 ? "n0" : "nobody",
-                                 [&](const conclave::node::MembershipResult& r) {
-                                     using conclave::node::MetadataProposeStatus;
+                                 [&](const conclave::admin::MembershipResult& r) {
+                                     using conclave::admin::MetadataProposeStatus;
                                      // NotActive: the log's sync may still be under way.
                                      if (r.status == MetadataProposeStatus::Refused ||
                                          r.status == MetadataProposeStatus::InvalidEntry ||

@@ -27,10 +27,10 @@
 
 namespace {
 
-using conclave::node::MetadataProposeResult;
-using conclave::node::MetadataProposeStatus;
-using conclave::node::MetadataQuery;
-using conclave::node::MetadataReadResult;
+using conclave::admin::MetadataProposeResult;
+using conclave::admin::MetadataProposeStatus;
+using conclave::admin::MetadataQuery;
+using conclave::admin::MetadataReadResult;
 using conclave::node::Node;
 using conclave::node::PlantedReadBug;
 
@@ -163,7 +163,7 @@ void ReadWaitsForQuorumRound() {
     REQUIRE(c.nodes[*leader]->current().is_leader());
     std::fill(c.paused.begin(), c.paused.end(), false);
     REQUIRE(c.run([&] { return answer.has_value(); }));
-    INFO(conclave::node::to_string(answer->outcome.status) << " " << answer->outcome.detail);
+    INFO(conclave::admin::to_string(answer->outcome.status) << " " << answer->outcome.detail);
     CHECK(answer->outcome.status == MetadataProposeStatus::Committed);
     CHECK(answer->entries.empty());  // never written
     CHECK(lease_valid_at_answer);
@@ -194,7 +194,7 @@ bool PausedLeaderDoesNotAnswerStale(PlantedReadBug planted) {
     c.read(old, "k", answer);  // arrives before the resumed node runs anything
     c.paused[old] = false;
     REQUIRE(c.run([&] { return answer.has_value(); }));
-    INFO(conclave::node::to_string(answer->outcome.status) << " " << answer->outcome.detail);
+    INFO(conclave::admin::to_string(answer->outcome.status) << " " << answer->outcome.detail);
     if (AnswersValue(*answer, "v1")) {
         return false;
     }

@@ -17,12 +17,13 @@
 #include <fstream>
 #include <sstream>
 
+#include "conclave/admin/admin_server.hpp"
 #include "conclave/drivers/state_file.hpp"
-#include "conclave/node/admin_server.hpp"
 #include "conclave/node/cli.hpp"
 #include "conclave/node/data_dir_lock.hpp"
 #include "conclave/node/security.hpp"
 
+using namespace conclave::admin;
 using namespace conclave::node;
 namespace asio = boost::asio;
 namespace beast = boost::beast;

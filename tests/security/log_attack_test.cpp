@@ -24,11 +24,11 @@
 #include <variant>
 #include <vector>
 
+#include "conclave/admin/prometheus_text.hpp"
 #include "conclave/codec/json.hpp"
 #include "conclave/codec/log_codec.hpp"
 #include "conclave/net/mesh.hpp"
 #include "conclave/node/node.hpp"
-#include "conclave/node/prometheus_text.hpp"
 #include "support/active_leader.hpp"
 #include "support/loopback.hpp"
 
@@ -38,8 +38,8 @@ namespace asio = boost::asio;
 using conclave::Lsn;
 using conclave::NodeId;
 using conclave::Term;
+using conclave::admin::MetadataProposeResult;
 using conclave::node::ClusterConfig;
-using conclave::node::MetadataProposeResult;
 using conclave::node::Node;
 using conclave::replication::Entry;
 
@@ -140,11 +140,11 @@ struct AttackedCluster {
         return *leader;
     }
 
-    double Metric(std::size_t i, const std::string& name, const conclave::node::Labels& labels) {
-        auto parsed = conclave::node::parse_prometheus_text(nodes[i]->metrics_text());
-        REQUIRE(std::holds_alternative<conclave::node::PrometheusExposition>(parsed));
+    double Metric(std::size_t i, const std::string& name, const conclave::admin::Labels& labels) {
+        auto parsed = conclave::admin::parse_prometheus_text(nodes[i]->metrics_text());
+        REQUIRE(std::holds_alternative<conclave::admin::PrometheusExposition>(parsed));
         const auto value =
-            std::get<conclave::node::PrometheusExposition>(parsed).value(name, labels);
+            std::get<conclave::admin::PrometheusExposition>(parsed).value(name, labels);
         REQUIRE(value.has_value());
         return *value;
     }
@@ -241,7 +241,7 @@ TEST_CASE("findings 3 and 4: forged log frames from a member lose no acknowledge
     // first makes the follower take its term with a heartbeat, as a leader of that term would.
     REQUIRE(RunFor(c.io, [&] { return up(follower); }));
     const std::string violations = "conclave_metadata_protocol_violations_total";
-    const conclave::node::Labels contradicts = {{"kind", "contradicts_committed"}};
+    const conclave::admin::Labels contradicts = {{"kind", "contradicts_committed"}};
     CHECK(c.Metric(follower, violations, contradicts) == 0);
     const Term forged_term{static_cast<std::uint64_t>(c.Metric(follower, "conclave_term", {})) + 1};
     conclave::elector::Message heartbeat;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Writes to a running cluster of Nodes that hold on a busy machine: the active leader is waited
 // for, never assumed, and a write answered "nothing appended, the leadership is moving"
-// (NotLeader, NoLeader, NotActive: node/include/conclave/node/metadata.hpp) is sent again to the
+// (NotLeader, NoLeader, NotActive: admin/include/conclave/admin/metadata.hpp) is sent again to the
 // active leader of the moment, a bounded number of times. An answer whose outcome is unknown
 // (TimedOut, LeadershipLost) is returned as it is, unless the caller does not mind the entry
 // committed twice (sending it again could write it twice). Used by
@@ -45,8 +45,8 @@ inline std::optional<std::size_t> wait_for_active_leader(
 
 /// Whether the answer says that nothing was appended because the leadership is moving: the
 /// write may be sent again.
-inline bool leadership_in_flux(const node::MetadataProposeResult& result) {
-    using node::MetadataProposeStatus;
+inline bool leadership_in_flux(const admin::MetadataProposeResult& result) {
+    using admin::MetadataProposeStatus;
     return result.status == MetadataProposeStatus::NotLeader ||
            result.status == MetadataProposeStatus::NoLeader ||
            result.status == MetadataProposeStatus::NotActive;
@@ -54,16 +54,16 @@ inline bool leadership_in_flux(const node::MetadataProposeResult& result) {
 
 /// One write and where it was answered.
 struct LeaderWrite {
-    std::optional<node::MetadataProposeResult> result;  // nullopt: no answer or no leader in time
-    std::optional<std::size_t> node;                    // the node that answered last
+    std::optional<admin::MetadataProposeResult> result;  // nullopt: no answer or no leader in time
+    std::optional<std::size_t> node;                     // the node that answered last
     bool ok() const { return result && result->ok(); }
 };
 
 /// Whether a write whose answer was `result` may be sent again: it was not appended
 /// (leadership_in_flux), or, when the caller does not mind the entry committed twice
 /// (`twice_is_fine`), its outcome is unknown because the leadership moved or the commit was slow.
-inline bool may_resend(const node::MetadataProposeResult& result, bool twice_is_fine) {
-    using node::MetadataProposeStatus;
+inline bool may_resend(const admin::MetadataProposeResult& result, bool twice_is_fine) {
+    using admin::MetadataProposeStatus;
     return leadership_in_flux(result) ||
            (twice_is_fine && (result.status == MetadataProposeStatus::LeadershipLost ||
                               result.status == MetadataProposeStatus::TimedOut));
@@ -85,9 +85,9 @@ inline LeaderWrite write_to_active_leader(const std::vector<std::unique_ptr<node
         if (!write.node) {
             return write;
         }
-        std::optional<node::MetadataProposeResult> answer;
+        std::optional<admin::MetadataProposeResult> answer;
         nodes[*write.node]->propose(key, value,
-                                    [&](const node::MetadataProposeResult& r) { answer = r; });
+                                    [&](const admin::MetadataProposeResult& r) { answer = r; });
         if (!run_until([&] { return answer.has_value(); })) {
             return write;
         }

@@ -21,7 +21,9 @@ if triplet=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null); then
 fi
 [ -x "$tmp/runtime/bin/conclaved" ] || fail "the runtime component has no bin/conclaved"
 [ -z "$(find "$tmp/runtime" -name '*.a' -o -name '*.hpp')" ] || fail "runtime component holds headers or libraries"
-[ -e "$tmp/prefix/$arch/libconclave_node.a" ] || fail "the dev component has no $arch/libconclave_node.a"
+for lib in node admin; do
+  [ -e "$tmp/prefix/$arch/libconclave_$lib.a" ] || fail "the dev component has no $arch/libconclave_$lib.a"
+done
 [ ! -e "$tmp/prefix/bin" ] || fail "the dev component holds programs"
 grep -rq conclave_warnings "$tmp/prefix/$arch/cmake" && fail "the CMake package names conclave_warnings"
 generator=()

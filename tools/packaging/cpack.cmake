@@ -66,7 +66,7 @@ set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 set(CPACK_COMPONENT_DEV_DESCRIPTION
     "Leader election with PreVote: C++ headers and static libraries
 The C++20 headers, static libraries, CMake package (find_package(conclave): conclave::elector,
-conclave::codec, conclave::net, conclave::drivers, conclave::node) and pkg-config file for
+conclave::codec, conclave::net, conclave::drivers, conclave::admin, conclave::node) and pkg-config file for
 embedding Conclave's elector, mesh and node in a program.")
 # What find_package(conclave) looks up (find_dependency in conclaveConfig.cmake.in).
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS

@@ -28,6 +28,8 @@
 #include <variant>
 #include <vector>
 
+#include "conclave/admin/broadcast.hpp"
+
 namespace conclave::node {
 
 /// Largest topic, in bytes (a topic is 1 to 256 bytes of UTF-8).
@@ -42,37 +44,8 @@ inline constexpr std::size_t kDedupeWindow = 1024;
 /// Senders (node id + boot) remembered; the least recently heard is forgotten first.
 inline constexpr std::size_t kDedupeSenders = 256;
 
-/// One broadcast as delivered (Node::subscribe_broadcast, GET /broadcast?watch=1).
-struct BroadcastMessage {
-    std::string from;  // the sender's node id
-    std::string boot;  // the sender's boot id (16 hex digits)
-    std::uint64_t seq = 0;
-    std::string topic;
-    nlohmann::json payload;
-    /// "<from>/<boot>/<seq>"
-    std::string id() const;
-    /// {"id", "from", "topic", "payload"}
-    nlohmann::json to_json() const;
-};
-
 struct BroadcastBeat {
     std::string from;
-};
-
-/// The answer to Node::broadcast (POST /broadcast).
-struct BroadcastResult {
-    enum class Outcome : std::uint8_t {
-        Sent,         // 200: queued for every member in `sent_to`
-        Invalid,      // 400: bad topic or payload
-        TooLarge,     // 413: topic or payload above its bound
-        NeedsMesh,    // 501: a store backend's nodes share no mesh
-        Unavailable,  // 503: the node is not running
-    };
-    Outcome outcome = Outcome::Sent;
-    std::string detail;
-    std::string id;                     // when sent
-    std::vector<std::string> sent_to;   // live members it was queued for
-    std::vector<std::string> not_sent;  // members not live (or whose link refused it)
 };
 
 /// Monotonic counters of the broadcast channel (metrics).
@@ -94,10 +67,10 @@ std::optional<BroadcastRefusal> check_broadcast(const std::string& topic,
                                                 const nlohmann::json& payload);
 
 std::vector<std::uint8_t> encode_beat(const std::string& from);
-std::vector<std::uint8_t> encode_broadcast(const BroadcastMessage& message);
+std::vector<std::uint8_t> encode_broadcast(const admin::BroadcastMessage& message);
 
 /// Decodes and validates one frame's payload; throws codec::DecodeError naming the field.
-std::variant<BroadcastBeat, BroadcastMessage> decode_broadcast_frame(
+std::variant<BroadcastBeat, admin::BroadcastMessage> decode_broadcast_frame(
     std::span<const std::uint8_t> bytes);
 
 /// The receiver's memory of delivered ids: each id is accepted once (bounded memory above).
@@ -105,7 +78,7 @@ class BroadcastDedupe {
   public:
     /// True the first time (from, boot, seq) is seen; false for a repeat or an id too old to be
     /// remembered.
-    bool accept(const BroadcastMessage& message);
+    bool accept(const admin::BroadcastMessage& message);
     std::size_t senders() const { return senders_.size(); }
 
   private:

@@ -42,16 +42,16 @@
 #include <string_view>
 #include <vector>
 
+#include "conclave/admin/admin_routes.hpp"
+#include "conclave/admin/membership.hpp"
+#include "conclave/admin/metadata.hpp"
+#include "conclave/admin/metrics.hpp"
 #include "conclave/drivers/state_file.hpp"
 #include "conclave/elector/fencing.hpp"
 #include "conclave/net/handshake.hpp"
-#include "conclave/node/admin_routes.hpp"
 #include "conclave/node/broadcast.hpp"
 #include "conclave/node/cluster_config.hpp"
 #include "conclave/node/identity.hpp"
-#include "conclave/node/membership.hpp"
-#include "conclave/node/metadata.hpp"
-#include "conclave/node/metrics.hpp"
 #include "conclave/replication/actions.hpp"
 
 namespace conclave::net {
@@ -63,11 +63,14 @@ class ElectorDriver;
 class LogDriver;
 }  // namespace conclave::drivers
 
+namespace conclave::admin {
+class LeadershipMetrics;
+}  // namespace conclave::admin
+
 namespace conclave::node {
 
 using conclave::elector::FencingGate;
 
-class LeadershipMetrics;
 class StoreBackend;
 struct StoredTable;
 
@@ -127,7 +130,7 @@ struct NodeOptions {
 class Node {
   public:
     using LeadershipCallback = std::function<void(const Leadership&)>;
-    using BroadcastCallback = std::function<void(const BroadcastMessage&)>;
+    using BroadcastCallback = std::function<void(const admin::BroadcastMessage&)>;
 
     /// Owns its io_context (drive it with run()).
     explicit Node(ClusterConfig config, NodeOptions options = {});
@@ -146,7 +149,7 @@ class Node {
     /// stops, queued frames get a moment to leave, and the ports are closed. `done` runs when it
     /// is over. Idempotent.
     void stop(std::function<void()> done = {});
-    bool stopped() const { return stopped_; }
+    bool stopped() const { return runtime_.stopped; }
 
     /// Runs the io_context until stop() completes (owned io_context), or like io.run().
     void run();
@@ -171,7 +174,7 @@ class Node {
     /// names the members it was queued for and those it was not. Refused with a store backend
     /// (NeedsMesh: its nodes share no mesh), a bad topic or payload (check_broadcast), or while
     /// the node is not running. May be called from any thread (posted, waits at most 5 s).
-    BroadcastResult broadcast(std::string topic, nlohmann::json payload);
+    admin::BroadcastResult broadcast(std::string topic, nlohmann::json payload);
     /// Every broadcast this node receives from now on, once each, on the io_context thread.
     void subscribe(BroadcastCallback callback);
     /// How long after a member was last heard from it still counts as live: the elector's
@@ -185,31 +188,31 @@ class Node {
     /// Proposes an entry (`value`: JSON text or opaque bytes). `done` runs exactly once on the
     /// io_context thread: Committed with the LSN once a quorum stored it, or an error (not
     /// leader, no leader, not active, timed out / leadership lost = outcome unknown, stopped).
-    void propose(std::string key, std::string value, MetadataProposeCallback done);
+    void propose(std::string key, std::string value, admin::MetadataProposeCallback done);
     /// The same, appended only if `condition` holds (a conditional or fenced write): else
     /// ConditionFailed with the key's current LSN and the leader's term, nothing appended.
-    void propose(std::string key, std::string value, MetadataCondition condition,
-                 MetadataProposeCallback done);
+    void propose(std::string key, std::string value, admin::MetadataCondition condition,
+                 admin::MetadataProposeCallback done);
     /// The key as this node applied it (a serializable read, io thread only): its last write
     /// (none when absent) and, in `outcome.lsn`, the commit LSN the answer reflects.
-    MetadataReadResult get(std::string_view key) const;
+    admin::MetadataReadResult get(std::string_view key) const;
     /// A read of a key or a prefix at `query.consistency` (ReadConsistency); `done` runs once on
     /// the io_context thread. Linearizable reads wait (at most metadata.propose_timeout_ms) for
     /// the leader's sync point or a quorum round; other nodes answer NotLeader (with the leader).
-    void read(MetadataQuery query, MetadataReadCallback done);
+    void read(admin::MetadataQuery query, admin::MetadataReadCallback done);
     /// Level-triggered: the callback gets every entry committed so far, in LSN order, then each
     /// new one (sync points of new leaders included: replication::is_sync_point; skip them).
     /// After a restart the committed prefix is replayed from the start.
-    void subscribe_committed(CommittedCallback callback);
+    void subscribe_committed(admin::CommittedCallback callback);
     /// The same for the entries whose key starts with `prefix` only (sync points left out).
-    void subscribe_committed(std::string prefix, CommittedCallback callback);
+    void subscribe_committed(std::string prefix, admin::CommittedCallback callback);
     /// Committed entries after `after` (exclusive), at most `max_entries`.
     std::vector<replication::Entry> committed_after(Lsn after, std::size_t max_entries) const;
     /// The commit point (kNoLsn without a metadata log).
     Lsn commit_lsn() const;
-    bool metadata_enabled() const { return log_driver_ != nullptr; }
+    bool metadata_enabled() const { return cores_.log_driver != nullptr; }
     /// The log driver (counters, recovery report); nullptr when disabled.
-    const drivers::LogDriver* log_driver() const { return log_driver_.get(); }
+    const drivers::LogDriver* log_driver() const { return cores_.log_driver.get(); }
 
     // ---- Membership (membership.hpp, docs/membership.md) ----------------------------
     // Leader only. Each builds the next configuration from the active one (the implicit one,
@@ -220,42 +223,42 @@ class Node {
     // change pending, not a single change, the op does not fit the member, promote lag);
     // TimedOut / LeadershipLost (outcome unknown); Stopped; Disabled.
     /// Adds a node of the table as a learner (it receives the log, never votes nor stands).
-    void add_learner(std::string id, MembershipCallback done);
+    void add_learner(std::string id, admin::MembershipCallback done);
     /// Adds a node as a learner under a new id, with its peer and http addresses ("host:port"):
     /// the configuration carries the node table, which grows on every node when it commits
     /// (docs/membership.md §8). An id already in the table is added back with its known
     /// addresses (the ones given must match). This is what a seed does for `conclaved --join`.
-    void add_learner(replication::Member member, MembershipCallback done);
+    void add_learner(replication::Member member, admin::MembershipCallback done);
     /// Promotes a learner to voter, only once it holds the leader's committed prefix and is
     /// within metadata.promote_lag_entries of the leader's last entry (R7).
-    void promote(std::string id, MembershipCallback done);
+    void promote(std::string id, admin::MembershipCallback done);
     /// Removes a voter or a learner (the leader itself included: it steps down once it commits).
-    void remove_member(std::string id, MembershipCallback done);
+    void remove_member(std::string id, admin::MembershipCallback done);
     /// The active configuration; on the leader with each member's catch-up state.
-    MembersView members() const;
+    admin::MembersView members() const;
 
     const ClusterConfig& config() const { return config_; }
-    boost::asio::io_context& io() { return *io_; }
+    boost::asio::io_context& io() { return *runtime_.io; }
     /// Bound ports (after start()).
     std::uint16_t peer_port() const;
     std::uint16_t http_port() const;
     spdlog::logger& logger() { return *logger_; }
 
     /// The admin view (what /status, /metrics and /healthz serve).
-    StatusReport status();
+    admin::StatusReport status();
     std::string metrics_text();
-    HealthReport health();
+    admin::HealthReport health();
     /// Why a storage failure (metadata log, elector state file) took the node out of service, if
     /// one did: the node then steps down (handing over when it can) and stops; conclaved exits 1.
-    const std::optional<std::string>& storage_failure() const { return storage_failure_; }
+    const std::optional<std::string>& storage_failure() const { return runtime_.storage_failure; }
     /// Why a peer refused this node as state_lost (it knows this node by an earlier incarnation:
     /// the data directory was lost or replaced), if one did: the node stops without having taken
     /// part; conclaved exits 3.
-    const std::optional<std::string>& state_refused() const { return state_refused_; }
+    const std::optional<std::string>& state_refused() const { return peers_.state_refused; }
     /// The node's identity (cluster, id, incarnation), read or created at construction.
-    const drivers::NodeIdentity& identity() const { return identity_; }
+    const drivers::NodeIdentity& identity() const { return peers_.identity; }
     /// The AdminSource the HTTP routes use (for embedding in another server).
-    AdminSource& admin_source();
+    admin::AdminSource& admin_source();
 
   private:
     class Admin;
@@ -288,23 +291,25 @@ class Node {
     void create_log_driver();
     void register_metadata_metrics();
     /// A proposal's answer: `status`, the known leader (for redirects), the detail text.
-    MetadataProposeResult proposal_result(MetadataProposeStatus status, Lsn lsn) const;
+    admin::MetadataProposeResult proposal_result(admin::MetadataProposeStatus status,
+                                                 Lsn lsn) const;
     /// propose() and the membership changes (`config`: a configuration entry, `key` unused).
     void propose_entry(std::string key, std::string value, bool config,
-                       const MetadataCondition& condition, MetadataProposeCallback done);
+                       const admin::MetadataCondition& condition,
+                       admin::MetadataProposeCallback done);
     // metadata_keys.cpp: reads of the key state.
     struct ReadWaiter;
     /// Whether a linearizable read that arrived at `arrived` in `term` may be served now (true),
     /// must wait (false), or is answered by `refusal`.
     bool read_ready(std::chrono::steady_clock::time_point arrived, std::uint64_t term,
-                    std::optional<MetadataProposeResult>& refusal) const;
+                    std::optional<admin::MetadataProposeResult>& refusal) const;
     /// Serves (or refuses) the waiting reads that can be answered now; re-arms the timer.
     void poll_reads();
-    void serve_read(const MetadataQuery& query, const MetadataReadCallback& done) const;
-    std::vector<std::shared_ptr<ReadWaiter>> read_waiters_;
-    std::unique_ptr<boost::asio::steady_timer> read_timer_;
+    void serve_read(const admin::MetadataQuery& query,
+                    const admin::MetadataReadCallback& done) const;
     // membership.cpp
-    void change_membership(MembershipOp op, replication::Member member, MembershipCallback done);
+    void change_membership(admin::MembershipOp op, replication::Member member,
+                           admin::MembershipCallback done);
     // Node table at run time (docs/membership.md §8; node_table.hpp).
     /// Inside the log's batch, for every configuration that becomes active: when its table is
     /// longer, it names an id this node kept only by index (added back), or this node's own
@@ -321,110 +326,156 @@ class Node {
     /// The active configuration as an entry's value would hold it (table included).
     replication::Configuration active_configuration() const;
     void register_membership_metrics();
-    std::optional<MembershipState> membership_state() const;
+    std::optional<admin::MembershipState> membership_state() const;
     // store_node.cpp: leadership from a coordination store (config "backend"; store_backend.hpp).
     // The mesh and the built-in elector are then created but never started.
     void create_store();
     std::optional<std::string> start_store();
     void on_store_change();
     Leadership store_leadership() const;
-    StatusReport store_status();
-    HealthReport store_health();
+    admin::StatusReport store_status();
+    admin::HealthReport store_health();
     std::optional<std::string> store_step_down();
     void register_store_metrics();
     /// Tells the subscribers about `l` when it differs from the last one (both sources).
     void publish(const Leadership& l);
-    std::unique_ptr<StoreBackend> store_;  // nullptr with the built-in elector
     // broadcast_node.cpp
     void create_broadcast();
     void start_beats();
     void send_beats();
     /// A decoded broadcast from a peer: delivered to the subscribers unless already seen.
-    void on_broadcast_message(BroadcastMessage message);
-    BroadcastResult broadcast_on_io(std::string topic, nlohmann::json payload);
+    void on_broadcast_message(admin::BroadcastMessage message);
+    admin::BroadcastResult broadcast_on_io(std::string topic, nlohmann::json payload);
     /// A member's liveness on this node: (last_heartbeat_ms, live); nullopt when never heard.
     std::pair<std::optional<std::int64_t>, bool> liveness_of(
         NodeId n, std::chrono::steady_clock::time_point now) const;
-    void add_liveness(MembersView& view) const;
+    void add_liveness(admin::MembersView& view) const;
     void register_broadcast_metrics();
     // peer_metrics.cpp
     void register_peer_metrics();
-    std::optional<LogStatus> log_status() const;
+    std::optional<admin::LogStatus> log_status() const;
 
-    std::unique_ptr<boost::asio::io_context> owned_io_;
-    boost::asio::io_context* io_;
-    ClusterConfig config_;
-    NodeOptions options_;
-    std::shared_ptr<spdlog::logger> logger_;
-    std::unique_ptr<net::Mesh> mesh_;
-    std::unique_ptr<drivers::ElectorDriver> driver_;
-    std::unique_ptr<drivers::LogDriver> log_driver_;  // nullptr when the metadata log is disabled
-    MetricsRegistry metrics_;
-    std::unique_ptr<LeadershipMetrics> leadership_metrics_;
-    Histogram* commit_latency_ = nullptr;  // conclave_metadata_commit_latency_seconds
-    // conclave_membership_changes_total{op}, conclave_config_refusals_total{reason}
-    std::array<Counter*, kMembershipOpCount> membership_changes_{};
-    std::array<Counter*, kConfigRefusalCount> config_refusals_{};
-    std::unique_ptr<Admin> admin_source_;
-    std::unique_ptr<AdminServer> admin_;
-    /// Bearer token of the admin API (security.admin_token_file), read at construction.
-    std::optional<std::string> admin_token_;
-    std::vector<LeadershipCallback> subscribers_;
-    std::optional<Leadership> last_;
-    boost::asio::steady_timer stop_timer_;
-    boost::asio::steady_timer members_timer_;  // follow_members() while a removal is pending
-    /// members.json marks this node removed (not a member of its active configuration).
-    bool self_removed_stored_ = false;
-    drivers::NodeIdentity identity_;  // checked at construction (identity.hpp)
-    std::unique_ptr<PeerIncarnations> peer_incarnations_;
-    std::optional<std::string> state_refused_;
+    // Peers' view of this node's incarnation (node.cpp): admission, refusals, quarantine.
     std::optional<std::string> admit_peer(NodeId peer, const std::string& incarnation,
                                           bool repaired);
     void refused_as_lost(NodeId peer, const std::string& detail);
-    /// Peers that answered this node's dial with unknown_node (their tables do not hold it).
-    std::set<NodeId> unknown_to_;
     /// Why the node looks removed: a majority of the other nodes of its table do not know it.
     std::optional<std::string> removed_by_peers() const;
-    /// Peers that refused this node as state_regressed, with their detail (cleared when the
-    /// peer admits it again).
-    std::map<NodeId, std::string> regressed_by_;
-    std::uint64_t announced_term_ = 0;  // the last durable term announced to the up peers
     void refused_as_regressed(NodeId peer, const std::string& detail);
     /// Records a rise of a peer incarnation's announced durable term (peers.json).
     void remember_peer_term(NodeId peer, const std::string& incarnation, std::uint64_t term);
     /// Why the node looks restored from an older copy: a peer refuses it (state_regressed).
     std::optional<std::string> regressed_report() const;
-    NodeSet admitted_by_;  // peers that admitted this node's new incarnation (quarantine)
     void on_admitted_by(NodeId peer);
     void maybe_end_quarantine(const std::string& last);
     void note_log_created();
-    /// Writes the vote record with identity_ and hands identity_ to the elector driver (throws
+    /// Writes the vote record with the identity and hands it to the elector driver (throws
     /// drivers::StateFileError).
     void store_identity();
-    /// Expires with the Node: work posted to the io_context checks it first.
-    std::shared_ptr<int> alive_ = std::make_shared<int>(0);
-    std::vector<std::function<void()>> stop_waiters_;
-    // storage: a storage failure takes the node out of service: step down (hand over
-    // when it can), stop, and conclaved exits with status 1.
-    std::optional<std::string> storage_failure_;
-    std::string storage_failure_since_;  // RFC 3339 UTC, set with storage_failure_
-    bool started_ = false;
-    bool stopping_ = false;
-    bool handing_over_ = false;
-    bool stopped_ = false;
-    std::atomic<int> run_threads_{0};     // threads inside run()
-    mutable std::mutex published_mutex_;  // guards published_
-    Leadership published_;                // for current() from other threads
-    // Builds GET /metadata pages off the io thread (AdminSource::offload); joined first in the
-    // destructor. Started at the first use.
-    std::unique_ptr<boost::asio::thread_pool> reader_;
-    // Liveness and broadcast (broadcast_node.cpp): after io_, so that the timer goes first.
-    std::string boot_id_;              // 16 hex digits, drawn at construction
-    std::uint64_t broadcast_seq_ = 0;  // the last broadcast's sequence number
-    BroadcastDedupe broadcast_dedupe_;
-    std::vector<BroadcastCallback> broadcast_subscribers_;
-    std::unique_ptr<boost::asio::steady_timer> beat_timer_;
-    BroadcastCounters broadcast_counters_;
+
+    // ---- The node's state, in parts. Declared in this order on purpose: the io_context first
+    // (destroyed last, after every timer), the cores before what refers to them.
+
+    /// How the node runs: its io_context, the threads that call in, start and stop.
+    struct Runtime {
+        Runtime(std::unique_ptr<boost::asio::io_context> owned, boost::asio::io_context* borrowed)
+            : owned_io(std::move(owned)),
+              io(owned_io ? owned_io.get() : borrowed),
+              stop_timer(*io) {}
+        std::unique_ptr<boost::asio::io_context> owned_io;
+        boost::asio::io_context* io;
+        boost::asio::steady_timer stop_timer;
+        bool started = false;
+        bool stopping = false;
+        bool handing_over = false;
+        bool stopped = false;
+        std::vector<std::function<void()>> stop_waiters;
+        /// A storage failure takes the node out of service: step down (hand over when it can),
+        /// stop, and conclaved exits with status 1.
+        std::optional<std::string> storage_failure;
+        std::string storage_failure_since;  // RFC 3339 UTC, set with storage_failure
+        std::atomic<int> run_threads{0};    // threads inside run()
+        /// Builds GET /metadata pages off the io thread (AdminSource::offload); joined first in
+        /// the destructor. Started at the first use.
+        std::unique_ptr<boost::asio::thread_pool> reader;
+        /// Expires with the Node: work posted to the io_context checks it first.
+        std::shared_ptr<int> alive = std::make_shared<int>(0);
+    };
+
+    /// What decides leadership and carries the metadata: the mesh, the elector driver, the
+    /// metadata log (or a coordination store), and the linearizable reads waiting on them.
+    struct Cores {
+        std::unique_ptr<net::Mesh> mesh;
+        std::unique_ptr<drivers::ElectorDriver> driver;
+        std::unique_ptr<drivers::LogDriver>
+            log_driver;                       // nullptr when the metadata log is disabled
+        std::unique_ptr<StoreBackend> store;  // nullptr with the built-in elector
+        std::vector<std::shared_ptr<ReadWaiter>> read_waiters;
+        std::unique_ptr<boost::asio::steady_timer> read_timer;
+    };
+
+    /// The admin surface (conclave::admin): the metrics, the AdminSource the routes use, the
+    /// HTTP server (nullptr without NodeOptions::admin_http or before start()).
+    struct AdminSurface {
+        admin::MetricsRegistry metrics;
+        std::unique_ptr<admin::LeadershipMetrics> leadership_metrics;
+        admin::Histogram* commit_latency = nullptr;  // conclave_metadata_commit_latency_seconds
+        // conclave_membership_changes_total{op}, conclave_config_refusals_total{reason}
+        std::array<admin::Counter*, admin::kMembershipOpCount> membership_changes{};
+        std::array<admin::Counter*, admin::kConfigRefusalCount> config_refusals{};
+        std::unique_ptr<Admin> source;
+        std::unique_ptr<admin::AdminServer> server;
+        /// Bearer token of the admin API (security.admin_token_file), read at construction.
+        std::optional<std::string> token;
+    };
+
+    /// This node's incarnation and what its peers say of it (identity.hpp, node_table.hpp).
+    struct Peers {
+        explicit Peers(boost::asio::io_context& io) : members_timer(io) {}
+        drivers::NodeIdentity identity;  // checked at construction (identity.hpp)
+        std::unique_ptr<PeerIncarnations> incarnations;
+        /// Why a peer refused this node as state_lost, if one did.
+        std::optional<std::string> state_refused;
+        /// Peers that answered this node's dial with unknown_node (their tables do not hold it).
+        std::set<NodeId> unknown_to;
+        /// Peers that refused this node as state_regressed, with their detail (cleared when the
+        /// peer admits it again).
+        std::map<NodeId, std::string> regressed_by;
+        std::uint64_t announced_term = 0;  // the last durable term announced to the up peers
+        NodeSet admitted_by;  // peers that admitted this node's new incarnation (quarantine)
+        /// members.json marks this node removed (not a member of its active configuration).
+        bool self_removed_stored = false;
+        boost::asio::steady_timer members_timer;  // follow_members() while a removal is pending
+    };
+
+    /// Leadership as told to the application: subscribers, the last snapshot told, and the
+    /// snapshot current() returns to other threads.
+    struct Publication {
+        std::vector<LeadershipCallback> subscribers;
+        std::optional<Leadership> last;
+        mutable std::mutex mutex;  // guards snapshot
+        Leadership snapshot;       // for current() from other threads
+    };
+
+    /// Liveness beats and advisory broadcasts (broadcast_node.cpp).
+    struct Broadcasts {
+        std::string boot_id;    // 16 hex digits, drawn at construction
+        std::uint64_t seq = 0;  // the last broadcast's sequence number
+        BroadcastDedupe dedupe;
+        std::vector<BroadcastCallback> subscribers;
+        std::unique_ptr<boost::asio::steady_timer> beat_timer;
+        BroadcastCounters counters;
+    };
+
+    Runtime runtime_;
+    ClusterConfig config_;
+    NodeOptions options_;
+    std::shared_ptr<spdlog::logger> logger_;
+    Cores cores_;
+    AdminSurface admin_;
+    Peers peers_;
+    Publication publication_;
+    Broadcasts broadcasts_;
 };
 
 }  // namespace conclave::node
