@@ -43,8 +43,8 @@ ci_models=(
   "ElectorLeaderLife.cfg+CanaryLsnBelow2:MCElector:CanaryLsnBelow2:bfs"
   "ElectorLeaderLife.cfg+CanaryNoCheckQuorumStepDown:MCElector:CanaryNoCheckQuorumStepDown:bfs"
   "ElectorTransfer.cfg+CanaryNoTransfer:MCElector:CanaryNoTransfer:sim:2000:30"
-  "ElectorTransfer.cfg+CanaryNoTerm1BesideNewer:MCElector:CanaryNoTerm1BesideNewer:sim:2000:30"
-  "ElectorTransfer.cfg+CanaryNoNewerHeartbeatAtStaleLeader:MCElector:CanaryNoNewerHeartbeatAtStaleLeader:sim:2000:30"
+  "ElectorTransfer.cfg+CanaryNoTerm1BesideNewer:MCElector:CanaryNoTerm1BesideNewer:sim:8000:40"
+  "ElectorTransfer.cfg+CanaryNoNewerHeartbeatAtStaleLeader:MCElector:CanaryNoNewerHeartbeatAtStaleLeader:sim:8000:40"
   "ElectorTransfer.cfg+CanaryNoHigherTermStepDown:MCElector:CanaryNoHigherTermStepDown:sim:2000:30"
   # the leader's own term with LeaseSteps (the leader lease's clock decisions as
   # nondeterminism), exhaustive, and its canary: the lease check steps a leader down
