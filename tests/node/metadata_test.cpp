@@ -418,11 +418,13 @@ struct FaultCluster : Cluster {
     }
 
     /// Commits `count` keys named prefix0.. on the active leader; returns their LSNs.
-    /// `count` acknowledged writes (prefix0, prefix1, ...), each to the active leader.
+    /// `count` acknowledged writes (prefix0, prefix1, ...), each to the active leader, each sent
+    /// again on an unknown outcome too (around a failover a slow machine may lose a leadership
+    /// mid-commit): the tests check that every acknowledged LSN is kept, not how many there are.
     std::vector<Lsn> commit_keys(const std::string& prefix, int count) {
         std::vector<Lsn> lsns;
         for (int k = 0; k < count; ++k) {
-            lsns.push_back(commit(prefix + std::to_string(k), "1").lsn);
+            lsns.push_back(commit(prefix + std::to_string(k), "1", nullptr, true).lsn);
         }
         return lsns;
     }
@@ -566,7 +568,7 @@ TEST_CASE("storage faults: a follower whose fsync or state file fails leaves; th
     const std::size_t leader = c.active_leader();
     const std::size_t follower = (leader + 1) % 3;
     std::vector<Lsn> acked = c.commit_keys("before", 5);
-    REQUIRE(run_cluster_until(c.io, [&] { return c.seen[follower].size() == 5; }));
+    REQUIRE(run_cluster_until(c.io, [&] { return c.seen[follower].size() >= 5; }));
 
     if (which == "sync") {
         c.faults[follower]->sync.store(error);
