@@ -254,5 +254,8 @@ void kill_and_reap(int pid);
 std::string file_tail(const std::filesystem::path& file, std::size_t lines);
 std::unique_ptr<FailoverTarget> make_conclave_target(const BenchOptions& options,
                                                      const std::string& profile);
+/// A conclaved cluster of `nodes` with the benchmark's daemon, backoff, --keep and --seed.
+bounce::ClusterOptions cluster_options(const BenchOptions& options, std::size_t nodes,
+                                       const std::string& profile);
 
 }  // namespace conclave::bench

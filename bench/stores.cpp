@@ -444,12 +444,7 @@ std::unique_ptr<Candidates> recipe(const fs::path& binary, const std::string& st
 
 std::unique_ptr<Candidates> conclaved(const BenchOptions& options, const std::string& profile,
                                       const std::string& backend, const RunClock& clock) {
-    bounce::ClusterOptions c;
-    c.node_count = kCandidates;
-    c.profile = profile;
-    c.conclaved = options.conclaved;
-    c.keep_dir = options.keep;
-    c.seed = options.seed;
+    bounce::ClusterOptions c = cluster_options(options, kCandidates, profile);
     c.backend = backend;
     return std::make_unique<ConclaveCandidates>(std::move(c), clock);
 }
