@@ -252,6 +252,8 @@ struct RunOutcome {
     std::optional<double> failover_ms;  // signal -> a survivor believes it leads
     std::int64_t overlap_ms = 0;        // the longest time two believed at once
     std::int64_t overlap_error_ms = 0;
+    /// Without an overlap: how long after one belief ended the next began (the margin).
+    std::optional<std::int64_t> gap_ms;
     bool noticed = true;  // SIGSTOP: after SIGCONT the old leader said it no longer leads
 };
 
@@ -301,6 +303,9 @@ void measure_overlap(const Held& held, std::int64_t from_ms, std::int64_t to_ms,
         }
     }
     const auto s = bounce::interval_summary(std::move(clipped), to_ms);
+    if (s.closest) {
+        r.gap_ms = s.closest->length_ms;
+    }
     if (s.longest_overlap) {
         r.overlap_ms = s.longest_overlap->length_ms;
         r.overlap_error_ms = s.longest_overlap->error_ms;
@@ -495,36 +500,50 @@ std::vector<Contender> contenders(const BenchOptions& options, const Stores& sto
     return out;
 }
 
+/// One contender's runs of a case: the failovers, the overlaps and the margins without one.
+void print_contender(const Contender& who, const std::vector<RunOutcome>& runs) {
+    std::vector<double> failover;
+    std::vector<double> overlap;
+    std::vector<double> gaps;
+    std::size_t with_overlap = 0;
+    std::size_t not_noticed = 0;
+    std::int64_t error = 0;
+    for (const RunOutcome& r : runs) {
+        if (r.failover_ms) {
+            failover.push_back(*r.failover_ms);
+        }
+        if (r.gap_ms && r.overlap_ms == 0) {
+            gaps.push_back(static_cast<double>(*r.gap_ms));
+        }
+        overlap.push_back(static_cast<double>(r.overlap_ms));
+        with_overlap += r.overlap_ms > 0 ? 1 : 0;
+        not_noticed += r.noticed ? 0 : 1;
+        error = std::max(error, r.overlap_error_ms);
+    }
+    const Summary o = summarize(overlap);
+    fmt::print("    {:<42} new leader after (ms)  {}{}\n", who.name,
+               format_summary(summarize(failover)),
+               failover.size() < runs.size()
+                   ? fmt::format("  {} runs without one", runs.size() - failover.size())
+                   : std::string());
+    fmt::print(
+        "    {:<42} two believed they led (ms): median {:.0f}  max {:.0f}  in {} of {} "
+        "runs (error <= {} ms){}\n",
+        "", o.median, o.max, with_overlap, runs.size(), error,
+        not_noticed ? fmt::format("; {} old leaders still believed at the end", not_noticed)
+                    : std::string());
+    if (!gaps.empty()) {
+        fmt::print(
+            "    {:<42} otherwise the next belief began after the last one ended by (ms): "
+            "min {:.0f}  median {:.0f}\n",
+            "", summarize(gaps).min, summarize(gaps).median);
+    }
+}
+
 void print_case(const std::vector<Contender>& all, const std::string& name) {
     fmt::print("  {} of the leader:\n", name);
     for (const Contender& who : all) {
-        const auto& runs = who.outcomes.at(name);
-        std::vector<double> failover;
-        std::vector<double> overlap;
-        std::size_t with_overlap = 0;
-        std::size_t not_noticed = 0;
-        std::int64_t error = 0;
-        for (const RunOutcome& r : runs) {
-            if (r.failover_ms) {
-                failover.push_back(*r.failover_ms);
-            }
-            overlap.push_back(static_cast<double>(r.overlap_ms));
-            with_overlap += r.overlap_ms > 0 ? 1 : 0;
-            not_noticed += r.noticed ? 0 : 1;
-            error = std::max(error, r.overlap_error_ms);
-        }
-        const Summary o = summarize(overlap);
-        fmt::print("    {:<42} new leader after (ms)  {}{}\n", who.name,
-                   format_summary(summarize(failover)),
-                   failover.size() < runs.size()
-                       ? fmt::format("  {} runs without one", runs.size() - failover.size())
-                       : std::string());
-        fmt::print(
-            "    {:<42} two believed they led (ms): median {:.0f}  max {:.0f}  in {} of {} "
-            "runs (error <= {} ms){}\n",
-            "", o.median, o.max, with_overlap, runs.size(), error,
-            not_noticed ? fmt::format("; {} old leaders still believed at the end", not_noticed)
-                        : std::string());
+        print_contender(who, who.outcomes.at(name));
     }
 }
 
