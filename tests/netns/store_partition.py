@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""The leader cut off from its store: conclaved on etcd beside the naive etcd lock recipe, in
-network namespaces (stdlib + ip/nft).
+"""The leader cut off from its store: conclaved on etcd or ZooKeeper beside the naive lock recipe
+on the same store, in network namespaces (stdlib + ip/nft).
 
-    store_partition.py CONCLAVED LOCK_RECIPE [--runs N] [--ttl-ms T] [--keep]
+    store_partition.py CONCLAVED LOCK_RECIPE [--store etcd|zookeeper] [--runs N] [--ttl-ms T]
+                       [--keep]
 
-n4 runs one etcd member (Debian's etcd-server); n1..n3 each run a conclaved whose "backend" is
-that member (ttl_ms T) and a `lock-recipe etcd` candidate (bench/lock_recipe.cpp: put-if-absent
-under a lease kept alive, TTL T rounded up to seconds). Each run, first for conclaved, then for
+n4 runs the store: one etcd member (Debian's etcd-server) or one ZooKeeper server (Debian's
+zookeeper, tickTime 500 ms); n1..n3 each run a conclaved whose "backend" is that store (ttl_ms T)
+and a `lock-recipe` candidate on it (bench/lock_recipe.cpp: etcd, put-if-absent under a lease
+kept alive, TTL T rounded up to seconds; ZooKeeper, the lowest ephemeral sequential znode, a
+session of T). Each run, first for conclaved, then for
 the recipe: wait for the one leader, drop every packet between its namespace and n4 (nftables, both
 ways: silence, no RST), wait for another candidate to lead, keep the cut 2 s more, heal, and let
 the old leader catch up. Beliefs: conclaved's from GET /status every 20 ms (a valid lease held
@@ -16,12 +19,13 @@ hidden), the recipe's from its own timestamped lines. Checked: conclaved never h
 a valid lease (overlap 0) and fails over; the recipe, measured the same way in the same bed,
 does show an overlap (the check is able to see one). Prints the failovers and overlaps.
 
-Exit 0: checks hold; 1: a violation (printed); 77: skipped (not root, no ip/nft, no etcd).
+Exit 0: checks hold; 1: a violation (printed); 77: skipped (not root, no ip/nft, no store).
 """
 import argparse
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -34,14 +38,33 @@ import netns_faults  # noqa: E402
 STORE = "n4"
 CANDIDATES = ["n1", "n2", "n3"]
 POLL_S = 0.02
+ZK_PORT = 2181
+ZK_JAR = "/usr/share/java/zookeeper.jar"
+
+
+def find_store(kind):
+    """(argv prefix that runs the store, None) or (None, why it cannot run)."""
+    if kind == "etcd":
+        etcd = shutil.which("etcd")
+        return ([etcd], None) if etcd else (None, "no `etcd` on PATH (apt-get install -y "
+                                            "etcd-server)")
+    java = shutil.which("java")
+    if not java or not os.path.exists(ZK_JAR):
+        return None, "no java or %s (apt-get install -y zookeeper)" % ZK_JAR
+    return [java, "-Xmx256m", "-XX:+UseSerialGC", "-cp", "/etc/zookeeper/conf:" + ZK_JAR,
+            "org.apache.zookeeper.server.quorum.QuorumPeerMain"], None
 
 
 class StoreBed(netbed.Bed):
-    """n1..n3 conclaved with the etcd backend, n4 the etcd member."""
+    """n1..n3 conclaved with a store backend, n4 the store (etcd or ZooKeeper)."""
 
-    def __init__(self, conclaved, etcd, root, ttl_ms):
-        self.etcd, self.ttl_ms = etcd, ttl_ms
+    def __init__(self, conclaved, kind, store_argv, root, ttl_ms):
+        self.kind, self.store_argv, self.ttl_ms = kind, store_argv, ttl_ms
         super().__init__(conclaved, root, size=4)
+
+    def store_address(self):
+        port = netbed.ETCD_CLIENT_PORT if self.kind == "etcd" else ZK_PORT
+        return "%s:%d" % (self.addr[STORE], port)
 
     def write_config(self):
         super().write_config()
@@ -49,29 +72,47 @@ class StoreBed(netbed.Bed):
             doc = json.load(f)
         doc["cluster"] = "storecut"
         doc["nodes"] = [n for n in doc["nodes"] if n["id"] != STORE]
-        doc["backend"] = {"kind": "etcd", "ttl_ms": self.ttl_ms,
-                          "endpoints": ["%s:%d" % (self.addr[STORE], netbed.ETCD_CLIENT_PORT)]}
+        doc["backend"] = {"kind": self.kind, "ttl_ms": self.ttl_ms}
+        if self.kind == "etcd":
+            doc["backend"]["endpoints"] = [self.store_address()]
+        else:
+            doc["backend"]["hosts"] = self.store_address()
         with open(self.config, "w") as f:
             json.dump(doc, f)
 
     def start(self, nid):
         if nid != STORE:
             return super().start(nid)
+        if self.kind == "zookeeper":
+            cfg = os.path.join(self.root, "zoo.cfg")
+            with open(cfg, "w") as f:
+                f.write("tickTime=500\ndataDir=%s\nclientPortAddress=%s\nclientPort=%d\n"
+                        "admin.enableServer=false\n4lw.commands.whitelist=srvr\n" %
+                        (os.path.join(self.root, "zk"), self.addr[STORE], ZK_PORT))
+            return self.spawn(STORE, self.store_argv + [cfg])
         peer = "http://%s:%d" % (self.addr[STORE], netbed.ETCD_PEER_PORT)
-        client = "http://%s:%d" % (self.addr[STORE], netbed.ETCD_CLIENT_PORT)
-        self.spawn(STORE, [self.etcd, "--name", STORE, "--data-dir",
-                           os.path.join(self.root, "etcd"), "--listen-peer-urls", peer,
-                           "--initial-advertise-peer-urls", peer, "--listen-client-urls",
-                           client, "--advertise-client-urls", client, "--initial-cluster",
-                           "%s=%s" % (STORE, peer), "--logger", "zap", "--log-level", "warn"])
+        client = "http://" + self.store_address()
+        self.spawn(STORE, self.store_argv + [
+            "--name", STORE, "--data-dir", os.path.join(self.root, "etcd"),
+            "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+            "--listen-client-urls", client, "--advertise-client-urls", client,
+            "--initial-cluster", "%s=%s" % (STORE, peer), "--logger", "zap", "--log-level",
+            "warn"])
 
     def cut(self, nid):
         self.partition(nid, STORE, "storecut")
 
     def store_up(self):
-        code, _, _ = netbed.request(self.addr[STORE], "POST", "/v3/maintenance/status", body={},
-                                    port=netbed.ETCD_CLIENT_PORT)
-        return code == 200
+        if self.kind == "etcd":
+            code, _, _ = netbed.request(self.addr[STORE], "POST", "/v3/maintenance/status",
+                                        body={}, port=netbed.ETCD_CLIENT_PORT)
+            return code == 200
+        try:
+            with socket.create_connection((self.addr[STORE], ZK_PORT), timeout=1) as c:
+                c.sendall(b"srvr")
+                return b"Mode: standalone" in c.recv(4096)
+        except OSError:
+            return False
 
 
 class ConclaveBeliefs:
@@ -132,13 +173,13 @@ class RecipeBeliefs:
 
     def __init__(self, bed, recipe):
         self.bed, self.procs, self.logs = bed, [], {}
-        endpoint = "%s:%d" % (bed.addr[STORE], netbed.ETCD_CLIENT_PORT)
+        where = ["--endpoint" if bed.kind == "etcd" else "--hosts", bed.store_address()]
         for nid in CANDIDATES:
             self.logs[nid] = os.path.join(bed.root, nid + ".recipe.log")
             with open(self.logs[nid], "ab") as log:
                 self.procs.append(subprocess.Popen(
-                    ["ip", "netns", "exec", bed.ns(nid), recipe, "etcd", "--endpoint", endpoint,
-                     "--ttl-ms", str(bed.ttl_ms)], stdout=log, stderr=subprocess.DEVNULL))
+                    ["ip", "netns", "exec", bed.ns(nid), recipe, bed.kind] + where +
+                    ["--ttl-ms", str(bed.ttl_ms)], stdout=log, stderr=subprocess.DEVNULL))
 
     def stop(self):
         for p in self.procs:
@@ -229,14 +270,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("conclaved")
     ap.add_argument("lock_recipe")
+    ap.add_argument("--store", choices=("etcd", "zookeeper"), default="etcd")
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--ttl-ms", type=int, default=2000)
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
     reason = netns_faults.skip_reason()
-    etcd = shutil.which("etcd")
-    if not reason and not etcd:
-        reason = "no `etcd` on PATH (apt-get install -y etcd-server)"
+    store_argv, why = find_store(args.store)
+    reason = reason or why
     if reason:
         print("SKIP: store partition not run: " + reason, flush=True)
         return 77
@@ -246,10 +287,10 @@ def main():
     root = netbed.make_root()
     failed = ["the bed did not finish"]
     try:
-        with StoreBed(args.conclaved, etcd, root, args.ttl_ms) as bed:
+        with StoreBed(args.conclaved, args.store, store_argv, root, args.ttl_ms) as bed:
             bed.start(STORE)
-            if not netns_faults.wait_for(bed.store_up, 30):
-                raise RuntimeError("etcd did not answer within 30 s")
+            if not netns_faults.wait_for(bed.store_up, 60):
+                raise RuntimeError(args.store + " did not answer within 60 s")
             for nid in CANDIDATES:
                 bed.start(nid)
             failed = measure(bed, args.lock_recipe, args.runs)
