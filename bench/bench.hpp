@@ -146,6 +146,8 @@ struct BenchOptions {
     std::size_t value_bytes = 256;      // puts: bytes of each value (keys are 8 bytes)
     std::size_t keys = 100'000;         // puts: distinct keys, written in turn
     std::uint64_t seed = 1;
+    std::int64_t store_ttl_ms = 2000;  // stores: the TTL of the recipes and of conclaved's backend
+    bool recipe_defaults = false;      // stores: also the recipes at their default TTLs
 };
 
 int run_failover(const BenchOptions& options);
@@ -154,6 +156,7 @@ int run_jitter(const BenchOptions& options);
 int run_cost(const BenchOptions& options);
 int run_restart(const BenchOptions& options);
 int run_puts(const BenchOptions& options);
+int run_stores(const BenchOptions& options);
 
 // ---- Failover, shared by conclaved and etcd ---------------------------------------------------
 
@@ -209,10 +212,12 @@ struct ZooKeeperInstall {
 };
 std::optional<ZooKeeperInstall> find_zookeeper();
 /// `members` servers (one JVM each) with tickTime `tick_ms` and syncLimit `sync_limit`: a
-/// follower gives up on a silent leader after tick x syncLimit.
+/// follower gives up on a silent leader after tick x syncLimit. `extra_config`: more lines of
+/// each server's zoo.cfg.
 std::unique_ptr<FailoverTarget> make_zookeeper_target(const ZooKeeperInstall& install,
                                                       std::size_t members, std::uint32_t tick_ms,
-                                                      std::uint32_t sync_limit);
+                                                      std::uint32_t sync_limit,
+                                                      const std::string& extra_config = {});
 
 /// The peers' settings at the same tolerance of a silent leader as a Conclave profile (see
 /// bench/README.md): etcd heartbeat = min(heartbeat, inactivity / 5) (etcd refuses an election
@@ -249,5 +254,8 @@ void kill_and_reap(int pid);
 std::string file_tail(const std::filesystem::path& file, std::size_t lines);
 std::unique_ptr<FailoverTarget> make_conclave_target(const BenchOptions& options,
                                                      const std::string& profile);
+/// A conclaved cluster of `nodes` with the benchmark's daemon, backoff, --keep and --seed.
+bounce::ClusterOptions cluster_options(const BenchOptions& options, std::size_t nodes,
+                                       const std::string& profile);
 
 }  // namespace conclave::bench

@@ -78,12 +78,7 @@ int run_cold_start(const BenchOptions& options) {
             PeerColdStart zk;
             for (int run = 0; run < options.runs; ++run) {
                 {
-                    bounce::ClusterOptions c;
-                    c.node_count = n;
-                    c.profile = profile;
-                    c.backoff = options.backoff;
-                    c.conclaved = options.conclaved;
-                    c.keep_dir = options.keep;
+                    bounce::ClusterOptions c = cluster_options(options, n, profile);
                     c.seed = options.seed + static_cast<std::uint64_t>(run);
                     Harness h(c);
                     const auto launched = Clock::now();

@@ -179,16 +179,21 @@ class ConclaveTarget final : public FailoverTarget {
 
 }  // namespace
 
-std::unique_ptr<FailoverTarget> make_conclave_target(const BenchOptions& options,
-                                                     const std::string& profile) {
+bounce::ClusterOptions cluster_options(const BenchOptions& options, std::size_t nodes,
+                                       const std::string& profile) {
     bounce::ClusterOptions c;
-    c.node_count = 3;
+    c.node_count = nodes;
     c.profile = profile;
     c.backoff = options.backoff;
     c.conclaved = options.conclaved;
     c.keep_dir = options.keep;
     c.seed = options.seed;
-    return std::make_unique<ConclaveTarget>(std::move(c));
+    return c;
+}
+
+std::unique_ptr<FailoverTarget> make_conclave_target(const BenchOptions& options,
+                                                     const std::string& profile) {
+    return std::make_unique<ConclaveTarget>(cluster_options(options, 3, profile));
 }
 
 }  // namespace conclave::bench

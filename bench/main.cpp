@@ -28,6 +28,10 @@ figures:
   puts         writes/s and p50/p99 latency of 3 conclaved (POST /metadata, fsync before the
                acknowledgement) beside 3 etcd members (POST /v3/kv/put), same client, rounds
                interleaved (--runs rounds each, default 3; --duration S per round, default 10)
+  stores       on one 3-member etcd cluster and one 3-server ZooKeeper ensemble: the naive lock
+               recipes (3 lock-recipe candidates each), 3 conclaved on each store, 3 conclaved
+               with the built-in elector; SIGKILL and SIGSTOP (TTL + 2 s) of the leader, time to a
+               new leader and time two processes each believed they led (--runs rounds, default 3)
 options:
   --runs N          failover runs per case (default 20), cold-start runs per N (default 10),
                     restarts (default 100)
@@ -42,6 +46,9 @@ options:
   --downtime-min-ms MS, --downtime-max-ms MS
                     restart: the killed node stays down a time drawn uniformly from
                     [min, max] (default 100, 1500)
+  --ttl-ms MS       stores: TTL of the recipes and of conclaved's store backend (default 2000)
+  --recipe-defaults stores: also the recipes at their default TTLs (etcd lease 60 s, ZooKeeper
+                    session 30 s); adds minutes per round
   --no-etcd         failover, cold-start: skip the etcd comparison
   --no-zookeeper    failover, cold-start: skip the ZooKeeper comparison
   --seed K          randomness of calm periods, proxy jitter and the floor model (default 1)
@@ -63,7 +70,8 @@ void describe(CLI::App& app, Args& a, BenchOptions& options) {
     app.set_help_flag();  // --help prints kUsage, not CLI11's own
     app.add_flag("-h,--help", a.help);
     app.add_option("FIGURE", a.figure)
-        ->check(CLI::IsMember({"failover", "cold-start", "jitter", "cost", "restart", "puts"}));
+        ->check(CLI::IsMember(
+            {"failover", "cold-start", "jitter", "cost", "restart", "puts", "stores"}));
     app.add_flag_function("--no-etcd", [&options](std::int64_t) { options.etcd = false; });
     app.add_flag_function("--no-zookeeper",
                           [&options](std::int64_t) { options.zookeeper = false; });
@@ -83,6 +91,9 @@ void describe(CLI::App& app, Args& a, BenchOptions& options) {
     app.add_option("--seed", options.seed)
         ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{1'000'000'000'000'000}));
     app.add_option("--conclaved", a.conclaved);
+    app.add_option("--ttl-ms", options.store_ttl_ms)
+        ->check(CLI::Range(std::int64_t{1000}, std::int64_t{600'000}));
+    app.add_flag("--recipe-defaults", options.recipe_defaults);
 }
 
 }  // namespace
@@ -91,7 +102,8 @@ int main(int argc, char** argv) {
     std::setvbuf(stdout, nullptr, _IOLBF, 0);  // figures appear as they are measured
     const std::map<std::string, std::function<int(const BenchOptions&)>> figures = {
         {"failover", run_failover}, {"cold-start", run_cold_start}, {"jitter", run_jitter},
-        {"cost", run_cost},         {"restart", run_restart},       {"puts", run_puts}};
+        {"cost", run_cost},         {"restart", run_restart},       {"puts", run_puts},
+        {"stores", run_stores}};
     BenchOptions options;
     Args a;
     CLI::App app("conclave-bench", "conclave-bench");
@@ -113,10 +125,10 @@ int main(int argc, char** argv) {
         conclaved = fs::absolute(a.conclaved);
     }
     options.runs = a.runs > 0 ? a.runs
-                              : (a.figure == "cold-start" ? 10
-                                 : a.figure == "restart"  ? 100
-                                 : a.figure == "puts"     ? 3
-                                                          : 20);
+                              : (a.figure == "cold-start"                     ? 10
+                                 : a.figure == "restart"                      ? 100
+                                 : a.figure == "puts" || a.figure == "stores" ? 3
+                                                                              : 20);
     if (a.figure == "puts" && app.count("--duration") == 0) {
         options.duration_s = 10;
     }

@@ -3,9 +3,11 @@
 # One command per benchmark figure; each prints the command, the machine and the figures.
 # failover and cold-start compare with etcd and ZooKeeper when installed (interleaved run by run;
 # each missing peer is skipped with a line saying how to install it).
-#   bench/run.sh failover|cold-start|jitter|cost|restart|puts|sim|log|all [options...]
+# stores runs the naive lock recipes beside conclaved on one etcd cluster and one ZooKeeper
+# ensemble (each store skipped with a line when not installed); not part of `all`.
+#   bench/run.sh failover|cold-start|jitter|cost|restart|puts|stores|sim|log|all [options...]
 # Binaries come from ${BUILD:-build/release}; build them with
-#   scripts/build.sh release conclaved conclave-bench conclave-sim log_throughput
+#   scripts/build.sh release conclaved conclave-bench lock-recipe conclave-sim log_throughput
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build/release}
@@ -13,7 +15,7 @@ figure=${1:-}
 shift || true
 
 usage() {
-  echo "usage: bench/run.sh failover|cold-start|jitter|cost|restart|puts|sim|log|all [options]" >&2
+  echo "usage: bench/run.sh failover|cold-start|jitter|cost|restart|puts|stores|sim|log|all [options]" >&2
   echo "  options go to conclave-bench (see: $BUILD/bench/conclave-bench --help)," >&2
   echo "  or for log to log_throughput (see: $BUILD/bench/log_throughput --help)" >&2
   exit 2
@@ -36,7 +38,7 @@ machine() {
 need() {
   for b in "$@"; do
     if [ ! -x "$BUILD/$b" ]; then
-      echo "bench/run.sh: $BUILD/$b is missing; run: scripts/build.sh release conclaved conclave-bench conclave-sim log_throughput" >&2
+      echo "bench/run.sh: $BUILD/$b is missing; run: scripts/build.sh release conclaved conclave-bench lock-recipe conclave-sim log_throughput" >&2
       exit 1
     fi
   done
@@ -44,6 +46,7 @@ need() {
 
 run_bench() {
   need tools/conclaved bench/conclave-bench
+  if [ "${1:-}" = stores ]; then need bench/lock-recipe; fi
   echo "\$ $BUILD/bench/conclave-bench $*"
   "$BUILD/bench/conclave-bench" "$@"
 }
@@ -80,7 +83,7 @@ one() {
   echo "### bench/run.sh $f $*"
   machine
   case "$f" in
-    failover|cold-start|jitter|cost|restart|puts) run_bench "$f" "$@" ;;
+    failover|cold-start|jitter|cost|restart|puts|stores) run_bench "$f" "$@" ;;
     sim) run_sim ;;
     log) run_log "$@" ;;
     *) usage ;;
@@ -89,7 +92,7 @@ one() {
 }
 
 case "$figure" in
-  failover|cold-start|jitter|cost|restart|puts|sim|log) one "$figure" "$@" ;;
+  failover|cold-start|jitter|cost|restart|puts|stores|sim|log) one "$figure" "$@" ;;
   all)
     status=0
     for f in sim log cost cold-start failover jitter restart; do

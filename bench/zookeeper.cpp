@@ -114,7 +114,7 @@ std::optional<SrvrAnswer> srvr(std::uint16_t port, std::chrono::milliseconds tim
 class ZooKeeperTarget final : public FailoverTarget {
   public:
     ZooKeeperTarget(ZooKeeperInstall install, std::size_t members, std::uint32_t tick_ms,
-                    std::uint32_t sync_limit)
+                    std::uint32_t sync_limit, const std::string& extra_config)
         : install_(std::move(install)), dir_(make_temp_dir("conclave-bench-zk")) {
         std::set<std::uint16_t> taken;
         members_.resize(members);
@@ -142,7 +142,7 @@ class ZooKeeperTarget final : public FailoverTarget {
                 << "admin.enableServer=false\n"
                 << "4lw.commands.whitelist=srvr\n"
                 << "quorumListenOnAllIPs=false\n"
-                << servers;
+                << extra_config << servers;
             m.log = dir_ / fmt::format("z{}.log", i + 1);
             m.args = {install_.java.string(),
                       "-Xmx256m",
@@ -197,6 +197,10 @@ class ZooKeeperTarget final : public FailoverTarget {
     }
 
     std::uint64_t last_term() const override { return last_term_; }
+
+    std::optional<tcp::endpoint> client_endpoint(NodeIndex member) const override {
+        return tcp::endpoint(asio::ip::address_v4::loopback(), members_.at(member).client_port);
+    }
 
     void send_signal(NodeIndex member, int signal) override {
         if (signal == SIGKILL) {
@@ -255,8 +259,9 @@ class ZooKeeperTarget final : public FailoverTarget {
 
 std::unique_ptr<FailoverTarget> make_zookeeper_target(const ZooKeeperInstall& install,
                                                       std::size_t members, std::uint32_t tick_ms,
-                                                      std::uint32_t sync_limit) {
-    return std::make_unique<ZooKeeperTarget>(install, members, tick_ms, sync_limit);
+                                                      std::uint32_t sync_limit,
+                                                      const std::string& extra_config) {
+    return std::make_unique<ZooKeeperTarget>(install, members, tick_ms, sync_limit, extra_config);
 }
 
 }  // namespace conclave::bench

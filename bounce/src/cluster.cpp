@@ -90,6 +90,9 @@ nlohmann::json config_doc(const ClusterOptions& options, const fs::path& dir,
     if (options.preferred_stability_ms) {
         doc["timing"] = {{"preferred_stability_ms", *options.preferred_stability_ms}};
     }
+    if (!options.backend.empty()) {
+        doc["backend"] = nlohmann::json::parse(options.backend);
+    }
     return doc;
 }
 

@@ -2,6 +2,9 @@
 #include "conclave/bounce/lease.hpp"
 
 #include <algorithm>
+#include <charconv>
+#include <stdexcept>
+#include <string>
 
 namespace conclave::bounce {
 
@@ -155,16 +158,70 @@ LeaseSummary lease_summary(std::size_t node_count, const std::vector<Observation
         }
     }
     faults_until(end_ms);
+    std::vector<std::vector<LeaseInterval>> held;
     for (NodeLeases& n : nodes) {
-        s.held.push_back(n.finish(end_ms));
+        held.push_back(n.finish(end_ms));
     }
-    for (NodeIndex a = 0; a < node_count; ++a) {
-        for (NodeIndex b = a + 1; b < node_count; ++b) {
+    const bool reported = s.reported;
+    s = interval_summary(std::move(held), end_ms);
+    s.reported = reported;
+    return s;
+}
+
+LeaseSummary interval_summary(std::vector<std::vector<LeaseInterval>> held, std::int64_t end_ms) {
+    LeaseSummary s;
+    s.held = std::move(held);
+    for (NodeIndex a = 0; a < s.held.size(); ++a) {
+        s.reported = s.reported || !s.held[a].empty();
+        for (NodeIndex b = a + 1; b < s.held.size(); ++b) {
             compare_nodes(a, s.held[a], b, s.held[b], s);
         }
     }
     longest_gap(s, end_ms);
     return s;
+}
+
+std::optional<Belief> parse_belief_line(std::string_view line, std::int64_t epoch_us) {
+    const auto space = line.find(' ');
+    std::int64_t us = 0;
+    const auto [end, ec] = std::from_chars(line.data(), line.data() + line.size(), us);
+    if (ec != std::errc() || space == std::string_view::npos || end != line.data() + space) {
+        return std::nullopt;
+    }
+    std::string_view state = line.substr(space + 1);
+    state = state.substr(0, state.find(' '));
+    Belief b;
+    b.at_ms = (us - epoch_us) / 1000;
+    if (state == "lead") {
+        b.leads = true;
+    } else if (state != "start" && state != "follow" && state != "lost") {
+        throw std::runtime_error("belief line with an unknown state: " + std::string(line));
+    }
+    return b;
+}
+
+std::vector<LeaseInterval> belief_intervals(const std::vector<Belief>& events,
+                                            std::int64_t end_ms) {
+    std::vector<LeaseInterval> out;
+    bool leads = false;
+    std::int64_t since = 0;  // believes it leads since then (when `leads`)
+    std::int64_t last = events.empty() ? 0 : events.front().at_ms;
+    for (const Belief& e : events) {
+        if (e.at_ms < last) {
+            throw std::runtime_error("beliefs out of order at " + std::to_string(e.at_ms) + " ms");
+        }
+        last = e.at_ms;
+        if (e.leads && !leads) {
+            since = e.at_ms;
+        } else if (!e.leads && leads) {
+            out.push_back(LeaseInterval{since, e.at_ms, 0, 0});
+        }
+        leads = e.leads;
+    }
+    if (leads && since < end_ms) {
+        out.push_back(LeaseInterval{since, end_ms, 0, 0});
+    }
+    return out;
 }
 
 }  // namespace conclave::bounce

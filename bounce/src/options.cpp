@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 namespace conclave::bounce {
@@ -25,7 +26,7 @@ constexpr std::pair<Scenario, std::string_view> kScenarios[] = {
 
 /// Text given for options whose value is checked or mapped after parsing.
 struct Texts {
-    std::string scenario, scouting = "on", metadata, html, svg, json, conclaved;
+    std::string scenario, scouting = "on", metadata, html, svg, json, conclaved, backend;
     double duration_s = 0;
     std::int64_t preferred_stability_ms = 0;
 };
@@ -56,6 +57,15 @@ void describe(CLI::App& app, Options& o, Texts& t, bool& help) {
             "SECONDS"));
     app.add_option("--seed", o.seed);
     app.add_option("--rounds", o.rounds)->check(CLI::Range(1, 1000));
+    app.add_option("--backend", t.backend)
+        ->check(CLI::Validator(
+            [](const std::string& v) {
+                const auto j = nlohmann::json::parse(v, nullptr, false);
+                const bool store = j.is_object() && j.contains("kind") &&
+                                   (j["kind"] == "etcd" || j["kind"] == "zookeeper");
+                return store ? "" : R"(expects {"kind": "etcd"|"zookeeper", ...})";
+            },
+            "JSON"));
     app.add_option("--preferred-stability", t.preferred_stability_ms)
         ->check(CLI::Range(0, 3600000));
     for (auto [flag, text] :
@@ -138,6 +148,10 @@ Options:
   --conclaved PATH    the daemon binary (default: next to leader-bounce, ../tools/conclaved, or
                       build/release/tools/conclaved)
   --keep              keep the temporary directory (configs, logs) and print its path
+  --backend JSON      the daemons take leadership from a store the user runs, the config's
+                      "backend" object (node/README.md), e.g.
+                      '{"kind": "etcd", "endpoints": ["127.0.0.1:2379"], "ttl_ms": 2000}';
+                      leader-crash, leader-pause and crash-chaos only
   --quiet             no live timeline, summary only
   --metadata on|off   propose entries to the metadata log during the run and check afterwards
                       that no acknowledged entry was lost (default: on when the daemon serves
@@ -195,6 +209,16 @@ std::variant<Options, HelpRequested, std::string> parse_options(int argc, const 
         if (!text->empty()) {
             *target = std::filesystem::path(*text);
         }
+    }
+    o.backend = t.backend;
+    const bool process_faults_only = o.scenario == Scenario::LeaderCrash ||
+                                     o.scenario == Scenario::LeaderPause ||
+                                     o.scenario == Scenario::CrashChaos;
+    if (!o.backend.empty() && !process_faults_only) {
+        return std::string(
+            "--backend: with a store backend only leader-crash, leader-pause and crash-chaos "
+            "apply (the peer links carry nothing; membership and the metadata log are the "
+            "built-in elector's)");
     }
     if (o.scenario != Scenario::Chaos && o.nodes() < 3) {
         return std::string("--nodes: this scenario needs at least 3 nodes");

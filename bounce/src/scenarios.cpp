@@ -891,6 +891,7 @@ ClusterOptions cluster_options_for(const Options& options, bool scouting,
     ClusterOptions c{options.nodes(), scouting,     options.profile,
                      conclaved,       options.seed, options.keep_dir};
     c.spares = options.spares();
+    c.backend = options.backend;
     if (options.scenario == Scenario::Preferred) {
         c.priorities.assign(options.nodes(), 1);
         c.priorities[kPreferredNode] = kPreferredPriority;

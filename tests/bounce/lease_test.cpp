@@ -157,3 +157,74 @@ TEST_CASE("/status lease field: valid, not valid, absent, malformed") {
     CHECK_THROWS(
         parse_status(head + R"({"valid": true, "remaining_ms": 1e30}})", kLeaseA, kLeaseNodes));
 }
+
+// ---- Self-reported beliefs (bench's lock-recipe lines) ----------------------------------------
+
+namespace {
+
+constexpr std::int64_t kBeliefEpochUs = 5'000'000;
+
+Belief belief_at(const std::string& line) {
+    const auto b = parse_belief_line(line, kBeliefEpochUs);
+    REQUIRE(b);
+    return *b;
+}
+
+}  // namespace
+
+TEST_CASE("belief lines: timestamped states are parsed, anything else is refused or skipped") {
+    const Belief lead = belief_at("5250000 lead lease 42 ttl 2 s");
+    CHECK(lead.at_ms == 250);
+    CHECK(lead.leads);
+    CHECK_FALSE(belief_at("5300000 lost keepalive: the lease is gone").leads);
+    CHECK_FALSE(belief_at("5000000 start etcd").leads);
+    CHECK_FALSE(belief_at("5000001 follow watches n_0000000001").leads);
+    // A line some library printed, or a blank one, is no belief.
+    CHECK_FALSE(parse_belief_line("2026-01-01 ZOO_ERROR@handle_socket_error", kBeliefEpochUs));
+    CHECK_FALSE(parse_belief_line("", kBeliefEpochUs));
+    CHECK_FALSE(parse_belief_line("12abc lead", kBeliefEpochUs));
+    // A timestamped line with a state the tool does not know is refused, not read as "follows".
+    CHECK_THROWS_AS(parse_belief_line("5300000 leads", kBeliefEpochUs), std::runtime_error);
+    CHECK_THROWS_AS(parse_belief_line("5300000 LEAD", kBeliefEpochUs), std::runtime_error);
+}
+
+TEST_CASE("beliefs: a paused leader believes until it notices, and overlaps its successor") {
+    // A leads at 100; paused at 1000 (it prints nothing); B leads at 3100; A, resumed at 5000,
+    // learns at 5300 that its lease is gone.
+    const std::vector<Belief> a{{0, false}, {100, true}, {5300, false}};
+    const std::vector<Belief> b{{0, false}, {3100, true}};
+    const LeaseSummary s =
+        interval_summary({belief_intervals(a, 8000), belief_intervals(b, 8000)}, 8000);
+    REQUIRE(s.longest_overlap);
+    CHECK(s.longest_overlap->length_ms == 2200);
+    CHECK(s.longest_overlap->begin_ms == 3100);
+    CHECK(s.longest_without_ms == 0);
+}
+
+TEST_CASE("beliefs: a leader that never says it lost believes until the end of the run") {
+    // The successor leads at 3100; the old leader never printed its loss (the run ended first):
+    // its belief reaches the end, so the overlap is 4900 ms, not 0 (what closing the interval at
+    // its last line would give).
+    const std::vector<Belief> a{{100, true}};
+    const std::vector<Belief> b{{0, false}, {3100, true}};
+    const LeaseSummary s =
+        interval_summary({belief_intervals(a, 8000), belief_intervals(b, 8000)}, 8000);
+    REQUIRE(s.longest_overlap);
+    CHECK(s.longest_overlap->length_ms == 4900);
+}
+
+TEST_CASE("beliefs: a killed leader (the tool's event) and its successor do not overlap") {
+    const std::vector<Belief> a{{100, true}, {1000, false}};  // SIGKILL at 1000
+    const std::vector<Belief> b{{0, false}, {3100, true}};
+    const LeaseSummary s =
+        interval_summary({belief_intervals(a, 8000), belief_intervals(b, 8000)}, 8000);
+    CHECK_FALSE(s.longest_overlap);
+    REQUIRE(s.closest);
+    CHECK(s.closest->length_ms == 2100);
+    CHECK(s.longest_without_ms == 2100);
+    CHECK(s.longest_without_from_ms == 1000);
+}
+
+TEST_CASE("beliefs: events out of order are refused") {
+    CHECK_THROWS_AS(belief_intervals({{100, true}, {50, false}}, 1000), std::runtime_error);
+}

@@ -43,6 +43,9 @@ struct ClusterOptions {
     std::vector<std::uint32_t> priorities = {};
     /// timing.preferred_stability_ms in every config; nullopt: the profile's value.
     std::optional<std::int64_t> preferred_stability_ms = std::nullopt;
+    /// The config's "backend" object as JSON text (node/README.md: etcd or ZooKeeper); empty:
+    /// none, the built-in elector. With a store backend the peer links carry nothing.
+    std::string backend = {};
 };
 
 struct NodeProcess {

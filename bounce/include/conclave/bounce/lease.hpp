@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "conclave/bounce/faults.hpp"
@@ -59,5 +60,28 @@ struct LeaseSummary {
 /// `observations` and `faults` sorted by time; `end_ms` is the end of the run.
 LeaseSummary lease_summary(std::size_t node_count, const std::vector<Observation>& observations,
                            const std::vector<FaultEvent>& faults, std::int64_t end_ms);
+
+/// The overlaps and gaps of given intervals (per node, in order, disjoint), up to `end_ms`.
+LeaseSummary interval_summary(std::vector<std::vector<LeaseInterval>> held, std::int64_t end_ms);
+
+// ---- Self-reported beliefs ---------------------------------------------------------------------
+// A process that says when it believes it leads (bench's lock-recipe: one line per change,
+// "<CLOCK_MONOTONIC microseconds> start|lead|follow|lost [detail]") believes from its "lead" line
+// until its next line, its death (the tool's own SIGKILL) or the end of the run. A paused process
+// says nothing: it believes on, until it notices after it runs again.
+
+struct Belief {
+    std::int64_t at_ms = 0;  // on the tool's clock (ms since its epoch)
+    bool leads = false;      // "lead"; false for start, follow, lost and the tool's SIGKILL
+};
+
+/// One line; `epoch_us` is the tool's epoch on the same monotonic clock. Nullopt for a line that
+/// is not a belief (blank, or a line some library printed); throws std::runtime_error for a
+/// timestamped line with an unknown state.
+std::optional<Belief> parse_belief_line(std::string_view line, std::int64_t epoch_us);
+
+/// The intervals in which a process believed it led. `events` sorted by time (throws
+/// std::runtime_error otherwise); a belief still held at `end_ms` ends there.
+std::vector<LeaseInterval> belief_intervals(const std::vector<Belief>& events, std::int64_t end_ms);
 
 }  // namespace conclave::bounce

@@ -47,6 +47,9 @@ struct Options {
     std::size_t rounds = 3;          // preferred: kill-and-restart rounds
     /// preferred: timing.preferred_stability_ms in the configs; nullopt: the profile's value.
     std::optional<std::int64_t> preferred_stability_ms;
+    /// The daemons' "backend" object as JSON text (an etcd cluster or a ZooKeeper ensemble the
+    /// user runs); empty: the built-in elector.
+    std::string backend;
 
     std::size_t nodes() const;
     /// Nodes started later that join at run time (rolling-replace: one per original node).
