@@ -18,8 +18,8 @@ the kinds named (tests/tla/daemon-traces.py).
   cession           HandleLeadershipCession that changes the follower's state
   corroboration     HandleScoutingRequest at a follower that drops its leader (its promise ended)
   lease-expiry      a leader that steps down on HeartbeatBroadcastFired, or on CheckQuorumFired
-                    having heard from a quorum: only the lease check (LeaseExpires) ends a
-                    leadership there
+                    having heard from a quorum, or within its term on a message or a PeerUp: only
+                    the lease check (LeaseExpires) ends a leadership there
   start-promise     a follower without a leader that does not stand when its wait fires, or
                     refuses a scouting request for a newer term with no membership refusal:
                     only a start promise withholds it
@@ -98,6 +98,9 @@ def scan(path, found):
                             else "checkquorum-down")
                 elif action == "HeartbeatBroadcastFired" and after["role"] == "follower":
                     kind = "lease-expiry"
+                elif ((action.startswith("Handle") or action == "PeerUp")
+                      and after["role"] == "follower" and after["term"] == prev["term"]):
+                    kind = "lease-expiry"  # no handler deposes a leader within its term
             if action == "HandleLeadershipCession" and prev is not None and prev != after:
                 kind = "cession"
             if (action == "HandleScoutingRequest" and prev is not None

@@ -4,6 +4,7 @@
 
     daemon-traces.py CONCLAVED OUT_DIR
     daemon-traces.py --planted BUG CONCLAVED_PLANTED OUT_DIR
+    daemon-traces.py --run scenario|hasty CONCLAVED OUT_DIR      (one of the two runs)
 
 The scenario run: three `conclaved` on loopback (fast profile, --trace-elector on) through an
 election, a leader crash (SIGKILL) and its restart, a leader paused (SIGSTOP) longer than its
@@ -35,8 +36,8 @@ TLA = os.path.normpath(os.path.join(HERE, "..", "..", "tla"))
 NODES = ["n0", "n1", "n2"]
 WAIT_S = 40          # bound of each wait for the cluster to agree (a busy machine)
 PAUSE_S = 2.0        # the fast profile's lease is under 300 ms
-REQUIRED = "elected,crash,restart,transfer,cession"
-HASTY_S = 4.0        # how long the hasty follower runs beside the leader
+REQUIRED = "elected,crash,restart,transfer,cession,lease-expiry"
+HASTY_S = 1.0        # how long the hasty follower runs beside the leader (~100 refusals)
 # The hasty follower: scouts 30 ms after a heartbeat of a leader that beats every 100 ms; the
 # same heartbeat_check_misses as the fast profile (ceil(30 / 5) = ceil(300 / 50) = 6), which the
 # trace's header must agree on.
@@ -152,11 +153,10 @@ def scenario(c):
         c.start(nid)
     leader = c.wait_leader(NODES, "election")
     c.kill(leader)  # SIGKILL: its trace ends where it ended
-    others = [n for n in NODES if n != leader]
-    second = c.wait_leader(others, f"after SIGKILL of {leader}")
-    c.start(leader)  # the restart: a new process appends to the same trace (its start promise)
-    c.wait_leader(NODES, f"after the restart of {leader}")
-    second = c.agreed_leader(NODES) or second
+    # The restart at once: a new process appends to the same trace; the others elect while its
+    # start promise (P from its start) has it refuse their scouting.
+    c.start(leader)
+    second = c.wait_leader(NODES, f"after SIGKILL and restart of {leader}", avoid=leader)
     c.procs[second].send_signal(signal.SIGSTOP)
     log(f"SIGSTOP {second} for {PAUSE_S} s (longer than its lease)")
     others = [n for n in NODES if n != second]
@@ -169,7 +169,7 @@ def scenario(c):
     target = next(n for n in NODES if n != third)
     for _ in range(50):  # refused while the target's link is not up yet: try again
         status, doc = c.request(third, "POST", f"/transfer-leadership?to={target}")
-        if status == 200:
+        if status is not None and 200 <= status < 300:
             break
         time.sleep(0.2)
     log(f"transfer {third} -> {target}: {status} {doc}")
@@ -178,12 +178,27 @@ def scenario(c):
 
 
 def hasty_scenario(c):
-    c.start("n0")
-    c.start("n1")
-    leader = c.wait_leader(["n0", "n1"], "election of two")
-    c.start("n2", hasty=True)
-    log(f"n2 joins with a short timing beside the leader {leader} for {HASTY_S} s")
+    for nid in NODES:  # a new cluster's nodes are admitted by every other voter first
+        c.start(nid)
+    leader = c.wait_leader(NODES, "election")
+    hasty = next(n for n in NODES if n != leader)
+    c.procs[hasty].terminate()
+    c.procs[hasty].wait(timeout=10)
+    c.start(hasty, hasty=True)
+    log(f"{hasty} restarted with a short timing beside the leader {leader} for {HASTY_S} s")
     time.sleep(HASTY_S)
+    # The start promise: with the other follower paused, the hasty node alone cannot win; the
+    # leader, SIGKILLed and restarted, hears its scouting within its start promise and refuses.
+    other = next(n for n in NODES if n not in (leader, hasty))
+    c.procs[other].send_signal(signal.SIGSTOP)
+    try:
+        c.kill(leader)
+        c.start(leader)
+        log(f"{other} paused, {leader} killed and restarted beside the hasty {hasty}")
+        c.wait_leader([leader, hasty], f"after the restart of {leader}")
+    finally:
+        c.procs[other].send_signal(signal.SIGCONT)
+    c.wait_leader(NODES, f"after SIGCONT of {other}")
 
 
 def run(c, scenario_fn, out, name):
@@ -235,9 +250,11 @@ def rejected_at(merged, report, action):
 
 
 def main(argv):
-    planted = None
+    planted = only = None
     if argv[:1] == ["--planted"] and len(argv) > 1:
         planted, argv = argv[1], argv[2:]
+    if argv[:1] == ["--run"] and len(argv) > 1:  # one of the two runs (scenario, hasty)
+        only, argv = argv[1], argv[2:]
     if len(argv) != 2:
         print("usage: daemon-traces.py [--planted BUG] CONCLAVED OUT_DIR", file=sys.stderr)
         return 2
@@ -253,8 +270,11 @@ def main(argv):
         env = dict(os.environ, CONCLAVE_PLANTED_BUG=planted)
         merged = run(Cluster(daemon, out, env), hasty_scenario, out, "hasty")
         return 1 if merged is None else validate(merged, "elected", expect_fail=True)
-    runs = [("scenario", scenario, REQUIRED), ("hasty", hasty_scenario, "promise-refusal")]
+    runs = [("scenario", scenario, REQUIRED),
+            ("hasty", hasty_scenario, "promise-refusal,start-promise,crash,restart")]
     for name, fn, required in runs:
+        if only is not None and name != only:
+            continue
         where = os.path.join(out, name)
         os.makedirs(where)
         merged = run(Cluster(daemon, where), fn, where, name)
