@@ -16,8 +16,9 @@ timing so short (10 ms heartbeats, 5 ms checks) that it gives up on the live lea
 of its heartbeats and scouts, while the other follower's promise holds: that follower must refuse
 (a promise refusal is required), and the trace must validate.
 --planted BUG: only the hasty-follower run, with CONCLAVE_PLANTED_BUG=BUG for every daemon
-(conclaved_planted); it passes only if TLC rejects the trace at a HandleScoutingRequest step (a
-vote inside a promise, for skip-sticky-leader).
+(conclaved_planted); it passes only if TLC rejects the trace at a HandleScoutingRequest or
+HandleElectionProposal step (for skip-sticky-leader: support or a vote inside a promise, or a
+leader that answers a proposal of its own term as a follower would).
 Exit 0 pass, 1 fail, 77 when TLC is not installed (checked before any daemon starts).
 """
 import http.client
@@ -228,12 +229,15 @@ def validate(merged, required, expect_fail=False):
     if r.returncode != 0 or steps.returncode != 0:
         return 1
     if expect_fail:
-        return rejected_at(merged, r.stdout, "HandleScoutingRequest")
+        # SkipStickyLeader answers a scouting request or a proposal inside a promise (or, at a
+        # leader, a proposal of its own term) as if no leader were known.
+        return rejected_at(merged, r.stdout, ("HandleScoutingRequest", "HandleElectionProposal"))
     return 0
 
 
-def rejected_at(merged, report, action):
-    """0 when TLC's rejection names a step of `action` (validate-trace.sh: trace line L)."""
+def rejected_at(merged, report, actions):
+    """0 when TLC's rejection names a step of one of `actions` (validate-trace.sh: trace line
+    L)."""
     found = re.search(r"step \d+ \(trace line (\d+)\)", report)
     if not found:
         log("TLC rejected the trace but named no step")
@@ -243,8 +247,8 @@ def rejected_at(merged, report, action):
     step = json.loads(line)
     log(f"rejected at {step['action']} of node {step['node']} ({step.get('src')}): "
         f"{json.dumps(step.get('msg'))} -> {json.dumps(step['sent'])}")
-    if step["action"] != action:
-        log(f"expected the rejection at a {action} step")
+    if step["action"] not in actions:
+        log(f"expected the rejection at a step of {actions}")
         return 1
     return 0
 
