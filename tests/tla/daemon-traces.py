@@ -157,7 +157,7 @@ def scenario(c):
     # The restart at once: a new process appends to the same trace; the others elect while its
     # start promise (P from its start) has it refuse their scouting.
     c.start(leader)
-    second = c.wait_leader(NODES, f"after SIGKILL and restart of {leader}", avoid=leader)
+    second = c.wait_leader(NODES, f"after SIGKILL and restart of {leader}")
     c.procs[second].send_signal(signal.SIGSTOP)
     log(f"SIGSTOP {second} for {PAUSE_S} s (longer than its lease)")
     others = [n for n in NODES if n != second]
@@ -167,8 +167,9 @@ def scenario(c):
     finally:
         c.procs[second].send_signal(signal.SIGCONT)
     third = c.wait_leader(NODES, f"after SIGCONT of {second}")
-    target = next(n for n in NODES if n != third)
-    for _ in range(50):  # refused while the target's link is not up yet: try again
+    for _ in range(50):  # refused while the target's link is not up yet: ask again
+        third = c.agreed_leader(NODES) or third
+        target = next(n for n in NODES if n != third)
         status, doc = c.request(third, "POST", f"/transfer-leadership?to={target}")
         if status is not None and 200 <= status < 300:
             break
