@@ -38,7 +38,7 @@ NODES = ["n0", "n1", "n2"]
 WAIT_S = 40          # bound of each wait for the cluster to agree (a busy machine)
 PAUSE_S = 2.0        # the fast profile's lease is under 300 ms
 REQUIRED = "elected,crash,restart,transfer,cession,lease-expiry"
-HASTY_S = 1.0        # how long the hasty follower runs beside the leader (~100 refusals)
+HASTY_S = 0.5        # how long the hasty follower runs beside the leader (dozens of refusals)
 # The hasty follower: scouts 30 ms after a heartbeat of a leader that beats every 100 ms; the
 # same heartbeat_check_misses as the fast profile (ceil(30 / 5) = ceil(300 / 50) = 6), which the
 # trace's header must agree on.
