@@ -68,6 +68,8 @@ Act(e) ==
     \/ e.action = "IssueLsn" /\ E!IssueLsn(e.node)
     \/ e.action = "PeerUp" /\ E!PeerUp(e.node, e.peer)
     \/ e.action = "PeerDown" /\ E!PeerDown(e.node, e.peer)
+    \* a closure the node made itself (conclaved's trace: "loss": "local")
+    \/ e.action = "LocalClose" /\ E!LocalClose(e.node, e.peer)
     \/ e.action = "TransferLeadership" /\ E!TransferLeadership(e.node, e.peer)
     \* set_voters: the trace records no arguments; the node's next state holds them.
     \* (A refused call changes nothing and is Ignored below.)
@@ -87,7 +89,7 @@ Act(e) ==
 CheckedThenIgnored(e) ==
     /\ \/ e.action \in DOMAIN TimerOf /\ e.timer = TimerOf[e.action]
           /\ e.timer \notin node[e.node].armed_timers
-       \/ e.action \in {"PeerUp", "PeerDown"} /\ e.peer = e.node
+       \/ e.action \in {"PeerUp", "PeerDown", "LocalClose"} /\ e.peer = e.node
        \/ e.action = "TransferLeadership"
     /\ E!LeaseExpiresOnly(e.node)
 
@@ -101,7 +103,7 @@ Ignored(e) ==
        \/ e.action = "Start" /\ s.role # "stopped"
        \/ e.action = "Stop" /\ s.role = "stopped"
        \/ e.action = "IssueLsn" /\ s.role # "leader"
-       \/ e.action \in {"PeerUp", "PeerDown"} /\ e.peer = e.node
+       \/ e.action \in {"PeerUp", "PeerDown", "LocalClose"} /\ e.peer = e.node
        \/ e.action = "TransferLeadership" /\ ~E!TransferAllowed(e.node, s, e.peer)
     /\ e.sent = {}
     /\ UNCHANGED specVars

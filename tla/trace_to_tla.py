@@ -202,6 +202,11 @@ class Converter:
                 peer = self.node(obj, "peer", w)
             if action.endswith("Fired"):
                 timer = self.enum(obj, "timer", w, TIMERS)
+            if action == "PeerDown" and "loss" in obj:
+                # conclaved's trace: a closure this node made itself (LinkLoss::Local) proves
+                # nothing about the peer; Elector.tla's LocalClose (absent: a proven closure).
+                self.enum(obj, "loss", w, {"local"})
+                action = "LocalClose"
             sent = self.get(obj, "sent", w)
             if not isinstance(sent, list):
                 self.fail("step.sent", "expected an array of messages")

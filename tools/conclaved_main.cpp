@@ -11,6 +11,7 @@
 // node at a time, to load new certificates, a new token or secret).
 #include <boost/asio/signal_set.hpp>
 #include <csignal>
+#include <cstdlib>
 #include <exception>
 #include <iostream>
 #include <string>
@@ -25,6 +26,9 @@
 #include "conclave/node/node.hpp"
 #include "conclave/node/repair.hpp"
 #include "conclave/replication/storage.hpp"
+#ifdef CONCLAVE_PLANTED_DAEMON
+#include "conclave/core/enum_names.hpp"
+#endif
 
 namespace cn = conclave::node;
 
@@ -45,8 +49,10 @@ void IgnoreLogged(boost::asio::signal_set& signals, cn::Node& node) {
 }
 
 /// Runs the node until it stops (a signal, a storage failure, its state refused); the exit status.
-int RunNode(const cn::ClusterConfig& config) {
-    cn::Node node(config);
+int RunNode(const cn::ClusterConfig& config, const cn::CliOptions& cli) {
+    cn::NodeOptions options;
+    options.elector_trace = cli.trace_elector;
+    cn::Node node(config, std::move(options));
     if (auto error = node.start()) {
         std::cerr << "conclaved: cannot start: " << *error << "\n";
         return cn::kExitFailure;
@@ -76,6 +82,27 @@ int RunNode(const cn::ClusterConfig& config) {
     return cn::kExitOk;
 }
 
+#ifdef CONCLAVE_PLANTED_DAEMON
+/// conclaved_planted only (tests/tla: this file built again, linked with the planted elector core,
+/// CONCLAVE_PLANTED_DAEMON defined): the elector's planted bug named by the environment variable
+/// CONCLAVE_PLANTED_BUG (kebab case, "skip-sticky-leader"), so that a test can show that a check
+/// of real daemons catches it. `conclaved` has no such code and its core refuses planted bugs.
+bool PlantElectorBug(cn::ClusterConfig& config) {
+    const char* name = std::getenv("CONCLAVE_PLANTED_BUG");
+    if (name == nullptr) {
+        return true;
+    }
+    const auto bug = conclave::parse_enum<conclave::elector::PlantedBug>(name);
+    if (!bug) {
+        std::cerr << "conclaved_planted: CONCLAVE_PLANTED_BUG: expected one of "
+                  << conclave::enum_choices<conclave::elector::PlantedBug>() << "\n";
+        return false;
+    }
+    config.elector.planted_bug = *bug;
+    return true;
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -90,6 +117,11 @@ int main(int argc, char** argv) {
         return exit->status;
     }
     auto& ready = std::get<cn::StartupReady>(prepared);
+#ifdef CONCLAVE_PLANTED_DAEMON
+    if (!PlantElectorBug(ready.config)) {
+        return cn::kExitUsage;
+    }
+#endif
     auto lock = cn::DataDirLock::acquire(ready.config.data_dir);
     if (auto* error = std::get_if<cn::DataDirLock::Error>(&lock)) {
         std::cerr << "conclaved: " << error->message
@@ -108,7 +140,7 @@ int main(int argc, char** argv) {
                 return cn::kExitFailure;
             }
         }
-        return RunNode(ready.config);
+        return RunNode(ready.config, ready.options);
     } catch (const cn::IdentityError& e) {
         std::cerr << "conclaved: " << e.what() << "\n";
         return cn::kExitStateRefused;

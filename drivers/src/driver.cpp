@@ -67,6 +67,10 @@ ElectorDriver::ElectorDriver(asio::io_context& io, net::Mesh& mesh, elector::Con
       runtime_(env_, checked(config, mesh), restore(options_, config, mesh),
                [this] { return rng_(); }),
       snapshot_(runtime_.elector().snapshot()) {
+    if (!options_.trace_file.empty()) {
+        trace_ = std::make_unique<ElectorTrace>(options_.trace_file, runtime_.elector().config(),
+                                                runtime_.elector().state().durable());
+    }
     for (auto& t : timers_) {
         t = std::make_unique<asio::steady_timer>(io_);
     }
@@ -133,7 +137,24 @@ std::optional<std::string> ElectorDriver::set_priority(NodeId node, std::uint32_
 }
 
 std::optional<Lsn> ElectorDriver::issue_lsn() {
-    return runtime_.issue_lsn();
+    const std::optional<Lsn> lsn = runtime_.issue_lsn();
+    if (lsn && trace_) {
+        trace_failed(trace_->issue_lsn(runtime_.elector().state()));
+    }
+    return lsn;
+}
+
+void ElectorDriver::trace_step(const runtime::StepInput& input, const elector::Actions& actions) {
+    if (trace_) {
+        trace_failed(trace_->step(input, actions, runtime_.elector().state(), runtime_.others()));
+    }
+}
+
+void ElectorDriver::trace_failed(const std::optional<std::string>& error) {
+    if (error) {
+        log().error("{} {}", log_prefix(), *error);
+        trace_.reset();
+    }
 }
 
 std::optional<std::string> ElectorDriver::set_voters(NodeSet voters, std::uint64_t version) {

@@ -27,6 +27,7 @@ namespace {
 // `conclaved --help`, in its sections.
 constexpr std::string_view kUsageSynopsis =
     R"(Usage: conclaved --config FILE --node-id ID [--join HOST:PORT] [--print-config]
+                 [--trace-elector FILE]
        conclaved --repair --config FILE --node-id ID [--min-term T]
        conclaved --help | --version
 
@@ -54,6 +55,11 @@ constexpr std::string_view kUsageOptions = R"(Options:
                     learner (at its addresses) and learns the current table.
                     A member ignores --join. Waits up to 60 s for a leader;
                     exit 1 if refused
+  --trace-elector FILE  append one JSON line per elector step to FILE (the
+                    input, the messages sent, the state after; a header line per
+                    process). Off by default. tla/merge_daemon_traces.py merges
+                    the files of a cluster for tla/validate-trace.sh; see
+                    docs/tla-traces.md
   --print-config    print the effective config for this node as JSON and exit
                     (profile and overrides resolved, {id} substituted)
   --repair          offline, with the node stopped (refused while it runs: the
@@ -152,6 +158,7 @@ void describe(CLI::App& app, CliOptions& options, std::string& min_term, std::st
     value("--node-id", options.node_id);
     value("--min-term", min_term);
     value("--join", join);
+    value("--trace-elector", options.trace_elector);
     flag("--print-config", options.print_config);
     flag("--repair", options.repair);
     flag("-h,--help", options.help);

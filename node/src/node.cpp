@@ -256,7 +256,7 @@ Node::Node(std::unique_ptr<boost::asio::io_context> owned_io, boost::asio::io_co
     cores_.driver = std::make_unique<drivers::ElectorDriver>(
         *runtime_.io, *cores_.mesh, config_.elector,
         drivers::DriverOptions{config_.data_dir, options_.seed, logger_, /*log_leadership=*/false,
-                               announcing_store_hook(), peers_.identity});
+                               announcing_store_hook(), peers_.identity, options_.elector_trace});
     create_log_driver();
     if (cores_.log_driver) {
         check_vote_record_covers_log(config_, cores_.driver->elector().state().durable().term,

@@ -1,11 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 // Loopback clusters over real TCP: election, failover through connection loss, rejoin.
 #include <spdlog/sinks/null_sink.h>
+#include <sys/resource.h>
 
+#include <algorithm>
 #include <atomic>
+#include <csignal>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <system_error>
 #include <thread>
 
+#include "conclave/drivers/elector_trace.hpp"
 #include "conclave/drivers/log_driver.hpp"
 #include "fixture.hpp"
 
@@ -940,4 +946,102 @@ TEST_CASE("proof: a closure by the peer's side is PeerClosed, one decided here i
     CHECK_FALSE(events[1 - closer][1].up);
     CHECK(events[1 - closer][1].loss == LinkLoss::PeerClosed);
     meshes[1 - closer]->stop();
+}
+
+namespace {
+
+std::vector<nlohmann::json> ReadTraceLines(const std::filesystem::path& path) {
+    std::ifstream in(path);
+    std::vector<nlohmann::json> lines;
+    for (std::string line; std::getline(in, line);) {
+        lines.push_back(nlohmann::json::parse(line));
+    }
+    return lines;
+}
+
+}  // namespace
+
+TEST_CASE("trace mode: each driver appends a header and one line per elector step") {
+    TestCluster cluster(3);
+    for (auto& n : cluster.nodes) {
+        n->trace_file = cluster.dir.path / ("trace-" + std::to_string(n->self.value) + ".ndjson");
+    }
+    cluster.start_all();
+    REQUIRE(cluster.wait_for_leader());
+    const NodeId leader = *cluster.agreed_leader();
+    REQUIRE(cluster.nodes[leader.value]->driver->issue_lsn().has_value());
+    REQUIRE(run_until(
+        cluster.io,
+        [&] {  // a follower has handled one of the leader's heartbeats
+            const NodeId f{static_cast<std::uint16_t>((leader.value + 1) % 3)};
+            return cluster.nodes[f.value]->driver->counters().messages_in[4] > 0;
+        },
+        5000ms));
+    std::vector<std::vector<nlohmann::json>> traces;
+    for (auto& n : cluster.nodes) {
+        traces.push_back(ReadTraceLines(n->trace_file));
+        const auto& lines = traces.back();
+        REQUIRE(lines.size() >= 3);
+        CHECK(lines[0]["kind"] == "header");
+        CHECK(lines[0]["node"] == n->self.value);
+        CHECK(lines[0]["nodes"] == 3);
+        CHECK(lines[0]["restored"]["term"] == 0);
+        for (std::size_t k = 1; k < lines.size(); ++k) {
+            CHECK(lines[k]["kind"] == "step");
+            CHECK(lines[k]["seq"] == k);
+            CHECK(lines[k]["node"] == n->self.value);
+            CHECK(lines[k]["state"].contains("term"));
+        }
+        CHECK(std::any_of(lines.begin(), lines.end(),
+                          [](const auto& l) { return l.value("action", "") == "Start"; }));
+    }
+    // The leader's IssueLsn, and its heartbeats broadcast to both others, as a follower got one.
+    const auto& mine = traces[leader.value];
+    CHECK(std::any_of(mine.begin(), mine.end(), [](const auto& l) {
+        return l.value("action", "") == "IssueLsn" && l["state"]["lsn"]["counter"] == 1;
+    }));
+    std::vector<nlohmann::json> beats;  // every heartbeat the leader's trace says it sent
+    for (const auto& l : mine) {
+        if (l.value("action", "") == "HeartbeatBroadcastFired") {
+            CHECK(l["sent"].size() == 2);  // a broadcast, one line per recipient
+        }
+        for (const auto& m : l.value("sent", nlohmann::json::array())) {
+            if (m["type"] == "LeaderHeartbeat") {
+                beats.push_back(m);
+            }
+        }
+    }
+    const auto& other = traces[(leader.value + 1U) % 3U];
+    const auto received = std::find_if(other.begin(), other.end(), [](const auto& l) {
+        return l.value("action", "") == "HandleLeaderHeartbeat";
+    });
+    REQUIRE(received != other.end());
+    CHECK(std::any_of(beats.begin(), beats.end(),
+                      [&](const auto& m) { return m == (*received)["msg"]; }));
+}
+
+TEST_CASE("trace mode: an unopenable file stops the start; a failed write ends the trace only") {
+    TempDir dir;
+    const auto config = test_config(3, NodeId{0});
+    CHECK_THROWS_WITH(
+        ElectorTrace(dir.path / "missing" / "trace", config, {}),
+        Catch::Contains("--trace-elector: cannot open") && Catch::Contains("missing"));
+    const auto path = dir.path / "trace";
+    ElectorTrace trace(path, config, {});
+    // The file may grow no further (EFBIG; SIGXFSZ ignored meanwhile): the next line fails.
+    rlimit before{};
+    REQUIRE(getrlimit(RLIMIT_FSIZE, &before) == 0);
+    const auto previous = std::signal(SIGXFSZ, SIG_IGN);
+    rlimit small = before;
+    small.rlim_cur = static_cast<rlim_t>(std::filesystem::file_size(path));
+    REQUIRE(setrlimit(RLIMIT_FSIZE, &small) == 0);
+    const elector::ElectorState state;
+    const auto failed = trace.step(runtime::StepInput{runtime::InputKind::Start}, {}, state, {});
+    const auto after = trace.step(runtime::StepInput{runtime::InputKind::Stop}, {}, state, {});
+    REQUIRE(setrlimit(RLIMIT_FSIZE, &before) == 0);
+    std::signal(SIGXFSZ, previous);
+    REQUIRE(failed.has_value());
+    CHECK_THAT(*failed, Catch::Contains("write failed") && Catch::Contains("tracing stops"));
+    CHECK_FALSE(after.has_value());  // tracing stopped: nothing more is written, nothing fails
+    CHECK(ReadTraceLines(path).size() == 1);
 }

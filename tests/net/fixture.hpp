@@ -195,9 +195,10 @@ struct TestNode {
     void start() {
         mesh_options.seed = 1000 + self.value;
         mesh = std::make_unique<Mesh>(io, membership, self, mesh_options);
+        drivers::DriverOptions options{data_dir, 7 + self.value};
+        options.trace_file = trace_file;
         driver = std::make_unique<drivers::ElectorDriver>(
-            io, *mesh, test_config(membership.size(), self),
-            drivers::DriverOptions{data_dir, 7 + self.value});
+            io, *mesh, test_config(membership.size(), self), std::move(options));
         driver->subscribe([this](const elector::LeadershipSnapshot& s) { history.push_back(s); });
         mesh->start();
         driver->start();
@@ -226,6 +227,7 @@ struct TestNode {
     NodeId self;
     std::filesystem::path data_dir;
     MeshOptions mesh_options;
+    std::filesystem::path trace_file;  // the driver's trace mode; empty: off
     std::unique_ptr<Mesh> mesh;
     std::unique_ptr<drivers::ElectorDriver> driver;
     std::vector<elector::LeadershipSnapshot> history;

@@ -79,11 +79,25 @@ TEST_CASE("command line: --join HOST:PORT", "[cli]") {
           "--join: At Most 1 required but received 2");
 }
 
+TEST_CASE("command line: --trace-elector FILE, off by default", "[cli]") {
+    auto off = parse_command_line({"--config", "c.json", "--node-id", "n1"});
+    REQUIRE(std::holds_alternative<CliOptions>(off));
+    CHECK(std::get<CliOptions>(off).trace_elector.empty());
+    auto on = parse_command_line({"--config", "c.json", "--node-id", "n1", "--trace-elector=t"});
+    REQUIRE(std::holds_alternative<CliOptions>(on));
+    CHECK(std::get<CliOptions>(on).trace_elector == "t");
+    CHECK(ErrorOf({"--config", "c", "--node-id", "n1", "--trace-elector"}) ==
+          "--trace-elector: 1 required TEXT missing");
+    CHECK(ErrorOf({"--config", "c", "--node-id", "n1", "--trace-elector", "a", "--trace-elector",
+                   "b"}) == "--trace-elector: At Most 1 required but received 2");
+}
+
 TEST_CASE("help and version tell the truth", "[cli]") {
     const Run help = Prepare({"--help"});
     CHECK(help.status == kExitOk);
-    for (const char* needle : {"--config FILE", "--node-id ID", "--print-config", "--version",
-                               "SIGTERM", "Exit status", "  0 ", "  1 ", "  2 "}) {
+    for (const char* needle :
+         {"--config FILE", "--node-id ID", "--print-config", "--version", "--trace-elector FILE",
+          "SIGTERM", "Exit status", "  0 ", "  1 ", "  2 "}) {
         INFO(needle);
         CHECK(help.out.find(needle) != std::string::npos);
     }

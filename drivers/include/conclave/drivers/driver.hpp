@@ -36,6 +36,7 @@
 #include <variant>
 #include <vector>
 
+#include "conclave/drivers/elector_trace.hpp"
 #include "conclave/drivers/state_file.hpp"
 #include "conclave/elector/elector.hpp"
 #include "conclave/net/mesh.hpp"  // also declares spdlog::logger
@@ -61,6 +62,9 @@ struct DriverOptions {
     /// Written into every state file beside the term and vote (state_file.hpp). Its cluster and
     /// node are checked by the owner before the driver is built (identity.hpp).
     NodeIdentity identity{};
+    /// The trace mode (ElectorTrace, elector_trace.hpp): append one NDJSON line per elector
+    /// step to this file. Empty: off.
+    std::filesystem::path trace_file{};
 };
 
 /// Counters for the /metrics layer. Monotonic. Message arrays are indexed by MessageBody index
@@ -153,6 +157,10 @@ class ElectorDriver {
         void failed(const elector::DurableState& state);
         /// After each input, before its actions: publishes the elector's lease.
         void before_actions(const elector::Actions&) { driver->publish_lease(); }
+        /// The same moment, told the input: the trace mode's line.
+        void before_step(const runtime::StepInput& input, const elector::Actions& actions) {
+            driver->trace_step(input, actions);
+        }
     };
 
     std::optional<net::FrameRejection> on_frame(NodeId from, std::span<const std::uint8_t> payload);
@@ -162,6 +170,8 @@ class ElectorDriver {
     void refresh_round_trip();
     void send(NodeId to, const elector::Message& message, const std::vector<std::uint8_t>& bytes);
     void sync_timer_counters();
+    void trace_step(const runtime::StepInput& input, const elector::Actions& actions);
+    void trace_failed(const std::optional<std::string>& error);
     void notify(const elector::LeadershipSnapshot& snapshot);
     /// lease_deadline_ from the elector's lease (none after a failed state write).
     void publish_lease();
@@ -178,6 +188,7 @@ class ElectorDriver {
     std::array<std::unique_ptr<boost::asio::steady_timer>, elector::kTimerCount> timers_;
     std::uint64_t aborted_waits_ = 0;  // timer waits cancelled (always of a stale instance)
     std::vector<LeadershipCallback> subscribers_;
+    std::unique_ptr<ElectorTrace> trace_;  // the trace mode; null when off
     elector::LeadershipSnapshot snapshot_;
     /// lease_deadline() as steady_clock nanoseconds since its epoch; kNoLease when none.
     static constexpr std::int64_t kNoLease = 0;

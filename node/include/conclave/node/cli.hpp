@@ -39,6 +39,8 @@ struct CliOptions {
     std::optional<std::uint64_t> min_term;  // --min-term, with --repair only
     /// --join HOST:PORT: ask that member to add this node (docs/membership.md §4; join.hpp).
     std::optional<Endpoint> join;
+    /// --trace-elector FILE: append the elector's steps to FILE (NDJSON; docs/tla-traces.md).
+    std::string trace_elector;
 };
 
 /// Parses the arguments after argv[0]. Returns the options, or an error message. --help and

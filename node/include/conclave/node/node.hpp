@@ -32,6 +32,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -125,6 +126,8 @@ struct NodeOptions {
         store_elector_state;
     /// Tests only: a planted bug of the read path (PlantedReadBug).
     PlantedReadBug planted_read_bug = PlantedReadBug::None;
+    /// conclaved --trace-elector FILE: the elector's trace mode (drivers/elector_trace.hpp).
+    std::filesystem::path elector_trace{};
 };
 
 class Node {

@@ -29,7 +29,9 @@
 //   void alarm(const RaiseAlarm& a);
 //   void failed(const DurableState& s);                        // persist of `s` failed
 //   static constexpr bool kPlantedBugs;   // true only in test/simulation environments
-// and optionally `void before_actions(const Actions&)` (tracing; runs before any action).
+// and optionally `void before_actions(const Actions&)` (tracing; runs before any action) and
+// `void before_step(const StepInput&, const Actions&)` (the same moment, told what the input was:
+// the daemon's trace mode, drivers/elector_trace.hpp).
 //
 // Planted bugs (RuntimeBug) take effect only when Env::kPlantedBugs is true; the production
 // environment sets it to false, so `conclaved` cannot enable them. An environment that proves
@@ -65,6 +67,30 @@ BOOST_DEFINE_FIXED_ENUM_CLASS(
     AckBeforeFsync      // LogRuntime: tell the log core persisted() before the storage flush
 )
 
+/// What an input given to the core was (Env::before_step): its kind and its argument.
+enum class InputKind : std::uint8_t {
+    Start,
+    Stop,
+    Receive,
+    PeerUp,
+    PeerDown,
+    TimerFired,
+    TransferLeadership,
+    SetPriority,
+    SetVoters
+};
+struct StepInput {
+    StepInput(InputKind k = InputKind::Start, const elector::Message* m = nullptr,
+              std::optional<NodeId> p = std::nullopt,
+              std::optional<elector::TimerId> t = std::nullopt, LinkLoss l = LinkLoss::PeerClosed)
+        : kind(k), message(m), peer(p), timer(t), loss(l) {}
+    InputKind kind;
+    const elector::Message* message;        // Receive
+    std::optional<NodeId> peer;             // PeerUp, PeerDown, TransferLeadership, SetPriority
+    std::optional<elector::TimerId> timer;  // TimerFired
+    LinkLoss loss;                          // PeerDown
+};
+
 /// Every node of an n-node table but `self`, in index order: whom a broadcast goes to.
 inline std::vector<NodeId> others_of(std::size_t n, NodeId self) {
     std::vector<NodeId> others;
@@ -98,19 +124,21 @@ class ElectorRuntime {
     // ---- Inputs: each gives the core one input and performs what it returns. They return the
     // core's actions (empty when the runtime is out of service or the input was filtered out).
     const elector::Actions& start() {
-        return run([&] { return elector_.start(env_.now()); });
+        return run({InputKind::Start}, [&] { return elector_.start(env_.now()); });
     }
     const elector::Actions& stop() {
-        return run([&] { return elector_.stop(env_.now()); });
+        return run({InputKind::Stop}, [&] { return elector_.stop(env_.now()); });
     }
     const elector::Actions& receive(const elector::Message& m) {
-        return run([&] { return elector_.receive(env_.now(), m); });
+        return run({InputKind::Receive, &m}, [&] { return elector_.receive(env_.now(), m); });
     }
     const elector::Actions& peer_up(NodeId peer) {
-        return run([&] { return elector_.peer_up(env_.now(), peer); });
+        return run({InputKind::PeerUp, nullptr, peer},
+                   [&] { return elector_.peer_up(env_.now(), peer); });
     }
     const elector::Actions& peer_down(NodeId peer, LinkLoss loss = LinkLoss::PeerClosed) {
-        return run([&] { return elector_.peer_down(env_.now(), peer, loss); });
+        return run({InputKind::PeerDown, nullptr, peer, std::nullopt, loss},
+                   [&] { return elector_.peer_down(env_.now(), peer, loss); });
     }
     /// True when a firing of (timer, generation) would reach the core now.
     bool timer_current(elector::TimerId timer, TimerGeneration generation) const {
@@ -128,7 +156,8 @@ class ElectorRuntime {
             return nothing();
         }
         ++timer_firings_;
-        return run([&] { return elector_.timer_fired(env_.now(), timer); });
+        return run({InputKind::TimerFired, nullptr, std::nullopt, timer},
+                   [&] { return elector_.timer_fired(env_.now(), timer); });
     }
     /// Leader only: hand over to `target`. Returns the reason when refused.
     std::optional<std::string> transfer_leadership(NodeId target) {
@@ -138,7 +167,8 @@ class ElectorRuntime {
         if (auto error = elector_.transfer_error(target)) {
             return error;
         }
-        run([&] { return elector_.transfer_leadership(env_.now(), target); });
+        run({InputKind::TransferLeadership, nullptr, target},
+            [&] { return elector_.transfer_leadership(env_.now(), target); });
         return std::nullopt;
     }
     /// The preferred leader's hand-back (docs/design.md, "Priorities"): when the core names a
@@ -165,7 +195,8 @@ class ElectorRuntime {
         if (auto error = elector_.priority_error(node, priority)) {
             return error;
         }
-        run([&] { return elector_.set_priority(env_.now(), node, priority); });
+        run({InputKind::SetPriority, nullptr, node},
+            [&] { return elector_.set_priority(env_.now(), node, priority); });
         return std::nullopt;
     }
     /// Membership (docs/membership.md): the active configuration changed (a configuration entry
@@ -176,7 +207,8 @@ class ElectorRuntime {
             return "the elector runtime failed (state write error); restart the node";
         }
         auto error = elector_.voters_error(voters, version);
-        run([&] { return elector_.set_voters(env_.now(), voters, version); });
+        run({InputKind::SetVoters},
+            [&] { return elector_.set_voters(env_.now(), voters, version); });
         return error;
     }
     /// Membership (docs/membership.md §8): the node table grew (Elector::grow_table); broadcasts
@@ -228,7 +260,7 @@ class ElectorRuntime {
     }
 
     template <class Input>
-    const elector::Actions& run(Input&& input) {
+    const elector::Actions& run(const StepInput& what, Input&& input) {
         if (failed_) {
             return nothing();
         }
@@ -237,6 +269,11 @@ class ElectorRuntime {
         elector::Actions actions = input();
         if constexpr (requires(Env & e, const elector::Actions& a) { e.before_actions(a); }) {
             env_.before_actions(actions);
+        }
+        if constexpr (requires(Env & e, const StepInput& w, const elector::Actions& a) {
+                          e.before_step(w, a);
+                      }) {
+            env_.before_step(what, actions);
         }
         execute(actions);
         last_ = std::move(actions);
