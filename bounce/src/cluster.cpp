@@ -133,6 +133,9 @@ Cluster::Cluster(asio::io_context& io, ClusterOptions options)
                 tcp::endpoint(asio::ip::address_v4::loopback(), free_port(io, taken, held));
         }
         write_configs();
+        if (!options_.trace_dir.empty()) {
+            fs::create_directories(options_.trace_dir);
+        }
     } catch (...) {
         std::error_code ec;
         fs::remove_all(dir_, ec);
@@ -183,14 +186,22 @@ Cluster::~Cluster() {
     }
 }
 
+std::vector<std::string> Cluster::daemon_argv(NodeIndex i) const {
+    std::vector<std::string> argv{options_.conclaved.string(), "--config",
+                                  nodes_.at(i).config_path.string(), "--node-id", node_name(i)};
+    if (!options_.trace_dir.empty()) {
+        argv.insert(argv.end(), {"--trace-elector",
+                                 (options_.trace_dir / (node_name(i) + ".ndjson")).string()});
+    }
+    return argv;
+}
+
 void Cluster::start(NodeIndex i) {
     NodeProcess& p = nodes_.at(i);
     if (p.pid != 0) {
         throw std::logic_error(node_name(i) + " is already running");
     }
-    p.pid = spawn_daemon({options_.conclaved.string(), "--config", p.config_path.string(),
-                          "--node-id", node_name(i)},
-                         p.log_path);
+    p.pid = spawn_daemon(daemon_argv(i), p.log_path);
     p.paused = false;
 }
 
@@ -199,9 +210,9 @@ void Cluster::start_joining(NodeIndex i, const tcp::endpoint& seed) {
     if (p.pid != 0) {
         throw std::logic_error(node_name(i) + " is already running");
     }
-    p.pid = spawn_daemon({options_.conclaved.string(), "--config", p.config_path.string(),
-                          "--node-id", node_name(i), "--join", address(seed)},
-                         p.log_path);
+    std::vector<std::string> argv = daemon_argv(i);
+    argv.insert(argv.end(), {"--join", address(seed)});
+    p.pid = spawn_daemon(argv, p.log_path);
     p.paused = false;
 }
 

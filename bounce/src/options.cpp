@@ -26,7 +26,7 @@ constexpr std::pair<Scenario, std::string_view> kScenarios[] = {
 
 /// Text given for options whose value is checked or mapped after parsing.
 struct Texts {
-    std::string scenario, scouting = "on", metadata, html, svg, json, conclaved, backend;
+    std::string scenario, scouting = "on", metadata, html, svg, json, conclaved, backend, trace_dir;
     double duration_s = 0;
     std::int64_t preferred_stability_ms = 0;
 };
@@ -70,7 +70,7 @@ void describe(CLI::App& app, Options& o, Texts& t, bool& help) {
         ->check(CLI::Range(0, 3600000));
     for (auto [flag, text] :
          {std::pair{"--html", &t.html}, std::pair{"--svg", &t.svg}, std::pair{"--json", &t.json},
-          std::pair{"--conclaved", &t.conclaved}}) {
+          std::pair{"--conclaved", &t.conclaved}, std::pair{"--trace-elector", &t.trace_dir}}) {
         app.add_option(flag, *text)
             ->check(CLI::Validator(
                 [](const std::string& v) { return v.empty() ? "expects a path" : ""; }, "PATH"));
@@ -148,6 +148,9 @@ Options:
   --conclaved PATH    the daemon binary (default: next to leader-bounce, ../tools/conclaved, or
                       build/release/tools/conclaved)
   --keep              keep the temporary directory (configs, logs) and print its path
+  --trace-elector DIR every daemon records its elector's steps in DIR/<node>.ndjson (conclaved
+                      --trace-elector; tla/merge_daemon_traces.py merges them for
+                      tla/validate-trace.sh)
   --backend JSON      the daemons take leadership from a store the user runs, the config's
                       "backend" object (node/README.md), e.g.
                       '{"kind": "etcd", "endpoints": ["127.0.0.1:2379"], "ttl_ms": 2000}';
@@ -211,6 +214,7 @@ std::variant<Options, HelpRequested, std::string> parse_options(int argc, const 
         }
     }
     o.backend = t.backend;
+    o.trace_dir = t.trace_dir;
     const bool process_faults_only = o.scenario == Scenario::LeaderCrash ||
                                      o.scenario == Scenario::LeaderPause ||
                                      o.scenario == Scenario::CrashChaos;

@@ -892,6 +892,7 @@ ClusterOptions cluster_options_for(const Options& options, bool scouting,
                      conclaved,       options.seed, options.keep_dir};
     c.spares = options.spares();
     c.backend = options.backend;
+    c.trace_dir = options.trace_dir;
     if (options.scenario == Scenario::Preferred) {
         c.priorities.assign(options.nodes(), 1);
         c.priorities[kPreferredNode] = kPreferredPriority;

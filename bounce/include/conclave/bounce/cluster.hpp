@@ -46,6 +46,10 @@ struct ClusterOptions {
     /// The config's "backend" object as JSON text (node/README.md: etcd or ZooKeeper); empty:
     /// none, the built-in elector. With a store backend the peer links carry nothing.
     std::string backend = {};
+    /// Non-empty: every daemon records its elector's steps (conclaved --trace-elector) in
+    /// <trace_dir>/<node>.ndjson, one file per node that each of its processes appends to, for
+    /// tla/merge_daemon_traces.py and tla/validate-trace.sh (docs/tla-traces.md).
+    std::filesystem::path trace_dir = {};
 };
 
 struct NodeProcess {
@@ -105,6 +109,8 @@ class Cluster {
     /// The configs: cluster.json (the real addresses), one per node (its peers behind the
     /// proxy) and one per spare (only itself).
     void write_configs();
+    /// conclaved's command line for node i (its config, its id, its trace file if any).
+    std::vector<std::string> daemon_argv(NodeIndex i) const;
     ClusterOptions options_;
     std::filesystem::path dir_;
     FaultProxy proxy_;

@@ -50,6 +50,8 @@ struct Options {
     /// The daemons' "backend" object as JSON text (an etcd cluster or a ZooKeeper ensemble the
     /// user runs); empty: the built-in elector.
     std::string backend;
+    /// --trace-elector DIR: each daemon's elector trace in DIR/<node>.ndjson; empty: none.
+    std::filesystem::path trace_dir;
 
     std::size_t nodes() const;
     /// Nodes started later that join at run time (rolling-replace: one per original node).
