@@ -131,10 +131,14 @@ class Bed:
 
     system = "conclaved"
 
-    def __init__(self, daemon, root, size=3, drift_node=None, letter="n", profile="fast"):
+    def __init__(self, daemon, root, size=3, drift_node=None, letter="n", profile="fast",
+                 trace_dir=None):
         """Nodes <letter>1..<letter><size>; a bed with another letter can run beside this one
-        (its namespaces, veths and bridge have other names). `profile`: the timing profile."""
+        (its namespaces, veths and bridge have other names). `profile`: the timing profile.
+        `trace_dir`: every daemon records its elector's steps (conclaved --trace-elector) in
+        <trace_dir>/<node>.ndjson, which each of the node's processes appends to."""
         self.daemon = daemon
+        self.trace_dir = trace_dir
         self.profile = profile
         self.root = root
         self.pid = os.getpid()
@@ -221,7 +225,10 @@ class Bed:
         env = dict(os.environ)
         if nid == self.drift_node:
             env.update(LD_PRELOAD=FAKETIME_LIB, FAKETIME="+0 x1.05")
-        self.spawn(nid, [self.daemon, "--config", self.config, "--node-id", nid], env)
+        argv = [self.daemon, "--config", self.config, "--node-id", nid]
+        if self.trace_dir:
+            argv += ["--trace-elector", os.path.join(self.trace_dir, nid + ".ndjson")]
+        self.spawn(nid, argv, env)
 
     def spawn(self, nid, argv, env=None):
         """Runs argv in nid's namespace, its output appended to <root>/<nid>.log."""

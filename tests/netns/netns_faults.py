@@ -334,6 +334,22 @@ def run_faults(bed, seed, duration_s):
     return 1 if any(bad for _, bad in verdicts) else 0
 
 
+def validate_traces(bed, trace_dir):
+    """The daemons' elector traces merged by message causality and checked against
+    tla/Elector.tla: 0 when the merged trace is a behaviour of the spec (docs/tla-traces.md)."""
+    tla = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tla")
+    merged = os.path.join(trace_dir, "merged.ndjson")
+    files = [os.path.join(trace_dir, nid + ".ndjson") for nid in bed.ids]
+    steps = [sys.executable, os.path.join(tla, "merge_daemon_traces.py"), merged] + files
+    if subprocess.run(steps).returncode != 0:
+        print("FAIL: the daemons' traces do not merge")
+        return 1
+    rc = subprocess.run([os.path.join(tla, "validate-trace.sh"), merged]).returncode
+    print("  the merged elector trace is a behaviour of Elector.tla: %s" %
+          ("ok" if rc == 0 else "skipped (no TLC)" if rc == 77 else "VIOLATED"))
+    return 0 if rc in (0, 77) else 1
+
+
 def vanish_once(bed, rng, run):
     """One run: the time (ms) from the leader's host vanishing (isolated, then SIGKILL) to both
     others naming the same new leader in the same term, the leader saying so; None on failure
@@ -478,6 +494,10 @@ def main():
                     help="RUNS times: n1 leads (default profile), is cut off from its peers, "
                     "and a process without the secret sends the followers hellos naming it "
                     "every 20 ms; fails when valid leases overlap (forged_hello.py)")
+    ap.add_argument("--trace-elector", metavar="DIR", default=None,
+                    help="every daemon records its elector's steps in DIR/<node>.ndjson; after "
+                    "the fault run their merged trace must be a behaviour of tla/Elector.tla "
+                    "(tla/merge_daemon_traces.py, tla/validate-trace.sh; needs TLC)")
     ap.add_argument("--keep", action="store_true", help="keep the data dirs and daemon logs")
     args = ap.parse_args()
     if (args.system == "etcd") != (args.conclaved is None):
@@ -495,6 +515,11 @@ def main():
     if not args.no_drift and not measuring and os.path.exists(netbed.FAKETIME_LIB):
         drift = random.Random(seed).choice(["n1", "n2", "n3"])
     root = netbed.make_root()
+    trace_dir = None
+    if args.trace_elector:
+        trace_dir = os.path.abspath(args.trace_elector)
+        shutil.rmtree(trace_dir, ignore_errors=True)
+        os.makedirs(trace_dir)
     failed = True
     try:
         with contextlib.ExitStack() as stack:
@@ -503,7 +528,7 @@ def main():
                 profile = "default" if args.measure_forged_hello else "fast"
                 beds.append(stack.enter_context(
                     netbed.Bed(os.path.abspath(args.conclaved), root, drift_node=drift,
-                               profile=profile)))
+                               profile=profile, trace_dir=trace_dir)))
             if args.system != "conclaved":
                 beds.append(stack.enter_context(netbed.EtcdBed(shutil.which("etcd"), root)))
             bed = beds[0]
@@ -516,6 +541,9 @@ def main():
                                     args.rejoin_node, args.flood)
             else:
                 rc = run_faults(bed, seed, args.duration)
+            if trace_dir:
+                stack.close()  # the daemons stopped: their traces are whole
+                rc = rc or validate_traces(bed, trace_dir)
             failed = rc != 0
             return rc
     finally:
