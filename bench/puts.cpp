@@ -3,16 +3,15 @@
 // acknowledgement) and 3 etcd members (POST /v3/kv/put on the v3 JSON gateway, its WAL fsynced
 // before the acknowledgement), both on 127.0.0.1 and both written by the same client: C
 // keep-alive HTTP/1.1 connections to the leader, each with one request outstanding, keys of 8
-// bytes, values of V bytes. Rounds are interleaved (Conclave, etcd, Conclave, etcd, ...) so that
-// the load of the machine hits both alike.
+// bytes, values of V bytes (client::Session). Rounds are interleaved (Conclave, etcd, Conclave,
+// etcd, ...) so that the load of the machine hits both alike.
 #include <fmt/core.h>
 
 #include <algorithm>
-#include <boost/asio/connect.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
-#include <boost/beast/http.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/beast/http/error.hpp>
+#include <exception>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -20,144 +19,84 @@
 #include <stdexcept>
 
 #include "bench.hpp"
+#include "conclave/client/session.hpp"
 
 namespace conclave::bench {
 
 namespace fs = std::filesystem;
 namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
+namespace http = boost::beast::http;
 using asio::ip::tcp;
 
 namespace {
 
-// ---- the load: C connections, one request outstanding each -------------------------------------
-
-struct Request {
-    std::string target;
-    std::string body;
-    std::string authorization;  // the Authorization header, if any
-};
+// ---- the load: C keep-alive sessions, one request outstanding each ---------------------------
 
 struct LoadFigures {
     std::size_t ok = 0;
     std::size_t errors = 0;
-    std::size_t reconnects = 0;  // connections the server closed between requests
+    std::size_t reconnects = 0;  // connections opened again after the server closed one
     double seconds = 0;
     std::vector<double> latencies_ms;                // of the requests completed inside the window
     std::map<std::string, std::size_t> error_kinds;  // "HTTP 503", "connect: ...", ...
 };
 
-/// One keep-alive connection writing request after request until the end of the window.
-class PutConnection : public std::enable_shared_from_this<PutConnection> {
-  public:
-    PutConnection(const asio::any_io_executor& ex, tcp::endpoint to, std::function<Request()> next,
-                  Clock::time_point window_start, Clock::time_point window_end,
-                  LoadFigures& figures)
-        : stream_(ex),
-          to_(to),
-          next_(std::move(next)),
-          window_start_(window_start),
-          window_end_(window_end),
-          figures_(figures) {}
+/// The next request of a load client.
+using NextRequest = std::function<client::Request()>;
 
-    void start() {
-        stream_.expires_after(std::chrono::seconds(10));
-        stream_.async_connect(to_, [self = shared_from_this()](beast::error_code ec) {
-            if (ec) {
-                ++self->figures_.errors;
-                ++self->figures_.error_kinds["connect: " + ec.message()];
-                return;
-            }
-            self->send();
-        });
+/// What to count of one answer: inside the window, a 200 is a commit with its latency.
+void Count(const client::Response& reply, Clock::time_point sent, Clock::time_point window_start,
+           Clock::time_point window_end, LoadFigures& figures) {
+    const auto now = Clock::now();
+    if (sent < window_start || now > window_end) {
+        return;
     }
+    if (reply.status == 200) {
+        ++figures.ok;
+        figures.latencies_ms.push_back(
+            std::chrono::duration<double, std::milli>(now - sent).count());
+    } else {
+        ++figures.errors;
+        ++figures.error_kinds[fmt::format("HTTP {} {}", reply.status, reply.body.substr(0, 80))];
+    }
+}
 
-  private:
-    void send() {
-        if (Clock::now() >= window_end_) {
-            beast::error_code ignored;
-            stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
-            return;
+/// One load client: request after request over one keep-alive session (client::Session, which
+/// reopens the connection the server closes, e.g. conclaved's after 1000 requests) until the end
+/// of the window. A connection that cannot be opened ends the client.
+asio::awaitable<void> PutLoop(client::Settings settings, client::Endpoint to, NextRequest next,
+                              Clock::time_point window_start, Clock::time_point window_end,
+                              LoadFigures& figures) {
+    const auto executor = co_await asio::this_coro::executor;
+    client::Session session(executor, settings, to);
+    while (Clock::now() < window_end) {
+        const client::Request request = next();
+        const auto sent = Clock::now();
+        const auto deadline = sent + settings.timeout;
+        std::optional<client::Error> failure;
+        try {
+            const client::Response reply = co_await session.request(request, deadline);
+            Count(reply, sent, window_start, window_end, figures);
+        } catch (const client::Error& e) {
+            failure = e;
         }
-        const Request r = next_();
-        req_ = {http::verb::post, r.target, 11};
-        req_.set(http::field::host, to_.address().to_string() + ":" + std::to_string(to_.port()));
-        req_.set(http::field::content_type, "application/json");
-        if (!r.authorization.empty()) {
-            req_.set(http::field::authorization, r.authorization);
-        }
-        req_.keep_alive(true);
-        req_.body() = r.body;
-        req_.prepare_payload();
-        sent_ = Clock::now();
-        stream_.expires_after(std::chrono::seconds(10));
-        http::async_write(stream_, req_,
-                          [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                              ec ? self->fail(ec) : self->receive();
-                          });
-    }
-
-    void receive() {
-        res_ = {};
-        http::async_read(stream_, buffer_, res_,
-                         [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                             ec ? self->fail(ec) : self->done();
-                         });
-    }
-
-    void done() {
-        const auto now = Clock::now();
-        if (sent_ >= window_start_ && now <= window_end_) {
-            if (res_.result() == http::status::ok) {
-                ++figures_.ok;
-                figures_.latencies_ms.push_back(
-                    std::chrono::duration<double, std::milli>(now - sent_).count());
-            } else {
-                ++figures_.errors;
-                ++figures_.error_kinds[fmt::format("HTTP {} {}", res_.result_int(),
-                                                   res_.body().substr(0, 80))];
+        // A connection the server closed as the request went out is reopened, not an error.
+        if (failure && failure->code() != http::error::end_of_stream) {
+            const bool connect = failure->stage() == client::Stage::Connect;
+            ++figures.errors;
+            ++figures.error_kinds[(connect ? "connect: " : "") +
+                                  (failure->code() ? failure->code().message()
+                                                   : std::string(failure->what()))];
+            if (connect) {
+                break;
             }
         }
-        if (!res_.keep_alive()) {
-            fail({});
-            return;
-        }
-        send();
     }
+    figures.reconnects += session.connections() > 1 ? session.connections() - 1 : 0;
+}
 
-    void fail(beast::error_code ec) {
-        // The server ends a keep-alive connection after its request limit (node/README.md) by
-        // closing it: a reconnection, not an error.
-        if (ec == http::error::end_of_stream) {
-            ++figures_.reconnects;
-        } else if (ec) {
-            ++figures_.errors;
-            ++figures_.error_kinds[ec.message()];
-        }
-        beast::error_code ignored;
-        stream_.socket().close(ignored);
-        if (Clock::now() < window_end_) {  // a fresh connection takes this one's place
-            std::make_shared<PutConnection>(stream_.get_executor(), to_, next_, window_start_,
-                                            window_end_, figures_)
-                ->start();
-        }
-    }
-
-    beast::tcp_stream stream_;
-    tcp::endpoint to_;
-    std::function<Request()> next_;
-    Clock::time_point window_start_;
-    Clock::time_point window_end_;
-    LoadFigures& figures_;
-    http::request<http::string_body> req_;
-    http::response<http::string_body> res_;
-    beast::flat_buffer buffer_;
-    Clock::time_point sent_;
-};
-
-/// `clients` connections to `to` for warmup + seconds; figures over the last `seconds` only.
-LoadFigures run_load(tcp::endpoint to, const std::function<Request()>& next, int clients,
+/// `clients` sessions to `to` for warmup + seconds; figures over the last `seconds` only.
+LoadFigures run_load(const asio::ip::tcp::endpoint& to, const NextRequest& next, int clients,
                      double warmup_s, double seconds) {
     asio::io_context io;
     LoadFigures figures;
@@ -165,8 +104,16 @@ LoadFigures run_load(tcp::endpoint to, const std::function<Request()>& next, int
                                           std::chrono::duration<double>(warmup_s));
     const auto end =
         start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    client::Settings settings;
+    settings.timeout = std::chrono::seconds(10);
+    const client::Endpoint endpoint{to.address().to_string(), to.port()};
     for (int c = 0; c < clients; ++c) {
-        std::make_shared<PutConnection>(io.get_executor(), to, next, start, end, figures)->start();
+        asio::co_spawn(io, PutLoop(settings, endpoint, next, start, end, figures),
+                       [](const std::exception_ptr& e) {
+                           if (e) {
+                               std::rethrow_exception(e);
+                           }
+                       });
     }
     io.run();
     figures.seconds = seconds;
@@ -299,19 +246,25 @@ struct PutsOptions {
 };
 
 /// Request maker: keys "k" + 7 hex digits of a counter modulo `keys`, values of `value_bytes`.
-std::function<Request()> requests(bool etcd, const PutsOptions& o, const std::string& token) {
+NextRequest requests(bool etcd, const PutsOptions& o, const std::string& token) {
     auto counter = std::make_shared<std::size_t>(0);
     const std::string value(o.value_bytes, 'x');
     const std::string encoded_value = base64(value);
     return [=] {
         const std::string key = fmt::format("k{:07x}", (*counter)++ % o.keys);
         if (etcd) {
-            return Request{"/v3/kv/put",
-                           nlohmann::json{{"key", base64(key)}, {"value", encoded_value}}.dump(),
-                           ""};
+            return client::Request{
+                http::verb::post,
+                "/v3/kv/put",
+                nlohmann::json{{"key", base64(key)}, {"value", encoded_value}}.dump(),
+                {}};
         }
-        return Request{"/metadata", nlohmann::json{{"key", key}, {"value", value}}.dump(),
-                       "Bearer " + token};
+        // The token goes as a header of its own: the client's plain-HTTP check of a port (a
+        // connection without the token) would count against the unauthenticated connections.
+        return client::Request{http::verb::post,
+                               "/metadata",
+                               nlohmann::json{{"key", key}, {"value", value}}.dump(),
+                               {{"Authorization", "Bearer " + token}}};
     };
 }
 

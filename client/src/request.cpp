@@ -21,21 +21,17 @@ namespace http = beast::http;
 
 namespace {
 
+/// One request on a fresh connection, closed after the answer.
 template <class Stream>
 asio::awaitable<Response> Exchange(Stream& stream, const Settings& settings,
                                    const Endpoint& endpoint, const Request& request, Stage& stage) {
-    auto message = detail::make_request(settings, endpoint, request, /*with_token=*/true);
-    stage = Stage::Write;
-    co_await http::async_write(stream, message, asio::use_awaitable);
-    stage = Stage::Read;
     beast::flat_buffer buffer;
-    http::response_parser<http::string_body> parser;
-    parser.body_limit(settings.body_limit);
-    co_await http::async_read(stream, buffer, parser, asio::use_awaitable);
+    const auto answer =
+        co_await detail::exchange(stream, settings, endpoint, request, buffer, stage);
     beast::error_code ignored;
     beast::get_lowest_layer(stream).socket().shutdown(asio::ip::tcp::socket::shutdown_both,
                                                       ignored);
-    co_return detail::to_response(parser.get());
+    co_return detail::to_response(answer);
 }
 
 asio::awaitable<Response> PlainRequest(const Settings& settings, const Endpoint& endpoint,

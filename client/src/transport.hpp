@@ -4,9 +4,13 @@
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/message.hpp>
+#include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 
 #include "conclave/client/client.hpp"
@@ -30,6 +34,23 @@ boost::beast::http::request<boost::beast::http::string_body> make_request(const 
                                                                           const Endpoint& endpoint,
                                                                           const Request& request,
                                                                           bool with_token);
+
+/// Writes `request` on the open `stream` and reads the answer (the stream stays open; `buffer`
+/// keeps what was read past it). `stage` follows the progress, for the error.
+template <class Stream>
+boost::asio::awaitable<boost::beast::http::response<boost::beast::http::string_body>> exchange(
+    Stream& stream, const Settings& settings, const Endpoint& endpoint, const Request& request,
+    boost::beast::flat_buffer& buffer, Stage& stage) {
+    namespace http = boost::beast::http;
+    auto message = make_request(settings, endpoint, request, /*with_token=*/true);
+    stage = Stage::Write;
+    co_await http::async_write(stream, message, boost::asio::use_awaitable);
+    stage = Stage::Read;
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(settings.body_limit);
+    co_await http::async_read(stream, buffer, parser, boost::asio::use_awaitable);
+    co_return parser.release();
+}
 
 Response to_response(const boost::beast::http::response<boost::beast::http::string_body>& answer);
 

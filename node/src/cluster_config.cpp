@@ -663,19 +663,6 @@ const Options<SecuritySettings>& AdminOptions() {
     return options;
 }
 
-void ParseSecurity(const json& document, const ClusterConfig& config, SecuritySettings& security) {
-    if (const json* insecure = Find(document, "insecure")) {
-        security.insecure = ExpectBool(*insecure, "insecure");
-    }
-    if (const json* secret = Find(document, "secret_file")) {
-        PathOrNull("secret_file", &SecuritySettings::secret_file)
-            .parse(*secret, "secret_file", config, security);
-    }
-    if (const json* admin = Find(document, "admin")) {
-        ParseSection(*admin, "admin", AdminOptions(), config, security);
-    }
-}
-
 std::vector<NodeEntry> ParseNodes(const json& value) {
     if (!value.is_array()) {
         Fail("nodes", "expected an array of {id, peer, http}, got " + Describe(value));
@@ -736,37 +723,21 @@ std::vector<NodeEntry> ParseNodes(const json& value) {
     return nodes;
 }
 
-// The elector's settings: the profile for the cluster's size, then timing, backoff, scouting and
-// check_quorum overrides, validated together.
-void ParseElector(const json& document, ClusterConfig& config) {
-    if (const json* profile = Find(document, "profile")) {
-        config.profile = ExpectString(*profile, "profile");
-    }
+// ---- The elector's fields: "profile" builds elector::Config for the cluster's size, the next
+// rows ("timing", "backoff", "scouting", "check_quorum") override it, then it is validated. ----
+
+/// After "profile" (present or not): the profile's config for this cluster and node.
+void BuildElector(const json&, std::string_view, ClusterConfig& config) {
     auto elector = elector::Config::profile(config.profile, config.nodes.size(), config.self);
-    if (!elector) {
-        Fail("profile", "expected \"default\", \"fast\" or \"reference\", got " +
-                            Describe(*Find(document, "profile")));
-    }
+    CONCLAVE_CHECK(elector.has_value(), "the \"profile\" row accepts only the known profiles");
     config.elector = *elector;
     for (std::size_t i = 0; i < config.nodes.size(); ++i) {
         config.elector.priorities[i] = config.nodes[i].priority;
     }
-    if (const json* timing = Find(document, "timing")) {
-        ApplyTiming(*timing, config.elector);
-    }
-    if (const json* backoff = Find(document, "backoff")) {
-        const auto parsed = parse_enum<elector::Backoff>(ExpectString(*backoff, "backoff"));
-        if (!parsed) {
-            Fail("backoff", "expected \"uniform\" or \"ranked\", got " + Describe(*backoff));
-        }
-        config.elector.backoff = *parsed;
-    }
-    if (const json* scouting = Find(document, "scouting")) {
-        config.elector.scouting = ExpectBool(*scouting, "scouting");
-    }
-    if (const json* check_quorum = Find(document, "check_quorum")) {
-        config.elector.check_quorum = ExpectBool(*check_quorum, "check_quorum");
-    }
+}
+
+/// After the last elector row: the elector's own rules over the values together.
+void ValidateElector(const json&, std::string_view, ClusterConfig& config) {
     if (auto error = config.elector.validate()) {
         // Timing errors name the override; anything else (cluster size) is a nodes problem.
         std::string message = ToConfigFieldNames(*error);
@@ -775,6 +746,46 @@ void ParseElector(const json& document, ClusterConfig& config) {
         }
         throw FieldError{message};
     }
+}
+
+nlohmann::ordered_json TimingJson(const elector::Config& e) {
+    nlohmann::ordered_json timing = nlohmann::ordered_json::object();
+    for (const TimingOption& option : kTimingOptions) {
+        std::visit(
+            [&](auto member) {
+                if constexpr (std::is_same_v<std::remove_cvref_t<decltype(e.*member)>, Millis>) {
+                    timing[std::string(option.name)] = (e.*member).count();
+                } else {
+                    timing[std::string(option.name)] = e.*member;
+                }
+            },
+            option.member);
+    }
+    return timing;
+}
+
+Option<elector::Config> TimingField() {
+    return {"timing",
+            [](const json& v, const std::string&, const ClusterConfig&, elector::Config& e) {
+                ApplyTiming(v, e);
+            },
+            [](const elector::Config& e) {
+                return std::optional<nlohmann::ordered_json>(TimingJson(e));
+            }};
+}
+
+Option<elector::Config> BackoffField() {
+    return {"backoff",
+            [](const json& v, const std::string& path, const ClusterConfig&, elector::Config& e) {
+                const auto parsed = parse_enum<elector::Backoff>(ExpectString(v, path));
+                if (!parsed) {
+                    Fail(path, "expected \"uniform\" or \"ranked\", got " + Describe(v));
+                }
+                e.backoff = *parsed;
+            },
+            [](const elector::Config& e) {
+                return std::optional<nlohmann::ordered_json>(to_string(e.backoff));
+            }};
 }
 
 // ---- Leadership backend ("backend"): the built-in elector or a coordination store. ----------
@@ -891,7 +902,7 @@ BackendSettings ParseBackend(const json& object, const ClusterConfig& config) {
 
 /// A store backend holds the quorum: the metadata log (which needs the built-in elector's
 /// quorum) cannot run beside it.
-void CheckBackendConflicts(const json& document, ClusterConfig& config) {
+void CheckBackendConflicts(const json& document, std::string_view, ClusterConfig& config) {
     if (!config.backend.is_store()) {
         return;
     }
@@ -905,22 +916,55 @@ void CheckBackendConflicts(const json& document, ClusterConfig& config) {
     config.metadata.enabled = false;
 }
 
-ClusterConfig ParseDocument(const json& document, std::string_view node_id) {
-    if (!document.is_object()) {
-        Fail("(top level)", "expected a JSON object, got " + Describe(document));
-    }
-    RejectUnknownFields(
-        document, "",
-        {"cluster", "nodes", "profile", "timing", "backoff", "scouting", "check_quorum", "data_dir",
-         "tls", "log", "metadata", "insecure", "secret_file", "admin", "backend"});
-    ClusterConfig config;
-    const json& cluster = Require(document, "", "cluster");
-    config.cluster = ExpectString(cluster, "cluster");
-    if (!ValidName(config.cluster)) {
-        Fail("cluster", std::string("expected ") + kNameRule + ", got " + Describe(cluster));
-    }
-    config.nodes = ParseNodes(Require(document, "", "nodes"));
+// ---- The top level: one row per field. --------------------------------------------------------
+// The rows are parsed in table order (a row reads what the rows above it set: "data_dir" the node
+// found by "nodes", "admin" the "tls" block), and the unknown-field check, the missing-field
+// message and the effective-config dump (in the same order) come from the table: a new top-level
+// field is one row plus its row in node/README.md's table (tests/node/cluster_config_test.cpp
+// checks both).
+enum class Presence : std::uint8_t { Optional, Required };
 
+struct TopLevelField {
+    /// Runs after the row whether the field is present or not (null: nothing to do).
+    using Then =
+        std::function<void(const json& document, std::string_view node_id, ClusterConfig& config)>;
+    TopLevelField(Option<ClusterConfig> row, Presence required = Presence::Optional,
+                  Then after = nullptr)
+        : option(std::move(row)), presence(required), then(std::move(after)) {}
+    Option<ClusterConfig> option;
+    Presence presence;
+    Then then;
+};
+
+/// An option of one part of the config (`part`), as a top-level row.
+template <class Part>
+Option<ClusterConfig> Within(Part ClusterConfig::*part, Option<Part> option) {
+    return {option.name,
+            [part, parse = std::move(option.parse)](
+                const json& v, const std::string& path, const ClusterConfig& config,
+                ClusterConfig& settings) { parse(v, path, config, settings.*part); },
+            [part, dump = std::move(option.dump)](const ClusterConfig& config) {
+                return dump(config.*part);
+            }};
+}
+
+/// A section described by its own table (`options`), read into `part`.
+template <class Part>
+Option<ClusterConfig> Section(std::string_view name, Part ClusterConfig::*part,
+                              const Options<Part>& (*options)()) {
+    return Within(part, Option<Part>{name,
+                                     [options](const json& v, const std::string& path,
+                                               const ClusterConfig& config, Part& settings) {
+                                         ParseSection(v, path, options(), config, settings);
+                                     },
+                                     [options](const Part& settings) {
+                                         return std::optional<nlohmann::ordered_json>(
+                                             SectionJson(settings, options()));
+                                     }});
+}
+
+/// After "nodes": which of them this node is (the --node-id).
+void FindSelf(const json&, std::string_view node_id, ClusterConfig& config) {
     const auto self = config.find_node(node_id);
     if (!self) {
         std::string known;
@@ -931,25 +975,119 @@ ClusterConfig ParseDocument(const json& document, std::string_view node_id) {
              "\"" + std::string(node_id) + "\" is not one of the configured nodes (" + known + ")");
     }
     config.self = *self;
+}
 
-    ParseElector(document, config);
+nlohmann::ordered_json NodesJson(const std::vector<NodeEntry>& entries) {
+    nlohmann::ordered_json nodes = nlohmann::ordered_json::array();
+    for (const NodeEntry& n : entries) {
+        nodes.push_back({{"id", n.id},
+                         {"peer", to_string(n.peer)},
+                         {"http", to_string(n.http)},
+                         {"priority", n.priority}});
+    }
+    return nodes;
+}
 
-    config.data_dir_template = ParseDataDir(Require(document, "", "data_dir"), "data_dir");
+nlohmann::ordered_json TlsJson(const std::optional<TlsFiles>& tls) {
+    if (!tls) {
+        return nullptr;
+    }
+    return {{"ca", tls->ca_path}, {"cert", tls->cert_path}, {"key", tls->key_path}};
+}
+
+void ParseClusterName(const json& v, const std::string& path, const ClusterConfig&,
+                      ClusterConfig& config) {
+    config.cluster = ExpectString(v, path);
+    if (!ValidName(config.cluster)) {
+        Fail(path, std::string("expected ") + kNameRule + ", got " + Describe(v));
+    }
+}
+
+void ParseDataDirField(const json& v, const std::string& path, const ClusterConfig&,
+                       ClusterConfig& config) {
+    config.data_dir_template = ParseDataDir(v, path);
     config.data_dir = SubstituteId(config.data_dir_template, config.self_entry().id);
-    if (const json* tls = Find(document, "tls")) {
-        config.tls = ParseTls(*tls);
+}
+
+/// The section's table, then the rules between its options.
+Option<ClusterConfig> MetadataField() {
+    Option<ClusterConfig> field = Section("metadata", &ClusterConfig::metadata, MetadataOptions);
+    field.parse = [parse = std::move(field.parse)](const json& v, const std::string& path,
+                                                   const ClusterConfig& config,
+                                                   ClusterConfig& settings) {
+        parse(v, path, config, settings);
+        CheckMetadata(settings.metadata);
+    };
+    return field;
+}
+
+const std::vector<TopLevelField>& TopLevelFields() {
+    using C = ClusterConfig;
+    using Json = nlohmann::ordered_json;
+    using E = elector::Config;
+    using S = SecuritySettings;
+    static const std::vector<TopLevelField> fields = {
+        {{"cluster", ParseClusterName, [](const C& c) { return std::optional<Json>(c.cluster); }},
+         Presence::Required},
+        {{"nodes",
+          [](const json& v, const std::string&, const C&, C& c) { c.nodes = ParseNodes(v); },
+          [](const C& c) { return std::optional<Json>(NodesJson(c.nodes)); }},
+         Presence::Required,
+         FindSelf},
+        {Choice("profile", &C::profile,
+                Choices<std::string>{
+                    {"default", "default"}, {"fast", "fast"}, {"reference", "reference"}}),
+         Presence::Optional, BuildElector},
+        {Within(&C::elector, TimingField())},
+        {Within(&C::elector, BackoffField())},
+        {Within(&C::elector, Flag("scouting", &E::scouting))},
+        {Within(&C::elector, Flag("check_quorum", &E::check_quorum)), Presence::Optional,
+         ValidateElector},
+        {{"data_dir", ParseDataDirField,
+          [](const C& c) { return std::optional<Json>(c.data_dir.string()); }},
+         Presence::Required},
+        {{"tls", [](const json& v, const std::string&, const C&, C& c) { c.tls = ParseTls(v); },
+          [](const C& c) { return std::optional<Json>(TlsJson(c.tls)); }}},
+        {Section("log", &C::log, LogOptions)},
+        {MetadataField()},
+        {Within(&C::security, Flag("insecure", &S::insecure))},
+        {Within(&C::security, PathOrNull("secret_file", &S::secret_file))},
+        {Section("admin", &C::security, AdminOptions)},
+        {{"backend",
+          [](const json& v, const std::string&, const C& config, C& c) {
+              c.backend = ParseBackend(v, config);
+          },
+          [](const C& c) { return std::optional<Json>(SectionJson(c.backend, BackendOptions())); }},
+         Presence::Optional,
+         CheckBackendConflicts},
+    };
+    return fields;
+}
+
+std::vector<std::string_view> TopLevelNames() {
+    std::vector<std::string_view> names;
+    for (const TopLevelField& field : TopLevelFields()) {
+        names.push_back(field.option.name);
     }
-    if (const json* log = Find(document, "log")) {
-        ParseSection(*log, "log", LogOptions(), config, config.log);
+    return names;
+}
+
+ClusterConfig ParseDocument(const json& document, std::string_view node_id) {
+    if (!document.is_object()) {
+        Fail("(top level)", "expected a JSON object, got " + Describe(document));
     }
-    if (const json* metadata = Find(document, "metadata")) {
-        ParseSection(*metadata, "metadata", MetadataOptions(), config, config.metadata);
-        CheckMetadata(config.metadata);
-    }
-    ParseSecurity(document, config, config.security);
-    if (const json* backend = Find(document, "backend")) {
-        config.backend = ParseBackend(*backend, config);
-        CheckBackendConflicts(document, config);
+    RejectUnknownFields(document, "", TopLevelNames());
+    ClusterConfig config;
+    for (const TopLevelField& field : TopLevelFields()) {
+        const std::string path(field.option.name);
+        if (const json* value = Find(document, path)) {
+            field.option.parse(*value, path, config, config);
+        } else if (field.presence == Presence::Required) {
+            Fail(path, "missing (required field)");
+        }
+        if (field.then) {
+            field.then(document, node_id, config);
+        }
     }
     return config;
 }
@@ -1170,28 +1308,11 @@ std::string_view metadata_fsync_name(replication::FsyncPolicy p) {
     return ChoiceName(FsyncChoices(), p);
 }
 
-namespace {
-
-nlohmann::ordered_json TimingJson(const elector::Config& e) {
-    nlohmann::ordered_json timing = nlohmann::ordered_json::object();
-    for (const TimingOption& option : kTimingOptions) {
-        std::visit(
-            [&](auto member) {
-                if constexpr (std::is_same_v<std::remove_cvref_t<decltype(e.*member)>, Millis>) {
-                    timing[std::string(option.name)] = (e.*member).count();
-                } else {
-                    timing[std::string(option.name)] = e.*member;
-                }
-            },
-            option.member);
-    }
-    return timing;
-}
-
-}  // namespace
-
 std::vector<std::string> described_option_names() {
     std::vector<std::string> names;
+    for (const std::string_view field : TopLevelNames()) {
+        names.emplace_back(field);
+    }
     const auto add = [&](std::string_view section, const std::vector<std::string_view>& options) {
         for (const std::string_view option : options) {
             names.push_back(std::string(section) + "." + std::string(option));
@@ -1213,42 +1334,14 @@ std::vector<std::string_view> timing_option_names() {
     return names;
 }
 
-namespace {}  // namespace
-
 nlohmann::ordered_json effective_config_json(const ClusterConfig& config) {
-    nlohmann::ordered_json nodes = nlohmann::ordered_json::array();
-    for (const NodeEntry& n : config.nodes) {
-        nodes.push_back({{"id", n.id},
-                         {"peer", to_string(n.peer)},
-                         {"http", to_string(n.http)},
-                         {"priority", n.priority}});
+    nlohmann::ordered_json out = nlohmann::ordered_json::object();
+    for (const TopLevelField& field : TopLevelFields()) {
+        if (auto value = field.option.dump(config)) {
+            out[std::string(field.option.name)] = std::move(*value);
+        }
     }
-    const elector::Config& e = config.elector;
-    nlohmann::ordered_json tls = nullptr;
-    if (config.tls) {
-        tls = {{"ca", config.tls->ca_path},
-               {"cert", config.tls->cert_path},
-               {"key", config.tls->key_path}};
-    }
-    return nlohmann::ordered_json{
-        {"cluster", config.cluster},
-        {"nodes", std::move(nodes)},
-        {"profile", config.profile},
-        {"timing", TimingJson(e)},
-        {"backoff", to_string(e.backoff)},
-        {"scouting", e.scouting},
-        {"check_quorum", e.check_quorum},
-        {"data_dir", config.data_dir.string()},
-        {"tls", std::move(tls)},
-        {"log", SectionJson(config.log, LogOptions())},
-        {"metadata", SectionJson(config.metadata, MetadataOptions())},
-        {"insecure", config.security.insecure},
-        {"secret_file", config.security.secret_file.empty()
-                            ? nlohmann::ordered_json(nullptr)
-                            : nlohmann::ordered_json(config.security.secret_file)},
-        {"admin", SectionJson(config.security, AdminOptions())},
-        {"backend", SectionJson(config.backend, BackendOptions())},
-    };
+    return out;
 }
 
 }  // namespace conclave::node

@@ -999,7 +999,9 @@ void Simulator::restart(std::size_t n) {
     // Membership: the restarted node reads its configuration from its log; with the log running,
     // its start() does that (Env::membership, before the elector starts: R9).
     if (configs_[n] && !options_.log) {
-        const auto [voters, version] = *configs_[n];
+        // Named variables, not a structured binding: Clang 14 cannot capture a binding.
+        const NodeSet voters = configs_[n]->first;
+        const std::uint64_t version = configs_[n]->second;
         input(n, StepAction::SetVoters, [&](auto& rt) -> const elector::Actions& {
             rt.set_voters(voters, version);
             return rt.last_actions();
@@ -1051,7 +1053,8 @@ void Simulator::start_joiner_config(std::size_t n) {
         (logs_[n] && logs_[n]->rt.log().active_config().from_entry)) {
         return;  // not a joiner, or its log's start() handed its own configuration over (R9)
     }
-    const auto [voters, version] = *join_config_[n];
+    const NodeSet voters = join_config_[n]->first;  // captured below: no structured binding
+    const std::uint64_t version = join_config_[n]->second;
     std::optional<std::string> error;
     input(n, StepAction::SetVoters, [&](auto& rt) -> const elector::Actions& {
         error = rt.set_voters(voters, version);

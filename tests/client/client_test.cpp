@@ -4,11 +4,18 @@
 // by conclave-certs.
 #include <unistd.h>
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <catch2/catch.hpp>
+#include <exception>
 #include <filesystem>
 
 #include "certs.hpp"
 #include "conclave/client/client.hpp"
+#include "conclave/client/session.hpp"
 #include "conclave/client/watch.hpp"
 #include "support/fake_admin.hpp"
 
@@ -335,4 +342,140 @@ TEST_CASE("HTTPS: a client certificate when the server asks for one", "[client]"
     const auto missing = ErrorOf(
         [&] { client::make_tls_context(ca_file, "--cacert", (ca.dir / "nope.pem").string()); });
     CHECK_THAT(missing.what(), Catch::Contains("cannot load the client certificate"));
+}
+
+namespace {
+
+using Awaitable = boost::asio::awaitable<void>;
+
+/// Runs the coroutine `work()` on a fresh io_context to its end (at most a minute), rethrowing
+/// what it threw.
+template <class Work>
+void RunToEnd(Work work) {
+    boost::asio::io_context io;
+    bool done = false;
+    std::exception_ptr failure;
+    boost::asio::co_spawn(io, work(), [&](std::exception_ptr e) {
+        done = true;
+        failure = e;
+    });
+    io.run_for(std::chrono::seconds(60));
+    REQUIRE(done);
+    if (failure) {
+        std::rethrow_exception(failure);
+    }
+}
+
+/// Waits (at most 10 s) until the server has closed `n` connections.
+Awaitable ClosedBy(const FakeAdmin& node, std::size_t n) {
+    boost::asio::steady_timer timer(co_await boost::asio::this_coro::executor);
+    for (int i = 0; i < 1000 && node.closed() < n; ++i) {
+        timer.expires_after(std::chrono::milliseconds(10));
+        co_await timer.async_wait(boost::asio::use_awaitable);
+    }
+    REQUIRE(node.closed() >= n);
+}
+
+client::Request Put(int i) {
+    return {http::verb::post, "/metadata", R"({"key":"k)" + std::to_string(i) + R"("})", {}};
+}
+
+/// One request on `session`: its status. (Arguments of co_await are named variables: GCC 12
+/// destroys some temporaries there twice.)
+boost::asio::awaitable<unsigned> Status(client::Session& session, int i) {
+    const client::Request request = Put(i);
+    const Clock::time_point deadline = Clock::now() + std::chrono::seconds(5);
+    const client::Response reply = co_await session.request(request, deadline);
+    co_return reply.status;
+}
+
+}  // namespace
+
+TEST_CASE("a keep-alive session sends many requests over one connection, the token checked once",
+          "[client][session]") {
+    FakeAdmin node;
+    node.keep_alive(100, /*announce=*/true);
+    node.on("GET /healthz", Ok("{}"));
+    node.on("POST /metadata", Ok(R"({"lsn":{"term":2,"counter":5}})"));
+    client::Settings settings;
+    settings.token = "s3cret";
+    RunToEnd([&]() -> Awaitable {
+        const auto executor = co_await boost::asio::this_coro::executor;
+        client::Session session(executor, settings, node.endpoint());
+        for (int i = 0; i < 20; ++i) {
+            const client::Request request = Put(i);
+            const Clock::time_point deadline = Clock::now() + std::chrono::seconds(5);
+            const client::Response reply = co_await session.request(request, deadline);
+            CHECK(reply.status == 200);
+            CHECK(reply.document["lsn"]["counter"] == 5);
+        }
+        CHECK(session.connections() == 1);
+    });
+    CHECK(node.count("POST", "/metadata") == 20);
+    CHECK(node.count("GET", "/healthz") == 1);
+    CHECK(node.accepted() == 2);  // the plain-HTTP check's connection, then one for all 20
+    for (const auto& seen : node.seen()) {
+        CHECK(seen.authorization == (seen.target == "/metadata" ? "Bearer s3cret" : ""));
+    }
+}
+
+TEST_CASE("a keep-alive session reconnects after the server closed: announced, or while idle",
+          "[client][session]") {
+    FakeAdmin announced;
+    announced.keep_alive(3, /*announce=*/true);  // "Connection: close" on the third answer
+    announced.on("POST /metadata", Ok("{}"));
+    FakeAdmin idle;
+    idle.keep_alive(2, /*announce=*/false);  // closed after two, without a word
+    idle.on("POST /metadata", Ok("{}"));
+    RunToEnd([&]() -> Awaitable {
+        const auto executor = co_await boost::asio::this_coro::executor;
+        client::Session session(executor, {}, announced.endpoint());
+        for (int i = 0; i < 7; ++i) {
+            const unsigned status = co_await Status(session, i);
+            CHECK(status == 200);
+        }
+        CHECK(session.connections() == 3);
+
+        client::Session quiet(executor, {}, idle.endpoint());
+        const unsigned status1 = co_await Status(quiet, 1);
+        CHECK(status1 == 200);
+        const unsigned status2 = co_await Status(quiet, 2);
+        CHECK(status2 == 200);
+        co_await ClosedBy(idle, 1);
+        const unsigned status3 = co_await Status(quiet, 3);
+        CHECK(status3 == 200);  // not an error
+        CHECK(quiet.connections() == 2);
+    });
+    CHECK(announced.accepted() == 3);
+    CHECK(announced.count("POST", "/metadata") == 7);
+    CHECK(idle.accepted() == 2);
+    CHECK(idle.count("POST", "/metadata") == 3);
+}
+
+TEST_CASE("a keep-alive session over HTTPS: one handshake, reopened after an idle close",
+          "[client][session]") {
+    const TestCa ca;
+    FakeAdmin node(ca.server());
+    node.keep_alive(3, /*announce=*/false);
+    node.on("POST /metadata", Ok("{}"));
+    client::Settings settings;
+    settings.tls = client::make_tls_context((ca.dir / "ca.pem").string(), "--cacert");
+    settings.token = "t0ken";
+    RunToEnd([&]() -> Awaitable {
+        const auto executor = co_await boost::asio::this_coro::executor;
+        client::Session session(executor, settings, node.endpoint());
+        for (int i = 0; i < 3; ++i) {
+            const unsigned status = co_await Status(session, i);
+            CHECK(status == 200);
+        }
+        CHECK(session.connections() == 1);
+        co_await ClosedBy(node, 1);
+        const unsigned status3 = co_await Status(session, 3);
+        CHECK(status3 == 200);
+        CHECK(session.connections() == 2);
+    });
+    CHECK(node.accepted() == 2);
+    for (const auto& seen : node.seen()) {
+        CHECK(seen.authorization == "Bearer t0ken");
+    }
 }

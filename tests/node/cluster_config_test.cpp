@@ -562,19 +562,20 @@ TEST_CASE("every timing option is parsed, dumped, range-checked and documented",
     CHECK(ErrorOf(doc).find("did you mean \"heartbeat_ms\"") != std::string::npos);
 }
 
-// The same for every described section (node/src/cluster_config.cpp: LogOptions, MetadataOptions,
-// AdminOptions, BackendOptions, and the timing table): each option is in the effective config of
-// a config that sets it, a dumped config parses back to the same dump, a value of the wrong type is
-// refused under the option's own name, and node/README.md names the option. An option added to a
-// table without its documentation fails here; the parser, the unknown-field check and the dump
-// need no other edit.
+// The same for every described field (node/src/cluster_config.cpp: the top-level table
+// TopLevelFields, the sections LogOptions, MetadataOptions, AdminOptions, BackendOptions, and the
+// timing table): each field is in the effective config of a config that sets it, a dumped config
+// parses back to the same dump, a value of the wrong type is refused under the field's own name,
+// and node/README.md documents it (a top-level field as a row of its "Config file" table). A field
+// added to a table without its documentation fails here; the parser, the unknown-field check and
+// the dump need no other edit.
 TEST_CASE("every described option is dumped, round-trips, is refused by name and documented",
           "[config]") {
     std::ifstream readme(std::string(CONCLAVE_SOURCE_ROOT) + "/node/README.md");
     REQUIRE(readme.good());
     const std::string docs((std::istreambuf_iterator<char>(readme)), {});
     const std::vector<std::string> names = described_option_names();
-    REQUIRE(names.size() >= 30);
+    REQUIRE(names.size() >= 45);
     // Both kinds of store, so that every backend field is written.
     json etcd = GoodConfig();
     etcd["metadata"] = {{"enabled", false}};
@@ -587,10 +588,28 @@ TEST_CASE("every described option is dumped, round-trips, is refused by name and
     }
     const nlohmann::ordered_json with_etcd = effective_config_json(Parse(etcd));
     const nlohmann::ordered_json with_zookeeper = effective_config_json(Parse(zookeeper));
+    std::size_t top_level = 0;
     for (const std::string& name : names) {
         INFO(name);
-        const std::string section = name.substr(0, name.find('.'));
-        const std::string option = name.substr(name.find('.') + 1);
+        const std::size_t dot = name.find('.');
+        if (dot == std::string::npos) {
+            ++top_level;
+            CHECK(docs.find("\n| `" + name + "` |") != std::string::npos);
+            CHECK(with_etcd.contains(name));
+            json doc = etcd;
+            doc[name] = json::object({{"wrong", "type"}});
+            const std::string error = ErrorOf(doc);  // "tls.wrong: unknown field" counts too
+            CHECK((error.rfind(name + ":", 0) == 0 || error.rfind(name + ".", 0) == 0));
+            // Left out, a field is either optional or refused as missing under its name.
+            doc.erase(name);
+            const auto result = parse_cluster_config(doc.dump(), "n1");
+            if (const auto* missing = std::get_if<ConfigError>(&result)) {
+                CHECK(missing->message == name + ": missing (required field)");
+            }
+            continue;
+        }
+        const std::string section = name.substr(0, dot);
+        const std::string option = name.substr(dot + 1);
         CHECK((docs.find("`" + option + "`") != std::string::npos ||
                docs.find("\"" + option + "\"") != std::string::npos));
         CHECK((with_etcd.at(section).contains(option) ||
@@ -600,9 +619,14 @@ TEST_CASE("every described option is dumped, round-trips, is refused by name and
         const std::string error = ErrorOf(doc);  // "admin.tls.wrong: unknown field" counts too
         CHECK((error.rfind(name + ":", 0) == 0 || error.rfind(name + ".", 0) == 0));
     }
+    // Every field of the effective config is described (nothing is dumped by hand beside them).
+    CHECK(top_level == with_etcd.size());
     json doc = GoodConfig();
     doc["metadata"] = {{"propose_timeout_msec", 100}};
     CHECK(ErrorOf(doc).find("did you mean \"propose_timeout_ms\"") != std::string::npos);
+    doc = GoodConfig();
+    doc["data_dirs"] = "/tmp";
+    CHECK(ErrorOf(doc) == "data_dirs: unknown field \"data_dirs\" (did you mean \"data_dir\"?)");
 }
 
 TEST_CASE("backend: the built-in elector by default, etcd and zookeeper stores",

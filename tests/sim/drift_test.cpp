@@ -143,9 +143,9 @@ TEST_CASE("clocks drifting beyond rho break the lease, and the report says so",
 TEST_CASE("random schedules with every clock drifting within rho: no violation",
           "[.][drift-seeds]") {
 #ifdef SIM_TEST_LIGHT
-    constexpr std::uint64_t kSeeds = 20;
+    constexpr std::uint64_t kDriftSeeds = 20;
 #else
-    constexpr std::uint64_t kSeeds = 600;
+    constexpr std::uint64_t kDriftSeeds = 600;
 #endif
     RunOptions o;
     o.drift = ClockDrift::Within;
@@ -153,7 +153,7 @@ TEST_CASE("random schedules with every clock drifting within rho: no violation",
     o.faults = *FaultMix::parse("all,isolate", &error);
     for (const std::size_t nodes : {std::size_t{3}, std::size_t{5}}) {
         o.nodes = nodes;
-        for (std::uint64_t seed = 1; seed <= kSeeds / nodes; ++seed) {
+        for (std::uint64_t seed = 1; seed <= kDriftSeeds / nodes; ++seed) {
             o.seed = seed;
             const RunResult r = run_seed(o);
             if (r.violation) {

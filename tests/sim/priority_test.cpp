@@ -279,8 +279,8 @@ TEST_CASE("priorities: the Bully exercise, 7 nodes: P7 fails, then P5", "[.][bul
     std::uint64_t messages = 0;
     std::uint64_t second_messages = 0;
     Millis took{0};
-    constexpr std::uint64_t kSeeds = 20;
-    for (std::uint64_t seed = 1; seed <= kSeeds; ++seed) {
+    constexpr std::uint64_t kBullySeeds = 20;
+    for (std::uint64_t seed = 1; seed <= kBullySeeds; ++seed) {
         Simulator sim(prioritised({1, 2, 3, 4, 5, 6, 7}, seed, Millis{0}));
         LeadershipTracker tracker(7);
         sim.on_step = [&](const Simulator& s, const StepRecord& r) { tracker.observe(s, r); };
@@ -311,10 +311,12 @@ TEST_CASE("priorities: the Bully exercise, 7 nodes: P7 fails, then P5", "[.][bul
         second_messages += sim.stats().messages_sent - before;
         REQUIRE_FALSE(sim.violation());
     }
-    std::cout << "Bully exercise, 7 nodes, fast profile, " << kSeeds
+    std::cout << "Bully exercise, 7 nodes, fast profile, " << kBullySeeds
               << " seeds: P7 fails -> P6 leads after "
-              << took.count() / static_cast<std::int64_t>(kSeeds) << " ms and " << messages / kSeeds
+              << took.count() / static_cast<std::int64_t>(kBullySeeds) << " ms and "
+              << messages / kBullySeeds
               << " messages on average (every elector message, heartbeats included); P5 fails "
                  "-> no election, "
-              << second_messages / kSeeds << " messages (heartbeats and acks) in the next 2 s\n";
+              << second_messages / kBullySeeds
+              << " messages (heartbeats and acks) in the next 2 s\n";
 }

@@ -2,7 +2,8 @@
 // A stand-in for a node's admin HTTP API in tests: a Beast server on 127.0.0.1 (HTTP, or HTTPS
 // with a given context) on its own thread, answering canned replies per "METHOD /target" and
 // recording what it was asked. A reply may also be a chunked NDJSON stream or silence (the
-// connection held open, nothing answered). Used by the admin client's and conclavectl's tests.
+// connection held open, nothing answered). One request per connection unless keep_alive() says
+// more. Used by the admin client's and conclavectl's tests.
 #pragma once
 
 #include <boost/asio/co_spawn.hpp>
@@ -75,6 +76,22 @@ class FakeAdmin {
         std::lock_guard lock(mutex_);
         return seen_;
     }
+    /// Serves up to `requests` requests per connection, then closes it: with "Connection: close"
+    /// on the last answer when `announce`, else without a word (as after an idle timeout).
+    void keep_alive(std::size_t requests, bool announce) {
+        std::lock_guard lock(mutex_);
+        requests_per_connection_ = requests;
+        announce_close_ = announce;
+    }
+    /// Connections accepted, and connections the server has closed.
+    std::size_t accepted() const {
+        std::lock_guard lock(mutex_);
+        return accepted_;
+    }
+    std::size_t closed() const {
+        std::lock_guard lock(mutex_);
+        return closed_;
+    }
     std::size_t count(const std::string& method, const std::string& target) const {
         std::size_t n = 0;
         for (const Seen& s : seen()) {
@@ -89,6 +106,10 @@ class FakeAdmin {
     boost::asio::awaitable<void> Accept() {
         for (;;) {
             auto socket = co_await acceptor_.async_accept(boost::asio::use_awaitable);
+            {
+                std::lock_guard lock(mutex_);
+                ++accepted_;
+            }
             boost::asio::co_spawn(io_, Serve(std::move(socket)), boost::asio::detached);
         }
     }
@@ -107,6 +128,8 @@ class FakeAdmin {
         } catch (const std::exception&) {
             // the client went away: nothing to do
         }
+        std::lock_guard lock(mutex_);  // the stream, and with it the socket, is closed
+        ++closed_;
     }
 
     Canned Route(const Seen& seen) {
@@ -121,8 +144,27 @@ class FakeAdmin {
 
     template <class Stream>
     boost::asio::awaitable<void> Answer(Stream& stream) {
-        namespace http = boost::beast::http;
         boost::beast::flat_buffer buffer;
+        std::size_t limit = 1;
+        bool announce = false;
+        {
+            std::lock_guard lock(mutex_);
+            limit = requests_per_connection_;
+            announce = announce_close_;
+        }
+        for (std::size_t served = 1;; ++served) {
+            const bool more = co_await AnswerOne(stream, buffer, served < limit || !announce);
+            if (!more || served >= limit) {
+                co_return;
+            }
+        }
+    }
+
+    /// One request; false when the connection must end after it (silence, a stream).
+    template <class Stream>
+    boost::asio::awaitable<bool> AnswerOne(Stream& stream, boost::beast::flat_buffer& buffer,
+                                           bool keep_alive) {
+        namespace http = boost::beast::http;
         http::request<http::string_body> request;
         co_await http::async_read(stream, buffer, request, boost::asio::use_awaitable);
         const Seen seen{std::string(request.method_string()), std::string(request.target()),
@@ -130,19 +172,22 @@ class FakeAdmin {
         const Canned canned = Route(seen);
         if (canned.silent) {
             co_await Hold(stream, buffer);
-        } else if (canned.stream) {
-            co_await Stream_(stream, canned, buffer);
-        } else {
-            http::response<http::string_body> response{static_cast<http::status>(canned.status),
-                                                       11};
-            response.set(http::field::content_type, "application/json");
-            for (const auto& [name, value] : canned.headers) {
-                response.set(name, value);
-            }
-            response.body() = canned.body;
-            response.prepare_payload();
-            co_await http::async_write(stream, response, boost::asio::use_awaitable);
+            co_return false;
         }
+        if (canned.stream) {
+            co_await Stream_(stream, canned, buffer);
+            co_return false;
+        }
+        http::response<http::string_body> response{static_cast<http::status>(canned.status), 11};
+        response.set(http::field::content_type, "application/json");
+        for (const auto& [name, value] : canned.headers) {
+            response.set(name, value);
+        }
+        response.keep_alive(keep_alive);
+        response.body() = canned.body;
+        response.prepare_payload();
+        co_await http::async_write(stream, response, boost::asio::use_awaitable);
+        co_return true;
     }
 
     /// Reads until the client closes (or the server stops).
@@ -182,6 +227,10 @@ class FakeAdmin {
     mutable std::mutex mutex_;
     std::map<std::string, Handler> routes_;
     std::vector<Seen> seen_;
+    std::size_t requests_per_connection_ = 1;
+    bool announce_close_ = false;
+    std::size_t accepted_ = 0;
+    std::size_t closed_ = 0;
 };
 
 }  // namespace conclave::test

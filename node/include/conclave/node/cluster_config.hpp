@@ -214,9 +214,10 @@ nlohmann::ordered_json effective_config_json(const ClusterConfig& config);
 /// The names of the options under "timing", in the order the effective config lists them.
 std::vector<std::string_view> timing_option_names();
 
-/// Every option of the sections described as tables ("timing", "log", "metadata", "admin",
-/// "backend"), as "section.name": the parser, its unknown-field check and messages, and the
-/// effective config are derived from these tables.
+/// Every described field: the top-level ones ("cluster", "nodes", ...) by their name, then every
+/// option of the sections described as tables ("timing", "log", "metadata", "admin", "backend")
+/// as "section.name". The parser, its unknown-field checks and messages, and the effective config
+/// are derived from these tables.
 std::vector<std::string> described_option_names();
 
 }  // namespace conclave::node

@@ -112,6 +112,7 @@ struct HistoryOptions {
     bool check_term_monotonic = true;
     /// The nodes of priority 0 (Config::priorities): none of them ever leads (PriorityZeroLeads).
     NodeSet never_lead;
+    bool operator==(const HistoryOptions&) const = default;  // History's own == compares it too
 };
 
 /// History variables (leader of each term, votes of each node in each term, highest term of each
