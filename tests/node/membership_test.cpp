@@ -109,14 +109,26 @@ struct MemberCluster : Cluster {
 
     /// Promotes `learner` on the leader `at`, again while R7 refuses (right after a leadership
     /// change the leader learns a learner's progress from its next ack).
+    /// Asked of the leader (`at`, or whichever node leads now: the leadership may move under
+    /// load) until it is done.
     bool promote(std::size_t at, std::size_t learner) {
         std::optional<MembershipResult> promoted;
         return run_cluster_until(io, [&] {
             if (!promoted || !promoted->ok()) {
-                promoted = change(at, conclave::admin::MembershipOp::Promote, learner);
+                promoted = change(leader_now(at), conclave::admin::MembershipOp::Promote, learner);
             }
             return promoted->ok();
         });
+    }
+
+    /// The node whose elector leads now, else `at`.
+    std::size_t leader_now(std::size_t at) const {
+        for (std::size_t i = 0; i < nodes.size(); ++i) {
+            if (nodes[i] && nodes[i]->current().role == conclave::elector::Role::Leader) {
+                return i;
+            }
+        }
+        return at;
     }
 
     /// Starts the three nodes; returns the ACTIVE leader's index.
@@ -129,13 +141,7 @@ struct MemberCluster : Cluster {
     /// sees learner `learner` connected and no entry behind (GET /members).
     bool caught_up(std::size_t at, std::size_t learner) {
         return run_cluster_until(io, [&] {
-            std::size_t leader = at;
-            for (std::size_t i = 0; i < nodes.size(); ++i) {
-                if (nodes[i] && nodes[i]->current().role == conclave::elector::Role::Leader) {
-                    leader = i;
-                }
-            }
-            for (const auto& m : nodes[leader]->members().members) {
+            for (const auto& m : nodes[leader_now(at)]->members().members) {
                 if (m.id == id_of(learner)) {
                     return m.role == MemberRole::Learner && m.catch_up && m.catch_up->connected &&
                            m.catch_up->lag_entries == 0;

@@ -667,10 +667,13 @@ TEST_CASE("storage faults: a failed meta, truncate or snapshot write takes the n
                                   [&] { return c.nodes[leader]->storage_failure().has_value(); }));
         CHECK(c.faults[leader]->hits.load() >= 1);
     } else {
-        // The leader's next compaction cannot write its snapshot file.
+        // The leader's next compaction cannot write its snapshot file. The writes go to the
+        // leader of the moment: on a busy machine the leadership may move meanwhile, and the
+        // node then compacts (and fails) as a follower.
         c.faults[leader]->snapshot.store(error);
-        for (int k = 0; k < 20 && !c.nodes[leader]->storage_failure(); ++k) {
-            const MetadataProposeResult r = c.propose(leader, "more" + std::to_string(k), "1");
+        for (int k = 0; k < 200 && !c.nodes[leader]->storage_failure(); ++k) {
+            const MetadataProposeResult r =
+                c.propose(c.active_leader(), "more" + std::to_string(k), "1");
             if (r.ok()) {
                 acked.push_back(r.lsn);
             }
