@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Node's side of liveness and advisory broadcast (broadcast.hpp, docs/design.md "Liveness and
 // broadcast"): the beats every third of the liveness window, the broadcast channel's frame handler,
-// the liveness of each member in /status and /members, and Node::broadcast / subscribe.
+// the liveness of each member in /status and /members, and Node::broadcast / subscribe. With a
+// store backend, the beats and the messages are the store's records (store_backend.hpp).
 #include <fmt/format.h>
 #include <algorithm>
 #include <boost/asio/post.hpp>
@@ -12,6 +13,7 @@
 #include "conclave/net/mesh.hpp"
 #include "conclave/node/logging.hpp"
 #include "conclave/node/node.hpp"
+#include "conclave/node/store_backend.hpp"
 
 namespace conclave::node {
 
@@ -60,7 +62,7 @@ void Node::create_broadcast() {
 }
 
 std::chrono::milliseconds Node::liveness_window() const {
-    return config_.elector.inactivity_interval();
+    return cores_.store ? cores_.store->liveness_window() : config_.elector.inactivity_interval();
 }
 
 // A beat every third of the liveness window (at least every heartbeat period): a live member is
@@ -131,15 +133,6 @@ BroadcastResult Node::broadcast(std::string topic, nlohmann::json payload) {
 
 BroadcastResult Node::broadcast_on_io(std::string topic, nlohmann::json payload) {
     using Outcome = BroadcastResult::Outcome;
-    if (cores_.store) {
-        return {Outcome::NeedsMesh,
-                "broadcast needs the mesh: with the " +
-                    std::string(to_string(config_.backend.kind)) +
-                    " backend the nodes share no connection (docs/design.md)",
-                "",
-                {},
-                {}};
-    }
     if (auto refusal = check_broadcast(topic, payload)) {
         return {
             refusal->too_large ? Outcome::TooLarge : Outcome::Invalid, refusal->detail, "", {}, {}};
@@ -157,9 +150,13 @@ BroadcastResult Node::broadcast_on_io(std::string topic, nlohmann::json payload)
         if (n == config_.self || cores_.mesh->is_retired(n)) {
             continue;
         }
-        const bool sent =
-            liveness_of(n, now).second && cores_.mesh->send(n, net::Channel::Broadcast, bytes);
+        // Through a store, every member reads the one record: "sent to" the live ones.
+        const bool sent = liveness_of(n, now).second &&
+                          (cores_.store || cores_.mesh->send(n, net::Channel::Broadcast, bytes));
         (sent ? result.sent_to : result.not_sent).push_back(config_.nodes[i].id);
+    }
+    if (cores_.store) {
+        cores_.store->send(std::move(message));
     }
     ++broadcasts_.counters.broadcasts;
     broadcasts_.counters.frames_sent += result.sent_to.size();
@@ -171,6 +168,15 @@ std::pair<std::optional<std::int64_t>, bool> Node::liveness_of(
     if (n == config_.self) {
         return {0, true};
     }
+    if (cores_.store) {
+        const auto beats = cores_.store->heartbeats();
+        const auto it = beats.find(config_.nodes[n.value].id);
+        if (it == beats.end()) {
+            return {std::nullopt, false};
+        }
+        const auto age = std::chrono::duration_cast<std::chrono::milliseconds>(now - it->second);
+        return {age.count(), age <= liveness_window()};
+    }
     const net::PeerStatus ps = cores_.mesh->peer_status(n);
     if (!ps.last_contact) {
         return {std::nullopt, false};
@@ -180,17 +186,11 @@ std::pair<std::optional<std::int64_t>, bool> Node::liveness_of(
 }
 
 void Node::add_liveness(admin::MembersView& view) const {
-    if (cores_.store) {
-        view.liveness_detail =
-            "the " + std::string(to_string(config_.backend.kind)) +
-            " backend's nodes share no mesh: only this node's own liveness is known";
-    } else {
-        view.liveness_window_ms = liveness_window().count();
-    }
+    view.liveness_window_ms = liveness_window().count();
     const auto now = std::chrono::steady_clock::now();
     for (admin::MemberInfo& m : view.members) {
         const std::optional<NodeId> n = config_.find_node(m.id);
-        if (!n || (cores_.store && *n != config_.self)) {
+        if (!n) {
             continue;
         }
         const auto [last, live] = liveness_of(*n, now);

@@ -7,6 +7,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
@@ -14,6 +15,7 @@
 #include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
 
+#include "conclave/node/broadcast.hpp"
 #include "conclave/node/logging.hpp"
 #include "conclave/node/store_backend.hpp"
 
@@ -69,8 +71,10 @@ class EtcdBackend final : public StoreBackend {
     EtcdBackend(asio::io_context& io, const ClusterConfig& config,
                 std::shared_ptr<spdlog::logger> logger)
         : StoreBackend(io, config.backend, config.cluster, config.self_entry().id,
-                       std::move(logger)),
+                       to_string(config.self_entry().http), std::move(logger)),
           key_(settings_.prefix + "/" + cluster_ + "/leader"),
+          members_(settings_.prefix + "/" + cluster_ + "/members/"),
+          broadcasts_(settings_.prefix + "/" + cluster_ + "/broadcast/"),
           stream_(io),
           resolver_(io),
           wake_(io) {}
@@ -110,6 +114,14 @@ class EtcdBackend final : public StoreBackend {
     }
 
   private:
+    void wake() override {
+        asio::post(io_, [this, alive = std::weak_ptr<int>(alive_)] {
+            if (!alive.expired()) {
+                wake_.cancel();
+            }
+        });
+    }
+
     struct Answer {
         std::optional<json> body;  // nullopt: no usable answer (detail in `error`)
         std::string error;
@@ -121,6 +133,11 @@ class EtcdBackend final : public StoreBackend {
     asio::awaitable<void> Campaign();
     asio::awaitable<void> CheckHeld();
     asio::awaitable<void> Release();
+    asio::awaitable<void> Members();
+    asio::awaitable<void> Broadcasts();
+    asio::awaitable<void> PutBroadcast(const admin::BroadcastMessage& message);
+    /// The records under `prefix` (name after the prefix, value), or nullopt when unanswered.
+    asio::awaitable<std::optional<json>> RangePrefix(const std::string& prefix, json extra);
     asio::awaitable<Answer> Call(const std::string& path, const json& body);
     asio::awaitable<std::optional<std::string>> Connect();
     asio::awaitable<void> Sleep(std::chrono::milliseconds pause);
@@ -135,6 +152,10 @@ class EtcdBackend final : public StoreBackend {
     }
 
     const std::string key_;
+    const std::string members_;     // <prefix>/<cluster>/members/<node id>
+    const std::string broadcasts_;  // <prefix>/<cluster>/broadcast/<from>/<boot>/<seq>
+    Clock::time_point next_beat_{};
+    std::int64_t broadcasts_seen_ = 0;  // the store revision read up to (0: not yet)
     beast::tcp_stream stream_;
     bool connected_ = false;
     std::size_t endpoint_index_ = 0;
@@ -189,6 +210,10 @@ asio::awaitable<void> EtcdBackend::Step() {
     } else if (leased && Clock::now() >= hold_off_until_) {
         co_await Campaign();
     }
+    if (leased) {
+        co_await Members();
+        co_await Broadcasts();
+    }
     if (!leased || !view().holding || pause != Poll()) {
         co_await Sleep(pause);
     }
@@ -228,6 +253,7 @@ asio::awaitable<bool> EtcdBackend::EnsureLease() {
     }
     if (grant) {
         lease_id_ = EtcdNumber(r, "ID");
+        next_beat_ = {};  // the member record went with the old lease
     }
     // The shorter of what was asked and what etcd granted.
     lease_ttl_ = std::min(ttl(), std::chrono::milliseconds(static_cast<std::int64_t>(
@@ -335,6 +361,104 @@ asio::awaitable<void> EtcdBackend::Release() {
         });
     }
     hold_off_until_ = Clock::now() + ttl();
+}
+
+// Rewrites this node's member record (under its lease) when a beat is due, then reads them all.
+asio::awaitable<void> EtcdBackend::Members() {
+    if (Clock::now() >= next_beat_) {
+        const json put = {{"key", EtcdBase64(members_ + self_)},
+                          {"value", EtcdBase64(next_member_record())},
+                          {"lease", std::to_string(lease_id_)}};
+        const Answer a = co_await Call("/v3/kv/put", put);
+        if (!a.body) {
+            Failed("member record", a.error);
+            co_return;
+        }
+        next_beat_ = Clock::now() + beat_period();
+    }
+    const std::optional<json> kvs = co_await RangePrefix(members_, json::object());
+    if (!kvs) {
+        co_return;
+    }
+    std::vector<std::pair<std::string, std::string>> records;
+    for (const json& kv : *kvs) {
+        const auto key = EtcdUnbase64(kv.value("key", ""));
+        const auto value = EtcdUnbase64(kv.value("value", ""));
+        if (key && key->size() > members_.size()) {
+            records.emplace_back(key->substr(members_.size()), value.value_or(std::string()));
+        }
+    }
+    observe_members(records);
+}
+
+// Writes the queued broadcasts, then delivers those written since the last read (by revision).
+asio::awaitable<void> EtcdBackend::Broadcasts() {
+    for (const admin::BroadcastMessage& m : take_outbox()) {
+        co_await PutBroadcast(m);
+    }
+    if (broadcasts_seen_ == 0) {  // first read: from now on (the older ones were not for us)
+        json count;
+        count["key"] = EtcdBase64(broadcasts_);
+        count["count_only"] = true;
+        const Answer a = co_await Call("/v3/kv/range", count);
+        if (a.body) {
+            broadcasts_seen_ = static_cast<std::int64_t>(
+                EtcdNumber(a.body->value("header", json::object()), "revision"));
+        }
+        co_return;
+    }
+    json extra;
+    extra["min_mod_revision"] = std::to_string(broadcasts_seen_ + 1);
+    extra["sort_target"] = "MOD";
+    extra["sort_order"] = "ASCEND";
+    extra["limit"] = "16";
+    const std::optional<json> kvs = co_await RangePrefix(broadcasts_, extra);
+    if (!kvs) {
+        co_return;
+    }
+    for (const json& kv : *kvs) {
+        const auto key = EtcdUnbase64(kv.value("key", "")).value_or("");
+        broadcasts_seen_ =
+            std::max(broadcasts_seen_, static_cast<std::int64_t>(EtcdNumber(kv, "mod_revision")));
+        const auto value = EtcdUnbase64(kv.value("value", ""));
+        receive_broadcast(key, value.value_or(std::string()));
+    }
+}
+
+// Under a lease of its own, a few liveness windows long: etcd deletes it when that ends.
+asio::awaitable<void> EtcdBackend::PutBroadcast(const admin::BroadcastMessage& message) {
+    const std::int64_t ttl_s = (3 * settings_.ttl_ms + 999) / 1000;
+    json lease;
+    lease["TTL"] = std::to_string(ttl_s);
+    const Answer grant = co_await Call("/v3/lease/grant", lease);
+    if (!grant.body) {
+        Failed("broadcast lease grant", grant.error);
+        co_return;
+    }
+    const std::vector<std::uint8_t> bytes = encode_broadcast(message);
+    const json put = {{"key", EtcdBase64(broadcasts_ + message.id())},
+                      {"value", EtcdBase64(std::string_view(
+                                    reinterpret_cast<const char*>(bytes.data()), bytes.size()))},
+                      {"lease", std::to_string(EtcdNumber(*grant.body, "ID"))}};
+    const Answer a = co_await Call("/v3/kv/put", put);
+    if (!a.body) {
+        Failed("broadcast", a.error);
+    }
+}
+
+asio::awaitable<std::optional<json>> EtcdBackend::RangePrefix(const std::string& prefix,
+                                                              json extra) {
+    std::string end = prefix;
+    end.back() = static_cast<char>(end.back() + 1);  // '/' + 1: every key under the prefix
+    extra["key"] = EtcdBase64(prefix);
+    extra["range_end"] = EtcdBase64(end);
+    const Answer a = co_await Call("/v3/kv/range", extra);
+    if (!a.body) {
+        Failed("range " + prefix, a.error);
+        co_return std::nullopt;
+    }
+    const json kvs = a.body->value("kvs", json::array());
+    co_return kvs.is_array() ? kvs : json::array();
 }
 
 asio::awaitable<EtcdBackend::Answer> EtcdBackend::Call(const std::string& path, const json& body) {

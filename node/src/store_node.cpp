@@ -27,6 +27,8 @@ std::int64_t StoreAgeMs(StoreClock::time_point since, StoreClock::time_point now
 
 void Node::create_store() {
     cores_.store = make_store_backend(*runtime_.io, config_, logger_);
+    cores_.store->on_message(
+        [this](admin::BroadcastMessage message) { on_broadcast_message(std::move(message)); });
     publication_.snapshot = store_leadership();
     register_store_metrics();
 }
@@ -112,8 +114,18 @@ admin::StatusReport Node::store_status() {
     }
     s.ttl_ms = config_.backend.ttl_ms;
     r.store = std::move(s);
-    r.liveness_detail = "the " + std::string(to_string(config_.backend.kind)) +
-                        " backend's nodes share no mesh: the other members' liveness is unknown";
+    for (std::uint16_t i = 0; i < config_.nodes.size(); ++i) {
+        const NodeId peer{i};
+        if (peer == config_.self) {
+            continue;
+        }
+        admin::PeerStatus p;
+        p.id = config_.nodes[i].id;
+        std::tie(p.last_contact_ms, p.live) = liveness_of(peer, now);
+        p.up = p.live;  // no link of its own: "up" while its record beats
+        r.peers.push_back(std::move(p));
+    }
+    r.liveness_window_ms = liveness_window().count();
     return r;
 }
 
@@ -162,8 +174,12 @@ void Node::register_store_metrics() {
                                "Leases or sessions the store ended (expired)", {{"backend", kind}});
     Counter& releases = admin_.metrics.counter(
         "conclave_store_releases_total", "Keys released (step-down, stop)", {{"backend", kind}});
+    Counter& malformed = admin_.metrics.counter(
+        "conclave_store_records_malformed_total",
+        "Member and broadcast records read from the store and dropped as malformed",
+        {{"backend", kind}});
     admin_.metrics.on_collect(
-        [this, &connected, &holding, &token, &failed, &renewals, &lost, &releases] {
+        [this, &connected, &holding, &token, &failed, &renewals, &lost, &releases, &malformed] {
             const StoreView v = cores_.store->view();
             connected.set(v.session == StoreSession::Connected ? 1 : 0);
             holding.set(store_leadership().valid_now() ? 1 : 0);
@@ -172,6 +188,7 @@ void Node::register_store_metrics() {
             renewals.set_total(static_cast<double>(v.counters.renewals));
             lost.set_total(static_cast<double>(v.counters.sessions_lost));
             releases.set_total(static_cast<double>(v.counters.releases));
+            malformed.set_total(static_cast<double>(v.counters.records_malformed));
         });
 }
 

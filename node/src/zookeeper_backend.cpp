@@ -10,9 +10,11 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <deque>
 #include <thread>
 #include <vector>
 
+#include "conclave/node/broadcast.hpp"
 #include "conclave/node/logging.hpp"
 #include "conclave/node/store_backend.hpp"
 
@@ -38,9 +40,11 @@ class ZooKeeperBackend final : public StoreBackend {
     ZooKeeperBackend(boost::asio::io_context& io, const ClusterConfig& config,
                      std::shared_ptr<spdlog::logger> logger)
         : StoreBackend(io, config.backend, config.cluster, config.self_entry().id,
-                       std::move(logger)),
+                       to_string(config.self_entry().http), std::move(logger)),
           root_(settings_.prefix + "/" + cluster_),
-          election_(root_ + "/election") {}
+          election_(root_ + "/election"),
+          members_(root_ + "/members"),
+          broadcasts_(root_ + "/broadcast") {}
 
     ~ZooKeeperBackend() override {
         Signal([this] { stop_ = true; });
@@ -85,6 +89,9 @@ class ZooKeeperBackend final : public StoreBackend {
     }
 
   private:
+    void wake() override {
+        Signal([] {});
+    }
     void Signal(const std::function<void()>& change) {
         {
             const std::lock_guard lock(mutex_);
@@ -111,6 +118,14 @@ class ZooKeeperBackend final : public StoreBackend {
     bool EnsureNode();
     void Evaluate();
     void FollowLeader(const std::vector<std::string>& children, std::size_t index);
+    bool EnsureParents();
+    void Members();
+    void Broadcasts();
+    void PutBroadcasts();
+    /// The children of `path`, or nullopt (the failure recorded).
+    std::optional<std::vector<std::string>> Children(const std::string& path);
+    /// The data of `path`, up to kStoreRecordLimit bytes; nullopt when it is gone or unreadable.
+    std::optional<std::string> Data(const std::string& path);
     void Release(bool close);
     void LostNode();
     void CloseSession();
@@ -123,6 +138,8 @@ class ZooKeeperBackend final : public StoreBackend {
 
     const std::string root_;
     const std::string election_;
+    const std::string members_;     // ephemeral <members>/<node id>, rewritten every beat
+    const std::string broadcasts_;  // ephemeral sequential <broadcast>/m_<seq>
     std::thread thread_;
     std::mutex mutex_;  // guards the flags below
     std::condition_variable cv_;
@@ -138,6 +155,10 @@ class ZooKeeperBackend final : public StoreBackend {
     std::string my_node_;  // full path of this node's znode; empty when none
     std::uint64_t my_czxid_ = 0;
     Clock::time_point hold_off_until_{};
+    Clock::time_point next_beat_{};
+    bool parents_made_ = false;                   // the members and broadcast paths exist
+    std::optional<std::string> broadcasts_seen_;  // the highest child name read (nullopt: none)
+    std::deque<std::pair<std::string, Clock::time_point>> sent_;  // own broadcasts, to delete
 };
 
 void ZooKeeperBackend::Watch(zhandle_t* zh, int type, int state, const char* path, void* context) {
@@ -180,12 +201,135 @@ void ZooKeeperBackend::Step() {
     if (!EnsureSession()) {
         return;
     }
-    if (my_node_.empty() && Clock::now() < hold_off_until_) {
+    if (!my_node_.empty() || Clock::now() >= hold_off_until_) {
+        if (EnsureNode()) {
+            Evaluate();
+        }
+    }
+    if (state_ == ZOO_CONNECTED_STATE && EnsureParents()) {
+        Members();
+        Broadcasts();
+    }
+}
+
+// Rewrites this node's ephemeral member znode when a beat is due, then reads them all.
+void ZooKeeperBackend::Members() {
+    if (Clock::now() >= next_beat_) {
+        const std::string mine = members_ + "/" + self_;
+        const std::string record = next_member_record();
+        int rc = zoo_set(zh_, mine.c_str(), record.data(), static_cast<int>(record.size()), -1);
+        if (rc == ZNONODE) {
+            rc = zoo_create(zh_, mine.c_str(), record.data(), static_cast<int>(record.size()),
+                            &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL, nullptr, 0);
+        }
+        if (rc != ZOK) {
+            Failed("member record " + mine, ZkError(rc));
+            return;
+        }
+        next_beat_ = Clock::now() + beat_period();
+    }
+    const auto children = Children(members_);
+    if (!children) {
         return;
     }
-    if (EnsureNode()) {
-        Evaluate();
+    std::vector<std::pair<std::string, std::string>> records;
+    for (const std::string& child : *children) {
+        if (auto data = Data(members_ + "/" + child)) {
+            records.emplace_back(child, std::move(*data));
+        }
     }
+    observe_members(records);
+}
+
+// Writes the queued broadcasts, deletes this node's old ones, then delivers the children created
+// since the last read (their names end in the parent's growing sequence number).
+void ZooKeeperBackend::Broadcasts() {
+    PutBroadcasts();
+    const auto children = Children(broadcasts_);
+    if (!children) {
+        return;
+    }
+    std::vector<std::string> names = *children;
+    std::sort(names.begin(), names.end());  // "m_" + 10 zero-padded digits
+    const bool first = !broadcasts_seen_;
+    for (const std::string& name : names) {
+        if (broadcasts_seen_ && name <= *broadcasts_seen_) {
+            continue;
+        }
+        broadcasts_seen_ = name;
+        if (first) {
+            continue;  // first read: from now on (the older ones were not for us)
+        }
+        if (auto data = Data(broadcasts_ + "/" + name)) {
+            receive_broadcast(name, *data);
+        }
+    }
+    if (first && !broadcasts_seen_) {
+        broadcasts_seen_ = std::string();
+    }
+}
+
+void ZooKeeperBackend::PutBroadcasts() {
+    const auto keep = 3 * ttl();
+    while (!sent_.empty() && Clock::now() - sent_.front().second > keep) {
+        zoo_delete(zh_, sent_.front().first.c_str(), -1);  // gone already is fine too
+        sent_.pop_front();
+    }
+    for (const admin::BroadcastMessage& m : take_outbox()) {
+        const std::vector<std::uint8_t> bytes = encode_broadcast(m);
+        const std::string prefix = broadcasts_ + "/m_";
+        std::vector<char> created(prefix.size() + 64);
+        const int rc =
+            zoo_create(zh_, prefix.c_str(), reinterpret_cast<const char*>(bytes.data()),
+                       static_cast<int>(bytes.size()), &ZOO_OPEN_ACL_UNSAFE,
+                       ZOO_EPHEMERAL_SEQUENTIAL, created.data(), static_cast<int>(created.size()));
+        if (rc != ZOK) {
+            Failed("broadcast " + prefix, ZkError(rc));
+            continue;
+        }
+        sent_.emplace_back(created.data(), Clock::now());
+    }
+}
+
+bool ZooKeeperBackend::EnsureParents() {
+    for (const std::string& parent : {settings_.prefix, root_, members_, broadcasts_}) {
+        if (parents_made_) {
+            break;
+        }
+        const int rc =
+            zoo_create(zh_, parent.c_str(), nullptr, -1, &ZOO_OPEN_ACL_UNSAFE, 0, nullptr, 0);
+        if (rc != ZOK && rc != ZNODEEXISTS) {
+            Failed("create " + parent, ZkError(rc));
+            return false;
+        }
+    }
+    parents_made_ = true;
+    return true;
+}
+
+std::optional<std::vector<std::string>> ZooKeeperBackend::Children(const std::string& path) {
+    struct String_vector list {};
+    const int rc = zoo_get_children(zh_, path.c_str(), 0, &list);
+    if (rc != ZOK) {
+        Failed("children of " + path, ZkError(rc));
+        return std::nullopt;
+    }
+    std::vector<std::string> children(list.data, list.data + list.count);
+    deallocate_String_vector(&list);
+    return children;
+}
+
+std::optional<std::string> ZooKeeperBackend::Data(const std::string& path) {
+    std::string value(kStoreRecordLimit + 1, '\0');
+    int length = static_cast<int>(value.size());
+    struct Stat stat {};
+    const int rc = zoo_get(zh_, path.c_str(), 0, value.data(), &length, &stat);
+    if (rc != ZOK || length < 0) {
+        return std::nullopt;  // deleted meanwhile (its session ended), or empty
+    }
+    // A larger one comes truncated to kStoreRecordLimit + 1 bytes: the decoder refuses it.
+    value.resize(static_cast<std::size_t>(length));
+    return value;
 }
 
 // A session that the ensemble expired is closed and replaced (its znode is gone with it).
@@ -369,6 +513,9 @@ void ZooKeeperBackend::CloseSession() {
         zh_ = nullptr;
     }
     my_node_.clear();
+    next_beat_ = {};  // the member znode went with the session
+    parents_made_ = false;
+    sent_.clear();
 }
 
 void ZooKeeperBackend::Failed(const std::string& what, const std::string& error) {

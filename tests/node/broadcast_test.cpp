@@ -2,7 +2,7 @@
 // Liveness and advisory broadcast (node/broadcast.hpp): the wire form and its validation, the
 // receiver's dedupe (with a canary: the exactly-once check fails without it), and Nodes on
 // 127.0.0.1: delivery once, liveness in /status and /members, a raw peer's duplicate and hostile
-// frames, a store backend's refusal. Every wait is bounded.
+// frames; a store backend's member and broadcast records. Every wait is bounded.
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <functional>
@@ -15,6 +15,7 @@
 #include "conclave/node/broadcast.hpp"
 #include "conclave/node/node.hpp"
 #include "conclave/node/security.hpp"
+#include "conclave/node/store_backend.hpp"
 #include "support/loopback.hpp"
 
 namespace {
@@ -328,7 +329,8 @@ TEST_CASE("broadcast: a raw peer's repeated and hostile frames", "[node][broadca
     std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("broadcast with a store backend: refused, it needs the mesh", "[node][broadcast]") {
+TEST_CASE("broadcast and liveness with a store backend, the store unreachable",
+          "[node][broadcast][store]") {
     boost::asio::io_context io;
     const auto dir = conclave::test::fresh_temp_dir("conclave-broadcast-store");
     const std::string text = conclave::test::loopback_cluster_config(
@@ -336,15 +338,93 @@ TEST_CASE("broadcast with a store backend: refused, it needs the mesh", "[node][
         R"(, "metadata": {"enabled": false},
              "backend": {"kind": "etcd", "endpoints": ["127.0.0.1:1"], "ttl_ms": 2000})");
     Node node(io, ParseConfig(text, "n0"), QuietOptions());
-    const BroadcastResult r = node.broadcast("t", 1);
-    CHECK(r.outcome == BroadcastResult::Outcome::NeedsMesh);
-    CHECK(r.detail.find("broadcast needs the mesh") != std::string::npos);
+    CHECK(node.broadcast("t", 1).outcome == BroadcastResult::Outcome::Unavailable);
     const auto members = node.members();
-    CHECK_FALSE(members.liveness_window_ms);
-    CHECK(members.liveness_detail.find("no mesh") != std::string::npos);
+    CHECK(members.liveness_window_ms == 2000);  // the store's TTL
     REQUIRE(members.members.size() == 2);
     CHECK(members.members[0].live == true);
-    CHECK_FALSE(members.members[1].live);
-    CHECK(node.status().liveness_detail.find("no mesh") != std::string::npos);
+    CHECK(members.members[1].live == false);  // no record of it read
+    CHECK_FALSE(members.members[1].last_heartbeat_ms);
+    const auto status = node.status();
+    CHECK(status.liveness_window_ms == 2000);
+    REQUIRE(status.peers.size() == 1);
+    CHECK_FALSE(status.peers[0].live);
     std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("store member records: round trip, and every malformed one refused",
+          "[node][broadcast][store]") {
+    using conclave::node::decode_member_record;
+    using conclave::node::encode_member_record;
+    const std::string good = encode_member_record({"n1", "127.0.0.1:80", "0123456789abcdef", 7});
+    const auto r = decode_member_record(good);
+    CHECK(r.id == "n1");
+    CHECK(r.http == "127.0.0.1:80");
+    CHECK(r.boot == "0123456789abcdef");
+    CHECK(r.beat == 7);
+    for (const std::string& bad : {
+             std::string(""),
+             std::string("not json"),
+             std::string("[1]"),
+             std::string(R"({"id":"n1","http":"h","boot":"0123456789abcdef"})"),
+             std::string(R"({"id":"n1","http":"h","boot":"0123456789abcdef","beat":0})"),
+             std::string(R"({"id":"n1","http":"h","boot":"0123456789abcdef","beat":-1})"),
+             std::string(R"({"id":"n1","http":"h","boot":"XYZ","beat":1})"),
+             std::string(R"({"id":"","http":"h","boot":"0123456789abcdef","beat":1})"),
+             std::string(R"({"id":1,"http":"h","boot":"0123456789abcdef","beat":1})"),
+             std::string(R"({"id":"n1","http":"h","boot":"0123456789abcdef","beat":1,"x":2})"),
+             std::string(R"({"id":")") + std::string(300, 'a') +
+                 R"(","http":"h","boot":"0123456789abcdef","beat":1})",
+             std::string(conclave::node::kStoreRecordLimit + 1, ' '),
+         }) {
+        CAPTURE(bad.substr(0, 80));
+        CHECK_THROWS_AS(decode_member_record(bad), conclave::codec::DecodeError);
+    }
+}
+
+TEST_CASE("store member table: liveness from this node's clock, malformed records dropped once",
+          "[node][broadcast][store]") {
+    using conclave::node::encode_member_record;
+    using conclave::node::StoreMemberTable;
+    using std::chrono::milliseconds;
+    const auto t0 = std::chrono::steady_clock::time_point(std::chrono::seconds(100));
+    const auto rec = [](const std::string& id, std::uint64_t beat) {
+        return encode_member_record({id, "127.0.0.1:80", "0123456789abcdef", beat});
+    };
+    StoreMemberTable table;
+    CHECK(table.observe({{"n1", rec("n1", 1)}, {"n2", rec("n2", 1)}}, t0).empty());
+    // n1 beats, n2's record stays the same: n2's heartbeat stays at t0 however often it is read.
+    CHECK(table.observe({{"n1", rec("n1", 2)}, {"n2", rec("n2", 1)}}, t0 + milliseconds(500))
+              .empty());
+    auto beats = table.heartbeats();
+    CHECK(beats.at("n1") == t0 + milliseconds(500));
+    CHECK(beats.at("n2") == t0);
+    // A record gone (its lease ended) keeps its last heartbeat: it ages out of the window.
+    CHECK(table.observe({{"n1", rec("n1", 3)}}, t0 + milliseconds(900)).empty());
+    CHECK(table.heartbeats().at("n2") == t0);
+    // Malformed: dropped, reported once per version, never an exception.
+    const std::vector<std::pair<std::string, std::string>> bad = {
+        {"n3", "{"}, {"n4", rec("n1", 9)}, {"n5", std::string(1, '\0')}};
+    CHECK(table.observe(bad, t0 + milliseconds(1000)).size() == 3);
+    CHECK(table.observe(bad, t0 + milliseconds(1100)).empty());
+    beats = table.heartbeats();
+    CHECK(beats.size() == 2);
+    CHECK(beats.at("n1") == t0 + milliseconds(900));  // n4's copy of n1's record is not n1's beat
+}
+
+TEST_CASE("store broadcast records: a message decodes, anything else is refused",
+          "[node][broadcast][store]") {
+    using conclave::node::decode_store_broadcast;
+    const BroadcastMessage m{"n1", "0123456789abcdef", 3, "t", json{{"k", 1}}};
+    const auto bytes = conclave::node::encode_broadcast(m);
+    const auto text = std::string(bytes.begin(), bytes.end());
+    const BroadcastMessage back = decode_store_broadcast(text);
+    CHECK(back.id() == m.id());
+    CHECK(back.payload == m.payload);
+    const auto beat = conclave::node::encode_beat("n1");
+    for (const std::string& bad :
+         {std::string(), std::string("garbage"), std::string(beat.begin(), beat.end()),
+          text.substr(0, 10), std::string(conclave::node::kStoreRecordLimit + 1, 'a')}) {
+        CHECK_THROWS_AS(decode_store_broadcast(bad), conclave::codec::DecodeError);
+    }
 }

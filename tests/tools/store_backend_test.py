@@ -10,6 +10,10 @@ temporary data directory, then three conclaved instances with "backend" naming i
 one leader elected; SIGKILL of the leader lets another take over with a larger fencing token;
 step-down releases the key at once; a store that stops answering ends the holder's lease (and
 /healthz says so) before any other node holds one; a conflicting config is refused (exit 2).
+Liveness and broadcast through the store: the three see each other live; a SIGSTOPped member's
+last heartbeat grows on the others (its record is still in the store) until it is not live, and
+it is live again once resumed; a broadcast reaches the other members' watch streams exactly once
+(on etcd, also when its record is replayed under another key); malformed records are dropped.
 Throughout, every node's /status is sampled and the overlap of two different holders' valid
 leases, as far as the samples prove one, must be 0. Exits 77 (skipped) when the store's server
 is not installed (scripts/install-deps.sh --tests installs it). Every wait is bounded.
@@ -26,6 +30,9 @@ import sys
 import tempfile
 import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from conclaved_test import NdjsonWatch, post_json  # noqa: E402  (the same helpers)
 
 DAEMON = sys.argv[1] if len(sys.argv) > 1 else "build/release/tools/conclaved"
 KIND = sys.argv[2] if len(sys.argv) > 2 else "etcd"
@@ -269,6 +276,135 @@ def test_election_and_failover(cluster, store):
     wait_for(lambda: cluster.status(leader) is not None)
 
 
+def peer_liveness(cluster, nid, peer):
+    """(live, last_heartbeat_ms) of `peer` in `nid`'s /status, or None."""
+    for p in (cluster.status(nid) or {}).get("peers", []):
+        if p["id"] == peer:
+            return p["live"], p["last_heartbeat_ms"]
+    return None
+
+
+def etcd_call(store, path, doc):
+    c = http.client.HTTPConnection("127.0.0.1", store.port, timeout=5)
+    c.request("POST", path, json.dumps(doc))
+    body = json.loads(c.getresponse().read().decode())
+    c.close()
+    return body
+
+
+def b64(data):
+    return base64.b64encode(data if isinstance(data, bytes) else data.encode()).decode()
+
+
+def test_members_live(cluster):
+    all_live = lambda: all((peer_liveness(cluster, a, b) or (False,))[0]
+                           for a in cluster.ids for b in cluster.ids if a != b)
+    check(wait_for(all_live), "every instance sees the two others live through the store")
+    code, body = request(cluster.http[cluster.ids[0]], "GET", "/members")
+    doc = json.loads(body) if code == 200 else {}
+    members = [(m["id"], m["live"], m["last_heartbeat_ms"] is not None)
+               for m in doc.get("members", [])]
+    check(members == [(n, True, True) for n in cluster.ids] and
+          doc["liveness"]["window_ms"] == TTL_MS,
+          "GET /members: each member live with its last heartbeat, window = the TTL: %s" % doc)
+
+
+def test_member_paused(cluster):
+    """A paused member's record stays in the store for about a TTL: its liveness must come from
+    the record's beats as this node saw them change, not from the record being there."""
+    leader = (cluster.one_leader() or (None,))[0]
+    paused = next(n for n in reversed(cluster.ids) if n != leader)
+    observer = next(n for n in cluster.ids if n != paused)
+    cluster.procs[paused].send_signal(signal.SIGSTOP)
+    stopped_at = time.monotonic()
+    try:
+        time.sleep(TTL_MS / 1000.0 * 0.75)  # its record outlives this by a quarter TTL at least
+        seen = peer_liveness(cluster, observer, paused)
+        elapsed_ms = (time.monotonic() - stopped_at) * 1000.0
+        # The observer saw its last beat at most a poll (an eighth of the TTL) and a round trip
+        # after the pause: the age is at least the elapsed time less that and some slack.
+        check(seen is not None and seen[1] is not None and seen[1] >= elapsed_ms - TTL_MS * 0.375,
+              "%s's last heartbeat on %s grows while it is paused (%s after %.0f ms)"
+              % (paused, observer, seen, elapsed_ms))
+        gone = wait_for(lambda: (lambda s: s if s and not s[0] else None)(
+            peer_liveness(cluster, observer, paused)))
+        check(gone and gone[1] > TTL_MS,
+              "a SIGSTOPped member is not live on %s, last heard above the window: %s"
+              % (observer, gone))
+        code, body = post_json(cluster.http[observer], "/broadcast", {"topic": "t", "payload": 0})
+        check(code == 200 and paused in json.loads(body)["not_sent"],
+              "a broadcast names the member that is not live in not_sent: %s" % body)
+    finally:
+        cluster.procs[paused].send_signal(signal.SIGCONT)
+    check(wait_for(lambda: (peer_liveness(cluster, observer, paused) or (False,))[0]),
+          "resumed, %s is live again on %s" % (paused, observer))
+
+
+def test_broadcast(cluster, store):
+    sender = cluster.ids[0]
+    others = cluster.ids[1:]
+    watches = [NdjsonWatch(cluster.http[n], "/broadcast?watch=1") for n in others]
+    try:
+        check(all(w.status == 200 for w in watches), "GET /broadcast?watch=1 streams")
+        # A stream takes what arrives once the server has begun it: probes until both have one.
+        probe = lambda: post_json(cluster.http[sender], "/broadcast",
+                                  {"topic": "probe", "payload": 0})[0] == 200 and wait_for(
+                                      lambda: all(w.lines for w in watches), timeout_s=1.0)
+        check(wait_for(probe), "the watch streams are open")
+        doc = {"topic": "cache/invalidate", "payload": {"project": "p1", "keys": [1, 2]}}
+        code, body = post_json(cluster.http[sender], "/broadcast", doc)
+        answer = json.loads(body) if code == 200 else {}
+        check(code == 200 and sorted(answer.get("sent_to", [])) == others,
+              "POST /broadcast answers 200, sent to both live members: %s %s" % (code, body))
+        if KIND == "etcd":
+            replay_etcd_broadcast(store, answer.get("id", ""))
+        code, _ = post_json(cluster.http[sender], "/broadcast", {"topic": "end", "payload": 1})
+        check(wait_for(lambda: all(any(m["topic"] == "end" for m in w.lines) for w in watches)),
+              "a later broadcast arrives on both streams")
+        for nid, w in zip(others, watches):
+            got = [m for m in w.lines if m["topic"] == doc["topic"]]
+            check(got == [{"id": answer.get("id"), "from": sender, "topic": doc["topic"],
+                           "payload": doc["payload"]}],
+                  "%s's stream holds the message exactly once: %s" % (nid, got))
+        code, _ = post_json(cluster.http[sender], "/broadcast",
+                            {"topic": "t", "payload": "x" * 40000})
+        check(code == 413, "a payload above its bound is refused with 413 (got %s)" % code)
+    finally:
+        for w in watches:
+            w.close()
+
+
+def replay_etcd_broadcast(store, message_id):
+    """Writes the message's record again under another key (a replay): delivered at most once."""
+    prefix = "/conclave/storetest/broadcast/"
+    kvs = wait_for(lambda: etcd_call(store, "/v3/kv/range",
+                                     {"key": b64(prefix + message_id)}).get("kvs", [])) or []
+    if check(len(kvs) == 1, "the broadcast's record is in etcd under %s" % message_id):
+        etcd_call(store, "/v3/kv/put", {"key": b64(prefix + "replay"), "value": kvs[0]["value"]})
+
+
+def test_malformed_records(cluster, store):
+    if KIND != "etcd":
+        return  # written through etcd's JSON gateway; the parsing is the same for both stores
+    etcd_call(store, "/v3/kv/put", {"key": b64("/conclave/storetest/members/bogus"),
+                                    "value": b64("{not json")})
+    etcd_call(store, "/v3/kv/put", {"key": b64("/conclave/storetest/broadcast/bogus"),
+                                    "value": b64(b"\xff\x00garbage")})
+    nid = cluster.ids[0]
+
+    def malformed():
+        code, body = request(cluster.http[nid], "GET", "/metrics")
+        for line in (body or "").splitlines():
+            if line.startswith("conclave_store_records_malformed_total"):
+                return float(line.split()[-1]) >= 2
+        return False
+    check(wait_for(malformed), "malformed member and broadcast records are dropped and counted")
+    check(all(p.poll() is None for p in cluster.procs.values()) and
+          cluster.status(nid) is not None, "every instance still runs and answers")
+    for key in ("members/bogus", "broadcast/bogus"):
+        etcd_call(store, "/v3/kv/deleterange", {"key": b64("/conclave/storetest/" + key)})
+
+
 def test_step_down(cluster):
     current = wait_for(cluster.one_leader)
     if not check(current is not None, "a leader before the step-down"):
@@ -377,6 +513,10 @@ def main():
         sampler = threading.Thread(target=cluster.sample_loop, daemon=True)
         sampler.start()
         test_election_and_failover(cluster, store)
+        test_members_live(cluster)
+        test_broadcast(cluster, store)
+        test_malformed_records(cluster, store)
+        test_member_paused(cluster)
         test_step_down(cluster)
         test_store_down(cluster, store)
         test_sigterm_releases(cluster, store)

@@ -31,7 +31,7 @@ struct BroadcastResult {
         Sent,         // 200: queued for every member in `sent_to`
         Invalid,      // 400: bad topic or payload
         TooLarge,     // 413: topic or payload above its bound
-        NeedsMesh,    // 501: a store backend's nodes share no mesh
+        NeedsMesh,    // 501: no channel to the members (no source of leadership sends it today)
         Unavailable,  // 503: the node is not running
     };
     Outcome outcome = Outcome::Sent;

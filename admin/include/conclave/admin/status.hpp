@@ -18,7 +18,7 @@
 //   - "store": the coordination store's session, with a store backend (StoreStatus);
 //   - "peers[].last_heartbeat_ms" (the same age as last_contact_ms: any frame, liveness beats
 //     included) and "peers[].live" (heard from within the liveness window, link up), and
-//     "liveness": {"window_ms": N} (null, with a "detail", where the members share no mesh).
+//     "liveness": {"window_ms": N} (null, with a "detail", where the members' liveness is unknown).
 #pragma once
 
 #include <chrono>
@@ -130,7 +130,7 @@ struct StatusReport {
     /// Leader only: its lease ("lease": {"valid": bool, "remaining_ms": N}, null otherwise).
     std::optional<LeaseStatus> lease;
     std::optional<StoreStatus> store;
-    /// The liveness window; nullopt (with `liveness_detail`) when the members share no mesh.
+    /// The liveness window; nullopt (with `liveness_detail`) when the members' liveness is unknown.
     std::optional<std::int64_t> liveness_window_ms;
     std::string liveness_detail;
 };

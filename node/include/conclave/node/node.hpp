@@ -173,10 +173,11 @@ class Node {
 
     // ---- Liveness and advisory broadcast (broadcast.hpp, docs/design.md) -------------------
     /// Sends an advisory message to every live member (up on the mesh and heard from within the
-    /// liveness window), this node excluded; each receiver delivers it at most once. The result
-    /// names the members it was queued for and those it was not. Refused with a store backend
-    /// (NeedsMesh: its nodes share no mesh), a bad topic or payload (check_broadcast), or while
-    /// the node is not running. May be called from any thread (posted, waits at most 5 s).
+    /// liveness window; with a store backend, written to the store for every member to read),
+    /// this node excluded; each receiver delivers it at most once. The result names the members
+    /// it was queued for and those it was not. Refused for a bad topic or payload
+    /// (check_broadcast), or while the node is not running. May be called from any thread (posted,
+    /// waits at most 5 s).
     admin::BroadcastResult broadcast(std::string topic, nlohmann::json payload);
     /// Every broadcast this node receives from now on, once each, on the io_context thread.
     void subscribe(BroadcastCallback callback);

@@ -27,11 +27,16 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
+#include <string_view>
+#include <vector>
 
+#include "conclave/admin/broadcast.hpp"
 #include "conclave/elector/actions.hpp"
 #include "conclave/node/cluster_config.hpp"
 
@@ -53,7 +58,8 @@ struct StoreCounters {
     std::uint64_t renewals = 0;         // renewals the store confirmed
     std::uint64_t sessions_lost = 0;    // leases / sessions the store ended
     std::uint64_t campaigns_won = 0;
-    std::uint64_t releases = 0;  // keys released (step-down, stop)
+    std::uint64_t releases = 0;           // keys released (step-down, stop)
+    std::uint64_t records_malformed = 0;  // member / broadcast records dropped (each version once)
 };
 
 /// What a backend knows now.
@@ -75,11 +81,60 @@ std::chrono::steady_clock::time_point store_lease_end(std::chrono::steady_clock:
                                                       std::chrono::milliseconds ttl,
                                                       std::uint32_t drift_permille);
 
+/// A member's record in the store (docs/design.md, "Liveness and broadcast on a store"), JSON:
+///   {"id": "<node id>", "http": "<host:port>", "boot": "<16 hex>", "beat": N}
+/// `beat` counts from 1 and grows with every rewrite; the reader never reads a time in it.
+struct StoreMemberRecord {
+    std::string id;
+    std::string http;
+    std::string boot;
+    std::uint64_t beat = 0;
+};
+std::string encode_member_record(const StoreMemberRecord& record);
+/// Validates one record read from the store (bounded, no unknown field); throws
+/// codec::DecodeError naming the field.
+StoreMemberRecord decode_member_record(std::string_view text);
+
+/// Largest record read from the store (a member record is ~150 bytes; a broadcast record holds a
+/// payload of at most kMaxPayloadBytes of JSON, CBOR-encoded).
+inline constexpr std::size_t kStoreRecordLimit = 48 * 1024;
+
+/// What this node saw of each member's record, on its own steady clock only: a member's last
+/// heartbeat is when THIS node first saw its record carry a new (boot, beat). Pure.
+class StoreMemberTable {
+  public:
+    using TimePoint = std::chrono::steady_clock::time_point;
+    struct Malformed {
+        std::string name;
+        std::string detail;
+    };
+    /// One full read of the member records, as (name in the store, record text). A record that
+    /// does not decode, or whose id is not its name, is dropped; each distinct malformed text is
+    /// returned (to count and log) once. A member whose record is gone keeps its last heartbeat.
+    std::vector<Malformed> observe(const std::vector<std::pair<std::string, std::string>>& records,
+                                   TimePoint now);
+    /// Each member's last heartbeat as this node saw it.
+    std::map<std::string, TimePoint> heartbeats() const;
+
+  private:
+    struct Seen {
+        std::string boot;
+        std::uint64_t beat = 0;
+        TimePoint changed{};
+    };
+    std::map<std::string, Seen> seen_;
+    std::set<std::string> malformed_;  // "<name>\n<text>" already reported (bounded)
+};
+
+/// Decodes a broadcast record read from the store (the mesh's CBOR form, broadcast.hpp); throws
+/// codec::DecodeError when it is not a valid message.
+admin::BroadcastMessage decode_store_broadcast(std::string_view bytes);
+
 class StoreBackend {
   public:
     using Changed = std::function<void()>;
     StoreBackend(boost::asio::io_context& io, BackendSettings settings, std::string cluster,
-                 std::string self, std::shared_ptr<spdlog::logger> logger);
+                 std::string self, std::string http, std::shared_ptr<spdlog::logger> logger);
     virtual ~StoreBackend();
     StoreBackend(const StoreBackend&) = delete;
     StoreBackend& operator=(const StoreBackend&) = delete;
@@ -94,6 +149,17 @@ class StoreBackend {
     /// Releases the key and stops; `done` runs on the io thread once released (or given up).
     virtual void stop(std::function<void()> done) = 0;
 
+    /// Where received broadcasts go (on the io thread); set before start().
+    void on_message(std::function<void(admin::BroadcastMessage)> received) {
+        on_message_ = std::move(received);
+    }
+    /// Queues a broadcast for the store (any thread); the backend writes it on its next step.
+    void send(admin::BroadcastMessage message);
+    /// Each member's last heartbeat (its record's last change) as this node saw it. Any thread.
+    std::map<std::string, std::chrono::steady_clock::time_point> heartbeats() const;
+    /// The liveness window: the store's TTL (a member not seen beating for that long is not live).
+    std::chrono::milliseconds liveness_window() const { return ttl(); }
+
     StoreView view() const;
     /// This node's lease end while it holds the key; nullopt otherwise. Any thread.
     std::optional<std::chrono::steady_clock::time_point> lease_deadline() const;
@@ -106,19 +172,39 @@ class StoreBackend {
     /// Posts `changed` to the io thread, and arms the lease-end notification.
     void notify();
     std::chrono::milliseconds ttl() const { return std::chrono::milliseconds(settings_.ttl_ms); }
+    /// A member record rewrite is due every quarter of the liveness window.
+    std::chrono::milliseconds beat_period() const { return ttl() / 4; }
+    /// This node's member record with the next beat.
+    std::string next_member_record();
+    /// One full read of the member records (counts and logs the malformed ones).
+    void observe_members(const std::vector<std::pair<std::string, std::string>>& records);
+    /// Decodes one broadcast record read from the store and delivers it on the io thread, unless
+    /// it is this node's own; a malformed one is dropped, counted and logged.
+    void receive_broadcast(const std::string& name, std::string_view bytes);
+    std::vector<admin::BroadcastMessage> take_outbox();
+    /// Wakes the backend's loop (a broadcast is queued).
+    virtual void wake() = 0;
+    void record_malformed(const std::string& what, const std::string& name,
+                          const std::string& detail);
 
     boost::asio::io_context& io_;
     const BackendSettings settings_;
     const std::string cluster_;
     const std::string self_;
+    const std::string http_;  // this node's admin endpoint, in its member record
     std::shared_ptr<spdlog::logger> logger_;
     Changed changed_;
     /// Expires with the backend: work posted to the io_context checks it first.
     std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 
   private:
-    mutable std::mutex mutex_;  // guards view_
+    mutable std::mutex mutex_;  // guards view_, members_, outbox_
     StoreView view_;
+    StoreMemberTable members_;
+    std::vector<admin::BroadcastMessage> outbox_;
+    std::function<void(admin::BroadcastMessage)> on_message_;
+    std::uint64_t beat_ = 0;  // this node's last beat
+    std::string boot_;        // this backend's boot id (16 hex digits)
     static constexpr std::int64_t kNoLease = INT64_MIN;
     std::atomic<std::int64_t> lease_end_ns_{kNoLease};
     boost::asio::steady_timer lease_timer_;
