@@ -428,27 +428,31 @@ void ReplicatedLog::HandleAppend(const LogMessage& m, const Append& body) {
 }
 
 void ReplicatedLog::AppendFromLeader(const LogMessage& m, const Append& body) {
-    auto start_len = length_through(body.prev_lsn);
+    // A plain length and a flag rather than std::optional: GCC 12 at -Os reports the optional's
+    // payload "maybe uninitialized" after it was checked.
+    const std::optional<std::size_t> through = length_through(body.prev_lsn);
+    std::size_t start = through.value_or(0);
+    bool known = through.has_value();
     // Compaction: an append whose prev_lsn is inside our snapshot (compacted here, or kNoLsn).
     // The leader of our term holds our snapshot's LSN X (committed: Leader Completeness), so
     // everything it sends below X is the committed prefix we folded: skip it, and merge what
     // follows X (a batch that jumps over X without naming it cannot come from that leader).
     const std::vector<Entry>* entries = &body.entries;
     std::vector<Entry> trimmed;
-    if (snapshot_.len > 0 &&
-        (start_len ? *start_len < snapshot_.len : body.prev_lsn < snapshot_.lsn)) {
+    if (snapshot_.len > 0 && (known ? start < snapshot_.len : body.prev_lsn < snapshot_.lsn)) {
         auto after = std::upper_bound(body.entries.begin(), body.entries.end(), snapshot_.lsn,
                                       [](Lsn l, const Entry& e) { return l < e.lsn; });
         const bool names_x = after != body.entries.begin() && (after - 1)->lsn == snapshot_.lsn;
         if (after != body.entries.end() && !names_x) {
-            start_len.reset();
+            known = false;
         } else {
             trimmed.assign(after, body.entries.end());
             entries = &trimmed;
-            start_len = snapshot_.len;
+            start = snapshot_.len;
+            known = true;
         }
     }
-    if (!start_len) {
+    if (!known) {
         ++counters_.appends_rejected;
         Send(m.from, AppendAck{false, body.prev_lsn, last_lsn(), commit_lsn()});
         return;
@@ -461,15 +465,15 @@ void ReplicatedLog::AppendFromLeader(const LogMessage& m, const Append& body) {
         Violation(m, LogViolationKind::MalformedConfiguration);
         return;
     }
-    if (const auto why = Contradiction(*start_len, *entries)) {
+    if (const auto why = Contradiction(start, *entries)) {
         Violation(m, *why);
         if (*why == LogViolationKind::TruncatesCommitted ||
             *why == LogViolationKind::ContradictsCommitted) {
-            RefuseTruncation(m, *start_len, *entries);
+            RefuseTruncation(m, start, *entries);
         }
         return;
     }
-    const std::size_t end = Merge(*start_len, *entries);
+    const std::size_t end = Merge(start, *entries);
     // Everything up to `end` now equals the leader's log (Log Matching: same LSN, same prefix).
     state_.matched_len = std::max(state_.matched_len, end);
     if (body.commit_lsn > commit_lsn()) {
