@@ -56,6 +56,11 @@ Broker::Broker(node::Node& node, BrokerOptions options)
     node_.subscribe([this](const node::Leadership& l) { on_leadership(l); });
 }
 
+Broker::~Broker() {
+    *alive_ = false;
+    timer_.cancel();
+}
+
 void Broker::on_committed(const replication::Entry& entry) {
     const auto p = partition_of(entry.key);
     auto a = parse_assignment(entry.value);
@@ -99,8 +104,8 @@ void Broker::schedule() {
         assign_all(leading_token_);
     }
     timer_.expires_after(options_.period);
-    timer_.async_wait([this](const boost::system::error_code& ec) {
-        if (!ec && leading_token_ != 0) {
+    timer_.async_wait([this, alive = alive_](const boost::system::error_code& ec) {
+        if (*alive && !ec && leading_token_ != 0) {
             schedule();
         }
     });
@@ -138,7 +143,10 @@ int Broker::assign_all(std::uint64_t token) {
         condition.expect_lsn = held == assignments_.end() ? replication::kNoLsn : held->second.lsn;
         std::string value = assignment_value(primary, token);
         node_.propose(partition_key(p), value, condition,
-                      [this, p, value](const admin::MetadataProposeResult& r) {
+                      [this, p, value, alive = alive_](const admin::MetadataProposeResult& r) {
+                          if (!*alive) {
+                              return;
+                          }
                           in_flight_[p] = false;
                           if (r.ok()) {
                               acknowledged_.push_back({p, r.lsn, value});

@@ -26,6 +26,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -67,6 +68,11 @@ class Broker {
   public:
     /// `node` must outlive the broker. Subscribes to the node's leadership and committed entries.
     Broker(node::Node& node, BrokerOptions options);
+    /// Cancels the timer; a timer expiry or a write's answer already queued on the io_context
+    /// finds the broker gone and does nothing.
+    ~Broker();
+    Broker(const Broker&) = delete;
+    Broker& operator=(const Broker&) = delete;
 
     /// True while this broker leads, has settled, and so writes assignments.
     bool assigning() const;
@@ -99,6 +105,8 @@ class Broker {
     node::Node& node_;
     BrokerOptions options_;
     boost::asio::steady_timer timer_;
+    /// False once the broker is destroyed: the handlers it queued check it before `this`.
+    std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
     std::uint64_t leading_token_ = 0;
     std::uint64_t last_token_ = 0;
     std::chrono::steady_clock::time_point leading_since_{};
