@@ -1083,8 +1083,8 @@ Bounds ==
 NodeOrNil == Node \cup {Nil}
 LsnType == [term : Nat, counter : Nat]
 
-TypeOK ==
-    /\ \A n \in Node :
+\* TypeOK by part, so that TypeOKEveryStep (MCElector.tla) can check only what a step changed.
+NodeTypeOK(n) ==
         LET s == node[n] IN
         /\ s.role \in Roles
         /\ s.term \in Nat
@@ -1110,7 +1110,8 @@ TypeOK ==
         /\ s.role = "leader" => s.leader = n /\ s.lsn.term = s.term
         /\ s.tentative_leader # Nil => s.role = "follower" /\ s.leader = Nil
         /\ s.lsn.term <= s.term
-    /\ \A m \in msgs :
+
+MsgTypeOK(m) ==
         /\ m.type \in MsgTypes
         /\ m.from \in Node /\ m.to \in Node /\ m.from # m.to
         /\ m.term \in Nat
@@ -1118,8 +1119,15 @@ TypeOK ==
         /\ m.lsn \in LsnType
         /\ m.successor \in NodeOrNil
         /\ m.config_version \in Nat
+
+CountersTypeOK ==
     /\ faults \in Nat
     /\ held \in [Node -> Nat]
+
+TypeOK ==
+    /\ \A n \in Node : NodeTypeOK(n)
+    /\ \A m \in msgs : MsgTypeOK(m)
+    /\ CountersTypeOK
     /\ PlantedBug \in PlantedBugs
 
 \* At most one leader per term, over the whole history.
@@ -1187,7 +1195,7 @@ TermsNeverDecrease ==
 \* state in the C++ core (a restarted core starts from LSN (0, 0)), so Crash
 \* and Restart are excluded.
 LsnNeverGoesBack ==
-    [][\A n \in Node : Crash(n) \/ Restart(n) \/ LsnLeq(node[n].lsn, node'[n].lsn)]_vars
+    [][\A n \in Node : LsnLeq(node[n].lsn, node'[n].lsn) \/ Crash(n) \/ Restart(n)]_vars
 
 \* Stability (not safety): a follower that knows a live leader never says yes
 \* to a scouting round; "live" = more than one heartbeat check from dropping
@@ -1218,8 +1226,8 @@ CanaryNoCorroboration ==
 ScoutingRepliesFromThisRound ==
     [][\A m \in msgs :
          (/\ m.type = "ScoutingResponse" /\ m.round # node[m.to].round.id
-          /\ \E keep \in BOOLEAN : HandleScoutingResponse(m, keep))
-            => node'[m.to] = node[m.to]]_vars
+          /\ node'[m.to] # node[m.to])
+            => ~\E keep \in BOOLEAN : HandleScoutingResponse(m, keep)]_vars
 
 -----------------------------------------------------------------------------
 (* Liveness                                                                 *)
