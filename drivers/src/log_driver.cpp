@@ -202,6 +202,8 @@ void LogDriver::stop() {
     }
     stopped_ = true;
     runtime_.cancel_timers();
+    // A deferred commit point is written now: the writers it committed hear "committed".
+    runtime_.write_deferred_meta();
     auto pending = std::move(pending_);
     pending_.clear();
     for (auto& [lsn, done] : pending) {
@@ -465,6 +467,18 @@ void LogDriver::Env::schedule_flush() {
     asio::post(d->io_, [d, alive = std::weak_ptr<int>(d->alive_)] {
         if (!alive.expired()) {
             d->start_sync();
+        }
+    });
+}
+
+void LogDriver::Env::schedule_meta() {
+    // Posted like the flush: the commit advances of the handlers already queued (the
+    // acknowledgements read with this one) share one meta write; the writers they commit are
+    // answered after it.
+    LogDriver* d = driver;
+    asio::post(d->io_, [d, alive = std::weak_ptr<int>(d->alive_)] {
+        if (!alive.expired()) {
+            d->runtime_.write_deferred_meta();
         }
     });
 }

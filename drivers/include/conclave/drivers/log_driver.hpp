@@ -217,6 +217,7 @@ class LogDriver {
         void arm(replication::LogTimer timer, Millis delay, runtime::TimerGeneration generation);
         void cancel(replication::LogTimer timer);
         void schedule_flush();
+        void schedule_meta();
         void apply(const std::vector<replication::Entry>& entries);
         void propose_result(const replication::ProposeResult& result);
         void role(const replication::NotifyLogRole& role);

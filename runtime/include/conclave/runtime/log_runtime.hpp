@@ -24,6 +24,14 @@
 //   - failed storage: an exception from the storage (EIO, ENOSPC, ...) stops the log for good:
 //     nothing later in the batch takes effect, every timer is cancelled, Env::failed(what) runs,
 //     and every later input is ignored.
+//   - deferred commit point (only when Env provides `void schedule_meta()`, as the daemon's
+//     does): a PersistMeta with `before_results` (the commit point a leader persists before it
+//     answers writers) that changes neither the durable term nor a repaired marker is not written
+//     at once; Env::schedule_meta is called (once) and every ProposeResult from then on is held,
+//     in order, until write_deferred_meta() wrote the newest such meta, or until another
+//     PersistMeta (which covers it: the commit point never moves back) was written. Everything
+//     else (sends, appends, applies) goes on meanwhile: only writers' answers depend on that
+//     write. Several commit advances handled before the scheduled write share one meta write.
 // Planted bug (RuntimeBug::AckBeforeFsync, only when Env::kPlantedBugs is true; the production
 // environments set it to false): every other flush() tells the core that every stored entry is
 // durable without flushing the storage, and leaves the fsync to the next group commit, so a
@@ -47,6 +55,7 @@
 //   void role(const replication::NotifyLogRole& r);
 //   void failed(const std::string& what);
 //   void after_batch();                          // the outermost batch is done
+// and optionally `void schedule_meta()`                 // later: write_deferred_meta()
 //   static constexpr bool kPlantedBugs;
 // and optionally `void before_actions(const replication::LogActions&)` and
 // `void membership(const replication::NotifyMembership&)` (the active configuration changed).
@@ -209,6 +218,31 @@ class LogRuntime {
         return run([&](auto& log) { return log.persisted(env_.now(), durable); });
     }
 
+    /// The deferred commit point (Env::schedule_meta asked for it): writes the newest deferred
+    /// meta, then delivers the ProposeResults held behind it, in order. Nothing when nothing is
+    /// deferred (written meanwhile by another PersistMeta) or the log failed.
+    void write_deferred_meta() {
+        if (failed_ || !deferred_meta_) {
+            return;
+        }
+        try {
+            env_.storage().write_meta(*deferred_meta_);
+        } catch (const std::exception& e) {
+            fail(e.what());
+            env_.after_batch();
+            return;
+        }
+        ++deferred_meta_writes_;
+        deferred_meta_.reset();
+        release_held_results();
+        env_.after_batch();
+    }
+
+    /// Whether a commit point is deferred (ProposeResults are held until it is written).
+    bool meta_deferred() const { return deferred_meta_.has_value(); }
+    /// Deferred commit points written by write_deferred_meta().
+    std::uint64_t deferred_meta_writes() const { return deferred_meta_writes_; }
+
     /// Stops timers and ignores later inputs (used by an orderly stop; not a failure).
     void cancel_timers() {
         for (std::size_t i = 0; i < replication::kLogTimerCount; ++i) {
@@ -267,8 +301,9 @@ class LogRuntime {
                 } else if constexpr (std::is_same_v<T, BroadcastLog>) {
                     check_durable(a.message);
                     env_.send(std::span<const NodeId>(others_), a.message);
-                } else if constexpr (std::is_same_v<T, PersistMeta> ||
-                                     std::is_same_v<T, PersistEntries> ||
+                } else if constexpr (std::is_same_v<T, PersistMeta>) {
+                    persist_meta(a);
+                } else if constexpr (std::is_same_v<T, PersistEntries> ||
                                      std::is_same_v<T, TruncateEntries> ||
                                      std::is_same_v<T, PersistSnapshot>) {
                     try {
@@ -286,7 +321,11 @@ class LogRuntime {
                 } else if constexpr (std::is_same_v<T, ApplyCommitted>) {
                     env_.apply(a.entries);
                 } else if constexpr (std::is_same_v<T, ProposeResult>) {
-                    env_.propose_result(a);
+                    if (deferred_meta_) {
+                        held_results_.push_back(a);  // after the deferred commit point
+                    } else {
+                        env_.propose_result(a);
+                    }
                 } else if constexpr (std::is_same_v<T, NotifyMembership>) {
                     // §8: the core's table grew; later broadcasts reach the new nodes (the
                     // environment grows its mesh in membership(), before any of them).
@@ -306,6 +345,43 @@ class LogRuntime {
                 }
             },
             action);
+    }
+
+    /// PersistMeta: deferred (see "deferred commit point" above) or written now; a meta written
+    /// now covers a deferred one, whose held results then go.
+    void persist_meta(const replication::PersistMeta& a) {
+        if constexpr (requires { env_.schedule_meta(); }) {
+            if (a.before_results && a.meta.term == durable_term_ && !a.meta.repaired) {
+                CONCLAVE_CHECK(!deferred_meta_ || deferred_meta_->commit_lsn <= a.meta.commit_lsn,
+                               "the commit point never moves back");
+                if (!deferred_meta_) {
+                    env_.schedule_meta();
+                }
+                deferred_meta_ = a.meta;
+                return;
+            }
+        }
+        try {
+            env_.storage().write_meta(a.meta);
+        } catch (const std::exception& e) {
+            fail(e.what());
+            return;
+        }
+        stored(a);
+        if (deferred_meta_) {
+            CONCLAVE_CHECK(deferred_meta_->commit_lsn <= a.meta.commit_lsn,
+                           "the commit point never moves back");
+            deferred_meta_.reset();
+            release_held_results();
+        }
+    }
+
+    void release_held_results() {
+        auto held = std::move(held_results_);
+        held_results_.clear();
+        for (const replication::ProposeResult& r : held) {
+            env_.propose_result(r);
+        }
     }
 
     /// What a storage action that returned made durable (PersistEntries: nothing yet).
@@ -372,6 +448,10 @@ class LogRuntime {
     std::uint64_t flushes_ = 0;
     RuntimeBug bug_ = RuntimeBug::None;
     bool fsync_deferred_ = false;  // RuntimeBug::AckBeforeFsync only
+    // The deferred commit point (Env::schedule_meta) and the ProposeResults held behind it.
+    std::optional<replication::LogMeta> deferred_meta_;
+    std::vector<replication::ProposeResult> held_results_;
+    std::uint64_t deferred_meta_writes_ = 0;
 };
 
 }  // namespace conclave::runtime
