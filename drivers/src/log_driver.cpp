@@ -472,14 +472,35 @@ void LogDriver::Env::schedule_flush() {
 }
 
 void LogDriver::Env::schedule_meta() {
-    // Posted like the flush: the commit advances of the handlers already queued (the
-    // acknowledgements read with this one) share one meta write; the writers they commit are
-    // answered after it.
+    // Posted like the flush, so that the commit advances of the handlers already queued share
+    // the write; the write itself (two fsyncs and a rename) runs on the storage thread, and the
+    // writers it covers are answered when it is back. Advances made meanwhile share the next.
     LogDriver* d = driver;
     asio::post(d->io_, [d, alive = std::weak_ptr<int>(d->alive_)] {
         if (!alive.expired()) {
-            d->runtime_.write_deferred_meta();
+            d->start_meta_write();
         }
+    });
+}
+
+void LogDriver::start_meta_write() {
+    std::optional<LogMeta> meta = runtime_.begin_meta_write();
+    if (!meta) {
+        return;
+    }
+    asio::post(storage_thread_, [this, alive = std::weak_ptr<int>(alive_), storage = storage_,
+                                 meta = *meta] {
+        std::optional<std::string> error;
+        try {
+            storage->write_meta(meta);  // FileStorage: safe beside the io thread's write_meta
+        } catch (const std::exception& e) {
+            error = e.what();
+        }
+        asio::post(io_, [this, alive, meta, error = std::move(error)] {
+            if (!alive.expired()) {
+                runtime_.meta_written(meta, error);
+            }
+        });
     });
 }
 

@@ -352,6 +352,7 @@ TEST_CASE("runtime: a deferred commit point is written once for several commits,
 
     rt.write_deferred_meta();
     CHECK(rt.deferred_meta_writes() == 1);
+    CHECK_FALSE(rt.meta_deferred());
     CHECK(env.store.meta().commit_lsn == RtL(1, 3));
     REQUIRE(env.results.size() == 3);
     CHECK(env.results[0].lsn == RtL(1, 1));  // in order
@@ -359,6 +360,41 @@ TEST_CASE("runtime: a deferred commit point is written once for several commits,
     CHECK(AnsweredAfterDurable(env));
     rt.write_deferred_meta();  // nothing deferred: no write
     CHECK(rt.deferred_meta_writes() == 1);
+
+    SECTION("commits made while a write runs wait for the next write; the first one's go") {
+        propose(4);
+        rt.flush();
+        REQUIRE(env.metas_scheduled == 2);
+        const std::optional<LogMeta> first = rt.begin_meta_write();  // the storage thread's
+        REQUIRE(first);
+        CHECK(first->commit_lsn == RtL(1, 4));
+        propose(5);
+        rt.flush();  // committed while the first write runs: no second write yet
+        CHECK(env.metas_scheduled == 2);
+        CHECK_FALSE(rt.begin_meta_write());  // one write at a time
+        env.store.write_meta(*first);
+        rt.meta_written(*first, std::nullopt);
+        REQUIRE(env.results.size() == 4);  // (1,4) goes, (1,5) waits for the next write
+        CHECK(env.results[3].lsn == RtL(1, 4));
+        CHECK(rt.held_results() == 1);
+        CHECK(env.metas_scheduled == 3);  // scheduled as the first one came back
+        rt.write_deferred_meta();
+        REQUIRE(env.results.size() == 5);
+        CHECK(env.results[4].lsn == RtL(1, 5));
+        CHECK(AnsweredAfterDurable(env));
+    }
+
+    SECTION("a failed write stops the log and answers nobody") {
+        propose(4);
+        rt.flush();
+        const std::optional<LogMeta> meta = rt.begin_meta_write();
+        REQUIRE(meta);
+        rt.meta_written(*meta, std::string("fsync log.meta: EIO"));
+        CHECK(rt.failed());
+        CHECK(env.failure);
+        CHECK(env.results.size() == 3);
+        return;
+    }
 
     SECTION("a meta written at once (a new term) covers the deferred one") {
         propose(4);

@@ -484,3 +484,19 @@ TEST_CASE("memory storage: a crash loses exactly what was not flushed") {
     never.crash();
     CHECK(never.recover().log.entries.empty());  // ...but lost by a power cut
 }
+
+TEST_CASE("file storage: a meta older than the last written is not written (threads may race)") {
+    TempDir dir;
+    FileStorage s(dir.path, FsyncPolicy::Batched);
+    s.recover();
+    s.write_meta(LogMeta{Term{3}, Lsn{Term{3}, 9}});
+    const std::uint64_t fsyncs = s.fsync_count();
+    s.write_meta(LogMeta{Term{3}, Lsn{Term{3}, 5}});  // a deferred commit point, late
+    s.write_meta(LogMeta{Term{2}, Lsn{Term{3}, 9}});  // an older term
+    CHECK(s.fsync_count() == fsyncs);
+    FileStorage again(dir.path, FsyncPolicy::Batched);
+    CHECK(again.recover().log.meta == LogMeta{Term{3}, Lsn{Term{3}, 9}});
+    s.write_meta(LogMeta{Term{4}, Lsn{Term{3}, 9}});  // newer: written
+    FileStorage third(dir.path, FsyncPolicy::Batched);
+    CHECK(third.recover().log.meta.term == Term{4});
+}

@@ -230,6 +230,8 @@ class LogDriver {
     };
 
     std::optional<net::FrameRejection> on_frame(NodeId from, std::span<const std::uint8_t> payload);
+    /// The leader's deferred commit point (Env::schedule_meta): written on the storage thread.
+    void start_meta_write();
     /// Logs the core's rollback alarm once, when it was raised by the last input (`reported`:
     /// it was already raised before).
     void report_rollback(bool reported);
