@@ -293,16 +293,34 @@ RoundFigures report(const std::string& system, int round, LoadFigures f, const s
     return r;
 }
 
-/// Entries per fsync on the leader over a round, from its /metrics.
-std::string fsync_batching(ConclaveDirect& c, NodeIndex leader, double commits_before,
-                           double fsyncs_before) {
+/// The leader's /metrics counters that batching is judged by, at one moment.
+struct BatchCounters {
+    double commits = 0;
+    double fsyncs = 0;         // every fsync: group commits, meta and truncations
+    double group_commits = 0;  // the log's group-commit syncs only
+};
+
+BatchCounters batch_counters(const std::string& metrics_text) {
+    return BatchCounters{metric_sum(metrics_text, "conclave_metadata_commits_total"),
+                         metric_sum(metrics_text, "conclave_metadata_fsyncs_total"),
+                         metric_sum(metrics_text, "conclave_metadata_group_commits_total")};
+}
+
+/// Entries per group commit and per fsync (meta writes included) on the leader over a round.
+std::string fsync_batching(ConclaveDirect& c, NodeIndex leader, const BatchCounters& before) {
     const auto text = c.metrics(leader);
     if (!text) {
         return "";
     }
-    const double commits = metric_sum(*text, "conclave_metadata_commits_total") - commits_before;
-    const double fsyncs = metric_sum(*text, "conclave_metadata_fsyncs_total") - fsyncs_before;
-    return fsyncs > 0 ? fmt::format("  ({:.1f} entries per leader fsync)", commits / fsyncs) : "";
+    const BatchCounters after = batch_counters(*text);
+    const double commits = after.commits - before.commits;
+    const double fsyncs = after.fsyncs - before.fsyncs;
+    const double syncs = after.group_commits - before.group_commits;
+    if (fsyncs <= 0 || syncs <= 0) {
+        return "";
+    }
+    return fmt::format("  ({:.1f} entries per leader group commit, {:.1f} per fsync)",
+                       commits / syncs, commits / fsyncs);
 }
 
 void summarize_system(const std::string& system, const std::vector<RoundFigures>& rounds) {
@@ -347,13 +365,11 @@ int run_puts(const BenchOptions& options) {
     std::vector<RoundFigures> theirs;
     for (int round = 1; round <= o.rounds; ++round) {
         const NodeIndex leader = conclave.wait_leader();
-        const auto before = conclave.metrics(leader).value_or("");
-        const double commits = metric_sum(before, "conclave_metadata_commits_total");
-        const double fsyncs = metric_sum(before, "conclave_metadata_fsyncs_total");
+        const BatchCounters before = batch_counters(conclave.metrics(leader).value_or(""));
         auto f = run_load(conclave.http(leader), requests(false, o, conclave.token()), o.clients,
                           o.warmup_s, o.seconds);
-        ours.push_back(report("conclaved", round, std::move(f),
-                              fsync_batching(conclave, leader, commits, fsyncs)));
+        ours.push_back(
+            report("conclaved", round, std::move(f), fsync_batching(conclave, leader, before)));
         if (!etcd) {
             continue;
         }

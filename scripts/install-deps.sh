@@ -14,6 +14,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libboost1.81-dev nlohmann-json3-dev catch2 libspdlog-dev libfmt-dev
   libssl-dev openssl python3 curl clang-format ccache libcli11-dev libzookeeper-mt-dev
+  zlib1g-dev
 )
 # zookeeper: the server's jars and scripts only (the service is Debian's zookeeperd, not installed);
 # the tests start a standalone server on loopback themselves.

@@ -202,6 +202,8 @@ void LogDriver::stop() {
     }
     stopped_ = true;
     runtime_.cancel_timers();
+    // A deferred commit point is written now: the writers it committed hear "committed".
+    runtime_.write_deferred_meta();
     auto pending = std::move(pending_);
     pending_.clear();
     for (auto& [lsn, done] : pending) {
@@ -466,6 +468,39 @@ void LogDriver::Env::schedule_flush() {
         if (!alive.expired()) {
             d->start_sync();
         }
+    });
+}
+
+void LogDriver::Env::schedule_meta() {
+    // Posted like the flush, so that the commit advances of the handlers already queued share
+    // the write; the write itself (two fsyncs and a rename) runs on the storage thread, and the
+    // writers it covers are answered when it is back. Advances made meanwhile share the next.
+    LogDriver* d = driver;
+    asio::post(d->io_, [d, alive = std::weak_ptr<int>(d->alive_)] {
+        if (!alive.expired()) {
+            d->start_meta_write();
+        }
+    });
+}
+
+void LogDriver::start_meta_write() {
+    std::optional<LogMeta> meta = runtime_.begin_meta_write();
+    if (!meta) {
+        return;
+    }
+    asio::post(storage_thread_, [this, alive = std::weak_ptr<int>(alive_), storage = storage_,
+                                 meta = *meta] {
+        std::optional<std::string> error;
+        try {
+            storage->write_meta(meta);  // FileStorage: safe beside the io thread's write_meta
+        } catch (const std::exception& e) {
+            error = e.what();
+        }
+        asio::post(io_, [this, alive, meta, error = std::move(error)] {
+            if (!alive.expired()) {
+                runtime_.meta_written(meta, error);
+            }
+        });
     });
 }
 

@@ -427,6 +427,12 @@ void FileStorage::truncate_after(Lsn after_lsn) {
 }
 
 void FileStorage::write_meta(const LogMeta& meta) {
+    const std::lock_guard<std::mutex> lock(meta_mutex_);
+    if (written_meta_ &&
+        (meta.term < written_meta_->term ||
+         (meta.term == written_meta_->term && meta.commit_lsn < written_meta_->commit_lsn))) {
+        return;  // covered by the newer meta already written
+    }
     std::string data(kMetaMagic);
     put_u64(data, meta.term.value);
     put_u64(data, meta.commit_lsn.term.value);
@@ -451,6 +457,7 @@ void FileStorage::write_meta(const LogMeta& meta) {
         ++fsync_count_;
         marker_present_ = false;
     }
+    written_meta_ = meta;
 }
 
 Lsn FileStorage::flush() {

@@ -1066,8 +1066,9 @@ void ReplicatedLog::SetCommit(std::size_t len) {
     if (!pending_.empty() && pending_.front().lsn <= committed &&
         !planted(PlantedLogBug::ForgetCommitPoint)) {
         // The commit point is durable before a writer hears "committed": after a restart this
-        // node still refuses to discard what it acknowledged (RefuseTruncation).
-        out_.push_back(PersistMeta{Meta()});
+        // node still refuses to discard what it acknowledged (RefuseTruncation). Only the
+        // ProposeResults below wait for it (PersistMeta::before_results).
+        out_.push_back(PersistMeta{Meta(), true});
     }
     while (!pending_.empty() && pending_.front().lsn <= committed) {
         ++counters_.proposals_committed;

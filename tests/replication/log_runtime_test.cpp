@@ -276,3 +276,139 @@ TEST_CASE("runtime: the planted AckBeforeFsync is caught by the runtime's own ch
     CHECK_THROWS_WITH(rt.flush(), Catch::Contains("AppendAck acknowledges are durable"));
     CHECK(LastAcked(env) < RtL(2, 0));
 }
+
+namespace {
+
+/// An environment that defers the leader's commit point (Env::schedule_meta, as the daemon's
+/// does) and records, for every answer to a writer, the commit point durable at that moment.
+struct DeferringEnv {
+    static constexpr bool kPlantedBugs = false;
+    MemoryStorage store;
+    int metas_scheduled = 0;
+    std::vector<ProposeResult> results;
+    std::vector<Lsn> durable_commit_at_result;  // the stored meta's commit point at each answer
+    std::optional<std::string> failure;
+
+    Millis now() const { return Millis{0}; }
+    LogStorage& storage() { return store; }
+    void send(std::span<const NodeId>, const LogMessage&) {}
+    void arm(LogTimer, Millis, runtime::TimerGeneration) {}
+    void cancel(LogTimer) {}
+    void schedule_flush() {}
+    void schedule_meta() { ++metas_scheduled; }
+    void apply(const std::vector<Entry>&) {}
+    void propose_result(const ProposeResult& r) {
+        results.push_back(r);
+        durable_commit_at_result.push_back(store.meta().commit_lsn);
+    }
+    void role(const NotifyLogRole&) {}
+    void failed(const std::string& what) { failure = what; }
+    void after_batch() {}
+};
+
+elector::LeadershipSnapshot RtLeads(std::uint64_t term) {
+    return elector::LeadershipSnapshot{elector::Role::Leader,        Term{term}, NodeId{0},   term,
+                                       elector::Reason::ElectionWon, Millis{0},  std::nullopt};
+}
+
+/// Every writer heard "committed" only once the stored commit point covered its entry.
+bool AnsweredAfterDurable(const DeferringEnv& env) {
+    for (std::size_t i = 0; i < env.results.size(); ++i) {
+        if (env.results[i].error == ProposeError::None &&
+            env.durable_commit_at_result[i] < env.results[i].lsn) {
+            return false;
+        }
+    }
+    return true;
+}
+
+}  // namespace
+
+TEST_CASE("runtime: a deferred commit point is written once for several commits, answers after") {
+    DeferringEnv env;
+    runtime::LogRuntime<DeferringEnv> rt{env, LogConfig{}, env.store.recover().log};
+    rt.run([](ReplicatedLog& log) { return log.start(Millis{0}); });
+    rt.run([](ReplicatedLog& log) { return log.on_leadership(Millis{0}, RtLeads(1)); });
+    rt.flush();  // the sync point commits: no writer waits, nothing is deferred
+    REQUIRE(rt.log().can_propose());
+    CHECK(env.metas_scheduled == 0);
+
+    auto propose = [&](std::uint64_t counter) {
+        rt.run([&](ReplicatedLog& log) {
+            return log.propose(Millis{0}, RtL(1, counter), "k" + std::to_string(counter), "v");
+        });
+    };
+    propose(1);
+    propose(2);
+    rt.flush();  // (1,1) and (1,2) commit: the commit point is deferred, the writers wait
+    CHECK(rt.meta_deferred());
+    CHECK(env.metas_scheduled == 1);
+    CHECK(env.results.empty());
+    CHECK(env.store.meta().commit_lsn < RtL(1, 1));
+    propose(3);
+    rt.flush();  // (1,3) commits before the scheduled write: the same write covers it
+    CHECK(env.metas_scheduled == 1);
+    CHECK(env.results.empty());
+
+    rt.write_deferred_meta();
+    CHECK(rt.deferred_meta_writes() == 1);
+    CHECK_FALSE(rt.meta_deferred());
+    CHECK(env.store.meta().commit_lsn == RtL(1, 3));
+    REQUIRE(env.results.size() == 3);
+    CHECK(env.results[0].lsn == RtL(1, 1));  // in order
+    CHECK(env.results[2].lsn == RtL(1, 3));
+    CHECK(AnsweredAfterDurable(env));
+    rt.write_deferred_meta();  // nothing deferred: no write
+    CHECK(rt.deferred_meta_writes() == 1);
+
+    SECTION("commits made while a write runs wait for the next write; the first one's go") {
+        propose(4);
+        rt.flush();
+        REQUIRE(env.metas_scheduled == 2);
+        const std::optional<LogMeta> first = rt.begin_meta_write();  // the storage thread's
+        REQUIRE(first);
+        CHECK(first->commit_lsn == RtL(1, 4));
+        propose(5);
+        rt.flush();  // committed while the first write runs: no second write yet
+        CHECK(env.metas_scheduled == 2);
+        CHECK_FALSE(rt.begin_meta_write());  // one write at a time
+        env.store.write_meta(*first);
+        rt.meta_written(*first, std::nullopt);
+        REQUIRE(env.results.size() == 4);  // (1,4) goes, (1,5) waits for the next write
+        CHECK(env.results[3].lsn == RtL(1, 4));
+        CHECK(rt.held_results() == 1);
+        CHECK(env.metas_scheduled == 3);  // scheduled as the first one came back
+        rt.write_deferred_meta();
+        REQUIRE(env.results.size() == 5);
+        CHECK(env.results[4].lsn == RtL(1, 5));
+        CHECK(AnsweredAfterDurable(env));
+    }
+
+    SECTION("a failed write stops the log and answers nobody") {
+        propose(4);
+        rt.flush();
+        const std::optional<LogMeta> meta = rt.begin_meta_write();
+        REQUIRE(meta);
+        rt.meta_written(*meta, std::string("fsync log.meta: EIO"));
+        CHECK(rt.failed());
+        CHECK(env.failure);
+        CHECK(env.results.size() == 3);
+        return;
+    }
+
+    SECTION("a meta written at once (a new term) covers the deferred one") {
+        propose(4);
+        rt.flush();
+        REQUIRE(rt.meta_deferred());
+        rt.run([](ReplicatedLog& log) { return log.on_leadership(Millis{0}, RtLeads(2)); });
+        CHECK_FALSE(rt.meta_deferred());
+        REQUIRE(env.results.size() == 4);
+        CHECK(env.results[3].lsn == RtL(1, 4));
+        CHECK(env.store.meta().term == Term{2});
+        CHECK(AnsweredAfterDurable(env));
+        rt.write_deferred_meta();  // the scheduled write finds nothing left to write
+        CHECK(rt.deferred_meta_writes() == 1);
+        CHECK(env.store.meta().term == Term{2});
+    }
+    CHECK_FALSE(env.failure);
+}

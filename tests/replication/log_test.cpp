@@ -119,7 +119,7 @@ TEST_CASE("single node: sync point, ACTIVE, propose, commit on durability") {
     CHECK(a == LogActions{PersistEntries{{E(1, 1)}}});
     a = log.persisted(Millis{9}, L(1, 1));
     // The commit point is durable before the writer hears "committed".
-    CHECK(a == LogActions{ApplyCommitted{{E(1, 1)}}, PersistMeta{LogMeta{Term{1}, L(1, 1)}},
+    CHECK(a == LogActions{ApplyCommitted{{E(1, 1)}}, PersistMeta{LogMeta{Term{1}, L(1, 1)}, true},
                           ProposeResult{L(1, 1), ProposeError::None, Millis{7}}});
     CHECK(log.check_invariants().empty());
 }

@@ -70,6 +70,6 @@ conclave::codec, conclave::net, conclave::drivers, conclave::admin, conclave::no
 embedding Conclave's elector, mesh and node in a program.")
 # What find_package(conclave) looks up (find_dependency in conclaveConfig.cmake.in).
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
-    "libboost-dev (>= 1.74) | libboost1.81-dev, nlohmann-json3-dev, libspdlog-dev, libssl-dev")
+    "libboost-dev (>= 1.74) | libboost1.81-dev, nlohmann-json3-dev, libspdlog-dev, libssl-dev, zlib1g-dev")
 set(CPACK_DEBIAN_DEV_PACKAGE_SUGGESTS "cmake, pkg-config")
 include(CPack)

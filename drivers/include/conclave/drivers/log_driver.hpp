@@ -217,6 +217,7 @@ class LogDriver {
         void arm(replication::LogTimer timer, Millis delay, runtime::TimerGeneration generation);
         void cancel(replication::LogTimer timer);
         void schedule_flush();
+        void schedule_meta();
         void apply(const std::vector<replication::Entry>& entries);
         void propose_result(const replication::ProposeResult& result);
         void role(const replication::NotifyLogRole& role);
@@ -229,6 +230,8 @@ class LogDriver {
     };
 
     std::optional<net::FrameRejection> on_frame(NodeId from, std::span<const std::uint8_t> payload);
+    /// The leader's deferred commit point (Env::schedule_meta): written on the storage thread.
+    void start_meta_write();
     /// Logs the core's rollback alarm once, when it was raised by the last input (`reported`:
     /// it was already raised before).
     void report_rollback(bool reported);

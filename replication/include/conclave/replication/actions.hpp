@@ -57,6 +57,11 @@ struct BroadcastLog {  // to every other node
 };
 struct PersistMeta {  // durable before the next action
     LogMeta meta;
+    /// Set on the commit point a leader persists before it answers writers (SetCommit): only the
+    /// ProposeResults after it depend on it. An environment may then write it later, once for
+    /// several (the newest covers the older ones), as long as no ProposeResult after it is
+    /// delivered before it is durable (runtime/log_runtime.hpp, "deferred commit point").
+    bool before_results = false;
     bool operator==(const PersistMeta&) const = default;
 };
 struct PersistEntries {  // append to the end of the stored log

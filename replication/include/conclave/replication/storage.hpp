@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -132,6 +133,9 @@ class LogStorage {
     /// Drops every entry after `after_lsn` (which is stored, or kNoLsn). Durable on return.
     virtual void truncate_after(Lsn after_lsn) = 0;
     /// Replaces the meta record. Durable on return (whatever the policy: it is a promise).
+    /// `conclaved` calls it on its storage thread too (a leader's deferred commit point,
+    /// runtime/log_runtime.hpp), possibly while the owner thread calls it: FileStorage writes
+    /// one at a time and never one older than the last written.
     virtual void write_meta(const LogMeta& meta) = 0;
     /// Group commit point: makes appended entries durable per the policy. Returns durable_lsn().
     virtual Lsn flush() = 0;
@@ -232,6 +236,10 @@ class FileStorage final : public LogStorage {
     Recovery recover() override;
     void append(const std::vector<Entry>& entries) override;
     void truncate_after(Lsn after_lsn) override;
+    /// Thread-safe against itself (a storage thread may write a leader's deferred commit point
+    /// while the owner writes a new term): one at a time, and a meta older than the last written
+    /// (a lower term, or the same term with a lower commit point) is not written, as the newer
+    /// one covers it.
     void write_meta(const LogMeta& meta) override;
     Lsn flush() override;
     Lsn durable_lsn() const override;
@@ -287,6 +295,10 @@ class FileStorage final : public LogStorage {
     std::size_t synced_ = 0;       // records durable (or reported durable under Never)
     std::size_t sync_floor_ = 0;   // records untouched by truncation since begin_sync()
     bool marker_present_ = false;  // log.repaired exists (recover() / write_meta())
+    // write_meta() may run on a storage thread (a leader's deferred commit point) while the owner
+    // writes another meta: one at a time, and never one older than the last written.
+    std::mutex meta_mutex_;
+    std::optional<LogMeta> written_meta_;
     std::atomic<std::uint64_t> fsync_count_{0};  // sync() runs on a storage thread
     std::string buffer_;                         // reused encoding buffer
 };

@@ -24,6 +24,17 @@
 //   - failed storage: an exception from the storage (EIO, ENOSPC, ...) stops the log for good:
 //     nothing later in the batch takes effect, every timer is cancelled, Env::failed(what) runs,
 //     and every later input is ignored.
+//   - deferred commit point (only when Env provides `void schedule_meta()`, as the daemon's
+//     does): a PersistMeta with `before_results` (the commit point a leader persists before it
+//     answers writers) that changes neither the durable term nor a repaired marker is not written
+//     at once: Env::schedule_meta is called, and the environment later takes the newest such meta
+//     with begin_meta_write(), writes it (any thread; LogStorage::write_meta must then be safe
+//     against a concurrent write_meta of the owner, as FileStorage's is) and reports it with
+//     meta_written(); write_deferred_meta() does all three at once. A ProposeResult that commits
+//     an entry above the commit point last written is held, and every answer after it too, in
+//     order, until a written meta (deferred or not: the commit point never moves back) covers
+//     it. Everything else (sends, appends, applies) goes on meanwhile: only writers' answers
+//     depend on that write. The commit advances made while one write runs share the next.
 // Planted bug (RuntimeBug::AckBeforeFsync, only when Env::kPlantedBugs is true; the production
 // environments set it to false): every other flush() tells the core that every stored entry is
 // durable without flushing the storage, and leaves the fsync to the next group commit, so a
@@ -47,6 +58,7 @@
 //   void role(const replication::NotifyLogRole& r);
 //   void failed(const std::string& what);
 //   void after_batch();                          // the outermost batch is done
+// and optionally `void schedule_meta()`                 // later: write_deferred_meta()
 //   static constexpr bool kPlantedBugs;
 // and optionally `void before_actions(const replication::LogActions&)` and
 // `void membership(const replication::NotifyMembership&)` (the active configuration changed).
@@ -54,6 +66,7 @@
 
 #include <algorithm>
 #include <array>
+#include <deque>
 #include <exception>
 #include <optional>
 #include <span>
@@ -82,6 +95,7 @@ class LogRuntime {
           durable_term_(log_.state().term),
           bug_(bug) {
         others_ = others_of(log_.config().cluster_size, log_.config().self);
+        durable_commit_ = log_.commit_lsn();  // what recovery found
         CONCLAVE_CHECK(others_.size() + 1 == log_.config().cluster_size,
                        "a broadcast reaches every other node of the table");
     }
@@ -209,6 +223,61 @@ class LogRuntime {
         return run([&](auto& log) { return log.persisted(env_.now(), durable); });
     }
 
+    /// The deferred commit point, step 1 (Env::schedule_meta asked for it): the newest deferred
+    /// meta, for the environment to write (any thread). nullopt when nothing is deferred
+    /// (written meanwhile by another PersistMeta), one write is already out, or the log failed.
+    std::optional<replication::LogMeta> begin_meta_write() {
+        meta_scheduled_ = false;
+        if (failed_ || meta_in_flight_ || !deferred_meta_) {
+            return std::nullopt;
+        }
+        meta_in_flight_ = true;
+        std::optional<replication::LogMeta> meta = std::move(deferred_meta_);
+        deferred_meta_.reset();
+        return meta;
+    }
+
+    /// Step 2: `meta` from begin_meta_write() is durable (or its write threw `error`: the log
+    /// fails). Delivers the ProposeResults it covers, in order; schedules the next write if
+    /// commit points were deferred meanwhile.
+    void meta_written(const replication::LogMeta& meta, const std::optional<std::string>& error) {
+        meta_in_flight_ = false;
+        if (failed_) {
+            return;
+        }
+        if (error) {
+            fail(*error);
+            env_.after_batch();
+            return;
+        }
+        ++deferred_meta_writes_;
+        meta_durable(meta);
+        schedule_meta();
+        env_.after_batch();
+    }
+
+    /// Steps 1 and 2 on this thread (an orderly stop; tests).
+    void write_deferred_meta() {
+        const std::optional<replication::LogMeta> meta = begin_meta_write();
+        if (!meta) {
+            return;
+        }
+        std::optional<std::string> error;
+        try {
+            env_.storage().write_meta(*meta);
+        } catch (const std::exception& e) {
+            error = e.what();
+        }
+        meta_written(*meta, error);
+    }
+
+    /// Whether a commit point waits for its write (deferred, or handed out and not written).
+    bool meta_deferred() const { return deferred_meta_.has_value() || meta_in_flight_; }
+    /// ProposeResults held until a written commit point covers them.
+    std::size_t held_results() const { return held_results_.size(); }
+    /// Deferred commit points written by write_deferred_meta().
+    std::uint64_t deferred_meta_writes() const { return deferred_meta_writes_; }
+
     /// Stops timers and ignores later inputs (used by an orderly stop; not a failure).
     void cancel_timers() {
         for (std::size_t i = 0; i < replication::kLogTimerCount; ++i) {
@@ -267,8 +336,9 @@ class LogRuntime {
                 } else if constexpr (std::is_same_v<T, BroadcastLog>) {
                     check_durable(a.message);
                     env_.send(std::span<const NodeId>(others_), a.message);
-                } else if constexpr (std::is_same_v<T, PersistMeta> ||
-                                     std::is_same_v<T, PersistEntries> ||
+                } else if constexpr (std::is_same_v<T, PersistMeta>) {
+                    persist_meta(a);
+                } else if constexpr (std::is_same_v<T, PersistEntries> ||
                                      std::is_same_v<T, TruncateEntries> ||
                                      std::is_same_v<T, PersistSnapshot>) {
                     try {
@@ -286,7 +356,11 @@ class LogRuntime {
                 } else if constexpr (std::is_same_v<T, ApplyCommitted>) {
                     env_.apply(a.entries);
                 } else if constexpr (std::is_same_v<T, ProposeResult>) {
-                    env_.propose_result(a);
+                    if (must_hold(a)) {
+                        held_results_.push_back(a);  // until a written commit point covers it
+                    } else {
+                        env_.propose_result(a);
+                    }
                 } else if constexpr (std::is_same_v<T, NotifyMembership>) {
                     // §8: the core's table grew; later broadcasts reach the new nodes (the
                     // environment grows its mesh in membership(), before any of them).
@@ -306,6 +380,63 @@ class LogRuntime {
                 }
             },
             action);
+    }
+
+    /// PersistMeta: deferred (see "deferred commit point" above) or written now; a meta written
+    /// now covers the deferred ones before it.
+    void persist_meta(const replication::PersistMeta& a) {
+        if constexpr (requires { env_.schedule_meta(); }) {
+            if (a.before_results && a.meta.term == durable_term_ && !a.meta.repaired) {
+                CONCLAVE_CHECK(!deferred_meta_ || deferred_meta_->commit_lsn <= a.meta.commit_lsn,
+                               "the commit point never moves back");
+                deferred_meta_ = a.meta;
+                schedule_meta();
+                return;
+            }
+        }
+        try {
+            env_.storage().write_meta(a.meta);
+        } catch (const std::exception& e) {
+            fail(e.what());
+            return;
+        }
+        stored(a);
+        if (deferred_meta_ && deferred_meta_->commit_lsn <= a.meta.commit_lsn) {
+            deferred_meta_.reset();  // covered
+        }
+        meta_durable(a.meta);
+    }
+
+    void schedule_meta() {
+        if constexpr (requires { env_.schedule_meta(); }) {
+            if (deferred_meta_ && !meta_scheduled_ && !meta_in_flight_) {
+                meta_scheduled_ = true;
+                env_.schedule_meta();
+            }
+        }
+    }
+
+    /// Only with a deferring environment: a commit above the written commit point waits, and so
+    /// does every answer after one that waits (answers keep their order).
+    bool must_hold(const replication::ProposeResult& r) const {
+        if constexpr (requires { env_.schedule_meta(); }) {
+            return !held_results_.empty() ||
+                   (r.error == replication::ProposeError::None && durable_commit_ < r.lsn);
+        } else {
+            return false;
+        }
+    }
+
+    /// `meta` is durable: the answers its commit point covers go, in order.
+    void meta_durable(const replication::LogMeta& meta) {
+        durable_commit_ = std::max(durable_commit_, meta.commit_lsn);
+        while (!held_results_.empty() &&
+               (held_results_.front().error != replication::ProposeError::None ||
+                held_results_.front().lsn <= durable_commit_)) {
+            const replication::ProposeResult r = held_results_.front();
+            held_results_.pop_front();
+            env_.propose_result(r);
+        }
     }
 
     /// What a storage action that returned made durable (PersistEntries: nothing yet).
@@ -372,6 +503,15 @@ class LogRuntime {
     std::uint64_t flushes_ = 0;
     RuntimeBug bug_ = RuntimeBug::None;
     bool fsync_deferred_ = false;  // RuntimeBug::AckBeforeFsync only
+    // The deferred commit point (Env::schedule_meta): the newest not yet handed out, whether one
+    // is scheduled or being written, the commit point of the last meta written, and the
+    // ProposeResults held until a written commit point covers them.
+    std::optional<replication::LogMeta> deferred_meta_;
+    bool meta_scheduled_ = false;
+    bool meta_in_flight_ = false;
+    Lsn durable_commit_{};
+    std::deque<replication::ProposeResult> held_results_;
+    std::uint64_t deferred_meta_writes_ = 0;
 };
 
 }  // namespace conclave::runtime
