@@ -275,7 +275,7 @@ counts_coverage() { [[ " ${coverage_models[*]} " == *" $1 "* ]]; }
 # JIT: a canary or planted-bug run mostly ends within seconds, before the JVM's optimizing
 # compiler pays back the CPU it spends: those runs use the quick compiler alone
 # (-XX:TieredStopAtLevel=1, about half the CPU of a 4-second run), except the ones below, which
-# run long enough for the optimizing compiler to win (a 20-second run takes a third more CPU
+# run long enough for the optimizing compiler to win (a 20-second run takes a quarter more CPU
 # without it). Must-pass runs keep the full JIT.
 long_negative_runs=(
   IdentityRepairNoQuorum.cfg IdentityResidual.cfg IdentityNoGuard.cfg LogCountRepaired.cfg
