@@ -385,7 +385,7 @@ class LogRuntime {
     /// PersistMeta: deferred (see "deferred commit point" above) or written now; a meta written
     /// now covers the deferred ones before it.
     void persist_meta(const replication::PersistMeta& a) {
-        if constexpr (requires { env_.schedule_meta(); }) {
+        if constexpr (kDefersMeta) {
             if (a.before_results && a.meta.term == durable_term_ && !a.meta.repaired) {
                 CONCLAVE_CHECK(!deferred_meta_ || deferred_meta_->commit_lsn <= a.meta.commit_lsn,
                                "the commit point never moves back");
@@ -408,7 +408,7 @@ class LogRuntime {
     }
 
     void schedule_meta() {
-        if constexpr (requires { env_.schedule_meta(); }) {
+        if constexpr (kDefersMeta) {
             if (deferred_meta_ && !meta_scheduled_ && !meta_in_flight_) {
                 meta_scheduled_ = true;
                 env_.schedule_meta();
@@ -419,7 +419,7 @@ class LogRuntime {
     /// Only with a deferring environment: a commit above the written commit point waits, and so
     /// does every answer after one that waits (answers keep their order).
     bool must_hold(const replication::ProposeResult& r) const {
-        if constexpr (requires { env_.schedule_meta(); }) {
+        if constexpr (kDefersMeta) {
             return !held_results_.empty() ||
                    (r.error == replication::ProposeError::None && durable_commit_ < r.lsn);
         } else {
@@ -506,6 +506,8 @@ class LogRuntime {
     // The deferred commit point (Env::schedule_meta): the newest not yet handed out, whether one
     // is scheduled or being written, the commit point of the last meta written, and the
     // ProposeResults held until a written commit point covers them.
+    // Whether Env defers the commit point for writers (see "deferred commit point" above).
+    static constexpr bool kDefersMeta = requires(Env & e) { e.schedule_meta(); };
     std::optional<replication::LogMeta> deferred_meta_;
     bool meta_scheduled_ = false;
     bool meta_in_flight_ = false;
