@@ -166,8 +166,10 @@ def intervals(bed, end):
     return found
 
 
-def overlaps(found):
-    """Pairs of intervals of one partition, from two brokers, that share an instant."""
+def overlaps(found, faults, t0):
+    """Pairs of intervals of one partition, from two brokers, that share an instant; each named
+    with the fault under way or last begun when the later one started. `faults`: (monotonic time
+    it began, what); times are printed in seconds since t0."""
     bad = []
     for p, spans in sorted(found.items()):
         spans = sorted(spans)
@@ -176,10 +178,12 @@ def overlaps(found):
                 if b[0] > a[1]:
                     break
                 if b[2] != a[2]:
-                    bad.append("partition %d: %s (token %d) served %.3f-%.3f and %s (token %d) "
-                               "%.3f-%.3f: %.0f ms together" % (
-                                   p, a[2], a[3], a[0], a[1], b[2], b[3], b[0], b[1],
-                                   1000 * (min(a[1], b[1]) - b[0])))
+                    during = [what for began, what in faults if began <= b[0]]
+                    bad.append("partition %d: %s (token %d) served %.3f-%.3f s and %s (token %d) "
+                               "%.3f-%.3f s: %.0f ms together (%s)" % (
+                                   p, a[2], a[3], a[0] - t0, a[1] - t0, b[2], b[3], b[0] - t0,
+                                   b[1] - t0, 1000 * (min(a[1], b[1]) - b[0]),
+                                   "since: " + during[-1] if during else "before the faults"))
     return bad
 
 
@@ -226,6 +230,7 @@ def lost_acks(bed):
 
 
 def run(bed, args, rng):
+    t0 = time.monotonic()
     for nid in bed.ids:
         bed.start(nid)
     slow, died, faults = [], [], []
@@ -237,12 +242,14 @@ def run(bed, args, rng):
     for r in range(args.rounds):
         for fault in FAULTS:
             v = leader(bed) or rng.choice(bed.ids)
+            began = time.monotonic()
             what = fault(bed, rng, v)
             died += netns_faults.settle(bed)
             took = wait_progress(bed)
-            print("  %s; every partition served again %s" % (
-                what, "after %.1fs" % took if took is not None else "NEVER"), flush=True)
-            faults.append(what)
+            print("  %5.1fs  %s; every partition served again %s" % (
+                began - t0, what, "after %.1fs" % took if took is not None else "NEVER"),
+                flush=True)
+            faults.append((began, what))
             if took is None:
                 slow.append("after: " + what)
     acks, missing = lost_acks(bed)
@@ -254,7 +261,7 @@ def run(bed, args, rng):
     print("  %d faults, %d serving intervals, %d acknowledged assignments" % (
         len(faults), sum(len(s) for s in found.values()), len(acks)))
     return [
-        ("(a) no partition served by two brokers at once", overlaps(found)),
+        ("(a) no partition served by two brokers at once", overlaps(found, faults, t0)),
         ("(b) every acknowledged assignment committed", missing),
         ("(c) every partition served again within %.0fs of each fault" % PROGRESS_S, slow),
         ("no broker exited on its own", died),
