@@ -24,12 +24,16 @@
 #include <CLI/CLI.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <chrono>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <exception>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <variant>
@@ -93,8 +97,7 @@ class Watcher {
   public:
     Watcher(cn::Node& node, Broker& broker, Report& report, int partitions,
             std::chrono::milliseconds period)
-        : node_(node),
-          broker_(broker),
+        : broker_(broker),
           report_(report),
           period_(period),
           timer_(node.io()),
@@ -167,7 +170,6 @@ class Watcher {
             {{"event", event}, {"node", id_}, {"partition", p}, {"token", tokens_[p]}, {"t", t}});
     }
 
-    cn::Node& node_;
     Broker& broker_;
     Report& report_;
     std::chrono::milliseconds period_;
