@@ -139,19 +139,20 @@ def fault_partition(bed, rng, v):
 FAULTS = [fault_kill, fault_pause, fault_partition]
 
 
-def intervals(bed, end):
-    """{partition: [(start, stop, node, token)]} in seconds of CLOCK_MONOTONIC. An interval still
-    open when its process was killed ends at the kill (the process decided nothing after it);
-    one still open at the end of the run ends at `end`."""
+def intervals(runs, end):
+    """{partition: [(start, stop, node, token)]} in seconds of CLOCK_MONOTONIC, from
+    `runs` = {node: (its report's lines, the monotonic times it was SIGKILLed)}. An interval still
+    open when its process was killed ends at the kill (the process decided nothing after it); one
+    still open at the end of the run ends at `end`."""
     found = {}
-    for nid in bed.ids:
-        kills, open_ = sorted(bed.kills[nid]), {}
+    for nid, (lines, kills) in sorted(runs.items()):
+        open_ = {}
 
         def close(p, t, nid=nid, open_=open_):
             start, token = open_.pop(p)
             found.setdefault(p, []).append((start, t, nid, token))
 
-        for e in bed.report(nid):
+        for e in lines:
             t = e["t"] / 1e9
             if e["event"] == "up":
                 killed = [k for k in kills if k <= t]
@@ -208,6 +209,16 @@ def committed(bed, nid):
     return entries
 
 
+def missing_acks(acks, logs):
+    """The acknowledged assignments (report lines) absent from a node's log, at their LSN with
+    their value; `logs`: {node: committed() of it, or None when it did not answer}."""
+    return ["%s: partition %d: %s at %s (acknowledged to %s) not in its log" % (
+        nid, a["partition"], a["value"], a["lsn"], a["node"])
+        for nid, log in sorted(logs.items()) for a in acks
+        if log is None or log.get(a["lsn"]) != ("partitions/%d" % a["partition"],
+                                               json.loads(a["value"]))]
+
+
 def lost_acks(bed):
     """The acknowledged assignments missing from some node's committed log, once every node holds
     them all (or after netns_faults.WAIT_S). The run writes far fewer entries than the log's
@@ -216,13 +227,7 @@ def lost_acks(bed):
     missing = []
 
     def check():
-        missing.clear()
-        for nid in bed.ids:
-            log = committed(bed, nid)
-            missing.extend("%s: partition %d: %s at %s (acknowledged to %s) not in its log" % (
-                nid, a["partition"], a["value"], a["lsn"], a["node"]) for a in acks
-                if log is None or log.get(a["lsn"]) != ("partitions/%d" % a["partition"],
-                                                       json.loads(a["value"])))
+        missing[:] = missing_acks(acks, {nid: committed(bed, nid) for nid in bed.ids})
         return not missing
 
     netns_faults.wait_for(check, step_s=0.5)
@@ -257,7 +262,8 @@ def run(bed, args, rng):
         if not bed.running(nid):
             died.append("%s exited with status %s" % (nid, bed.procs[nid].returncode))
         bed.stop(nid)  # SIGTERM: the broker closes its open intervals
-    found = intervals(bed, time.monotonic())
+    found = intervals({nid: (bed.report(nid), bed.kills[nid]) for nid in bed.ids},
+                      time.monotonic())
     print("  %d faults, %d serving intervals, %d acknowledged assignments" % (
         len(faults), sum(len(s) for s in found.values()), len(acks)))
     return [
