@@ -461,6 +461,22 @@ def begin(reason, seed):
     return seed
 
 
+def run_in_root(seed, keep, body):
+    """begin(), then body(root, seed) in a new temporary directory; body's exit status (77 when
+    the bed cannot run). The directory is removed unless `keep`, or body returned 1 or raised."""
+    seed = begin(skip_reason(), seed)
+    if seed is None:
+        return 77
+    root = netbed.make_root()
+    failed = True
+    try:
+        rc = body(root, seed)
+        failed = rc == 1
+        return rc
+    finally:
+        netbed.remove_root(root, keep or failed)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("conclaved", nargs="?",

@@ -315,18 +315,12 @@ def main():
                     help="pass only if the checker refuses the history")
     ap.add_argument("--keep", action="store_true", help="keep the data dirs, logs and history")
     args = ap.parse_args()
-    seed = netns_faults.begin(netns_faults.skip_reason(), args.seed)
-    if seed is None:
-        return 77
-    root = netbed.make_root()
-    failed = True
-    try:
+
+    def body(root, seed):
         with netbed.Bed(os.path.abspath(args.conclaved), root, size=args.nodes) as bed:
-            rc = run(bed, args, seed)
-            failed = rc == 1
-            return rc
-    finally:
-        netbed.remove_root(root, args.keep or failed)
+            return run(bed, args, seed)
+
+    return netns_faults.run_in_root(args.seed, args.keep, body)
 
 
 if __name__ == "__main__":
