@@ -405,6 +405,7 @@ MembershipRunOptions membership_options(const SimArgs& a, std::uint64_t seed) {
     mo.trace = run.trace;
     mo.planted_bug = run.planted_bug;
     mo.log_bug = run.log_bug;
+    mo.defer_meta = run.defer_meta;
     mo.nodes = a.nodes_given ? run.nodes : mo.nodes;
     mo.joiner = mo.joiner && !a.no_joiner;
     return mo;
