@@ -68,11 +68,11 @@ Random schedules:
                        log's NotifyMembership drives each elector's set_voters; the client
                        workload runs; log invariants checked too; at the end a leader
                        followed by a majority of its voters must exist and a fresh entry
-                       must commit (3 s). --planted-bug, --log-bug and --no-defer-meta apply. The last node
-                       joins (node-table growth): it is in nobody's table at the start, the
-                       first change after C0 adds it as a learner with the whole table, and
-                       it is started (as conclaved --join) once that committed; --no-joiner:
-                       every node in every table from the start
+                       must commit (3 s). --planted-bug, --log-bug and --no-defer-meta
+                       apply. The last node joins (node-table growth): it is in nobody's
+                       table at the start, the first change after C0 adds it as a learner
+                       with the whole table, and it is started (as conclaved --join) once
+                       that committed; --no-joiner: every node in every table from the start
   --priorities P,P,... node priorities by index (default 1 each; 0 never stands for leader)
   --preferred-stability MS
                        the preferred leader's stability period (0: no hand-back; default:
