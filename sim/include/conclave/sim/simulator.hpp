@@ -520,7 +520,8 @@ class Simulator {
         std::size_t node_;
     };
     // The environment of each node's log runtime (runtime/log_runtime.hpp): simulated network,
-    // time, MemoryStorage (with faults), and the group commit at a random moment.
+    // time, MemoryStorage (with faults), the group commit at a random moment, and the deferred
+    // commit point (LogSimOptions::defer_meta).
     struct LogEnv {
         Simulator* sim = nullptr;
         std::size_t node = 0;
