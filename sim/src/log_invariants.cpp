@@ -417,6 +417,18 @@ std::optional<Violation> LogHistory::check_result(NodeId node, const ProposeResu
     return std::nullopt;
 }
 
+std::optional<Violation> LogHistory::on_result(NodeId node, const ProposeResult& result,
+                                               const ReplicatedLog& log,
+                                               const MemoryStorage& storage) {
+    if (result.error == ProposeError::None && storage.meta().commit_lsn < result.lsn) {
+        return violation(ViolationKind::LogAnswerNotDurable, node,
+                         "acknowledged " + to_string(result.lsn) +
+                             " while its stored commit point is " +
+                             to_string(storage.meta().commit_lsn));
+    }
+    return check_result(node, result, log);
+}
+
 std::optional<Violation> LogHistory::after_step(NodeId node, const LogActions& actions,
                                                 const std::vector<const ReplicatedLog*>& logs,
                                                 const std::vector<MemoryStorage>& all_storage,
@@ -449,14 +461,10 @@ std::optional<Violation> LogHistory::after_step(NodeId node, const LogActions& a
         }
     }
     for (const LogAction& a : actions) {
-        std::optional<Violation> v;
         if (const auto* apply = std::get_if<ApplyCommitted>(&a)) {
-            v = check_applied(node, *apply);
-        } else if (const auto* result = std::get_if<ProposeResult>(&a)) {
-            v = check_result(node, *result, log);
-        }
-        if (v) {
-            return v;
+            if (auto v = check_applied(node, *apply)) {
+                return v;
+            }
         }
     }
     return check_after_actions(node, history_before, logs);

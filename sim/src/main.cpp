@@ -68,11 +68,11 @@ Random schedules:
                        log's NotifyMembership drives each elector's set_voters; the client
                        workload runs; log invariants checked too; at the end a leader
                        followed by a majority of its voters must exist and a fresh entry
-                       must commit (3 s). --planted-bug and --log-bug apply. The last node
-                       joins (node-table growth): it is in nobody's table at the start, the
-                       first change after C0 adds it as a learner with the whole table, and
-                       it is started (as conclaved --join) once that committed; --no-joiner:
-                       every node in every table from the start
+                       must commit (3 s). --planted-bug, --log-bug and --no-defer-meta
+                       apply. The last node joins (node-table growth): it is in nobody's
+                       table at the start, the first change after C0 adds it as a learner
+                       with the whole table, and it is started (as conclaved --join) once
+                       that committed; --no-joiner: every node in every table from the start
   --priorities P,P,... node priorities by index (default 1 each; 0 never stands for leader)
   --preferred-stability MS
                        the preferred leader's stability period (0: no hand-back; default:
@@ -97,7 +97,10 @@ Random schedules:
   --runtime-bug NAME   send-before-persist (a deliberately broken runtime/: a batch's state
                        write happens after its sends; caught as not-durable) | ack-before-fsync
                        (the log runtime tells the log core entries are durable before the
-                       storage flush; caught as log-not-durable or ack-lost; implies --log)
+                       storage flush; caught as log-not-durable or ack-lost; implies --log) |
+                       answer-before-meta (the log runtime answers a writer before the deferred
+                       commit point covering its entry is written; caught as
+                       log-answer-not-durable; implies --log)
   --no-term-check      do not check that terms never decrease (to see what lost state leads to)
   --identity-bug NAME  admit-any-incarnation: the canary of the wipe fault, peers that admit any
                        incarnation of a node (no state_lost refusal, so no quarantine holds a
@@ -130,6 +133,8 @@ Random schedules:
                        catch of a silent repair)
   --no-durable-check   do not check that committed entries are durable on a majority (to see
                        what the other log checks catch through the consequences)
+  --no-defer-meta      write a leader's commit point at once (by default it is deferred as in
+                       conclaved: written after a storage delay, writers answered only then)
   --expect-violation   exit 0 if a violation is found, 1 if none (for planted-bug tests)
   --quiet              print only violations and the summary
 
@@ -206,7 +211,7 @@ void describe(CLI::App& app, SimArgs& a) {
     number<std::size_t>(app, "--log-compact", a.log_compact, 2, 1'000'000);
     for (const char* flag :
          {"--no-scouting", "--lose-durable-state", "--no-term-check", "--storage-faults",
-          "--no-floor-check", "--log", "--no-durable-check"}) {
+          "--no-floor-check", "--log", "--no-durable-check", "--no-defer-meta"}) {
         app.add_flag(flag);  // applied by apply_flags()
     }
     app.add_flag("--expect-violation", a.expect_violation);
@@ -240,11 +245,14 @@ void apply_flags(const CLI::App& app, SimArgs& a) {
     if (given("--no-durable-check")) {
         a.run.log_history.check_durable_quorum = false;
     }
+    if (given("--no-defer-meta")) {
+        a.run.defer_meta = false;
+    }
     if (given("--storage-faults") || given("--storage-bug")) {
         a.run.storage_faults = true;
     }
     if (given("--log") || a.run.storage_faults || given("--log-bug") || given("--log-compact") ||
-        a.runtime_bug == "ack-before-fsync") {
+        a.runtime_bug == "ack-before-fsync" || a.runtime_bug == "answer-before-meta") {
         a.run.log = true;
     }
     a.ex.nodes = a.run.nodes;
@@ -397,6 +405,7 @@ MembershipRunOptions membership_options(const SimArgs& a, std::uint64_t seed) {
     mo.trace = run.trace;
     mo.planted_bug = run.planted_bug;
     mo.log_bug = run.log_bug;
+    mo.defer_meta = run.defer_meta;
     mo.nodes = a.nodes_given ? run.nodes : mo.nodes;
     mo.joiner = mo.joiner && !a.no_joiner;
     return mo;
@@ -549,6 +558,9 @@ struct Totals {
         stats.silent_repairs += s.silent_repairs;
         stats.slow_syncs += s.slow_syncs;
         stats.crashes += s.crashes;
+        stats.meta_writes_deferred += s.meta_writes_deferred;
+        stats.meta_writes_lost += s.meta_writes_lost;
+        stats.results_held += s.results_held;
     }
 };
 
@@ -587,6 +599,14 @@ void print_log_summary(const Totals& t, const RunOptions& run) {
         static_cast<unsigned long long>(t.acked), static_cast<unsigned long long>(t.refused),
         static_cast<unsigned long long>(t.unknown), static_cast<long long>(t.slowest_log_ms),
         static_cast<long long>(t.log_bound_ms));
+    if (run.defer_meta) {
+        std::printf(
+            "deferred commit point: %llu written later, %llu answers held until then, %llu "
+            "interrupted by a crash\n",
+            static_cast<unsigned long long>(t.stats.meta_writes_deferred),
+            static_cast<unsigned long long>(t.stats.results_held),
+            static_cast<unsigned long long>(t.stats.meta_writes_lost));
+    }
     if (run.log_compact != 0) {
         std::printf(
             "compaction: %llu snapshots taken, %llu installed from a leader or source "

@@ -495,6 +495,7 @@ MembershipRunResult run_log_membership_seed(const MembershipRunOptions& o) {
     so.skip_elector_growth = o.skip_elector_growth;
     so.log_options.config.decode_configuration = &codec::decode_configuration;
     so.log_options.config.planted_bug = o.log_bug;
+    so.log_options.defer_meta = o.defer_meta;
     Simulator sim(so);
     MembershipRunResult result;
     result.seed = o.seed;

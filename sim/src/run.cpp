@@ -316,8 +316,10 @@ Millis log_liveness_bound(const LogSimOptions& o, std::int64_t max_one_way_laten
                           std::size_t log_len) {
     const replication::LogConfig& c = o.config;
     const auto round_trips = static_cast<std::int64_t>(log_len / c.max_batch_entries + 4);
+    // (A deferred commit point: its write starts within a flush delay and takes two fsyncs.)
+    const std::int64_t meta_write = o.defer_meta ? 3 * o.flush_delay_max_ms : 0;
     return 2 * c.sync_retry_period + 2 * c.heartbeat_period +
-           Millis{round_trips * (2 * max_one_way_latency_ms + o.flush_delay_max_ms)};
+           Millis{round_trips * (2 * max_one_way_latency_ms + o.flush_delay_max_ms) + meta_write};
 }
 
 std::vector<std::int32_t> draw_clock_drift(const RunOptions& options) {
@@ -415,6 +417,7 @@ SimOptions sim_options(const RunOptions& options) {
     so.log_options.config.compact_threshold = options.log_compact;
     so.log_options.config.compact_retain = options.log_compact / 4;
     so.log_options.history = options.log_history;
+    so.log_options.defer_meta = options.defer_meta;
     if (options.storage_faults) {
         so.log_options.storage_fault_ppm = RunOptions::kStorageFaultPpm;
         so.log_options.storage_faults_until_ms = options.fault_window.count();
@@ -523,6 +526,40 @@ RunResult run_seed(const RunOptions& options) {
     return result;
 }
 
+namespace {
+
+/// replay_command's log options.
+std::string log_replay_flags(const RunOptions& o) {
+    std::string cmd;
+    if (o.log) {
+        cmd += " --log";
+    }
+    if (o.log_bug != replication::PlantedLogBug::None) {
+        cmd += " --log-bug " + std::string(enum_name(o.log_bug));
+    }
+    if (o.log && !o.defer_meta) {
+        cmd += " --no-defer-meta";
+    }
+    if (o.log && o.log_compact != 0) {
+        cmd += " --log-compact " + std::to_string(o.log_compact);
+    }
+    if (o.log && o.storage_faults) {
+        cmd += " --storage-faults";
+        if (o.storage_bug != StorageBug::None) {
+            cmd += " --storage-bug " + std::string(enum_name(o.storage_bug));
+        }
+    }
+    if (o.log && !o.log_history.check_recovered_floor) {
+        cmd += " --no-floor-check";
+    }
+    if (o.log && !o.log_history.check_durable_quorum) {
+        cmd += " --no-durable-check";
+    }
+    return cmd;
+}
+
+}  // namespace
+
 std::string replay_command(std::string_view program, const RunOptions& o) {
     std::string cmd = std::string(program) + " --seed " + std::to_string(o.seed) + " --nodes " +
                       std::to_string(o.nodes) + " --faults " + o.faults.to_string() +
@@ -560,6 +597,8 @@ std::string replay_command(std::string_view program, const RunOptions& o) {
         cmd += " --runtime-bug send-before-persist";
     } else if (o.runtime_bug == runtime::RuntimeBug::AckBeforeFsync) {
         cmd += " --runtime-bug ack-before-fsync";
+    } else if (o.runtime_bug == runtime::RuntimeBug::AnswerBeforeMeta) {
+        cmd += " --runtime-bug answer-before-meta";
     }
     if (!o.history.check_term_monotonic) {
         cmd += " --no-term-check";
@@ -570,27 +609,7 @@ std::string replay_command(std::string_view program, const RunOptions& o) {
     if (o.identity_bug != IdentityBug::None) {
         cmd += " --identity-bug " + std::string(enum_name(o.identity_bug));
     }
-    if (o.log) {
-        cmd += " --log";
-    }
-    if (o.log_bug != replication::PlantedLogBug::None) {
-        cmd += " --log-bug " + std::string(enum_name(o.log_bug));
-    }
-    if (o.log && o.log_compact != 0) {
-        cmd += " --log-compact " + std::to_string(o.log_compact);
-    }
-    if (o.log && o.storage_faults) {
-        cmd += " --storage-faults";
-        if (o.storage_bug != StorageBug::None) {
-            cmd += " --storage-bug " + std::string(enum_name(o.storage_bug));
-        }
-    }
-    if (o.log && !o.log_history.check_recovered_floor) {
-        cmd += " --no-floor-check";
-    }
-    if (o.log && !o.log_history.check_durable_quorum) {
-        cmd += " --no-durable-check";
-    }
+    cmd += log_replay_flags(o);
     return cmd;
 }
 

@@ -725,6 +725,8 @@ void Simulator::deliver(const Event& e) {
         case EventKind::LogTimerFired:
         case EventKind::LogFlush:
         case EventKind::LogSyncDone:
+        case EventKind::LogMetaBegin:
+        case EventKind::LogMetaDone:
         case EventKind::ClientRequest:
             dispatch_log(e);
             break;

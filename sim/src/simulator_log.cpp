@@ -160,6 +160,9 @@ void Simulator::log_crash(std::size_t n) {
             storage.flush();
         }
     }
+    if (logs_[n] && logs_[n]->rt.meta_deferred()) {
+        ++stats_.meta_writes_lost;  // its writers were never answered
+    }
     logs_[n].reset();
     log_views_[n] = nullptr;
     // What the node's storage holds durably now: its next start must find at least this.
@@ -276,6 +279,26 @@ void Simulator::check_recovered_floor(std::size_t n) {
     }
 }
 
+void Simulator::push_storage_completion(std::size_t n, EventKind kind, int fsyncs) {
+    const LogSimOptions& lo = options_.log_options;
+    std::int64_t delay = 0;
+    for (int i = 0; i < fsyncs; ++i) {
+        std::int64_t one = rng_.between(0, lo.flush_delay_max_ms);
+        if (lo.storage_latency_max_ms > 0 && now_ms_ < lo.storage_faults_until_ms &&
+            rng_.below(lo.slow_sync_one_in) == 0) {
+            one = rng_.between(0, lo.storage_latency_max_ms);
+            ++stats_.slow_syncs;
+        }
+        delay += one;
+    }
+    Event e;
+    e.time_ms = now_ms_ + delay;
+    e.kind = kind;
+    e.node = static_cast<std::uint16_t>(n);
+    e.stamp = incarnation_[n];
+    push(e);
+}
+
 void Simulator::log_begin_sync(std::size_t n) {
     LogNode& node = *logs_[n];
     std::optional<replication::SyncTicket> ticket = node.rt.begin_sync();
@@ -283,18 +306,63 @@ void Simulator::log_begin_sync(std::size_t n) {
         return;
     }
     node.sync = std::move(ticket);
-    const LogSimOptions& lo = options_.log_options;
-    std::int64_t delay = rng_.between(0, lo.flush_delay_max_ms);
-    if (now_ms_ < lo.storage_faults_until_ms && rng_.below(lo.slow_sync_one_in) == 0) {
-        delay = rng_.between(0, lo.storage_latency_max_ms);
-        ++stats_.slow_syncs;
+    push_storage_completion(n, EventKind::LogSyncDone, 1);
+}
+
+void Simulator::log_begin_meta(std::size_t n) {
+    LogNode& node = *logs_[n];
+    node.meta_write = node.rt.begin_meta_write();
+    if (node.meta_write) {
+        push_storage_completion(n, EventKind::LogMetaDone, 2);  // two fsyncs and a rename
     }
-    Event e;
-    e.time_ms = now_ms_ + delay;
-    e.kind = EventKind::LogSyncDone;
-    e.node = static_cast<std::uint16_t>(n);
-    e.stamp = incarnation_[n];
-    push(e);
+}
+
+// The deferred commit point's write completes: durable now (as FileStorage::write_meta, a meta
+// older than the one stored, a newer term written meanwhile, is not written), and the runtime
+// releases the answers it covers, which LogHistory checks at once.
+void Simulator::log_end_meta(std::size_t n) {
+    if (!logs_[n]->meta_write) {
+        return;
+    }
+    const replication::LogMeta meta = *logs_[n]->meta_write;
+    logs_[n]->meta_write.reset();
+    std::optional<std::string> error;
+    replication::MemoryStorage& storage = log_storage_[n];
+    const replication::LogMeta& stored = storage.meta();
+    if (storage_fault()) {
+        error = "write of the log meta (injected): Input/output error";
+    } else if (meta.term > stored.term ||
+               (meta.term == stored.term && meta.commit_lsn >= stored.commit_lsn)) {
+        storage.write_meta(meta);
+    }
+    ++stats_.meta_writes_deferred;
+    if (options_.trace) {
+        *options_.trace << nlohmann::json{{"kind", "log-meta"},
+                                          {"node", n},
+                                          {"commit", to_string(meta.commit_lsn)},
+                                          {"term", meta.term.value},
+                                          {"failed", error.value_or("")}}
+                               .dump()
+                        << '\n';
+    }
+    released_.clear();
+    logs_[n]->rt.meta_written(meta, error);
+    stats_.results_held += released_.size();
+    check_released(n);
+}
+
+void Simulator::check_released(std::size_t n) {
+    std::vector<ProposeResult> released;
+    released.swap(released_);
+    for (const ProposeResult& result : released) {
+        if (violation_ || !logs_[n]) {
+            return;  // (a failed write: the node crashed, its answers never left)
+        }
+        if (auto v =
+                log_history_.on_result(node_id(n), result, logs_[n]->rt.log(), log_storage_[n])) {
+            violation_ = std::move(v);
+        }
+    }
 }
 
 void Simulator::log_end_sync(std::size_t n) {
@@ -381,6 +449,16 @@ void Simulator::dispatch_log(const Event& e) {
         case EventKind::LogSyncDone:
             if (logs_[n]) {
                 log_end_sync(n);
+            }
+            break;
+        case EventKind::LogMetaBegin:
+            if (logs_[n]) {
+                log_begin_meta(n);
+            }
+            break;
+        case EventKind::LogMetaDone:
+            if (logs_[n]) {
+                log_end_meta(n);
             }
             break;
         case EventKind::ClientRequest:
@@ -561,18 +639,29 @@ void Simulator::LogEnv::arm(replication::LogTimer timer, Millis delay,
     sim->push(e);
 }
 
+void Simulator::push_within_flush_delay(std::size_t n, EventKind kind) {
+    Event e;
+    e.time_ms = now_ms_ + rng_.between(0, options_.log_options.flush_delay_max_ms);
+    e.kind = kind;
+    e.node = static_cast<std::uint16_t>(n);
+    e.stamp = incarnation_[n];
+    push(e);
+}
+
 void Simulator::LogEnv::schedule_flush() {
     // Group commit: one flush, at a random moment, covers everything appended until then.
-    Event e;
-    e.time_ms = sim->now_ms_ + sim->rng_.between(0, sim->options_.log_options.flush_delay_max_ms);
-    e.kind = EventKind::LogFlush;
-    e.node = static_cast<std::uint16_t>(node);
-    e.stamp = sim->incarnation_[node];
-    sim->push(e);
+    sim->push_within_flush_delay(node, EventKind::LogFlush);
+}
+
+void Simulator::LogEnv::schedule_meta() {
+    // As LogDriver: the write starts a little later (the commit advances of the inputs due by
+    // then share it) and completes after a storage delay (LogMetaDone).
+    sim->push_within_flush_delay(node, EventKind::LogMetaBegin);
 }
 
 void Simulator::LogEnv::propose_result(const ProposeResult& result) {
     Simulator& s = *sim;
+    s.released_.push_back(result);
     switch (result.error) {
         case ProposeError::None:
             ++s.stats_.proposals_acked;
@@ -681,6 +770,7 @@ void Simulator::log_step(std::size_t node, LogInput input,
     CONCLAVE_CHECK(logs_[node], "a log step runs on a running log");
     const Busy busy(*this);
     pending_log_ = PendingLogStep{input, received};
+    released_.clear();
     const std::uint64_t steps_before = stats_.log_steps;
     const LogActions* actions = nullptr;
     const std::uint64_t alarms_before = logs_[node]->rt.log().counters().protocol_violation_alarms;
@@ -722,6 +812,7 @@ void Simulator::log_step(std::size_t node, LogInput input,
         return;
     }
     if (stats_.log_steps == steps_before) {
+        check_released(node);
         return;  // the runtime gave the core no input (stale timer, nothing to flush, failed)
     }
     if (!violation_) {
@@ -733,6 +824,7 @@ void Simulator::log_step(std::size_t node, LogInput input,
             violation_ = std::move(v);
         }
     }
+    check_released(node);  // after the history took the step's commits
 }
 
 // Before the runtime performs a log step's actions: count, fingerprint, trace.

@@ -306,6 +306,12 @@ struct DeferringEnv {
     void after_batch() {}
 };
 
+/// A DeferringEnv that says at run time it does not defer (Env::defers_meta, the simulator's
+/// LogSimOptions::defer_meta = false).
+struct NotDeferringEnv : DeferringEnv {
+    bool defers_meta() const { return false; }
+};
+
 elector::LeadershipSnapshot RtLeads(std::uint64_t term) {
     return elector::LeadershipSnapshot{elector::Role::Leader,        Term{term}, NodeId{0},   term,
                                        elector::Reason::ElectionWon, Millis{0},  std::nullopt};
@@ -411,4 +417,21 @@ TEST_CASE("runtime: a deferred commit point is written once for several commits,
         CHECK(env.store.meta().term == Term{2});
     }
     CHECK_FALSE(env.failure);
+}
+
+TEST_CASE("runtime: an environment that says it does not defer gets the commit point at once") {
+    NotDeferringEnv env;
+    runtime::LogRuntime<NotDeferringEnv> rt{env, LogConfig{}, env.store.recover().log};
+    rt.run([](ReplicatedLog& log) { return log.start(Millis{0}); });
+    rt.run([](ReplicatedLog& log) { return log.on_leadership(Millis{0}, RtLeads(1)); });
+    rt.flush();
+    REQUIRE(rt.log().can_propose());
+    rt.run([](ReplicatedLog& log) { return log.propose(Millis{0}, RtL(1, 1), "k", "v"); });
+    rt.flush();  // (1,1) commits: the commit point is written in the batch, the writer answered
+    CHECK(env.metas_scheduled == 0);
+    CHECK_FALSE(rt.meta_deferred());
+    CHECK(env.store.meta().commit_lsn == RtL(1, 1));
+    REQUIRE(env.results.size() == 1);
+    CHECK(env.results[0].error == ProposeError::None);
+    CHECK(AnsweredAfterDurable(env));
 }

@@ -64,7 +64,9 @@ BOOST_DEFINE_FIXED_ENUM_CLASS(
     RuntimeBug, std::uint8_t,
     None,               // the correct behaviour
     SendBeforePersist,  // perform a batch's PersistState after the batch's sends
-    AckBeforeFsync      // LogRuntime: tell the log core persisted() before the storage flush
+    AckBeforeFsync,     // LogRuntime: tell the log core persisted() before the storage flush
+    AnswerBeforeMeta    // LogRuntime: deliver a held ProposeResult before a written commit point
+                        // covers it (deferred commit point)
 )
 
 /// What an input given to the core was (Env::before_step): its kind and its argument.

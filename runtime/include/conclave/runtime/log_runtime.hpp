@@ -35,12 +35,16 @@
 //     order, until a written meta (deferred or not: the commit point never moves back) covers
 //     it. Everything else (sends, appends, applies) goes on meanwhile: only writers' answers
 //     depend on that write. The commit advances made while one write runs share the next.
+//     An environment that also provides `bool defers_meta() const` decides at run time: false
+//     writes every PersistMeta at once, as without schedule_meta (the simulator's option).
 // Planted bug (RuntimeBug::AckBeforeFsync, only when Env::kPlantedBugs is true; the production
 // environments set it to false): every other flush() tells the core that every stored entry is
 // durable without flushing the storage, and leaves the fsync to the next group commit, so a
 // crash in between loses entries the node acknowledged (the simulator must catch it). In the
 // asynchronous group commit, sync_done() tells the core that every stored entry is durable,
 // those appended while the sync ran (not covered by it) included.
+// Planted bug (RuntimeBug::AnswerBeforeMeta, same condition): a deferring runtime delivers every
+// ProposeResult at once, before a written commit point covers it (the simulator must catch it).
 //
 // An environment that catches the planted AckBeforeFsync with its own checks (the simulator, the
 // log's cluster test) declares `static constexpr bool kOwnPersistOrderCheck = true;`: the
@@ -59,6 +63,7 @@
 //   void failed(const std::string& what);
 //   void after_batch();                          // the outermost batch is done
 // and optionally `void schedule_meta()`                 // later: write_deferred_meta()
+//   and then optionally `bool defers_meta() const`       // false: no deferral after all
 //   static constexpr bool kPlantedBugs;
 // and optionally `void before_actions(const replication::LogActions&)` and
 // `void membership(const replication::NotifyMembership&)` (the active configuration changed).
@@ -66,6 +71,7 @@
 
 #include <algorithm>
 #include <array>
+#include <concepts>
 #include <deque>
 #include <exception>
 #include <optional>
@@ -386,7 +392,8 @@ class LogRuntime {
     /// now covers the deferred ones before it.
     void persist_meta(const replication::PersistMeta& a) {
         if constexpr (kDefersMeta) {
-            if (a.before_results && a.meta.term == durable_term_ && !a.meta.repaired) {
+            if (defers_meta() && a.before_results && a.meta.term == durable_term_ &&
+                !a.meta.repaired) {
                 CONCLAVE_CHECK(!deferred_meta_ || deferred_meta_->commit_lsn <= a.meta.commit_lsn,
                                "the commit point never moves back");
                 deferred_meta_ = a.meta;
@@ -416,10 +423,25 @@ class LogRuntime {
         }
     }
 
+    /// Whether PersistMeta::before_results is deferred (kDefersMeta, unless the environment
+    /// says no at run time).
+    bool defers_meta() const {
+        if constexpr (requires(const Env& e) {
+                          { e.defers_meta() } -> std::convertible_to<bool>;
+                      }) {
+            return kDefersMeta && env_.defers_meta();
+        } else {
+            return kDefersMeta;
+        }
+    }
+
     /// Only with a deferring environment: a commit above the written commit point waits, and so
     /// does every answer after one that waits (answers keep their order).
     bool must_hold(const replication::ProposeResult& r) const {
         if constexpr (kDefersMeta) {
+            if (!defers_meta() || planted(RuntimeBug::AnswerBeforeMeta)) {
+                return false;
+            }
             return !held_results_.empty() ||
                    (r.error == replication::ProposeError::None && durable_commit_ < r.lsn);
         } else {

@@ -43,6 +43,8 @@ BOOST_DEFINE_FIXED_ENUM_CLASS(
     LogAckLost,           // an acknowledged entry is not where (or what) it was acknowledged
     LogLeaderIncomplete,  // an ACTIVE leader lacks an entry committed in its term or before
     LogNotDurable,        // a committed entry is durable in the storage of less than a majority
+    LogAnswerNotDurable,  // a writer heard "committed" before its node's stored commit point
+                          // covered the entry
     LogCoreCheck,         // check_invariants() or a CONCLAVE_CHECK of the log core failed
     LogDriver,            // promise not durable, storage differs from the core, bad outcome
     LogLiveness,          // the healed cluster did not commit a fresh proposal or converge

@@ -6,7 +6,10 @@
 //     history's prefix of the same length, LSN and content (LogDivergence, CommittedPrefixesAgree);
 //   - an acknowledged (ProposeResult::None) entry is in that history, with the LSN and content the
 //     client proposed; it therefore stays at its index in every committed prefix, forever
-//     (LogAckLost, AckedNeverLost);
+//     (LogAckLost, AckedNeverLost); answers are checked as the runtime releases them
+//     (on_result), not as the core emits them: a deferred commit point holds them back;
+//   - a writer hears "committed" only once its node's stored commit point covers the entry
+//     (LogAnswerNotDurable): a restarted node then still refuses to discard it;
 //   - Leader Completeness: an ACTIVE leader of term T holds, at the same index, every entry
 //     committed in a term <= T (LogLeaderIncomplete);
 //   - a newly committed entry is durable (flushed, at its index) in the storage of a majority
@@ -77,7 +80,15 @@ class LogHistory {
     /// `observer`'s log core was told that its connection to `peer` went down or came up.
     void on_peer_event(NodeId observer, NodeId peer);
 
-    /// Checks everything after `node`'s log core took one step that returned `actions`. `logs` has
+    /// The runtime of `node` released `result` to the client (after the step that produced it, or
+    /// later, once its deferred commit point was written; `storage`: the node's). Checks the
+    /// outcome against the history, and an acknowledgement against the stored commit point.
+    std::optional<Violation> on_result(NodeId node, const replication::ProposeResult& result,
+                                       const replication::ReplicatedLog& log,
+                                       const replication::MemoryStorage& storage);
+
+    /// Checks everything after `node`'s log core took one step that returned `actions` (its
+    /// ProposeResults excepted: on_result checks them as the runtime releases them). `logs` has
     /// one entry per node (nullptr for a crashed node). Returns the first violation, if any.
     /// `storage_failed`: a storage write of this step failed (the node leaves service at once),
     /// so the node's storage is not required to mirror its core.

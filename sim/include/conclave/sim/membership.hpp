@@ -43,6 +43,8 @@ struct MembershipRunOptions {
     /// a bug planted in the log core.
     std::size_t nodes = 4;
     replication::PlantedLogBug log_bug = replication::PlantedLogBug::None;
+    /// Through the log only: the deferred commit point (LogSimOptions::defer_meta).
+    bool defer_meta = true;
     /// Through the log only: node-table growth (docs/membership.md §8). The last of the `nodes`
     /// nodes is in nobody's table at the start (the others' tables, logs and electors hold
     /// nodes - 1; C0 is those nodes) and is not started; the operator's first change after C0

@@ -97,6 +97,9 @@ struct RunOptions {
     /// Compaction: the log's compact_threshold (0: off); compact_retain is a quarter of
     /// it. Keys repeat (24 of them) so that snapshots replace superseded values.
     std::size_t log_compact = 0;
+    /// The deferred commit point, as conclaved (LogSimOptions::defer_meta); false: every
+    /// PersistMeta written at once.
+    bool defer_meta = true;
     /// Storage faults in the fault window (LogSimOptions::storage_fault_ppm at
     /// kStorageFaultPpm): ENOSPC on append, EIO on fsync, part of an unsynced tail kept at a
     /// crash; slow storage (the asynchronous group commit, one fsync in 8 taking up to

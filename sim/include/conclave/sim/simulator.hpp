@@ -81,6 +81,13 @@ struct LogSimOptions {
     /// covered (or keeps a random prefix of it, with storage_fault_ppm).
     std::int64_t storage_latency_max_ms = 0;
     std::uint64_t slow_sync_one_in = 8;
+    /// Deferred commit point, as conclaved (runtime/log_runtime.hpp): the commit point a leader
+    /// persists before it answers writers is written later: the write starts within
+    /// [0, flush_delay_max_ms] and takes two fsyncs (and a rename, as FileStorage's), each drawn
+    /// as the group commit's (slow storage included); a crash before it completes loses it, and
+    /// the writers it covers are answered only once it completed.
+    /// false: every PersistMeta is written at once (the runtime without schedule_meta).
+    bool defer_meta = true;
     LogHistoryOptions history;
 };
 
@@ -253,6 +260,9 @@ struct SimStats {
     std::uint64_t flip_repairs = 0;          // flipped logs repaired by the operator
     std::uint64_t silent_repairs = 0;        // StorageBug::SilentRepair applied (the canary)
     std::uint64_t slow_syncs = 0;            // fsyncs delayed beyond flush_delay_max_ms
+    std::uint64_t meta_writes_deferred = 0;  // deferred commit points written
+    std::uint64_t meta_writes_lost = 0;      // deferred commit points a crash interrupted
+    std::uint64_t results_held = 0;          // ProposeResults a deferred write held back
     std::uint64_t proposals = 0;             // client requests that reached a live node
     std::uint64_t proposals_appended = 0;    // accepted by an ACTIVE leader
     std::uint64_t proposals_acked = 0;       // ProposeResult::None
@@ -428,6 +438,8 @@ class Simulator {
         LogTimerFired,  // log timer `log_timer` of `node`
         LogFlush,       // group commit point of `node`'s storage
         LogSyncDone,    // the asynchronous fsync of `node`'s storage completed (slow storage)
+        LogMetaBegin,   // `node` starts writing its deferred commit point
+        LogMetaDone,    // the write of `node`'s deferred commit point completed
         ClientTick,     // the workload sends its next request
         ClientRequest,  // a client request arrives at `node`
     };
@@ -508,7 +520,8 @@ class Simulator {
         std::size_t node_;
     };
     // The environment of each node's log runtime (runtime/log_runtime.hpp): simulated network,
-    // time, MemoryStorage (with faults), and the group commit at a random moment.
+    // time, MemoryStorage (with faults), the group commit at a random moment, and the deferred
+    // commit point (LogSimOptions::defer_meta).
     struct LogEnv {
         Simulator* sim = nullptr;
         std::size_t node = 0;
@@ -523,7 +536,11 @@ class Simulator {
         void arm(replication::LogTimer timer, Millis delay, runtime::TimerGeneration generation);
         void cancel(replication::LogTimer) {}
         void schedule_flush();
+        void schedule_meta();  // the deferred commit point (LogSimOptions::defer_meta)
+        bool defers_meta() const { return sim->options_.log_options.defer_meta; }
         void apply(const std::vector<replication::Entry>&) {}  // LogHistory checks the actions
+        /// An answer the runtime released (LogHistory checks it after the step, or at once
+        /// after a deferred commit point's write).
         void propose_result(const replication::ProposeResult& result);
         void role(const replication::NotifyLogRole&) {}
         /// Membership: the log's active configuration changed; the voters and the
@@ -539,7 +556,8 @@ class Simulator {
                 replication::RecoveredLog recovered);
         LogEnv env;
         runtime::LogRuntime<LogEnv> rt;
-        std::optional<replication::SyncTicket> sync;  // the fsync in flight (slow storage)
+        std::optional<replication::SyncTicket> sync;     // the fsync in flight (slow storage)
+        std::optional<replication::LogMeta> meta_write;  // the deferred commit point in flight
     };
     /// A flipped byte in a stopped node's durable log (FaultKind::BitFlip).
     struct Flip {
@@ -673,6 +691,16 @@ class Simulator {
     /// The asynchronous group commit (slow storage): LogFlush begins a sync, LogSyncDone ends it.
     void log_begin_sync(std::size_t node);
     void log_end_sync(std::size_t node);
+    /// An event of `node`'s current incarnation at a random moment within flush_delay_max_ms.
+    void push_within_flush_delay(std::size_t node, EventKind kind);
+    /// A storage completion event (LogSyncDone, LogMetaDone) after `fsyncs` drawn fsync delays.
+    void push_storage_completion(std::size_t node, EventKind kind, int fsyncs);
+    /// The deferred commit point (LogSimOptions::defer_meta): LogMetaBegin takes it from the
+    /// runtime, LogMetaDone writes it and hands it back.
+    void log_begin_meta(std::size_t node);
+    void log_end_meta(std::size_t node);
+    /// LogHistory checks the answers the runtime released (released_) to `node`'s clients.
+    void check_released(std::size_t node);
     void dispatch_log(const Event& e);
     void client_tick();
     void client_request(std::size_t node);
@@ -775,6 +803,7 @@ class Simulator {
     std::vector<replication::LogMessage> log_payloads_;
     std::vector<std::uint32_t> free_payloads_;
     LogHistory log_history_;
+    std::vector<replication::ProposeResult> released_;  // answers of the current log input
     conclave::InvariantFailureHandler previous_check_handler_ = nullptr;
     bool workload_ = false;
     bool workload_ticking_ = false;
