@@ -687,15 +687,17 @@ PromiseBrokenEv(n, c, m, r) ==
     THEN {<<"promisebroken", n, node[n].term>>} ELSE {}
 
 \* receive(m) with the clock's answer drawn from C (Receive: any of Clocks(n)) and the extra
-\* history events ev (the named lease decisions, below).
+\* history events ev (the named lease decisions, below). Every input below draws its step from the
+\* set of outcomes <<result, events>> over the answers, not from the answers themselves: answers
+\* that lead to the same outcome give TLC one successor state
+\* to check rather than one each. The steps are the same.
 ReceiveWith(m, keep, C, ev) ==
     LET n == m.to IN
     /\ m.from # n
     /\ node[n].role # "stopped"
-    /\ \E c \in C :
-          LET r == AfterLeaseCheck(n, node[n], c, LAMBDA s : Handler(n, s, m, c))
-          IN StepE(n, r, IF keep THEN {} ELSE {m},
-                   LeaseEv(n, c) \cup PromiseBrokenEv(n, c, m, r) \cup ev)
+    /\ \E o \in {LET r == AfterLeaseCheck(n, node[n], c, LAMBDA s : Handler(n, s, m, c))
+                  IN <<r, LeaseEv(n, c) \cup PromiseBrokenEv(n, c, m, r) \cup ev>> : c \in C} :
+          StepE(n, o[1], IF keep THEN {} ELSE {m}, o[2])
     /\ UNCHANGED faults
 
 Receive(m, keep) == ReceiveWith(m, keep, Clocks(m.to), {})
@@ -726,13 +728,13 @@ TimerHandler(n, timer, s, c) ==
 FiredWith(n, timer, C, ev) ==
     /\ node[n].role # "stopped"
     /\ timer \in node[n].armed_timers
-    /\ \E c \in C :
-          LET r == AfterLeaseCheck(n, [node[n] EXCEPT !.armed_timers = @ \ {timer}], c,
-                                   LAMBDA s : TimerHandler(n, timer, s, c))
-          IN StepE(n, r, {}, LeaseEv(n, c) \cup ev \cup
-                             (IF timer = "CheckQuorum" /\ node[n].role = "leader"
-                                 /\ r.st.role # "leader" /\ ~c.expired
-                              THEN {<<"checkquorum", n, node[n].term>>} ELSE {}))
+    /\ \E o \in {LET r == AfterLeaseCheck(n, [node[n] EXCEPT !.armed_timers = @ \ {timer}], c,
+                                          LAMBDA s : TimerHandler(n, timer, s, c))
+                  IN <<r, LeaseEv(n, c) \cup ev \cup
+                          (IF timer = "CheckQuorum" /\ node[n].role = "leader"
+                              /\ r.st.role # "leader" /\ ~c.expired
+                           THEN {<<"checkquorum", n, node[n].term>>} ELSE {})>> : c \in C} :
+          StepE(n, o[1], {}, o[2])
     /\ UNCHANGED faults
 
 Fired(n, timer) == FiredWith(n, timer, Clocks(n), {})
@@ -749,17 +751,18 @@ CheckQuorumFired(n) == "CheckQuorum" \in node[n].armed_timers /\ Fired(n, "Check
 \* does, and then refuses a leader that stepped down (LeaseExpiresOnly below).
 PeerUp(n, p) ==
     /\ p # n
-    /\ \E c \in Clocks(n) :
-          StepE(n, AfterLeaseCheck(n, node[n], c, LAMBDA s : PeerUpR(n, s, p)), {}, LeaseEv(n, c))
+    /\ \E o \in {<<AfterLeaseCheck(n, node[n], c, LAMBDA s : PeerUpR(n, s, p)), LeaseEv(n, c)>> :
+                 c \in Clocks(n)} :
+          StepE(n, o[1], {}, o[2])
     /\ UNCHANGED faults
 
 \* peer_down(p) with a closure that proves p gone (LinkLoss::PeerClosed or PeerRestarted), with
 \* the clock's answer drawn from C and the extra history events ev.
 PeerDownWith(n, p, C, ev) ==
     /\ p # n
-    /\ \E c \in C :
-          StepE(n, AfterLeaseCheck(n, node[n], c, LAMBDA s : PeerDownR(n, s, p)), {},
-                LeaseEv(n, c) \cup ev)
+    /\ \E o \in {<<AfterLeaseCheck(n, node[n], c, LAMBDA s : PeerDownR(n, s, p)),
+                   LeaseEv(n, c) \cup ev>> : c \in C} :
+          StepE(n, o[1], {}, o[2])
     /\ faults' = faults + 1
 
 PeerDown(n, p) == PeerDownWith(n, p, Clocks(n), {})
@@ -776,11 +779,11 @@ LocalCloseR(n, s, p) ==
 
 LocalClose(n, p) ==
     /\ p # n
-    /\ \E c \in Clocks(n) :
-          LET r == AfterLeaseCheck(n, node[n], c, LAMBDA s : LocalCloseR(n, s, p))
-          IN StepE(n, r, {}, LeaseEv(n, c) \cup
-                             (IF PromiseHolds(node[n], c) /\ node[n].leader = p /\ r.st.leader # p
-                              THEN {<<"promisebroken", n, node[n].term>>} ELSE {}))
+    /\ \E o \in {LET r == AfterLeaseCheck(n, node[n], c, LAMBDA s : LocalCloseR(n, s, p))
+                  IN <<r, LeaseEv(n, c) \cup
+                          (IF PromiseHolds(node[n], c) /\ node[n].leader = p /\ r.st.leader # p
+                           THEN {<<"promisebroken", n, node[n].term>>} ELSE {})>> : c \in Clocks(n)} :
+          StepE(n, o[1], {}, o[2])
     /\ faults' = faults + 1
 
 \* An input that the core ignores after the lease check (a timer that is not armed, a transfer
@@ -927,11 +930,11 @@ HandleAppend(n) ==
 
 \* set_voters(V, v) on n (after the lease check), the log's holding h after it.
 SetVotersStep(n, V, v, h) ==
-    /\ \E c \in Clocks(n) :
-          LET r == AfterLeaseCheck(n, node[n], c, LAMBDA s : SetVotersR(n, s, V, v))
-          IN StepH(n, r, {}, LeaseEv(n, c) \cup
-                             (IF node[n].role = "leader" /\ r.st.role # "leader" /\ ~c.expired
-                              THEN {<<"voterschanged", n, node[n].term>>} ELSE {}), h)
+    /\ \E o \in {LET r == AfterLeaseCheck(n, node[n], c, LAMBDA s : SetVotersR(n, s, V, v))
+                  IN <<r, LeaseEv(n, c) \cup
+                          (IF node[n].role = "leader" /\ r.st.role # "leader" /\ ~c.expired
+                           THEN {<<"voterschanged", n, node[n].term>>} ELSE {})>> : c \in Clocks(n)} :
+          StepH(n, o[1], {}, o[2], h)
     /\ UNCHANGED faults
 
 SetVoters(n, k) ==
