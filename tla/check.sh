@@ -10,7 +10,9 @@
 #                            tla_models_coverage)
 #   tla/check.sh MODEL...    only these entries (no coverage gate)
 # An entry is CFG[+CANARY]; CFG+CANARY runs CFG with the extra invariant CANARY, which TLC must
-# violate. Prints distinct states, depth, time and CPU time per model, then a coverage table: for
+# violate (or, when CFG runs in the same invocation as a must-pass exhaustive entry, CFG's run must
+# reach a state that violates CANARY: the canary is folded into it, see below). Prints distinct
+# states, depth, time and CPU time per model, then a coverage table: for
 # every action of Elector.tla, ReplicatedLog.tla, Membership.tla, Identity.tla, Lease.tla and
 # StoreLease.tla, the model that reached the most new (distinct) states through it, counting only
 # the must-pass models of coverage_models below (canary and planted-bug runs prove that a check
@@ -372,6 +374,68 @@ jvm_archive_done() {
   return 0
 }
 
+# wrapper_module NAME MODULE CFG COUNT [CANARY...]: the wrapper module of a must-pass run that
+# counts action coverage (COUNT=1) or reaches canaries for their own entries (see the loop
+# below), or both. Registers are per worker; ASSUME, evaluated before the workers start, sets
+# every worker's. Coverage: 0 per action; a state beyond a CONSTRAINT of CFG is checked but not
+# explored, so it is not counted. Canaries: FALSE until a state TLC checks violates the canary.
+wrapper_module() {
+  local name=$1 module=$2 cfg=$3 count=$4 constraint c
+  shift 4
+  constraint=$(awk '/^CONSTRAINTS?([ \t]|$)/ { f = 1; sub(/^CONSTRAINTS?/, ""); print; next }
+                    /^[^ \t]/ { f = 0 } f' "$cfg" | tr -s ' \t\n' ' ' | sed 's/^ *//; s/ *$//; s/ \+/ \/\\ /g')
+  printf '%s\n' "---- MODULE $name ----" \
+    "EXTENDS $module, TLC, Naturals, Sequences" \
+    "CoverageKey(a) == \"s:\" \\o a.location.module \\o \"!\" \\o a.name \\o \"!\"" \
+    "                  \\o ToString(a.location.beginLine) \\o \"!\" \\o ToString(a.location.beginColumn)" \
+    "CoverageCount ==" \
+    "    IF ~(${constraint:-TRUE}) THEN TRUE" \
+    "    ELSE LET k == CoverageKey(TLCGet(\"action\")) IN TLCSet(k, TLCGet(k) + 1)" \
+    "CoverageSum(f) == LET S[i \\in 0..Len(f)] == IF i = 0 THEN 0 ELSE S[i - 1] + f[i] IN S[Len(f)]" \
+    "Reached(k) == \\E w \\in DOMAIN TLCGet(\"all:named\")[k] : TLCGet(\"all:named\")[k][w]"
+  if [[ $count -eq 1 ]]; then
+    printf '%s\n' \
+      "ASSUME \\A a \\in TLCGet(\"spec\").actions \\cup TLCGet(\"spec\").inits : TLCSet(CoverageKey(a), 0)" \
+      "CoverageRows ==" \
+      "    LET all == TLCGet(\"all:named\") IN" \
+      "    \\A r \\in {[m |-> a.location.module, n |-> a.name, k |-> CoverageKey(a)] : a \\in TLCGet(\"spec\").actions} :" \
+      "        PrintT(<<\"action-coverage\", r.m, r.n, CoverageSum(all[r.k])>>)"
+  else
+    printf '%s\n' "CoverageRows == TRUE"
+  fi
+  for c in "$@"; do
+    printf '%s\n' "ASSUME TLCSet(\"s:canary!$c\", FALSE)" \
+      "CanaryWitness_$c == IF TLCGet(\"s:canary!$c\") \\/ $c THEN TRUE ELSE TLCSet(\"s:canary!$c\", TRUE)"
+  done
+  printf '%s\n' "CanaryRows == TRUE"
+  for c in "$@"; do
+    printf '%s\n' "    /\\ PrintT(<<\"canary-reached\", \"$c\", Reached(\"s:canary!$c\")>>)"
+  done
+  printf '%s\n' "WrapperRows == CoverageRows /\\ CanaryRows" "===="
+}
+
+# Canaries folded into their model's run: a canary entry CFG+CANARY whose CFG runs in this
+# invocation as a must-pass exhaustive entry of the same module is not a TLC run of its own. The
+# must-pass run checks every state the canary's run would (same model, every state, where the
+# canary's run stops at its first violation) and records, per canary, whether a state it checked
+# violates it (wrapper_module); the canary's entry passes when one did. That saves a JVM, a
+# parse and a search per canary. With a tlc command other than java, every canary runs alone.
+declare -A folded_into=() fold_base=() fold_of=()
+if [[ -n "$cds" ]]; then
+  for entry in "${models[@]}"; do
+    IFS=: read -r name module expect mode _ <<<"$entry"
+    [[ "$expect" == ok && "$mode" == bfs && "$name" != *+* ]] && fold_base["$name:$module"]=1
+  done
+  for entry in "${models[@]}"; do
+    IFS=: read -r name module expect _ <<<"$entry"
+    base=${name%%+*}
+    if [[ "$name" == *+* && -n "${fold_base[$base:$module]:-}" ]]; then
+      folded_into[$base]="${folded_into[$base]:-} ${name#*+}"
+      fold_of[$name]=$base
+    fi
+  done
+fi
+
 failed=0
 : >"$work/coverage.txt"
 total_start=$(date +%s)
@@ -379,6 +443,7 @@ total_cpu=0
 TIMEFORMAT='%U %S'
 for entry in "${models[@]}"; do
   IFS=: read -r name module expect mode num depth_bound <<<"$entry"
+  [[ -n "${fold_of[$name]:-}" ]] && continue  # reported after the loop
   cfg=${name%%+*}
   run=${name//+/-}
   run=${run%.cfg}
@@ -395,20 +460,30 @@ for entry in "${models[@]}"; do
   if [[ "$(basename "${tlc_cmd[0]}")" == java ]] && quick_jit "$name" "$expect"; then
     tlc_cmd=("${tlc_cmd[0]}" -XX:TieredStopAtLevel=1 "${tlc_cmd[@]:1}")
   fi
-  # Action coverage (the gate's rows) only where it counts: a model that must pass. With java,
-  # TLC counts per action only (tlc2.TLCGlobals.coverage=1, about half the CPU of -coverage,
-  # which counts every expression), and a postcondition of a wrapper module prints the counts
-  # (TLCGet("spec").actions); with another tlc command, -coverage prints them.
-  if [[ "$expect" == ok && -n "$cds" ]] && counts_coverage "$name"; then
-    cov_module="CoverageOf$module"
-    [[ -f "$work/$cov_module.tla" ]] || printf '%s\n' "---- MODULE $cov_module ----" \
-      "EXTENDS $module, TLC" \
-      "CoverageRows == \\A a \\in TLCGet(\"spec\").actions :" \
-      "  PrintT(<<\"action-coverage\", a.location.module, a.name, a.coverage.distinct, a.coverage.generated>>)" \
-      "====" >"$work/$cov_module.tla"
-    { cat "$work/$cfg"; printf '\nPOSTCONDITION CoverageRows\n'; } >"$work/$run-coverage.cfg"
-    args=("${args[@]/#$cfg/$run-coverage.cfg}")
-    tlc_cmd=("${tlc_cmd[0]}" -Dtlc2.TLCGlobals.coverage=1 "${tlc_cmd[@]:1}")
+  # Action coverage (the gate's rows) only where it counts: a model that must pass. With java, a
+  # wrapper module counts, per action, the new states it reached: an invariant of its own reads
+  # the action that produced each state TLC checks (TLCGet("action"), which needs TLC's extended
+  # state) and adds one to that action's register, states beyond the model's CONSTRAINT left out;
+  # a postcondition prints the sums over the workers. That costs a fraction of TLC's own
+  # per-action counters (tlc2.TLCGlobals.coverage=1) and of -coverage, which counts every
+  # expression (bench/README.md, "TLC"). With another tlc command, -coverage prints the counts.
+  # The same wrapper reaches the canaries folded into this run (above the loop).
+  folded=${folded_into[$name]:-}
+  count=0
+  [[ "$expect" == ok && -n "$cds" ]] && counts_coverage "$name" && count=1
+  if [[ $count -eq 1 || -n "$folded" ]]; then
+    cov_module="Wrapper$run"
+    # shellcheck disable=SC2086  # the folded canaries, one word each
+    wrapper_module "$cov_module" "$module" "$work/$cfg" "$count" $folded >"$work/$cov_module.tla"
+    {
+      cat "$work/$cfg"
+      printf '\n'
+      [[ $count -eq 1 ]] && printf 'INVARIANT CoverageCount\n'
+      for c in $folded; do printf 'INVARIANT CanaryWitness_%s\n' "$c"; done
+      printf 'POSTCONDITION WrapperRows\n'
+    } >"$work/$run-wrapped.cfg"
+    args=("${args[@]/#$cfg/$run-wrapped.cfg}")
+    [[ $count -eq 1 ]] && tlc_cmd=("${tlc_cmd[0]}" -Dtlc2.tool.impl.Tool.TLCStateMutExt=true "${tlc_cmd[@]:1}")
     module=$cov_module
   elif [[ "$expect" == ok ]] && counts_coverage "$name"; then
     args+=(-coverage 60)
@@ -471,21 +546,36 @@ for entry in "${models[@]}"; do
       rows[++n] = mod " " act " " run " " c[2] " " c[1] " " (mode == "bfs" ? "exhaustive" : "random")
     }
     END { for (i = 1; i <= n; i++) print rows[i] }' "$log" >>"$work/coverage.txt"
-  # the postcondition's lines: <<"action-coverage", "Module", "Action", distinct, generated>>, one
-  # per action and context of its parameters, summed per action
+  # the postcondition's lines: <<"action-coverage", "Module", "Action", new states>>, one per
+  # action (its parameter contexts share a register), summed per action; TLC's generated steps
+  # are not counted that way ("-" in the table's "taken")
   [[ "$expect" == ok ]] && awk -v run="$name" -v mode="$mode" '
     /^<<"action-coverage", "(Elector|ReplicatedLog|Membership|Identity|Lease|StoreLease)", / {
       line = $0; gsub(/[<>",]/, " ", line); split(line, f, " ")
       act = f[3]; sub(/Any$/, "", act); key = f[2] " " act
       if (!(key in d)) order[++n] = key
-      d[key] += f[4]; g[key] += f[5]
+      d[key] += f[4]
     }
     END { for (i = 1; i <= n; i++) { split(order[i], k, " ")
-            print k[1] " " k[2] " " run " " g[order[i]] " " d[order[i]] " " (mode == "bfs" ? "exhaustive" : "random") } }' \
+            print k[1] " " k[2] " " run " - " d[order[i]] " " (mode == "bfs" ? "exhaustive" : "random") } }' \
     "$log" >>"$work/coverage.txt"
 done
+# the folded canaries: each passes when its model's run reached it
+for entry in "${models[@]}"; do
+  IFS=: read -r name _ expect _ <<<"$entry"
+  base=${fold_of[$name]:-}
+  [[ -n "$base" ]] || continue
+  base_log="$work/${base%.cfg}.log"
+  if grep -q "^<<\"canary-reached\", \"$expect\", TRUE>>" "$base_log" 2>/dev/null; then
+    result="ok (reached in the run of $base)"
+  else
+    result="UNEXPECTED: the run of $base never reached a state violating $expect"
+    failed=1
+  fi
+  printf '%-58s distinct=%-9s depth=%-7s time=%4ss cpu=%4ss  %s\n' "$name" - folded 0 0 "$result"
+done
 if [[ ${#models[@]} -gt 0 ]]; then
-  echo "total time: $(( $(date +%s) - total_start ))s, cpu ${total_cpu}s, ${#models[@]} runs"
+  echo "total time: $(( $(date +%s) - total_start ))s, cpu ${total_cpu}s, $(( ${#models[@]} - ${#fold_of[@]} )) runs, ${#fold_of[@]} canaries folded into them"
 fi
 if [[ -n "$cov_out" ]]; then
   # a group run of CTest: its coverage rows for the gate, or none when a result was unexpected
