@@ -686,13 +686,20 @@ TypeOK ==
 ChecksHold == \A n \in Node : node[n].failed = {}
 
 \* Log Matching: two logs holding one LSN hold it at the same index, after
-\* the same prefix.
+\* the same prefix. Written as: no log holds an LSN twice, and an LSN of a's log
+\* that b's log holds is at the same index of b's, after the same entries (for
+\* TLC, one pass over a's log per pair instead of every pair of indices). The
+\* two say the same: if A[i] = B[j], B holds A[i], so B[i] = A[i] = B[j], and B
+\* holds no LSN twice, so i = j.
 LogMatching ==
-    \A a, b \in Node :
-        \A i \in 1..Len(node[a].entries) : \A j \in 1..Len(node[b].entries) :
-            node[a].entries[i] = node[b].entries[j] =>
-                /\ i = j
-                /\ SubSeq(node[a].entries, 1, i) = SubSeq(node[b].entries, 1, j)
+    \A a \in Node :
+        LET A == node[a].entries IN
+        /\ Cardinality({A[i] : i \in 1..Len(A)}) = Len(A)
+        /\ \A b \in Node \ {a} :
+               LET B == node[b].entries
+                   inB == {B[j] : j \in 1..Len(B)}
+               IN \A i \in 1..Len(A) :
+                      A[i] \in inB => i <= Len(B) /\ \A k \in 1..i : A[k] = B[k]
 
 \* Logs match up to the commit point: the committed prefixes of any two
 \* nodes are prefixes of one history.
