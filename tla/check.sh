@@ -453,7 +453,8 @@ for entry in "${models[@]}"; do
     cfg="$run.cfg"
   fi
   log="$work/$run.log"
-  args=(-workers "$TLC_WORKERS" -noGenerateSpecTE -metadir "$work/states-$run" -config "$cfg")
+  workers=$(tlc_workers)
+  args=(-workers "$workers" -noGenerateSpecTE -metadir "$work/states-$run" -config "$cfg")
   # random behaviours: one worker, so that the fixed seed gives the same behaviours every run
   [[ "$mode" == sim ]] && args=(-workers 1 "${args[@]:2}" -simulate "num=$num" -depth "$depth_bound" -seed 1)
   jvm_archive
@@ -527,8 +528,9 @@ for entry in "${models[@]}"; do
       result="UNEXPECTED: expected $expect to be violated, got ${violated:-no violation (TLC exit $rc)}"
     fi
   fi
-  printf '%-58s distinct=%-9s depth=%-7s time=%4ss cpu=%4ss  %s\n' "$name" "${distinct:-?}" \
-      "${depth:-?}" "$secs" "$cpu" "$result"
+  [[ "$mode" == sim ]] && workers=1
+  printf '%-58s distinct=%-9s depth=%-7s time=%4ss cpu=%4ss w=%s  %s\n' "$name" "${distinct:-?}" \
+      "${depth:-?}" "$secs" "$cpu" "$workers" "$result"
   if [[ "$result" != ok* ]]; then
     failed=1
     grep -E 'Error|violated|Exception' "$log" | head -5
@@ -572,7 +574,7 @@ for entry in "${models[@]}"; do
     result="UNEXPECTED: the run of $base never reached a state violating $expect"
     failed=1
   fi
-  printf '%-58s distinct=%-9s depth=%-7s time=%4ss cpu=%4ss  %s\n' "$name" - folded 0 0 "$result"
+  printf '%-58s distinct=%-9s depth=%-7s time=%4ss cpu=%4ss w=-  %s\n' "$name" - folded 0 0 "$result"
 done
 if [[ ${#models[@]} -gt 0 ]]; then
   echo "total time: $(( $(date +%s) - total_start ))s, cpu ${total_cpu}s, $(( ${#models[@]} - ${#fold_of[@]} )) runs, ${#fold_of[@]} canaries folded into them"

@@ -18,5 +18,23 @@ else
   echo "$why; skipping"
   exit 77
 fi
-# TLC workers: the machine is shared; override with TLC_WORKERS.
-TLC_WORKERS=${TLC_WORKERS:-2}
+# TLC workers (tlc_workers, asked before each run): TLC_WORKERS when it is set; otherwise the
+# cores that no other process wants right now (the fewest other runnable tasks seen in half a
+# second, /proc/loadavg), at least one. On a busy machine a second worker only contends with the
+# other work for the same cores, and costs more CPU for the same states.
+tlc_workers() {
+  if [[ -n "${TLC_WORKERS:-}" ]]; then
+    echo "$TLC_WORKERS"
+    return
+  fi
+  local cores others=1000000 runnable i
+  cores=$(nproc 2>/dev/null || echo 1)
+  for i in 1 2 3 4 5; do
+    read -r _ _ _ runnable _ </proc/loadavg 2>/dev/null || { echo 1; return; }
+    runnable=$(( ${runnable%/*} - 1 ))  # less the task reading it
+    (( runnable < others )) && others=$runnable
+    sleep 0.1
+  done
+  (( others < 0 )) && others=0
+  (( cores - others >= 1 )) && echo $(( cores - others )) || echo 1
+}
