@@ -393,18 +393,16 @@ wrapper_module() {
   shift 4
   constraint=$(awk '/^CONSTRAINTS?([ \t]|$)/ { f = 1; sub(/^CONSTRAINTS?/, ""); print; next }
                     /^[^ \t]/ { f = 0 } f' "$cfg" | tr -s ' \t\n' ' ' | sed 's/^ *//; s/ *$//; s/ \+/ \/\\ /g')
-  printf '%s\n' "---- MODULE $name ----" \
-    "EXTENDS $module, TLC, Naturals, Sequences" \
-    "CoverageKey(a) == \"s:\" \\o a.location.module \\o \"!\" \\o a.name \\o \"!\"" \
-    "                  \\o ToString(a.location.beginLine) \\o \"!\" \\o ToString(a.location.beginColumn)" \
-    "CoverageCount ==" \
-    "    IF ~(${constraint:-TRUE}) THEN TRUE" \
-    "    ELSE LET k == CoverageKey(TLCGet(\"action\")) IN TLCSet(k, TLCGet(k) + 1)" \
-    "CoverageSum(f) == LET S[i \\in 0..Len(f)] == IF i = 0 THEN 0 ELSE S[i - 1] + f[i] IN S[Len(f)]" \
-    "Reached(k) == \\E w \\in DOMAIN TLCGet(\"all:named\")[k] : TLCGet(\"all:named\")[k][w]"
+  printf '%s\n' "---- MODULE $name ----" "EXTENDS $module, TLC, Naturals, Sequences"
   if [[ $count -eq 1 ]]; then
     printf '%s\n' \
+      "CoverageKey(a) == \"s:\" \\o a.location.module \\o \"!\" \\o a.name \\o \"!\"" \
+      "                  \\o ToString(a.location.beginLine) \\o \"!\" \\o ToString(a.location.beginColumn)" \
       "ASSUME \\A a \\in TLCGet(\"spec\").actions \\cup TLCGet(\"spec\").inits : TLCSet(CoverageKey(a), 0)" \
+      "CoverageCount ==" \
+      "    IF ~(${constraint:-TRUE}) THEN TRUE" \
+      "    ELSE LET k == CoverageKey(TLCGet(\"action\")) IN TLCSet(k, TLCGet(k) + 1)" \
+      "CoverageSum(f) == LET S[i \\in 0..Len(f)] == IF i = 0 THEN 0 ELSE S[i - 1] + f[i] IN S[Len(f)]" \
       "CoverageRows ==" \
       "    LET all == TLCGet(\"all:named\") IN" \
       "    \\A r \\in {[m |-> a.location.module, n |-> a.name, k |-> CoverageKey(a)] : a \\in TLCGet(\"spec\").actions} :" \
@@ -412,6 +410,7 @@ wrapper_module() {
   else
     printf '%s\n' "CoverageRows == TRUE"
   fi
+  printf '%s\n' "Reached(k) == \\E w \\in DOMAIN TLCGet(\"all:named\")[k] : TLCGet(\"all:named\")[k][w]"
   for c in "$@"; do
     printf '%s\n' "ASSUME TLCSet(\"s:canary!$c\", FALSE)" \
       "CanaryWitness_$c == IF TLCGet(\"s:canary!$c\") \\/ $c THEN TRUE ELSE TLCSet(\"s:canary!$c\", TRUE)"

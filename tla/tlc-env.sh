@@ -19,8 +19,8 @@ else
   exit 77
 fi
 # TLC workers (tlc_workers, asked before each run): TLC_WORKERS when it is set; otherwise the
-# cores that no other process wants right now (the fewest other runnable tasks seen in half a
-# second, /proc/loadavg), at least one. On a busy machine a second worker only contends with the
+# cores that no other process wants right now (the fewest other runnable tasks seen in five
+# looks 20 ms apart, /proc/loadavg), at least one. On a busy machine a second worker only contends with the
 # other work for the same cores, and costs more CPU for the same states.
 tlc_workers() {
   if [[ -n "${TLC_WORKERS:-}" ]]; then
@@ -29,11 +29,15 @@ tlc_workers() {
   fi
   local cores others=1000000 runnable i
   cores=$(nproc 2>/dev/null || echo 1)
+  if (( cores <= 1 )); then
+    echo 1
+    return
+  fi
   for i in 1 2 3 4 5; do
     read -r _ _ _ runnable _ </proc/loadavg 2>/dev/null || { echo 1; return; }
     runnable=$(( ${runnable%/*} - 1 ))  # less the task reading it
     (( runnable < others )) && others=$runnable
-    sleep 0.1
+    (( i < 5 )) && sleep 0.02
   done
   (( others < 0 )) && others=0
   (( cores - others >= 1 )) && echo $(( cores - others )) || echo 1
