@@ -211,13 +211,15 @@ CanaryNoStartPromiseWait == ~\E e \in events : e[1] = "startpromisewait"
 CanaryNoPromiseEndedByCession == ~\E e \in events : e[1] = "promiseendedcession"
 CanaryNoPromiseEndedByLink == ~\E e \in events : e[1] = "promiseendedlink"
 
-\* TLC checks invariants only on states whose view is new; this action
-\* property checks TypeOK on every state reached, whatever its view. Only the
-\* parts a step changes are checked: the step's first state was checked (as an
-\* invariant when its view was new, or by this property when it was reached),
-\* so by induction from Init every reached state has TypeOK.
+\* TypeOK on every state reached, whatever its view (TLC checks invariants only
+\* on states whose view is new). TypeOK is checked on the initial states; after
+\* that, each step checks only the parts it changes: the step's first state was
+\* reached by an initial state or a checked step, so by induction every reached
+\* state has TypeOK. A model with this property needs no TypeOK invariant, which
+\* would check the whole state again on every new view.
 TypeOKEveryStep ==
-    [][/\ \A n \in Node : node'[n] # node[n] => NodeTypeOK(n)'
-       /\ \A m \in msgs' \ msgs : MsgTypeOK(m)
-       /\ CountersTypeOK']_vars
+    /\ TypeOK
+    /\ [][/\ \A n \in Node : node'[n] # node[n] => NodeTypeOK(n)'
+          /\ \A m \in msgs' \ msgs : MsgTypeOK(m)
+          /\ CountersTypeOK']_vars
 =============================================================================
