@@ -585,7 +585,9 @@ for entry in "${models[@]}"; do
   printf '%-58s distinct=%-9s depth=%-7s time=%4ss cpu=%4ss w=-  %s\n' "$name" - folded 0 0 "$result"
 done
 if [[ ${#models[@]} -gt 0 ]]; then
-  echo "total time: $(( $(date +%s) - total_start ))s, cpu ${total_cpu}s, $(( ${#models[@]} - ${#fold_of[@]} )) runs, ${#fold_of[@]} canaries folded into them"
+  # wall-clock start and end (UTC, seconds), so that the span of CTest's groups running side by
+  # side can be read from their logs
+  echo "total time: $(( $(date +%s) - total_start ))s, cpu ${total_cpu}s, $(( ${#models[@]} - ${#fold_of[@]} )) runs, ${#fold_of[@]} canaries folded into them (from $(date -u -d "@$total_start" +%T) to $(date -u +%T) UTC)"
 fi
 if [[ -n "$cov_out" ]]; then
   # a group run of CTest: its coverage rows for the gate, or none when a result was unexpected
