@@ -14,12 +14,14 @@ import http.client
 import json
 import os
 import shutil
-import socket
 import ssl
 import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+from conclaved_test import free_ports  # noqa: E402  (the same helper)
 
 DAEMON, CTL, CERTS = sys.argv[1], sys.argv[2], sys.argv[3]
 WAIT_S = 15.0
@@ -31,18 +33,6 @@ def check(cond, what):
     if not cond:
         failures.append(what)
     return cond
-
-
-def free_ports(n):
-    """n distinct free ports: every socket is held until all are known."""
-    held = [socket.socket() for _ in range(n)]
-    try:
-        for s in held:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in held]
-    finally:
-        for s in held:
-            s.close()
 
 
 def https(port, method, path, ca, headers=None, body=None):

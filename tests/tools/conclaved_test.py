@@ -37,15 +37,15 @@ def check(cond, what):
 
 
 def free_ports(n):
-    socks = []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
+    """n distinct free ports on 127.0.0.1: every socket is held until all are known."""
+    held = [socket.socket() for _ in range(n)]
+    try:
+        for s in held:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in held]
+    finally:
+        for s in held:
+            s.close()
 
 
 def wait_for(pred, timeout_s=WAIT_S, step_s=0.05):

@@ -27,11 +27,13 @@ import re
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from conclaved_test import free_ports  # noqa: E402  (the same helper)
 
 SKIP = 77
 UNIT = "/usr/lib/systemd/system/conclaved@.service"
@@ -65,19 +67,6 @@ def known(package):
     """Installed, or removed with its configuration left (dpkg still knows it)."""
     r = run("dpkg-query", "-W", "-f=${Status}", package)
     return r.returncode == 0 and "not-installed" not in r.stdout
-
-
-def free_ports(n):
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def exec_start():

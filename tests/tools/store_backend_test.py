@@ -32,7 +32,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from conclaved_test import NdjsonWatch, post_json  # noqa: E402  (the same helpers)
+from conclaved_test import NdjsonWatch, free_ports, post_json  # noqa: E402  (the same helpers)
 
 DAEMON = sys.argv[1] if len(sys.argv) > 1 else "build/release/tools/conclaved"
 KIND = sys.argv[2] if len(sys.argv) > 2 else "etcd"
@@ -47,18 +47,6 @@ def check(cond, what):
     if not cond:
         failures.append(what)
     return cond
-
-
-def free_ports(n):
-    socks = []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 def wait_for(pred, timeout_s=WAIT_S, step_s=0.05):
