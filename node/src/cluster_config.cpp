@@ -1139,54 +1139,8 @@ std::string_view to_string(BackendSettings::Kind k) {
     return "raft";
 }
 
-std::string to_string(const Endpoint& e) {
-    const bool v6 = e.host.find(':') != std::string::npos;
-    return (v6 ? "[" + e.host + "]" : e.host) + ":" + std::to_string(e.port);
-}
-
 bool valid_node_id(std::string_view id) {
     return ValidName(id);
-}
-
-std::optional<Endpoint> parse_endpoint(std::string_view text) {
-    std::string_view host;
-    std::string_view port;
-    if (!text.empty() && text.front() == '[') {
-        const std::size_t close = text.find(']');
-        if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':') {
-            return std::nullopt;
-        }
-        host = text.substr(1, close - 1);
-        port = text.substr(close + 2);
-        if (host.find(':') == std::string_view::npos) {
-            return std::nullopt;  // brackets only for IPv6 literals
-        }
-    } else {
-        const std::size_t colon = text.rfind(':');
-        if (colon == std::string_view::npos) {
-            return std::nullopt;
-        }
-        host = text.substr(0, colon);
-        port = text.substr(colon + 1);
-        if (host.find(':') != std::string_view::npos) {
-            return std::nullopt;  // unbracketed IPv6 is ambiguous
-        }
-    }
-    const bool host_ok =
-        !host.empty() && host.size() <= 253 && std::all_of(host.begin(), host.end(), [](char c) {
-            return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                   c == '.' || c == '-' || c == ':' || c == '_';
-        });
-    if (!host_ok || port.empty() || port.size() > 5 ||
-        !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-        return std::nullopt;
-    }
-    unsigned value = 0;
-    std::from_chars(port.data(), port.data() + port.size(), value);
-    if (value == 0 || value > 65535) {
-        return std::nullopt;
-    }
-    return Endpoint{std::string(host), static_cast<std::uint16_t>(value)};
 }
 
 std::string_view to_string(LogFormat f) {

@@ -21,21 +21,16 @@
 #include <utility>
 #include <vector>
 
+#include "conclave/core/endpoint.hpp"
+
 namespace conclave::client {
 
 using Clock = std::chrono::steady_clock;
 
-/// A node's admin endpoint: a host name or address (IPv6 without brackets) and a port.
-struct Endpoint {
-    std::string host;
-    std::uint16_t port = 0;
-    bool operator==(const Endpoint&) const = default;
-};
-
-/// "host:port", with brackets around an IPv6 address.
-std::string to_string(const Endpoint& endpoint);
-/// "host:port" or "[v6]:port" with a port in 1..65535; nullopt otherwise.
-std::optional<Endpoint> parse_endpoint(std::string_view text);
+/// A node's admin endpoint (conclave/core/endpoint.hpp).
+using conclave::Endpoint;
+using conclave::parse_endpoint;
+using conclave::to_string;
 
 /// Where a redirect points: "http://host:port/target" or "https://...".
 struct Location {

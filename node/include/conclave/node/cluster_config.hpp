@@ -18,24 +18,18 @@
 #include <variant>
 #include <vector>
 
+#include "conclave/core/endpoint.hpp"
 #include "conclave/core/types.hpp"
 #include "conclave/elector/config.hpp"
 #include "conclave/replication/storage.hpp"
 
 namespace conclave::node {
 
-/// A "host:port" (or "[v6-address]:port") endpoint as written in the config. The host is not
-/// resolved here; the mesh and the HTTP server resolve it when they bind or connect.
-struct Endpoint {
-    std::string host;
-    std::uint16_t port = 0;
-    bool operator==(const Endpoint&) const = default;
-};
-
-/// "host:port", with brackets around IPv6 literals.
-std::string to_string(const Endpoint& e);
-/// Parses "host:port" / "[v6]:port" with a port in 1..65535; nullopt otherwise.
-std::optional<Endpoint> parse_endpoint(std::string_view text);
+/// A "host:port" (or "[v6-address]:port") endpoint as written in the config
+/// (conclave/core/endpoint.hpp).
+using conclave::Endpoint;
+using conclave::parse_endpoint;
+using conclave::to_string;
 
 /// Node ids (and cluster names) are used in file paths and logs: kNodeIdRule.
 bool valid_node_id(std::string_view id);
