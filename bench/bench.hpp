@@ -7,6 +7,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/http/verb.hpp>
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -252,6 +253,64 @@ void signal_group(int pid, int signal);
 void kill_and_reap(int pid);
 /// The last `lines` lines of a file, indented.
 std::string file_tail(const std::filesystem::path& file, std::size_t lines);
+
+/// A peer system's members as processes of their own (etcd, ZooKeeper), signalled and restored by
+/// failover_once. `Member` has at least `name`, `client_port`, `args`, `log`, `pid` (0: not
+/// running) and `paused`; the subclass fills `members_`, starts them, and kills them (kill) in its
+/// destructor before it removes their files.
+template <class Member>
+class PeerProcesses : public FailoverTarget {
+  public:
+    std::size_t size() const override { return members_.size(); }
+    std::uint64_t last_term() const override { return last_term_; }
+
+    std::optional<boost::asio::ip::tcp::endpoint> client_endpoint(NodeIndex member) const override {
+        return boost::asio::ip::tcp::endpoint(boost::asio::ip::address_v4::loopback(),
+                                              members_.at(member).client_port);
+    }
+
+    void send_signal(NodeIndex member, int signal) override {
+        if (signal == SIGKILL) {
+            kill(member);
+        } else if (members_[member].pid != 0) {
+            signal_group(members_[member].pid, SIGSTOP);
+            members_[member].paused = true;
+        }
+    }
+
+    void restore(NodeIndex member) override {
+        Member& m = members_[member];
+        if (m.pid == 0) {
+            start(member);
+        } else if (m.paused) {
+            signal_group(m.pid, SIGCONT);
+            m.paused = false;
+        }
+    }
+
+    std::string log_tails() override {
+        std::string out;
+        for (const Member& m : members_) {
+            out += m.name + ".log:\n" + file_tail(m.log, 5);
+        }
+        return out;
+    }
+
+  protected:
+    void start(std::size_t i) {
+        members_[i].pid = spawn_logged(members_[i].args, members_[i].log);
+        members_[i].paused = false;
+    }
+
+    void kill(std::size_t i) {
+        kill_and_reap(members_[i].pid);
+        members_[i].pid = 0;
+        members_[i].paused = false;
+    }
+
+    std::vector<Member> members_;
+    std::uint64_t last_term_ = 0;  // of the last agreement poll_agreed returned
+};
 std::unique_ptr<FailoverTarget> make_conclave_target(const BenchOptions& options,
                                                      const std::string& profile);
 /// A conclaved cluster of `nodes` with the benchmark's daemon, backoff, --keep and --seed.

@@ -37,7 +37,18 @@ std::string json_string(const nlohmann::json& j, const char* field) {
     return v.is_string() ? v.get<std::string>() : v.dump();
 }
 
-class EtcdTarget final : public FailoverTarget {
+struct EtcdMember {
+    std::string name;
+    std::uint16_t peer_port = 0;
+    std::uint16_t client_port = 0;
+    std::vector<std::string> args;
+    fs::path log;
+    int pid = 0;
+    bool paused = false;
+    std::unique_ptr<HttpClient> client;
+};
+
+class EtcdTarget final : public PeerProcesses<EtcdMember> {
   public:
     EtcdTarget(fs::path etcd, std::size_t members, std::uint32_t heartbeat_ms,
                std::uint32_t election_ms)
@@ -52,7 +63,7 @@ class EtcdTarget final : public FailoverTarget {
             initial += (i ? "," : "") + members_[i].name + "=" + url(members_[i].peer_port);
         }
         for (std::size_t i = 0; i < members_.size(); ++i) {
-            Member& m = members_[i];
+            EtcdMember& m = members_[i];
             m.args = {etcd_.string(),
                       "--name",
                       m.name,
@@ -98,8 +109,6 @@ class EtcdTarget final : public FailoverTarget {
         fs::remove_all(dir_, ec);
     }
 
-    std::size_t size() const override { return members_.size(); }
-
     std::optional<NodeIndex> poll_agreed(const std::vector<NodeIndex>& members) override {
         std::string leader;
         std::string term;
@@ -141,67 +150,10 @@ class EtcdTarget final : public FailoverTarget {
         return it->second;
     }
 
-    std::uint64_t last_term() const override { return last_term_; }
-
-    std::optional<tcp::endpoint> client_endpoint(NodeIndex member) const override {
-        return tcp::endpoint(asio::ip::address_v4::loopback(), members_.at(member).client_port);
-    }
-
-    void send_signal(NodeIndex member, int signal) override {
-        if (signal == SIGKILL) {
-            kill(member);
-        } else if (members_[member].pid != 0) {
-            signal_group(members_[member].pid, SIGSTOP);
-            members_[member].paused = true;
-        }
-    }
-
-    void restore(NodeIndex member) override {
-        Member& m = members_[member];
-        if (m.pid == 0) {
-            start(member);
-        } else if (m.paused) {
-            signal_group(m.pid, SIGCONT);
-            m.paused = false;
-        }
-    }
-
-    std::string log_tails() override {
-        std::string out;
-        for (const Member& m : members_) {
-            out += m.name + ".log:\n" + file_tail(m.log, 5);
-        }
-        return out;
-    }
-
   private:
-    struct Member {
-        std::string name;
-        std::uint16_t peer_port = 0;
-        std::uint16_t client_port = 0;
-        std::vector<std::string> args;
-        fs::path log;
-        int pid = 0;
-        bool paused = false;
-        std::unique_ptr<HttpClient> client;
-    };
-
-    void start(std::size_t i) {
-        members_[i].pid = spawn_logged(members_[i].args, members_[i].log);
-        members_[i].paused = false;
-    }
-
-    void kill(std::size_t i) {
-        kill_and_reap(members_[i].pid);
-        members_[i].pid = 0;
-        members_[i].paused = false;
-    }
-
     fs::path etcd_;
     fs::path dir_;
-    std::vector<Member> members_;
     std::map<std::string, NodeIndex> ids_;  // member id (decimal) -> index
-    std::uint64_t last_term_ = 0;
 };
 
 }  // namespace

@@ -111,7 +111,16 @@ std::optional<SrvrAnswer> srvr(std::uint16_t port, std::chrono::milliseconds tim
     return a;
 }
 
-class ZooKeeperTarget final : public FailoverTarget {
+struct ZooKeeperMember {
+    std::string name;  // z1, z2, ...
+    std::uint16_t client_port = 0;
+    std::vector<std::string> args;
+    fs::path log;
+    int pid = 0;
+    bool paused = false;
+};
+
+class ZooKeeperTarget final : public PeerProcesses<ZooKeeperMember> {
   public:
     ZooKeeperTarget(ZooKeeperInstall install, std::size_t members, std::uint32_t tick_ms,
                     std::uint32_t sync_limit, const std::string& extra_config)
@@ -120,14 +129,15 @@ class ZooKeeperTarget final : public FailoverTarget {
         members_.resize(members);
         std::string servers;
         for (std::size_t i = 0; i < members_.size(); ++i) {
-            Member& m = members_[i];
+            ZooKeeperMember& m = members_[i];
+            m.name = fmt::format("z{}", i + 1);
             m.client_port = free_port(taken);
             const std::uint16_t quorum = free_port(taken);
             const std::uint16_t election = free_port(taken);
             servers += fmt::format("server.{}=127.0.0.1:{}:{}\n", i + 1, quorum, election);
         }
         for (std::size_t i = 0; i < members_.size(); ++i) {
-            Member& m = members_[i];
+            ZooKeeperMember& m = members_[i];
             const fs::path data = dir_ / fmt::format("z{}", i + 1);
             fs::create_directories(data);
             std::ofstream(data / "myid") << (i + 1) << "\n";
@@ -143,7 +153,7 @@ class ZooKeeperTarget final : public FailoverTarget {
                 << "4lw.commands.whitelist=srvr\n"
                 << "quorumListenOnAllIPs=false\n"
                 << extra_config << servers;
-            m.log = dir_ / fmt::format("z{}.log", i + 1);
+            m.log = dir_ / (m.name + ".log");
             m.args = {install_.java.string(),
                       "-Xmx256m",
                       "-XX:+UseSerialGC",
@@ -167,8 +177,6 @@ class ZooKeeperTarget final : public FailoverTarget {
         std::error_code ec;
         fs::remove_all(dir_, ec);
     }
-
-    std::size_t size() const override { return members_.size(); }
 
     /// Agreed: exactly one of `members` serves as leader and every other one serves as follower
     /// (a survivor that was following the stopped leader stops serving when it looks for a new
@@ -196,63 +204,9 @@ class ZooKeeperTarget final : public FailoverTarget {
         return leader;
     }
 
-    std::uint64_t last_term() const override { return last_term_; }
-
-    std::optional<tcp::endpoint> client_endpoint(NodeIndex member) const override {
-        return tcp::endpoint(asio::ip::address_v4::loopback(), members_.at(member).client_port);
-    }
-
-    void send_signal(NodeIndex member, int signal) override {
-        if (signal == SIGKILL) {
-            kill(member);
-        } else if (members_[member].pid != 0) {
-            signal_group(members_[member].pid, SIGSTOP);
-            members_[member].paused = true;
-        }
-    }
-
-    void restore(NodeIndex member) override {
-        Member& m = members_[member];
-        if (m.pid == 0) {
-            start(member);
-        } else if (m.paused) {
-            signal_group(m.pid, SIGCONT);
-            m.paused = false;
-        }
-    }
-
-    std::string log_tails() override {
-        std::string out;
-        for (std::size_t i = 0; i < members_.size(); ++i) {
-            out += fmt::format("z{}.log:\n", i + 1) + file_tail(members_[i].log, 5);
-        }
-        return out;
-    }
-
   private:
-    struct Member {
-        std::uint16_t client_port = 0;
-        std::vector<std::string> args;
-        fs::path log;
-        int pid = 0;
-        bool paused = false;
-    };
-
-    void start(std::size_t i) {
-        members_[i].pid = spawn_logged(members_[i].args, members_[i].log);
-        members_[i].paused = false;
-    }
-
-    void kill(std::size_t i) {
-        kill_and_reap(members_[i].pid);
-        members_[i].pid = 0;
-        members_[i].paused = false;
-    }
-
     ZooKeeperInstall install_;
     fs::path dir_;
-    std::vector<Member> members_;
-    std::uint64_t last_term_ = 0;
 };
 
 }  // namespace
