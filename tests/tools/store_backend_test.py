@@ -32,7 +32,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from conclaved_test import NdjsonWatch, free_ports, post_json  # noqa: E402  (the same helpers)
+from conclaved_test import NdjsonWatch, free_ports, post_json, request  # noqa: E402  (the same helpers)
+from conclaved_test import wait_for as conclaved_wait_for  # noqa: E402
 
 DAEMON = sys.argv[1] if len(sys.argv) > 1 else "build/release/tools/conclaved"
 KIND = sys.argv[2] if len(sys.argv) > 2 else "etcd"
@@ -50,25 +51,8 @@ def check(cond, what):
 
 
 def wait_for(pred, timeout_s=WAIT_S, step_s=0.05):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = pred()
-        if value:
-            return value
-        time.sleep(step_s)
-    return None
-
-
-def request(port, method, path, timeout_s=2.0):
-    try:
-        c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout_s)
-        c.request(method, path)
-        r = c.getresponse()
-        body = r.read().decode()
-        c.close()
-        return r.status, body
-    except (OSError, http.client.HTTPException):
-        return None, None
+    """conclaved_test's wait_for, with this test's longer default (a store's sessions are slow)."""
+    return conclaved_wait_for(pred, timeout_s, step_s)
 
 
 class Store:
