@@ -169,11 +169,7 @@ class LogRuntime {
             return last_;
         }
         ++flushes_;
-        if (!tell_core || durable == reported_durable_ || durable == replication::kNoLsn) {
-            return last_;
-        }
-        reported_durable_ = durable;
-        return run([&](auto& log) { return log.persisted(env_.now(), durable); });
+        return report_durable(durable, tell_core);
     }
 
     /// Asynchronous group commit, step 1 (at the moment Env::schedule_flush asked for): names what
@@ -222,11 +218,7 @@ class LogRuntime {
             flush_scheduled_ = true;
             env_.schedule_flush();
         }
-        if (!tell_core || durable == reported_durable_ || durable == replication::kNoLsn) {
-            return last_;
-        }
-        reported_durable_ = durable;
-        return run([&](auto& log) { return log.persisted(env_.now(), durable); });
+        return report_durable(durable, tell_core);
     }
 
     /// The deferred commit point, step 1 (Env::schedule_meta asked for it): the newest deferred
@@ -300,6 +292,16 @@ class LogRuntime {
     TimerGeneration generation(replication::LogTimer t) const { return generations_[index(t)]; }
 
   private:
+    /// Tells the core that the log is durable through `durable` (unless `tell_core` is false, or
+    /// nothing new became durable). Returns the core's actions (none when it was not told).
+    const replication::LogActions& report_durable(Lsn durable, bool tell_core) {
+        if (!tell_core || durable == reported_durable_ || durable == replication::kNoLsn) {
+            return last_;
+        }
+        reported_durable_ = durable;
+        return run([&](auto& log) { return log.persisted(env_.now(), durable); });
+    }
+
     static std::size_t index(replication::LogTimer t) { return static_cast<std::size_t>(t); }
 
     bool planted(RuntimeBug bug) const {
