@@ -1101,7 +1101,9 @@ Simulator::Busy::~Busy() {
 // own (voters_error); its versions come only from its own log, whose active version never goes
 // back within an incarnation (and a restarted elector starts at version 0), so that refusal is
 // expected only if the log's did go back: it is counted (config_notices_stale), anything else is
-// a MembershipRefused violation.
+// a MembershipRefused violation. A joiner is the exception: its elector starts at the version it
+// joined with, and its log, catching up from the first configuration, may make an older one
+// active on the way; that refusal is counted apart (config_notices_behind_join).
 void Simulator::deliver_membership() {
     const Busy busy(*this);  // notices raised while delivering wait for the next round
     while (!pending_notices_.empty() && !violation_) {
@@ -1131,6 +1133,8 @@ void Simulator::deliver_membership() {
         });
         if (!error) {
             configs_[p.node] = std::make_pair(p.voters, p.version);
+        } else if (join_config_[p.node] && p.version < join_config_[p.node]->second) {
+            ++stats_.config_notices_behind_join;
         } else if (p.version < had) {
             ++stats_.config_notices_stale;
         } else if (!violation_) {

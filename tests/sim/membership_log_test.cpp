@@ -30,11 +30,10 @@ constexpr std::uint64_t kLogSeeds = 150;  // ~2-3 s per test case in release
 constexpr std::uint64_t kPlantedFirstSeed = 1;
 #endif
 
-/// log_membership_options with the commit point written at once (--no-defer-meta): the seed
-/// windows above were measured on those trajectories. With the deferred commit point (the
-/// simulator's default) the planted bug is caught in 4 of seeds 1-1000 (first: seed 226, none in
-/// 1-150), and in seed 82 the joiner's log, catching up from C0, hands its elector a
-/// configuration older than the one it joined with (one stale notice).
+/// log_membership_options with the commit point written at once (--no-defer-meta), for the planted
+/// bug's test: its seed windows above were measured on those trajectories, where the bug is caught
+/// more often. With the deferred commit point (the simulator's default, and the other tests') the
+/// planted bug is caught in 4 of seeds 1-1000 (first: seed 226, none in 1-150).
 MembershipRunOptions log_membership_options_at_once(std::uint64_t seed) {
     MembershipRunOptions o = log_membership_options(seed);
     o.defer_meta = false;
@@ -45,7 +44,7 @@ MembershipRunOptions log_membership_options_at_once(std::uint64_t seed) {
 
 TEST_CASE("membership through the log: changes commit and reach every elector, no faults",
           "[membership-log-quick]") {
-    MembershipRunOptions o = log_membership_options_at_once(5);
+    MembershipRunOptions o = log_membership_options(5);
     o.episodes = 0;
     const MembershipRunResult r = run_log_membership_seed(o);
     INFO((r.violation ? r.violation->detail : std::string()) << " " << r.end_state);
@@ -72,7 +71,7 @@ TEST_CASE("membership through the log: changes commit and reach every elector, n
 
 TEST_CASE("membership through the log: a node joins with a new id, no faults",
           "[membership-log-quick]") {
-    MembershipRunOptions o = log_membership_options_at_once(8);
+    MembershipRunOptions o = log_membership_options(8);
     o.episodes = 0;
     o.changes = 3;  // C0; add the new node as a learner (the table grows); promote it
     const MembershipRunResult r = run_log_membership_seed(o);
@@ -96,7 +95,7 @@ TEST_CASE("membership through the log: a node joins with a new id, no faults",
 // The node-table check bites: a driver that grows the log's table but not the elector's.
 TEST_CASE("membership through the log: an elector whose table does not grow is caught",
           "[membership-log-quick]") {
-    MembershipRunOptions o = log_membership_options_at_once(8);
+    MembershipRunOptions o = log_membership_options(8);
     o.episodes = 0;
     o.skip_elector_growth = true;
     const MembershipRunResult r = run_log_membership_seed(o);
@@ -152,7 +151,7 @@ TEST_CASE("membership through the log: a node outside every table is not reached
 TEST_CASE("membership through the log: the trace stays one JSON object per line",
           "[membership-log-quick]") {
     std::ostringstream trace;
-    MembershipRunOptions o = log_membership_options_at_once(3);
+    MembershipRunOptions o = log_membership_options(3);
     o.fault_window = Millis{1500};
     o.tail = Millis{500};
     o.trace = &trace;
@@ -174,9 +173,9 @@ TEST_CASE("membership through the log: voter-set changes under faults keep the i
           "[.][membership-log]") {
     // Runs with a leader at the end, runs with the fresh entry committed, StaleConfig refusals,
     // committed versions (summed).
-    std::uint64_t led = 0, fresh = 0, fenced = 0, versions = 0;
+    std::uint64_t led = 0, fresh = 0, fenced = 0, versions = 0, behind_join = 0;
     for (std::uint64_t seed = 1; seed <= kLogSeeds; ++seed) {
-        const MembershipRunResult r = run_log_membership_seed(log_membership_options_at_once(seed));
+        const MembershipRunResult r = run_log_membership_seed(log_membership_options(seed));
         INFO("seed " << seed << ": " << (r.violation ? r.violation->detail : std::string()) << " "
                      << r.end_state);
         REQUIRE_FALSE(r.violation);
@@ -185,7 +184,11 @@ TEST_CASE("membership through the log: voter-set changes under faults keep the i
         fresh += r.fresh_committed ? 1U : 0U;
         fenced += r.stale_config_refusals;
         versions += r.committed_version;
+        behind_join += r.stats.config_notices_behind_join;
     }
+    // A joiner's log catching up from C0 may make a configuration older than the one it joined
+    // with active on the way; its elector refuses it (counted apart from a log that went back).
+    WARN("configurations older than the joiner's, refused by its elector: " << behind_join);
     // Liveness: 2 s after the last fault (and with no change requested after the faults) every
     // run has a leader followed by a majority of its voters, and a fresh entry commits.
     CHECK(led == kLogSeeds);
@@ -223,7 +226,7 @@ TEST_CASE("membership through the log: the node table grows, a node joins, the c
                   restarts_stored = 0;
     constexpr std::uint64_t kFirst = 1001;
     for (std::uint64_t seed = kFirst; seed < kFirst + kLogSeeds; ++seed) {
-        const MembershipRunResult r = run_log_membership_seed(log_membership_options_at_once(seed));
+        const MembershipRunResult r = run_log_membership_seed(log_membership_options(seed));
         INFO("seed " << seed << ": " << (r.violation ? r.violation->detail : std::string()) << " "
                      << r.end_state);
         REQUIRE_FALSE(r.violation);
@@ -256,7 +259,7 @@ TEST_CASE("membership through the log: SkipOwnTermCommit is exercised and harmle
           "[.][membership-log]") {
     std::uint64_t passive = 0;
     for (std::uint64_t seed = 1; seed <= kLogSeeds / 3; ++seed) {
-        MembershipRunOptions o = log_membership_options_at_once(seed);
+        MembershipRunOptions o = log_membership_options(seed);
         o.log_bug = replication::PlantedLogBug::SkipOwnTermCommit;
         const MembershipRunResult r = run_log_membership_seed(o);
         INFO("seed " << seed << ": " << (r.violation ? r.violation->detail : std::string()));
@@ -270,7 +273,7 @@ TEST_CASE("membership through the log: SkipOwnTermCommit is exercised and harmle
 // that commits with one acknowledgement fewer than a quorum is caught at once.
 TEST_CASE("membership through the log: the voter-set durability check bites",
           "[membership-log-quick]") {
-    MembershipRunOptions o = log_membership_options_at_once(1);
+    MembershipRunOptions o = log_membership_options(1);
     o.log_bug = replication::PlantedLogBug::CommitWithoutQuorum;
     // Without the joiner: with it, the three first nodes' leader (quorum 2) commits its sync
     // point alone before C0, caught on the plain majority path (another test's business).

@@ -269,10 +269,11 @@ struct SimStats {
     std::uint64_t proposals_refused = 0;     // NotLeader, NotActive, or the node was down
     std::uint64_t proposals_unknown = 0;     // TimedOut, LeadershipLost
     // Membership through the log (zero unless configuration entries are proposed).
-    std::uint64_t config_proposals = 0;          // configuration entries a log appended
-    std::uint64_t config_proposals_passive = 0;  // ... by a PASSIVE leader (SkipOwnTermCommit)
-    std::uint64_t config_notices = 0;            // NotifyMembership handed to electors
-    std::uint64_t config_notices_stale = 0;      // ... refused as older than the elector's own
+    std::uint64_t config_proposals = 0;            // configuration entries a log appended
+    std::uint64_t config_proposals_passive = 0;    // ... by a PASSIVE leader (SkipOwnTermCommit)
+    std::uint64_t config_notices = 0;              // NotifyMembership handed to electors
+    std::uint64_t config_notices_stale = 0;        // ... refused as older than the elector's own
+    std::uint64_t config_notices_behind_join = 0;  // ... at a joiner, older than it joined with
     // Node-table growth (SimOptions::initial_table).
     std::uint64_t table_growths = 0;           // a node's table grew (its log, mesh, elector)
     std::uint64_t joins = 0;                   // nodes started by join()
