@@ -19,15 +19,17 @@ else
   exit 77
 fi
 # TLC workers (tlc_workers, asked before each run): TLC_WORKERS when it is set; otherwise the
-# cores that no other process wants right now (the fewest other runnable tasks seen in five
-# looks 20 ms apart, /proc/loadavg), at least one. On a busy machine a second worker only contends with the
-# other work for the same cores, and costs more CPU for the same states.
+# cores that no other process wants right now, at least one: the fewest other runnable tasks seen
+# in five looks 20 ms apart (/proc/loadavg), and at least one core for each other check.sh running
+# (CTest runs the groups side by side, and at their common start neither TLC is runnable yet). On
+# a busy machine a second worker only contends with the other work for the same cores, and costs
+# more CPU for the same states.
 tlc_workers() {
   if [[ -n "${TLC_WORKERS:-}" ]]; then
     echo "$TLC_WORKERS"
     return
   fi
-  local cores others=1000000 runnable i
+  local cores others=1000000 runnable i peers
   cores=$(nproc 2>/dev/null || echo 1)
   if (( cores <= 1 )); then
     echo 1
@@ -40,5 +42,21 @@ tlc_workers() {
     (( i < 5 )) && sleep 0.02
   done
   (( others < 0 )) && others=0
+  peers=$(tlc_peer_scripts)
+  (( peers > others )) && others=$peers
   (( cores - others >= 1 )) && echo $(( cores - others )) || echo 1
+}
+
+# The other check.sh invocations running now: processes whose command line runs a check.sh and
+# whose parent does not (a check.sh's own subshells have its command line too), less this one.
+tlc_peer_scripts() {
+  local n=0 pid ppid pattern='(^|/| )check\.sh( |$)'
+  for pid in $(pgrep -f "$pattern" 2>/dev/null); do
+    [[ $pid == "$$" ]] && continue
+    ppid=$(awk '{ print $4 }' "/proc/$pid/stat" 2>/dev/null) || continue
+    [[ -z $ppid ]] && continue
+    tr '\0' ' ' <"/proc/$ppid/cmdline" 2>/dev/null | grep -Eq "$pattern" && continue
+    n=$(( n + 1 ))
+  done
+  echo "$n"
 }
