@@ -39,7 +39,9 @@ options:
   --backoff B       uniform or ranked (failover and cold-start; default: the profile's)
   --duration S      jitter: seconds per case (default 60)
   --window S        cost: measuring window in seconds (default 20)
-  --clients C       puts: concurrent connections, one request outstanding each (default 64)
+  --clients C       puts: concurrent connections (default 64)
+  --pipeline D      puts: requests each connection sends at once (HTTP/1.1 pipelining), then
+                    waits for their answers (default 1)
   --value-bytes V   puts: bytes per value; keys are 8 bytes (default 256)
   --keys K          puts: distinct keys, written in turn (default 100000)
   --poll-ms MS      failover, restart: polling period of /status (default 1)
@@ -82,6 +84,7 @@ void describe(CLI::App& app, Args& a, BenchOptions& options) {
     app.add_option("--duration", options.duration_s)->check(CLI::Range(1.0, 86400.0));
     app.add_option("--window", options.window_s)->check(CLI::Range(1.0, 86400.0));
     app.add_option("--clients", options.clients)->check(CLI::Range(1, 4096));
+    app.add_option("--pipeline", options.pipeline)->check(CLI::Range(1, 64));
     app.add_option("--value-bytes", options.value_bytes)
         ->check(CLI::Range(std::size_t{1}, std::size_t{65536}));
     app.add_option("--keys", options.keys)->check(CLI::Range(std::size_t{1}, std::size_t{1} << 28));

@@ -61,24 +61,33 @@ void Count(const client::Response& reply, Clock::time_point sent, Clock::time_po
     }
 }
 
-/// One load client: request after request over one keep-alive session (client::Session, which
-/// reopens the connection the server closes, e.g. conclaved's after 1000 requests) until the end
-/// of the window. A connection that cannot be opened ends the client.
+/// One load client: `depth` requests at a time (pipelined when more than one) over one keep-alive
+/// session (client::Session, which reopens the connection the server closes, e.g. conclaved's
+/// after 1000 requests) until the end of the window. Requests left unanswered by a connection the
+/// server closed are sent again. A connection that cannot be opened ends the client.
 asio::awaitable<void> PutLoop(client::Settings settings, client::Endpoint to, NextRequest next,
-                              Clock::time_point window_start, Clock::time_point window_end,
-                              LoadFigures& figures) {
+                              int depth, Clock::time_point window_start,
+                              Clock::time_point window_end, LoadFigures& figures) {
     const auto executor = co_await asio::this_coro::executor;
     client::Session session(executor, settings, to);
+    std::vector<client::Request> batch;
     while (Clock::now() < window_end) {
-        const client::Request request = next();
+        while (batch.size() < static_cast<std::size_t>(depth)) {
+            batch.push_back(next());
+        }
         const auto sent = Clock::now();
         const auto deadline = sent + settings.timeout;
         std::optional<client::Error> failure;
         try {
-            const client::Response reply = co_await session.request(request, deadline);
-            Count(reply, sent, window_start, window_end, figures);
+            const std::vector<client::Response> replies =
+                co_await session.pipeline(batch, deadline);
+            for (const client::Response& reply : replies) {
+                Count(reply, sent, window_start, window_end, figures);
+            }
+            batch.erase(batch.begin(), batch.begin() + static_cast<std::ptrdiff_t>(replies.size()));
         } catch (const client::Error& e) {
             failure = e;
+            batch.clear();
         }
         // A connection the server closed as the request went out is reopened, not an error.
         if (failure && failure->code() != http::error::end_of_stream) {
@@ -97,7 +106,7 @@ asio::awaitable<void> PutLoop(client::Settings settings, client::Endpoint to, Ne
 
 /// `clients` sessions to `to` for warmup + seconds; figures over the last `seconds` only.
 LoadFigures run_load(const asio::ip::tcp::endpoint& to, const NextRequest& next, int clients,
-                     double warmup_s, double seconds) {
+                     int depth, double warmup_s, double seconds) {
     asio::io_context io;
     LoadFigures figures;
     const auto start = Clock::now() + std::chrono::duration_cast<Clock::duration>(
@@ -108,7 +117,7 @@ LoadFigures run_load(const asio::ip::tcp::endpoint& to, const NextRequest& next,
     settings.timeout = std::chrono::seconds(10);
     const client::Endpoint endpoint{to.address().to_string(), to.port()};
     for (int c = 0; c < clients; ++c) {
-        asio::co_spawn(io, PutLoop(settings, endpoint, next, start, end, figures),
+        asio::co_spawn(io, PutLoop(settings, endpoint, next, depth, start, end, figures),
                        [](const std::exception_ptr& e) {
                            if (e) {
                                std::rethrow_exception(e);
@@ -180,7 +189,7 @@ class ConclaveDirect {
             {"insecure", true},  // loopback benchmark cluster
             // With the token, clients leave the budget of 64 unauthenticated connections.
             {"admin", {{"token_file", (dir_ / "token").string()}, {"open_reads", true}}},
-            {"metadata", {{"fsync", "batched"}}},
+            {"metadata", {{"fsync", "batched"}, {"compact_threshold", 100000}}},
             {"log", {{"format", "text"}, {"level", "warn"}}}};
         std::ofstream(dir_ / "cluster.json") << doc.dump(2) << "\n";
         token_ = "bench-token-0123456789abcdef0123456789abcdef";
@@ -238,6 +247,7 @@ class ConclaveDirect {
 
 struct PutsOptions {
     int clients = 64;
+    int depth = 1;  // requests sent at once per connection
     std::size_t value_bytes = 256;
     double seconds = 10;
     double warmup_s = 2;
@@ -344,14 +354,16 @@ void summarize_system(const std::string& system, const std::vector<RoundFigures>
 int run_puts(const BenchOptions& options) {
     PutsOptions o;
     o.clients = options.clients;
+    o.depth = options.pipeline;
     o.value_bytes = options.value_bytes;
     o.seconds = options.duration_s;
     o.rounds = options.runs;
     o.keys = options.keys;
     fmt::print(
-        "puts: 3 nodes each, {} clients (one request outstanding each), keys of 8 bytes, "
+        "puts: 3 nodes each, {} clients ({} request{} outstanding each), keys of 8 bytes, "
         "values of {} bytes, {} s per round after {} s of warm-up, {} rounds\n",
-        o.clients, o.value_bytes, o.seconds, o.warmup_s, o.rounds);
+        o.clients, o.depth, o.depth == 1 ? "" : "s pipelined", o.value_bytes, o.seconds, o.warmup_s,
+        o.rounds);
     ConclaveDirect conclave(options.conclaved, 3);
     std::unique_ptr<FailoverTarget> etcd;
     const auto etcd_path = options.etcd ? find_etcd() : std::nullopt;
@@ -367,7 +379,7 @@ int run_puts(const BenchOptions& options) {
         const NodeIndex leader = conclave.wait_leader();
         const BatchCounters before = batch_counters(conclave.metrics(leader).value_or(""));
         auto f = run_load(conclave.http(leader), requests(false, o, conclave.token()), o.clients,
-                          o.warmup_s, o.seconds);
+                          o.depth, o.warmup_s, o.seconds);
         ours.push_back(
             report("conclaved", round, std::move(f), fsync_batching(conclave, leader, before)));
         if (!etcd) {
@@ -382,7 +394,7 @@ int run_puts(const BenchOptions& options) {
             throw std::runtime_error("etcd: no agreed leader within 30 s\n" + etcd->log_tails());
         }
         auto e = run_load(*etcd->client_endpoint(*etcd_leader), requests(true, o, ""), o.clients,
-                          o.warmup_s, o.seconds);
+                          o.depth, o.warmup_s, o.seconds);
         theirs.push_back(report("etcd", round, std::move(e), ""));
     }
     fmt::print("summary over {} rounds:\n", o.rounds);

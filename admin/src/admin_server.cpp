@@ -21,6 +21,7 @@
 #include <exception>
 #include <list>
 #include <set>
+#include <sstream>
 
 namespace conclave::admin {
 
@@ -39,6 +40,9 @@ constexpr std::chrono::milliseconds kDrainTimeout{1000};
 constexpr std::size_t kMaxDrainBytes = 1024 * 1024;
 /// The first read of a request (within the idle deadline) takes at most this much.
 constexpr std::size_t kFirstReadBytes = 4096;
+/// HTTP/1.1 pipelining: requests of one connection taken before the oldest is answered. Further
+/// requests wait in the read buffer (and then in the socket: nothing more is read meanwhile).
+constexpr std::size_t kMaxPipelinedRequests = 64;
 
 }  // namespace
 
@@ -209,11 +213,14 @@ class Session : public SessionBase,
     void Serve() { Read(); }
 
     /// Waits for the first bytes of the next request within the idle deadline, then reads the
-    /// whole request within the request deadline.
+    /// whole request within the request deadline. Only once every earlier request is answered.
     void Read() {
-        parser_.emplace();
-        parser_->header_limit(static_cast<std::uint32_t>(shared_->limits.max_header_bytes));
-        parser_->body_limit(shared_->limits.max_body_bytes);
+        if (parser_fed_) {
+            parser_fed_ = false;
+            ReadRequest();  // the start of the request is in the parser already
+            return;
+        }
+        NewParser();
         if (buffer_.size() > 0) {
             ReadRequest();  // a pipelined request has begun already
             return;
@@ -225,6 +232,12 @@ class Session : public SessionBase,
                                 [self = shared_from_this()](beast::error_code ec, std::size_t n) {
                                     self->OnFirstBytes(ec, n);
                                 });
+    }
+
+    void NewParser() {
+        parser_.emplace();
+        parser_->header_limit(static_cast<std::uint32_t>(shared_->limits.max_header_bytes));
+        parser_->body_limit(shared_->limits.max_body_bytes);
     }
 
     void OnFirstBytes(beast::error_code ec, std::size_t n) {
@@ -265,39 +278,90 @@ class Session : public SessionBase,
             Close();
             return;
         }
-        if (ec) {
-            if (ec.category() != http::make_error_code(http::error::end_of_stream).category() &&
-                ec != http::error::buffer_overflow) {
-                Close();  // connection reset and the like: nobody to answer
-                return;
-            }
-            shared_->stats.requests += 1;
-            shared_->stats.bad_requests += 1;
-            if (ec == http::error::body_limit) {
-                Respond(json_error(413, "payload_too_large",
-                                   "request body exceeds " +
-                                       std::to_string(shared_->limits.max_body_bytes) + " bytes"),
-                        false, shared_->limits.request_timeout);
-            } else if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
-                Respond(json_error(431, "headers_too_large",
-                                   "request line and headers exceed " +
-                                       std::to_string(shared_->limits.max_header_bytes) + " bytes"),
-                        false, shared_->limits.request_timeout);
-            } else {
-                Respond(json_error(400, "bad_request", "malformed HTTP request: " + ec.message()),
-                        false, shared_->limits.request_timeout);
-            }
+        if (ec && ec.category() != http::make_error_code(http::error::end_of_stream).category() &&
+            ec != http::error::buffer_overflow) {
+            Close();  // connection reset and the like: nobody to answer
             return;
         }
+        TakeRequests(ec);
+    }
+
+    /// Answers the request the parser completed (or its parse error `ec`), then every complete
+    /// request already in the read buffer (a client pipelining), up to kMaxPipelinedRequests
+    /// unanswered; answers go out in request order (Flush).
+    void TakeRequests(beast::error_code ec) {
+        do {
+            if (ec) {
+                RefuseMalformed(ec);
+                break;
+            }
+            TakeRequest();
+        } while (ParseBuffered(ec));
+        Flush();
+    }
+
+    /// A request that could not be parsed: answered, then the connection ends.
+    void RefuseMalformed(beast::error_code ec) {
+        shared_->stats.requests += 1;
+        shared_->stats.bad_requests += 1;
+        AdminResponse refusal;
+        if (ec == http::error::body_limit) {
+            refusal = json_error(413, "payload_too_large",
+                                 "request body exceeds " +
+                                     std::to_string(shared_->limits.max_body_bytes) + " bytes");
+        } else if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
+            refusal = json_error(431, "headers_too_large",
+                                 "request line and headers exceed " +
+                                     std::to_string(shared_->limits.max_header_bytes) + " bytes");
+        } else {
+            refusal = json_error(400, "bad_request", "malformed HTTP request: " + ec.message());
+        }
+        answers_.push_back({std::move(refusal), false, 11});
+        closing_ = true;
+    }
+
+    void TakeRequest() {
         shared_->stats.requests += 1;
         served_ += 1;
         const auto& request = parser_->get();
         const bool keep_alive =
             request.keep_alive() && served_ < shared_->limits.max_requests_per_connection;
-        version_ = request.version();
-        if (auto response = Dispatch(request, keep_alive)) {
-            Respond(std::move(*response), keep_alive, shared_->limits.request_timeout);
+        answers_.push_back({std::nullopt, keep_alive, request.version()});
+        const std::size_t sequence = answered_ + answers_.size() - 1;
+        if (!keep_alive) {
+            closing_ = true;  // nothing after this request is processed (RFC 9112, 9.6)
         }
+        if (auto response = Dispatch(request, sequence)) {
+            Answer(sequence, std::move(*response));
+        }
+    }
+
+    /// Parses the next request from the read buffer alone. True when one is complete, or could
+    /// not be parsed (`ec` says why); false when the buffer holds none (or only its start, kept
+    /// in the parser for Read) or the connection takes no more requests now.
+    bool ParseBuffered(beast::error_code& ec) {
+        ec = {};
+        if (closing_ || answers_.size() >= kMaxPipelinedRequests || buffer_.size() == 0) {
+            return false;
+        }
+        NewParser();
+        parser_->eager(true);
+        while (buffer_.size() > 0 && !parser_->is_done()) {
+            const std::size_t used = parser_->put(buffer_.data(), ec);
+            buffer_.consume(used);
+            if (ec == http::error::need_more) {
+                ec = {};
+                break;
+            }
+            if (ec) {
+                return true;  // TakeRequests refuses it
+            }
+        }
+        if (!parser_->is_done()) {
+            parser_fed_ = true;
+            return false;
+        }
+        return true;
     }
 
     /// The route of `path`: its own, else the longest subtree route ("/a/" for "/a/b/c").
@@ -318,7 +382,7 @@ class Session : public SessionBase,
 
     /// nullopt: an asynchronous handler answers later.
     std::optional<AdminResponse> Dispatch(const http::request<http::string_body>& request,
-                                          bool keep_alive) {
+                                          std::size_t sequence) {
         AdminRequest admin;
         admin.method = std::string(request.method_string());
         admin.body = request.body();
@@ -354,14 +418,13 @@ class Session : public SessionBase,
             const auto async = async_path->second.find(admin.method);
             if (async != async_path->second.end()) {
                 auto answered = std::make_shared<bool>(false);
-                AdminResponder responder = [self = shared_from_this(), keep_alive,
+                AdminResponder responder = [self = shared_from_this(), sequence,
                                             answered](AdminResponse response) {
                     if (*answered || self->shared_->stopped) {
                         return;
                     }
                     *answered = true;
-                    self->Respond(std::move(response), keep_alive,
-                                  self->shared_->limits.request_timeout);
+                    self->Answer(sequence, std::move(response));
                 };
                 try {
                     async->second(admin, responder);
@@ -554,32 +617,86 @@ class Session : public SessionBase,
         return false;
     }
 
-    void Respond(AdminResponse admin, bool keep_alive, std::chrono::milliseconds timeout) {
+    /// The answer to request number `sequence` of this connection (counted from 0).
+    void Answer(std::size_t sequence, AdminResponse admin) {
+        CONCLAVE_CHECK(sequence >= answered_ && sequence - answered_ < answers_.size(),
+                       "an answer belongs to a request taken and not yet answered");
+        PendingAnswer& slot = answers_[sequence - answered_];
         if (admin.stream) {
-            StartStream(std::move(admin));
+            if (sequence - answered_ + 1 != answers_.size()) {
+                // Requests were taken after it: a stream would leave them unanswered.
+                admin = json_error(400, "bad_request",
+                                   "a streamed response cannot be followed by pipelined requests");
+                slot.keep_alive = false;
+            }
+            closing_ = true;
+        }
+        slot.response = std::move(admin);
+        Flush();
+    }
+
+    /// Writes the answers ready at the front, in request order and in one write; once every
+    /// request is answered, reads the next one.
+    void Flush() {
+        if (writing_ || stream_state_ != StreamState::None) {
             return;
         }
-        response_ = {};
-        response_.version(version_);
-        response_.result(admin.status);
-        response_.set(http::field::server, kServerName);
-        response_.set(http::field::content_type, admin.content_type);
-        response_.set(http::field::cache_control, "no-store");
-        for (const auto& [name, value] : admin.headers) {
-            response_.set(name, value);
+        if (answers_.empty()) {
+            if (!closing_) {
+                Read();
+            }
+            return;
         }
-        response_.body() = std::move(admin.body);
-        response_.keep_alive(keep_alive);
-        response_.prepare_payload();
-        Lowest().expires_after(timeout);
-        http::async_write(
-            stream_, response_,
-            [self = shared_from_this(), keep_alive](beast::error_code ec, std::size_t) {
-                self->OnWrite(ec, keep_alive);
+        if (answers_.front().response && answers_.front().response->stream) {
+            PendingAnswer head = std::move(answers_.front());
+            answers_.pop_front();
+            answered_ += 1;
+            StartStream(std::move(*head.response), head.version);
+            return;
+        }
+        std::ostringstream out;
+        std::size_t count = 0;
+        bool keep_alive = true;
+        for (; count < answers_.size() && keep_alive; ++count) {
+            PendingAnswer& slot = answers_[count];
+            if (!slot.response || slot.response->stream) {
+                break;
+            }
+            out << MakeResponse(std::move(*slot.response), slot.keep_alive, slot.version);
+            keep_alive = slot.keep_alive;
+        }
+        if (count == 0) {
+            return;  // the oldest request is not answered yet
+        }
+        written_ = std::move(out).str();
+        writing_ = true;
+        Lowest().expires_after(shared_->limits.request_timeout);
+        asio::async_write(
+            stream_, asio::buffer(written_),
+            [self = shared_from_this(), count, keep_alive](beast::error_code ec, std::size_t) {
+                self->OnWrite(ec, count, keep_alive);
             });
     }
 
-    void OnWrite(beast::error_code ec, bool keep_alive) {
+    http::response<http::string_body> MakeResponse(AdminResponse admin, bool keep_alive,
+                                                   unsigned version) const {
+        http::response<http::string_body> response;
+        response.version(version);
+        response.result(admin.status);
+        response.set(http::field::server, kServerName);
+        response.set(http::field::content_type, admin.content_type);
+        response.set(http::field::cache_control, "no-store");
+        for (const auto& [name, value] : admin.headers) {
+            response.set(name, value);
+        }
+        response.body() = std::move(admin.body);
+        response.keep_alive(keep_alive);
+        response.prepare_payload();
+        return response;
+    }
+
+    void OnWrite(beast::error_code ec, std::size_t count, bool keep_alive) {
+        writing_ = false;
         if (shared_->stopped || ec == asio::error::operation_aborted) {
             return;
         }
@@ -590,11 +707,14 @@ class Session : public SessionBase,
             Close();
             return;
         }
+        answers_.erase(answers_.begin(), answers_.begin() + static_cast<std::ptrdiff_t>(count));
+        answered_ += count;
+        written_.clear();
         if (!keep_alive) {
             Drain();
             return;
         }
-        Read();
+        Flush();
     }
 
     /// Lingering close: stop sending, then discard what the client still sends (for a bounded
@@ -667,9 +787,9 @@ class Session : public SessionBase,
   private:
     enum class StreamState : std::uint8_t { None, Open, Ending, Closed };
 
-    void StartStream(AdminResponse admin) {
+    void StartStream(AdminResponse admin, unsigned version) {
         stream_header_ = {};
-        stream_header_.version(version_);
+        stream_header_.version(version);
         stream_header_.result(admin.status);
         stream_header_.set(http::field::server, kServerName);
         stream_header_.set(http::field::content_type, admin.content_type);
@@ -781,10 +901,21 @@ class Session : public SessionBase,
     Stream stream_;
     beast::flat_buffer buffer_;
     std::optional<http::request_parser<http::string_body>> parser_;
-    http::response<http::string_body> response_;
+    /// The parser holds the start of a request taken from the read buffer (ParseBuffered).
+    bool parser_fed_ = false;
     std::string remote_;
-    unsigned version_ = 11;
     std::size_t served_ = 0;
+    /// Pipelining: the requests taken and not yet answered on the wire, oldest first.
+    struct PendingAnswer {
+        std::optional<AdminResponse> response;  // nullopt: its handler has not answered yet
+        bool keep_alive = true;
+        unsigned version = 11;
+    };
+    std::deque<PendingAnswer> answers_;
+    std::size_t answered_ = 0;  // requests of this connection answered on the wire
+    bool closing_ = false;      // take no further request (a final answer or a stream is due)
+    bool writing_ = false;
+    std::string written_;  // the answers being written
     std::array<char, 4096> drain_buffer_{};
     std::size_t drained_bytes_ = 0;
     // Streamed responses (AdminStream).

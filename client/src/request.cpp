@@ -26,12 +26,12 @@ template <class Stream>
 asio::awaitable<Response> Exchange(Stream& stream, const Settings& settings,
                                    const Endpoint& endpoint, const Request& request, Stage& stage) {
     beast::flat_buffer buffer;
-    const auto answer =
-        co_await detail::exchange(stream, settings, endpoint, request, buffer, stage);
+    const auto answers = co_await detail::exchange(stream, settings, endpoint,
+                                                   std::span(&request, 1), buffer, stage);
     beast::error_code ignored;
     beast::get_lowest_layer(stream).socket().shutdown(asio::ip::tcp::socket::shutdown_both,
                                                       ignored);
-    co_return detail::to_response(answer);
+    co_return detail::to_response(answers.front());
 }
 
 asio::awaitable<Response> PlainRequest(const Settings& settings, const Endpoint& endpoint,

@@ -69,6 +69,14 @@ asio::awaitable<void> Session::Open(Clock::time_point deadline) {
 }
 
 asio::awaitable<Response> Session::request(Request request, Clock::time_point deadline) {
+    std::vector<Request> one;
+    one.push_back(std::move(request));
+    std::vector<Response> answers = co_await pipeline(std::move(one), deadline);
+    co_return std::move(answers.front());
+}
+
+asio::awaitable<std::vector<Response>> Session::pipeline(std::vector<Request> requests,
+                                                         Clock::time_point deadline) {
     if (connection_ && ClosedWhileIdle(connection_->lowest(), connection_->buffer)) {
         connection_.reset();
     }
@@ -83,18 +91,23 @@ asio::awaitable<Response> Session::request(Request request, Clock::time_point de
         Connection& c = *connection_;
         detail::set_deadline(c.lowest(), deadline);
         // Named results, no co_await inside a condition: GCC 12 miscompiles both.
-        boost::beast::http::response<boost::beast::http::string_body> answer;
+        std::vector<boost::beast::http::response<boost::beast::http::string_body>> answers;
         if (c.tls) {
-            answer =
-                co_await detail::exchange(*c.tls, settings_, endpoint_, request, c.buffer, stage);
+            answers =
+                co_await detail::exchange(*c.tls, settings_, endpoint_, requests, c.buffer, stage);
         } else {
-            answer =
-                co_await detail::exchange(*c.plain, settings_, endpoint_, request, c.buffer, stage);
+            answers = co_await detail::exchange(*c.plain, settings_, endpoint_, requests, c.buffer,
+                                                stage);
         }
-        if (!answer.keep_alive()) {
+        if (answers.size() < requests.size() || !answers.back().keep_alive()) {
             connection_.reset();
         }
-        co_return detail::to_response(answer);
+        std::vector<Response> responses;
+        responses.reserve(answers.size());
+        for (const auto& answer : answers) {
+            responses.push_back(detail::to_response(answer));
+        }
+        co_return responses;
     } catch (const Error&) {
         connection_.reset();
         throw;

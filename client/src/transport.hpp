@@ -5,6 +5,7 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/message.hpp>
@@ -12,6 +13,10 @@
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
+
+#include <span>
+#include <sstream>
+#include <vector>
 
 #include "conclave/client/client.hpp"
 
@@ -35,23 +40,37 @@ boost::beast::http::request<boost::beast::http::string_body> make_request(const 
                                                                           const Request& request,
                                                                           bool with_token);
 
-/// Writes `request` on the open `stream` and reads the answer (the stream stays open; `buffer`
-/// keeps what was read past it). `stage` follows the progress, for the error.
+/// Writes `requests` on the open `stream` in one write (HTTP/1.1 pipelining) and reads their
+/// answers in order (the stream stays open; `buffer` keeps what was read past them). Fewer answers
+/// than requests when an answer closes the connection: the server processed none of the rest.
+/// `stage` follows the progress, for the error.
 template <class Stream>
-boost::asio::awaitable<boost::beast::http::response<boost::beast::http::string_body>> exchange(
-    Stream& stream, const Settings& settings, const Endpoint& endpoint, const Request& request,
-    boost::beast::flat_buffer& buffer, Stage& stage) {
+boost::asio::awaitable<std::vector<boost::beast::http::response<boost::beast::http::string_body>>>
+exchange(Stream& stream, const Settings& settings, const Endpoint& endpoint,
+         std::span<const Request> requests, boost::beast::flat_buffer& buffer, Stage& stage) {
     namespace http = boost::beast::http;
-    auto message = make_request(settings, endpoint, request, /*with_token=*/true);
+    std::ostringstream out;
+    for (const Request& request : requests) {
+        out << make_request(settings, endpoint, request, /*with_token=*/true);
+    }
+    const std::string written = std::move(out).str();
     stage = Stage::Write;
-    co_await http::async_write(stream, message, boost::asio::use_awaitable);
+    co_await boost::asio::async_write(stream, boost::asio::buffer(written),
+                                      boost::asio::use_awaitable);
     stage = Stage::Read;
-    http::response_parser<http::string_body> parser;
-    parser.body_limit(settings.body_limit);
-    co_await http::async_read(stream, buffer, parser, boost::asio::use_awaitable);
-    co_return parser.release();
+    std::vector<http::response<http::string_body>> answers;
+    answers.reserve(requests.size());
+    while (answers.size() < requests.size()) {
+        http::response_parser<http::string_body> parser;
+        parser.body_limit(settings.body_limit);
+        co_await http::async_read(stream, buffer, parser, boost::asio::use_awaitable);
+        answers.push_back(parser.release());
+        if (!answers.back().keep_alive()) {
+            break;
+        }
+    }
+    co_return answers;
 }
-
 Response to_response(const boost::beast::http::response<boost::beast::http::string_body>& answer);
 
 /// The Error for a transport failure at `stage` ("<endpoint>: <what>", or "no answer within

@@ -598,3 +598,82 @@ TEST_CASE("streamed responses: chunks reach the client; a client that does not r
     opened.reset();  // the last reference to the connection
     CHECK(RunUntil(io, [&] { return server.stats().connections_active == 0; }));
 }
+
+TEST_CASE("pipelined requests are taken together and answered in request order", "[admin]") {
+    Fixture f;
+    std::vector<std::pair<std::string, AdminResponder>> waiting;
+    f.server.route_async("GET", "/later", [&](const AdminRequest& request, AdminResponder answer) {
+        waiting.emplace_back(request.query.at("n"), std::move(answer));
+    });
+    Client client(f.io, f.server.port());
+    // One write: two requests answered later, one answered at once between them, and the start
+    // of a fourth.
+    const std::string fourth = Get("/later?n=4");
+    client.Send(Get("/later?n=1") + Get("/healthz") + Get("/later?n=3") + fourth.substr(0, 10));
+    REQUIRE(RunUntil(f.io, [&] { return waiting.size() == 2; }));
+    CHECK(waiting[0].first == "1");
+    CHECK(waiting[1].first == "3");
+    // The third is answered first; nothing may go out before the first is.
+    waiting[1].second(json_response(200, json{{"n", 3}}));
+    f.io.run_for(std::chrono::milliseconds(50));
+    waiting[0].second(json_response(200, json{{"n", 1}}));
+    auto first = client.Read();
+    auto second = client.Read();
+    auto third = client.Read();
+    REQUIRE((first && second && third));
+    CHECK(JsonBody(*first)["n"] == 1);
+    CHECK(second->result_int() == 200);
+    CHECK(JsonBody(*third)["n"] == 3);
+    // The fourth, sent in two parts, is taken once its rest arrives.
+    client.Send(fourth.substr(10));
+    REQUIRE(RunUntil(f.io, [&] { return waiting.size() == 3; }));
+    CHECK(waiting[2].first == "4");
+    waiting[2].second(json_response(200, json{{"n", 4}}));
+    auto last = client.Read();
+    REQUIRE(last);
+    CHECK(JsonBody(*last)["n"] == 4);
+    CHECK(f.server.stats().requests == 4);
+}
+
+TEST_CASE("pipelining: nothing after a final answer is processed; a flood waits its turn",
+          "[admin]") {
+    Fixture f;
+    int taken = 0;
+    f.server.route_async("POST", "/count", [&](const AdminRequest&, AdminResponder answer) {
+        ++taken;
+        answer(json_response(200, json{{"taken", taken}}));
+    });
+    {
+        // "Connection: close" on the second request: the third is never processed.
+        Client client(f.io, f.server.port());
+        const std::string close =
+            "POST /count HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
+            "Content-Length: 0\r\n\r\n";
+        client.Send(Post("/count") + close + Post("/count"));
+        auto first = client.Read();
+        auto second = client.Read();
+        REQUIRE((first && second));
+        CHECK_FALSE(second->keep_alive());
+        CHECK_FALSE(client.Read());
+        CHECK(taken == 2);
+    }
+    {
+        // More requests in one write than are taken at once (and a malformed one at the end):
+        // every well-formed one is answered in order, then the 400, then the connection ends.
+        Client client(f.io, f.server.port());
+        std::string flood;
+        for (int i = 0; i < 150; ++i) {
+            flood += Post("/count");
+        }
+        client.Send(flood + "GARBAGE\r\n\r\n");
+        for (int i = 0; i < 150; ++i) {
+            auto response = client.Read();
+            REQUIRE(response);
+            REQUIRE(JsonBody(*response)["taken"] == 3 + i);
+        }
+        auto refusal = client.Read();
+        REQUIRE(refusal);
+        CHECK(refusal->result_int() == 400);
+        CHECK(client.WaitClosed());
+    }
+}

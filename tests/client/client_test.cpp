@@ -479,3 +479,34 @@ TEST_CASE("a keep-alive session over HTTPS: one handshake, reopened after an idl
         CHECK(seen.authorization == "Bearer t0ken");
     }
 }
+
+TEST_CASE("a keep-alive session pipelines requests; the rest after a closing answer come back",
+          "[client][session]") {
+    FakeAdmin node;
+    node.keep_alive(3, /*announce=*/true);  // "Connection: close" on the third answer
+    node.on("POST /metadata", [](const test::Seen& seen) {
+        return Canned{200, seen.body, {}, false, false, {}, true};
+    });
+    RunToEnd([&]() -> Awaitable {
+        const auto executor = co_await boost::asio::this_coro::executor;
+        client::Session session(executor, {}, node.endpoint());
+        std::vector<client::Request> batch;
+        for (int i = 0; i < 5; ++i) {
+            batch.push_back(Put(i));
+        }
+        const Clock::time_point deadline = Clock::now() + std::chrono::seconds(5);
+        const std::vector<client::Response> first = co_await session.pipeline(batch, deadline);
+        REQUIRE(first.size() == 3);  // the third answer closed the connection
+        for (int i = 0; i < 3; ++i) {
+            CHECK(first[static_cast<std::size_t>(i)].document["key"] == "k" + std::to_string(i));
+        }
+        batch.erase(batch.begin(), batch.begin() + 3);
+        const std::vector<client::Response> rest = co_await session.pipeline(batch, deadline);
+        REQUIRE(rest.size() == 2);
+        CHECK(rest[0].document["key"] == "k3");
+        CHECK(rest[1].document["key"] == "k4");
+        CHECK(session.connections() == 2);
+    });
+    CHECK(node.accepted() == 2);
+    CHECK(node.count("POST", "/metadata") == 5);  // the two after the close were not processed
+}

@@ -8,6 +8,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <cstddef>
 #include <memory>
+#include <vector>
 
 #include "conclave/client/client.hpp"
 
@@ -28,6 +29,12 @@ class Session {
 
     /// One request, (re)connecting first if needed; everything ends by `deadline`.
     boost::asio::awaitable<Response> request(Request request, Clock::time_point deadline);
+    /// Several requests at once (HTTP/1.1 pipelining): written together on the connection, the
+    /// answers read in order. Fewer answers than requests when an answer closed the connection
+    /// (conclaved does after 1000 requests): the server processed none of the rest, which may be
+    /// sent again. Throws like request() when no answer came.
+    boost::asio::awaitable<std::vector<Response>> pipeline(std::vector<Request> requests,
+                                                           Clock::time_point deadline);
     /// Connections opened so far: the first one and every reconnection.
     std::size_t connections() const { return connections_; }
     const Endpoint& endpoint() const { return endpoint_; }
