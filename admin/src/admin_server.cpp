@@ -138,6 +138,19 @@ std::optional<std::string> ParseTarget(std::string_view target, AdminRequest& re
     return parse_request_target(target, request.path, request.query);
 }
 
+/// The status line and headers every answer carries.
+template <class Body>
+void PutHead(http::response<Body>& response, const AdminResponse& admin, unsigned version) {
+    response.version(version);
+    response.result(admin.status);
+    response.set(http::field::server, kServerName);
+    response.set(http::field::content_type, admin.content_type);
+    response.set(http::field::cache_control, "no-store");
+    for (const auto& [name, value] : admin.headers) {
+        response.set(name, value);
+    }
+}
+
 using PlainStream = beast::tcp_stream;
 using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
@@ -681,14 +694,7 @@ class Session : public SessionBase,
     http::response<http::string_body> MakeResponse(AdminResponse admin, bool keep_alive,
                                                    unsigned version) const {
         http::response<http::string_body> response;
-        response.version(version);
-        response.result(admin.status);
-        response.set(http::field::server, kServerName);
-        response.set(http::field::content_type, admin.content_type);
-        response.set(http::field::cache_control, "no-store");
-        for (const auto& [name, value] : admin.headers) {
-            response.set(name, value);
-        }
+        PutHead(response, admin, version);
         response.body() = std::move(admin.body);
         response.keep_alive(keep_alive);
         response.prepare_payload();
@@ -789,14 +795,7 @@ class Session : public SessionBase,
 
     void StartStream(AdminResponse admin, unsigned version) {
         stream_header_ = {};
-        stream_header_.version(version);
-        stream_header_.result(admin.status);
-        stream_header_.set(http::field::server, kServerName);
-        stream_header_.set(http::field::content_type, admin.content_type);
-        stream_header_.set(http::field::cache_control, "no-store");
-        for (const auto& [name, value] : admin.headers) {
-            stream_header_.set(name, value);
-        }
+        PutHead(stream_header_, admin, version);
         stream_header_.keep_alive(false);
         stream_header_.chunked(true);
         stream_serializer_.emplace(stream_header_);
