@@ -14,6 +14,7 @@ import http.client
 import json
 import os
 import shutil
+import socket
 import ssl
 import subprocess
 import sys
@@ -43,6 +44,32 @@ def https(port, method, path, ca, headers=None, body=None):
     data = r.read().decode()
     c.close()
     return r.status, data
+
+
+def pipelined(port, ca, token, n):
+    """n writes of keys pk0.. sent in one TLS write (HTTP/1.1 pipelining): (status, body) each."""
+    context = ssl.create_default_context(cafile=ca)
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, \
+            context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+        requests = b""
+        for i in range(n):
+            body = json.dumps({"key": "pk%d" % i, "value": str(i)}).encode()
+            requests += (b"POST /metadata HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                         b"Authorization: Bearer " + token.encode() + b"\r\n"
+                         b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+                         % len(body)) + body
+        tls.sendall(requests)
+        reader = tls.makefile("rb")
+        answers = []
+        for _ in range(n):
+            status = int(reader.readline().split()[1])
+            length = 0
+            for line in iter(reader.readline, b"\r\n"):
+                name, _, value = line.decode().partition(":")
+                if name.strip().lower() == "content-length":
+                    length = int(value)
+            answers.append((status, json.loads(reader.read(length))))
+        return answers
 
 
 def plain_http(port):
@@ -142,6 +169,10 @@ def main():
         check(r.returncode == 0,
               "conclavectl --config (its tls.ca) put over https (%d, %r)" % (r.returncode,
                                                                              r.stderr.strip()))
+        answers = pipelined(port, ca, token, 4)
+        lsns = [(a[1]["lsn"]["term"], a[1]["lsn"]["counter"]) for a in answers if a[0] == 200]
+        check(len(lsns) == 4 and lsns == sorted(set(lsns)),
+              "4 writes pipelined over https in one write: 4 answers in order (%r)" % answers)
         for extra in ([], ["--token-file", token_path]):
             r = subprocess.run([CTL, "--endpoints", endpoint, "--timeout", "2", *extra, "status"],
                                capture_output=True, text=True, timeout=WAIT_S)
