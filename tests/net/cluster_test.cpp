@@ -1036,8 +1036,10 @@ TEST_CASE("trace mode: an unopenable file stops the start; a failed write ends t
     small.rlim_cur = static_cast<rlim_t>(std::filesystem::file_size(path));
     REQUIRE(setrlimit(RLIMIT_FSIZE, &small) == 0);
     const elector::ElectorState state;
-    const auto failed = trace.step(runtime::StepInput{runtime::InputKind::Start}, {}, state, {});
-    const auto after = trace.step(runtime::StepInput{runtime::InputKind::Stop}, {}, state, {});
+    const auto failed =
+        trace.step(runtime::StepInput{.kind = runtime::InputKind::Start}, {}, state, {});
+    const auto after =
+        trace.step(runtime::StepInput{.kind = runtime::InputKind::Stop}, {}, state, {});
     REQUIRE(setrlimit(RLIMIT_FSIZE, &before) == 0);
     std::signal(SIGXFSZ, previous);
     REQUIRE(failed.has_value());

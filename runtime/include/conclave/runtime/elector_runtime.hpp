@@ -82,15 +82,11 @@ enum class InputKind : std::uint8_t {
     SetVoters
 };
 struct StepInput {
-    StepInput(InputKind k = InputKind::Start, const elector::Message* m = nullptr,
-              std::optional<NodeId> p = std::nullopt,
-              std::optional<elector::TimerId> t = std::nullopt, LinkLoss l = LinkLoss::PeerClosed)
-        : kind(k), message(m), peer(p), timer(t), loss(l) {}
-    InputKind kind;
-    const elector::Message* message;        // Receive
-    std::optional<NodeId> peer;             // PeerUp, PeerDown, TransferLeadership, SetPriority
-    std::optional<elector::TimerId> timer;  // TimerFired
-    LinkLoss loss;                          // PeerDown
+    InputKind kind = InputKind::Start;
+    const elector::Message* message = nullptr;  // Receive
+    std::optional<NodeId> peer = std::nullopt;  // PeerUp, PeerDown, TransferLeadership, SetPriority
+    std::optional<elector::TimerId> timer = std::nullopt;  // TimerFired
+    LinkLoss loss = LinkLoss::PeerClosed;                  // PeerDown
 };
 
 /// Every node of an n-node table but `self`, in index order: whom a broadcast goes to.
@@ -126,20 +122,21 @@ class ElectorRuntime {
     // ---- Inputs: each gives the core one input and performs what it returns. They return the
     // core's actions (empty when the runtime is out of service or the input was filtered out).
     const elector::Actions& start() {
-        return run({InputKind::Start}, [&] { return elector_.start(env_.now()); });
+        return run({.kind = InputKind::Start}, [&] { return elector_.start(env_.now()); });
     }
     const elector::Actions& stop() {
-        return run({InputKind::Stop}, [&] { return elector_.stop(env_.now()); });
+        return run({.kind = InputKind::Stop}, [&] { return elector_.stop(env_.now()); });
     }
     const elector::Actions& receive(const elector::Message& m) {
-        return run({InputKind::Receive, &m}, [&] { return elector_.receive(env_.now(), m); });
+        return run({.kind = InputKind::Receive, .message = &m},
+                   [&] { return elector_.receive(env_.now(), m); });
     }
     const elector::Actions& peer_up(NodeId peer) {
-        return run({InputKind::PeerUp, nullptr, peer},
+        return run({.kind = InputKind::PeerUp, .peer = peer},
                    [&] { return elector_.peer_up(env_.now(), peer); });
     }
     const elector::Actions& peer_down(NodeId peer, LinkLoss loss = LinkLoss::PeerClosed) {
-        return run({InputKind::PeerDown, nullptr, peer, std::nullopt, loss},
+        return run({.kind = InputKind::PeerDown, .peer = peer, .loss = loss},
                    [&] { return elector_.peer_down(env_.now(), peer, loss); });
     }
     /// True when a firing of (timer, generation) would reach the core now.
@@ -158,7 +155,7 @@ class ElectorRuntime {
             return nothing();
         }
         ++timer_firings_;
-        return run({InputKind::TimerFired, nullptr, std::nullopt, timer},
+        return run({.kind = InputKind::TimerFired, .timer = timer},
                    [&] { return elector_.timer_fired(env_.now(), timer); });
     }
     /// Leader only: hand over to `target`. Returns the reason when refused.
@@ -169,7 +166,7 @@ class ElectorRuntime {
         if (auto error = elector_.transfer_error(target)) {
             return error;
         }
-        run({InputKind::TransferLeadership, nullptr, target},
+        run({.kind = InputKind::TransferLeadership, .peer = target},
             [&] { return elector_.transfer_leadership(env_.now(), target); });
         return std::nullopt;
     }
@@ -197,7 +194,7 @@ class ElectorRuntime {
         if (auto error = elector_.priority_error(node, priority)) {
             return error;
         }
-        run({InputKind::SetPriority, nullptr, node},
+        run({.kind = InputKind::SetPriority, .peer = node},
             [&] { return elector_.set_priority(env_.now(), node, priority); });
         return std::nullopt;
     }
@@ -209,7 +206,7 @@ class ElectorRuntime {
             return "the elector runtime failed (state write error); restart the node";
         }
         auto error = elector_.voters_error(voters, version);
-        run({InputKind::SetVoters},
+        run({.kind = InputKind::SetVoters},
             [&] { return elector_.set_voters(env_.now(), voters, version); });
         return error;
     }
