@@ -28,27 +28,29 @@ Lsn lsn_field(const json& j, const char* field) {
     }
 }
 
-/// Key or value: a byte string (wire) or a text string (JSON form), at most `max` bytes.
-std::string bytes_field(const json& j, const char* field, std::size_t max, const std::string& at) {
+/// Where entry `index` of the list `field` is, for errors: "entries[3]."
+std::string entry_path(const char* field, std::size_t index) {
+    return std::string(field) + "[" + std::to_string(index) + "].";
+}
+
+/// Key or value of entry `index` of `list`: a byte string (wire) or a text string (JSON form), at
+/// most `max` bytes.
+std::string bytes_field(const json& j, const char* field, std::size_t max, const char* list,
+                        std::size_t index) {
     const json& f = get_field(j, field);
-    std::string out;
-    if (f.is_binary()) {
-        const auto& b = f.get_binary();
-        if (b.size() > max) {
-            fail(at + field + ": " + std::to_string(b.size()) + " bytes, more than " +
-                 std::to_string(max));
-        }
-        out.assign(b.begin(), b.end());
-    } else if (f.is_string()) {
-        out = f.get<std::string>();
-        if (out.size() > max) {
-            fail(at + field + ": " + std::to_string(out.size()) + " bytes, more than " +
-                 std::to_string(max));
-        }
-    } else {
-        fail(at + field + ": expected a byte string");
+    if (!f.is_binary() && !f.is_string()) {
+        fail(entry_path(list, index) + field + ": expected a byte string");
     }
-    return out;
+    const std::size_t size =
+        f.is_binary() ? f.get_binary().size() : f.get_ref<const std::string&>().size();
+    if (size > max) {
+        fail(entry_path(list, index) + field + ": " + std::to_string(size) + " bytes, more than " +
+             std::to_string(max));
+    }
+    if (f.is_binary()) {
+        return std::string(f.get_binary().begin(), f.get_binary().end());
+    }
+    return f.get<std::string>();
 }
 
 json entries_to_json(const std::vector<Entry>& entries, bool binary) {
@@ -79,19 +81,18 @@ std::vector<Entry> entries_from_json(const json& j, const char* field) {
     std::vector<Entry> out;
     out.reserve(list.size());
     for (std::size_t i = 0; i < list.size(); ++i) {
-        const std::string at = std::string(field) + "[" + std::to_string(i) + "].";
         const json& item = list[i];
         if (!item.is_object()) {
-            fail(at.substr(0, at.size() - 1) + ": expected an object");
+            fail(std::string(field) + "[" + std::to_string(i) + "]: expected an object");
         }
         Entry e;
         try {
             e.lsn = lsn_field(item, "lsn");
         } catch (const DecodeError& error) {
-            fail(at + error.what());
+            fail(entry_path(field, i) + error.what());
         }
-        e.key = bytes_field(item, "key", kMaxLogKeyBytes, at);
-        e.value = bytes_field(item, "value", kMaxLogValueBytes, at);
+        e.key = bytes_field(item, "key", kMaxLogKeyBytes, field, i);
+        e.value = bytes_field(item, "value", kMaxLogValueBytes, field, i);
         out.push_back(std::move(e));
     }
     return out;
