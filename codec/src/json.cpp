@@ -281,6 +281,33 @@ json message_to_json(const Message& m, std::optional<NodeId> to) {
     return j;
 }
 
+json trace_step_line(std::string_view action, const elector::Actions& actions,
+                     std::span<const NodeId> others, const elector::ElectorState& state,
+                     NodeId self, const Message* received, std::optional<NodeId> peer,
+                     std::optional<elector::TimerId> timer) {
+    json sent = json::array();
+    for (const elector::Action& a : actions) {
+        if (const auto* to = std::get_if<elector::SendTo>(&a)) {
+            sent.push_back(message_to_json(to->message, to->to));
+        } else if (const auto* all = std::get_if<elector::Broadcast>(&a)) {
+            for (const NodeId other : others) {
+                sent.push_back(message_to_json(all->message, other));
+            }
+        }
+    }
+    json line{{"kind", "step"}, {"action", action}, {"sent", std::move(sent)}, {"state", state}};
+    if (received) {
+        line["msg"] = message_to_json(*received, self);
+    }
+    if (peer) {
+        line["peer"] = peer->value;
+    }
+    if (timer) {
+        line["timer"] = to_string(*timer);
+    }
+    return line;
+}
+
 Message message_from_json(const json& j) {
     Message m;
     m.from = node_from(j, "from");

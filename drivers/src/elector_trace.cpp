@@ -16,21 +16,6 @@ namespace conclave::drivers {
 
 namespace {
 
-/// The messages of a batch as the simulator's trace lists them: one per recipient.
-nlohmann::json TraceSentMessages(const elector::Actions& actions, std::span<const NodeId> others) {
-    nlohmann::json sent = nlohmann::json::array();
-    for (const elector::Action& a : actions) {
-        if (const auto* to = std::get_if<elector::SendTo>(&a)) {
-            sent.push_back(codec::message_to_json(to->message, to->to));
-        } else if (const auto* all = std::get_if<elector::Broadcast>(&a)) {
-            for (const NodeId peer : others) {
-                sent.push_back(codec::message_to_json(all->message, peer));
-            }
-        }
-    }
-    return sent;
-}
-
 std::int64_t TraceWallMillis() {
     return std::chrono::duration_cast<std::chrono::milliseconds>(
                std::chrono::system_clock::now().time_since_epoch())
@@ -102,22 +87,11 @@ std::optional<std::string> ElectorTrace::step(const runtime::StepInput& input,
                                               const elector::Actions& actions,
                                               const elector::ElectorState& state,
                                               std::span<const NodeId> others) {
-    nlohmann::json line{{"kind", "step"},
-                        {"seq", ++seq_},
-                        {"node", self_.value},
-                        {"action", trace_action_name(input)},
-                        {"sent", TraceSentMessages(actions, others)},
-                        {"state", state},
-                        {"wall_ms", TraceWallMillis()}};
-    if (input.message) {
-        line["msg"] = codec::message_to_json(*input.message, self_);
-    }
-    if (input.peer) {
-        line["peer"] = input.peer->value;
-    }
-    if (input.timer) {
-        line["timer"] = to_string(*input.timer);
-    }
+    nlohmann::json line = codec::trace_step_line(trace_action_name(input), actions, others, state,
+                                                 self_, input.message, input.peer, input.timer);
+    line["seq"] = ++seq_;
+    line["node"] = self_.value;
+    line["wall_ms"] = TraceWallMillis();
     if (input.kind == runtime::InputKind::PeerDown && !proves_peer_gone(input.loss)) {
         line["loss"] = "local";  // Elector.tla's LocalClose: nothing proves the peer gone
     }

@@ -1380,33 +1380,11 @@ void Simulator::heal_all() {
 void Simulator::trace_step(std::size_t node, StepAction action, const elector::Actions& actions,
                            const elector::ElectorState& state, const elector::Message* received,
                            std::optional<NodeId> peer, std::optional<elector::TimerId> timer) {
-    nlohmann::json sent = nlohmann::json::array();
-    for (const elector::Action& a : actions) {
-        if (const auto* to = std::get_if<elector::SendTo>(&a)) {
-            sent.push_back(codec::message_to_json(to->message, to->to));
-        } else if (const auto* all = std::get_if<elector::Broadcast>(&a)) {
-            for (std::size_t j = 0; j < table_[node]; ++j) {  // the nodes of its table
-                if (j != node) {
-                    sent.push_back(codec::message_to_json(all->message, node_id(j)));
-                }
-            }
-        }
-    }
-    nlohmann::json line{{"kind", "step"},
-                        {"step", stats_.steps},
-                        {"node", node},
-                        {"action", to_string(action)},
-                        {"sent", std::move(sent)},
-                        {"state", state}};
-    if (received) {
-        line["msg"] = codec::message_to_json(*received, node_id(node));
-    }
-    if (peer) {
-        line["peer"] = peer->value;
-    }
-    if (timer) {
-        line["timer"] = to_string(*timer);
-    }
+    const std::vector<NodeId> others = runtime::others_of(table_[node], node_id(node));
+    nlohmann::json line = codec::trace_step_line(to_string(action), actions, others, state,
+                                                 node_id(node), received, peer, timer);
+    line["step"] = stats_.steps;
+    line["node"] = node;
     *options_.trace << line.dump() << '\n';
 }
 

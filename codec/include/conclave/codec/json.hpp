@@ -56,6 +56,15 @@ nlohmann::json message_to_json(const elector::Message& m, std::optional<NodeId> 
 /// configuration), so such frames and traces are unchanged.
 elector::Message message_from_json(const nlohmann::json& j);
 
+/// A step line of the trace format (docs/tla-traces.md), as the simulator and the daemon's
+/// --trace-elector write it: {"kind": "step", "action", "sent", "state"} and, when given, the
+/// received message ("msg", addressed to `self`), the "peer" and the "timer". `sent` lists the
+/// batch's messages one per recipient: a broadcast once for each of `others`.
+nlohmann::json trace_step_line(std::string_view action, const elector::Actions& actions,
+                               std::span<const NodeId> others, const elector::ElectorState& state,
+                               NodeId self, const elector::Message* received,
+                               std::optional<NodeId> peer, std::optional<elector::TimerId> timer);
+
 /// Throws DecodeError for an LSN term >= 2^63.
 Lsn lsn_from_json(const nlohmann::json& j);
 elector::DurableState durable_state_from_json(const nlohmann::json& j);
