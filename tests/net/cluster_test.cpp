@@ -586,6 +586,7 @@ TEST_CASE(
         const auto restored = static_cast<std::uint16_t>(1 - refuser);
         std::vector<std::uint64_t> terms{7, 7};
         std::vector<std::string> told(2);
+        std::vector<std::uint64_t> learned(2, 0);  // the highest term each side heard
         const auto make = [&](std::uint16_t i) {
             auto options = test_mesh_options();
             options.seed = 90U + i;
@@ -594,6 +595,9 @@ TEST_CASE(
             options.durable_term = [&terms, i] { return terms[i]; };
             options.on_state_regressed = [&told, i](NodeId, const std::string& detail) {
                 told[i] = detail;
+            };
+            options.remember_term = [&learned, i](NodeId, const std::string&, std::uint64_t t) {
+                learned[i] = std::max(learned[i], t);
             };
             return std::make_unique<Mesh>(io, m, NodeId{i}, options);
         };
@@ -619,7 +623,8 @@ TEST_CASE(
         // A term reached while connected is announced on the live connection (a term Ping).
         terms[restored] = 9;
         meshes[restored]->announce_term();
-        run_for(io, 200ms);
+        REQUIRE(run_until(
+            io, [&] { return learned[refuser] == 9; }, 5000ms));
         restart(8);
         REQUIRE(run_until(
             io, [&] { return !told[restored].empty(); }, 5000ms));
@@ -733,6 +738,8 @@ TEST_CASE("quarantine: a new incarnation exchanges no elector frame until it is 
     const std::vector<std::uint8_t> payload{1, 2, 3};
     CHECK(meshes[0]->send(NodeId{1}, Channel::Elector, payload));  // sent, dropped on arrival
     CHECK_FALSE(meshes[1]->send(NodeId{0}, Channel::Elector, payload));
+    CHECK(run_until(
+        io, [&] { return meshes[1]->counters().quarantined_frames == 1; }, 5000ms));
     run_for(io, 200ms);
     CHECK(frames == std::vector<int>{0, 0});
     CHECK(meshes[1]->counters().quarantined_frames == 1);
@@ -754,11 +761,12 @@ TEST_CASE("quarantine: a new incarnation exchanges no elector frame until it is 
 TEST_CASE(
     "restart: a restarted peer is dialed at once, not on the redial backoff; an unproven one "
     "is not") {
-    // n1 (index 0) dials n2. After the loss, its redial waits 2.5-5 s (reconnect_initial).
+    // n1 (index 0) dials n2. After the loss, its redial waits 10-20 s (reconnect_initial): a
+    // link within 5 s is the dial request's doing.
     asio::io_context io;
     const auto tune = [](std::uint16_t, MeshOptions& options) {
-        options.reconnect_initial = 5000ms;
-        options.reconnect_max = 20000ms;
+        options.reconnect_initial = 20000ms;
+        options.reconnect_max = 60000ms;
     };
     auto meshes = two_meshes(io, 100U, tune);
     for (auto& mesh : meshes) {
@@ -793,6 +801,9 @@ TEST_CASE(
         CHECK(run_until(
             io, [&] { return meshes[0]->counters().connections_accepted == accepted + 1; },
             2000ms));
+        CHECK(run_until(
+            io, [&] { return impostor.counters().refusal(HandshakeRefusal::AuthFailed) == 1; },
+            5000ms));
         run_for(io, 200ms);
         CHECK(impostor.counters().refusal(HandshakeRefusal::AuthFailed) == 1);
         CHECK(impostor.counters().dial_requests_sent == 1);
@@ -804,7 +815,7 @@ TEST_CASE(
     meshes[1] =
         std::make_unique<Mesh>(io, membership, NodeId{1}, restart_options(std::string(32, 'k')));
     meshes[1]->start();
-    REQUIRE(run_until(io, both_up, 1000ms));
+    REQUIRE(run_until(io, both_up, 5000ms));
     CHECK(meshes[1]->counters().dial_requests_sent == 1);
     CHECK(meshes[0]->counters().dial_requests == 2);
     CHECK(meshes[0]->counters().connections_dialed == dialed + 1);

@@ -108,6 +108,13 @@ TEST_CASE("TLS: a 3-node cluster elects; a foreign CA and a borrowed certificate
         CHECK(cluster.nodes[2]->mesh->counters().peer_ups == 0);
         // n3's dial requests prove nothing (the certificate names n2): neither peer serves them;
         // n1 serves n2's only.
+        CHECK(run_until(
+            cluster.io,
+            [&] {
+                return cluster.nodes[2]->mesh->counters().dial_requests_sent == 2 &&
+                       cluster.nodes[0]->mesh->counters().dial_requests == 1;
+            },
+            5000ms));
         run_for(cluster.io, 300ms);
         CHECK(cluster.nodes[2]->mesh->counters().dial_requests_sent == 2);
         CHECK(cluster.nodes[0]->mesh->counters().dial_requests == 1);
