@@ -7,8 +7,9 @@
 # release suite also builds, installs and purges the Debian package (conclave_deb_test).
 #   scripts/test.sh            everything (what CI runs)
 #   scripts/test.sh --quick    the optimised build only
-# Each phase prints its wall time ("--> phase: N s") and a summary table at the end, so that CI
-# logs show where the time goes.
+# Each sanitizer build runs in the background, at the lowest CPU priority, beside the tests of
+# the flavour before it. Each phase prints its wall time ("--> phase: N s") and a summary table at
+# the end, so that CI logs show where the time goes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,14 +37,14 @@ phase() {
   cpu_seconds c1
   local took=$((SECONDS - t0)) cpu=$((c1 - c0))
   echo "--> $name: ${took} s wall, ${cpu} s CPU"
-  phases+=("$(printf '%-28s %5d s wall %6d s CPU' "$name" "$took" "$cpu")")
+  phases+=("$(printf '%-58s %5d s wall %6d s CPU' "$name" "$took" "$cpu")")
 }
 summary() {
   echo "==> time per phase"
   printf '  %s\n' "${phases[@]}"
   local c
   cpu_seconds c
-  echo "  total                        $((SECONDS - start)) s wall, $c s CPU"
+  printf '  %-58s %5d s wall %6d s CPU\n' total "$((SECONDS - start))" "$c"
   rm -f "$times_file"
   if [ -n "${tlc_missing:-}" ]; then echo "$tlc_missing" >&2; fi
 }
@@ -75,21 +76,47 @@ if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
   phase "format check" format_check
 fi
 
-flavours=(release asan)
-[ "${1:-}" = "--quick" ] && flavours=(release)
+# The next flavour's build runs in the background while this flavour's tests run, at the lowest
+# CPU priority (nice 19): it takes only the CPU the tests leave idle (the real-process tests
+# mostly wait), and the tests keep theirs. Its output goes to build/<flavour>-build.log, printed
+# when the build is waited for; its phase's CPU time is the whole build's.
+bg_pid=""
+bg_build() {  # bg_build FLAVOUR [TARGET...]
+  mkdir -p build
+  setsid nice -n 19 scripts/build.sh "$@" >"build/$1-build.log" 2>&1 &
+  bg_pid=$!
+}
+bg_wait() {  # bg_wait FLAVOUR: the background build's log, and its exit status
+  local status=0
+  wait "$bg_pid" || status=$?
+  bg_pid=""
+  cat "build/$1-build.log"
+  return "$status"
+}
+# A failed phase ends the script: its background build goes with it.
+trap '[ -n "$bg_pid" ] && kill -- "-$bg_pid" 2>/dev/null; summary' EXIT
 
-for flavour in "${flavours[@]}"; do
-  phase "build ($flavour)" scripts/build.sh "$flavour"
-  phase "test ($flavour)" ctest --test-dir "build/$flavour" --output-on-failure -j "$(nproc)"
-done
+tests() {  # tests FLAVOUR [ctest args]: the flavour's suite, as many at once as there are cores
+  local flavour=$1
+  shift
+  ctest --test-dir "build/$flavour" --output-on-failure -j "$(nproc)" "$@"
+}
+# node_thread_tests: the Node API called from several threads while the node runs.
+# client_tests: the admin client against a test server on another thread.
+tsan_tests=(net_unit_tests net_cluster_tests net_bad_input_tests net_tls_tests node_thread_tests
+            client_tests)
+tsan_regex="^($(IFS='|'; echo "${tsan_tests[*]}"))\$"
 
-if [ "${1:-}" != "--quick" ]; then
-  # node_thread_tests: the Node API called from several threads while the node runs.
-  # client_tests: the admin client against a test server on another thread.
-  tsan_tests=(net_unit_tests net_cluster_tests net_bad_input_tests net_tls_tests node_thread_tests
-              client_tests)
-  phase "build (tsan: net + node thread tests + client)" scripts/build.sh tsan "${tsan_tests[@]}"
-  regex="^($(IFS='|'; echo "${tsan_tests[*]}"))\$"
-  phase "test (tsan)" ctest --test-dir build/tsan --output-on-failure -j "$(nproc)" -R "$regex"
+phase "build (release)" scripts/build.sh release
+if [ "${1:-}" = "--quick" ]; then
+  phase "test (release)" tests release
+else
+  bg_build asan
+  phase "test (release; asan build beside)" tests release
+  phase "build (asan: the rest)" bg_wait asan
+  bg_build tsan "${tsan_tests[@]}"
+  phase "test (asan; tsan build beside)" tests asan
+  phase "build (tsan: net + node thread tests + client; the rest)" bg_wait tsan
+  phase "test (tsan)" tests tsan -R "$tsan_regex"
 fi
 echo "==> all tests passed in $((SECONDS - start)) s"
