@@ -253,7 +253,8 @@ TEST_CASE(
         return log && log->leader_status == "active";
     }));
     CHECK(metric(c.nodes[gone]->metrics_text(), "conclave_votes_granted_total") == granted);
-    CHECK(c.nodes[gone]->current().leader == id_of(other));
+    // The learner follows the new leader once its first heartbeat arrives.
+    CHECK(run_cluster_until(c.io, [&] { return c.nodes[gone]->current().leader == id_of(other); }));
 
     // The new leader knows the learner's progress once it acknowledged an append of its term.
     REQUIRE(c.caught_up(other, gone));
