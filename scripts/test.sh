@@ -80,10 +80,15 @@ fi
 # CPU priority (nice 19): it takes only the CPU the tests leave idle (the real-process tests
 # mostly wait), and the tests keep theirs. Its output goes to build/<flavour>-build.log, printed
 # when the build is waited for; its phase's CPU time is the whole build's.
+# It runs in a session of its own, so that a failed phase can kill all of it. Where the kernel
+# groups the scheduling of a session (sched(7), "The autogroup feature"), a new session weighs as
+# much as the tests' and a nice value counts only within its group: the build would take half the
+# machine. So the group's own nice value is set to 19 too (/proc/self/autogroup).
 bg_pid=""
 bg_build() {  # bg_build FLAVOUR [TARGET...]
   mkdir -p build
-  setsid nice -n 19 scripts/build.sh "$@" >"build/$1-build.log" 2>&1 &
+  setsid nice -n 19 bash -c '{ echo 19 >/proc/self/autogroup; } 2>/dev/null; exec scripts/build.sh "$@"' \
+    bg_build "$@" >"build/$1-build.log" 2>&1 &
   bg_pid=$!
 }
 bg_wait() {  # bg_wait FLAVOUR: the background build's log, and its exit status
