@@ -22,6 +22,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <variant>
@@ -212,7 +213,40 @@ struct Brokers {
                 std::this_thread::sleep_for(std::chrono::milliseconds(1));
             }
         }
+        UNSCOPED_INFO("not reached in " << kBound.count() << " s; then: " << describe());
         return false;
+    }
+
+    /// Each node's view, for a failure's message.
+    std::string describe() {
+        std::ostringstream out;
+        for (std::size_t i = 0; i < 3; ++i) {
+            out << "\n  b" << i << ": ";
+            if (!nodes[i]) {
+                out << "down";
+                continue;
+            }
+            const conclave::node::Leadership l = nodes[i]->current();
+            out << conclave::elector::to_string(l.role) << " term " << l.term << " leader "
+                << l.leader.value_or("-") << " token " << l.fencing_token << " lease "
+                << (l.valid_now() ? "valid" : "-") << " commit "
+                << conclave::to_string(nodes[i]->commit_lsn()) << (paused[i] ? " paused" : "")
+                << (brokers[i]->assigning() ? " assigning" : "") << "; assignments";
+            for (const auto& [p, a] : brokers[i]->assignments()) {
+                out << ' ' << p << '=' << a.primary << '@' << a.token;
+            }
+            out << "; serving";
+            for (int p = 0; p < kPartitions; ++p) {
+                out << (brokers[i]->serving(p) ? " " + std::to_string(p) : "");
+            }
+            const conclave::admin::StatusReport status = nodes[i]->status();
+            out << "; log " << (status.log ? status.log->leader_status : "-") << "; peers";
+            for (const auto& peer : status.peers) {
+                out << ' ' << peer.id << (peer.up ? " up " : " down ")
+                    << (peer.last_contact_ms ? std::to_string(*peer.last_contact_ms) + " ms" : "-");
+            }
+        }
+        return out.str();
     }
 
     bool all_served_now() {

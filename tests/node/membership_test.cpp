@@ -107,18 +107,27 @@ struct MemberCluster : Cluster {
         return join_error;
     }
 
-    /// Promotes `learner` on the leader `at`, again while R7 refuses (right after a leadership
-    /// change the leader learns a learner's progress from its next ack).
-    /// Asked of the leader (`at`, or whichever node leads now: the leadership may move under
-    /// load) until it is done.
-    bool promote(std::size_t at, std::size_t learner) {
-        std::optional<MembershipResult> promoted;
+    /// Makes `op` on `target` happen: asks the leader (`at`, or whichever node leads now: the
+    /// leadership may move under load) until it is done. Asks again while a change is refused
+    /// for now (R7: right after a leadership change the leader learns a learner's progress from
+    /// its next ack) or its outcome is unknown (timed out, leadership lost); done too once the
+    /// leader's configuration shows it (an attempt whose outcome was unknown made it).
+    bool settle(std::size_t at, conclave::admin::MembershipOp op, std::size_t target) {
         return run_cluster_until(io, [&] {
-            if (!promoted || !promoted->ok()) {
-                promoted = change(leader_now(at), conclave::admin::MembershipOp::Promote, learner);
-            }
-            return promoted->ok();
+            const std::size_t now = leader_now(at);
+            const MembersView view = nodes[now]->members();
+            const auto member = std::find_if(view.members.begin(), view.members.end(),
+                                             [&](const auto& m) { return m.id == id_of(target); });
+            const bool shown = op == conclave::admin::MembershipOp::Remove
+                                   ? member == view.members.end()
+                                   : member != view.members.end() &&
+                                         (op == conclave::admin::MembershipOp::AddLearner ||
+                                          member->role == MemberRole::Voter);
+            return shown || change(now, op, target).ok();
         });
+    }
+    bool promote(std::size_t at, std::size_t learner) {
+        return settle(at, conclave::admin::MembershipOp::Promote, learner);
     }
 
     /// The node whose elector leads now, else `at`.
@@ -455,7 +464,7 @@ TEST_CASE("membership §8: a new node joins through a seed, is promoted, replace
     REQUIRE(c.promote(leader, 3));
 
     // The replaced node is removed: 3 voters again, n4 among them; writes commit.
-    REQUIRE(c.change(leader, conclave::admin::MembershipOp::Remove, replaced).ok());
+    REQUIRE(c.settle(leader, conclave::admin::MembershipOp::Remove, replaced));
     c.stop(replaced);
     REQUIRE(c.all_at(3));
     const MembersView v3 = c.nodes[leader]->members();
@@ -560,7 +569,7 @@ TEST_CASE(
     const std::size_t leader = c.start_and_elect();
     const std::size_t removed = (leader + 1) % 3;
     const std::size_t seed = (leader + 2) % 3;
-    REQUIRE(c.change(leader, Op::Remove, removed).ok());
+    REQUIRE(c.settle(leader, Op::Remove, removed));
     REQUIRE(run_cluster_until(
         c.io, [&] { return c.nodes[removed]->status().membership->role == "removed"; }));
     const auto data_dir = c.nodes[removed]->config().data_dir;
