@@ -898,7 +898,9 @@ def test_membership(root):
         def caught_up():
             view = members(leader_now())
             ms = [m for m in (view or {}).get("members", []) if m["id"] == victim]
-            return ms and ms[0]["role"] == "learner" and ms[0]["catch_up"]["lag_entries"] == 0
+            # Only the leader's view has "catch_up": the node asked may have just lost the lead.
+            return (ms and ms[0]["role"] == "learner"
+                    and (ms[0].get("catch_up") or {}).get("lag_entries") == 0)
 
         check(wait_for(caught_up),
               "membership: the learner catches up (%r)" % members(leader_now()))
@@ -1153,7 +1155,7 @@ def test_joined_restart(root):
 
         start_joiner(["--join", seed])
         check(wait_for(lambda: (role_of(joiner) or {}).get("role") == "learner" and
-                       role_of(joiner)["catch_up"]["lag_entries"] == 0),
+                       ((role_of(joiner) or {}).get("catch_up") or {}).get("lag_entries") == 0),
               "joined restart: the joiner is a caught-up learner (%r)" % role_of(joiner))
         code, body = post_json(c.http_ports[leader], "/members", {"op": "promote", "id": joiner})
         check(code == 200, "joined restart: promoted (%r %r)" % (code, body))
