@@ -34,6 +34,16 @@ std::string id_of(std::size_t i) {
     return "n" + std::to_string(i + 1);
 }
 
+std::vector<std::string> ids_with(const MembersView& view, MemberRole role) {
+    std::vector<std::string> out;
+    for (const auto& m : view.members) {
+        if (m.role == role) {
+            out.push_back(m.id);
+        }
+    }
+    return out;
+}
+
 /// A cluster whose admin API needs a bearer token (POST /members is authenticated).
 struct MemberCluster : Cluster {
     static constexpr const char* kToken =
@@ -107,22 +117,23 @@ struct MemberCluster : Cluster {
         return join_error;
     }
 
-    /// Makes `op` on `target` happen: asks the leader (`at`, or whichever node leads now: the
-    /// leadership may move under load) until it is done. Asks again while a change is refused
-    /// for now (R7: right after a leadership change the leader learns a learner's progress from
-    /// its next ack) or its outcome is unknown (timed out, leadership lost); done too once the
-    /// leader's configuration shows it (an attempt whose outcome was unknown made it).
+    /// Makes `op` (Promote or Remove) on `target` happen: asks the leader (`at`, or whichever
+    /// node leads now: the leadership may move under load) until it is done. Asks again while a
+    /// change is refused for now (R7: right after a leadership change the leader learns a
+    /// learner's progress from its next ack) or its outcome is unknown (timed out, leadership
+    /// lost); done too once the leader's configuration shows it (an attempt whose outcome was
+    /// unknown made it).
     bool settle(std::size_t at, conclave::admin::MembershipOp op, std::size_t target) {
         return run_cluster_until(io, [&] {
             const std::size_t now = leader_now(at);
             const MembersView view = nodes[now]->members();
-            const auto member = std::find_if(view.members.begin(), view.members.end(),
-                                             [&](const auto& m) { return m.id == id_of(target); });
+            const auto has = [&](MemberRole role) {
+                const auto ids = ids_with(view, role);
+                return std::find(ids.begin(), ids.end(), id_of(target)) != ids.end();
+            };
             const bool shown = op == conclave::admin::MembershipOp::Remove
-                                   ? member == view.members.end()
-                                   : member != view.members.end() &&
-                                         (op == conclave::admin::MembershipOp::AddLearner ||
-                                          member->role == MemberRole::Voter);
+                                   ? !has(MemberRole::Voter) && !has(MemberRole::Learner)
+                                   : has(MemberRole::Voter);
             return shown || change(now, op, target).ok();
         });
     }
@@ -172,16 +183,6 @@ struct MemberCluster : Cluster {
         });
     }
 };
-
-std::vector<std::string> ids_with(const MembersView& view, MemberRole role) {
-    std::vector<std::string> out;
-    for (const auto& m : view.members) {
-        if (m.role == role) {
-            out.push_back(m.id);
-        }
-    }
-    return out;
-}
 
 using Op = conclave::admin::MembershipOp;
 
