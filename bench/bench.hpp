@@ -145,6 +145,7 @@ struct BenchOptions {
     bool keep = false;                  // keep the clusters' temporary directories (logs)
     int clients = 64;                   // puts: concurrent connections
     int pipeline = 1;                   // puts: requests each connection sends at once
+    int batch = 1;                      // puts: writes per request
     std::size_t value_bytes = 256;      // puts: bytes of each value (keys are 8 bytes)
     std::size_t keys = 100'000;         // puts: distinct keys, written in turn
     std::uint64_t seed = 1;

@@ -42,6 +42,9 @@ options:
   --clients C       puts: concurrent connections (default 64)
   --pipeline D      puts: requests each connection sends at once (HTTP/1.1 pipelining), then
                     waits for their answers (default 1)
+  --batch B         puts: writes per request: conclaved's POST /metadata {"entries": [B writes]}
+                    (each its own log entry), etcd's POST /v3/kv/txn with B puts (default 1: one
+                    write per request, POST /v3/kv/put); a commit is one write
   --value-bytes V   puts: bytes per value; keys are 8 bytes (default 256)
   --keys K          puts: distinct keys, written in turn (default 100000)
   --poll-ms MS      failover, restart: polling period of /status (default 1)
@@ -85,6 +88,8 @@ void describe(CLI::App& app, Args& a, BenchOptions& options) {
     app.add_option("--window", options.window_s)->check(CLI::Range(1.0, 86400.0));
     app.add_option("--clients", options.clients)->check(CLI::Range(1, 4096));
     app.add_option("--pipeline", options.pipeline)->check(CLI::Range(1, 64));
+    // etcd refuses a txn of more than --max-txn-ops (128 by default) operations.
+    app.add_option("--batch", options.batch)->check(CLI::Range(1, 128));
     app.add_option("--value-bytes", options.value_bytes)
         ->check(CLI::Range(std::size_t{1}, std::size_t{65536}));
     app.add_option("--keys", options.keys)->check(CLI::Range(std::size_t{1}, std::size_t{1} << 28));

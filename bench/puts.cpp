@@ -44,15 +44,16 @@ struct LoadFigures {
 /// The next request of a load client.
 using NextRequest = std::function<client::Request()>;
 
-/// What to count of one answer: inside the window, a 200 is a commit with its latency.
-void Count(const client::Response& reply, Clock::time_point sent, Clock::time_point window_start,
-           Clock::time_point window_end, LoadFigures& figures) {
+/// What to count of one answer: inside the window, a 200 is `writes` commits (the writes of the
+/// request) and one latency.
+void Count(const client::Response& reply, std::size_t writes, Clock::time_point sent,
+           Clock::time_point window_start, Clock::time_point window_end, LoadFigures& figures) {
     const auto now = Clock::now();
     if (sent < window_start || now > window_end) {
         return;
     }
     if (reply.status == 200) {
-        ++figures.ok;
+        figures.ok += writes;
         figures.latencies_ms.push_back(
             std::chrono::duration<double, std::milli>(now - sent).count());
     } else {
@@ -66,7 +67,7 @@ void Count(const client::Response& reply, Clock::time_point sent, Clock::time_po
 /// after 1000 requests) until the end of the window. Requests left unanswered by a connection the
 /// server closed are sent again. A connection that cannot be opened ends the client.
 asio::awaitable<void> PutLoop(client::Settings settings, client::Endpoint to, NextRequest next,
-                              int depth, Clock::time_point window_start,
+                              int depth, std::size_t writes, Clock::time_point window_start,
                               Clock::time_point window_end, LoadFigures& figures) {
     const auto executor = co_await asio::this_coro::executor;
     client::Session session(executor, settings, to);
@@ -82,7 +83,7 @@ asio::awaitable<void> PutLoop(client::Settings settings, client::Endpoint to, Ne
             const std::vector<client::Response> replies =
                 co_await session.pipeline(batch, deadline);
             for (const client::Response& reply : replies) {
-                Count(reply, sent, window_start, window_end, figures);
+                Count(reply, writes, sent, window_start, window_end, figures);
             }
             batch.erase(batch.begin(), batch.begin() + static_cast<std::ptrdiff_t>(replies.size()));
         } catch (const client::Error& e) {
@@ -106,7 +107,7 @@ asio::awaitable<void> PutLoop(client::Settings settings, client::Endpoint to, Ne
 
 /// `clients` sessions to `to` for warmup + seconds; figures over the last `seconds` only.
 LoadFigures run_load(const asio::ip::tcp::endpoint& to, const NextRequest& next, int clients,
-                     int depth, double warmup_s, double seconds) {
+                     int depth, std::size_t writes, double warmup_s, double seconds) {
     asio::io_context io;
     LoadFigures figures;
     const auto start = Clock::now() + std::chrono::duration_cast<Clock::duration>(
@@ -117,7 +118,7 @@ LoadFigures run_load(const asio::ip::tcp::endpoint& to, const NextRequest& next,
     settings.timeout = std::chrono::seconds(10);
     const client::Endpoint endpoint{to.address().to_string(), to.port()};
     for (int c = 0; c < clients; ++c) {
-        asio::co_spawn(io, PutLoop(settings, endpoint, next, depth, start, end, figures),
+        asio::co_spawn(io, PutLoop(settings, endpoint, next, depth, writes, start, end, figures),
                        [](const std::exception_ptr& e) {
                            if (e) {
                                std::rethrow_exception(e);
@@ -247,7 +248,8 @@ class ConclaveDirect {
 
 struct PutsOptions {
     int clients = 64;
-    int depth = 1;  // requests sent at once per connection
+    int depth = 1;          // requests sent at once per connection
+    std::size_t batch = 1;  // writes per request
     std::size_t value_bytes = 256;
     double seconds = 10;
     double warmup_s = 2;
@@ -255,26 +257,37 @@ struct PutsOptions {
     std::size_t keys = 100'000;
 };
 
-/// Request maker: keys "k" + 7 hex digits of a counter modulo `keys`, values of `value_bytes`.
+/// Request maker: keys "k" + 7 hex digits of a counter modulo `keys`, values of `value_bytes`;
+/// `batch` writes per request (etcd: a txn of puts; conclaved: {"entries": [...]}).
 NextRequest requests(bool etcd, const PutsOptions& o, const std::string& token) {
     auto counter = std::make_shared<std::size_t>(0);
     const std::string value(o.value_bytes, 'x');
     const std::string encoded_value = base64(value);
     return [=] {
-        const std::string key = fmt::format("k{:07x}", (*counter)++ % o.keys);
+        nlohmann::json writes = nlohmann::json::array();
+        for (std::size_t i = 0; i < o.batch; ++i) {
+            const std::string key = fmt::format("k{:07x}", (*counter)++ % o.keys);
+            writes.push_back(etcd ? nlohmann::json{{"key", base64(key)}, {"value", encoded_value}}
+                                  : nlohmann::json{{"key", key}, {"value", value}});
+        }
         if (etcd) {
+            if (o.batch == 1) {
+                return client::Request{http::verb::post, "/v3/kv/put", writes[0].dump(), {}};
+            }
+            nlohmann::json ops = nlohmann::json::array();
+            for (auto& w : writes) {
+                ops.push_back({{"request_put", std::move(w)}});
+            }
             return client::Request{
-                http::verb::post,
-                "/v3/kv/put",
-                nlohmann::json{{"key", base64(key)}, {"value", encoded_value}}.dump(),
-                {}};
+                http::verb::post, "/v3/kv/txn", nlohmann::json{{"success", ops}}.dump(), {}};
         }
         // The token goes as a header of its own: the client's plain-HTTP check of a port (a
         // connection without the token) would count against the unauthenticated connections.
-        return client::Request{http::verb::post,
-                               "/metadata",
-                               nlohmann::json{{"key", key}, {"value", value}}.dump(),
-                               {{"Authorization", "Bearer " + token}}};
+        return client::Request{
+            http::verb::post,
+            "/metadata",
+            (o.batch == 1 ? writes[0] : nlohmann::json{{"entries", writes}}).dump(),
+            {{"Authorization", "Bearer " + token}}};
     };
 }
 
@@ -355,15 +368,16 @@ int run_puts(const BenchOptions& options) {
     PutsOptions o;
     o.clients = options.clients;
     o.depth = options.pipeline;
+    o.batch = static_cast<std::size_t>(options.batch);
     o.value_bytes = options.value_bytes;
     o.seconds = options.duration_s;
     o.rounds = options.runs;
     o.keys = options.keys;
     fmt::print(
-        "puts: 3 nodes each, {} clients ({} request{} outstanding each), keys of 8 bytes, "
-        "values of {} bytes, {} s per round after {} s of warm-up, {} rounds\n",
-        o.clients, o.depth, o.depth == 1 ? "" : "s pipelined", o.value_bytes, o.seconds, o.warmup_s,
-        o.rounds);
+        "puts: 3 nodes each, {} clients ({} request{} outstanding each, {} write{} per request), "
+        "keys of 8 bytes, values of {} bytes, {} s per round after {} s of warm-up, {} rounds\n",
+        o.clients, o.depth, o.depth == 1 ? "" : "s pipelined", o.batch, o.batch == 1 ? "" : "s",
+        o.value_bytes, o.seconds, o.warmup_s, o.rounds);
     ConclaveDirect conclave(options.conclaved, 3);
     std::unique_ptr<FailoverTarget> etcd;
     const auto etcd_path = options.etcd ? find_etcd() : std::nullopt;
@@ -379,7 +393,7 @@ int run_puts(const BenchOptions& options) {
         const NodeIndex leader = conclave.wait_leader();
         const BatchCounters before = batch_counters(conclave.metrics(leader).value_or(""));
         auto f = run_load(conclave.http(leader), requests(false, o, conclave.token()), o.clients,
-                          o.depth, o.warmup_s, o.seconds);
+                          o.depth, o.batch, o.warmup_s, o.seconds);
         ours.push_back(
             report("conclaved", round, std::move(f), fsync_batching(conclave, leader, before)));
         if (!etcd) {
@@ -394,7 +408,7 @@ int run_puts(const BenchOptions& options) {
             throw std::runtime_error("etcd: no agreed leader within 30 s\n" + etcd->log_tails());
         }
         auto e = run_load(*etcd->client_endpoint(*etcd_leader), requests(true, o, ""), o.clients,
-                          o.depth, o.warmup_s, o.seconds);
+                          o.depth, o.batch, o.warmup_s, o.seconds);
         theirs.push_back(report("etcd", round, std::move(e), ""));
     }
     fmt::print("summary over {} rounds:\n", o.rounds);

@@ -124,84 +124,201 @@ std::variant<std::size_t, AdminResponse> MaxOf(const AdminRequest& request, std:
     return static_cast<std::size_t>(*parsed);
 }
 
-constexpr std::string_view kPostShape =
+constexpr std::string_view kWriteShape =
     "{\"key\": \"...\", \"value\": <any JSON>, \"expect_lsn\": \"T.C\" (optional), "
     "\"fence\": TOKEN (optional)}";
 
-/// The conditions of a POST /metadata body (expect_lsn, fence), or the error naming the field.
-std::variant<MetadataCondition, AdminResponse> ParseCondition(const json& body) {
+/// The conditions of one write (expect_lsn, fence) of a POST /metadata body, or the error naming
+/// the field; `where` names the write ("body", "body.entries[3]").
+std::variant<MetadataCondition, AdminResponse> ParseCondition(const json& body,
+                                                              const std::string& where) {
     MetadataCondition condition;
     if (auto it = body.find("expect_lsn"); it != body.end()) {
         const auto lsn = it->is_string() ? parse_lsn_text(it->get<std::string>()) : std::nullopt;
         if (!lsn) {
             return json_error(400, "bad_request",
-                              "body.expect_lsn: expected \"TERM.COUNTER\" (the LSN of the key's "
-                              "last write; \"0.0\": the key must not exist)");
+                              where +
+                                  ".expect_lsn: expected \"TERM.COUNTER\" (the LSN of the key's "
+                                  "last write; \"0.0\": the key must not exist)");
         }
         condition.expect_lsn = *lsn;
     }
     if (auto it = body.find("fence"); it != body.end()) {
         if (!it->is_number_unsigned()) {
             return json_error(400, "bad_request",
-                              "body.fence: expected a fencing token (a non-negative integer: the "
-                              "leader's term the write was decided under)");
+                              where +
+                                  ".fence: expected a fencing token (a non-negative integer: the "
+                                  "leader's term the write was decided under)");
         }
         condition.fence = it->get<std::uint64_t>();
     }
     return condition;
 }
 
-/// The checks of a POST /metadata body: an object of known fields with a usable key and a value.
-std::optional<AdminResponse> CheckPostBody(const json& body) {
-    if (body.is_discarded()) {
-        return json_error(
-            400, "bad_request",
-            "body: expected a JSON object " + std::string(kPostShape) + ", got malformed JSON");
-    }
+/// The checks of one write of a POST /metadata body (`where`: "body", "body.entries[3]"): an
+/// object of known fields with a usable key and a value.
+std::optional<AdminResponse> CheckWrite(const json& body, const std::string& where) {
     if (!body.is_object()) {
         return json_error(400, "bad_request",
-                          "body: expected a JSON object " + std::string(kPostShape));
+                          where + ": expected a JSON object " + std::string(kWriteShape));
     }
     for (const auto& [field, unused] : body.items()) {
         (void)unused;
         if (field != "key" && field != "value" && field != "expect_lsn" && field != "fence") {
             return json_error(400, "bad_request",
-                              "body." + field.substr(0, 64) +
+                              where + "." + field.substr(0, 64) +
                                   ": unknown field (expected key, value, expect_lsn, fence)");
         }
     }
     const auto key = body.find("key");
     if (key == body.end() || !key->is_string() || key->get<std::string>().empty()) {
-        return json_error(400, "bad_request", "body.key: expected a non-empty string");
+        return json_error(400, "bad_request", where + ".key: expected a non-empty string");
     }
     if (replication::is_reserved_key(key->get<std::string>())) {
         return json_error(400, "bad_request",
-                          "body.key: the key space _conclave/ is reserved to "
-                          "membership (docs/membership.md)");
+                          where +
+                              ".key: the key space _conclave/ is reserved to "
+                              "membership (docs/membership.md)");
     }
     if (body.find("value") == body.end()) {
-        return json_error(400, "bad_request", "body.value: missing");
+        return json_error(400, "bad_request", where + ".value: missing");
     }
     return std::nullopt;
 }
 
+/// One checked write of a POST /metadata body.
+struct Write {
+    std::string key;
+    std::string value;  // JSON text
+    MetadataCondition condition;
+};
+
+/// The write of `body` (`where` names it), or the error naming its problem.
+std::variant<Write, AdminResponse> WriteOf(json& body, const std::string& where) {
+    if (auto error = CheckWrite(body, where)) {
+        return *error;
+    }
+    auto condition = ParseCondition(body, where);
+    if (auto* error = std::get_if<AdminResponse>(&condition)) {
+        return *error;
+    }
+    return Write{std::move(body["key"].get_ref<std::string&>()), body["value"].dump(),
+                 std::get<MetadataCondition>(condition)};
+}
+
+/// The writes of a batch body {"entries": [...]}, 1..kMaxMetadataBatch of them, or the error
+/// naming the first problem (then nothing is proposed).
+std::variant<std::vector<Write>, AdminResponse> BatchOf(json& body) {
+    if (body.size() != 1) {
+        return json_error(400, "bad_request",
+                          "body: a batch {\"entries\": [...]} has no other field");
+    }
+    json& entries = body["entries"];
+    if (!entries.is_array() || entries.empty() || entries.size() > kMaxMetadataBatch) {
+        return json_error(400, "bad_request",
+                          "body.entries: expected an array of 1.." +
+                              std::to_string(kMaxMetadataBatch) + " writes " +
+                              std::string(kWriteShape));
+    }
+    std::vector<Write> writes;
+    writes.reserve(entries.size());
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+        auto write = WriteOf(entries[i], "body.entries[" + std::to_string(i) + "]");
+        if (auto* error = std::get_if<AdminResponse>(&write)) {
+            return *error;
+        }
+        writes.push_back(std::move(std::get<Write>(write)));
+    }
+    return writes;
+}
+
+/// The answer of a batch once every write has its outcome: {"results": [each write's own
+/// answer body, in request order]}, with status 200 when all committed, else the status and
+/// headers (a 307's Location) of the first write that did not.
+class BatchAnswer {
+  public:
+    BatchAnswer(std::size_t writes, AdminResponder respond, std::string scheme, std::string path)
+        : answers_(writes),
+          left_(writes),
+          respond_(std::move(respond)),
+          scheme_(std::move(scheme)),
+          path_(std::move(path)) {}
+
+    void on_result(std::size_t index, const MetadataProposeResult& r) {
+        answers_[index] = propose_response(r, scheme_, path_);
+        if (--left_ == 0) {
+            respond_(Combined());
+        }
+    }
+
+  private:
+    AdminResponse Combined() {
+        AdminResponse response;
+        std::string body = "{\"results\":[";
+        for (std::size_t i = 0; i < answers_.size(); ++i) {
+            AdminResponse& a = answers_[i];
+            if (a.status != 200 && response.status == 200) {
+                response.status = a.status;
+                response.headers = std::move(a.headers);
+            }
+            while (!a.body.empty() && a.body.back() == '\n') {
+                a.body.pop_back();
+            }
+            body += i == 0 ? "" : ",";
+            body += a.body;
+        }
+        body += "]}\n";
+        response.body = std::move(body);
+        return response;
+    }
+
+    std::vector<AdminResponse> answers_;
+    std::size_t left_;
+    AdminResponder respond_;
+    std::string scheme_;
+    std::string path_;
+};
+
+void PostBatch(AdminSource& source, const AdminRequest& request, AdminResponder respond,
+               json& body) {
+    auto batch = BatchOf(body);
+    if (auto* error = std::get_if<AdminResponse>(&batch)) {
+        return respond(*error);
+    }
+    auto& writes = std::get<std::vector<Write>>(batch);
+    auto answer = std::make_shared<BatchAnswer>(writes.size(), std::move(respond), request.scheme,
+                                                request.path);
+    // Proposed one after the other on this thread, so in request order.
+    for (std::size_t i = 0; i < writes.size(); ++i) {
+        source.propose_metadata_if(
+            std::move(writes[i].key), std::move(writes[i].value), writes[i].condition,
+            [answer, i](const MetadataProposeResult& r) { answer->on_result(i, r); });
+    }
+}
+
 // POST /metadata: {"key": "...", "value": <any JSON>[, "expect_lsn": "T.C"][, "fence": N]},
-// proposed through the log (conditional and fenced writes: MetadataCondition).
+// proposed through the log (conditional and fenced writes: MetadataCondition); or a batch
+// {"entries": [such writes]}, each proposed as its own entry, in order.
 void PostMetadata(AdminSource& source, const AdminRequest& request, AdminResponder respond) {
     if (auto error = RejectParameters(request, {})) {
         return respond(*error);
     }
-    const json body = json::parse(request.body, nullptr, /*allow_exceptions=*/false);
-    if (auto error = CheckPostBody(body)) {
+    json body = json::parse(request.body, nullptr, /*allow_exceptions=*/false);
+    if (body.is_discarded()) {
+        return respond(json_error(400, "bad_request",
+                                  "body: expected a JSON object " + std::string(kWriteShape) +
+                                      " or {\"entries\": [such objects]}, got malformed JSON"));
+    }
+    if (body.is_object() && body.contains("entries")) {
+        return PostBatch(source, request, std::move(respond), body);
+    }
+    auto write = WriteOf(body, "body");
+    if (auto* error = std::get_if<AdminResponse>(&write)) {
         return respond(*error);
     }
-    auto condition = ParseCondition(body);
-    if (auto* error = std::get_if<AdminResponse>(&condition)) {
-        return respond(*error);
-    }
+    Write& w = std::get<Write>(write);
     source.propose_metadata_if(
-        body["key"].get<std::string>(), body["value"].dump(),
-        std::get<MetadataCondition>(condition),
+        std::move(w.key), std::move(w.value), w.condition,
         [respond, scheme = request.scheme, path = request.path](const MetadataProposeResult& r) {
             respond(propose_response(r, scheme, path));
         });

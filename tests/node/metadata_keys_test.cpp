@@ -168,6 +168,83 @@ TEST_CASE("key state: reads with LSNs, conditional and fenced writes, prefix lis
     c.stop_all();
 }
 
+TEST_CASE("batched writes: one entry each, in order; checked whole; every outcome answered",
+          "[node][metadata][keys]") {
+    Cluster c;
+    c.start_all();
+    const std::size_t leader = c.active_leader();
+    const std::size_t follower = (leader + 1) % 3;
+    const auto lsn_of = [](const json& answer) {
+        return Lsn{conclave::Term{answer.at("lsn").at("term").get<std::uint64_t>()},
+                   answer.at("lsn").at("counter").get<std::uint64_t>()};
+    };
+
+    // Three writes, three consecutive LSNs in request order, each key readable with its LSN.
+    HttpResult r = Post(c, leader,
+                        {{"entries",
+                          {{{"key", "b1"}, {"value", 1}},
+                           {{"key", "b2"}, {"value", {{"x", 2}}}},
+                           {{"key", "b1"}, {"value", 3}, {"expect_lsn", "0.0"}}}}});
+    // The third is checked against the first, still pending in the same step: refused, 409.
+    REQUIRE(r.status == 409);
+    REQUIRE(r.body.at("results").size() == 3);
+    const Lsn b1 = lsn_of(r.body.at("results")[0]);
+    const Lsn b2 = lsn_of(r.body.at("results")[1]);
+    CHECK(b2.term == b1.term);
+    CHECK(b2.counter == b1.counter + 1);
+    CHECK(r.body.at("results")[2].at("error") == "condition_failed");
+    CHECK(r.body.at("results")[2].at("lsn") == Text(b1));
+    CHECK(Get(c, leader, "/metadata/b1").body.at("value") == 1);
+    CHECK(Get(c, leader, "/metadata/b2").body.at("lsn") == Text(b2));
+
+    r = Post(c, leader,
+             {{"entries",
+               {{{"key", "b1"}, {"value", 4}, {"expect_lsn", Text(b1)}},
+                {{"key", "b3"}, {"value", "s"}}}}});
+    REQUIRE(r.status == 200);
+    CHECK(b2 < lsn_of(r.body.at("results")[0]));
+    CHECK(Get(c, leader, "/metadata/b1").body.at("value") == 4);
+
+    // A malformed write refuses the whole batch before anything is proposed.
+    const std::size_t before = LogLength(c, leader);
+    for (const auto& [body, needle] : std::vector<std::pair<json, std::string>>{
+             {{{"entries", json::array()}}, "body.entries: expected an array of 1..1024"},
+             {{{"entries", 7}}, "body.entries: expected an array"},
+             {{{"entries", {{{"key", "ok"}, {"value", 1}}}}, {"key", "k"}},
+              "body: a batch {\"entries\": [...]} has no other field"},
+             {{{"entries", {{{"key", "ok"}, {"value", 1}}, {{"value", 1}}}}},
+              "body.entries[1].key: expected a non-empty string"},
+             {{{"entries",
+                {{{"key", "ok"}, {"value", 1}}, {{"key", "k"}, {"value", 1}, {"x", 1}}}}},
+              "body.entries[1].x: unknown field"},
+             {{{"entries", {{{"key", "ok"}, {"value", 1}, {"fence", "7"}}}}},
+              "body.entries[0].fence: expected"},
+             {{{"entries", {{{"key", "_conclave/members"}, {"value", 1}}}}},
+              "body.entries[0].key: the key space _conclave/ is reserved"},
+         }) {
+        INFO(body.dump());
+        r = Post(c, leader, body);
+        CHECK(r.status == 400);
+        CHECK_THAT(r.body.at("detail").get<std::string>(), Catch::Contains(needle));
+    }
+    json too_many = json::array();
+    for (std::size_t i = 0; i <= conclave::admin::kMaxMetadataBatch; ++i) {
+        too_many.push_back({{"key", "k"}, {"value", 0}});
+    }
+    CHECK(Post(c, leader, {{"entries", too_many}}).status == 400);
+    CHECK(LogLength(c, leader) == before);
+
+    // A follower appends nothing: 307 to the leader, with every write's answer.
+    r = Post(c, follower,
+             {{"entries", {{{"key", "b4"}, {"value", 1}}, {{"key", "b5"}, {"value", 1}}}}});
+    CHECK(r.status == 307);
+    CHECK(r.location == "http://127.0.0.1:" + std::to_string(c.http_port(leader)) + "/metadata");
+    REQUIRE(r.body.at("results").size() == 2);
+    CHECK(r.body.at("results")[1].at("error") == "not_leader");
+    CHECK(LogLength(c, leader) == before);
+    c.stop_all();
+}
+
 TEST_CASE("key state: every node applies the same map; prefix subscribers see their keys only",
           "[node][metadata][keys]") {
     Cluster c;

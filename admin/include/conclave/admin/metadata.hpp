@@ -120,6 +120,9 @@ inline constexpr std::size_t kDefaultMetadataPage = 1000;
 /// 16: one read must not build a huge response on the io thread); page on with next_from.
 inline constexpr std::size_t kMetadataPageBytes = std::size_t{1} << 20;
 
+/// Most writes one POST /metadata batch {"entries": [...]} carries (each its own log entry).
+inline constexpr std::size_t kMaxMetadataBatch = 1024;
+
 /// POST /metadata and GET /metadata (see node/README.md); `source` must outlive `server`.
 void register_metadata_routes(AdminServer& server, AdminSource& source);
 
