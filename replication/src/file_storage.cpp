@@ -266,7 +266,7 @@ std::optional<Term> FileStorage::read_repaired_marker(const std::filesystem::pat
 }
 
 FileStorage::FileStorage(std::filesystem::path dir, FsyncPolicy policy)
-    : dir_(std::move(dir)), policy_(policy) {
+    : dir_(std::move(dir)), log_path_(dir_ / kLogFileName), policy_(policy) {
     create_directories_durably(dir_);  // throws std::system_error, as every step here
     const auto path = log_path();
     fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);

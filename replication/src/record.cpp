@@ -1,22 +1,31 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "record.hpp"
-
-#include <cstring>
-
 #include "crc32.hpp"
 
 namespace conclave::replication {
 
-void put_u32(std::string& out, std::uint32_t v) {
-    for (int i = 0; i < 4; ++i) {
-        out.push_back(static_cast<char>((v >> (8 * i)) & 0xFFU));
+namespace {
+
+/// `v` little-endian into `out[0..N)`.
+template <std::size_t N, class T>
+void store_le(char* out, T v) {
+    for (std::size_t i = 0; i < N; ++i) {
+        out[i] = static_cast<char>((v >> (8 * i)) & 0xFFU);
     }
 }
 
+}  // namespace
+
+void put_u32(std::string& out, std::uint32_t v) {
+    char bytes[4];
+    store_le<4>(bytes, v);
+    out.append(bytes, 4);
+}
+
 void put_u64(std::string& out, std::uint64_t v) {
-    for (int i = 0; i < 8; ++i) {
-        out.push_back(static_cast<char>((v >> (8 * i)) & 0xFFU));
-    }
+    char bytes[8];
+    store_le<8>(bytes, v);
+    out.append(bytes, 8);
 }
 
 std::uint32_t get_u32(const char* p) {
@@ -49,9 +58,7 @@ void encode_record(const Entry& entry, std::string& out) {
     Crc32 crc;  // over the length field and the payload
     crc.process_bytes(out.data() + start, 4);
     crc.process_bytes(out.data() + start + kRecordHeaderBytes, payload_bytes);
-    std::string crc_bytes;
-    put_u32(crc_bytes, crc.checksum());
-    std::memcpy(out.data() + start + 4, crc_bytes.data(), 4);
+    store_le<4>(out.data() + start + 4, crc.checksum());
 }
 
 DecodedRecord decode_record(std::string_view data, std::uint32_t max_payload) {

@@ -266,7 +266,8 @@ class FileStorage final : public LogStorage {
     Lsn end_sync(const SyncTicket& ticket) override;
 
     std::uint64_t fsync_count() const override { return fsync_count_.load(); }
-    std::filesystem::path log_path() const { return dir_ / kLogFileName; }
+    /// Built once: the paths name files in error messages on every write.
+    const std::filesystem::path& log_path() const { return log_path_; }
     std::filesystem::path meta_path() const { return dir_ / kMetaFileName; }
     std::filesystem::path snapshot_path() const { return dir_ / kSnapshotFileName; }
     /// Bytes of log.dat (header and valid records).
@@ -287,6 +288,7 @@ class FileStorage final : public LogStorage {
     void SettleLogFile(std::size_t valid_end, std::size_t file_bytes, RecoveryReport& report);
 
     std::filesystem::path dir_;
+    std::filesystem::path log_path_;
     FsyncPolicy policy_;
     int fd_ = -1;
     bool recovered_ = false;
