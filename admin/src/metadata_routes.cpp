@@ -44,8 +44,14 @@ std::optional<AdminResponse> RejectParameters(const AdminRequest& request,
 AdminResponse propose_response(const MetadataProposeResult& r, const std::string& scheme,
                                const std::string& path) {
     switch (r.status) {
-        case MetadataProposeStatus::Committed:
-            return json_response(200, {{"lsn", lsn_to_json(r.lsn)}});
+        case MetadataProposeStatus::Committed: {
+            // json_response(200, {{"lsn", lsn_to_json(r.lsn)}}) without a document: one per
+            // write of a batch, on the io thread.
+            AdminResponse response;
+            response.body = "{\"lsn\":{\"counter\":" + std::to_string(r.lsn.counter) +
+                            ",\"term\":" + std::to_string(r.lsn.term.value) + "}}\n";
+            return response;
+        }
         case MetadataProposeStatus::NotLeader:
             if (r.leader_http) {
                 json body = {{"error", "not_leader"},

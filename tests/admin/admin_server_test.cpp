@@ -677,3 +677,15 @@ TEST_CASE("pipelining: nothing after a final answer is processed; a flood waits 
         CHECK(client.WaitClosed());
     }
 }
+
+TEST_CASE("a committed write's answer is the LSN's JSON, at every size", "[admin]") {
+    for (const std::uint64_t n : {std::uint64_t{0}, std::uint64_t{7}, ~std::uint64_t{0}}) {
+        MetadataProposeResult r;
+        r.status = MetadataProposeStatus::Committed;
+        r.lsn = conclave::Lsn{conclave::Term{n}, n / 3};
+        const AdminResponse answer = propose_response(r, "http", "/metadata");
+        CHECK(answer.status == 200);
+        CHECK(answer.content_type == "application/json");
+        CHECK(answer.body == json{{"lsn", lsn_to_json(r.lsn)}}.dump() + "\n");
+    }
+}
