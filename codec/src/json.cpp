@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "conclave/codec/json.hpp"
 
-#include <limits>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -130,10 +129,8 @@ Body body_from_json(std::type_identity<Body>, const json& j) {
     return b;
 }
 
-constexpr std::uint64_t kCborIndefinite = std::numeric_limits<std::uint64_t>::max();
+}  // namespace
 
-// Reads the argument of a CBOR head whose additional information is `info` (its bytes follow at
-// `pos`, which advances past them); kCborIndefinite for 31. False when it is malformed.
 bool read_cbor_argument(std::span<const std::uint8_t> in, std::size_t& pos, std::uint8_t info,
                         std::uint64_t& value) {
     if (info < 24) {
@@ -157,8 +154,6 @@ bool read_cbor_argument(std::span<const std::uint8_t> in, std::size_t& pos, std:
     }
     return true;
 }
-
-}  // namespace
 
 // nlohmann's CBOR reader recurses once per nesting level, so a hostile frame of a million nested
 // arrays would overflow the stack. This iterative walk bounds the nesting depth before parsing.

@@ -390,22 +390,7 @@ struct CborCursor {
         const std::uint8_t initial = in[pos++];
         major = static_cast<std::uint8_t>(initial >> 5);
         const auto info = static_cast<std::uint8_t>(initial & 0x1FU);
-        if (info < 24) {
-            arg = info;
-            return true;
-        }
-        if (info > 27) {
-            return false;
-        }
-        const std::size_t len = std::size_t{1} << (info - 24);
-        if (in.size() - pos < len) {
-            return false;
-        }
-        arg = 0;
-        for (std::size_t i = 0; i < len; ++i) {
-            arg = (arg << 8) | in[pos++];
-        }
-        return true;
+        return info != 31 && read_cbor_argument(in, pos, info, arg);
     }
     bool expect(std::uint8_t major, std::uint64_t& arg) {
         std::uint8_t m = 0;

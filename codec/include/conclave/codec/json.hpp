@@ -73,6 +73,14 @@ elector::DurableState durable_state_from_json(const nlohmann::json& j);
 /// bound keeps a hostile frame from exhausting the stack of the recursive parser.
 inline constexpr std::size_t kMaxCborDepth = 16;
 
+/// read_cbor_argument's value for additional information 31 (indefinite length).
+inline constexpr std::uint64_t kCborIndefinite = ~std::uint64_t{0};
+
+/// Reads the argument of a CBOR head whose additional information is `info` (its bytes follow at
+/// `pos`, which advances past them); kCborIndefinite for 31. False when it is malformed.
+bool read_cbor_argument(std::span<const std::uint8_t> in, std::size_t& pos, std::uint8_t info,
+                        std::uint64_t& value);
+
 /// Iterative pre-check of a CBOR item: false when it is structurally broken or nests arrays/maps
 /// deeper than `max_depth` (nlohmann's recursive reader must not see such input).
 bool cbor_depth_ok(std::span<const std::uint8_t> in, std::size_t max_depth);
