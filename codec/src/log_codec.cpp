@@ -2,7 +2,6 @@
 #include "conclave/codec/log_codec.hpp"
 
 #include <algorithm>
-#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -205,6 +204,27 @@ void check_log_body(const SnapshotAck& b) {
     }
 }
 
+/// The field the codec writes and reads entries of directly (below), in every body that has one.
+constexpr std::string_view kEntriesField = "entries";
+
+/// The body's list of entries (its std::vector<Entry> field named kEntriesField), or nullptr;
+/// const for a const body.
+template <class Body>
+auto* EntriesOf(Body& b) {
+    using List =
+        std::conditional_t<std::is_const_v<Body>, const std::vector<Entry>, std::vector<Entry>>;
+    List* list = nullptr;
+    boost::mp11::mp_for_each<BodyFields<std::remove_const_t<Body>>>([&](auto d) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(b.*decltype(d)::pointer)>,
+                                     std::vector<Entry>>) {
+            if (std::string_view(decltype(d)::name) == kEntriesField) {
+                list = &(b.*decltype(d)::pointer);
+            }
+        }
+    });
+    return list;
+}
+
 // Every field from its Describe list (field_codec.hpp), then the checks above. With `entries`
 // (read from the frame apart, the document holding an empty list in their place), the body's
 // entries field takes them before the checks, and `placed` says it had one.
@@ -213,15 +233,10 @@ Body body_from_json(std::type_identity<Body>, const json& j, std::vector<Entry>*
                     bool& placed) {
     Body b = field_codec::get_fields<LogFieldCodec, LogOmittedFields, Body>(j);
     if (entries != nullptr) {
-        boost::mp11::mp_for_each<BodyFields<Body>>([&](auto d) {
-            using Field = std::decay_t<decltype(b.*decltype(d)::pointer)>;
-            if constexpr (std::is_same_v<Field, std::vector<Entry>>) {
-                if (std::string_view(decltype(d)::name) == "entries") {
-                    b.*decltype(d)::pointer = std::move(*entries);
-                    placed = true;
-                }
-            }
-        });
+        if (std::vector<Entry>* list = EntriesOf(b)) {
+            *list = std::move(*entries);
+            placed = true;
+        }
     }
     check_log_body(b);
     return b;
@@ -323,16 +338,14 @@ void PutEntries(std::vector<std::uint8_t>& out, const std::vector<Entry>& entrie
     }
 }
 
-/// The body's copy without its entries (each std::vector<Entry> field left empty), and the
-/// entries by field name.
+/// The body's copy without its list of entries (left empty), and that list (nullptr when the
+/// body has none).
 template <class Body>
-Body WithoutEntries(const Body& b, std::map<std::string, const std::vector<Entry>*>& entries) {
+Body WithoutEntries(const Body& b, const std::vector<Entry>*& entries) {
+    entries = EntriesOf(b);
     Body head;
     boost::mp11::mp_for_each<BodyFields<Body>>([&](auto d) {
-        using Field = std::decay_t<decltype(b.*decltype(d)::pointer)>;
-        if constexpr (std::is_same_v<Field, std::vector<Entry>>) {
-            entries[decltype(d)::name] = &(b.*decltype(d)::pointer);
-        } else {
+        if (static_cast<const void*>(&(b.*decltype(d)::pointer)) != entries) {
             head.*decltype(d)::pointer = b.*decltype(d)::pointer;
         }
     });
@@ -343,15 +356,15 @@ Body WithoutEntries(const Body& b, std::map<std::string, const std::vector<Entry
 
 std::vector<std::uint8_t> encode_log_cbor(const LogMessage& m) {
     // The document of everything but the entries, then the top-level map written here with the
-    // entries fields in place of their (empty) document values.
-    std::map<std::string, const std::vector<Entry>*> entries;
+    // entries in place of their (empty) document value.
+    const std::vector<Entry>* entries = nullptr;
     LogMessage head{m.from, m.term, {}};
     std::visit([&](const auto& b) { head.body = WithoutEntries(b, entries); }, m.body);
     json j = to_json_form(head, field_codec::Form::Wire);
     j["v"] = kLogMessageFormatVersion;
     std::size_t bytes = 64;
-    for (const auto& [name, list] : entries) {
-        for (const Entry& e : *list) {
+    if (entries != nullptr) {
+        for (const Entry& e : *entries) {
             bytes += 48 + e.key.size() + e.value.size();
         }
     }
@@ -360,8 +373,8 @@ std::vector<std::uint8_t> encode_log_cbor(const LogMessage& m) {
     PutHead(out, kMap, j.size());
     for (const auto& [name, value] : j.items()) {
         PutText(out, name);
-        if (auto it = entries.find(name); it != entries.end()) {
-            PutEntries(out, *it->second);
+        if (entries != nullptr && name == kEntriesField) {
+            PutEntries(out, *entries);
         } else {
             json::to_cbor(value, out);
         }
@@ -492,7 +505,7 @@ std::optional<SplitFrame> SplitEntries(std::span<const std::uint8_t> bytes) {
             return std::nullopt;
         }
         keys.push_back(key);
-        if (key == "entries") {
+        if (key == kEntriesField) {
             begin = c.pos;
             entries = CanonicalEntries(c);
             end = c.pos;
