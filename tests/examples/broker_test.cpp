@@ -308,15 +308,30 @@ struct Brokers {
                        brokers[*now]->assigning() && all_served_now();
             }));
             repair();
+            // Settled under a leadership newer than the faulted one (the resumed or healed node
+            // may win a later election itself: that is a new leadership too).
             REQUIRE(run_checked([&] {
-                const auto now = leader();
                 return overlaps() > 0 ||
-                       (now && *now != old && !nodes[old]->current().is_leader() &&
-                        nodes[old]->current().leader == nodes[*now]->config().self_entry().id &&
-                        nodes[old]->commit_lsn() >= nodes[*now]->commit_lsn() && settled() &&
-                        all_served_now());
+                       (followed_by_all(old_token) && settled() && all_served_now());
             }));
         }
+    }
+
+    /// One node leads under a token above `token`; every other node follows it and has
+    /// committed what it has.
+    bool followed_by_all(std::uint64_t token) {
+        const auto now = leader();
+        if (!now || nodes[*now]->current().fencing_token <= token) {
+            return false;
+        }
+        const auto id = nodes[*now]->config().self_entry().id;
+        for (std::size_t i = 0; i < 3; ++i) {
+            if (i != *now && (nodes[i]->current().is_leader() || nodes[i]->current().leader != id ||
+                              nodes[i]->commit_lsn() < nodes[*now]->commit_lsn())) {
+                return false;
+            }
+        }
+        return true;
     }
 
     /// Every acknowledged assignment is in every node's committed log.
