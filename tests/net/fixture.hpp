@@ -19,6 +19,7 @@
 #include "conclave/drivers/driver.hpp"
 #include "conclave/drivers/state_file.hpp"
 #include "conclave/net/mesh.hpp"
+#include "support/loopback.hpp"
 
 namespace conclave::net::test {
 
@@ -48,44 +49,10 @@ inline void run_for(asio::io_context& io, std::chrono::milliseconds duration) {
         io, [] { return false; }, duration);
 }
 
-/// The first port of the kernel's ephemeral range (the source ports of outgoing connections).
-inline std::uint16_t ephemeral_low() {
-    std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
-    unsigned low = 0;
-    return range >> low && low > 1024 && low <= 65535 ? static_cast<std::uint16_t>(low) : 32768;
-}
-
-/// N distinct free ports on 127.0.0.1 (bound together, then released), below the ephemeral
-/// range: a node that starts late must still find its port free, and the peers dialing it
-/// meanwhile, or any other connection on the machine, would otherwise take it as a source port
-/// (a dial to a local port nobody listens on can even connect to itself and hold it).
+/// N distinct free ports on 127.0.0.1, below the ephemeral range (support/loopback.hpp).
 inline std::vector<std::uint16_t> free_ports(std::size_t n) {
     asio::io_context io;
-    std::vector<std::unique_ptr<tcp::acceptor>> holders;
-    std::vector<std::uint16_t> ports;
-    const unsigned low = ephemeral_low();
-    const unsigned floor = low > 12'000 ? 10'000 : 1'025;
-    std::random_device seed;
-    std::mt19937 rng(seed());
-    for (int attempt = 0; ports.size() < n; ++attempt) {
-        REQUIRE(attempt < 10'000);
-        const auto port = static_cast<std::uint16_t>(floor + rng() % (low - floor));
-        boost::system::error_code ec;
-        auto a = std::make_unique<tcp::acceptor>(io);
-        a->open(tcp::v4(), ec);
-        if (!ec) {
-            a->bind(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port), ec);
-        }
-        if (!ec) {
-            a->listen(asio::socket_base::max_listen_connections, ec);
-        }
-        if (ec) {
-            continue;  // in use
-        }
-        ports.push_back(port);
-        holders.push_back(std::move(a));
-    }
-    return ports;
+    return conclave::test::free_ports(io, n);
 }
 
 /// A hand-driven peer speaking the handshake frame by frame (synchronously).

@@ -12,22 +12,52 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
+#include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace conclave::test {
 
+/// The first port of the kernel's ephemeral range (the source ports of outgoing connections).
+inline std::uint16_t ephemeral_low() {
+    std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+    unsigned low = 0;
+    return range >> low && low > 1024 && low <= 65535 ? static_cast<std::uint16_t>(low) : 32768;
+}
+
 /// `count` distinct free TCP ports on 127.0.0.1 (all held open together while they are chosen,
-/// so that none is handed out twice).
+/// so that none is handed out twice), picked at random below the ephemeral range: a node that
+/// starts (or restarts) late must still find its port free, and the peers dialing it meanwhile,
+/// or any other connection on the machine, would otherwise take it as a source port (a dial to
+/// a local port nobody listens on can even connect to itself and hold it).
 inline std::vector<std::uint16_t> free_ports(boost::asio::io_context& io, std::size_t count) {
     std::vector<std::unique_ptr<boost::asio::ip::tcp::acceptor>> held;
     std::vector<std::uint16_t> ports;
-    for (std::size_t i = 0; i < count; ++i) {
-        held.push_back(std::make_unique<boost::asio::ip::tcp::acceptor>(
-            io, boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 0)));
-        ports.push_back(held.back()->local_endpoint().port());
+    const unsigned low = ephemeral_low();
+    const unsigned floor = low > 12'000 ? 10'000 : 1'025;
+    std::mt19937 rng(std::random_device{}());
+    for (int attempt = 0; ports.size() < count; ++attempt) {
+        if (attempt == 10'000) {
+            throw std::runtime_error("no free port below the ephemeral range");
+        }
+        const auto port = static_cast<std::uint16_t>(floor + rng() % (low - floor));
+        boost::system::error_code ec;
+        auto acceptor = std::make_unique<boost::asio::ip::tcp::acceptor>(io);
+        acceptor->open(boost::asio::ip::tcp::v4(), ec);
+        if (!ec) {
+            acceptor->bind({boost::asio::ip::make_address("127.0.0.1"), port}, ec);
+        }
+        if (!ec) {
+            acceptor->listen(boost::asio::socket_base::max_listen_connections, ec);
+        }
+        if (!ec) {  // else in use
+            ports.push_back(port);
+            held.push_back(std::move(acceptor));
+        }
     }
     return ports;
 }

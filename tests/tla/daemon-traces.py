@@ -27,10 +27,12 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+from conclaved_test import free_ports  # noqa: E402  (the same helper)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TLA = os.path.normpath(os.path.join(HERE, "..", "..", "tla"))
@@ -52,12 +54,6 @@ def log(msg):
     print(f"daemon-traces: {msg}", flush=True)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Cluster:
     def __init__(self, daemon, root, env=None):
         self.daemon, self.root, self.env = daemon, root, env
@@ -68,9 +64,10 @@ class Cluster:
             os.write(fd, value.encode())
             os.close(fd)
         nodes = []
-        for nid in NODES:
-            self.http[nid] = free_port()
-            nodes.append({"id": nid, "peer": f"127.0.0.1:{free_port()}",
+        ports = free_ports(2 * len(NODES))
+        for i, nid in enumerate(NODES):
+            self.http[nid] = ports[2 * i]
+            nodes.append({"id": nid, "peer": f"127.0.0.1:{ports[2 * i + 1]}",
                           "http": f"127.0.0.1:{self.http[nid]}"})
         doc = {"cluster": "trace", "nodes": nodes, "profile": "fast",
                "data_dir": os.path.join(root, "{id}"), "log": {"format": "json"},

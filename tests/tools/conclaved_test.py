@@ -11,6 +11,7 @@ why, exit statuses, messages), never about how fast something happened.
 import http.client
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -36,13 +37,37 @@ def check(cond, what):
     return cond
 
 
-def free_ports(n):
-    """n distinct free ports on 127.0.0.1: every socket is held until all are known."""
-    held = [socket.socket() for _ in range(n)]
+def ephemeral_low():
+    """The first port of the kernel's ephemeral range (outgoing connections' source ports)."""
     try:
-        for s in held:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in held]
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+        return low if 1024 < low <= 65535 else 32768
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_ports(n):
+    """n distinct free ports on 127.0.0.1, picked at random below the ephemeral range (every
+    socket is held until all are known): a node restarted later must still find its port free,
+    and connections dialing it meanwhile, or any other on the machine, would otherwise take it as
+    a source port (a dial to a local port nobody listens on can even connect to itself)."""
+    low = ephemeral_low()
+    floor = 10000 if low > 12000 else 1025
+    rng = random.SystemRandom()
+    held = []
+    try:
+        for _ in range(10000):
+            s = socket.socket()
+            try:
+                s.bind(("127.0.0.1", rng.randrange(floor, low)))
+                s.listen()
+                held.append(s)
+            except OSError:  # in use
+                s.close()
+            if len(held) == n:
+                return [s.getsockname()[1] for s in held]
+        raise RuntimeError("no free port below the ephemeral range")
     finally:
         for s in held:
             s.close()
