@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "conclave/codec/json.hpp"
 #include "conclave/drivers/log_driver.hpp"
 #include "conclave/node/node.hpp"
 #include "node_cluster.hpp"
@@ -76,8 +77,7 @@ TEST_CASE("key state: reads with LSNs, conditional and fenced writes, prefix lis
 
     const HttpResult put = Post(c, leader, {{"key", "k1"}, {"value", {{"v", 1}}}});
     REQUIRE(put.status == 200);
-    const Lsn l1{conclave::Term{put.body.at("lsn").at("term").get<std::uint64_t>()},
-                 put.body.at("lsn").at("counter").get<std::uint64_t>()};
+    const Lsn l1 = conclave::codec::lsn_from_json(put.body.at("lsn"));
 
     // The leader answers at once: the value, the LSN of its write, the commit LSN it reflects.
     HttpResult r = Get(c, leader, "/metadata/k1");
@@ -175,8 +175,7 @@ TEST_CASE("batched writes: one entry each, in order; checked whole; every outcom
     const std::size_t leader = c.active_leader();
     const std::size_t follower = (leader + 1) % 3;
     const auto lsn_of = [](const json& answer) {
-        return Lsn{conclave::Term{answer.at("lsn").at("term").get<std::uint64_t>()},
-                   answer.at("lsn").at("counter").get<std::uint64_t>()};
+        return conclave::codec::lsn_from_json(answer.at("lsn"));
     };
 
     // Three writes, three consecutive LSNs in request order, each key readable with its LSN.
